@@ -1,0 +1,152 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// testCluster is a group of replicas in this process on loopback ports, each
+// with its own data dir, as several hosts would run them.
+type testCluster struct {
+	t       testing.TB
+	members map[uint64]string
+	dirs    map[uint64]string
+	nodes   map[uint64]*Node
+	tune    func(*Config)
+}
+
+// quietLogger keeps Dragonboat's noise out of test output.
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func newCluster(t testing.TB, size int, tune func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, members: map[uint64]string{}, dirs: map[uint64]string{},
+		nodes: map[uint64]*Node{}, tune: tune}
+	base := t.TempDir()
+	for id := uint64(1); id <= uint64(size); id++ {
+		c.members[id] = freeAddr(t)
+		c.dirs[id] = filepath.Join(base, fmt.Sprint(id))
+	}
+	t.Cleanup(c.closeAll)
+	c.startAll()
+	return c
+}
+
+func (c *testCluster) config(id uint64) Config {
+	cfg := Config{ReplicaID: id, Members: c.members, Dir: c.dirs[id], Logger: quietLogger, SessionTTL: 2 * time.Second}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	return cfg
+}
+
+// startAll starts every replica at once, as their hosts would: a replica
+// that dials a peer not yet listening backs off for up to a second.
+func (c *testCluster) startAll() {
+	c.t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs error
+	for id := range c.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := Start(context.Background(), c.config(id))
+			mu.Lock()
+			defer mu.Unlock()
+			errs = errors.Join(errs, err)
+			if n != nil {
+				c.nodes[id] = n
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(c.t, errs)
+}
+
+// start starts (or restarts, on its dir) replica id.
+func (c *testCluster) start(id uint64) *Node {
+	c.t.Helper()
+	n, err := Start(context.Background(), c.config(id))
+	require.NoError(c.t, err)
+	c.nodes[id] = n
+	return n
+}
+
+// stop closes replica id, as a crash of its process would end it.
+func (c *testCluster) stop(id uint64) {
+	if n := c.nodes[id]; n != nil {
+		n.Close()
+		delete(c.nodes, id)
+	}
+}
+
+func (c *testCluster) closeAll() {
+	for id := range c.nodes {
+		c.stop(id)
+	}
+}
+
+func (c *testCluster) node(id uint64) *Node { return c.nodes[id] }
+
+// leader waits until the running replicas agree on a leader, and returns it.
+func (c *testCluster) leader(ctx context.Context) uint64 {
+	c.t.Helper()
+	for {
+		var leader uint64
+		agree := true
+		for _, n := range c.nodes {
+			st := n.Status()
+			if leader == 0 {
+				leader = st.LeaderID
+			}
+			agree = agree && st.LeaderID != 0 && st.LeaderID == leader
+		}
+		if agree && leader != 0 && c.nodes[leader] != nil {
+			return leader
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("no leader: %v", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestDebugInspect(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	c.leader(ctx)
+	for i := 0; i < 5; i++ {
+		for id := uint64(1); id <= 3; id++ {
+			t0 := time.Now()
+			_, err := c.node(id).Inspect(ctx, "x")
+			require.NoError(t, err)
+			t.Logf("inspect on %d: %v (leader %d)", id, time.Since(t0), c.node(id).Status().LeaderID)
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package fencelock
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/expiry"
+)
+
+// Applied is called by the state machine on the apply goroutine for every
+// entry. Each event goes to the session it concerns, if that session lives
+// here: this is how exactly the granted waiter, and nobody else, wakes.
+func (n *Node) Applied(index uint64, events []fsm.Event) {
+	n.applied.Store(index)
+	for i := range events {
+		e := &events[i]
+		switch e.Kind {
+		case fsm.EventTouched:
+			n.tracker.Touch(e.Session, e.Index, time.Duration(e.TTL))
+			continue
+		case fsm.EventSessionEnded:
+			n.tracker.Remove(e.Session)
+		}
+		if s := n.local(e.Session); s != nil {
+			s.handle(e)
+		}
+	}
+}
+
+// Restored is called when a snapshot replaced the state, skipping entries
+// whose events were never seen: the timers restart and every local session
+// is brought in line with the state.
+func (n *Node) Restored(st *fsm.State) {
+	n.applied.Store(st.Index())
+	infos := st.Sessions()
+	sessions := make([]expiry.Session, len(infos))
+	for i, s := range infos {
+		sessions[i] = expiry.Session{ID: s.ID, KeepAlive: s.KeepAlive, TTL: time.Duration(s.TTL)}
+	}
+	n.tracker.Reset(sessions)
+	n.mu.RLock()
+	local := make([]*Session, 0, len(n.sessions))
+	for _, s := range n.sessions {
+		local = append(local, s)
+	}
+	n.mu.RUnlock()
+	for _, s := range local {
+		s.reconcile(st)
+	}
+}
+
+// proposeExpire is the expiry tracker's action on the leader; it must not
+// block, so the proposal runs in the background.
+func (n *Node) proposeExpire(id, keepAlive uint64) {
+	n.goBackground(func() {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ProposalTimeout)
+		defer cancel()
+		_, err := n.propose(ctx, fsm.Command{Kind: fsm.KindExpire, Session: id, Target: keepAlive})
+		if err != nil {
+			n.log.Debug("fencelock: expire not applied; the leader retries", "session", id, "err", err)
+		}
+	})
+}
+
+// handle applies one event to the local session it concerns.
+func (s *Session) handle(e *fsm.Event) {
+	switch e.Kind {
+	case fsm.EventGranted:
+		s.granted(e.Seq, e.Name, e.Token)
+	case fsm.EventFreed:
+		s.freed(e.Token, reasonErr(e.Reason))
+	case fsm.EventSessionEnded:
+		s.end(reasonErr(e.Reason))
+		s.n.forget(s)
+	}
+}
+
+// reconcile brings s in line with a state restored from a snapshot.
+func (s *Session) reconcile(st *fsm.State) {
+	if _, ok := st.Session(s.id); !ok {
+		s.expired()
+		return
+	}
+	s.mu.Lock()
+	seqs := make([]uint64, 0, len(s.waiters))
+	for seq, w := range s.waiters {
+		if w.lock == nil {
+			seqs = append(seqs, seq)
+		}
+	}
+	held := make([]*Lock, 0, len(s.locks))
+	for _, l := range s.locks {
+		held = append(held, l)
+	}
+	s.mu.Unlock()
+	for _, seq := range seqs {
+		if name, token, ok := st.Grant(s.id, seq); ok {
+			s.granted(seq, name, token)
+		}
+	}
+	for _, l := range held {
+		if !st.Holds(s.id, l.name, l.token) {
+			s.freed(l.token, ErrNotHeld)
+		}
+	}
+}
+
+func reasonErr(r fsm.Reason) error {
+	switch r {
+	case fsm.ReasonExpired:
+		return ErrSessionExpired
+	case fsm.ReasonClosed:
+		return ErrSessionClosed
+	case fsm.ReasonCancelled:
+		return context.Canceled
+	}
+	return ErrNotHeld
+}

@@ -1,0 +1,77 @@
+package fencelock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The sentinel errors. Errors returned by fencelock wrap one of them (or a
+// context error); test with errors.Is.
+var (
+	// ErrLocked: TryAcquire found the lock held.
+	ErrLocked = errors.New("fencelock: lock is held")
+	// ErrNotHeld: Release named a grant that is no longer current (the lock
+	// was released, or the session expired and the lock passed on).
+	ErrNotHeld = errors.New("fencelock: lock not held")
+	// ErrStaleToken: a Fencer refused a token lower than one it admitted.
+	ErrStaleToken = errors.New("fencelock: stale fencing token")
+	// ErrSessionExpired: the session could not be renewed in time, or the
+	// group expired it. Its locks are lost; open a new session.
+	ErrSessionExpired = errors.New("fencelock: session expired")
+	// ErrSessionClosed: the session was closed by its holder.
+	ErrSessionClosed = errors.New("fencelock: session closed")
+	// ErrUnavailable: the group could not be reached (no leader, no quorum)
+	// before the context ended. Nothing was granted to the caller.
+	ErrUnavailable = errors.New("fencelock: group unavailable")
+	// ErrInvalidName: a lock name is empty, longer than 512 bytes, not UTF-8,
+	// or contains NUL.
+	ErrInvalidName = errors.New("fencelock: invalid lock name")
+	// ErrClosed: the node was closed.
+	ErrClosed = errors.New("fencelock: node closed")
+	// ErrInvalidConfig: Start was given an unusable Config.
+	ErrInvalidConfig = errors.New("fencelock: invalid configuration")
+	// ErrInvalidTTL: a session TTL or safety margin outside the allowed range.
+	ErrInvalidTTL = errors.New("fencelock: invalid session TTL")
+)
+
+// StaleTokenError is the error of a Fencer that refused a token.
+type StaleTokenError struct {
+	Resource string
+	Token    uint64 // the token refused
+	Highest  uint64 // the highest token admitted for Resource
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("fencelock: stale fencing token %d for %q: token %d was already admitted",
+		e.Token, e.Resource, e.Highest)
+}
+
+// Is makes errors.Is(err, ErrStaleToken) true.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// unavailableError is returned when the context ended before the group
+// answered: both errors.Is(err, ErrUnavailable) and errors.Is(err, ctx.Err())
+// hold, and the last error from raft is kept for diagnosis.
+type unavailableError struct {
+	ctxErr, last error
+}
+
+func (e *unavailableError) Error() string {
+	if e.last == nil {
+		return fmt.Sprintf("%v: %v", ErrUnavailable, e.ctxErr)
+	}
+	return fmt.Sprintf("%v: %v (last attempt: %v)", ErrUnavailable, e.ctxErr, e.last)
+}
+
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.ctxErr} }
+
+func invalidName(name string) error {
+	return fmt.Errorf("%w: %q", ErrInvalidName, truncate(name, 64))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

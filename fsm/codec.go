@@ -1,0 +1,216 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The wire format of a raft entry (version 1):
+//
+//	entry   = version:byte count:uvarint command*count
+//	command = kind:byte field*        (the fields of its kind, in the order below)
+//
+// Numbers are unsigned varints; a name is a varint length and its bytes; the
+// wait flag is one byte. Replies travel back as
+//
+//	results = count:uvarint (status:byte value:uvarint)*count
+//
+// A new field or kind means a new version: a replica must decode every entry
+// in its log, so old versions stay readable for good.
+const codecVersion = 1
+
+// MaxBatch is the most commands one entry may carry.
+const MaxBatch = 1 << 12
+
+// ErrCorrupt reports bytes that are not a valid entry, result list or
+// snapshot.
+var ErrCorrupt = errors.New("fsm: corrupt encoding")
+
+// AppendBatch appends the encoding of cmds, one raft entry, to dst.
+func AppendBatch(dst []byte, cmds []Command) []byte {
+	dst = append(dst, codecVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
+	for i := range cmds {
+		dst = appendCommand(dst, &cmds[i])
+	}
+	return dst
+}
+
+func appendCommand(dst []byte, c *Command) []byte {
+	u := binary.AppendUvarint
+	dst = append(dst, byte(c.Kind))
+	switch c.Kind {
+	case KindOpenSession:
+		dst = u(u(u(dst, c.Nonce), c.TTL), c.Owner)
+	case KindKeepAlive:
+		dst = u(u(dst, c.Session), c.Floor)
+	case KindCloseSession:
+		dst = u(dst, c.Session)
+	case KindAcquire:
+		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
+		dst = append(dst, boolByte(c.Wait))
+		dst = appendString(dst, c.Name)
+	case KindRelease:
+		dst = u(u(u(u(dst, c.Session), c.Seq), c.Floor), c.Token)
+		dst = appendString(dst, c.Name)
+	case KindCancel:
+		dst = u(u(u(dst, c.Session), c.Target), c.Floor)
+	case KindExpire:
+		dst = u(u(dst, c.Session), c.Target)
+	}
+	return dst
+}
+
+// DecodeBatch decodes one entry, appending its commands to dst. Anything
+// but a complete, well-formed entry is an error wrapping ErrCorrupt.
+func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
+	d := decoder{b: data}
+	if v := d.byte(); v != codecVersion {
+		return dst, fmt.Errorf("%w: entry version %d", ErrCorrupt, v)
+	}
+	n := d.uvarint()
+	if n == 0 || n > MaxBatch {
+		return dst, fmt.Errorf("%w: %d commands in an entry", ErrCorrupt, n)
+	}
+	for range n {
+		var c Command
+		d.command(&c)
+		if d.err != nil {
+			return dst, d.err
+		}
+		dst = append(dst, c)
+	}
+	if len(d.b) != 0 {
+		return dst, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
+	return dst, nil
+}
+
+func (d *decoder) command(c *Command) {
+	c.Kind = Kind(d.byte())
+	switch c.Kind {
+	case KindOpenSession:
+		c.Nonce, c.TTL, c.Owner = d.uvarint(), d.uvarint(), d.uvarint()
+	case KindKeepAlive:
+		c.Session, c.Floor = d.uvarint(), d.uvarint()
+	case KindCloseSession:
+		c.Session = d.uvarint()
+	case KindAcquire:
+		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
+		c.Wait = d.bool()
+		c.Name = d.name()
+	case KindRelease:
+		c.Session, c.Seq, c.Floor, c.Token = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+		c.Name = d.name()
+	case KindCancel:
+		c.Session, c.Target, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
+	case KindExpire:
+		c.Session, c.Target = d.uvarint(), d.uvarint()
+	default:
+		d.fail("unknown command kind %d", c.Kind)
+	}
+}
+
+// AppendResults appends the encoding of rs to dst.
+func AppendResults(dst []byte, rs []Result) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(rs)))
+	for _, r := range rs {
+		dst = append(dst, byte(r.Status))
+		dst = binary.AppendUvarint(dst, r.Value)
+	}
+	return dst
+}
+
+// DecodeResults decodes a result list, appending to dst.
+func DecodeResults(data []byte, dst []Result) ([]Result, error) {
+	d := decoder{b: data}
+	n := d.uvarint()
+	if n > MaxBatch {
+		return dst, fmt.Errorf("%w: %d results", ErrCorrupt, n)
+	}
+	for range n {
+		r := Result{Status: Status(d.byte()), Value: d.uvarint()}
+		if d.err != nil {
+			return dst, d.err
+		}
+		dst = append(dst, r)
+	}
+	if len(d.b) != 0 {
+		return dst, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
+	return dst, nil
+}
+
+// decoder reads from b; the first failure sticks in err and later reads
+// return zero values, so callers check err once per record.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) == 0 {
+		d.fail("unexpected end")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) bool() bool {
+	switch d.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail("bad flag")
+	return false
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// name reads a length-prefixed string of at most MaxNameLen bytes. Whether
+// it is a valid lock name is Apply's business, so that a bad name fails one
+// command, not its whole entry.
+func (d *decoder) name() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > MaxNameLen || n > uint64(len(d.b)) {
+		d.fail("name of %d bytes", n)
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func appendString(dst []byte, s string) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,118 @@
+// Package fsm is fencelock's replicated lock state machine: sessions, named
+// exclusive locks with FIFO wait queues, and fencing tokens.
+//
+// The package is pure and deterministic. State.Apply is a function of the
+// current state, the raft log index of the entry and the commands it carries:
+// it never reads a clock, a random source or a map's iteration order into
+// state, tokens or results. Time enters only as values inside commands (a
+// session's TTL) and as Expire commands proposed by the raft leader's timers.
+// Exactly one file, dragonboat.go, binds the state machine to Dragonboat.
+package fsm
+
+// Kind names a command.
+type Kind uint8
+
+// The command kinds. Their numeric values are part of the wire format.
+const (
+	// KindOpenSession creates a session. Nonce makes a retried open return the
+	// session the first attempt created; TTL and Owner are recorded for the
+	// leader's expiry timers and for inspection.
+	KindOpenSession Kind = 1
+	// KindKeepAlive renews Session; the entry's index becomes the session's
+	// keep-alive index, which a later Expire must name.
+	KindKeepAlive Kind = 2
+	// KindCloseSession ends Session at its holder's request, freeing its locks.
+	KindCloseSession Kind = 3
+	// KindAcquire asks for lock Name on behalf of request Seq of Session. If the
+	// lock is held, Wait queues the request; without Wait it fails with Locked.
+	KindAcquire Kind = 4
+	// KindRelease frees lock Name if Session holds it with grant Token.
+	KindRelease Kind = 5
+	// KindCancel withdraws request Target of Session: it leaves the queue, or,
+	// if the grant raced ahead of the cancel, the lock is released.
+	KindCancel Kind = 6
+	// KindExpire ends Session if its keep-alive index is still Target: the
+	// leader proposes it when its timer for that keep-alive runs out.
+	KindExpire Kind = 7
+
+	maxKind = KindExpire
+)
+
+var kindNames = [...]string{
+	KindOpenSession:  "open-session",
+	KindKeepAlive:    "keep-alive",
+	KindCloseSession: "close-session",
+	KindAcquire:      "acquire",
+	KindRelease:      "release",
+	KindCancel:       "cancel",
+	KindExpire:       "expire",
+}
+
+func (k Kind) String() string {
+	if k == 0 || k > maxKind {
+		return "unknown"
+	}
+	return kindNames[k]
+}
+
+// Command is one state change. Which fields a kind uses is listed with the
+// kinds; the codec writes only those.
+type Command struct {
+	Kind    Kind
+	Wait    bool   // Acquire: queue when held
+	Session uint64 // every kind but OpenSession
+	// Seq numbers the session's requests (Acquire, Release). A request is
+	// applied at most once: a retry of Seq returns the first reply.
+	Seq uint64
+	// Floor is the session's lowest request number whose reply its client may
+	// still need; replies below it are forgotten and requests below it ignored.
+	Floor  uint64
+	Nonce  uint64 // OpenSession: the client's identity for retries
+	TTL    uint64 // OpenSession: nanoseconds
+	Owner  uint64 // OpenSession: replica ID the session lives on
+	Token  uint64 // Release: the grant being released
+	Target uint64 // Cancel: the request withdrawn; Expire: keep-alive index
+	Name   string // Acquire, Release: lock name
+}
+
+// Status is the outcome of one command.
+type Status uint8
+
+// The statuses. Their numeric values are part of the wire format.
+const (
+	OK             Status = 1  // done (open, keep-alive, close, release, expire)
+	Granted        Status = 2  // acquire: the lock is the caller's; Result.Token
+	Queued         Status = 3  // acquire: waiting in the lock's queue
+	Locked         Status = 4  // try-acquire: held by another request
+	NotHeld        Status = 5  // release: the token is not the current grant
+	UnknownSession Status = 6  // the session does not exist (expired or closed)
+	Cancelled      Status = 7  // cancel: the request left the queue or its grant was released
+	Stale          Status = 8  // a duplicate below the session's floor: ignored
+	Invalid        Status = 9  // malformed command (bad name, unknown kind)
+	NotApplied     Status = 10 // expire: a newer keep-alive arrived; cancel: nothing to cancel
+	LimitExceeded  Status = 11 // a state limit would be exceeded
+)
+
+var statusNames = [...]string{
+	OK: "ok", Granted: "granted", Queued: "queued", Locked: "locked",
+	NotHeld: "not-held", UnknownSession: "unknown-session", Cancelled: "cancelled",
+	Stale: "stale", Invalid: "invalid", NotApplied: "not-applied",
+	LimitExceeded: "limit-exceeded",
+}
+
+func (s Status) valid() bool { return s != 0 && int(s) < len(statusNames) }
+
+func (s Status) String() string {
+	if !s.valid() {
+		return "unknown"
+	}
+	return statusNames[s]
+}
+
+// Result is the reply to one command.
+type Result struct {
+	Status Status
+	// Value is the grant's fencing token (Granted), or the session ID
+	// (OpenSession).
+	Value uint64
+}

@@ -1,0 +1,92 @@
+package fsm
+
+// This is the only file that binds the state machine to Dragonboat.
+//
+// It implements the plain sm.IStateMachine: Dragonboat serialises Update,
+// Lookup and snapshots, which is exactly what an in-memory lock table needs.
+// The concurrent variant would only pay off if reads contended with writes,
+// and the on-disk variant cannot have snapshots of an in-memory table.
+
+import (
+	"errors"
+	"io"
+
+	sm "github.com/lni/dragonboat/v4/statemachine"
+)
+
+// Observer learns what its replica applies. Dragonboat calls it on the
+// replica's apply goroutine, so it must not block, and it must not keep the
+// events or the state past the call.
+type Observer interface {
+	// Applied reports the events of the entry at index (none for most
+	// keep-alives' neighbours, but always called).
+	Applied(index uint64, events []Event)
+	// Restored reports that a snapshot replaced the whole state: events of
+	// the entries it covered were never reported.
+	Restored(st *State)
+}
+
+// Query reads the state. Passed to Dragonboat's SyncRead, it runs on the
+// replica once it has applied everything committed before the read began.
+type Query func(st *State) any
+
+// CorruptEntry is the Result.Value of an entry that did not decode. Every
+// replica sees the same bytes and skips the entry alike.
+const CorruptEntry = ^uint64(0)
+
+// ErrBadQuery is returned for a Lookup that is not a Query.
+var ErrBadQuery = errors.New("fsm: lookup is not a fsm.Query")
+
+// NewStateMachine returns the Dragonboat factory of the lock state machine;
+// obs may be nil.
+func NewStateMachine(obs Observer) sm.CreateStateMachineFunc {
+	return func(shardID, replicaID uint64) sm.IStateMachine {
+		return &machine{st: New(), obs: obs}
+	}
+}
+
+type machine struct {
+	st   *State
+	obs  Observer
+	cmds []Command
+}
+
+func (m *machine) Update(e sm.Entry) (sm.Result, error) {
+	cmds, err := DecodeBatch(e.Cmd, m.cmds[:0])
+	m.cmds = cmds[:0]
+	if err != nil {
+		m.st.index = e.Index
+		return sm.Result{Value: CorruptEntry}, nil
+	}
+	results, events := m.st.Apply(e.Index, cmds)
+	if m.obs != nil {
+		m.obs.Applied(e.Index, events)
+	}
+	data := AppendResults(make([]byte, 0, 1+3*len(results)), results)
+	return sm.Result{Value: uint64(len(results)), Data: data}, nil
+}
+
+func (m *machine) Lookup(q any) (any, error) {
+	if f, ok := q.(Query); ok {
+		return f(m.st), nil
+	}
+	return nil, ErrBadQuery
+}
+
+func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
+	return m.st.Save(w)
+}
+
+func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
+	st, err := Restore(r)
+	if err != nil {
+		return err
+	}
+	m.st = st
+	if m.obs != nil {
+		m.obs.Restored(st)
+	}
+	return nil
+}
+
+func (m *machine) Close() error { return nil }

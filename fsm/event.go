@@ -1,0 +1,58 @@
+package fsm
+
+// EventKind names an event.
+type EventKind uint8
+
+// The events Apply reports. They are not state: each replica uses them to
+// wake the local callers a change concerns (the replica where a session lives
+// delivers its grants) and to feed the leader's expiry timers, so nobody polls.
+const (
+	// EventTouched: Session was opened or renewed at keep-alive index Index;
+	// TTL is its time to live in nanoseconds.
+	EventTouched EventKind = iota + 1
+	// EventGranted: request Seq of Session now holds lock Name with Token.
+	EventGranted
+	// EventFreed: the grant Token of lock Name to request Seq of Session ended
+	// for Reason.
+	EventFreed
+	// EventSessionEnded: Session ended for Reason; its EventFreed events were
+	// reported before this one.
+	EventSessionEnded
+)
+
+// Reason says why a grant or a session ended.
+type Reason uint8
+
+// The reasons.
+const (
+	ReasonReleased  Reason = iota + 1 // the holder released the lock
+	ReasonCancelled                   // the holder's request was cancelled after it was granted
+	ReasonExpired                     // the session expired at the group
+	ReasonClosed                      // the session was closed by its holder
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonReleased:
+		return "released"
+	case ReasonCancelled:
+		return "cancelled"
+	case ReasonExpired:
+		return "expired"
+	case ReasonClosed:
+		return "closed"
+	}
+	return "unknown"
+}
+
+// Event is one change reported by Apply.
+type Event struct {
+	Kind    EventKind
+	Reason  Reason
+	Session uint64
+	Seq     uint64
+	Token   uint64
+	Index   uint64
+	TTL     uint64
+	Name    string
+}

@@ -1,0 +1,99 @@
+package fsm
+
+import "slices"
+
+// LockInfo describes one lock.
+type LockInfo struct {
+	Name    string
+	Held    bool
+	Token   uint64 // the current grant's fencing token; 0 when free
+	Session uint64 // the holder's session; 0 when free
+	Seq     uint64 // the holder's request number
+	Waiters int
+}
+
+// SessionInfo describes one session.
+type SessionInfo struct {
+	ID        uint64
+	TTL       uint64 // nanoseconds
+	Owner     uint64 // replica ID the session lives on
+	KeepAlive uint64 // index of the entry that last renewed it
+	Held      int
+	Waiting   int
+}
+
+// Lock describes the lock called name; a lock nobody holds is reported free.
+func (st *State) Lock(name string) LockInfo {
+	l := st.locks[name]
+	if l == nil {
+		return LockInfo{Name: name}
+	}
+	info := LockInfo{Name: name, Waiters: l.queued}
+	if l.holder != nil {
+		info.Held, info.Token, info.Session, info.Seq = true, l.token, l.holder.id, l.seq
+	}
+	return info
+}
+
+// Session describes session id, if it exists.
+func (st *State) Session(id uint64) (SessionInfo, bool) {
+	s := st.sessions[id]
+	if s == nil {
+		return SessionInfo{}, false
+	}
+	return s.info(), true
+}
+
+func (s *session) info() SessionInfo {
+	return SessionInfo{ID: s.id, TTL: s.ttl, Owner: s.owner, KeepAlive: s.keepAlive,
+		Held: len(s.held), Waiting: len(s.waits)}
+}
+
+// Sessions returns every session, ordered by ID.
+func (st *State) Sessions() []SessionInfo {
+	out := make([]SessionInfo, 0, len(st.sessions))
+	for _, s := range st.sessions {
+		out = append(out, s.info())
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return cmpUint(a.ID, b.ID) })
+	return out
+}
+
+// Grant reports the lock and token that request seq of session holds, if any.
+func (st *State) Grant(session, seq uint64) (name string, token uint64, ok bool) {
+	s := st.sessions[session]
+	if s == nil {
+		return "", 0, false
+	}
+	if l := s.holding(seq); l != nil {
+		return l.name, l.token, true
+	}
+	return "", 0, false
+}
+
+// Queued reports whether request seq of session waits in a queue.
+func (st *State) Queued(session, seq uint64) bool {
+	s := st.sessions[session]
+	return s != nil && s.waits[seq] != nil
+}
+
+// Holds reports whether session holds lock name with grant token.
+func (st *State) Holds(session uint64, name string, token uint64) bool {
+	l := st.locks[name]
+	return l != nil && l.holder != nil && l.holder.id == session && l.token == token
+}
+
+// Counts returns the number of sessions, held locks and queued requests.
+func (st *State) Counts() (sessions, locks, waiting int) {
+	return len(st.sessions), len(st.locks), st.waiting
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

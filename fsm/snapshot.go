@@ -1,0 +1,234 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+	"strings"
+)
+
+// The snapshot format (version 1), all numbers unsigned varints:
+//
+//	snapshot = magic version index lastToken lastSession
+//	           sessions:count session*  locks:count lock*  crc32:4 bytes
+//	session  = id nonce ttl owner keepAlive floor replies:count (seq status value)*
+//	lock     = name holder seq token queue:count (session seq)*
+//
+// Sessions are ordered by ID, replies by seq and locks by name, so equal
+// states have equal snapshots on every replica. The trailing CRC-32 covers
+// everything before it.
+var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
+
+const snapshotVersion = 1
+
+// maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
+// cannot make a replica allocate without limit.
+const maxSnapshot = 4 << 30
+
+// Save writes the whole state to w.
+func (st *State) Save(w io.Writer) error {
+	crc := crc32.NewIEEE()
+	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
+	u := binary.AppendUvarint
+	buf := append(snapshotMagic[:0:0], snapshotMagic[:]...)
+	buf = u(u(u(u(buf, snapshotVersion), st.index), st.lastToken), st.lastSession)
+
+	ids := make([]uint64, 0, len(st.sessions))
+	for id := range st.sessions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	buf = u(buf, uint64(len(ids)))
+	seqs := []uint64{}
+	for _, id := range ids {
+		s := st.sessions[id]
+		buf = u(u(u(u(u(u(buf, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor)
+		seqs = seqs[:0]
+		for seq := range s.replies {
+			seqs = append(seqs, seq)
+		}
+		slices.Sort(seqs)
+		buf = u(buf, uint64(len(seqs)))
+		for _, seq := range seqs {
+			r := s.replies[seq]
+			buf = u(append(u(buf, seq), byte(r.Status)), r.Value)
+		}
+		var err error
+		if buf, err = flushIfFull(bw, buf); err != nil {
+			return err
+		}
+	}
+
+	names := make([]string, 0, len(st.locks))
+	for name := range st.locks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	buf = u(buf, uint64(len(names)))
+	for _, name := range names {
+		l := st.locks[name]
+		buf = appendString(buf, l.name)
+		buf = u(u(u(buf, l.holder.id), l.seq), l.token)
+		buf = u(buf, uint64(l.queued))
+		for w := l.head; w != nil; w = w.next {
+			buf = u(u(buf, w.s.id), w.seq)
+		}
+		var err error
+		if buf, err = flushIfFull(bw, buf); err != nil {
+			return err
+		}
+	}
+	if _, err := bw.Write(buf); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(crc.Sum(nil))
+	return err
+}
+
+func flushIfFull(w io.Writer, buf []byte) ([]byte, error) {
+	if len(buf) < 32<<10 {
+		return buf, nil
+	}
+	_, err := w.Write(buf)
+	return buf[:0], err
+}
+
+// Restore reads a snapshot written by Save into a new State. A stream that is
+// truncated, corrupt or inconsistent is an error wrapping ErrCorrupt; the
+// caller's state is never touched.
+func Restore(r io.Reader) (*State, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxSnapshot+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSnapshot {
+		return nil, fmt.Errorf("%w: snapshot larger than %d bytes", ErrCorrupt, maxSnapshot)
+	}
+	return DecodeSnapshot(data)
+}
+
+// DecodeSnapshot is Restore on a snapshot held in memory.
+func DecodeSnapshot(data []byte) (*State, error) {
+	if len(data) < len(snapshotMagic)+4 || !strings.HasPrefix(string(data), string(snapshotMagic[:])) {
+		return nil, fmt.Errorf("%w: not a snapshot", ErrCorrupt)
+	}
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return nil, fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
+	}
+	d := decoder{b: body[len(snapshotMagic):]}
+	if v := d.uvarint(); v != snapshotVersion {
+		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, v)
+	}
+	st := New()
+	st.index, st.lastToken, st.lastSession = d.uvarint(), d.uvarint(), d.uvarint()
+	d.sessions(st)
+	d.locks(st)
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return st, nil
+}
+
+func (d *decoder) sessions(st *State) {
+	n := d.count()
+	for range n {
+		s := &session{id: d.uvarint(), nonce: d.uvarint(), ttl: d.uvarint(),
+			owner: d.uvarint(), keepAlive: d.uvarint(), floor: d.uvarint()}
+		switch {
+		case d.err != nil:
+			return
+		case s.id == 0 || s.id > st.lastSession || st.sessions[s.id] != nil:
+			d.fail("bad session id %d", s.id)
+		case s.nonce == 0 || st.nonces[s.nonce] != nil:
+			d.fail("bad nonce in session %d", s.id)
+		case s.ttl == 0 || s.keepAlive > st.index:
+			d.fail("bad ttl or keep-alive in session %d", s.id)
+		}
+		if d.err != nil {
+			return
+		}
+		st.addSession(s)
+		for range d.count() {
+			seq, status, value := d.uvarint(), Status(d.byte()), d.uvarint()
+			if d.err == nil && (seq < s.floor || !status.valid() || s.replies[seq] != (Result{})) {
+				d.fail("bad reply %d in session %d", seq, s.id)
+			}
+			if d.err != nil {
+				return
+			}
+			s.replies[seq] = Result{Status: status, Value: value}
+		}
+	}
+}
+
+func (d *decoder) locks(st *State) {
+	type request struct{ session, seq uint64 }
+	seen := make(map[request]bool)
+	claim := func(s *session, seq uint64) bool {
+		r := request{s.id, seq}
+		if seen[r] {
+			d.fail("request %d of session %d appears twice", seq, s.id)
+			return false
+		}
+		seen[r] = true
+		return true
+	}
+	n := d.count()
+	for range n {
+		l := &lock{name: d.name()}
+		holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
+		if d.err != nil {
+			return
+		}
+		h := st.sessions[holder]
+		switch {
+		case !ValidName(l.name) || st.locks[l.name] != nil:
+			d.fail("bad lock name %q", l.name)
+		case h == nil:
+			d.fail("lock %q held by unknown session %d", l.name, holder)
+		case token == 0 || token > st.lastToken:
+			d.fail("lock %q has token %d beyond the last %d", l.name, token, st.lastToken)
+		}
+		if d.err != nil || !claim(h, seq) {
+			return
+		}
+		l.holder, l.seq, l.token = h, seq, token
+		h.held[l.name] = l
+		st.locks[l.name] = l
+		for range d.count() {
+			s, seq := st.sessions[d.uvarint()], d.uvarint()
+			if d.err == nil && s == nil {
+				d.fail("waiter of unknown session in lock %q", l.name)
+			}
+			if d.err != nil || !claim(s, seq) {
+				return
+			}
+			w := &waiter{s: s, seq: seq}
+			l.push(w)
+			s.waits[seq] = w
+			st.waiting++
+		}
+	}
+}
+
+// count reads a record count. Every record takes at least one byte, so a
+// count beyond the remaining bytes is corrupt; checking it first keeps a
+// forged count from driving a long loop.
+func (d *decoder) count() uint64 {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.fail("count %d exceeds the remaining %d bytes", n, len(d.b))
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,107 @@
+package fsm
+
+// TokenShift is k in the token derivation: a grant made by the entry at raft
+// log index i gets token max(previous token + 1, i << TokenShift). Tokens
+// therefore rise strictly across the whole group (so per lock, and no two
+// locks share one), are derived from the log index, and survive snapshots and
+// restarts: the log index never goes back, and the last token is snapshotted.
+// One entry may make up to 2^TokenShift grants before its tokens run into the
+// range of the next index; the max() keeps them increasing even then.
+const TokenShift = 16
+
+// State is the replicated lock table. The zero value is not usable; call New.
+// State is not safe for concurrent use: Dragonboat serialises Apply, queries
+// and snapshots.
+type State struct {
+	index       uint64 // last applied raft log index
+	lastToken   uint64 // last fencing token granted
+	lastSession uint64 // last session ID assigned
+	sessions    map[uint64]*session
+	nonces      map[uint64]*session // live sessions by the nonce that opened them
+	locks       map[string]*lock    // locks that are held or have waiters
+	waiting     int                 // queued requests in all locks
+
+	events  []Event
+	results []Result
+}
+
+// session is one holder: usually one per client process.
+type session struct {
+	id, nonce, ttl, owner uint64
+	keepAlive             uint64 // index of the entry that last renewed it
+	floor                 uint64
+	replies               map[uint64]Result  // request seq -> first reply, for seq >= floor
+	held                  map[string]*lock   // locks it holds
+	waits                 map[uint64]*waiter // its queued requests by seq
+}
+
+// lock is a named exclusive lock. It exists while held or waited for.
+type lock struct {
+	name   string
+	holder *session // nil when free
+	seq    uint64   // the holder's request number
+	token  uint64
+	head   *waiter // FIFO queue of waiting requests
+	tail   *waiter
+	queued int
+}
+
+// waiter is one queued Acquire, linked into its lock's queue.
+type waiter struct {
+	s          *session
+	seq        uint64
+	l          *lock
+	prev, next *waiter
+}
+
+// New returns an empty state.
+func New() *State {
+	return &State{
+		sessions: make(map[uint64]*session),
+		nonces:   make(map[uint64]*session),
+		locks:    make(map[string]*lock),
+	}
+}
+
+// Index returns the index of the last applied entry.
+func (st *State) Index() uint64 { return st.index }
+
+// LastToken returns the last fencing token granted.
+func (st *State) LastToken() uint64 { return st.lastToken }
+
+func (st *State) nextToken(index uint64) uint64 {
+	st.lastToken = max(st.lastToken+1, index<<TokenShift)
+	return st.lastToken
+}
+
+func (st *State) nextSessionID(index uint64) uint64 {
+	st.lastSession = max(st.lastSession+1, index<<TokenShift)
+	return st.lastSession
+}
+
+func (l *lock) push(w *waiter) {
+	w.l = l
+	w.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = w
+	} else {
+		l.head = w
+	}
+	l.tail = w
+	l.queued++
+}
+
+func (l *lock) unlink(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	l.queued--
+}

@@ -1,0 +1,238 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/fencelock/fencelock/fsm"
+)
+
+// Lock is one grant of a named exclusive lock to a session.
+//
+// Holding a Lock is a belief, not a guarantee: a process that pauses longer
+// than its session's TTL may still hold a Lock whose grant the group has
+// passed on. Guard every write to the protected resource with Token, checked
+// by the resource (see Fencer), and stop acting when Done is closed.
+type Lock struct {
+	s     *Session
+	name  string
+	token uint64
+	seq   uint64
+	done  chan struct{}
+
+	mu  sync.Mutex
+	err error
+}
+
+// Acquire waits in the lock's FIFO queue until the lock is granted to this
+// call, then returns it with its fencing token. The wait costs nothing while
+// it lasts: the group grants the lock to the head of the queue in the same
+// step that frees it, and wakes only that caller.
+//
+// Every Acquire is its own waiter: two goroutines of one session exclude each
+// other like two sessions do. If ctx ends while queued, the call leaves the
+// queue (and releases the lock, if the grant raced ahead of it) and returns
+// ctx.Err(). If the group cannot be reached before ctx ends, the error
+// satisfies errors.Is for both ErrUnavailable and ctx.Err(), and nothing is
+// granted. If the session ends meanwhile, its error is returned.
+func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
+	return s.acquire(ctx, name, true)
+}
+
+// TryAcquire takes the lock if it is free, and fails with ErrLocked at once
+// if it is held; it never queues.
+func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
+	return s.acquire(ctx, name, false)
+}
+
+func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
+	if !fsm.ValidName(name) {
+		return nil, invalidName(name)
+	}
+	s.mu.Lock()
+	if err := s.err; err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	seq := s.nextSeq
+	s.nextSeq++
+	s.pending[seq] = struct{}{}
+	w := &waiter{ready: make(chan struct{})}
+	s.waiters[seq] = w
+	s.mu.Unlock()
+
+	res, err := s.n.propose(ctx, fsm.Command{
+		Kind: fsm.KindAcquire, Session: s.id, Seq: seq, Floor: s.floor(), Name: name, Wait: wait,
+	})
+	if err != nil {
+		// The outcome is unknown: the request may be queued or even granted.
+		s.withdraw(seq)
+		return nil, err
+	}
+	switch res.Status {
+	case fsm.Granted:
+		l := s.granted(seq, name, res.Value)
+		s.finish(seq)
+		if l == nil {
+			return nil, s.Err()
+		}
+		return l, nil
+	case fsm.Queued:
+	case fsm.Locked:
+		s.finish(seq)
+		return nil, fmt.Errorf("%w: %q", ErrLocked, name)
+	case fsm.UnknownSession:
+		s.finish(seq)
+		s.expired()
+		return nil, ErrSessionExpired
+	default:
+		s.finish(seq)
+		return nil, fmt.Errorf("fencelock: acquire %q: unexpected reply %v", name, res.Status)
+	}
+	select {
+	case <-w.ready:
+		s.finish(seq)
+		return w.lock, nil
+	case <-s.done:
+		s.finish(seq)
+		return nil, s.Err()
+	case <-ctx.Done():
+		s.withdraw(seq)
+		return nil, ctx.Err()
+	}
+}
+
+// withdraw takes request seq back from the group: out of its queue, or, if
+// it was granted meanwhile, the lock is released. If the group cannot be
+// reached now, it keeps trying in the background; until then a grant to the
+// request is held by nobody, and the cancel will release it.
+func (s *Session) withdraw(seq uint64) {
+	cancel := func(ctx context.Context) bool {
+		_, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindCancel, Session: s.id, Target: seq, Floor: s.floor()})
+		if err == nil || s.Err() != nil {
+			s.finish(seq)
+			return true
+		}
+		return false
+	}
+	ctx, stop := context.WithTimeout(s.n.ctx, s.ttl)
+	done := cancel(ctx)
+	stop()
+	if !done {
+		s.n.goBackground(func() {
+			ctx, stop := context.WithCancel(s.n.ctx)
+			defer stop()
+			go func() {
+				select {
+				case <-s.done:
+					stop()
+				case <-ctx.Done():
+				}
+			}()
+			cancel(ctx)
+		})
+	}
+}
+
+// granted records that request seq holds lock name with token, and wakes the
+// Acquire call waiting for it. It is idempotent: the grant may be reported by
+// the applied entry and by the proposal's reply. It returns nil if the
+// session is over.
+func (s *Session) granted(seq uint64, name string, token uint64) *Lock {
+	s.mu.Lock()
+	if l := s.locks[token]; l != nil {
+		s.mu.Unlock()
+		return l
+	}
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	l := &Lock{s: s, name: name, token: token, seq: seq, done: make(chan struct{})}
+	s.locks[token] = l
+	w := s.waiters[seq]
+	if w != nil && w.lock == nil {
+		w.lock = l
+		close(w.ready)
+	}
+	s.mu.Unlock()
+	if w == nil {
+		// Nobody waits for this grant (its caller gave up and the cancel
+		// has not been applied yet): give the lock back.
+		s.n.goBackground(func() {
+			ctx, cancel := context.WithTimeout(s.n.ctx, s.ttl)
+			defer cancel()
+			_ = l.Release(ctx)
+		})
+	}
+	return l
+}
+
+// freed records that the grant token ended for why.
+func (s *Session) freed(token uint64, why error) {
+	s.mu.Lock()
+	l := s.locks[token]
+	delete(s.locks, token)
+	s.mu.Unlock()
+	if l != nil {
+		l.lose(why)
+	}
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.name }
+
+// Token returns the fencing token of this grant. Tokens rise strictly with
+// every grant in the group, across leader changes and restarts, so a
+// resource that refuses tokens lower than the highest it has seen (Fencer)
+// refuses every holder the group has moved past.
+func (l *Lock) Token() uint64 { return l.token }
+
+// Done is closed when the holder must stop acting: the lock was released, or
+// the session ended (expired, not renewed in time, closed, node closed). A
+// holder cut off from the group sees Done close by its own clock before the
+// group could grant the lock to anyone else.
+func (l *Lock) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lock is held and, once Done is closed, why:
+// ErrNotHeld after a release, or the session's error.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *Lock) lose(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+		close(l.done)
+	}
+}
+
+// Release frees the lock; the head of its queue, if any, is granted in the
+// same step. It sends the name and token: if this grant is no longer current
+// (the session expired and the lock passed on), nothing changes and the error
+// is ErrNotHeld, so a late release never frees a successor's lock.
+func (l *Lock) Release(ctx context.Context) error {
+	s := l.s
+	seq := s.begin()
+	res, err := s.n.propose(ctx, fsm.Command{
+		Kind: fsm.KindRelease, Session: s.id, Seq: seq, Floor: s.floor(), Name: l.name, Token: l.token,
+	})
+	s.finish(seq)
+	if err != nil {
+		return err
+	}
+	s.freed(l.token, ErrNotHeld)
+	l.lose(ErrNotHeld)
+	switch res.Status {
+	case fsm.OK:
+		return nil
+	case fsm.NotHeld, fsm.UnknownSession:
+		return fmt.Errorf("%w: %q token %d", ErrNotHeld, l.name, l.token)
+	}
+	return fmt.Errorf("fencelock: release %q: unexpected reply %v", l.name, res.Status)
+}

@@ -1,0 +1,341 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+
+	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/dblog"
+	"github.com/fencelock/fencelock/internal/expiry"
+	"github.com/fencelock/fencelock/internal/proposer"
+	"github.com/fencelock/fencelock/transport"
+)
+
+// shardID is the raft group's ID inside Dragonboat: a fencelock group is one
+// Dragonboat shard.
+const shardID = 1
+
+// Config configures one replica. Every replica of a group is started with the
+// same Members (except a joining one) and its own ReplicaID, Addr and Dir.
+type Config struct {
+	ReplicaID  uint64            // this replica, > 0
+	Members    map[uint64]string // initial voting members: replica ID -> raft address "host:port"
+	Join       bool              // join a running group instead of bootstrapping (Members then empty)
+	Addr       string            // raft address to listen on; defaults to Members[ReplicaID]
+	Dir        string            // data directory: raft log and snapshots live here; required
+	SessionTTL time.Duration     // default TTL of new sessions; 0 means 10s
+
+	// ListenAddr is the address to bind, e.g. "0.0.0.0:7001", when it
+	// differs from Addr (which the other replicas dial). Optional.
+	ListenAddr string
+	// RTT is one raft tick, about a round trip between replicas: raft
+	// heartbeats and election timeouts are counted in it. 0 means 10ms,
+	// right for a LAN; use the measured round trip on slower networks.
+	RTT time.Duration
+	// ElectionTicks is the election timeout in RTTs (randomised in [E, 2E)
+	// by raft); 0 means 15. HeartbeatTicks is the leader's heartbeat period
+	// in RTTs; 0 means 2. ElectionTicks must exceed 2×HeartbeatTicks.
+	ElectionTicks, HeartbeatTicks int
+	// SnapshotEntries is how many entries are applied between automatic
+	// snapshots; 0 means 10000. CompactionOverhead is how many entries
+	// before a snapshot stay in the log for lagging followers; 0 means 5000.
+	// A replica further behind catches up from a snapshot.
+	SnapshotEntries, CompactionOverhead uint64
+	// ProposalTimeout bounds one attempt of a raft proposal or read; an
+	// attempt that times out is retried (never applied twice) until the
+	// caller's context ends. 0 means 3s.
+	ProposalTimeout time.Duration
+	// DeploymentID keeps groups on one network apart: replicas with
+	// different IDs ignore each other. 0 is a valid ID.
+	DeploymentID uint64
+	// Transport chooses how replicas talk; nil means TCP.
+	Transport transport.Transport
+	// Logger receives fencelock's and Dragonboat's logs; nil means
+	// slog.Default(). Raft chatter is logged at debug level.
+	Logger *slog.Logger
+
+	clock clock.Clock // tests only
+}
+
+const (
+	defaultTTL  = 10 * time.Second
+	minTTL      = 100 * time.Millisecond
+	maxTTL      = 24 * time.Hour
+	minTimeout  = 100 * time.Millisecond
+	expireRetry = 250 * time.Millisecond
+)
+
+func (c *Config) normalize() error {
+	if c.ReplicaID == 0 {
+		return fmt.Errorf("%w: ReplicaID must be > 0", ErrInvalidConfig)
+	}
+	if c.Dir == "" {
+		return fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
+	}
+	if c.Join && len(c.Members) > 0 {
+		return fmt.Errorf("%w: a joining replica takes no Members", ErrInvalidConfig)
+	}
+	if !c.Join {
+		if _, ok := c.Members[c.ReplicaID]; !ok {
+			return fmt.Errorf("%w: Members must include ReplicaID %d", ErrInvalidConfig, c.ReplicaID)
+		}
+		for id, addr := range c.Members {
+			if id == 0 || addr == "" {
+				return fmt.Errorf("%w: member %d has no address", ErrInvalidConfig, id)
+			}
+		}
+	}
+	if c.Addr == "" {
+		c.Addr = c.Members[c.ReplicaID]
+	}
+	if c.Addr == "" {
+		return fmt.Errorf("%w: Addr is required", ErrInvalidConfig)
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = defaultTTL
+	}
+	if c.SessionTTL < minTTL || c.SessionTTL > maxTTL {
+		return fmt.Errorf("%w: SessionTTL %v outside [%v, %v]", ErrInvalidTTL, c.SessionTTL, minTTL, maxTTL)
+	}
+	c.RTT = cmpOr(c.RTT, 10*time.Millisecond)
+	if c.RTT < time.Millisecond {
+		return fmt.Errorf("%w: RTT must be at least 1ms", ErrInvalidConfig)
+	}
+	c.ElectionTicks = cmpOr(c.ElectionTicks, 15)
+	c.HeartbeatTicks = cmpOr(c.HeartbeatTicks, 2)
+	if c.HeartbeatTicks < 1 || c.ElectionTicks <= 2*c.HeartbeatTicks {
+		return fmt.Errorf("%w: ElectionTicks must exceed 2×HeartbeatTicks", ErrInvalidConfig)
+	}
+	c.SnapshotEntries = cmpOr(c.SnapshotEntries, 10000)
+	c.CompactionOverhead = cmpOr(c.CompactionOverhead, 5000)
+	c.ProposalTimeout = cmpOr(c.ProposalTimeout, 3*time.Second)
+	if c.ProposalTimeout < minTimeout || c.ProposalTimeout < 2*c.RTT {
+		return fmt.Errorf("%w: ProposalTimeout %v is too short", ErrInvalidConfig, c.ProposalTimeout)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.clock == nil {
+		c.clock = clock.Real
+	}
+	return nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Node is one running replica of a fencelock group, and the entry point for
+// the sessions of the process it runs in. Its methods are safe for concurrent
+// use.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	nh      *dragonboat.NodeHost
+	prop    *proposer.Proposer
+	tracker *expiry.Tracker
+
+	leader  atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
+	term    atomic.Uint64
+	applied atomic.Uint64
+
+	mu       sync.RWMutex
+	sessions map[uint64]*Session // sessions that live on this node
+	closing  bool
+	wg       sync.WaitGroup // background goroutines
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	ctx       context.Context // cancelled by Close: bounds background work
+	cancel    context.CancelFunc
+}
+
+// Start starts this replica and returns once it runs: it has recovered its
+// state from Dir, if any, and joined its group's traffic. It does not wait for
+// a quorum: the replicas of a new group are started one after another. Calls
+// made before the group has a leader wait for one, bounded by their context.
+//
+// A replica restarted on the same Dir recovers everything it had: start it
+// with the same Config.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dblog.Use(cfg.Logger)
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger.With("replica", cfg.ReplicaID),
+		sessions: make(map[uint64]*Session),
+		closed:   make(chan struct{}),
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.tracker = expiry.New(cfg.clock, expireRetry, n.proposeExpire)
+	// The proposer exists before the NodeHost, whose leader events it hears;
+	// it proposes nothing until the first call, made after Start returns.
+	n.prop = proposer.New(func(cmd []byte, timeout time.Duration) (*dragonboat.RequestState, error) {
+		return n.nh.Propose(n.nh.GetNoOPSession(shardID), cmd, timeout)
+	}, proposer.Config{Timeout: cfg.ProposalTimeout, MaxBatch: 256, InFlight: 4})
+
+	nhc := config.NodeHostConfig{
+		NodeHostDir:       cfg.Dir,
+		RTTMillisecond:    uint64(cfg.RTT / time.Millisecond),
+		RaftAddress:       cfg.Addr,
+		ListenAddress:     cfg.ListenAddr,
+		DeploymentID:      cfg.DeploymentID,
+		RaftEventListener: leaderListener{n},
+		Expert:            config.ExpertConfig{LogDB: config.GetTinyMemLogDBConfig()},
+	}
+	if cfg.Transport != nil {
+		if err := cfg.Transport.Configure(&nhc); err != nil {
+			return nil, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
+		}
+	}
+	nh, err := dragonboat.NewNodeHost(nhc)
+	if err != nil {
+		n.prop.Close()
+		n.cancel()
+		return nil, fmt.Errorf("fencelock: start replica %d: %w", cfg.ReplicaID, err)
+	}
+	n.nh = nh
+	rc := config.Config{
+		ShardID:             shardID,
+		ReplicaID:           cfg.ReplicaID,
+		ElectionRTT:         uint64(cfg.ElectionTicks),
+		HeartbeatRTT:        uint64(cfg.HeartbeatTicks),
+		CheckQuorum:         true,
+		PreVote:             true,
+		SnapshotEntries:     cfg.SnapshotEntries,
+		CompactionOverhead:  cfg.CompactionOverhead,
+		OrderedConfigChange: true,
+		WaitReady:           true,
+	}
+	members := make(map[uint64]dragonboat.Target, len(cfg.Members))
+	for id, addr := range cfg.Members {
+		members[id] = addr
+	}
+	if err := nh.StartReplica(members, cfg.Join, fsm.NewStateMachine(n), rc); err != nil {
+		n.prop.Close()
+		n.cancel()
+		nh.Close()
+		return nil, fmt.Errorf("fencelock: start replica %d: %w", cfg.ReplicaID, err)
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.tracker.Run(n.closed)
+	}()
+	n.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir)
+	return n, nil
+}
+
+// Close stops this replica. Every session of this node ends: its Done
+// channel closes and Err returns ErrClosed. Close does not release their
+// locks at the group, as a crash would not: the group expires the sessions
+// after their TTL. Close sessions first (Session.Close) to free locks at
+// once. Close is idempotent and always returns nil.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		n.closing = true
+		sessions := make([]*Session, 0, len(n.sessions))
+		for _, s := range n.sessions {
+			sessions = append(sessions, s)
+		}
+		n.mu.Unlock()
+		close(n.closed)
+		n.cancel()
+		for _, s := range sessions {
+			s.end(ErrClosed)
+		}
+		n.prop.Close()
+		n.nh.Close()
+		n.wg.Wait()
+		n.log.Debug("fencelock replica closed")
+	})
+	return nil
+}
+
+// Status is this replica's local view of the group.
+type Status struct {
+	ReplicaID, LeaderID uint64
+	IsLeader            bool
+	Term                uint64 // raft term of the leader known locally
+	AppliedIndex        uint64 // last raft log index applied on this replica
+}
+
+// Status returns this replica's local view, without I/O. LeaderID is 0 when
+// no leader is known.
+func (n *Node) Status() Status {
+	leader := n.leader.Load()
+	return Status{
+		ReplicaID:    n.cfg.ReplicaID,
+		LeaderID:     leader,
+		IsLeader:     leader == n.cfg.ReplicaID,
+		Term:         n.term.Load(),
+		AppliedIndex: n.applied.Load(),
+	}
+}
+
+// goBackground runs f in the background unless the node is closing.
+func (n *Node) goBackground(f func()) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closing {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// leaderListener receives Dragonboat's leader updates; it runs on a
+// Dragonboat goroutine and must not block.
+type leaderListener struct{ n *Node }
+
+func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
+	n := l.n
+	if info.ShardID != shardID {
+		return
+	}
+	old := n.leader.Swap(info.LeaderID)
+	n.term.Store(info.Term)
+	n.tracker.SetLeader(info.LeaderID == n.cfg.ReplicaID)
+	if old != info.LeaderID {
+		n.prop.LeaderChanged()
+	}
+}
+
+// local returns the session with this ID if it lives on this node.
+func (n *Node) local(id uint64) *Session {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.sessions[id]
+}
+
+// forget drops s from this node's sessions once the group is done with it.
+func (n *Node) forget(s *Session) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sessions[s.id] == s {
+		delete(n.sessions, s.id)
+	}
+}

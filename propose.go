@@ -1,0 +1,102 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/proposer"
+)
+
+// propose applies cmd through raft, retrying transient failures (no leader
+// yet, leader change, timeout, busy) until ctx ends. Every command is safe to
+// retry: the state machine applies each at most once. When ctx ends first the
+// error satisfies errors.Is for both ErrUnavailable and ctx.Err().
+func (n *Node) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	var last error
+	for b := newBackoff(n.cfg.RTT); ; {
+		if err := n.check(ctx, last); err != nil {
+			return fsm.Result{}, err
+		}
+		res, err := n.prop.Propose(ctx, cmd)
+		if err == nil {
+			return res, nil
+		}
+		last = err
+		if !retryable(err) {
+			if errors.Is(err, proposer.ErrClosed) {
+				return fsm.Result{}, ErrClosed
+			}
+			return fsm.Result{}, err
+		}
+		if !errors.Is(err, proposer.ErrLeaderChanged) && !errors.Is(err, dragonboat.ErrTimeout) {
+			b.wait(ctx, n.closed)
+		}
+	}
+}
+
+// read runs q as a linearizable read, retrying like propose. A read index
+// request can be lost silently (a replica that has just started may never
+// see its answer), so the first attempts are short, about two election
+// timeouts, and the wait doubles from there up to ProposalTimeout.
+func (n *Node) read(ctx context.Context, q fsm.Query) (any, error) {
+	var last error
+	attempt := min(2*time.Duration(n.cfg.ElectionTicks)*n.cfg.RTT, n.cfg.ProposalTimeout)
+	for b := newBackoff(n.cfg.RTT); ; attempt = min(2*attempt, n.cfg.ProposalTimeout) {
+		if err := n.check(ctx, last); err != nil {
+			return nil, err
+		}
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		v, err := n.nh.SyncRead(actx, shardID, q)
+		cancel()
+		if err == nil {
+			return v, nil
+		}
+		last = err
+		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
+			return nil, err
+		}
+		b.wait(ctx, n.closed)
+	}
+}
+
+// check returns the error that ends a retry loop, if any.
+func (n *Node) check(ctx context.Context, last error) error {
+	select {
+	case <-n.closed:
+		return ErrClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return &unavailableError{ctxErr: err, last: last}
+	}
+	return nil
+}
+
+func retryable(err error) bool {
+	return dragonboat.IsTempError(err) ||
+		errors.Is(err, dragonboat.ErrCanceled) ||
+		errors.Is(err, proposer.ErrLeaderChanged) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled)
+}
+
+// backoff spaces retries: it starts at one raft tick, the time a missing
+// leader needs to appear at best, and doubles up to 20 ticks.
+type backoff struct{ cur, limit time.Duration }
+
+func newBackoff(rtt time.Duration) *backoff { return &backoff{cur: rtt, limit: 20 * rtt} }
+
+func (b *backoff) wait(ctx context.Context, closed <-chan struct{}) {
+	t := time.NewTimer(b.cur)
+	defer t.Stop()
+	b.cur = min(2*b.cur, b.limit)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-closed:
+	}
+}

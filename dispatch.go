@@ -33,6 +33,7 @@ func (n *Node) Applied(index uint64, events []fsm.Event) {
 // is brought in line with the state.
 func (n *Node) Restored(st *fsm.State) {
 	n.applied.Store(st.Index())
+	n.restoredIndex.Store(st.Index())
 	infos := st.Sessions()
 	sessions := make([]expiry.Session, len(infos))
 	for i, s := range infos {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/fencelock/fencelock/fsm"
 )
@@ -67,7 +68,13 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 	})
 	if err != nil {
 		// The outcome is unknown: the request may be queued or even granted.
-		s.withdraw(seq)
+		// If the group has a leader the cancel takes one commit: wait for it,
+		// so the call returns out of the queue. Else withdraw in the background.
+		var wait time.Duration
+		if s.n.Status().LeaderID != 0 {
+			wait = s.n.cfg.ProposalTimeout
+		}
+		s.withdraw(seq, wait)
 		return nil, err
 	}
 	switch res.Status {
@@ -98,16 +105,16 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 		s.finish(seq)
 		return nil, s.Err()
 	case <-ctx.Done():
-		s.withdraw(seq)
+		s.withdraw(seq, s.n.cfg.ProposalTimeout)
 		return nil, ctx.Err()
 	}
 }
 
 // withdraw takes request seq back from the group: out of its queue, or, if
-// it was granted meanwhile, the lock is released. If the group cannot be
-// reached now, it keeps trying in the background; until then a grant to the
+// it was granted meanwhile, the lock is released. It tries for up to wait,
+// then keeps trying in the background; until it succeeds a grant to the
 // request is held by nobody, and the cancel will release it.
-func (s *Session) withdraw(seq uint64) {
+func (s *Session) withdraw(seq uint64, wait time.Duration) {
 	cancel := func(ctx context.Context) bool {
 		_, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindCancel, Session: s.id, Target: seq, Floor: s.floor()})
 		if err == nil || s.Err() != nil {
@@ -116,9 +123,12 @@ func (s *Session) withdraw(seq uint64) {
 		}
 		return false
 	}
-	ctx, stop := context.WithTimeout(s.n.ctx, s.ttl)
-	done := cancel(ctx)
-	stop()
+	done := false
+	if wait > 0 {
+		ctx, stop := context.WithTimeout(s.n.ctx, wait)
+		done = cancel(ctx)
+		stop()
+	}
 	if !done {
 		s.n.goBackground(func() {
 			ctx, stop := context.WithCancel(s.n.ctx)

@@ -52,7 +52,9 @@ type Config struct {
 	SnapshotEntries, CompactionOverhead uint64
 	// ProposalTimeout bounds one attempt of a raft proposal or read; an
 	// attempt that times out is retried (never applied twice) until the
-	// caller's context ends. 0 means 3s.
+	// caller's context ends. A proposal sent to a peer that lost it (a
+	// connection being re-established, a leader that just stepped down) is
+	// only retried after it, so keep it short; 0 means 1s.
 	ProposalTimeout time.Duration
 	// DeploymentID keeps groups on one network apart: replicas with
 	// different IDs ignore each other. 0 is a valid ID.
@@ -117,7 +119,7 @@ func (c *Config) normalize() error {
 	}
 	c.SnapshotEntries = cmpOr(c.SnapshotEntries, 10000)
 	c.CompactionOverhead = cmpOr(c.CompactionOverhead, 5000)
-	c.ProposalTimeout = cmpOr(c.ProposalTimeout, 3*time.Second)
+	c.ProposalTimeout = cmpOr(c.ProposalTimeout, time.Second)
 	if c.ProposalTimeout < minTimeout || c.ProposalTimeout < 2*c.RTT {
 		return fmt.Errorf("%w: ProposalTimeout %v is too short", ErrInvalidConfig, c.ProposalTimeout)
 	}
@@ -151,6 +153,9 @@ type Node struct {
 	leader  atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
 	term    atomic.Uint64
 	applied atomic.Uint64
+	// restoredIndex is the index of the last snapshot the state was
+	// restored from, at restart or when catching up.
+	restoredIndex atomic.Uint64
 
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node

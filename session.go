@@ -105,6 +105,20 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	if res.Status != fsm.OK {
 		return nil, fmt.Errorf("fencelock: open session: %v", res.Status)
 	}
+	// The group's timer may have started when the first attempt was applied,
+	// so the holder's deadline counts from the first send. If retries took
+	// long, renew at once rather than start with a session close to its end.
+	if n.cfg.clock.Now().Sub(sent) > o.ttl/3 {
+		renewed := n.cfg.clock.Now()
+		ka, err := n.propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: res.Value, Floor: 1})
+		if err != nil {
+			return nil, err
+		}
+		if ka.Status != fsm.OK {
+			return nil, fmt.Errorf("%w: before its first renewal", ErrSessionExpired)
+		}
+		sent = renewed
+	}
 	s := &Session{
 		n: n, id: res.Value, ttl: o.ttl, margin: o.margin, clock: n.cfg.clock,
 		done:     make(chan struct{}),

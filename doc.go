@@ -1,0 +1,90 @@
+// Package fencelock provides distributed locks and leader election that stay
+// correct under failures, without a separate lock server.
+//
+// The application's own replicas (3 or 5 processes, on several hosts) import
+// this package and form a raft group (Dragonboat) that runs the lock state
+// machine. Acquire, Release and TryAcquire are ordinary Go calls on a Session;
+// every grant carries a fencing token; and a Fencer lets the protected
+// resource refuse holders the group has moved past.
+//
+//	node, _ := fencelock.Start(ctx, fencelock.Config{ReplicaID: 1, Members: members, Dir: dir})
+//	session, _ := node.NewSession(ctx)
+//	lock, _ := session.Acquire(ctx, "jobs/reindex")
+//	err := storage.Do("jobs/reindex", lock.Token(), write) // the resource checks the token
+//	lock.Release(ctx)
+//
+// # Guarantees
+//
+// Mutual exclusion. Every state change (open session, keep-alive, acquire,
+// cancel, release, expire, close) is a raft command, applied in one order on
+// every replica. At most one session holds a lock at any log position. During
+// a partition the minority side cannot commit, so it refuses (calls fail with
+// ErrUnavailable when their context ends) and never grants: fencelock is CP.
+//
+// Fencing tokens. A grant's token is derived from the raft log index of the
+// entry that made it: the entry of the Acquire that found the lock free, or of
+// the Release, Cancel, Close or Expire that passed the lock to the head of its
+// queue. One entry may carry many commands, so the token of a grant made by
+// the entry at index i is
+//
+//	token = max(previous token + 1, i × 2^16)
+//
+// Tokens rise strictly across the whole group: per lock, and no two grants
+// share one. They never reset: the log index only grows, and the last token is
+// part of every snapshot, so neither snapshots, restarts nor a full-cluster
+// restart can bring a smaller one.
+//
+// Release needs the token: a Release whose grant is no longer current changes
+// nothing and returns ErrNotHeld, so a paused holder's late release cannot
+// free its successor's lock.
+//
+// FIFO queues, no herd. A blocked Acquire is an entry in the lock's queue in
+// the state machine. When the lock is freed, the head of the queue is granted
+// in the same entry, and only its caller wakes: the replica where the
+// session lives sees the grant when it applies that entry. Nobody polls, and
+// a release costs one commit however many wait.
+//
+// Sessions and expiry. A Session is kept alive by keep-alives its own
+// goroutine sends every TTL/3. Expiry is decided by the raft leader with its
+// monotonic clock: it notes when it applied each session's last keep-alive,
+// gives every session a full TTL after it becomes leader, and when TTL passes
+// proposes an expiry naming that keep-alive; the state machine applies it only
+// if no newer keep-alive arrived. Expiry frees all of the session's locks and
+// withdraws its queued requests in one entry. The state machine itself never
+// reads a clock or a random source.
+//
+// The holder stops first. A holder gives its session up when a keep-alive
+// sent at time t is not acknowledged by t + TTL − margin on its own monotonic
+// clock (margin: TTL/5 by default, WithSafetyMargin). The leader's timer for
+// that keep-alive started when it applied it, after t, and runs a full TTL, so
+// the holder's Lock.Done closes before the group can grant the lock to anyone
+// else, as long as the two clocks' rates differ by less than margin/TTL. No
+// clock synchronisation is assumed. Even so, a process can pause after
+// checking Done and before writing: that is what the Fencer is for.
+//
+// At most once. Calls retry through leader changes and timeouts until their
+// context ends. Every command is applied at most once: a session's requests
+// are numbered, and the state machine remembers each reply until the client
+// has seen it.
+//
+// Durability. The raft log and snapshots live in Config.Dir; a replica
+// restarted on its Dir recovers its state, and one that fell behind the
+// compacted log catches up from a snapshot.
+//
+// # Failures
+//
+//   - Holder crash: its session expires one TTL after the leader last heard
+//     from it; its locks pass to their queues' heads with larger tokens.
+//   - Holder pause (GC, VM freeze): Lock.Done closes by the holder's clock;
+//     the group expires the session and grants on; the paused holder's late
+//     writes are refused by the resource's Fencer, its late Release by the
+//     group.
+//   - Leader loss: a new leader is elected in about one election timeout;
+//     held locks stay held; calls in flight are retried; every session gets a
+//     full TTL from the new leader.
+//   - Quorum loss: nothing is granted, released or renewed; holders keep their
+//     locks until their own deadline passes (Done closes), after which the
+//     group, once back, expires them.
+//   - Clock jumps: timers use monotonic clocks; a wall-clock jump neither
+//     expires nor extends a session.
+package fencelock

@@ -1,0 +1,210 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// everyKind has one command of each kind with every field it uses set to a
+// distinct value, including extremes.
+func everyKind() []Command {
+	return []Command{
+		{Kind: KindOpenSession, Nonce: 1, TTL: math.MaxUint64, Owner: 3},
+		{Kind: KindOpenSession, Nonce: math.MaxUint64, TTL: 1, Owner: 0},
+		{Kind: KindKeepAlive, Session: 1 << 16, Floor: 77},
+		{Kind: KindCloseSession, Session: math.MaxUint64},
+		{Kind: KindAcquire, Session: 5, Seq: 6, Floor: 7, Wait: true, Name: "lock/ü/🔒"},
+		{Kind: KindAcquire, Session: 5, Seq: math.MaxUint64, Floor: 0, Wait: false, Name: strings.Repeat("x", MaxNameLen)},
+		{Kind: KindAcquire, Session: 5, Seq: 8, Name: ""}, // invalid for Apply, fine for the codec
+		{Kind: KindRelease, Session: 9, Seq: 10, Floor: 11, Token: 12 << TokenShift, Name: "r"},
+		{Kind: KindCancel, Session: 13, Target: 14, Floor: 15},
+		{Kind: KindExpire, Session: 16, Target: 17},
+	}
+}
+
+func TestBatchRoundTrip(t *testing.T) {
+	cmds := everyKind()
+	for i := range cmds {
+		one := cmds[i : i+1]
+		got, err := DecodeBatch(AppendBatch(nil, one), nil)
+		require.NoError(t, err)
+		require.Equal(t, one, got, cmds[i].Kind.String())
+	}
+	data := AppendBatch(nil, cmds)
+	got, err := DecodeBatch(data, nil)
+	require.NoError(t, err)
+	require.Equal(t, cmds, got)
+
+	// AppendBatch appends; DecodeBatch appends too.
+	prefix := []byte("prefix")
+	data2 := AppendBatch(slices.Clone(prefix), cmds)
+	require.Equal(t, append(slices.Clone(prefix), data...), data2)
+	dst := []Command{{Kind: KindCloseSession, Session: 1}}
+	got, err = DecodeBatch(data, dst)
+	require.NoError(t, err)
+	require.Equal(t, append(dst, cmds...), got)
+}
+
+func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
+	all := Command{Wait: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8, Name: "n"}
+	for _, tc := range []struct {
+		kind Kind
+		want Command
+	}{
+		{KindOpenSession, Command{Kind: KindOpenSession, Nonce: 4, TTL: 5, Owner: 6}},
+		{KindKeepAlive, Command{Kind: KindKeepAlive, Session: 1, Floor: 3}},
+		{KindCloseSession, Command{Kind: KindCloseSession, Session: 1}},
+		{KindAcquire, Command{Kind: KindAcquire, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n"}},
+		{KindRelease, Command{Kind: KindRelease, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
+		{KindCancel, Command{Kind: KindCancel, Session: 1, Target: 8, Floor: 3}},
+		{KindExpire, Command{Kind: KindExpire, Session: 1, Target: 8}},
+	} {
+		c := all
+		c.Kind = tc.kind
+		got, err := DecodeBatch(AppendBatch(nil, []Command{c}), nil)
+		require.NoError(t, err)
+		require.Equal(t, []Command{tc.want}, got, tc.kind.String())
+	}
+}
+
+func TestBatchWireFormat(t *testing.T) {
+	// The encoding is part of the replicated log: it must never change.
+	got := AppendBatch(nil, []Command{
+		{Kind: KindAcquire, Session: 1, Seq: 2, Floor: 3, Wait: true, Name: "ab"},
+		{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2},
+		{Kind: KindExpire, Session: 4, Target: 5},
+	})
+	require.Equal(t, []byte{
+		1, 3, // version, count
+		4, 1, 2, 3, 1, 2, 'a', 'b', // acquire
+		1, 0xac, 0x02, 1, 2, // open-session
+		7, 4, 5, // expire
+	}, got)
+	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Granted, 300}, {Cancelled, 0}}))
+}
+
+func TestBatchMaxBatch(t *testing.T) {
+	cmds := slices.Repeat([]Command{{Kind: KindCloseSession, Session: 3}}, MaxBatch)
+	got, err := DecodeBatch(AppendBatch(nil, cmds), nil)
+	require.NoError(t, err)
+	require.Len(t, got, MaxBatch)
+	_, err = DecodeBatch(AppendBatch(nil, append(cmds, cmds[0])), nil)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+func TestDecodeBatchErrors(t *testing.T) {
+	valid := AppendBatch(nil, everyKind())
+	u := binary.AppendUvarint
+	acquire := func(flag byte, name []byte) []byte {
+		b := []byte{codecVersion, 1, byte(KindAcquire), 1, 2, 3, flag}
+		return append(u(b, uint64(len(name))), name...)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"version 0", append([]byte{0}, valid[1:]...)},
+		{"version 2", append([]byte{2}, valid[1:]...)},
+		{"no count", []byte{codecVersion}},
+		{"zero count", []byte{codecVersion, 0}},
+		{"count beyond MaxBatch", u([]byte{codecVersion}, MaxBatch+1)},
+		{"huge count", u([]byte{codecVersion}, math.MaxUint64)},
+		{"overlong varint", append([]byte{codecVersion}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},
+		{"fewer commands than counted", []byte{codecVersion, 2, byte(KindCloseSession), 1}},
+		{"trailing bytes", append(slices.Clone(valid), 0)},
+		{"unknown kind 0", []byte{codecVersion, 1, 0}},
+		{"unknown kind 8", []byte{codecVersion, 1, 8, 1}},
+		{"unknown kind 255", []byte{codecVersion, 1, 255}},
+		{"unknown kind after a good one", []byte{codecVersion, 2, byte(KindCloseSession), 1, 9, 1}},
+		{"bad flag byte", acquire(2, []byte("n"))},
+		{"flag byte 255", acquire(255, []byte("n"))},
+		{"name longer than MaxNameLen", acquire(1, []byte(strings.Repeat("n", MaxNameLen+1)))},
+		{"name longer than the data", append(u([]byte{codecVersion, 1, byte(KindAcquire), 1, 2, 3, 0}, 5), "abc"...)},
+		{"name length huge", u([]byte{codecVersion, 1, byte(KindAcquire), 1, 2, 3, 0}, math.MaxUint64)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeBatch(tc.data, nil)
+			require.ErrorIs(t, err, ErrCorrupt)
+		})
+	}
+	for i := range len(valid) {
+		_, err := DecodeBatch(valid[:i], nil)
+		require.ErrorIs(t, err, ErrCorrupt, "truncated to %d bytes", i)
+	}
+	// Sanity: the bad-flag builder makes a valid entry with a good flag.
+	for _, flag := range []byte{0, 1} {
+		got, err := DecodeBatch(acquire(flag, []byte(strings.Repeat("n", MaxNameLen))), nil)
+		require.NoError(t, err)
+		require.Equal(t, flag == 1, got[0].Wait)
+	}
+}
+
+func TestResultsRoundTrip(t *testing.T) {
+	for _, rs := range [][]Result{
+		{},
+		{{Status: OK, Value: 1 << TokenShift}},
+		{{Granted, math.MaxUint64}, {Queued, 0}, {Locked, 0}, {NotHeld, 0}, {UnknownSession, 0},
+			{Cancelled, 0}, {Stale, 0}, {Invalid, 0}, {NotApplied, 0}, {LimitExceeded, 0}, {OK, 12345}},
+		slices.Repeat([]Result{{Granted, 1 << 40}}, MaxBatch),
+	} {
+		data := AppendResults(nil, rs)
+		got, err := DecodeResults(data, nil)
+		require.NoError(t, err)
+		if len(rs) == 0 {
+			require.Empty(t, got)
+		} else {
+			require.Equal(t, rs, got)
+		}
+		// Truncation inside the count is TestDecodeResultsRejectsMalformedCount.
+		_, countLen := binary.Uvarint(data)
+		for i := countLen; i < min(len(data), 64); i++ {
+			_, err := DecodeResults(data[:i], nil)
+			require.ErrorIs(t, err, ErrCorrupt, "truncated to %d bytes", i)
+		}
+		_, err = DecodeResults(append(slices.Clone(data), 0), nil)
+		require.ErrorIs(t, err, ErrCorrupt, "trailing byte")
+	}
+	dst := []Result{{OK, 9}}
+	got, err := DecodeResults(AppendResults(nil, []Result{{Queued, 0}}), dst)
+	require.NoError(t, err)
+	require.Equal(t, []Result{{OK, 9}, {Queued, 0}}, got)
+}
+
+func TestDecodeResultsErrors(t *testing.T) {
+	u := binary.AppendUvarint
+	for _, data := range [][]byte{
+		u(nil, MaxBatch+1),
+		u(nil, math.MaxUint64),
+		{1},
+		{1, byte(OK)},
+		{2, byte(OK), 0},
+		{1, byte(OK), 0x80},
+		{0, 0},
+	} {
+		_, err := DecodeResults(data, nil)
+		require.ErrorIs(t, err, ErrCorrupt, "%x", data)
+	}
+}
+
+// TestDecodeResultsRejectsMalformedCount: a result list whose count is
+// missing or not a valid varint is not a result list. (DecodeResults does
+// not check the decoder's error after reading the count: this fails until
+// codec.go checks it.)
+func TestDecodeResultsRejectsMalformedCount(t *testing.T) {
+	for _, data := range [][]byte{
+		nil,
+		{},
+		{0x80},       // truncated varint
+		{0xff, 0xff}, // truncated varint
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, // overflows 64 bits
+	} {
+		rs, err := DecodeResults(data, nil)
+		require.ErrorIs(t, err, ErrCorrupt, "%x decoded as %v", data, rs)
+	}
+}

@@ -1,0 +1,232 @@
+package fsm
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// source is what the program generator draws from: a seeded PCG in the
+// tests, the fuzzer's bytes in FuzzApply.
+type source interface{ Uint64N(n uint64) uint64 }
+
+// byteSource draws from fuzz input; once the bytes run out it draws zeros.
+type byteSource struct{ b []byte }
+
+func (s *byteSource) Uint64N(n uint64) uint64 {
+	if len(s.b) == 0 {
+		return 0
+	}
+	v := uint64(s.b[0])
+	s.b = s.b[1:]
+	return v % n
+}
+
+// driver generates a plausible but adversarial command stream over a few
+// sessions and locks: retried opens, retried and stale requests, releases
+// with current and outdated tokens, cancels that race grants, expiries with
+// old keep-alive indexes, unknown sessions and unknown kinds.
+type driver struct {
+	src      source
+	sessions []uint64 // every session ID seen, live or ended
+	nextSeq  map[uint64]uint64
+	floor    map[uint64]uint64
+	keep     map[uint64]uint64 // last keep-alive index announced
+	grants   []Event           // recent grants, possibly outdated
+}
+
+var driverNames = []string{"a", "b", "c", "d/ü"}
+
+func newDriver(src source) *driver {
+	return &driver{src: src, nextSeq: map[uint64]uint64{}, floor: map[uint64]uint64{}, keep: map[uint64]uint64{}}
+}
+
+func (d *driver) n(n uint64) uint64 { return d.src.Uint64N(n) }
+
+func (d *driver) session() uint64 {
+	if len(d.sessions) == 0 || d.n(40) == 0 {
+		return d.n(3) // a session that does not exist
+	}
+	return d.sessions[d.n(uint64(len(d.sessions)))]
+}
+
+func (d *driver) newSeq(s uint64) uint64 {
+	d.nextSeq[s]++
+	return d.nextSeq[s]
+}
+
+// oldSeq is a request number the session has (probably) used: a retry.
+func (d *driver) oldSeq(s uint64) uint64 {
+	return d.nextSeq[s] - min(d.nextSeq[s], d.n(6))
+}
+
+func (d *driver) floorOf(s uint64) uint64 {
+	if d.n(8) == 0 {
+		d.floor[s] = max(d.floor[s], d.nextSeq[s]+1-min(d.nextSeq[s]+1, d.n(4)))
+	}
+	return d.floor[s]
+}
+
+func (d *driver) name() string {
+	if d.n(50) == 0 {
+		return "" // invalid
+	}
+	return driverNames[d.n(uint64(len(driverNames)))]
+}
+
+func (d *driver) command() Command {
+	switch d.n(20) {
+	case 0, 1:
+		c := Command{Kind: KindOpenSession, Nonce: 1 + d.n(10), TTL: 1 + d.n(3), Owner: d.n(3)}
+		if d.n(30) == 0 {
+			c.TTL = 0
+		}
+		return c
+	case 2, 3:
+		s := d.session()
+		return Command{Kind: KindKeepAlive, Session: s, Floor: d.floorOf(s)}
+	case 4:
+		if d.n(3) == 0 {
+			return closeCmd(d.session())
+		}
+		s := d.session()
+		return Command{Kind: KindKeepAlive, Session: s, Floor: d.floorOf(s)}
+	case 5:
+		s := d.session()
+		return expireCmd(s, d.keep[s]-min(d.keep[s], d.n(3)))
+	case 6, 7, 8, 9, 10, 11:
+		s := d.session()
+		seq := d.newSeq(s)
+		if d.n(6) == 0 {
+			seq = d.oldSeq(s)
+		}
+		return Command{Kind: KindAcquire, Session: s, Seq: seq, Floor: d.floorOf(s), Name: d.name(), Wait: d.n(3) != 0}
+	case 12, 13, 14, 15:
+		if len(d.grants) > 0 && d.n(5) != 0 {
+			g := d.grants[d.n(uint64(len(d.grants)))]
+			return Command{Kind: KindRelease, Session: g.Session, Seq: d.newSeq(g.Session), Floor: d.floorOf(g.Session), Name: g.Name, Token: g.Token}
+		}
+		s := d.session()
+		return Command{Kind: KindRelease, Session: s, Seq: d.newSeq(s), Floor: d.floorOf(s), Name: d.name(), Token: d.n(1 << 20)}
+	case 16, 17, 18:
+		s := d.session()
+		target := d.oldSeq(s)
+		if d.n(4) == 0 {
+			target = d.nextSeq[s] + 1 + d.n(2) // not sent yet
+		}
+		return Command{Kind: KindCancel, Session: s, Target: target, Floor: d.floorOf(s)}
+	default:
+		return Command{Kind: Kind([]uint8{0, 8, 200}[d.n(3)]), Session: d.session()}
+	}
+}
+
+// entry returns the commands of the next entry.
+func (d *driver) entry() []Command {
+	cmds := make([]Command, 1+d.n(4))
+	for i := range cmds {
+		cmds[i] = d.command()
+	}
+	return cmds
+}
+
+// observe learns session IDs, grants and keep-alives from an applied entry.
+func (d *driver) observe(cmds []Command, rs []Result, evs []Event) {
+	for i, c := range cmds {
+		if c.Kind == KindOpenSession && rs[i].Status == OK && !slices.Contains(d.sessions, rs[i].Value) {
+			d.sessions = append(d.sessions, rs[i].Value)
+		}
+	}
+	for _, e := range evs {
+		switch e.Kind {
+		case EventGranted:
+			d.grants = append(d.grants, e)
+			if len(d.grants) > 16 {
+				d.grants = d.grants[1:]
+			}
+		case EventTouched:
+			d.keep[e.Session] = e.Index
+		}
+	}
+}
+
+// coverage counts what a run exercised.
+type coverage struct {
+	statuses map[Status]int
+	events   map[EventKind]int
+	reasons  map[Reason]int
+}
+
+func newCoverage() *coverage {
+	return &coverage{statuses: map[Status]int{}, events: map[EventKind]int{}, reasons: map[Reason]int{}}
+}
+
+func (c *coverage) add(rs []Result, evs []Event) {
+	for _, r := range rs {
+		c.statuses[r.Status]++
+	}
+	for _, e := range evs {
+		c.events[e.Kind]++
+		if e.Reason != 0 {
+			c.reasons[e.Reason]++
+		}
+	}
+}
+
+func TestReplayIsDeterministic(t *testing.T) {
+	d := newDriver(rand.New(rand.NewPCG(0x5eed, 0xf00d)))
+	a, b := newHarness(t), newHarness(t)
+	var c *harness // restored from a's snapshot half way
+	var log [][]Command
+	cov := newCoverage()
+	const entries = 3000
+	for i := range entries {
+		cmds := d.entry()
+		log = append(log, cmds)
+		ra, ea := a.apply(cmds...)
+		rb, eb := b.apply(cmds...)
+		require.Equal(t, ra, rb, "entry %d", i)
+		require.Equal(t, ea, eb, "entry %d", i)
+		if c != nil {
+			rc, ec := c.apply(cmds...)
+			require.Equal(t, ra, rc, "entry %d", i)
+			require.Equal(t, ea, ec, "entry %d", i)
+		}
+		d.observe(cmds, ra, ea)
+		cov.add(ra, ea)
+		if i%97 == 0 {
+			sa := saveBytes(t, a.st)
+			require.Equal(t, sa, saveBytes(t, b.st), "entry %d", i)
+			if c != nil {
+				require.Equal(t, sa, saveBytes(t, c.st), "entry %d", i)
+			}
+		}
+		if i == entries/2 {
+			c = harnessFor(t, roundTrip(t, a.st))
+		}
+	}
+	final := saveBytes(t, a.st)
+	require.Equal(t, final, saveBytes(t, b.st))
+	require.Equal(t, final, saveBytes(t, c.st))
+	roundTrip(t, a.st)
+
+	// A third replay, straight into a fresh State.
+	fresh := New()
+	for i, cmds := range log {
+		fresh.Apply(uint64(i+1), cmds)
+	}
+	require.Equal(t, final, saveBytes(t, fresh))
+
+	// The program reached every outcome, so the checks above mean something.
+	for _, s := range []Status{OK, Granted, Queued, Locked, NotHeld, UnknownSession, Cancelled, Stale, Invalid, NotApplied} {
+		require.Positive(t, cov.statuses[s], "status %v never seen", s)
+	}
+	for _, k := range []EventKind{EventTouched, EventGranted, EventFreed, EventSessionEnded} {
+		require.Positive(t, cov.events[k], "event %d never seen", k)
+	}
+	for _, r := range []Reason{ReasonReleased, ReasonCancelled, ReasonExpired, ReasonClosed} {
+		require.Positive(t, cov.reasons[r], "reason %v never seen", r)
+	}
+	require.Greater(t, cov.events[EventGranted], 200)
+}

@@ -1,0 +1,166 @@
+package fsm
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The fuzz targets run their seeds as ordinary tests; run them with
+// go test ./fsm/ -run='^$' -fuzz=FuzzApply (and so on) to search further.
+
+const (
+	fuzzS0 = 1 << TokenShift // the sessions fuzzBase opens
+	fuzzS1 = fuzzS0 + 1
+	fuzzS2 = fuzzS0 + 2
+)
+
+// fuzzBase returns a small state for decoded commands to act on: three
+// sessions, a held lock with a waiter, and a second held lock.
+func fuzzBase(t *testing.T) *harness {
+	h := newHarness(t)
+	rs, _ := h.apply(openCmd(1), openCmd(2), openCmd(3))
+	require.Equal(t, []Result{{OK, fuzzS0}, {OK, fuzzS1}, {OK, fuzzS2}}, rs)
+	h.apply(acqCmd(fuzzS0, 1, "a", false), acqCmd(fuzzS1, 1, "a", true), acqCmd(fuzzS2, 1, "b", false))
+	return h
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add(AppendBatch(nil, everyKind()))
+	f.Add(AppendBatch(nil, []Command{
+		{Kind: KindRelease, Session: fuzzS0, Seq: 2, Name: "a", Token: 2 << TokenShift},
+		{Kind: KindAcquire, Session: fuzzS2, Seq: 2, Name: "a", Wait: true},
+		{Kind: KindCancel, Session: fuzzS1, Target: 1},
+		{Kind: KindExpire, Session: fuzzS2, Target: 1},
+		{Kind: KindCloseSession, Session: fuzzS0},
+		{Kind: KindKeepAlive, Session: fuzzS1, Floor: 5},
+		{Kind: KindOpenSession, Nonce: 2, TTL: 1},
+		{Kind: KindOpenSession, Nonce: 9, TTL: 1},
+	}))
+	f.Add(AppendBatch(nil, []Command{{Kind: KindAcquire, Session: fuzzS2, Seq: 1, Name: "a", Wait: true}}))
+	f.Add([]byte{codecVersion, 1, byte(KindCloseSession), 0x80, 0x80, 0x04})
+	f.Add([]byte{codecVersion, 0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cmds, err := DecodeBatch(data, nil)
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+			return
+		}
+		require.NotEmpty(t, cmds)
+		require.LessOrEqual(t, len(cmds), MaxBatch)
+		enc := AppendBatch(nil, cmds)
+		again, err := DecodeBatch(enc, nil)
+		require.NoError(t, err)
+		require.Equal(t, cmds, again)
+		require.Equal(t, enc, AppendBatch(nil, again))
+
+		h := fuzzBase(t)
+		h.apply(cmds...) // checks the invariants
+		roundTrip(t, h.st)
+	})
+}
+
+func FuzzDecodeResults(f *testing.F) {
+	f.Add(AppendResults(nil, nil))
+	f.Add(AppendResults(nil, []Result{{OK, 1 << TokenShift}, {Granted, 1<<63 + 5}, {Queued, 0}, {LimitExceeded, 0}}))
+	f.Add([]byte{1, 0, 0x80})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rs, err := DecodeResults(data, nil)
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+			return
+		}
+		require.LessOrEqual(t, len(rs), MaxBatch)
+		enc := AppendResults(nil, rs)
+		again, err := DecodeResults(enc, nil)
+		require.NoError(t, err)
+		require.Equal(t, len(rs), len(again))
+		if len(rs) > 0 {
+			require.Equal(t, rs, again)
+		}
+		require.Equal(t, enc, AppendResults(nil, again))
+	})
+}
+
+func FuzzRestore(f *testing.F) {
+	rich := saveBytes(f, buildRich(f).st)
+	f.Add(saveBytes(f, New()))
+	f.Add(rich)
+	f.Add(rich[:len(rich)-4]) // a body: the target also tries it with a checksum
+	f.Add(validImage().body())
+	f.Add(validImage().bytes())
+	h := newHarness(f)
+	d := newDriver(rand.New(rand.NewPCG(11, 12)))
+	for range 100 {
+		cmds := d.entry()
+		rs, evs := h.apply(cmds...)
+		d.observe(cmds, rs, evs)
+	}
+	random := saveBytes(f, h.st)
+	f.Add(random)
+	f.Add(random[:len(random)-4])
+	f.Add([]byte("FLSN"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, in := range [][]byte{data, withCRC(slices.Clone(data))} {
+			st, err := DecodeSnapshot(in)
+			st2, err2 := Restore(bytes.NewReader(in))
+			require.Equal(t, err, err2)
+			if err != nil {
+				require.ErrorIs(t, err, ErrCorrupt)
+				require.Nil(t, st)
+				continue
+			}
+			require.NoError(t, checkInvariants(st, false))
+			first := saveBytes(t, st)
+			require.Equal(t, first, saveBytes(t, st2))
+			again, err := DecodeSnapshot(first)
+			require.NoError(t, err)
+			require.Equal(t, first, saveBytes(t, again))
+		}
+	})
+}
+
+func FuzzApply(f *testing.F) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, n := range []int{8, 64, 512, 2048} {
+		seed := make([]byte, n)
+		for i := range seed {
+			seed[i] = byte(rng.Uint32())
+		}
+		f.Add(seed)
+	}
+	f.Add(bytes.Repeat([]byte{6}, 64))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		src := &byteSource{b: data}
+		d := newDriver(src)
+		a, b := newHarness(t), newHarness(t)
+		var c *harness
+		for i := 0; len(src.b) > 0 && i < 512; i++ {
+			cmds := d.entry()
+			ra, ea := a.apply(cmds...) // invariants, one holder per lock, rising tokens
+			rb, eb := b.apply(cmds...)
+			require.Equal(t, ra, rb)
+			require.Equal(t, ea, eb)
+			if c != nil {
+				rc, ec := c.apply(cmds...)
+				require.Equal(t, ra, rc)
+				require.Equal(t, ea, ec)
+			}
+			d.observe(cmds, ra, ea)
+			if i == 8 {
+				c = harnessFor(t, roundTrip(t, a.st))
+			}
+		}
+		final := saveBytes(t, a.st)
+		require.Equal(t, final, saveBytes(t, b.st))
+		if c != nil {
+			require.Equal(t, final, saveBytes(t, c.st))
+		}
+		roundTrip(t, a.st)
+	})
+}

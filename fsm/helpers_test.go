@@ -1,0 +1,344 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Command constructors, so that tests read like the protocol.
+
+func openCmd(nonce uint64) Command {
+	return Command{Kind: KindOpenSession, Nonce: nonce, TTL: 1_000_000_000, Owner: 1}
+}
+
+func keepAliveCmd(s, floor uint64) Command {
+	return Command{Kind: KindKeepAlive, Session: s, Floor: floor}
+}
+
+func closeCmd(s uint64) Command { return Command{Kind: KindCloseSession, Session: s} }
+
+func expireCmd(s, keepAlive uint64) Command {
+	return Command{Kind: KindExpire, Session: s, Target: keepAlive}
+}
+
+func acqCmd(s, seq uint64, name string, wait bool) Command {
+	return Command{Kind: KindAcquire, Session: s, Seq: seq, Name: name, Wait: wait}
+}
+
+func relCmd(s, seq uint64, name string, token uint64) Command {
+	return Command{Kind: KindRelease, Session: s, Seq: seq, Name: name, Token: token}
+}
+
+func cancelCmd(s, target uint64) Command {
+	return Command{Kind: KindCancel, Session: s, Target: target}
+}
+
+// harness drives one State entry by entry at increasing indexes. It copies
+// the results and events out of Apply's reused slices, checks that every
+// grant's token rises strictly and is derived from the index, tracks the
+// holders the events announce, and checks the state's invariants after every
+// entry.
+type harness struct {
+	tb      testing.TB
+	st      *State
+	idx     uint64
+	lastTok uint64
+	holders holderModel
+}
+
+func newHarness(tb testing.TB) *harness {
+	return &harness{tb: tb, st: New(), holders: holderModel{}}
+}
+
+// harnessFor continues from an existing (for example restored) state.
+func harnessFor(tb testing.TB, st *State) *harness {
+	return &harness{tb: tb, st: st, idx: st.Index(), lastTok: st.LastToken(), holders: holdersOf(st)}
+}
+
+// apply applies cmds as the next entry.
+func (h *harness) apply(cmds ...Command) ([]Result, []Event) {
+	h.tb.Helper()
+	return h.applyAt(h.idx+1, cmds...)
+}
+
+func (h *harness) applyAt(idx uint64, cmds ...Command) ([]Result, []Event) {
+	h.tb.Helper()
+	rs, evs := h.st.Apply(idx, cmds)
+	// Copy, and make "nothing" always nil so that replicas compare equal.
+	rs, evs = append([]Result(nil), rs...), append([]Event(nil), evs...)
+	h.idx = idx
+	require.Len(h.tb, rs, len(cmds))
+	require.Equal(h.tb, idx, h.st.Index())
+	for _, e := range evs {
+		if e.Kind != EventGranted {
+			continue
+		}
+		require.Greater(h.tb, e.Token, h.lastTok, "tokens must rise strictly")
+		require.GreaterOrEqual(h.tb, e.Token, idx<<TokenShift, "token must be derived from the index")
+		h.lastTok = e.Token
+	}
+	require.Equal(h.tb, h.lastTok, h.st.LastToken())
+	require.NoError(h.tb, h.holders.observe(evs))
+	require.NoError(h.tb, h.holders.matches(h.st))
+	require.NoError(h.tb, checkInvariants(h.st, true))
+	return rs, evs
+}
+
+// one applies a single command as the next entry.
+func (h *harness) one(c Command) (Result, []Event) {
+	h.tb.Helper()
+	rs, evs := h.apply(c)
+	return rs[0], evs
+}
+
+// open opens a session with nonce and returns its ID.
+func (h *harness) open(nonce uint64) uint64 {
+	h.tb.Helper()
+	r, _ := h.one(openCmd(nonce))
+	require.Equal(h.tb, OK, r.Status)
+	require.NotZero(h.tb, r.Value)
+	return r.Value
+}
+
+// grantedEv, freedEv and endedEv build the events Apply reports.
+func grantedEv(s, seq uint64, name string, token uint64) Event {
+	return Event{Kind: EventGranted, Session: s, Seq: seq, Token: token, Name: name}
+}
+
+func freedEv(why Reason, s, seq uint64, name string, token uint64) Event {
+	return Event{Kind: EventFreed, Reason: why, Session: s, Seq: seq, Token: token, Name: name}
+}
+
+func endedEv(why Reason, s uint64) Event {
+	return Event{Kind: EventSessionEnded, Reason: why, Session: s}
+}
+
+// holderModel follows the holder of every lock from the events alone. It
+// fails if a lock is granted while the model says it is held (two holders,
+// or a thundering herd), if a free names another grant than the current one,
+// or if a session ends while still holding a lock.
+type holderModel map[string]Event
+
+func holdersOf(st *State) holderModel {
+	m := holderModel{}
+	for name, l := range st.locks {
+		if l.holder != nil {
+			m[name] = grantedEv(l.holder.id, l.seq, name, l.token)
+		}
+	}
+	return m
+}
+
+func (m holderModel) observe(evs []Event) error {
+	for _, e := range evs {
+		switch e.Kind {
+		case EventGranted:
+			if cur, held := m[e.Name]; held {
+				return fmt.Errorf("lock %q granted to %d/%d while held by %d/%d", e.Name, e.Session, e.Seq, cur.Session, cur.Seq)
+			}
+			m[e.Name] = e
+		case EventFreed:
+			cur, held := m[e.Name]
+			if !held || cur.Session != e.Session || cur.Seq != e.Seq || cur.Token != e.Token {
+				return fmt.Errorf("free of %+v does not match holder %+v", e, cur)
+			}
+			delete(m, e.Name)
+		case EventSessionEnded:
+			for name, cur := range m {
+				if cur.Session == e.Session {
+					return fmt.Errorf("session %d ended still holding %q", e.Session, name)
+				}
+			}
+		case EventTouched:
+		default:
+			return fmt.Errorf("unknown event %+v", e)
+		}
+	}
+	return nil
+}
+
+func (m holderModel) matches(st *State) error {
+	if len(m) != len(st.locks) {
+		return fmt.Errorf("events announce %d held locks, state has %d", len(m), len(st.locks))
+	}
+	for name, e := range m {
+		info := st.Lock(name)
+		if !info.Held || info.Session != e.Session || info.Seq != e.Seq || info.Token != e.Token {
+			return fmt.Errorf("lock %q is %+v, events say %+v", name, info, e)
+		}
+	}
+	return nil
+}
+
+// checkInvariants checks the state's internal structure. strict adds the
+// invariants that Apply keeps but Restore does not verify in a snapshot
+// (distinct tokens, the bound on remembered replies).
+func checkInvariants(st *State, strict bool) error {
+	if len(st.nonces) != len(st.sessions) {
+		return fmt.Errorf("%d nonces for %d sessions", len(st.nonces), len(st.sessions))
+	}
+	waits := 0
+	for id, s := range st.sessions {
+		switch {
+		case s.id != id || id == 0 || id > st.lastSession:
+			return fmt.Errorf("session %d stored as %d (last %d)", s.id, id, st.lastSession)
+		case s.nonce == 0 || st.nonces[s.nonce] != s:
+			return fmt.Errorf("session %d: nonce %d not indexed", id, s.nonce)
+		case s.ttl == 0:
+			return fmt.Errorf("session %d: ttl 0", id)
+		case s.keepAlive > st.index:
+			return fmt.Errorf("session %d: keep-alive %d beyond index %d", id, s.keepAlive, st.index)
+		case strict && len(s.replies) > maxReplies:
+			return fmt.Errorf("session %d: %d replies", id, len(s.replies))
+		}
+		for seq, r := range s.replies {
+			if seq < s.floor || !r.Status.valid() {
+				return fmt.Errorf("session %d: reply %d=%+v with floor %d", id, seq, r, s.floor)
+			}
+		}
+		for name, l := range s.held {
+			if st.locks[name] != l || l.holder != s || l.name != name {
+				return fmt.Errorf("session %d: held lock %q not held by it", id, name)
+			}
+		}
+		for seq, w := range s.waits {
+			if w.s != s || w.seq != seq || w.l == nil || st.locks[w.l.name] != w.l {
+				return fmt.Errorf("session %d: waiter %d is dangling", id, seq)
+			}
+		}
+		waits += len(s.waits)
+	}
+	type request struct{ session, seq uint64 }
+	requests := make(map[request]string)
+	claim := func(s *session, seq uint64, where string) error {
+		r := request{s.id, seq}
+		if prev, dup := requests[r]; dup {
+			return fmt.Errorf("request %d of session %d both %s and %s", seq, s.id, prev, where)
+		}
+		requests[r] = where
+		return nil
+	}
+	tokens := make(map[uint64]string)
+	queued := 0
+	for name, l := range st.locks {
+		switch {
+		case l.name != name || !ValidName(name):
+			return fmt.Errorf("lock %q stored as %q", l.name, name)
+		case l.holder == nil:
+			return fmt.Errorf("lock %q exists but is free", name)
+		case st.sessions[l.holder.id] != l.holder:
+			return fmt.Errorf("lock %q held by dead session %d", name, l.holder.id)
+		case l.holder.held[name] != l:
+			return fmt.Errorf("lock %q not in its holder's set", name)
+		case l.token == 0 || l.token > st.lastToken:
+			return fmt.Errorf("lock %q has token %d, last %d", name, l.token, st.lastToken)
+		}
+		if other, dup := tokens[l.token]; dup && strict {
+			return fmt.Errorf("locks %q and %q share token %d", name, other, l.token)
+		}
+		tokens[l.token] = name
+		if err := claim(l.holder, l.seq, "holding "+name); err != nil {
+			return err
+		}
+		n := 0
+		var prev *waiter
+		for w := l.head; w != nil; w = w.next {
+			if n++; n > l.queued {
+				return fmt.Errorf("lock %q: queue longer than %d", name, l.queued)
+			}
+			switch {
+			case w.prev != prev || w.l != l:
+				return fmt.Errorf("lock %q: broken queue links", name)
+			case st.sessions[w.s.id] != w.s:
+				return fmt.Errorf("lock %q: waiter of dead session %d", name, w.s.id)
+			case w.s.waits[w.seq] != w:
+				return fmt.Errorf("lock %q: waiter %d/%d not in its session", name, w.s.id, w.seq)
+			}
+			if err := claim(w.s, w.seq, "waiting for "+name); err != nil {
+				return err
+			}
+			prev = w
+		}
+		if l.tail != prev || n != l.queued {
+			return fmt.Errorf("lock %q: tail or count (%d) wrong, walked %d", name, l.queued, n)
+		}
+		queued += n
+	}
+	if queued != st.waiting || waits != st.waiting {
+		return fmt.Errorf("waiting=%d, queues hold %d, sessions wait %d", st.waiting, queued, waits)
+	}
+	return nil
+}
+
+// saveBytes returns the snapshot of st.
+func saveBytes(tb testing.TB, st *State) []byte {
+	tb.Helper()
+	var b bytes.Buffer
+	require.NoError(tb, st.Save(&b))
+	return b.Bytes()
+}
+
+// roundTrip saves st, restores it both ways, checks that the restored state
+// saves to the same bytes and answers queries alike, and returns it.
+func roundTrip(tb testing.TB, st *State) *State {
+	tb.Helper()
+	data := saveBytes(tb, st)
+	got, err := Restore(bytes.NewReader(data))
+	require.NoError(tb, err)
+	require.Equal(tb, data, saveBytes(tb, got))
+	again, err := DecodeSnapshot(data)
+	require.NoError(tb, err)
+	require.Equal(tb, data, saveBytes(tb, again))
+	require.NoError(tb, checkInvariants(got, true))
+	// viewOf asks Grant for every held lock, which is linear in the locks
+	// of the holder; skip it for the very large states of a few tests.
+	if len(st.locks) <= 10_000 {
+		require.Equal(tb, viewOf(st), viewOf(got))
+	}
+	return got
+}
+
+// view is what the queries tell about a state, in a comparable form.
+type view struct {
+	Index, LastToken         uint64
+	Sessions                 []SessionInfo
+	Locks                    []LockInfo
+	Queues                   map[string][][2]uint64
+	NSessions, NLocks, NWait int
+	Grants                   map[[2]uint64]string
+	Queued                   [][2]uint64
+	ByID                     []SessionInfo
+}
+
+func viewOf(st *State) view {
+	v := view{Index: st.Index(), LastToken: st.LastToken(), Sessions: st.Sessions(),
+		Queues: map[string][][2]uint64{}, Grants: map[[2]uint64]string{}, ByID: []SessionInfo{}}
+	v.NSessions, v.NLocks, v.NWait = st.Counts()
+	for _, s := range v.Sessions {
+		info, ok := st.Session(s.ID)
+		if !ok {
+			info = SessionInfo{}
+		}
+		v.ByID = append(v.ByID, info)
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.locks)) {
+		info := st.Lock(name)
+		v.Locks = append(v.Locks, info)
+		if info.Held {
+			n, tok, ok := st.Grant(info.Session, info.Seq)
+			v.Grants[[2]uint64{info.Session, info.Seq}] = fmt.Sprint(n, tok, ok, st.Holds(info.Session, name, info.Token))
+		}
+		for w := st.locks[name].head; w != nil; w = w.next {
+			v.Queues[name] = append(v.Queues[name], [2]uint64{w.s.id, w.seq})
+			if st.Queued(w.s.id, w.seq) {
+				v.Queued = append(v.Queued, [2]uint64{w.s.id, w.seq})
+			}
+		}
+	}
+	return v
+}

@@ -51,7 +51,7 @@ func newCluster(t testing.TB, size int, tune func(*Config)) *testCluster {
 }
 
 func (c *testCluster) config(id uint64) Config {
-	cfg := Config{ReplicaID: id, Members: c.members, Dir: c.dirs[id], Logger: quietLogger, SessionTTL: 2 * time.Second}
+	cfg := Config{ReplicaID: id, Members: c.members, Dir: c.dirs[id], Logger: quietLogger}
 	if c.tune != nil {
 		c.tune(&cfg)
 	}

@@ -86,6 +86,11 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 		}
 		return l, nil
 	case fsm.Queued:
+		// The reply is in hand: the request no longer holds the floor back.
+		// From here the grant arrives as an event; a late duplicate of the
+		// request is ignored by the group (below the floor, or answered from
+		// its reply cache).
+		s.replied(seq)
 	case fsm.Locked:
 		s.finish(seq)
 		return nil, fmt.Errorf("%w: %q", ErrLocked, name)
@@ -241,7 +246,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	switch res.Status {
 	case fsm.OK:
 		return nil
-	case fsm.NotHeld, fsm.UnknownSession:
+	case fsm.UnknownSession:
+		s.expired()
+		fallthrough
+	case fsm.NotHeld:
 		return fmt.Errorf("%w: %q token %d", ErrNotHeld, l.name, l.token)
 	}
 	return fmt.Errorf("fencelock: release %q: unexpected reply %v", l.name, res.Status)

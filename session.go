@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -198,21 +199,36 @@ func (s *Session) keepAlive() {
 		if !s.waitThawed(s.done) {
 			return
 		}
-		sent := s.clock.Now()
 		ctx, cancel := context.WithTimeout(s.n.ctx, s.ttl)
-		res, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: s.id, Floor: s.floor()})
+		err := s.renew(ctx)
 		cancel()
 		switch {
-		case err == nil && res.Status == fsm.OK:
-			s.extend(sent.Add(s.ttl - s.margin))
+		case err == nil:
 			t.Reset(interval)
-		case err == nil && res.Status == fsm.UnknownSession:
-			s.expired()
+		case errors.Is(err, ErrSessionExpired):
 			return
 		default: // unreachable for now; the deadline decides when it is over
 			t.Reset(retry)
 		}
 	}
+}
+
+// renew sends one keep-alive; on success the holder's deadline moves to its
+// send time + TTL − margin.
+func (s *Session) renew(ctx context.Context) error {
+	sent := s.clock.Now()
+	res, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: s.id, Floor: s.floor()})
+	switch {
+	case err != nil:
+		return err
+	case res.Status == fsm.UnknownSession:
+		s.expired()
+		return ErrSessionExpired
+	case res.Status != fsm.OK:
+		return fmt.Errorf("fencelock: keep-alive: unexpected reply %v", res.Status)
+	}
+	s.extend(sent.Add(s.ttl - s.margin))
+	return nil
 }
 
 func (s *Session) extend(deadline time.Time) {
@@ -290,6 +306,15 @@ func (s *Session) begin() uint64 {
 	return seq
 }
 
+// replied records that the reply to request seq arrived; the request may
+// still wait for a grant.
+func (s *Session) replied(seq uint64) {
+	s.mu.Lock()
+	delete(s.pending, seq)
+	s.mu.Unlock()
+}
+
+// finish ends request seq.
 func (s *Session) finish(seq uint64) {
 	s.mu.Lock()
 	delete(s.pending, seq)

@@ -77,6 +77,7 @@ func (st *State) openSession(index uint64, c *Command) Result {
 func (st *State) addSession(s *session) {
 	s.replies = make(map[uint64]Result)
 	s.held = make(map[string]*lock)
+	s.grants = make(map[uint64]*lock)
 	s.waits = make(map[uint64]*waiter)
 	st.sessions[s.id] = s
 	st.nonces[s.nonce] = s
@@ -90,6 +91,16 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 	}
 	if r, ok := s.replies[c.Seq]; ok {
 		return r
+	}
+	// The reply may have been forgotten while the request still waits or
+	// holds (the reply cache is bounded): the state itself answers then.
+	if c.Kind == KindAcquire {
+		if s.waits[c.Seq] != nil {
+			return Result{Status: Queued}
+		}
+		if l := s.grants[c.Seq]; l != nil {
+			return Result{Status: Granted, Value: l.token}
+		}
 	}
 	var r Result
 	if c.Kind == KindAcquire {
@@ -142,7 +153,7 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 	if w := s.waits[c.Target]; w != nil {
 		st.unqueue(w)
 		r.Status = Cancelled
-	} else if l := s.holding(c.Target); l != nil {
+	} else if l := s.grants[c.Target]; l != nil {
 		st.free(index, l, ReasonCancelled)
 		r.Status = Cancelled
 	}
@@ -156,6 +167,7 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 func (st *State) grant(index uint64, l *lock, s *session, seq uint64) uint64 {
 	l.holder, l.seq, l.token = s, seq, st.nextToken(index)
 	s.held[l.name] = l
+	s.grants[seq] = l
 	if _, ok := s.replies[seq]; ok {
 		s.replies[seq] = Result{Status: Granted, Value: l.token}
 	}
@@ -169,6 +181,7 @@ func (st *State) free(index uint64, l *lock, why Reason) {
 	h := l.holder
 	st.emit(Event{Kind: EventFreed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
 	delete(h.held, l.name)
+	delete(h.grants, l.seq)
 	l.holder, l.seq, l.token = nil, 0, 0
 	if w := l.head; w != nil {
 		st.unqueue(w)
@@ -202,15 +215,6 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 	delete(st.sessions, s.id)
 	delete(st.nonces, s.nonce)
 	st.emit(Event{Kind: EventSessionEnded, Reason: why, Session: s.id})
-}
-
-func (s *session) holding(seq uint64) *lock {
-	for _, l := range s.held {
-		if l.seq == seq {
-			return l
-		}
-	}
-	return nil
 }
 
 func (st *State) advanceFloor(s *session, floor uint64) {

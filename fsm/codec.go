@@ -126,6 +126,9 @@ func AppendResults(dst []byte, rs []Result) []byte {
 func DecodeResults(data []byte, dst []Result) ([]Result, error) {
 	d := decoder{b: data}
 	n := d.uvarint()
+	if d.err != nil {
+		return dst, d.err
+	}
 	if n > MaxBatch {
 		return dst, fmt.Errorf("%w: %d results", ErrCorrupt, n)
 	}
@@ -187,9 +190,10 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
-// name reads a length-prefixed string of at most MaxNameLen bytes. Whether
-// it is a valid lock name is Apply's business, so that a bad name fails one
-// command, not its whole entry.
+// name reads a length-prefixed string of at most MaxNameLen bytes; a longer
+// one makes the entry corrupt (clients check names before proposing).
+// Whether the bytes form a valid lock name is Apply's business, so that such
+// a name fails one command, not its whole entry.
 func (d *decoder) name() string {
 	n := d.uvarint()
 	if d.err != nil {

@@ -18,8 +18,9 @@ import (
 // replica's apply goroutine, so it must not block, and it must not keep the
 // events or the state past the call.
 type Observer interface {
-	// Applied reports the events of the entry at index (none for most
-	// keep-alives' neighbours, but always called).
+	// Applied reports the events of the entry at index. It is called for
+	// every entry that decodes, with or without events; a corrupt entry
+	// changes nothing and is not reported.
 	Applied(index uint64, events []Event)
 	// Restored reports that a snapshot replaced the whole state: events of
 	// the entries it covered were never reported.

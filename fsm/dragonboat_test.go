@@ -120,7 +120,9 @@ func TestMachineCorruptEntry(t *testing.T) {
 		old.index = index
 		require.Equal(t, saveBytes(t, old), saveBytes(t, st))
 	}
-	require.Len(t, obs.applied, nApplied, "a skipped entry reports no events")
+	for _, a := range obs.applied[nApplied:] {
+		require.Empty(t, a.events, "a skipped entry reports no events")
+	}
 
 	// The machine goes on normally.
 	rs = update(t, m, 20, acqCmd(a, 2, "M", false))

@@ -26,7 +26,12 @@ const snapshotVersion = 1
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
-const maxSnapshot = 4 << 30
+const maxSnapshot int64 = 4 << 30
+
+// maxIndex bounds the log index and counters a snapshot may hold: the token
+// of a grant at index i is i<<TokenShift, which must not overflow. No real
+// log comes near it (2^48 entries).
+const maxIndex = 1 << (64 - TokenShift)
 
 // Save writes the whole state to w.
 func (st *State) Save(w io.Writer) error {
@@ -107,7 +112,7 @@ func Restore(r io.Reader) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxSnapshot {
+	if int64(len(data)) > maxSnapshot {
 		return nil, fmt.Errorf("%w: snapshot larger than %d bytes", ErrCorrupt, maxSnapshot)
 	}
 	return DecodeSnapshot(data)
@@ -128,8 +133,12 @@ func DecodeSnapshot(data []byte) (*State, error) {
 	}
 	st := New()
 	st.index, st.lastToken, st.lastSession = d.uvarint(), d.uvarint(), d.uvarint()
+	if d.err == nil && (st.index >= maxIndex || st.lastToken >= 1<<63 || st.lastSession >= 1<<63) {
+		d.fail("counters out of range")
+	}
 	d.sessions(st)
 	d.locks(st)
+	d.uniqueTokens(st)
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
@@ -204,6 +213,7 @@ func (d *decoder) locks(st *State) {
 		}
 		l.holder, l.seq, l.token = h, seq, token
 		h.held[l.name] = l
+		h.grants[seq] = l
 		st.locks[l.name] = l
 		for range d.count() {
 			s, seq := st.sessions[d.uvarint()], d.uvarint()
@@ -217,6 +227,25 @@ func (d *decoder) locks(st *State) {
 			l.push(w)
 			s.waits[seq] = w
 			st.waiting++
+		}
+	}
+}
+
+// uniqueTokens checks that no two locks share a token: tokens come from one
+// strictly rising sequence.
+func (d *decoder) uniqueTokens(st *State) {
+	if d.err != nil {
+		return
+	}
+	tokens := make([]uint64, 0, len(st.locks))
+	for _, l := range st.locks {
+		tokens = append(tokens, l.token)
+	}
+	slices.Sort(tokens)
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] == tokens[i-1] {
+			d.fail("two locks share token %d", tokens[i])
+			return
 		}
 	}
 }

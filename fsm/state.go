@@ -31,7 +31,8 @@ type session struct {
 	keepAlive             uint64 // index of the entry that last renewed it
 	floor                 uint64
 	replies               map[uint64]Result  // request seq -> first reply, for seq >= floor
-	held                  map[string]*lock   // locks it holds
+	held                  map[string]*lock   // locks it holds, by name
+	grants                map[uint64]*lock   // locks it holds, by the request that got them
 	waits                 map[uint64]*waiter // its queued requests by seq
 }
 

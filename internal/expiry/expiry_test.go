@@ -1,0 +1,145 @@
+package expiry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/fencelock/fencelock/internal/clock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// manualClock is a clock the test moves by hand; the tests drive fire()
+// directly, so its timers are never used.
+type manualClock struct{ now time.Time }
+
+func (c *manualClock) Now() time.Time                              { return c.now }
+func (c *manualClock) NewTimer(time.Duration) clock.Timer          { panic("unused") }
+func (c *manualClock) AfterFunc(time.Duration, func()) clock.Timer { panic("unused") }
+func (c *manualClock) advance(d time.Duration)                     { c.now = c.now.Add(d) }
+
+type expiry struct{ id, ka uint64 }
+
+func newTracker() (*Tracker, *manualClock, *[]expiry) {
+	c := &manualClock{now: time.Unix(1000, 0)}
+	var got []expiry
+	tr := New(c, 250*time.Millisecond, func(id, ka uint64) { got = append(got, expiry{id, ka}) })
+	return tr, c, &got
+}
+
+func TestFollowerNeverExpires(t *testing.T) {
+	tr, c, got := newTracker()
+	tr.Touch(1, 10, time.Second)
+	c.advance(time.Hour)
+	require.Equal(t, time.Hour, tr.fire())
+	require.Empty(t, *got)
+}
+
+func TestLeaderExpiresOneTTLAfterTheLastKeepAlive(t *testing.T) {
+	tr, c, got := newTracker()
+	tr.SetLeader(true)
+	tr.Touch(1, 10, time.Second)
+	c.advance(600 * time.Millisecond)
+	tr.Touch(1, 20, time.Second) // renewed: the timer restarts
+	require.Equal(t, time.Second, tr.fire())
+	c.advance(999 * time.Millisecond)
+	require.Equal(t, time.Millisecond, tr.fire())
+	require.Empty(t, *got)
+	c.advance(time.Millisecond)
+	tr.fire()
+	require.Equal(t, []expiry{{1, 20}}, *got, "the expiry names the latest keep-alive")
+}
+
+func TestPromotionGivesEverySessionAFullTTL(t *testing.T) {
+	tr, c, got := newTracker()
+	tr.Touch(1, 10, time.Second)
+	tr.Touch(2, 11, 3*time.Second)
+	c.advance(5 * time.Second) // both would be long expired by their touch times
+	tr.SetLeader(true)
+	require.Equal(t, time.Second, tr.fire())
+	require.Empty(t, *got)
+	c.advance(time.Second)
+	tr.fire()
+	require.Equal(t, []expiry{{1, 10}}, *got)
+	tr.Remove(1)
+	c.advance(1999 * time.Millisecond)
+	tr.fire()
+	require.Equal(t, []expiry{{1, 10}}, *got, "session 2 has its own TTL")
+	c.advance(time.Millisecond)
+	tr.fire()
+	require.Equal(t, []expiry{{1, 10}, {2, 11}}, *got)
+}
+
+func TestExpiryIsRetriedUntilTheSessionGoes(t *testing.T) {
+	tr, c, got := newTracker()
+	tr.SetLeader(true)
+	tr.Touch(7, 1, time.Second)
+	c.advance(time.Second)
+	require.Equal(t, 250*time.Millisecond, tr.fire())
+	require.Len(t, *got, 1)
+	c.advance(250 * time.Millisecond)
+	tr.fire()
+	require.Equal(t, []expiry{{7, 1}, {7, 1}}, *got, "not applied yet: proposed again")
+	tr.Remove(7) // the expiry was applied
+	c.advance(time.Hour)
+	tr.fire()
+	require.Len(t, *got, 2)
+	require.Zero(t, tr.Len())
+}
+
+func TestDemotionStopsExpiries(t *testing.T) {
+	tr, c, got := newTracker()
+	tr.SetLeader(true)
+	tr.Touch(1, 1, time.Second)
+	tr.SetLeader(false)
+	c.advance(time.Hour)
+	tr.fire()
+	require.Empty(t, *got)
+}
+
+func TestResetFromSnapshotRestartsTimers(t *testing.T) {
+	tr, c, got := newTracker()
+	tr.SetLeader(true)
+	tr.Touch(1, 1, time.Second)
+	c.advance(900 * time.Millisecond)
+	tr.Reset([]Session{{ID: 2, KeepAlive: 5, TTL: time.Second}})
+	c.advance(900 * time.Millisecond)
+	tr.fire()
+	require.Empty(t, *got, "session 1 is gone, session 2 started a full TTL at the reset")
+	c.advance(100 * time.Millisecond)
+	tr.fire()
+	require.Equal(t, []expiry{{2, 5}}, *got)
+}
+
+// Renewals leave stale heap items behind; the heap is compacted so it stays
+// proportional to the sessions tracked.
+func TestStaleTimersAreCompacted(t *testing.T) {
+	tr, c, _ := newTracker()
+	tr.SetLeader(true)
+	for i := range 10000 {
+		tr.Touch(uint64(i%10), uint64(i), time.Minute)
+		c.advance(time.Millisecond)
+	}
+	require.LessOrEqual(t, len(tr.due), 4*10+64+1)
+}
+
+func TestRunProposesOnTheRealClock(t *testing.T) {
+	fired := make(chan expiry, 1)
+	tr := New(clock.Real, time.Hour, func(id, ka uint64) {
+		select {
+		case fired <- expiry{id, ka}:
+		default:
+		}
+	})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { tr.Run(stop); close(done) }()
+	tr.SetLeader(true)
+	tr.Touch(3, 9, 20*time.Millisecond)
+	require.Equal(t, expiry{3, 9}, <-fired)
+	close(stop)
+	<-done
+}

@@ -17,9 +17,9 @@ type ops struct {
 	removed       atomic.Bool
 	snapshotIndex atomic.Uint64
 
-	grants, releases, expiries atomic.Uint64
+	grants, releases, expiries  atomic.Uint64
 	leaderChanges, connFailures atomic.Uint64
-	proposals                  latency
+	proposals                   latency
 }
 
 // count records one applied event.
@@ -133,16 +133,16 @@ func (l systemListener) MembershipChanged(info raftio.NodeInfo) {
 	}
 }
 
-func (systemListener) NodeHostShuttingDown()                         {}
-func (systemListener) NodeUnloaded(raftio.NodeInfo)                  {}
-func (systemListener) NodeReady(raftio.NodeInfo)                     {}
-func (systemListener) ConnectionEstablished(raftio.ConnectionInfo)   {}
-func (systemListener) SendSnapshotStarted(raftio.SnapshotInfo)       {}
-func (systemListener) SendSnapshotCompleted(raftio.SnapshotInfo)     {}
-func (systemListener) SendSnapshotAborted(raftio.SnapshotInfo)       {}
-func (systemListener) SnapshotCompacted(raftio.SnapshotInfo)         {}
-func (systemListener) LogCompacted(raftio.EntryInfo)                 {}
-func (systemListener) LogDBCompacted(raftio.EntryInfo)               {}
+func (systemListener) NodeHostShuttingDown()                       {}
+func (systemListener) NodeUnloaded(raftio.NodeInfo)                {}
+func (systemListener) NodeReady(raftio.NodeInfo)                   {}
+func (systemListener) ConnectionEstablished(raftio.ConnectionInfo) {}
+func (systemListener) SendSnapshotStarted(raftio.SnapshotInfo)     {}
+func (systemListener) SendSnapshotCompleted(raftio.SnapshotInfo)   {}
+func (systemListener) SendSnapshotAborted(raftio.SnapshotInfo)     {}
+func (systemListener) SnapshotCompacted(raftio.SnapshotInfo)       {}
+func (systemListener) LogCompacted(raftio.EntryInfo)               {}
+func (systemListener) LogDBCompacted(raftio.EntryInfo)             {}
 
 // latencyBounds are the upper bounds of the proposal latency buckets: from
 // one fsync on a fast disk to a proposal that waited out elections.

@@ -25,7 +25,7 @@ const (
 	// MaxInboundConns bounds the connections a replica accepts at once;
 	// more are closed on arrival. Each peer uses one for raft messages and
 	// one per snapshot it streams.
-	MaxInboundConns = 256
+	MaxInboundConns  = 256
 	handshakeTimeout = 5 * time.Second
 	dialTimeout      = 5 * time.Second
 )

@@ -189,6 +189,17 @@ func TestNonVotingReplicasHoldAndWait(t *testing.T) {
 	info := inspect(t, ctx, nv[3], "job")
 	require.Equal(t, holder.ID(), info.SessionID)
 	require.Equal(t, l.Token(), info.Token)
+	page, err := c.node(1).Locks(ctx, "job")
+	require.NoError(t, err)
+	require.Equal(t, []LockDetail{{LockInfo: info, Owner: 4, Queue: []uint64{waiter.ID()}}}, page.Locks,
+		"a voter lists the lock held from a non-voting replica, with its owner")
+	sessions, err := nv[2].Sessions(ctx)
+	require.NoError(t, err)
+	owners := map[uint64]uint64{}
+	for _, s := range sessions.Sessions {
+		owners[s.ID] = s.Owner
+	}
+	require.Equal(t, map[uint64]uint64{holder.ID(): 4, waiter.ID(): 5}, owners)
 
 	require.NoError(t, l.Release(ctx))
 	r := <-res

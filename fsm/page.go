@@ -112,4 +112,4 @@ func (t *topK[K, V]) Swap(i, j int) {
 	t.vals[i], t.vals[j] = t.vals[j], t.vals[i]
 }
 func (t *topK[K, V]) Push(any) {}
-func (t *topK[K, V]) Pop() any   { return nil }
+func (t *topK[K, V]) Pop() any { return nil }

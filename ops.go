@@ -23,7 +23,8 @@ type ops struct {
 }
 
 // count records one applied event.
-func (o *ops) count(e *fsm.Event) {
+func (n *Node) count(e *fsm.Event) {
+	o := &n.ops
 	switch e.Kind {
 	case fsm.EventGranted:
 		o.grants.Add(1)
@@ -34,6 +35,9 @@ func (o *ops) count(e *fsm.Event) {
 	case fsm.EventSessionEnded:
 		if e.Reason == fsm.ReasonExpired {
 			o.expiries.Add(1)
+			if n.local(e.Session) != nil {
+				n.log.Warn("fencelock: the group expired a session of this replica", "session", e.Session)
+			}
 		}
 	}
 }

@@ -91,6 +91,14 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 	if r, ok := s.replies[c.Seq]; ok {
 		return r
 	}
+	if c.Kind == KindAcquire { // a retry whose reply was forgotten (maxReplies)
+		if s.waits[c.Seq] != nil {
+			return Result{Status: Queued}
+		}
+		if l := st.locks[c.Name]; l != nil && l.holder == s && l.seq == c.Seq {
+			return Result{Status: Granted, Value: l.token}
+		}
+	}
 	var r Result
 	if c.Kind == KindAcquire {
 		r = st.acquire(index, s, c)

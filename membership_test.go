@@ -100,7 +100,8 @@ func TestReplaceDeadReplica(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.SnapshotEntries, cfg.CompactionOverhead = 20, 5 })
 	ctx := testCtx(t)
 	c.leader(ctx)
-	g := startGranter(t, ctx, newSession(t, ctx, c.node(2)), "k")
+	// A TTL long enough for the elections below on a loaded machine.
+	g := startGranter(t, ctx, newSession(t, ctx, c.node(2), WithTTL(10*time.Second)), "k")
 	defer g.finish()
 
 	c.stop(3) // host 3 is gone for good
@@ -149,6 +150,8 @@ func TestReplaceDeadReplica(t *testing.T) {
 	// gone as well, replicas 2 and 4 are a quorum of {1, 2, 4}.
 	n4.Close()
 	n4 = startJoined(t, c, cfg4)
+	_, err = n4.Members(ctx) // back in touch with the group
+	require.NoError(t, err)
 	c.stop(1)
 	g.waitMore(ctx, 10)
 	s4 := newSession(t, ctx, n4)

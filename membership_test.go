@@ -115,6 +115,8 @@ func TestReplaceDeadReplica(t *testing.T) {
 	require.Equal(t, map[uint64]string{4: cfg4.Addr}, m.NonVoting)
 	require.Len(t, m.Voters, 3)
 	require.Positive(t, n4.restoredIndex.Load(), "the new replica caught up from a snapshot")
+	require.Equal(t, n4.restoredIndex.Load(), n4.Status().LastSnapshotIndex)
+	require.Positive(t, c.node(2).Status().LastSnapshotIndex, "the voters took snapshots")
 	require.True(t, n4.Status().NonVoting)
 	g.waitMore(ctx, 5)
 

@@ -111,17 +111,12 @@ func (l systemListener) NodeDeleted(info raftio.NodeInfo) {
 	}
 }
 
-func (l systemListener) SnapshotCreated(info raftio.SnapshotInfo)   { l.snapshot(info) }
-func (l systemListener) SnapshotRecovered(info raftio.SnapshotInfo) { l.snapshot(info) }
-func (l systemListener) SnapshotReceived(info raftio.SnapshotInfo)  { l.snapshot(info) }
-
-func (l systemListener) snapshot(info raftio.SnapshotInfo) {
-	if info.ShardID != shardID {
-		return
-	}
+// Saved implements fsm.SnapshotObserver: this replica wrote a snapshot of
+// the state at index.
+func (n *Node) Saved(index uint64) {
 	for {
-		cur := l.n.ops.snapshotIndex.Load()
-		if info.Index <= cur || l.n.ops.snapshotIndex.CompareAndSwap(cur, info.Index) {
+		cur := n.ops.snapshotIndex.Load()
+		if index <= cur || n.ops.snapshotIndex.CompareAndSwap(cur, index) {
 			return
 		}
 	}
@@ -138,6 +133,9 @@ func (l systemListener) MembershipChanged(info raftio.NodeInfo) {
 }
 
 func (systemListener) NodeHostShuttingDown()                       {}
+func (systemListener) SnapshotCreated(raftio.SnapshotInfo)         {}
+func (systemListener) SnapshotRecovered(raftio.SnapshotInfo)       {}
+func (systemListener) SnapshotReceived(raftio.SnapshotInfo)        {}
 func (systemListener) NodeUnloaded(raftio.NodeInfo)                {}
 func (systemListener) NodeReady(raftio.NodeInfo)                   {}
 func (systemListener) ConnectionEstablished(raftio.ConnectionInfo) {}

@@ -15,6 +15,7 @@ func (n *Node) Applied(index uint64, events []fsm.Event) {
 	n.applied.Store(index)
 	for i := range events {
 		e := &events[i]
+		n.count(e)
 		switch e.Kind {
 		case fsm.EventTouched:
 			n.tracker.Touch(e.Session, e.Index, time.Duration(e.TTL))

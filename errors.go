@@ -75,3 +75,17 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// The errors of membership changes and of a removed replica.
+var (
+	// ErrMembership: a membership change that cannot be made: the ID or
+	// address is used by another member, a voter cannot become non-voting,
+	// the last voter cannot be removed, or the ID is not a member.
+	ErrMembership = errors.New("fencelock: invalid membership change")
+	// ErrIDRemoved: the replica ID was removed from the group; removed IDs
+	// are never used again, so give the new replica a fresh ID.
+	ErrIDRemoved = errors.New("fencelock: replica ID was removed from the group")
+	// ErrRemoved: this replica was removed from the group. Close it and
+	// delete its Dir.
+	ErrRemoved = errors.New("fencelock: this replica was removed from the group")
+)

@@ -156,6 +156,7 @@ type Node struct {
 	// restoredIndex is the index of the last snapshot the state was
 	// restored from, at restart or when catching up.
 	restoredIndex atomic.Uint64
+	ops           ops // membership role, snapshots and counters: see ops.go
 
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node
@@ -206,10 +207,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		RaftEventListener: leaderListener{n},
 		Expert:            config.ExpertConfig{LogDB: config.GetTinyMemLogDBConfig()},
 	}
-	if cfg.Transport != nil {
-		if err := cfg.Transport.Configure(&nhc); err != nil {
-			return nil, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
-		}
+	nhc.SystemEventListener = systemListener{n}
+	boundQueues(&nhc)
+	tr := cfg.Transport
+	if tr == nil {
+		tr = transport.TCP()
+	}
+	if err := tr.Configure(&nhc); err != nil {
+		n.prop.Close()
+		n.cancel()
+		return nil, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
 	}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
@@ -229,6 +236,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		CompactionOverhead:  cfg.CompactionOverhead,
 		OrderedConfigChange: true,
 		WaitReady:           true,
+		// A joining replica always starts non-voting: AddReplica adds a new
+		// voter as non-voting first and then promotes it, which the replica
+		// follows from its log or snapshot. Starting a replica that the log
+		// makes non-voting as a voter would stop Dragonboat with a panic.
+		IsNonVoting:     cfg.Join,
+		MaxInMemLogSize: maxInMemLog,
 	}
 	members := make(map[uint64]dragonboat.Target, len(cfg.Members))
 	for id, addr := range cfg.Members {
@@ -282,19 +295,34 @@ type Status struct {
 	IsLeader            bool
 	Term                uint64 // raft term of the leader known locally
 	AppliedIndex        uint64 // last raft log index applied on this replica
+
+	// NonVoting is true while this replica does not vote (see AddNonVoting).
+	NonVoting bool
+	// Removed is true once this replica was removed from the group.
+	Removed bool
+	// LastSnapshotIndex is the log index of the latest snapshot this replica
+	// took, or restored its state from; 0 before the first.
+	LastSnapshotIndex uint64
+	// Voters are the voting members as last applied on this replica, and
+	// ConfigChangeIndex the log index of that membership change. Members
+	// gives the full membership as a linearizable read.
+	Voters            map[uint64]string
+	ConfigChangeIndex uint64
 }
 
 // Status returns this replica's local view, without I/O. LeaderID is 0 when
 // no leader is known.
 func (n *Node) Status() Status {
 	leader := n.leader.Load()
-	return Status{
+	st := Status{
 		ReplicaID:    n.cfg.ReplicaID,
 		LeaderID:     leader,
 		IsLeader:     leader == n.cfg.ReplicaID,
 		Term:         n.term.Load(),
 		AppliedIndex: n.applied.Load(),
 	}
+	n.opsStatus(&st)
+	return st
 }
 
 // goBackground runs f in the background unless the node is closing.
@@ -326,6 +354,7 @@ func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
 	n.tracker.SetLeader(info.LeaderID == n.cfg.ReplicaID)
 	if old != info.LeaderID {
 		n.prop.LeaderChanged()
+		n.leaderChanged(old, info)
 	}
 }
 

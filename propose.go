@@ -16,6 +16,7 @@ import (
 // retry: the state machine applies each at most once. When ctx ends first the
 // error satisfies errors.Is for both ErrUnavailable and ctx.Err().
 func (n *Node) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	defer n.ops.proposals.since(time.Now())
 	var last error
 	for b := newBackoff(n.cfg.RTT); ; {
 		if err := n.check(ctx, last); err != nil {
@@ -69,6 +70,9 @@ func (n *Node) check(ctx context.Context, last error) error {
 	case <-n.closed:
 		return ErrClosed
 	default:
+	}
+	if n.ops.removed.Load() {
+		return ErrRemoved
 	}
 	if err := ctx.Err(); err != nil {
 		return &unavailableError{ctxErr: err, last: last}

@@ -254,6 +254,7 @@ func (s *Session) checkDeadline() {
 	}
 	s.mu.Unlock()
 	if s.end(ErrSessionExpired) {
+		s.n.log.Warn("fencelock: session not renewed in time; its holder gave it up", "session", s.id, "ttl", s.ttl)
 		s.n.goBackground(s.closeAtGroup)
 	}
 }

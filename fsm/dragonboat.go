@@ -75,7 +75,19 @@ func (m *machine) Lookup(q any) (any, error) {
 }
 
 func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
-	return m.st.Save(w)
+	if err := m.st.Save(w); err != nil {
+		return err
+	}
+	if so, ok := m.obs.(SnapshotObserver); ok {
+		so.Saved(m.st.index)
+	}
+	return nil
+}
+
+// SnapshotObserver is an Observer that also learns of the snapshots its
+// replica writes (Dragonboat's own event does not carry the index).
+type SnapshotObserver interface {
+	Saved(index uint64)
 }
 
 func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {

@@ -61,7 +61,7 @@ func run() error {
 		}
 		members[id] = addr
 	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	// Start the replicas together, as their hosts would: a replica that dials
 	// a peer not yet listening backs off for up to a second before retrying.
 	nodes := make([]*fencelock.Node, 3)

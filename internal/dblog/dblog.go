@@ -3,8 +3,11 @@
 // Dragonboat's logger factory is process-wide and can be set only once, so
 // the bridge is installed once and forwards to whichever *slog.Logger was
 // set last. Dragonboat is chatty at info and warning level (connection
-// attempts, elections, snapshots): those go to slog at debug level, its
-// errors at warn (the transport's at info), so an application logging at info sees no raft chatter.
+// attempts, elections, snapshots): those go to slog at debug level. Its
+// errors go to warn, except its transport's, which every restart of a peer
+// causes (counted in fencelock's Stats instead): those go to debug too. So an
+// application logging at info sees no raft chatter, and sees what needs a
+// human: Dragonboat's errors, fencelock's own warnings, and its panics.
 package dblog
 
 import (
@@ -54,11 +57,11 @@ func (b *bridge) Infof(f string, a ...any)    { b.log(logger.INFO, slog.LevelDeb
 func (b *bridge) Warningf(f string, a ...any) { b.log(logger.WARNING, slog.LevelDebug, f, a) }
 
 // Errorf logs at warn level, except for the transport's connection errors,
-// which every restart of a peer causes: those are info.
+// which every restart of a peer causes: those are debug.
 func (b *bridge) Errorf(f string, a ...any) {
 	to := slog.LevelWarn
 	if b.pkg == "transport" {
-		to = slog.LevelInfo
+		to = slog.LevelDebug
 	}
 	b.log(logger.ERROR, to, f, a)
 }

@@ -1,0 +1,143 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencelock/fencelock/fsm"
+)
+
+// ListOption configures Locks and Sessions.
+type ListOption func(*listOptions)
+
+type listOptions struct {
+	limit   int
+	after   string
+	afterID uint64
+}
+
+// The page sizes of Locks and Sessions, and how many waiting sessions a
+// LockDetail names.
+const (
+	DefaultListLimit = 1000
+	MaxListLimit     = 10000
+	QueueListed      = 16
+)
+
+// ListLimit sets how many entries a page holds: 1 to MaxListLimit, default
+// DefaultListLimit.
+func ListLimit(n int) ListOption { return func(o *listOptions) { o.limit = n } }
+
+// ListAfter starts a page of Locks after the lock called name: pass the
+// last name of the previous page.
+func ListAfter(name string) ListOption { return func(o *listOptions) { o.after = name } }
+
+// ListAfterSession starts a page of Sessions after session id: pass the
+// last ID of the previous page.
+func ListAfterSession(id uint64) ListOption { return func(o *listOptions) { o.afterID = id } }
+
+func listOpts(opts []ListOption) (listOptions, error) {
+	o := listOptions{limit: DefaultListLimit}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.limit < 1 || o.limit > MaxListLimit {
+		return o, fmt.Errorf("%w: list limit %d outside [1, %d]", ErrInvalidConfig, o.limit, MaxListLimit)
+	}
+	return o, nil
+}
+
+// LockDetail describes a held lock in a listing.
+type LockDetail struct {
+	LockInfo        // name, holder's session, token, number of waiters
+	Owner    uint64 // the replica the holder's session lives on
+	// Queue names the sessions of the first QueueListed waiting requests,
+	// head first (Waiters counts them all).
+	Queue []uint64
+}
+
+// LockPage is one page of Locks.
+type LockPage struct {
+	Locks []LockDetail // in name order
+	More  bool         // more locks match: ask again with ListAfter(last name)
+}
+
+// Locks lists the held locks whose names start with prefix, in name order,
+// one page at a time. It is a linearizable read, like Inspect.
+//
+// A page costs the group one pass over its whole lock table, on every
+// replica's apply path: about 150ms per page with a million locks held on a
+// 2-core VM, during which that replica applies nothing. List sparingly on a
+// large group, with large pages.
+func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (LockPage, error) {
+	o, err := listOpts(opts)
+	if err != nil {
+		return LockPage{}, err
+	}
+	type page struct {
+		locks []fsm.LockEntry
+		more  bool
+	}
+	v, err := n.read(ctx, func(st *fsm.State) any {
+		locks, more := st.LocksPage(prefix, o.after, o.limit, QueueListed)
+		return page{locks, more}
+	})
+	if err != nil {
+		return LockPage{}, err
+	}
+	p := v.(page)
+	out := LockPage{Locks: make([]LockDetail, len(p.locks)), More: p.more}
+	for i, l := range p.locks {
+		out.Locks[i] = LockDetail{
+			LockInfo: LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters},
+			Owner:    l.Owner,
+			Queue:    l.Queue,
+		}
+	}
+	return out, nil
+}
+
+// SessionInfo describes an open session.
+type SessionInfo struct {
+	ID    uint64
+	Owner uint64 // the replica the session lives on (where it was opened)
+	TTL   time.Duration
+	// KeepAliveIndex is the log index of the entry that last renewed it:
+	// it rises with every renewal the group applied.
+	KeepAliveIndex uint64
+	Held, Waiting  int // locks held, requests queued
+}
+
+// SessionPage is one page of Sessions.
+type SessionPage struct {
+	Sessions []SessionInfo // in ID order
+	More     bool          // more sessions: ask again with ListAfterSession(last ID)
+}
+
+// Sessions lists the open sessions of the group, wherever they live, in ID
+// order, one page at a time. It is a linearizable read and costs like Locks.
+func (n *Node) Sessions(ctx context.Context, opts ...ListOption) (SessionPage, error) {
+	o, err := listOpts(opts)
+	if err != nil {
+		return SessionPage{}, err
+	}
+	type page struct {
+		sessions []fsm.SessionInfo
+		more     bool
+	}
+	v, err := n.read(ctx, func(st *fsm.State) any {
+		s, more := st.SessionsPage(o.afterID, o.limit)
+		return page{s, more}
+	})
+	if err != nil {
+		return SessionPage{}, err
+	}
+	p := v.(page)
+	out := SessionPage{Sessions: make([]SessionInfo, len(p.sessions)), More: p.more}
+	for i, s := range p.sessions {
+		out.Sessions[i] = SessionInfo{ID: s.ID, Owner: s.Owner, TTL: time.Duration(s.TTL),
+			KeepAliveIndex: s.KeepAlive, Held: s.Held, Waiting: s.Waiting}
+	}
+	return out, nil
+}

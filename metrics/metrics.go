@@ -1,0 +1,134 @@
+// Package metrics exports a fencelock replica's figures to Prometheus.
+//
+//	prometheus.MustRegister(metrics.NewCollector(node))
+//
+// The collector reads Node.Stats when scraped: the library counts with
+// atomics on its own paths, and nothing of Prometheus runs, or allocates,
+// between scrapes. Every metric carries the label replica, the replica's
+// ID, so that the replicas of one process can share a registry.
+//
+// What to alert on:
+//   - fencelock_has_leader == 0 for longer than a few election timeouts: the
+//     group (or this replica's link to it) has no quorum; calls fail with
+//     ErrUnavailable.
+//   - rate(fencelock_leader_changes_total) above a few per hour: an unstable
+//     network or overloaded hosts.
+//   - rate(fencelock_session_expiries_total) > 0 where holders should not
+//     die: holders that pause or lose the group for a TTL.
+//   - fencelock_proposal_duration_seconds p99 rising towards the session
+//     TTL: sessions will start to expire.
+//   - fencelock_applied_index of a replica falling behind the leader's, or
+//     fencelock_peer_connection_failures_total rising: a replica cut off.
+//   - fencelock_role{role="voter"} summed over replicas below the voters
+//     you run: a voter is down, one more failure loses the quorum.
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencelock/fencelock"
+)
+
+// Collector is a prometheus.Collector of one replica's figures.
+type Collector struct {
+	node  *fencelock.Node
+	descs descs
+}
+
+type descs struct {
+	sessions, locks, waiters                 *prometheus.Desc
+	grants, releases, expiries               *prometheus.Desc
+	leaderChanges, connFailures              *prometheus.Desc
+	proposals                                *prometheus.Desc
+	role, hasLeader, term, applied, snapshot *prometheus.Desc
+	voters                                   *prometheus.Desc
+}
+
+// NewCollector returns the collector of node's figures.
+func NewCollector(node *fencelock.Node) *Collector {
+	labels := prometheus.Labels{"replica": strconv.FormatUint(node.Status().ReplicaID, 10)}
+	d := func(name, help string, variable ...string) *prometheus.Desc {
+		return prometheus.NewDesc("fencelock_"+name, help, variable, labels)
+	}
+	return &Collector{node: node, descs: descs{
+		sessions:      d("sessions", "Open sessions in the group, as applied on this replica."),
+		locks:         d("locks_held", "Locks held in the group, as applied on this replica."),
+		waiters:       d("lock_waiters", "Requests queued behind lock holders, as applied on this replica."),
+		grants:        d("grants_total", "Locks granted, counted as this replica applied them."),
+		releases:      d("releases_total", "Locks released by their holders, counted as this replica applied them."),
+		expiries:      d("session_expiries_total", "Sessions the group expired, counted as this replica applied them."),
+		leaderChanges: d("leader_changes_total", "Times this replica saw a new raft leader."),
+		connFailures:  d("peer_connection_failures_total", "Failed attempts of this replica to connect to a peer."),
+		proposals:     d("proposal_duration_seconds", "Time calls on this replica waited for their commands to apply, retries included."),
+		role:          d("role", "This replica's role: 1 for the current one of leader, voter (a voting follower), non_voting, removed.", "role"),
+		hasLeader:     d("has_leader", "1 when this replica knows a raft leader."),
+		term:          d("raft_term", "The raft term known to this replica."),
+		applied:       d("applied_index", "The last raft log index applied on this replica."),
+		snapshot:      d("snapshot_index", "The log index of this replica's latest snapshot."),
+		voters:        d("voters", "Voting members, as last applied on this replica."),
+	}}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	d := &c.descs
+	for _, desc := range []*prometheus.Desc{d.sessions, d.locks, d.waiters, d.grants, d.releases,
+		d.expiries, d.leaderChanges, d.connFailures, d.proposals, d.role, d.hasLeader, d.term,
+		d.applied, d.snapshot, d.voters} {
+		ch <- desc
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.node.Stats()
+	d := &c.descs
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(desc *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v))
+	}
+	gauge(d.sessions, float64(st.Sessions))
+	gauge(d.locks, float64(st.LocksHeld))
+	gauge(d.waiters, float64(st.Waiters))
+	counter(d.grants, st.Grants)
+	counter(d.releases, st.Releases)
+	counter(d.expiries, st.Expiries)
+	counter(d.leaderChanges, st.LeaderChanges)
+	counter(d.connFailures, st.ConnectionFailures)
+
+	h := st.ProposalLatency
+	buckets := make(map[float64]uint64, len(h.Buckets))
+	for _, b := range h.Buckets {
+		buckets[b.UpperBound.Seconds()] = b.Count
+	}
+	ch <- prometheus.MustNewConstHistogram(d.proposals, h.Count, h.Sum.Seconds(), buckets)
+
+	role := "voter"
+	switch {
+	case st.Removed:
+		role = "removed"
+	case st.IsLeader:
+		role = "leader"
+	case st.NonVoting:
+		role = "non_voting"
+	}
+	for _, r := range []string{"leader", "voter", "non_voting", "removed"} {
+		gauge(d.role, b2f(r == role), r)
+	}
+	gauge(d.hasLeader, b2f(st.LeaderID != 0))
+	gauge(d.term, float64(st.Term))
+	gauge(d.applied, float64(st.AppliedIndex))
+	gauge(d.snapshot, float64(st.LastSnapshotIndex))
+	gauge(d.voters, float64(len(st.Voters)))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

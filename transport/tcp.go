@@ -1,0 +1,311 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/logger"
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+)
+
+// fencelock's TCP transport. It replaces Dragonboat's built-in one, whose
+// receiver allocates whatever length a frame header claims: one 20-byte
+// message from anyone who can reach the raft port could make it allocate
+// without limit, or crash the process.
+const (
+	// MaxInboundConns bounds the connections a replica accepts at once;
+	// more are closed on arrival. Each peer uses one for raft messages and
+	// one per snapshot it streams.
+	MaxInboundConns  = 256
+	handshakeTimeout = 5 * time.Second
+	dialTimeout      = 5 * time.Second
+)
+
+// plog reaches the application's logger through fencelock's bridge for
+// Dragonboat's logging (internal/dblog), which logs errors at warn level.
+var plog = logger.GetLogger("fencelock-transport")
+
+// factory makes the transport for one NodeHost (config.TransportFactory).
+type factory struct{}
+
+func (factory) Create(nhc config.NodeHostConfig, handler raftio.MessageHandler,
+	chunks raftio.ChunkHandler) raftio.ITransport {
+	return &tcpTransport{nhc: nhc, handler: handler, chunks: chunks,
+		conns: make(map[net.Conn]struct{}), slots: make(chan struct{}, MaxInboundConns)}
+}
+
+// Validate accepts host:port addresses with a non-empty host and a numeric
+// port.
+func (factory) Validate(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p > 0 && p < 65536
+}
+
+type tcpTransport struct {
+	nhc     config.NodeHostConfig
+	handler raftio.MessageHandler
+	chunks  raftio.ChunkHandler
+	server  *tls.Config // nil without mutual TLS
+
+	ln     net.Listener
+	slots  chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+
+	refused atomic.Uint64 // connections or frames refused, for the log
+	logged  atomic.Int64  // unix nanos of the last refusal logged
+}
+
+var _ raftio.ITransport = (*tcpTransport)(nil)
+
+func (t *tcpTransport) Name() string { return "fencelock-tcp" }
+
+func (t *tcpTransport) Start() error {
+	var err error
+	if t.server, err = t.nhc.GetServerTLSConfig(); err != nil {
+		return err
+	}
+	if t.server != nil {
+		t.server = t.server.Clone()
+		t.server.MinVersion = tls.VersionTLS13
+	}
+	if t.ln, err = net.Listen("tcp", t.nhc.GetListenAddress()); err != nil {
+		return err
+	}
+	t.wg.Add(1)
+	go t.accept()
+	return nil
+}
+
+func (t *tcpTransport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	for c := range t.conns {
+		c.Close()
+	}
+	t.mu.Unlock()
+	if t.ln != nil {
+		t.ln.Close()
+	}
+	t.wg.Wait()
+	return nil
+}
+
+func (t *tcpTransport) accept() {
+	defer t.wg.Done()
+	for {
+		conn, err := t.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return // closed
+		}
+		select {
+		case t.slots <- struct{}{}:
+		default:
+			t.refuse(conn.RemoteAddr(), errors.New("too many connections"))
+			conn.Close()
+			continue
+		}
+		if !t.track(conn) {
+			<-t.slots
+			conn.Close()
+			return
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			defer func() { <-t.slots }()
+			defer t.untrack(conn)
+			t.serve(conn)
+		}()
+	}
+}
+
+func (t *tcpTransport) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.conns[c] = struct{}{}
+	return true
+}
+
+func (t *tcpTransport) untrack(c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+	c.Close()
+}
+
+// serve reads frames from one peer until it breaks a rule or goes away. A
+// peer without a certificate signed by the CA does not get past the
+// handshake, so nothing it sends is ever decoded.
+func (t *tcpTransport) serve(conn net.Conn) {
+	if t.server != nil {
+		tc := tls.Server(conn, t.server)
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			t.refuse(conn.RemoteAddr(), err)
+			return
+		}
+		t.swap(conn, tc)
+		conn = tc
+	}
+	r := frameReader{conn: conn}
+	for {
+		kind, payload, err := r.next()
+		if err != nil {
+			if errors.Is(err, errFrame) {
+				t.refuse(conn.RemoteAddr(), err)
+			}
+			return
+		}
+		if err := checkBudget(kind, payload); err != nil {
+			t.refuse(conn.RemoteAddr(), err)
+			return
+		}
+		if kind == kindBatch {
+			var batch pb.MessageBatch
+			if err := batch.Unmarshal(payload); err != nil {
+				t.refuse(conn.RemoteAddr(), err)
+				return
+			}
+			t.handler(batch)
+			continue
+		}
+		var chunk pb.Chunk
+		if err := chunk.Unmarshal(payload); err != nil {
+			t.refuse(conn.RemoteAddr(), err)
+			return
+		}
+		if !t.chunks(chunk) {
+			return
+		}
+	}
+}
+
+// swap replaces a tracked connection by its TLS wrapper, so Close closes it.
+func (t *tcpTransport) swap(old, tc net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, old)
+	t.conns[tc] = struct{}{}
+	t.mu.Unlock()
+}
+
+// refuse logs refused traffic at most once a minute: an impostor or a
+// scanner must not flood the log. Refusals are counted meanwhile.
+func (t *tcpTransport) refuse(from net.Addr, why error) {
+	n := t.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := t.logged.Load()
+	if now-last < int64(time.Minute) || !t.logged.CompareAndSwap(last, now) {
+		return
+	}
+	plog.Errorf("refused traffic on the raft port %s from %v: %v (%d refused since start)",
+		t.nhc.GetListenAddress(), from, why, n)
+}
+
+func (t *tcpTransport) dial(ctx context.Context, target string) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout, KeepAlive: 10 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", target)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := t.nhc.GetClientTLSConfig(target)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if cfg == nil {
+		return conn, nil
+	}
+	cfg.MinVersion = tls.VersionTLS13
+	tc := tls.Client(conn, cfg)
+	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+func (t *tcpTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
+	conn, err := t.dial(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return &sender{conn: conn}, nil
+}
+
+func (t *tcpTransport) GetSnapshotConnection(ctx context.Context, target string) (raftio.ISnapshotConnection, error) {
+	conn, err := t.dial(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return &sender{conn: conn}, nil
+}
+
+// sender writes frames to one peer; Dragonboat uses each from one goroutine.
+type sender struct {
+	conn net.Conn
+	buf  []byte
+}
+
+func (s *sender) Close() { s.conn.Close() }
+
+func (s *sender) SendMessageBatch(b pb.MessageBatch) error {
+	frame := s.frame(headerSize + b.SizeUpperLimit())
+	n, err := b.MarshalTo(frame[headerSize:])
+	if err != nil {
+		return err
+	}
+	return s.send(kindBatch, frame[:headerSize+n])
+}
+
+func (s *sender) SendChunk(c pb.Chunk) error {
+	frame := s.frame(headerSize + c.Size())
+	n, err := c.MarshalTo(frame[headerSize:])
+	if err != nil {
+		return err
+	}
+	return s.send(kindChunk, frame[:headerSize+n])
+}
+
+func (s *sender) frame(size int) []byte {
+	if cap(s.buf) < size || cap(s.buf) > keepBuffer && size <= keepBuffer {
+		s.buf = make([]byte, size)
+	}
+	return s.buf[:size]
+}
+
+func (s *sender) send(kind byte, frame []byte) error {
+	if len(frame)-headerSize > maxFrame(kind) {
+		// The receiver would refuse it; failing here keeps the peer's
+		// connection up for everything else.
+		return fmt.Errorf("%w: %d bytes of kind %d exceed the bound", errFrame, len(frame)-headerSize, kind)
+	}
+	putHeader(frame, kind)
+	return writeFrame(s.conn, frame)
+}

@@ -77,6 +77,7 @@ func (st *State) openSession(index uint64, c *Command) Result {
 func (st *State) addSession(s *session) {
 	s.replies = make(map[uint64]Result)
 	s.held = make(map[string]*lock)
+	s.holds = make(map[uint64]*lock)
 	s.waits = make(map[uint64]*waiter)
 	st.sessions[s.id] = s
 	st.nonces[s.nonce] = s
@@ -89,6 +90,12 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 		return Result{Status: Stale}
 	}
 	if r, ok := s.replies[c.Seq]; ok {
+		return r
+	}
+	if r, ok := s.outstanding(c.Seq); ok {
+		// A retry whose reply was evicted while the request still waits or
+		// holds: answer it again rather than apply it twice.
+		st.remember(s, c.Seq, r)
 		return r
 	}
 	var r Result
@@ -156,6 +163,7 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 func (st *State) grant(index uint64, l *lock, s *session, seq uint64) uint64 {
 	l.holder, l.seq, l.token = s, seq, st.nextToken(index)
 	s.held[l.name] = l
+	s.holds[seq] = l
 	if _, ok := s.replies[seq]; ok {
 		s.replies[seq] = Result{Status: Granted, Value: l.token}
 	}
@@ -169,6 +177,7 @@ func (st *State) free(index uint64, l *lock, why Reason) {
 	h := l.holder
 	st.emit(Event{Kind: EventFreed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
 	delete(h.held, l.name)
+	delete(h.holds, l.seq)
 	l.holder, l.seq, l.token = nil, 0, 0
 	if w := l.head; w != nil {
 		st.unqueue(w)
@@ -204,14 +213,19 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 	st.emit(Event{Kind: EventSessionEnded, Reason: why, Session: s.id})
 }
 
-func (s *session) holding(seq uint64) *lock {
-	for _, l := range s.held {
-		if l.seq == seq {
-			return l
-		}
+// outstanding reports the reply to request seq if it is still queued or
+// holding a grant.
+func (s *session) outstanding(seq uint64) (Result, bool) {
+	if s.waits[seq] != nil {
+		return Result{Status: Queued}, true
 	}
-	return nil
+	if l := s.holding(seq); l != nil {
+		return Result{Status: Granted, Value: l.token}, true
+	}
+	return Result{}, false
 }
+
+func (s *session) holding(seq uint64) *lock { return s.holds[seq] }
 
 func (st *State) advanceFloor(s *session, floor uint64) {
 	if floor <= s.floor {

@@ -819,3 +819,26 @@ func FuzzElectionApply(f *testing.F) {
 		roundTrip(t, a.st)
 	})
 }
+
+func TestLockQueriesIgnoreElections(t *testing.T) {
+	h := newHarness(t)
+	a := h.open(1)
+	r, _ := h.one(campaignCmd(a, 1, "E", "a"))
+	_, _, ok := h.st.Grant(a, 1)
+	require.False(t, ok, "a leadership is not a lock grant")
+	require.False(t, h.st.Holds(a, "E", r.Value))
+	h.one(campaignCmd(a, 2, "E", "a"))
+	require.False(t, h.st.Queued(a, 2), "a candidacy is not a queued lock request")
+	require.True(t, h.st.Campaigning(a, 2))
+	info, ok := h.st.Leading(a, 1)
+	require.True(t, ok)
+	require.Equal(t, "E", info.Name)
+	_, ok = h.st.Leading(a, 2)
+	require.False(t, ok)
+	l, _ := h.one(acqCmd(a, 3, "L", false))
+	_, ok = h.st.Leading(a, 3)
+	require.False(t, ok, "a lock grant is not a leadership")
+	_, ok = h.st.Leading(77, 3)
+	require.False(t, ok)
+	require.True(t, h.st.Holds(a, "L", l.Value))
+}

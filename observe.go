@@ -19,7 +19,8 @@ import (
 // are. Observers that start together share their first read. The channel is
 // closed when ctx ends or the node closes; for an invalid election name it
 // is closed at once. Until the group can serve the first read, nothing is
-// sent.
+// sent. A replica cut off from its group applies nothing, so its observers
+// see no change until it catches up; Leader gives a linearizable answer.
 func (n *Node) Observe(ctx context.Context, election string) <-chan LeaderInfo {
 	out := make(chan LeaderInfo)
 	if !fsm.ValidName(election) {

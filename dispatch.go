@@ -22,11 +22,14 @@ func (n *Node) Applied(index uint64, events []fsm.Event) {
 			continue
 		case fsm.EventSessionEnded:
 			n.tracker.Remove(e.Session)
+		case fsm.EventElected, fsm.EventDeposed, fsm.EventProclaimed:
+			n.watches.applied(index, e)
 		}
 		if s := n.local(e.Session); s != nil {
 			s.handle(e)
 		}
 	}
+	n.watches.notify()
 }
 
 // Restored is called when a snapshot replaced the state, skipping entries
@@ -49,7 +52,9 @@ func (n *Node) Restored(st *fsm.State) {
 	n.mu.RUnlock()
 	for _, s := range local {
 		s.reconcile(st)
+		s.reconcileLeads(st)
 	}
+	n.watches.restored(st)
 }
 
 // proposeExpire is the expiry tracker's action on the leader; it must not
@@ -75,6 +80,12 @@ func (s *Session) handle(e *fsm.Event) {
 	case fsm.EventSessionEnded:
 		s.end(reasonErr(e.Reason))
 		s.n.forget(s)
+	case fsm.EventElected:
+		s.elected(e.Seq, e.Name, e.Token, e.Value)
+	case fsm.EventDeposed:
+		s.deposed(e.Token, depositionErr(e.Reason))
+	case fsm.EventProclaimed:
+		s.proclaimed(e.Token, e.Value)
 	}
 }
 

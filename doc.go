@@ -62,6 +62,14 @@
 // clock synchronisation is assumed. Even so, a process can pause after
 // checking Done and before writing: that is what the Fencer is for.
 //
+// Leader election. Session.Campaign queues a candidate in an election (a
+// namespace apart from locks) and returns a Leadership once elected; the next
+// candidate in line leads when the leader resigns or its session ends, with a
+// larger token that serves as the term's epoch. Leadership.Done closes by the
+// leader's own clock like Lock.Done, so the old leader stops before the group
+// can elect another. Node.Leader reads the leader; Node.Observe follows it
+// from the entries the local replica applies.
+//
 // At most once. Calls retry through leader changes and timeouts until their
 // context ends. Every command is applied at most once: a session's requests
 // are numbered, and the state machine remembers each reply until the client

@@ -3,6 +3,8 @@ package fencelock
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fencelock/fencelock/fsm"
 )
 
 // The sentinel errors. Errors returned by fencelock wrap one of them (or a
@@ -32,6 +34,13 @@ var (
 	ErrInvalidConfig = errors.New("fencelock: invalid configuration")
 	// ErrInvalidTTL: a session TTL or safety margin outside the allowed range.
 	ErrInvalidTTL = errors.New("fencelock: invalid session TTL")
+	// ErrNoLeader: Node.Leader found the election without a leader.
+	ErrNoLeader = errors.New("fencelock: election has no leader")
+	// ErrNotLeader: Proclaim or Resign named a term of leadership that is
+	// over (resigned, or the session ended and the next candidate leads).
+	ErrNotLeader = errors.New("fencelock: not the leader")
+	// ErrValueTooLarge: a leader's value is longer than 4096 bytes.
+	ErrValueTooLarge = errors.New("fencelock: election value too large")
 )
 
 // StaleTokenError is the error of a Fencer that refused a token.
@@ -67,6 +76,10 @@ func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.c
 
 func invalidName(name string) error {
 	return fmt.Errorf("%w: %q", ErrInvalidName, truncate(name, 64))
+}
+
+func valueTooLarge(value string) error {
+	return fmt.Errorf("%w: %d bytes, at most %d", ErrValueTooLarge, len(value), fsm.MaxValueLen)
 }
 
 func truncate(s string, n int) string {

@@ -149,6 +149,7 @@ type Node struct {
 	nh      *dragonboat.NodeHost
 	prop    *proposer.Proposer
 	tracker *expiry.Tracker
+	watches *watches // Observe calls by election
 
 	leader  atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
 	term    atomic.Uint64
@@ -188,6 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("replica", cfg.ReplicaID),
 		sessions: make(map[uint64]*Session),
+		watches:  newWatches(),
 		closed:   make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())

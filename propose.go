@@ -57,7 +57,10 @@ func (n *Node) read(ctx context.Context, q fsm.Query) (any, error) {
 			return v, nil
 		}
 		last = err
-		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
+		// An attempt whose deadline passed before SyncRead looked at it (a
+		// starved goroutine) is a timeout like any other.
+		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) &&
+			!errors.Is(err, dragonboat.ErrInvalidDeadline) {
 			return nil, err
 		}
 		b.wait(ctx, n.closed)

@@ -58,20 +58,22 @@ type Session struct {
 
 	mu       sync.Mutex
 	nextSeq  uint64
-	pending  map[uint64]struct{} // requests whose reply may still be needed
-	waiters  map[uint64]*waiter  // Acquire calls by request number
-	locks    map[uint64]*Lock    // locks held, by token
-	deadline time.Time           // holder's clock: give up after this
-	timer    clock.Timer         // fires at deadline
+	pending  map[uint64]struct{}    // requests whose reply may still be needed
+	waiters  map[uint64]*waiter     // Acquire and Campaign calls by request number
+	locks    map[uint64]*Lock       // locks held, by token
+	leads    map[uint64]*Leadership // leaderships held, by token
+	deadline time.Time              // holder's clock: give up after this
+	timer    clock.Timer            // fires at deadline
 	err      error
 	frozen   bool
 	thaw     chan struct{} // closed when a freeze ends
 }
 
-// waiter is one Acquire call waiting for its grant.
+// waiter is one Acquire or Campaign call waiting for its grant.
 type waiter struct {
 	ready chan struct{} // closed when granted
 	lock  *Lock
+	lead  *Leadership
 }
 
 func init() {
@@ -127,6 +129,7 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		pending:  make(map[uint64]struct{}),
 		waiters:  make(map[uint64]*waiter),
 		locks:    make(map[uint64]*Lock),
+		leads:    make(map[uint64]*Leadership),
 		deadline: sent.Add(o.ttl - o.margin),
 		thaw:     make(chan struct{}),
 	}
@@ -155,7 +158,8 @@ func (s *Session) ID() uint64 { return s.id }
 func (s *Session) TTL() time.Duration { return s.ttl }
 
 // Done is closed when the session is over for its holder: closed, expired,
-// not renewed in time, or its node closed. Every lock it held is lost then.
+// not renewed in time, or its node closed. Every lock and every leadership it
+// held is lost then.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err returns nil before Done is closed and why the session ended after:
@@ -290,8 +294,13 @@ func (s *Session) end(err error) bool {
 	}
 	locks := s.locks
 	s.locks = make(map[uint64]*Lock)
+	leads := s.leads
+	s.leads = make(map[uint64]*Leadership)
 	s.mu.Unlock()
 	for _, l := range locks {
+		l.lose(err)
+	}
+	for _, l := range leads {
 		l.lose(err)
 	}
 	return true

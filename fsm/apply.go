@@ -47,7 +47,7 @@ func (st *State) apply(index uint64, c *Command) Result {
 		}
 		st.endSession(index, s, ReasonExpired)
 		return Result{Status: OK}
-	case KindAcquire, KindRelease:
+	case KindAcquire, KindRelease, KindCampaign, KindResign, KindProclaim:
 		return st.request(index, s, c)
 	case KindCancel:
 		return st.cancel(index, s, c)
@@ -77,13 +77,16 @@ func (st *State) openSession(index uint64, c *Command) Result {
 func (st *State) addSession(s *session) {
 	s.replies = make(map[uint64]Result)
 	s.held = make(map[string]*lock)
-	s.grants = make(map[uint64]*lock)
+	s.holds = make(map[uint64]*lock)
 	s.waits = make(map[uint64]*waiter)
+	s.leads = make(map[string]*lock)
+	s.campaigns = make(map[uint64]*waiter)
 	st.sessions[s.id] = s
 	st.nonces[s.nonce] = s
 }
 
-// request applies Acquire or Release at most once per (session, seq).
+// request applies a numbered request (Acquire, Release, Campaign, Resign,
+// Proclaim) at most once per (session, seq).
 func (st *State) request(index uint64, s *session, c *Command) Result {
 	st.advanceFloor(s, c.Floor)
 	if c.Seq < s.floor {
@@ -92,21 +95,24 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 	if r, ok := s.replies[c.Seq]; ok {
 		return r
 	}
-	// The reply may have been forgotten while the request still waits or
-	// holds (the reply cache is bounded): the state itself answers then.
-	if c.Kind == KindAcquire {
-		if s.waits[c.Seq] != nil {
-			return Result{Status: Queued}
-		}
-		if l := s.grants[c.Seq]; l != nil {
-			return Result{Status: Granted, Value: l.token}
-		}
+	if r, ok := s.outstanding(c.Seq); ok {
+		// A retry whose reply was evicted while the request still waits or
+		// holds: answer it again rather than apply it twice.
+		st.remember(s, c.Seq, r)
+		return r
 	}
 	var r Result
-	if c.Kind == KindAcquire {
+	switch c.Kind {
+	case KindAcquire:
 		r = st.acquire(index, s, c)
-	} else {
+	case KindRelease:
 		r = st.release(index, s, c)
+	case KindCampaign:
+		r = st.campaign(index, s, c)
+	case KindResign:
+		r = st.resign(index, s, c)
+	case KindProclaim:
+		r = st.proclaim(s, c)
 	}
 	st.remember(s, c.Seq, r)
 	return r
@@ -122,7 +128,7 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 		st.locks[c.Name] = l
 	}
 	if l.holder == nil {
-		return Result{Status: Granted, Value: st.grant(index, l, s, c.Seq)}
+		return Result{Status: Granted, Value: st.grant(index, l, s, c.Seq, "")}
 	}
 	if !c.Wait {
 		return Result{Status: Locked}
@@ -150,10 +156,10 @@ func (st *State) release(index uint64, s *session, c *Command) Result {
 func (st *State) cancel(index uint64, s *session, c *Command) Result {
 	st.advanceFloor(s, c.Floor)
 	r := Result{Status: NotApplied}
-	if w := s.waits[c.Target]; w != nil {
+	if w := s.queued(c.Target); w != nil {
 		st.unqueue(w)
 		r.Status = Cancelled
-	} else if l := s.grants[c.Target]; l != nil {
+	} else if l := s.holding(c.Target); l != nil {
 		st.free(index, l, ReasonCancelled)
 		r.Status = Cancelled
 	}
@@ -163,15 +169,22 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 	return r
 }
 
-// grant makes request seq of s the holder of the free lock l.
-func (st *State) grant(index uint64, l *lock, s *session, seq uint64) uint64 {
-	l.holder, l.seq, l.token = s, seq, st.nextToken(index)
-	s.held[l.name] = l
-	s.grants[seq] = l
+// grant makes request seq of s the holder of the free lock l (the leader,
+// with value, of the election l).
+func (st *State) grant(index uint64, l *lock, s *session, seq uint64, value string) uint64 {
+	l.holder, l.seq, l.token, l.value = s, seq, st.nextToken(index), value
+	st.grants++
+	s.holds[seq] = l
 	if _, ok := s.replies[seq]; ok {
 		s.replies[seq] = Result{Status: Granted, Value: l.token}
 	}
-	st.emit(Event{Kind: EventGranted, Session: s.id, Seq: seq, Token: l.token, Name: l.name})
+	if l.election {
+		s.leads[l.name] = l
+		st.emit(Event{Kind: EventElected, Session: s.id, Seq: seq, Token: l.token, Name: l.name, Value: value})
+	} else {
+		s.held[l.name] = l
+		st.emit(Event{Kind: EventGranted, Session: s.id, Seq: seq, Token: l.token, Name: l.name})
+	}
 	return l.token
 }
 
@@ -179,42 +192,83 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64) uint64 {
 // queue, in the same entry. A lock nobody holds or waits for is forgotten.
 func (st *State) free(index uint64, l *lock, why Reason) {
 	h := l.holder
-	st.emit(Event{Kind: EventFreed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
-	delete(h.held, l.name)
-	delete(h.grants, l.seq)
-	l.holder, l.seq, l.token = nil, 0, 0
+	if l.election {
+		st.emit(Event{Kind: EventDeposed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
+		delete(h.leads, l.name)
+	} else {
+		st.emit(Event{Kind: EventFreed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
+		delete(h.held, l.name)
+	}
+	delete(h.holds, l.seq)
+	l.holder, l.seq, l.token, l.value = nil, 0, 0, ""
 	if w := l.head; w != nil {
 		st.unqueue(w)
-		st.grant(index, l, w.s, w.seq)
+		st.grant(index, l, w.s, w.seq, w.value)
 		return
 	}
-	delete(st.locks, l.name)
+	if l.election {
+		delete(st.elections, l.name)
+	} else {
+		delete(st.locks, l.name)
+	}
 }
 
 func (st *State) unqueue(w *waiter) {
 	w.l.unlink(w)
-	delete(w.s.waits, w.seq)
-	st.waiting--
+	if w.l.election {
+		delete(w.s.campaigns, w.seq)
+		st.campaigning--
+	} else {
+		delete(w.s.waits, w.seq)
+		st.waiting--
+	}
 }
 
-// endSession withdraws every queued request of s, then frees its locks in
-// name order (each may grant its queue head; the order fixes the tokens), all
-// in one entry.
+// endSession withdraws every queued request and candidacy of s, then frees
+// its locks and then its leaderships, each in name order (each may grant its
+// queue head; the order fixes the tokens), all in one entry.
 func (st *State) endSession(index uint64, s *session, why Reason) {
 	for _, w := range s.waits {
 		st.unqueue(w) // withdrawing grants nothing: order does not matter
 	}
-	names := make([]string, 0, len(s.held))
-	for name := range s.held {
-		names = append(names, name)
+	for _, w := range s.campaigns {
+		st.unqueue(w)
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		st.free(index, s.held[name], why)
+	for _, held := range []map[string]*lock{s.held, s.leads} {
+		names := make([]string, 0, len(held))
+		for name := range held {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			st.free(index, held[name], why)
+		}
 	}
 	delete(st.sessions, s.id)
 	delete(st.nonces, s.nonce)
 	st.emit(Event{Kind: EventSessionEnded, Reason: why, Session: s.id})
+}
+
+// outstanding reports the reply to request seq if it is still queued or
+// holding a grant.
+func (s *session) outstanding(seq uint64) (Result, bool) {
+	if s.queued(seq) != nil {
+		return Result{Status: Queued}, true
+	}
+	if l := s.holding(seq); l != nil {
+		return Result{Status: Granted, Value: l.token}, true
+	}
+	return Result{}, false
+}
+
+func (s *session) holding(seq uint64) *lock { return s.holds[seq] }
+
+// queued returns request seq's place in a lock's or an election's queue.
+func (s *session) queued(seq uint64) *waiter {
+	if w := s.waits[seq]; w != nil {
+		return w
+	}
+	return s.campaigns[seq]
 }
 
 func (st *State) advanceFloor(s *session, floor uint64) {

@@ -862,7 +862,8 @@ func TestApplyEmptyEntry(t *testing.T) {
 func TestStringers(t *testing.T) {
 	for k, want := range map[Kind]string{0: "unknown", KindOpenSession: "open-session", KindKeepAlive: "keep-alive",
 		KindCloseSession: "close-session", KindAcquire: "acquire", KindRelease: "release", KindCancel: "cancel",
-		KindExpire: "expire", 8: "unknown", 255: "unknown"} {
+		KindExpire: "expire", KindCampaign: "campaign", KindResign: "resign", KindProclaim: "proclaim",
+		maxKind + 1: "unknown", 255: "unknown"} {
 		require.Equal(t, want, k.String())
 	}
 	for s, want := range map[Status]string{0: "unknown", OK: "ok", Granted: "granted", Queued: "queued",

@@ -11,13 +11,16 @@ import (
 //	entry   = version:byte count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
 //
-// Numbers are unsigned varints; a name is a varint length and its bytes; the
-// wait flag is one byte. Replies travel back as
+// Numbers are unsigned varints; a name or a value is a varint length and its
+// bytes; the wait flag is one byte. Replies travel back as
 //
 //	results = count:uvarint (status:byte value:uvarint)*count
 //
-// A new field or kind means a new version: a replica must decode every entry
-// in its log, so old versions stay readable for good.
+// A change to the fields of a kind means a new version: a replica must decode
+// every entry in its log, so old versions stay readable for good. New kinds
+// (campaign, resign and proclaim joined version 1 before its release) leave
+// old entries' encoding alone, but a replica that does not know a kind skips
+// its entry as corrupt: upgrade every replica before anyone uses a new kind.
 const codecVersion = 1
 
 // MaxBatch is the most commands one entry may carry.
@@ -58,6 +61,15 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = u(u(u(dst, c.Session), c.Target), c.Floor)
 	case KindExpire:
 		dst = u(u(dst, c.Session), c.Target)
+	case KindCampaign:
+		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
+		dst = appendString(appendString(dst, c.Name), c.Value)
+	case KindResign:
+		dst = u(u(u(u(dst, c.Session), c.Seq), c.Floor), c.Token)
+		dst = appendString(dst, c.Name)
+	case KindProclaim:
+		dst = u(u(u(u(dst, c.Session), c.Seq), c.Floor), c.Token)
+		dst = appendString(appendString(dst, c.Name), c.Value)
 	}
 	return dst
 }
@@ -107,6 +119,15 @@ func (d *decoder) command(c *Command) {
 		c.Session, c.Target, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
 	case KindExpire:
 		c.Session, c.Target = d.uvarint(), d.uvarint()
+	case KindCampaign:
+		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
+		c.Name, c.Value = d.name(), d.value()
+	case KindResign:
+		c.Session, c.Seq, c.Floor, c.Token = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+		c.Name = d.name()
+	case KindProclaim:
+		c.Session, c.Seq, c.Floor, c.Token = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+		c.Name, c.Value = d.name(), d.value()
 	default:
 		d.fail("unknown command kind %d", c.Kind)
 	}
@@ -190,17 +211,22 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
-// name reads a length-prefixed string of at most MaxNameLen bytes; a longer
-// one makes the entry corrupt (clients check names before proposing).
-// Whether the bytes form a valid lock name is Apply's business, so that such
-// a name fails one command, not its whole entry.
-func (d *decoder) name() string {
+// name reads a length-prefixed string of at most MaxNameLen bytes. Whether
+// it is a valid lock name is Apply's business, so that a bad name fails one
+// command, not its whole entry.
+func (d *decoder) name() string { return d.string(MaxNameLen, "name") }
+
+// value reads a leader's value: a length-prefixed string of at most
+// MaxValueLen bytes.
+func (d *decoder) value() string { return d.string(MaxValueLen, "value") }
+
+func (d *decoder) string(limit uint64, what string) string {
 	n := d.uvarint()
 	if d.err != nil {
 		return ""
 	}
-	if n > MaxNameLen || n > uint64(len(d.b)) {
-		d.fail("name of %d bytes", n)
+	if n > limit || n > uint64(len(d.b)) {
+		d.fail("%s of %d bytes", what, n)
 		return ""
 	}
 	s := string(d.b[:n])

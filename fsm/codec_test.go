@@ -24,6 +24,11 @@ func everyKind() []Command {
 		{Kind: KindRelease, Session: 9, Seq: 10, Floor: 11, Token: 12 << TokenShift, Name: "r"},
 		{Kind: KindCancel, Session: 13, Target: 14, Floor: 15},
 		{Kind: KindExpire, Session: 16, Target: 17},
+		{Kind: KindCampaign, Session: 18, Seq: 19, Floor: 20, Name: "election/ü", Value: "10.0.0.1:7001"},
+		{Kind: KindCampaign, Session: 18, Seq: math.MaxUint64, Name: strings.Repeat("e", MaxNameLen), Value: strings.Repeat("v", MaxValueLen)},
+		{Kind: KindCampaign, Session: 18, Seq: 21, Name: "e", Value: ""},
+		{Kind: KindResign, Session: 22, Seq: 23, Floor: 24, Token: 25 << TokenShift, Name: "e"},
+		{Kind: KindProclaim, Session: 26, Seq: 27, Floor: 28, Token: math.MaxUint64, Name: "e", Value: "\x00\xff binary"},
 	}
 }
 
@@ -51,7 +56,7 @@ func TestBatchRoundTrip(t *testing.T) {
 }
 
 func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
-	all := Command{Wait: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8, Name: "n"}
+	all := Command{Wait: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8, Name: "n", Value: "v"}
 	for _, tc := range []struct {
 		kind Kind
 		want Command
@@ -63,6 +68,9 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindRelease, Command{Kind: KindRelease, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
 		{KindCancel, Command{Kind: KindCancel, Session: 1, Target: 8, Floor: 3}},
 		{KindExpire, Command{Kind: KindExpire, Session: 1, Target: 8}},
+		{KindCampaign, Command{Kind: KindCampaign, Session: 1, Seq: 2, Floor: 3, Name: "n", Value: "v"}},
+		{KindResign, Command{Kind: KindResign, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
+		{KindProclaim, Command{Kind: KindProclaim, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n", Value: "v"}},
 	} {
 		c := all
 		c.Kind = tc.kind
@@ -119,9 +127,9 @@ func TestDecodeBatchErrors(t *testing.T) {
 		{"fewer commands than counted", []byte{codecVersion, 2, byte(KindCloseSession), 1}},
 		{"trailing bytes", append(slices.Clone(valid), 0)},
 		{"unknown kind 0", []byte{codecVersion, 1, 0}},
-		{"unknown kind 8", []byte{codecVersion, 1, 8, 1}},
+		{"unknown kind maxKind+1", []byte{codecVersion, 1, byte(maxKind) + 1, 1}},
 		{"unknown kind 255", []byte{codecVersion, 1, 255}},
-		{"unknown kind after a good one", []byte{codecVersion, 2, byte(KindCloseSession), 1, 9, 1}},
+		{"unknown kind after a good one", []byte{codecVersion, 2, byte(KindCloseSession), 1, byte(maxKind) + 1, 1}},
 		{"bad flag byte", acquire(2, []byte("n"))},
 		{"flag byte 255", acquire(255, []byte("n"))},
 		{"name longer than MaxNameLen", acquire(1, []byte(strings.Repeat("n", MaxNameLen+1)))},

@@ -1,5 +1,6 @@
 // Package fsm is fencelock's replicated lock state machine: sessions, named
-// exclusive locks with FIFO wait queues, and fencing tokens.
+// exclusive locks with FIFO wait queues, elections with FIFO candidate
+// queues, and fencing tokens.
 //
 // The package is pure and deterministic. State.Apply is a function of the
 // current state, the raft log index of the entry and the commands it carries:
@@ -34,8 +35,18 @@ const (
 	// KindExpire ends Session if its keep-alive index is still Target: the
 	// leader proposes it when its timer for that keep-alive runs out.
 	KindExpire Kind = 7
+	// KindCampaign enters request Seq of Session as a candidate in election
+	// Name with Value. With no leader it leads at once; else it queues behind
+	// the other candidates. Elections and locks are separate namespaces.
+	KindCampaign Kind = 8
+	// KindResign ends the leadership Token of Session in election Name; the
+	// head of the candidate queue leads in the same entry.
+	KindResign Kind = 9
+	// KindProclaim replaces the value of election Name if Session leads it
+	// with Token: the term and its token stay.
+	KindProclaim Kind = 10
 
-	maxKind = KindExpire
+	maxKind = KindProclaim
 )
 
 var kindNames = [...]string{
@@ -46,6 +57,9 @@ var kindNames = [...]string{
 	KindRelease:      "release",
 	KindCancel:       "cancel",
 	KindExpire:       "expire",
+	KindCampaign:     "campaign",
+	KindResign:       "resign",
+	KindProclaim:     "proclaim",
 }
 
 func (k Kind) String() string {
@@ -61,8 +75,9 @@ type Command struct {
 	Kind    Kind
 	Wait    bool   // Acquire: queue when held
 	Session uint64 // every kind but OpenSession
-	// Seq numbers the session's requests (Acquire, Release). A request is
-	// applied at most once: a retry of Seq returns the first reply.
+	// Seq numbers the session's requests (Acquire, Release, Campaign,
+	// Resign, Proclaim). A request is applied at most once: a retry of Seq
+	// returns the first reply.
 	Seq uint64
 	// Floor is the session's lowest request number whose reply its client may
 	// still need; replies below it are forgotten and requests below it ignored.
@@ -70,9 +85,10 @@ type Command struct {
 	Nonce  uint64 // OpenSession: the client's identity for retries
 	TTL    uint64 // OpenSession: nanoseconds
 	Owner  uint64 // OpenSession: replica ID the session lives on
-	Token  uint64 // Release: the grant being released
+	Token  uint64 // Release, Resign, Proclaim: the grant it concerns
 	Target uint64 // Cancel: the request withdrawn; Expire: keep-alive index
-	Name   string // Acquire, Release: lock name
+	Name   string // Acquire, Release: lock name; Campaign, Resign, Proclaim: election name
+	Value  string // Campaign, Proclaim: the leader's value, at most MaxValueLen bytes
 }
 
 // Status is the outcome of one command.
@@ -80,15 +96,15 @@ type Status uint8
 
 // The statuses. Their numeric values are part of the wire format.
 const (
-	OK             Status = 1  // done (open, keep-alive, close, release, expire)
-	Granted        Status = 2  // acquire: the lock is the caller's; Result.Token
-	Queued         Status = 3  // acquire: waiting in the lock's queue
+	OK             Status = 1  // done (open, keep-alive, close, release, expire, resign, proclaim)
+	Granted        Status = 2  // acquire, campaign: the lock or leadership is the caller's; Result.Token
+	Queued         Status = 3  // acquire, campaign: waiting in the queue
 	Locked         Status = 4  // try-acquire: held by another request
-	NotHeld        Status = 5  // release: the token is not the current grant
+	NotHeld        Status = 5  // release, resign, proclaim: the token is not the current grant
 	UnknownSession Status = 6  // the session does not exist (expired or closed)
 	Cancelled      Status = 7  // cancel: the request left the queue or its grant was released
 	Stale          Status = 8  // a duplicate below the session's floor: ignored
-	Invalid        Status = 9  // malformed command (bad name, unknown kind)
+	Invalid        Status = 9  // malformed command (bad name, value too long, unknown kind)
 	NotApplied     Status = 10 // expire: a newer keep-alive arrived; cancel: nothing to cancel
 	LimitExceeded  Status = 11 // a state limit would be exceeded
 )

@@ -118,7 +118,7 @@ func (d *driver) command() Command {
 		}
 		return Command{Kind: KindCancel, Session: s, Target: target, Floor: d.floorOf(s)}
 	default:
-		return Command{Kind: Kind([]uint8{0, 8, 200}[d.n(3)]), Session: d.session()}
+		return Command{Kind: Kind([]uint8{0, uint8(maxKind) + 1, 200}[d.n(3)]), Session: d.session()}
 	}
 }
 

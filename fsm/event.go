@@ -15,9 +15,19 @@ const (
 	// EventFreed: the grant Token of lock Name to request Seq of Session ended
 	// for Reason.
 	EventFreed
-	// EventSessionEnded: Session ended for Reason; its EventFreed events were
-	// reported before this one.
+	// EventSessionEnded: Session ended for Reason; its EventFreed and
+	// EventDeposed events were reported before this one.
 	EventSessionEnded
+	// EventElected: request Seq of Session now leads election Name with
+	// Token (the term's epoch) and Value.
+	EventElected
+	// EventDeposed: the leadership Token of request Seq of Session in
+	// election Name ended for Reason (ReasonReleased: it resigned). An
+	// EventElected of the next candidate follows in the same entry, if any.
+	EventDeposed
+	// EventProclaimed: the leader (Session, Seq, Token) of election Name
+	// set its Value.
+	EventProclaimed
 )
 
 // Reason says why a grant or a session ended.
@@ -25,7 +35,7 @@ type Reason uint8
 
 // The reasons.
 const (
-	ReasonReleased  Reason = iota + 1 // the holder released the lock
+	ReasonReleased  Reason = iota + 1 // the holder released the lock, or the leader resigned
 	ReasonCancelled                   // the holder's request was cancelled after it was granted
 	ReasonExpired                     // the session expired at the group
 	ReasonClosed                      // the session was closed by its holder
@@ -55,4 +65,5 @@ type Event struct {
 	Index   uint64
 	TTL     uint64
 	Name    string
+	Value   string // EventElected, EventProclaimed: the leader's value
 }

@@ -41,23 +41,25 @@ func cancelCmd(s, target uint64) Command {
 // harness drives one State entry by entry at increasing indexes. It copies
 // the results and events out of Apply's reused slices, checks that every
 // grant's token rises strictly and is derived from the index, tracks the
-// holders the events announce, and checks the state's invariants after every
-// entry.
+// holders and leaders the events announce, and checks the state's
+// invariants after every entry.
 type harness struct {
 	tb      testing.TB
 	st      *State
 	idx     uint64
 	lastTok uint64
 	holders holderModel
+	leaders leaderModel
 }
 
 func newHarness(tb testing.TB) *harness {
-	return &harness{tb: tb, st: New(), holders: holderModel{}}
+	return &harness{tb: tb, st: New(), holders: holderModel{}, leaders: leaderModel{}}
 }
 
 // harnessFor continues from an existing (for example restored) state.
 func harnessFor(tb testing.TB, st *State) *harness {
-	return &harness{tb: tb, st: st, idx: st.Index(), lastTok: st.LastToken(), holders: holdersOf(st)}
+	return &harness{tb: tb, st: st, idx: st.Index(), lastTok: st.LastToken(), holders: holdersOf(st),
+		leaders: leadersOf(st)}
 }
 
 // apply applies cmds as the next entry.
@@ -75,7 +77,7 @@ func (h *harness) applyAt(idx uint64, cmds ...Command) ([]Result, []Event) {
 	require.Len(h.tb, rs, len(cmds))
 	require.Equal(h.tb, idx, h.st.Index())
 	for _, e := range evs {
-		if e.Kind != EventGranted {
+		if e.Kind != EventGranted && e.Kind != EventElected {
 			continue
 		}
 		require.Greater(h.tb, e.Token, h.lastTok, "tokens must rise strictly")
@@ -86,6 +88,9 @@ func (h *harness) applyAt(idx uint64, cmds ...Command) ([]Result, []Event) {
 	require.NoError(h.tb, h.holders.observe(evs))
 	require.NoError(h.tb, h.holders.matches(h.st))
 	require.NoError(h.tb, checkInvariants(h.st, true))
+	require.NoError(h.tb, h.leaders.observe(evs))
+	require.NoError(h.tb, h.leaders.matches(h.st))
+	require.NoError(h.tb, checkElectionInvariants(h.st))
 	return rs, evs
 }
 
@@ -154,7 +159,7 @@ func (m holderModel) observe(evs []Event) error {
 					return fmt.Errorf("session %d ended still holding %q", e.Session, name)
 				}
 			}
-		case EventTouched:
+		case EventTouched, EventElected, EventDeposed, EventProclaimed: // leaderModel's
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}

@@ -65,7 +65,7 @@ func (st *State) Grant(session, seq uint64) (name string, token uint64, ok bool)
 	if s == nil {
 		return "", 0, false
 	}
-	if l := s.grants[seq]; l != nil {
+	if l := s.holding(seq); l != nil && !l.election {
 		return l.name, l.token, true
 	}
 	return "", 0, false

@@ -10,19 +10,22 @@ import (
 	"strings"
 )
 
-// The snapshot format (version 1), all numbers unsigned varints:
+// The snapshot format (version 2), all numbers unsigned varints:
 //
-//	snapshot = magic version index lastToken lastSession
-//	           sessions:count session*  locks:count lock*  crc32:4 bytes
+//	snapshot = magic version index lastToken lastSession grants
+//	           sessions:count session*  locks:count lock*
+//	           elections:count election*  crc32:4 bytes
 //	session  = id nonce ttl owner keepAlive floor replies:count (seq status value)*
 //	lock     = name holder seq token queue:count (session seq)*
+//	election = name holder seq token value queue:count (session seq value)*
 //
-// Sessions are ordered by ID, replies by seq and locks by name, so equal
-// states have equal snapshots on every replica. The trailing CRC-32 covers
-// everything before it.
+// Names and values are a varint length and their bytes. Sessions are ordered
+// by ID, replies by seq, locks and elections by name, so equal states have
+// equal snapshots on every replica. The trailing CRC-32 covers everything
+// before it. Version 1, still read, had neither grants nor elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
@@ -39,7 +42,7 @@ func (st *State) Save(w io.Writer) error {
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
 	u := binary.AppendUvarint
 	buf := append(snapshotMagic[:0:0], snapshotMagic[:]...)
-	buf = u(u(u(u(buf, snapshotVersion), st.index), st.lastToken), st.lastSession)
+	buf = u(u(u(u(u(buf, snapshotVersion), st.index), st.lastToken), st.lastSession), st.grants)
 
 	ids := make([]uint64, 0, len(st.sessions))
 	for id := range st.sessions {
@@ -67,23 +70,31 @@ func (st *State) Save(w io.Writer) error {
 		}
 	}
 
-	names := make([]string, 0, len(st.locks))
-	for name := range st.locks {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	buf = u(buf, uint64(len(names)))
-	for _, name := range names {
-		l := st.locks[name]
-		buf = appendString(buf, l.name)
-		buf = u(u(u(buf, l.holder.id), l.seq), l.token)
-		buf = u(buf, uint64(l.queued))
-		for w := l.head; w != nil; w = w.next {
-			buf = u(u(buf, w.s.id), w.seq)
+	for _, table := range []map[string]*lock{st.locks, st.elections} {
+		names := make([]string, 0, len(table))
+		for name := range table {
+			names = append(names, name)
 		}
-		var err error
-		if buf, err = flushIfFull(bw, buf); err != nil {
-			return err
+		slices.Sort(names)
+		buf = u(buf, uint64(len(names)))
+		for _, name := range names {
+			l := table[name]
+			buf = appendString(buf, l.name)
+			buf = u(u(u(buf, l.holder.id), l.seq), l.token)
+			if l.election {
+				buf = appendString(buf, l.value)
+			}
+			buf = u(buf, uint64(l.queued))
+			for w := l.head; w != nil; w = w.next {
+				buf = u(u(buf, w.s.id), w.seq)
+				if l.election {
+					buf = appendString(buf, w.value)
+				}
+			}
+			var err error
+			if buf, err = flushIfFull(bw, buf); err != nil {
+				return err
+			}
 		}
 	}
 	if _, err := bw.Write(buf); err != nil {
@@ -128,7 +139,8 @@ func DecodeSnapshot(data []byte) (*State, error) {
 		return nil, fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
 	}
 	d := decoder{b: body[len(snapshotMagic):]}
-	if v := d.uvarint(); v != snapshotVersion {
+	v := d.uvarint()
+	if v != 1 && v != snapshotVersion {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, v)
 	}
 	st := New()
@@ -136,16 +148,45 @@ func DecodeSnapshot(data []byte) (*State, error) {
 	if d.err == nil && (st.index >= maxIndex || st.lastToken >= 1<<63 || st.lastSession >= 1<<63) {
 		d.fail("counters out of range")
 	}
+	if v >= 2 {
+		st.grants = d.uvarint()
+	}
 	d.sessions(st)
-	d.locks(st)
-	d.uniqueTokens(st)
+	claims := make(map[request]bool)
+	d.locks(st, claims, false)
+	if v >= 2 {
+		d.locks(st, claims, true)
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
+	d.uniqueTokens(st)
 	if d.err != nil {
 		return nil, d.err
 	}
 	return st, nil
+}
+
+// uniqueTokens checks that no two grants share a token: tokens come from
+// one strictly rising sequence.
+func (d *decoder) uniqueTokens(st *State) {
+	if d.err != nil {
+		return
+	}
+	tokens := make([]uint64, 0, len(st.locks)+len(st.elections))
+	for _, l := range st.locks {
+		tokens = append(tokens, l.token)
+	}
+	for _, l := range st.elections {
+		tokens = append(tokens, l.token)
+	}
+	slices.Sort(tokens)
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] == tokens[i-1] {
+			d.fail("two grants share token %d", tokens[i])
+			return
+		}
+	}
 }
 
 func (d *decoder) sessions(st *State) {
@@ -180,28 +221,38 @@ func (d *decoder) sessions(st *State) {
 	}
 }
 
-func (d *decoder) locks(st *State) {
-	type request struct{ session, seq uint64 }
-	seen := make(map[request]bool)
+// request names one request of one session.
+type request struct{ session, seq uint64 }
+
+// locks reads the locks, or the elections, checking that no request holds
+// or waits twice in either.
+func (d *decoder) locks(st *State, claims map[request]bool, elections bool) {
 	claim := func(s *session, seq uint64) bool {
 		r := request{s.id, seq}
-		if seen[r] {
+		if claims[r] {
 			d.fail("request %d of session %d appears twice", seq, s.id)
 			return false
 		}
-		seen[r] = true
+		claims[r] = true
 		return true
+	}
+	table := st.locks
+	if elections {
+		table = st.elections
 	}
 	n := d.count()
 	for range n {
-		l := &lock{name: d.name()}
+		l := &lock{name: d.name(), election: elections}
 		holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
+		if elections {
+			l.value = d.value()
+		}
 		if d.err != nil {
 			return
 		}
 		h := st.sessions[holder]
 		switch {
-		case !ValidName(l.name) || st.locks[l.name] != nil:
+		case !ValidName(l.name) || table[l.name] != nil:
 			d.fail("bad lock name %q", l.name)
 		case h == nil:
 			d.fail("lock %q held by unknown session %d", l.name, holder)
@@ -212,40 +263,32 @@ func (d *decoder) locks(st *State) {
 			return
 		}
 		l.holder, l.seq, l.token = h, seq, token
-		h.held[l.name] = l
-		h.grants[seq] = l
-		st.locks[l.name] = l
+		h.holds[seq] = l
+		table[l.name] = l
+		if elections {
+			h.leads[l.name] = l
+		} else {
+			h.held[l.name] = l
+		}
 		for range d.count() {
-			s, seq := st.sessions[d.uvarint()], d.uvarint()
-			if d.err == nil && s == nil {
+			w := &waiter{s: st.sessions[d.uvarint()], seq: d.uvarint()}
+			if elections {
+				w.value = d.value()
+			}
+			if d.err == nil && w.s == nil {
 				d.fail("waiter of unknown session in lock %q", l.name)
 			}
-			if d.err != nil || !claim(s, seq) {
+			if d.err != nil || !claim(w.s, w.seq) {
 				return
 			}
-			w := &waiter{s: s, seq: seq}
 			l.push(w)
-			s.waits[seq] = w
-			st.waiting++
-		}
-	}
-}
-
-// uniqueTokens checks that no two locks share a token: tokens come from one
-// strictly rising sequence.
-func (d *decoder) uniqueTokens(st *State) {
-	if d.err != nil {
-		return
-	}
-	tokens := make([]uint64, 0, len(st.locks))
-	for _, l := range st.locks {
-		tokens = append(tokens, l.token)
-	}
-	slices.Sort(tokens)
-	for i := 1; i < len(tokens); i++ {
-		if tokens[i] == tokens[i-1] {
-			d.fail("two locks share token %d", tokens[i])
-			return
+			if elections {
+				w.s.campaigns[w.seq] = w
+				st.campaigning++
+			} else {
+				w.s.waits[w.seq] = w
+				st.waiting++
+			}
 		}
 	}
 }

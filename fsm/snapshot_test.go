@@ -182,11 +182,14 @@ type snapImage struct {
 	magic                         string
 	version                       uint64
 	index, lastToken, lastSession uint64
+	grants                        uint64 // version 2
 	sessions                      []snapSession
 	sessionCount                  *uint64 // overrides len(sessions)
 	locks                         []snapLock
-	lockCount                     *uint64 // overrides len(locks)
-	omitLocks                     bool    // ends the body after the sessions
+	lockCount                     *uint64    // overrides len(locks)
+	omitLocks                     bool       // ends the body after the sessions
+	elections                     []snapLock // version 2; see election_test.go
+	omitElections                 bool       // ends a version 2 body after the locks
 	trailing                      []byte
 }
 
@@ -205,12 +208,17 @@ type snapLock struct {
 	name               string
 	holder, seq, token uint64
 	queue              [][2]uint64
+	value              string   // elections: the leader's
+	values             []string // elections: the candidates', one per queue entry
 }
 
 func (im snapImage) body() []byte {
 	u := binary.AppendUvarint
 	b := []byte(im.magic)
 	b = u(u(u(u(b, im.version), im.index), im.lastToken), im.lastSession)
+	if im.version >= 2 {
+		b = u(b, im.grants)
+	}
 	n := uint64(len(im.sessions))
 	if im.sessionCount != nil {
 		n = *im.sessionCount
@@ -236,6 +244,9 @@ func (im snapImage) body() []byte {
 				b = u(u(b, w[0]), w[1])
 			}
 		}
+		if im.version >= 2 && !im.omitElections {
+			b = appendElections(b, im.elections)
+		}
 	}
 	return append(b, im.trailing...)
 }
@@ -254,7 +265,7 @@ const (
 // validImage is a consistent snapshot in canonical order.
 func validImage() snapImage {
 	return snapImage{
-		magic: "FLSN", version: 1, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift,
+		magic: "FLSN", version: 2, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
 		sessions: []snapSession{
 			{id: imgA, nonce: 11, ttl: 1e9, owner: 1, keepAlive: 90, floor: 2, replies: []snapReply{
 				{seq: 2, status: byte(Granted), value: 100 << TokenShift}, {seq: 3, status: byte(Queued)}}},
@@ -264,6 +275,10 @@ func validImage() snapImage {
 		locks: []snapLock{
 			{name: "alpha", holder: imgA, seq: 2, token: 100 << TokenShift, queue: [][2]uint64{{imgB, 1}, {imgA, 3}}},
 			{name: "beta", holder: imgB, seq: 4, token: 100<<TokenShift + 5},
+		},
+		elections: []snapLock{
+			{name: "alpha", holder: imgB, seq: 5, token: 100<<TokenShift + 3, value: "b:7001",
+				queue: [][2]uint64{{imgA, 6}}, values: []string{"a:7001"}},
 		},
 	}
 }
@@ -302,7 +317,7 @@ func TestRestoreRejectsInconsistentSnapshots(t *testing.T) {
 	}{
 		{"bad magic", func(im *snapImage) { im.magic = "XLSN" }},
 		{"version 0", func(im *snapImage) { im.version = 0 }},
-		{"version 2", func(im *snapImage) { im.version = 2 }},
+		{"version 3", func(im *snapImage) { im.version = 3 }},
 		{"trailing bytes", func(im *snapImage) { im.trailing = []byte{0} }},
 		{"no lock section", func(im *snapImage) { im.omitLocks = true }},
 		{"session count beyond the data", func(im *snapImage) { im.sessionCount = u64(1 << 40) }},

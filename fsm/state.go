@@ -20,6 +20,9 @@ type State struct {
 	nonces      map[uint64]*session // live sessions by the nonce that opened them
 	locks       map[string]*lock    // locks that are held or have waiters
 	waiting     int                 // queued requests in all locks
+	elections   map[string]*lock    // elections that have a leader or candidates
+	campaigning int                 // queued candidates in all elections
+	grants      uint64              // grants made, of locks and leaderships
 
 	events  []Event
 	results []Result
@@ -31,26 +34,32 @@ type session struct {
 	keepAlive             uint64 // index of the entry that last renewed it
 	floor                 uint64
 	replies               map[uint64]Result  // request seq -> first reply, for seq >= floor
-	held                  map[string]*lock   // locks it holds, by name
-	grants                map[uint64]*lock   // locks it holds, by the request that got them
+	held                  map[string]*lock   // locks it holds
+	holds                 map[uint64]*lock   // locks and elections it holds, by request seq
 	waits                 map[uint64]*waiter // its queued requests by seq
+	leads                 map[string]*lock   // elections it leads
+	campaigns             map[uint64]*waiter // its queued candidacies by seq
 }
 
-// lock is a named exclusive lock. It exists while held or waited for.
+// lock is a named exclusive lock, or an election: a lock whose holder is
+// the leader and carries a value. It exists while held or waited for.
 type lock struct {
-	name   string
-	holder *session // nil when free
-	seq    uint64   // the holder's request number
-	token  uint64
-	head   *waiter // FIFO queue of waiting requests
-	tail   *waiter
-	queued int
+	name     string
+	election bool
+	value    string   // election: the leader's value
+	holder   *session // nil when free
+	seq      uint64   // the holder's request number
+	token    uint64
+	head     *waiter // FIFO queue of waiting requests
+	tail     *waiter
+	queued   int
 }
 
-// waiter is one queued Acquire, linked into its lock's queue.
+// waiter is one queued Acquire or Campaign, linked into its lock's queue.
 type waiter struct {
 	s          *session
 	seq        uint64
+	value      string // Campaign: the value it will lead with
 	l          *lock
 	prev, next *waiter
 }
@@ -58,9 +67,10 @@ type waiter struct {
 // New returns an empty state.
 func New() *State {
 	return &State{
-		sessions: make(map[uint64]*session),
-		nonces:   make(map[uint64]*session),
-		locks:    make(map[string]*lock),
+		sessions:  make(map[uint64]*session),
+		nonces:    make(map[uint64]*session),
+		locks:     make(map[string]*lock),
+		elections: make(map[string]*lock),
 	}
 }
 

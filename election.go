@@ -1,0 +1,354 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock/fsm"
+)
+
+// Leader election is built on the lock machinery, in a namespace of its own:
+// an election is a lock whose holder is the leader and carries a value.
+//
+//   - Candidates queue in FIFO order in the state machine. When the leader
+//     resigns or its session ends, the head of the queue leads in the same
+//     raft entry, and only its caller wakes: one grant per change of leader,
+//     however many candidates and observers there are.
+//   - A term's token is a fencing token like a lock's: it rises strictly with
+//     every grant in the group, so it is the term's epoch. Every action the
+//     leader takes downstream carries it, and a resource that refuses lower
+//     tokens (Fencer) refuses every leader the group has moved past.
+//   - The leader stops first. Leadership.Done closes when the leader's
+//     session could not be renewed by TTL − margin on the leader's own
+//     monotonic clock (see WithSafetyMargin), before the group can expire the
+//     session and elect the next candidate. This assumes only that the
+//     leader's and the raft leader's clocks run at rates that differ by less
+//     than margin/TTL (20% with the default margin of TTL/5), plus the
+//     leader's delay in noticing; clocks need not be synchronised. It errs
+//     toward a gap without a leader, never toward two. A leader that pauses
+//     between checking Done and acting is what the token is for.
+
+// LeaderInfo describes the leader of an election as the group sees it. An
+// election without a leader has Token 0 and no value or session.
+type LeaderInfo struct {
+	Election  string
+	Value     string
+	Token     uint64 // the term's epoch: the fencing token of its grant
+	SessionID uint64 // the leader's session
+}
+
+func leaderInfo(e fsm.ElectionInfo) LeaderInfo {
+	if !e.Led {
+		return LeaderInfo{Election: e.Name}
+	}
+	return LeaderInfo{Election: e.Name, Value: e.Value, Token: e.Token, SessionID: e.Session}
+}
+
+// Leadership is one term of leadership of an election, won by Campaign.
+//
+// Like a Lock, it is a belief, not a guarantee: a leader that pauses longer
+// than its session's TTL may still hold a Leadership whose term the group has
+// ended. Stop acting when Done is closed, and carry Token with every action
+// the resources it touches can check (see Fencer).
+type Leadership struct {
+	s        *Session
+	election string
+	token    uint64
+	done     chan struct{}
+
+	mu    sync.Mutex
+	value string
+	err   error
+}
+
+// Campaign enters the session as a candidate in election, with value (at
+// most 4096 bytes, for instance the address where the leader serves), and
+// blocks until it is elected. Candidates are elected in the order they
+// campaigned: when the leader resigns or its session ends, exactly the next
+// candidate leads, with a larger token.
+//
+// Every Campaign is its own candidate, even in one session. If ctx ends
+// while campaigning, the candidate leaves the queue (and resigns, if the
+// election raced ahead of the cancel) and Campaign returns ctx.Err(). If the
+// group cannot be reached before ctx ends, the error satisfies errors.Is for
+// both ErrUnavailable and ctx.Err(), and the candidate is withdrawn. If the
+// session ends meanwhile, its error is returned.
+func (s *Session) Campaign(ctx context.Context, election, value string) (*Leadership, error) {
+	if !fsm.ValidName(election) {
+		return nil, invalidName(election)
+	}
+	if len(value) > fsm.MaxValueLen {
+		return nil, valueTooLarge(value)
+	}
+	s.mu.Lock()
+	if err := s.err; err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	seq := s.nextSeq
+	s.nextSeq++
+	s.pending[seq] = struct{}{}
+	w := &waiter{ready: make(chan struct{})}
+	s.waiters[seq] = w
+	s.mu.Unlock()
+
+	res, err := s.n.propose(ctx, fsm.Command{
+		Kind: fsm.KindCampaign, Session: s.id, Seq: seq, Floor: s.floor(), Name: election, Value: value,
+	})
+	if err != nil {
+		// The outcome is unknown, as in Acquire: withdraw the candidate,
+		// waiting one commit for it when the group has a leader.
+		var wait time.Duration
+		if s.n.Status().LeaderID != 0 {
+			wait = s.n.cfg.ProposalTimeout
+		}
+		s.withdraw(seq, wait)
+		return nil, err
+	}
+	switch res.Status {
+	case fsm.Granted:
+		l := s.elected(seq, election, res.Value, value)
+		s.finish(seq)
+		if l == nil {
+			return nil, s.Err()
+		}
+		return l, nil
+	case fsm.Queued:
+	case fsm.UnknownSession:
+		s.finish(seq)
+		s.expired()
+		return nil, ErrSessionExpired
+	default:
+		s.finish(seq)
+		return nil, fmt.Errorf("fencelock: campaign %q: unexpected reply %v", election, res.Status)
+	}
+	select {
+	case <-w.ready:
+		s.finish(seq)
+		return w.lead, nil
+	case <-s.done:
+		s.finish(seq)
+		return nil, s.Err()
+	case <-ctx.Done():
+		s.withdraw(seq, s.n.cfg.ProposalTimeout)
+		return nil, ctx.Err()
+	}
+}
+
+// Election returns the election's name.
+func (l *Leadership) Election() string { return l.election }
+
+// Token returns the term's epoch: the fencing token of its grant. Every new
+// term of any election or lock in the group gets a larger one, across leader
+// changes and restarts.
+func (l *Leadership) Token() uint64 { return l.token }
+
+// Value returns the leader's value: the one it campaigned with, or the last
+// one it proclaimed.
+func (l *Leadership) Value() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.value
+}
+
+// Done is closed when this leader must stop acting: it resigned, its
+// session ended (expired, closed, node closed), or — by the leader's own
+// clock — its session could not be renewed within TTL minus the safety
+// margin, so that it stops before the group could elect the next candidate.
+func (l *Leadership) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while this term lasts and, once Done is closed, why:
+// ErrNotLeader after Resign, context.Canceled if the Campaign was cancelled
+// as it was elected, or the session's error.
+func (l *Leadership) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Proclaim replaces the leader's value, keeping the term and its token;
+// observers see the new value. It fails with ErrNotLeader if the term is
+// over, at the group or for this leader (Done is closed), and with
+// ErrValueTooLarge if value is longer than 4096 bytes.
+func (l *Leadership) Proclaim(ctx context.Context, value string) error {
+	if len(value) > fsm.MaxValueLen {
+		return valueTooLarge(value)
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("%w: %q term %d is over: %w", ErrNotLeader, l.election, l.token, err)
+	}
+	s := l.s
+	seq := s.begin()
+	res, err := s.n.propose(ctx, fsm.Command{
+		Kind: fsm.KindProclaim, Session: s.id, Seq: seq, Floor: s.floor(), Name: l.election, Token: l.token, Value: value,
+	})
+	s.finish(seq)
+	if err != nil {
+		return err
+	}
+	switch res.Status {
+	case fsm.OK:
+		// This replica applied the entry before the proposal returned, and
+		// so set the value, in log order even if Proclaims race.
+		return nil
+	case fsm.NotHeld, fsm.UnknownSession:
+		return fmt.Errorf("%w: %q term %d", ErrNotLeader, l.election, l.token)
+	}
+	return fmt.Errorf("fencelock: proclaim %q: unexpected reply %v", l.election, res.Status)
+}
+
+// Resign ends this term: the next candidate in line, if any, leads at once
+// with a larger token. If the term was already over at the group, nothing
+// changes and the error is ErrNotLeader, so a late Resign never deposes a
+// successor. Done is closed either way once the group answered.
+func (l *Leadership) Resign(ctx context.Context) error {
+	s := l.s
+	seq := s.begin()
+	res, err := s.n.propose(ctx, fsm.Command{
+		Kind: fsm.KindResign, Session: s.id, Seq: seq, Floor: s.floor(), Name: l.election, Token: l.token,
+	})
+	s.finish(seq)
+	if err != nil {
+		return err
+	}
+	s.deposed(l.token, ErrNotLeader)
+	l.lose(ErrNotLeader)
+	switch res.Status {
+	case fsm.OK:
+		return nil
+	case fsm.NotHeld, fsm.UnknownSession:
+		return fmt.Errorf("%w: %q term %d", ErrNotLeader, l.election, l.token)
+	}
+	return fmt.Errorf("fencelock: resign %q: unexpected reply %v", l.election, res.Status)
+}
+
+func (l *Leadership) lose(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+		close(l.done)
+	}
+}
+
+func (l *Leadership) setValue(v string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.value = v
+}
+
+// Leader returns the election's current leader, or ErrNoLeader. It is a
+// linearizable read: it reflects every change completed before it began,
+// wherever it was made.
+func (n *Node) Leader(ctx context.Context, election string) (LeaderInfo, error) {
+	if !fsm.ValidName(election) {
+		return LeaderInfo{}, invalidName(election)
+	}
+	v, err := n.read(ctx, func(st *fsm.State) any { return st.Election(election) })
+	if err != nil {
+		return LeaderInfo{}, err
+	}
+	info := leaderInfo(v.(fsm.ElectionInfo))
+	if info.Token == 0 {
+		return info, fmt.Errorf("%w: %q", ErrNoLeader, truncate(election, 64))
+	}
+	return info, nil
+}
+
+// elected records that request seq leads election with token and value,
+// and wakes the Campaign call waiting for it. It is idempotent: the grant
+// may be reported by the applied entry and by the proposal's reply. It
+// returns nil if the session is over.
+func (s *Session) elected(seq uint64, election string, token uint64, value string) *Leadership {
+	s.mu.Lock()
+	if l := s.leads[token]; l != nil {
+		s.mu.Unlock()
+		return l
+	}
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	l := &Leadership{s: s, election: election, token: token, value: value, done: make(chan struct{})}
+	s.leads[token] = l
+	w := s.waiters[seq]
+	if w != nil && w.lead == nil {
+		w.lead = l
+		close(w.ready)
+	}
+	s.mu.Unlock()
+	if w == nil {
+		// Nobody waits for this term (its Campaign gave up and the cancel
+		// has not been applied yet): resign it.
+		s.n.goBackground(func() {
+			ctx, cancel := context.WithTimeout(s.n.ctx, s.ttl)
+			defer cancel()
+			_ = l.Resign(ctx)
+		})
+	}
+	return l
+}
+
+// deposed records that the term token ended for why.
+func (s *Session) deposed(token uint64, why error) {
+	s.mu.Lock()
+	l := s.leads[token]
+	delete(s.leads, token)
+	s.mu.Unlock()
+	if l != nil {
+		l.lose(why)
+	}
+}
+
+// proclaimed records the new value of the term token.
+func (s *Session) proclaimed(token uint64, value string) {
+	s.mu.Lock()
+	l := s.leads[token]
+	s.mu.Unlock()
+	if l != nil {
+		l.setValue(value)
+	}
+}
+
+// reconcileLeads brings the session's leaderships and candidacies in line
+// with a state restored from a snapshot.
+func (s *Session) reconcileLeads(st *fsm.State) {
+	if _, ok := st.Session(s.id); !ok {
+		return // reconcile ended the session
+	}
+	s.mu.Lock()
+	var seqs []uint64
+	for seq, w := range s.waiters {
+		if w.lock == nil && w.lead == nil {
+			seqs = append(seqs, seq)
+		}
+	}
+	leads := make([]*Leadership, 0, len(s.leads))
+	for _, l := range s.leads {
+		leads = append(leads, l)
+	}
+	s.mu.Unlock()
+	for _, seq := range seqs {
+		if info, ok := st.Leading(s.id, seq); ok {
+			s.elected(seq, info.Name, info.Token, info.Value)
+		}
+	}
+	for _, l := range leads {
+		info := st.Election(l.election)
+		if !info.Led || info.Token != l.token || info.Session != s.id {
+			s.deposed(l.token, ErrNotLeader)
+			continue
+		}
+		l.setValue(info.Value)
+	}
+}
+
+// depositionErr is a Leadership's error for the reason its term ended.
+func depositionErr(r fsm.Reason) error {
+	if r == fsm.ReasonReleased {
+		return ErrNotLeader
+	}
+	return reasonErr(r)
+}

@@ -1,0 +1,575 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+type campaigned struct {
+	l   *Leadership
+	err error
+}
+
+// campaignAsync starts a Campaign and returns where its result arrives.
+func campaignAsync(ctx context.Context, s *Session, election, value string) <-chan campaigned {
+	ch := make(chan campaigned, 1)
+	go func() {
+		l, err := s.Campaign(ctx, election, value)
+		ch <- campaigned{l, err}
+	}()
+	return ch
+}
+
+func campaign(t testing.TB, ctx context.Context, s *Session, election, value string) *Leadership {
+	t.Helper()
+	l, err := s.Campaign(ctx, election, value)
+	require.NoError(t, err)
+	return l
+}
+
+// election reads the election's state, candidates included.
+func election(t testing.TB, ctx context.Context, n *Node, name string) fsm.ElectionInfo {
+	t.Helper()
+	v, err := n.read(ctx, func(st *fsm.State) any { return st.Election(name) })
+	require.NoError(t, err)
+	return v.(fsm.ElectionInfo)
+}
+
+func waitCandidates(t testing.TB, ctx context.Context, n *Node, name string, candidates int) {
+	t.Helper()
+	waitUntil(t, ctx, fmt.Sprintf("%d candidates queue", candidates), func() bool {
+		return election(t, ctx, n, name).Candidates == candidates
+	})
+}
+
+// grants reads how many grants the group has made.
+func grants(t testing.TB, ctx context.Context, n *Node) uint64 {
+	t.Helper()
+	v, err := n.read(ctx, func(st *fsm.State) any { return st.Grants() })
+	require.NoError(t, err)
+	return v.(uint64)
+}
+
+func leaderOf(t testing.TB, ctx context.Context, n *Node, name string) LeaderInfo {
+	t.Helper()
+	info, err := n.Leader(ctx, name)
+	if errors.Is(err, ErrNoLeader) {
+		require.Zero(t, info.Token)
+		return info
+	}
+	require.NoError(t, err)
+	return info
+}
+
+func infoOf(l *Leadership) LeaderInfo {
+	return LeaderInfo{Election: l.Election(), Value: l.Value(), Token: l.Token(), SessionID: l.s.ID()}
+}
+
+// next receives the next observation; the channel must stay open.
+func next(t testing.TB, ctx context.Context, ch <-chan LeaderInfo) LeaderInfo {
+	t.Helper()
+	select {
+	case info, ok := <-ch:
+		require.True(t, ok, "the observer's channel closed")
+		return info
+	case <-ctx.Done():
+		t.Fatal("no observation")
+	}
+	return LeaderInfo{}
+}
+
+// observeUntil receives until the observation equals want, checking that
+// tokens never go back, and returns everything received.
+func observeUntil(t testing.TB, ctx context.Context, ch <-chan LeaderInfo, want LeaderInfo) []LeaderInfo {
+	t.Helper()
+	var seen []LeaderInfo
+	var last uint64
+	for {
+		info := next(t, ctx, ch)
+		seen = append(seen, info)
+		if info.Token != 0 {
+			require.GreaterOrEqual(t, info.Token, last, "observations go back in time: %v", seen)
+			last = info.Token
+		}
+		if info == want {
+			return seen
+		}
+	}
+}
+
+func requireClosed(t testing.TB, ctx context.Context, ch <-chan LeaderInfo) {
+	t.Helper()
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the observer's channel stayed open")
+		}
+	}
+}
+
+// Candidates are elected in the order they campaigned, from any replica,
+// each with a larger token, and each handover is exactly one grant.
+func TestCampaignResignHandoverOrder(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	first := newSession(t, ctx, c.node(1))
+	lead := campaign(t, ctx, first, "primary", "replica-1")
+	require.Equal(t, "primary", lead.Election())
+	require.NotZero(t, lead.Token())
+	require.Nil(t, lead.Err())
+	for id := uint64(1); id <= 3; id++ {
+		require.Equal(t, LeaderInfo{Election: "primary", Value: "replica-1", Token: lead.Token(), SessionID: first.ID()},
+			leaderOf(t, ctx, c.node(id), "primary"))
+	}
+
+	var sessions []*Session
+	var results []<-chan campaigned
+	for i, id := range []uint64{2, 3, 1, 2} {
+		s := newSession(t, ctx, c.node(id))
+		sessions = append(sessions, s)
+		results = append(results, campaignAsync(ctx, s, "primary", fmt.Sprint("candidate-", i)))
+		waitCandidates(t, ctx, c.node(3), "primary", i+1) // enqueue in a known order
+	}
+
+	for i, s := range sessions {
+		before := grants(t, ctx, c.node(2))
+		require.NoError(t, lead.Resign(ctx))
+		require.True(t, closed(lead.Done()), "Done closes on resign")
+		require.ErrorIs(t, lead.Err(), ErrNotLeader)
+		r := <-results[i]
+		require.NoError(t, r.err)
+		require.Greater(t, r.l.Token(), lead.Token(), "each term has a larger token")
+		require.Equal(t, fmt.Sprint("candidate-", i), r.l.Value())
+		require.Equal(t, LeaderInfo{Election: "primary", Value: r.l.Value(), Token: r.l.Token(), SessionID: s.ID()},
+			leaderOf(t, ctx, c.node(uint64(i%3+1)), "primary"))
+		require.Equal(t, before+1, grants(t, ctx, c.node(1)), "one grant per change")
+		for _, later := range results[i+1:] {
+			require.Empty(t, later, "only the head of the queue is elected")
+		}
+		require.ErrorIs(t, lead.Resign(ctx), ErrNotLeader, "a late resign cannot depose the successor")
+		lead = r.l
+	}
+	require.NoError(t, lead.Resign(ctx))
+	info, err := c.node(3).Leader(ctx, "primary")
+	require.ErrorIs(t, err, ErrNoLeader)
+	require.Equal(t, LeaderInfo{Election: "primary"}, info)
+}
+
+func TestProclaimKeepsTheTerm(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	s := newSession(t, ctx, c.node(2))
+	lead := campaign(t, ctx, s, "db/primary", "10.0.0.2:5432")
+	before := grants(t, ctx, c.node(1))
+
+	require.NoError(t, lead.Proclaim(ctx, "10.0.0.2:6432"))
+	require.Equal(t, "10.0.0.2:6432", lead.Value())
+	info := leaderOf(t, ctx, c.node(3), "db/primary")
+	require.Equal(t, LeaderInfo{Election: "db/primary", Value: "10.0.0.2:6432", Token: lead.Token(), SessionID: s.ID()}, info)
+	require.Equal(t, before, grants(t, ctx, c.node(1)), "a proclamation is no new term")
+
+	long := strings.Repeat("v", 4096)
+	require.NoError(t, lead.Proclaim(ctx, long), "4096 bytes is the limit")
+	require.Equal(t, long, leaderOf(t, ctx, c.node(1), "db/primary").Value)
+	require.ErrorIs(t, lead.Proclaim(ctx, long+"v"), ErrValueTooLarge)
+	require.Equal(t, long, lead.Value())
+
+	require.NoError(t, lead.Resign(ctx))
+	require.ErrorIs(t, lead.Proclaim(ctx, "late"), ErrNotLeader)
+	_, err := c.node(1).Leader(ctx, "db/primary")
+	require.ErrorIs(t, err, ErrNoLeader)
+}
+
+func TestElectionInvalidInput(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := testCtx(t)
+	s := newSession(t, ctx, c.node(1))
+	for _, name := range []string{"", strings.Repeat("x", 513), "bad\x00name", "\xff\xfe"} {
+		_, err := s.Campaign(ctx, name, "v")
+		require.ErrorIs(t, err, ErrInvalidName, "%q", name)
+		_, err = c.node(1).Leader(ctx, name)
+		require.ErrorIs(t, err, ErrInvalidName)
+		requireClosed(t, ctx, c.node(1).Observe(ctx, name))
+	}
+	_, err := s.Campaign(ctx, "e", strings.Repeat("v", 4097))
+	require.ErrorIs(t, err, ErrValueTooLarge)
+	require.Zero(t, election(t, ctx, c.node(1), "e").Candidates, "nothing was proposed")
+	l := campaign(t, ctx, s, "e", "")
+	require.Equal(t, "", leaderOf(t, ctx, c.node(1), "e").Value, "an empty value is fine")
+	require.NoError(t, l.Resign(ctx))
+}
+
+// A lock and an election of the same name are different things.
+func TestElectionsAndLocksAreSeparate(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	s1, s2 := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(2))
+	lock, err := s1.Acquire(ctx, "orders")
+	require.NoError(t, err)
+	lead := campaign(t, ctx, s2, "orders", "s2")
+	require.NotEqual(t, lock.Token(), lead.Token())
+	require.Equal(t, s1.ID(), inspect(t, ctx, c.node(3), "orders").SessionID)
+	require.Equal(t, s2.ID(), leaderOf(t, ctx, c.node(3), "orders").SessionID)
+	require.NoError(t, lock.Release(ctx))
+	require.False(t, closed(lead.Done()), "releasing the lock leaves the election alone")
+	require.Equal(t, s2.ID(), leaderOf(t, ctx, c.node(1), "orders").SessionID)
+}
+
+// Observe delivers the current state first, then each change in order.
+func TestObserveSequence(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	octx, stop := context.WithCancel(ctx)
+	ch := c.node(3).Observe(octx, "primary")
+	require.Equal(t, LeaderInfo{Election: "primary"}, next(t, ctx, ch), "first: no leader")
+
+	a, b := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(2))
+	la := campaign(t, ctx, a, "primary", "a")
+	require.Equal(t, infoOf(la), next(t, ctx, ch))
+	require.NoError(t, la.Proclaim(ctx, "a2"))
+	require.Equal(t, LeaderInfo{Election: "primary", Value: "a2", Token: la.Token(), SessionID: a.ID()}, next(t, ctx, ch))
+
+	rb := campaignAsync(ctx, b, "primary", "b")
+	waitCandidates(t, ctx, c.node(3), "primary", 1)
+	require.NoError(t, la.Resign(ctx))
+	r := <-rb
+	require.NoError(t, r.err)
+	// The resignation and the election are one entry: no gap is observed.
+	require.Equal(t, infoOf(r.l), next(t, ctx, ch))
+
+	late := c.node(1).Observe(octx, "primary")
+	require.Equal(t, infoOf(r.l), next(t, ctx, late), "a new observer starts with the current leader")
+
+	require.NoError(t, r.l.Resign(ctx))
+	require.Equal(t, LeaderInfo{Election: "primary"}, next(t, ctx, ch))
+	require.Equal(t, LeaderInfo{Election: "primary"}, next(t, ctx, late))
+	select {
+	case info := <-ch:
+		t.Fatalf("an observation without a change: %+v", info)
+	case <-time.After(100 * time.Millisecond): // nothing else may arrive
+	}
+	stop()
+	requireClosed(t, ctx, ch)
+	requireClosed(t, ctx, late)
+}
+
+// Changes made faster than the observer reads are coalesced, and the value
+// waiting is always the latest.
+func TestObserveCoalescesToTheLatest(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	ch := c.node(2).Observe(ctx, "e")
+	require.Equal(t, LeaderInfo{Election: "e"}, next(t, ctx, ch))
+	s := newSession(t, ctx, c.node(1))
+	lead := campaign(t, ctx, s, "e", "v0")
+	for i := 1; i <= 50; i++ {
+		require.NoError(t, lead.Proclaim(ctx, fmt.Sprint("v", i)))
+	}
+	want := LeaderInfo{Election: "e", Value: "v50", Token: lead.Token(), SessionID: s.ID()}
+	// The observer's replica may not have applied the last change yet, but
+	// nothing after the latest value arrives, and values only move forward.
+	seen := observeUntil(t, ctx, ch, want)
+	require.Less(t, len(seen), 52, "at most every change once")
+	prev := -1
+	for _, info := range seen {
+		var i int
+		_, err := fmt.Sscanf(info.Value, "v%d", &i)
+		require.NoError(t, err)
+		require.Greater(t, i, prev, "in order: %v", seen)
+		prev = i
+	}
+}
+
+// An observer on a follower keeps following the election when the raft
+// leader goes away.
+func TestObserveAcrossRaftLeaderChange(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	old := c.leader(ctx)
+	f1 := old%3 + 1
+	f2 := f1%3 + 1
+	ch := c.node(f1).Observe(ctx, "primary")
+	require.Equal(t, LeaderInfo{Election: "primary"}, next(t, ctx, ch))
+	s := newSession(t, ctx, c.node(f2))
+	lead := campaign(t, ctx, s, "primary", "before")
+	require.Equal(t, infoOf(lead), next(t, ctx, ch))
+
+	c.stop(old)
+	require.NotEqual(t, old, c.leader(ctx))
+	require.False(t, closed(lead.Done()), "the leadership survives the raft failover")
+	require.NoError(t, lead.Proclaim(ctx, "after"))
+	require.Equal(t, LeaderInfo{Election: "primary", Value: "after", Token: lead.Token(), SessionID: s.ID()}, next(t, ctx, ch))
+
+	s2 := newSession(t, ctx, c.node(f1))
+	r := campaignAsync(ctx, s2, "primary", "f1")
+	waitCandidates(t, ctx, c.node(f2), "primary", 1)
+	require.NoError(t, lead.Resign(ctx))
+	got := <-r
+	require.NoError(t, got.err)
+	require.Greater(t, got.l.Token(), lead.Token())
+	require.Equal(t, infoOf(got.l), next(t, ctx, ch))
+	require.Equal(t, infoOf(got.l), next(t, ctx, c.node(f2).Observe(ctx, "primary")))
+}
+
+// A leader whose process pauses past its TTL stops by its own clock before
+// the group elects the next candidate; observers see the successor with a
+// larger token, the paused leader's late write is refused by the resource,
+// and its late Resign and Proclaim change nothing. A candidate whose session
+// expires while it waits leaves the queue.
+func TestLeaderPauseHandsOverAfterItStops(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	const ttl = time.Second
+	a := newSession(t, ctx, c.node(2), WithTTL(ttl))
+	expiring := newSession(t, ctx, c.node(1), WithTTL(ttl))
+	b := newSession(t, ctx, c.node(3), WithTTL(ttl))
+	storage := NewFencer()
+	ch := c.node(1).Observe(ctx, "primary")
+	require.Equal(t, LeaderInfo{Election: "primary"}, next(t, ctx, ch))
+
+	la := campaign(t, ctx, a, "primary", "a")
+	require.NoError(t, storage.Admit("log", la.Token()))
+	require.Equal(t, infoOf(la), next(t, ctx, ch))
+	lost := campaignAsync(ctx, expiring, "primary", "expiring")
+	waitCandidates(t, ctx, c.node(1), "primary", 1)
+	res := campaignAsync(ctx, b, "primary", "b")
+	waitCandidates(t, ctx, c.node(1), "primary", 2)
+
+	// The first candidate's session expires while it waits.
+	testhook.Freeze(expiring)
+	defer testhook.Thaw(expiring)
+	r := <-lost
+	require.ErrorIs(t, r.err, ErrSessionExpired)
+	waitCandidates(t, ctx, c.node(2), "primary", 1)
+
+	testhook.Freeze(a)
+	defer testhook.Thaw(a)
+	paused := time.Now()
+	<-la.Done()
+	stoppedAfter := time.Since(paused)
+	require.ErrorIs(t, la.Err(), ErrSessionExpired)
+
+	got := <-res
+	require.NoError(t, got.err)
+	electedAfter := time.Since(paused)
+	require.Less(t, stoppedAfter, electedAfter, "the leader stops before the group elects another")
+	require.Greater(t, got.l.Token(), la.Token())
+	require.Equal(t, infoOf(got.l), observeUntil(t, ctx, ch, infoOf(got.l))[0],
+		"observers go straight to the successor: the expired candidate never leads")
+	require.NoError(t, storage.Admit("log", got.l.Token()))
+
+	testhook.Thaw(a)
+	require.ErrorIs(t, storage.Do("log", la.Token(), func() error {
+		t.Error("the old leader's write ran")
+		return nil
+	}), ErrStaleToken)
+	require.ErrorIs(t, la.Resign(ctx), ErrNotLeader)
+	require.ErrorIs(t, la.Proclaim(ctx, "late"), ErrNotLeader)
+	require.Equal(t, infoOf(got.l), leaderOf(t, ctx, c.node(2), "primary"), "the late calls changed nothing")
+}
+
+func TestCancelWhileCampaigning(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	leader, candidate := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(2))
+	lead := campaign(t, ctx, leader, "primary", "leader")
+
+	cctx, cancel := context.WithCancel(ctx)
+	res := campaignAsync(cctx, candidate, "primary", "candidate")
+	waitCandidates(t, ctx, c.node(3), "primary", 1)
+	cancel()
+	r := <-res
+	require.ErrorIs(t, r.err, context.Canceled)
+	require.Nil(t, r.l)
+	require.Zero(t, election(t, ctx, c.node(1), "primary").Candidates, "the cancelled candidate left the queue")
+
+	require.NoError(t, lead.Resign(ctx))
+	_, err := c.node(3).Leader(ctx, "primary")
+	require.ErrorIs(t, err, ErrNoLeader, "nobody leads for a caller that gave up")
+
+	again := campaign(t, ctx, candidate, "primary", "candidate")
+	require.Greater(t, again.Token(), lead.Token(), "the session is still usable")
+}
+
+// A leadership ends with its session: closing it elects the next candidate
+// at once; closing the node ends its sessions' leaderships and observers.
+func TestLeadershipEndsWithItsSession(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	a, b := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(2))
+	la := campaign(t, ctx, a, "primary", "a")
+	res := campaignAsync(ctx, b, "primary", "b")
+	waitCandidates(t, ctx, c.node(3), "primary", 1)
+	require.NoError(t, a.Close(ctx))
+	require.True(t, closed(la.Done()))
+	require.ErrorIs(t, la.Err(), ErrSessionClosed)
+	r := <-res
+	require.NoError(t, r.err)
+	require.Greater(t, r.l.Token(), la.Token())
+
+	ch := c.node(2).Observe(ctx, "primary")
+	require.Equal(t, infoOf(r.l), next(t, ctx, ch))
+	c.stop(2)
+	require.True(t, closed(r.l.Done()))
+	require.ErrorIs(t, r.l.Err(), ErrClosed)
+	requireClosed(t, ctx, ch)
+	_, err := b.Campaign(ctx, "other", "b")
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+// Thousands of candidates and observers: each change of leader is one grant,
+// wakes one candidate, and every observer ends on the latest leader.
+func TestManyCandidatesOneGrantPerChange(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	const candidates, observers, changes = 1000, 1000, 5
+	var sessions []*Session
+	for i := range 12 {
+		sessions = append(sessions, newSession(t, ctx, c.node(uint64(i%3+1)), WithTTL(10*time.Second)))
+	}
+	first := campaign(t, ctx, sessions[0], "primary", "first")
+	results := make(chan campaigned, candidates)
+	for i := range candidates {
+		go func() {
+			l, err := sessions[i%len(sessions)].Campaign(ctx, "primary", fmt.Sprint("c", i))
+			results <- campaigned{l, err}
+		}()
+	}
+	var chans []<-chan LeaderInfo
+	octx, stop := context.WithCancel(ctx)
+	for i := range observers {
+		chans = append(chans, c.node(uint64(i%3+1)).Observe(octx, "primary"))
+	}
+	waitUntil(t, ctx, "every candidate queues", func() bool {
+		select {
+		case r := <-results:
+			t.Fatalf("a candidate returned early: %v", r.err)
+		default:
+		}
+		return election(t, ctx, c.node(1), "primary").Candidates == candidates
+	})
+
+	start := grants(t, ctx, c.node(2))
+	lead := first
+	for range changes {
+		require.NoError(t, lead.Resign(ctx))
+		r := <-results
+		require.NoError(t, r.err)
+		require.Greater(t, r.l.Token(), lead.Token())
+		lead = r.l
+	}
+	require.Equal(t, start+changes, grants(t, ctx, c.node(3)), "exactly one grant per change")
+	require.Equal(t, candidates-changes, election(t, ctx, c.node(1), "primary").Candidates)
+	require.Empty(t, results, "no other candidate was woken")
+	want := infoOf(lead)
+	for _, ch := range chans {
+		observeUntil(t, ctx, ch, want)
+	}
+	stop()
+	for _, ch := range chans {
+		requireClosed(t, ctx, ch)
+	}
+	for _, s := range sessions {
+		require.NoError(t, s.Close(ctx))
+	}
+	for range candidates - changes {
+		// Closing a leader's session elects the next candidate, whose own
+		// session is closed in turn.
+		r := <-results
+		if r.err == nil {
+			<-r.l.Done()
+			require.ErrorIs(t, r.l.Err(), ErrSessionClosed)
+			continue
+		}
+		require.ErrorIs(t, r.err, ErrSessionClosed)
+	}
+}
+
+func TestWatchesCoalesceAndRestore(t *testing.T) {
+	ws := newWatches()
+	w := ws.add("e")
+	require.Same(t, w, ws.add("e"), "observers of one election share a watch")
+	latest, changed := ws.load(w)
+	require.Zero(t, latest.index, "nothing applied yet")
+
+	ws.applied(7, &fsm.Event{Kind: fsm.EventDeposed, Name: "e", Session: 1, Token: 5})
+	ws.applied(7, &fsm.Event{Kind: fsm.EventElected, Name: "e", Session: 2, Token: 9, Value: "b"})
+	ws.applied(7, &fsm.Event{Kind: fsm.EventElected, Name: "other", Session: 2, Token: 10})
+	require.False(t, closed(changed), "observers wake once the entry is applied")
+	ws.notify()
+	require.True(t, closed(changed))
+	latest, changed = ws.load(w)
+	require.Equal(t, observed{LeaderInfo{Election: "e", Value: "b", Token: 9, SessionID: 2}, 7}, latest)
+	ws.notify()
+	require.False(t, closed(changed), "no change, no wake-up")
+
+	ws.applied(8, &fsm.Event{Kind: fsm.EventProclaimed, Name: "e", Session: 2, Token: 9, Value: "c"})
+	ws.notify()
+	require.True(t, closed(changed))
+	latest, changed = ws.load(w)
+	require.Equal(t, observed{LeaderInfo{Election: "e", Value: "c", Token: 9, SessionID: 2}, 8}, latest)
+
+	st := fsm.New()
+	rs, _ := st.Apply(20, []fsm.Command{{Kind: fsm.KindOpenSession, Nonce: 1, TTL: 1}})
+	id := rs[0].Value
+	st.Apply(21, []fsm.Command{{Kind: fsm.KindCampaign, Session: id, Seq: 1, Name: "e", Value: "restored"}})
+	ws.restored(st)
+	require.True(t, closed(changed))
+	latest, _ = ws.load(w)
+	require.Equal(t, observed{LeaderInfo{Election: "e", Value: "restored", Token: 21 << fsm.TokenShift, SessionID: id}, 21}, latest)
+
+	ws.remove(w)
+	require.Len(t, ws.m, 1)
+	ws.remove(w)
+	require.Empty(t, ws.m, "the last observer's watch is dropped")
+}
+
+// Observers that arrive while a read is in flight share the next one; a
+// read nobody waits for any more is cancelled or never started.
+func TestWatchesShareReads(t *testing.T) {
+	ws := newWatches()
+	w := ws.add("e")
+	r1, start := ws.join(w)
+	require.True(t, start, "the first observer starts a read")
+	cancelled1 := false
+	ws.started(r1, func() { cancelled1 = true })
+	r2, start := ws.join(w)
+	require.False(t, start, "one read in flight at a time")
+	require.NotSame(t, r1, r2, "a read in flight began too early for a newcomer")
+	r3, start := ws.join(w)
+	require.False(t, start)
+	require.Same(t, r2, r3, "newcomers share the next read")
+	ws.leave(w, r3)
+	require.Same(t, r2, w.next, "someone still waits for it")
+
+	require.Same(t, r2, ws.finished(w), "the next read starts when the first ends")
+	require.True(t, w.reading)
+	cancelled2 := false
+	ws.started(r2, func() { cancelled2 = true })
+	ws.leave(w, r2)
+	require.True(t, cancelled2, "nobody waits: the read is cancelled")
+	require.False(t, cancelled1)
+	require.Nil(t, ws.finished(w))
+	require.False(t, w.reading)
+
+	r4, start := ws.join(w)
+	require.True(t, start)
+	r5, _ := ws.join(w)
+	ws.leave(w, r5)
+	require.Nil(t, w.next, "a read nobody waits for is never started")
+	ws.started(r4, func() {})
+	require.Nil(t, ws.finished(w))
+}

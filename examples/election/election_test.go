@@ -1,0 +1,322 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/examples/election/fencedfile"
+)
+
+// Three OS processes elect a primary; SIGKILL the primary and another
+// process takes over with a larger epoch within TTL plus a bounded slack,
+// and the shared resource holds only records with non-decreasing epochs.
+func TestThreeProcessesFailOver(t *testing.T) {
+	const (
+		ttl = 2 * time.Second
+		// slack covers what follows the TTL: a raft election if the killed
+		// process led the raft group (the new raft leader then gives every
+		// session a full TTL), the expiry proposal, and a loaded CI machine.
+		slack = 8 * time.Second
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := buildExample(t)
+	dir := t.TempDir()
+	resource := filepath.Join(dir, "resource.log")
+	g := newGroup(t)
+	peers := freePeers(t, 3)
+	for id := 1; id <= 3; id++ {
+		g.start(id, bin, "-id", strconv.Itoa(id), "-peers", peers, "-dir", dir,
+			"-ttl", ttl.String(), "-every", "100ms")
+	}
+
+	g.waitPrimary(ctx, func(primary) bool { return true })
+	victim := g.latestPrimary()
+	waitRecords(t, ctx, resource, victim.epoch, 3)
+	victim = g.latestPrimary() // still the same, unless the group changed its mind meanwhile
+	g.kill(victim.id)
+	killed := time.Now()
+
+	deadline, stop := context.WithTimeout(ctx, ttl+slack)
+	defer stop()
+	next := g.waitPrimary(deadline, func(p primary) bool { return p.id != victim.id && p.epoch > victim.epoch })
+	took := time.Since(killed)
+	t.Logf("primary: replica %d, epoch %d killed; replica %d took over with epoch %d after %v",
+		victim.id, victim.epoch, next.id, next.epoch, took.Round(time.Millisecond))
+	require.Less(t, took, ttl+slack)
+	waitRecords(t, ctx, resource, next.epoch, 3)
+
+	for id := 1; id <= 3; id++ {
+		if id != victim.id {
+			g.terminate(ctx, id) // SIGTERM: the example resigns and exits 0
+		}
+	}
+
+	records, err := fencedfile.Read(resource)
+	require.NoError(t, err)
+	epochs := g.epochs()
+	for i, r := range records {
+		if i > 0 {
+			require.GreaterOrEqual(t, r.Token, records[i-1].Token, "record %d (%q) goes back in epoch", i, r.Text)
+		}
+		id, ok := epochs[r.Token]
+		require.True(t, ok, "record %q under epoch %d, which no process announced", r.Text, r.Token)
+		require.True(t, strings.HasPrefix(r.Text, fmt.Sprintf("replica %d epoch %d ", id, r.Token)),
+			"record %q under epoch %d was not written by its primary, replica %d", r.Text, r.Token, id)
+	}
+}
+
+var primaryLine = regexp.MustCompile(`^primary: replica (\d+), epoch (\d+)$`)
+
+type primary struct {
+	id    int
+	epoch uint64
+}
+
+// group runs the example's processes and collects their output.
+type group struct {
+	t       *testing.T
+	mu      sync.Mutex
+	procs   map[int]*proc
+	lines   []string // stdout of every process, "N| line"
+	primary []primary
+	changed chan struct{} // closed and replaced when a primary is announced
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stderr lockedBuffer
+	exited chan struct{}
+	err    error
+}
+
+func newGroup(t *testing.T) *group {
+	g := &group{t: t, procs: map[int]*proc{}, changed: make(chan struct{})}
+	t.Cleanup(g.cleanup)
+	return g
+}
+
+func (g *group) start(id int, bin string, args ...string) {
+	p := &proc{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
+	p.cmd.Stdout = &lineWriter{g: g, id: id}
+	p.cmd.Stderr = &p.stderr
+	require.NoError(g.t, p.cmd.Start())
+	g.mu.Lock()
+	g.procs[id] = p
+	g.mu.Unlock()
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+}
+
+func (g *group) line(id int, text string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lines = append(g.lines, fmt.Sprintf("%d| %s", id, text))
+	m := primaryLine.FindStringSubmatch(text)
+	if m == nil {
+		return
+	}
+	n, _ := strconv.Atoi(m[1])
+	epoch, _ := strconv.ParseUint(m[2], 10, 64)
+	if n != id {
+		g.t.Errorf("process %d announced %q", id, text)
+	}
+	g.primary = append(g.primary, primary{n, epoch})
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// waitPrimary waits for a primary announcement that satisfies ok.
+func (g *group) waitPrimary(ctx context.Context, ok func(primary) bool) primary {
+	g.t.Helper()
+	seen := 0
+	for {
+		g.mu.Lock()
+		found, changed := g.primary[seen:], g.changed
+		seen = len(g.primary)
+		g.mu.Unlock()
+		for _, p := range found {
+			if ok(p) {
+				return p
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			g.t.Fatalf("no primary as expected: %v", ctx.Err())
+		}
+	}
+}
+
+func (g *group) latestPrimary() primary {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	latest := g.primary[0]
+	for _, p := range g.primary {
+		if p.epoch > latest.epoch {
+			latest = p
+		}
+	}
+	return latest
+}
+
+// epochs maps each announced epoch to its primary.
+func (g *group) epochs() map[uint64]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := map[uint64]int{}
+	for _, p := range g.primary {
+		m[p.epoch] = p.id
+	}
+	return m
+}
+
+// kill sends SIGKILL to process id and waits for it to die.
+func (g *group) kill(id int) {
+	p := g.procs[id]
+	require.NoError(g.t, p.cmd.Process.Kill())
+	<-p.exited
+}
+
+// terminate sends SIGTERM to process id and requires a clean exit.
+func (g *group) terminate(ctx context.Context, id int) {
+	g.t.Helper()
+	p := g.procs[id]
+	require.NoError(g.t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.exited:
+		require.NoError(g.t, p.err, "replica %d did not exit cleanly", id)
+	case <-ctx.Done():
+		g.t.Fatalf("replica %d did not exit after SIGTERM", id)
+	}
+}
+
+// cleanup kills whatever still runs, and shows the output of a failed run.
+func (g *group) cleanup() {
+	for _, p := range g.procs {
+		select {
+		case <-p.exited:
+		default:
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+	if !g.t.Failed() {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.t.Logf("stdout:\n%s", strings.Join(g.lines, "\n"))
+	for id, p := range g.procs {
+		g.t.Logf("stderr of replica %d:\n%s", id, p.stderr.String())
+	}
+}
+
+// lineWriter hands a process's stdout to its group line by line.
+type lineWriter struct {
+	g   *group
+	id  int
+	buf []byte
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		w.g.line(w.id, string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitRecords polls the resource, for which no channel exists, until it
+// holds n records under epoch.
+func waitRecords(t *testing.T, ctx context.Context, path string, epoch uint64, n int) {
+	t.Helper()
+	for {
+		records, err := fencedfile.Read(path)
+		require.NoError(t, err)
+		count := 0
+		for _, r := range records {
+			if r.Token == epoch {
+				count++
+			}
+		}
+		if count >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the resource has %d records under epoch %d, want %d", count, epoch, n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// buildExample builds this package into a temporary binary, with -race when
+// the test runs with it (its packages are then already compiled).
+func buildExample(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "election")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command(goTool, append(args, ".")...).CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// freePeers returns a -peers value with n free loopback ports.
+func freePeers(t *testing.T, n int) string {
+	t.Helper()
+	var peers []string
+	for id := 1; id <= n; id++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close() // held until all are chosen, so they differ
+		peers = append(peers, fmt.Sprintf("%d=%s", id, l.Addr()))
+	}
+	return strings.Join(peers, ",")
+}

@@ -1,0 +1,225 @@
+// Command election is a replicated primary: start it three times, and the
+// three processes elect one primary among them, which writes to a shared
+// resource under its epoch.
+//
+//	go run ./examples/election -id 1
+//	go run ./examples/election -id 2
+//	go run ./examples/election -id 3
+//
+// Each process is a replica of a three-replica fencelock group (loopback
+// ports 7101-7103 by default) and a candidate in the election "primary".
+// The one elected prints
+//
+//	primary: replica N, epoch T
+//
+// and appends a record every -every to a shared file (-resource), fenced by
+// its epoch T: the file refuses records whose epoch is lower than one it has
+// admitted, across processes and restarts (package fencedfile). Every
+// process also observes the election and prints "leader: ..." on each change.
+//
+// Kill the primary with kill -9: once its session's TTL (-ttl) has run out
+// at the group, the next candidate in line becomes primary with a higher
+// epoch. Freeze it instead (kill -STOP, then kill -CONT after the takeover):
+// its lease runs out by its own clock, it steps down, and the late write it
+// then attempts under its old epoch is refused by the file. Ctrl-C resigns
+// at once and hands over without waiting for the TTL.
+//
+// State lives under -dir; restart a process with the same flags to rejoin.
+// Remove the directory to start from scratch.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/examples/election/fencedfile"
+)
+
+const electionName = "primary"
+
+type options struct {
+	id       uint64
+	peers    map[uint64]string
+	dir      string
+	resource string
+	ttl      time.Duration
+	every    time.Duration
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "election:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "election:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("election", flag.ContinueOnError)
+	id := fs.Uint64("id", 0, "this replica's ID, one of the -peers IDs (required)")
+	peers := fs.String("peers", "1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103", "the replicas: id=host:port,...")
+	dir := fs.String("dir", filepath.Join(os.TempDir(), "fencelock-election"), "state directory, shared by the processes of one machine")
+	resource := fs.String("resource", "", "the shared fenced file (default <dir>/resource.log)")
+	ttl := fs.Duration("ttl", 2*time.Second, "session TTL: how long a crashed primary keeps the role")
+	every := fs.Duration("every", 250*time.Millisecond, "how often the primary writes")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	o := options{id: *id, dir: *dir, resource: *resource, ttl: *ttl, every: *every, peers: map[uint64]string{}}
+	for _, p := range strings.Split(*peers, ",") {
+		k, addr, ok := strings.Cut(strings.TrimSpace(p), "=")
+		n, err := strconv.ParseUint(k, 10, 64)
+		if !ok || err != nil || n == 0 || addr == "" {
+			return options{}, fmt.Errorf("bad -peers entry %q: want id=host:port", p)
+		}
+		o.peers[n] = addr
+	}
+	if _, ok := o.peers[o.id]; !ok {
+		return options{}, fmt.Errorf("-id %d is not one of -peers", o.id)
+	}
+	if o.resource == "" {
+		o.resource = filepath.Join(o.dir, "resource.log")
+	}
+	if o.every <= 0 {
+		return options{}, errors.New("-every must be positive")
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, o options) error {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	node, err := fencelock.Start(ctx, fencelock.Config{
+		ReplicaID:  o.id,
+		Members:    o.peers,
+		Dir:        filepath.Join(o.dir, fmt.Sprintf("replica-%d", o.id)),
+		SessionTTL: o.ttl,
+		Logger:     logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	res, err := fencedfile.Open(o.resource)
+	if err != nil {
+		return err
+	}
+	say("replica %d: started, campaigning for %q", o.id, electionName)
+
+	ctx, cancel := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		follow(ctx, node)
+	}()
+	defer func() { cancel(); <-followed }() // before the node closes
+
+	for ctx.Err() == nil {
+		session, err := node.NewSession(ctx, fencelock.WithTTL(o.ttl))
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return err // NewSession retries until ctx ends: this is not transient
+		}
+		err = lead(ctx, o, session, res)
+		closing, cancel := context.WithTimeout(context.Background(), o.ttl)
+		session.Close(closing) // hands any leadership over at once
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			say("replica %d: %v; opening a new session", o.id, err)
+		}
+	}
+	say("replica %d: bye", o.id)
+	return nil
+}
+
+// lead campaigns, serves as primary while elected, and campaigns again,
+// until the session or ctx ends.
+func lead(ctx context.Context, o options, session *fencelock.Session, res *fencedfile.File) error {
+	for {
+		l, err := session.Campaign(ctx, electionName, fmt.Sprintf("replica %d", o.id))
+		if err != nil {
+			return err
+		}
+		say("primary: replica %d, epoch %d", o.id, l.Token())
+		serve(ctx, o, l, res)
+		if ctx.Err() != nil {
+			resigning, cancel := context.WithTimeout(context.Background(), o.ttl)
+			l.Resign(resigning)
+			cancel()
+			return ctx.Err()
+		}
+		say("stepped down: replica %d, epoch %d: %v", o.id, l.Token(), l.Err())
+		// A real primary stops here. To show what the fence is for, write
+		// once more under the old epoch, as a primary that paused between
+		// its last check and its write would.
+		if err := res.Append(l.Token(), fmt.Sprintf("replica %d epoch %d late write", o.id, l.Token())); err != nil {
+			say("late write: replica %d, epoch %d: refused: %v", o.id, l.Token(), err)
+		} else {
+			say("late write: replica %d, epoch %d: admitted (no later primary has written yet)", o.id, l.Token())
+		}
+		if err := session.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// serve writes a record under the epoch every o.every until the term ends.
+func serve(ctx context.Context, o options, l *fencelock.Leadership, res *fencedfile.File) {
+	tick := time.NewTicker(o.every)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-l.Done():
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		err := res.Append(l.Token(), fmt.Sprintf("replica %d epoch %d record %d", o.id, l.Token(), n))
+		if errors.Is(err, fencelock.ErrStaleToken) {
+			// A later primary has written: this term is over, whatever
+			// this process believes. Step down.
+			say("refused: replica %d, epoch %d: %v", o.id, l.Token(), err)
+			resigning, cancel := context.WithTimeout(ctx, o.ttl)
+			l.Resign(resigning)
+			cancel()
+			return
+		}
+		if err != nil {
+			say("write failed: replica %d, epoch %d: %v", o.id, l.Token(), err)
+		}
+	}
+}
+
+// follow prints every change of leader this replica applies.
+func follow(ctx context.Context, node *fencelock.Node) {
+	for info := range node.Observe(ctx, electionName) {
+		if info.Token == 0 {
+			say("leader: none")
+			continue
+		}
+		say("leader: %s, epoch %d", info.Value, info.Token)
+	}
+}
+
+func say(format string, args ...any) {
+	fmt.Printf(format+"\n", args...)
+}

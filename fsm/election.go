@@ -1,0 +1,62 @@
+package fsm
+
+// An election is a lock in its own namespace whose holder is the leader and
+// carries a value. Candidates queue in FIFO order like waiters do: when the
+// leader resigns, is cancelled or its session ends, the head of the queue
+// leads in the same entry, with a larger token, which is the term's epoch.
+// So every change of leader is exactly one grant, however many candidates
+// wait.
+
+// MaxValueLen is the longest value a leader may carry, in bytes.
+const MaxValueLen = 4096
+
+func (st *State) campaign(index uint64, s *session, c *Command) Result {
+	if !ValidName(c.Name) || len(c.Value) > MaxValueLen {
+		return Result{Status: Invalid}
+	}
+	e := st.elections[c.Name]
+	if e == nil {
+		e = &lock{name: c.Name, election: true}
+		st.elections[c.Name] = e
+	}
+	if e.holder == nil {
+		return Result{Status: Granted, Value: st.grant(index, e, s, c.Seq, c.Value)}
+	}
+	w := &waiter{s: s, seq: c.Seq, value: c.Value}
+	e.push(w)
+	s.campaigns[c.Seq] = w
+	st.campaigning++
+	return Result{Status: Queued}
+}
+
+func (st *State) resign(index uint64, s *session, c *Command) Result {
+	e := st.leader(s, c.Name, c.Token)
+	if e == nil {
+		return Result{Status: NotHeld}
+	}
+	st.free(index, e, ReasonReleased)
+	return Result{Status: OK}
+}
+
+// proclaim replaces the leader's value; the term and its token stay.
+func (st *State) proclaim(s *session, c *Command) Result {
+	if len(c.Value) > MaxValueLen {
+		return Result{Status: Invalid}
+	}
+	e := st.leader(s, c.Name, c.Token)
+	if e == nil {
+		return Result{Status: NotHeld}
+	}
+	e.value = c.Value
+	st.emit(Event{Kind: EventProclaimed, Session: s.id, Seq: e.seq, Token: e.token, Name: e.name, Value: e.value})
+	return Result{Status: OK}
+}
+
+// leader returns election name if s leads it with token.
+func (st *State) leader(s *session, name string, token uint64) *lock {
+	e := st.elections[name]
+	if e == nil || e.holder != s || e.token != token {
+		return nil
+	}
+	return e
+}

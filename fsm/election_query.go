@@ -1,0 +1,57 @@
+package fsm
+
+// ElectionInfo describes one election.
+type ElectionInfo struct {
+	Name       string
+	Led        bool   // it has a leader
+	Token      uint64 // the leader's term token (epoch); 0 without a leader
+	Session    uint64 // the leader's session; 0 without a leader
+	Seq        uint64 // the leader's request number
+	Value      string // the leader's value
+	Candidates int    // candidates queued behind the leader
+}
+
+// Election describes the election called name; one nobody leads or
+// campaigns in is reported without a leader.
+func (st *State) Election(name string) ElectionInfo {
+	e := st.elections[name]
+	if e == nil {
+		return ElectionInfo{Name: name}
+	}
+	info := ElectionInfo{Name: name, Candidates: e.queued}
+	if e.holder != nil {
+		info.Led, info.Token, info.Session, info.Seq, info.Value = true, e.token, e.holder.id, e.seq, e.value
+	}
+	return info
+}
+
+// Leading reports the election, token and value of the leadership that
+// request seq of session holds, if any.
+func (st *State) Leading(session, seq uint64) (info ElectionInfo, ok bool) {
+	s := st.sessions[session]
+	if s == nil {
+		return ElectionInfo{}, false
+	}
+	if e := s.holding(seq); e != nil && e.election {
+		return st.Election(e.name), true
+	}
+	return ElectionInfo{}, false
+}
+
+// Campaigning reports whether request seq of session waits as a candidate.
+func (st *State) Campaigning(session, seq uint64) bool {
+	s := st.sessions[session]
+	return s != nil && s.campaigns[seq] != nil
+}
+
+// Grants returns how many grants the group has made, of locks and of
+// leaderships, since it began (since a snapshot of version 1, which did not
+// count them, for a group restored from one). It changes exactly once per
+// grant, so a test can assert that one change of leader cost one grant.
+func (st *State) Grants() uint64 { return st.grants }
+
+// ElectionCounts returns the number of elections that have a leader or
+// candidates, and of queued candidates.
+func (st *State) ElectionCounts() (elections, candidates int) {
+	return len(st.elections), st.campaigning
+}

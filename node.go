@@ -208,6 +208,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Transport != nil {
 		if err := cfg.Transport.Configure(&nhc); err != nil {
+			n.prop.Close()
+			n.cancel()
 			return nil, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
 		}
 	}

@@ -62,6 +62,9 @@ func (st *State) openSession(index uint64, c *Command) Result {
 	if s := st.nonces[c.Nonce]; s != nil {
 		return Result{Status: OK, Value: s.id} // a retried open
 	}
+	if len(st.sessions) >= MaxSessions {
+		return limitExceeded(LimitSessions)
+	}
 	s := &session{
 		id:        st.nextSessionID(index),
 		nonce:     c.Nonce,
@@ -105,7 +108,13 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 	if !ValidName(c.Name) {
 		return Result{Status: Invalid}
 	}
+	if len(s.held)+len(s.waits) >= MaxLocksPerSession {
+		return limitExceeded(LimitLocksPerSession)
+	}
 	l := st.locks[c.Name]
+	if l != nil && l.holder != nil && c.Wait && l.queued >= MaxWaitersPerLock {
+		return limitExceeded(LimitWaitersPerLock)
+	}
 	if l == nil {
 		l = &lock{name: c.Name}
 		st.locks[c.Name] = l

@@ -94,6 +94,16 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 	if r, ok := s.replies[c.Seq]; ok {
 		return r
 	}
+	// The reply may have been evicted (maxReplies) while the request still
+	// waits or holds: a retry must not queue it twice.
+	if c.Kind == KindAcquire {
+		if s.waits[c.Seq] != nil {
+			return Result{Status: Queued}
+		}
+		if l := s.holding(c.Seq); l != nil {
+			return Result{Status: Granted, Value: l.token}
+		}
+	}
 	var r Result
 	if c.Kind == KindAcquire {
 		r = st.acquire(index, s, c)

@@ -126,6 +126,9 @@ func AppendResults(dst []byte, rs []Result) []byte {
 func DecodeResults(data []byte, dst []Result) ([]Result, error) {
 	d := decoder{b: data}
 	n := d.uvarint()
+	if d.err != nil {
+		return dst, d.err
+	}
 	if n > MaxBatch {
 		return dst, fmt.Errorf("%w: %d results", ErrCorrupt, n)
 	}

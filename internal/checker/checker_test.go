@@ -15,6 +15,7 @@ var shortSchedule = []Scenario{
 	{Name: "leader-crash", Replicas: 3, Faults: []Fault{LeaderCrash, LeaderCrash}},
 	{Name: "follower-crash", Replicas: 3, Faults: []Fault{FollowerCrash}},
 	{Name: "leader-isolated", Replicas: 3, Faults: []Fault{LeaderIsolated}},
+	{Name: "holder-isolated", Replicas: 3, Faults: []Fault{HolderIsolated, HolderIsolated}},
 	{Name: "partitions", Replicas: 5, Faults: []Fault{PartitionLeaderInMinority, PartitionLeaderInMajority}},
 	{Name: "lossy-slow-links", Replicas: 3, Faults: []Fault{LossyLinks, SlowLinks}},
 	{Name: "client-freeze", Replicas: 3, Faults: []Fault{ClientFreeze, ClientFreeze}},
@@ -23,7 +24,7 @@ var shortSchedule = []Scenario{
 	{Name: "clock-jump", Replicas: 3, Faults: []Fault{ClockJump}},
 }
 
-var allFaults = []Fault{LeaderCrash, FollowerCrash, LeaderIsolated, PartitionLeaderInMinority,
+var allFaults = []Fault{LeaderCrash, FollowerCrash, LeaderIsolated, HolderIsolated, PartitionLeaderInMinority,
 	PartitionLeaderInMajority, LossyLinks, SlowLinks, ClientFreeze, FullRestart, SnapshotCatchUp, ClockJump}
 
 func TestScenarios(t *testing.T) {

@@ -18,6 +18,7 @@ type client struct {
 	e    *env
 	rng  *rand.Rand
 	home uint64 // the replica it prefers
+	slow bool   // holds slowLock for two TTLs each time
 	sess *fencelock.Session
 	node uint64  // the replica sess lives on
 	held *belief // the lock it believes it holds
@@ -39,7 +40,9 @@ type belief struct {
 	session   uint64
 	name      string
 	lock      *fencelock.Lock
-	paused    bool // its process is paused: it believes nothing meanwhile
+	node      uint64    // the replica its session lives on
+	at        time.Time // when it was granted
+	paused    bool      // its process is paused: it believes nothing meanwhile
 	releasing bool
 }
 
@@ -68,7 +71,7 @@ func (e *env) granted(c *client, name string, l *fencelock.Lock) *belief {
 	if e.beliefs.m[name] == nil {
 		e.beliefs.m[name] = map[int]*belief{}
 	}
-	b := &belief{c: c, session: c.sess.ID(), name: name, lock: l}
+	b := &belief{c: c, session: c.sess.ID(), node: c.node, at: time.Now(), name: name, lock: l}
 	e.beliefs.m[name][c.id] = b
 	return b
 }
@@ -92,13 +95,20 @@ func (c *client) run(ctx context.Context) {
 		if !c.ensureSession(ctx) {
 			continue
 		}
-		name := c.e.locks[c.rng.IntN(len(c.e.locks))]
+		name := slowLock
+		if !c.slow {
+			name = lockNames[c.rng.IntN(len(lockNames))]
+		}
 		kind := OpAcquire
 		if c.rng.IntN(4) == 0 {
 			kind = OpTryAcquire
 		}
 		i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: kind, Lock: name, Session: c.sess.ID()})
-		actx, cancel := context.WithTimeout(ctx, c.e.opTimeout)
+		timeout := c.e.opTimeout
+		if c.slow { // the other slow client may hold the lock for 2 TTLs
+			timeout = 4 * c.e.ttl
+		}
+		actx, cancel := context.WithTimeout(ctx, timeout)
 		var l *fencelock.Lock
 		var err error
 		if kind == OpTryAcquire {
@@ -131,7 +141,13 @@ func (c *client) run(ctx context.Context) {
 // whether the client should release the lock now.
 func (c *client) critical(ctx context.Context) bool {
 	b := c.held
-	for range 3 {
+	// Slow clients hold their lock for two TTLs, so that faults catch
+	// holders in the middle of a critical section.
+	writes, gap := 3, 2*time.Millisecond
+	if c.slow {
+		writes, gap = 40, c.e.ttl/20
+	}
+	for range writes {
 		if p := c.takePause(); p != nil {
 			c.paused(ctx, p)
 			return true
@@ -149,7 +165,7 @@ func (c *client) critical(ctx context.Context) bool {
 		if !c.write(b) {
 			return true
 		}
-		c.sleep(ctx, 2*time.Millisecond) // the work between writes
+		c.sleep(ctx, gap) // the work between writes
 	}
 	return true
 }

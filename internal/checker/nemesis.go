@@ -97,6 +97,31 @@ var LeaderIsolated = Fault{"leader-isolated", func(ctx context.Context, e *env) 
 	return partitioned(ctx, e, start, []uint64{l})
 }}
 
+// HolderIsolated cuts off the replica of a client that was just granted the
+// slow lock, in the middle of its critical section: the group expires its
+// session and grants the lock on, and the holder must have stopped (Done
+// closed, by its own clock) before that grant.
+var HolderIsolated = Fault{"holder-isolated", func(ctx context.Context, e *env) error {
+	for {
+		var node uint64
+		e.beliefs.mu.Lock()
+		for _, b := range e.beliefs.m[slowLock] {
+			if !b.releasing && !b.paused && time.Since(b.at) < e.ttl/5 {
+				node = b.node
+			}
+		}
+		e.beliefs.mu.Unlock()
+		if node != 0 {
+			start := e.h.now()
+			e.c.Net.Isolate(e.c.Addr(node))
+			return partitioned(ctx, e, start, []uint64{node})
+		}
+		if err := wait(ctx, 10*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}}
+
 // PartitionLeaderInMinority splits the replicas with the leader on the
 // smaller side; PartitionLeaderInMajority keeps it on the larger one.
 var (

@@ -45,8 +45,11 @@ const (
 	quiet     = 1 * time.Second         // normal operation before and between faults
 )
 
-// lockNames are the locks the clients contend for.
+// lockNames are the locks the clients contend for; two more slow clients
+// contend for slowLock, each holding it for two TTLs.
 var lockNames = []string{"register/a", "register/b"}
+
+const slowLock, slowClients = "register/slow", 2
 
 // Run runs sc with its replicas' data in dir.
 func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
@@ -63,7 +66,7 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 		return Report{}, err
 	}
 	defer c.StopAll()
-	e := &env{c: c, h: newHistory(), fencer: fencelock.NewFencer(), locks: lockNames, ttl: ttl,
+	e := &env{c: c, h: newHistory(), fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock), ttl: ttl,
 		opTimeout: opTimeout, rng: rand.New(rand.NewPCG(sc.Seed, 1)),
 		beliefs: beliefs{m: map[string]map[int]*belief{}}, sessions: map[uint64]*fencelock.Session{}}
 	if _, err := leader(ctx, e); err != nil {
@@ -72,9 +75,9 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 
 	cctx, stopClients := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i := range sc.Clients {
+	for i := range sc.Clients + slowClients {
 		cl := &client{id: i, e: e, rng: rand.New(rand.NewPCG(sc.Seed, uint64(i)+2)),
-			home: c.IDs()[i%sc.Replicas]}
+			home: c.IDs()[i%sc.Replicas], slow: i >= sc.Clients}
 		e.clients = append(e.clients, cl)
 	}
 	for _, cl := range e.clients {

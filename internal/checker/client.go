@@ -224,8 +224,8 @@ func (c *client) requestPause(ctx context.Context, p *pauseRequest, d time.Durat
 
 func (c *client) paused(ctx context.Context, p *pauseRequest) {
 	b := c.held
-	testhook.Pause(c.sess)
 	c.e.update(b, func(b *belief) { b.paused = true })
+	testhook.Pause(c.sess)
 	close(p.done)
 	t := time.NewTimer(p.d) // the pause itself
 	select {

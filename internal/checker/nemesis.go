@@ -92,9 +92,8 @@ var LeaderIsolated = Fault{"leader-isolated", func(ctx context.Context, e *env) 
 	if err != nil {
 		return err
 	}
-	start := e.h.now()
 	e.c.Net.Isolate(e.c.Addr(l))
-	return partitioned(ctx, e, start, []uint64{l})
+	return partitioned(ctx, e, []uint64{l})
 }}
 
 // HolderIsolated cuts off the replica of a client that was just granted the
@@ -112,9 +111,8 @@ var HolderIsolated = Fault{"holder-isolated", func(ctx context.Context, e *env) 
 		}
 		e.beliefs.mu.Unlock()
 		if node != 0 {
-			start := e.h.now()
 			e.c.Net.Isolate(e.c.Addr(node))
-			return partitioned(ctx, e, start, []uint64{node})
+			return partitioned(ctx, e, []uint64{node})
 		}
 		if err := wait(ctx, 10*time.Millisecond); err != nil {
 			return err
@@ -163,17 +161,18 @@ func partition(ctx context.Context, e *env, leaderInMinority bool) error {
 		}
 		return out
 	}
-	start := e.h.now()
 	e.c.Net.Partition(addrs(minority), addrs(majority))
-	return partitioned(ctx, e, start, minority)
+	return partitioned(ctx, e, minority)
 }
 
-// partitioned holds a partition, heals it, records the window, and checks
-// that every replica of the cut-off side grants again soon.
-func partitioned(ctx context.Context, e *env, start int64, minority []uint64) error {
+// partitioned holds a partition just made, heals it, records the window
+// (from after the cut to before the heal), and checks that every replica of
+// the cut-off side grants again soon.
+func partitioned(ctx context.Context, e *env, minority []uint64) error {
+	start := e.h.now()
 	err := wait(ctx, hold(e))
-	e.c.Net.Heal()
 	w := Window{Start: start, End: e.h.now(), Minority: map[uint64]bool{}}
+	e.c.Net.Heal()
 	for _, id := range minority {
 		w.Minority[id] = true
 	}

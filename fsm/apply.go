@@ -80,6 +80,7 @@ func (st *State) openSession(index uint64, c *Command) Result {
 func (st *State) addSession(s *session) {
 	s.replies = make(map[uint64]Result)
 	s.held = make(map[string]*lock)
+	s.heldBy = make(map[uint64]*lock)
 	s.waits = make(map[uint64]*waiter)
 	st.sessions[s.id] = s
 	st.nonces[s.nonce] = s
@@ -175,6 +176,7 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 func (st *State) grant(index uint64, l *lock, s *session, seq uint64) uint64 {
 	l.holder, l.seq, l.token = s, seq, st.nextToken(index)
 	s.held[l.name] = l
+	s.heldBy[seq] = l
 	if _, ok := s.replies[seq]; ok {
 		s.replies[seq] = Result{Status: Granted, Value: l.token}
 	}
@@ -188,6 +190,7 @@ func (st *State) free(index uint64, l *lock, why Reason) {
 	h := l.holder
 	st.emit(Event{Kind: EventFreed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
 	delete(h.held, l.name)
+	delete(h.heldBy, l.seq)
 	l.holder, l.seq, l.token = nil, 0, 0
 	if w := l.head; w != nil {
 		st.unqueue(w)
@@ -223,14 +226,7 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 	st.emit(Event{Kind: EventSessionEnded, Reason: why, Session: s.id})
 }
 
-func (s *session) holding(seq uint64) *lock {
-	for _, l := range s.held {
-		if l.seq == seq {
-			return l
-		}
-	}
-	return nil
-}
+func (s *session) holding(seq uint64) *lock { return s.heldBy[seq] }
 
 func (st *State) advanceFloor(s *session, floor uint64) {
 	if floor <= s.floor {

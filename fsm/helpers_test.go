@@ -205,6 +205,12 @@ func checkInvariants(st *State, strict bool) error {
 			if st.locks[name] != l || l.holder != s || l.name != name {
 				return fmt.Errorf("session %d: held lock %q not held by it", id, name)
 			}
+			if s.heldBy[l.seq] != l {
+				return fmt.Errorf("session %d: held lock %q not indexed by request %d", id, name, l.seq)
+			}
+		}
+		if len(s.heldBy) != len(s.held) {
+			return fmt.Errorf("session %d: %d locks indexed by request, %d held", id, len(s.heldBy), len(s.held))
 		}
 		for seq, w := range s.waits {
 			if w.s != s || w.seq != seq || w.l == nil || st.locks[w.l.name] != w.l {

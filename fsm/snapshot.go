@@ -204,6 +204,7 @@ func (d *decoder) locks(st *State) {
 		}
 		l.holder, l.seq, l.token = h, seq, token
 		h.held[l.name] = l
+		h.heldBy[seq] = l
 		st.locks[l.name] = l
 		for range d.count() {
 			s, seq := st.sessions[d.uvarint()], d.uvarint()

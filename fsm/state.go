@@ -32,6 +32,7 @@ type session struct {
 	floor                 uint64
 	replies               map[uint64]Result  // request seq -> first reply, for seq >= floor
 	held                  map[string]*lock   // locks it holds
+	heldBy                map[uint64]*lock   // the same, by the holder's request number (derived)
 	waits                 map[uint64]*waiter // its queued requests by seq
 }
 

@@ -70,8 +70,14 @@ func (n *Node) proposeExpire(id, keepAlive uint64) {
 	})
 }
 
-// handle applies one event to the local session it concerns.
+// handle applies one event to the local session it concerns (at the end of
+// a testhook.Pause, if one is on).
 func (s *Session) handle(e *fsm.Event) {
+	ev := *e
+	s.later(func() { s.handleNow(&ev) })
+}
+
+func (s *Session) handleNow(e *fsm.Event) {
 	switch e.Kind {
 	case fsm.EventGranted:
 		s.granted(e.Seq, e.Name, e.Token)
@@ -92,7 +98,7 @@ func (s *Session) handle(e *fsm.Event) {
 // reconcile brings s in line with a state restored from a snapshot.
 func (s *Session) reconcile(st *fsm.State) {
 	if _, ok := st.Session(s.id); !ok {
-		s.expired()
+		s.later(s.expired)
 		return
 	}
 	s.mu.Lock()
@@ -107,16 +113,23 @@ func (s *Session) reconcile(st *fsm.State) {
 		held = append(held, l)
 	}
 	s.mu.Unlock()
+	// st is only valid during this call: decide now, act (maybe) later.
+	var actions []func()
 	for _, seq := range seqs {
 		if name, token, ok := st.Grant(s.id, seq); ok {
-			s.granted(seq, name, token)
+			actions = append(actions, func() { s.granted(seq, name, token) })
 		}
 	}
 	for _, l := range held {
 		if !st.Holds(s.id, l.name, l.token) {
-			s.freed(l.token, ErrNotHeld)
+			actions = append(actions, func() { s.freed(l.token, ErrNotHeld) })
 		}
 	}
+	s.later(func() {
+		for _, f := range actions {
+			f()
+		}
+	})
 }
 
 func reasonErr(r fsm.Reason) error {

@@ -59,8 +59,11 @@
 // that keep-alive started when it applied it, after t, and runs a full TTL, so
 // the holder's Lock.Done closes before the group can grant the lock to anyone
 // else, as long as the two clocks' rates differ by less than margin/TTL. No
-// clock synchronisation is assumed. Even so, a process can pause after
-// checking Done and before writing: that is what the Fencer is for.
+// clock synchronisation is assumed. Done and Err also check the deadline when
+// called, so a process that wakes from a pause longer than the TTL finds Done
+// closed on its first look, before its timer goroutine has even run. Even so,
+// a process can pause after checking Done and before writing: that is what
+// the Fencer is for.
 //
 // Leader election. Session.Campaign queues a candidate in an election (a
 // namespace apart from locks) and returns a Leadership once elected; the next
@@ -95,4 +98,13 @@
 //     group, once back, expires them.
 //   - Clock jumps: timers use monotonic clocks; a wall-clock jump neither
 //     expires nor extends a session.
+//
+// # Limits
+//
+// A group keeps at most fsm.MaxSessions sessions; a session holds and waits
+// for at most fsm.MaxLocksPerSession locks; a lock queues at most
+// fsm.MaxWaitersPerLock requests. A request beyond a limit changes nothing
+// and fails with an error wrapping ErrLimitExceeded. The README lists every
+// limit, and the faults fencelock is tested against with what holds under
+// each.
 package fencelock

@@ -41,7 +41,33 @@ var (
 	ErrNotLeader = errors.New("fencelock: not the leader")
 	// ErrValueTooLarge: a leader's value is longer than 4096 bytes.
 	ErrValueTooLarge = errors.New("fencelock: election value too large")
+
+	// ErrLimitExceeded: the group refused a request that would exceed one of
+	// its limits (see README); nothing changed. Each limit has its own error,
+	// which wraps this one.
+	ErrLimitExceeded = errors.New("fencelock: limit exceeded")
+	// ErrTooManySessions: the group keeps fsm.MaxSessions sessions already.
+	ErrTooManySessions = fmt.Errorf("%w: too many sessions in the group", ErrLimitExceeded)
+	// ErrTooManyLocks: the session holds and waits for fsm.MaxLocksPerSession
+	// locks already.
+	ErrTooManyLocks = fmt.Errorf("%w: too many locks in the session", ErrLimitExceeded)
+	// ErrTooManyWaiters: the lock's queue holds fsm.MaxWaitersPerLock
+	// requests already.
+	ErrTooManyWaiters = fmt.Errorf("%w: too many waiters for the lock", ErrLimitExceeded)
 )
+
+// limitError maps the group's LimitExceeded reply to its sentinel.
+func limitError(value uint64) error {
+	switch fsm.Limit(value) {
+	case fsm.LimitSessions:
+		return ErrTooManySessions
+	case fsm.LimitLocksPerSession:
+		return ErrTooManyLocks
+	case fsm.LimitWaitersPerLock:
+		return ErrTooManyWaiters
+	}
+	return fmt.Errorf("%w: limit %d", ErrLimitExceeded, value)
+}
 
 // StaleTokenError is the error of a Fencer that refused a token.
 type StaleTokenError struct {

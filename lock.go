@@ -98,6 +98,9 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 		s.finish(seq)
 		s.expired()
 		return nil, ErrSessionExpired
+	case fsm.LimitExceeded:
+		s.finish(seq)
+		return nil, fmt.Errorf("acquire %q: %w", name, limitError(res.Value))
 	default:
 		s.finish(seq)
 		return nil, fmt.Errorf("fencelock: acquire %q: unexpected reply %v", name, res.Status)
@@ -208,11 +211,17 @@ func (l *Lock) Token() uint64 { return l.token }
 // the session ended (expired, not renewed in time, closed, node closed). A
 // holder cut off from the group sees Done close by its own clock before the
 // group could grant the lock to anyone else.
-func (l *Lock) Done() <-chan struct{} { return l.done }
+//
+// Like Session.Done, it checks the session's deadline when called.
+func (l *Lock) Done() <-chan struct{} {
+	l.s.poll()
+	return l.done
+}
 
 // Err returns nil while the lock is held and, once Done is closed, why:
 // ErrNotHeld after a release, or the session's error.
 func (l *Lock) Err() error {
+	l.s.poll()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err

@@ -66,7 +66,11 @@ type Session struct {
 	timer    clock.Timer            // fires at deadline
 	err      error
 	frozen   bool
-	thaw     chan struct{} // closed when a freeze ends
+	paused   bool          // testhook.Pause: timers and the group's news wait too
+	draining bool          // after a pause, until deferred is empty
+	deferred []func()      // what waits for the end of a pause
+	overdue  bool          // the deadline timer fired during a pause
+	thaw     chan struct{} // closed when a freeze or pause ends
 }
 
 // waiter is one Acquire or Campaign call waiting for its grant.
@@ -78,6 +82,8 @@ type waiter struct {
 
 func init() {
 	testhook.Register(func(s any, frozen bool) { s.(*Session).setFrozen(frozen) })
+	testhook.RegisterPause(func(s any, paused bool) { s.(*Session).setPaused(paused) })
+	testhook.RegisterClock(func(cfg any, c clock.Clock) { cfg.(*Config).clock = c })
 }
 
 // NewSession opens a session on the group, owned by this node.
@@ -104,6 +110,9 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if res.Status == fsm.LimitExceeded {
+		return nil, fmt.Errorf("open session: %w", limitError(res.Value))
 	}
 	if res.Status != fsm.OK {
 		return nil, fmt.Errorf("fencelock: open session: %v", res.Status)
@@ -160,14 +169,34 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 // Done is closed when the session is over for its holder: closed, expired,
 // not renewed in time, or its node closed. Every lock and every leadership it
 // held is lost then.
-func (s *Session) Done() <-chan struct{} { return s.done }
+//
+// Done (like Err, Lock.Done and Lock.Err) also checks the deadline by the
+// holder's clock when called, so a process that wakes from a pause longer
+// than the TTL finds it closed on its first look, without waiting for its
+// timer goroutine to run.
+func (s *Session) Done() <-chan struct{} {
+	s.poll()
+	return s.done
+}
 
 // Err returns nil before Done is closed and why the session ended after:
 // ErrSessionExpired, ErrSessionClosed or ErrClosed.
 func (s *Session) Err() error {
+	s.poll()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
+}
+
+// poll ends the session if its deadline has passed.
+func (s *Session) poll() {
+	s.mu.Lock()
+	live := s.err == nil && !s.paused && s.clock.Now().Before(s.deadline)
+	over := s.err == nil && !s.paused && !live
+	s.mu.Unlock()
+	if over && s.end(ErrSessionExpired) {
+		s.n.goBackground(s.closeAtGroup)
+	}
 }
 
 // Close ends the session at the group, releasing all its locks (each passes
@@ -248,6 +277,11 @@ func (s *Session) extend(deadline time.Time) {
 func (s *Session) checkDeadline() {
 	s.mu.Lock()
 	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	if s.paused {
+		s.overdue = true
 		s.mu.Unlock()
 		return
 	}
@@ -352,18 +386,81 @@ func (s *Session) setFrozen(frozen bool) {
 		return
 	}
 	s.frozen = frozen
-	if !frozen {
+	s.wakeLocked()
+}
+
+// setPaused implements testhook.Pause and Resume.
+func (s *Session) setPaused(paused bool) {
+	s.mu.Lock()
+	if s.paused == paused {
+		s.mu.Unlock()
+		return
+	}
+	s.paused = paused
+	s.wakeLocked()
+	if paused {
+		s.mu.Unlock()
+		return
+	}
+	// A process waking from a pause runs what piled up when its goroutines
+	// get to it, not before its application looks: so do it in the
+	// background, in order, ahead of anything newer.
+	s.draining = true
+	overdue := s.overdue
+	s.overdue = false
+	s.mu.Unlock()
+	started := s.n.goBackground(func() {
+		for {
+			s.mu.Lock()
+			run := s.deferred
+			s.deferred = nil
+			if len(run) == 0 {
+				s.draining = false
+				s.mu.Unlock()
+				break
+			}
+			s.mu.Unlock()
+			for _, f := range run {
+				f()
+			}
+		}
+		if overdue {
+			s.checkDeadline()
+		}
+	})
+	if !started { // the node is closing: the session is over anyway
+		s.mu.Lock()
+		s.draining, s.deferred = false, nil
+		s.mu.Unlock()
+	}
+}
+
+// wakeLocked wakes waitThawed once neither frozen nor paused.
+func (s *Session) wakeLocked() {
+	if !s.frozen && !s.paused {
 		close(s.thaw)
 		s.thaw = make(chan struct{})
 	}
 }
 
-// waitThawed blocks while the session is frozen; it reports false if the
-// node closed or stop was closed meanwhile.
+// later runs f now, or at the end of a pause.
+func (s *Session) later(f func()) {
+	s.mu.Lock()
+	if s.paused || s.draining {
+		s.deferred = append(s.deferred, f)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	f()
+}
+
+// waitThawed blocks while the session is frozen or paused; it reports false
+// if the node closed or stop was closed meanwhile.
 func (s *Session) waitThawed(stop <-chan struct{}) bool {
 	for {
 		s.mu.Lock()
-		frozen, thaw := s.frozen, s.thaw
+		frozen, thaw := s.frozen || s.paused, s.thaw
 		s.mu.Unlock()
 		if !frozen {
 			return true

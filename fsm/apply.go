@@ -62,6 +62,9 @@ func (st *State) openSession(index uint64, c *Command) Result {
 	if s := st.nonces[c.Nonce]; s != nil {
 		return Result{Status: OK, Value: s.id} // a retried open
 	}
+	if len(st.sessions) >= MaxSessions {
+		return limitExceeded(LimitSessions)
+	}
 	s := &session{
 		id:        st.nextSessionID(index),
 		nonce:     c.Nonce,
@@ -122,7 +125,13 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 	if !ValidName(c.Name) {
 		return Result{Status: Invalid}
 	}
+	if s.requests() >= MaxLocksPerSession {
+		return limitExceeded(LimitLocksPerSession)
+	}
 	l := st.locks[c.Name]
+	if l != nil && l.holder != nil && c.Wait && l.queued >= MaxWaitersPerLock {
+		return limitExceeded(LimitWaitersPerLock)
+	}
 	if l == nil {
 		l = &lock{name: c.Name}
 		st.locks[c.Name] = l
@@ -260,6 +269,9 @@ func (s *session) outstanding(seq uint64) (Result, bool) {
 	}
 	return Result{}, false
 }
+
+// requests counts the locks and elections s holds or waits for.
+func (s *session) requests() int { return len(s.holds) + len(s.waits) + len(s.campaigns) }
 
 func (s *session) holding(seq uint64) *lock { return s.holds[seq] }
 

@@ -185,14 +185,19 @@ func TestTokensStayIncreasingPastTheShift(t *testing.T) {
 	// More grants in one entry than fit below the next index's range: the
 	// next entry's tokens continue above them. (A plain State: the harness's
 	// checks would be slow at this size.)
+	// The grants are spread over sessions to stay under MaxLocksPerSession.
 	st := New()
-	rs, _ := st.Apply(1, []Command{openCmd(1)})
-	a := rs[0].Value
 	n := 1<<TokenShift + 100
+	opens := make([]Command, (n+MaxLocksPerSession-1)/MaxLocksPerSession)
+	for i := range opens {
+		opens[i] = openCmd(uint64(i + 1))
+	}
+	rs, _ := st.Apply(1, opens)
+	a := rs[0].Value
 	cmds := make([]Command, n)
 	for i := range cmds {
-		seq := uint64(i + 1)
-		cmds[i] = Command{Kind: KindAcquire, Session: a, Seq: seq, Floor: seq, Name: fmt.Sprint(i)}
+		seq := uint64(i/len(rs) + 1)
+		cmds[i] = Command{Kind: KindAcquire, Session: rs[i%len(rs)].Value, Seq: seq, Floor: seq, Name: fmt.Sprint(i)}
 	}
 	rs, evs := st.Apply(2, cmds)
 	require.Len(t, evs, n)

@@ -14,7 +14,13 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 	if !ValidName(c.Name) || len(c.Value) > MaxValueLen {
 		return Result{Status: Invalid}
 	}
+	if s.requests() >= MaxLocksPerSession {
+		return limitExceeded(LimitLocksPerSession)
+	}
 	e := st.elections[c.Name]
+	if e != nil && e.holder != nil && e.queued >= MaxWaitersPerLock {
+		return limitExceeded(LimitWaitersPerLock)
+	}
 	if e == nil {
 		e = &lock{name: c.Name, election: true}
 		st.elections[c.Name] = e

@@ -210,6 +210,13 @@ func checkInvariants(st *State, strict bool) error {
 			if st.locks[name] != l || l.holder != s || l.name != name {
 				return fmt.Errorf("session %d: held lock %q not held by it", id, name)
 			}
+			if s.holds[l.seq] != l {
+				return fmt.Errorf("session %d: held lock %q not indexed by request %d", id, name, l.seq)
+			}
+		}
+		if len(s.holds) != len(s.held)+len(s.leads) {
+			return fmt.Errorf("session %d: %d grants indexed by request, %d locks and %d elections held",
+				id, len(s.holds), len(s.held), len(s.leads))
 		}
 		for seq, w := range s.waits {
 			if w.s != s || w.seq != seq || w.l == nil || st.locks[w.l.name] != w.l {

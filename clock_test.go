@@ -1,0 +1,160 @@
+package fencelock
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+// wallJumper is a clock whose wall reading a test can step.
+type wallJumper interface {
+	clock.Clock
+	Jump(d time.Duration) error
+}
+
+// wallOnlyClock is the clock fencelock must not be: its times carry no
+// monotonic reading, so a step of the wall clock moves every deadline. The
+// tests run it as a control, to show that they would catch a design that
+// relied on the wall clock.
+type wallOnlyClock struct{ off atomic.Int64 }
+
+func (c *wallOnlyClock) Now() time.Time {
+	return time.Now().Round(0).Add(time.Duration(c.off.Load()))
+}
+func (c *wallOnlyClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }
+func (c *wallOnlyClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return clock.Real.AfterFunc(d, f)
+}
+func (c *wallOnlyClock) Jump(d time.Duration) error { c.off.Add(int64(d)); return nil }
+
+var clocks = []struct {
+	name     string
+	new      func() wallJumper
+	monotone bool
+}{
+	{"monotonic", func() wallJumper { return &clock.Jumping{} }, true},
+	{"wall-only-control", func() wallJumper { return &wallOnlyClock{} }, false},
+}
+
+// clusterWithClock starts 3 replicas that all take time from c, as if the
+// hosts' clocks were stepped together.
+func clusterWithClock(t *testing.T, c wallJumper) *testCluster {
+	return newCluster(t, 3, func(cfg *Config) { testhook.UseClock(cfg, c) })
+}
+
+// A forward step of the wall clock, on every replica and the holder at once,
+// expires nothing: the holder keeps its lock and session for 1.5 more TTLs.
+// With the wall-only control clock the same step expires the session at once.
+func TestWallClockJumpForwardExpiresNothing(t *testing.T) {
+	for _, k := range clocks {
+		t.Run(k.name, func(t *testing.T) {
+			c := k.new()
+			cl := clusterWithClock(t, c)
+			ctx := testCtx(t)
+			leader := cl.leader(ctx)
+			const ttl = 2 * time.Second
+			s := newSession(t, ctx, cl.node(leader%3+1), WithTTL(ttl))
+			l, err := s.Acquire(ctx, "jump")
+			require.NoError(t, err)
+
+			require.NoError(t, c.Jump(time.Hour))
+			lost := false
+			for end := time.Now().Add(3 * ttl / 2); time.Now().Before(end) && !lost; {
+				info := inspect(t, ctx, cl.node(leader), "jump")
+				lost = closed(l.Done()) || info.Token != l.Token()
+				time.Sleep(50 * time.Millisecond) // observing that nothing happens: no event to wait for
+			}
+			if k.monotone {
+				require.False(t, lost, "a wall-clock step expired the session: %v %v", s.Err(), l.Err())
+				require.NoError(t, s.Err())
+				require.NoError(t, l.Release(ctx))
+			} else {
+				require.True(t, lost, "control: a wall-only clock lets the step expire the session")
+			}
+		})
+	}
+}
+
+// A backward step of the wall clock extends nothing: a holder that stops
+// renewing still finds Done closed after TTL−margin by its own clock, and the
+// group still passes its lock on after TTL. With the wall-only control clock
+// the step would keep the dead holder's lock for an hour.
+func TestWallClockJumpBackwardExtendsNothing(t *testing.T) {
+	for _, k := range clocks {
+		t.Run(k.name, func(t *testing.T) {
+			c := k.new()
+			cl := clusterWithClock(t, c)
+			ctx := testCtx(t)
+			leader := cl.leader(ctx)
+			const ttl = time.Second
+			holder := newSession(t, ctx, cl.node(leader%3+1), WithTTL(ttl))
+			waiter := newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))
+			l, err := holder.Acquire(ctx, "jump")
+			require.NoError(t, err)
+			res := acquireAsync(ctx, waiter, "jump")
+			waitWaiters(t, ctx, cl.node(leader), "jump", 1)
+
+			testhook.Freeze(holder) // its keep-alives stop; its deadline timer runs
+			defer testhook.Thaw(holder)
+			require.NoError(t, c.Jump(-time.Hour))
+			frozeAt := time.Now()
+			wait, cancel := context.WithTimeout(ctx, 4*ttl)
+			defer cancel()
+			select {
+			case r := <-res:
+				require.True(t, k.monotone, "control: the wall-only clock should have kept the lock")
+				require.NoError(t, r.err)
+				require.Greater(t, r.l.Token(), l.Token())
+				require.Less(t, time.Since(frozeAt), 3*ttl)
+				require.True(t, closed(l.Done()), "the holder gave up before the group passed the lock on")
+				require.ErrorIs(t, l.Err(), ErrSessionExpired)
+			case <-wait.Done():
+				require.False(t, k.monotone, "a backward wall-clock step kept a dead holder's lock")
+				require.False(t, closed(l.Done()), "control: the wall-only holder still believes it holds the lock")
+			}
+		})
+	}
+}
+
+// A holder whose whole process pauses past its TTL (no keep-alive, no
+// timer, no news from the group: testhook.Pause) cannot know it lost the
+// lock while paused. On waking it finds Done closed on its first look, and
+// its late write is refused by the resource.
+func TestPausedProcessFindsDoneClosedOnWaking(t *testing.T) {
+	cl := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	leader := cl.leader(ctx)
+	const ttl = time.Second
+	a := newSession(t, ctx, cl.node(leader%3+1), WithTTL(ttl))
+	b := newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))
+	storage := NewFencer()
+	la, err := a.Acquire(ctx, "file")
+	require.NoError(t, err)
+	require.NoError(t, storage.Do("file", la.Token(), func() error { return nil }))
+	res := acquireAsync(ctx, b, "file")
+	waitWaiters(t, ctx, cl.node(leader), "file", 1)
+
+	done := la.Done()
+	testhook.Pause(a)
+	r := <-res
+	require.NoError(t, r.err, "the group expired the paused holder and granted on")
+	require.False(t, closed(done), "while paused, the holder learned nothing")
+	require.NoError(t, storage.Do("file", r.l.Token(), func() error { return nil }))
+
+	testhook.Resume(a)
+	require.True(t, closed(la.Done()), "on waking, the first look finds Done closed")
+	require.ErrorIs(t, la.Err(), ErrSessionExpired)
+	require.ErrorIs(t, a.Err(), ErrSessionExpired)
+	wrote := false
+	err = storage.Do("file", la.Token(), func() error { wrote = true; return nil })
+	require.ErrorIs(t, err, ErrStaleToken, "the late write is refused")
+	require.False(t, wrote)
+	require.ErrorIs(t, la.Release(ctx), ErrNotHeld)
+	require.Equal(t, b.ID(), inspect(t, ctx, cl.node(leader), "file").SessionID)
+}

@@ -1,0 +1,39 @@
+package fsm
+
+// The state limits. Apply refuses a command that would exceed one with
+// Status LimitExceeded and Result.Value naming the limit (a Limit), and
+// changes nothing else.
+//
+// They are constants of the state machine, so every replica of a version
+// applies the same entry to the same result. Changing one changes what Apply
+// does with an entry already in a log: it needs a new state-machine version,
+// rolled out like any other change to Apply. Snapshots are not checked
+// against them, so raising a limit later stays compatible with old
+// snapshots.
+//
+// They are sized for the benchmark's largest workload (W6: 10,000 sessions
+// holding 1,000,000 locks, 100 per session) with ample headroom.
+const (
+	// MaxSessions is the most sessions a group keeps at once.
+	MaxSessions = 100_000
+	// MaxLocksPerSession is the most locks and elections one session may
+	// hold and wait for, together.
+	MaxLocksPerSession = 10_000
+	// MaxWaitersPerLock is the longest a lock's (or an election's) queue
+	// may grow.
+	MaxWaitersPerLock = 10_000
+)
+
+// Limit names the limit a LimitExceeded result hit; it is the result's
+// Value.
+type Limit uint64
+
+// The limits, as reported in Result.Value. Their values are part of the
+// wire format.
+const (
+	LimitSessions        Limit = 1 // MaxSessions
+	LimitLocksPerSession Limit = 2 // MaxLocksPerSession
+	LimitWaitersPerLock  Limit = 3 // MaxWaitersPerLock
+)
+
+func limitExceeded(l Limit) Result { return Result{Status: LimitExceeded, Value: uint64(l)} }

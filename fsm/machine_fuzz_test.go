@@ -1,0 +1,57 @@
+package fsm
+
+import (
+	"bytes"
+	"testing"
+
+	sm "github.com/lni/dragonboat/v4/statemachine"
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzMachine drives the Dragonboat adapter with bytes as they would arrive
+// from the log or from a peer's snapshot stream: an entry that does not
+// decode is skipped (only the applied index moves), one that does is
+// applied exactly as State.Apply would, and a snapshot that does not decode
+// is an error that leaves the machine's state untouched. Never a panic,
+// never half a state.
+func FuzzMachine(f *testing.F) {
+	f.Add(AppendBatch(nil, everyKind()), []byte(nil))
+	f.Add([]byte{codecVersion, 1, byte(KindOpenSession), 1, 1, 1}, saveBytes(f, buildRich(f).st))
+	f.Add([]byte{0xff}, []byte("FLSN\x01"))
+	f.Fuzz(func(t *testing.T, entry, snapshot []byte) {
+		m := NewStateMachine(nil)(1, 1)
+		base := update(t, m, 1, openCmd(1), openCmd(2))
+		update(t, m, 2, acqCmd(base[0].Value, 1, "L", false), acqCmd(base[1].Value, 1, "L", true))
+		before := saveBytes(t, lookupState(t, m))
+
+		twin, err := DecodeSnapshot(before)
+		require.NoError(t, err)
+		res, err := m.Update(sm.Entry{Index: 3, Cmd: entry})
+		require.NoError(t, err)
+		if cmds, derr := DecodeBatch(entry, nil); derr != nil {
+			require.Equal(t, CorruptEntry, res.Value)
+			twin.index = 3
+		} else {
+			want, _ := twin.Apply(3, cmds)
+			got, err := DecodeResults(res.Data, nil)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		}
+		after := saveBytes(t, lookupState(t, m))
+		require.Equal(t, saveBytes(t, twin), after)
+
+		rerr := m.RecoverFromSnapshot(bytes.NewReader(snapshot), nil, nil)
+		if rerr != nil {
+			require.Equal(t, after, saveBytes(t, lookupState(t, m)), "a failed restore changed the state")
+		} else {
+			require.Equal(t, saveBytes(t, mustDecode(t, snapshot)), saveBytes(t, lookupState(t, m)))
+		}
+		require.NoError(t, m.Close())
+	})
+}
+
+func mustDecode(t *testing.T, data []byte) *State {
+	st, err := DecodeSnapshot(data)
+	require.NoError(t, err)
+	return st
+}

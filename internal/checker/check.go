@@ -1,0 +1,264 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencelock/fencelock"
+)
+
+// settleBound is how long after the run every lock must be held only by a
+// client that knows it: dead sessions expired (auto-release), grants whose
+// outcome was unknown withdrawn.
+const settleBound = 30 * time.Second
+
+// settle waits, after healing, until no lock is held by anyone but a live
+// client that believes it holds it, then reads every lock. The reads are
+// the final operations of the history.
+func settle(ctx context.Context, e *env) ([]Op, error) {
+	lctx, cancel := context.WithTimeout(ctx, settleBound)
+	defer cancel()
+	id, err := e.c.Leader(lctx)
+	if err != nil {
+		return nil, err
+	}
+	n := e.c.Node(id)
+	expected := func(name string, info fencelock.LockInfo) bool {
+		if !info.Held {
+			return true
+		}
+		e.beliefs.mu.Lock()
+		defer e.beliefs.mu.Unlock()
+		for _, b := range e.beliefs.m[name] {
+			if b.lock.Token() == info.Token && e.live(info.SessionID) {
+				return true
+			}
+		}
+		return false
+	}
+	var reads []Op
+	for _, name := range e.locks {
+		for {
+			call := e.h.now()
+			info, err := n.Inspect(lctx, name)
+			if err != nil {
+				return nil, fmt.Errorf("final read of %q: %w", name, err)
+			}
+			if expected(name, info) || lctx.Err() != nil {
+				if !expected(name, info) {
+					e.h.violation("lock %q still held by session %d token %d, which nobody knows of, %v after healing",
+						name, info.SessionID, info.Token, settleBound)
+				}
+				reads = append(reads, Op{Client: -1, Kind: OpRead, Lock: name, Outcome: OK, Held: info.Held,
+					Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now()})
+				break
+			}
+			if err := wait(lctx, 50*time.Millisecond); err != nil {
+				continue // the deadline: one more read, then report
+			}
+		}
+	}
+	return reads, nil
+}
+
+// check runs every check on the recorded history.
+func check(e *env, reads []Op) Report {
+	ops, writes, windows, violations := e.h.snapshot()
+	r := Report{Ops: len(ops), Violations: violations}
+	e.h.mu.Lock()
+	r.Refused = e.h.refused
+	e.h.mu.Unlock()
+	for _, op := range ops {
+		if op.Outcome == Granted {
+			r.Grants++
+		}
+	}
+	end := reads[len(reads)-1].Return
+	history := append(append(ops, loses(e, ops, end)...), reads...)
+	r.Violations = append(r.Violations, linearizable(history)...)
+	r.Violations = append(r.Violations, fencing(ops, writes)...)
+	r.Violations = append(r.Violations, tokensRise(ops)...)
+	r.Violations = append(r.Violations, minority(ops, windows)...)
+	r.Violations = append(r.Violations, nothingLost(e, ops, reads)...)
+	return r
+}
+
+// loses adds the group's frees that no client call made: for every grant
+// not released with OK whose holder's session ended (or whose release
+// failed), a Lose between the grant and the next grant of the lock (or the
+// end); for every acquire whose outcome was unknown, a Lose of the phantom
+// grant it may have made, at any time until the end.
+func loses(e *env, ops []Op, end int64) []Op {
+	released := map[uint64]Outcome{} // token -> release outcome
+	releasedAt := map[uint64]int64{}
+	for _, op := range ops {
+		if op.Kind == OpRelease {
+			released[op.Token] = op.Outcome
+			releasedAt[op.Token] = op.Return
+		}
+	}
+	grants := map[string][]Op{}
+	for _, op := range ops {
+		if op.Outcome == Granted {
+			grants[op.Lock] = append(grants[op.Lock], op)
+		}
+	}
+	var out []Op
+	for name, gs := range grants {
+		sort.Slice(gs, func(i, j int) bool { return gs[i].Token < gs[j].Token })
+		for i, g := range gs {
+			out2, how := released[g.Token]
+			if how && out2 == OK {
+				continue
+			}
+			if !how && e.live(g.Session) && i == len(gs)-1 {
+				continue // still held: the final read must show it
+			}
+			ret := end
+			if i+1 < len(gs) {
+				ret = min(ret, gs[i+1].Return)
+			}
+			if how && out2 == NotHeld {
+				ret = min(ret, releasedAt[g.Token])
+			}
+			out = append(out, Op{Client: g.Client, Kind: OpLose, Lock: name, Session: g.Session,
+				Token: g.Token, Outcome: OK, Call: g.Return, Return: max(ret, g.Return)})
+		}
+	}
+	for _, op := range ops {
+		if (op.Kind == OpAcquire || op.Kind == OpTryAcquire) && op.Outcome == Unknown {
+			out = append(out, Op{Client: op.Client, Kind: OpLose, Lock: op.Lock, Session: op.Session,
+				Phantom: op.ID, Outcome: OK, Call: op.Call, Return: end})
+		}
+	}
+	return out
+}
+
+// linearizable checks the lock history with porcupine.
+func linearizable(history []Op) []string {
+	ops := make([]porcupine.Operation, len(history))
+	for i, op := range history {
+		ops[i] = porcupine.Operation{ClientId: max(op.Client, 0), Input: op, Output: op.Outcome,
+			Call: op.Call, Return: op.Return}
+	}
+	res, _ := porcupine.CheckOperationsVerbose(LockModel.ToModel(), ops, 2*time.Minute)
+	switch res {
+	case porcupine.Ok:
+		return nil
+	case porcupine.Unknown:
+		return []string{"linearizability check timed out"}
+	}
+	return []string{fmt.Sprintf("lock history of %d operations is not linearizable", len(ops))}
+}
+
+// fencing checks the resource's log: per lock, the admitted tokens never go
+// down (the Fencer never admits a lower token after a higher one), so no two
+// critical sections interleave; and every write's token was granted to its
+// writer.
+func fencing(ops []Op, writes map[string][]Write) []string {
+	var v []string
+	grantedTo := map[uint64]int{}
+	for _, op := range ops {
+		if op.Outcome == Granted {
+			grantedTo[op.Token] = op.Client
+		}
+	}
+	for name, log := range writes {
+		for i, w := range log {
+			if c, ok := grantedTo[w.Token]; !ok || c != w.Client {
+				v = append(v, fmt.Sprintf("%q: write with token %d by client %d, which was not granted it", name, w.Token, w.Client))
+			}
+			if i > 0 && w.Token < log[i-1].Token {
+				v = append(v, fmt.Sprintf("%q: token %d admitted after %d: critical sections interleave",
+					name, w.Token, log[i-1].Token))
+			}
+		}
+	}
+	return v
+}
+
+// tokensRise checks that tokens are unique and rise with real time: a grant
+// that returned before another was called has the smaller token, per lock
+// and across the whole run, restarts included.
+func tokensRise(ops []Op) []string {
+	var gs []Op
+	seen := map[uint64]bool{}
+	var v []string
+	for _, op := range ops {
+		if op.Outcome != Granted {
+			continue
+		}
+		if seen[op.Token] {
+			v = append(v, fmt.Sprintf("token %d granted twice", op.Token))
+		}
+		seen[op.Token] = true
+		gs = append(gs, op)
+	}
+	byReturn := append([]Op(nil), gs...)
+	sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].Return < byReturn[j].Return })
+	sort.Slice(gs, func(i, j int) bool { return gs[i].Call < gs[j].Call })
+	var highest uint64
+	j := 0
+	for _, g := range gs {
+		for j < len(byReturn) && byReturn[j].Return < g.Call {
+			highest = max(highest, byReturn[j].Token)
+			j++
+		}
+		if g.Token <= highest {
+			v = append(v, fmt.Sprintf("token %d granted after token %d had been returned", g.Token, highest))
+		}
+	}
+	return v
+}
+
+// minority checks that no client on the cut-off side of a partition was
+// granted a lock it asked for during the partition.
+func minority(ops []Op, windows []Window) []string {
+	var v []string
+	for _, w := range windows {
+		for _, op := range ops {
+			if op.Outcome == Granted && w.Minority[op.Node] && op.Call >= w.Start && op.Return <= w.End {
+				v = append(v, fmt.Sprintf("client %d on cut-off replica %d was granted %q token %d during a partition",
+					op.Client, op.Node, op.Lock, op.Token))
+			}
+		}
+	}
+	return v
+}
+
+// nothingLost checks the final state against what clients were told: a
+// lock a live client holds is held by it with its token, and no lock is
+// held with a token older than its latest acknowledged grant.
+func nothingLost(e *env, ops []Op, reads []Op) []string {
+	var v []string
+	latest := map[string]uint64{}
+	for _, op := range ops {
+		if op.Outcome == Granted {
+			latest[op.Lock] = max(latest[op.Lock], op.Token)
+		}
+	}
+	final := map[string]Op{}
+	for _, r := range reads {
+		final[r.Lock] = r
+		if r.Held && r.Token < latest[r.Lock] {
+			v = append(v, fmt.Sprintf("%q held with token %d after token %d was granted", r.Lock, r.Token, latest[r.Lock]))
+		}
+	}
+	e.beliefs.mu.Lock()
+	defer e.beliefs.mu.Unlock()
+	for name, bs := range e.beliefs.m {
+		for _, b := range bs {
+			if !e.live(b.session) || b.releasing {
+				continue
+			}
+			if r := final[name]; !r.Held || r.Token != b.lock.Token() {
+				v = append(v, fmt.Sprintf("%q: client %d holds token %d, but the group has %+v", name, b.c.id, b.lock.Token(), r))
+			}
+		}
+	}
+	return v
+}

@@ -1,0 +1,60 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// shortSchedule is what CI runs: every fault at least once, on small
+// clusters. FENCELOCK_SOAK=10m runs the soak instead: all faults drawn at
+// random on 5 replicas for that long.
+var shortSchedule = []Scenario{
+	{Name: "leader-crash", Replicas: 3, Faults: []Fault{LeaderCrash, LeaderCrash}},
+	{Name: "follower-crash", Replicas: 3, Faults: []Fault{FollowerCrash}},
+	{Name: "leader-isolated", Replicas: 3, Faults: []Fault{LeaderIsolated}},
+	{Name: "holder-isolated", Replicas: 3, Faults: []Fault{HolderIsolated, HolderIsolated}},
+	{Name: "partitions", Replicas: 5, Faults: []Fault{PartitionLeaderInMinority, PartitionLeaderInMajority}},
+	{Name: "lossy-slow-links", Replicas: 3, Faults: []Fault{LossyLinks, SlowLinks}},
+	{Name: "client-freeze", Replicas: 3, Faults: []Fault{ClientFreeze, ClientFreeze}},
+	{Name: "full-restart", Replicas: 3, Faults: []Fault{FullRestart}},
+	{Name: "snapshot-catch-up", Replicas: 3, Faults: []Fault{SnapshotCatchUp}},
+	{Name: "clock-jump", Replicas: 3, Faults: []Fault{ClockJump}},
+}
+
+var allFaults = []Fault{LeaderCrash, FollowerCrash, LeaderIsolated, HolderIsolated, PartitionLeaderInMinority,
+	PartitionLeaderInMajority, LossyLinks, SlowLinks, ClientFreeze, FullRestart, SnapshotCatchUp, ClockJump}
+
+func TestScenarios(t *testing.T) {
+	if soak := os.Getenv("FENCELOCK_SOAK"); soak != "" {
+		d, err := time.ParseDuration(soak)
+		if err != nil {
+			t.Fatalf("FENCELOCK_SOAK=%q: %v", soak, err)
+		}
+		run(t, Scenario{Name: "soak", Replicas: 5, Clients: 6, Faults: allFaults, Soak: d, Seed: uint64(time.Now().UnixNano())})
+		return
+	}
+	for i, sc := range shortSchedule {
+		sc.Seed = uint64(i + 1)
+		t.Run(sc.Name, func(t *testing.T) { run(t, sc) })
+	}
+}
+
+func run(t *testing.T, sc Scenario) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+2*sc.Soak)
+	defer cancel()
+	r, err := Run(ctx, sc, t.TempDir())
+	if err != nil {
+		t.Fatalf("%s: %v", sc.Name, err)
+	}
+	fmt.Println(r.Line())
+	t.Logf("%s: %d grants, %d late writes refused", sc.Name, r.Grants, r.Refused)
+	for _, v := range r.Violations {
+		t.Errorf("%s: %s", sc.Name, v)
+	}
+	if r.Grants == 0 {
+		t.Errorf("%s: no lock was ever granted: the workload did not run", sc.Name)
+	}
+}

@@ -1,0 +1,289 @@
+package checker
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+// client is one application process: it keeps a session on its replica and
+// loops over acquire (or try-acquire) -> fenced writes -> release.
+type client struct {
+	id   int
+	e    *env
+	rng  *rand.Rand
+	home uint64 // the replica it prefers
+	slow bool   // holds slowLock for two TTLs each time
+	sess *fencelock.Session
+	node uint64  // the replica sess lives on
+	held *belief // the lock it believes it holds
+
+	mu    sync.Mutex
+	pause *pauseRequest // from the nemesis, taken at the next write
+}
+
+type pauseRequest struct {
+	d    time.Duration
+	done chan struct{} // closed once the pause began
+}
+
+// belief is a client's view that it holds a lock. The checker requires it
+// to be gone (released, or Done closed) whenever the lock is granted to
+// someone else: the holder stops first.
+type belief struct {
+	c         *client
+	session   uint64
+	name      string
+	lock      *fencelock.Lock
+	node      uint64    // the replica its session lives on
+	at        time.Time // when it was granted
+	paused    bool      // its process is paused: it believes nothing meanwhile
+	releasing bool
+}
+
+// beliefs are every client's beliefs, by lock.
+type beliefs struct {
+	mu sync.Mutex
+	m  map[string]map[int]*belief
+}
+
+// granted records c's new grant, after checking that every other holder of
+// the lock has stopped.
+func (e *env) granted(c *client, name string, l *fencelock.Lock) *belief {
+	e.beliefs.mu.Lock()
+	defer e.beliefs.mu.Unlock()
+	for id, b := range e.beliefs.m[name] {
+		if id == c.id || b.paused || b.releasing {
+			continue
+		}
+		select {
+		case <-b.lock.Done():
+		default:
+			e.h.violation("holder does not stop first: client %d granted %q token %d while client %d still holds token %d",
+				c.id, name, l.Token(), id, b.lock.Token())
+		}
+	}
+	if e.beliefs.m[name] == nil {
+		e.beliefs.m[name] = map[int]*belief{}
+	}
+	b := &belief{c: c, session: c.sess.ID(), node: c.node, at: time.Now(), name: name, lock: l}
+	e.beliefs.m[name][c.id] = b
+	return b
+}
+
+func (e *env) update(b *belief, f func(*belief)) {
+	e.beliefs.mu.Lock()
+	defer e.beliefs.mu.Unlock()
+	f(b)
+}
+
+func (e *env) drop(b *belief) {
+	e.beliefs.mu.Lock()
+	defer e.beliefs.mu.Unlock()
+	if e.beliefs.m[b.name][b.c.id] == b {
+		delete(e.beliefs.m[b.name], b.c.id)
+	}
+}
+
+func (c *client) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if !c.ensureSession(ctx) {
+			continue
+		}
+		name := slowLock
+		if !c.slow {
+			name = lockNames[c.rng.IntN(len(lockNames))]
+		}
+		kind := OpAcquire
+		if c.rng.IntN(4) == 0 {
+			kind = OpTryAcquire
+		}
+		i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: kind, Lock: name, Session: c.sess.ID()})
+		timeout := c.e.opTimeout
+		if c.slow { // the other slow client may hold the lock for 2 TTLs
+			timeout = 4 * c.e.ttl
+		}
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		var l *fencelock.Lock
+		var err error
+		if kind == OpTryAcquire {
+			l, err = c.sess.TryAcquire(actx, name)
+		} else {
+			l, err = c.sess.Acquire(actx, name)
+		}
+		cancel()
+		switch {
+		case err == nil:
+			c.e.h.end(i, Granted, l.Token())
+		case errors.Is(err, fencelock.ErrLocked):
+			c.e.h.end(i, Locked, 0)
+			c.sleep(ctx, time.Duration(1+c.rng.IntN(10))*time.Millisecond)
+			continue
+		default:
+			c.e.h.end(i, Unknown, 0)
+			c.sleep(ctx, 20*time.Millisecond)
+			continue
+		}
+		c.held = c.e.granted(c, name, l)
+		if c.critical(ctx) {
+			c.release(ctx)
+		}
+	}
+}
+
+// critical writes to the lock's register through the Fencer a few times,
+// checking Done before each write as an application should. It reports
+// whether the client should release the lock now.
+func (c *client) critical(ctx context.Context) bool {
+	b := c.held
+	// Slow clients hold their lock for two TTLs, so that faults catch
+	// holders in the middle of a critical section.
+	writes, gap := 3, 2*time.Millisecond
+	if c.slow {
+		writes, gap = 40, c.e.ttl/20
+	}
+	for range writes {
+		if p := c.takePause(); p != nil {
+			c.paused(ctx, p)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false // stopping: keep the lock, for the final check
+		}
+		select {
+		case <-b.lock.Done():
+			c.e.drop(b)
+			c.held = nil
+			return false
+		default:
+		}
+		if !c.write(b) {
+			return true
+		}
+		c.sleep(ctx, gap) // the work between writes
+	}
+	return true
+}
+
+// write makes one fenced write; false if the resource refused the token.
+func (c *client) write(b *belief) bool {
+	err := c.e.fencer.Do(b.name, b.lock.Token(), func() error {
+		c.e.h.write(b.name, c.id, b.lock.Token())
+		return nil
+	})
+	if err != nil {
+		c.e.h.refusedWrite()
+		return false
+	}
+	return true
+}
+
+// paused simulates a stop-the-world pause of the client's process in the
+// middle of its critical section, longer than its TTL; on waking it writes
+// without looking at Done, as a process paused between its check and its
+// write would. The Fencer must refuse that write if anyone wrote after it.
+func (c *client) takePause() *pauseRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pause
+	c.pause = nil
+	return p
+}
+
+// requestPause asks c to pause at its next write; it reports false if c
+// did not take the request within d.
+func (c *client) requestPause(ctx context.Context, p *pauseRequest, d time.Duration) bool {
+	c.mu.Lock()
+	c.pause = p
+	c.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	untaken := c.pause == p
+	if untaken {
+		c.pause = nil
+	}
+	c.mu.Unlock()
+	if untaken {
+		return false
+	}
+	<-p.done // taken meanwhile: it is pausing
+	return true
+}
+
+func (c *client) paused(ctx context.Context, p *pauseRequest) {
+	b := c.held
+	c.e.update(b, func(b *belief) { b.paused = true })
+	testhook.Pause(c.sess)
+	close(p.done)
+	t := time.NewTimer(p.d) // the pause itself
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	testhook.Resume(c.sess)
+	c.e.update(b, func(b *belief) { b.paused = false })
+	c.write(b)
+}
+
+func (c *client) release(ctx context.Context) {
+	b := c.held
+	c.held = nil
+	c.e.update(b, func(b *belief) { b.releasing = true })
+	i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: OpRelease, Lock: b.name, Session: c.sess.ID(), Token: b.lock.Token()})
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.e.opTimeout)
+	err := b.lock.Release(rctx)
+	cancel()
+	switch {
+	case err == nil:
+		c.e.h.end(i, OK, 0)
+	case errors.Is(err, fencelock.ErrNotHeld):
+		c.e.h.end(i, NotHeld, 0)
+	default:
+		c.e.h.end(i, Unknown, 0)
+	}
+	c.e.drop(b)
+}
+
+// ensureSession opens a session when the client has none that works.
+func (c *client) ensureSession(ctx context.Context) bool {
+	if c.sess != nil && c.sess.Err() == nil {
+		return true
+	}
+	node, id := c.e.pickNode(c.home)
+	if node == nil {
+		c.sleep(ctx, 50*time.Millisecond)
+		return false
+	}
+	sctx, cancel := context.WithTimeout(ctx, c.e.opTimeout)
+	s, err := node.NewSession(sctx, fencelock.WithTTL(c.e.ttl))
+	cancel()
+	if err != nil {
+		c.sleep(ctx, 50*time.Millisecond)
+		return false
+	}
+	c.sess, c.node = s, id
+	c.e.addSession(s, id)
+	return true
+}
+
+func (c *client) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,164 @@
+package checker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/testhook"
+	"github.com/fencelock/fencelock/transport"
+)
+
+// Cluster is a group of replicas in this process, on real data dirs, talking
+// over a fault network; every replica takes time from one jumping clock.
+type Cluster struct {
+	Net     *transport.Network
+	Clock   *clock.Jumping
+	members map[uint64]string
+	dir     string
+	tune    func(*fencelock.Config)
+
+	mu    sync.Mutex
+	nodes map[uint64]*fencelock.Node
+}
+
+var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newCluster(size int, dir string, seed uint64, tune func(*fencelock.Config)) (*Cluster, error) {
+	c := &Cluster{Net: transport.NewNetwork(seed), Clock: &clock.Jumping{}, members: map[uint64]string{},
+		dir: dir, tune: tune, nodes: map[uint64]*fencelock.Node{}}
+	for id := uint64(1); id <= uint64(size); id++ {
+		c.members[id] = c.Net.Addr(id)
+	}
+	return c, c.StartAll()
+}
+
+func (c *Cluster) config(id uint64) fencelock.Config {
+	cfg := fencelock.Config{ReplicaID: id, Members: c.members, Dir: filepath.Join(c.dir, fmt.Sprint(id)),
+		Transport: c.Net, Logger: discardLog}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	testhook.UseClock(&cfg, c.Clock)
+	return cfg
+}
+
+// IDs returns every replica's ID, running or not.
+func (c *Cluster) IDs() []uint64 {
+	ids := make([]uint64, 0, len(c.members))
+	for id := range c.members {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// Addr returns replica id's address on the network.
+func (c *Cluster) Addr(id uint64) string { return c.members[id] }
+
+// Node returns replica id, or nil if it is stopped.
+func (c *Cluster) Node(id uint64) *fencelock.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[id]
+}
+
+// StartAll starts every stopped replica at once.
+func (c *Cluster) StartAll() error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs error
+	for _, id := range c.IDs() {
+		if c.Node(id) != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			errs = errors.Join(errs, c.Start(id))
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// Start starts replica id on its dir.
+func (c *Cluster) Start(id uint64) error {
+	n, err := fencelock.Start(context.Background(), c.config(id))
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.nodes[id] = n
+	c.mu.Unlock()
+	return nil
+}
+
+// Stop closes replica id, as a crash of its process would end it.
+func (c *Cluster) Stop(id uint64) {
+	c.mu.Lock()
+	n := c.nodes[id]
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	if n != nil {
+		n.Close()
+	}
+}
+
+// StopAll stops every replica.
+func (c *Cluster) StopAll() {
+	for _, id := range c.IDs() {
+		c.Stop(id)
+	}
+}
+
+// Leader waits until the running replicas among ids (all if none) agree on
+// a leader that runs, and returns it.
+func (c *Cluster) Leader(ctx context.Context, ids ...uint64) (uint64, error) {
+	if len(ids) == 0 {
+		ids = c.IDs()
+	}
+	for {
+		var leader uint64
+		agree, running := true, 0
+		for _, id := range ids {
+			n := c.Node(id)
+			if n == nil {
+				continue
+			}
+			running++
+			st := n.Status()
+			if leader == 0 {
+				leader = st.LeaderID
+			}
+			agree = agree && st.LeaderID != 0 && st.LeaderID == leader
+		}
+		if agree && running > 0 && leader != 0 && c.Node(leader) != nil && contains(ids, leader) {
+			return leader, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("no leader among %v: %w", ids, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func contains(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}

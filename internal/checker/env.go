@@ -1,0 +1,61 @@
+package checker
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// env is what a running scenario shares between its clients, its nemesis
+// and its checks.
+type env struct {
+	c         *Cluster
+	h         *History
+	fencer    *fencelock.Fencer
+	locks     []string
+	ttl       time.Duration
+	opTimeout time.Duration
+	rng       *rand.Rand // the nemesis's
+	clients   []*client
+	beliefs   beliefs
+
+	mu       sync.Mutex
+	sessions map[uint64]*fencelock.Session
+	faults   int
+}
+
+func (e *env) addSession(s *fencelock.Session, node uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sessions[s.ID()] = s
+}
+
+// live reports whether session id is still alive for its holder.
+func (e *env) live(id uint64) bool {
+	e.mu.Lock()
+	s := e.sessions[id]
+	e.mu.Unlock()
+	return s != nil && s.Err() == nil
+}
+
+func (e *env) fault() {
+	e.mu.Lock()
+	e.faults++
+	e.mu.Unlock()
+}
+
+// pickNode returns the client's home replica if it runs, else another one
+// that does.
+func (e *env) pickNode(home uint64) (*fencelock.Node, uint64) {
+	if n := e.c.Node(home); n != nil {
+		return n, home
+	}
+	for _, id := range e.c.IDs() {
+		if n := e.c.Node(id); n != nil {
+			return n, id
+		}
+	}
+	return nil, 0
+}

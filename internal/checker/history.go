@@ -1,0 +1,104 @@
+package checker
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// History records what every client did, when, and what the resource
+// admitted. It is safe for concurrent use.
+type History struct {
+	start time.Time
+
+	mu         sync.Mutex
+	ops        []Op
+	writes     map[string][]Write // by lock: the register's log, in admission order
+	refused    int                // late writes the Fencer refused
+	violations []string           // found while running
+	windows    []Window           // partitions, for the minority check
+}
+
+// Write is one write the resource admitted.
+type Write struct {
+	Client int
+	Token  uint64
+	At     int64
+}
+
+// Window is a time during which some replicas were cut off from a majority.
+type Window struct {
+	Start, End int64
+	Minority   map[uint64]bool // replica IDs
+}
+
+func newHistory() *History {
+	return &History{start: time.Now(), writes: make(map[string][]Write)}
+}
+
+// now returns the time since the start, by the monotonic clock.
+func (h *History) now() int64 { return int64(time.Since(h.start)) }
+
+// begin records the call of an operation and returns its index.
+func (h *History) begin(op Op) int {
+	op.Call = h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	op.ID = len(h.ops) + 1
+	h.ops = append(h.ops, op)
+	return len(h.ops) - 1
+}
+
+// end records the return of operation i.
+func (h *History) end(i int, out Outcome, token uint64) {
+	at := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	op := &h.ops[i]
+	op.Outcome, op.Return = out, at
+	if out == Granted {
+		op.Token = token
+	}
+	if out == Unknown {
+		op.Return = never
+	}
+}
+
+// write appends to the register of lock; it runs inside the Fencer's check.
+func (h *History) write(lock string, client int, token uint64) {
+	at := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.writes[lock] = append(h.writes[lock], Write{Client: client, Token: token, At: at})
+}
+
+func (h *History) refusedWrite() {
+	h.mu.Lock()
+	h.refused++
+	h.mu.Unlock()
+}
+
+func (h *History) violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	h.mu.Lock()
+	h.violations = append(h.violations, msg)
+	h.mu.Unlock()
+}
+
+func (h *History) window(w Window) {
+	h.mu.Lock()
+	h.windows = append(h.windows, w)
+	h.mu.Unlock()
+}
+
+// snapshot returns copies of what was recorded.
+func (h *History) snapshot() ([]Op, map[string][]Write, []Window, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	writes := make(map[string][]Write, len(h.writes))
+	for k, v := range h.writes {
+		writes[k] = append([]Write(nil), v...)
+	}
+	return append([]Op(nil), h.ops...), writes, append([]Window(nil), h.windows...),
+		append([]string(nil), h.violations...)
+}

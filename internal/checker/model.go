@@ -1,0 +1,184 @@
+package checker
+
+import (
+	"fmt"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// OpKind names an operation of the lock history.
+type OpKind uint8
+
+// The operations. Acquire, TryAcquire and Release are the clients' calls;
+// Lose and Read are recorded by the checker:
+//   - Lose is the group freeing a grant its holder never released (session
+//     expired or closed, its replica crashed, or a grant whose outcome was
+//     unknown withdrawn). It happens at an unknown point between the grant
+//     and the next grant of the lock (or the final read), and is how a
+//     history explains a lock freed without a Release.
+//   - Read is the final linearizable read of the lock (Node.Inspect), after
+//     healing: it shows that nothing acknowledged was lost.
+//
+// Election adds Campaign (like Acquire with wait: it returns the epoch
+// token), Resign (like Release) and Leader (a Read that also returns the
+// value); see the package doc.
+const (
+	OpAcquire OpKind = iota + 1
+	OpTryAcquire
+	OpRelease
+	OpLose
+	OpRead
+)
+
+func (k OpKind) String() string {
+	return [...]string{"?", "acquire", "try-acquire", "release", "lose", "read"}[k]
+}
+
+// Outcome is what an operation returned.
+type Outcome uint8
+
+// The outcomes.
+const (
+	Granted Outcome = iota + 1 // acquire: Token is the grant's
+	Locked                     // try-acquire: held by someone else
+	OK                         // release done; lose and read
+	NotHeld                    // release: the grant was not current
+	Unknown                    // timed out or failed: may or may not have happened
+)
+
+func (o Outcome) String() string {
+	return [...]string{"?", "granted", "locked", "ok", "not-held", "unknown"}[o]
+}
+
+// Op is one operation of the history. Times are nanoseconds since the
+// scenario started; an operation with an Unknown outcome returns "never"
+// (porcupine's way: it may take effect at any point after its call).
+type Op struct {
+	Client  int
+	Node    uint64 // the replica the client's session lives on
+	Kind    OpKind
+	Lock    string
+	Session uint64
+	Token   uint64 // acquire: granted token; release and lose: the grant
+	Phantom int    // lose: the unknown acquire whose grant it frees; 0 otherwise
+	ID      int    // unique in the history, for phantoms
+	Outcome Outcome
+	Held    bool // read: whether the lock is held (Session, Token: by whom)
+	Call    int64
+	Return  int64
+}
+
+// never is the return time of an operation whose outcome is unknown.
+const never = int64(1) << 62
+
+// lockState is the model of one lock: who holds it, with which grant, and
+// the highest token granted so far. A grant whose outcome its caller never
+// learned (a phantom) is held with token 0 and its acquire's ID.
+type lockState struct {
+	Session uint64 // 0 when free
+	Token   uint64
+	Phantom int
+	Last    uint64
+}
+
+// LockModel is the sequential specification of a named exclusive lock with
+// fencing tokens: one holder at a time, every grant's token larger than
+// every earlier one, Release only by the current grant, TryAcquire fails
+// only when held. Partitioned by lock name. Unknown outcomes are
+// nondeterministic: the operation happened or it did not.
+var LockModel = porcupine.NondeterministicModel{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		byLock := map[string][]porcupine.Operation{}
+		var names []string
+		for _, op := range h {
+			name := op.Input.(Op).Lock
+			if _, ok := byLock[name]; !ok {
+				names = append(names, name)
+			}
+			byLock[name] = append(byLock[name], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(names))
+		for _, n := range names {
+			out = append(out, byLock[n])
+		}
+		return out
+	},
+	Init: func() []any { return []any{lockState{}} },
+	Step: func(state, input, _ any) []any {
+		return step(state.(lockState), input.(Op))
+	},
+	Equal: func(a, b any) bool { return a.(lockState) == b.(lockState) },
+	DescribeOperation: func(input, _ any) string {
+		op := input.(Op)
+		return fmt.Sprintf("%v(s%d,t%d,p%d)->%v", op.Kind, op.Session, op.Token, op.Phantom, op.Outcome)
+	},
+	DescribeState: func(state any) string {
+		s := state.(lockState)
+		if s.Session == 0 {
+			return fmt.Sprintf("free last=%d", s.Last)
+		}
+		return fmt.Sprintf("held s%d t%d p%d last=%d", s.Session, s.Token, s.Phantom, s.Last)
+	},
+}
+
+// step returns the states the lock may be in after op; none if op could not
+// have returned what it did.
+func step(s lockState, op Op) []any {
+	free := s.Session == 0
+	switch op.Kind {
+	case OpAcquire, OpTryAcquire:
+		switch op.Outcome {
+		case Granted:
+			if free && op.Token > s.Last {
+				return []any{lockState{Session: op.Session, Token: op.Token, Last: op.Token}}
+			}
+		case Locked:
+			if !free {
+				return []any{s}
+			}
+		case Unknown:
+			if free { // granted to nobody who knows it, or not at all
+				return []any{s, lockState{Session: op.Session, Phantom: op.ID, Last: s.Last}}
+			}
+			return []any{s}
+		}
+	case OpRelease:
+		mine := s.Session == op.Session && s.Token == op.Token && s.Phantom == 0
+		switch op.Outcome {
+		case OK:
+			if mine {
+				return []any{lockState{Last: s.Last}}
+			}
+		case NotHeld:
+			if !mine {
+				return []any{s}
+			}
+		case Unknown:
+			if mine {
+				return []any{s, lockState{Last: s.Last}}
+			}
+			return []any{s}
+		}
+	case OpLose:
+		if op.Phantom != 0 { // the withdrawal of a grant nobody learned of, if it happened
+			if s.Phantom == op.Phantom {
+				return []any{lockState{Last: s.Last}}
+			}
+			return []any{s}
+		}
+		if s.Session == op.Session && s.Token == op.Token && s.Phantom == 0 {
+			return []any{lockState{Last: s.Last}}
+		}
+		return []any{s} // released already (by a release whose outcome was unknown)
+	case OpRead:
+		switch {
+		case !op.Held && free:
+			return []any{s}
+		case op.Held && s.Phantom != 0 && s.Session == op.Session && op.Token > s.Last:
+			return []any{lockState{Session: s.Session, Token: op.Token, Last: op.Token}}
+		case op.Held && s.Phantom == 0 && s.Session == op.Session && s.Token == op.Token:
+			return []any{s}
+		}
+	}
+	return nil
+}

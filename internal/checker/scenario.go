@@ -1,0 +1,140 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// Scenario is one run: a cluster, clients working on a few locks, and a
+// nemesis applying Faults in order (or, with Soak, drawn at random until
+// Soak has passed).
+type Scenario struct {
+	Name     string
+	Replicas int     // 3 or 5
+	Clients  int     // default 4
+	Faults   []Fault // applied in order, with Quiet between them
+	Soak     time.Duration
+	Seed     uint64
+}
+
+// Report is the outcome of a scenario.
+type Report struct {
+	Name       string
+	Ops        int // client operations recorded
+	Grants     int // acquires that returned a grant
+	Faults     int // faults applied
+	Refused    int // late writes the Fencer refused
+	Violations []string
+	Duration   time.Duration
+}
+
+// Line is the scenario's one-line summary.
+func (r Report) Line() string {
+	return fmt.Sprintf("scenario=%s ops=%d faults=%d violations=%d duration=%.1fs",
+		r.Name, r.Ops, r.Faults, len(r.Violations), r.Duration.Seconds())
+}
+
+const (
+	ttl       = 1500 * time.Millisecond // clients' session TTL
+	opTimeout = 2 * time.Second         // one client call
+	quiet     = 1 * time.Second         // normal operation before and between faults
+)
+
+// lockNames are the locks the clients contend for; two more slow clients
+// contend for slowLock, each holding it for two TTLs.
+var lockNames = []string{"register/a", "register/b"}
+
+const slowLock, slowClients = "register/slow", 2
+
+// Run runs sc with its replicas' data in dir.
+func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
+	began := time.Now()
+	if sc.Clients == 0 {
+		sc.Clients = 4
+	}
+	c, err := newCluster(sc.Replicas, dir, sc.Seed, func(cfg *fencelock.Config) {
+		cfg.SessionTTL = ttl
+		cfg.ProposalTimeout = 500 * time.Millisecond
+		cfg.SnapshotEntries, cfg.CompactionOverhead = snapshotEntries, compactionOverhead
+	})
+	if err != nil {
+		return Report{}, err
+	}
+	defer c.StopAll()
+	e := &env{c: c, h: newHistory(), fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock), ttl: ttl,
+		opTimeout: opTimeout, rng: rand.New(rand.NewPCG(sc.Seed, 1)),
+		beliefs: beliefs{m: map[string]map[int]*belief{}}, sessions: map[uint64]*fencelock.Session{}}
+	if _, err := leader(ctx, e); err != nil {
+		return Report{}, err
+	}
+
+	cctx, stopClients := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range sc.Clients + slowClients {
+		cl := &client{id: i, e: e, rng: rand.New(rand.NewPCG(sc.Seed, uint64(i)+2)),
+			home: c.IDs()[i%sc.Replicas], slow: i >= sc.Clients}
+		e.clients = append(e.clients, cl)
+	}
+	for _, cl := range e.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl.run(cctx)
+		}()
+	}
+	nemErr := nemesis(ctx, e, sc)
+	stopClients()
+	wg.Wait()
+	if nemErr != nil {
+		return Report{}, fmt.Errorf("nemesis: %w", nemErr)
+	}
+
+	// Heal everything, then check.
+	c.Net.Heal()
+	if err := c.StartAll(); err != nil {
+		return Report{}, err
+	}
+	reads, err := settle(ctx, e)
+	if err != nil {
+		return Report{}, err
+	}
+	r := check(e, reads)
+	r.Name, r.Faults, r.Duration = sc.Name, e.faults, time.Since(began)
+	return r, nil
+}
+
+// nemesis applies the scenario's faults with quiet periods around them.
+func nemesis(ctx context.Context, e *env, sc Scenario) error {
+	if err := wait(ctx, quiet); err != nil {
+		return err
+	}
+	if sc.Soak > 0 {
+		end := time.Now().Add(sc.Soak)
+		for time.Now().Before(end) {
+			f := sc.Faults[e.rng.IntN(len(sc.Faults))]
+			if err := f.Apply(ctx, e); err != nil {
+				return fmt.Errorf("%s: %w", f.Name, err)
+			}
+			e.fault()
+			if err := wait(ctx, quiet); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, f := range sc.Faults {
+		if err := f.Apply(ctx, e); err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		e.fault()
+		if err := wait(ctx, quiet); err != nil {
+			return err
+		}
+	}
+	return nil
+}

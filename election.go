@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/fencelock/fencelock/fsm"
 )
@@ -82,59 +81,11 @@ func (s *Session) Campaign(ctx context.Context, election, value string) (*Leader
 	if len(value) > fsm.MaxValueLen {
 		return nil, valueTooLarge(value)
 	}
-	s.mu.Lock()
-	if err := s.err; err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	seq := s.nextSeq
-	s.nextSeq++
-	s.pending[seq] = struct{}{}
-	w := &waiter{ready: make(chan struct{})}
-	s.waiters[seq] = w
-	s.mu.Unlock()
-
-	res, err := s.n.propose(ctx, fsm.Command{
-		Kind: fsm.KindCampaign, Session: s.id, Seq: seq, Floor: s.floor(), Name: election, Value: value,
-	})
+	w, err := s.request(ctx, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value})
 	if err != nil {
-		// The outcome is unknown, as in Acquire: withdraw the candidate,
-		// waiting one commit for it when the group has a leader.
-		var wait time.Duration
-		if s.n.Status().LeaderID != 0 {
-			wait = s.n.cfg.ProposalTimeout
-		}
-		s.withdraw(seq, wait)
 		return nil, err
 	}
-	switch res.Status {
-	case fsm.Granted:
-		l := s.elected(seq, election, res.Value, value)
-		s.finish(seq)
-		if l == nil {
-			return nil, s.Err()
-		}
-		return l, nil
-	case fsm.Queued:
-	case fsm.UnknownSession:
-		s.finish(seq)
-		s.expired()
-		return nil, ErrSessionExpired
-	default:
-		s.finish(seq)
-		return nil, fmt.Errorf("fencelock: campaign %q: unexpected reply %v", election, res.Status)
-	}
-	select {
-	case <-w.ready:
-		s.finish(seq)
-		return w.lead, nil
-	case <-s.done:
-		s.finish(seq)
-		return nil, s.Err()
-	case <-ctx.Done():
-		s.withdraw(seq, s.n.cfg.ProposalTimeout)
-		return nil, ctx.Err()
-	}
+	return w.lead, nil
 }
 
 // Election returns the election's name.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/fencelock/fencelock/fsm"
 )
@@ -51,106 +50,11 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 	if !fsm.ValidName(name) {
 		return nil, invalidName(name)
 	}
-	s.mu.Lock()
-	if err := s.err; err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	seq := s.nextSeq
-	s.nextSeq++
-	s.pending[seq] = struct{}{}
-	w := &waiter{ready: make(chan struct{})}
-	s.waiters[seq] = w
-	s.mu.Unlock()
-
-	res, err := s.n.propose(ctx, fsm.Command{
-		Kind: fsm.KindAcquire, Session: s.id, Seq: seq, Floor: s.floor(), Name: name, Wait: wait,
-	})
+	w, err := s.request(ctx, fsm.Command{Kind: fsm.KindAcquire, Name: name, Wait: wait})
 	if err != nil {
-		// The outcome is unknown: the request may be queued or even granted.
-		// If the group has a leader the cancel takes one commit: wait for it,
-		// so the call returns out of the queue. Else withdraw in the background.
-		var wait time.Duration
-		if s.n.Status().LeaderID != 0 {
-			wait = s.n.cfg.ProposalTimeout
-		}
-		s.withdraw(seq, wait)
 		return nil, err
 	}
-	switch res.Status {
-	case fsm.Granted:
-		l := s.granted(seq, name, res.Value)
-		s.finish(seq)
-		if l == nil {
-			return nil, s.Err()
-		}
-		return l, nil
-	case fsm.Queued:
-		// The reply is in hand: the request no longer holds the floor back.
-		// From here the grant arrives as an event; a late duplicate of the
-		// request is ignored by the group (below the floor, or answered from
-		// its reply cache).
-		s.replied(seq)
-	case fsm.Locked:
-		s.finish(seq)
-		return nil, fmt.Errorf("%w: %q", ErrLocked, name)
-	case fsm.UnknownSession:
-		s.finish(seq)
-		s.expired()
-		return nil, ErrSessionExpired
-	case fsm.LimitExceeded:
-		s.finish(seq)
-		return nil, fmt.Errorf("acquire %q: %w", name, limitError(res.Value))
-	default:
-		s.finish(seq)
-		return nil, fmt.Errorf("fencelock: acquire %q: unexpected reply %v", name, res.Status)
-	}
-	select {
-	case <-w.ready:
-		s.finish(seq)
-		return w.lock, nil
-	case <-s.done:
-		s.finish(seq)
-		return nil, s.Err()
-	case <-ctx.Done():
-		s.withdraw(seq, s.n.cfg.ProposalTimeout)
-		return nil, ctx.Err()
-	}
-}
-
-// withdraw takes request seq back from the group: out of its queue, or, if
-// it was granted meanwhile, the lock is released. It tries for up to wait,
-// then keeps trying in the background; until it succeeds a grant to the
-// request is held by nobody, and the cancel will release it.
-func (s *Session) withdraw(seq uint64, wait time.Duration) {
-	cancel := func(ctx context.Context) bool {
-		_, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindCancel, Session: s.id, Target: seq, Floor: s.floor()})
-		if err == nil || s.Err() != nil {
-			s.finish(seq)
-			return true
-		}
-		return false
-	}
-	done := false
-	if wait > 0 {
-		ctx, stop := context.WithTimeout(s.n.ctx, wait)
-		done = cancel(ctx)
-		stop()
-	}
-	if !done {
-		s.n.goBackground(func() {
-			ctx, stop := context.WithCancel(s.n.ctx)
-			defer stop()
-			go func() {
-				select {
-				case <-s.done:
-					stop()
-				case <-ctx.Done():
-				}
-			}()
-			cancel(ctx)
-		})
-	}
+	return w.lock, nil
 }
 
 // granted records that request seq holds lock name with token, and wakes the

@@ -1,0 +1,126 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencelock/fencelock/fsm"
+)
+
+// request runs one Acquire, TryAcquire or Campaign (cmd names the kind, the
+// lock or election and, for Campaign, the value) as a new request of s: it
+// proposes it, and if it is queued waits until it is granted, ctx ends or
+// the session ends. On success the waiter holds the Lock or the Leadership.
+//
+// If ctx ends while queued, the request is withdrawn (and a grant that raced
+// ahead of the withdrawal is given back) and ctx.Err() is returned. If the
+// group cannot be reached before ctx ends, the outcome is unknown, so the
+// request is withdrawn too.
+func (s *Session) request(ctx context.Context, cmd fsm.Command) (*waiter, error) {
+	s.mu.Lock()
+	if err := s.err; err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	seq := s.nextSeq
+	s.nextSeq++
+	s.pending[seq] = struct{}{}
+	w := &waiter{ready: make(chan struct{})}
+	s.waiters[seq] = w
+	s.mu.Unlock()
+
+	cmd.Session, cmd.Seq, cmd.Floor = s.id, seq, s.floor()
+	res, err := s.n.propose(ctx, cmd)
+	if err != nil {
+		// The request may be queued or even granted. If the group has a
+		// leader the withdrawal takes one commit: wait for it, so the call
+		// returns out of the queue. Else withdraw in the background.
+		var wait time.Duration
+		if s.n.Status().LeaderID != 0 {
+			wait = s.n.cfg.ProposalTimeout
+		}
+		s.withdraw(seq, wait)
+		return nil, err
+	}
+	what := fmt.Sprintf("%v %q", cmd.Kind, cmd.Name)
+	switch res.Status {
+	case fsm.Granted:
+		var ok bool
+		if cmd.Kind == fsm.KindCampaign {
+			ok = s.elected(seq, cmd.Name, res.Value, cmd.Value) != nil
+		} else {
+			ok = s.granted(seq, cmd.Name, res.Value) != nil
+		}
+		s.finish(seq)
+		if !ok {
+			return nil, s.Err()
+		}
+		return w, nil
+	case fsm.Queued:
+		// The reply is in hand: the request no longer holds the floor back.
+		// From here the grant arrives as an event; a late duplicate of the
+		// request is ignored by the group (below the floor, or answered from
+		// its reply cache).
+		s.replied(seq)
+	case fsm.Locked:
+		s.finish(seq)
+		return nil, fmt.Errorf("%w: %q", ErrLocked, cmd.Name)
+	case fsm.UnknownSession:
+		s.finish(seq)
+		s.expired()
+		return nil, ErrSessionExpired
+	case fsm.LimitExceeded:
+		s.finish(seq)
+		return nil, fmt.Errorf("%s: %w", what, limitError(res.Value))
+	default:
+		s.finish(seq)
+		return nil, fmt.Errorf("fencelock: %s: unexpected reply %v", what, res.Status)
+	}
+	select {
+	case <-w.ready:
+		s.finish(seq)
+		return w, nil
+	case <-s.done:
+		s.finish(seq)
+		return nil, s.Err()
+	case <-ctx.Done():
+		s.withdraw(seq, s.n.cfg.ProposalTimeout)
+		return nil, ctx.Err()
+	}
+}
+
+// withdraw takes request seq back from the group: out of its queue, or, if
+// it was granted meanwhile, the lock is released. It tries for up to wait,
+// then keeps trying in the background; until it succeeds a grant to the
+// request is held by nobody, and the cancel will release it.
+func (s *Session) withdraw(seq uint64, wait time.Duration) {
+	cancel := func(ctx context.Context) bool {
+		_, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindCancel, Session: s.id, Target: seq, Floor: s.floor()})
+		if err == nil || s.Err() != nil {
+			s.finish(seq)
+			return true
+		}
+		return false
+	}
+	done := false
+	if wait > 0 {
+		ctx, stop := context.WithTimeout(s.n.ctx, wait)
+		done = cancel(ctx)
+		stop()
+	}
+	if !done {
+		s.n.goBackground(func() {
+			ctx, stop := context.WithCancel(s.n.ctx)
+			defer stop()
+			go func() {
+				select {
+				case <-s.done:
+					stop()
+				case <-ctx.Done():
+				}
+			}()
+			cancel(ctx)
+		})
+	}
+}

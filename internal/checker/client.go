@@ -22,10 +22,10 @@ type client struct {
 	home  uint64 // the replica it prefers
 	slow  bool   // holds slowLock for two TTLs each time
 	elect bool   // campaigns in elections instead of taking locks
-	n     int    // election clients: values proclaimed so far
+	n     int    // election clients: the number of its last value (nextValue)
 	sess  *fencelock.Session
 	node  uint64  // the replica sess lives on
-	held  *belief // the lock it believes it holds
+	held  *belief // the lock it believes it holds, or the term it believes it leads
 
 	mu    sync.Mutex
 	pause *pauseRequest // from the nemesis, taken at the next write

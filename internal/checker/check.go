@@ -2,6 +2,7 @@ package checker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -16,9 +17,10 @@ import (
 // outcome was unknown withdrawn.
 const settleBound = 30 * time.Second
 
-// settle waits, after healing, until no lock is held by anyone but a live
-// client that believes it holds it, then reads every lock. The reads are
-// the final operations of the history.
+// settle waits, after healing, until no lock is held and no election led by
+// anyone but a live client that believes it holds (leads) it, then reads
+// every lock and election. The reads are the final operations of the
+// history.
 func settle(ctx context.Context, e *env) ([]Op, error) {
 	lctx, cancel := context.WithTimeout(ctx, settleBound)
 	defer cancel()
@@ -27,39 +29,64 @@ func settle(ctx context.Context, e *env) ([]Op, error) {
 		return nil, err
 	}
 	n := e.c.Node(id)
-	expected := func(name string, info fencelock.LockInfo) bool {
-		if !info.Held {
+	expected := func(op Op) bool {
+		if !op.Held {
 			return true
 		}
 		e.beliefs.mu.Lock()
 		defer e.beliefs.mu.Unlock()
-		for _, b := range e.beliefs.m[name] {
-			if b.lock.Token() == info.Token && e.live(info.SessionID) {
+		for _, b := range e.beliefs.m[op.Lock] {
+			if b.token == op.Token && e.live(op.Session) {
 				return true
 			}
 		}
 		return false
 	}
+	readLock := func(name string) (Op, error) {
+		call := e.h.now()
+		info, err := n.Inspect(lctx, name)
+		if err != nil {
+			return Op{}, fmt.Errorf("final read of %q: %w", name, err)
+		}
+		return Op{Client: -1, Kind: OpRead, Lock: name, Outcome: OK, Held: info.Held,
+			Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now()}, nil
+	}
+	readLeader := func(name string) (Op, error) {
+		call := e.h.now()
+		info, err := n.Leader(lctx, name)
+		if err != nil && !errors.Is(err, fencelock.ErrNoLeader) {
+			return Op{}, fmt.Errorf("final read of election %q: %w", name, err)
+		}
+		return leaderOp(-1, id, name, info, call, e.h.now()), nil
+	}
 	var reads []Op
-	for _, name := range e.locks {
+	final := func(name string, read func(string) (Op, error)) error {
 		for {
-			call := e.h.now()
-			info, err := n.Inspect(lctx, name)
+			r, err := read(name)
 			if err != nil {
-				return nil, fmt.Errorf("final read of %q: %w", name, err)
+				return err
 			}
-			if expected(name, info) || lctx.Err() != nil {
-				if !expected(name, info) {
-					e.h.violation("lock %q still held by session %d token %d, which nobody knows of, %v after healing",
-						name, info.SessionID, info.Token, settleBound)
+			if expected(r) || lctx.Err() != nil {
+				if !expected(r) {
+					e.h.violation("%q still held by session %d token %d, which nobody knows of, %v after healing",
+						r.Lock, r.Session, r.Token, settleBound)
 				}
-				reads = append(reads, Op{Client: -1, Kind: OpRead, Lock: name, Outcome: OK, Held: info.Held,
-					Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now()})
-				break
+				reads = append(reads, r)
+				return nil
 			}
 			if err := wait(lctx, 50*time.Millisecond); err != nil {
 				continue // the deadline: one more read, then report
 			}
+		}
+	}
+	for _, name := range e.locks {
+		if err := final(name, readLock); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range e.elections {
+		if err := final(name, readLeader); err != nil {
+			return nil, err
 		}
 	}
 	return reads, nil
@@ -75,28 +102,40 @@ func check(e *env, reads []Op) Report {
 	for _, op := range ops {
 		if op.Outcome == Granted {
 			r.Grants++
+			if op.Kind == OpCampaign {
+				r.Terms++
+			}
 		}
 	}
-	end := reads[len(reads)-1].Return
-	history := append(append(ops, loses(e, ops, end)...), reads...)
+	for _, o := range e.observers {
+		r.Observed += len(o.observations())
+	}
+	var end int64
+	for _, rd := range reads {
+		end = max(end, rd.Return)
+	}
+	history := append(append(append([]Op(nil), ops...), loses(e, ops, end)...), reads...)
 	r.Violations = append(r.Violations, linearizable(history)...)
 	r.Violations = append(r.Violations, fencing(ops, writes)...)
 	r.Violations = append(r.Violations, tokensRise(ops)...)
 	r.Violations = append(r.Violations, minority(ops, windows)...)
 	r.Violations = append(r.Violations, nothingLost(e, ops, reads)...)
+	r.Violations = append(r.Violations, epochsRise(append(append([]Op(nil), ops...), reads...))...)
+	r.Violations = append(r.Violations, observed(e, ops)...)
 	return r
 }
 
 // loses adds the group's frees that no client call made: for every grant
-// not released with OK whose holder's session ended (or whose release
-// failed), a Lose between the grant and the next grant of the lock (or the
-// end); for every acquire whose outcome was unknown, a Lose of the phantom
-// grant it may have made, at any time until the end.
+// (term) not released (resigned) with OK whose holder's session ended (or
+// whose release failed), a Lose between the grant and the next grant of the
+// lock (election) or the end; for every acquire or campaign whose outcome
+// was unknown, a Lose of the phantom grant it may have made, at any time
+// until the end.
 func loses(e *env, ops []Op, end int64) []Op {
 	released := map[uint64]Outcome{} // token -> release outcome
 	releasedAt := map[uint64]int64{}
 	for _, op := range ops {
-		if op.Kind == OpRelease {
+		if op.Kind == OpRelease || op.Kind == OpResign {
 			released[op.Token] = op.Outcome
 			releasedAt[op.Token] = op.Return
 		}
@@ -130,7 +169,7 @@ func loses(e *env, ops []Op, end int64) []Op {
 		}
 	}
 	for _, op := range ops {
-		if (op.Kind == OpAcquire || op.Kind == OpTryAcquire) && op.Outcome == Unknown {
+		if (op.Kind == OpAcquire || op.Kind == OpTryAcquire || op.Kind == OpCampaign) && op.Outcome == Unknown {
 			out = append(out, Op{Client: op.Client, Kind: OpLose, Lock: op.Lock, Session: op.Session,
 				Phantom: op.ID, Outcome: OK, Call: op.Call, Return: end})
 		}
@@ -231,8 +270,8 @@ func minority(ops []Op, windows []Window) []string {
 }
 
 // nothingLost checks the final state against what clients were told: a
-// lock a live client holds is held by it with its token, and no lock is
-// held with a token older than its latest acknowledged grant.
+// lock (election) a live client holds (leads) is held by it with its token,
+// and none is held with a token older than its latest acknowledged grant.
 func nothingLost(e *env, ops []Op, reads []Op) []string {
 	var v []string
 	latest := map[string]uint64{}
@@ -255,8 +294,8 @@ func nothingLost(e *env, ops []Op, reads []Op) []string {
 			if !e.live(b.session) || b.releasing {
 				continue
 			}
-			if r := final[name]; !r.Held || r.Token != b.lock.Token() {
-				v = append(v, fmt.Sprintf("%q: client %d holds token %d, but the group has %+v", name, b.c.id, b.lock.Token(), r))
+			if r := final[name]; !r.Held || r.Token != b.token {
+				v = append(v, fmt.Sprintf("%q: client %d holds token %d, but the group has %+v", name, b.c.id, b.token, r))
 			}
 		}
 	}

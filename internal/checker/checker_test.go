@@ -50,11 +50,15 @@ func run(t *testing.T, sc Scenario) {
 		t.Fatalf("%s: %v", sc.Name, err)
 	}
 	fmt.Println(r.Line())
-	t.Logf("%s: %d grants, %d late writes refused", sc.Name, r.Grants, r.Refused)
+	t.Logf("%s: %d grants (%d terms of leadership), %d late writes refused, %d values observed",
+		sc.Name, r.Grants, r.Terms, r.Refused, r.Observed)
 	for _, v := range r.Violations {
 		t.Errorf("%s: %s", sc.Name, v)
 	}
 	if r.Grants == 0 {
 		t.Errorf("%s: no lock was ever granted: the workload did not run", sc.Name)
+	}
+	if r.Terms == 0 || r.Observed == 0 {
+		t.Errorf("%s: %d terms, %d values observed: the election workload did not run", sc.Name, r.Terms, r.Observed)
 	}
 }

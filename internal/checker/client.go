@@ -12,16 +12,20 @@ import (
 )
 
 // client is one application process: it keeps a session on its replica and
-// loops over acquire (or try-acquire) -> fenced writes -> release.
+// loops over acquire (or try-acquire) -> fenced writes -> release, or, as an
+// election client, over campaign -> fenced writes and proclamations ->
+// resign (elect.go).
 type client struct {
-	id   int
-	e    *env
-	rng  *rand.Rand
-	home uint64 // the replica it prefers
-	slow bool   // holds slowLock for two TTLs each time
-	sess *fencelock.Session
-	node uint64  // the replica sess lives on
-	held *belief // the lock it believes it holds
+	id    int
+	e     *env
+	rng   *rand.Rand
+	home  uint64 // the replica it prefers
+	slow  bool   // holds slowLock for two TTLs each time
+	elect bool   // campaigns in elections instead of taking locks
+	n     int    // election clients: the number of its last value (nextValue)
+	sess  *fencelock.Session
+	node  uint64  // the replica sess lives on
+	held  *belief // the lock it believes it holds, or the term it believes it leads
 
 	mu    sync.Mutex
 	pause *pauseRequest // from the nemesis, taken at the next write
@@ -32,46 +36,51 @@ type pauseRequest struct {
 	done chan struct{} // closed once the pause began
 }
 
-// belief is a client's view that it holds a lock. The checker requires it
-// to be gone (released, or Done closed) whenever the lock is granted to
-// someone else: the holder stops first.
+// belief is a client's view that it holds a lock or leads an election. The
+// checker requires it to be gone (released, or Done closed) whenever the
+// lock (election) is granted to someone else: the holder stops first.
 type belief struct {
 	c         *client
 	session   uint64
-	name      string
-	lock      *fencelock.Lock
-	node      uint64    // the replica its session lives on
-	at        time.Time // when it was granted
-	paused    bool      // its process is paused: it believes nothing meanwhile
+	name      string // the lock's name, or the election's key
+	token     uint64
+	done      <-chan struct{}
+	lock      *fencelock.Lock       // for a lock
+	lead      *fencelock.Leadership // for an election
+	node      uint64                // the replica its session lives on
+	at        time.Time             // when it was granted
+	paused    bool                  // its process is paused: it believes nothing meanwhile
 	releasing bool
 }
 
-// beliefs are every client's beliefs, by lock.
+// beliefs are every client's beliefs, by lock name or election key.
 type beliefs struct {
 	mu sync.Mutex
 	m  map[string]map[int]*belief
 }
 
-// granted records c's new grant, after checking that every other holder of
-// the lock has stopped.
-func (e *env) granted(c *client, name string, l *fencelock.Lock) *belief {
+// granted records c's new grant (b's name, token, done and lock or lead
+// set), after checking that every other holder of the lock (leader of the
+// election) has stopped.
+func (e *env) granted(c *client, b *belief) *belief {
 	e.beliefs.mu.Lock()
 	defer e.beliefs.mu.Unlock()
-	for id, b := range e.beliefs.m[name] {
-		if id == c.id || b.paused || b.releasing {
+	name := b.name
+	for id, o := range e.beliefs.m[name] {
+		if id == c.id || o.paused || o.releasing {
 			continue
 		}
 		select {
-		case <-b.lock.Done():
+		case <-o.done:
 		default:
 			e.h.violation("holder does not stop first: client %d granted %q token %d while client %d still holds token %d",
-				c.id, name, l.Token(), id, b.lock.Token())
+				c.id, name, b.token, id, o.token)
 		}
 	}
 	if e.beliefs.m[name] == nil {
 		e.beliefs.m[name] = map[int]*belief{}
 	}
-	b := &belief{c: c, session: c.sess.ID(), node: c.node, at: time.Now(), name: name, lock: l}
+	b.c, b.session, b.node, b.at = c, c.sess.ID(), c.node, time.Now()
 	e.beliefs.m[name][c.id] = b
 	return b
 }
@@ -91,6 +100,10 @@ func (e *env) drop(b *belief) {
 }
 
 func (c *client) run(ctx context.Context) {
+	if c.elect {
+		c.campaignLoop(ctx)
+		return
+	}
 	for ctx.Err() == nil {
 		if !c.ensureSession(ctx) {
 			continue
@@ -129,7 +142,7 @@ func (c *client) run(ctx context.Context) {
 			c.sleep(ctx, 20*time.Millisecond)
 			continue
 		}
-		c.held = c.e.granted(c, name, l)
+		c.held = c.e.granted(c, &belief{name: name, token: l.Token(), done: l.Done(), lock: l})
 		if c.critical(ctx) {
 			c.release(ctx)
 		}
@@ -156,7 +169,7 @@ func (c *client) critical(ctx context.Context) bool {
 			return false // stopping: keep the lock, for the final check
 		}
 		select {
-		case <-b.lock.Done():
+		case <-b.done:
 			c.e.drop(b)
 			c.held = nil
 			return false
@@ -172,8 +185,8 @@ func (c *client) critical(ctx context.Context) bool {
 
 // write makes one fenced write; false if the resource refused the token.
 func (c *client) write(b *belief) bool {
-	err := c.e.fencer.Do(b.name, b.lock.Token(), func() error {
-		c.e.h.write(b.name, c.id, b.lock.Token())
+	err := c.e.fencer.Do(b.name, b.token, func() error {
+		c.e.h.write(b.name, c.id, b.token)
 		return nil
 	})
 	if err != nil {
@@ -238,18 +251,28 @@ func (c *client) paused(ctx context.Context, p *pauseRequest) {
 	c.write(b)
 }
 
+// release releases the lock, or resigns the leadership, c holds.
 func (c *client) release(ctx context.Context) {
 	b := c.held
 	c.held = nil
 	c.e.update(b, func(b *belief) { b.releasing = true })
-	i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: OpRelease, Lock: b.name, Session: c.sess.ID(), Token: b.lock.Token()})
+	kind := OpRelease
+	if b.lead != nil {
+		kind = OpResign
+	}
+	i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: kind, Lock: b.name, Session: c.sess.ID(), Token: b.token})
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.e.opTimeout)
-	err := b.lock.Release(rctx)
+	var err error
+	if b.lead != nil {
+		err = b.lead.Resign(rctx)
+	} else {
+		err = b.lock.Release(rctx)
+	}
 	cancel()
 	switch {
 	case err == nil:
 		c.e.h.end(i, OK, 0)
-	case errors.Is(err, fencelock.ErrNotHeld):
+	case errors.Is(err, fencelock.ErrNotHeld), errors.Is(err, fencelock.ErrNotLeader):
 		c.e.h.end(i, NotHeld, 0)
 	default:
 		c.e.h.end(i, Unknown, 0)

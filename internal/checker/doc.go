@@ -2,8 +2,10 @@
 // Jepsen and etcd's robustness tests do: it runs real replicas (in this
 // process, on real data dirs, over the fault-injecting transport.Network),
 // drives clients that acquire a lock, write to a shared register through a
-// Fencer and release it, lets a nemesis inject faults, records every
-// operation with its call and return times, and checks the history.
+// Fencer and release it, and clients that campaign in elections, write as
+// leader through the Fencer and proclaim, while observers follow the
+// elections; lets a nemesis inject faults, records every operation with its
+// call and return times, and checks the history.
 //
 // # Workload
 //
@@ -11,57 +13,80 @@
 // (TTL 1.5s) on its home replica (another one while its home is down),
 // contend for two locks. Each loop: Acquire (or, one time in four,
 // TryAcquire) with a 2s deadline, then three fenced writes to the lock's
-// register, checking Lock.Done before each, then Release.
+// register, checking Lock.Done before each, then Release. Two slow clients
+// hold a third lock for two TTLs at a time.
+//
+// Four election clients (elect.go; sessions like the others) campaign in
+// two elections, so candidates queue behind leaders. Each loop: one time in
+// two a Node.Leader read, then Campaign with a value (deadline 4 TTLs); as
+// leader, four steps of a fenced write with the term's epoch (the
+// Leadership's token) to the election's register and a Proclaim of a new
+// value, checking Leadership.Done before each and waiting TTL/30 between
+// them; then Resign. Values are "c<client>/<n>" with n rising, so the order
+// of a term's values can be told. A Proclaim is bounded by the term (it
+// gives up when Done closes), not by a timeout shorter than the TTL. Four
+// observers (observe.go), two per election on different replicas, follow
+// the elections with Node.Observe from the start until the final check,
+// observing again on another replica when theirs stops.
 //
 // # Faults (nemesis.go)
 //
 // leader crash and restart, follower crash and restart from disk, leader
 // isolated, partitions with the leader in the minority or in the majority,
-// lossy links (5% loss), slow links (20-40ms), a client frozen in its
-// critical section for 2.5 TTLs (testhook.Pause: its whole process, timers
-// and all; on waking it writes without looking at Done), full-cluster
-// restart, a follower that catches up by snapshot, and wall-clock jumps of
-// +1h and -2h on every replica and client.
+// lossy links (5% loss), slow links (20-40ms), the replica of a holder cut
+// off mid-section (a slow-lock holder, then a leader at the start of its
+// term), a client frozen in its critical section or term for 2.5 TTLs
+// (testhook.Pause: its whole process, timers and all; on waking it writes
+// without looking at Done), full-cluster restart, a follower that catches
+// up by snapshot, and wall-clock jumps of +1h and -2h on every replica and
+// client.
 //
-// # Checks (check.go)
+// # Checks (check.go, checkelect.go)
 //
-//  1. Linearizability of each lock's history with porcupine (LockModel):
-//     one holder at a time, tokens rising, Release only by the current grant,
-//     TryAcquire refused only when held. A call that failed or timed out is
-//     Unknown: it returns "never" and may or may not have happened, as
-//     porcupine handles indeterminate operations. The group's frees that no
-//     call made (session expiry, a withdrawn grant) are Lose operations
-//     bounded by the next grant of the lock, and the final linearizable read
-//     of every lock closes the history.
-//  2. Fencing: per lock, the tokens the Fencer admitted never go down, so no
-//     two critical sections interleave, and every admitted token was granted
-//     to its writer. And the holder stops first: when a lock is granted,
-//     every earlier holder that did not release it finds Lock.Done closed
-//     (checked at the moment of the grant, on the earlier holder's lock).
+// Elections are checked as locks whose holder has a value, in their own
+// namespace (history key "election:<name>"), so checks 1-5 cover them too.
+//
+//  1. Linearizability of each lock's and election's history with porcupine
+//     (LockModel): one holder (leader) at a time, tokens (epochs) rising,
+//     Release and Resign only by the current grant, TryAcquire refused only
+//     when held, Proclaim refused only when the term is over, and every
+//     Leader read shows the leader, epoch and value of the moment. A call
+//     that failed or timed out is Unknown: it returns "never" and may or
+//     may not have happened, as porcupine handles indeterminate operations
+//     (a campaign of unknown outcome may have made a phantom leader, which a
+//     Leader read may show, with its epoch). The group's frees that no call
+//     made (session expiry, a withdrawn grant or candidate) are Lose
+//     operations bounded by the next grant (term), and the final
+//     linearizable read of every lock and election closes the history.
+//  2. Fencing: per lock and election, the tokens the Fencer admitted never
+//     go down, so no two critical sections (terms) interleave, and every
+//     admitted token was granted to its writer. And the holder stops first:
+//     when a lock is granted or a leader elected, every earlier holder
+//     (leader) that did not release (resign) finds Done closed (checked at
+//     the moment of the grant, on the earlier holder's Lock or Leadership).
 //  3. Tokens are unique and rise with real time over the whole run,
-//     restarts included.
-//  4. No client on the cut-off side of a partition is granted a lock it
-//     asked for during the partition; after healing, every replica of that
+//     restarts included; per election, an epoch granted after another was
+//     returned (by a Campaign or a Leader read) is larger, and no Leader
+//     read returns an epoch older than one returned before it began.
+//  4. No client on the cut-off side of a partition is granted a lock or
+//     elected during the partition; after healing, every replica of that
 //     side grants again within 20s.
-//  5. Nothing is lost: after healing, every lock is held only by a live
-//     client that believes it holds it, with its token (dead sessions'
-//     locks were freed by expiry within 30s), and none is held with a token
-//     older than its latest acknowledged grant.
+//  5. Nothing is lost: after healing, every lock (election) is held (led)
+//     only by a live client that believes it holds it, with its token (dead
+//     sessions' locks and terms were freed by expiry within 30s), and none
+//     with a token older than its latest acknowledged grant.
+//  6. Observers, each over all its deliveries, re-subscriptions included:
+//     epochs never go back, a term never returns after a delivery without a
+//     leader followed it, a term's values arrive in the order they were
+//     proclaimed, and every leader delivered is a term the group granted to
+//     that session (or a campaign of unknown outcome) with a value it
+//     campaigned or proclaimed. After the final reads, every observer's last
+//     delivered value equals its election's final Leader read within 20s.
 //
 // Each scenario prints one line:
 //
 //	scenario=<name> ops=<n> faults=<n> violations=0 duration=<s>
 //
-// # Adding election (Campaign/Resign)
-//
-// An election is a lock whose holder also has a value, so the same model
-// serves: add OpCampaign (recorded and stepped like OpAcquire with wait:
-// Granted with the epoch token, Unknown on failure), OpResign (like
-// OpRelease), OpProclaim (changes the value, same token: add Value to
-// lockState and Op) and OpLeader (like OpRead, returning session, token and
-// value, or no leader). Give elections their own names (they are a separate
-// namespace), let clients campaign on them in client.run, record the
-// leader's "writes" through the same Fencer with the epoch token, and add
-// the Leadership to the beliefs so the holder-stops-first check covers
-// leaders too. Lose (expiry) and the final read apply unchanged.
+// The scenario's test log adds grants, terms of leadership, late writes the
+// Fencer refused and values observed.
 package checker

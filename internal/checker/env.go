@@ -15,11 +15,15 @@ type env struct {
 	h         *History
 	fencer    *fencelock.Fencer
 	locks     []string
+	elections []string
 	ttl       time.Duration
 	opTimeout time.Duration
 	rng       *rand.Rand // the nemesis's
 	clients   []*client
+	observers []*observer
 	beliefs   beliefs
+
+	holderIsolations int // HolderIsolated faults so far; only the nemesis uses it
 
 	mu       sync.Mutex
 	sessions map[uint64]*fencelock.Session

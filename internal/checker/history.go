@@ -13,7 +13,7 @@ type History struct {
 
 	mu         sync.Mutex
 	ops        []Op
-	writes     map[string][]Write // by lock: the register's log, in admission order
+	writes     map[string][]Write // by lock (election key): the register's log, in admission order
 	refused    int                // late writes the Fencer refused
 	violations []string           // found while running
 	windows    []Window           // partitions, for the minority check
@@ -47,6 +47,15 @@ func (h *History) begin(op Op) int {
 	op.ID = len(h.ops) + 1
 	h.ops = append(h.ops, op)
 	return len(h.ops) - 1
+}
+
+// add records a completed operation whose call and return times are set:
+// a read, recorded only if it returned something.
+func (h *History) add(op Op) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	op.ID = len(h.ops) + 1
+	h.ops = append(h.ops, op)
 }
 
 // end records the return of operation i.

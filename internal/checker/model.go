@@ -19,19 +19,27 @@ type OpKind uint8
 //   - Read is the final linearizable read of the lock (Node.Inspect), after
 //     healing: it shows that nothing acknowledged was lost.
 //
-// Election adds Campaign (like Acquire with wait: it returns the epoch
-// token), Resign (like Release) and Leader (a Read that also returns the
-// value); see the package doc.
+// Election operations work on an election's state, in a namespace of their
+// own (Op.Lock is electionKey(name)): Campaign is an Acquire with wait that
+// also sets the leader's value and returns the term's epoch (its token),
+// Resign is a Release, Proclaim replaces the value within the term, and
+// Leader is a linearizable read of the leader, its epoch and its value,
+// during the run or as the final read.
 const (
 	OpAcquire OpKind = iota + 1
 	OpTryAcquire
 	OpRelease
 	OpLose
 	OpRead
+	OpCampaign
+	OpResign
+	OpProclaim
+	OpLeader
 )
 
 func (k OpKind) String() string {
-	return [...]string{"?", "acquire", "try-acquire", "release", "lose", "read"}[k]
+	return [...]string{"?", "acquire", "try-acquire", "release", "lose", "read",
+		"campaign", "resign", "proclaim", "leader"}[k]
 }
 
 // Outcome is what an operation returned.
@@ -60,10 +68,11 @@ type Op struct {
 	Lock    string
 	Session uint64
 	Token   uint64 // acquire: granted token; release and lose: the grant
-	Phantom int    // lose: the unknown acquire whose grant it frees; 0 otherwise
+	Phantom int    // lose: the unknown acquire or campaign whose grant it frees; 0 otherwise
 	ID      int    // unique in the history, for phantoms
 	Outcome Outcome
-	Held    bool // read: whether the lock is held (Session, Token: by whom)
+	Held    bool   // read, leader: whether it is held (Session, Token, Value: by whom)
+	Value   string // campaign, proclaim: the leader's new value; leader: the value read
 	Call    int64
 	Return  int64
 }
@@ -71,13 +80,16 @@ type Op struct {
 // never is the return time of an operation whose outcome is unknown.
 const never = int64(1) << 62
 
-// lockState is the model of one lock: who holds it, with which grant, and
-// the highest token granted so far. A grant whose outcome its caller never
-// learned (a phantom) is held with token 0 and its acquire's ID.
+// lockState is the model of one lock or election: who holds it (leads it),
+// with which grant, the leader's value, and the highest token granted so
+// far. A grant whose outcome its caller never learned (a phantom) is held
+// with its acquire's (campaign's) ID and token 0 until a read shows its
+// token.
 type lockState struct {
 	Session uint64 // 0 when free
 	Token   uint64
 	Phantom int
+	Value   string // elections: the leader's value
 	Last    uint64
 }
 
@@ -110,27 +122,28 @@ var LockModel = porcupine.NondeterministicModel{
 	Equal: func(a, b any) bool { return a.(lockState) == b.(lockState) },
 	DescribeOperation: func(input, _ any) string {
 		op := input.(Op)
-		return fmt.Sprintf("%v(s%d,t%d,p%d)->%v", op.Kind, op.Session, op.Token, op.Phantom, op.Outcome)
+		return fmt.Sprintf("%v(s%d,t%d,p%d,%q)->%v", op.Kind, op.Session, op.Token, op.Phantom, op.Value, op.Outcome)
 	},
 	DescribeState: func(state any) string {
 		s := state.(lockState)
 		if s.Session == 0 {
 			return fmt.Sprintf("free last=%d", s.Last)
 		}
-		return fmt.Sprintf("held s%d t%d p%d last=%d", s.Session, s.Token, s.Phantom, s.Last)
+		return fmt.Sprintf("held s%d t%d p%d %q last=%d", s.Session, s.Token, s.Phantom, s.Value, s.Last)
 	},
 }
 
-// step returns the states the lock may be in after op; none if op could not
-// have returned what it did.
+// step returns the states the lock (election) may be in after op; none if
+// op could not have returned what it did.
 func step(s lockState, op Op) []any {
 	free := s.Session == 0
+	mine := s.Session == op.Session && s.Token == op.Token && s.Phantom == 0
 	switch op.Kind {
-	case OpAcquire, OpTryAcquire:
+	case OpAcquire, OpTryAcquire, OpCampaign:
 		switch op.Outcome {
 		case Granted:
 			if free && op.Token > s.Last {
-				return []any{lockState{Session: op.Session, Token: op.Token, Last: op.Token}}
+				return []any{lockState{Session: op.Session, Token: op.Token, Value: op.Value, Last: op.Token}}
 			}
 		case Locked:
 			if !free {
@@ -138,12 +151,11 @@ func step(s lockState, op Op) []any {
 			}
 		case Unknown:
 			if free { // granted to nobody who knows it, or not at all
-				return []any{s, lockState{Session: op.Session, Phantom: op.ID, Last: s.Last}}
+				return []any{s, lockState{Session: op.Session, Phantom: op.ID, Value: op.Value, Last: s.Last}}
 			}
 			return []any{s}
 		}
-	case OpRelease:
-		mine := s.Session == op.Session && s.Token == op.Token && s.Phantom == 0
+	case OpRelease, OpResign:
 		switch op.Outcome {
 		case OK:
 			if mine {
@@ -159,6 +171,24 @@ func step(s lockState, op Op) []any {
 			}
 			return []any{s}
 		}
+	case OpProclaim:
+		proclaimed := s
+		proclaimed.Value = op.Value
+		switch op.Outcome {
+		case OK:
+			if mine {
+				return []any{proclaimed}
+			}
+		case NotHeld:
+			if !mine {
+				return []any{s}
+			}
+		case Unknown:
+			if mine {
+				return []any{s, proclaimed}
+			}
+			return []any{s}
+		}
 	case OpLose:
 		if op.Phantom != 0 { // the withdrawal of a grant nobody learned of, if it happened
 			if s.Phantom == op.Phantom {
@@ -166,19 +196,36 @@ func step(s lockState, op Op) []any {
 			}
 			return []any{s}
 		}
-		if s.Session == op.Session && s.Token == op.Token && s.Phantom == 0 {
+		if mine {
 			return []any{lockState{Last: s.Last}}
 		}
 		return []any{s} // released already (by a release whose outcome was unknown)
-	case OpRead:
-		switch {
-		case !op.Held && free:
-			return []any{s}
-		case op.Held && s.Phantom != 0 && s.Session == op.Session && op.Token > s.Last:
-			return []any{lockState{Session: s.Session, Token: op.Token, Last: op.Token}}
-		case op.Held && s.Phantom == 0 && s.Session == op.Session && s.Token == op.Token:
+	case OpRead, OpLeader:
+		return readStep(s, op)
+	}
+	return nil
+}
+
+// readStep is a linearizable read of the lock (election): it must show the
+// holder, token and value of the state. A phantom grant shows its token for
+// the first time in a read; it stays a phantom (its caller never learned
+// of it, so only its Lose frees it).
+func readStep(s lockState, op Op) []any {
+	if !op.Held {
+		if s.Session == 0 {
 			return []any{s}
 		}
+		return nil
+	}
+	if s.Session != op.Session || s.Value != op.Value {
+		return nil
+	}
+	switch {
+	case s.Phantom == 0 && s.Token == op.Token:
+		return []any{s}
+	case s.Phantom != 0 && (s.Token == op.Token || s.Token == 0 && op.Token > s.Last):
+		s.Token, s.Last = op.Token, max(s.Last, op.Token)
+		return []any{s}
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
 )
 
 // The checks must catch what they claim to: each history below breaks one
@@ -95,4 +97,115 @@ func TestMinorityCheck(t *testing.T) {
 	on := func(node uint64, call, ret int64) Op { g := grant(0, 1, 10, call, ret); g.Node = node; return g }
 	require.Empty(t, minority([]Op{on(3, 50, 150), on(1, 120, 150), on(3, 150, 250)}, w))
 	require.NotEmpty(t, minority([]Op{on(3, 120, 150)}, w))
+}
+
+// Election histories: an election is a lock whose holder has a value.
+
+func campaignOp(client int, session, token uint64, value string, call, ret int64) Op {
+	return Op{Client: client, Kind: OpCampaign, Lock: "E", Session: session, Token: token, Value: value, Outcome: Granted, Call: call, Return: ret}
+}
+
+func proclaimOp(client int, session, token uint64, value string, out Outcome, call, ret int64) Op {
+	if out == Unknown {
+		ret = never
+	}
+	return Op{Client: client, Kind: OpProclaim, Lock: "E", Session: session, Token: token, Value: value, Outcome: out, Call: call, Return: ret}
+}
+
+func resignOp(client int, session, token uint64, out Outcome, call, ret int64) Op {
+	return Op{Client: client, Kind: OpResign, Lock: "E", Session: session, Token: token, Outcome: out, Call: call, Return: ret}
+}
+
+func leaderRead(held bool, session, token uint64, value string, call, ret int64) Op {
+	return Op{Client: -1, Kind: OpLeader, Lock: "E", Held: held, Session: session, Token: token, Value: value, Outcome: OK, Call: call, Return: ret}
+}
+
+func TestModelAcceptsALegalElection(t *testing.T) {
+	h := ids([]Op{
+		campaignOp(0, 1, 10, "c0/1", 0, 10),
+		campaignOp(1, 2, 20, "c1/1", 5, 60), // queued behind 10
+		proclaimOp(0, 1, 10, "c0/2", OK, 11, 20),
+		leaderRead(true, 1, 10, "c0/2", 21, 25),
+		proclaimOp(0, 1, 10, "c0/3", Unknown, 26, 0),
+		leaderRead(true, 1, 10, "c0/3", 30, 35), // the unknown proclamation happened
+		resignOp(0, 1, 10, OK, 40, 50),
+		proclaimOp(0, 1, 10, "c0/4", NotHeld, 51, 52),
+		leaderRead(true, 2, 20, "c1/1", 61, 62),
+		{Client: 2, Kind: OpCampaign, Lock: "E", Session: 3, Value: "c2/1", Outcome: Unknown, Call: 63, Return: never},
+		{Client: 1, Kind: OpLose, Lock: "E", Session: 2, Token: 20, Outcome: OK, Call: 60, Return: 300}, // expired
+		leaderRead(true, 3, 30, "c2/1", 70, 80), // the unknown campaign won, after the expiry
+		leaderRead(true, 3, 30, "c2/1", 81, 82),
+		{Client: 2, Kind: OpLose, Lock: "E", Session: 3, Phantom: 10, Outcome: OK, Call: 63, Return: 300}, // withdrawn
+		leaderRead(false, 0, 0, "", 400, 410),
+	})
+	require.Empty(t, linearizable(h))
+}
+
+func TestModelRejectsElections(t *testing.T) {
+	for name, h := range map[string][]Op{
+		"two leaders at once": {
+			campaignOp(0, 1, 10, "a", 0, 10), campaignOp(1, 2, 20, "b", 20, 30), leaderRead(true, 2, 20, "b", 40, 41),
+		},
+		"an epoch going down": {
+			campaignOp(0, 1, 20, "a", 0, 10), resignOp(0, 1, 20, OK, 11, 12), campaignOp(1, 2, 10, "b", 20, 30),
+		},
+		"a proclamation lost": {
+			campaignOp(0, 1, 10, "a", 0, 10), proclaimOp(0, 1, 10, "a2", OK, 11, 12), leaderRead(true, 1, 10, "a", 20, 21),
+		},
+		"a value going back": {
+			campaignOp(0, 1, 10, "a", 0, 10), proclaimOp(0, 1, 10, "a2", OK, 11, 12), proclaimOp(0, 1, 10, "a3", OK, 13, 14),
+			leaderRead(true, 1, 10, "a3", 20, 21), leaderRead(true, 1, 10, "a2", 22, 23),
+		},
+		"a proclamation refused to the leader": {
+			campaignOp(0, 1, 10, "a", 0, 10), proclaimOp(0, 1, 10, "a2", NotHeld, 11, 12),
+		},
+		"a proclamation after the term passed on": {
+			campaignOp(0, 1, 10, "a", 0, 10), resignOp(0, 1, 10, OK, 11, 12), campaignOp(1, 2, 20, "b", 13, 14),
+			proclaimOp(0, 1, 10, "a2", OK, 15, 16),
+		},
+		"a resigned leader still read": {
+			campaignOp(0, 1, 10, "a", 0, 10), resignOp(0, 1, 10, OK, 11, 12), leaderRead(true, 1, 10, "a", 20, 21),
+		},
+		"a phantom read with two epochs": {
+			{Client: 0, Kind: OpCampaign, Lock: "E", Session: 1, Value: "a", Outcome: Unknown, Call: 0, Return: never},
+			leaderRead(true, 1, 10, "a", 5, 6), leaderRead(true, 1, 11, "a", 7, 8),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.NotEmpty(t, linearizable(ids(h)))
+		})
+	}
+}
+
+func TestEpochsRiseCheck(t *testing.T) {
+	ok := []Op{campaignOp(0, 1, 10, "a", 0, 10), leaderRead(true, 1, 10, "a", 11, 12), campaignOp(1, 2, 20, "b", 5, 30),
+		leaderRead(true, 1, 10, "a", 13, 31)} // concurrent with the grant of 20
+	require.Empty(t, epochsRise(ok))
+	require.NotEmpty(t, epochsRise([]Op{campaignOp(0, 1, 20, "a", 0, 10), campaignOp(1, 2, 15, "b", 11, 12)}))
+	require.NotEmpty(t, epochsRise([]Op{campaignOp(0, 1, 20, "a", 0, 10), leaderRead(true, 2, 15, "b", 11, 12)}))
+	require.NotEmpty(t, epochsRise([]Op{leaderRead(true, 2, 20, "b", 0, 1), campaignOp(1, 2, 20, "b", 5, 12)}),
+		"an epoch granted again")
+}
+
+func TestObserverChecks(t *testing.T) {
+	ob := func(token, session uint64, value string) Observation {
+		return Observation{Info: fencelock.LeaderInfo{Election: "E", Token: token, SessionID: session, Value: value}}
+	}
+	none := Observation{Info: fencelock.LeaderInfo{Election: "E"}}
+	good := []Observation{none, ob(10, 1, "c0/1"), ob(10, 1, "c0/3"), ob(10, 1, "c0/3"), none, ob(20, 2, "c1/1"), ob(30, 3, "c2/4")}
+	require.Empty(t, observedInOrder("o", good))
+	for name, seen := range map[string][]Observation{
+		"an older epoch":              {ob(20, 2, "c1/1"), ob(10, 1, "c0/1")},
+		"an ended term again":         {ob(10, 1, "c0/1"), none, ob(10, 1, "c0/1")},
+		"a value of a term goes back": {ob(10, 1, "c0/3"), ob(10, 1, "c0/2")},
+	} {
+		require.Len(t, observedInOrder("o", seen), 1, name)
+	}
+
+	ops := []Op{campaignOp(0, 1, 10, "c0/1", 0, 1), proclaimOp(0, 1, 10, "c0/2", Unknown, 2, 0),
+		{Client: 2, Kind: OpCampaign, Lock: "E", Session: 3, Value: "c2/1", Outcome: Unknown, Call: 3, Return: never}}
+	require.Empty(t, observedOrigin("o", "E", ops, []Observation{none, ob(10, 1, "c0/1"), ob(10, 1, "c0/2"), ob(30, 3, "c2/1")}))
+	require.Len(t, observedOrigin("o", "E", ops, []Observation{ob(10, 2, "c0/1")}), 2, "another session's epoch and value")
+	require.Len(t, observedOrigin("o", "E", ops, []Observation{ob(11, 1, "c0/1")}), 1, "an epoch never granted")
+	require.Len(t, observedOrigin("o", "E", ops, []Observation{ob(10, 1, "c0/9")}), 1, "a value never proclaimed")
 }

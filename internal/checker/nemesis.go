@@ -97,20 +97,35 @@ var LeaderIsolated = Fault{"leader-isolated", func(ctx context.Context, e *env) 
 }}
 
 // HolderIsolated cuts off the replica of a client that was just granted the
-// slow lock, in the middle of its critical section: the group expires its
-// session and grants the lock on, and the holder must have stopped (Done
-// closed, by its own clock) before that grant.
+// slow lock (the first time, and every other time) or elected leader (the
+// second), in the middle of its critical section (term): the group expires
+// its session and grants the lock (elects the next candidate), and the
+// holder must have stopped (Done closed, by its own clock) before that
+// grant.
 var HolderIsolated = Fault{"holder-isolated", func(ctx context.Context, e *env) error {
+	// A leader's term is short: cut it off at its start, so that it is
+	// still acting (not resigning) when the group elects its successor.
+	keys, recent := []string{slowLock}, e.ttl/5
+	if e.holderIsolations%2 == 1 {
+		keys, recent = nil, e.ttl/20
+		for _, name := range e.elections {
+			keys = append(keys, electionKey(name))
+		}
+	}
+	e.holderIsolations++
 	for {
-		var node uint64
+		var nodes []uint64
 		e.beliefs.mu.Lock()
-		for _, b := range e.beliefs.m[slowLock] {
-			if !b.releasing && !b.paused && time.Since(b.at) < e.ttl/5 {
-				node = b.node
+		for _, k := range keys {
+			for _, b := range e.beliefs.m[k] {
+				if !b.releasing && !b.paused && time.Since(b.at) < recent {
+					nodes = append(nodes, b.node)
+				}
 			}
 		}
 		e.beliefs.mu.Unlock()
-		if node != 0 {
+		if len(nodes) > 0 {
+			node := nodes[e.rng.IntN(len(nodes))]
 			e.c.Net.Isolate(e.c.Addr(node))
 			return partitioned(ctx, e, []uint64{node})
 		}

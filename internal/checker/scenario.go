@@ -26,7 +26,9 @@ type Scenario struct {
 type Report struct {
 	Name       string
 	Ops        int // client operations recorded
-	Grants     int // acquires that returned a grant
+	Grants     int // acquires and campaigns that returned a grant
+	Terms      int // campaigns that returned a grant
+	Observed   int // values delivered to observers
 	Faults     int // faults applied
 	Refused    int // late writes the Fencer refused
 	Violations []string
@@ -46,7 +48,8 @@ const (
 )
 
 // lockNames are the locks the clients contend for; two more slow clients
-// contend for slowLock, each holding it for two TTLs.
+// contend for slowLock, each holding it for two TTLs; and electionClients
+// more campaign in electionNames (elect.go).
 var lockNames = []string{"register/a", "register/b"}
 
 const slowLock, slowClients = "register/slow", 2
@@ -66,18 +69,36 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 		return Report{}, err
 	}
 	defer c.StopAll()
-	e := &env{c: c, h: newHistory(), fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock), ttl: ttl,
+	e := &env{c: c, h: newHistory(), fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock),
+		elections: electionNames, ttl: ttl,
 		opTimeout: opTimeout, rng: rand.New(rand.NewPCG(sc.Seed, 1)),
 		beliefs: beliefs{m: map[string]map[int]*belief{}}, sessions: map[uint64]*fencelock.Session{}}
 	if _, err := leader(ctx, e); err != nil {
 		return Report{}, err
 	}
 
+	// Observers follow the elections from the start until the final check,
+	// after the clients have stopped.
+	octx, stopObservers := context.WithCancel(ctx)
+	var owg sync.WaitGroup
+	defer owg.Wait()
+	defer stopObservers()
+	for i := range observers {
+		o := newObserver(i, e, electionNames[i%len(electionNames)], c.IDs()[(i+1)%sc.Replicas])
+		e.observers = append(e.observers, o)
+		owg.Add(1)
+		go func() {
+			defer owg.Done()
+			o.run(octx)
+		}()
+	}
+
 	cctx, stopClients := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i := range sc.Clients + slowClients {
+	for i := range sc.Clients + slowClients + electionClients {
 		cl := &client{id: i, e: e, rng: rand.New(rand.NewPCG(sc.Seed, uint64(i)+2)),
-			home: c.IDs()[i%sc.Replicas], slow: i >= sc.Clients}
+			home: c.IDs()[i%sc.Replicas], slow: i >= sc.Clients && i < sc.Clients+slowClients,
+			elect: i >= sc.Clients+slowClients}
 		e.clients = append(e.clients, cl)
 	}
 	for _, cl := range e.clients {
@@ -103,6 +124,9 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	observersCatchUp(ctx, e, reads)
+	stopObservers()
+	owg.Wait()
 	r := check(e, reads)
 	r.Name, r.Faults, r.Duration = sc.Name, e.faults, time.Since(began)
 	return r, nil

@@ -121,8 +121,11 @@ func (l *Leadership) Err() error {
 
 // Proclaim replaces the leader's value, keeping the term and its token;
 // observers see the new value. It fails with ErrNotLeader if the term is
-// over, at the group or for this leader (Done is closed), and with
-// ErrValueTooLarge if value is longer than 4096 bytes.
+// over, at the group or for this leader, and with ErrValueTooLarge if value
+// is longer than 4096 bytes. When Done is already closed Proclaim does not
+// ask the group, and its error also wraps Err's reason (errors.Is(err,
+// ErrSessionExpired), say): the term may still last at the group for a
+// while, but this leader has stopped.
 func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if len(value) > fsm.MaxValueLen {
 		return valueTooLarge(value)

@@ -156,6 +156,7 @@ type Node struct {
 	// restoredIndex is the index of the last snapshot the state was
 	// restored from, at restart or when catching up.
 	restoredIndex atomic.Uint64
+	snaps         snapStats
 
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node

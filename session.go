@@ -61,6 +61,7 @@ type Session struct {
 	waiters  map[uint64]*waiter  // Acquire calls by request number
 	locks    map[uint64]*Lock    // locks held, by token
 	deadline time.Time           // holder's clock: give up after this
+	acked    time.Time           // send time of the last keep-alive acknowledged
 	timer    clock.Timer         // fires at deadline
 	err      error
 	frozen   bool
@@ -127,6 +128,7 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		waiters:  make(map[uint64]*waiter),
 		locks:    make(map[uint64]*Lock),
 		deadline: sent.Add(o.ttl - o.margin),
+		acked:    sent,
 		thaw:     make(chan struct{}),
 	}
 	n.mu.Lock()
@@ -204,7 +206,7 @@ func (s *Session) keepAlive() {
 		cancel()
 		switch {
 		case err == nil && res.Status == fsm.OK:
-			s.extend(sent.Add(s.ttl - s.margin))
+			s.extend(sent, sent.Add(s.ttl-s.margin))
 			t.Reset(interval)
 		case err == nil && res.Status == fsm.UnknownSession:
 			s.expired()
@@ -215,10 +217,13 @@ func (s *Session) keepAlive() {
 	}
 }
 
-func (s *Session) extend(deadline time.Time) {
+func (s *Session) extend(sent, deadline time.Time) {
 	s.mu.Lock()
 	if deadline.After(s.deadline) {
 		s.deadline = deadline
+	}
+	if sent.After(s.acked) {
+		s.acked = sent
 	}
 	s.mu.Unlock()
 }

@@ -10,6 +10,7 @@ package fsm
 import (
 	"errors"
 	"io"
+	"time"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
 )
@@ -24,6 +25,14 @@ type Observer interface {
 	// Restored reports that a snapshot replaced the whole state: events of
 	// the entries it covered were never reported.
 	Restored(st *State)
+}
+
+// SnapshotObserver may be implemented by an Observer to learn how long
+// snapshots take (for metrics and the benchmark; the time is measured here,
+// in the adapter, and never enters the state).
+type SnapshotObserver interface {
+	SnapshotSaved(index uint64, bytes int64, took time.Duration)
+	SnapshotRestored(index uint64, took time.Duration)
 }
 
 // Query reads the state. Passed to Dragonboat's SyncRead, it runs on the
@@ -74,13 +83,38 @@ func (m *machine) Lookup(q any) (any, error) {
 }
 
 func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
-	return m.st.Save(w)
+	so, timed := m.obs.(SnapshotObserver)
+	if !timed {
+		return m.st.Save(w)
+	}
+	start := time.Now()
+	cw := &countingWriter{w: w}
+	err := m.st.Save(cw)
+	if err == nil {
+		so.SnapshotSaved(m.st.index, cw.n, time.Since(start))
+	}
+	return err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
+	start := time.Now()
 	st, err := Restore(r)
 	if err != nil {
 		return err
+	}
+	if so, ok := m.obs.(SnapshotObserver); ok {
+		so.SnapshotRestored(st.index, time.Since(start))
 	}
 	m.st = st
 	if m.obs != nil {

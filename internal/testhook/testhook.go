@@ -1,7 +1,9 @@
 // Package testhook lets fencelock's own tests, benchmark and quickstart
-// simulate a frozen client without widening the public API: the root package
-// registers the implementation at init.
+// simulate a frozen client, and read a few internal figures, without widening
+// the public API: the root package registers the implementations at init.
 package testhook
+
+import "time"
 
 // freeze is set by package fencelock.
 var freeze func(session any, frozen bool)
@@ -17,3 +19,30 @@ func Freeze(session any) { freeze(session, true) }
 
 // Thaw ends the pause started by Freeze.
 func Thaw(session any) { freeze(session, false) }
+
+var lastKeepAlive func(session any) time.Time
+
+// RegisterLastKeepAlive installs LastKeepAlive; only package fencelock calls it.
+func RegisterLastKeepAlive(f func(session any) time.Time) { lastKeepAlive = f }
+
+// LastKeepAlive returns when the last keep-alive (or the open) of a
+// *fencelock.Session that the group acknowledged was sent, by the holder's
+// clock: the session's group-side TTL runs from a moment after it.
+func LastKeepAlive(session any) time.Time { return lastKeepAlive(session) }
+
+// Snapshots describes the snapshots a replica saved and restored.
+type Snapshots struct {
+	Saves, Restores int
+	LastSave        time.Duration // time to write the last snapshot
+	LastSaveBytes   int64
+	LastRestore     time.Duration // time to read and rebuild the state from the last snapshot
+	RestoredIndex   uint64        // log index of the last snapshot restored
+}
+
+var snapshots func(node any) Snapshots
+
+// RegisterSnapshots installs SnapshotStats; only package fencelock calls it.
+func RegisterSnapshots(f func(node any) Snapshots) { snapshots = f }
+
+// SnapshotStats reports the snapshots of a *fencelock.Node.
+func SnapshotStats(node any) Snapshots { return snapshots(node) }

@@ -30,11 +30,11 @@ func init() {
 }
 
 // SnapshotSaved implements fsm.SnapshotObserver.
-func (n *Node) SnapshotSaved(_ uint64, bytes int64, took time.Duration) {
+func (n *Node) SnapshotSaved(index uint64, bytes int64, took time.Duration) {
 	n.snaps.mu.Lock()
 	defer n.snaps.mu.Unlock()
 	n.snaps.s.Saves++
-	n.snaps.s.LastSave, n.snaps.s.LastSaveBytes = took, bytes
+	n.snaps.s.LastSave, n.snaps.s.LastSaveBytes, n.snaps.s.LastSaveIndex = took, bytes, index
 }
 
 // SnapshotRestored implements fsm.SnapshotObserver.

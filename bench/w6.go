@@ -2,11 +2,230 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/bench/lockbench"
+	"github.com/fencelock/fencelock/internal/testhook"
 )
 
+// w6 is the scale workload: f.w6Sessions sessions hold f.w6Locks locks
+// (bench/W6/<n>); then one follower is stopped while f.w6Extra more lock
+// operations run, until the log is compacted past it, and it is restarted
+// on its dir and catches up from a snapshot.
+//
+// The sessions live on the two replicas that stay up: a stopped replica's
+// sessions would expire at the group one TTL later and take their locks with
+// them, and the workload is about holding 1M locks throughout.
+//
+// All replicas share this process, so memory per replica is estimated two
+// ways: the process's RSS over the replicas, and, directly, the Go heap the
+// restarted replica adds once it has caught up (its state machine, raft log
+// and caches, without any client objects).
 func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
-	return lockbench.Result{}, errors.New("not yet")
+	res := lockbench.Result{System: "fencelock", Workload: "W6"}
+	c, err := startCluster(ctx, dir, f.replicas, nil)
+	if err != nil {
+		return res, err
+	}
+	defer c.Close()
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		return res, err
+	}
+	victim := (leader + 1) % c.Replicas()
+	var hosts []int
+	for i := range c.Replicas() {
+		if i != victim {
+			hosts = append(hosts, i)
+		}
+	}
+	begin := time.Now()
+
+	// Phase 1: open the sessions and take the locks.
+	sessions := make([]*fencelock.Session, f.w6Sessions)
+	if err := parallel(256, len(sessions), func(i int) error {
+		s, err := c.node(hosts[i%len(hosts)]).NewSession(ctx)
+		sessions[i] = s
+		return err
+	}); err != nil {
+		return res, fmt.Errorf("open sessions: %w", err)
+	}
+	opened := time.Since(begin)
+	t0 := time.Now()
+	if err := parallel(1024, f.w6Locks, func(n int) error {
+		_, err := sessions[n%len(sessions)].Acquire(ctx, fmt.Sprintf("bench/W6/%d", n))
+		return err
+	}); err != nil {
+		return res, fmt.Errorf("acquire: %w", err)
+	}
+	loadTime := time.Since(t0)
+	rssLoaded := rssMB()
+	heapLoaded := heapMB()
+
+	// Phase 2: stop a follower; run lock operations until the log is
+	// compacted past it (at least f.w6Extra of them).
+	stopIndex := c.node(leader).Status().AppliedIndex
+	if err := c.Stop(victim); err != nil {
+		return res, err
+	}
+	// The leader keeps CompactionOverhead entries (5000 by default) behind
+	// its latest snapshot: a snapshot this far past the stop has compacted
+	// away entries the follower lacks.
+	const compactionOverhead = 5000
+	compactedPast := func() bool {
+		return testhook.SnapshotStats(c.node(leader)).LastSaveIndex > stopIndex+compactionOverhead
+	}
+	var (
+		acqLat   []time.Duration
+		mu       sync.Mutex
+		ops      atomic.Int64
+		errs     atomic.Int64
+		wg       sync.WaitGroup
+		workers  = 64
+		phase2T0 = time.Now()
+	)
+	for w := range workers {
+		s := sessions[w]
+		wg.Go(func() {
+			var mine []time.Duration
+			for i := 0; ; i++ {
+				if ops.Load() >= int64(f.w6Extra) && (compactedPast() || time.Since(phase2T0) > 90*time.Second) {
+					break
+				}
+				name := fmt.Sprintf("bench/W6/extra/%d/%d", w, i)
+				a := time.Now()
+				l, err := s.Acquire(ctx, name)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				mine = append(mine, time.Since(a))
+				if err := l.Release(ctx); err != nil {
+					errs.Add(1)
+				}
+				ops.Add(2)
+			}
+			mu.Lock()
+			acqLat = append(acqLat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	phase2 := time.Since(phase2T0)
+	leaderSnap := testhook.SnapshotStats(c.node(leader))
+
+	// Phase 3: restart the follower on its dir; it catches up.
+	heapBefore := heapMB()
+	target := c.node(leader).Status().AppliedIndex
+	restart := time.Now()
+	if err := c.Restart(ctx, victim); err != nil {
+		return res, fmt.Errorf("restart: %w", err)
+	}
+	for c.node(victim).Status().AppliedIndex < target { // no event tells "caught up"
+		if time.Since(restart) > 2*time.Minute {
+			return res, fmt.Errorf("the restarted replica did not catch up")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	catchUp := time.Since(restart)
+	heapReplica := heapMB() - heapBefore
+	victimSnap := testhook.SnapshotStats(c.node(victim))
+	rssAll := rssMB()
+
+	lat := lockbench.Samples(acqLat)
+	total := f.w6Locks + int(ops.Load())
+	el := loadTime + phase2
+	res = lockbench.Result{System: "fencelock", Workload: "W6", Workers: 1024,
+		DurationS: float64(time.Since(begin).Round(100*time.Millisecond)) / 1e9,
+		Ops:       total, OpsPerS: float64(int(float64(total)/el.Seconds()*10)) / 10,
+		P50: lat.Pct(.5), P99: lat.Pct(.99), P999: lat.Pct(.999), Max: lat.Pct(1),
+		Errors: int(errs.Load())}
+	res.Notes = strings.Join([]string{
+		kv("locks", f.w6Locks), kv("sessions", f.w6Sessions),
+		kv("open_sessions_s", opened.Seconds()), kv("acquire_1m_s", loadTime.Seconds()),
+		kv("rss_total_mb", rssAll), kv("rss_loaded_total_mb", rssLoaded), kv("heap_loaded_mb", heapLoaded),
+		kv("rss_per_replica_est_mb", rssAll/float64(c.Replicas())),
+		kv("restarted_replica_heap_mb", heapReplica),
+		kv("snapshot_save_ms", ms(leaderSnap.LastSave)), kv("snapshot_mb", float64(leaderSnap.LastSaveBytes)/1e6),
+		kv("snapshot_restore_ms", ms(victimSnap.LastRestore)),
+		kv("catchup_ms", ms(catchUp)), kv("caught_up_from_snapshot", b2i(victimSnap.RestoredIndex > stopIndex)),
+		kv("phase2_ops", ops.Load()), kv("phase2_s", phase2.Seconds()),
+		"p_ms_are_acquire_latency_with_all_locks_held",
+	}, " ")
+	return res, nil // the sessions end with their nodes
+}
+
+func kv(k string, v any) string {
+	switch x := v.(type) {
+	case float64:
+		return k + "=" + strconv.FormatFloat(x, 'f', 1, 64)
+	default:
+		return fmt.Sprintf("%s=%v", k, v)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+
+// parallel runs f(0..n-1) on g goroutines and returns the first error.
+func parallel(g, n int, f func(int) error) error {
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || first.Load() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := first.Load().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// rssMB is this process's resident memory.
+func rssMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// heapMB is the live Go heap after a collection.
+func heapMB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20)
 }

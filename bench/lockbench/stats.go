@@ -6,6 +6,12 @@ import (
 	"time"
 )
 
+// Samples are latencies; Pct reads quantiles once they are sorted.
+type Samples = samples
+
+// Pct returns the q-quantile of the samples, in ms (they are sorted first).
+func (s samples) Pct(q float64) float64 { return s.sorted().pct(q) }
+
 // samples collects latencies.
 type samples []time.Duration
 

@@ -266,7 +266,9 @@ func w3(ctx context.Context, c Cluster, o Options) (Result, error) {
 
 // W4: W2 at 8 workers; at t=3s the leader replica is stopped. The window is
 // from the last success before the stop to the first success after it, on
-// the surviving replicas.
+// the surviving replicas. Every call gets attemptTimeout and is retried after
+// it, as a client with a deadline per call would (a request in flight to a
+// dead leader may otherwise hang for the server's own request timeout).
 func w4(ctx context.Context, c Cluster, o Options) (Result, error) {
 	workers := o.workers(8)
 	cs, err := clients(ctx, c, workers, sessionTTL)
@@ -277,7 +279,7 @@ func w4(ctx context.Context, c Cluster, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	const total, killAt = 8 * time.Second, 3 * time.Second
+	const total, killAt, attemptTimeout = 8 * time.Second, 3 * time.Second, 250 * time.Millisecond
 	var (
 		mu        sync.Mutex
 		acq       samples
@@ -288,56 +290,60 @@ func w4(ctx context.Context, c Cluster, o Options) (Result, error) {
 	)
 	begin := time.Now()
 	stop := begin.Add(total)
+	// try runs f with attemptTimeout until it succeeds or the run ends.
+	try := func(f func(context.Context) error) (int, error) {
+		failed := 0
+		for {
+			deadline := time.Now().Add(attemptTimeout)
+			if deadline.After(stop) {
+				deadline = stop
+			}
+			actx, cancel := context.WithDeadline(ctx, deadline)
+			err := f(actx)
+			cancel()
+			if err == nil || !time.Now().Before(stop) {
+				return failed, err
+			}
+			failed++
+			time.Sleep(time.Millisecond) // a replica without a leader may refuse at once
+		}
+	}
 	for i, cl := range cs {
-		survivor := i%c.Replicas() != leader
+		if i%c.Replicas() == leader {
+			continue // its replica will be stopped: it has no survivor's view
+		}
 		wg.Go(func() {
 			name := fmt.Sprintf("bench/W4/%d", i)
 			var mine []time.Time
 			var lat samples
-			bad := 0
+			retries := 0
 			<-starts
-			note := func() {
-				if survivor {
-					mine = append(mine, time.Now())
-				}
-			}
 			for time.Now().Before(stop) {
-				cctx, cancel := context.WithDeadline(ctx, stop)
 				t0 := time.Now()
-				h, err := cl.Acquire(cctx, name)
+				var h Held
+				n, err := try(func(ctx context.Context) (err error) {
+					h, err = cl.Acquire(ctx, name)
+					return err
+				})
+				retries += n
 				if err != nil {
-					cancel()
-					bad++
-					if !survivor {
-						return // its replica is gone
-					}
-					continue
+					break
 				}
 				lat = append(lat, time.Since(t0))
-				note()
-				for {
-					err = h.Release(cctx)
-					if err == nil || cctx.Err() != nil || !survivor {
-						break
-					}
-					bad++
-				}
-				cancel()
+				mine = append(mine, time.Now())
+				n, err = try(h.Release)
+				retries += n
 				if err != nil {
-					bad++
-					if !survivor {
-						break
-					}
-					continue
+					break
 				}
-				note()
+				mine = append(mine, time.Now())
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			successes = append(successes, mine...)
 			acq = append(acq, lat...)
 			ops += len(lat)
-			errs += bad
+			errs += retries
 		})
 	}
 	close(starts)
@@ -371,7 +377,8 @@ func w4(ctx context.Context, c Cluster, o Options) (Result, error) {
 		res.addNote("unavailable_ms=-1 no_success_after_kill")
 		return res, nil
 	}
-	res.addNote("unavailable_ms=%v stop_call_ms=%v killed_replica=%d", ms(first.Sub(last)), ms(killDone.Sub(killStart)), leader)
+	res.addNote("unavailable_ms=%v stop_call_ms=%v killed_replica=%d attempt_timeout_ms=%d errors_are_timed_out_attempts",
+		ms(first.Sub(last)), ms(killDone.Sub(killStart)), leader, attemptTimeout.Milliseconds())
 	return res, nil
 }
 

@@ -35,6 +35,7 @@ type Snapshots struct {
 	Saves, Restores int
 	LastSave        time.Duration // time to write the last snapshot
 	LastSaveBytes   int64
+	LastSaveIndex   uint64
 	LastRestore     time.Duration // time to read and rebuild the state from the last snapshot
 	RestoredIndex   uint64        // log index of the last snapshot restored
 }

@@ -35,12 +35,12 @@ func main() {
 }
 
 type flags struct {
-	workload, dir, peer, peerDir           string
-	cpuProfile, blockProfile, mutexProfile string
-	duration                               time.Duration
-	workers, runs, iterations, replicas    int
-	keep                                   bool
-	w6Locks, w6Sessions, w6Extra           int
+	workload, dir, peer, peerDir            string
+	cpuProfile, blockProfile, mutexProfile  string
+	duration                                time.Duration
+	workers, runs, iterations, replicas     int
+	keep                                    bool
+	w6Locks, w6Sessions, w6Extra, w6Workers int
 }
 
 func run() error {
@@ -58,6 +58,7 @@ func run() error {
 	flag.IntVar(&f.w6Locks, "w6-locks", 1_000_000, "W6: locks held")
 	flag.IntVar(&f.w6Sessions, "w6-sessions", 10_000, "W6: sessions holding them")
 	flag.IntVar(&f.w6Extra, "w6-ops", 200_000, "W6: lock operations while a follower is down")
+	flag.IntVar(&f.w6Workers, "w6-workers", 512, "W6: goroutines taking the locks")
 	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the fencelock runs here")
 	flag.StringVar(&f.blockProfile, "blockprofile", "", "write a block profile here")
 	flag.StringVar(&f.mutexProfile, "mutexprofile", "", "write a mutex profile here")

@@ -48,6 +48,7 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 		}
 	}
 	begin := time.Now()
+	var acquired atomic.Int64
 
 	// Phase 1: open the sessions and take the locks.
 	sessions := make([]*fencelock.Session, f.w6Sessions)
@@ -60,13 +61,27 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 	}
 	opened := time.Since(begin)
 	t0 := time.Now()
-	if err := parallel(1024, f.w6Locks, func(n int) error {
+	stopProgress := progress("W6 acquired", &acquired, func() string {
+		ended := 0
+		var why error
+		for _, s := range sessions {
+			if err := s.Err(); err != nil {
+				ended++
+				why = err
+			}
+		}
+		st := c.node(leader).Status()
+		return fmt.Sprintf("sessions ended %d (%v); leader %d term %d applied %d", ended, why, st.LeaderID, st.Term, st.AppliedIndex)
+	})
+	if err := parallel(f.w6Workers, f.w6Locks, func(n int) error {
+		defer acquired.Add(1)
 		_, err := sessions[n%len(sessions)].Acquire(ctx, fmt.Sprintf("bench/W6/%d", n))
 		return err
 	}); err != nil {
 		return res, fmt.Errorf("acquire: %w", err)
 	}
 	loadTime := time.Since(t0)
+	stopProgress()
 	rssLoaded := rssMB()
 	heapLoaded := heapMB()
 
@@ -97,7 +112,7 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 		wg.Go(func() {
 			var mine []time.Duration
 			for i := 0; ; i++ {
-				if ops.Load() >= int64(f.w6Extra) && (compactedPast() || time.Since(phase2T0) > 90*time.Second) {
+				if ops.Load() >= int64(f.w6Extra) && compactedPast() || time.Since(phase2T0) > 90*time.Second {
 					break
 				}
 				name := fmt.Sprintf("bench/W6/extra/%d/%d", w, i)
@@ -143,7 +158,7 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 	lat := lockbench.Samples(acqLat)
 	total := f.w6Locks + int(ops.Load())
 	el := loadTime + phase2
-	res = lockbench.Result{System: "fencelock", Workload: "W6", Workers: 1024,
+	res = lockbench.Result{System: "fencelock", Workload: "W6", Workers: f.w6Workers,
 		DurationS: float64(time.Since(begin).Round(100*time.Millisecond)) / 1e9,
 		Ops:       total, OpsPerS: float64(int(float64(total)/el.Seconds()*10)) / 10,
 		P50: lat.Pct(.5), P99: lat.Pct(.99), P999: lat.Pct(.999), Max: lat.Pct(1),
@@ -228,4 +243,23 @@ func heapMB() float64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return float64(m.HeapAlloc) / (1 << 20)
+}
+
+// progress prints what the counter says every 5s to stderr until stopped.
+func progress(what string, n *atomic.Int64, more func() string) func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(os.Stderr, "%s %d after %.0fs (rss %.0f MB) %s\n", what, n.Load(), time.Since(start).Seconds(), rssMB(), more())
+			}
+		}
+	}()
+	return func() { close(done) }
 }

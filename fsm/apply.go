@@ -1,6 +1,9 @@
 package fsm
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // maxReplies bounds the replies a session keeps for deduplication. A client
 // keeps its floor at its oldest unanswered request, so only a client with
@@ -76,7 +79,6 @@ func (st *State) openSession(index uint64, c *Command) Result {
 
 func (st *State) addSession(s *session) {
 	s.replies = make(map[uint64]Result)
-	s.held = make(map[string]*lock)
 	s.waits = make(map[uint64]*waiter)
 	st.sessions[s.id] = s
 	st.nonces[s.nonce] = s
@@ -155,7 +157,7 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 // grant makes request seq of s the holder of the free lock l.
 func (st *State) grant(index uint64, l *lock, s *session, seq uint64) uint64 {
 	l.holder, l.seq, l.token = s, seq, st.nextToken(index)
-	s.held[l.name] = l
+	s.held.add(l)
 	if _, ok := s.replies[seq]; ok {
 		s.replies[seq] = Result{Status: Granted, Value: l.token}
 	}
@@ -168,7 +170,7 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64) uint64 {
 func (st *State) free(index uint64, l *lock, why Reason) {
 	h := l.holder
 	st.emit(Event{Kind: EventFreed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
-	delete(h.held, l.name)
+	h.held.remove(l)
 	l.holder, l.seq, l.token = nil, 0, 0
 	if w := l.head; w != nil {
 		st.unqueue(w)
@@ -191,13 +193,13 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 	for _, w := range s.waits {
 		st.unqueue(w) // withdrawing grants nothing: order does not matter
 	}
-	names := make([]string, 0, len(s.held))
-	for name := range s.held {
-		names = append(names, name)
+	held := make([]*lock, 0, s.held.n)
+	for l := range s.held.all {
+		held = append(held, l)
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		st.free(index, s.held[name], why)
+	slices.SortFunc(held, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
+	for _, l := range held {
+		st.free(index, l, why)
 	}
 	delete(st.sessions, s.id)
 	delete(st.nonces, s.nonce)
@@ -205,7 +207,7 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 }
 
 func (s *session) holding(seq uint64) *lock {
-	for _, l := range s.held {
+	for l := range s.held.all {
 		if l.seq == seq {
 			return l
 		}

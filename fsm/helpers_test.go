@@ -183,6 +183,7 @@ func checkInvariants(st *State, strict bool) error {
 		return fmt.Errorf("%d nonces for %d sessions", len(st.nonces), len(st.sessions))
 	}
 	waits := 0
+	heldBy := make(map[*lock]*session)
 	for id, s := range st.sessions {
 		switch {
 		case s.id != id || id == 0 || id > st.lastSession:
@@ -201,10 +202,19 @@ func checkInvariants(st *State, strict bool) error {
 				return fmt.Errorf("session %d: reply %d=%+v with floor %d", id, seq, r, s.floor)
 			}
 		}
-		for name, l := range s.held {
-			if st.locks[name] != l || l.holder != s || l.name != name {
-				return fmt.Errorf("session %d: held lock %q not held by it", id, name)
+		n := 0
+		for l := range s.held.all {
+			if st.locks[l.name] != l || l.holder != s {
+				return fmt.Errorf("session %d: held lock %q not held by it", id, l.name)
 			}
+			if heldBy[l] != nil {
+				return fmt.Errorf("lock %q in two held lists", l.name)
+			}
+			heldBy[l] = s
+			n++
+		}
+		if n != s.held.n {
+			return fmt.Errorf("session %d: held list of %d counts %d", id, n, s.held.n)
 		}
 		for seq, w := range s.waits {
 			if w.s != s || w.seq != seq || w.l == nil || st.locks[w.l.name] != w.l {
@@ -233,7 +243,7 @@ func checkInvariants(st *State, strict bool) error {
 			return fmt.Errorf("lock %q exists but is free", name)
 		case st.sessions[l.holder.id] != l.holder:
 			return fmt.Errorf("lock %q held by dead session %d", name, l.holder.id)
-		case l.holder.held[name] != l:
+		case heldBy[l] != l.holder:
 			return fmt.Errorf("lock %q not in its holder's set", name)
 		case l.token == 0 || l.token > st.lastToken:
 			return fmt.Errorf("lock %q has token %d, last %d", name, l.token, st.lastToken)

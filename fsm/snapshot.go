@@ -141,6 +141,10 @@ func DecodeSnapshot(data []byte) (*State, error) {
 
 func (d *decoder) sessions(st *State) {
 	n := d.count()
+	if n > 0 {
+		st.sessions = make(map[uint64]*session, n)
+		st.nonces = make(map[uint64]*session, n)
+	}
 	for range n {
 		s := &session{id: d.uvarint(), nonce: d.uvarint(), ttl: d.uvarint(),
 			owner: d.uvarint(), keepAlive: d.uvarint(), floor: d.uvarint()}
@@ -172,18 +176,10 @@ func (d *decoder) sessions(st *State) {
 }
 
 func (d *decoder) locks(st *State) {
-	type request struct{ session, seq uint64 }
-	seen := make(map[request]bool)
-	claim := func(s *session, seq uint64) bool {
-		r := request{s.id, seq}
-		if seen[r] {
-			d.fail("request %d of session %d appears twice", seq, s.id)
-			return false
-		}
-		seen[r] = true
-		return true
-	}
 	n := d.count()
+	if n > 0 {
+		st.locks = make(map[string]*lock, n) // count() bounded n by the bytes left
+	}
 	for range n {
 		l := &lock{name: d.name()}
 		holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
@@ -199,24 +195,57 @@ func (d *decoder) locks(st *State) {
 		case token == 0 || token > st.lastToken:
 			d.fail("lock %q has token %d beyond the last %d", l.name, token, st.lastToken)
 		}
-		if d.err != nil || !claim(h, seq) {
+		if d.err != nil {
 			return
 		}
 		l.holder, l.seq, l.token = h, seq, token
-		h.held[l.name] = l
+		h.held.add(l)
 		st.locks[l.name] = l
 		for range d.count() {
 			s, seq := st.sessions[d.uvarint()], d.uvarint()
-			if d.err == nil && s == nil {
+			switch {
+			case d.err != nil:
+			case s == nil:
 				d.fail("waiter of unknown session in lock %q", l.name)
+			case s.waits[seq] != nil:
+				d.fail("request %d of session %d waits twice", seq, s.id)
 			}
-			if d.err != nil || !claim(s, seq) {
+			if d.err != nil {
 				return
 			}
 			w := &waiter{s: s, seq: seq}
 			l.push(w)
 			s.waits[seq] = w
 			st.waiting++
+		}
+	}
+	d.uniqueRequests(st)
+}
+
+// uniqueRequests checks that no request of a session both holds and waits,
+// or holds two locks. Checking per session, once all locks are read, keeps
+// the check cheap for a million locks (a map of every request would cost as
+// much as the rest of the restore).
+func (d *decoder) uniqueRequests(st *State) {
+	var seqs []uint64
+	for _, s := range st.sessions {
+		if s.held.n == 0 {
+			continue
+		}
+		seqs = seqs[:0]
+		for l := range s.held.all {
+			if s.waits[l.seq] != nil {
+				d.fail("request %d of session %d holds and waits", l.seq, s.id)
+				return
+			}
+			seqs = append(seqs, l.seq)
+		}
+		slices.Sort(seqs)
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] == seqs[i-1] {
+				d.fail("request %d of session %d holds two locks", seqs[i], s.id)
+				return
+			}
 		}
 	}
 }

@@ -17,8 +17,11 @@ import (
 //	session  = id nonce ttl owner keepAlive floor replies:count (seq status value)*
 //	lock     = name holder seq token queue:count (session seq)*
 //
-// Sessions are ordered by ID, replies by seq and locks by name, so equal
-// states have equal snapshots on every replica. The trailing CRC-32 covers
+// Sessions are ordered by ID, replies by seq and locks by their grant's
+// token (unique, since every lock in the table is held), so equal states have
+// equal snapshots on every replica. Restore accepts any order. Ordering by
+// token rather than name sorts integers instead of strings: with a million
+// locks, Save spends most of its time sorting. The trailing CRC-32 covers
 // everything before it.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
@@ -62,14 +65,18 @@ func (st *State) Save(w io.Writer) error {
 		}
 	}
 
-	names := make([]string, 0, len(st.locks))
-	for name := range st.locks {
-		names = append(names, name)
+	type byToken struct {
+		token uint64
+		l     *lock
 	}
-	slices.Sort(names)
-	buf = u(buf, uint64(len(names)))
-	for _, name := range names {
-		l := st.locks[name]
+	locks := make([]byToken, 0, len(st.locks))
+	for _, l := range st.locks {
+		locks = append(locks, byToken{l.token, l})
+	}
+	slices.SortFunc(locks, func(a, b byToken) int { return cmpUint(a.token, b.token) })
+	buf = u(buf, uint64(len(locks)))
+	for _, bt := range locks {
+		l := bt.l
 		buf = appendString(buf, l.name)
 		buf = u(u(u(buf, l.holder.id), l.seq), l.token)
 		buf = u(buf, uint64(l.queued))

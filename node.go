@@ -151,6 +151,10 @@ type Node struct {
 	tracker *expiry.Tracker
 
 	leader  atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
+	// leaderMu guards leaderUp, which is closed (and replaced) whenever a
+	// leader becomes known, so that retries waiting for one go at once.
+	leaderMu sync.Mutex
+	leaderUp chan struct{}
 	term    atomic.Uint64
 	applied atomic.Uint64
 	// restoredIndex is the index of the last snapshot the state was
@@ -189,6 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		log:      cfg.Logger.With("replica", cfg.ReplicaID),
 		sessions: make(map[uint64]*Session),
 		closed:   make(chan struct{}),
+		leaderUp: make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.tracker = expiry.New(cfg.clock, expireRetry, n.proposeExpire)
@@ -327,7 +332,20 @@ func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
 	n.tracker.SetLeader(info.LeaderID == n.cfg.ReplicaID)
 	if old != info.LeaderID {
 		n.prop.LeaderChanged()
+		if info.LeaderID != 0 {
+			n.leaderMu.Lock()
+			close(n.leaderUp)
+			n.leaderUp = make(chan struct{})
+			n.leaderMu.Unlock()
+		}
 	}
+}
+
+// leaderKnown returns a channel closed when a leader next becomes known.
+func (n *Node) leaderKnown() <-chan struct{} {
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	return n.leaderUp
 }
 
 // local returns the session with this ID if it lives on this node.

@@ -201,7 +201,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// it proposes nothing until the first call, made after Start returns.
 	n.prop = proposer.New(func(cmd []byte, timeout time.Duration) (*dragonboat.RequestState, error) {
 		return n.nh.Propose(n.nh.GetNoOPSession(shardID), cmd, timeout)
-	}, proposer.Config{Timeout: cfg.ProposalTimeout, MaxBatch: 256, InFlight: 4})
+	}, proposer.Config{Timeout: cfg.ProposalTimeout, MaxBatch: 256, InFlight: 16})
 
 	nhc := config.NodeHostConfig{
 		NodeHostDir:       cfg.Dir,

@@ -31,7 +31,14 @@ import (
 // and caches, without any client objects).
 func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 	res := lockbench.Result{System: "fencelock", Workload: "W6"}
-	c, err := startCluster(ctx, dir, f.replicas, nil)
+	// Snapshots every 4000 entries, keeping 1000 behind (defaults 10000 and
+	// 5000): with commands packed many to an entry, 200,000 operations make
+	// only a few thousand entries, and the workload needs the log compacted
+	// past the stopped follower within them.
+	const snapshotEntries, compactionOverhead = 4000, 1000
+	c, err := startCluster(ctx, dir, f.replicas, func(cfg *fencelock.Config) {
+		cfg.SnapshotEntries, cfg.CompactionOverhead = snapshotEntries, compactionOverhead
+	})
 	if err != nil {
 		return res, err
 	}
@@ -91,10 +98,9 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 	if err := c.Stop(victim); err != nil {
 		return res, err
 	}
-	// The leader keeps CompactionOverhead entries (5000 by default) behind
-	// its latest snapshot: a snapshot this far past the stop has compacted
-	// away entries the follower lacks.
-	const compactionOverhead = 5000
+	// The leader keeps compactionOverhead entries behind its latest
+	// snapshot: a snapshot this far past the stop has compacted away
+	// entries the follower lacks.
 	compactedPast := func() bool {
 		return testhook.SnapshotStats(c.node(leader)).LastSaveIndex > stopIndex+compactionOverhead
 	}
@@ -104,7 +110,7 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 		ops      atomic.Int64
 		errs     atomic.Int64
 		wg       sync.WaitGroup
-		workers  = 64
+		workers  = 256
 		phase2T0 = time.Now()
 	)
 	for w := range workers {
@@ -133,7 +139,12 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 			mu.Unlock()
 		})
 	}
+	stopProgress = progress("W6 phase 2 ops", &ops, func() string {
+		return fmt.Sprintf("leader snapshot index %d (follower stopped at %d)",
+			testhook.SnapshotStats(c.node(leader)).LastSaveIndex, stopIndex)
+	})
 	wg.Wait()
+	stopProgress()
 	phase2 := time.Since(phase2T0)
 	leaderSnap := testhook.SnapshotStats(c.node(leader))
 
@@ -172,7 +183,8 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 		kv("snapshot_save_ms", ms(leaderSnap.LastSave)), kv("snapshot_mb", float64(leaderSnap.LastSaveBytes)/1e6),
 		kv("snapshot_restore_ms", ms(victimSnap.LastRestore)),
 		kv("catchup_ms", ms(catchUp)), kv("caught_up_from_snapshot", b2i(victimSnap.RestoredIndex > stopIndex)),
-		kv("phase2_ops", ops.Load()), kv("phase2_s", phase2.Seconds()),
+		kv("phase2_ops", ops.Load()), kv("phase2_s", phase2.Seconds()), kv("phase2_workers", workers),
+		kv("snapshot_entries", snapshotEntries), kv("compaction_overhead", compactionOverhead),
 		"p_ms_are_acquire_latency_with_all_locks_held",
 	}, " ")
 	return res, nil // the sessions end with their nodes

@@ -129,7 +129,11 @@ func DecodeSnapshot(data []byte) (*State, error) {
 	if crc32.ChecksumIEEE(body) != sum {
 		return nil, fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
 	}
-	d := decoder{b: body[len(snapshotMagic):]}
+	// The names of the restored locks share one copy of the snapshot
+	// instead of an allocation each; it stays in memory while any of them
+	// does, at most the size of the snapshot.
+	rest := body[len(snapshotMagic):]
+	d := decoder{b: rest, text: string(rest)}
 	if v := d.uvarint(); v != snapshotVersion {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, v)
 	}
@@ -184,11 +188,16 @@ func (d *decoder) sessions(st *State) {
 
 func (d *decoder) locks(st *State) {
 	n := d.count()
+	var slab []lock
 	if n > 0 {
 		st.locks = make(map[string]*lock, n) // count() bounded n by the bytes left
+		// One allocation for all locks; a freed lock's memory returns
+		// with the slab, once every lock restored here is freed.
+		slab = make([]lock, n)
 	}
-	for range n {
-		l := &lock{name: d.name()}
+	for i := range n {
+		l := &slab[i]
+		l.name = d.name()
 		holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
 		if d.err != nil {
 			return

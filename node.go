@@ -151,16 +151,17 @@ type Node struct {
 	tracker *expiry.Tracker
 
 	leader  atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
-	// leaderMu guards leaderUp, which is closed (and replaced) whenever a
-	// leader becomes known, so that retries waiting for one go at once.
-	leaderMu sync.Mutex
-	leaderUp chan struct{}
 	term    atomic.Uint64
 	applied atomic.Uint64
 	// restoredIndex is the index of the last snapshot the state was
 	// restored from, at restart or when catching up.
 	restoredIndex atomic.Uint64
 	snaps         snapStats
+
+	// leaderMu guards leaderUp, which is closed (and replaced) whenever a
+	// leader becomes known, so that retries waiting for one go at once.
+	leaderMu sync.Mutex
+	leaderUp chan struct{}
 
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node

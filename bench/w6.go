@@ -31,11 +31,11 @@ import (
 // and caches, without any client objects).
 func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 	res := lockbench.Result{System: "fencelock", Workload: "W6"}
-	// Snapshots every 4000 entries, keeping 1000 behind (defaults 10000 and
+	// Snapshots every 10000 entries (the default), keeping 2000 behind (default
 	// 5000): with commands packed many to an entry, 200,000 operations make
 	// only a few thousand entries, and the workload needs the log compacted
 	// past the stopped follower within them.
-	const snapshotEntries, compactionOverhead = 4000, 1000
+	const snapshotEntries, compactionOverhead = 10000, 2000
 	c, err := startCluster(ctx, dir, f.replicas, func(cfg *fencelock.Config) {
 		cfg.SnapshotEntries, cfg.CompactionOverhead = snapshotEntries, compactionOverhead
 	})

@@ -203,8 +203,10 @@ func (d *decoder) locks(st *State) {
 			return
 		}
 		h := st.sessions[holder]
+		before := len(st.locks)
+		st.locks[l.name] = l // one map operation: a duplicate leaves the length unchanged
 		switch {
-		case !ValidName(l.name) || st.locks[l.name] != nil:
+		case !ValidName(l.name) || len(st.locks) == before:
 			d.fail("bad lock name %q", l.name)
 		case h == nil:
 			d.fail("lock %q held by unknown session %d", l.name, holder)
@@ -216,7 +218,6 @@ func (d *decoder) locks(st *State) {
 		}
 		l.holder, l.seq, l.token = h, seq, token
 		h.held.add(l)
-		st.locks[l.name] = l
 		for range d.count() {
 			s, seq := st.sessions[d.uvarint()], d.uvarint()
 			switch {

@@ -121,11 +121,12 @@ func w1(ctx context.Context, c Cluster, o Options) (Result, error) {
 	}
 	el := time.Since(start)
 	_ = cl.Close(ctx)
+	leader, _ := c.Leader(ctx)
 	a, r := acq.sorted(), rel.sorted()
 	res := Result{Workers: 1, DurationS: round1(el.Seconds()), Ops: len(rel),
 		OpsPerS: round1(float64(len(rel)) / el.Seconds()),
 		P50:     a.pct(.5), P99: a.pct(.99), P999: a.pct(.999), Max: a.pct(1), Errors: errs}
-	res.addNote("release_p50_ms=%v release_p99_ms=%v", r.pct(.5), r.pct(.99))
+	res.addNote("release_p50_ms=%v release_p99_ms=%v worker_on_leader=%d", r.pct(.5), r.pct(.99), b2i(leader == 0))
 	return res, nil
 }
 
@@ -438,4 +439,11 @@ func w5(ctx context.Context, c Cluster, o Options) (Result, error) {
 		P999: s.pct(.999), Max: s.pct(1), Errors: errs}
 	res.addNote("overhead_ms=%v ttl_ms=%d trials=%d", round1(Median(overheads)), ttl.Milliseconds(), trials)
 	return res, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -262,7 +262,7 @@ func (n *Node) changeMembership(ctx context.Context,
 		case !retryable(err):
 			return err
 		}
-		b.wait(ctx, n.closed)
+		b.wait(ctx, n.closed, n.leaderKnown())
 	}
 }
 
@@ -291,6 +291,6 @@ func (n *Node) membership(ctx context.Context) (*dragonboat.Membership, error) {
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
 			return nil, err
 		}
-		b.wait(ctx, n.closed)
+		b.wait(ctx, n.closed, n.leaderKnown())
 	}
 }

@@ -158,6 +158,12 @@ type Node struct {
 	// restored from, at restart or when catching up.
 	restoredIndex atomic.Uint64
 	ops           ops // membership role, snapshots and counters: see ops.go
+	snaps         snapStats
+
+	// leaderMu guards leaderUp, which is closed (and replaced) whenever a
+	// leader becomes known, so that retries waiting for one go at once.
+	leaderMu sync.Mutex
+	leaderUp chan struct{}
 
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node
@@ -191,6 +197,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		sessions: make(map[uint64]*Session),
 		watches:  newWatches(),
 		closed:   make(chan struct{}),
+		leaderUp: make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.tracker = expiry.New(cfg.clock, expireRetry, n.proposeExpire)
@@ -198,7 +205,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// it proposes nothing until the first call, made after Start returns.
 	n.prop = proposer.New(func(cmd []byte, timeout time.Duration) (*dragonboat.RequestState, error) {
 		return n.nh.Propose(n.nh.GetNoOPSession(shardID), cmd, timeout)
-	}, proposer.Config{Timeout: cfg.ProposalTimeout, MaxBatch: 256, InFlight: 4})
+	}, proposer.Config{Timeout: cfg.ProposalTimeout, MaxBatch: 256, InFlight: 16})
 
 	nhc := config.NodeHostConfig{
 		NodeHostDir:       cfg.Dir,
@@ -357,7 +364,20 @@ func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
 	if old != info.LeaderID {
 		n.prop.LeaderChanged()
 		n.leaderChanged(old, info)
+		if info.LeaderID != 0 {
+			n.leaderMu.Lock()
+			close(n.leaderUp)
+			n.leaderUp = make(chan struct{})
+			n.leaderMu.Unlock()
+		}
 	}
+}
+
+// leaderKnown returns a channel closed when a leader next becomes known.
+func (n *Node) leaderKnown() <-chan struct{} {
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	return n.leaderUp
 }
 
 // local returns the session with this ID if it lives on this node.

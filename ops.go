@@ -111,9 +111,9 @@ func (l systemListener) NodeDeleted(info raftio.NodeInfo) {
 	}
 }
 
-// Saved implements fsm.SnapshotObserver: this replica wrote a snapshot of
-// the state at index.
-func (n *Node) Saved(index uint64) {
+// snapshotSaved records that this replica wrote a snapshot of the state at
+// index (Dragonboat's own event does not carry the index).
+func (n *Node) snapshotSaved(index uint64) {
 	for {
 		cur := n.ops.snapshotIndex.Load()
 		if index <= cur || n.ops.snapshotIndex.CompareAndSwap(cur, index) {

@@ -22,6 +22,7 @@ func (n *Node) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error)
 		if err := n.check(ctx, last); err != nil {
 			return fsm.Result{}, err
 		}
+		leader := n.leaderKnown()
 		res, err := n.prop.Propose(ctx, cmd)
 		if err == nil {
 			return res, nil
@@ -34,7 +35,7 @@ func (n *Node) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error)
 			return fsm.Result{}, err
 		}
 		if !errors.Is(err, proposer.ErrLeaderChanged) && !errors.Is(err, dragonboat.ErrTimeout) {
-			b.wait(ctx, n.closed)
+			b.wait(ctx, n.closed, leader)
 		}
 	}
 }
@@ -50,6 +51,7 @@ func (n *Node) read(ctx context.Context, q fsm.Query) (any, error) {
 		if err := n.check(ctx, last); err != nil {
 			return nil, err
 		}
+		leader := n.leaderKnown()
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		v, err := n.nh.SyncRead(actx, shardID, q)
 		cancel()
@@ -63,7 +65,7 @@ func (n *Node) read(ctx context.Context, q fsm.Query) (any, error) {
 			!errors.Is(err, dragonboat.ErrInvalidDeadline) {
 			return nil, err
 		}
-		b.wait(ctx, n.closed)
+		b.wait(ctx, n.closed, leader)
 	}
 }
 
@@ -92,12 +94,14 @@ func retryable(err error) bool {
 }
 
 // backoff spaces retries: it starts at one raft tick, the time a missing
-// leader needs to appear at best, and doubles up to 20 ticks.
+// leader needs to appear at best, and doubles up to 20 ticks. A wait ends
+// early when a leader becomes known: a call that found no leader goes again
+// the moment one is elected, not up to 20 ticks later.
 type backoff struct{ cur, limit time.Duration }
 
 func newBackoff(rtt time.Duration) *backoff { return &backoff{cur: rtt, limit: 20 * rtt} }
 
-func (b *backoff) wait(ctx context.Context, closed <-chan struct{}) {
+func (b *backoff) wait(ctx context.Context, closed, leader <-chan struct{}) {
 	t := time.NewTimer(b.cur)
 	defer t.Stop()
 	b.cur = min(2*b.cur, b.limit)
@@ -105,5 +109,6 @@ func (b *backoff) wait(ctx context.Context, closed <-chan struct{}) {
 	case <-t.C:
 	case <-ctx.Done():
 	case <-closed:
+	case <-leader:
 	}
 }

@@ -40,7 +40,7 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*waiter, error)
 		if s.n.Status().LeaderID != 0 {
 			wait = s.n.cfg.ProposalTimeout
 		}
-		s.withdraw(seq, wait)
+		s.withdraw(seq, cmd, wait)
 		return nil, err
 	}
 	what := fmt.Sprintf("%v %q", cmd.Kind, cmd.Name)
@@ -85,7 +85,7 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*waiter, error)
 		s.finish(seq)
 		return nil, s.Err()
 	case <-ctx.Done():
-		s.withdraw(seq, s.n.cfg.ProposalTimeout)
+		s.withdraw(seq, cmd, s.n.cfg.ProposalTimeout)
 		return nil, ctx.Err()
 	}
 }
@@ -94,9 +94,10 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*waiter, error)
 // it was granted meanwhile, the lock is released. It tries for up to wait,
 // then keeps trying in the background; until it succeeds a grant to the
 // request is held by nobody, and the cancel will release it.
-func (s *Session) withdraw(seq uint64, wait time.Duration) {
+func (s *Session) withdraw(seq uint64, req fsm.Command, wait time.Duration) {
 	cancel := func(ctx context.Context) bool {
-		_, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindCancel, Session: s.id, Target: seq, Floor: s.floor()})
+		_, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindCancel, Session: s.id, Target: seq, Floor: s.floor(),
+			Name: req.Name, Election: req.Kind == fsm.KindCampaign})
 		if err == nil || s.Err() != nil {
 			s.finish(seq)
 			return true

@@ -63,6 +63,7 @@ type Session struct {
 	locks    map[uint64]*Lock       // locks held, by token
 	leads    map[uint64]*Leadership // leaderships held, by token
 	deadline time.Time              // holder's clock: give up after this
+	acked    time.Time              // send time of the last keep-alive acknowledged
 	timer    clock.Timer            // fires at deadline
 	err      error
 	frozen   bool
@@ -140,6 +141,7 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		locks:    make(map[uint64]*Lock),
 		leads:    make(map[uint64]*Leadership),
 		deadline: sent.Add(o.ttl - o.margin),
+		acked:    sent,
 		thaw:     make(chan struct{}),
 	}
 	n.mu.Lock()
@@ -260,14 +262,17 @@ func (s *Session) renew(ctx context.Context) error {
 	case res.Status != fsm.OK:
 		return fmt.Errorf("fencelock: keep-alive: unexpected reply %v", res.Status)
 	}
-	s.extend(sent.Add(s.ttl - s.margin))
+	s.extend(sent, sent.Add(s.ttl-s.margin))
 	return nil
 }
 
-func (s *Session) extend(deadline time.Time) {
+func (s *Session) extend(sent, deadline time.Time) {
 	s.mu.Lock()
 	if deadline.After(s.deadline) {
 		s.deadline = deadline
+	}
+	if sent.After(s.acked) {
+		s.acked = sent
 	}
 	s.mu.Unlock()
 }

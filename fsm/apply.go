@@ -1,6 +1,9 @@
 package fsm
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // maxReplies bounds the replies a session keeps for deduplication. A client
 // keeps its floor at its oldest unanswered request, so only a client with
@@ -79,10 +82,7 @@ func (st *State) openSession(index uint64, c *Command) Result {
 
 func (st *State) addSession(s *session) {
 	s.replies = make(map[uint64]Result)
-	s.held = make(map[string]*lock)
-	s.holds = make(map[uint64]*lock)
 	s.waits = make(map[uint64]*waiter)
-	s.leads = make(map[string]*lock)
 	s.campaigns = make(map[uint64]*waiter)
 	st.sessions[s.id] = s
 	st.nonces[s.nonce] = s
@@ -98,7 +98,7 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 	if r, ok := s.replies[c.Seq]; ok {
 		return r
 	}
-	if r, ok := s.outstanding(c.Seq); ok {
+	if r, ok := st.outstanding(s, c); ok {
 		// A retry whose reply was evicted while the request still waits or
 		// holds: answer it again rather than apply it twice.
 		st.remember(s, c.Seq, r)
@@ -158,9 +158,10 @@ func (st *State) release(index uint64, s *session, c *Command) Result {
 	return Result{Status: OK}
 }
 
-// cancel withdraws request c.Target. It is idempotent, so it needs no
+// cancel withdraws request c.Target, an Acquire of lock c.Name or (with
+// c.Election) a Campaign in election c.Name. It is idempotent, so it needs no
 // request number of its own; it records Cancelled as the target's reply so
-// that a delayed duplicate of the acquire, applied after the cancel, finds
+// that a delayed duplicate of the request, applied after the cancel, finds
 // the reply and changes nothing.
 func (st *State) cancel(index uint64, s *session, c *Command) Result {
 	st.advanceFloor(s, c.Floor)
@@ -168,7 +169,7 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 	if w := s.queued(c.Target); w != nil {
 		st.unqueue(w)
 		r.Status = Cancelled
-	} else if l := s.holding(c.Target); l != nil {
+	} else if l := st.cancelled(s, c); l != nil {
 		st.free(index, l, ReasonCancelled)
 		r.Status = Cancelled
 	}
@@ -183,15 +184,14 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 func (st *State) grant(index uint64, l *lock, s *session, seq uint64, value string) uint64 {
 	l.holder, l.seq, l.token, l.value = s, seq, st.nextToken(index), value
 	st.grants++
-	s.holds[seq] = l
 	if _, ok := s.replies[seq]; ok {
 		s.replies[seq] = Result{Status: Granted, Value: l.token}
 	}
 	if l.election {
-		s.leads[l.name] = l
+		s.leads.add(l)
 		st.emit(Event{Kind: EventElected, Session: s.id, Seq: seq, Token: l.token, Name: l.name, Value: value})
 	} else {
-		s.held[l.name] = l
+		s.held.add(l)
 		st.emit(Event{Kind: EventGranted, Session: s.id, Seq: seq, Token: l.token, Name: l.name})
 	}
 	return l.token
@@ -203,12 +203,11 @@ func (st *State) free(index uint64, l *lock, why Reason) {
 	h := l.holder
 	if l.election {
 		st.emit(Event{Kind: EventDeposed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
-		delete(h.leads, l.name)
+		h.leads.remove(l)
 	} else {
 		st.emit(Event{Kind: EventFreed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
-		delete(h.held, l.name)
+		h.held.remove(l)
 	}
-	delete(h.holds, l.seq)
 	l.holder, l.seq, l.token, l.value = nil, 0, 0, ""
 	if w := l.head; w != nil {
 		st.unqueue(w)
@@ -243,14 +242,14 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 	for _, w := range s.campaigns {
 		st.unqueue(w)
 	}
-	for _, held := range []map[string]*lock{s.held, s.leads} {
-		names := make([]string, 0, len(held))
-		for name := range held {
-			names = append(names, name)
+	for _, list := range []*heldList{&s.held, &s.leads} {
+		held := make([]*lock, 0, list.n)
+		for l := range list.all {
+			held = append(held, l)
 		}
-		slices.Sort(names)
-		for _, name := range names {
-			st.free(index, held[name], why)
+		slices.SortFunc(held, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
+		for _, l := range held {
+			st.free(index, l, why)
 		}
 	}
 	delete(st.sessions, s.id)
@@ -258,22 +257,59 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 	st.emit(Event{Kind: EventSessionEnded, Reason: why, Session: s.id})
 }
 
-// outstanding reports the reply to request seq if it is still queued or
-// holding a grant.
-func (s *session) outstanding(seq uint64) (Result, bool) {
-	if s.queued(seq) != nil {
+// outstanding reports the reply to request c (an Acquire or a Campaign) if
+// it is still queued or holding its grant.
+func (st *State) outstanding(s *session, c *Command) (Result, bool) {
+	if c.Kind != KindAcquire && c.Kind != KindCampaign {
+		return Result{}, false
+	}
+	if s.queued(c.Seq) != nil {
 		return Result{Status: Queued}, true
 	}
-	if l := s.holding(seq); l != nil {
+	if l := st.grantOf(s, c.Seq, c.Name, c.Kind == KindCampaign); l != nil {
 		return Result{Status: Granted, Value: l.token}, true
 	}
 	return Result{}, false
 }
 
-// requests counts the locks and elections s holds or waits for.
-func (s *session) requests() int { return len(s.holds) + len(s.waits) + len(s.campaigns) }
+// grantOf returns lock (or election) name if request seq of s holds it.
+func (st *State) grantOf(s *session, seq uint64, name string, election bool) *lock {
+	table := st.locks
+	if election {
+		table = st.elections
+	}
+	if l := table[name]; l != nil && l.holder == s && l.seq == seq {
+		return l
+	}
+	return nil
+}
 
-func (s *session) holding(seq uint64) *lock { return s.holds[seq] }
+// cancelled returns the grant a Cancel withdraws, if the target holds one.
+// The client names the lock (or election), so it is one lookup; a Cancel
+// without a name costs a scan of the session's grants.
+func (st *State) cancelled(s *session, c *Command) *lock {
+	if c.Name != "" {
+		return st.grantOf(s, c.Target, c.Name, c.Election)
+	}
+	return s.holding(c.Target)
+}
+
+// holding returns the lock or election request seq of s holds, if any. It
+// scans the session's grants: only for rare paths (a snapshot restored, a
+// Cancel without a name).
+func (s *session) holding(seq uint64) *lock {
+	for _, list := range []*heldList{&s.held, &s.leads} {
+		for l := range list.all {
+			if l.seq == seq {
+				return l
+			}
+		}
+	}
+	return nil
+}
+
+// requests counts the locks and elections s holds or waits for.
+func (s *session) requests() int { return s.held.n + s.leads.n + len(s.waits) + len(s.campaigns) }
 
 // queued returns request seq's place in a lock's or an election's queue.
 func (s *session) queued(seq uint64) *waiter {

@@ -899,3 +899,25 @@ func TestValidName(t *testing.T) {
 		require.Equal(t, want, ValidName(name), "%q", name)
 	}
 }
+
+// A Cancel that names its lock (as clients send it) finds a granted target
+// by that name; a name that is not the target's lock frees nothing.
+func TestCancelByNameFindsTheGrant(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.open(1), h.open(2)
+	g, _ := h.one(acqCmd(a, 1, "L", false))
+	h.one(acqCmd(a, 2, "M", false))
+	h.one(acqCmd(b, 1, "L", true))
+
+	r, evs := h.one(Command{Kind: KindCancel, Session: a, Target: 1, Name: "M"})
+	require.Equal(t, Result{Status: NotApplied}, r, "request 1 does not hold M")
+	require.Empty(t, evs)
+
+	r, evs = h.one(Command{Kind: KindCancel, Session: a, Target: 1, Name: "L"})
+	require.Equal(t, Result{Status: Cancelled}, r)
+	require.Equal(t, []Event{
+		freedEv(ReasonCancelled, a, 1, "L", g.Value),
+		grantedEv(b, 1, "L", h.idx<<TokenShift),
+	}, evs)
+	require.True(t, h.st.Lock("M").Held, "the session's other lock stays")
+}

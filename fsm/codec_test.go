@@ -23,6 +23,8 @@ func everyKind() []Command {
 		{Kind: KindAcquire, Session: 5, Seq: 8, Name: ""}, // invalid for Apply, fine for the codec
 		{Kind: KindRelease, Session: 9, Seq: 10, Floor: 11, Token: 12 << TokenShift, Name: "r"},
 		{Kind: KindCancel, Session: 13, Target: 14, Floor: 15},
+		{Kind: KindCancel, Session: 13, Target: 14, Floor: 15, Name: "lock/c"},
+		{Kind: KindCancel, Session: 13, Target: 14, Floor: 15, Election: true, Name: "election/c"},
 		{Kind: KindExpire, Session: 16, Target: 17},
 		{Kind: KindCampaign, Session: 18, Seq: 19, Floor: 20, Name: "election/ü", Value: "10.0.0.1:7001"},
 		{Kind: KindCampaign, Session: 18, Seq: math.MaxUint64, Name: strings.Repeat("e", MaxNameLen), Value: strings.Repeat("v", MaxValueLen)},
@@ -56,7 +58,7 @@ func TestBatchRoundTrip(t *testing.T) {
 }
 
 func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
-	all := Command{Wait: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8, Name: "n", Value: "v"}
+	all := Command{Wait: true, Election: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8, Name: "n", Value: "v"}
 	for _, tc := range []struct {
 		kind Kind
 		want Command
@@ -66,7 +68,7 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindCloseSession, Command{Kind: KindCloseSession, Session: 1}},
 		{KindAcquire, Command{Kind: KindAcquire, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n"}},
 		{KindRelease, Command{Kind: KindRelease, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
-		{KindCancel, Command{Kind: KindCancel, Session: 1, Target: 8, Floor: 3}},
+		{KindCancel, Command{Kind: KindCancel, Session: 1, Target: 8, Floor: 3, Election: true, Name: "n"}},
 		{KindExpire, Command{Kind: KindExpire, Session: 1, Target: 8}},
 		{KindCampaign, Command{Kind: KindCampaign, Session: 1, Seq: 2, Floor: 3, Name: "n", Value: "v"}},
 		{KindResign, Command{Kind: KindResign, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},

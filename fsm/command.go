@@ -29,8 +29,9 @@ const (
 	KindAcquire Kind = 4
 	// KindRelease frees lock Name if Session holds it with grant Token.
 	KindRelease Kind = 5
-	// KindCancel withdraws request Target of Session: it leaves the queue, or,
-	// if the grant raced ahead of the cancel, the lock is released.
+	// KindCancel withdraws request Target of Session, an Acquire of lock Name
+	// (or, with Election, a Campaign in election Name): it leaves the queue,
+	// or, if the grant raced ahead of the cancel, the lock is released.
 	KindCancel Kind = 6
 	// KindExpire ends Session if its keep-alive index is still Target: the
 	// leader proposes it when its timer for that keep-alive runs out.
@@ -72,9 +73,12 @@ func (k Kind) String() string {
 // Command is one state change. Which fields a kind uses is listed with the
 // kinds; the codec writes only those.
 type Command struct {
-	Kind    Kind
-	Wait    bool   // Acquire: queue when held
-	Session uint64 // every kind but OpenSession
+	Kind Kind
+	Wait bool // Acquire: queue when held
+	// Election marks a Cancel whose target is a Campaign, so Name is an
+	// election rather than a lock.
+	Election bool
+	Session  uint64 // every kind but OpenSession
 	// Seq numbers the session's requests (Acquire, Release, Campaign,
 	// Resign, Proclaim). A request is applied at most once: a retry of Seq
 	// returns the first reply.
@@ -87,7 +91,7 @@ type Command struct {
 	Owner  uint64 // OpenSession: replica ID the session lives on
 	Token  uint64 // Release, Resign, Proclaim: the grant it concerns
 	Target uint64 // Cancel: the request withdrawn; Expire: keep-alive index
-	Name   string // Acquire, Release: lock name; Campaign, Resign, Proclaim: election name
+	Name   string // Acquire, Release, Cancel: lock name; Campaign, Resign, Proclaim: election name
 	Value  string // Campaign, Proclaim: the leader's value, at most MaxValueLen bytes
 }
 

@@ -188,6 +188,7 @@ func checkInvariants(st *State, strict bool) error {
 		return fmt.Errorf("%d nonces for %d sessions", len(st.nonces), len(st.sessions))
 	}
 	waits := 0
+	heldBy := make(map[*lock]*session) // locks and elections, by the session whose list has them
 	for id, s := range st.sessions {
 		switch {
 		case s.id != id || id == 0 || id > st.lastSession:
@@ -206,17 +207,24 @@ func checkInvariants(st *State, strict bool) error {
 				return fmt.Errorf("session %d: reply %d=%+v with floor %d", id, seq, r, s.floor)
 			}
 		}
-		for name, l := range s.held {
-			if st.locks[name] != l || l.holder != s || l.name != name {
-				return fmt.Errorf("session %d: held lock %q not held by it", id, name)
+		for _, list := range []*heldList{&s.held, &s.leads} {
+			table, n := st.locks, 0
+			if list == &s.leads {
+				table = st.elections
 			}
-			if s.holds[l.seq] != l {
-				return fmt.Errorf("session %d: held lock %q not indexed by request %d", id, name, l.seq)
+			for l := range list.all {
+				if table[l.name] != l || l.holder != s {
+					return fmt.Errorf("session %d: held lock %q not held by it", id, l.name)
+				}
+				if heldBy[l] != nil {
+					return fmt.Errorf("lock %q in two held lists", l.name)
+				}
+				heldBy[l] = s
+				n++
 			}
-		}
-		if len(s.holds) != len(s.held)+len(s.leads) {
-			return fmt.Errorf("session %d: %d grants indexed by request, %d locks and %d elections held",
-				id, len(s.holds), len(s.held), len(s.leads))
+			if n != list.n {
+				return fmt.Errorf("session %d: held list of %d counts %d", id, n, list.n)
+			}
 		}
 		for seq, w := range s.waits {
 			if w.s != s || w.seq != seq || w.l == nil || st.locks[w.l.name] != w.l {
@@ -245,7 +253,7 @@ func checkInvariants(st *State, strict bool) error {
 			return fmt.Errorf("lock %q exists but is free", name)
 		case st.sessions[l.holder.id] != l.holder:
 			return fmt.Errorf("lock %q held by dead session %d", name, l.holder.id)
-		case l.holder.held[name] != l:
+		case heldBy[l] != l.holder:
 			return fmt.Errorf("lock %q not in its holder's set", name)
 		case l.token == 0 || l.token > st.lastToken:
 			return fmt.Errorf("lock %q has token %d, last %d", name, l.token, st.lastToken)

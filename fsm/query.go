@@ -46,7 +46,7 @@ func (st *State) Session(id uint64) (SessionInfo, bool) {
 
 func (s *session) info() SessionInfo {
 	return SessionInfo{ID: s.id, TTL: s.ttl, Owner: s.owner, KeepAlive: s.keepAlive,
-		Held: len(s.held), Waiting: len(s.waits)}
+		Held: s.held.n, Waiting: len(s.waits)}
 }
 
 // Sessions returns every session, ordered by ID.

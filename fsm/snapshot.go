@@ -20,9 +20,10 @@ import (
 //	election = name holder seq token value queue:count (session seq value)*
 //
 // Names and values are a varint length and their bytes. Sessions are ordered
-// by ID, replies by seq, locks and elections by name, so equal states have
-// equal snapshots on every replica. The trailing CRC-32 covers everything
-// before it. Version 1, still read, had neither grants nor elections.
+// by ID, replies by seq, locks and elections by their grant's token, so equal
+// states have equal snapshots on every replica; Restore accepts any order.
+// The trailing CRC-32 covers everything before it. Version 1, still read, had
+// neither grants nor elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
 const snapshotVersion = 2
@@ -71,14 +72,15 @@ func (st *State) Save(w io.Writer) error {
 	}
 
 	for _, table := range []map[string]*lock{st.locks, st.elections} {
-		names := make([]string, 0, len(table))
-		for name := range table {
-			names = append(names, name)
+		// Ordered by token (unique: every lock in a table is held): sorting
+		// integers rather than names is what makes saving a million locks fast.
+		byToken := make([]*lock, 0, len(table))
+		for _, l := range table {
+			byToken = append(byToken, l)
 		}
-		slices.Sort(names)
-		buf = u(buf, uint64(len(names)))
-		for _, name := range names {
-			l := table[name]
+		slices.SortFunc(byToken, func(a, b *lock) int { return cmpUint(a.token, b.token) })
+		buf = u(buf, uint64(len(byToken)))
+		for _, l := range byToken {
 			buf = appendString(buf, l.name)
 			buf = u(u(u(buf, l.holder.id), l.seq), l.token)
 			if l.election {
@@ -138,7 +140,11 @@ func DecodeSnapshot(data []byte) (*State, error) {
 	if crc32.ChecksumIEEE(body) != sum {
 		return nil, fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
 	}
-	d := decoder{b: body[len(snapshotMagic):]}
+	// The names of the restored locks share one copy of the snapshot
+	// instead of an allocation each; it stays in memory while any of them
+	// does, at most the size of the snapshot.
+	rest := body[len(snapshotMagic):]
+	d := decoder{b: rest, text: string(rest)}
 	v := d.uvarint()
 	if v != 1 && v != snapshotVersion {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, v)
@@ -152,15 +158,16 @@ func DecodeSnapshot(data []byte) (*State, error) {
 		st.grants = d.uvarint()
 	}
 	d.sessions(st)
-	claims := make(map[request]bool)
-	d.locks(st, claims, false)
+	var tokens []uint64
+	tokens = d.locks(st, tokens, false)
 	if v >= 2 {
-		d.locks(st, claims, true)
+		tokens = d.locks(st, tokens, true)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
-	d.uniqueTokens(st)
+	d.uniqueTokens(tokens)
+	d.uniqueRequests(st)
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -168,17 +175,11 @@ func DecodeSnapshot(data []byte) (*State, error) {
 }
 
 // uniqueTokens checks that no two grants share a token: tokens come from
-// one strictly rising sequence.
-func (d *decoder) uniqueTokens(st *State) {
+// one strictly rising sequence. Save writes each table in token order, and
+// sorting runs that are already sorted takes linear time.
+func (d *decoder) uniqueTokens(tokens []uint64) {
 	if d.err != nil {
 		return
-	}
-	tokens := make([]uint64, 0, len(st.locks)+len(st.elections))
-	for _, l := range st.locks {
-		tokens = append(tokens, l.token)
-	}
-	for _, l := range st.elections {
-		tokens = append(tokens, l.token)
 	}
 	slices.Sort(tokens)
 	for i := 1; i < len(tokens); i++ {
@@ -221,65 +222,67 @@ func (d *decoder) sessions(st *State) {
 	}
 }
 
-// request names one request of one session.
-type request struct{ session, seq uint64 }
-
-// locks reads the locks, or the elections, checking that no request holds
-// or waits twice in either.
-func (d *decoder) locks(st *State, claims map[request]bool, elections bool) {
-	claim := func(s *session, seq uint64) bool {
-		r := request{s.id, seq}
-		if claims[r] {
-			d.fail("request %d of session %d appears twice", seq, s.id)
-			return false
-		}
-		claims[r] = true
-		return true
-	}
+// locks reads the locks, or the elections, appending their tokens.
+func (d *decoder) locks(st *State, tokens []uint64, elections bool) []uint64 {
 	table := st.locks
 	if elections {
 		table = st.elections
 	}
 	n := d.count()
-	for range n {
-		l := &lock{name: d.name(), election: elections}
+	if n == 0 {
+		return tokens
+	}
+	if tokens == nil {
+		tokens = make([]uint64, 0, n)
+	}
+	// One allocation for all the locks (count bounded n by the bytes left);
+	// its memory returns once every lock restored here is freed.
+	slab := make([]lock, n)
+	for i := range n {
+		l := &slab[i]
+		l.name, l.election = d.name(), elections
 		holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
 		if elections {
 			l.value = d.value()
 		}
 		if d.err != nil {
-			return
+			return tokens
 		}
 		h := st.sessions[holder]
+		before := len(table)
+		table[l.name] = l // one map operation: a duplicate leaves the length alone
 		switch {
-		case !ValidName(l.name) || table[l.name] != nil:
+		case !ValidName(l.name) || len(table) == before:
 			d.fail("bad lock name %q", l.name)
 		case h == nil:
 			d.fail("lock %q held by unknown session %d", l.name, holder)
 		case token == 0 || token > st.lastToken:
 			d.fail("lock %q has token %d beyond the last %d", l.name, token, st.lastToken)
 		}
-		if d.err != nil || !claim(h, seq) {
-			return
+		if d.err != nil {
+			return tokens
 		}
 		l.holder, l.seq, l.token = h, seq, token
-		h.holds[seq] = l
-		table[l.name] = l
+		tokens = append(tokens, token)
 		if elections {
-			h.leads[l.name] = l
+			h.leads.add(l)
 		} else {
-			h.held[l.name] = l
+			h.held.add(l)
 		}
 		for range d.count() {
 			w := &waiter{s: st.sessions[d.uvarint()], seq: d.uvarint()}
 			if elections {
 				w.value = d.value()
 			}
-			if d.err == nil && w.s == nil {
+			switch {
+			case d.err != nil:
+			case w.s == nil:
 				d.fail("waiter of unknown session in lock %q", l.name)
+			case w.s.queued(w.seq) != nil:
+				d.fail("request %d of session %d waits twice", w.seq, w.s.id)
 			}
-			if d.err != nil || !claim(w.s, w.seq) {
-				return
+			if d.err != nil {
+				return tokens
 			}
 			l.push(w)
 			if elections {
@@ -288,6 +291,43 @@ func (d *decoder) locks(st *State, claims map[request]bool, elections bool) {
 			} else {
 				w.s.waits[w.seq] = w
 				st.waiting++
+			}
+		}
+	}
+	return tokens
+}
+
+// uniqueRequests checks that no request of a session both holds and waits,
+// or holds twice. Checking per session, once everything is read, keeps it
+// cheap for a million locks (a map of every request would cost as much as
+// the rest of the restore).
+func (d *decoder) uniqueRequests(st *State) {
+	if d.err != nil {
+		return
+	}
+	var seqs []uint64
+	for _, s := range st.sessions {
+		seqs = seqs[:0]
+		for _, list := range []*heldList{&s.held, &s.leads} {
+			for l := range list.all {
+				if s.queued(l.seq) != nil {
+					d.fail("request %d of session %d holds and waits", l.seq, s.id)
+					return
+				}
+				seqs = append(seqs, l.seq)
+			}
+		}
+		for seq := range s.waits {
+			if s.campaigns[seq] != nil {
+				d.fail("request %d of session %d waits twice", seq, s.id)
+				return
+			}
+		}
+		slices.Sort(seqs)
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] == seqs[i-1] {
+				d.fail("request %d of session %d holds twice", seqs[i], s.id)
+				return
 			}
 		}
 	}

@@ -34,10 +34,9 @@ type session struct {
 	keepAlive             uint64 // index of the entry that last renewed it
 	floor                 uint64
 	replies               map[uint64]Result  // request seq -> first reply, for seq >= floor
-	held                  map[string]*lock   // locks it holds
-	holds                 map[uint64]*lock   // locks and elections it holds, by request seq
+	held                  heldList           // locks it holds
+	leads                 heldList           // elections it leads
 	waits                 map[uint64]*waiter // its queued requests by seq
-	leads                 map[string]*lock   // elections it leads
 	campaigns             map[uint64]*waiter // its queued candidacies by seq
 }
 
@@ -53,6 +52,51 @@ type lock struct {
 	head     *waiter // FIFO queue of waiting requests
 	tail     *waiter
 	queued   int
+	// hprev and hnext link the lock into its holder's held or leads list.
+	hprev, hnext *lock
+}
+
+// heldList is the locks (or elections) a session holds, linked through the
+// locks themselves: a map per session would cost more memory than the locks
+// it points to (a group may hold millions of locks). Lookups go through the
+// lock tables by name instead.
+type heldList struct {
+	head *lock
+	n    int
+}
+
+func (h *heldList) add(l *lock) {
+	l.hprev, l.hnext = nil, h.head
+	if h.head != nil {
+		h.head.hprev = l
+	}
+	h.head = l
+	h.n++
+}
+
+func (h *heldList) remove(l *lock) {
+	if l.hprev != nil {
+		l.hprev.hnext = l.hnext
+	} else {
+		h.head = l.hnext
+	}
+	if l.hnext != nil {
+		l.hnext.hprev = l.hprev
+	}
+	l.hprev, l.hnext = nil, nil
+	h.n--
+}
+
+// all yields the held locks in no particular order; the caller may remove
+// the lock it is given.
+func (h *heldList) all(yield func(*lock) bool) {
+	for l := h.head; l != nil; {
+		next := l.hnext
+		if !yield(l) {
+			return
+		}
+		l = next
+	}
 }
 
 // waiter is one queued Acquire or Campaign, linked into its lock's queue.

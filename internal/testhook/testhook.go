@@ -1,9 +1,14 @@
 // Package testhook lets fencelock's own tests, benchmark and quickstart
-// simulate a frozen client or a jumping clock without widening the public
-// API: the root package registers the implementation at init.
+// simulate a frozen client or a jumping clock, and read a few internal
+// figures, without widening the public API: the root package registers the
+// implementations at init.
 package testhook
 
-import "github.com/fencelock/fencelock/internal/clock"
+import (
+	"time"
+
+	"github.com/fencelock/fencelock/internal/clock"
+)
 
 // These are set by package fencelock.
 var (
@@ -46,3 +51,31 @@ func Resume(session any) { pause(session, false) }
 // UseClock makes the replica started with *fencelock.Config config take time
 // from c: its leader-side expiry timers and its sessions' deadlines.
 func UseClock(config any, c clock.Clock) { useClock(config, c) }
+
+var lastKeepAlive func(session any) time.Time
+
+// RegisterLastKeepAlive installs LastKeepAlive; only package fencelock calls it.
+func RegisterLastKeepAlive(f func(session any) time.Time) { lastKeepAlive = f }
+
+// LastKeepAlive returns when the last keep-alive (or the open) of a
+// *fencelock.Session that the group acknowledged was sent, by the holder's
+// clock: the session's group-side TTL runs from a moment after it.
+func LastKeepAlive(session any) time.Time { return lastKeepAlive(session) }
+
+// Snapshots describes the snapshots a replica saved and restored.
+type Snapshots struct {
+	Saves, Restores int
+	LastSave        time.Duration // time to write the last snapshot
+	LastSaveBytes   int64
+	LastSaveIndex   uint64
+	LastRestore     time.Duration // time to read and rebuild the state from the last snapshot
+	RestoredIndex   uint64        // log index of the last snapshot restored
+}
+
+var snapshots func(node any) Snapshots
+
+// RegisterSnapshots installs SnapshotStats; only package fencelock calls it.
+func RegisterSnapshots(f func(node any) Snapshots) { snapshots = f }
+
+// SnapshotStats reports the snapshots of a *fencelock.Node.
+func SnapshotStats(node any) Snapshots { return snapshots(node) }

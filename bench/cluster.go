@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/bench/lockbench"
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+// cluster is a fencelock group of replicas in this process, on loopback
+// ports, each with its own data dir on local disk, durability as shipped.
+type cluster struct {
+	cfgs  []fencelock.Config
+	mu    sync.Mutex
+	nodes []*fencelock.Node // nil once stopped
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// starter returns a lockbench.Starter of size replicas; tune adjusts each
+// replica's Config (nil: the defaults).
+func starter(size int, tune func(*fencelock.Config)) lockbench.Starter {
+	return func(ctx context.Context, dir string) (lockbench.Cluster, error) {
+		return startCluster(ctx, dir, size, tune)
+	}
+}
+
+func startCluster(ctx context.Context, dir string, size int, tune func(*fencelock.Config)) (*cluster, error) {
+	members := map[uint64]string{}
+	for id := uint64(1); id <= uint64(size); id++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		members[id] = addr
+	}
+	c := &cluster{nodes: make([]*fencelock.Node, size)}
+	for i := range size {
+		cfg := fencelock.Config{ReplicaID: uint64(i + 1), Members: members,
+			Dir: filepath.Join(dir, fmt.Sprint(i+1)), Logger: quiet}
+		if tune != nil {
+			tune(&cfg)
+		}
+		c.cfgs = append(c.cfgs, cfg)
+	}
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for i := range size {
+		wg.Go(func() { c.nodes[i], errs[i] = fencelock.Start(ctx, c.cfgs[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *cluster) Replicas() int { return len(c.cfgs) }
+
+func (c *cluster) node(i int) *fencelock.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i]
+}
+
+func (c *cluster) NewClient(ctx context.Context, i int, ttl time.Duration) (lockbench.Client, error) {
+	n := c.node(i)
+	if n == nil {
+		return nil, fmt.Errorf("replica %d is stopped", i)
+	}
+	s, err := n.NewSession(ctx, fencelock.WithTTL(ttl))
+	if err != nil {
+		return nil, err
+	}
+	return &client{s: s}, nil
+}
+
+// Leader waits until the running replicas agree on a leader. Polling the
+// replicas' local view is all there is: no event says "all agree".
+func (c *cluster) Leader(ctx context.Context) (int, error) {
+	for {
+		c.mu.Lock()
+		var leader uint64
+		agree := true
+		for _, n := range c.nodes {
+			if n == nil {
+				continue
+			}
+			st := n.Status()
+			if leader == 0 {
+				leader = st.LeaderID
+			}
+			agree = agree && st.LeaderID != 0 && st.LeaderID == leader
+		}
+		alive := leader != 0 && c.nodes[leader-1] != nil
+		c.mu.Unlock()
+		if agree && alive {
+			return int(leader - 1), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("no leader: %w", ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func (c *cluster) Stop(i int) error {
+	c.mu.Lock()
+	n := c.nodes[i]
+	c.nodes[i] = nil
+	c.mu.Unlock()
+	if n == nil {
+		return fmt.Errorf("replica %d already stopped", i)
+	}
+	return n.Close()
+}
+
+// Restart starts replica i again on its dir.
+func (c *cluster) Restart(ctx context.Context, i int) error {
+	n, err := fencelock.Start(ctx, c.cfgs[i])
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.nodes[i] = n
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *cluster) Close() error {
+	c.mu.Lock()
+	nodes := c.nodes
+	c.nodes = make([]*fencelock.Node, len(nodes))
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if n != nil {
+			wg.Go(func() { n.Close() })
+		}
+	}
+	wg.Wait()
+	return nil
+}
+
+type client struct {
+	s      *fencelock.Session
+	frozen bool
+}
+
+func (c *client) Acquire(ctx context.Context, name string) (lockbench.Held, error) {
+	l, err := c.s.Acquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return held{l}, nil
+}
+
+// StopHeartbeats freezes the session: its keep-alives stop, as in a crashed
+// or paused process, and nothing closes it.
+func (c *client) StopHeartbeats(context.Context) (func() time.Time, error) {
+	testhook.Freeze(c.s)
+	c.frozen = true
+	return func() time.Time { return testhook.LastKeepAlive(c.s) }, nil
+}
+
+func (c *client) Close(ctx context.Context) error {
+	if c.frozen {
+		testhook.Thaw(c.s)
+	}
+	return c.s.Close(ctx)
+}
+
+type held struct{ l *fencelock.Lock }
+
+func (h held) Token() uint64                     { return h.l.Token() }
+func (h held) Release(ctx context.Context) error { return h.l.Release(ctx) }

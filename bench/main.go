@@ -1,0 +1,225 @@
+// Command bench is lockbench for fencelock: it runs the workloads of
+// WORKLOADS.md (W1-W6) against 3 replicas in this process on loopback, each
+// with its own data dir on local disk, durability as shipped, and prints one
+// JSON line per workload.
+//
+//	go run ./bench -workload all                  # fencelock alone
+//	go run ./bench -workload W1,W2 -peer etcd -runs 3  # interleaved with etcd, plus ratio lines
+//
+// With -peer etcd, the etcd peer (bench/etcdpeer, a module of its own so the
+// library never depends on etcd) is built once and run for the same
+// workload right after (or, every other run, right before) fencelock, and a
+// final line per workload gives fencelock's median figures over etcd's.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/fencelock/fencelock/bench/lockbench"
+)
+
+func main() {
+	if runChild() { // W6 restarts a replica in a process of its own
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type flags struct {
+	workload, dir, peer, peerDir            string
+	cpuProfile, blockProfile, mutexProfile  string
+	duration                                time.Duration
+	workers, runs, iterations, replicas     int
+	keep                                    bool
+	w6Locks, w6Sessions, w6Extra, w6Workers int
+}
+
+func run() error {
+	var f flags
+	flag.StringVar(&f.workload, "workload", "all", "workloads: all, or a list such as W1,W3")
+	flag.DurationVar(&f.duration, "duration", 10*time.Second, "measured time of W2 and W3")
+	flag.IntVar(&f.workers, "workers", 0, "workers of W2, W3 and W4 (0: as specified, 64/16/8)")
+	flag.IntVar(&f.iterations, "iterations", 2000, "W1 pairs")
+	flag.StringVar(&f.dir, "dir", "", "where the replicas' data dirs go (default: a new temp dir, removed after)")
+	flag.BoolVar(&f.keep, "keep", false, "keep the data dirs")
+	flag.StringVar(&f.peer, "peer", "", "also run this peer side by side: etcd")
+	flag.StringVar(&f.peerDir, "peerdir", "", "source dir of the etcd peer (default: found next to this command)")
+	flag.IntVar(&f.runs, "runs", 1, "repeat every workload this many times (interleaved with the peer)")
+	flag.IntVar(&f.replicas, "replicas", 3, "replicas in the group (the workloads are specified for 3)")
+	flag.IntVar(&f.w6Locks, "w6-locks", 1_000_000, "W6: locks held")
+	flag.IntVar(&f.w6Sessions, "w6-sessions", 10_000, "W6: sessions holding them")
+	flag.IntVar(&f.w6Extra, "w6-ops", 200_000, "W6: lock operations while a follower is down")
+	flag.IntVar(&f.w6Workers, "w6-workers", 512, "W6: goroutines taking the locks")
+	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the fencelock runs here")
+	flag.StringVar(&f.blockProfile, "blockprofile", "", "write a block profile here")
+	flag.StringVar(&f.mutexProfile, "mutexprofile", "", "write a mutex profile here")
+	flag.Parse()
+
+	all := append(append([]string{}, lockbench.Workloads...), "W6")
+	workloads, err := lockbench.ParseWorkloads(f.workload, all)
+	if err != nil {
+		return err
+	}
+	root := f.dir
+	if root == "" {
+		if root, err = os.MkdirTemp("", "lockbench-"); err != nil {
+			return err
+		}
+		if !f.keep {
+			defer os.RemoveAll(root)
+		}
+	}
+	var peer *peer
+	if f.peer != "" {
+		if f.peer != "etcd" {
+			return fmt.Errorf("unknown peer %q (have: etcd)", f.peer)
+		}
+		if peer, err = buildPeer(f.peerDir, root); err != nil {
+			return err
+		}
+	}
+	stop, err := profile(f)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	o := lockbench.Options{System: "fencelock", Duration: f.duration, Workers: f.workers, Iterations: f.iterations}
+	ctx := context.Background()
+	ours := map[string][]lockbench.Result{}
+	theirs := map[string][]lockbench.Result{}
+	for r := range f.runs {
+		for _, w := range workloads {
+			peerFirst := peer != nil && r%2 == 1 && w != "W6"
+			if peerFirst {
+				if err := peer.run(ctx, f, w, r, theirs); err != nil {
+					return err
+				}
+			}
+			dir := filepath.Join(root, fmt.Sprintf("fencelock-%s-%d", w, r))
+			var res lockbench.Result
+			if w == "W6" {
+				res, err = w6(ctx, f, dir)
+			} else {
+				res, err = lockbench.Run(ctx, o, w, starter(f.replicas, nil), dir)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", w, err)
+			}
+			if !f.keep {
+				os.RemoveAll(dir)
+			}
+			fmt.Println(res.JSON())
+			ours[w] = append(ours[w], res)
+			if peer != nil && !peerFirst && w != "W6" {
+				if err := peer.run(ctx, f, w, r, theirs); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if peer != nil {
+		for _, w := range workloads {
+			if len(theirs[w]) > 0 {
+				fmt.Println(lockbench.Compare(f.peer, w, ours[w], theirs[w]).JSON())
+			}
+		}
+	}
+	return nil
+}
+
+// profile starts the profiles asked for and returns what writes them.
+func profile(f flags) (func(), error) {
+	var stops []func()
+	if f.cpuProfile != "" {
+		out, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(out); err != nil {
+			return nil, err
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); out.Close() })
+	}
+	write := func(name, path string) func() {
+		return func() {
+			out, err := os.Create(path)
+			if err == nil {
+				_ = pprof.Lookup(name).WriteTo(out, 0)
+				out.Close()
+			}
+		}
+	}
+	if f.blockProfile != "" {
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+		stops = append(stops, write("block", f.blockProfile))
+	}
+	if f.mutexProfile != "" {
+		runtime.SetMutexProfileFraction(10)
+		stops = append(stops, write("mutex", f.mutexProfile))
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}, nil
+}
+
+// peer is the etcd peer's binary, built once.
+type peer struct{ bin, root string }
+
+func buildPeer(dir, root string) (*peer, error) {
+	if dir == "" {
+		_, self, _, _ := runtime.Caller(0)
+		for _, d := range []string{"bench/etcdpeer", "etcdpeer", filepath.Join(filepath.Dir(self), "etcdpeer")} {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				dir = d
+				break
+			}
+		}
+		if dir == "" {
+			return nil, fmt.Errorf("cannot find bench/etcdpeer: run from the repository root or pass -peerdir")
+		}
+	}
+	bin := filepath.Join(root, "etcdpeer")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("build the etcd peer in %s: %w", dir, err)
+	}
+	return &peer{bin: bin, root: root}, nil
+}
+
+func (p *peer) run(ctx context.Context, f flags, w string, r int, into map[string][]lockbench.Result) error {
+	cmd := exec.CommandContext(ctx, p.bin, "-workload", w,
+		"-duration", f.duration.String(), "-workers", fmt.Sprint(f.workers),
+		"-iterations", fmt.Sprint(f.iterations),
+		"-dir", filepath.Join(p.root, fmt.Sprintf("etcd-%s-%d", w, r)))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("etcd peer %s: %w", w, err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		res, err := lockbench.Parse(line)
+		if err != nil {
+			return fmt.Errorf("etcd peer printed %q: %w", line, err)
+		}
+		fmt.Println(line)
+		into[w] = append(into[w], res)
+	}
+	return nil
+}

@@ -46,6 +46,7 @@ type Proposer struct {
 	in      chan *call
 	slots   chan struct{}
 	stop    chan struct{}
+	stopped sync.Once
 	wg      sync.WaitGroup
 
 	mu      sync.Mutex
@@ -106,9 +107,10 @@ func (p *Proposer) LeaderChanged() {
 	p.mu.Unlock()
 }
 
-// Close stops the loop. Entries in flight finish when the NodeHost closes.
+// Close stops the loop and fails the calls still waiting with ErrClosed;
+// their commands may or may not be applied. It is idempotent.
 func (p *Proposer) Close() {
-	close(p.stop)
+	p.stopped.Do(func() { close(p.stop) })
 	p.wg.Wait()
 }
 

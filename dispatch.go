@@ -52,7 +52,6 @@ func (n *Node) Restored(st *fsm.State) {
 	n.mu.RUnlock()
 	for _, s := range local {
 		s.reconcile(st)
-		s.reconcileLeads(st)
 	}
 	n.watches.restored(st)
 }
@@ -80,22 +79,24 @@ func (s *Session) handle(e *fsm.Event) {
 func (s *Session) handleNow(e *fsm.Event) {
 	switch e.Kind {
 	case fsm.EventGranted:
-		s.granted(e.Seq, e.Name, e.Token)
+		s.granted(e.Seq, e.Name, false, e.Token, "")
 	case fsm.EventFreed:
-		s.freed(e.Token, reasonErr(e.Reason))
+		s.ended(e.Token, reasonErr(e.Reason))
 	case fsm.EventSessionEnded:
 		s.end(reasonErr(e.Reason))
 		s.n.forget(s)
 	case fsm.EventElected:
-		s.elected(e.Seq, e.Name, e.Token, e.Value)
+		s.granted(e.Seq, e.Name, true, e.Token, e.Value)
 	case fsm.EventDeposed:
-		s.deposed(e.Token, depositionErr(e.Reason))
+		s.ended(e.Token, depositionErr(e.Reason))
 	case fsm.EventProclaimed:
 		s.proclaimed(e.Token, e.Value)
 	}
 }
 
-// reconcile brings s in line with a state restored from a snapshot.
+// reconcile brings s in line with a state restored from a snapshot: the
+// entries it covered were never applied here, so their grants, frees and
+// proclamations were never reported.
 func (s *Session) reconcile(st *fsm.State) {
 	if _, ok := st.Session(s.id); !ok {
 		s.later(s.expired)
@@ -104,25 +105,36 @@ func (s *Session) reconcile(st *fsm.State) {
 	s.mu.Lock()
 	seqs := make([]uint64, 0, len(s.waiters))
 	for seq, w := range s.waiters {
-		if w.lock == nil {
+		if w.grant == nil {
 			seqs = append(seqs, seq)
 		}
 	}
-	held := make([]*Lock, 0, len(s.locks))
-	for _, l := range s.locks {
-		held = append(held, l)
+	held := make([]*grant, 0, len(s.grants))
+	for _, g := range s.grants {
+		held = append(held, g)
 	}
 	s.mu.Unlock()
 	// st is only valid during this call: decide now, act (maybe) later.
 	var actions []func()
 	for _, seq := range seqs {
 		if name, token, ok := st.Grant(s.id, seq); ok {
-			actions = append(actions, func() { s.granted(seq, name, token) })
+			actions = append(actions, func() { s.granted(seq, name, false, token, "") })
+		} else if e, ok := st.Leading(s.id, seq); ok {
+			actions = append(actions, func() { s.granted(seq, e.Name, true, e.Token, e.Value) })
 		}
 	}
-	for _, l := range held {
-		if !st.Holds(s.id, l.name, l.token) {
-			actions = append(actions, func() { s.freed(l.token, ErrNotHeld) })
+	for _, g := range held {
+		if !g.election {
+			if !st.Holds(s.id, g.name, g.token) {
+				actions = append(actions, func() { s.ended(g.token, ErrNotHeld) })
+			}
+			continue
+		}
+		e := st.Election(g.name)
+		if !e.Led || e.Token != g.token || e.Session != s.id {
+			actions = append(actions, func() { s.ended(g.token, ErrNotLeader) })
+		} else {
+			actions = append(actions, func() { s.proclaimed(g.token, e.Value) })
 		}
 	}
 	s.later(func() {

@@ -3,7 +3,6 @@ package fencelock
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/fencelock/fencelock/fsm"
 )
@@ -51,16 +50,7 @@ func leaderInfo(e fsm.ElectionInfo) LeaderInfo {
 // than its session's TTL may still hold a Leadership whose term the group has
 // ended. Stop acting when Done is closed, and carry Token with every action
 // the resources it touches can check (see Fencer).
-type Leadership struct {
-	s        *Session
-	election string
-	token    uint64
-	done     chan struct{}
-
-	mu    sync.Mutex
-	value string
-	err   error
-}
+type Leadership struct{ *grant }
 
 // Campaign enters the session as a candidate in election, with value (at
 // most 4096 bytes, for instance the address where the leader serves), and
@@ -81,15 +71,15 @@ func (s *Session) Campaign(ctx context.Context, election, value string) (*Leader
 	if len(value) > fsm.MaxValueLen {
 		return nil, valueTooLarge(value)
 	}
-	w, err := s.request(ctx, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value})
+	g, err := s.request(ctx, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value})
 	if err != nil {
 		return nil, err
 	}
-	return w.lead, nil
+	return &Leadership{g}, nil
 }
 
 // Election returns the election's name.
-func (l *Leadership) Election() string { return l.election }
+func (l *Leadership) Election() string { return l.name }
 
 // Token returns the term's epoch: the fencing token of its grant. Every new
 // term of any election or lock in the group gets a larger one, across leader
@@ -108,16 +98,14 @@ func (l *Leadership) Value() string {
 // session ended (expired, closed, node closed), or — by the leader's own
 // clock — its session could not be renewed within TTL minus the safety
 // margin, so that it stops before the group could elect the next candidate.
-func (l *Leadership) Done() <-chan struct{} { return l.done }
+//
+// Like Session.Done, it checks the session's deadline when called.
+func (l *Leadership) Done() <-chan struct{} { return l.doneChan() }
 
 // Err returns nil while this term lasts and, once Done is closed, why:
 // ErrNotLeader after Resign, context.Canceled if the Campaign was cancelled
 // as it was elected, or the session's error.
-func (l *Leadership) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
+func (l *Leadership) Err() error { return l.reason() }
 
 // Proclaim replaces the leader's value, keeping the term and its token;
 // observers see the new value. It fails with ErrNotLeader if the term is
@@ -131,12 +119,12 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		return valueTooLarge(value)
 	}
 	if err := l.Err(); err != nil {
-		return fmt.Errorf("%w: %q term %d is over: %w", ErrNotLeader, l.election, l.token, err)
+		return fmt.Errorf("%w: %q term %d is over: %w", ErrNotLeader, l.name, l.token, err)
 	}
 	s := l.s
 	seq := s.begin()
 	res, err := s.n.propose(ctx, fsm.Command{
-		Kind: fsm.KindProclaim, Session: s.id, Seq: seq, Floor: s.floor(), Name: l.election, Token: l.token, Value: value,
+		Kind: fsm.KindProclaim, Session: s.id, Seq: seq, Floor: s.floor(), Name: l.name, Token: l.token, Value: value,
 	})
 	s.finish(seq)
 	if err != nil {
@@ -148,50 +136,16 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		// so set the value, in log order even if Proclaims race.
 		return nil
 	case fsm.NotHeld, fsm.UnknownSession:
-		return fmt.Errorf("%w: %q term %d", ErrNotLeader, l.election, l.token)
+		return fmt.Errorf("%w: %q term %d", ErrNotLeader, l.name, l.token)
 	}
-	return fmt.Errorf("fencelock: proclaim %q: unexpected reply %v", l.election, res.Status)
+	return fmt.Errorf("fencelock: proclaim %q: unexpected reply %v", l.name, res.Status)
 }
 
 // Resign ends this term: the next candidate in line, if any, leads at once
 // with a larger token. If the term was already over at the group, nothing
 // changes and the error is ErrNotLeader, so a late Resign never deposes a
 // successor. Done is closed either way once the group answered.
-func (l *Leadership) Resign(ctx context.Context) error {
-	s := l.s
-	seq := s.begin()
-	res, err := s.n.propose(ctx, fsm.Command{
-		Kind: fsm.KindResign, Session: s.id, Seq: seq, Floor: s.floor(), Name: l.election, Token: l.token,
-	})
-	s.finish(seq)
-	if err != nil {
-		return err
-	}
-	s.deposed(l.token, ErrNotLeader)
-	l.lose(ErrNotLeader)
-	switch res.Status {
-	case fsm.OK:
-		return nil
-	case fsm.NotHeld, fsm.UnknownSession:
-		return fmt.Errorf("%w: %q term %d", ErrNotLeader, l.election, l.token)
-	}
-	return fmt.Errorf("fencelock: resign %q: unexpected reply %v", l.election, res.Status)
-}
-
-func (l *Leadership) lose(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err == nil {
-		l.err = err
-		close(l.done)
-	}
-}
-
-func (l *Leadership) setValue(v string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.value = v
-}
+func (l *Leadership) Resign(ctx context.Context) error { return l.giveBack(ctx) }
 
 // Leader returns the election's current leader, or ErrNoLeader. It is a
 // linearizable read: it reflects every change completed before it began,
@@ -209,94 +163,6 @@ func (n *Node) Leader(ctx context.Context, election string) (LeaderInfo, error) 
 		return info, fmt.Errorf("%w: %q", ErrNoLeader, truncate(election, 64))
 	}
 	return info, nil
-}
-
-// elected records that request seq leads election with token and value,
-// and wakes the Campaign call waiting for it. It is idempotent: the grant
-// may be reported by the applied entry and by the proposal's reply. It
-// returns nil if the session is over.
-func (s *Session) elected(seq uint64, election string, token uint64, value string) *Leadership {
-	s.mu.Lock()
-	if l := s.leads[token]; l != nil {
-		s.mu.Unlock()
-		return l
-	}
-	if s.err != nil {
-		s.mu.Unlock()
-		return nil
-	}
-	l := &Leadership{s: s, election: election, token: token, value: value, done: make(chan struct{})}
-	s.leads[token] = l
-	w := s.waiters[seq]
-	if w != nil && w.lead == nil {
-		w.lead = l
-		close(w.ready)
-	}
-	s.mu.Unlock()
-	if w == nil {
-		// Nobody waits for this term (its Campaign gave up and the cancel
-		// has not been applied yet): resign it.
-		s.n.goBackground(func() {
-			ctx, cancel := context.WithTimeout(s.n.ctx, s.ttl)
-			defer cancel()
-			_ = l.Resign(ctx)
-		})
-	}
-	return l
-}
-
-// deposed records that the term token ended for why.
-func (s *Session) deposed(token uint64, why error) {
-	s.mu.Lock()
-	l := s.leads[token]
-	delete(s.leads, token)
-	s.mu.Unlock()
-	if l != nil {
-		l.lose(why)
-	}
-}
-
-// proclaimed records the new value of the term token.
-func (s *Session) proclaimed(token uint64, value string) {
-	s.mu.Lock()
-	l := s.leads[token]
-	s.mu.Unlock()
-	if l != nil {
-		l.setValue(value)
-	}
-}
-
-// reconcileLeads brings the session's leaderships and candidacies in line
-// with a state restored from a snapshot.
-func (s *Session) reconcileLeads(st *fsm.State) {
-	if _, ok := st.Session(s.id); !ok {
-		return // reconcile ended the session
-	}
-	s.mu.Lock()
-	var seqs []uint64
-	for seq, w := range s.waiters {
-		if w.lock == nil && w.lead == nil {
-			seqs = append(seqs, seq)
-		}
-	}
-	leads := make([]*Leadership, 0, len(s.leads))
-	for _, l := range s.leads {
-		leads = append(leads, l)
-	}
-	s.mu.Unlock()
-	for _, seq := range seqs {
-		if info, ok := st.Leading(s.id, seq); ok {
-			s.elected(seq, info.Name, info.Token, info.Value)
-		}
-	}
-	for _, l := range leads {
-		info := st.Election(l.election)
-		if !info.Led || info.Token != l.token || info.Session != s.id {
-			s.deposed(l.token, ErrNotLeader)
-			continue
-		}
-		l.setValue(info.Value)
-	}
 }
 
 // depositionErr is a Leadership's error for the reason its term ended.

@@ -2,8 +2,6 @@ package fencelock
 
 import (
 	"context"
-	"fmt"
-	"sync"
 
 	"github.com/fencelock/fencelock/fsm"
 )
@@ -14,16 +12,7 @@ import (
 // than its session's TTL may still hold a Lock whose grant the group has
 // passed on. Guard every write to the protected resource with Token, checked
 // by the resource (see Fencer), and stop acting when Done is closed.
-type Lock struct {
-	s     *Session
-	name  string
-	token uint64
-	seq   uint64
-	done  chan struct{}
-
-	mu  sync.Mutex
-	err error
-}
+type Lock struct{ *grant }
 
 // Acquire waits in the lock's FIFO queue until the lock is granted to this
 // call, then returns it with its fencing token. The wait costs nothing while
@@ -50,56 +39,11 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 	if !fsm.ValidName(name) {
 		return nil, invalidName(name)
 	}
-	w, err := s.request(ctx, fsm.Command{Kind: fsm.KindAcquire, Name: name, Wait: wait})
+	g, err := s.request(ctx, fsm.Command{Kind: fsm.KindAcquire, Name: name, Wait: wait})
 	if err != nil {
 		return nil, err
 	}
-	return w.lock, nil
-}
-
-// granted records that request seq holds lock name with token, and wakes the
-// Acquire call waiting for it. It is idempotent: the grant may be reported by
-// the applied entry and by the proposal's reply. It returns nil if the
-// session is over.
-func (s *Session) granted(seq uint64, name string, token uint64) *Lock {
-	s.mu.Lock()
-	if l := s.locks[token]; l != nil {
-		s.mu.Unlock()
-		return l
-	}
-	if s.err != nil {
-		s.mu.Unlock()
-		return nil
-	}
-	l := &Lock{s: s, name: name, token: token, seq: seq, done: make(chan struct{})}
-	s.locks[token] = l
-	w := s.waiters[seq]
-	if w != nil && w.lock == nil {
-		w.lock = l
-		close(w.ready)
-	}
-	s.mu.Unlock()
-	if w == nil {
-		// Nobody waits for this grant (its caller gave up and the cancel
-		// has not been applied yet): give the lock back.
-		s.n.goBackground(func() {
-			ctx, cancel := context.WithTimeout(s.n.ctx, s.ttl)
-			defer cancel()
-			_ = l.Release(ctx)
-		})
-	}
-	return l
-}
-
-// freed records that the grant token ended for why.
-func (s *Session) freed(token uint64, why error) {
-	s.mu.Lock()
-	l := s.locks[token]
-	delete(s.locks, token)
-	s.mu.Unlock()
-	if l != nil {
-		l.lose(why)
-	}
+	return &Lock{g}, nil
 }
 
 // Name returns the lock's name.
@@ -117,53 +61,14 @@ func (l *Lock) Token() uint64 { return l.token }
 // group could grant the lock to anyone else.
 //
 // Like Session.Done, it checks the session's deadline when called.
-func (l *Lock) Done() <-chan struct{} {
-	l.s.poll()
-	return l.done
-}
+func (l *Lock) Done() <-chan struct{} { return l.doneChan() }
 
 // Err returns nil while the lock is held and, once Done is closed, why:
 // ErrNotHeld after a release, or the session's error.
-func (l *Lock) Err() error {
-	l.s.poll()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
-func (l *Lock) lose(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err == nil {
-		l.err = err
-		close(l.done)
-	}
-}
+func (l *Lock) Err() error { return l.reason() }
 
 // Release frees the lock; the head of its queue, if any, is granted in the
 // same step. It sends the name and token: if this grant is no longer current
 // (the session expired and the lock passed on), nothing changes and the error
 // is ErrNotHeld, so a late release never frees a successor's lock.
-func (l *Lock) Release(ctx context.Context) error {
-	s := l.s
-	seq := s.begin()
-	res, err := s.n.propose(ctx, fsm.Command{
-		Kind: fsm.KindRelease, Session: s.id, Seq: seq, Floor: s.floor(), Name: l.name, Token: l.token,
-	})
-	s.finish(seq)
-	if err != nil {
-		return err
-	}
-	s.freed(l.token, ErrNotHeld)
-	l.lose(ErrNotHeld)
-	switch res.Status {
-	case fsm.OK:
-		return nil
-	case fsm.UnknownSession:
-		s.expired()
-		fallthrough
-	case fsm.NotHeld:
-		return fmt.Errorf("%w: %q token %d", ErrNotHeld, l.name, l.token)
-	}
-	return fmt.Errorf("fencelock: release %q: unexpected reply %v", l.name, res.Status)
-}
+func (l *Lock) Release(ctx context.Context) error { return l.giveBack(ctx) }

@@ -11,13 +11,13 @@ import (
 // request runs one Acquire, TryAcquire or Campaign (cmd names the kind, the
 // lock or election and, for Campaign, the value) as a new request of s: it
 // proposes it, and if it is queued waits until it is granted, ctx ends or
-// the session ends. On success the waiter holds the Lock or the Leadership.
+// the session ends, and returns the grant.
 //
 // If ctx ends while queued, the request is withdrawn (and a grant that raced
 // ahead of the withdrawal is given back) and ctx.Err() is returned. If the
 // group cannot be reached before ctx ends, the outcome is unknown, so the
 // request is withdrawn too.
-func (s *Session) request(ctx context.Context, cmd fsm.Command) (*waiter, error) {
+func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) {
 	s.mu.Lock()
 	if err := s.err; err != nil {
 		s.mu.Unlock()
@@ -46,17 +46,12 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*waiter, error)
 	what := fmt.Sprintf("%v %q", cmd.Kind, cmd.Name)
 	switch res.Status {
 	case fsm.Granted:
-		var ok bool
-		if cmd.Kind == fsm.KindCampaign {
-			ok = s.elected(seq, cmd.Name, res.Value, cmd.Value) != nil
-		} else {
-			ok = s.granted(seq, cmd.Name, res.Value) != nil
-		}
+		g := s.granted(seq, cmd.Name, cmd.Kind == fsm.KindCampaign, res.Value, cmd.Value)
 		s.finish(seq)
-		if !ok {
+		if g == nil {
 			return nil, s.Err()
 		}
-		return w, nil
+		return g, nil
 	case fsm.Queued:
 		// The reply is in hand: the request no longer holds the floor back.
 		// From here the grant arrives as an event; a late duplicate of the
@@ -80,7 +75,7 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*waiter, error)
 	select {
 	case <-w.ready:
 		s.finish(seq)
-		return w, nil
+		return w.grant, nil
 	case <-s.done:
 		s.finish(seq)
 		return nil, s.Err()

@@ -58,13 +58,12 @@ type Session struct {
 
 	mu       sync.Mutex
 	nextSeq  uint64
-	pending  map[uint64]struct{}    // requests whose reply may still be needed
-	waiters  map[uint64]*waiter     // Acquire and Campaign calls by request number
-	locks    map[uint64]*Lock       // locks held, by token
-	leads    map[uint64]*Leadership // leaderships held, by token
-	deadline time.Time              // holder's clock: give up after this
-	acked    time.Time              // send time of the last keep-alive acknowledged
-	timer    clock.Timer            // fires at deadline
+	pending  map[uint64]struct{} // requests whose reply may still be needed
+	waiters  map[uint64]*waiter  // Acquire and Campaign calls by request number
+	grants   map[uint64]*grant   // locks and leaderships held, by token
+	deadline time.Time           // holder's clock: give up after this
+	acked    time.Time           // send time of the last keep-alive acknowledged
+	timer    clock.Timer         // fires at deadline
 	err      error
 	frozen   bool
 	paused   bool          // testhook.Pause: timers and the group's news wait too
@@ -77,8 +76,7 @@ type Session struct {
 // waiter is one Acquire or Campaign call waiting for its grant.
 type waiter struct {
 	ready chan struct{} // closed when granted
-	lock  *Lock
-	lead  *Leadership
+	grant *grant
 }
 
 func init() {
@@ -138,8 +136,7 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		nextSeq:  1,
 		pending:  make(map[uint64]struct{}),
 		waiters:  make(map[uint64]*waiter),
-		locks:    make(map[uint64]*Lock),
-		leads:    make(map[uint64]*Leadership),
+		grants:   make(map[uint64]*grant),
 		deadline: sent.Add(o.ttl - o.margin),
 		acked:    sent,
 		thaw:     make(chan struct{}),
@@ -331,16 +328,11 @@ func (s *Session) end(err error) bool {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	locks := s.locks
-	s.locks = make(map[uint64]*Lock)
-	leads := s.leads
-	s.leads = make(map[uint64]*Leadership)
+	grants := s.grants
+	s.grants = make(map[uint64]*grant)
 	s.mu.Unlock()
-	for _, l := range locks {
-		l.lose(err)
-	}
-	for _, l := range leads {
-		l.lose(err)
+	for _, g := range grants {
+		g.lose(err)
 	}
 	return true
 }

@@ -1,0 +1,145 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/fencelock/fencelock/fsm"
+)
+
+// grant is what a Lock and a Leadership share: the group granted a lock, or
+// an election, to one request of a session, with a fencing token.
+type grant struct {
+	s        *Session
+	name     string
+	election bool
+	token    uint64
+	seq      uint64
+	done     chan struct{}
+
+	mu    sync.Mutex
+	err   error  // why the grant ended; nil while it lasts
+	value string // a leadership's value
+}
+
+// lose ends the grant for its holder, for why.
+func (g *grant) lose(why error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err == nil {
+		g.err = why
+		close(g.done)
+	}
+}
+
+// doneChan and reason serve Done and Err; both first check the session's
+// deadline by the holder's clock.
+func (g *grant) doneChan() <-chan struct{} {
+	g.s.poll()
+	return g.done
+}
+
+func (g *grant) reason() error {
+	g.s.poll()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+// notHeld is the error of a grant the group no longer has.
+func (g *grant) notHeld() error {
+	if g.election {
+		return ErrNotLeader
+	}
+	return ErrNotHeld
+}
+
+// giveBack ends the grant at the group: Release for a lock, Resign for a
+// leadership. It sends the name and token, so if the grant is no longer
+// current nothing changes and the error is ErrNotHeld (ErrNotLeader): a late
+// call never frees a successor's grant.
+func (g *grant) giveBack(ctx context.Context) error {
+	s, kind := g.s, fsm.KindRelease
+	if g.election {
+		kind = fsm.KindResign
+	}
+	seq := s.begin()
+	res, err := s.n.propose(ctx, fsm.Command{
+		Kind: kind, Session: s.id, Seq: seq, Floor: s.floor(), Name: g.name, Token: g.token,
+	})
+	s.finish(seq)
+	if err != nil {
+		return err
+	}
+	s.ended(g.token, g.notHeld())
+	g.lose(g.notHeld()) // also when the session's registry had dropped it
+	switch res.Status {
+	case fsm.OK:
+		return nil
+	case fsm.UnknownSession:
+		s.expired()
+		fallthrough
+	case fsm.NotHeld:
+		return fmt.Errorf("%w: %q token %d", g.notHeld(), g.name, g.token)
+	}
+	return fmt.Errorf("fencelock: %v %q: unexpected reply %v", kind, g.name, res.Status)
+}
+
+// granted records that request seq of s was granted lock (or election) name
+// with token, and wakes the call waiting for it. It is idempotent: a grant
+// may be reported by the applied entry and by the proposal's reply. It
+// returns nil if the session is over.
+func (s *Session) granted(seq uint64, name string, election bool, token uint64, value string) *grant {
+	s.mu.Lock()
+	if g := s.grants[token]; g != nil {
+		s.mu.Unlock()
+		return g
+	}
+	if s.err != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	g := &grant{s: s, name: name, election: election, token: token, seq: seq, value: value,
+		done: make(chan struct{})}
+	s.grants[token] = g
+	w := s.waiters[seq]
+	if w != nil && w.grant == nil {
+		w.grant = g
+		close(w.ready)
+	}
+	s.mu.Unlock()
+	if w == nil {
+		// Nobody waits for this grant (its caller gave up and the cancel has
+		// not been applied yet): give it back.
+		s.n.goBackground(func() {
+			ctx, cancel := context.WithTimeout(s.n.ctx, s.ttl)
+			defer cancel()
+			_ = g.giveBack(ctx)
+		})
+	}
+	return g
+}
+
+// ended records that the grant token ended for why.
+func (s *Session) ended(token uint64, why error) {
+	s.mu.Lock()
+	g := s.grants[token]
+	delete(s.grants, token)
+	s.mu.Unlock()
+	if g != nil {
+		g.lose(why)
+	}
+}
+
+// proclaimed records the new value of the leadership token.
+func (s *Session) proclaimed(token uint64, value string) {
+	s.mu.Lock()
+	g := s.grants[token]
+	s.mu.Unlock()
+	if g != nil {
+		g.mu.Lock()
+		g.value = value
+		g.mu.Unlock()
+	}
+}

@@ -44,13 +44,7 @@ func (n *Node) Restored(st *fsm.State) {
 		sessions[i] = expiry.Session{ID: s.ID, KeepAlive: s.KeepAlive, TTL: time.Duration(s.TTL)}
 	}
 	n.tracker.Reset(sessions)
-	n.mu.RLock()
-	local := make([]*Session, 0, len(n.sessions))
-	for _, s := range n.sessions {
-		local = append(local, s)
-	}
-	n.mu.RUnlock()
-	for _, s := range local {
+	for _, s := range n.localSessions() {
 		s.reconcile(st)
 	}
 	n.watches.restored(st)

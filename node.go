@@ -380,6 +380,17 @@ func (n *Node) leaderKnown() <-chan struct{} {
 	return n.leaderUp
 }
 
+// localSessions returns the sessions that live on this node.
+func (n *Node) localSessions() []*Session {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	local := make([]*Session, 0, len(n.sessions))
+	for _, s := range n.sessions {
+		local = append(local, s)
+	}
+	return local
+}
+
 // local returns the session with this ID if it lives on this node.
 func (n *Node) local(id uint64) *Session {
 	n.mu.RLock()

@@ -87,13 +87,7 @@ func (n *Node) removedFromGroup() {
 		return
 	}
 	n.log.Warn("fencelock: this replica was removed from the group; close it and delete its Dir")
-	n.mu.RLock()
-	local := make([]*Session, 0, len(n.sessions))
-	for _, s := range n.sessions {
-		local = append(local, s)
-	}
-	n.mu.RUnlock()
-	for _, s := range local {
+	for _, s := range n.localSessions() {
 		s.end(ErrRemoved)
 		n.forget(s)
 	}

@@ -4,14 +4,28 @@ import (
 	"context"
 	"time"
 
-	"github.com/fencelock/fencelock/fsm"
 	"github.com/fencelock/fencelock/internal/expiry"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
-// Applied is called by the state machine on the apply goroutine for every
-// entry. Each event goes to the session it concerns, if that session lives
-// here: this is how exactly the granted waiter, and nobody else, wakes.
-func (n *Node) Applied(index uint64, events []fsm.Event) {
+// fsmObserver is the state machine's view of its Node: the fsm calls it on
+// the apply goroutine. It is unexported so that nothing outside the library
+// can feed the expiry timers or the sessions an event the log never held.
+type fsmObserver struct{ n *Node }
+
+func (o fsmObserver) Applied(index uint64, events []fsm.Event) { o.n.onApplied(index, events) }
+func (o fsmObserver) Restored(st *fsm.State)                   { o.n.onRestored(st) }
+func (o fsmObserver) SnapshotSaved(index uint64, bytes int64, took time.Duration) {
+	o.n.onSnapshotSaved(index, bytes, took)
+}
+func (o fsmObserver) SnapshotRestored(index uint64, took time.Duration) {
+	o.n.onSnapshotRestored(index, took)
+}
+
+// onApplied runs on the apply goroutine for every entry. Each event goes to
+// the session it concerns, if that session lives here: this is how exactly
+// the granted waiter, and nobody else, wakes.
+func (n *Node) onApplied(index uint64, events []fsm.Event) {
 	n.applied.Store(index)
 	for i := range events {
 		e := &events[i]
@@ -32,10 +46,10 @@ func (n *Node) Applied(index uint64, events []fsm.Event) {
 	n.watches.notify()
 }
 
-// Restored is called when a snapshot replaced the state, skipping entries
+// onRestored runs when a snapshot replaced the state, skipping entries
 // whose events were never seen: the timers restart and every local session
 // is brought in line with the state.
-func (n *Node) Restored(st *fsm.State) {
+func (n *Node) onRestored(st *fsm.State) {
 	n.applied.Store(st.Index())
 	n.restoredIndex.Store(st.Index())
 	infos := st.Sessions()

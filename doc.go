@@ -82,6 +82,30 @@
 // restarted on its Dir recovers its state, and one that fell behind the
 // compacted log catches up from a snapshot.
 //
+// # Leader election, in detail
+//
+// Election is built on the lock machinery, in a namespace of its own:
+// an election is a lock whose holder is the leader and carries a value.
+//
+//   - Candidates queue in FIFO order in the state machine. When the leader
+//     resigns or its session ends, the head of the queue leads in the same
+//     raft entry, and only its caller wakes: one grant per change of leader,
+//     however many candidates and observers there are.
+//   - A term's token is a fencing token like a lock's: it rises strictly with
+//     every grant in the group, so it is the term's epoch. Every action the
+//     leader takes downstream carries it, and a resource that refuses lower
+//     tokens (Fencer) refuses an old leader once a successor's token has
+//     reached it (the successor's first write, or a claim of its token).
+//   - The leader stops first. Leadership.Done closes when the leader's
+//     session could not be renewed by TTL − margin on the leader's own
+//     monotonic clock (see WithSafetyMargin), before the group can expire the
+//     session and elect the next candidate. This assumes only that the
+//     leader's and the raft leader's clocks run at rates that differ by less
+//     than margin/TTL (20% with the default margin of TTL/5), plus the
+//     leader's delay in noticing; clocks need not be synchronised. It errs
+//     toward a gap without a leader, never toward two. A leader that pauses
+//     between checking Done and acting is what the token is for.
+//
 // # Failures
 //
 //   - Holder crash: its session expires one TTL after the leader last heard
@@ -101,9 +125,9 @@
 //
 // # Limits
 //
-// A group keeps at most fsm.MaxSessions sessions; a session holds and waits
-// for at most fsm.MaxLocksPerSession locks; a lock queues at most
-// fsm.MaxWaitersPerLock requests. A request beyond a limit changes nothing
+// A group keeps at most MaxSessions sessions; a session holds and waits
+// for at most MaxLocksPerSession locks; a lock queues at most
+// MaxWaitersPerLock requests. A request beyond a limit changes nothing
 // and fails with an error wrapping ErrLimitExceeded. The README lists every
 // limit, and the faults fencelock is tested against with what holds under
 // each.

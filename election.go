@@ -4,29 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
-
-// Leader election is built on the lock machinery, in a namespace of its own:
-// an election is a lock whose holder is the leader and carries a value.
-//
-//   - Candidates queue in FIFO order in the state machine. When the leader
-//     resigns or its session ends, the head of the queue leads in the same
-//     raft entry, and only its caller wakes: one grant per change of leader,
-//     however many candidates and observers there are.
-//   - A term's token is a fencing token like a lock's: it rises strictly with
-//     every grant in the group, so it is the term's epoch. Every action the
-//     leader takes downstream carries it, and a resource that refuses lower
-//     tokens (Fencer) refuses every leader the group has moved past.
-//   - The leader stops first. Leadership.Done closes when the leader's
-//     session could not be renewed by TTL − margin on the leader's own
-//     monotonic clock (see WithSafetyMargin), before the group can expire the
-//     session and elect the next candidate. This assumes only that the
-//     leader's and the raft leader's clocks run at rates that differ by less
-//     than margin/TTL (20% with the default margin of TTL/5), plus the
-//     leader's delay in noticing; clocks need not be synchronised. It errs
-//     toward a gap without a leader, never toward two. A leader that pauses
-//     between checking Done and acting is what the token is for.
 
 // LeaderInfo describes the leader of an election as the group sees it. An
 // election without a leader has Token 0 and no value or session.

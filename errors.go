@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // The sentinel errors. Errors returned by fencelock wrap one of them (or a
@@ -46,12 +46,12 @@ var (
 	// its limits (see README); nothing changed. Each limit has its own error,
 	// which wraps this one.
 	ErrLimitExceeded = errors.New("fencelock: limit exceeded")
-	// ErrTooManySessions: the group keeps fsm.MaxSessions sessions already.
+	// ErrTooManySessions: the group keeps MaxSessions sessions already.
 	ErrTooManySessions = fmt.Errorf("%w: too many sessions in the group", ErrLimitExceeded)
-	// ErrTooManyLocks: the session holds and waits for fsm.MaxLocksPerSession
+	// ErrTooManyLocks: the session holds and waits for MaxLocksPerSession
 	// locks already.
 	ErrTooManyLocks = fmt.Errorf("%w: too many locks in the session", ErrLimitExceeded)
-	// ErrTooManyWaiters: the lock's queue holds fsm.MaxWaitersPerLock
+	// ErrTooManyWaiters: the lock's queue holds MaxWaitersPerLock
 	// requests already.
 	ErrTooManyWaiters = fmt.Errorf("%w: too many waiters for the lock", ErrLimitExceeded)
 )

@@ -7,8 +7,8 @@ import "sync"
 // service can stop a paused client from acting after its lock passed on; a
 // Fencer at the resource makes that client's writes bounce.
 //
-// The zero value is not usable; call NewFencer. A Fencer is safe for
-// concurrent use. It keeps its marks in memory: a resource that must refuse
+// The zero value is an empty Fencer, ready to use, like NewFencer's. A
+// Fencer is safe for concurrent use and must not be copied after first use. It keeps its marks in memory: a resource that must refuse
 // stale tokens across its own restarts persists Highest with its data and
 // seeds a new Fencer with Raise.
 type Fencer struct {
@@ -29,6 +29,9 @@ func (f *Fencer) fence(resource string) *fence {
 	defer f.mu.Unlock()
 	r := f.resources[resource]
 	if r == nil {
+		if f.resources == nil {
+			f.resources = make(map[string]*fence)
+		}
 		r = &fence{}
 		f.resources[resource] = r
 	}

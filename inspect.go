@@ -3,7 +3,7 @@ package fencelock
 import (
 	"context"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // LockInfo describes a lock as the group sees it.

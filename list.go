@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // ListOption configures Locks and Sessions.
@@ -67,9 +67,9 @@ type LockPage struct {
 // one page at a time. It is a linearizable read, like Inspect.
 //
 // A page costs the group one pass over its whole lock table, on every
-// replica's apply path: about 150ms per page with a million locks held on a
-// 2-core VM, during which that replica applies nothing. List sparingly on a
-// large group, with large pages.
+// replica's apply path, during which that replica applies nothing (see
+// docs/performance.md for the cost). List sparingly on a large group, with
+// large pages.
 func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (LockPage, error) {
 	o, err := listOpts(opts)
 	if err != nil {

@@ -3,7 +3,7 @@ package fencelock
 import (
 	"context"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // Lock is one grant of a named exclusive lock to a session.
@@ -52,7 +52,8 @@ func (l *Lock) Name() string { return l.name }
 // Token returns the fencing token of this grant. Tokens rise strictly with
 // every grant in the group, across leader changes and restarts, so a
 // resource that refuses tokens lower than the highest it has seen (Fencer)
-// refuses every holder the group has moved past.
+// refuses a holder as soon as a later holder's token has reached it: the
+// later holder's first write, or a claim of its token made at grant time.
 func (l *Lock) Token() uint64 { return l.token }
 
 // Done is closed when the holder must stop acting: the lock was released, or

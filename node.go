@@ -1,9 +1,12 @@
 package fencelock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,10 +15,10 @@ import (
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
 
-	"github.com/fencelock/fencelock/fsm"
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/dblog"
 	"github.com/fencelock/fencelock/internal/expiry"
+	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/proposer"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -68,14 +71,45 @@ type Config struct {
 	clock clock.Clock // tests only
 }
 
+// The defaults Start applies to zero fields of a Config.
 const (
-	defaultTTL  = 10 * time.Second
+	DefaultSessionTTL         = 10 * time.Second
+	DefaultRTT                = 10 * time.Millisecond
+	DefaultElectionTicks      = 15
+	DefaultHeartbeatTicks     = 2
+	DefaultSnapshotEntries    = 10000
+	DefaultCompactionOverhead = 5000
+	DefaultProposalTimeout    = time.Second
+)
+
+const (
+	defaultTTL  = DefaultSessionTTL
 	minTTL      = 100 * time.Millisecond
 	maxTTL      = 24 * time.Hour
 	minTimeout  = 100 * time.Millisecond
 	expireRetry = 250 * time.Millisecond
 )
 
+// Validate reports whether Start would accept c, without starting anything.
+// Every failure wraps ErrInvalidConfig (a SessionTTL out of range also wraps
+// ErrInvalidTTL) and names the field.
+func (c Config) Validate() error { return c.normalize() }
+
+// checkAddr refuses an address Dragonboat could not use, in our words
+// rather than its own.
+func checkAddr(field, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return fmt.Errorf("%w: %s %q is not host:port", ErrInvalidConfig, field, addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("%w: %s %q has no valid port", ErrInvalidConfig, field, addr)
+	}
+	return nil
+}
+
+// normalize fills c's defaults and validates it; Start calls it on its own
+// copy.
 func (c *Config) normalize() error {
 	if c.ReplicaID == 0 {
 		return fmt.Errorf("%w: ReplicaID must be > 0", ErrInvalidConfig)
@@ -94,6 +128,9 @@ func (c *Config) normalize() error {
 			if id == 0 || addr == "" {
 				return fmt.Errorf("%w: member %d has no address", ErrInvalidConfig, id)
 			}
+			if err := checkAddr(fmt.Sprintf("Members[%d]", id), addr); err != nil {
+				return err
+			}
 		}
 	}
 	if c.Addr == "" {
@@ -102,24 +139,32 @@ func (c *Config) normalize() error {
 	if c.Addr == "" {
 		return fmt.Errorf("%w: Addr is required", ErrInvalidConfig)
 	}
+	if err := checkAddr("Addr", c.Addr); err != nil {
+		return err
+	}
+	if c.ListenAddr != "" {
+		if err := checkAddr("ListenAddr", c.ListenAddr); err != nil {
+			return err
+		}
+	}
 	if c.SessionTTL == 0 {
 		c.SessionTTL = defaultTTL
 	}
 	if c.SessionTTL < minTTL || c.SessionTTL > maxTTL {
-		return fmt.Errorf("%w: SessionTTL %v outside [%v, %v]", ErrInvalidTTL, c.SessionTTL, minTTL, maxTTL)
+		return fmt.Errorf("%w: %w: SessionTTL %v outside [%v, %v]", ErrInvalidConfig, ErrInvalidTTL, c.SessionTTL, minTTL, maxTTL)
 	}
-	c.RTT = cmpOr(c.RTT, 10*time.Millisecond)
+	c.RTT = cmp.Or(c.RTT, DefaultRTT)
 	if c.RTT < time.Millisecond {
 		return fmt.Errorf("%w: RTT must be at least 1ms", ErrInvalidConfig)
 	}
-	c.ElectionTicks = cmpOr(c.ElectionTicks, 15)
-	c.HeartbeatTicks = cmpOr(c.HeartbeatTicks, 2)
+	c.ElectionTicks = cmp.Or(c.ElectionTicks, DefaultElectionTicks)
+	c.HeartbeatTicks = cmp.Or(c.HeartbeatTicks, DefaultHeartbeatTicks)
 	if c.HeartbeatTicks < 1 || c.ElectionTicks <= 2*c.HeartbeatTicks {
 		return fmt.Errorf("%w: ElectionTicks must exceed 2×HeartbeatTicks", ErrInvalidConfig)
 	}
-	c.SnapshotEntries = cmpOr(c.SnapshotEntries, 10000)
-	c.CompactionOverhead = cmpOr(c.CompactionOverhead, 5000)
-	c.ProposalTimeout = cmpOr(c.ProposalTimeout, time.Second)
+	c.SnapshotEntries = cmp.Or(c.SnapshotEntries, DefaultSnapshotEntries)
+	c.CompactionOverhead = cmp.Or(c.CompactionOverhead, DefaultCompactionOverhead)
+	c.ProposalTimeout = cmp.Or(c.ProposalTimeout, DefaultProposalTimeout)
 	if c.ProposalTimeout < minTimeout || c.ProposalTimeout < 2*c.RTT {
 		return fmt.Errorf("%w: ProposalTimeout %v is too short", ErrInvalidConfig, c.ProposalTimeout)
 	}
@@ -130,14 +175,6 @@ func (c *Config) normalize() error {
 		c.clock = clock.Real
 	}
 	return nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Node is one running replica of a fencelock group, and the entry point for
@@ -256,7 +293,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	for id, addr := range cfg.Members {
 		members[id] = addr
 	}
-	if err := nh.StartReplica(members, cfg.Join, fsm.NewStateMachine(n), rc); err != nil {
+	if err := nh.StartReplica(members, cfg.Join, fsm.NewStateMachine(fsmObserver{n}), rc); err != nil {
 		n.prop.Close()
 		n.cancel()
 		nh.Close()

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // Observe reports the leader of election as this replica applies changes to

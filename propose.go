@@ -7,7 +7,7 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/proposer"
 )
 

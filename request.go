@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // request runs one Acquire, TryAcquire or Campaign (cmd names the kind, the

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock/fsm"
 	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/testhook"
 )
 

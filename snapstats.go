@@ -29,8 +29,8 @@ func init() {
 	})
 }
 
-// SnapshotSaved implements fsm.SnapshotObserver.
-func (n *Node) SnapshotSaved(index uint64, bytes int64, took time.Duration) {
+// onSnapshotSaved records a snapshot this replica saved.
+func (n *Node) onSnapshotSaved(index uint64, bytes int64, took time.Duration) {
 	n.snapshotSaved(index)
 	n.snaps.mu.Lock()
 	defer n.snaps.mu.Unlock()
@@ -38,8 +38,8 @@ func (n *Node) SnapshotSaved(index uint64, bytes int64, took time.Duration) {
 	n.snaps.s.LastSave, n.snaps.s.LastSaveBytes, n.snaps.s.LastSaveIndex = took, bytes, index
 }
 
-// SnapshotRestored implements fsm.SnapshotObserver.
-func (n *Node) SnapshotRestored(index uint64, took time.Duration) {
+// onSnapshotRestored records a snapshot this replica restored.
+func (n *Node) onSnapshotRestored(index uint64, took time.Duration) {
 	n.snaps.mu.Lock()
 	defer n.snaps.mu.Unlock()
 	n.snaps.s.Restores++

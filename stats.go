@@ -3,7 +3,7 @@ package fencelock
 import (
 	"time"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // Stats are a replica's figures for monitoring; the metrics package exports

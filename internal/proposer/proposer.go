@@ -16,7 +16,7 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 
-	"github.com/fencelock/fencelock/fsm"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // ErrLeaderChanged fails the commands of entries in flight when the raft

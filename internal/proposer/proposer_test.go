@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/fencelock/fencelock/fsm"
 	"github.com/fencelock/fencelock/internal/dblog"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

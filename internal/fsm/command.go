@@ -8,6 +8,11 @@
 // state, tokens or results. Time enters only as values inside commands (a
 // session's TTL) and as Expire commands proposed by the raft leader's timers.
 // Exactly one file, dragonboat.go, binds the state machine to Dragonboat.
+//
+// The package is internal on purpose: its codec, queries and observer
+// interfaces are the replica's machinery, not a promise to users, and a
+// change to any of them ships as a new state-machine version. The few values
+// users need (the limits) are re-exported by the root package.
 package fsm
 
 // Kind names a command.
@@ -101,7 +106,7 @@ type Status uint8
 // The statuses. Their numeric values are part of the wire format.
 const (
 	OK             Status = 1  // done (open, keep-alive, close, release, expire, resign, proclaim)
-	Granted        Status = 2  // acquire, campaign: the lock or leadership is the caller's; Result.Token
+	Granted        Status = 2  // acquire, campaign: the lock or leadership is the caller's; Result.Value is its token
 	Queued         Status = 3  // acquire, campaign: waiting in the queue
 	Locked         Status = 4  // try-acquire: held by another request
 	NotHeld        Status = 5  // release, resign, proclaim: the token is not the current grant

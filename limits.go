@@ -1,0 +1,22 @@
+package fencelock
+
+import "github.com/fencelock/fencelock/internal/fsm"
+
+// The group's limits. They are constants of the replicated state machine, the
+// same on every replica; a request beyond one fails with an error wrapping
+// ErrLimitExceeded and changes nothing. Changing one changes how the log is
+// applied, so it ships as a new state-machine version.
+const (
+	// MaxSessions is the most sessions a group keeps at once (ErrTooManySessions).
+	MaxSessions = fsm.MaxSessions
+	// MaxLocksPerSession is the most locks and elections one session holds
+	// and waits for together (ErrTooManyLocks).
+	MaxLocksPerSession = fsm.MaxLocksPerSession
+	// MaxWaitersPerLock is the longest a lock's or an election's queue grows
+	// (ErrTooManyWaiters).
+	MaxWaitersPerLock = fsm.MaxWaitersPerLock
+	// MaxNameLen is the longest lock or election name, in bytes (ErrInvalidName).
+	MaxNameLen = fsm.MaxNameLen
+	// MaxValueLen is the longest leader value, in bytes (ErrValueTooLarge).
+	MaxValueLen = fsm.MaxValueLen
+)

@@ -102,11 +102,23 @@ func writeJSON(w http.ResponseWriter, code int, body map[string]string) {
 
 // Transport is a client http.RoundTripper that stamps requests with their
 // fencing token. For each request, Token gives the token; if it reports
-// false the request is sent unchanged. The request is cloned before the
-// header is set, as RoundTrippers must not modify their input.
+// false the request is sent unchanged. A nil Token takes the token of the
+// grant the request's context carries (fencelock.Lock.Context), re-checking
+// the holder's deadline just before sending: a request whose grant is over
+// is not sent, and fails with an error wrapping fencelock.ErrNotHeld. The
+// request is cloned before the header is set, as RoundTrippers must not
+// modify their input.
 type Transport struct {
 	Base  http.RoundTripper // nil means http.DefaultTransport
 	Token func(*http.Request) (uint64, bool)
+}
+
+func grantToken(r *http.Request) (uint64, bool, error) {
+	tok, ok := fencelock.TokenFrom(r.Context())
+	if !ok && tok != 0 {
+		return 0, false, fmt.Errorf("fencehttp: %w: grant with token %d is over, request not sent", fencelock.ErrNotHeld, tok)
+	}
+	return tok, ok, nil
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -115,10 +127,17 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	var tok uint64
+	var ok bool
 	if t.Token == nil {
-		return nil, fmt.Errorf("fencehttp: Transport.Token is nil")
+		var err error
+		if tok, ok, err = grantToken(r); err != nil {
+			return nil, err
+		}
+	} else {
+		tok, ok = t.Token(r)
 	}
-	if tok, ok := t.Token(r); ok {
+	if ok {
 		r = r.Clone(r.Context())
 		r.Header.Set(Header, strconv.FormatUint(tok, 10))
 	}

@@ -87,3 +87,23 @@ func FuzzParseToken(f *testing.F) {
 		}
 	})
 }
+
+// With a nil Token, a request whose context carries no grant goes out
+// without the header.
+func TestTransportWithoutGrantSendsNoToken(t *testing.T) {
+	seen := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get(Header)
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: &Transport{}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	if h := <-seen; h != "" {
+		t.Fatalf("header %q sent without a grant", h)
+	}
+}

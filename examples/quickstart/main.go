@@ -1,32 +1,55 @@
-// Command quickstart runs a three-replica fencelock group in one process and
-// replays the GC-pause timeline that fencing tokens exist for:
+//go:build unix
+
+// Command quickstart runs a three-replica fencelock group on loopback and
+// replays the GC-pause timeline that fencing tokens exist for, with a real
+// pause: client A is a separate process that the quickstart freezes with
+// SIGSTOP.
 //
-//  1. Client A acquires "jobs/reindex" and writes through a Fencer.
-//  2. Client B queues for the same lock.
-//  3. A pauses (a simulated stop-the-world pause: its keep-alives stop).
+// The quickstart re-executes itself as a child process. The child runs
+// replica 3 and client A; the parent runs replicas 1 and 2 (a quorum on their
+// own), client B, and the protected resource, a Fencer. The child reaches the
+// resource over its stdin/stdout with a line protocol: it prints
+// "WRITE <token> <text>" and the parent answers "OK" or "REFUSED <error>";
+// the child reports its progress on the same pipe.
+//
+//  1. Client A (child) acquires "jobs/reindex" and writes through the Fencer.
+//  2. Client B (parent) queues for the same lock.
+//  3. The parent sends SIGSTOP to the child: every goroutine of A stops,
+//     keep-alives included, as in a stop-the-world pause.
 //  4. The group expires A's session and grants the lock to B with a larger
 //     token; B writes.
-//  5. A wakes up, still believing it holds the lock, and writes: the Fencer
-//     refuses the stale token.
+//  5. The parent sends SIGCONT. A wakes up, still believing it holds the
+//     lock, and writes at once with its old token: the Fencer refuses it.
 //
-// Run it with: go run ./examples/quickstart
+// Run it with: go run ./examples/quickstart (Unix only).
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/testhook"
 )
 
-const lockName = "jobs/reindex"
+const (
+	lockName = "jobs/reindex"
+	childEnv = "FENCELOCK_QUICKSTART_CHILD" // set in client A's process: its data directory
+	ttlA     = 1200 * time.Millisecond      // client A's session TTL, short to keep the demo brief
+	ttlB     = 3 * time.Second
+)
 
 var start = time.Now()
 
@@ -35,10 +58,119 @@ func say(format string, args ...any) {
 }
 
 func main() {
+	if dir := os.Getenv(childEnv); dir != "" {
+		if err := clientA(dir, os.Args[1:]); err != nil {
+			fmt.Printf("FAIL %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
+}
+
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+// child is client A's process as the parent sees it.
+type child struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	mu     sync.Mutex // serialises lines to the child
+	events chan string
+	exited chan struct{}
+}
+
+func (c *child) send(line string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := io.WriteString(c.stdin, line+"\n")
+	return err
+}
+
+// next returns the child's next event line, starting with verb.
+func (c *child) next(ctx context.Context, verb string) (string, error) {
+	select {
+	case line, ok := <-c.events:
+		if !ok {
+			return "", errors.New("client A's process exited early")
+		}
+		if rest, found := strings.CutPrefix(line, "FAIL "); found {
+			return "", fmt.Errorf("client A: %s", rest)
+		}
+		rest, found := strings.CutPrefix(line, verb)
+		if !found {
+			return "", fmt.Errorf("client A: expected %s, got %q", verb, line)
+		}
+		return strings.TrimSpace(rest), nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for client A's %s: %w", verb, ctx.Err())
+	}
+}
+
+// kill ends the child, stopped or not, and reaps it.
+func (c *child) kill() {
+	c.stdin.Close()
+	select {
+	case <-c.exited:
+		return
+	case <-time.After(2 * time.Second):
+	}
+	c.cmd.Process.Kill()
+	<-c.exited
+}
+
+// spawn re-executes this binary as client A. WRITE lines are served here,
+// against storage; every other line goes to events.
+func spawn(dir string, members map[uint64]string, storage *fencelock.Fencer) (*child, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, members[1], members[2], members[3])
+	cmd.Env = append(os.Environ(), childEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = childAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, stdin: stdin, events: make(chan string, 16), exited: make(chan struct{})}
+	go func() {
+		defer close(c.events)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			rest, isWrite := strings.CutPrefix(line, "WRITE ")
+			if !isWrite {
+				c.events <- line
+				continue
+			}
+			tok, text, _ := strings.Cut(rest, " ")
+			token, _ := strconv.ParseUint(tok, 10, 64)
+			err := storage.Do(lockName, token, func() error {
+				say("storage accepted %q from A (token %d)", text, token)
+				return nil
+			})
+			if err != nil {
+				say("storage refused %q from A (token %d): %v", text, token, err)
+				c.send("REFUSED " + err.Error())
+			} else {
+				c.send("OK")
+			}
+			c.events <- "WROTE " + fmt.Sprint(errors.Is(err, fencelock.ErrStaleToken))
+		}
+	}()
+	go func() { cmd.Wait(); close(c.exited) }()
+	return c, nil
 }
 
 func run() error {
@@ -51,8 +183,6 @@ func run() error {
 	}
 	defer os.RemoveAll(dir)
 
-	// Three replicas, as three processes on three hosts would run them; here
-	// they share one process and the loopback interface.
 	members := map[uint64]string{}
 	for id := uint64(1); id <= 3; id++ {
 		addr, err := freeAddr()
@@ -61,11 +191,21 @@ func run() error {
 		}
 		members[id] = addr
 	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	// Start the replicas together, as their hosts would: a replica that dials
-	// a peer not yet listening backs off for up to a second before retrying.
-	nodes := make([]*fencelock.Node, 3)
-	errs := make(chan error, 3)
+
+	// The protected resource: storage that checks fencing tokens.
+	storage := fencelock.NewFencer()
+
+	// Client A's process runs replica 3; it starts at the same time as
+	// replicas 1 and 2, as the replicas' hosts would.
+	a, err := spawn(filepath.Join(dir, "3"), members, storage)
+	if err != nil {
+		return err
+	}
+	defer a.kill() // also sends SIGKILL to a stopped child: no error path leaves it behind
+	pid := a.cmd.Process.Pid
+
+	nodes := make([]*fencelock.Node, 2)
+	errs := make(chan error, 2)
 	for i := range nodes {
 		go func() {
 			var err error
@@ -91,40 +231,30 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	say("started replicas 1-3 on %s, %s, %s", members[1], members[2], members[3])
+	say("started replicas 1-2 here on %s, %s; replica 3 runs in client A's process (pid %d) on %s",
+		members[1], members[2], pid, members[3])
 
-	// Client A lives on replica 1, client B on replica 2. A short TTL keeps
-	// the demonstration brief.
-	const ttl = 2 * time.Second
-	a, err := nodes[0].NewSession(ctx, fencelock.WithTTL(ttl))
+	sid, err := a.next(ctx, "SESSION")
 	if err != nil {
 		return err
 	}
-	b, err := nodes[1].NewSession(ctx, fencelock.WithTTL(ttl))
+	say("group has leader replica %d; A opened session %s on replica 3, TTL %v", nodes[0].Status().LeaderID, sid, ttlA)
+	tokA, err := a.next(ctx, "ACQUIRED")
 	if err != nil {
 		return err
 	}
-	say("group has leader replica %d; session A=%d (replica 1), B=%d (replica 2), TTL %v",
-		nodes[0].Status().LeaderID, a.ID(), b.ID(), ttl)
-
-	// The protected resource: storage that checks fencing tokens.
-	storage := fencelock.NewFencer()
-	write := func(who string, token uint64, what string) error {
-		return storage.Do(lockName, token, func() error {
-			say("storage accepted %q from %s (token %d)", what, who, token)
-			return nil
-		})
+	say("A acquired %q with fencing token %s", lockName, tokA)
+	if _, err := a.next(ctx, "WROTE"); err != nil {
+		return err
+	}
+	if _, err := a.next(ctx, "WAITING"); err != nil {
+		return err
 	}
 
-	lockA, err := a.Acquire(ctx, lockName)
+	b, err := nodes[0].NewSession(ctx, fencelock.WithTTL(ttlB))
 	if err != nil {
 		return err
 	}
-	say("A acquired %q with fencing token %d", lockName, lockA.Token())
-	if err := write("A", lockA.Token(), "reindex part 1"); err != nil {
-		return err
-	}
-
 	type grant struct {
 		l   *fencelock.Lock
 		err error
@@ -134,42 +264,63 @@ func run() error {
 		l, err := b.Acquire(ctx, lockName)
 		bGranted <- grant{l, err}
 	}()
-	if err := waitWaiters(ctx, nodes[2], 1); err != nil {
+	if err := waitWaiters(ctx, nodes[1], 1); err != nil {
 		return err
 	}
-	say("B is queued behind A (Inspect on replica 3: 1 waiter)")
+	say("B (session %d, replica 1) is queued behind A (Inspect on replica 2: 1 waiter)", b.ID())
 
 	paused := time.Now()
-	testhook.Freeze(a)
-	say("A pauses (simulated stop-the-world GC): its keep-alives stop")
-
-	<-lockA.Done()
-	say("A's own clock gave the session up after %.2fs (TTL minus safety margin): Lock.Done closed (%v)."+
-		" A is paused, so it cannot notice.", time.Since(paused).Seconds(), lockA.Err())
-
-	g := <-bGranted
-	if g.err != nil {
-		return g.err
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
 	}
-	lockB := g.l
-	say("the group expired A's session after %.2fs and granted the lock to B with token %d (> %d)",
-		time.Since(paused).Seconds(), lockB.Token(), lockA.Token())
-	if err := write("B", lockB.Token(), "reindex part 1, redone"); err != nil {
+	say("SIGSTOP to A's process: A and its replica freeze mid-job, keep-alives and all")
+
+	var lockB *fencelock.Lock
+	select {
+	case g := <-bGranted:
+		if g.err != nil {
+			return g.err
+		}
+		lockB = g.l
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	say("the group (replicas 1, 2) expired A's session after %.2fs and granted the lock to B with token %d (> %s)",
+		time.Since(paused).Seconds(), lockB.Token(), tokA)
+	if err := storage.Do(lockName, lockB.Token(), func() error {
+		say("storage accepted %q from B (token %d)", "reindex part 1, redone", lockB.Token())
+		return nil
+	}); err != nil {
 		return err
 	}
 
-	testhook.Thaw(a)
-	say("A wakes up, unaware of the pause, and writes with its old token %d", lockA.Token())
-	err = write("A", lockA.Token(), "reindex part 2")
-	if !errors.Is(err, fencelock.ErrStaleToken) {
-		return fmt.Errorf("A's stale write was not refused: %v", err)
+	// A was blocked reading its next "go" when it stopped; queue one, then
+	// wake it: the first thing it does is write.
+	if err := a.send("GO"); err != nil {
+		return err
 	}
-	say("storage refused it: %v", err)
-	if err := lockA.Release(ctx); errors.Is(err, fencelock.ErrNotHeld) {
-		say("A's late Release changes nothing: %v", err)
-	} else {
-		return fmt.Errorf("A's late release: %v", err)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
 	}
+	say("SIGCONT after %.2fs: A wakes up, unaware of the pause, and writes with its old token %s",
+		time.Since(paused).Seconds(), tokA)
+	stale, err := a.next(ctx, "WROTE")
+	if err != nil {
+		return err
+	}
+	if stale != "true" {
+		return errors.New("A's stale write was not refused")
+	}
+	after, err := a.next(ctx, "AFTER")
+	if err != nil {
+		return err
+	}
+	say("A, after the refusal: %s", after)
+	rel, err := a.next(ctx, "RELEASE")
+	if err != nil {
+		return err
+	}
+	say("A's late Release changes nothing: %s", rel)
 
 	if err := lockB.Release(ctx); err != nil {
 		return err
@@ -178,17 +329,93 @@ func run() error {
 	if err := b.Close(ctx); err != nil {
 		return err
 	}
-	info, err := nodes[2].Inspect(ctx, lockName)
+	info, err := nodes[1].Inspect(ctx, lockName)
 	if err != nil {
 		return err
 	}
 	say("Inspect(%q): held=%v waiters=%d; storage's highest token %d", lockName, info.Held, info.Waiters,
 		storage.Highest(lockName))
+	a.kill()
 	for _, n := range nodes {
 		n.Close()
 	}
 	nodes = nil
-	say("replicas closed; done")
+	say("client A's process and replicas closed; done")
+	return nil
+}
+
+// clientA runs in the child process: replica 3 and client A. It prints its
+// events on stdout and reads the resource's answers from stdin.
+func clientA(dir string, addrs []string) error {
+	if len(addrs) != 3 {
+		return errors.New("want three replica addresses")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in := bufio.NewScanner(os.Stdin)
+	readLine := func() (string, error) {
+		if !in.Scan() {
+			return "", errors.New("parent went away")
+		}
+		return in.Text(), nil
+	}
+	node, err := fencelock.Start(ctx, fencelock.Config{
+		ReplicaID: 3,
+		Members:   map[uint64]string{1: addrs[0], 2: addrs[1], 3: addrs[2]},
+		Dir:       dir,
+		Logger:    quiet,
+	})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	s, err := node.NewSession(ctx, fencelock.WithTTL(ttlA))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("SESSION %d\n", s.ID())
+	lock, err := s.Acquire(ctx, lockName)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ACQUIRED %d\n", lock.Token())
+	write := func(text string) (string, error) {
+		fmt.Printf("WRITE %d %s\n", lock.Token(), text)
+		return readLine()
+	}
+	if reply, err := write("reindex part 1"); err != nil {
+		return err
+	} else if reply != "OK" {
+		return fmt.Errorf("first write: %s", reply)
+	}
+	// A believes it holds the lock and waits for its next piece of work.
+	// This is where SIGSTOP catches it; on SIGCONT it writes straight away,
+	// as a holder resuming after a GC pause would, without looking at Done.
+	fmt.Println("WAITING")
+	if _, err := readLine(); err != nil {
+		return err
+	}
+	if _, err := write("reindex part 2"); err != nil {
+		return err
+	}
+	select {
+	case <-lock.Done():
+	case <-time.After(2 * time.Second):
+	}
+	select {
+	case <-lock.Done():
+		fmt.Printf("AFTER Lock.Done is closed, Lock.Err = %v\n", lock.Err())
+	default:
+		fmt.Println("AFTER Lock.Done is still open")
+	}
+	if err := lock.Release(ctx); errors.Is(err, fencelock.ErrNotHeld) || errors.Is(err, fencelock.ErrSessionExpired) {
+		fmt.Printf("RELEASE %v\n", err)
+	} else {
+		return fmt.Errorf("late release: %v", err)
+	}
+	// Stay up until the parent closes the pipe.
+	for in.Scan() {
+	}
 	return nil
 }
 

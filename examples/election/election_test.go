@@ -20,7 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/examples/election/fencedfile"
+	"github.com/fencelock/fencelock/fencefile"
 )
 
 // Three OS processes elect a primary; SIGKILL the primary and another
@@ -68,7 +68,7 @@ func TestThreeProcessesFailOver(t *testing.T) {
 		}
 	}
 
-	records, err := fencedfile.Read(resource)
+	records, err := fencefile.Read(resource)
 	require.NoError(t, err)
 	epochs := g.epochs()
 	for i, r := range records {
@@ -271,7 +271,7 @@ func (b *lockedBuffer) String() string {
 func waitRecords(t *testing.T, ctx context.Context, path string, epoch uint64, n int) {
 	t.Helper()
 	for {
-		records, err := fencedfile.Read(path)
+		records, err := fencefile.Read(path)
 		require.NoError(t, err)
 		count := 0
 		for _, r := range records {

@@ -14,7 +14,7 @@
 //
 // and appends a record every -every to a shared file (-resource), fenced by
 // its epoch T: the file refuses records whose epoch is lower than one it has
-// admitted, across processes and restarts (package fencedfile). Every
+// admitted, across processes and restarts (package fencefile). Every
 // process also observes the election and prints "leader: ..." on each change.
 //
 // Kill the primary with kill -9: once its session's TTL (-ttl) has run out
@@ -43,7 +43,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/examples/election/fencedfile"
+	"github.com/fencelock/fencelock/fencefile"
 )
 
 const electionName = "primary"
@@ -116,7 +116,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer node.Close()
-	res, err := fencedfile.Open(o.resource)
+	res, err := fencefile.Open(o.resource)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func run(ctx context.Context, o options) error {
 
 // lead campaigns, serves as primary while elected, and campaigns again,
 // until the session or ctx ends.
-func lead(ctx context.Context, o options, session *fencelock.Session, res *fencedfile.File) error {
+func lead(ctx context.Context, o options, session *fencelock.Session, res *fencefile.File) error {
 	for {
 		l, err := session.Campaign(ctx, electionName, fmt.Sprintf("replica %d", o.id))
 		if err != nil {
@@ -170,7 +170,7 @@ func lead(ctx context.Context, o options, session *fencelock.Session, res *fence
 		// A real primary stops here. To show what the fence is for, write
 		// once more under the old epoch, as a primary that paused between
 		// its last check and its write would.
-		if err := res.Append(l.Token(), fmt.Sprintf("replica %d epoch %d late write", o.id, l.Token())); err != nil {
+		if err := res.Append(l.Token(), []byte(fmt.Sprintf("replica %d epoch %d late write", o.id, l.Token()))); err != nil {
 			say("late write: replica %d, epoch %d: refused: %v", o.id, l.Token(), err)
 		} else {
 			say("late write: replica %d, epoch %d: admitted (no later primary has written yet)", o.id, l.Token())
@@ -182,7 +182,7 @@ func lead(ctx context.Context, o options, session *fencelock.Session, res *fence
 }
 
 // serve writes a record under the epoch every o.every until the term ends.
-func serve(ctx context.Context, o options, l *fencelock.Leadership, res *fencedfile.File) {
+func serve(ctx context.Context, o options, l *fencelock.Leadership, res *fencefile.File) {
 	tick := time.NewTicker(o.every)
 	defer tick.Stop()
 	for n := 1; ; n++ {
@@ -193,7 +193,7 @@ func serve(ctx context.Context, o options, l *fencelock.Leadership, res *fencedf
 			return
 		case <-tick.C:
 		}
-		err := res.Append(l.Token(), fmt.Sprintf("replica %d epoch %d record %d", o.id, l.Token(), n))
+		err := res.Append(l.Token(), []byte(fmt.Sprintf("replica %d epoch %d record %d", o.id, l.Token(), n)))
 		if errors.Is(err, fencelock.ErrStaleToken) {
 			// A later primary has written: this term is over, whatever
 			// this process believes. Step down.

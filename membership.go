@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -167,9 +166,8 @@ func validMember(id uint64, addr string) error {
 	if id == 0 {
 		return fmt.Errorf("%w: replica ID 0", ErrMembership)
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host == "" || port == "" {
-		return fmt.Errorf("%w: address %q is not host:port", ErrMembership, truncate(addr, 64))
+	if err := checkHostPort(addr); err != nil {
+		return fmt.Errorf("%w: %w", ErrMembership, err)
 	}
 	return nil
 }

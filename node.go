@@ -95,15 +95,20 @@ const (
 // ErrInvalidTTL) and names the field.
 func (c Config) Validate() error { return c.normalize() }
 
-// checkAddr refuses an address Dragonboat could not use, in our words
-// rather than its own.
-func checkAddr(field, addr string) error {
+// checkHostPort refuses an address Dragonboat could not use, in our words
+// rather than its own; callers wrap the error in their sentinel.
+func checkHostPort(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host == "" || port == "" {
-		return fmt.Errorf("%w: %s %q is not host:port", ErrInvalidConfig, field, addr)
+	p, perr := strconv.Atoi(port)
+	if err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("address %q is not host:port with a port in 1-65535", truncate(addr, 64))
 	}
-	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
-		return fmt.Errorf("%w: %s %q has no valid port", ErrInvalidConfig, field, addr)
+	return nil
+}
+
+func checkAddr(field, addr string) error {
+	if err := checkHostPort(addr); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, field, err)
 	}
 	return nil
 }

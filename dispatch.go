@@ -34,6 +34,9 @@ func (n *Node) onApplied(index uint64, events []fsm.Event) {
 		case fsm.EventTouched:
 			n.tracker.Touch(e.Session, e.Index, time.Duration(e.TTL))
 			continue
+		case fsm.EventLeaderStarted:
+			n.tracker.LeaderStarted(e.Index, e.Owner, e.Term)
+			continue
 		case fsm.EventSessionEnded:
 			n.tracker.Remove(e.Session)
 		case fsm.EventElected, fsm.EventDeposed, fsm.EventProclaimed:
@@ -57,22 +60,30 @@ func (n *Node) onRestored(st *fsm.State) {
 	for i, s := range infos {
 		sessions[i] = expiry.Session{ID: s.ID, KeepAlive: s.KeepAlive, TTL: time.Duration(s.TTL)}
 	}
-	n.tracker.Reset(sessions)
+	n.tracker.Reset(sessions, st.LeaderMark())
 	for _, s := range n.localSessions() {
 		s.reconcile(st)
 	}
 	n.watches.restored(st)
 }
 
-// proposeExpire is the expiry tracker's action on the leader; it must not
-// block, so the proposal runs in the background.
-func (n *Node) proposeExpire(id, keepAlive uint64) {
+// proposeExpire and proposeLeaderStart are the expiry tracker's actions on
+// the leader; they must not block, so the proposal runs in the background.
+// The tracker asks again until the state shows the effect.
+func (n *Node) proposeExpire(id, keepAlive, mark uint64) {
+	n.proposeInBackground(fsm.Command{Kind: fsm.KindExpire, Session: id, Target: keepAlive, Mark: mark})
+}
+
+func (n *Node) proposeLeaderStart(term uint64) {
+	n.proposeInBackground(fsm.Command{Kind: fsm.KindLeaderStart, Owner: n.cfg.ReplicaID, Term: term})
+}
+
+func (n *Node) proposeInBackground(cmd fsm.Command) {
 	n.goBackground(func() {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ProposalTimeout)
 		defer cancel()
-		_, err := n.propose(ctx, fsm.Command{Kind: fsm.KindExpire, Session: id, Target: keepAlive})
-		if err != nil {
-			n.log.Debug("fencelock: expire not applied; the leader retries", "session", id, "err", err)
+		if _, err := n.propose(ctx, cmd); err != nil {
+			n.log.Debug("fencelock: leader's proposal not applied; it retries", "kind", cmd.Kind, "session", cmd.Session, "err", err)
 		}
 	})
 }

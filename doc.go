@@ -47,9 +47,12 @@
 // Sessions and expiry. A Session is kept alive by keep-alives its own
 // goroutine sends every TTL/3. Expiry is decided by the raft leader with its
 // monotonic clock: it notes when it applied each session's last keep-alive,
-// gives every session a full TTL after it becomes leader, and when TTL passes
-// proposes an expiry naming that keep-alive; the state machine applies it only
-// if no newer keep-alive arrived. Expiry frees all of the session's locks and
+// and when TTL passes proposes an expiry naming that keep-alive; the state
+// machine applies it only if no newer keep-alive arrived. A new leader first
+// commits a leader-start marker, and gives every session a full TTL from the
+// moment it applied it; every expiry names its leader's marker, and the state
+// machine refuses one whose marker is no longer the latest, so an expiry an
+// old leader decided never applies in its successor's term. Expiry frees all of the session's locks and
 // withdraws its queued requests in one entry. The state machine itself never
 // reads a clock or a random source.
 //
@@ -76,7 +79,9 @@
 // At most once. Calls retry through leader changes and timeouts until their
 // context ends. Every command is applied at most once: a session's requests
 // are numbered, and the state machine remembers each reply until the client
-// has seen it.
+// has seen it, however long that takes. It never forgets one to make room:
+// a session with MaxPendingPerSession requests in flight is refused the next
+// with ErrTooManyPending instead.
 //
 // Durability. The raft log and snapshots live in Config.Dir; a replica
 // restarted on its Dir recovers its state, and one that fell behind the

@@ -116,6 +116,8 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		return nil
 	case fsm.NotHeld, fsm.UnknownSession:
 		return fmt.Errorf("%w: %q term %d", ErrNotLeader, l.name, l.token)
+	case fsm.LimitExceeded:
+		return fmt.Errorf("fencelock: proclaim %q: %w", l.name, limitError(res.Value))
 	}
 	return fmt.Errorf("fencelock: proclaim %q: unexpected reply %v", l.name, res.Status)
 }

@@ -54,6 +54,10 @@ var (
 	// ErrTooManyWaiters: the lock's queue holds MaxWaitersPerLock
 	// requests already.
 	ErrTooManyWaiters = fmt.Errorf("%w: too many waiters for the lock", ErrLimitExceeded)
+	// ErrTooManyPending: the session has MaxPendingPerSession requests in
+	// flight whose replies the group keeps for retries; wait for some to
+	// finish.
+	ErrTooManyPending = fmt.Errorf("%w: too many requests in flight in the session", ErrLimitExceeded)
 )
 
 // limitError maps the group's LimitExceeded reply to its sentinel.
@@ -65,6 +69,8 @@ func limitError(value uint64) error {
 		return ErrTooManyLocks
 	case fsm.LimitWaitersPerLock:
 		return ErrTooManyWaiters
+	case fsm.LimitPendingRequests:
+		return ErrTooManyPending
 	}
 	return fmt.Errorf("%w: limit %d", ErrLimitExceeded, value)
 }

@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -235,4 +236,36 @@ func TestRestartedReplicaCatchesUpFromSnapshot(t *testing.T) {
 	r := <-res
 	require.NoError(t, r.err, "a waiter on the caught-up replica is woken by its own apply")
 	require.Greater(t, r.l.Token(), held.Token())
+}
+
+// An expiry decided by a deposed leader (its proposal forwarded, retried or
+// delayed past the election) never applies in its successor's term: it names
+// the old leader's marker. It names a keep-alive no later one can overrule,
+// so only the marker can refuse it.
+func TestDeposedLeadersExpiryIsRefused(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	old := c.leader(ctx)
+	f1 := old%3 + 1
+	s := newSession(t, ctx, c.node(f1))
+	mark := func() uint64 {
+		v, err := c.node(f1).read(ctx, func(st *fsm.State) any { return st.LeaderMark() })
+		require.NoError(t, err)
+		return v.(uint64)
+	}
+	require.Eventually(t, func() bool { return mark() != 0 }, 30*time.Second, 10*time.Millisecond,
+		"the leader commits its marker")
+	oldMark := mark()
+
+	c.stop(old)
+	require.NotEqual(t, old, c.leader(ctx))
+	require.Eventually(t, func() bool { return mark() != oldMark }, 30*time.Second, 10*time.Millisecond,
+		"the new leader commits its own marker")
+
+	res, err := c.node(f1).propose(ctx, fsm.Command{Kind: fsm.KindExpire, Session: s.id, Target: math.MaxUint64, Mark: oldMark})
+	require.NoError(t, err)
+	require.Equal(t, fsm.NotApplied, res.Status)
+	require.NoError(t, s.Err(), "the session lives on")
+	_, err = s.Acquire(ctx, "after")
+	require.NoError(t, err)
 }

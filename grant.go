@@ -72,6 +72,9 @@ func (g *grant) giveBack(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if res.Status == fsm.LimitExceeded { // refused: the grant stands
+		return fmt.Errorf("fencelock: %v %q: %w", kind, g.name, limitError(res.Value))
+	}
 	s.ended(g.token, g.notHeld())
 	g.lose(g.notHeld()) // also when the session's registry had dropped it
 	switch res.Status {

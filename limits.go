@@ -15,6 +15,10 @@ const (
 	// MaxWaitersPerLock is the longest a lock's or an election's queue grows
 	// (ErrTooManyWaiters).
 	MaxWaitersPerLock = fsm.MaxWaitersPerLock
+	// MaxPendingPerSession is the most requests one session has in flight
+	// at once, counted from its oldest unanswered one (ErrTooManyPending):
+	// the group keeps each one's reply, so that a retry never applies twice.
+	MaxPendingPerSession = fsm.MaxPendingPerSession
 	// MaxNameLen is the longest lock or election name, in bytes (ErrInvalidName).
 	MaxNameLen = fsm.MaxNameLen
 	// MaxValueLen is the longest leader value, in bytes (ErrValueTooLarge).

@@ -16,6 +16,7 @@ func TestLimitErrors(t *testing.T) {
 		fsm.LimitSessions:        ErrTooManySessions,
 		fsm.LimitLocksPerSession: ErrTooManyLocks,
 		fsm.LimitWaitersPerLock:  ErrTooManyWaiters,
+		fsm.LimitPendingRequests: ErrTooManyPending,
 		99:                       ErrLimitExceeded,
 	} {
 		err := limitError(uint64(limit))

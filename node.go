@@ -242,7 +242,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		leaderUp: make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.tracker = expiry.New(cfg.clock, expireRetry, n.proposeExpire)
+	n.tracker = expiry.New(cfg.clock, expireRetry, cfg.ReplicaID, expiry.Actions{Start: n.proposeLeaderStart, Expire: n.proposeExpire})
 	// The proposer exists before the NodeHost, whose leader events it hears;
 	// it proposes nothing until the first call, made after Start returns.
 	n.prop = proposer.New(func(cmd []byte, timeout time.Duration) (*dragonboat.RequestState, error) {
@@ -402,7 +402,7 @@ func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
 	}
 	old := n.leader.Swap(info.LeaderID)
 	n.term.Store(info.Term)
-	n.tracker.SetLeader(info.LeaderID == n.cfg.ReplicaID)
+	n.tracker.SetLeader(info.LeaderID == n.cfg.ReplicaID, info.Term)
 	if old != info.LeaderID {
 		n.prop.LeaderChanged()
 		n.leaderChanged(old, info)

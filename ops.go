@@ -91,7 +91,7 @@ func (n *Node) removedFromGroup() {
 		s.end(ErrRemoved)
 		n.forget(s)
 	}
-	n.tracker.SetLeader(false)
+	n.tracker.SetLeader(false, 0)
 	n.prop.LeaderChanged() // entries in flight will never complete
 }
 

@@ -1,13 +1,15 @@
 // Package expiry holds the leader-side session timers.
 //
 // Every replica records, in its own memory, the monotonic time at which it
-// applied each session's latest keep-alive. Only the raft leader acts on it:
-// when a session's TTL has passed since that moment, it proposes
-// Expire(session, keep-alive index), which the state machine applies only if
-// no newer keep-alive arrived. On promotion every timer restarts at "now", so
-// each session gets a full TTL after a leader change: its holder could not
-// renew during the election. A deposed leader's late Expire is harmless, as it
-// names the keep-alive it judged.
+// applied each session's latest keep-alive. Only the raft leader acts on it.
+// On promotion it first proposes LeaderStart; when that entry applies, its
+// index is the leader's mark and every timer restarts at "now", so each
+// session gets a full TTL from the new leader: its holder could not renew
+// during the election. From then on, when a session's TTL has passed since
+// its keep-alive applied, the leader proposes Expire(session, keep-alive
+// index, mark), which the state machine applies only if no newer keep-alive
+// arrived and no newer leader started. A deposed leader's late Expire is
+// therefore refused, whichever leader's term it commits in.
 package expiry
 
 import (
@@ -24,17 +26,31 @@ type Session struct {
 	TTL           time.Duration
 }
 
+// Actions are what the tracker proposes. Both must not block: they propose
+// asynchronously, and the tracker asks again every retry until the state
+// shows the effect.
+type Actions struct {
+	// Start proposes LeaderStart for this replica's raft term.
+	Start func(term uint64)
+	// Expire proposes the expiry of session id at keepAlive, naming mark.
+	Expire func(id, keepAlive, mark uint64)
+}
+
 // Tracker decides when the leader proposes an expiry.
 type Tracker struct {
-	clock  clock.Clock
-	expire func(id, keepAlive uint64) // proposes asynchronously
-	retry  time.Duration
+	clock clock.Clock
+	act   Actions
+	retry time.Duration
+	self  uint64 // this replica's ID, as LeaderStart names it
 
-	mu       sync.Mutex
-	sessions map[uint64]*entry
-	due      deadlines // only while leader
-	leader   bool
-	kick     chan struct{}
+	mu        sync.Mutex
+	sessions  map[uint64]*entry
+	due       deadlines // only while armed
+	leader    bool
+	term      uint64    // the raft term this replica leads, while leader
+	mark      uint64    // index of this leader's LeaderStart; 0 until it applied
+	nextStart time.Time // when to propose LeaderStart (again), while unarmed
+	kick      chan struct{}
 }
 
 type entry struct {
@@ -43,13 +59,16 @@ type entry struct {
 	gen      uint64 // bumped on every change, so stale heap items are skipped
 }
 
-// New returns a tracker that calls expire, which must not block, when a
-// session's time is up on the leader; it calls it again every retry while
-// the session stays.
-func New(c clock.Clock, retry time.Duration, expire func(id, keepAlive uint64)) *Tracker {
-	return &Tracker{clock: c, retry: retry, expire: expire,
+// New returns the tracker of replica self. While it leads, it calls
+// act.Start until its LeaderStart applies, then act.Expire when a
+// session's time is up, again every retry while the session stays.
+func New(c clock.Clock, retry time.Duration, self uint64, act Actions) *Tracker {
+	return &Tracker{clock: c, retry: retry, self: self, act: act,
 		sessions: make(map[uint64]*entry), kick: make(chan struct{}, 1)}
 }
+
+// armed reports whether this replica leads and its LeaderStart applied.
+func (t *Tracker) armed() bool { return t.leader && t.mark != 0 }
 
 // Touch records that this replica applied keep-alive index ka of session id.
 func (t *Tracker) Touch(id, ka uint64, ttl time.Duration) {
@@ -63,7 +82,7 @@ func (t *Tracker) Touch(id, ka uint64, ttl time.Duration) {
 	e.Session = Session{ID: id, KeepAlive: ka, TTL: ttl}
 	e.deadline = t.clock.Now().Add(ttl)
 	e.gen++
-	if t.leader {
+	if t.armed() {
 		t.push(e.deadline, e)
 	}
 }
@@ -76,27 +95,53 @@ func (t *Tracker) Remove(id uint64) {
 }
 
 // Reset replaces everything known, after the state was restored from a
-// snapshot; every session starts a full TTL now.
-func (t *Tracker) Reset(sessions []Session) {
+// snapshot whose leader mark is mark; every session starts a full TTL now.
+func (t *Tracker) Reset(sessions []Session, mark uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sessions = make(map[uint64]*entry, len(sessions))
 	for _, s := range sessions {
 		t.sessions[s.ID] = &entry{Session: s}
 	}
+	if t.mark != mark {
+		t.disarm() // another leader started meanwhile
+	}
 	t.restartAll()
 }
 
-// SetLeader tells the tracker whether this replica leads. A promotion
-// restarts every timer at now.
-func (t *Tracker) SetLeader(leader bool) {
+// SetLeader tells the tracker whether this replica leads, and in which raft
+// term. A promotion (or a new term) proposes LeaderStart; no session expires
+// until it applied.
+func (t *Tracker) SetLeader(leader bool, term uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if leader == t.leader {
+	if leader == t.leader && (!leader || term == t.term) {
 		return
 	}
-	t.leader = leader
-	t.restartAll()
+	t.leader, t.term = leader, term
+	t.disarm()
+}
+
+// LeaderStarted reports that the LeaderStart entry of replica owner for
+// term applied at index. If it is this leader's own, the timers start;
+// if not, another leader's mark is current and this replica's expiries
+// would be refused, so it waits for its own.
+func (t *Tracker) LeaderStarted(index, owner, term uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.leader && owner == t.self && term == t.term {
+		t.mark = index
+		t.restartAll()
+		return
+	}
+	t.disarm()
+}
+
+func (t *Tracker) disarm() {
+	t.mark = 0
+	t.due = t.due[:0]
+	t.nextStart = time.Time{}
+	t.wake()
 }
 
 func (t *Tracker) restartAll() {
@@ -105,7 +150,7 @@ func (t *Tracker) restartAll() {
 	for _, e := range t.sessions {
 		e.deadline = now.Add(e.TTL)
 		e.gen++
-		if t.leader {
+		if t.armed() {
 			t.due = append(t.due, item{at: e.deadline, e: e, gen: e.gen})
 		}
 	}
@@ -155,7 +200,8 @@ func (t *Tracker) Run(stop <-chan struct{}) {
 	}
 }
 
-// fire proposes the expiries that are due and returns how long to sleep.
+// fire proposes LeaderStart or the expiries that are due, and returns how
+// long to sleep.
 func (t *Tracker) fire() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -163,6 +209,13 @@ func (t *Tracker) fire() time.Duration {
 		return time.Hour
 	}
 	now := t.clock.Now()
+	if t.mark == 0 {
+		if !now.Before(t.nextStart) {
+			t.act.Start(t.term)
+			t.nextStart = now.Add(t.retry)
+		}
+		return t.nextStart.Sub(now)
+	}
 	for len(t.due) > 0 {
 		it := t.due[0]
 		if !it.current(t) {
@@ -173,7 +226,7 @@ func (t *Tracker) fire() time.Duration {
 			return it.at.Sub(now)
 		}
 		heap.Pop(&t.due)
-		t.expire(it.e.ID, it.e.KeepAlive)
+		t.act.Expire(it.e.ID, it.e.KeepAlive, t.mark)
 		heap.Push(&t.due, item{at: now.Add(t.retry), e: it.e, gen: it.gen})
 	}
 	return time.Hour

@@ -23,11 +23,43 @@ func (c *manualClock) advance(d time.Duration)                     { c.now = c.n
 
 type expiry struct{ id, ka uint64 }
 
-func newTracker() (*Tracker, *manualClock, *[]expiry) {
+const (
+	self     = 1  // the tracker's replica
+	term     = 7  // the term it leads
+	selfMark = 40 // the index its LeaderStart applied at
+)
+
+// recorder keeps what the tracker proposed.
+type recorder struct {
+	expiries []expiry
+	marks    []uint64 // the mark each expiry named
+	starts   []uint64 // the term each LeaderStart named
+}
+
+func newTrackerRec() (*Tracker, *manualClock, *recorder) {
 	c := &manualClock{now: time.Unix(1000, 0)}
-	var got []expiry
-	tr := New(c, 250*time.Millisecond, func(id, ka uint64) { got = append(got, expiry{id, ka}) })
-	return tr, c, &got
+	rec := &recorder{}
+	tr := New(c, 250*time.Millisecond, self, Actions{
+		Start: func(term uint64) { rec.starts = append(rec.starts, term) },
+		Expire: func(id, ka, mark uint64) {
+			rec.expiries = append(rec.expiries, expiry{id, ka})
+			rec.marks = append(rec.marks, mark)
+		},
+	})
+	return tr, c, rec
+}
+
+func newTracker() (*Tracker, *manualClock, *[]expiry) {
+	tr, c, rec := newTrackerRec()
+	return tr, c, &rec.expiries
+}
+
+// lead makes the tracker's replica the leader of term, its LeaderStart
+// applied at selfMark.
+func lead(tr *Tracker) {
+	tr.SetLeader(true, term)
+	tr.fire()
+	tr.LeaderStarted(selfMark, self, term)
 }
 
 func TestFollowerNeverExpires(t *testing.T) {
@@ -40,7 +72,7 @@ func TestFollowerNeverExpires(t *testing.T) {
 
 func TestLeaderExpiresOneTTLAfterTheLastKeepAlive(t *testing.T) {
 	tr, c, got := newTracker()
-	tr.SetLeader(true)
+	lead(tr)
 	tr.Touch(1, 10, time.Second)
 	c.advance(600 * time.Millisecond)
 	tr.Touch(1, 20, time.Second) // renewed: the timer restarts
@@ -58,7 +90,7 @@ func TestPromotionGivesEverySessionAFullTTL(t *testing.T) {
 	tr.Touch(1, 10, time.Second)
 	tr.Touch(2, 11, 3*time.Second)
 	c.advance(5 * time.Second) // both would be long expired by their touch times
-	tr.SetLeader(true)
+	lead(tr)
 	require.Equal(t, time.Second, tr.fire())
 	require.Empty(t, *got)
 	c.advance(time.Second)
@@ -75,7 +107,7 @@ func TestPromotionGivesEverySessionAFullTTL(t *testing.T) {
 
 func TestExpiryIsRetriedUntilTheSessionGoes(t *testing.T) {
 	tr, c, got := newTracker()
-	tr.SetLeader(true)
+	lead(tr)
 	tr.Touch(7, 1, time.Second)
 	c.advance(time.Second)
 	require.Equal(t, 250*time.Millisecond, tr.fire())
@@ -92,9 +124,9 @@ func TestExpiryIsRetriedUntilTheSessionGoes(t *testing.T) {
 
 func TestDemotionStopsExpiries(t *testing.T) {
 	tr, c, got := newTracker()
-	tr.SetLeader(true)
+	lead(tr)
 	tr.Touch(1, 1, time.Second)
-	tr.SetLeader(false)
+	tr.SetLeader(false, 0)
 	c.advance(time.Hour)
 	tr.fire()
 	require.Empty(t, *got)
@@ -102,10 +134,10 @@ func TestDemotionStopsExpiries(t *testing.T) {
 
 func TestResetFromSnapshotRestartsTimers(t *testing.T) {
 	tr, c, got := newTracker()
-	tr.SetLeader(true)
+	lead(tr)
 	tr.Touch(1, 1, time.Second)
 	c.advance(900 * time.Millisecond)
-	tr.Reset([]Session{{ID: 2, KeepAlive: 5, TTL: time.Second}})
+	tr.Reset([]Session{{ID: 2, KeepAlive: 5, TTL: time.Second}}, selfMark)
 	c.advance(900 * time.Millisecond)
 	tr.fire()
 	require.Empty(t, *got, "session 1 is gone, session 2 started a full TTL at the reset")
@@ -118,7 +150,7 @@ func TestResetFromSnapshotRestartsTimers(t *testing.T) {
 // proportional to the sessions tracked.
 func TestStaleTimersAreCompacted(t *testing.T) {
 	tr, c, _ := newTracker()
-	tr.SetLeader(true)
+	lead(tr)
 	for i := range 10000 {
 		tr.Touch(uint64(i%10), uint64(i), time.Minute)
 		c.advance(time.Millisecond)
@@ -128,18 +160,80 @@ func TestStaleTimersAreCompacted(t *testing.T) {
 
 func TestRunProposesOnTheRealClock(t *testing.T) {
 	fired := make(chan expiry, 1)
-	tr := New(clock.Real, time.Hour, func(id, ka uint64) {
-		select {
-		case fired <- expiry{id, ka}:
-		default:
-		}
+	started := make(chan uint64, 1)
+	tr := New(clock.Real, time.Hour, self, Actions{
+		Start: func(term uint64) { started <- term },
+		Expire: func(id, ka, _ uint64) {
+			select {
+			case fired <- expiry{id, ka}:
+			default:
+			}
+		},
 	})
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { tr.Run(stop); close(done) }()
-	tr.SetLeader(true)
+	tr.SetLeader(true, term)
+	require.Equal(t, uint64(term), <-started)
+	tr.LeaderStarted(selfMark, self, term)
 	tr.Touch(3, 9, 20*time.Millisecond)
 	require.Equal(t, expiry{3, 9}, <-fired)
 	close(stop)
 	<-done
+}
+
+// A new leader expires nothing until its own LeaderStart applied, and
+// then gives every session a full TTL from that moment; its expiries name
+// the mark. Another replica's LeaderStart, or one of an older term, does
+// not arm it.
+func TestNoExpiryBeforeOwnLeaderStart(t *testing.T) {
+	tr, c, rec := newTrackerRec()
+	tr.Touch(1, 10, time.Second)
+	c.advance(5 * time.Second)
+	tr.SetLeader(true, term)
+	require.Equal(t, 250*time.Millisecond, tr.fire())
+	require.Equal(t, []uint64{term}, rec.starts)
+	c.advance(250 * time.Millisecond)
+	tr.fire()
+	require.Equal(t, []uint64{term, term}, rec.starts, "proposed again until it applies")
+
+	tr.LeaderStarted(30, 2, term-1) // a predecessor's, replayed
+	tr.LeaderStarted(31, self, term-1)
+	c.advance(time.Hour)
+	tr.fire()
+	require.Empty(t, rec.expiries)
+
+	tr.LeaderStarted(selfMark, self, term)
+	startsBefore := len(rec.starts)
+	c.advance(999 * time.Millisecond)
+	tr.fire()
+	require.Empty(t, rec.expiries, "a full TTL from the leader's start")
+	c.advance(time.Millisecond)
+	tr.fire()
+	require.Equal(t, []expiry{{1, 10}}, rec.expiries)
+	require.Equal(t, []uint64{selfMark}, rec.marks)
+	require.Len(t, rec.starts, startsBefore, "armed: no more LeaderStart")
+}
+
+// Once another leader's LeaderStart applied, this replica's expiries would
+// be refused: it stops proposing them.
+func TestAnotherLeaderStartDisarms(t *testing.T) {
+	tr, c, rec := newTrackerRec()
+	lead(tr)
+	tr.Touch(1, 10, time.Second)
+	tr.LeaderStarted(selfMark+5, 2, term+1)
+	c.advance(time.Hour)
+	tr.fire()
+	require.Empty(t, rec.expiries)
+}
+
+// A snapshot whose mark is not this leader's disarms it too.
+func TestResetWithAnotherMarkDisarms(t *testing.T) {
+	tr, c, rec := newTrackerRec()
+	lead(tr)
+	tr.Reset([]Session{{ID: 2, KeepAlive: 5, TTL: time.Second}}, selfMark+9)
+	c.advance(time.Hour)
+	tr.fire()
+	require.Empty(t, rec.expiries)
+	require.NotEmpty(t, rec.starts)
 }

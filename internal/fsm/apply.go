@@ -5,11 +5,10 @@ import (
 	"strings"
 )
 
-// maxReplies bounds the replies a session keeps for deduplication. A client
-// keeps its floor at its oldest unanswered request, so only a client with
-// thousands of requests in flight reaches it; beyond it the oldest replies
-// are forgotten first.
-const maxReplies = 4096
+// maxRepliesV1 is how many replies a session kept under version 1, which
+// then forgot the oldest: a retry of a forgotten request could apply twice.
+// Only version-1 entries, replayed from an old log, still evict.
+const maxRepliesV1 = 4096
 
 // Apply applies the commands of the raft entry at index, in order, and
 // returns one Result per command and the events they caused. Both slices are
@@ -25,8 +24,11 @@ func (st *State) Apply(index uint64, cmds []Command) ([]Result, []Event) {
 }
 
 func (st *State) apply(index uint64, c *Command) Result {
-	if c.Kind == KindOpenSession {
+	switch c.Kind {
+	case KindOpenSession:
 		return st.openSession(index, c)
+	case KindLeaderStart:
+		return st.leaderStart(index, c)
 	}
 	s := st.sessions[c.Session]
 	if s == nil {
@@ -45,7 +47,9 @@ func (st *State) apply(index uint64, c *Command) Result {
 		st.endSession(index, s, ReasonClosed)
 		return Result{Status: OK}
 	case KindExpire:
-		if s.keepAlive > c.Target {
+		// A newer keep-alive, or a newer leader (one that has not given the
+		// session a full TTL of its own yet), overrules the expiry.
+		if s.keepAlive > c.Target || (!c.v1 && c.Mark != st.leaderMark) {
 			return Result{Status: NotApplied}
 		}
 		st.endSession(index, s, ReasonExpired)
@@ -80,6 +84,16 @@ func (st *State) openSession(index uint64, c *Command) Result {
 	return Result{Status: OK, Value: s.id}
 }
 
+// leaderStart records the new leader's mark, which its expiries will name.
+func (st *State) leaderStart(index uint64, c *Command) Result {
+	if c.Owner == 0 {
+		return Result{Status: Invalid}
+	}
+	st.leaderMark = index
+	st.emit(Event{Kind: EventLeaderStarted, Index: index, Owner: c.Owner, Term: c.Term})
+	return Result{Status: OK}
+}
+
 func (st *State) addSession(s *session) {
 	s.replies = make(map[uint64]Result)
 	s.waits = make(map[uint64]*waiter)
@@ -99,10 +113,15 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 		return r
 	}
 	if r, ok := st.outstanding(s, c); ok {
-		// A retry whose reply was evicted while the request still waits or
-		// holds: answer it again rather than apply it twice.
-		st.remember(s, c.Seq, r)
+		// A retry whose reply was evicted (version 1) while the request
+		// still waits or holds: answer it again rather than apply it twice.
+		st.remember(s, c, c.Seq, r)
 		return r
+	}
+	if !c.v1 && len(s.replies) >= MaxPendingPerSession {
+		// Not remembered: the client was refused and moves its floor on,
+		// and a retry of the same request is judged afresh.
+		return limitExceeded(LimitPendingRequests)
 	}
 	var r Result
 	switch c.Kind {
@@ -117,7 +136,7 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 	case KindProclaim:
 		r = st.proclaim(s, c)
 	}
-	st.remember(s, c.Seq, r)
+	st.remember(s, c, c.Seq, r)
 	return r
 }
 
@@ -173,8 +192,10 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 		st.free(index, l, ReasonCancelled)
 		r.Status = Cancelled
 	}
-	if c.Target >= s.floor {
-		st.remember(s, c.Target, Result{Status: Cancelled})
+	if _, known := s.replies[c.Target]; c.Target >= s.floor && (c.v1 || known || len(s.replies) < MaxPendingPerSession) {
+		// Beyond the bound the target's own request was refused (or would
+		// be, if it arrives late), so it cannot apply behind the cancel.
+		st.remember(s, c, c.Target, Result{Status: Cancelled})
 	}
 	return r
 }
@@ -331,8 +352,11 @@ func (st *State) advanceFloor(s *session, floor uint64) {
 	}
 }
 
-func (st *State) remember(s *session, seq uint64, r Result) {
-	if _, ok := s.replies[seq]; !ok && len(s.replies) >= maxReplies {
+// remember records r as the reply to request seq of s, for its retries.
+// Version 2 never forgets a reply at or above the floor; the bound on them
+// is enforced before a request applies.
+func (st *State) remember(s *session, c *Command, seq uint64, r Result) {
+	if _, ok := s.replies[seq]; c.v1 && !ok && len(s.replies) >= maxRepliesV1 {
 		oldest := ^uint64(0)
 		for k := range s.replies {
 			oldest = min(oldest, k)

@@ -457,23 +457,97 @@ func TestFloorForgetsReplies(t *testing.T) {
 	require.False(t, h.st.Lock("x").Held)
 }
 
-func TestRepliesAreBounded(t *testing.T) {
+// TestRepliesNeverEvicted: a session's replies at or above its floor are
+// kept however many there are; a request beyond MaxPendingPerSession is
+// refused, changes nothing and is not remembered, and once the client moves
+// its floor on the session takes requests again.
+func TestRepliesNeverEvicted(t *testing.T) {
 	h := newHarness(t)
 	a := h.open(1)
-	n := maxReplies + 10
+	cmds := make([]Command, MaxPendingPerSession)
+	for i := range cmds {
+		cmds[i] = Command{Kind: KindRelease, Session: a, Seq: uint64(i + 1), Floor: 1, Name: "nope", Token: 1}
+	}
+	h.apply(cmds...)
+	next := uint64(MaxPendingPerSession + 1)
+	r, evs := h.one(Command{Kind: KindAcquire, Session: a, Seq: next, Floor: 1, Name: "x"})
+	require.Equal(t, limitExceeded(LimitPendingRequests), r)
+	require.Empty(t, evs)
+	require.False(t, h.st.Lock("x").Held, "the refused request changed nothing")
+	keys := slices.Sorted(maps.Keys(h.st.sessions[a].replies))
+	require.Len(t, keys, MaxPendingPerSession)
+	require.Equal(t, uint64(1), keys[0], "no reply was evicted to make room")
+
+	r, _ = h.one(Command{Kind: KindAcquire, Session: a, Seq: next, Floor: next, Name: "x"})
+	require.Equal(t, Granted, r.Status, "with the floor moved on, the same request applies")
+}
+
+// TestRepliesAreEvictedUnderVersion1 keeps the rule a version-1 log was
+// applied by: beyond maxRepliesV1 the oldest reply is forgotten.
+func TestRepliesAreEvictedUnderVersion1(t *testing.T) {
+	h := newHarness(t)
+	a := h.open(1)
+	n := maxRepliesV1 + 10
 	cmds := make([]Command, n)
 	for i := range cmds {
 		cmds[i] = relCmd(a, uint64(i+1), "nope", 1)
+		cmds[i].v1 = true
 	}
 	h.apply(cmds...)
 	keys := slices.Sorted(maps.Keys(h.st.sessions[a].replies))
-	require.Len(t, keys, maxReplies)
+	require.Len(t, keys, maxRepliesV1)
 	require.Equal(t, uint64(11), keys[0], "the oldest replies are forgotten first")
 	require.Equal(t, uint64(n), keys[len(keys)-1])
 }
 
-// TestRetryAfterReplyEvictionKeepsOneWaiter: a session whose floor stays at
-// a queued request (its client still waits for it) makes maxReplies further
+// TestRetriedProclaimAppliesOnce is the reply-cache case of the hardening
+// issue: a Proclaim whose reply the client did not get stays below the
+// other requests it makes meanwhile; after MaxPendingPerSession of them
+// its retry must still find the first reply and not set the value back.
+func TestRetriedProclaimAppliesOnce(t *testing.T) {
+	h := newHarness(t)
+	a := h.open(1)
+	g, _ := h.one(campaignCmd(a, 1, "E", "v0"))
+	proclaim := func(seq uint64, value string) Command {
+		return Command{Kind: KindProclaim, Session: a, Seq: seq, Floor: 2, Name: "E", Token: g.Value, Value: value}
+	}
+	r, _ := h.one(proclaim(2, "v1")) // its reply is lost: the floor stays at 2
+	require.Equal(t, OK, r.Status)
+	r, _ = h.one(proclaim(3, "v2"))
+	require.Equal(t, OK, r.Status)
+	cmds := make([]Command, MaxPendingPerSession)
+	for i := range cmds {
+		cmds[i] = Command{Kind: KindRelease, Session: a, Seq: uint64(i + 4), Floor: 2, Name: "none", Token: 1}
+	}
+	h.apply(cmds...)
+	r, evs := h.one(proclaim(2, "v1")) // the retry
+	require.Equal(t, OK, r.Status)
+	require.Empty(t, evs, "the retry changed nothing")
+	require.Equal(t, "v2", h.st.Election("E").Value, "the value does not go back")
+}
+
+// TestDelayedAcquireAfterItsCancel: an Acquire that arrives after its own
+// Cancel (the client gave up on it, the cancel overtook it) finds the
+// Cancelled reply and queues no ghost waiter, however many requests came
+// in between.
+func TestDelayedAcquireAfterItsCancel(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.open(1), h.open(2)
+	h.one(acqCmd(a, 1, "L", false))
+	r, _ := h.one(Command{Kind: KindCancel, Session: b, Target: 1, Floor: 1, Name: "L"})
+	require.Equal(t, NotApplied, r.Status, "nothing to withdraw yet")
+	cmds := make([]Command, MaxPendingPerSession-1)
+	for i := range cmds {
+		cmds[i] = Command{Kind: KindRelease, Session: b, Seq: uint64(i + 2), Floor: 1, Name: "none", Token: 1}
+	}
+	h.apply(cmds...)
+	r, _ = h.one(Command{Kind: KindAcquire, Session: b, Seq: 1, Floor: 1, Name: "L", Wait: true})
+	require.Equal(t, Result{Status: Cancelled}, r)
+	require.Equal(t, 0, h.st.Lock("L").Waiters, "no ghost waiter")
+}
+
+// TestRetryAfterReplyEvictionKeepsOneWaiter: under version 1 rules (an old
+// log replayed), a session whose floor stays at a queued request (its client still waits for it) makes maxRepliesV1 further
 // requests, so the queued request's reply is evicted; then the queued
 // request is retried. The retry must not queue the same request a second
 // time. (This fails until apply.go stops re-applying a request that is still
@@ -486,13 +560,16 @@ func TestRetryAfterReplyEvictionKeepsOneWaiter(t *testing.T) {
 	a, b := rs[0].Value, rs[1].Value
 	rs, _ = st.Apply(2, []Command{acqCmd(a, 1, "L", false), acqCmd(b, 1, "L", true)})
 	require.Equal(t, []Result{{Granted, 2 << TokenShift}, {Status: Queued}}, rs)
-	cmds := make([]Command, maxReplies)
+	cmds := make([]Command, maxRepliesV1)
 	for i := range cmds {
 		cmds[i] = relCmd(b, uint64(i+2), "other", 1) // floor stays at 1
+		cmds[i].v1 = true                            // only version 1 evicts
 	}
 	st.Apply(3, cmds)
 
-	rs, _ = st.Apply(4, []Command{acqCmd(b, 1, "L", true)}) // the retry
+	retry := acqCmd(b, 1, "L", true)
+	retry.v1 = true
+	rs, _ = st.Apply(4, []Command{retry})
 	require.Equal(t, Result{Status: Queued}, rs[0])
 	require.Equal(t, 1, st.Lock("L").Waiters, "request 1 of b is queued once")
 	require.NoError(t, checkInvariants(st, true))

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 1):
+// The wire format of a raft entry (version 2):
 //
 //	entry   = version:byte count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -21,7 +21,14 @@ import (
 // (campaign, resign and proclaim joined version 1 before its release) leave
 // old entries' encoding alone, but a replica that does not know a kind skips
 // its entry as corrupt: upgrade every replica before anyone uses a new kind.
-const codecVersion = 1
+//
+// Version 2 added LeaderStart (owner term) and the leader mark to Expire
+// (session target mark), and changed how Apply bounds a session's replies.
+// Version-1 entries still decode, and apply by version-1 rules (see
+// Command.v1), so an old log replays to the state it produced. Writers
+// write version 2 only: stop every replica of a version-1 group, upgrade
+// them all, then start them.
+const codecVersion = 2
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -62,7 +69,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = append(dst, boolByte(c.Election))
 		dst = appendString(dst, c.Name)
 	case KindExpire:
-		dst = u(u(dst, c.Session), c.Target)
+		dst = u(u(u(dst, c.Session), c.Target), c.Mark)
 	case KindCampaign:
 		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
 		dst = appendString(appendString(dst, c.Name), c.Value)
@@ -72,6 +79,8 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case KindProclaim:
 		dst = u(u(u(u(dst, c.Session), c.Seq), c.Floor), c.Token)
 		dst = appendString(appendString(dst, c.Name), c.Value)
+	case KindLeaderStart:
+		dst = u(u(dst, c.Owner), c.Term)
 	}
 	return dst
 }
@@ -80,9 +89,11 @@ func appendCommand(dst []byte, c *Command) []byte {
 // but a complete, well-formed entry is an error wrapping ErrCorrupt.
 func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	d := decoder{b: data}
-	if v := d.byte(); v != codecVersion {
+	v := d.byte()
+	if v != 1 && v != codecVersion {
 		return dst, fmt.Errorf("%w: entry version %d", ErrCorrupt, v)
 	}
+	d.v1 = v == 1
 	n := d.uvarint()
 	if n == 0 || n > MaxBatch {
 		return dst, fmt.Errorf("%w: %d commands in an entry", ErrCorrupt, n)
@@ -103,6 +114,7 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 
 func (d *decoder) command(c *Command) {
 	c.Kind = Kind(d.byte())
+	c.v1 = d.v1
 	switch c.Kind {
 	case KindOpenSession:
 		c.Nonce, c.TTL, c.Owner = d.uvarint(), d.uvarint(), d.uvarint()
@@ -123,6 +135,9 @@ func (d *decoder) command(c *Command) {
 		c.Name = d.name()
 	case KindExpire:
 		c.Session, c.Target = d.uvarint(), d.uvarint()
+		if !d.v1 {
+			c.Mark = d.uvarint()
+		}
 	case KindCampaign:
 		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
 		c.Name, c.Value = d.name(), d.value()
@@ -132,6 +147,12 @@ func (d *decoder) command(c *Command) {
 	case KindProclaim:
 		c.Session, c.Seq, c.Floor, c.Token = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
 		c.Name, c.Value = d.name(), d.value()
+	case KindLeaderStart:
+		if d.v1 {
+			d.fail("command kind %d in a version-1 entry", c.Kind)
+			return
+		}
+		c.Owner, c.Term = d.uvarint(), d.uvarint()
 	default:
 		d.fail("unknown command kind %d", c.Kind)
 	}
@@ -179,6 +200,7 @@ type decoder struct {
 	// string: names are then substrings of it instead of one allocation
 	// each (snapshot restore: a million locks, a million names).
 	text string
+	v1   bool // decoding a version-1 entry
 }
 
 func (d *decoder) fail(format string, args ...any) {

@@ -38,8 +38,11 @@ const (
 	// (or, with Election, a Campaign in election Name): it leaves the queue,
 	// or, if the grant raced ahead of the cancel, the lock is released.
 	KindCancel Kind = 6
-	// KindExpire ends Session if its keep-alive index is still Target: the
-	// leader proposes it when its timer for that keep-alive runs out.
+	// KindExpire ends Session if its keep-alive index is still Target and
+	// Mark is still the group's leader mark: the leader proposes it when its
+	// timer for that keep-alive runs out, naming the LeaderStart entry of its
+	// own term, so an expiry decided by a deposed leader never applies once
+	// its successor took office.
 	KindExpire Kind = 7
 	// KindCampaign enters request Seq of Session as a candidate in election
 	// Name with Value. With no leader it leads at once; else it queues behind
@@ -51,8 +54,14 @@ const (
 	// KindProclaim replaces the value of election Name if Session leads it
 	// with Token: the term and its token stay.
 	KindProclaim Kind = 10
+	// KindLeaderStart is the first command a raft leader proposes in its term
+	// Term, as replica Owner: the entry's index becomes the group's leader
+	// mark. The leader's expiry timers start when it applies, so every
+	// session gets a full TTL from the new leader before it can expire.
+	// (Version 2.)
+	KindLeaderStart Kind = 11
 
-	maxKind = KindProclaim
+	maxKind = KindLeaderStart
 )
 
 var kindNames = [...]string{
@@ -66,6 +75,7 @@ var kindNames = [...]string{
 	KindCampaign:     "campaign",
 	KindResign:       "resign",
 	KindProclaim:     "proclaim",
+	KindLeaderStart:  "leader-start",
 }
 
 func (k Kind) String() string {
@@ -93,11 +103,20 @@ type Command struct {
 	Floor  uint64
 	Nonce  uint64 // OpenSession: the client's identity for retries
 	TTL    uint64 // OpenSession: nanoseconds
-	Owner  uint64 // OpenSession: replica ID the session lives on
+	Owner  uint64 // OpenSession: replica ID the session lives on; LeaderStart: the leader's replica ID
 	Token  uint64 // Release, Resign, Proclaim: the grant it concerns
 	Target uint64 // Cancel: the request withdrawn; Expire: keep-alive index
+	Term   uint64 // LeaderStart: the leader's raft term
+	Mark   uint64 // Expire: the index of the LeaderStart entry of the leader that decided it
 	Name   string // Acquire, Release, Cancel: lock name; Campaign, Resign, Proclaim: election name
 	Value  string // Campaign, Proclaim: the leader's value, at most MaxValueLen bytes
+
+	// v1 marks a command decoded from a version-1 entry. Apply keeps the
+	// rules of version 1 for it, so that a log written before version 2
+	// replays to the state it produced then: its Expire names no leader
+	// mark, and a session's replies beyond maxRepliesV1 are evicted oldest
+	// first rather than refused.
+	v1 bool
 }
 
 // Status is the outcome of one command.

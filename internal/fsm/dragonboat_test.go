@@ -101,7 +101,7 @@ func TestMachineCorruptEntry(t *testing.T) {
 	for i, cmd := range [][]byte{
 		nil,
 		{},
-		{2, 1, byte(KindCloseSession), 1},
+		{3, 1, byte(KindCloseSession), 1},
 		append(slices.Clone(valid), 0),
 		valid[:len(valid)-1],
 		partial,

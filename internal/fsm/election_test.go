@@ -417,19 +417,19 @@ func TestCampaignRetries(t *testing.T) {
 	g, _ := h.one(campaignCmd(b, 1, "E", "b"))
 	require.Equal(t, Result{Granted, h.st.Election("E").Token}, g, "a retry after the grant learns the token")
 
-	// The floor stays at a queued campaign while the session makes
-	// maxReplies further requests, evicting its reply; its retry must not
-	// queue it twice.
+	// Under version 1 (an old log replayed) the floor stays at a queued
+	// campaign while the session makes maxRepliesV1 further requests,
+	// evicting its reply; its retry must not queue it twice.
 	r2, _ := h.one(campaignCmd(a, 3, "E", "a"))
 	require.Equal(t, Queued, r2.Status)
-	cmds := make([]Command, maxReplies)
+	cmds := make([]Command, maxRepliesV1)
 	for i := range cmds {
-		cmds[i] = Command{Kind: KindRelease, Session: a, Seq: uint64(i + 4), Floor: 3, Name: "none", Token: 1}
+		cmds[i] = Command{Kind: KindRelease, Session: a, Seq: uint64(i + 4), Floor: 3, Name: "none", Token: 1, v1: true}
 	}
 	h.apply(cmds...)
 	_, kept := h.st.sessions[a].replies[3]
 	require.False(t, kept, "the campaign's reply was evicted")
-	got, _ := h.one(Command{Kind: KindCampaign, Session: a, Seq: 3, Floor: 3, Name: "E", Value: "a"})
+	got, _ := h.one(Command{Kind: KindCampaign, Session: a, Seq: 3, Floor: 3, Name: "E", Value: "a", v1: true})
 	require.Equal(t, Result{Status: Queued}, got)
 	require.Equal(t, 1, h.st.Election("E").Candidates)
 }
@@ -577,9 +577,9 @@ func TestRestoreVersion1Snapshot(t *testing.T) {
 	require.True(t, st.Lock("alpha").Held)
 	require.Equal(t, ElectionInfo{Name: "alpha"}, st.Election("alpha"))
 
-	v2 := validImage()
-	v2.grants, v2.elections = 0, nil
-	require.Equal(t, v2.bytes(), saveBytes(t, st), "it is saved as version 2")
+	v3 := validImage()
+	v3.grants, v3.elections, v3.leaderMark = 0, nil, 0
+	require.Equal(t, v3.bytes(), saveBytes(t, st), "it is saved as version 3")
 
 	v1 := im
 	v1.trailing = appendElections(nil, nil)

@@ -28,6 +28,9 @@ const (
 	// EventProclaimed: the leader (Session, Seq, Token) of election Name
 	// set its Value.
 	EventProclaimed
+	// EventLeaderStarted: the raft leader Owner of term Term took office at
+	// Index, the group's new leader mark.
+	EventLeaderStarted
 )
 
 // Reason says why a grant or a session ended.
@@ -64,6 +67,8 @@ type Event struct {
 	Token   uint64
 	Index   uint64
 	TTL     uint64
+	Owner   uint64 // EventLeaderStarted: the leader's replica ID
+	Term    uint64 // EventLeaderStarted: its raft term
 	Name    string
 	Value   string // EventElected, EventProclaimed: the leader's value
 }

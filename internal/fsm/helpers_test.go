@@ -159,7 +159,7 @@ func (m holderModel) observe(evs []Event) error {
 					return fmt.Errorf("session %d ended still holding %q", e.Session, name)
 				}
 			}
-		case EventTouched, EventElected, EventDeposed, EventProclaimed: // leaderModel's
+		case EventTouched, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted: // not about locks
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}
@@ -199,7 +199,7 @@ func checkInvariants(st *State, strict bool) error {
 			return fmt.Errorf("session %d: ttl 0", id)
 		case s.keepAlive > st.index:
 			return fmt.Errorf("session %d: keep-alive %d beyond index %d", id, s.keepAlive, st.index)
-		case strict && len(s.replies) > maxReplies:
+		case strict && len(s.replies) > max(MaxPendingPerSession, maxRepliesV1):
 			return fmt.Errorf("session %d: %d replies", id, len(s.replies))
 		}
 		for seq, r := range s.replies {

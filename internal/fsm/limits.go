@@ -22,6 +22,13 @@ const (
 	// MaxWaitersPerLock is the longest a lock's (or an election's) queue
 	// may grow.
 	MaxWaitersPerLock = 10_000
+	// MaxPendingPerSession is the most replies a session keeps for requests
+	// at or above its floor: requests its client has not acknowledged. A
+	// client moves its floor past every request it has an answer for, so
+	// this bounds the requests one session has in flight at once. Replies
+	// are never evicted to make room (a retry of an evicted request would
+	// apply twice): a request beyond the bound is refused instead.
+	MaxPendingPerSession = 4096
 )
 
 // Limit names the limit a LimitExceeded result hit; it is the result's
@@ -34,6 +41,7 @@ const (
 	LimitSessions        Limit = 1 // MaxSessions
 	LimitLocksPerSession Limit = 2 // MaxLocksPerSession
 	LimitWaitersPerLock  Limit = 3 // MaxWaitersPerLock
+	LimitPendingRequests Limit = 4 // MaxPendingPerSession (version 2)
 )
 
 func limitExceeded(l Limit) Result { return Result{Status: LimitExceeded, Value: uint64(l)} }

@@ -49,7 +49,9 @@ func TestLocksPerSessionLimit(t *testing.T) {
 		var cmds []Command
 		for len(cmds) < MaxBatch && seq < MaxLocksPerSession-1 {
 			seq++
-			cmds = append(cmds, acqCmd(s, seq, fmt.Sprint("l", seq), false))
+			c := acqCmd(s, seq, fmt.Sprint("l", seq), false)
+			c.Floor = seq // the client has its earlier replies
+			cmds = append(cmds, c)
 		}
 		rs, _ := h.apply(cmds...)
 		for _, r := range rs {

@@ -10,9 +10,9 @@ import (
 	"strings"
 )
 
-// The snapshot format (version 2), all numbers unsigned varints:
+// The snapshot format (version 3), all numbers unsigned varints:
 //
-//	snapshot = magic version index lastToken lastSession grants
+//	snapshot = magic version index lastToken lastSession grants leaderMark
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  crc32:4 bytes
 //	session  = id nonce ttl owner keepAlive floor replies:count (seq status value)*
@@ -22,11 +22,13 @@ import (
 // Names and values are a varint length and their bytes. Sessions are ordered
 // by ID, replies by seq, locks and elections by their grant's token, so equal
 // states have equal snapshots on every replica; Restore accepts any order.
-// The trailing CRC-32 covers everything before it. Version 1, still read, had
-// neither grants nor elections.
+// The trailing CRC-32 covers everything before it. Versions 1 and 2 are
+// still read: version 2 had no leaderMark (it restores as 0, so the first
+// leader's expiries wait for its own mark), version 1 neither grants nor
+// elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
-const snapshotVersion = 2
+const snapshotVersion = 3
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
@@ -44,6 +46,7 @@ func (st *State) Save(w io.Writer) error {
 	u := binary.AppendUvarint
 	buf := append(snapshotMagic[:0:0], snapshotMagic[:]...)
 	buf = u(u(u(u(u(buf, snapshotVersion), st.index), st.lastToken), st.lastSession), st.grants)
+	buf = u(buf, st.leaderMark)
 
 	ids := make([]uint64, 0, len(st.sessions))
 	for id := range st.sessions {
@@ -146,7 +149,7 @@ func DecodeSnapshot(data []byte) (*State, error) {
 	rest := body[len(snapshotMagic):]
 	d := decoder{b: rest, text: string(rest)}
 	v := d.uvarint()
-	if v != 1 && v != snapshotVersion {
+	if v == 0 || v > snapshotVersion {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, v)
 	}
 	st := New()
@@ -156,6 +159,12 @@ func DecodeSnapshot(data []byte) (*State, error) {
 	}
 	if v >= 2 {
 		st.grants = d.uvarint()
+	}
+	if v >= 3 {
+		st.leaderMark = d.uvarint()
+		if d.err == nil && st.leaderMark > st.index {
+			d.fail("leader mark %d beyond index %d", st.leaderMark, st.index)
+		}
 	}
 	d.sessions(st)
 	var tokens []uint64

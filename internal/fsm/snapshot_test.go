@@ -183,6 +183,7 @@ type snapImage struct {
 	version                       uint64
 	index, lastToken, lastSession uint64
 	grants                        uint64 // version 2
+	leaderMark                    uint64 // version 3
 	sessions                      []snapSession
 	sessionCount                  *uint64 // overrides len(sessions)
 	locks                         []snapLock
@@ -218,6 +219,9 @@ func (im snapImage) body() []byte {
 	b = u(u(u(u(b, im.version), im.index), im.lastToken), im.lastSession)
 	if im.version >= 2 {
 		b = u(b, im.grants)
+	}
+	if im.version >= 3 {
+		b = u(b, im.leaderMark)
 	}
 	n := uint64(len(im.sessions))
 	if im.sessionCount != nil {
@@ -265,7 +269,8 @@ const (
 // validImage is a consistent snapshot in canonical order.
 func validImage() snapImage {
 	return snapImage{
-		magic: "FLSN", version: 2, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
+		magic: "FLSN", version: 3, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
+		leaderMark: 95,
 		sessions: []snapSession{
 			{id: imgA, nonce: 11, ttl: 1e9, owner: 1, keepAlive: 90, floor: 2, replies: []snapReply{
 				{seq: 2, status: byte(Granted), value: 100 << TokenShift}, {seq: 3, status: byte(Queued)}}},
@@ -317,7 +322,8 @@ func TestRestoreRejectsInconsistentSnapshots(t *testing.T) {
 	}{
 		{"bad magic", func(im *snapImage) { im.magic = "XLSN" }},
 		{"version 0", func(im *snapImage) { im.version = 0 }},
-		{"version 3", func(im *snapImage) { im.version = 3 }},
+		{"version 4", func(im *snapImage) { im.version = 4 }},
+		{"leader mark beyond index", func(im *snapImage) { im.leaderMark = im.index + 1 }},
 		{"trailing bytes", func(im *snapImage) { im.trailing = []byte{0} }},
 		{"no lock section", func(im *snapImage) { im.omitLocks = true }},
 		{"session count beyond the data", func(im *snapImage) { im.sessionCount = u64(1 << 40) }},

@@ -23,6 +23,7 @@ type State struct {
 	elections   map[string]*lock    // elections that have a leader or candidates
 	campaigning int                 // queued candidates in all elections
 	grants      uint64              // grants made, of locks and leaderships
+	leaderMark  uint64              // index of the last LeaderStart entry
 
 	events  []Event
 	results []Result
@@ -120,6 +121,10 @@ func New() *State {
 
 // Index returns the index of the last applied entry.
 func (st *State) Index() uint64 { return st.index }
+
+// LeaderMark returns the index of the last LeaderStart entry applied: the
+// mark the current leader's expiries name. It is 0 before the first.
+func (st *State) LeaderMark() uint64 { return st.leaderMark }
 
 // LastToken returns the last fencing token granted.
 func (st *State) LastToken() uint64 { return st.lastToken }

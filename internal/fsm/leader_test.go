@@ -1,0 +1,65 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// An Expire applies only while the leader mark it names is the group's:
+// one decided by a leader that has since been succeeded (its proposal
+// forwarded, retried or delayed into the new term) is refused, so the new
+// leader's full TTL for every session holds.
+func TestExpireNamesTheLeaderMark(t *testing.T) {
+	h := newHarness(t)
+	r, evs := h.one(Command{Kind: KindLeaderStart, Owner: 1, Term: 2})
+	require.Equal(t, OK, r.Status)
+	require.Equal(t, []Event{{Kind: EventLeaderStarted, Index: h.idx, Owner: 1, Term: 2}}, evs)
+	first := h.idx
+	require.Equal(t, first, h.st.LeaderMark())
+	a := h.open(1)
+	ka := h.idx
+
+	h.one(Command{Kind: KindLeaderStart, Owner: 2, Term: 3}) // a new leader took office
+	r, evs = h.one(Command{Kind: KindExpire, Session: a, Target: ka, Mark: first})
+	require.Equal(t, NotApplied, r.Status, "the old leader's expiry is refused")
+	require.Empty(t, evs)
+	_, alive := h.st.Session(a)
+	require.True(t, alive)
+
+	r, _ = h.one(Command{Kind: KindExpire, Session: a, Target: ka, Mark: h.st.LeaderMark()})
+	require.Equal(t, OK, r.Status, "the current leader's expiry applies")
+	_, alive = h.st.Session(a)
+	require.False(t, alive)
+}
+
+func TestLeaderStartNeedsAnOwner(t *testing.T) {
+	h := newHarness(t)
+	r, evs := h.one(Command{Kind: KindLeaderStart, Term: 1})
+	require.Equal(t, Invalid, r.Status)
+	require.Empty(t, evs)
+	require.Zero(t, h.st.LeaderMark())
+}
+
+// Version-1 entries knew no leader mark: replayed from an old log, their
+// Expire applies as it did then.
+func TestVersion1ExpireIgnoresTheMark(t *testing.T) {
+	h := newHarness(t)
+	a := h.open(1)
+	ka := h.idx
+	h.one(Command{Kind: KindLeaderStart, Owner: 2, Term: 3})
+	r, _ := h.one(Command{Kind: KindExpire, Session: a, Target: ka, v1: true})
+	require.Equal(t, OK, r.Status)
+}
+
+// The mark survives a snapshot.
+func TestLeaderMarkSnapshotted(t *testing.T) {
+	h := newHarness(t)
+	h.open(1)
+	h.one(Command{Kind: KindLeaderStart, Owner: 2, Term: 3})
+	mark := h.st.LeaderMark()
+	h.open(2)
+	st, err := DecodeSnapshot(saveBytes(t, h.st))
+	require.NoError(t, err)
+	require.Equal(t, mark, st.LeaderMark())
+}

@@ -1,0 +1,367 @@
+// Package fencesql fences writes to a SQL database with fencing tokens. It
+// keeps, in a table of its own, the highest token admitted per resource, and
+// admits a write only inside the same transaction that checks and raises that
+// mark: the write commits only if no higher token was admitted first, and once
+// a token is committed no lower one can commit after it, from any process.
+// This is the check a resource must make itself (see fencelock.Fencer): a
+// deposed lock holder that wakes from a pause finds the mark raised by its
+// successor and its transaction refused.
+//
+// It works on database/sql and imports no driver; the caller opens the
+// *sql.DB with the driver of its choice and names its Dialect. Tested with
+// modernc.org/sqlite (driver "sqlite") and github.com/jackc/pgx/v5/stdlib
+// (driver "pgx"):
+//
+//	db, err := sql.Open("pgx", "postgres://app@db/app")
+//	...
+//	fences, err := fencesql.Open(ctx, db, fencesql.Postgres, "fencing_tokens")
+//	...
+//	err = fences.Do(ctx, "jobs/reindex", lock.Token(), func(tx *sql.Tx) error {
+//		_, err := tx.ExecContext(ctx, "UPDATE jobs SET state = 'done' WHERE name = $1", "reindex")
+//		return err
+//	})
+//	if errors.Is(err, fencelock.ErrStaleToken) {
+//		// a later holder has written or claimed: this one must stop
+//	}
+//
+// # The mark table
+//
+// Open creates the table (resource TEXT PRIMARY KEY, highest BIGINT NOT NULL)
+// if it is missing. Tokens are uint64 but SQL integers are signed 64-bit, so a
+// token is stored as int64(token ^ 1<<63): the mapping is one-to-one and keeps
+// the order, token 1 being stored as -9223372036854775807 and 1<<63 as 0. Read
+// the table through Highest, or decode a stored value v as uint64(v) ^ 1<<63.
+//
+// # Concurrency
+//
+// Do and Claim begin a transaction whose first statement is a conditional
+// upsert of the mark. It takes the lock that orders all writers of a resource
+// before anything else happens in the transaction, and keeps it until commit
+// or rollback, so admitted transactions of one resource commit in token order
+// and a lower token is refused, never admitted late:
+//
+//   - PostgreSQL: the upsert locks the resource's row (or waits for a
+//     concurrent insert of it). A waiting transaction re-reads the row once
+//     the holder commits, and is refused if the committed mark is higher.
+//     This holds at the default READ COMMITTED isolation without retries. At
+//     REPEATABLE READ or SERIALIZABLE (set as the server's or the role's
+//     default) a transaction that waited is instead aborted with a
+//     serialization failure (SQLSTATE 40001); Do returns it, nothing is
+//     written, and the caller may retry.
+//   - SQLite: the upsert takes the database's write lock, which serialises
+//     every writer of the file. Set a busy timeout in the DSN, or concurrent
+//     writers fail at once with SQLITE_BUSY (returned by Do, nothing
+//     written); with modernc.org/sqlite, for example
+//     "file:app.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate".
+//     _txlock=immediate makes BEGIN take the write lock, which is what the
+//     upsert does anyway; it matters for the caller's other transactions
+//     that read before they write, which otherwise can fail with
+//     SQLITE_BUSY regardless of the busy timeout.
+//
+// Other databases with this upsert syntax may work but are not tested.
+package fencesql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fencelock/fencelock"
+)
+
+// The sentinel errors; test with errors.Is. A refused token is reported with
+// fencelock's errors instead: a *fencelock.StaleTokenError, which satisfies
+// errors.Is(err, fencelock.ErrStaleToken).
+var (
+	// ErrInvalidToken: token 0, which fencelock never grants. Refusing it
+	// catches an unset token before it claims a resource.
+	ErrInvalidToken = errors.New("fencesql: invalid fencing token")
+	// ErrInvalidResource: an empty resource name.
+	ErrInvalidResource = errors.New("fencesql: invalid resource name")
+	// ErrBadTable: Open was given a table name that is not a lower-case SQL
+	// identifier of at most 63 bytes, or the table exists but does not have
+	// the columns and primary key fencesql needs.
+	ErrBadTable = errors.New("fencesql: bad mark table")
+)
+
+// Dialect is the SQL flavour of a database: SQLite or Postgres. The zero
+// Dialect is invalid.
+type Dialect struct {
+	name     string
+	dollarN  bool // placeholders are $1, $2, ... rather than ?
+	postgres bool
+}
+
+// The supported dialects.
+var (
+	// SQLite is SQLite 3.24 or later (the first with upsert).
+	SQLite = Dialect{name: "sqlite"}
+	// Postgres is PostgreSQL 9.5 or later (the first with ON CONFLICT).
+	Postgres = Dialect{name: "postgres", dollarN: true, postgres: true}
+)
+
+// String returns the dialect's name.
+func (d Dialect) String() string {
+	if d.name == "" {
+		return "invalid"
+	}
+	return d.name
+}
+
+// Fencer fences writes to the database it was opened on. It is safe for
+// concurrent use, and any number of Fencers, in any number of processes, may
+// share one mark table.
+type Fencer struct {
+	db    *sql.DB
+	table string
+	q     queries
+}
+
+// queries holds all the SQL fencesql runs, built for one dialect and table.
+type queries struct {
+	create  string // create the mark table if missing
+	upsert  string // args: resource, stored token; 1 row affected iff admitted
+	highest string // args: resource
+}
+
+// tableName is what Open accepts. Lower case only: PostgreSQL folds unquoted
+// names to lower case and keeps quoted ones as they are, so a mixed-case name
+// would be one table to fencesql (which quotes it) and another to a person
+// typing it unquoted in psql. 63 bytes is PostgreSQL's identifier limit.
+var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+func buildQueries(d Dialect, table string) queries {
+	t := `"` + table + `"` // quoted, so that names like "order" work too
+	q := queries{
+		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (resource TEXT PRIMARY KEY, highest BIGINT NOT NULL)`,
+		// Equal tokens are admitted (<=): the same holder writing again.
+		// When the WHERE fails, nothing is written and no row is affected;
+		// on PostgreSQL the row stays locked until the transaction ends.
+		upsert: `INSERT INTO ` + t + ` (resource, highest) VALUES (?, ?) ` +
+			`ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest ` +
+			`WHERE ` + t + `.highest <= excluded.highest`,
+		highest: `SELECT highest FROM ` + t + ` WHERE resource = ?`,
+	}
+	if d.dollarN {
+		q.upsert = dollarN(q.upsert)
+		q.highest = dollarN(q.highest)
+	}
+	return q
+}
+
+// dollarN rewrites ? placeholders as $1, $2, ...; the statements above have no
+// string literals and the table name cannot contain '?'.
+func dollarN(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// encode maps a token to int64 keeping its order: flipping the top bit turns
+// 0..2^64-1 into -2^63..2^63-1.
+func encode(token uint64) int64 { return int64(token ^ 1<<63) }
+
+func decode(v int64) uint64 { return uint64(v) ^ 1<<63 }
+
+// Open returns a Fencer that keeps its marks in table, creating the table if
+// it is missing. It is safe for a whole fleet to call Open at once on a new
+// table: on PostgreSQL, concurrent CREATE TABLE IF NOT EXISTS can fail with a
+// duplicate error (SQLSTATE 23505, 42P07 or 42710) for all but one caller, and
+// Open treats that as success. Either way it then checks that the table is usable,
+// by running the upsert in a transaction it rolls back; a table of the same
+// name but another shape fails with ErrBadTable.
+//
+// db must have been opened with a driver for d's database. Open does not
+// change db's settings, and the Fencer does not close db.
+func Open(ctx context.Context, db *sql.DB, d Dialect, table string) (*Fencer, error) {
+	if db == nil {
+		return nil, errors.New("fencesql: nil *sql.DB")
+	}
+	if d.name == "" {
+		return nil, errors.New("fencesql: zero Dialect; use fencesql.SQLite or fencesql.Postgres")
+	}
+	if !tableName.MatchString(table) || strings.HasPrefix(table, "sqlite_") {
+		// sqlite_ names are reserved by SQLite; refuse them on both, so a
+		// table name works whichever database it is moved to.
+		return nil, fmt.Errorf("%w: %q: want a lower-case letter or '_', then up to 62 lower-case letters, digits or '_', not starting with sqlite_",
+			ErrBadTable, table)
+	}
+	f := &Fencer{db: db, table: table, q: buildQueries(d, table)}
+	if _, err := db.ExecContext(ctx, f.q.create); err != nil && !(d.postgres && createRace(err)) {
+		return nil, fmt.Errorf("fencesql: creating table %s: %w", table, err)
+	}
+	if err := f.probe(ctx); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// createRace reports whether err is PostgreSQL's answer to a CREATE TABLE IF
+// NOT EXISTS that lost a race with another: its existence check passed, then
+// its catalog insert met the other's. Depending on timing that is a
+// unique_violation (23505) on pg_type's name index, duplicate_table (42P07),
+// or duplicate_object (42710, "type ... already exists": the table's row type
+// was committed first). Open's probe then tells a table that exists from a
+// lookalike (a type of that name, say).
+func createRace(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "23505", "42P07", "42710":
+		return true
+	}
+	return false
+}
+
+// probe runs the upsert and the read on the empty resource, which Do never
+// admits, and rolls back: it fails if the table lacks a column, or the unique
+// index the upsert's ON CONFLICT needs.
+func (f *Fencer) probe(ctx context.Context) error {
+	tx, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("fencesql: checking table %s: %w", f.table, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, f.q.upsert, "", encode(1)); err != nil {
+		return f.probeError(ctx, err)
+	}
+	var v int64
+	if err := tx.QueryRowContext(ctx, f.q.highest, "").Scan(&v); err != nil {
+		return f.probeError(ctx, err)
+	}
+	if v != encode(1) {
+		return fmt.Errorf("%w: %s: column highest does not keep a BIGINT", ErrBadTable, f.table)
+	}
+	return nil
+}
+
+// probeError tells a table of the wrong shape (ErrBadTable) from a database
+// that could not answer (ctx ended, connection lost), which may pass.
+func (f *Fencer) probeError(ctx context.Context, err error) error {
+	if ctx.Err() != nil || errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("fencesql: checking table %s: %w", f.table, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrBadTable, f.table, err)
+}
+
+func check(resource string, token uint64) error {
+	if resource == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidResource)
+	}
+	if token == 0 {
+		return fmt.Errorf("%w: token 0 for %q (fencelock never grants 0; is the token set?)", ErrInvalidToken, resource)
+	}
+	return nil
+}
+
+// Do admits token for resource and runs write in the same transaction: it
+// raises the resource's mark to token, then calls write, then commits. A token
+// equal to the mark is admitted (the same holder writing again).
+//
+// A token lower than the mark is refused before write runs: Do rolls back and
+// returns a *fencelock.StaleTokenError (errors.Is(err,
+// fencelock.ErrStaleToken)) carrying the mark it found; nothing is written and
+// the mark is unchanged. If write returns an error, Do rolls back and returns
+// that error as is: write's statements and the raised mark are both undone.
+// write must not commit or roll back tx itself; a panic in write rolls back
+// and propagates.
+//
+// Any other error (begin, upsert, commit, a context that ended) is returned
+// wrapped, and means the transaction did not commit, except for a commit
+// error, after which the outcome is unknown, as with any commit: the write
+// and the mark either both landed or neither did.
+//
+// A nil write makes Do the same as Claim.
+func (f *Fencer) Do(ctx context.Context, resource string, token uint64, write func(tx *sql.Tx) error) error {
+	if err := check(resource, token); err != nil {
+		return err
+	}
+	tx, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("fencesql: begin: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = tx.Rollback() // the error that made us roll back is the one to report
+		}
+	}()
+	if err := f.admit(ctx, tx, resource, token); err != nil {
+		return err
+	}
+	if write != nil {
+		if err := write(tx); err != nil {
+			return err
+		}
+	}
+	done = true
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("fencesql: commit: %w", err)
+	}
+	return nil
+}
+
+// admit runs the conditional upsert in tx, and on refusal reads the mark that
+// refused it, in the same transaction.
+func (f *Fencer) admit(ctx context.Context, tx *sql.Tx, resource string, token uint64) error {
+	res, err := tx.ExecContext(ctx, f.q.upsert, resource, encode(token))
+	if err != nil {
+		return fmt.Errorf("fencesql: raising mark of %q: %w", resource, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("fencesql: raising mark of %q: %w", resource, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var v int64
+	if err := tx.QueryRowContext(ctx, f.q.highest, resource).Scan(&v); err != nil {
+		return fmt.Errorf("fencesql: reading mark of %q after refusing token %d: %w", resource, token, err)
+	}
+	return &fencelock.StaleTokenError{Resource: resource, Token: token, Highest: decode(v)}
+}
+
+// Claim raises resource's mark to token in a transaction of its own, without
+// a write, refusing a lower token as Do does. A new lock holder claims its
+// token as soon as it is granted, before its first write, so that its
+// predecessor's late writes are refused from that moment on rather than from
+// the successor's first write. The mark is committed when Claim returns nil.
+func (f *Fencer) Claim(ctx context.Context, resource string, token uint64) error {
+	return f.Do(ctx, resource, token, nil)
+}
+
+// Highest returns the mark of resource: the highest token admitted and
+// committed for it, or 0 if none was. It reads outside any transaction, so the
+// mark may rise as soon as it returns; it is for monitoring and tests, while
+// Do is what makes the check.
+func (f *Fencer) Highest(ctx context.Context, resource string) (uint64, error) {
+	if resource == "" {
+		return 0, fmt.Errorf("%w: empty", ErrInvalidResource)
+	}
+	var v int64
+	err := f.db.QueryRowContext(ctx, f.q.highest, resource).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("fencesql: reading mark of %q: %w", resource, err)
+	}
+	return decode(v), nil
+}

@@ -14,6 +14,10 @@ type LeaderInfo struct {
 	Value     string
 	Token     uint64 // the term's epoch: the fencing token of its grant
 	SessionID uint64 // the leader's session
+	// Err is set only in the one value Observe sends before it closes its
+	// channel for a mistake rather than ctx: ErrInvalidName for a name
+	// that cannot be an election's.
+	Err error
 }
 
 func leaderInfo(e fsm.ElectionInfo) LeaderInfo {
@@ -58,19 +62,20 @@ func (s *Session) Campaign(ctx context.Context, election, value string) (*Leader
 }
 
 // Election returns the election's name.
-func (l *Leadership) Election() string { return l.name }
+func (l *Leadership) Election() string { return l.g().name }
 
 // Token returns the term's epoch: the fencing token of its grant. Every new
 // term of any election or lock in the group gets a larger one, across leader
 // changes and restarts.
-func (l *Leadership) Token() uint64 { return l.token }
+func (l *Leadership) Token() uint64 { return l.g().token }
 
 // Value returns the leader's value: the one it campaigned with, or the last
 // one it proclaimed.
 func (l *Leadership) Value() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.value
+	g := l.g()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.value
 }
 
 // Done is closed when this leader must stop acting: it resigned, its
@@ -79,12 +84,12 @@ func (l *Leadership) Value() string {
 // margin, so that it stops before the group could elect the next candidate.
 //
 // Like Session.Done, it checks the session's deadline when called.
-func (l *Leadership) Done() <-chan struct{} { return l.doneChan() }
+func (l *Leadership) Done() <-chan struct{} { return l.g().doneChan() }
 
 // Err returns nil while this term lasts and, once Done is closed, why:
 // ErrNotLeader after Resign, context.Canceled if the Campaign was cancelled
 // as it was elected, or the session's error.
-func (l *Leadership) Err() error { return l.reason() }
+func (l *Leadership) Err() error { return l.g().reason() }
 
 // Proclaim replaces the leader's value, keeping the term and its token;
 // observers see the new value. It fails with ErrNotLeader if the term is
@@ -97,13 +102,14 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if len(value) > fsm.MaxValueLen {
 		return valueTooLarge(value)
 	}
-	if err := l.Err(); err != nil {
-		return fmt.Errorf("%w: %q term %d is over: %w", ErrNotLeader, l.name, l.token, err)
+	g := l.g()
+	if err := g.reason(); err != nil {
+		return fmt.Errorf("%w: %q term %d is over: %w", ErrNotLeader, g.name, g.token, err)
 	}
-	s := l.s
+	s := g.s
 	seq := s.begin()
 	res, err := s.n.propose(ctx, fsm.Command{
-		Kind: fsm.KindProclaim, Session: s.id, Seq: seq, Floor: s.floor(), Name: l.name, Token: l.token, Value: value,
+		Kind: fsm.KindProclaim, Session: s.id, Seq: seq, Floor: s.floor(), Name: g.name, Token: g.token, Value: value,
 	})
 	s.finish(seq)
 	if err != nil {
@@ -115,18 +121,27 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		// so set the value, in log order even if Proclaims race.
 		return nil
 	case fsm.NotHeld, fsm.UnknownSession:
-		return fmt.Errorf("%w: %q term %d", ErrNotLeader, l.name, l.token)
+		return fmt.Errorf("%w: %q term %d", ErrNotLeader, g.name, g.token)
 	case fsm.LimitExceeded:
-		return fmt.Errorf("fencelock: proclaim %q: %w", l.name, limitError(res.Value))
+		return fmt.Errorf("fencelock: proclaim %q: %w", g.name, limitError(res.Value))
 	}
-	return fmt.Errorf("fencelock: proclaim %q: unexpected reply %v", l.name, res.Status)
+	return fmt.Errorf("fencelock: proclaim %q: unexpected reply %v", g.name, res.Status)
 }
 
 // Resign ends this term: the next candidate in line, if any, leads at once
 // with a larger token. If the term was already over at the group, nothing
 // changes and the error is ErrNotLeader, so a late Resign never deposes a
 // successor. Done is closed either way once the group answered.
-func (l *Leadership) Resign(ctx context.Context) error { return l.giveBack(ctx) }
+func (l *Leadership) Resign(ctx context.Context) error { return l.g().giveBack(ctx) }
+
+// g is the leadership's grant; the zero Leadership (and a nil one) has one
+// that is already over.
+func (l *Leadership) g() *grant {
+	if l == nil || l.grant == nil {
+		return neverLeadership
+	}
+	return l.grant
+}
 
 // Leader returns the election's current leader, or ErrNoLeader. It is a
 // linearizable read: it reflects every change completed before it began,

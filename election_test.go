@@ -202,7 +202,11 @@ func TestElectionInvalidInput(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidName, "%q", name)
 		_, err = c.node(1).Leader(ctx, name)
 		require.ErrorIs(t, err, ErrInvalidName)
-		requireClosed(t, ctx, c.node(1).Observe(ctx, name))
+		ch := c.node(1).Observe(ctx, name)
+		info, ok := <-ch
+		require.True(t, ok)
+		require.ErrorIs(t, info.Err, ErrInvalidName, "the mistake is reported, not a silent close")
+		requireClosed(t, ctx, ch)
 	}
 	_, err := s.Campaign(ctx, "e", strings.Repeat("v", 4097))
 	require.ErrorIs(t, err, ErrValueTooLarge)

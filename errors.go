@@ -1,10 +1,14 @@
 package fencelock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
+	"github.com/lni/dragonboat/v4"
+
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/proposer"
 )
 
 // The sentinel errors. Errors returned by fencelock wrap one of them (or a
@@ -101,7 +105,27 @@ func (e *unavailableError) Error() string {
 	if e.last == nil {
 		return fmt.Sprintf("%v: %v", ErrUnavailable, e.ctxErr)
 	}
-	return fmt.Sprintf("%v: %v (last attempt: %v)", ErrUnavailable, e.ctxErr, e.last)
+	return fmt.Sprintf("%v: %v (last attempt: %s)", ErrUnavailable, e.ctxErr, describe(e.last))
+}
+
+// describe says what a raft error means, in the library's words: callers
+// should not have to know Dragonboat's.
+func describe(err error) string {
+	switch {
+	case errors.Is(err, dragonboat.ErrShardNotReady):
+		return "this replica is not ready yet: it is starting, or catching up with the group"
+	case errors.Is(err, dragonboat.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time: no leader, or no quorum reachable"
+	case errors.Is(err, proposer.ErrLeaderChanged), errors.Is(err, dragonboat.ErrCanceled):
+		return "the raft leader changed"
+	case errors.Is(err, dragonboat.ErrSystemBusy):
+		return "this replica is overloaded"
+	case errors.Is(err, dragonboat.ErrShardNotFound), errors.Is(err, dragonboat.ErrShardClosed):
+		return "this replica is not running"
+	case errors.Is(err, dragonboat.ErrRejected):
+		return "the group rejected the request"
+	}
+	return err.Error()
 }
 
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.ctxErr} }

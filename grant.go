@@ -36,15 +36,31 @@ func (g *grant) lose(why error) {
 // doneChan and reason serve Done and Err; both first check the session's
 // deadline by the holder's clock.
 func (g *grant) doneChan() <-chan struct{} {
-	g.s.poll()
+	if g.s != nil {
+		g.s.poll()
+	}
 	return g.done
 }
 
 func (g *grant) reason() error {
-	g.s.poll()
+	if g.s != nil {
+		g.s.poll()
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.err
+}
+
+// neverLock and neverLeadership stand for the grant of a zero Lock or
+// Leadership: like any zero value in Go it is usable, and it behaves as a
+// grant that is already over (Done closed, Err and Release ErrNotHeld).
+var neverLock, neverLeadership = endedGrant(false), endedGrant(true)
+
+func endedGrant(election bool) *grant {
+	g := &grant{election: election, done: make(chan struct{})}
+	g.err = g.notHeld()
+	close(g.done)
+	return g
 }
 
 // notHeld is the error of a grant the group no longer has.
@@ -60,6 +76,9 @@ func (g *grant) notHeld() error {
 // current nothing changes and the error is ErrNotHeld (ErrNotLeader): a late
 // call never frees a successor's grant.
 func (g *grant) giveBack(ctx context.Context) error {
+	if g.s == nil {
+		return fmt.Errorf("%w: the zero value was never granted", g.notHeld())
+	}
 	s, kind := g.s, fsm.KindRelease
 	if g.election {
 		kind = fsm.KindResign

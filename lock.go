@@ -47,14 +47,14 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 }
 
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.name }
+func (l *Lock) Name() string { return l.g().name }
 
 // Token returns the fencing token of this grant. Tokens rise strictly with
 // every grant in the group, across leader changes and restarts, so a
 // resource that refuses tokens lower than the highest it has seen (Fencer)
 // refuses a holder as soon as a later holder's token has reached it: the
 // later holder's first write, or a claim of its token made at grant time.
-func (l *Lock) Token() uint64 { return l.token }
+func (l *Lock) Token() uint64 { return l.g().token }
 
 // Done is closed when the holder must stop acting: the lock was released, or
 // the session ended (expired, not renewed in time, closed, node closed). A
@@ -62,14 +62,23 @@ func (l *Lock) Token() uint64 { return l.token }
 // group could grant the lock to anyone else.
 //
 // Like Session.Done, it checks the session's deadline when called.
-func (l *Lock) Done() <-chan struct{} { return l.doneChan() }
+func (l *Lock) Done() <-chan struct{} { return l.g().doneChan() }
 
 // Err returns nil while the lock is held and, once Done is closed, why:
 // ErrNotHeld after a release, or the session's error.
-func (l *Lock) Err() error { return l.reason() }
+func (l *Lock) Err() error { return l.g().reason() }
 
 // Release frees the lock; the head of its queue, if any, is granted in the
 // same step. It sends the name and token: if this grant is no longer current
 // (the session expired and the lock passed on), nothing changes and the error
 // is ErrNotHeld, so a late release never frees a successor's lock.
-func (l *Lock) Release(ctx context.Context) error { return l.giveBack(ctx) }
+func (l *Lock) Release(ctx context.Context) error { return l.g().giveBack(ctx) }
+
+// g is the lock's grant; the zero Lock (and a nil *Lock) has one that is
+// already over.
+func (l *Lock) g() *grant {
+	if l == nil || l.grant == nil {
+		return neverLock
+	}
+	return l.grant
+}

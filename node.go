@@ -3,12 +3,15 @@ package fencelock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -19,6 +22,7 @@ import (
 	"github.com/fencelock/fencelock/internal/dblog"
 	"github.com/fencelock/fencelock/internal/expiry"
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/proposer"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -192,6 +196,9 @@ type Node struct {
 	prop    *proposer.Proposer
 	tracker *expiry.Tracker
 	watches *watches // Observe calls by election
+	peers   *peers   // the group's identity, and the peers this replica reaches
+
+	releaseDir func() // frees Dir for another Start in this process
 
 	leader  atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
 	term    atomic.Uint64
@@ -232,6 +239,24 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	releaseDir, err := claimDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	n, err := start(cfg)
+	if err != nil {
+		releaseDir()
+		return nil, err
+	}
+	n.releaseDir = releaseDir
+	return n, nil
+}
+
+func start(cfg Config) (*Node, error) {
+	g, err := loadGroup(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	dblog.Use(cfg.Logger)
 	n := &Node{
 		cfg:      cfg,
@@ -242,6 +267,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		leaderUp: make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.peers = newPeers(n, g)
+	// A restarted replica's group is the one in Dir: Members only matter
+	// when a group bootstraps, and the membership changes only through
+	// AddReplica and RemoveReplica. Dragonboat refuses a restart whose
+	// members differ from the bootstrap's, so it is given those.
+	bootstrap := cfg.Members
+	if !cfg.Join && g.Group != "" && !maps.Equal(g.Members, cfg.Members) {
+		n.log.Warn("fencelock: Members differ from the members this replica's group was bootstrapped with, kept in Dir; "+
+			"the group's own membership is used, which only AddReplica and RemoveReplica change",
+			"differences", peering.DiffMembers(cfg.Members, g.Members))
+		bootstrap = g.Members
+	}
 	n.tracker = expiry.New(cfg.clock, expireRetry, cfg.ReplicaID, expiry.Actions{Start: n.proposeLeaderStart, Expire: n.proposeExpire})
 	// The proposer exists before the NodeHost, whose leader events it hears;
 	// it proposes nothing until the first call, made after Start returns.
@@ -269,11 +306,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.cancel()
 		return nil, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
 	}
+	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
+		nhc.Expert.TransportFactory = b.Bind(n.peers)
+	}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		n.prop.Close()
 		n.cancel()
-		return nil, fmt.Errorf("fencelock: start replica %d: %w", cfg.ReplicaID, err)
+		return nil, startError(cfg, err)
 	}
 	n.nh = nh
 	rc := config.Config{
@@ -294,23 +334,45 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		IsNonVoting:     cfg.Join,
 		MaxInMemLogSize: maxInMemLog,
 	}
-	members := make(map[uint64]dragonboat.Target, len(cfg.Members))
-	for id, addr := range cfg.Members {
+	members := make(map[uint64]dragonboat.Target, len(bootstrap))
+	for id, addr := range bootstrap {
 		members[id] = addr
 	}
 	if err := nh.StartReplica(members, cfg.Join, fsm.NewStateMachine(fsmObserver{n}), rc); err != nil {
 		n.prop.Close()
 		n.cancel()
 		nh.Close()
-		return nil, fmt.Errorf("fencelock: start replica %d: %w", cfg.ReplicaID, err)
+		return nil, startError(cfg, err)
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
 		n.tracker.Run(n.closed)
 	}()
+	go func() {
+		defer n.wg.Done()
+		n.peers.monitor(n.closed)
+	}()
 	n.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir)
 	return n, nil
+}
+
+// startError says why Dragonboat refused to start the replica, in the
+// library's words. Every such failure is a matter of configuration (or of
+// the Dir and the address it names), so it wraps ErrInvalidConfig.
+func startError(cfg Config, err error) error {
+	why := err.Error()
+	switch {
+	case errors.Is(err, dragonboat.ErrReplicaRemoved):
+		return fmt.Errorf("%w: start replica %d: %w: start a new replica with a fresh ID and an empty Dir", ErrInvalidConfig, cfg.ReplicaID, ErrIDRemoved)
+	case errors.Is(err, dragonboat.ErrInvalidShardSettings):
+		why = "Join does not match how this Dir's replica first started (a replica that joined restarts with Join, one that bootstrapped without it)"
+	case errors.Is(err, syscall.EADDRINUSE):
+		why = fmt.Sprintf("the raft address %s is in use by another process", cmp.Or(cfg.ListenAddr, cfg.Addr))
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		why = fmt.Sprintf("the raft address %s is not an address of this host (set ListenAddr to bind another)", cmp.Or(cfg.ListenAddr, cfg.Addr))
+	}
+	return fmt.Errorf("%w: start replica %d: %s", ErrInvalidConfig, cfg.ReplicaID, why)
 }
 
 // Close stops this replica. Every session of this node ends: its Done
@@ -335,6 +397,9 @@ func (n *Node) Close() error {
 		n.prop.Close()
 		n.nh.Close()
 		n.wg.Wait()
+		if n.releaseDir != nil {
+			n.releaseDir()
+		}
 		n.log.Debug("fencelock replica closed")
 	})
 	return nil
@@ -354,6 +419,9 @@ type Status struct {
 	// LastSnapshotIndex is the log index of the latest snapshot this replica
 	// took, or restored its state from; 0 before the first.
 	LastSnapshotIndex uint64
+	// Group is the group's identity: a digest fixed when it bootstrapped,
+	// kept in Dir; empty on a joining replica until a peer told it.
+	Group string
 	// Voters are the voting members as last applied on this replica, and
 	// ConfigChangeIndex the log index of that membership change. Members
 	// gives the full membership as a linearizable read.
@@ -371,6 +439,7 @@ func (n *Node) Status() Status {
 		IsLeader:     leader == n.cfg.ReplicaID,
 		Term:         n.term.Load(),
 		AppliedIndex: n.applied.Load(),
+		Group:        n.peers.group(),
 	}
 	n.opsStatus(&st)
 	return st

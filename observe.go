@@ -18,15 +18,17 @@ import (
 // change wakes all of an election's observers at once, however many there
 // are. Observers that start together share their first read. The channel is
 // closed when ctx ends or the node closes; for an invalid election name it
-// is closed at once. Until the group can serve the first read, nothing is
+// carries one LeaderInfo whose Err wraps ErrInvalidName, and is closed. Until the group can serve the first read, nothing is
 // sent. A replica cut off from its group applies nothing, so its observers
 // see no change until it catches up; Leader gives a linearizable answer.
 func (n *Node) Observe(ctx context.Context, election string) <-chan LeaderInfo {
-	out := make(chan LeaderInfo)
 	if !fsm.ValidName(election) {
+		out := make(chan LeaderInfo, 1)
+		out <- LeaderInfo{Election: election, Err: invalidName(election)}
 		close(out)
 		return out
 	}
+	out := make(chan LeaderInfo)
 	// Register before the read, so that no change applied after the read
 	// can be missed.
 	w := n.watches.add(election)

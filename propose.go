@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -32,7 +33,7 @@ func (n *Node) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error)
 			if errors.Is(err, proposer.ErrClosed) {
 				return fsm.Result{}, ErrClosed
 			}
-			return fsm.Result{}, err
+			return fsm.Result{}, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
 		if !errors.Is(err, proposer.ErrLeaderChanged) && !errors.Is(err, dragonboat.ErrTimeout) {
 			b.wait(ctx, n.closed, leader)
@@ -63,7 +64,7 @@ func (n *Node) read(ctx context.Context, q fsm.Query) (any, error) {
 		// starved goroutine) is a timeout like any other.
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) &&
 			!errors.Is(err, dragonboat.ErrInvalidDeadline) {
-			return nil, err
+			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
 		b.wait(ctx, n.closed, leader)
 	}
@@ -80,6 +81,9 @@ func (n *Node) check(ctx context.Context, last error) error {
 		return ErrRemoved
 	}
 	if err := ctx.Err(); err != nil {
+		if last == nil {
+			return err // over before it began: the group was never asked
+		}
 		return &unavailableError{ctxErr: err, last: last}
 	}
 	return nil

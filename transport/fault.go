@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4/config"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"github.com/fencelock/fencelock/internal/peering"
 )
 
 // Network is an in-process network between replicas that a test can break:
@@ -39,6 +42,9 @@ type Network struct {
 	group    map[string]int       // partition: replica -> group; nil when whole
 	isolated map[string]bool      // cut from everyone
 	stats    map[string]*counters // by receiving replica
+	locals   map[string]peering.Local
+
+	warnings warnings
 }
 
 type link struct{ from, to string }
@@ -76,7 +82,46 @@ func NewNetwork(seed uint64) *Network {
 		links:    make(map[link]LinkFault),
 		isolated: make(map[string]bool),
 		stats:    make(map[string]*counters),
+		locals:   make(map[string]peering.Local),
 	}
+}
+
+// bind records the identity of the replica at addr (nil: none).
+func (n *Network) bind(addr string, l peering.Local) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l == nil {
+		delete(n.locals, addr)
+	} else {
+		n.locals[addr] = l
+	}
+}
+
+// admit is the TCP handshake's check (handshake.go), made per batch: the
+// receiver (dst, with local) checks the sender's Hello, and every message
+// must be the sender's own, from the address it was checked with.
+func (n *Network) admit(src, dst string, local peering.Local, b *pb.MessageBatch) bool {
+	n.mu.Lock()
+	peer := n.locals[src]
+	n.mu.Unlock()
+	if local == nil || peer == nil {
+		return true
+	}
+	h := peer.Hello()
+	if err := local.Check(h); err != nil {
+		n.warnings.warn(fmt.Sprintf("fencelock: the replica at %s refused the replica at %s: %v", dst, src, err))
+		return false
+	}
+	if h.Addr != src {
+		return false
+	}
+	for i := range b.Requests {
+		if b.Requests[i].From != h.Replica {
+			return false
+		}
+	}
+	local.Contact(h.Replica)
+	return true
 }
 
 // Addr returns a raft address for replica i of this network, unique in the

@@ -10,6 +10,8 @@ import (
 	chantrans "github.com/lni/dragonboat/v4/plugin/chan"
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"github.com/fencelock/fencelock/internal/peering"
 )
 
 // errLinkDown fails a snapshot chunk on a cut or lossy link: Dragonboat
@@ -23,15 +25,31 @@ const maxQueued = 4096
 
 // faultFactory is the Dragonboat transport factory of a Network. Dragonboat's own
 // channel factory cannot be used directly: its Validate panics.
-type faultFactory struct{ n *Network }
+type faultFactory struct {
+	n     *Network
+	local peering.Local // nil: no identity checks
+}
+
+// Bind implements peering.Binder. A Network has no connections to open
+// with a handshake, so it checks the sender's Hello on every batch, as the
+// TCP transport's handshake would have when the connection opened.
+func (f *faultFactory) Bind(l peering.Local) config.TransportFactory {
+	return &faultFactory{n: f.n, local: l}
+}
 
 func (f *faultFactory) Create(nhc config.NodeHostConfig, handler raftio.MessageHandler,
 	chunks raftio.ChunkHandler) raftio.ITransport {
 	t := &faultTransport{n: f.n, self: nhc.RaftAddress, stop: make(chan struct{})}
 	in := f.n.counters(t.self)
+	f.n.bind(t.self, f.local)
 	recv := func(b pb.MessageBatch) {
 		// A message in flight when its link was cut is lost on arrival.
-		if f.n.cut(b.SourceAddress, t.self) {
+		src := b.SourceAddress
+		if f.n.cut(src, t.self) {
+			in.messagesDropped.Add(1)
+			return
+		}
+		if !f.n.admit(src, t.self, f.local, &b) {
 			in.messagesDropped.Add(1)
 			return
 		}

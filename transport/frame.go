@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/peering"
 )
 
 // The wire format between replicas: every raft message batch and every
@@ -30,6 +32,13 @@ const (
 
 	kindBatch byte = 1
 	kindChunk byte = 2
+	// The handshake (handshake.go): the dialer's hello, and the acceptor's
+	// welcome (its own hello) or refusal (why, in words).
+	kindHello   byte = 3
+	kindWelcome byte = 4
+	kindRefuse  byte = 5
+
+	maxRefusal = 4 << 10
 
 	// MaxBatchFrame bounds a raft message batch. Dragonboat fills a batch
 	// up to 64 MiB and may add one message beyond, itself holding up to
@@ -60,6 +69,10 @@ func maxFrame(kind byte) int {
 		return MaxBatchFrame
 	case kindChunk:
 		return MaxChunkFrame
+	case kindHello, kindWelcome:
+		return peering.MaxHello
+	case kindRefuse:
+		return maxRefusal
 	}
 	return 0
 }

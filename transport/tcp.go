@@ -9,12 +9,15 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/logger"
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"github.com/fencelock/fencelock/internal/peering"
 )
 
 // fencelock's TCP transport. It replaces Dragonboat's built-in one, whose
@@ -35,11 +38,12 @@ const (
 var plog = logger.GetLogger("fencelock-transport")
 
 // factory makes the transport for one NodeHost (config.TransportFactory).
-type factory struct{}
+// With a Local bound (handshake.go), connections open with a handshake.
+type factory struct{ local peering.Local }
 
-func (factory) Create(nhc config.NodeHostConfig, handler raftio.MessageHandler,
+func (f factory) Create(nhc config.NodeHostConfig, handler raftio.MessageHandler,
 	chunks raftio.ChunkHandler) raftio.ITransport {
-	return &tcpTransport{nhc: nhc, handler: handler, chunks: chunks,
+	return &tcpTransport{nhc: nhc, handler: handler, chunks: chunks, local: f.local,
 		conns: make(map[net.Conn]struct{}), slots: make(chan struct{}, MaxInboundConns)}
 }
 
@@ -58,7 +62,10 @@ type tcpTransport struct {
 	nhc     config.NodeHostConfig
 	handler raftio.MessageHandler
 	chunks  raftio.ChunkHandler
-	server  *tls.Config // nil without mutual TLS
+	server  *tls.Config   // nil without mutual TLS
+	local   peering.Local // nil: no handshake
+
+	warnings warnings
 
 	ln     net.Listener
 	slots  chan struct{}
@@ -173,12 +180,23 @@ func (t *tcpTransport) serve(conn net.Conn) {
 		conn = tc
 	}
 	r := frameReader{conn: conn}
+	peer, verified, err := t.welcome(conn, &r)
+	if err != nil {
+		if errors.Is(err, errFrame) {
+			t.refuse(conn.RemoteAddr(), err)
+		}
+		return
+	}
 	for {
 		kind, payload, err := r.next()
 		if err != nil {
 			if errors.Is(err, errFrame) {
 				t.refuse(conn.RemoteAddr(), err)
 			}
+			return
+		}
+		if kind != kindBatch && kind != kindChunk {
+			t.refuse(conn.RemoteAddr(), fmt.Errorf("%w: kind %d after the handshake", errFrame, kind))
 			return
 		}
 		if err := checkBudget(kind, payload); err != nil {
@@ -190,6 +208,13 @@ func (t *tcpTransport) serve(conn net.Conn) {
 			if err := batch.Unmarshal(payload); err != nil {
 				t.refuse(conn.RemoteAddr(), err)
 				return
+			}
+			if err := admit(&batch, peer, verified); err != nil {
+				t.refuse(conn.RemoteAddr(), err)
+				return
+			}
+			if verified {
+				t.local.Contact(peer.Replica)
 			}
 			t.handler(batch)
 			continue
@@ -227,8 +252,14 @@ func (t *tcpTransport) refuse(from net.Addr, why error) {
 }
 
 func (t *tcpTransport) dial(ctx context.Context, target string) (net.Conn, error) {
-	d := net.Dialer{Timeout: dialTimeout, KeepAlive: 10 * time.Second}
+	d := net.Dialer{Timeout: dialTimeout, KeepAlive: 10 * time.Second, LocalAddr: t.localAddr()}
 	conn, err := d.DialContext(ctx, "tcp", target)
+	if err != nil && d.LocalAddr != nil && errors.Is(err, syscall.EADDRNOTAVAIL) {
+		// The raft address is not on this host (a NAT): dial from the
+		// default address instead.
+		d.LocalAddr = nil
+		conn, err = d.DialContext(ctx, "tcp", target)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -237,18 +268,44 @@ func (t *tcpTransport) dial(ctx context.Context, target string) (net.Conn, error
 		conn.Close()
 		return nil, err
 	}
-	if cfg == nil {
-		return conn, nil
+	if cfg != nil {
+		cfg.MinVersion = tls.VersionTLS13
+		tc := tls.Client(conn, cfg)
+		hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+		defer cancel()
+		if err := tc.HandshakeContext(hctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn = tc
 	}
-	cfg.MinVersion = tls.VersionTLS13
-	tc := tls.Client(conn, cfg)
-	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
-	defer cancel()
-	if err := tc.HandshakeContext(hctx); err != nil {
+	if err := t.greet(conn, target); err != nil {
 		conn.Close()
 		return nil, err
 	}
-	return tc, nil
+	return conn, nil
+}
+
+// localAddr is the address peer connections leave from: the replica's own
+// host (ListenAddr's if it names one, else the raft address's), so that
+// firewall rules written by address hold. nil when neither is an IP
+// literal, or the listen address is a wildcard.
+func (t *tcpTransport) localAddr() net.Addr {
+	for _, a := range []string{t.nhc.ListenAddress, t.nhc.RaftAddress} {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		ip := net.ParseIP(host)
+		if ip == nil {
+			return nil
+		}
+		if ip.IsUnspecified() {
+			continue
+		}
+		return &net.TCPAddr{IP: ip}
+	}
+	return nil
 }
 
 func (t *tcpTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {

@@ -1,0 +1,316 @@
+package fencelock
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/fencelock/fencelock/internal/peering"
+)
+
+// A group's identity is fixed when it bootstraps: a digest of its
+// DeploymentID and bootstrap Members, kept in the replica's Dir. Replicas
+// tell it to each other when they connect (internal/peering), so a replica
+// started with another Members map, or one that belongs to another group,
+// is refused by the group's replicas, and both sides log what differs,
+// instead of bootstrapping a group of its own that grants the same locks.
+// A replica that joins learns it from the first peer that connects.
+
+// groupFileName is the identity's file in Dir.
+const groupFileName = "fencelock-group.json"
+
+// maxGroupFile bounds what is read of the file: it holds one digest and a
+// membership.
+const maxGroupFile = 1 << 20
+
+type groupFile struct {
+	Version int               `json:"version"`
+	Group   string            `json:"group"`
+	Members map[uint64]string `json:"members"`
+}
+
+// groupDigest is the identity of a group bootstrapped with members.
+func groupDigest(deployment uint64, members map[uint64]string) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "fencelock group v1\ndeployment %d\n%s\n", deployment, peering.FormatMembers(members)))
+	return hex.EncodeToString(sum[:16])
+}
+
+// loadGroup returns the group identity kept in dir, or, if there is none,
+// the one cfg bootstraps (persisted at once) or, for a joining replica, none
+// yet. A file that cannot be read or decoded is an error wrapping
+// ErrInvalidConfig: the replica must not guess which group it belongs to.
+func loadGroup(cfg *Config) (groupFile, error) {
+	path := filepath.Join(cfg.Dir, groupFileName)
+	g, err := readGroup(path)
+	switch {
+	case err == nil:
+		return g, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return groupFile{}, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	case cfg.Join:
+		return groupFile{Version: 1}, nil
+	}
+	// A new group, or a Dir of a version that kept no identity: either
+	// way the bootstrap members are cfg's.
+	g = groupFile{Version: 1, Group: groupDigest(cfg.DeploymentID, cfg.Members), Members: maps.Clone(cfg.Members)}
+	if err := writeGroup(path, g); err != nil {
+		return groupFile{}, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	}
+	return g, nil
+}
+
+func readGroup(path string) (groupFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return groupFile{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxGroupFile+1))
+	if err != nil {
+		return groupFile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return decodeGroup(path, data)
+}
+
+// decodeGroup decodes the identity file's bytes.
+func decodeGroup(path string, data []byte) (groupFile, error) {
+	var g groupFile
+	if len(data) > maxGroupFile {
+		return groupFile{}, fmt.Errorf("%s: larger than %d bytes", path, maxGroupFile)
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		return groupFile{}, fmt.Errorf("%s is corrupt: %v", path, err)
+	}
+	if g.Version != 1 || (g.Group == "") != (len(g.Members) == 0) {
+		return groupFile{}, fmt.Errorf("%s is corrupt: version %d, group %q with %d members", path, g.Version, g.Group, len(g.Members))
+	}
+	return g, nil
+}
+
+// writeGroup writes the file so that a crash leaves the old one or the new
+// one, never a torn one.
+func writeGroup(path string, g groupFile) error {
+	data, err := json.Marshal(g)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// peers is the replica's side of the handshake (peering.Local), and its
+// record of which peers it reaches.
+type peers struct {
+	n    *Node
+	path string
+
+	mu    sync.Mutex
+	hello peering.Hello // what this replica says; Group set once known
+
+	// members is the membership as last applied here (refreshed by the
+	// monitor), by which a peer's claimed address is checked.
+	members atomic.Pointer[map[uint64]string]
+	contact sync.Map // replica ID -> *atomic.Int64 (unix nanos of the last traffic)
+}
+
+func newPeers(n *Node, g groupFile) *peers {
+	p := &peers{n: n, path: filepath.Join(n.cfg.Dir, groupFileName), hello: peering.Hello{
+		Group: g.Group, Replica: n.cfg.ReplicaID, Addr: n.cfg.Addr, Members: g.Members,
+	}}
+	m := maps.Clone(g.Members)
+	p.members.Store(&m)
+	return p
+}
+
+func (p *peers) Hello() peering.Hello {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hello
+}
+
+func (p *peers) group() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hello.Group
+}
+
+// Check refuses a peer that belongs to another group, uses this replica's
+// ID, or claims an address the group gives another replica. The errors
+// name the difference, for both sides' logs.
+func (p *peers) Check(h peering.Hello) error {
+	self := p.Hello()
+	if h.Replica == self.Replica {
+		return fmt.Errorf("replica %d at %s uses the ID of this replica (%d at %s): every replica needs its own ReplicaID", h.Replica, h.Addr, self.Replica, self.Addr)
+	}
+	if h.Group != "" && self.Group != "" && h.Group != self.Group {
+		diff := peering.DiffMembers(h.Members, self.Members)
+		if maps.Equal(h.Members, self.Members) {
+			diff = "the same members, but another DeploymentID or a separate bootstrap"
+		}
+		return fmt.Errorf("replica %d at %s belongs to another group: it was bootstrapped with other Members (%s)", h.Replica, h.Addr, diff)
+	}
+	if want, ok := (*p.members.Load())[h.Replica]; ok && want != h.Addr {
+		return fmt.Errorf("replica %d connects as %s, but the group has replica %d at %s", h.Replica, h.Addr, h.Replica, want)
+	}
+	if self.Group == "" && h.Group != "" {
+		p.adopt(h)
+	}
+	return nil
+}
+
+// adopt makes a joining replica's group the one of the first peer that
+// talks to it: it was added to that group (AddReplica), so the group's
+// replicas are the ones that contact it.
+func (p *peers) adopt(h peering.Hello) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hello.Group != "" {
+		return
+	}
+	g := groupFile{Version: 1, Group: h.Group, Members: maps.Clone(h.Members)}
+	if err := writeGroup(p.path, g); err != nil {
+		p.n.log.Warn("fencelock: cannot keep the group identity in Dir; it is learnt again at the next start", "err", err)
+	}
+	p.hello.Group, p.hello.Members = g.Group, g.Members
+}
+
+func (p *peers) Contact(id uint64) {
+	now := time.Now().UnixNano()
+	if v, ok := p.contact.Load(id); ok {
+		v.(*atomic.Int64).Store(now)
+		return
+	}
+	v := new(atomic.Int64)
+	v.Store(now)
+	p.contact.Store(id, v)
+}
+
+// reached reports whether replica id was heard from within d.
+func (p *peers) reached(id uint64, d time.Duration) bool {
+	v, ok := p.contact.Load(id)
+	return ok && time.Since(time.Unix(0, v.(*atomic.Int64).Load())) < d
+}
+
+// monitor refreshes the membership the handshake checks addresses against,
+// and, while there is no leader, logs at most once a minute how many of the
+// voters this replica reaches: a group that cannot form a quorum says why,
+// rather than waiting in silence.
+func (p *peers) monitor(stop <-chan struct{}) {
+	const (
+		every = time.Second
+		quiet = time.Minute // between two warnings
+	)
+	// An election takes one to two election timeouts; a group without a
+	// leader for many of them is not electing one.
+	electionTimeout := time.Duration(p.n.cfg.ElectionTicks) * p.n.cfg.RTT
+	patient := max(20*electionTimeout, 2*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var leaderless, warned time.Time
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		voters := p.refresh()
+		if p.n.leader.Load() != 0 || len(voters) == 0 {
+			leaderless = time.Time{}
+			continue
+		}
+		now := time.Now()
+		if leaderless.IsZero() {
+			leaderless = now
+		}
+		if now.Sub(leaderless) < patient || now.Sub(warned) < quiet {
+			continue
+		}
+		warned = now
+		window := max(3*electionTimeout, 3*time.Second)
+		reached, others := 0, 0
+		var missing []string
+		for id, addr := range voters {
+			if id == p.n.cfg.ReplicaID {
+				continue
+			}
+			others++
+			if p.reached(id, window) {
+				reached++
+			} else {
+				missing = append(missing, fmt.Sprintf("%d=%s", id, addr))
+			}
+		}
+		p.n.log.Warn(fmt.Sprintf("fencelock: no raft leader for %v: this replica reaches %d of the other %d voters; a quorum needs %d of %d",
+			now.Sub(leaderless).Round(time.Second), reached, others, len(voters)/2+1, len(voters)),
+			"unreached", missing, "voters", peering.FormatMembers(voters))
+	}
+}
+
+// refresh reads the membership as applied here, and returns its voters.
+func (p *peers) refresh() map[uint64]string {
+	info := p.n.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+	if info == nil {
+		return nil
+	}
+	for _, s := range info.ShardInfoList {
+		if s.ShardID != shardID || s.Pending {
+			continue
+		}
+		m := maps.Clone(s.Replicas)
+		p.members.Store(&m)
+		return m
+	}
+	return nil
+}
+
+// dirsInUse holds the Dirs of the replicas running in this process: a
+// second Start on one would corrupt it (Dragonboat's own lock is per
+// process).
+var dirsInUse sync.Map
+
+func claimDir(dir string) (release func(), err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	}
+	if _, taken := dirsInUse.LoadOrStore(abs, struct{}{}); taken {
+		return nil, fmt.Errorf("%w: Dir %s is in use by another replica of this process", ErrInvalidConfig, dir)
+	}
+	return func() { dirsInUse.Delete(abs) }, nil
+}

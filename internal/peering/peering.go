@@ -1,0 +1,128 @@
+// Package peering is what two replicas tell each other when they connect, so
+// that a replica started with the wrong Members, the wrong ID or the wrong
+// address is refused by its peers with a message naming the mistake, instead
+// of joining the wrong group, splitting the group or crashing a peer.
+//
+// The transport carries a Hello each way when a connection opens; each side
+// checks the other's with its Local and closes the connection if either
+// refuses. The identity itself, and what a refusal says, are the replica's
+// business (the root package); this package only defines and encodes them.
+package peering
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/lni/dragonboat/v4/config"
+)
+
+// Hello is what a replica says about itself.
+type Hello struct {
+	// Group is the group's identity, fixed when it bootstrapped; empty for
+	// a replica that joined and has not learnt it yet.
+	Group string `json:"g,omitempty"`
+	// Replica is its replica ID, Addr the raft address its peers dial.
+	Replica uint64 `json:"r"`
+	Addr    string `json:"a"`
+	// Members is the group's bootstrap membership as this replica has it,
+	// so that a refusal can name the difference.
+	Members map[uint64]string `json:"m,omitempty"`
+}
+
+// Local is one replica's side of the handshake.
+type Local interface {
+	// Hello is what this replica says.
+	Hello() Hello
+	// Check decides whether to talk to the peer that said h: nil to talk,
+	// else an error naming the difference, which both sides log.
+	Check(h Hello) error
+	// Contact reports traffic from replica id, for the replica's view of
+	// which peers it reaches.
+	Contact(id uint64)
+}
+
+// Binder is implemented by the transport factories that carry a Hello:
+// Bind returns a factory whose connections use l.
+type Binder interface {
+	Bind(l Local) config.TransportFactory
+}
+
+// MaxHello bounds an encoded Hello; a peer's larger one is refused unread.
+const MaxHello = 64 << 10
+
+// ErrBadHello reports bytes that are not a valid Hello.
+var ErrBadHello = errors.New("peering: malformed hello")
+
+// Marshal encodes h.
+func (h Hello) Marshal() []byte {
+	b, err := json.Marshal(h)
+	if err != nil {
+		panic(err) // a struct of strings and integers always encodes
+	}
+	return b
+}
+
+// Unmarshal decodes a Hello a peer sent. Anything but one well-formed Hello
+// of at most MaxHello bytes, with a replica ID and an address, is an error
+// wrapping ErrBadHello.
+func Unmarshal(b []byte) (Hello, error) {
+	var h Hello
+	if len(b) > MaxHello {
+		return Hello{}, fmt.Errorf("%w: %d bytes", ErrBadHello, len(b))
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return Hello{}, fmt.Errorf("%w: %v", ErrBadHello, err)
+	}
+	if h.Replica == 0 || h.Addr == "" {
+		return Hello{}, fmt.Errorf("%w: no replica ID or address", ErrBadHello)
+	}
+	return h, nil
+}
+
+// FormatMembers writes a membership as "1=host:port, 2=host:port", in ID
+// order.
+func FormatMembers(m map[uint64]string) string {
+	var b strings.Builder
+	for i, id := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d=%s", id, m[id])
+	}
+	return b.String()
+}
+
+// DiffMembers describes how membership there differs from here, entry by
+// entry, e.g. "3 is 127.0.0.1:7304 there, 127.0.0.1:7303 here; 4 only
+// there (127.0.0.1:7305)".
+func DiffMembers(there, here map[uint64]string) string {
+	ids := slices.Sorted(maps.Keys(maps.Collect(func(yield func(uint64, struct{}) bool) {
+		for id := range there {
+			yield(id, struct{}{})
+		}
+		for id := range here {
+			yield(id, struct{}{})
+		}
+	})))
+	var parts []string
+	for _, id := range ids {
+		a, inThere := there[id]
+		b, inHere := here[id]
+		switch {
+		case inThere && inHere && a != b:
+			parts = append(parts, fmt.Sprintf("%d is %s there, %s here", id, a, b))
+		case inThere && !inHere:
+			parts = append(parts, fmt.Sprintf("%d only there (%s)", id, a))
+		case !inThere && inHere:
+			parts = append(parts, fmt.Sprintf("%d only here (%s)", id, b))
+		}
+	}
+	if len(parts) == 0 {
+		return "the same members"
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,55 @@
+package peering
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestHelloRoundTrip(t *testing.T) {
+	h := Hello{Group: "abc", Replica: 3, Addr: "127.0.0.1:7003", Members: map[uint64]string{1: "a:1", 3: "127.0.0.1:7003"}}
+	got, err := Unmarshal(h.Marshal())
+	require.NoError(t, err)
+	require.Equal(t, h, got)
+}
+
+func TestUnmarshalRefusesMalformed(t *testing.T) {
+	for _, b := range [][]byte{
+		nil, []byte("{"), []byte(`{"r":0,"a":"x:1"}`), []byte(`{"r":1}`), []byte(`{"r":-1,"a":"x:1"}`),
+		[]byte(`{"r":1,"a":"x:1","m":{"x":"y"}}`), make([]byte, MaxHello+1),
+	} {
+		_, err := Unmarshal(b)
+		require.ErrorIs(t, err, ErrBadHello, "%q", b)
+	}
+}
+
+func TestDiffMembers(t *testing.T) {
+	require.Equal(t, "3 is b:2 there, b:1 here; 4 only there (d:1); 5 only here (e:1)",
+		DiffMembers(map[uint64]string{1: "a:1", 3: "b:2", 4: "d:1"}, map[uint64]string{1: "a:1", 3: "b:1", 5: "e:1"}))
+	require.Equal(t, "the same members", DiffMembers(map[uint64]string{1: "a"}, map[uint64]string{1: "a"}))
+	require.Equal(t, "1=a:1, 2=b:1", FormatMembers(map[uint64]string{2: "b:1", 1: "a:1"}))
+}
+
+// Hellos come from the network: whatever the bytes, Unmarshal returns a
+// Hello with an ID and an address, or ErrBadHello, and never panics.
+func FuzzUnmarshal(f *testing.F) {
+	f.Add(Hello{Group: "g", Replica: 1, Addr: "a:1", Members: map[uint64]string{1: "a:1"}}.Marshal())
+	f.Add([]byte(`{"r":18446744073709551615,"a":"x"}`))
+	f.Add([]byte(`{"r":1,"a":"x","m":null,"g":""}`))
+	f.Add([]byte("\x00\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := Unmarshal(b)
+		if err != nil {
+			require.ErrorIs(t, err, ErrBadHello)
+			return
+		}
+		require.NotZero(t, h.Replica)
+		require.NotEmpty(t, h.Addr)
+		again, err := Unmarshal(h.Marshal())
+		require.NoError(t, err)
+		require.Equal(t, h.Replica, again.Replica)
+	})
+}

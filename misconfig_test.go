@@ -1,0 +1,267 @@
+package fencelock
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// logTap is a logger that keeps every message, so a test can wait for the
+// warning a mistake must produce. Dragonboat's logs reach the logger of the
+// last replica started in the process, so the replicas of one test share it.
+type logTap struct {
+	mu    sync.Mutex
+	lines []string
+	added chan struct{} // signalled on every new line
+}
+
+func newLogTap() *logTap { return &logTap{added: make(chan struct{}, 1)} }
+
+func (l *logTap) logger() *slog.Logger { return slog.New(tapHandler{l, nil}) }
+
+type tapHandler struct {
+	l     *logTap
+	attrs []slog.Attr
+}
+
+func (h tapHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h tapHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return tapHandler{h.l, append(append([]slog.Attr(nil), h.attrs...), a...)}
+}
+func (h tapHandler) WithGroup(string) slog.Handler { return h }
+func (h tapHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	for _, a := range h.attrs {
+		b.WriteString(" " + a.String())
+	}
+	r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+	h.l.mu.Lock()
+	h.l.lines = append(h.l.lines, b.String())
+	h.l.mu.Unlock()
+	select {
+	case h.l.added <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// wait returns the first line that contains every one of parts, waiting
+// for it until ctx ends.
+func (l *logTap) wait(t *testing.T, ctx context.Context, parts ...string) string {
+	t.Helper()
+	for {
+		l.mu.Lock()
+		for _, line := range l.lines {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(line, p)
+			}
+			if ok {
+				l.mu.Unlock()
+				return line
+			}
+		}
+		l.mu.Unlock()
+		select {
+		case <-l.added:
+		case <-ctx.Done():
+			t.Fatalf("no log line with %q: %v", parts, ctx.Err())
+		}
+	}
+}
+
+// misconfigured starts replicas 1 and 2 of a three-replica group with the
+// right Members, and replica 3 with members3; all log to tap. It returns the
+// right Members and the three nodes.
+func misconfigured(t *testing.T, tap *logTap, members3 func(right map[uint64]string) map[uint64]string) (map[uint64]string, [3]*Node) {
+	t.Helper()
+	right := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
+	base := t.TempDir()
+	var nodes [3]*Node
+	for id := uint64(1); id <= 3; id++ {
+		members := right
+		if id == 3 {
+			members = members3(maps.Clone(right))
+		}
+		n, err := Start(context.Background(), Config{ReplicaID: id, Members: members,
+			Dir: filepath.Join(base, string(rune('0'+id))), Logger: tap.logger()})
+		require.NoError(t, err)
+		t.Cleanup(func() { n.Close() })
+		nodes[id-1] = n
+	}
+	return right, nodes
+}
+
+// groupWorks checks that replicas 1 and 2 still form the group: a lock is
+// granted through either.
+func groupWorks(t *testing.T, ctx context.Context, nodes [3]*Node, name string) {
+	t.Helper()
+	for _, n := range nodes[:2] {
+		s := newSession(t, ctx, n)
+		l, err := s.Acquire(ctx, name)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		require.NoError(t, s.Close(ctx))
+	}
+}
+
+// A typo in one replica's own address (replica 3 told it is at another
+// port) used to crash the healthy replicas inside Dragonboat ("inconsistent
+// target"): a panic here ends the test binary. Now the replicas refuse each
+// other, both sides say what differs, and the other two go on.
+func TestTypoInOwnAddressCrashesNobody(t *testing.T) {
+	tap := newLogTap()
+	ctx := testCtx(t)
+	wrong := freeAddr(t)
+	right, nodes := misconfigured(t, tap, func(m map[uint64]string) map[uint64]string { m[3] = wrong; return m })
+	diff := "3 is " + wrong + " there, " + right[3] + " here"
+	tap.wait(t, ctx, "refused", "belongs to another group", diff)
+	tap.wait(t, ctx, "refused this one", diff)
+	groupWorks(t, ctx, nodes, "typo")
+	require.NotEqual(t, nodes[0].Status().Group, nodes[2].Status().Group)
+	require.Equal(t, nodes[0].Status().Group, nodes[1].Status().Group)
+}
+
+// A wrong port for a peer in one replica's map used to panic that replica.
+func TestWrongPeerPortCrashesNobody(t *testing.T) {
+	tap := newLogTap()
+	ctx := testCtx(t)
+	wrong := freeAddr(t)
+	right, nodes := misconfigured(t, tap, func(m map[uint64]string) map[uint64]string { m[1] = wrong; return m })
+	tap.wait(t, ctx, "belongs to another group", "1 is "+right[1]+" there, "+wrong+" here")
+	groupWorks(t, ctx, nodes, "port")
+}
+
+// A replica given a Members map of its own alone used to bootstrap a group
+// of its own silently, granting the same names. It still is a group (a
+// one-replica group is a valid configuration), but the real group's
+// replicas refuse it, and the difference is logged on both sides.
+func TestLoneMembersMapIsReported(t *testing.T) {
+	tap := newLogTap()
+	ctx := testCtx(t)
+	_, nodes := misconfigured(t, tap, func(m map[uint64]string) map[uint64]string {
+		return map[uint64]string{3: m[3]}
+	})
+	tap.wait(t, ctx, "refused the replica connecting", "belongs to another group", "1 only there (", "2 only there (")
+	tap.wait(t, ctx, "refused this one", "belongs to another group", "1 only there (", "2 only there (")
+	groupWorks(t, ctx, nodes, "lone")
+}
+
+// The same Dir started twice in one process used to panic inside pebble.
+func TestSameDirTwiceInOneProcess(t *testing.T) {
+	members := map[uint64]string{1: freeAddr(t)}
+	dir := t.TempDir()
+	n, err := Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
+	require.NoError(t, err)
+	_, err = Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir + "/.", Logger: quietLogger})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "in use")
+	n.Close()
+	n, err = Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
+	require.NoError(t, err, "Close frees the Dir")
+	n.Close()
+}
+
+// The group identity is kept in Dir: a restart keeps it, even when the
+// Members it is restarted with differ (which is logged); a corrupt file
+// stops the start rather than letting the replica guess its group.
+func TestGroupIdentityIsKeptInDir(t *testing.T) {
+	tap := newLogTap()
+	members := map[uint64]string{1: freeAddr(t)}
+	dir := t.TempDir()
+	n, err := Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
+	require.NoError(t, err)
+	group := n.Status().Group
+	require.Len(t, group, 32)
+	n.Close()
+
+	other := map[uint64]string{1: members[1], 2: freeAddr(t)}
+	n, err = Start(context.Background(), Config{ReplicaID: 1, Members: other, Dir: dir, Logger: tap.logger()})
+	require.NoError(t, err)
+	require.Equal(t, group, n.Status().Group)
+	ctx := testCtx(t)
+	tap.wait(t, ctx, "Members differ", "2 only there")
+	n.Close()
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, groupFileName), []byte(`{"version":1,"grou`), 0o600))
+	_, err = Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "corrupt")
+}
+
+// A replica without a quorum says so, naming the voters it cannot reach,
+// instead of waiting in silence.
+func TestNoQuorumIsLogged(t *testing.T) {
+	tap := newLogTap()
+	members := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
+	n, err := Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: t.TempDir(), Logger: tap.logger()})
+	require.NoError(t, err)
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	line := tap.wait(t, ctx, "no raft leader", "reaches 0 of the other 2 voters", "quorum needs 2 of 3")
+	require.Contains(t, line, "2="+members[2])
+}
+
+// The zero Lock and Leadership are usable, like any zero value: a grant
+// that is already over.
+func TestZeroGrantsDoNotPanic(t *testing.T) {
+	ctx := context.Background()
+	for _, l := range []*Lock{{}, nil} {
+		require.Empty(t, l.Name())
+		require.Zero(t, l.Token())
+		require.True(t, closed(l.Done()))
+		require.ErrorIs(t, l.Err(), ErrNotHeld)
+		require.ErrorIs(t, l.Release(ctx), ErrNotHeld)
+	}
+	for _, l := range []*Leadership{{}, nil} {
+		require.Empty(t, l.Election())
+		require.Empty(t, l.Value())
+		require.Zero(t, l.Token())
+		require.True(t, closed(l.Done()))
+		require.ErrorIs(t, l.Err(), ErrNotLeader)
+		require.ErrorIs(t, l.Proclaim(ctx, "v"), ErrNotLeader)
+		require.ErrorIs(t, l.Resign(ctx), ErrNotLeader)
+	}
+}
+
+// A call whose context was over before it began never asked the group: it
+// returns the context's error alone, not ErrUnavailable.
+func TestCallWithContextAlreadyOver(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := testCtx(t)
+	s := newSession(t, ctx, c.node(1))
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := s.Acquire(done, "x")
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrUnavailable)
+	_, err = c.node(1).Inspect(done, "x")
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, ErrUnavailable)
+}
+
+// Start failures wrap ErrInvalidConfig and say what is wrong in the
+// library's words.
+func TestStartErrorsAreConfigErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	addr := busy.Addr().String()
+	_, err = Start(context.Background(), Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(), Logger: quietLogger})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "in use by another process")
+
+	_, err = Start(context.Background(), Config{ReplicaID: 1, Members: map[uint64]string{1: "127.0.0.1"}, Dir: t.TempDir(), Logger: quietLogger})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}

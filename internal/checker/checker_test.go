@@ -22,10 +22,11 @@ var shortSchedule = []Scenario{
 	{Name: "full-restart", Replicas: 3, Faults: []Fault{FullRestart}},
 	{Name: "snapshot-catch-up", Replicas: 3, Faults: []Fault{SnapshotCatchUp}},
 	{Name: "clock-jump", Replicas: 3, Faults: []Fault{ClockJump}},
+	{Name: "misconfigured-replica", Replicas: 3, Faults: []Fault{MisconfiguredReplica}},
 }
 
 var allFaults = []Fault{LeaderCrash, FollowerCrash, LeaderIsolated, HolderIsolated, PartitionLeaderInMinority,
-	PartitionLeaderInMajority, LossyLinks, SlowLinks, ClientFreeze, FullRestart, SnapshotCatchUp, ClockJump}
+	PartitionLeaderInMajority, LossyLinks, SlowLinks, ClientFreeze, FullRestart, SnapshotCatchUp, ClockJump, MisconfiguredReplica}
 
 func TestScenarios(t *testing.T) {
 	if soak := os.Getenv("FENCELOCK_SOAK"); soak != "" {

@@ -93,8 +93,16 @@ func (c *Cluster) StartAll() error {
 }
 
 // Start starts replica id on its dir.
-func (c *Cluster) Start(id uint64) error {
-	n, err := fencelock.Start(context.Background(), c.config(id))
+func (c *Cluster) Start(id uint64) error { return c.StartWith(id, nil) }
+
+// StartWith starts replica id with its configuration changed by mutate: a
+// misconfigured replica.
+func (c *Cluster) StartWith(id uint64, mutate func(*fencelock.Config)) error {
+	cfg := c.config(id)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	n, err := fencelock.Start(context.Background(), cfg)
 	if err != nil {
 		return err
 	}

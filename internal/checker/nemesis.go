@@ -3,6 +3,7 @@ package checker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -76,6 +77,34 @@ func crash(ctx context.Context, e *env, id uint64) error {
 	}
 	return e.c.Start(id)
 }
+
+// MisconfiguredReplica stops a follower and starts, in its place, a replica
+// with the wrong Members (one peer's address off) and an empty Dir, as an
+// operator's typo and a wiped disk would. Alone it would bootstrap a group
+// of its own; its peers must refuse it, so it grants nothing and crashes
+// nobody, while the rest of the group goes on. Then it is restarted right,
+// on its own Dir.
+var MisconfiguredReplica = Fault{"misconfigured-replica", func(ctx context.Context, e *env) error {
+	l, err := leader(ctx, e)
+	if err != nil {
+		return err
+	}
+	id := follower(e, l)
+	e.c.Stop(id)
+	err = e.c.StartWith(id, func(cfg *fencelock.Config) {
+		cfg.Members = maps.Clone(cfg.Members)
+		cfg.Members[l] = e.c.Net.Addr(100 + l)
+		cfg.Dir += "-misconfigured"
+	})
+	if err != nil {
+		return err
+	}
+	if err := wait(ctx, hold(e)); err != nil {
+		return err
+	}
+	e.c.Stop(id)
+	return e.c.Start(id)
+}}
 
 // FullRestart stops every replica, then starts them all on their dirs.
 var FullRestart = Fault{"full-restart", func(ctx context.Context, e *env) error {

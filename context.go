@@ -4,28 +4,74 @@ import "context"
 
 type grantKey struct{}
 
-// Context returns a context derived from parent that is cancelled when Done
-// closes (its cause is Err's reason) and that carries this grant's token for
+// Context returns a context derived from parent that ends when the grant
+// does (its cause is Err's reason) and that carries this grant's token for
 // TokenFrom, so a holder's in-flight queries and calls stop when it loses
 // the lock, and fencing helpers downstream find the token without plumbing.
 //
-// Cancellation is only as prompt as Done: a process that wakes from a pause
-// may run before its deadline timer does. TokenFrom re-checks the deadline,
-// so check it immediately before each write.
+// The returned context's Done and Err check the holder's deadline by its own
+// clock when called, as Lock.Err does: once the deadline has passed, Err is
+// non-nil and Done is closed on that call, even if the deadline timer has
+// not run yet, as happens to a process that wakes from a pause (SIGSTOP, a
+// long GC pause, a frozen VM). A select that was already waiting on Done
+// before the pause does not see it: on waking, a ticker or a request may be
+// ready first and win the select while Done is still open. So check again,
+// with ctx.Err() or GrantErr(ctx), immediately before each write; the
+// fencing helpers that take a grant context (fencehttp.Transport,
+// fencesql.Fencer.Do, Fencer.Claim) do. Contexts derived from this one
+// (context.WithTimeout, and those database/sql and net/http make) end when
+// it ends but do not check the deadline in their own Err; GrantErr and
+// TokenFrom do, through any of them.
+//
+// Even a check made just before a write can be followed by a pause before
+// the write lands; the resource's fence refuses such a write once the
+// successor's token has reached it (see Claimer).
 func (l *Lock) Context(parent context.Context) context.Context {
-	return l.context(parent)
+	return l.g().context(parent)
 }
 
-// Context is Lock.Context for a term: cancelled when Done closes, carrying
-// the term's epoch for TokenFrom.
+// Context is Lock.Context for a term: it ends when the leadership does,
+// checks the leader's deadline in Done and Err, and carries the term's epoch
+// for TokenFrom.
 func (l *Leadership) Context(parent context.Context) context.Context {
-	return l.context(parent)
+	return l.g().context(parent)
+}
+
+// grantContext is a grant's context: a cancelable context whose Done and Err
+// first look at the grant, so that they answer by the holder's clock at the
+// call rather than when the watcher goroutine gets to run. It embeds the
+// *cancelCtx, so context.Cause and contexts derived from it work as usual
+// (Done returns that context's own channel, which lets children register
+// with it directly).
+type grantContext struct {
+	context.Context
+	g      *grant
+	cancel context.CancelCauseFunc
+}
+
+func (c *grantContext) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+func (c *grantContext) Err() error {
+	c.check()
+	return c.Context.Err()
+}
+
+// check cancels the context now if the grant is over by the holder's clock.
+func (c *grantContext) check() {
+	if err := c.g.reason(); err != nil {
+		c.cancel(err)
+	}
 }
 
 func (g *grant) context(parent context.Context) context.Context {
 	ctx, cancel := context.WithCancelCause(context.WithValue(parent, grantKey{}, g))
 	// The watcher ends with the grant or with parent, whichever is first;
-	// every grant ends at the latest when its Node closes.
+	// every grant ends at the latest when its Node closes. It makes the
+	// cancellation prompt for those waiting on Done; check makes it exact
+	// for those who ask.
 	go func() {
 		select {
 		case <-g.done:
@@ -34,16 +80,18 @@ func (g *grant) context(parent context.Context) context.Context {
 			cancel(nil)
 		}
 	}()
-	return ctx
+	return &grantContext{Context: ctx, g: g, cancel: cancel}
 }
 
 // TokenFrom returns the fencing token of the grant that ctx carries (see
-// Lock.Context). ok is false when ctx carries no grant, or when the grant is
-// over — and it checks the holder's deadline by its own clock at the call,
-// as Err does, so a process that just woke from a pause past its deadline
-// sees ok false even before Done's timer has run. A helper that writes with
-// the token calls it immediately before the write; the resource's fence
-// still refuses a holder that pauses between the two.
+// Lock.Context), through any contexts derived from it. ok is false when ctx
+// carries no grant (token is then 0), or when the grant is over (token is
+// then the ended grant's). It checks the holder's deadline by its own clock
+// at the call, as Err does, so a process that just woke from a pause past its
+// deadline sees ok false even before Done's timer has run. A helper that
+// writes with the token calls it immediately before the write; the
+// resource's fence still refuses a holder that pauses between the two, once
+// the successor's token has reached the resource.
 func TokenFrom(ctx context.Context) (token uint64, ok bool) {
 	g, _ := ctx.Value(grantKey{}).(*grant)
 	if g == nil {
@@ -53,4 +101,20 @@ func TokenFrom(ctx context.Context) (token uint64, ok bool) {
 		return g.token, false
 	}
 	return g.token, true
+}
+
+// GrantErr re-checks the grant that ctx carries (see Lock.Context), through
+// any contexts derived from it, by the holder's clock at the call: it
+// returns nil while the grant holds, and once it is over why, as Lock.Err
+// and Leadership.Err report it (ErrNotHeld, ErrNotLeader,
+// ErrSessionExpired, ...), even if the deadline passed during a pause and no
+// timer has run since. It returns nil for a context that carries no grant:
+// it is the check a fencing helper makes immediately before a write, which a
+// caller without a grant context has nothing to offer.
+func GrantErr(ctx context.Context) error {
+	g, _ := ctx.Value(grantKey{}).(*grant)
+	if g == nil {
+		return nil
+	}
+	return g.reason()
 }

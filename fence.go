@@ -5,12 +5,16 @@ import "sync"
 // Fencer is the resource's side of fencing: it remembers, per resource, the
 // highest fencing token it has admitted, and refuses lower ones. No lock
 // service can stop a paused client from acting after its lock passed on; a
-// Fencer at the resource makes that client's writes bounce.
+// Fencer at the resource makes that client's writes bounce, from the moment
+// a later holder's token has reached it: the later holder's first write, or
+// its Claim at grant time (see Claimer). Until then the Fencer knows of no
+// later holder and admits the earlier one.
 //
 // The zero value is an empty Fencer, ready to use, like NewFencer's. A
-// Fencer is safe for concurrent use and must not be copied after first use. It keeps its marks in memory: a resource that must refuse
-// stale tokens across its own restarts persists Highest with its data and
-// seeds a new Fencer with Raise.
+// Fencer is safe for concurrent use and must not be copied after first use.
+// It keeps its marks in memory: a resource that must refuse stale tokens
+// across its own restarts persists Highest with its data and seeds a new
+// Fencer with Raise (or uses a durable fence: fencesql, fencefile).
 type Fencer struct {
 	mu        sync.Mutex
 	resources map[string]*fence

@@ -1,11 +1,15 @@
 package fencelock
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/testhook"
 )
 
 func TestFencerAdmitsRisingAndEqualTokens(t *testing.T) {
@@ -109,4 +113,59 @@ func TestFencerConcurrentAdmissionsKeepTheMaximum(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, uint64(499*8+7), f.Highest("r"))
+}
+
+func TestFencerClaim(t *testing.T) {
+	f := NewFencer()
+	ctx := context.Background()
+	require.NoError(t, f.Claim(ctx, "r", 5))
+	require.NoError(t, f.Claim(ctx, "r", 5), "an equal token is admitted")
+	require.ErrorIs(t, f.Claim(ctx, "r", 4), ErrStaleToken)
+	require.Equal(t, uint64(5), f.Highest("r"))
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, f.Claim(ended, "r", 9), context.Canceled)
+	require.Equal(t, uint64(5), f.Highest("r"), "a claim with an ended context changes nothing")
+	var _ Claimer = f
+}
+
+// Claim at grant: the successor claims its token at the resource as soon as
+// it is granted, and the deposed holder's write, made with its token after
+// waking from a pause past its TTL, is refused although the successor never
+// wrote. The control resource, which the successor did not claim, admits
+// that same late write: the gap the claim closes.
+func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
+	cl := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	leader := cl.leader(ctx)
+	a := newSession(t, ctx, cl.node(leader%3+1), WithTTL(time.Second))
+	b := newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))
+	fences := NewFencer()
+	la, err := a.Acquire(ctx, "claim/lock")
+	require.NoError(t, err)
+	actx := la.Context(ctx)
+	require.NoError(t, fences.Claim(actx, "claimed", la.Token()))
+	require.NoError(t, fences.Do("claimed", la.Token(), func() error { return nil }))
+	require.NoError(t, fences.Do("unclaimed", la.Token(), func() error { return nil }))
+	res := acquireAsync(ctx, b, "claim/lock")
+	waitWaiters(t, ctx, cl.node(leader), "claim/lock", 1)
+
+	testhook.Pause(a)
+	r := <-res
+	require.NoError(t, r.err, "the group expired the paused holder and granted on")
+	require.Greater(t, r.l.Token(), la.Token())
+	require.NoError(t, fences.Claim(r.l.Context(ctx), "claimed", r.l.Token()))
+	testhook.Resume(a)
+
+	// A stand-in for a write that passed its holder's check just before the
+	// pause: it carries the old token to the resource.
+	var wrote []string
+	err = fences.Do("claimed", la.Token(), func() error { wrote = append(wrote, "claimed"); return nil })
+	require.ErrorIs(t, err, ErrStaleToken, "refused before the successor ever wrote")
+	require.NoError(t, fences.Do("unclaimed", la.Token(), func() error { wrote = append(wrote, "unclaimed"); return nil }),
+		"control: without a claim the fence knows of no successor yet")
+	require.Equal(t, []string{"unclaimed"}, wrote)
+	require.ErrorIs(t, fences.Claim(actx, "claimed", la.Token()), ErrSessionExpired,
+		"a claim through the deposed holder's grant context is refused at the holder")
+	require.Equal(t, r.l.Token(), fences.Highest("claimed"))
 }

@@ -4,8 +4,9 @@
 // mark: the write commits only if no higher token was admitted first, and once
 // a token is committed no lower one can commit after it, from any process.
 // This is the check a resource must make itself (see fencelock.Fencer): a
-// deposed lock holder that wakes from a pause finds the mark raised by its
-// successor and its transaction refused.
+// deposed lock holder that wakes from a pause finds its transaction refused,
+// once its successor has raised the mark, by claiming its token at grant
+// time (Claim) or by its first write.
 //
 // It works on database/sql and imports no driver; the caller opens the
 // *sql.DB with the driver of its choice and names its Dialect. Tested with
@@ -122,6 +123,8 @@ type Fencer struct {
 	table string
 	q     queries
 }
+
+var _ fencelock.Claimer = (*Fencer)(nil)
 
 // queries holds all the SQL fencesql runs, built for one dialect and table.
 type queries struct {
@@ -287,9 +290,25 @@ func check(resource string, token uint64) error {
 // error, after which the outcome is unknown, as with any commit: the write
 // and the mark either both landed or neither did.
 //
+// If ctx carries a grant (fencelock.Lock.Context, Leadership.Context, or a
+// context derived from one), Do re-checks it by the holder's clock before it
+// begins and again immediately before it commits (fencelock.GrantErr), and
+// once the grant is over it rolls back and returns an error wrapping the
+// grant's reason (fencelock.ErrSessionExpired, ErrNotLeader, ...): a process
+// that wakes from a pause finds its ticker or request ready before its
+// deadline timer has run, and this check is what stops it from writing with
+// a token its group has already moved past while no successor has reached
+// the mark yet. A holder that pauses after the last check and before the
+// commit lands is stopped by the mark, once the successor's token has
+// reached it (Claim); until it commits, its transaction holds the mark's
+// lock, so a successor's Claim waits for it and is ordered after it.
+//
 // A nil write makes Do the same as Claim.
 func (f *Fencer) Do(ctx context.Context, resource string, token uint64, write func(tx *sql.Tx) error) error {
 	if err := check(resource, token); err != nil {
+		return err
+	}
+	if err := grantOver(ctx, resource, token); err != nil {
 		return err
 	}
 	tx, err := f.db.BeginTx(ctx, nil)
@@ -310,9 +329,21 @@ func (f *Fencer) Do(ctx context.Context, resource string, token uint64, write fu
 			return err
 		}
 	}
+	if err := grantOver(ctx, resource, token); err != nil {
+		return err // rolled back: the holder's deadline passed during the transaction
+	}
 	done = true
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("fencesql: commit: %w", err)
+	}
+	return nil
+}
+
+// grantOver returns the error of the grant ctx carries if it is over by the
+// holder's clock now; nil if it holds or ctx carries none.
+func grantOver(ctx context.Context, resource string, token uint64) error {
+	if err := fencelock.GrantErr(ctx); err != nil {
+		return fmt.Errorf("fencesql: %q token %d not written, the grant in ctx is over: %w", resource, token, err)
 	}
 	return nil
 }
@@ -339,10 +370,12 @@ func (f *Fencer) admit(ctx context.Context, tx *sql.Tx, resource string, token u
 }
 
 // Claim raises resource's mark to token in a transaction of its own, without
-// a write, refusing a lower token as Do does. A new lock holder claims its
-// token as soon as it is granted, before its first write, so that its
-// predecessor's late writes are refused from that moment on rather than from
-// the successor's first write. The mark is committed when Claim returns nil.
+// a write, refusing a lower token as Do does (and re-checking a grant in ctx
+// as Do does). A new lock holder claims its token as soon as it is granted,
+// before its first write, so that its predecessor's late writes are refused
+// from the moment Claim returns nil rather than from the successor's first
+// write (see fencelock.Claimer). The mark is committed when Claim returns
+// nil.
 func (f *Fencer) Claim(ctx context.Context, resource string, token uint64) error {
 	return f.Do(ctx, resource, token, nil)
 }

@@ -1,0 +1,63 @@
+package fencelock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// Claim the term's epoch at the resource as soon as the leader is elected:
+// from then on the resource refuses the previous leader's writes, though the
+// new leader has not written anything yet.
+func ExampleClaimer() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, stop := startOne(ctx)
+	defer stop()
+	fences := fencelock.NewFencer() // the resource's; fencesql.Fencer is a durable one
+
+	// lead campaigns and, once elected, claims the term's epoch at the
+	// resource before doing anything else.
+	lead := func(s *fencelock.Session) *fencelock.Leadership {
+		l, err := s.Campaign(ctx, "orders/primary", "replica")
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := fences.Claim(l.Context(ctx), "orders", l.Token()); err != nil {
+			log.Fatal(err) // stale: a later term got there first; or this term is over
+		}
+		return l
+	}
+	s1, err := node.NewSession(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s1.Close(ctx)
+	s2, err := node.NewSession(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s2.Close(ctx)
+
+	first := lead(s1)
+	if err := first.Resign(ctx); err != nil { // or: its process pauses past its TTL
+		log.Fatal(err)
+	}
+	second := lead(s2)
+	fmt.Println("the epoch rose:", second.Token() > first.Token())
+
+	// The first leader's late write, with its epoch: refused, although the
+	// second leader has written nothing.
+	err = fences.Do("orders", first.Token(), func() error {
+		fmt.Println("unreachable: the write does not run")
+		return nil
+	})
+	fmt.Println("late write refused:", errors.Is(err, fencelock.ErrStaleToken))
+	// Output:
+	// the epoch rose: true
+	// late write refused: true
+}

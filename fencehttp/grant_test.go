@@ -1,0 +1,174 @@
+package fencehttp
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite" // driver "sqlite"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencesql"
+	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+// aheadClock is the process clock moved forward on demand, monotonic
+// reading included, while timers run in real time: a process that woke from
+// a pause before any of its timers could run.
+type aheadClock struct{ ahead atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time                       { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *aheadClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }
+func (c *aheadClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return clock.Real.AfterFunc(d, f)
+}
+
+// startOne starts a one-replica group whose clock the test moves.
+func startOne(t *testing.T, c clock.Clock) *fencelock.Node {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	cfg := fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
+		Logger: slog.New(slog.DiscardHandler)}
+	testhook.UseClock(&cfg, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, err := fencelock.Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { node.Close() })
+	return node
+}
+
+// A request made with a grant's context carries its token while the grant
+// holds. Once the holder's deadline has passed by its clock, the Transport
+// does not send the request, even though the deadline timer has not run yet
+// (the test's TTL is far from over in real time) and the group has not
+// expired the session: the check is made at RoundTrip, not by a timer.
+func TestTransportRechecksGrantBeforeSending(t *testing.T) {
+	c := &aheadClock{}
+	node := startOne(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const ttl = 20 * time.Second
+	s, err := node.NewSession(ctx, fencelock.WithTTL(ttl))
+	require.NoError(t, err)
+	l, err := s.Acquire(ctx, "jobs/reindex")
+	require.NoError(t, err)
+
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get(Header)) // the test's requests are sequential
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport}}
+	defer client.CloseIdleConnections()
+	lctx := l.Context(ctx)
+	send := func() error {
+		req, err := http.NewRequestWithContext(lctx, "POST", srv.URL, strings.NewReader("x"))
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	require.NoError(t, send())
+	require.Equal(t, []string{strconv.FormatUint(l.Token(), 10)}, seen)
+
+	testhook.Freeze(s) // no keep-alive moves the deadline on
+	c.ahead.Store(int64(2 * ttl))
+	err = send()
+	require.ErrorIs(t, err, fencelock.ErrSessionExpired)
+	require.Len(t, seen, 1, "the request was not sent")
+	testhook.Thaw(s)
+}
+
+// Claim at grant over HTTP, with a durable fence: the successor's request
+// that carries only its token raises the mark, and from then on the
+// predecessor's request is refused with 409 Conflict, though the successor
+// never wrote. The handler writes through the same fence in its own
+// transaction, with the token Middleware admitted.
+func TestMiddlewareClaimAtGrantWithSQL(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "app.db")+
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(ctx, `CREATE TABLE rows (id INTEGER PRIMARY KEY AUTOINCREMENT, token TEXT)`)
+	require.NoError(t, err)
+	fences, err := fencesql.Open(ctx, db, fencesql.SQLite, "fencing_tokens")
+	require.NoError(t, err)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /claim", func(w http.ResponseWriter, r *http.Request) {}) // Middleware did it
+	mux.HandleFunc("POST /rows", func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := Token(r)
+		if !ok {
+			http.Error(w, "no admitted token", http.StatusInternalServerError)
+			return
+		}
+		err := fences.Do(r.Context(), "rows", tok, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(r.Context(), `INSERT INTO rows (token) VALUES (?)`, strconv.FormatUint(tok, 10))
+			return err
+		})
+		if errors.Is(err, fencelock.ErrStaleToken) {
+			http.Error(w, err.Error(), http.StatusConflict)
+		} else if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	srv := httptest.NewServer(Middleware(fences, func(*http.Request) string { return "rows" }, mux))
+	defer srv.Close()
+	post := func(path string, token uint64) (int, map[string]string) {
+		req, err := http.NewRequest("POST", srv.URL+path, nil)
+		require.NoError(t, err)
+		req.Header.Set(Header, strconv.FormatUint(token, 10))
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body map[string]string
+		if resp.Header.Get("Content-Type") == "application/json" {
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		}
+		return resp.StatusCode, body
+	}
+	defer srv.Client().CloseIdleConnections()
+
+	code, _ := post("/rows", 7) // the first primary writes
+	require.Equal(t, http.StatusOK, code)
+	code, _ = post("/claim", 9) // its successor is elected and claims
+	require.Equal(t, http.StatusOK, code)
+	code, body := post("/rows", 7) // the deposed primary's late write
+	require.Equal(t, http.StatusConflict, code)
+	require.Equal(t, map[string]string{"error": "stale fencing token", "resource": "rows", "token": "7", "highest": "9"}, body)
+
+	var rows []string
+	r, err := db.QueryContext(ctx, `SELECT token FROM rows ORDER BY id`)
+	require.NoError(t, err)
+	defer r.Close()
+	for r.Next() {
+		var tok string
+		require.NoError(t, r.Scan(&tok))
+		rows = append(rows, tok)
+	}
+	require.NoError(t, r.Err())
+	require.Equal(t, []string{"7"}, rows, "the successor never wrote, and the late write did not land")
+	highest, err := fences.Highest(ctx, "rows")
+	require.NoError(t, err)
+	require.Equal(t, uint64(9), highest)
+}

@@ -1,0 +1,85 @@
+package fencesql_test
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+// aheadClock is the process clock moved forward on demand, monotonic
+// reading included, while timers run in real time: a process that woke from
+// a pause before any of its timers could run.
+type aheadClock struct{ ahead atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time                       { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *aheadClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }
+func (c *aheadClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return clock.Real.AfterFunc(d, f)
+}
+
+// startOne starts a one-replica group that takes its time from c.
+func startOne(t *testing.T, ctx context.Context, c clock.Clock) *fencelock.Node {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	cfg := fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
+		Logger: slog.New(slog.DiscardHandler)}
+	testhook.UseClock(&cfg, c)
+	node, err := fencelock.Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { node.Close() })
+	return node
+}
+
+// Do re-checks the grant its context carries, by the holder's clock, before
+// it begins and again just before it commits. Here the holder's deadline
+// passes while its write runs (the clock jumps as a pause would make it):
+// the transaction is rolled back though the mark admitted the token, and
+// later calls are refused before they begin, while the deadline timer,
+// many seconds away in real time, has not run.
+func TestDoRechecksGrantBeforeCommit(t *testing.T) {
+	forEachDB(t, func(t *testing.T, ctx context.Context, d *testDB) {
+		c := &aheadClock{}
+		node := startOne(t, ctx, c)
+		const ttl = 20 * time.Second
+		s, err := node.NewSession(ctx, fencelock.WithTTL(ttl))
+		require.NoError(t, err)
+		l, err := s.Acquire(ctx, "jobs/reindex")
+		require.NoError(t, err)
+		testhook.Freeze(s) // no keep-alive moves the deadline on
+		defer testhook.Thaw(s)
+		f, _ := open(t, ctx, d)
+		data := d.dataTable(ctx)
+		lctx := l.Context(ctx)
+		tok := l.Token()
+
+		require.NoError(t, f.Claim(lctx, "r", tok))
+		require.NoError(t, f.Do(lctx, "r", tok, d.insert(lctx, data, row{"r", tok, 1})))
+		err = f.Do(lctx, "r", tok, func(tx *sql.Tx) error {
+			if err := d.insert(lctx, data, row{"r", tok, 2})(tx); err != nil {
+				return err
+			}
+			c.ahead.Store(int64(2 * ttl)) // the holder pauses past its deadline here
+			return nil
+		})
+		require.ErrorIs(t, err, fencelock.ErrSessionExpired)
+		var calls atomic.Int32
+		require.ErrorIs(t, f.Do(lctx, "r", tok, spy(&calls, d.insert(ctx, data, row{"r", tok, 3}))), fencelock.ErrSessionExpired)
+		require.Zero(t, calls.Load(), "a call with a grant that is over does not begin")
+		require.ErrorIs(t, f.Claim(lctx, "r", tok), fencelock.ErrSessionExpired)
+		require.Equal(t, []row{{"r", tok, 1}}, d.rows(ctx, data), "nothing after the deadline committed")
+		require.Equal(t, tok, highest(t, ctx, f, "r"))
+	})
+}

@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/expiry"
@@ -35,6 +36,9 @@ func (n *Node) onApplied(index uint64, events []fsm.Event) {
 			n.tracker.Touch(e.Session, e.Index, time.Duration(e.TTL))
 			continue
 		case fsm.EventLeaderStarted:
+			if e.Group != 0 {
+				n.groupID.Store(e.Group)
+			}
 			n.tracker.LeaderStarted(e.Index, e.Owner, e.Term)
 			continue
 		case fsm.EventSessionEnded:
@@ -55,6 +59,9 @@ func (n *Node) onApplied(index uint64, events []fsm.Event) {
 func (n *Node) onRestored(st *fsm.State) {
 	n.applied.Store(st.Index())
 	n.restoredIndex.Store(st.Index())
+	if id := st.GroupID(); id != 0 {
+		n.groupID.Store(id)
+	}
 	infos := st.Sessions()
 	sessions := make([]expiry.Session, len(infos))
 	for i, s := range infos {
@@ -75,7 +82,10 @@ func (n *Node) proposeExpire(id, keepAlive, mark uint64) {
 }
 
 func (n *Node) proposeLeaderStart(term uint64) {
-	n.proposeInBackground(fsm.Command{Kind: fsm.KindLeaderStart, Owner: n.cfg.ReplicaID, Term: term})
+	// The nonce becomes the group's ID if this is the group's first
+	// LeaderStart; it must be unpredictable across bootstraps, not secret.
+	nonce := rand.Uint64() | 1
+	n.proposeInBackground(fsm.Command{Kind: fsm.KindLeaderStart, Owner: n.cfg.ReplicaID, Term: term, Nonce: nonce})
 }
 
 func (n *Node) proposeInBackground(cmd fsm.Command) {

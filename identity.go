@@ -161,7 +161,9 @@ func newPeers(n *Node, g groupFile) *peers {
 func (p *peers) Hello() peering.Hello {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.hello
+	h := p.hello
+	h.GroupID = p.n.groupID.Load()
+	return h
 }
 
 func (p *peers) group() string {
@@ -184,6 +186,10 @@ func (p *peers) Check(h peering.Hello) error {
 			diff = "the same members, but another DeploymentID or a separate bootstrap"
 		}
 		return fmt.Errorf("replica %d at %s belongs to another group: it was bootstrapped with other Members (%s)", h.Replica, h.Addr, diff)
+	}
+	if h.GroupID != 0 && self.GroupID != 0 && h.GroupID != self.GroupID {
+		return fmt.Errorf("replica %d at %s belongs to another incarnation of this group: its group ID is %016x, this one's %016x (was one of them bootstrapped again from an empty Dir?)",
+			h.Replica, h.Addr, h.GroupID, self.GroupID)
 	}
 	if want, ok := (*p.members.Load())[h.Replica]; ok && want != h.Addr {
 		return fmt.Errorf("replica %d connects as %s, but the group has replica %d at %s", h.Replica, h.Addr, h.Replica, want)

@@ -128,8 +128,8 @@ func TestTypoInOwnAddressCrashesNobody(t *testing.T) {
 	tap.wait(t, ctx, "refused", "belongs to another group", diff)
 	tap.wait(t, ctx, "refused this one", diff)
 	groupWorks(t, ctx, nodes, "typo")
-	require.NotEqual(t, nodes[0].Status().Group, nodes[2].Status().Group)
-	require.Equal(t, nodes[0].Status().Group, nodes[1].Status().Group)
+	require.NotEqual(t, nodes[0].peers.group(), nodes[2].peers.group())
+	require.Equal(t, nodes[0].peers.group(), nodes[1].peers.group())
 }
 
 // A wrong port for a peer in one replica's map used to panic that replica.
@@ -181,14 +181,14 @@ func TestGroupIdentityIsKeptInDir(t *testing.T) {
 	dir := t.TempDir()
 	n, err := Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
 	require.NoError(t, err)
-	group := n.Status().Group
+	group := n.peers.group()
 	require.Len(t, group, 32)
 	n.Close()
 
 	other := map[uint64]string{1: members[1], 2: freeAddr(t)}
 	n, err = Start(context.Background(), Config{ReplicaID: 1, Members: other, Dir: dir, Logger: tap.logger()})
 	require.NoError(t, err)
-	require.Equal(t, group, n.Status().Group)
+	require.Equal(t, group, n.peers.group())
 	ctx := testCtx(t)
 	tap.wait(t, ctx, "Members differ", "2 only there")
 	n.Close()
@@ -264,4 +264,41 @@ func TestStartErrorsAreConfigErrors(t *testing.T) {
 
 	_, err = Start(context.Background(), Config{ReplicaID: 1, Members: map[uint64]string{1: "127.0.0.1"}, Dir: t.TempDir(), Logger: quietLogger})
 	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+// A replica whose Dir belongs to an earlier incarnation of the group (the
+// others were wiped and bootstrapped again with the same Members) is refused:
+// its tokens are not comparable with the new incarnation's.
+func TestStaleIncarnationIsRefused(t *testing.T) {
+	tap := newLogTap()
+	ctx := testCtx(t)
+	members := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
+	base := t.TempDir()
+	dir := func(id uint64, gen string) string { return filepath.Join(base, gen+string(rune('0'+id))) }
+	start := func(id uint64, gen string) *Node {
+		n, err := Start(context.Background(), Config{ReplicaID: id, Members: members, Dir: dir(id, gen), Logger: tap.logger()})
+		require.NoError(t, err)
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	// Incarnation A runs with all three and chooses its ID; then 1 and 2
+	// are wiped and bootstrapped again (incarnation B), and 3 comes back on
+	// its old Dir.
+	a := []*Node{start(1, "a"), start(2, "a"), start(3, "a")}
+	waitUntil(t, ctx, "incarnation A has an ID", func() bool { return a[2].Status().GroupID != 0 })
+	oldID := a[2].Status().GroupID
+	for _, n := range a {
+		n.Close()
+	}
+	b1, b2 := start(1, "b"), start(2, "b")
+	waitUntil(t, ctx, "incarnation B has an ID", func() bool { return b1.Status().GroupID != 0 })
+	require.NotEqual(t, oldID, b1.Status().GroupID)
+	start(3, "a") // restarted on its old Dir
+	tap.wait(t, ctx, "another incarnation of this group")
+	for _, n := range []*Node{b1, b2} {
+		s := newSession(t, ctx, n)
+		l, err := s.Acquire(ctx, "after")
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+	}
 }

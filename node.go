@@ -201,6 +201,7 @@ type Node struct {
 	releaseDir func() // frees Dir for another Start in this process
 
 	leader  atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
+	groupID atomic.Uint64 // the group's ID, once this replica applied it (fsm.State.GroupID)
 	term    atomic.Uint64
 	applied atomic.Uint64
 	// restoredIndex is the index of the last snapshot the state was
@@ -419,9 +420,11 @@ type Status struct {
 	// LastSnapshotIndex is the log index of the latest snapshot this replica
 	// took, or restored its state from; 0 before the first.
 	LastSnapshotIndex uint64
-	// Group is the group's identity: a digest fixed when it bootstrapped,
-	// kept in Dir; empty on a joining replica until a peer told it.
-	Group string
+	// GroupID is the group's ID, chosen at random by its first raft leader
+	// and never changed after; 0 until this replica applied it. Fences
+	// carry it, so that a resource can refuse the tokens of another group,
+	// or of this group bootstrapped again from empty Dirs (see Fence).
+	GroupID uint64
 	// Voters are the voting members as last applied on this replica, and
 	// ConfigChangeIndex the log index of that membership change. Members
 	// gives the full membership as a linearizable read.
@@ -439,7 +442,7 @@ func (n *Node) Status() Status {
 		IsLeader:     leader == n.cfg.ReplicaID,
 		Term:         n.term.Load(),
 		AppliedIndex: n.applied.Load(),
-		Group:        n.peers.group(),
+		GroupID:      n.groupID.Load(),
 	}
 	n.opsStatus(&st)
 	return st

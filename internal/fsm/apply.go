@@ -90,7 +90,10 @@ func (st *State) leaderStart(index uint64, c *Command) Result {
 		return Result{Status: Invalid}
 	}
 	st.leaderMark = index
-	st.emit(Event{Kind: EventLeaderStarted, Index: index, Owner: c.Owner, Term: c.Term})
+	if st.groupID == 0 {
+		st.groupID = c.Nonce
+	}
+	st.emit(Event{Kind: EventLeaderStarted, Index: index, Owner: c.Owner, Term: c.Term, Group: st.groupID})
 	return Result{Status: OK}
 }
 

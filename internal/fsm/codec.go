@@ -22,7 +22,7 @@ import (
 // old entries' encoding alone, but a replica that does not know a kind skips
 // its entry as corrupt: upgrade every replica before anyone uses a new kind.
 //
-// Version 2 added LeaderStart (owner term) and the leader mark to Expire
+// Version 2 added LeaderStart (owner term nonce) and the leader mark to Expire
 // (session target mark), and changed how Apply bounds a session's replies.
 // Version-1 entries still decode, and apply by version-1 rules (see
 // Command.v1), so an old log replays to the state it produced. Writers
@@ -80,7 +80,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = u(u(u(u(dst, c.Session), c.Seq), c.Floor), c.Token)
 		dst = appendString(appendString(dst, c.Name), c.Value)
 	case KindLeaderStart:
-		dst = u(u(dst, c.Owner), c.Term)
+		dst = u(u(u(dst, c.Owner), c.Term), c.Nonce)
 	}
 	return dst
 }
@@ -152,7 +152,7 @@ func (d *decoder) command(c *Command) {
 			d.fail("command kind %d in a version-1 entry", c.Kind)
 			return
 		}
-		c.Owner, c.Term = d.uvarint(), d.uvarint()
+		c.Owner, c.Term, c.Nonce = d.uvarint(), d.uvarint(), d.uvarint()
 	default:
 		d.fail("unknown command kind %d", c.Kind)
 	}

@@ -27,7 +27,7 @@ func everyKind() []Command {
 		{Kind: KindCancel, Session: 13, Target: 14, Floor: 15, Election: true, Name: "election/c"},
 		{Kind: KindExpire, Session: 16, Target: 17},
 		{Kind: KindExpire, Session: 16, Target: 17, Mark: math.MaxUint64},
-		{Kind: KindLeaderStart, Owner: 3, Term: math.MaxUint64},
+		{Kind: KindLeaderStart, Owner: 3, Term: math.MaxUint64, Nonce: math.MaxUint64},
 		{Kind: KindCampaign, Session: 18, Seq: 19, Floor: 20, Name: "election/ü", Value: "10.0.0.1:7001"},
 		{Kind: KindCampaign, Session: 18, Seq: math.MaxUint64, Name: strings.Repeat("e", MaxNameLen), Value: strings.Repeat("v", MaxValueLen)},
 		{Kind: KindCampaign, Session: 18, Seq: 21, Name: "e", Value: ""},
@@ -90,14 +90,14 @@ func TestBatchWireFormat(t *testing.T) {
 		{Kind: KindAcquire, Session: 1, Seq: 2, Floor: 3, Wait: true, Name: "ab"},
 		{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2},
 		{Kind: KindExpire, Session: 4, Target: 5, Mark: 6},
-		{Kind: KindLeaderStart, Owner: 3, Term: 9},
+		{Kind: KindLeaderStart, Owner: 3, Term: 9, Nonce: 4},
 	})
 	require.Equal(t, []byte{
 		2, 4, // version, count
 		4, 1, 2, 3, 1, 2, 'a', 'b', // acquire
 		1, 0xac, 0x02, 1, 2, // open-session
 		7, 4, 5, 6, // expire
-		11, 3, 9, // leader-start
+		11, 3, 9, 4, // leader-start
 	}, got)
 	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Granted, 300}, {Cancelled, 0}}))
 }

@@ -58,7 +58,8 @@ const (
 	// Term, as replica Owner: the entry's index becomes the group's leader
 	// mark. The leader's expiry timers start when it applies, so every
 	// session gets a full TTL from the new leader before it can expire.
-	// (Version 2.)
+	// Nonce is a random number: the first LeaderStart the group applies
+	// makes its Nonce the group's ID for good. (Version 2.)
 	KindLeaderStart Kind = 11
 
 	maxKind = KindLeaderStart
@@ -101,7 +102,7 @@ type Command struct {
 	// Floor is the session's lowest request number whose reply its client may
 	// still need; replies below it are forgotten and requests below it ignored.
 	Floor  uint64
-	Nonce  uint64 // OpenSession: the client's identity for retries
+	Nonce  uint64 // OpenSession: the client's identity for retries; LeaderStart: a random group ID
 	TTL    uint64 // OpenSession: nanoseconds
 	Owner  uint64 // OpenSession: replica ID the session lives on; LeaderStart: the leader's replica ID
 	Token  uint64 // Release, Resign, Proclaim: the grant it concerns

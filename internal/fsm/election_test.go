@@ -578,7 +578,7 @@ func TestRestoreVersion1Snapshot(t *testing.T) {
 	require.Equal(t, ElectionInfo{Name: "alpha"}, st.Election("alpha"))
 
 	v3 := validImage()
-	v3.grants, v3.elections, v3.leaderMark = 0, nil, 0
+	v3.grants, v3.elections, v3.leaderMark, v3.groupID = 0, nil, 0, 0
 	require.Equal(t, v3.bytes(), saveBytes(t, st), "it is saved as version 3")
 
 	v1 := im

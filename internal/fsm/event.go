@@ -29,7 +29,7 @@ const (
 	// set its Value.
 	EventProclaimed
 	// EventLeaderStarted: the raft leader Owner of term Term took office at
-	// Index, the group's new leader mark.
+	// Index, the group's new leader mark; Group is the group's ID.
 	EventLeaderStarted
 )
 
@@ -69,6 +69,7 @@ type Event struct {
 	TTL     uint64
 	Owner   uint64 // EventLeaderStarted: the leader's replica ID
 	Term    uint64 // EventLeaderStarted: its raft term
+	Group   uint64 // EventLeaderStarted: the group's ID
 	Name    string
 	Value   string // EventElected, EventProclaimed: the leader's value
 }

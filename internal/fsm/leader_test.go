@@ -12,9 +12,9 @@ import (
 // leader's full TTL for every session holds.
 func TestExpireNamesTheLeaderMark(t *testing.T) {
 	h := newHarness(t)
-	r, evs := h.one(Command{Kind: KindLeaderStart, Owner: 1, Term: 2})
+	r, evs := h.one(Command{Kind: KindLeaderStart, Owner: 1, Term: 2, Nonce: 77})
 	require.Equal(t, OK, r.Status)
-	require.Equal(t, []Event{{Kind: EventLeaderStarted, Index: h.idx, Owner: 1, Term: 2}}, evs)
+	require.Equal(t, []Event{{Kind: EventLeaderStarted, Index: h.idx, Owner: 1, Term: 2, Group: 77}}, evs)
 	first := h.idx
 	require.Equal(t, first, h.st.LeaderMark())
 	a := h.open(1)
@@ -62,4 +62,20 @@ func TestLeaderMarkSnapshotted(t *testing.T) {
 	st, err := DecodeSnapshot(saveBytes(t, h.st))
 	require.NoError(t, err)
 	require.Equal(t, mark, st.LeaderMark())
+}
+
+// The first LeaderStart's nonce is the group's ID for good; it survives
+// snapshots.
+func TestGroupIDIsSetOnce(t *testing.T) {
+	h := newHarness(t)
+	require.Zero(t, h.st.GroupID())
+	h.one(Command{Kind: KindLeaderStart, Owner: 1, Term: 2, Nonce: 0}) // an older leader's, without one
+	require.Zero(t, h.st.GroupID())
+	h.one(Command{Kind: KindLeaderStart, Owner: 1, Term: 3, Nonce: 41})
+	_, evs := h.one(Command{Kind: KindLeaderStart, Owner: 2, Term: 4, Nonce: 42})
+	require.Equal(t, uint64(41), h.st.GroupID())
+	require.Equal(t, uint64(41), evs[0].Group, "the event names the group's ID, not the proposal's nonce")
+	st, err := DecodeSnapshot(saveBytes(t, h.st))
+	require.NoError(t, err)
+	require.Equal(t, uint64(41), st.GroupID())
 }

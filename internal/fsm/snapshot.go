@@ -12,7 +12,7 @@ import (
 
 // The snapshot format (version 3), all numbers unsigned varints:
 //
-//	snapshot = magic version index lastToken lastSession grants leaderMark
+//	snapshot = magic version index lastToken lastSession grants leaderMark groupID
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  crc32:4 bytes
 //	session  = id nonce ttl owner keepAlive floor replies:count (seq status value)*
@@ -23,8 +23,9 @@ import (
 // by ID, replies by seq, locks and elections by their grant's token, so equal
 // states have equal snapshots on every replica; Restore accepts any order.
 // The trailing CRC-32 covers everything before it. Versions 1 and 2 are
-// still read: version 2 had no leaderMark (it restores as 0, so the first
-// leader's expiries wait for its own mark), version 1 neither grants nor
+// still read: version 2 had neither leaderMark nor groupID (they restore as
+// 0: the first leader's expiries wait for its own mark, and its LeaderStart
+// sets the ID), version 1 neither grants nor
 // elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
@@ -46,7 +47,7 @@ func (st *State) Save(w io.Writer) error {
 	u := binary.AppendUvarint
 	buf := append(snapshotMagic[:0:0], snapshotMagic[:]...)
 	buf = u(u(u(u(u(buf, snapshotVersion), st.index), st.lastToken), st.lastSession), st.grants)
-	buf = u(buf, st.leaderMark)
+	buf = u(u(buf, st.leaderMark), st.groupID)
 
 	ids := make([]uint64, 0, len(st.sessions))
 	for id := range st.sessions {
@@ -161,7 +162,7 @@ func DecodeSnapshot(data []byte) (*State, error) {
 		st.grants = d.uvarint()
 	}
 	if v >= 3 {
-		st.leaderMark = d.uvarint()
+		st.leaderMark, st.groupID = d.uvarint(), d.uvarint()
 		if d.err == nil && st.leaderMark > st.index {
 			d.fail("leader mark %d beyond index %d", st.leaderMark, st.index)
 		}

@@ -183,7 +183,7 @@ type snapImage struct {
 	version                       uint64
 	index, lastToken, lastSession uint64
 	grants                        uint64 // version 2
-	leaderMark                    uint64 // version 3
+	leaderMark, groupID           uint64 // version 3
 	sessions                      []snapSession
 	sessionCount                  *uint64 // overrides len(sessions)
 	locks                         []snapLock
@@ -221,7 +221,7 @@ func (im snapImage) body() []byte {
 		b = u(b, im.grants)
 	}
 	if im.version >= 3 {
-		b = u(b, im.leaderMark)
+		b = u(u(b, im.leaderMark), im.groupID)
 	}
 	n := uint64(len(im.sessions))
 	if im.sessionCount != nil {
@@ -270,7 +270,7 @@ const (
 func validImage() snapImage {
 	return snapImage{
 		magic: "FLSN", version: 3, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
-		leaderMark: 95,
+		leaderMark: 95, groupID: 0xfeed,
 		sessions: []snapSession{
 			{id: imgA, nonce: 11, ttl: 1e9, owner: 1, keepAlive: 90, floor: 2, replies: []snapReply{
 				{seq: 2, status: byte(Granted), value: 100 << TokenShift}, {seq: 3, status: byte(Queued)}}},

@@ -24,6 +24,7 @@ type State struct {
 	campaigning int                 // queued candidates in all elections
 	grants      uint64              // grants made, of locks and leaderships
 	leaderMark  uint64              // index of the last LeaderStart entry
+	groupID     uint64              // the first LeaderStart's nonce; 0 before it
 
 	events  []Event
 	results []Result
@@ -125,6 +126,12 @@ func (st *State) Index() uint64 { return st.index }
 // LeaderMark returns the index of the last LeaderStart entry applied: the
 // mark the current leader's expiries name. It is 0 before the first.
 func (st *State) LeaderMark() uint64 { return st.leaderMark }
+
+// GroupID returns the group's ID: the random nonce of the first LeaderStart
+// it applied, never changed after; 0 before it. A group bootstrapped again
+// from empty Dirs gets another one, so tokens of two incarnations, which
+// both start low, can be told apart.
+func (st *State) GroupID() uint64 { return st.groupID }
 
 // LastToken returns the last fencing token granted.
 func (st *State) LastToken() uint64 { return st.lastToken }

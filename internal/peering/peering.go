@@ -31,6 +31,10 @@ type Hello struct {
 	// Members is the group's bootstrap membership as this replica has it,
 	// so that a refusal can name the difference.
 	Members map[uint64]string `json:"m,omitempty"`
+	// GroupID is the ID the group's first leader chose (fsm.State.GroupID),
+	// once this replica applied it: it tells apart two incarnations of a
+	// group bootstrapped with the same members.
+	GroupID uint64 `json:"id,omitempty"`
 }
 
 // Local is one replica's side of the handshake.

@@ -1,0 +1,87 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Fence is a grant's fencing token together with the ID of the group that
+// granted it (Status.GroupID). A token only orders the grants of one group:
+// another group's tokens, or this group's after it was bootstrapped again
+// from empty Dirs (tokens then start low again), mean nothing against it. A
+// durable fencer that keeps the group with its mark (fencesql) refuses
+// such a token with ErrOtherGroup instead of admitting it or calling it
+// stale, until an operator re-keys the resource on purpose.
+//
+// Group is 0 when the holder's replica has not yet applied the group's ID
+// (only in the first moments of a new group); fencers then check the token
+// alone.
+type Fence struct {
+	Group uint64
+	Token uint64
+}
+
+// String formats f as "GROUP:TOKEN", the group in 16 hex digits and the
+// token in decimal, for headers, logs and other languages.
+func (f Fence) String() string { return fmt.Sprintf("%016x:%d", f.Group, f.Token) }
+
+// ErrInvalidFence reports a string that is not a Fence's String form.
+var ErrInvalidFence = errors.New("fencelock: malformed fence")
+
+// ErrOtherGroup: a fencer refused a token granted by another group (or by
+// another incarnation of this group) than the one the resource is keyed
+// to. A token is not comparable with another group's: re-key the resource
+// if the group was replaced on purpose.
+var ErrOtherGroup = errors.New("fencelock: fencing token of another group")
+
+// ParseFence parses the String form of a Fence. A bare decimal token (no
+// group) parses with Group 0.
+func ParseFence(s string) (Fence, error) {
+	group, token, found := strings.Cut(s, ":")
+	if !found {
+		group, token = "", s
+	}
+	var f Fence
+	var err error
+	if group != "" {
+		if len(group) != 16 {
+			return Fence{}, fmt.Errorf("%w: %q: the group is 16 hex digits", ErrInvalidFence, truncate(s, 64))
+		}
+		if f.Group, err = strconv.ParseUint(group, 16, 64); err != nil {
+			return Fence{}, fmt.Errorf("%w: %q: %v", ErrInvalidFence, truncate(s, 64), err)
+		}
+	}
+	if f.Token, err = strconv.ParseUint(token, 10, 64); err != nil || f.Token == 0 {
+		return Fence{}, fmt.Errorf("%w: %q: the token is a decimal number > 0", ErrInvalidFence, truncate(s, 64))
+	}
+	return f, nil
+}
+
+// Fence returns the lock's fence: its token and its group's ID.
+func (l *Lock) Fence() Fence { return l.g().fence() }
+
+// Fence returns the term's fence: its epoch and its group's ID.
+func (l *Leadership) Fence() Fence { return l.g().fence() }
+
+// FenceFrom returns the fence of the grant that ctx carries (see
+// Lock.Context); ok is false as for TokenFrom, which it checks alike.
+func FenceFrom(ctx context.Context) (f Fence, ok bool) {
+	g, _ := ctx.Value(grantKey{}).(*grant)
+	if g == nil {
+		return Fence{}, false
+	}
+	return g.fence(), g.reason() == nil
+}
+
+// fence reads the group's ID when asked rather than at the grant: the ID is
+// set once for the group's whole life, so a grant made before this replica
+// learnt it still belongs to it.
+func (g *grant) fence() Fence {
+	if g.s == nil {
+		return Fence{Token: g.token}
+	}
+	return Fence{Group: g.s.n.groupID.Load(), Token: g.token}
+}

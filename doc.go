@@ -45,8 +45,9 @@
 // a release costs one commit however many wait.
 //
 // Sessions and expiry. A Session is kept alive by keep-alives its own
-// goroutine sends every TTL/3. Expiry is decided by the raft leader with its
-// monotonic clock: it notes when it applied each session's last keep-alive,
+// goroutine sends every TTL/3, each a period after the previous one was sent
+// and without waiting for its answer (at most 3 in flight). Expiry is
+// decided by the raft leader with its monotonic clock: it notes when it applied each session's last keep-alive,
 // and when TTL passes proposes an expiry naming that keep-alive; the state
 // machine applies it only if no newer keep-alive arrived. A new leader first
 // commits a leader-start marker, and gives every session a full TTL from the
@@ -56,17 +57,33 @@
 // withdraws its queued requests in one entry. The state machine itself never
 // reads a clock or a random source.
 //
-// The holder stops first. A holder gives its session up when a keep-alive
-// sent at time t is not acknowledged by t + TTL − margin on its own monotonic
-// clock (margin: TTL/5 by default, WithSafetyMargin). The leader's timer for
-// that keep-alive started when it applied it, after t, and runs a full TTL, so
-// the holder's Lock.Done closes before the group can grant the lock to anyone
-// else, as long as the two clocks' rates differ by less than margin/TTL. No
-// clock synchronisation is assumed. Done and Err also check the deadline when
-// called, so a process that wakes from a pause longer than the TTL finds Done
-// closed on its first look, before its timer goroutine has even run. Even so,
-// a process can pause after checking Done and before writing: that is what
-// the Fencer is for.
+// The holder stops first. A holder gives its session up at t + TTL − margin
+// by its own clock, where t is when it sent the latest keep-alive (or the
+// open) the group acknowledged (margin: TTL/5 by default, at most TTL/2,
+// WithSafetyMargin). The leader's timer for that keep-alive started when it
+// applied it, after t, and runs a full TTL, so the holder's Lock.Done closes
+// before the group can grant the lock to anyone else, as long as the two
+// clocks' rates differ by less than margin/TTL. No clock synchronisation is
+// assumed. A session so survives keep-alives that each take up to
+// TTL − margin − TTL/3 to be acknowledged (7/15 of the TTL with the default
+// margin); slower ones make the holder give it up, early, never late.
+//
+// The holder's clock counts suspended time where the OS offers one, and what
+// a pause does depends on its kind. A pause of the process (GC, SIGSTOP, a
+// throttled container) advances every clock, and a pause of the machine
+// (laptop sleep, a VM suspended by its own kernel) advances Linux's
+// CLOCK_BOOTTIME, on which the holder's deadline is measured on Linux, though
+// not CLOCK_MONOTONIC. In both cases Done and Err check the deadline when
+// called, so a holder that wakes past its TTL finds Done closed on its first
+// look; a goroutine that only waits on Done sees it close within a
+// keep-alive period of waking, as the runtime's timers do not count a
+// suspend. On other OSes the deadline is measured on Go's monotonic clock,
+// which may not count suspended time (on macOS it does not): a holder whose
+// machine sleeps past its TTL can wake with Done open while the group has
+// granted on. A hypervisor that stops or migrates a VM without its kernel
+// knowing is seen only as far as the guest's clocks advance across it, which
+// depends on the hypervisor. In every case a process can also pause after
+// checking Done and before writing: that is what the Fencer is for.
 //
 // Leader election. Session.Campaign queues a candidate in an election (a
 // namespace apart from locks) and returns a Leadership once elected; the next

@@ -108,7 +108,9 @@ func TestMutualTLSRefusesImpostors(t *testing.T) {
 	defer cancel()
 	_, err = wrongCA.NewSession(short)
 	require.ErrorIs(t, err, ErrUnavailable, "an impostor cannot propose")
-	_, err = joiner.Members(short)
+	short2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	_, err = joiner.Members(short2)
 	require.ErrorIs(t, err, ErrUnavailable, "the mis-certified joiner never caught up")
 	require.NoError(t, c.node(survivor).RemoveReplica(ctx, 4))
 

@@ -16,7 +16,13 @@ import (
 // SessionOption configures NewSession.
 type SessionOption func(*sessionOptions)
 
-type sessionOptions struct{ ttl, margin time.Duration }
+type sessionOptions struct {
+	ttl, margin time.Duration
+	commit      func(commitFunc) commitFunc // tests: how background commands reach the group
+}
+
+// commitFunc applies a command through the group, as Node.propose does.
+type commitFunc func(context.Context, fsm.Command) (fsm.Result, error)
 
 // WithTTL sets the session's time to live: how long the group keeps it, and
 // its locks, after the last keep-alive it applied. Between 100ms and 24h;
@@ -25,27 +31,117 @@ func WithTTL(ttl time.Duration) SessionOption { return func(o *sessionOptions) {
 
 // WithSafetyMargin sets how long before TTL runs out, by the holder's own
 // clock, the holder gives the session up when it could not renew it. The
-// default is TTL/5. The margin must cover the difference in clock rates
-// between holder and leader over one TTL, plus the holder's scheduling delay
-// in noticing: with TTL 10s and margin 2s, the clocks may drift apart by 20%
-// before a holder could act after the group expired it. Clocks need not be
-// synchronised: only rates matter.
+// default is TTL/5; it must lie in (0, TTL/2], or NewSession fails with an
+// error wrapping ErrInvalidTTL.
+//
+// The margin must cover the difference in clock rates between holder and
+// leader over one TTL, plus the holder's scheduling delay in noticing: with
+// TTL 10s and margin 2s, the clocks may drift apart by 20% before a holder
+// could act after the group expired it. Clocks need not be synchronised:
+// only rates matter.
+//
+// What the margin costs is commit latency: keep-alives are sent every TTL/3,
+// so a session survives as long as each keep-alive commits within
+// TTL − margin − TTL/3 of being sent (7/15 of the TTL with the default
+// margin, TTL/6 at the largest margin). The bound TTL/2 keeps that
+// tolerance at least half a keep-alive period; a larger margin would leave a
+// session that gives itself up on a healthy group.
 func WithSafetyMargin(m time.Duration) SessionOption {
 	return func(o *sessionOptions) { o.margin = m }
 }
 
+// withCommit wraps how the session's background commands (its keep-alives,
+// and the close of a session its holder gave up) reach the group; tests use
+// it to delay their commit.
+func withCommit(wrap func(commitFunc) commitFunc) SessionOption {
+	return func(o *sessionOptions) { o.commit = wrap }
+}
+
+// maxKeepAlivesInFlight bounds the keep-alives a session has sent and not
+// yet heard back about. More than one may be in flight, so that a slow
+// commit does not delay the next send. A keep-alive is useless TTL − margin
+// after its send, less than three periods of TTL/3, so the regular schedule
+// never has more than three that could still help; the bound keeps retries
+// after failures from piling up more.
+const maxKeepAlivesInFlight = 3
+
+// lease is the holder's side of a session: the deadline after which it
+// gives the session up, measured on the boot clock (clock.Boot), which also
+// counts the time the machine was suspended where the OS offers that.
+type lease struct {
+	life     time.Duration // TTL − margin
+	deadline clock.Instant
+}
+
+// extend moves the deadline to sent + TTL − margin, for a keep-alive sent at
+// sent that the group acknowledged, unless a later-sent one already moved it
+// further: acknowledgements can arrive in any order.
+func (l *lease) extend(sent clock.Instant) {
+	if d := sent.Add(l.life); d.After(l.deadline) {
+		l.deadline = d
+	}
+}
+
+// live reports whether the deadline is still ahead at now.
+func (l *lease) live(now clock.Instant) bool { return now.Before(l.deadline) }
+
+// renewals is the keep-alive schedule, on the boot clock: a keep-alive is due
+// one period after the previous one was sent, whether or not that one has
+// been answered, so a slow commit does not push the next send back; after a
+// failed one, the next is due within retry.
+type renewals struct {
+	period, retry time.Duration
+	next          clock.Instant // when the next keep-alive is due
+	inFlight      int           // sent, and not yet answered
+}
+
+// send reports whether to send a keep-alive at now. If so it counts it in
+// flight and makes the next due a period from now. It says no before the
+// next is due, or while maxKeepAlivesInFlight are in flight: then the next
+// is sent as soon as one of them is answered.
+func (r *renewals) send(now clock.Instant) bool {
+	if now.Before(r.next) || r.inFlight >= maxKeepAlivesInFlight {
+		return false
+	}
+	r.inFlight++
+	r.next = now.Add(r.period)
+	return true
+}
+
+// answered records the answer, at now, to a keep-alive in flight.
+func (r *renewals) answered(ok bool, now clock.Instant) {
+	r.inFlight--
+	if soon := now.Add(r.retry); !ok && soon.Before(r.next) {
+		r.next = soon
+	}
+}
+
+// wait returns how long from now until send may say yes; while the most
+// keep-alives are in flight, an answer comes first, so it returns a period.
+func (r *renewals) wait(now clock.Instant) time.Duration {
+	if r.inFlight >= maxKeepAlivesInFlight {
+		return r.period
+	}
+	return max(0, r.next.Sub(now))
+}
+
 // Session is a holder of locks, normally one per process. A goroutine of its
-// own renews it with keep-alives every TTL/3, apart from the caller's work,
-// so a busy caller does not look dead. If the group hears nothing for TTL it
-// expires the session and frees all its locks in one step, passing each to
-// the head of its queue.
+// own renews it with a keep-alive every TTL/3, apart from the caller's work,
+// so a busy caller does not look dead. Each is sent a period after the
+// previous one, without waiting for its answer (at most 3 in flight), so a
+// session survives keep-alives that each take up to TTL − margin − TTL/3 to
+// commit. If the group hears nothing for TTL it expires the session and
+// frees all its locks in one step, passing each to the head of its queue.
 //
-// The holder stops first: if no keep-alive sent at time t is acknowledged by
-// t + TTL − margin (holder's clock), Done closes and Err returns
-// ErrSessionExpired, even while the group is unreachable, before the group
-// could expire it. A session that is done stays done; open a new one. The
-// library closes a dead session at the group as soon as it can, so its locks
-// free promptly.
+// The holder stops first: with t the send time of the latest keep-alive (or
+// the open) the group acknowledged, Done closes and Err returns
+// ErrSessionExpired at t + TTL − margin by the holder's clock unless a later
+// one is acknowledged first, even while the group is unreachable, and before
+// the group could expire it. That clock counts the time
+// the machine was suspended on Linux (CLOCK_BOOTTIME); elsewhere it is Go's
+// monotonic clock, which may not. A session that is done stays done; open a
+// new one. The library closes a dead session at the group as soon as it can,
+// so its locks free promptly.
 //
 // Its methods are safe for concurrent use.
 type Session struct {
@@ -54,6 +150,7 @@ type Session struct {
 	ttl    time.Duration
 	margin time.Duration
 	clock  clock.Clock
+	commit commitFunc // keep-alives and closeAtGroup go through it
 	done   chan struct{}
 
 	mu       sync.Mutex
@@ -61,9 +158,9 @@ type Session struct {
 	pending  map[uint64]struct{} // requests whose reply may still be needed
 	waiters  map[uint64]*waiter  // Acquire and Campaign calls by request number
 	grants   map[uint64]*grant   // locks and leaderships held, by token
-	deadline time.Time           // holder's clock: give up after this
-	acked    time.Time           // send time of the last keep-alive acknowledged
-	timer    clock.Timer         // fires at deadline
+	lease    lease               // give up at its deadline
+	acked    time.Time           // send time (clock.Now) of the last keep-alive acknowledged
+	timer    clock.Timer         // fires at the lease's deadline, by the runtime's clock
 	err      error
 	frozen   bool
 	paused   bool          // testhook.Pause: timers and the group's news wait too
@@ -97,10 +194,15 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	if o.margin == 0 {
 		o.margin = o.ttl / 5
 	}
-	if o.margin < 0 || o.margin >= o.ttl {
-		return nil, fmt.Errorf("%w: safety margin %v must lie in (0, %v)", ErrInvalidTTL, o.margin, o.ttl)
+	// Beyond TTL/2 the deadline a keep-alive earns (TTL − margin after its
+	// send) leaves too little of the period TTL/3 for its commit: at a margin
+	// of 2TTL/3 none at all, and the session gives itself up on a healthy
+	// group.
+	if o.margin < 0 || o.margin > o.ttl/2 {
+		return nil, fmt.Errorf("%w: safety margin %v must lie in (0, %v], half the TTL", ErrInvalidTTL, o.margin, o.ttl/2)
 	}
-	sent := n.cfg.clock.Now()
+	c := n.cfg.clock
+	sent, sentAt := clock.Boot(c), c.Now()
 	res, err := n.propose(ctx, fsm.Command{
 		Kind:  fsm.KindOpenSession,
 		Nonce: rand.Uint64() | 1, // identifies retries of this open; never 0
@@ -119,8 +221,8 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	// The group's timer may have started when the first attempt was applied,
 	// so the holder's deadline counts from the first send. If retries took
 	// long, renew at once rather than start with a session close to its end.
-	if n.cfg.clock.Now().Sub(sent) > o.ttl/3 {
-		renewed := n.cfg.clock.Now()
+	if clock.Boot(c).Sub(sent) > o.ttl/3 {
+		renewed, renewedAt := clock.Boot(c), c.Now()
 		ka, err := n.propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: res.Value, Floor: 1})
 		if err != nil {
 			return nil, err
@@ -128,18 +230,22 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		if ka.Status != fsm.OK {
 			return nil, fmt.Errorf("%w: before its first renewal", ErrSessionExpired)
 		}
-		sent = renewed
+		sent, sentAt = renewed, renewedAt
+	}
+	commit := commitFunc(n.propose)
+	if o.commit != nil {
+		commit = o.commit(commit)
 	}
 	s := &Session{
-		n: n, id: res.Value, ttl: o.ttl, margin: o.margin, clock: n.cfg.clock,
-		done:     make(chan struct{}),
-		nextSeq:  1,
-		pending:  make(map[uint64]struct{}),
-		waiters:  make(map[uint64]*waiter),
-		grants:   make(map[uint64]*grant),
-		deadline: sent.Add(o.ttl - o.margin),
-		acked:    sent,
-		thaw:     make(chan struct{}),
+		n: n, id: res.Value, ttl: o.ttl, margin: o.margin, clock: c, commit: commit,
+		done:    make(chan struct{}),
+		nextSeq: 1,
+		pending: make(map[uint64]struct{}),
+		waiters: make(map[uint64]*waiter),
+		grants:  make(map[uint64]*grant),
+		lease:   lease{life: o.ttl - o.margin, deadline: sent.Add(o.ttl - o.margin)},
+		acked:   sentAt,
+		thaw:    make(chan struct{}),
 	}
 	n.mu.Lock()
 	if n.closing {
@@ -150,11 +256,11 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	n.wg.Add(1)
 	n.mu.Unlock()
 	s.mu.Lock()
-	s.timer = s.clock.AfterFunc(s.deadline.Sub(s.clock.Now()), s.checkDeadline)
+	s.timer = s.clock.AfterFunc(s.lease.deadline.Sub(clock.Boot(c)), s.checkDeadline)
 	s.mu.Unlock()
 	go func() {
 		defer n.wg.Done()
-		s.keepAlive()
+		s.keepAlive(sent)
 	}()
 	return s, nil
 }
@@ -171,8 +277,11 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 //
 // Done (like Err, Lock.Done and Lock.Err) also checks the deadline by the
 // holder's clock when called, so a process that wakes from a pause longer
-// than the TTL finds it closed on its first look, without waiting for its
-// timer goroutine to run.
+// than the TTL (or, on Linux, a machine that wakes from a suspend) finds it
+// closed on its first look, without waiting for its timers: the runtime's
+// timers do not count suspended time, and fire late after a suspend. A
+// goroutine that only waits on Done sees it close within a keep-alive period
+// of waking, when the keep-alive goroutine next looks.
 func (s *Session) Done() <-chan struct{} {
 	s.poll()
 	return s.done
@@ -190,10 +299,10 @@ func (s *Session) Err() error {
 // poll ends the session if its deadline has passed.
 func (s *Session) poll() {
 	s.mu.Lock()
-	live := s.err == nil && !s.paused && s.clock.Now().Before(s.deadline)
-	over := s.err == nil && !s.paused && !live
+	over := s.err == nil && !s.paused && !s.lease.live(clock.Boot(s.clock))
 	s.mu.Unlock()
 	if over && s.end(ErrSessionExpired) {
+		s.n.log.Warn("fencelock: session not renewed in time; its holder gave it up", "session", s.id, "ttl", s.ttl)
 		s.n.goBackground(s.closeAtGroup)
 	}
 }
@@ -216,40 +325,69 @@ func (s *Session) Close(ctx context.Context) error {
 	return nil
 }
 
-// keepAlive renews the session every TTL/3, and more often while renewals
-// fail, until the session ends.
-func (s *Session) keepAlive() {
-	interval, retry := s.ttl/3, max(s.ttl/20, s.n.cfg.RTT)
-	t := s.clock.NewTimer(interval)
+// keepAlive renews the session until it ends: a keep-alive every TTL/3 from
+// the previous send (the first a period after opened, the open's send), and
+// sooner after a failed one, with up to maxKeepAlivesInFlight in flight.
+func (s *Session) keepAlive(opened clock.Instant) {
+	ctx, cancel := context.WithCancel(s.n.ctx)
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	defer cancel() // runs first: it ends the keep-alives still in flight
+	// Sends to answers never block: at most that many are in flight.
+	answers := make(chan error, maxKeepAlivesInFlight)
+	r := renewals{period: s.ttl / 3, retry: max(s.ttl/20, s.n.cfg.RTT), next: opened.Add(s.ttl / 3)}
+	t := s.clock.NewTimer(r.wait(clock.Boot(s.clock)))
 	defer t.Stop()
 	for {
 		select {
 		case <-s.done:
 			return
+		case err := <-answers:
+			if errors.Is(err, ErrSessionExpired) {
+				return
+			}
+			r.answered(err == nil, clock.Boot(s.clock))
 		case <-t.C():
+			if !s.waitThawed(s.done) {
+				return
+			}
+			// This wakes at least once a period, so after a suspend (which
+			// delays every runtime timer, the deadline's too) it is the
+			// first to look at the deadline, by the boot clock.
+			s.poll()
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			now := clock.Boot(s.clock)
+			if r.send(now) {
+				at := s.clock.Now()
+				inFlight.Add(1)
+				go func() {
+					defer inFlight.Done()
+					answers <- s.renewAt(ctx, now, at)
+				}()
+			}
 		}
-		if !s.waitThawed(s.done) {
-			return
-		}
-		ctx, cancel := context.WithTimeout(s.n.ctx, s.ttl)
-		err := s.renew(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			t.Reset(interval)
-		case errors.Is(err, ErrSessionExpired):
-			return
-		default: // unreachable for now; the deadline decides when it is over
-			t.Reset(retry)
-		}
+		t.Reset(r.wait(clock.Boot(s.clock)))
 	}
 }
 
-// renew sends one keep-alive; on success the holder's deadline moves to its
-// send time + TTL − margin.
+// renew sends one keep-alive now; on success the holder's deadline moves to
+// at least its send time + TTL − margin.
 func (s *Session) renew(ctx context.Context) error {
-	sent := s.clock.Now()
-	res, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: s.id, Floor: s.floor()})
+	return s.renewAt(ctx, clock.Boot(s.clock), s.clock.Now())
+}
+
+// renewAt sends one keep-alive, sent at sent by the boot clock and at at by
+// clock.Now, and extends the holder's deadline when it is acknowledged.
+func (s *Session) renewAt(ctx context.Context, sent clock.Instant, at time.Time) error {
+	// Past sent + TTL − margin its acknowledgement would extend nothing, and
+	// the newer keep-alives in flight are the ones that can still help.
+	ctx, cancel := context.WithTimeout(ctx, s.ttl-s.margin)
+	defer cancel()
+	res, err := s.commit(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: s.id, Floor: s.floor()})
 	switch {
 	case err != nil:
 		return err
@@ -259,17 +397,15 @@ func (s *Session) renew(ctx context.Context) error {
 	case res.Status != fsm.OK:
 		return fmt.Errorf("fencelock: keep-alive: unexpected reply %v", res.Status)
 	}
-	s.extend(sent, sent.Add(s.ttl-s.margin))
+	s.extend(sent, at)
 	return nil
 }
 
-func (s *Session) extend(sent, deadline time.Time) {
+func (s *Session) extend(sent clock.Instant, at time.Time) {
 	s.mu.Lock()
-	if deadline.After(s.deadline) {
-		s.deadline = deadline
-	}
-	if sent.After(s.acked) {
-		s.acked = sent
+	s.lease.extend(sent)
+	if at.After(s.acked) {
+		s.acked = at
 	}
 	s.mu.Unlock()
 }
@@ -287,7 +423,7 @@ func (s *Session) checkDeadline() {
 		s.mu.Unlock()
 		return
 	}
-	if left := s.deadline.Sub(s.clock.Now()); left > 0 {
+	if left := s.lease.deadline.Sub(clock.Boot(s.clock)); left > 0 {
 		s.timer.Reset(left)
 		s.mu.Unlock()
 		return
@@ -306,7 +442,7 @@ func (s *Session) closeAtGroup() {
 	if !s.waitThawed(nil) {
 		return
 	}
-	_, _ = s.n.propose(s.n.ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: s.id})
+	_, _ = s.commit(s.n.ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: s.id})
 }
 
 // expired ends the session after the group said it does not know it.

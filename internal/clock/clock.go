@@ -1,7 +1,12 @@
 // Package clock is the time source of fencelock's timers: the leader's
-// session-expiry timers and each client's session deadline. The default is
-// the process's monotonic clock, so a wall-clock jump neither expires nor
-// extends a session; tests substitute their own.
+// session-expiry timers and each client's session deadline. The leader's
+// timers use the process's monotonic clock, so a wall-clock jump neither
+// expires nor extends a session. A holder's deadline is measured on Boot,
+// which also counts the time the machine was suspended where the OS offers
+// such a clock (CLOCK_BOOTTIME on Linux): a suspend can make a holder give
+// its session up early, never late. Timers are Go's runtime timers either
+// way; every deadline is checked against Boot when they fire. Tests
+// substitute clocks of their own.
 package clock
 
 import "time"

@@ -2,49 +2,31 @@ package fencelock
 
 import (
 	"context"
-	"math/rand/v2"
-	"time"
 
-	"github.com/fencelock/fencelock/internal/expiry"
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
-// fsmObserver is the state machine's view of its Node: the fsm calls it on
-// the apply goroutine. It is unexported so that nothing outside the library
-// can feed the expiry timers or the sessions an event the log never held.
-type fsmObserver struct{ n *Node }
+// sink is the replica's view of its Node (replica.Sink): what the replica
+// applies reaches the sessions and observers of this process through it, on
+// the apply goroutine.
+type sink struct{ n *Node }
 
-func (o fsmObserver) Applied(index uint64, events []fsm.Event) { o.n.onApplied(index, events) }
-func (o fsmObserver) Restored(st *fsm.State)                   { o.n.onRestored(st) }
-func (o fsmObserver) SnapshotSaved(index uint64, bytes int64, took time.Duration) {
-	o.n.onSnapshotSaved(index, bytes, took)
-}
-func (o fsmObserver) SnapshotRestored(index uint64, took time.Duration) {
-	o.n.onSnapshotRestored(index, took)
-}
-
-// onApplied runs on the apply goroutine for every entry. Each event goes to
-// the session it concerns, if that session lives here: this is how exactly
-// the granted waiter, and nobody else, wakes.
-func (n *Node) onApplied(index uint64, events []fsm.Event) {
-	n.applied.Store(index)
+// Applied routes each event to the session it concerns, if that session
+// lives here: this is how exactly the granted waiter, and nobody else,
+// wakes.
+func (k sink) Applied(index uint64, events []fsm.Event) {
+	n := k.n
 	for i := range events {
 		e := &events[i]
-		n.count(e)
 		switch e.Kind {
-		case fsm.EventTouched:
-			n.tracker.Touch(e.Session, e.Index, time.Duration(e.TTL))
+		case fsm.EventTouched, fsm.EventLeaderStarted:
 			continue
-		case fsm.EventLeaderStarted:
-			if e.Group != 0 {
-				n.groupID.Store(e.Group)
-			}
-			n.tracker.LeaderStarted(e.Index, e.Owner, e.Term)
-			continue
-		case fsm.EventSessionEnded:
-			n.tracker.Remove(e.Session)
 		case fsm.EventElected, fsm.EventDeposed, fsm.EventProclaimed:
 			n.watches.applied(index, e)
+		case fsm.EventSessionEnded:
+			if e.Reason == fsm.ReasonExpired && n.local(e.Session) != nil {
+				n.log.Warn("fencelock: the group expired a session of this replica", "session", e.Session)
+			}
 		}
 		if s := n.local(e.Session); s != nil {
 			s.handle(e)
@@ -53,49 +35,21 @@ func (n *Node) onApplied(index uint64, events []fsm.Event) {
 	n.watches.notify()
 }
 
-// onRestored runs when a snapshot replaced the state, skipping entries
-// whose events were never seen: the timers restart and every local session
-// is brought in line with the state.
-func (n *Node) onRestored(st *fsm.State) {
-	n.applied.Store(st.Index())
-	n.restoredIndex.Store(st.Index())
-	if id := st.GroupID(); id != 0 {
-		n.groupID.Store(id)
-	}
-	infos := st.Sessions()
-	sessions := make([]expiry.Session, len(infos))
-	for i, s := range infos {
-		sessions[i] = expiry.Session{ID: s.ID, KeepAlive: s.KeepAlive, TTL: time.Duration(s.TTL)}
-	}
-	n.tracker.Reset(sessions, st.LeaderMark())
-	for _, s := range n.localSessions() {
+// Restored brings every local session and observer in line with a state
+// restored from a snapshot.
+func (k sink) Restored(st *fsm.State) {
+	for _, s := range k.n.localSessions() {
 		s.reconcile(st)
 	}
-	n.watches.restored(st)
+	k.n.watches.restored(st)
 }
 
-// proposeExpire and proposeLeaderStart are the expiry tracker's actions on
-// the leader; they must not block, so the proposal runs in the background.
-// The tracker asks again until the state shows the effect.
-func (n *Node) proposeExpire(id, keepAlive, mark uint64) {
-	n.proposeInBackground(fsm.Command{Kind: fsm.KindExpire, Session: id, Target: keepAlive, Mark: mark})
-}
-
-func (n *Node) proposeLeaderStart(term uint64) {
-	// The nonce becomes the group's ID if this is the group's first
-	// LeaderStart; it must be unpredictable across bootstraps, not secret.
-	nonce := rand.Uint64() | 1
-	n.proposeInBackground(fsm.Command{Kind: fsm.KindLeaderStart, Owner: n.cfg.ReplicaID, Term: term, Nonce: nonce})
-}
-
-func (n *Node) proposeInBackground(cmd fsm.Command) {
-	n.goBackground(func() {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ProposalTimeout)
-		defer cancel()
-		if _, err := n.propose(ctx, cmd); err != nil {
-			n.log.Debug("fencelock: leader's proposal not applied; it retries", "kind", cmd.Kind, "session", cmd.Session, "err", err)
-		}
-	})
+// Removed ends everything local once the group removed this replica.
+func (k sink) Removed() {
+	for _, s := range k.n.localSessions() {
+		s.end(ErrRemoved)
+		k.n.forget(s)
+	}
 }
 
 // handle applies one event to the local session it concerns (at the end of

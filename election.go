@@ -108,7 +108,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	}
 	s := g.s
 	seq := s.begin()
-	res, err := s.n.propose(ctx, fsm.Command{
+	res, err := s.n.r.Propose(ctx, fsm.Command{
 		Kind: fsm.KindProclaim, Session: s.id, Seq: seq, Floor: s.floor(), Name: g.name, Token: g.token, Value: value,
 	})
 	s.finish(seq)
@@ -150,7 +150,7 @@ func (n *Node) Leader(ctx context.Context, election string) (LeaderInfo, error) 
 	if !fsm.ValidName(election) {
 		return LeaderInfo{}, invalidName(election)
 	}
-	v, err := n.read(ctx, func(st *fsm.State) any { return st.Election(election) })
+	v, err := n.r.Read(ctx, func(st *fsm.State) any { return st.Election(election) })
 	if err != nil {
 		return LeaderInfo{}, err
 	}

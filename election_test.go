@@ -39,7 +39,7 @@ func campaign(t testing.TB, ctx context.Context, s *Session, election, value str
 // election reads the election's state, candidates included.
 func election(t testing.TB, ctx context.Context, n *Node, name string) fsm.ElectionInfo {
 	t.Helper()
-	v, err := n.read(ctx, func(st *fsm.State) any { return st.Election(name) })
+	v, err := n.r.Read(ctx, func(st *fsm.State) any { return st.Election(name) })
 	require.NoError(t, err)
 	return v.(fsm.ElectionInfo)
 }
@@ -54,7 +54,7 @@ func waitCandidates(t testing.TB, ctx context.Context, n *Node, name string, can
 // grants reads how many grants the group has made.
 func grants(t testing.TB, ctx context.Context, n *Node) uint64 {
 	t.Helper()
-	v, err := n.read(ctx, func(st *fsm.State) any { return st.Grants() })
+	v, err := n.r.Read(ctx, func(st *fsm.State) any { return st.Grants() })
 	require.NoError(t, err)
 	return v.(uint64)
 }

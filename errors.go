@@ -1,14 +1,11 @@
 package fencelock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
-	"github.com/lni/dragonboat/v4"
-
 	"github.com/fencelock/fencelock/internal/fsm"
-	"github.com/fencelock/fencelock/internal/proposer"
+	"github.com/fencelock/fencelock/internal/replica"
 )
 
 // The sentinel errors. Errors returned by fencelock wrap one of them (or a
@@ -28,14 +25,14 @@ var (
 	ErrSessionClosed = errors.New("fencelock: session closed")
 	// ErrUnavailable: the group could not be reached (no leader, no quorum)
 	// before the context ended. Nothing was granted to the caller.
-	ErrUnavailable = errors.New("fencelock: group unavailable")
+	ErrUnavailable = replica.ErrUnavailable
 	// ErrInvalidName: a lock name is empty, longer than 512 bytes, not UTF-8,
 	// or contains NUL.
 	ErrInvalidName = errors.New("fencelock: invalid lock name")
 	// ErrClosed: the node was closed.
-	ErrClosed = errors.New("fencelock: node closed")
+	ErrClosed = replica.ErrClosed
 	// ErrInvalidConfig: Start was given an unusable Config.
-	ErrInvalidConfig = errors.New("fencelock: invalid configuration")
+	ErrInvalidConfig = replica.ErrInvalidConfig
 	// ErrInvalidTTL: a session TTL or safety margin outside the allowed range.
 	ErrInvalidTTL = errors.New("fencelock: invalid session TTL")
 	// ErrNoLeader: Node.Leader found the election without a leader.
@@ -94,42 +91,6 @@ func (e *StaleTokenError) Error() string {
 // Is makes errors.Is(err, ErrStaleToken) true.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
 
-// unavailableError is returned when the context ended before the group
-// answered: both errors.Is(err, ErrUnavailable) and errors.Is(err, ctx.Err())
-// hold, and the last error from raft is kept for diagnosis.
-type unavailableError struct {
-	ctxErr, last error
-}
-
-func (e *unavailableError) Error() string {
-	if e.last == nil {
-		return fmt.Sprintf("%v: %v", ErrUnavailable, e.ctxErr)
-	}
-	return fmt.Sprintf("%v: %v (last attempt: %s)", ErrUnavailable, e.ctxErr, describe(e.last))
-}
-
-// describe says what a raft error means, in the library's words: callers
-// should not have to know Dragonboat's.
-func describe(err error) string {
-	switch {
-	case errors.Is(err, dragonboat.ErrShardNotReady):
-		return "this replica is not ready yet: it is starting, or catching up with the group"
-	case errors.Is(err, dragonboat.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return "no answer in time: no leader, or no quorum reachable"
-	case errors.Is(err, proposer.ErrLeaderChanged), errors.Is(err, dragonboat.ErrCanceled):
-		return "the raft leader changed"
-	case errors.Is(err, dragonboat.ErrSystemBusy):
-		return "this replica is overloaded"
-	case errors.Is(err, dragonboat.ErrShardNotFound), errors.Is(err, dragonboat.ErrShardClosed):
-		return "this replica is not running"
-	case errors.Is(err, dragonboat.ErrRejected):
-		return "the group rejected the request"
-	}
-	return err.Error()
-}
-
-func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.ctxErr} }
-
 func invalidName(name string) error {
 	return fmt.Errorf("%w: %q", ErrInvalidName, truncate(name, 64))
 }
@@ -150,11 +111,11 @@ var (
 	// ErrMembership: a membership change that cannot be made: the ID or
 	// address is used by another member, a voter cannot become non-voting,
 	// the last voter cannot be removed, or the ID is not a member.
-	ErrMembership = errors.New("fencelock: invalid membership change")
+	ErrMembership = replica.ErrMembership
 	// ErrIDRemoved: the replica ID was removed from the group; removed IDs
 	// are never used again, so give the new replica a fresh ID.
-	ErrIDRemoved = errors.New("fencelock: replica ID was removed from the group")
+	ErrIDRemoved = replica.ErrIDRemoved
 	// ErrRemoved: this replica was removed from the group. Close it and
 	// delete its Dir.
-	ErrRemoved = errors.New("fencelock: this replica was removed from the group")
+	ErrRemoved = replica.ErrRemoved
 )

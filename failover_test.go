@@ -224,8 +224,8 @@ func TestRestartedReplicaCatchesUpFromSnapshot(t *testing.T) {
 	waitUntil(t, ctx, "the restarted replica catches up", func() bool {
 		return n.Status().AppliedIndex >= c.node(other).Status().AppliedIndex
 	})
-	require.Greater(t, n.restoredIndex.Load(), stoppedAt+20, "the replica caught up from a snapshot")
-	local, err := n.nh.StaleRead(shardID, fsm.Query(func(st *fsm.State) any { return st.Lock("k") }))
+	require.Greater(t, n.r.RestoredIndex(), stoppedAt+20, "the replica caught up from a snapshot")
+	local, err := n.r.StaleRead(fsm.Query(func(st *fsm.State) any { return st.Lock("k") }))
 	require.NoError(t, err)
 	require.Equal(t, held.Token(), local.(fsm.LockInfo).Token, "its local state has the latest grant")
 
@@ -249,7 +249,7 @@ func TestDeposedLeadersExpiryIsRefused(t *testing.T) {
 	f1 := old%3 + 1
 	s := newSession(t, ctx, c.node(f1))
 	mark := func() uint64 {
-		v, err := c.node(f1).read(ctx, func(st *fsm.State) any { return st.LeaderMark() })
+		v, err := c.node(f1).r.Read(ctx, func(st *fsm.State) any { return st.LeaderMark() })
 		require.NoError(t, err)
 		return v.(uint64)
 	}
@@ -262,7 +262,7 @@ func TestDeposedLeadersExpiryIsRefused(t *testing.T) {
 	require.Eventually(t, func() bool { return mark() != oldMark }, 30*time.Second, 10*time.Millisecond,
 		"the new leader commits its own marker")
 
-	res, err := c.node(f1).propose(ctx, fsm.Command{Kind: fsm.KindExpire, Session: s.id, Target: math.MaxUint64, Mark: oldMark})
+	res, err := c.node(f1).r.Propose(ctx, fsm.Command{Kind: fsm.KindExpire, Session: s.id, Target: math.MaxUint64, Mark: oldMark})
 	require.NoError(t, err)
 	require.Equal(t, fsm.NotApplied, res.Status)
 	require.NoError(t, s.Err(), "the session lives on")

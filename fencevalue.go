@@ -83,5 +83,5 @@ func (g *grant) fence() Fence {
 	if g.s == nil {
 		return Fence{Token: g.token}
 	}
-	return Fence{Group: g.s.n.groupID.Load(), Token: g.token}
+	return Fence{Group: g.s.n.r.GroupID(), Token: g.token}
 }

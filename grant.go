@@ -84,7 +84,7 @@ func (g *grant) giveBack(ctx context.Context) error {
 		kind = fsm.KindResign
 	}
 	seq := s.begin()
-	res, err := s.n.propose(ctx, fsm.Command{
+	res, err := s.n.r.Propose(ctx, fsm.Command{
 		Kind: kind, Session: s.id, Seq: seq, Floor: s.floor(), Name: g.name, Token: g.token,
 	})
 	s.finish(seq)

@@ -21,7 +21,7 @@ func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	if !fsm.ValidName(name) {
 		return LockInfo{}, invalidName(name)
 	}
-	v, err := n.read(ctx, func(st *fsm.State) any { return st.Lock(name) })
+	v, err := n.r.Read(ctx, func(st *fsm.State) any { return st.Lock(name) })
 	if err != nil {
 		return LockInfo{}, err
 	}

@@ -79,7 +79,7 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 		locks []fsm.LockEntry
 		more  bool
 	}
-	v, err := n.read(ctx, func(st *fsm.State) any {
+	v, err := n.r.Read(ctx, func(st *fsm.State) any {
 		locks, more := st.LocksPage(prefix, o.after, o.limit, QueueListed)
 		return page{locks, more}
 	})
@@ -126,7 +126,7 @@ func (n *Node) Sessions(ctx context.Context, opts ...ListOption) (SessionPage, e
 		sessions []fsm.SessionInfo
 		more     bool
 	}
-	v, err := n.read(ctx, func(st *fsm.State) any {
+	v, err := n.r.Read(ctx, func(st *fsm.State) any {
 		s, more := st.SessionsPage(o.afterID, o.limit)
 		return page{s, more}
 	})

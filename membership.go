@@ -2,13 +2,8 @@ package fencelock
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
-	"time"
 
-	"github.com/lni/dragonboat/v4"
+	"github.com/fencelock/fencelock/internal/replica"
 )
 
 // Membership is the group's membership as of a linearizable read.
@@ -27,31 +22,15 @@ type Membership struct {
 // reflects every change completed before it began. On a replica that is
 // catching up it returns once the replica has caught up to that point.
 func (n *Node) Members(ctx context.Context) (Membership, error) {
-	m, err := n.membership(ctx)
+	m, err := n.r.Members(ctx)
 	if err != nil {
 		return Membership{}, err
 	}
 	return toMembership(m), nil
 }
 
-func toMembership(m *dragonboat.Membership) Membership {
-	out := Membership{
-		Voters:            make(map[uint64]string, len(m.Nodes)),
-		NonVoting:         make(map[uint64]string, len(m.NonVotings)),
-		Removed:           make([]uint64, 0, len(m.Removed)),
-		ConfigChangeIndex: m.ConfigChangeID,
-	}
-	for id, addr := range m.Nodes {
-		out.Voters[id] = addr
-	}
-	for id, addr := range m.NonVotings {
-		out.NonVoting[id] = addr
-	}
-	for id := range m.Removed {
-		out.Removed = append(out.Removed, id)
-	}
-	slices.Sort(out.Removed)
-	return out
+func toMembership(m replica.Membership) Membership {
+	return Membership{Voters: m.Voters, NonVoting: m.NonVoting, Removed: m.Removed, ConfigChangeIndex: m.ConfigChangeIndex}
 }
 
 // AddReplica makes replica id, reachable at addr, a voting member. A new ID
@@ -71,24 +50,7 @@ func toMembership(m *dragonboat.Membership) Membership {
 // removed is refused with ErrIDRemoved; an ID or address already used
 // otherwise, with ErrMembership.
 func (n *Node) AddReplica(ctx context.Context, id uint64, addr string) error {
-	if err := validMember(id, addr); err != nil {
-		return err
-	}
-	if err := n.addNonVoting(ctx, id, addr, true); err != nil {
-		return err
-	}
-	err := n.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
-		if a, ok := m.Nodes[id]; ok && sameAddr(a, addr) {
-			return true, nil
-		}
-		return false, checkAdd(m, id, addr, true)
-	}, func(ctx context.Context, ccid uint64) error {
-		return n.nh.SyncRequestAddReplica(ctx, shardID, id, addr, ccid)
-	})
-	if err == nil {
-		n.log.Info("fencelock: replica added as a voter", "member", id, "addr", addr)
-	}
-	return err
+	return n.r.AddReplica(ctx, id, addr)
 }
 
 // AddNonVoting adds replica id, reachable at addr, as a non-voting member:
@@ -101,30 +63,7 @@ func (n *Node) AddReplica(ctx context.Context, id uint64, addr string) error {
 // idempotent, and refuses a removed ID with ErrIDRemoved. A voter cannot be
 // made non-voting: remove it instead (ErrMembership).
 func (n *Node) AddNonVoting(ctx context.Context, id uint64, addr string) error {
-	if err := validMember(id, addr); err != nil {
-		return err
-	}
-	err := n.addNonVoting(ctx, id, addr, false)
-	if err == nil {
-		n.log.Info("fencelock: non-voting replica added", "member", id, "addr", addr)
-	}
-	return err
-}
-
-// addNonVoting adds id as a non-voting replica unless it is one already, or,
-// when toVoter is set, a voter already.
-func (n *Node) addNonVoting(ctx context.Context, id uint64, addr string, toVoter bool) error {
-	return n.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
-		if a, ok := m.NonVotings[id]; ok && sameAddr(a, addr) {
-			return true, nil
-		}
-		if a, ok := m.Nodes[id]; ok && sameAddr(a, addr) && toVoter {
-			return true, nil
-		}
-		return false, checkAdd(m, id, addr, false)
-	}, func(ctx context.Context, ccid uint64) error {
-		return n.nh.SyncRequestAddNonVoting(ctx, shardID, id, addr, ccid)
-	})
+	return n.r.AddNonVoting(ctx, id, addr)
 }
 
 // RemoveReplica removes replica id, voting or not, from the group for good:
@@ -137,158 +76,5 @@ func (n *Node) addNonVoting(ctx context.Context, id uint64, addr string, toVoter
 // removed (ErrMembership). RemoveReplica is idempotent: removing an ID that
 // was removed returns nil; an ID that never was a member is ErrMembership.
 func (n *Node) RemoveReplica(ctx context.Context, id uint64) error {
-	if id == 0 {
-		return fmt.Errorf("%w: replica ID 0", ErrMembership)
-	}
-	err := n.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
-		if _, ok := m.Removed[id]; ok {
-			return true, nil
-		}
-		_, voter := m.Nodes[id]
-		_, nonVoting := m.NonVotings[id]
-		switch {
-		case voter && len(m.Nodes) == 1:
-			return false, fmt.Errorf("%w: replica %d is the last voter", ErrMembership, id)
-		case !voter && !nonVoting:
-			return false, fmt.Errorf("%w: replica %d is not a member", ErrMembership, id)
-		}
-		return false, nil
-	}, func(ctx context.Context, ccid uint64) error {
-		return n.nh.SyncRequestDeleteReplica(ctx, shardID, id, ccid)
-	})
-	if err == nil {
-		n.log.Info("fencelock: replica removed", "member", id)
-	}
-	return err
-}
-
-func validMember(id uint64, addr string) error {
-	if id == 0 {
-		return fmt.Errorf("%w: replica ID 0", ErrMembership)
-	}
-	if err := checkHostPort(addr); err != nil {
-		return fmt.Errorf("%w: %w", ErrMembership, err)
-	}
-	return nil
-}
-
-// checkAdd explains why id at addr cannot be added, if it cannot. A
-// non-voting replica can be promoted to voter, never the other way round.
-func checkAdd(m *dragonboat.Membership, id uint64, addr string, voter bool) error {
-	if _, ok := m.Removed[id]; ok {
-		return fmt.Errorf("%w: replica %d", ErrIDRemoved, id)
-	}
-	if a, ok := m.Nodes[id]; ok {
-		if voter {
-			return fmt.Errorf("%w: replica %d is a voter at %s, not %s", ErrMembership, id, a, addr)
-		}
-		return fmt.Errorf("%w: replica %d is a voter; remove it instead", ErrMembership, id)
-	}
-	if a, ok := m.NonVotings[id]; ok && !sameAddr(a, addr) {
-		return fmt.Errorf("%w: replica %d is at %s, not %s", ErrMembership, id, a, addr)
-	}
-	for other, a := range m.Nodes {
-		if other != id && sameAddr(a, addr) {
-			return fmt.Errorf("%w: address %s belongs to replica %d", ErrMembership, addr, other)
-		}
-	}
-	for other, a := range m.NonVotings {
-		if other != id && sameAddr(a, addr) {
-			return fmt.Errorf("%w: address %s belongs to replica %d", ErrMembership, addr, other)
-		}
-	}
-	if len(m.Witnesses) > 0 {
-		if _, ok := m.Witnesses[id]; ok {
-			return fmt.Errorf("%w: replica %d is a witness", ErrMembership, id)
-		}
-	}
-	return nil
-}
-
-// sameAddr compares raft addresses as Dragonboat does: case-insensitively,
-// ignoring surrounding space.
-func sameAddr(a, b string) bool {
-	return strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
-}
-
-// maxRejections bounds how often a change is retried after the group refused
-// it while the membership did not move: a refusal the checks above did not
-// foresee must end, not spin until ctx ends.
-const maxRejections = 3
-
-// changeMembership applies one membership change. It reads the membership;
-// done reports whether the change is already in place (a retry after an
-// attempt whose outcome was unknown), or why it cannot be made; otherwise
-// request proposes it against that membership's ConfigChangeID, the
-// optimistic lock that keeps changes one at a time. A change refused because
-// another one got in first, or because the group is busy or between
-// leaders, is retried with the new membership until ctx ends.
-func (n *Node) changeMembership(ctx context.Context,
-	done func(*dragonboat.Membership) (bool, error),
-	request func(ctx context.Context, ccid uint64) error) error {
-	var last error
-	rejected, lastCCID := 0, uint64(0)
-	for b := newBackoff(n.cfg.RTT); ; {
-		if err := n.check(ctx, last); err != nil {
-			return err
-		}
-		m, err := n.membership(ctx)
-		if err != nil {
-			return err
-		}
-		ok, err := done(m)
-		if ok || err != nil {
-			return err
-		}
-		if m.ConfigChangeID != lastCCID {
-			rejected, lastCCID = 0, m.ConfigChangeID
-		}
-		actx, cancel := context.WithTimeout(ctx, n.changeTimeout())
-		err = request(actx, m.ConfigChangeID)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		last = err
-		switch {
-		case errors.Is(err, dragonboat.ErrRejected):
-			if rejected++; rejected >= maxRejections {
-				return fmt.Errorf("%w: the group refused the change: %v", ErrMembership, err)
-			}
-		case errors.Is(err, dragonboat.ErrInvalidAddress):
-			return fmt.Errorf("%w: %v", ErrMembership, err)
-		case !retryable(err):
-			return err
-		}
-		b.wait(ctx, n.closed, n.leaderKnown())
-	}
-}
-
-// changeTimeout bounds one attempt of a membership change: a change is one
-// raft entry, but the first attempt after an election waits for the new
-// leader's own entry to commit.
-func (n *Node) changeTimeout() time.Duration {
-	return max(n.cfg.ProposalTimeout, 4*time.Duration(n.cfg.ElectionTicks)*n.cfg.RTT)
-}
-
-// membership reads the membership linearizably, retrying like read.
-func (n *Node) membership(ctx context.Context) (*dragonboat.Membership, error) {
-	var last error
-	attempt := min(2*time.Duration(n.cfg.ElectionTicks)*n.cfg.RTT, n.cfg.ProposalTimeout)
-	for b := newBackoff(n.cfg.RTT); ; attempt = min(2*attempt, n.cfg.ProposalTimeout) {
-		if err := n.check(ctx, last); err != nil {
-			return nil, err
-		}
-		actx, cancel := context.WithTimeout(ctx, attempt)
-		m, err := n.nh.SyncGetShardMembership(actx, shardID)
-		cancel()
-		if err == nil {
-			return m, nil
-		}
-		last = err
-		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
-			return nil, err
-		}
-		b.wait(ctx, n.closed, n.leaderKnown())
-	}
+	return n.r.RemoveReplica(ctx, id)
 }

@@ -114,9 +114,9 @@ func TestReplaceDeadReplica(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[uint64]string{4: cfg4.Addr}, m.NonVoting)
 	require.Len(t, m.Voters, 3)
-	require.Positive(t, n4.restoredIndex.Load(), "the new replica caught up from a snapshot")
+	require.Positive(t, n4.r.RestoredIndex(), "the new replica caught up from a snapshot")
 	// It may have taken a snapshot of its own since (the granter goes on).
-	require.GreaterOrEqual(t, n4.Status().LastSnapshotIndex, n4.restoredIndex.Load())
+	require.GreaterOrEqual(t, n4.Status().LastSnapshotIndex, n4.r.RestoredIndex())
 	require.Positive(t, c.node(2).Status().LastSnapshotIndex, "the voters took snapshots")
 	require.True(t, n4.Status().NonVoting)
 	g.waitMore(ctx, 5)

@@ -128,8 +128,8 @@ func TestTypoInOwnAddressCrashesNobody(t *testing.T) {
 	tap.wait(t, ctx, "refused", "belongs to another group", diff)
 	tap.wait(t, ctx, "refused this one", diff)
 	groupWorks(t, ctx, nodes, "typo")
-	require.NotEqual(t, nodes[0].peers.group(), nodes[2].peers.group())
-	require.Equal(t, nodes[0].peers.group(), nodes[1].peers.group())
+	require.NotEqual(t, nodes[0].r.Group(), nodes[2].r.Group())
+	require.Equal(t, nodes[0].r.Group(), nodes[1].r.Group())
 }
 
 // A wrong port for a peer in one replica's map used to panic that replica.
@@ -181,19 +181,19 @@ func TestGroupIdentityIsKeptInDir(t *testing.T) {
 	dir := t.TempDir()
 	n, err := Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
 	require.NoError(t, err)
-	group := n.peers.group()
+	group := n.r.Group()
 	require.Len(t, group, 32)
 	n.Close()
 
 	other := map[uint64]string{1: members[1], 2: freeAddr(t)}
 	n, err = Start(context.Background(), Config{ReplicaID: 1, Members: other, Dir: dir, Logger: tap.logger()})
 	require.NoError(t, err)
-	require.Equal(t, group, n.peers.group())
+	require.Equal(t, group, n.r.Group())
 	ctx := testCtx(t)
 	tap.wait(t, ctx, "Members differ", "2 only there")
 	n.Close()
 
-	require.NoError(t, os.WriteFile(filepath.Join(dir, groupFileName), []byte(`{"version":1,"grou`), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fencelock-group.json"), []byte(`{"version":1,"grou`), 0o600))
 	_, err = Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	require.ErrorContains(t, err, "corrupt")

@@ -3,33 +3,15 @@ package fencelock
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"net"
-	"strconv"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/lni/dragonboat/v4"
-	"github.com/lni/dragonboat/v4/config"
-	"github.com/lni/dragonboat/v4/raftio"
-
 	"github.com/fencelock/fencelock/internal/clock"
-	"github.com/fencelock/fencelock/internal/dblog"
-	"github.com/fencelock/fencelock/internal/expiry"
-	"github.com/fencelock/fencelock/internal/fsm"
-	"github.com/fencelock/fencelock/internal/peering"
-	"github.com/fencelock/fencelock/internal/proposer"
+	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/transport"
 )
-
-// shardID is the raft group's ID inside Dragonboat: a fencelock group is one
-// Dragonboat shard.
-const shardID = 1
 
 // Config configures one replica. Every replica of a group is started with the
 // same Members (except a joining one) and its own ReplicaID, Addr and Dir.
@@ -87,11 +69,10 @@ const (
 )
 
 const (
-	defaultTTL  = DefaultSessionTTL
-	minTTL      = 100 * time.Millisecond
-	maxTTL      = 24 * time.Hour
-	minTimeout  = 100 * time.Millisecond
-	expireRetry = 250 * time.Millisecond
+	defaultTTL = DefaultSessionTTL
+	minTTL     = 100 * time.Millisecond
+	maxTTL     = 24 * time.Hour
+	minTimeout = 100 * time.Millisecond
 )
 
 // Validate reports whether Start would accept c, without starting anything.
@@ -99,19 +80,8 @@ const (
 // ErrInvalidTTL) and names the field.
 func (c Config) Validate() error { return c.normalize() }
 
-// checkHostPort refuses an address Dragonboat could not use, in our words
-// rather than its own; callers wrap the error in their sentinel.
-func checkHostPort(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	p, perr := strconv.Atoi(port)
-	if err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
-		return fmt.Errorf("address %q is not host:port with a port in 1-65535", truncate(addr, 64))
-	}
-	return nil
-}
-
 func checkAddr(field, addr string) error {
-	if err := checkHostPort(addr); err != nil {
+	if err := replica.CheckHostPort(addr); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, field, err)
 	}
 	return nil
@@ -192,28 +162,8 @@ func (c *Config) normalize() error {
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
-	nh      *dragonboat.NodeHost
-	prop    *proposer.Proposer
-	tracker *expiry.Tracker
+	r       *replica.Replica
 	watches *watches // Observe calls by election
-	peers   *peers   // the group's identity, and the peers this replica reaches
-
-	releaseDir func() // frees Dir for another Start in this process
-
-	leader  atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
-	groupID atomic.Uint64 // the group's ID, once this replica applied it (fsm.State.GroupID)
-	term    atomic.Uint64
-	applied atomic.Uint64
-	// restoredIndex is the index of the last snapshot the state was
-	// restored from, at restart or when catching up.
-	restoredIndex atomic.Uint64
-	ops           ops // membership role, snapshots and counters: see ops.go
-	snaps         snapStats
-
-	// leaderMu guards leaderUp, which is closed (and replaced) whenever a
-	// leader becomes known, so that retries waiting for one go at once.
-	leaderMu sync.Mutex
-	leaderUp chan struct{}
 
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node
@@ -232,7 +182,7 @@ type Node struct {
 // made before the group has a leader wait for one, bounded by their context.
 //
 // A replica restarted on the same Dir recovers everything it had: start it
-// with the same Config.
+// with the same Config. Every failure wraps ErrInvalidConfig.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
@@ -240,140 +190,28 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	releaseDir, err := claimDir(cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-	n, err := start(cfg)
-	if err != nil {
-		releaseDir()
-		return nil, err
-	}
-	n.releaseDir = releaseDir
-	return n, nil
-}
-
-func start(cfg Config) (*Node, error) {
-	g, err := loadGroup(&cfg)
-	if err != nil {
-		return nil, err
-	}
-	dblog.Use(cfg.Logger)
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger.With("replica", cfg.ReplicaID),
 		sessions: make(map[uint64]*Session),
 		watches:  newWatches(),
 		closed:   make(chan struct{}),
-		leaderUp: make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.peers = newPeers(n, g)
-	// A restarted replica's group is the one in Dir: Members only matter
-	// when a group bootstraps, and the membership changes only through
-	// AddReplica and RemoveReplica. Dragonboat refuses a restart whose
-	// members differ from the bootstrap's, so it is given those.
-	bootstrap := cfg.Members
-	if !cfg.Join && g.Group != "" && !maps.Equal(g.Members, cfg.Members) {
-		n.log.Warn("fencelock: Members differ from the members this replica's group was bootstrapped with, kept in Dir; "+
-			"the group's own membership is used, which only AddReplica and RemoveReplica change",
-			"differences", peering.DiffMembers(cfg.Members, g.Members))
-		bootstrap = g.Members
-	}
-	n.tracker = expiry.New(cfg.clock, expireRetry, cfg.ReplicaID, expiry.Actions{Start: n.proposeLeaderStart, Expire: n.proposeExpire})
-	// The proposer exists before the NodeHost, whose leader events it hears;
-	// it proposes nothing until the first call, made after Start returns.
-	n.prop = proposer.New(func(cmd []byte, timeout time.Duration) (*dragonboat.RequestState, error) {
-		return n.nh.Propose(n.nh.GetNoOPSession(shardID), cmd, timeout)
-	}, proposer.Config{Timeout: cfg.ProposalTimeout, MaxBatch: 256, InFlight: 16})
-
-	nhc := config.NodeHostConfig{
-		NodeHostDir:       cfg.Dir,
-		RTTMillisecond:    uint64(cfg.RTT / time.Millisecond),
-		RaftAddress:       cfg.Addr,
-		ListenAddress:     cfg.ListenAddr,
-		DeploymentID:      cfg.DeploymentID,
-		RaftEventListener: leaderListener{n},
-		Expert:            config.ExpertConfig{LogDB: config.GetTinyMemLogDBConfig()},
-	}
-	nhc.SystemEventListener = systemListener{n}
-	boundQueues(&nhc)
-	tr := cfg.Transport
-	if tr == nil {
-		tr = transport.TCP()
-	}
-	if err := tr.Configure(&nhc); err != nil {
-		n.prop.Close()
-		n.cancel()
-		return nil, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
-	}
-	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
-		nhc.Expert.TransportFactory = b.Bind(n.peers)
-	}
-	nh, err := dragonboat.NewNodeHost(nhc)
+	r, err := replica.Start(replica.Config{
+		ReplicaID: cfg.ReplicaID, Members: cfg.Members, Join: cfg.Join,
+		Addr: cfg.Addr, ListenAddr: cfg.ListenAddr, Dir: cfg.Dir,
+		RTT: cfg.RTT, ProposalTimeout: cfg.ProposalTimeout,
+		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
+		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
+		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
+	}, sink{n})
 	if err != nil {
-		n.prop.Close()
 		n.cancel()
-		return nil, startError(cfg, err)
+		return nil, err
 	}
-	n.nh = nh
-	rc := config.Config{
-		ShardID:             shardID,
-		ReplicaID:           cfg.ReplicaID,
-		ElectionRTT:         uint64(cfg.ElectionTicks),
-		HeartbeatRTT:        uint64(cfg.HeartbeatTicks),
-		CheckQuorum:         true,
-		PreVote:             true,
-		SnapshotEntries:     cfg.SnapshotEntries,
-		CompactionOverhead:  cfg.CompactionOverhead,
-		OrderedConfigChange: true,
-		WaitReady:           true,
-		// A joining replica always starts non-voting: AddReplica adds a new
-		// voter as non-voting first and then promotes it, which the replica
-		// follows from its log or snapshot. Starting a replica that the log
-		// makes non-voting as a voter would stop Dragonboat with a panic.
-		IsNonVoting:     cfg.Join,
-		MaxInMemLogSize: maxInMemLog,
-	}
-	members := make(map[uint64]dragonboat.Target, len(bootstrap))
-	for id, addr := range bootstrap {
-		members[id] = addr
-	}
-	if err := nh.StartReplica(members, cfg.Join, fsm.NewStateMachine(fsmObserver{n}), rc); err != nil {
-		n.prop.Close()
-		n.cancel()
-		nh.Close()
-		return nil, startError(cfg, err)
-	}
-	n.wg.Add(2)
-	go func() {
-		defer n.wg.Done()
-		n.tracker.Run(n.closed)
-	}()
-	go func() {
-		defer n.wg.Done()
-		n.peers.monitor(n.closed)
-	}()
-	n.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir)
+	n.r = r
 	return n, nil
-}
-
-// startError says why Dragonboat refused to start the replica, in the
-// library's words. Every such failure is a matter of configuration (or of
-// the Dir and the address it names), so it wraps ErrInvalidConfig.
-func startError(cfg Config, err error) error {
-	why := err.Error()
-	switch {
-	case errors.Is(err, dragonboat.ErrReplicaRemoved):
-		return fmt.Errorf("%w: start replica %d: %w: start a new replica with a fresh ID and an empty Dir", ErrInvalidConfig, cfg.ReplicaID, ErrIDRemoved)
-	case errors.Is(err, dragonboat.ErrInvalidShardSettings):
-		why = "Join does not match how this Dir's replica first started (a replica that joined restarts with Join, one that bootstrapped without it)"
-	case errors.Is(err, syscall.EADDRINUSE):
-		why = fmt.Sprintf("the raft address %s is in use by another process", cmp.Or(cfg.ListenAddr, cfg.Addr))
-	case errors.Is(err, syscall.EADDRNOTAVAIL):
-		why = fmt.Sprintf("the raft address %s is not an address of this host (set ListenAddr to bind another)", cmp.Or(cfg.ListenAddr, cfg.Addr))
-	}
-	return fmt.Errorf("%w: start replica %d: %s", ErrInvalidConfig, cfg.ReplicaID, why)
 }
 
 // Close stops this replica. Every session of this node ends: its Done
@@ -395,13 +233,8 @@ func (n *Node) Close() error {
 		for _, s := range sessions {
 			s.end(ErrClosed)
 		}
-		n.prop.Close()
-		n.nh.Close()
+		n.r.Close()
 		n.wg.Wait()
-		if n.releaseDir != nil {
-			n.releaseDir()
-		}
-		n.log.Debug("fencelock replica closed")
 	})
 	return nil
 }
@@ -435,17 +268,13 @@ type Status struct {
 // Status returns this replica's local view, without I/O. LeaderID is 0 when
 // no leader is known.
 func (n *Node) Status() Status {
-	leader := n.leader.Load()
-	st := Status{
-		ReplicaID:    n.cfg.ReplicaID,
-		LeaderID:     leader,
-		IsLeader:     leader == n.cfg.ReplicaID,
-		Term:         n.term.Load(),
-		AppliedIndex: n.applied.Load(),
-		GroupID:      n.groupID.Load(),
+	st := n.r.Status()
+	return Status{
+		ReplicaID: n.cfg.ReplicaID, LeaderID: st.LeaderID, IsLeader: st.LeaderID == n.cfg.ReplicaID,
+		Term: st.Term, AppliedIndex: st.AppliedIndex,
+		NonVoting: st.NonVoting, Removed: st.Removed, LastSnapshotIndex: st.LastSnapshotIndex,
+		GroupID: st.GroupID, Voters: st.Voters, ConfigChangeIndex: st.ConfigChangeIndex,
 	}
-	n.opsStatus(&st)
-	return st
 }
 
 // goBackground runs f in the background unless the node is closing.
@@ -461,37 +290,6 @@ func (n *Node) goBackground(f func()) bool {
 		f()
 	}()
 	return true
-}
-
-// leaderListener receives Dragonboat's leader updates; it runs on a
-// Dragonboat goroutine and must not block.
-type leaderListener struct{ n *Node }
-
-func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
-	n := l.n
-	if info.ShardID != shardID {
-		return
-	}
-	old := n.leader.Swap(info.LeaderID)
-	n.term.Store(info.Term)
-	n.tracker.SetLeader(info.LeaderID == n.cfg.ReplicaID, info.Term)
-	if old != info.LeaderID {
-		n.prop.LeaderChanged()
-		n.leaderChanged(old, info)
-		if info.LeaderID != 0 {
-			n.leaderMu.Lock()
-			close(n.leaderUp)
-			n.leaderUp = make(chan struct{})
-			n.leaderMu.Unlock()
-		}
-	}
-}
-
-// leaderKnown returns a channel closed when a leader next becomes known.
-func (n *Node) leaderKnown() <-chan struct{} {
-	n.leaderMu.Lock()
-	defer n.leaderMu.Unlock()
-	return n.leaderUp
 }
 
 // localSessions returns the sessions that live on this node.

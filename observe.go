@@ -106,7 +106,7 @@ func (n *Node) startRead(w *watch, r *sharedRead) {
 	n.watches.started(r, cancel)
 	ok := n.goBackground(func() {
 		defer cancel()
-		v, err := n.read(ctx, func(st *fsm.State) any {
+		v, err := n.r.Read(ctx, func(st *fsm.State) any {
 			return observed{leaderInfo(st.Election(w.name)), st.Index()}
 		})
 		if err == nil {

@@ -31,13 +31,13 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 	s.mu.Unlock()
 
 	cmd.Session, cmd.Seq, cmd.Floor = s.id, seq, s.floor()
-	res, err := s.n.propose(ctx, cmd)
+	res, err := s.n.r.Propose(ctx, cmd)
 	if err != nil {
 		// The request may be queued or even granted. If the group has a
 		// leader the withdrawal takes one commit: wait for it, so the call
 		// returns out of the queue. Else withdraw in the background.
 		var wait time.Duration
-		if s.n.Status().LeaderID != 0 {
+		if s.n.r.Leader() != 0 {
 			wait = s.n.cfg.ProposalTimeout
 		}
 		s.withdraw(seq, cmd, wait)
@@ -91,7 +91,7 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 // request is held by nobody, and the cancel will release it.
 func (s *Session) withdraw(seq uint64, req fsm.Command, wait time.Duration) {
 	cancel := func(ctx context.Context) bool {
-		_, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindCancel, Session: s.id, Target: seq, Floor: s.floor(),
+		_, err := s.n.r.Propose(ctx, fsm.Command{Kind: fsm.KindCancel, Session: s.id, Target: seq, Floor: s.floor(),
 			Name: req.Name, Election: req.Kind == fsm.KindCampaign})
 		if err == nil || s.Err() != nil {
 			s.finish(seq)

@@ -203,7 +203,7 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	}
 	c := n.cfg.clock
 	sent, sentAt := clock.Boot(c), c.Now()
-	res, err := n.propose(ctx, fsm.Command{
+	res, err := n.r.Propose(ctx, fsm.Command{
 		Kind:  fsm.KindOpenSession,
 		Nonce: rand.Uint64() | 1, // identifies retries of this open; never 0
 		TTL:   uint64(o.ttl),
@@ -223,7 +223,7 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	// long, renew at once rather than start with a session close to its end.
 	if clock.Boot(c).Sub(sent) > o.ttl/3 {
 		renewed, renewedAt := clock.Boot(c), c.Now()
-		ka, err := n.propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: res.Value, Floor: 1})
+		ka, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: res.Value, Floor: 1})
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +232,7 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		}
 		sent, sentAt = renewed, renewedAt
 	}
-	commit := commitFunc(n.propose)
+	commit := commitFunc(n.r.Propose)
 	if o.commit != nil {
 		commit = o.commit(commit)
 	}
@@ -315,7 +315,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if s.Err() != nil {
 		return nil
 	}
-	_, err := s.n.propose(ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: s.id})
+	_, err := s.n.r.Propose(ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: s.id})
 	s.end(ErrSessionClosed)
 	if err != nil {
 		s.n.goBackground(s.closeAtGroup)

@@ -1,10 +1,6 @@
 package fencelock
 
-import (
-	"time"
-
-	"github.com/fencelock/fencelock/internal/fsm"
-)
+import "time"
 
 // Stats are a replica's figures for monitoring; the metrics package exports
 // them to Prometheus.
@@ -44,32 +40,19 @@ type Bucket struct {
 	Count      uint64
 }
 
-type counts struct{ sessions, locks, waiting int }
-
 // Stats returns this replica's figures. It does no I/O: the state counts are
 // read from this replica's copy of the state.
 func (n *Node) Stats() Stats {
-	st := Stats{
-		Status:             n.Status(),
-		Grants:             n.ops.grants.Load(),
-		Releases:           n.ops.releases.Load(),
-		Expiries:           n.ops.expiries.Load(),
-		LeaderChanges:      n.ops.leaderChanges.Load(),
-		ConnectionFailures: n.ops.connFailures.Load(),
-		ProposalLatency:    n.ops.proposals.snapshot(),
+	c := n.r.Counters()
+	h := Histogram{Count: c.ProposalLatency.Count, Sum: c.ProposalLatency.Sum, Buckets: make([]Bucket, len(c.ProposalLatency.Buckets))}
+	for i, b := range c.ProposalLatency.Buckets {
+		h.Buckets[i] = Bucket(b)
 	}
-	select {
-	case <-n.closed:
-		return st
-	default:
+	return Stats{
+		Status:   n.Status(),
+		Sessions: c.Sessions, LocksHeld: c.LocksHeld, Waiters: c.Waiters,
+		Grants: c.Grants, Releases: c.Releases, Expiries: c.Expiries,
+		LeaderChanges: c.LeaderChanges, ConnectionFailures: c.ConnectionFailures,
+		ProposalLatency: h,
 	}
-	v, err := n.nh.StaleRead(shardID, fsm.Query(func(s *fsm.State) any {
-		var c counts
-		c.sessions, c.locks, c.waiting = s.Counts()
-		return c
-	}))
-	if c, ok := v.(counts); ok && err == nil {
-		st.Sessions, st.LocksHeld, st.Waiters = c.sessions, c.locks, c.waiting
-	}
-	return st
 }

@@ -1,4 +1,4 @@
-package fencelock
+package replica
 
 import (
 	"crypto/sha256"
@@ -137,7 +137,7 @@ func writeGroup(path string, g groupFile) error {
 // peers is the replica's side of the handshake (peering.Local), and its
 // record of which peers it reaches.
 type peers struct {
-	n    *Node
+	r    *Replica
 	path string
 
 	mu    sync.Mutex
@@ -149,9 +149,9 @@ type peers struct {
 	contact sync.Map // replica ID -> *atomic.Int64 (unix nanos of the last traffic)
 }
 
-func newPeers(n *Node, g groupFile) *peers {
-	p := &peers{n: n, path: filepath.Join(n.cfg.Dir, groupFileName), hello: peering.Hello{
-		Group: g.Group, Replica: n.cfg.ReplicaID, Addr: n.cfg.Addr, Members: g.Members,
+func newPeers(r *Replica, g groupFile) *peers {
+	p := &peers{r: r, path: filepath.Join(r.cfg.Dir, groupFileName), hello: peering.Hello{
+		Group: g.Group, Replica: r.cfg.ReplicaID, Addr: r.cfg.Addr, Members: g.Members,
 	}}
 	m := maps.Clone(g.Members)
 	p.members.Store(&m)
@@ -162,7 +162,7 @@ func (p *peers) Hello() peering.Hello {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.hello
-	h.GroupID = p.n.groupID.Load()
+	h.GroupID = p.r.groupID.Load()
 	return h
 }
 
@@ -211,7 +211,7 @@ func (p *peers) adopt(h peering.Hello) {
 	}
 	g := groupFile{Version: 1, Group: h.Group, Members: maps.Clone(h.Members)}
 	if err := writeGroup(p.path, g); err != nil {
-		p.n.log.Warn("fencelock: cannot keep the group identity in Dir; it is learnt again at the next start", "err", err)
+		p.r.log.Warn("fencelock: cannot keep the group identity in Dir; it is learnt again at the next start", "err", err)
 	}
 	p.hello.Group, p.hello.Members = g.Group, g.Members
 }
@@ -244,7 +244,7 @@ func (p *peers) monitor(stop <-chan struct{}) {
 	)
 	// An election takes one to two election timeouts; a group without a
 	// leader for many of them is not electing one.
-	electionTimeout := time.Duration(p.n.cfg.ElectionTicks) * p.n.cfg.RTT
+	electionTimeout := time.Duration(p.r.cfg.ElectionTicks) * p.r.cfg.RTT
 	patient := max(20*electionTimeout, 2*time.Second)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -256,7 +256,7 @@ func (p *peers) monitor(stop <-chan struct{}) {
 		case <-t.C:
 		}
 		voters := p.refresh()
-		if p.n.leader.Load() != 0 || len(voters) == 0 {
+		if p.r.leader.Load() != 0 || len(voters) == 0 {
 			leaderless = time.Time{}
 			continue
 		}
@@ -272,7 +272,7 @@ func (p *peers) monitor(stop <-chan struct{}) {
 		reached, others := 0, 0
 		var missing []string
 		for id, addr := range voters {
-			if id == p.n.cfg.ReplicaID {
+			if id == p.r.cfg.ReplicaID {
 				continue
 			}
 			others++
@@ -282,7 +282,7 @@ func (p *peers) monitor(stop <-chan struct{}) {
 				missing = append(missing, fmt.Sprintf("%d=%s", id, addr))
 			}
 		}
-		p.n.log.Warn(fmt.Sprintf("fencelock: no raft leader for %v: this replica reaches %d of the other %d voters; a quorum needs %d of %d",
+		p.r.log.Warn(fmt.Sprintf("fencelock: no raft leader for %v: this replica reaches %d of the other %d voters; a quorum needs %d of %d",
 			now.Sub(leaderless).Round(time.Second), reached, others, len(voters)/2+1, len(voters)),
 			"unreached", missing, "voters", peering.FormatMembers(voters))
 	}
@@ -290,7 +290,7 @@ func (p *peers) monitor(stop <-chan struct{}) {
 
 // refresh reads the membership as applied here, and returns its voters.
 func (p *peers) refresh() map[uint64]string {
-	info := p.n.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+	info := p.r.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
 	if info == nil {
 		return nil
 	}

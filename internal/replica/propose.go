@@ -1,4 +1,4 @@
-package fencelock
+package replica
 
 import (
 	"context"
@@ -12,19 +12,19 @@ import (
 	"github.com/fencelock/fencelock/internal/proposer"
 )
 
-// propose applies cmd through raft, retrying transient failures (no leader
+// Propose applies cmd through raft, retrying transient failures (no leader
 // yet, leader change, timeout, busy) until ctx ends. Every command is safe to
 // retry: the state machine applies each at most once. When ctx ends first the
 // error satisfies errors.Is for both ErrUnavailable and ctx.Err().
-func (n *Node) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-	defer n.ops.proposals.since(time.Now())
+func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	defer r.ops.proposals.since(time.Now())
 	var last error
-	for b := newBackoff(n.cfg.RTT); ; {
-		if err := n.check(ctx, last); err != nil {
+	for b := newBackoff(r.cfg.RTT); ; {
+		if err := r.check(ctx, last); err != nil {
 			return fsm.Result{}, err
 		}
-		leader := n.leaderKnown()
-		res, err := n.prop.Propose(ctx, cmd)
+		leader := r.leaderKnown()
+		res, err := r.prop.Propose(ctx, cmd)
 		if err == nil {
 			return res, nil
 		}
@@ -36,25 +36,25 @@ func (n *Node) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error)
 			return fsm.Result{}, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
 		if !errors.Is(err, proposer.ErrLeaderChanged) && !errors.Is(err, dragonboat.ErrTimeout) {
-			b.wait(ctx, n.closed, leader)
+			b.wait(ctx, r.closed, leader)
 		}
 	}
 }
 
-// read runs q as a linearizable read, retrying like propose. A read index
+// Read runs q as a linearizable read, retrying like propose. A read index
 // request can be lost silently (a replica that has just started may never
 // see its answer), so the first attempts are short, about two election
 // timeouts, and the wait doubles from there up to ProposalTimeout.
-func (n *Node) read(ctx context.Context, q fsm.Query) (any, error) {
+func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 	var last error
-	attempt := min(2*time.Duration(n.cfg.ElectionTicks)*n.cfg.RTT, n.cfg.ProposalTimeout)
-	for b := newBackoff(n.cfg.RTT); ; attempt = min(2*attempt, n.cfg.ProposalTimeout) {
-		if err := n.check(ctx, last); err != nil {
+	attempt := min(2*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT, r.cfg.ProposalTimeout)
+	for b := newBackoff(r.cfg.RTT); ; attempt = min(2*attempt, r.cfg.ProposalTimeout) {
+		if err := r.check(ctx, last); err != nil {
 			return nil, err
 		}
-		leader := n.leaderKnown()
+		leader := r.leaderKnown()
 		actx, cancel := context.WithTimeout(ctx, attempt)
-		v, err := n.nh.SyncRead(actx, shardID, q)
+		v, err := r.nh.SyncRead(actx, shardID, q)
 		cancel()
 		if err == nil {
 			return v, nil
@@ -66,18 +66,18 @@ func (n *Node) read(ctx context.Context, q fsm.Query) (any, error) {
 			!errors.Is(err, dragonboat.ErrInvalidDeadline) {
 			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, n.closed, leader)
+		b.wait(ctx, r.closed, leader)
 	}
 }
 
 // check returns the error that ends a retry loop, if any.
-func (n *Node) check(ctx context.Context, last error) error {
+func (r *Replica) check(ctx context.Context, last error) error {
 	select {
-	case <-n.closed:
+	case <-r.closed:
 		return ErrClosed
 	default:
 	}
-	if n.ops.removed.Load() {
+	if r.ops.removed.Load() {
 		return ErrRemoved
 	}
 	if err := ctx.Err(); err != nil {
@@ -115,4 +115,15 @@ func (b *backoff) wait(ctx context.Context, closed, leader <-chan struct{}) {
 	case <-closed:
 	case <-leader:
 	}
+}
+
+// StaleRead runs q on this replica's copy of the state, without asking the
+// group: it may lag behind the leader.
+func (r *Replica) StaleRead(q fsm.Query) (any, error) {
+	select {
+	case <-r.closed:
+		return nil, ErrClosed
+	default:
+	}
+	return r.nh.StaleRead(shardID, q)
 }

@@ -1,4 +1,4 @@
-package fencelock
+package replica
 
 import (
 	"sync/atomic"
@@ -23,8 +23,8 @@ type ops struct {
 }
 
 // count records one applied event.
-func (n *Node) count(e *fsm.Event) {
-	o := &n.ops
+func (r *Replica) count(e *fsm.Event) {
+	o := &r.ops
 	switch e.Kind {
 	case fsm.EventGranted:
 		o.grants.Add(1)
@@ -35,35 +35,32 @@ func (n *Node) count(e *fsm.Event) {
 	case fsm.EventSessionEnded:
 		if e.Reason == fsm.ReasonExpired {
 			o.expiries.Add(1)
-			if n.local(e.Session) != nil {
-				n.log.Warn("fencelock: the group expired a session of this replica", "session", e.Session)
-			}
 		}
 	}
 }
 
 // leaderChanged runs on Dragonboat's event goroutine when the known leader
 // changed.
-func (n *Node) leaderChanged(old uint64, info raftio.LeaderInfo) {
+func (r *Replica) leaderChanged(old uint64, info raftio.LeaderInfo) {
 	if info.LeaderID == 0 {
-		n.log.Debug("fencelock: raft leader lost", "was", old, "term", info.Term)
+		r.log.Debug("fencelock: raft leader lost", "was", old, "term", info.Term)
 		return
 	}
-	n.ops.leaderChanges.Add(1)
-	n.log.Info("fencelock: raft leader changed", "leader", info.LeaderID, "term", info.Term)
+	r.ops.leaderChanges.Add(1)
+	r.log.Info("fencelock: raft leader changed", "leader", info.LeaderID, "term", info.Term)
 }
 
 // opsStatus fills the fields of Status that come from Dragonboat's local
 // view of the membership.
-func (n *Node) opsStatus(st *Status) {
-	st.Removed = n.ops.removed.Load()
-	st.LastSnapshotIndex = max(n.ops.snapshotIndex.Load(), n.restoredIndex.Load())
+func (r *Replica) opsStatus(st *Status) {
+	st.Removed = r.ops.removed.Load()
+	st.LastSnapshotIndex = max(r.ops.snapshotIndex.Load(), r.restoredIndex.Load())
 	select {
-	case <-n.closed:
+	case <-r.closed:
 		return // the NodeHost may be closing
 	default:
 	}
-	info := n.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+	info := r.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
 	if info == nil {
 		return
 	}
@@ -82,47 +79,44 @@ func (n *Node) opsStatus(st *Status) {
 
 // removedFromGroup ends everything local once the group removed this
 // replica: Dragonboat has stopped it, so nothing would ever complete.
-func (n *Node) removedFromGroup() {
-	if n.ops.removed.Swap(true) {
+func (r *Replica) removedFromGroup() {
+	if r.ops.removed.Swap(true) {
 		return
 	}
-	n.log.Warn("fencelock: this replica was removed from the group; close it and delete its Dir")
-	for _, s := range n.localSessions() {
-		s.end(ErrRemoved)
-		n.forget(s)
-	}
-	n.tracker.SetLeader(false, 0)
-	n.prop.LeaderChanged() // entries in flight will never complete
+	r.log.Warn("fencelock: this replica was removed from the group; close it and delete its Dir")
+	r.sink.Removed()
+	r.tracker.SetLeader(false, 0)
+	r.prop.LeaderChanged() // entries in flight will never complete
 }
 
 // systemListener receives Dragonboat's system events on its event goroutine;
 // it must not block.
-type systemListener struct{ n *Node }
+type systemListener struct{ r *Replica }
 
 func (l systemListener) NodeDeleted(info raftio.NodeInfo) {
-	if info.ShardID == shardID && info.ReplicaID == l.n.cfg.ReplicaID {
-		l.n.removedFromGroup()
+	if info.ShardID == shardID && info.ReplicaID == l.r.cfg.ReplicaID {
+		l.r.removedFromGroup()
 	}
 }
 
 // snapshotSaved records that this replica wrote a snapshot of the state at
 // index (Dragonboat's own event does not carry the index).
-func (n *Node) snapshotSaved(index uint64) {
+func (r *Replica) snapshotSaved(index uint64) {
 	for {
-		cur := n.ops.snapshotIndex.Load()
-		if index <= cur || n.ops.snapshotIndex.CompareAndSwap(cur, index) {
+		cur := r.ops.snapshotIndex.Load()
+		if index <= cur || r.ops.snapshotIndex.CompareAndSwap(cur, index) {
 			return
 		}
 	}
 }
 
 func (l systemListener) ConnectionFailed(info raftio.ConnectionInfo) {
-	l.n.ops.connFailures.Add(1)
+	l.r.ops.connFailures.Add(1)
 }
 
 func (l systemListener) MembershipChanged(info raftio.NodeInfo) {
 	if info.ShardID == shardID {
-		l.n.log.Debug("fencelock: membership changed")
+		l.r.log.Debug("fencelock: membership changed")
 	}
 }
 
@@ -179,4 +173,53 @@ func (h *latency) snapshot() Histogram {
 	out.Count = total + h.buckets[len(latencyBounds)].Load()
 	out.Sum = time.Duration(h.sum.Load())
 	return out
+}
+
+// Histogram is a latency histogram with cumulative buckets (the root's
+// Histogram documents it).
+type Histogram struct {
+	Count   uint64
+	Sum     time.Duration
+	Buckets []Bucket
+}
+
+// Bucket counts the observations up to UpperBound.
+type Bucket struct {
+	UpperBound time.Duration
+	Count      uint64
+}
+
+// Counters are what Stats reports of this replica's own work.
+type Counters struct {
+	Grants, Releases, Expiries, LeaderChanges, ConnectionFailures uint64
+	ProposalLatency                                               Histogram
+	Sessions, LocksHeld, Waiters                                  int // from this replica's copy of the state
+}
+
+// Counters returns the counters, and the state's counts from this
+// replica's copy of the state (no I/O).
+func (r *Replica) Counters() Counters {
+	c := Counters{
+		Grants:             r.ops.grants.Load(),
+		Releases:           r.ops.releases.Load(),
+		Expiries:           r.ops.expiries.Load(),
+		LeaderChanges:      r.ops.leaderChanges.Load(),
+		ConnectionFailures: r.ops.connFailures.Load(),
+		ProposalLatency:    r.ops.proposals.snapshot(),
+	}
+	select {
+	case <-r.closed:
+		return c
+	default:
+	}
+	type counts struct{ sessions, locks, waiting int }
+	v, err := r.nh.StaleRead(shardID, fsm.Query(func(s *fsm.State) any {
+		var n counts
+		n.sessions, n.locks, n.waiting = s.Counts()
+		return n
+	}))
+	if n, ok := v.(counts); ok && err == nil {
+		c.Sessions, c.LocksHeld, c.Waiters = n.sessions, n.locks, n.waiting
+	}
+	return c
 }

@@ -1,4 +1,4 @@
-package fencelock
+package replica
 
 import (
 	"encoding/json"

@@ -1,0 +1,131 @@
+package replica
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/expiry"
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+// Sink receives what the replica applies. It runs on the apply goroutine,
+// after the replica's own bookkeeping (the expiry timers, the counters, the
+// group's ID) has taken what it needs, so it must not block.
+type Sink interface {
+	// Applied reports the events of the entry at index; events is valid
+	// only during the call.
+	Applied(index uint64, events []fsm.Event)
+	// Restored reports that a snapshot replaced the whole state: the events
+	// of the entries it covered were never reported. st is valid only
+	// during the call.
+	Restored(st *fsm.State)
+	// Removed reports that the group removed this replica: nothing will
+	// complete from now on.
+	Removed()
+}
+
+// observer is the state machine's view of its replica (fsm.Observer and
+// fsm.SnapshotObserver). It is unexported, and so is the package, so that
+// nothing outside the library can feed the expiry timers or the sessions
+// an event the log never held.
+type observer struct{ r *Replica }
+
+func (o observer) Applied(index uint64, events []fsm.Event) { o.r.applied(index, events) }
+func (o observer) Restored(st *fsm.State)                   { o.r.restored(st) }
+func (o observer) SnapshotSaved(index uint64, bytes int64, took time.Duration) {
+	o.r.snapshotSaved(index)
+	o.r.snaps.saved(index, bytes, took)
+}
+func (o observer) SnapshotRestored(index uint64, took time.Duration) {
+	o.r.snaps.restored(index, took)
+}
+
+func (r *Replica) applied(index uint64, events []fsm.Event) {
+	r.appliedIndex.Store(index)
+	for i := range events {
+		e := &events[i]
+		r.count(e)
+		switch e.Kind {
+		case fsm.EventTouched:
+			r.tracker.Touch(e.Session, e.Index, time.Duration(e.TTL))
+		case fsm.EventLeaderStarted:
+			if e.Group != 0 {
+				r.groupID.Store(e.Group)
+			}
+			r.tracker.LeaderStarted(e.Index, e.Owner, e.Term)
+		case fsm.EventSessionEnded:
+			r.tracker.Remove(e.Session)
+		}
+	}
+	r.sink.Applied(index, events)
+}
+
+func (r *Replica) restored(st *fsm.State) {
+	r.appliedIndex.Store(st.Index())
+	r.restoredIndex.Store(st.Index())
+	if id := st.GroupID(); id != 0 {
+		r.groupID.Store(id)
+	}
+	infos := st.Sessions()
+	sessions := make([]expiry.Session, len(infos))
+	for i, s := range infos {
+		sessions[i] = expiry.Session{ID: s.ID, KeepAlive: s.KeepAlive, TTL: time.Duration(s.TTL)}
+	}
+	r.tracker.Reset(sessions, st.LeaderMark())
+	r.sink.Restored(st)
+}
+
+// proposeExpire and proposeLeaderStart are the expiry tracker's actions on
+// the leader; they must not block, so the proposal runs in the background.
+// The tracker asks again until the state shows the effect.
+func (r *Replica) proposeExpire(id, keepAlive, mark uint64) {
+	r.proposeInBackground(fsm.Command{Kind: fsm.KindExpire, Session: id, Target: keepAlive, Mark: mark})
+}
+
+func (r *Replica) proposeLeaderStart(term uint64) {
+	// The nonce becomes the group's ID if this is the group's first
+	// LeaderStart; it must be unpredictable across bootstraps, not secret.
+	nonce := rand.Uint64() | 1
+	r.proposeInBackground(fsm.Command{Kind: fsm.KindLeaderStart, Owner: r.cfg.ReplicaID, Term: term, Nonce: nonce})
+}
+
+func (r *Replica) proposeInBackground(cmd fsm.Command) {
+	r.goBackground(func() {
+		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.ProposalTimeout)
+		defer cancel()
+		if _, err := r.Propose(ctx, cmd); err != nil {
+			r.log.Debug("fencelock: leader's proposal not applied; it retries", "kind", cmd.Kind, "session", cmd.Session, "err", err)
+		}
+	})
+}
+
+// snapStats records this replica's snapshot timings for the benchmark
+// (internal/testhook.SnapshotStats).
+type snapStats struct {
+	mu sync.Mutex
+	s  testhook.Snapshots
+}
+
+func (s *snapStats) saved(index uint64, bytes int64, took time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.s.Saves++
+	s.s.LastSave, s.s.LastSaveBytes, s.s.LastSaveIndex = took, bytes, index
+}
+
+func (s *snapStats) restored(index uint64, took time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.s.Restores++
+	s.s.LastRestore, s.s.RestoredIndex = took, index
+}
+
+// Snapshots returns the snapshot timings, for the benchmark.
+func (r *Replica) Snapshots() testhook.Snapshots {
+	r.snaps.mu.Lock()
+	defer r.snaps.mu.Unlock()
+	return r.snaps.s
+}

@@ -1,0 +1,58 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/fencelock/fencelock/internal/proposer"
+)
+
+// The errors the root package re-exports under the same names; their
+// meaning is documented there.
+var (
+	ErrUnavailable   = errors.New("fencelock: group unavailable")
+	ErrClosed        = errors.New("fencelock: node closed")
+	ErrInvalidConfig = errors.New("fencelock: invalid configuration")
+	ErrMembership    = errors.New("fencelock: invalid membership change")
+	ErrIDRemoved     = errors.New("fencelock: replica ID was removed from the group")
+	ErrRemoved       = errors.New("fencelock: this replica was removed from the group")
+)
+
+// unavailableError is returned when the context ended before the group
+// answered: both errors.Is(err, ErrUnavailable) and errors.Is(err, ctx.Err())
+// hold, and the last error from raft is kept for diagnosis.
+type unavailableError struct {
+	ctxErr, last error
+}
+
+func (e *unavailableError) Error() string {
+	if e.last == nil {
+		return fmt.Sprintf("%v: %v", ErrUnavailable, e.ctxErr)
+	}
+	return fmt.Sprintf("%v: %v (last attempt: %s)", ErrUnavailable, e.ctxErr, describe(e.last))
+}
+
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.ctxErr} }
+
+// describe says what a raft error means, in the library's words: callers
+// should not have to know Dragonboat's.
+func describe(err error) string {
+	switch {
+	case errors.Is(err, dragonboat.ErrShardNotReady):
+		return "this replica is not ready yet: it is starting, or catching up with the group"
+	case errors.Is(err, dragonboat.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time: no leader, or no quorum reachable"
+	case errors.Is(err, proposer.ErrLeaderChanged), errors.Is(err, dragonboat.ErrCanceled):
+		return "the raft leader changed"
+	case errors.Is(err, dragonboat.ErrSystemBusy):
+		return "this replica is overloaded"
+	case errors.Is(err, dragonboat.ErrShardNotFound), errors.Is(err, dragonboat.ErrShardClosed):
+		return "this replica is not running"
+	case errors.Is(err, dragonboat.ErrRejected):
+		return "the group rejected the request"
+	}
+	return err.Error()
+}

@@ -1,0 +1,263 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+)
+
+// Membership is the group's membership as of a linearizable read (the
+// root's Membership documents the fields).
+type Membership struct {
+	Voters    map[uint64]string // voting replicas: ID -> raft address
+	NonVoting map[uint64]string // non-voting replicas: ID -> raft address
+	// Removed lists, in increasing order, the IDs removed from the group.
+	// They can never be used again.
+	Removed []uint64
+	// ConfigChangeIndex is the raft log index of the last applied membership
+	// change: it rises with every change.
+	ConfigChangeIndex uint64
+}
+
+// Members reads the membership linearizably.
+func (r *Replica) Members(ctx context.Context) (Membership, error) {
+	m, err := r.membership(ctx)
+	if err != nil {
+		return Membership{}, err
+	}
+	return toMembership(m), nil
+}
+
+func toMembership(m *dragonboat.Membership) Membership {
+	out := Membership{
+		Voters:            make(map[uint64]string, len(m.Nodes)),
+		NonVoting:         make(map[uint64]string, len(m.NonVotings)),
+		Removed:           make([]uint64, 0, len(m.Removed)),
+		ConfigChangeIndex: m.ConfigChangeID,
+	}
+	for id, addr := range m.Nodes {
+		out.Voters[id] = addr
+	}
+	for id, addr := range m.NonVotings {
+		out.NonVoting[id] = addr
+	}
+	for id := range m.Removed {
+		out.Removed = append(out.Removed, id)
+	}
+	slices.Sort(out.Removed)
+	return out
+}
+
+// AddReplica makes id at addr a voter, through non-voting first; see the
+// root's AddReplica for the contract.
+func (r *Replica) AddReplica(ctx context.Context, id uint64, addr string) error {
+	if err := validMember(id, addr); err != nil {
+		return err
+	}
+	if err := r.addNonVoting(ctx, id, addr, true); err != nil {
+		return err
+	}
+	err := r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
+		if a, ok := m.Nodes[id]; ok && sameAddr(a, addr) {
+			return true, nil
+		}
+		return false, checkAdd(m, id, addr, true)
+	}, func(ctx context.Context, ccid uint64) error {
+		return r.nh.SyncRequestAddReplica(ctx, shardID, id, addr, ccid)
+	})
+	if err == nil {
+		r.log.Info("fencelock: replica added as a voter", "member", id, "addr", addr)
+	}
+	return err
+}
+
+// AddNonVoting adds id at addr as a non-voting member.
+func (r *Replica) AddNonVoting(ctx context.Context, id uint64, addr string) error {
+	if err := validMember(id, addr); err != nil {
+		return err
+	}
+	err := r.addNonVoting(ctx, id, addr, false)
+	if err == nil {
+		r.log.Info("fencelock: non-voting replica added", "member", id, "addr", addr)
+	}
+	return err
+}
+
+// addNonVoting adds id as a non-voting replica unless it is one already, or,
+// when toVoter is set, a voter already.
+func (r *Replica) addNonVoting(ctx context.Context, id uint64, addr string, toVoter bool) error {
+	return r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
+		if a, ok := m.NonVotings[id]; ok && sameAddr(a, addr) {
+			return true, nil
+		}
+		if a, ok := m.Nodes[id]; ok && sameAddr(a, addr) && toVoter {
+			return true, nil
+		}
+		return false, checkAdd(m, id, addr, false)
+	}, func(ctx context.Context, ccid uint64) error {
+		return r.nh.SyncRequestAddNonVoting(ctx, shardID, id, addr, ccid)
+	})
+}
+
+// RemoveReplica removes id from the group for good.
+func (r *Replica) RemoveReplica(ctx context.Context, id uint64) error {
+	if id == 0 {
+		return fmt.Errorf("%w: replica ID 0", ErrMembership)
+	}
+	err := r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
+		if _, ok := m.Removed[id]; ok {
+			return true, nil
+		}
+		_, voter := m.Nodes[id]
+		_, nonVoting := m.NonVotings[id]
+		switch {
+		case voter && len(m.Nodes) == 1:
+			return false, fmt.Errorf("%w: replica %d is the last voter", ErrMembership, id)
+		case !voter && !nonVoting:
+			return false, fmt.Errorf("%w: replica %d is not a member", ErrMembership, id)
+		}
+		return false, nil
+	}, func(ctx context.Context, ccid uint64) error {
+		return r.nh.SyncRequestDeleteReplica(ctx, shardID, id, ccid)
+	})
+	if err == nil {
+		r.log.Info("fencelock: replica removed", "member", id)
+	}
+	return err
+}
+
+func validMember(id uint64, addr string) error {
+	if id == 0 {
+		return fmt.Errorf("%w: replica ID 0", ErrMembership)
+	}
+	if err := CheckHostPort(addr); err != nil {
+		return fmt.Errorf("%w: %w", ErrMembership, err)
+	}
+	return nil
+}
+
+// checkAdd explains why id at addr cannot be added, if it cannot. A
+// non-voting replica can be promoted to voter, never the other way round.
+func checkAdd(m *dragonboat.Membership, id uint64, addr string, voter bool) error {
+	if _, ok := m.Removed[id]; ok {
+		return fmt.Errorf("%w: replica %d", ErrIDRemoved, id)
+	}
+	if a, ok := m.Nodes[id]; ok {
+		if voter {
+			return fmt.Errorf("%w: replica %d is a voter at %s, not %s", ErrMembership, id, a, addr)
+		}
+		return fmt.Errorf("%w: replica %d is a voter; remove it instead", ErrMembership, id)
+	}
+	if a, ok := m.NonVotings[id]; ok && !sameAddr(a, addr) {
+		return fmt.Errorf("%w: replica %d is at %s, not %s", ErrMembership, id, a, addr)
+	}
+	for other, a := range m.Nodes {
+		if other != id && sameAddr(a, addr) {
+			return fmt.Errorf("%w: address %s belongs to replica %d", ErrMembership, addr, other)
+		}
+	}
+	for other, a := range m.NonVotings {
+		if other != id && sameAddr(a, addr) {
+			return fmt.Errorf("%w: address %s belongs to replica %d", ErrMembership, addr, other)
+		}
+	}
+	if len(m.Witnesses) > 0 {
+		if _, ok := m.Witnesses[id]; ok {
+			return fmt.Errorf("%w: replica %d is a witness", ErrMembership, id)
+		}
+	}
+	return nil
+}
+
+// sameAddr compares raft addresses as Dragonboat does: case-insensitively,
+// ignoring surrounding space.
+func sameAddr(a, b string) bool {
+	return strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
+}
+
+// maxRejections bounds how often a change is retried after the group refused
+// it while the membership did not move: a refusal the checks above did not
+// foresee must end, not spin until ctx ends.
+const maxRejections = 3
+
+// changeMembership applies one membership change. It reads the membership;
+// done reports whether the change is already in place (a retry after an
+// attempt whose outcome was unknown), or why it cannot be made; otherwise
+// request proposes it against that membership's ConfigChangeID, the
+// optimistic lock that keeps changes one at a time. A change refused because
+// another one got in first, or because the group is busy or between
+// leaders, is retried with the new membership until ctx ends.
+func (r *Replica) changeMembership(ctx context.Context,
+	done func(*dragonboat.Membership) (bool, error),
+	request func(ctx context.Context, ccid uint64) error) error {
+	var last error
+	rejected, lastCCID := 0, uint64(0)
+	for b := newBackoff(r.cfg.RTT); ; {
+		if err := r.check(ctx, last); err != nil {
+			return err
+		}
+		m, err := r.membership(ctx)
+		if err != nil {
+			return err
+		}
+		ok, err := done(m)
+		if ok || err != nil {
+			return err
+		}
+		if m.ConfigChangeID != lastCCID {
+			rejected, lastCCID = 0, m.ConfigChangeID
+		}
+		actx, cancel := context.WithTimeout(ctx, r.changeTimeout())
+		err = request(actx, m.ConfigChangeID)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		switch {
+		case errors.Is(err, dragonboat.ErrRejected):
+			if rejected++; rejected >= maxRejections {
+				return fmt.Errorf("%w: the group refused the change: %v", ErrMembership, err)
+			}
+		case errors.Is(err, dragonboat.ErrInvalidAddress):
+			return fmt.Errorf("%w: %v", ErrMembership, err)
+		case !retryable(err):
+			return err
+		}
+		b.wait(ctx, r.closed, r.leaderKnown())
+	}
+}
+
+// changeTimeout bounds one attempt of a membership change: a change is one
+// raft entry, but the first attempt after an election waits for the new
+// leader's own entry to commit.
+func (r *Replica) changeTimeout() time.Duration {
+	return max(r.cfg.ProposalTimeout, 4*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT)
+}
+
+// membership reads the membership linearizably, retrying like read.
+func (r *Replica) membership(ctx context.Context) (*dragonboat.Membership, error) {
+	var last error
+	attempt := min(2*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT, r.cfg.ProposalTimeout)
+	for b := newBackoff(r.cfg.RTT); ; attempt = min(2*attempt, r.cfg.ProposalTimeout) {
+		if err := r.check(ctx, last); err != nil {
+			return nil, err
+		}
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		m, err := r.nh.SyncGetShardMembership(actx, shardID)
+		cancel()
+		if err == nil {
+			return m, nil
+		}
+		last = err
+		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
+			return nil, err
+		}
+		b.wait(ctx, r.closed, r.leaderKnown())
+	}
+}

@@ -1,0 +1,20 @@
+package fencelock
+
+import (
+	"time"
+
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+// The benchmark reads a replica's snapshot timings and a session's last
+// acknowledged keep-alive through internal/testhook, which cannot import
+// this package.
+func init() {
+	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
+	testhook.RegisterLastKeepAlive(func(session any) time.Time {
+		s := session.(*Session)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.acked
+	})
+}

@@ -106,12 +106,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if err := g.reason(); err != nil {
 		return fmt.Errorf("%w: %q term %d is over: %w", ErrNotLeader, g.name, g.token, err)
 	}
-	s := g.s
-	seq := s.begin()
-	res, err := s.n.r.Propose(ctx, fsm.Command{
-		Kind: fsm.KindProclaim, Session: s.id, Seq: seq, Floor: s.floor(), Name: g.name, Token: g.token, Value: value,
-	})
-	s.finish(seq)
+	res, err := g.s.call(ctx, fsm.Command{Kind: fsm.KindProclaim, Name: g.name, Token: g.token, Value: value})
 	if err != nil {
 		return err
 	}

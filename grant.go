@@ -83,11 +83,7 @@ func (g *grant) giveBack(ctx context.Context) error {
 	if g.election {
 		kind = fsm.KindResign
 	}
-	seq := s.begin()
-	res, err := s.n.r.Propose(ctx, fsm.Command{
-		Kind: kind, Session: s.id, Seq: seq, Floor: s.floor(), Name: g.name, Token: g.token,
-	})
-	s.finish(seq)
+	res, err := s.call(ctx, fsm.Command{Kind: kind, Name: g.name, Token: g.token})
 	if err != nil {
 		return err
 	}

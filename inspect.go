@@ -25,6 +25,9 @@ func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	if err != nil {
 		return LockInfo{}, err
 	}
-	l := v.(fsm.LockInfo)
-	return LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters}, nil
+	return lockInfo(v.(fsm.LockInfo)), nil
+}
+
+func lockInfo(l fsm.LockInfo) LockInfo {
+	return LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters}
 }

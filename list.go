@@ -90,7 +90,7 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 	out := LockPage{Locks: make([]LockDetail, len(p.locks)), More: p.more}
 	for i, l := range p.locks {
 		out.Locks[i] = LockDetail{
-			LockInfo: LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters},
+			LockInfo: lockInfo(l.LockInfo),
 			Owner:    l.Owner,
 			Queue:    l.Queue,
 		}

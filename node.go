@@ -80,6 +80,14 @@ const (
 // ErrInvalidTTL) and names the field.
 func (c Config) Validate() error { return c.normalize() }
 
+// checkTTL refuses a session TTL outside the range a lease can work in.
+func checkTTL(ttl time.Duration) error {
+	if ttl < minTTL || ttl > maxTTL {
+		return fmt.Errorf("%w: %v outside [%v, %v]", ErrInvalidTTL, ttl, minTTL, maxTTL)
+	}
+	return nil
+}
+
 func checkAddr(field, addr string) error {
 	if err := replica.CheckHostPort(addr); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidConfig, field, err)
@@ -129,8 +137,8 @@ func (c *Config) normalize() error {
 	if c.SessionTTL == 0 {
 		c.SessionTTL = defaultTTL
 	}
-	if c.SessionTTL < minTTL || c.SessionTTL > maxTTL {
-		return fmt.Errorf("%w: %w: SessionTTL %v outside [%v, %v]", ErrInvalidConfig, ErrInvalidTTL, c.SessionTTL, minTTL, maxTTL)
+	if err := checkTTL(c.SessionTTL); err != nil {
+		return fmt.Errorf("%w: SessionTTL: %w", ErrInvalidConfig, err)
 	}
 	c.RTT = cmp.Or(c.RTT, DefaultRTT)
 	if c.RTT < time.Millisecond {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
-	"github.com/fencelock/fencelock/internal/testhook"
 )
 
 // SessionOption configures NewSession.
@@ -153,21 +153,17 @@ type Session struct {
 	commit commitFunc // keep-alives and closeAtGroup go through it
 	done   chan struct{}
 
-	mu       sync.Mutex
-	nextSeq  uint64
-	pending  map[uint64]struct{} // requests whose reply may still be needed
-	waiters  map[uint64]*waiter  // Acquire and Campaign calls by request number
-	grants   map[uint64]*grant   // locks and leaderships held, by token
-	lease    lease               // give up at its deadline
-	acked    time.Time           // send time (clock.Now) of the last keep-alive acknowledged
-	timer    clock.Timer         // fires at the lease's deadline, by the runtime's clock
-	err      error
-	frozen   bool
-	paused   bool          // testhook.Pause: timers and the group's news wait too
-	draining bool          // after a pause, until deferred is empty
-	deferred []func()      // what waits for the end of a pause
-	overdue  bool          // the deadline timer fired during a pause
-	thaw     chan struct{} // closed when a freeze or pause ends
+	mu      sync.Mutex
+	nextSeq uint64
+	pending map[uint64]struct{} // requests whose reply may still be needed
+	waiters map[uint64]*waiter  // Acquire and Campaign calls by request number
+	grants  map[uint64]*grant   // locks and leaderships held, by token
+	lease   lease               // give up at its deadline
+	acked   time.Time           // send time (clock.Now) of the last keep-alive acknowledged
+	timer   clock.Timer         // fires at the lease's deadline, by the runtime's clock
+	err     error
+
+	pause atomic.Pointer[pause] // tests only: see pause.go
 }
 
 // waiter is one Acquire or Campaign call waiting for its grant.
@@ -176,20 +172,14 @@ type waiter struct {
 	grant *grant
 }
 
-func init() {
-	testhook.Register(func(s any, frozen bool) { s.(*Session).setFrozen(frozen) })
-	testhook.RegisterPause(func(s any, paused bool) { s.(*Session).setPaused(paused) })
-	testhook.RegisterClock(func(cfg any, c clock.Clock) { cfg.(*Config).clock = c })
-}
-
 // NewSession opens a session on the group, owned by this node.
 func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
 	o := sessionOptions{ttl: n.cfg.SessionTTL}
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.ttl < minTTL || o.ttl > maxTTL {
-		return nil, fmt.Errorf("%w: %v outside [%v, %v]", ErrInvalidTTL, o.ttl, minTTL, maxTTL)
+	if err := checkTTL(o.ttl); err != nil {
+		return nil, err
 	}
 	if o.margin == 0 {
 		o.margin = o.ttl / 5
@@ -245,7 +235,6 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		grants:  make(map[uint64]*grant),
 		lease:   lease{life: o.ttl - o.margin, deadline: sent.Add(o.ttl - o.margin)},
 		acked:   sentAt,
-		thaw:    make(chan struct{}),
 	}
 	n.mu.Lock()
 	if n.closing {
@@ -299,7 +288,7 @@ func (s *Session) Err() error {
 // poll ends the session if its deadline has passed.
 func (s *Session) poll() {
 	s.mu.Lock()
-	over := s.err == nil && !s.paused && !s.lease.live(clock.Boot(s.clock))
+	over := s.err == nil && !s.isPaused() && !s.lease.live(clock.Boot(s.clock))
 	s.mu.Unlock()
 	if over && s.end(ErrSessionExpired) {
 		s.n.log.Warn("fencelock: session not renewed in time; its holder gave it up", "session", s.id, "ttl", s.ttl)
@@ -418,8 +407,7 @@ func (s *Session) checkDeadline() {
 		s.mu.Unlock()
 		return
 	}
-	if s.paused {
-		s.overdue = true
+	if s.deadlineDuringPause() {
 		s.mu.Unlock()
 		return
 	}
@@ -473,14 +461,18 @@ func (s *Session) end(err error) bool {
 	return true
 }
 
-// begin starts request seq; its reply is needed until finish(seq).
-func (s *Session) begin() uint64 {
+// call proposes cmd as the session's next numbered request that waits for
+// nothing but its reply (Release, Resign, Proclaim): it numbers it, and the
+// request holds the floor back until the reply is in.
+func (s *Session) call(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	seq := s.nextSeq
 	s.nextSeq++
 	s.pending[seq] = struct{}{}
-	return seq
+	s.mu.Unlock()
+	defer s.finish(seq)
+	cmd.Session, cmd.Seq, cmd.Floor = s.id, seq, s.floor()
+	return s.n.r.Propose(ctx, cmd)
 }
 
 // replied records that the reply to request seq arrived; the request may
@@ -509,101 +501,4 @@ func (s *Session) floor() uint64 {
 		f = min(f, seq)
 	}
 	return f
-}
-
-// setFrozen implements testhook.Freeze and Thaw.
-func (s *Session) setFrozen(frozen bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.frozen == frozen {
-		return
-	}
-	s.frozen = frozen
-	s.wakeLocked()
-}
-
-// setPaused implements testhook.Pause and Resume.
-func (s *Session) setPaused(paused bool) {
-	s.mu.Lock()
-	if s.paused == paused {
-		s.mu.Unlock()
-		return
-	}
-	s.paused = paused
-	s.wakeLocked()
-	if paused {
-		s.mu.Unlock()
-		return
-	}
-	// A process waking from a pause runs what piled up when its goroutines
-	// get to it, not before its application looks: so do it in the
-	// background, in order, ahead of anything newer.
-	s.draining = true
-	overdue := s.overdue
-	s.overdue = false
-	s.mu.Unlock()
-	started := s.n.goBackground(func() {
-		for {
-			s.mu.Lock()
-			run := s.deferred
-			s.deferred = nil
-			if len(run) == 0 {
-				s.draining = false
-				s.mu.Unlock()
-				break
-			}
-			s.mu.Unlock()
-			for _, f := range run {
-				f()
-			}
-		}
-		if overdue {
-			s.checkDeadline()
-		}
-	})
-	if !started { // the node is closing: the session is over anyway
-		s.mu.Lock()
-		s.draining, s.deferred = false, nil
-		s.mu.Unlock()
-	}
-}
-
-// wakeLocked wakes waitThawed once neither frozen nor paused.
-func (s *Session) wakeLocked() {
-	if !s.frozen && !s.paused {
-		close(s.thaw)
-		s.thaw = make(chan struct{})
-	}
-}
-
-// later runs f now, or at the end of a pause.
-func (s *Session) later(f func()) {
-	s.mu.Lock()
-	if s.paused || s.draining {
-		s.deferred = append(s.deferred, f)
-		s.mu.Unlock()
-		return
-	}
-	s.mu.Unlock()
-	f()
-}
-
-// waitThawed blocks while the session is frozen or paused; it reports false
-// if the node closed or stop was closed meanwhile.
-func (s *Session) waitThawed(stop <-chan struct{}) bool {
-	for {
-		s.mu.Lock()
-		frozen, thaw := s.frozen || s.paused, s.thaw
-		s.mu.Unlock()
-		if !frozen {
-			return true
-		}
-		select {
-		case <-thaw:
-		case <-s.n.closed:
-			return false
-		case <-stop:
-			return false
-		}
-	}
 }

@@ -38,16 +38,41 @@ type Claimer interface {
 	Claim(ctx context.Context, resource string, token uint64) error
 }
 
+// FenceClaimer is a Claimer that also keeps the group a resource is keyed
+// to: ClaimFence records fence as Claim records a token, and refuses a fence
+// of another group than the resource's with an error satisfying
+// errors.Is(err, ErrOtherGroup) (see Fencer's Groups). *Fencer and
+// *fencesql.Fencer implement it; fencehttp.Middleware uses it when its fence
+// does, and checks tokens alone otherwise.
+type FenceClaimer interface {
+	Claimer
+	ClaimFence(ctx context.Context, resource string, fence Fence) error
+}
+
 // Claim raises resource's mark to token without a write, refusing a lower
 // token with a *StaleTokenError as Admit does (see Claimer). If ctx carries
-// a grant (Lock.Context) that is over by the holder's clock, or ctx has
-// ended, Claim changes nothing and returns that error.
+// a grant (Lock.Context), the token is checked with that grant's group, as
+// ClaimFence checks a fence: a resource keyed to another group refuses it
+// with an *OtherGroupError. If that grant is over by the holder's clock, or
+// ctx has ended, Claim changes nothing and returns that error.
 func (f *Fencer) Claim(ctx context.Context, resource string, token uint64) error {
+	// The group is the grant's, read now: a grant made before its replica
+	// learnt the group's ID carries it by the time it is claimed.
+	g, _ := FenceFrom(ctx)
+	return f.ClaimFence(ctx, resource, Fence{Group: g.Group, Token: token})
+}
+
+// ClaimFence raises resource's mark to fence's token without a write, as
+// Claim does, checking fence's group as DoFence does: a fence of another
+// nonzero group than the resource's is refused with an *OtherGroupError and
+// changes nothing. The group is fence's, whatever grant ctx carries; ctx is
+// checked as for Claim.
+func (f *Fencer) ClaimFence(ctx context.Context, resource string, fence Fence) error {
 	if err := GrantErr(ctx); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return f.Admit(resource, token)
+	return f.DoFence(resource, fence, func() error { return nil })
 }

@@ -61,3 +61,29 @@ func ExampleClaimer() {
 	// the epoch rose: true
 	// late write refused: true
 }
+
+// A resource keyed to one group refuses another group's fences, whatever
+// their tokens, until the operator re-keys it: here the group was
+// bootstrapped again from empty Dirs, so its tokens restart low.
+func ExampleFencer_Rekey() {
+	fences := fencelock.NewFencer()
+	old := fencelock.Fence{Group: 0xfeed, Token: 1 << 40} // lock.Fence() of the old group's holder
+	fmt.Println(fences.DoFence("orders", old, func() error { return nil }))
+
+	reborn := fencelock.Fence{Group: 0xbeef, Token: 65536} // the new group's first holder
+	err := fences.DoFence("orders", reborn, func() error { return nil })
+	fmt.Println(errors.Is(err, fencelock.ErrOtherGroup), errors.Is(err, fencelock.ErrStaleToken))
+
+	// Every holder of the old group has stopped: the operator re-keys.
+	if err := fences.Rekey("orders", reborn.Group); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(fences.DoFence("orders", reborn, func() error { return nil }))
+	err = fences.DoFence("orders", old, func() error { return nil })
+	fmt.Println(errors.Is(err, fencelock.ErrOtherGroup))
+	// Output:
+	// <nil>
+	// true false
+	// <nil>
+	// true
+}

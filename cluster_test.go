@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/transport"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,6 +20,7 @@ import (
 // with its own data dir, as several hosts would run them.
 type testCluster struct {
 	t       testing.TB
+	net     *transport.Network // nil: real TCP on loopback
 	members map[uint64]string
 	dirs    map[uint64]string
 	nodes   map[uint64]*Node
@@ -36,13 +38,27 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
+// newCluster starts a group of size replicas on an in-process
+// transport.Network: no sockets, so no race for free ports. Tests of the
+// TCP transport itself (TLS, handshakes, forged frames) use newTCPCluster.
 func newCluster(t testing.TB, size int, tune func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, members: map[uint64]string{}, dirs: map[uint64]string{},
+	return startCluster(t, transport.NewNetwork(uint64(size)), size, tune)
+}
+
+// newTCPCluster starts a group of size replicas on real TCP over loopback.
+func newTCPCluster(t testing.TB, size int, tune func(*Config)) *testCluster {
+	t.Helper()
+	return startCluster(t, nil, size, tune)
+}
+
+func startCluster(t testing.TB, net *transport.Network, size int, tune func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, net: net, members: map[uint64]string{}, dirs: map[uint64]string{},
 		nodes: map[uint64]*Node{}, tune: tune}
 	base := t.TempDir()
 	for id := uint64(1); id <= uint64(size); id++ {
-		c.members[id] = freeAddr(t)
+		c.members[id] = c.addr(id)
 		c.dirs[id] = filepath.Join(base, fmt.Sprint(id))
 	}
 	t.Cleanup(c.closeAll)
@@ -50,8 +66,20 @@ func newCluster(t testing.TB, size int, tune func(*Config)) *testCluster {
 	return c
 }
 
+// addr returns an address for replica id: on the cluster's network, or a
+// free loopback port.
+func (c *testCluster) addr(id uint64) string {
+	if c.net != nil {
+		return c.net.Addr(id)
+	}
+	return freeAddr(c.t)
+}
+
 func (c *testCluster) config(id uint64) Config {
 	cfg := Config{ReplicaID: id, Members: c.members, Dir: c.dirs[id], Logger: quietLogger}
+	if c.net != nil {
+		cfg.Transport = c.net
+	}
 	if c.tune != nil {
 		c.tune(&cfg)
 	}

@@ -1,6 +1,9 @@
 package fencelock
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // Fencer is the resource's side of fencing: it remembers, per resource, the
 // highest fencing token it has admitted, and refuses lower ones. No lock
@@ -10,19 +13,35 @@ import "sync"
 // its Claim at grant time (see Claimer). Until then the Fencer knows of no
 // later holder and admits the earlier one.
 //
+// # Groups
+//
+// A token orders only the grants of the group that made it (see Fence), so
+// each resource is also keyed to a group: the first admitted fence with a
+// nonzero Group keys it (DoFence, ClaimFence, or Claim with a grant
+// context), and from then on a fence of another nonzero group is refused
+// with an *OtherGroupError (errors.Is(err, ErrOtherGroup)), whatever its
+// token, until Rekey. A fence with Group 0, and every call that takes a bare
+// token (Do, Admit), is checked by its token alone: that is what a holder
+// offers while its replica has not learnt the group's ID, and what callers
+// that never handle fences get.
+//
 // The zero value is an empty Fencer, ready to use, like NewFencer's. A
 // Fencer is safe for concurrent use and must not be copied after first use.
 // It keeps its marks in memory: a resource that must refuse stale tokens
-// across its own restarts persists Highest with its data and seeds a new
-// Fencer with Raise (or uses a durable fence: fencesql, fencefile).
+// across its own restarts persists Highest and Group with its data and seeds
+// a new Fencer with Rekey (if the group is not 0) and then Raise (or uses a
+// durable fence: fencesql, fencefile).
 type Fencer struct {
 	mu        sync.Mutex
 	resources map[string]*fence
 }
 
+var _ FenceClaimer = (*Fencer)(nil)
+
 type fence struct {
 	mu      sync.Mutex
 	highest uint64
+	group   uint64 // 0 until a fence with a group is admitted, or Rekey
 }
 
 // NewFencer returns an empty Fencer.
@@ -47,12 +66,23 @@ func (f *Fencer) fence(resource string) *fence {
 // was admitted. A token equal to the highest is admitted (the same holder
 // writing again); a lower one is refused with a *StaleTokenError, which
 // satisfies errors.Is(err, ErrStaleToken), and write does not run. The mark
-// is raised on admission, whether or not write succeeds.
+// is raised on admission, whether or not write succeeds. Do checks the
+// token alone, whatever group the resource is keyed to; DoFence checks the
+// group too.
 func (f *Fencer) Do(resource string, token uint64, write func() error) error {
+	return f.DoFence(resource, Fence{Token: token}, write)
+}
+
+// DoFence is Do for a fence: it also refuses, with an *OtherGroupError
+// (errors.Is(err, ErrOtherGroup)) and without running write or changing the
+// mark, a fence whose nonzero Group is not the one the resource is keyed to;
+// the first admitted nonzero Group keys the resource (see Fencer). A fence
+// with Group 0 is checked as Do checks a token.
+func (f *Fencer) DoFence(resource string, fence Fence, write func() error) error {
 	r := f.fence(resource)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.admit(resource, token); err != nil {
+	if err := r.admit(resource, fence); err != nil {
 		return err
 	}
 	return write()
@@ -63,10 +93,11 @@ func (f *Fencer) Admit(resource string, token uint64) error {
 	r := f.fence(resource)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.admit(resource, token)
+	return r.admit(resource, Fence{Token: token})
 }
 
-// Highest returns the highest token admitted for resource; 0 if none.
+// Highest returns the highest token admitted for resource; 0 if none (or
+// none since Rekey).
 func (f *Fencer) Highest(resource string) uint64 {
 	r := f.fence(resource)
 	r.mu.Lock()
@@ -74,8 +105,16 @@ func (f *Fencer) Highest(resource string) uint64 {
 	return r.highest
 }
 
+// Group returns the group resource is keyed to; 0 if none yet.
+func (f *Fencer) Group(resource string) uint64 {
+	r := f.fence(resource)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.group
+}
+
 // Raise lifts the mark of resource to at least token without a write: use it
-// to restore a mark persisted before a restart.
+// to restore a mark persisted before a restart. It leaves the group alone.
 func (f *Fencer) Raise(resource string, token uint64) {
 	r := f.fence(resource)
 	r.mu.Lock()
@@ -83,10 +122,62 @@ func (f *Fencer) Raise(resource string, token uint64) {
 	r.highest = max(r.highest, token)
 }
 
-func (r *fence) admit(resource string, token uint64) error {
-	if token < r.highest {
-		return &StaleTokenError{Resource: resource, Token: token, Highest: r.highest}
+// Rekey keys resource to group and resets its mark to 0, so that the
+// group's tokens are admitted from the lowest on and every other group's
+// are refused with ErrOtherGroup. It is the operator's deliberate answer to
+// ErrOtherGroup when the group was replaced on purpose (bootstrapped again
+// from empty Dirs, or moved to another group), and the way to restore a
+// persisted group before Raise restores the mark.
+//
+// Rekey only once every holder of the old group has stopped: the reset mark
+// no longer refuses anything of the new group, and a holder of the old group
+// that still runs, if its fence carries no group (Do, Admit, Group 0), is
+// admitted again by its token alone. group 0 is refused with an error
+// wrapping ErrInvalidFence: a resource keyed to no group would adopt the
+// next group that writes, whichever it is.
+func (f *Fencer) Rekey(resource string, group uint64) error {
+	if group == 0 {
+		return fmt.Errorf("%w: re-keying %q to group 0: name the new group's ID (Status.GroupID)", ErrInvalidFence, resource)
 	}
-	r.highest = token
+	r := f.fence(resource)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.group, r.highest = group, 0
 	return nil
 }
+
+// admit applies the rule for a resource keyed to r.group: another nonzero
+// group is refused before the token is looked at (its tokens are not
+// comparable with the mark, so calling them stale or admitting them would
+// both be wrong); then the token is checked against the mark; an admitted
+// nonzero group keys a resource that had none.
+func (r *fence) admit(resource string, f Fence) error {
+	if f.Group != 0 && r.group != 0 && f.Group != r.group {
+		return &OtherGroupError{Resource: resource, Fence: f, Group: r.group}
+	}
+	if f.Token < r.highest {
+		return &StaleTokenError{Resource: resource, Token: f.Token, Highest: r.highest}
+	}
+	r.highest = f.Token
+	if r.group == 0 {
+		r.group = f.Group
+	}
+	return nil
+}
+
+// OtherGroupError is the error of a fencer that refused a fence of another
+// group than the one the resource is keyed to.
+type OtherGroupError struct {
+	Resource string
+	Fence    Fence  // the fence refused
+	Group    uint64 // the group the resource is keyed to
+}
+
+func (e *OtherGroupError) Error() string {
+	return fmt.Sprintf("fencelock: fencing token %d for %q is of group %016x, the resource is keyed to group %016x "+
+		"(if the group was replaced on purpose, re-key the resource once every holder of the old one has stopped)",
+		e.Fence.Token, e.Resource, e.Fence.Group, e.Group)
+}
+
+// Is makes errors.Is(err, ErrOtherGroup) true.
+func (e *OtherGroupError) Is(target error) bool { return target == ErrOtherGroup }

@@ -169,3 +169,109 @@ func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
 		"a claim through the deposed holder's grant context is refused at the holder")
 	require.Equal(t, r.l.Token(), fences.Highest("claimed"))
 }
+
+// The group rule: the first admitted nonzero group keys the resource; a
+// fence of another group is refused whatever its token, and changes
+// nothing; group 0 and bare tokens are checked by token alone.
+func TestFencerGroupRule(t *testing.T) {
+	const g1, g2 = 0xfeed, 0xbeef
+	f := NewFencer()
+	var writes []Fence
+	write := func(fe Fence) func() error { return func() error { writes = append(writes, fe); return nil } }
+
+	require.NoError(t, f.Do("r", 3, write(Fence{Token: 3})), "a bare token keys nothing")
+	require.Zero(t, f.Group("r"))
+	require.NoError(t, f.DoFence("r", Fence{Group: g1, Token: 5}, write(Fence{Group: g1, Token: 5})))
+	require.Equal(t, uint64(g1), f.Group("r"), "adopted on the first nonzero group")
+
+	for _, tok := range []uint64{1, 5, 1 << 40} {
+		err := f.DoFence("r", Fence{Group: g2, Token: tok}, write(Fence{Group: g2, Token: tok}))
+		require.ErrorIs(t, err, ErrOtherGroup, "token %d", tok)
+		require.NotErrorIs(t, err, ErrStaleToken, "another group's token is not comparable, so not stale")
+		var other *OtherGroupError
+		require.ErrorAs(t, err, &other)
+		require.Equal(t, OtherGroupError{Resource: "r", Fence: Fence{Group: g2, Token: tok}, Group: g1}, *other)
+		require.Contains(t, err.Error(), "000000000000beef")
+	}
+	require.ErrorIs(t, f.ClaimFence(context.Background(), "r", Fence{Group: g2, Token: 9}), ErrOtherGroup)
+	require.Equal(t, uint64(5), f.Highest("r"), "a refused group leaves the mark alone")
+	require.Equal(t, uint64(g1), f.Group("r"))
+
+	require.NoError(t, f.DoFence("r", Fence{Token: 6}, write(Fence{Token: 6})), "group 0: the token alone")
+	require.NoError(t, f.Admit("r", 7), "a bare token: the token alone")
+	require.ErrorIs(t, f.DoFence("r", Fence{Token: 4}, write(Fence{Token: 4})), ErrStaleToken)
+	require.ErrorIs(t, f.DoFence("r", Fence{Group: g1, Token: 6}, write(Fence{Group: g1, Token: 6})), ErrStaleToken)
+	require.NoError(t, f.DoFence("r", Fence{Group: g1, Token: 7}, write(Fence{Group: g1, Token: 7})))
+	require.Equal(t, uint64(g1), f.Group("r"), "group 0 does not unkey the resource")
+	require.Equal(t, []Fence{{Token: 3}, {Group: g1, Token: 5}, {Token: 6}, {Group: g1, Token: 7}}, writes)
+
+	// A stale fence does not key the resource: only an admitted one does.
+	f.Raise("s", 10)
+	require.ErrorIs(t, f.DoFence("s", Fence{Group: g2, Token: 9}, write(Fence{})), ErrStaleToken)
+	require.Zero(t, f.Group("s"))
+	require.NoError(t, f.ClaimFence(context.Background(), "s", Fence{Group: g2, Token: 10}))
+	require.Equal(t, uint64(g2), f.Group("s"), "resources are keyed independently")
+}
+
+// Rekey is the operator's re-key after the group was replaced: the new
+// group's low tokens are admitted, the old group's refused.
+func TestFencerRekey(t *testing.T) {
+	const old, fresh = 0x1111, 0x2222
+	f := NewFencer()
+	require.NoError(t, f.DoFence("r", Fence{Group: old, Token: 1 << 40}, func() error { return nil }))
+	require.ErrorIs(t, f.DoFence("r", Fence{Group: fresh, Token: 3}, func() error { return nil }), ErrOtherGroup,
+		"a group bootstrapped again from empty Dirs starts low, and is not this resource's")
+
+	require.ErrorIs(t, f.Rekey("r", 0), ErrInvalidFence)
+	require.Equal(t, uint64(old), f.Group("r"), "a refused re-key changes nothing")
+	require.Equal(t, uint64(1<<40), f.Highest("r"))
+
+	require.NoError(t, f.Rekey("r", fresh))
+	require.Equal(t, uint64(fresh), f.Group("r"))
+	require.Zero(t, f.Highest("r"))
+	require.NoError(t, f.DoFence("r", Fence{Group: fresh, Token: 3}, func() error { return nil }))
+	ran := false
+	err := f.DoFence("r", Fence{Group: old, Token: 1<<40 + 1}, func() error { ran = true; return nil })
+	require.ErrorIs(t, err, ErrOtherGroup, "the old group's holder, even with a higher token")
+	require.False(t, ran)
+	require.ErrorIs(t, f.DoFence("r", Fence{Group: fresh, Token: 2}, func() error { return nil }), ErrStaleToken)
+
+	// Restoring a persisted mark: Rekey, then Raise.
+	restored := NewFencer()
+	require.NoError(t, restored.Rekey("r", f.Group("r")))
+	restored.Raise("r", f.Highest("r"))
+	require.ErrorIs(t, restored.ClaimFence(context.Background(), "r", Fence{Group: old, Token: 9}), ErrOtherGroup)
+	require.ErrorIs(t, restored.ClaimFence(context.Background(), "r", Fence{Group: fresh, Token: 2}), ErrStaleToken)
+	require.NoError(t, restored.ClaimFence(context.Background(), "r", Fence{Group: fresh, Token: 3}))
+}
+
+// Claim takes the group from the grant ctx carries: the claim keys the
+// resource to the grant's group, and a resource keyed to another group
+// refuses the grant's token, while the same token without a grant context
+// is checked alone.
+func TestFencerClaimUsesTheGrantsGroup(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := testCtx(t)
+	c.leader(ctx)
+	n := c.node(1)
+	waitUntil(t, ctx, "the group's ID", func() bool { return n.Status().GroupID != 0 })
+	id := n.Status().GroupID
+	l, err := newSession(t, ctx, n).Acquire(ctx, "claim/group")
+	require.NoError(t, err)
+	lctx := l.Context(ctx)
+
+	f := NewFencer()
+	require.NoError(t, f.Claim(lctx, "mine", l.Token()))
+	require.Equal(t, id, f.Group("mine"), "the claim keyed the resource to the grant's group")
+	require.Equal(t, l.Token(), f.Highest("mine"))
+
+	require.NoError(t, f.Rekey("theirs", id^1))
+	err = f.Claim(lctx, "theirs", l.Token())
+	require.ErrorIs(t, err, ErrOtherGroup)
+	var other *OtherGroupError
+	require.ErrorAs(t, err, &other)
+	require.Equal(t, Fence{Group: id, Token: l.Token()}, other.Fence)
+	require.Zero(t, f.Highest("theirs"))
+	require.NoError(t, f.Claim(ctx, "theirs", l.Token()), "no grant in ctx: the token alone")
+	require.Equal(t, id^1, f.Group("theirs"))
+}

@@ -46,7 +46,7 @@ func ParseFence(s string) (Fence, error) {
 	}
 	var f Fence
 	var err error
-	if group != "" {
+	if found {
 		if len(group) != 16 {
 			return Fence{}, fmt.Errorf("%w: %q: the group is 16 hex digits", ErrInvalidFence, truncate(s, 64))
 		}

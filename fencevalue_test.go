@@ -16,7 +16,7 @@ func TestFenceStringRoundTrip(t *testing.T) {
 	f, err := ParseFence("262144")
 	require.NoError(t, err)
 	require.Equal(t, Fence{Token: 262144}, f, "a bare token has no group")
-	for _, s := range []string{"", "0", "abc", "feed:1", "000000000000feed:", "000000000000feed:-1", "00000000000000zz:1", "000000000000feed:1:2"} {
+	for _, s := range []string{"", "0", "abc", "feed:1", "000000000000feed:", "000000000000feed:-1", "00000000000000zz:1", "000000000000feed:1:2", ":1"} {
 		_, err := ParseFence(s)
 		require.ErrorIs(t, err, ErrInvalidFence, "%q", s)
 	}

@@ -16,7 +16,7 @@ import (
 func joinConfig(t testing.TB, c *testCluster, id uint64) Config {
 	cfg := c.config(id)
 	cfg.Members, cfg.Join = nil, true
-	cfg.Addr = freeAddr(t)
+	cfg.Addr = c.addr(id)
 	cfg.Dir = filepath.Join(t.TempDir(), fmt.Sprint(id))
 	return cfg
 }
@@ -135,13 +135,13 @@ func TestReplaceDeadReplica(t *testing.T) {
 	g.waitMore(ctx, 5)
 
 	// The rules, with clear errors and no panic.
-	require.ErrorIs(t, c.node(1).AddReplica(ctx, 3, freeAddr(t)), ErrIDRemoved, "removed IDs are never reused")
-	require.ErrorIs(t, c.node(1).AddNonVoting(ctx, 3, freeAddr(t)), ErrIDRemoved)
+	require.ErrorIs(t, c.node(1).AddReplica(ctx, 3, c.addr(13)), ErrIDRemoved, "removed IDs are never reused")
+	require.ErrorIs(t, c.node(1).AddNonVoting(ctx, 3, c.addr(13)), ErrIDRemoved)
 	require.NoError(t, c.node(1).RemoveReplica(ctx, 3), "removing again is a no-op")
 	require.NoError(t, c.node(2).AddReplica(ctx, 4, cfg4.Addr), "adding again is a no-op")
 	require.ErrorIs(t, c.node(1).AddNonVoting(ctx, 4, cfg4.Addr), ErrMembership, "a voter cannot become non-voting")
 	require.ErrorIs(t, c.node(1).AddReplica(ctx, 5, c.members[1]), ErrMembership, "the address belongs to replica 1")
-	require.ErrorIs(t, c.node(1).AddReplica(ctx, 4, freeAddr(t)), ErrMembership, "replica 4 lives elsewhere")
+	require.ErrorIs(t, c.node(1).AddReplica(ctx, 4, c.addr(14)), ErrMembership, "replica 4 lives elsewhere")
 	require.ErrorIs(t, c.node(1).RemoveReplica(ctx, 99), ErrMembership, "not a member")
 	require.ErrorIs(t, c.node(1).AddReplica(ctx, 0, cfg4.Addr), ErrMembership)
 	require.ErrorIs(t, c.node(1).AddReplica(ctx, 6, "no-port"), ErrMembership)

@@ -44,7 +44,7 @@ func TestMutualTLSRefusesImpostors(t *testing.T) {
 		cert, key := ca.issue("replica" + string(rune('0'+id)))
 		trs[id] = transport.MutualTLS(ca.file, cert, key)
 	}
-	c := newCluster(t, 3, func(cfg *Config) { cfg.Transport = trs[cfg.ReplicaID] })
+	c := newTCPCluster(t, 3, func(cfg *Config) { cfg.Transport = trs[cfg.ReplicaID] })
 	ctx := testCtx(t)
 	leader := c.leader(ctx)
 	victim := leader%3 + 1
@@ -145,7 +145,7 @@ func rawEvilFrame(t testing.TB, addr string) {
 // and a frame that claims a huge length and then trickles: the replica
 // allocates only what arrives and keeps working.
 func TestTransportSurvivesForgedFrames(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := newTCPCluster(t, 3, nil)
 	ctx := testCtx(t)
 	leader := c.leader(ctx)
 	s := newSession(t, ctx, c.node(leader))
@@ -191,7 +191,7 @@ func TestMutualTLSConfigErrors(t *testing.T) {
 // other group's leader keeps sending to that address, and its messages are
 // dropped.
 func TestDeploymentIDKeepsGroupsApart(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) { cfg.DeploymentID = 1 })
+	c := newTCPCluster(t, 3, func(cfg *Config) { cfg.DeploymentID = 1 })
 	ctx := testCtx(t)
 	first := c.leader(ctx)
 	c.stop(first) // one election more, so that group A's term exceeds group B's

@@ -1,13 +1,34 @@
 // Package fencefile is a resource fenced by fencing tokens: an
 // append-only file of records that admits a write only if it carries a
-// fencing token no lower than the highest it has admitted. It holds across
-// processes and restarts: the highest token is persisted next to the file,
-// and every write, under an exclusive file lock, restores that mark into the
-// writer's Fencer before the Fencer checks the token.
+// fencing token no lower than the highest it has admitted, from the group
+// the file is keyed to. It holds across processes and restarts: the mark
+// (the highest token, and the group) is persisted next to the file, and
+// every write, under an exclusive file lock, reads that mark and checks the
+// write's fence against it by fencelock.Fencer's rule.
 //
 // A real resource (a database, an object store) would make the same check
 // inside its own write path; the point is that the check happens at the
 // resource, so a deposed leader that wakes from a pause cannot write.
+//
+// # Groups
+//
+// A token orders only the grants of one group (see fencelock.Fence). The
+// file is keyed to the first nonzero group it admits (AppendFence,
+// ClaimFence), and from then on refuses another group's fences with an
+// error satisfying errors.Is(err, fencelock.ErrOtherGroup), whatever their
+// tokens, until Rekey. Append and Claim, which take a bare token, and
+// fences with Group 0 are checked by their token alone.
+//
+// # The mark file
+//
+// path+".mark" holds one line: the group in 16 hex digits, a colon, and the
+// highest token in decimal ("000000000000feed:262144\n", the fence's
+// String form; the token is 0 after Rekey). A file written before marks
+// kept their group holds the token alone ("262144\n"), read as group 0; it
+// is rewritten in the new form when its mark next changes. A mark without
+// its final newline (a truncated file: fencefile replaces the mark by
+// renaming, so it never leaves one) is corrupt rather than read as a lower
+// token.
 package fencefile
 
 import (
@@ -29,8 +50,7 @@ var ErrCorrupt = errors.New("fencefile: corrupt file")
 // File is one process's handle on a fenced file. Its methods are safe for
 // concurrent use, and several processes may write the same file.
 type File struct {
-	path   string
-	fencer *fencelock.Fencer // this process's view of the mark, restored before each write
+	path string
 }
 
 // Record is one admitted write.
@@ -40,7 +60,8 @@ type Record struct {
 }
 
 // Open returns a handle on the fenced file at path, creating it if needed.
-// Next to it live path+".mark" (the highest admitted token) and path+".lock".
+// Next to it live path+".mark" (the highest admitted token and the file's
+// group) and path+".lock".
 func Open(path string) (*File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
@@ -50,37 +71,81 @@ func Open(path string) (*File, error) {
 		return nil, err
 	}
 	f.Close()
-	return &File{path: path, fencer: fencelock.NewFencer()}, nil
+	return &File{path: path}, nil
 }
 
 // Append adds a record written under token. A token lower than the highest
 // the file has admitted, from any process at any time, is refused with an
 // error satisfying errors.Is(err, fencelock.ErrStaleToken), and nothing is
 // written. The mark is persisted before the record, so a crash between the
-// two can lose the record but never the refusal of older tokens.
+// two can lose the record but never the refusal of older tokens. The token
+// is checked alone, whatever group the file is keyed to; AppendFence checks
+// the group too.
 //
 // A record is one line: it must not contain '\n' or '\r'.
 func (f *File) Append(token uint64, record []byte) error {
+	return f.AppendFence(fencelock.Fence{Token: token}, record)
+}
+
+// AppendFence is Append for a fence (lock.Fence()): a fence of another
+// nonzero group than the one the file is keyed to is refused with an error
+// satisfying errors.Is(err, fencelock.ErrOtherGroup) (a
+// *fencelock.OtherGroupError), and nothing is written; the first admitted
+// nonzero group keys the file. Group 0 is checked as Append checks a token.
+func (f *File) AppendFence(fence fencelock.Fence, record []byte) error {
 	text := string(record)
 	if strings.ContainsAny(text, "\n\r") {
 		return fmt.Errorf("fencefile: a record is one line: %q", text)
 	}
-	return f.admit(token, func() error {
-		return appendLine(f.path, fmt.Sprintf("%d %s\n", token, text))
+	return f.admit(fence, func() error {
+		return appendLine(f.path, fmt.Sprintf("%d %s\n", fence.Token, text))
 	})
 }
 
 // Claim raises the file's mark to token without writing a record, refusing a
 // stale token as Append does. The mark is fsynced before Claim returns.
 func (f *File) Claim(token uint64) error {
-	return f.admit(token, func() error { return nil })
+	return f.ClaimFence(fencelock.Fence{Token: token})
+}
+
+// ClaimFence is Claim for a fence, checked as AppendFence checks it; the
+// first admitted nonzero group keys the file.
+func (f *File) ClaimFence(fence fencelock.Fence) error {
+	return f.admit(fence, func() error { return nil })
+}
+
+// Rekey keys the file to group and resets its mark to 0, durably, so that
+// the new group's tokens are admitted from the lowest on and every other
+// group's are refused with fencelock.ErrOtherGroup: the operator's answer
+// to ErrOtherGroup when the group was replaced on purpose (bootstrapped
+// again from empty Dirs, whose tokens restart low). group 0 is refused with
+// an error wrapping fencelock.ErrInvalidFence.
+//
+// Re-key only once every holder of the old group has stopped: the reset
+// mark refuses none of the new group's tokens, and a holder of the old group
+// that still writes with a bare token (Append) is admitted by its token
+// alone.
+func (f *File) Rekey(group uint64) error {
+	if group == 0 {
+		return fmt.Errorf("%w: re-keying %s to group 0: name the new group's ID (Status.GroupID)", fencelock.ErrInvalidFence, f.path)
+	}
+	unlock, err := lockFile(f.path + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return writeMark(f.path+".mark", fencelock.Fence{Group: group})
 }
 
 // Close releases the handle. It holds no open descriptors between calls, so
 // Close only exists for symmetry and future use; it always returns nil.
 func (f *File) Close() error { return nil }
 
-func (f *File) admit(token uint64, write func() error) error {
+// admit checks fence against the mark on disk under the file lock, by
+// fencelock.Fencer's rule (on a Fencer seeded with that mark, so the rule
+// and its errors are the library's), and persists the new mark, if it
+// changed, before write runs.
+func (f *File) admit(fence fencelock.Fence, write func() error) error {
 	unlock, err := lockFile(f.path + ".lock")
 	if err != nil {
 		return err
@@ -90,10 +155,22 @@ func (f *File) admit(token uint64, write func() error) error {
 	if err != nil {
 		return err
 	}
-	f.fencer.Raise(f.path, mark) // what other processes and earlier runs admitted
-	return f.fencer.Do(f.path, token, func() error {
-		if token > mark {
-			if err := writeMark(f.path+".mark", token); err != nil {
+	rule := fencelock.NewFencer()
+	if mark.Group != 0 {
+		if err := rule.Rekey(f.path, mark.Group); err != nil {
+			return err
+		}
+	}
+	rule.Raise(f.path, mark.Token) // what other processes and earlier runs admitted
+	return rule.DoFence(f.path, fence, func() error {
+		// Admitted: the token is the new highest, and a file keyed to no
+		// group takes the fence's.
+		next := fencelock.Fence{Group: mark.Group, Token: fence.Token}
+		if next.Group == 0 {
+			next.Group = fence.Group
+		}
+		if next != mark {
+			if err := writeMark(f.path+".mark", next); err != nil {
 				return err
 			}
 		}
@@ -101,8 +178,18 @@ func (f *File) admit(token uint64, write func() error) error {
 	})
 }
 
-// Highest returns the highest token the file has admitted; 0 if none.
-func (f *File) Highest() (uint64, error) { return readMark(f.path + ".mark") }
+// Highest returns the highest token the file has admitted; 0 if none (or
+// none since Rekey).
+func (f *File) Highest() (uint64, error) {
+	m, err := readMark(f.path + ".mark")
+	return m.Token, err
+}
+
+// Group returns the group the file is keyed to; 0 if none yet.
+func (f *File) Group() (uint64, error) {
+	m, err := readMark(f.path + ".mark")
+	return m.Group, err
+}
 
 // Read returns the records of the fenced file at path, in the order they
 // were admitted.
@@ -124,26 +211,72 @@ func Read(path string) ([]Record, error) {
 	return records, sc.Err()
 }
 
-func readMark(path string) (uint64, error) {
+// readMark returns the mark at path as a fence (Token is the highest); the
+// zero fence if there is none yet.
+func readMark(path string) (fencelock.Fence, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return fencelock.Fence{}, nil
 	}
 	if err != nil {
-		return 0, err
+		return fencelock.Fence{}, err
 	}
-	mark, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+	mark, err := parseMark(data)
 	if err != nil {
-		return 0, fmt.Errorf("%w: mark %s: %v", ErrCorrupt, path, err)
+		return fencelock.Fence{}, fmt.Errorf("%w: mark %s: %v", ErrCorrupt, path, err)
 	}
 	return mark, nil
 }
 
+// parseMark decodes a mark file's contents (see The mark file). It is
+// stricter than fencelock.ParseFence: the final newline is required, so a
+// truncated mark is not read as a lower one, and token 0 is allowed, as
+// Rekey writes it.
+func parseMark(data []byte) (fencelock.Fence, error) {
+	s, ok := strings.CutSuffix(string(data), "\n")
+	if !ok {
+		return fencelock.Fence{}, errors.New("no final newline")
+	}
+	var m fencelock.Fence
+	group, token, keyed := strings.Cut(s, ":")
+	if !keyed {
+		token = s // the first format: the token alone, group 0
+	} else {
+		if len(group) != 16 {
+			return fencelock.Fence{}, fmt.Errorf("group %q is not 16 hex digits", truncate(group))
+		}
+		g, err := strconv.ParseUint(group, 16, 64)
+		if err != nil {
+			return fencelock.Fence{}, fmt.Errorf("group %q is not 16 hex digits", group)
+		}
+		m.Group = g
+	}
+	// ParseUint in base 10 takes digits only: no sign, space or prefix.
+	t, err := strconv.ParseUint(token, 10, 64)
+	if err != nil {
+		return fencelock.Fence{}, fmt.Errorf("token %q is not a decimal uint64", truncate(token))
+	}
+	m.Token = t
+	return m, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}
+
+// formatMark encodes a mark as parseMark reads it.
+func formatMark(m fencelock.Fence) []byte {
+	return fmt.Appendf(nil, "%016x:%d\n", m.Group, m.Token)
+}
+
 // writeMark replaces the mark durably: a crash leaves the old or the new
 // mark, never a torn one.
-func writeMark(path string, mark uint64) error {
+func writeMark(path string, mark fencelock.Fence) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(mark, 10)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(tmp, formatMark(mark), 0o644); err != nil {
 		return err
 	}
 	if err := syncFile(tmp); err != nil {

@@ -1,12 +1,20 @@
 // Package fencehttp carries fencing tokens over HTTP. A client stamps each
-// request with its token in the Fencing-Token header (Transport), re-checking
-// its grant just before sending; the server admits the token against a
-// fence before the handler runs (Middleware), so a deposed lock holder's
-// requests are refused with 409 Conflict once its successor's token has
-// reached the fence: by a request of the successor's, the first of which
-// may be a claim made as soon as it is granted.
+// request with its fence in the Fencing-Token header (Transport), re-checking
+// its grant just before sending; the server admits the fence against a
+// resource's fence before the handler runs (Middleware), so a deposed lock
+// holder's requests are refused with 409 Conflict once its successor's token
+// has reached the fence: by a request of the successor's, the first of which
+// may be a claim made as soon as it is granted. A holder of another group
+// than the one the resource is keyed to is refused with 409 Conflict too.
 //
-// The header value is the token in decimal, an unsigned 64-bit integer with
+// The header value is the fence's String form (fencelock.Fence.String,
+// parsed with fencelock.ParseFence): the group's ID in 16 hex digits, a
+// colon, and the token in decimal, e.g.
+//
+//	Fencing-Token: 000000000000feed:262144
+//
+// A bare decimal token ("262144") is accepted too, as group 0: it is checked
+// by its token alone. The token is an unsigned 64-bit integer above 0, with
 // no sign, spaces or leading '+' ("42", not "+42" or " 42").
 package fencehttp
 
@@ -21,89 +29,142 @@ import (
 	"github.com/fencelock/fencelock"
 )
 
-// Header is the request header that carries the fencing token.
+// Header is the request header that carries the fence.
 const Header = "Fencing-Token"
 
-// ErrBadToken: the Fencing-Token header is missing or not a decimal uint64.
+// ErrBadToken: the Fencing-Token header is missing, repeated, or not a
+// fence's String form nor a bare decimal token. A malformed value's error
+// also satisfies errors.Is(err, fencelock.ErrInvalidFence).
 var ErrBadToken = errors.New("fencehttp: missing or malformed Fencing-Token header")
 
-// ParseToken parses a Fencing-Token header value: decimal digits only, at
-// most 20, fitting in a uint64. Anything else is ErrBadToken.
-func ParseToken(s string) (uint64, error) {
-	if s == "" || len(s) > 20 {
-		return 0, ErrBadToken
+// The "code" of Middleware's JSON error bodies, for clients to tell its
+// refusals apart without parsing "error".
+const (
+	codeBadFence   = "bad_fence"
+	codeOtherGroup = "other_group"
+	codeFailed     = "fence_failed"
+)
+
+// parseHeader returns the fence of a request's headers: exactly one
+// Fencing-Token value, in ParseFence's syntax.
+func parseHeader(h http.Header) (fencelock.Fence, error) {
+	vals := h.Values(Header)
+	if len(vals) != 1 {
+		return fencelock.Fence{}, fmt.Errorf("%w: %d values, want one", ErrBadToken, len(vals))
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, ErrBadToken
-		}
-	}
-	t, err := strconv.ParseUint(s, 10, 64)
+	f, err := fencelock.ParseFence(vals[0])
 	if err != nil {
-		return 0, ErrBadToken
+		return fencelock.Fence{}, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
-	return t, nil
+	return f, nil
 }
 
-// Middleware admits each request's fencing token for resource(r) against f
-// before calling next: it claims the token (f.Claim with the request's
-// context), so an admitted request raises the resource's mark, and a request
-// that carries nothing but a token is a claim at grant time (see
-// fencelock.Claimer). *fencelock.Fencer and *fencesql.Fencer are fences.
+// Middleware admits each request's fence for resource(r) against f before
+// calling next: it claims the fence (ClaimFence with the request's context,
+// if f is a fencelock.FenceClaimer; Claim with the bare token otherwise), so
+// an admitted request raises the resource's mark, and a request that carries
+// nothing but a fence is a claim at grant time (see fencelock.Claimer).
+// *fencelock.Fencer and *fencesql.Fencer are FenceClaimers: they key the
+// resource to the first nonzero group admitted and refuse other groups'
+// fences. A fence that is only a Claimer checks tokens alone.
 //
 // A request without exactly one well-formed Fencing-Token header gets 400
-// Bad Request; a stale token gets 409 Conflict with the JSON body
+// Bad Request with the JSON body
 //
-//	{"error":"stale fencing token","resource":"...","token":"7","highest":"9"}
+//	{"error":"fencehttp: missing or malformed Fencing-Token header: ...","code":"bad_fence"}
+//
+// a stale token gets 409 Conflict with the JSON body
+//
+//	{"error":"stale fencing token","code":"stale_token","resource":"...","token":"7","highest":"9"}
 //
 // (tokens as decimal strings; highest is present when f's error is a
-// *fencelock.StaleTokenError); any other error from f gets 500. In all those
-// cases next does not run. Admission and the handler's write are not atomic:
-// a request admitted here may still race a later, higher token inside next,
-// so a resource that needs that guarantee fences inside its own write path
-// too, with the token Token returns (fencesql.Fencer.Do in the same
-// transaction as the write, say).
+// *fencelock.StaleTokenError); a fence of another group than the
+// resource's gets 409 Conflict with the JSON body
+//
+//	{"error":"fencing token of another group","code":"other_group","resource":"...",
+//	 "token":"7","group":"000000000000beef","resource_group":"000000000000feed"}
+//
+// (groups in 16 hex digits; resource_group is present when f's error is a
+// *fencelock.OtherGroupError); any other error from f gets 500 with
+// "code":"fence_failed". In all those cases next does not run. Admission and
+// the handler's write are not atomic: a request admitted here may still race
+// a later, higher token inside next, so a resource that needs that guarantee
+// fences inside its own write path too, with the fence Fence returns
+// (fencesql.Fencer.DoFence in the same transaction as the write, say).
 func Middleware(f fencelock.Claimer, resource func(*http.Request) string, next http.Handler) http.Handler {
+	fc, withGroup := f.(fencelock.FenceClaimer)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		vals := r.Header.Values(Header)
-		if len(vals) != 1 {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": ErrBadToken.Error()})
-			return
-		}
-		token, err := ParseToken(vals[0])
+		fence, err := parseHeader(r.Header)
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": ErrBadToken.Error()})
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "code": codeBadFence})
 			return
 		}
 		res := resource(r)
-		if err := f.Claim(r.Context(), res, token); err != nil {
-			if errors.Is(err, fencelock.ErrStaleToken) {
-				body := map[string]string{
-					"error":    "stale fencing token",
-					"resource": res,
-					"token":    strconv.FormatUint(token, 10),
-				}
-				var se *fencelock.StaleTokenError
-				if errors.As(err, &se) {
-					body["highest"] = strconv.FormatUint(se.Highest, 10)
-				}
-				writeJSON(w, http.StatusConflict, body)
-				return
-			}
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "fencing check failed"})
+		if withGroup {
+			err = fc.ClaimFence(r.Context(), res, fence)
+		} else {
+			err = f.Claim(r.Context(), res, fence.Token)
+		}
+		if err != nil {
+			writeRefusal(w, err, res, fence)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, token)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), fenceKey{}, fence)))
 	})
 }
 
-type tokenKey struct{}
+// writeRefusal answers a fence's refusal, with a code a client can switch
+// on.
+func writeRefusal(w http.ResponseWriter, err error, res string, fence fencelock.Fence) {
+	token := strconv.FormatUint(fence.Token, 10)
+	switch {
+	case errors.Is(err, fencelock.ErrOtherGroup):
+		// Checked first: another group's token is not comparable with the
+		// mark, so a fence that reported both would mean this.
+		body := map[string]string{
+			"error":    "fencing token of another group",
+			"code":     codeOtherGroup,
+			"resource": res,
+			"token":    token,
+			"group":    fmt.Sprintf("%016x", fence.Group),
+		}
+		var oe *fencelock.OtherGroupError
+		if errors.As(err, &oe) {
+			body["resource_group"] = fmt.Sprintf("%016x", oe.Group)
+		}
+		writeJSON(w, http.StatusConflict, body)
+	case errors.Is(err, fencelock.ErrStaleToken):
+		body := map[string]string{
+			"error":    "stale fencing token",
+			"code":     "stale_token",
+			"resource": res,
+			"token":    token,
+		}
+		var se *fencelock.StaleTokenError
+		if errors.As(err, &se) {
+			body["highest"] = strconv.FormatUint(se.Highest, 10)
+		}
+		writeJSON(w, http.StatusConflict, body)
+	default:
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "fencing check failed", "code": codeFailed})
+	}
+}
 
-// Token returns the fencing token Middleware admitted for r; ok is false for
-// a request that did not pass through Middleware.
+type fenceKey struct{}
+
+// Fence returns the fence Middleware admitted for r; ok is false for a
+// request that did not pass through Middleware. Its Group is 0 if the
+// request sent a bare token.
+func Fence(r *http.Request) (fence fencelock.Fence, ok bool) {
+	fence, ok = r.Context().Value(fenceKey{}).(fencelock.Fence)
+	return fence, ok
+}
+
+// Token returns the token of the fence Middleware admitted for r; ok is
+// false for a request that did not pass through Middleware.
 func Token(r *http.Request) (token uint64, ok bool) {
-	token, ok = r.Context().Value(tokenKey{}).(uint64)
-	return token, ok
+	f, ok := Fence(r)
+	return f.Token, ok
 }
 
 func writeJSON(w http.ResponseWriter, code int, body map[string]string) {
@@ -113,34 +174,36 @@ func writeJSON(w http.ResponseWriter, code int, body map[string]string) {
 }
 
 // Transport is a client http.RoundTripper that stamps requests with their
-// fencing token. For each request, Token gives the token; if it reports
-// false the request is sent unchanged.
+// fence, in its String form. For each request, Fence gives the fence; if it
+// reports false the request is sent unchanged.
 //
-// A nil Token takes the token of the grant the request's context carries
-// (fencelock.Lock.Context, Leadership.Context), and re-checks the holder's
-// deadline by its clock immediately before handing the request to Base
-// (fencelock.GrantErr): a request whose grant is over is not sent, and fails
-// with an error wrapping the grant's reason (fencelock.ErrSessionExpired,
-// ErrNotHeld, ErrNotLeader, ...). That catches a process that woke from a
-// pause with a request ready before its deadline timer had run. A request
-// with no grant in its context is sent without the header. The server's
-// fence still refuses a holder that pauses after the check, once the
-// successor's token has reached it.
+// A nil Fence takes the fence of the grant the request's context carries
+// (fencelock.FenceFrom: fencelock.Lock.Context, Leadership.Context), and
+// re-checks the holder's deadline by its clock immediately before handing
+// the request to Base (fencelock.GrantErr): a request whose grant is over is
+// not sent, and fails with an error wrapping the grant's reason
+// (fencelock.ErrSessionExpired, ErrNotHeld, ErrNotLeader, ...). That catches
+// a process that woke from a pause with a request ready before its deadline
+// timer had run. A request with no grant in its context is sent without the
+// header. The server's fence still refuses a holder that pauses after the
+// check, once the successor's token has reached it. The group is 0 (sent as
+// 16 zeros, and checked by the token alone) while the holder's replica has
+// not learnt its group's ID.
 //
 // The request is cloned before the header is set, as RoundTrippers must not
 // modify their input.
 type Transport struct {
 	Base  http.RoundTripper // nil means http.DefaultTransport
-	Token func(*http.Request) (uint64, bool)
+	Fence func(*http.Request) (fencelock.Fence, bool)
 }
 
-func grantToken(r *http.Request) (uint64, bool, error) {
-	tok, ok := fencelock.TokenFrom(r.Context())
-	if !ok && tok != 0 { // a grant that is over; GrantErr says why, for good
-		return 0, false, fmt.Errorf("fencehttp: grant with token %d is over, request not sent: %w",
-			tok, fencelock.GrantErr(r.Context()))
+func grantFence(r *http.Request) (fencelock.Fence, bool, error) {
+	f, ok := fencelock.FenceFrom(r.Context())
+	if !ok && f.Token != 0 { // a grant that is over; GrantErr says why, for good
+		return fencelock.Fence{}, false, fmt.Errorf("fencehttp: grant with token %d is over, request not sent: %w",
+			f.Token, fencelock.GrantErr(r.Context()))
 	}
-	return tok, ok, nil
+	return f, ok, nil
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -149,22 +212,22 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	var tok uint64
+	var fence fencelock.Fence
 	var ok bool
-	if t.Token == nil {
+	if t.Fence == nil {
 		var err error
-		if tok, ok, err = grantToken(r); err != nil {
+		if fence, ok, err = grantFence(r); err != nil {
 			if r.Body != nil {
 				r.Body.Close() // a RoundTripper closes the body, on errors too
 			}
 			return nil, err
 		}
 	} else {
-		tok, ok = t.Token(r)
+		fence, ok = t.Fence(r)
 	}
 	if ok {
 		r = r.Clone(r.Context())
-		r.Header.Set(Header, strconv.FormatUint(tok, 10))
+		r.Header.Set(Header, fence.String())
 	}
 	return base.RoundTrip(r)
 }

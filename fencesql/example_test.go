@@ -62,3 +62,47 @@ func ExampleFencer_Do() {
 	// true fencelock: stale fencing token 7 for "jobs/reindex": token 9 was already admitted
 	// running 9 <nil>
 }
+
+// A resource keyed to one group refuses the fences of a group bootstrapped
+// again from empty Dirs, whose tokens restart low, until the operator
+// re-keys it once every holder of the old group has stopped.
+func ExampleFencer_Rekey() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "fencesql-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	fences, err := fencesql.Open(ctx, db, fencesql.SQLite, "fencing_tokens")
+	if err != nil {
+		panic(err)
+	}
+
+	// lock.Fence() of the old group's holder; Do with lock.Context(ctx)
+	// takes the same group from the grant.
+	old := fencelock.Fence{Group: 0x5ca1ab1e00c0ffee, Token: 1 << 40}
+	fmt.Println(fences.ClaimFence(ctx, "jobs/reindex", old))
+	// The group's Dirs were lost and it was bootstrapped again: a new ID,
+	// and tokens that start low.
+	reborn := fencelock.Fence{Group: 0x0ddba11c0dec0de5, Token: 65536}
+	err = fences.ClaimFence(ctx, "jobs/reindex", reborn)
+	fmt.Println(errors.Is(err, fencelock.ErrOtherGroup), err)
+
+	// Every holder of the old group has stopped: the operator re-keys.
+	fmt.Println(fences.Rekey(ctx, "jobs/reindex", reborn.Group))
+	fmt.Println(fences.ClaimFence(ctx, "jobs/reindex", reborn))
+	err = fences.ClaimFence(ctx, "jobs/reindex", old)
+	fmt.Println(errors.Is(err, fencelock.ErrOtherGroup))
+	// Output:
+	// <nil>
+	// true fencelock: fencing token 65536 for "jobs/reindex" is of group 0ddba11c0dec0de5, the resource is keyed to group 5ca1ab1e00c0ffee (if the group was replaced on purpose, re-key the resource once every holder of the old one has stopped)
+	// <nil>
+	// <nil>
+	// true
+}

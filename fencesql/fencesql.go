@@ -17,21 +17,48 @@
 //	...
 //	fences, err := fencesql.Open(ctx, db, fencesql.Postgres, "fencing_tokens")
 //	...
-//	err = fences.Do(ctx, "jobs/reindex", lock.Token(), func(tx *sql.Tx) error {
-//		_, err := tx.ExecContext(ctx, "UPDATE jobs SET state = 'done' WHERE name = $1", "reindex")
+//	lctx := lock.Context(ctx) // ends with the grant, and carries its group
+//	err = fences.Do(lctx, "jobs/reindex", lock.Token(), func(tx *sql.Tx) error {
+//		_, err := tx.ExecContext(lctx, "UPDATE jobs SET state = 'done' WHERE name = $1", "reindex")
 //		return err
 //	})
 //	if errors.Is(err, fencelock.ErrStaleToken) {
 //		// a later holder has written or claimed: this one must stop
 //	}
+//	if errors.Is(err, fencelock.ErrOtherGroup) {
+//		// the resource is keyed to another group: see Rekey
+//	}
+//
+// # Groups
+//
+// A token orders only the grants of the group that made it (see
+// fencelock.Fence), so each resource's mark also keeps the group it is keyed
+// to. The group of a call is the one of the grant its ctx carries
+// (fencelock.FenceFrom; Do, Claim), or the fence's (DoFence, ClaimFence).
+// In the same conditional statement that checks the token:
+//
+//   - a resource keyed to no group yet (0) is keyed to the first nonzero
+//     group admitted;
+//   - a resource keyed to a group refuses another nonzero group, whatever the
+//     token, with a *fencelock.OtherGroupError (errors.Is(err,
+//     fencelock.ErrOtherGroup)): its tokens are not comparable with the mark,
+//     as those of a group bootstrapped again from empty Dirs, which restart
+//     low;
+//   - group 0 (no grant in ctx, or a replica that has not learnt its group's
+//     ID yet) is checked by its token alone.
+//
+// Rekey is the operator's way out when the group was replaced on purpose.
 //
 // # The mark table
 //
-// Open creates the table (resource TEXT PRIMARY KEY, highest BIGINT NOT NULL)
-// if it is missing. Tokens are uint64 but SQL integers are signed 64-bit, so a
-// token is stored as int64(token ^ 1<<63): the mapping is one-to-one and keeps
-// the order, token 1 being stored as -9223372036854775807 and 1<<63 as 0. Read
-// the table through Highest, or decode a stored value v as uint64(v) ^ 1<<63.
+// Open creates the table (resource TEXT PRIMARY KEY, highest BIGINT NOT
+// NULL, grp BIGINT NOT NULL DEFAULT 0) if it is missing. Tokens are uint64
+// but SQL integers are signed 64-bit, so a token is stored as int64(token ^
+// 1<<63): the mapping is one-to-one and keeps the order, token 1 being
+// stored as -9223372036854775807 and 1<<63 as 0. Read the table through
+// Highest, or decode a stored value v as uint64(v) ^ 1<<63. Groups are only
+// compared for equality, so a group is stored as its bits, int64(group)
+// (decode as uint64(v)); 0 means none yet.
 //
 // # Concurrency
 //
@@ -78,7 +105,8 @@ import (
 
 // The sentinel errors; test with errors.Is. A refused token is reported with
 // fencelock's errors instead: a *fencelock.StaleTokenError, which satisfies
-// errors.Is(err, fencelock.ErrStaleToken).
+// errors.Is(err, fencelock.ErrStaleToken), or a *fencelock.OtherGroupError,
+// which satisfies errors.Is(err, fencelock.ErrOtherGroup).
 var (
 	// ErrInvalidToken: token 0, which fencelock never grants. Refusing it
 	// catches an unset token before it claims a resource.
@@ -124,13 +152,16 @@ type Fencer struct {
 	q     queries
 }
 
-var _ fencelock.Claimer = (*Fencer)(nil)
+var _ fencelock.FenceClaimer = (*Fencer)(nil)
 
 // queries holds all the SQL fencesql runs, built for one dialect and table.
 type queries struct {
-	create  string // create the mark table if missing
-	upsert  string // args: resource, stored token; 1 row affected iff admitted
-	highest string // args: resource
+	create string // create the mark table if missing
+	upsert string // args: resource, stored token, stored group; 1 row affected iff admitted
+	mark   string // args: resource; returns highest, grp
+	rekey  string // args: resource, stored token 0, stored group
+	hasOld string // no args; fails iff the table lacks resource or highest
+	hasGrp string // no args; fails iff the table has no grp column
 }
 
 // tableName is what Open accepts. Lower case only: PostgreSQL folds unquoted
@@ -142,18 +173,31 @@ var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 func buildQueries(d Dialect, table string) queries {
 	t := `"` + table + `"` // quoted, so that names like "order" work too
 	q := queries{
-		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (resource TEXT PRIMARY KEY, highest BIGINT NOT NULL)`,
+		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (resource TEXT PRIMARY KEY, highest BIGINT NOT NULL, grp BIGINT NOT NULL DEFAULT 0)`,
 		// Equal tokens are admitted (<=): the same holder writing again.
+		// Another nonzero group than the stored nonzero one is refused
+		// whatever its token; a stored 0 takes the presented group (a fresh
+		// row takes it as inserted); a presented 0 leaves the stored one.
 		// When the WHERE fails, nothing is written and no row is affected;
-		// on PostgreSQL the row stays locked until the transaction ends.
-		upsert: `INSERT INTO ` + t + ` (resource, highest) VALUES (?, ?) ` +
-			`ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest ` +
-			`WHERE ` + t + `.highest <= excluded.highest`,
-		highest: `SELECT highest FROM ` + t + ` WHERE resource = ?`,
+		// on PostgreSQL the row stays locked until the transaction ends, so
+		// the read that tells stale from other group sees the row that
+		// refused.
+		upsert: `INSERT INTO ` + t + ` (resource, highest, grp) VALUES (?, ?, ?) ` +
+			`ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest, ` +
+			`grp = CASE WHEN ` + t + `.grp = 0 THEN excluded.grp ELSE ` + t + `.grp END ` +
+			`WHERE ` + t + `.highest <= excluded.highest ` +
+			`AND (excluded.grp = 0 OR ` + t + `.grp = 0 OR ` + t + `.grp = excluded.grp)`,
+		mark: `SELECT highest, grp FROM ` + t + ` WHERE resource = ?`,
+		// Unconditional: the operator's re-key overrides the mark.
+		rekey: `INSERT INTO ` + t + ` (resource, highest, grp) VALUES (?, ?, ?) ` +
+			`ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest, grp = excluded.grp`,
+		hasOld: `SELECT resource, highest FROM ` + t + ` WHERE 1 = 0`,
+		hasGrp: `SELECT grp FROM ` + t + ` WHERE 1 = 0`,
 	}
 	if d.dollarN {
 		q.upsert = dollarN(q.upsert)
-		q.highest = dollarN(q.highest)
+		q.mark = dollarN(q.mark)
+		q.rekey = dollarN(q.rekey)
 	}
 	return q
 }
@@ -180,13 +224,24 @@ func encode(token uint64) int64 { return int64(token ^ 1<<63) }
 
 func decode(v int64) uint64 { return uint64(v) ^ 1<<63 }
 
+// Groups are compared for equality only: stored as their bits.
+func encodeGroup(group uint64) int64 { return int64(group) }
+
+func decodeGroup(v int64) uint64 { return uint64(v) }
+
+// probeGroup has the top bit set, so the probe fails on a grp column that
+// cannot keep 64 bits.
+const probeGroup = 1<<63 | 0x5eed
+
 // Open returns a Fencer that keeps its marks in table, creating the table if
 // it is missing. It is safe for a whole fleet to call Open at once on a new
 // table: on PostgreSQL, concurrent CREATE TABLE IF NOT EXISTS can fail with a
 // duplicate error (SQLSTATE 23505, 42P07 or 42710) for all but one caller, and
 // Open treats that as success. Either way it then checks that the table is usable,
 // by running the upsert in a transaction it rolls back; a table of the same
-// name but another shape fails with ErrBadTable.
+// name but another shape fails with ErrBadTable. So does a mark table made
+// before marks kept their group (no grp column); the error says how to add
+// it.
 //
 // db must have been opened with a driver for d's database. Open does not
 // change db's settings, and the Fencer does not close db.
@@ -241,15 +296,18 @@ func (f *Fencer) probe(ctx context.Context) error {
 		return fmt.Errorf("fencesql: checking table %s: %w", f.table, err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, f.q.upsert, "", encode(1)); err != nil {
+	if _, err := tx.ExecContext(ctx, f.q.upsert, "", encode(1), encodeGroup(probeGroup)); err != nil {
 		return f.probeError(ctx, err)
 	}
-	var v int64
-	if err := tx.QueryRowContext(ctx, f.q.highest, "").Scan(&v); err != nil {
+	var v, g int64
+	if err := tx.QueryRowContext(ctx, f.q.mark, "").Scan(&v, &g); err != nil {
 		return f.probeError(ctx, err)
 	}
 	if v != encode(1) {
 		return fmt.Errorf("%w: %s: column highest does not keep a BIGINT", ErrBadTable, f.table)
+	}
+	if g != encodeGroup(probeGroup) {
+		return fmt.Errorf("%w: %s: column grp does not keep a BIGINT", ErrBadTable, f.table)
 	}
 	return nil
 }
@@ -260,7 +318,25 @@ func (f *Fencer) probeError(ctx context.Context, err error) error {
 	if ctx.Err() != nil || errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("fencesql: checking table %s: %w", f.table, err)
 	}
-	return fmt.Errorf("%w: %s: %w", ErrBadTable, f.table, err)
+	// Asked outside the probe's transaction, which PostgreSQL has aborted.
+	if f.lacksGrp(ctx) {
+		return fmt.Errorf(`%w: %s has no grp column: it was made before marks kept their group; `+
+			`add it with ALTER TABLE "%s" ADD COLUMN grp BIGINT NOT NULL DEFAULT 0 `+
+			`(each resource is then keyed to the next nonzero group it admits): %w`, ErrBadTable, f.table, f.table, err)
+	}
+	return fmt.Errorf("%w: %s: want (resource TEXT PRIMARY KEY, highest BIGINT NOT NULL, grp BIGINT NOT NULL DEFAULT 0): %w",
+		ErrBadTable, f.table, err)
+}
+
+// lacksGrp reports whether the table is one of an earlier fencesql: the
+// columns it had then, but no grp. The probe's error alone would not say so
+// on both databases in words an operator can act on.
+func (f *Fencer) lacksGrp(ctx context.Context) bool {
+	if _, err := f.db.ExecContext(ctx, f.q.hasOld); err != nil {
+		return false
+	}
+	_, err := f.db.ExecContext(ctx, f.q.hasGrp)
+	return err != nil && ctx.Err() == nil
 }
 
 func check(resource string, token uint64) error {
@@ -291,20 +367,36 @@ func check(resource string, token uint64) error {
 // and the mark either both landed or neither did.
 //
 // If ctx carries a grant (fencelock.Lock.Context, Leadership.Context, or a
-// context derived from one), Do re-checks it by the holder's clock before it
-// begins and again immediately before it commits (fencelock.GrantErr), and
-// once the grant is over it rolls back and returns an error wrapping the
-// grant's reason (fencelock.ErrSessionExpired, ErrNotLeader, ...): a process
-// that wakes from a pause finds its ticker or request ready before its
-// deadline timer has run, and this check is what stops it from writing with
-// a token its group has already moved past while no successor has reached
-// the mark yet. A holder that pauses after the last check and before the
-// commit lands is stopped by the mark, once the successor's token has
-// reached it (Claim); until it commits, its transaction holds the mark's
-// lock, so a successor's Claim waits for it and is ordered after it.
+// context derived from one), the token is checked with that grant's group
+// (see Groups: a resource keyed to another group refuses it with a
+// *fencelock.OtherGroupError, before write runs and changing nothing, as for
+// a stale token), and Do re-checks the grant by the holder's clock before it
+// begins and again immediately before it commits (fencelock.GrantErr). Once
+// the grant is over it rolls back and returns an error wrapping the grant's
+// reason (fencelock.ErrSessionExpired, ErrNotLeader, ...): a process that
+// wakes from a pause finds its ticker or request ready before its deadline
+// timer has run, and this check is what stops it from writing with a token
+// its group has already moved past while no successor has reached the mark
+// yet. A holder that pauses after the last check and before the commit lands
+// is stopped by the mark, once the successor's token has reached it (Claim);
+// until it commits, its transaction holds the mark's lock, so a successor's
+// Claim waits for it and is ordered after it. Without a grant in ctx the
+// token is checked alone.
 //
 // A nil write makes Do the same as Claim.
 func (f *Fencer) Do(ctx context.Context, resource string, token uint64, write func(tx *sql.Tx) error) error {
+	// The group is the grant's, read at the call: a grant made before its
+	// replica learnt the group's ID has it by now, or is checked alone.
+	g, _ := fencelock.FenceFrom(ctx)
+	return f.DoFence(ctx, resource, fencelock.Fence{Group: g.Group, Token: token}, write)
+}
+
+// DoFence is Do with an explicit fence, for a fence that came without a
+// grant context (from a request header: fencehttp.Fence): the group checked
+// is fence.Group, whatever grant ctx carries, and 0 checks the token alone.
+// A grant in ctx is still re-checked as Do does.
+func (f *Fencer) DoFence(ctx context.Context, resource string, fence fencelock.Fence, write func(tx *sql.Tx) error) error {
+	token := fence.Token
 	if err := check(resource, token); err != nil {
 		return err
 	}
@@ -321,7 +413,7 @@ func (f *Fencer) Do(ctx context.Context, resource string, token uint64, write fu
 			_ = tx.Rollback() // the error that made us roll back is the one to report
 		}
 	}()
-	if err := f.admit(ctx, tx, resource, token); err != nil {
+	if err := f.admit(ctx, tx, resource, fence); err != nil {
 		return err
 	}
 	if write != nil {
@@ -349,9 +441,11 @@ func grantOver(ctx context.Context, resource string, token uint64) error {
 }
 
 // admit runs the conditional upsert in tx, and on refusal reads the mark that
-// refused it, in the same transaction.
-func (f *Fencer) admit(ctx context.Context, tx *sql.Tx, resource string, token uint64) error {
-	res, err := tx.ExecContext(ctx, f.q.upsert, resource, encode(token))
+// refused it, in the same transaction, to say why: another group, or a
+// stale token. Another group is reported first, as its token means nothing
+// against the mark.
+func (f *Fencer) admit(ctx context.Context, tx *sql.Tx, resource string, fence fencelock.Fence) error {
+	res, err := tx.ExecContext(ctx, f.q.upsert, resource, encode(fence.Token), encodeGroup(fence.Group))
 	if err != nil {
 		return fmt.Errorf("fencesql: raising mark of %q: %w", resource, err)
 	}
@@ -362,34 +456,75 @@ func (f *Fencer) admit(ctx context.Context, tx *sql.Tx, resource string, token u
 	if n == 1 {
 		return nil
 	}
-	var v int64
-	if err := tx.QueryRowContext(ctx, f.q.highest, resource).Scan(&v); err != nil {
-		return fmt.Errorf("fencesql: reading mark of %q after refusing token %d: %w", resource, token, err)
+	var v, g int64
+	if err := tx.QueryRowContext(ctx, f.q.mark, resource).Scan(&v, &g); err != nil {
+		return fmt.Errorf("fencesql: reading mark of %q after refusing token %d: %w", resource, fence.Token, err)
 	}
-	return &fencelock.StaleTokenError{Resource: resource, Token: token, Highest: decode(v)}
+	if group := decodeGroup(g); fence.Group != 0 && group != 0 && group != fence.Group {
+		return &fencelock.OtherGroupError{Resource: resource, Fence: fence, Group: group}
+	}
+	return &fencelock.StaleTokenError{Resource: resource, Token: fence.Token, Highest: decode(v)}
 }
 
 // Claim raises resource's mark to token in a transaction of its own, without
-// a write, refusing a lower token as Do does (and re-checking a grant in ctx
-// as Do does). A new lock holder claims its token as soon as it is granted,
-// before its first write, so that its predecessor's late writes are refused
-// from the moment Claim returns nil rather than from the successor's first
-// write (see fencelock.Claimer). The mark is committed when Claim returns
-// nil.
+// a write, refusing a lower token, or a grant of another group than the
+// resource's, as Do does (and re-checking a grant in ctx as Do does). A new
+// lock holder claims its token as soon as it is granted, before its first
+// write, so that its predecessor's late writes are refused from the moment
+// Claim returns nil rather than from the successor's first write (see
+// fencelock.Claimer). The mark is committed when Claim returns nil; with a
+// grant in ctx it keys a resource that had no group to the grant's.
 func (f *Fencer) Claim(ctx context.Context, resource string, token uint64) error {
 	return f.Do(ctx, resource, token, nil)
 }
 
+// ClaimFence is Claim with an explicit fence, checked as DoFence checks it.
+func (f *Fencer) ClaimFence(ctx context.Context, resource string, fence fencelock.Fence) error {
+	return f.DoFence(ctx, resource, fence, nil)
+}
+
+// Rekey keys resource to group and resets its mark, so that the new
+// group's tokens are admitted from the lowest on and every other group's are
+// refused with fencelock.ErrOtherGroup. It is the operator's deliberate
+// answer to ErrOtherGroup when the group was replaced on purpose: bootstrapped
+// again from empty Dirs (its tokens restart low), or the resource moved to
+// another group. group is the new group's ID (Status.GroupID on any of its
+// replicas); 0 is refused with an error wrapping fencelock.ErrInvalidFence, as
+// a resource keyed to no group would adopt whichever group writes next. The
+// re-key commits when Rekey returns nil; it waits for fenced transactions of
+// resource in flight, and those that wait for it are then checked against
+// the new key.
+//
+// Re-key ONLY ONCE EVERY HOLDER OF THE OLD GROUP HAS STOPPED. The reset mark
+// refuses none of the new group's tokens, and a holder of the old group that
+// still runs and writes without a group (no grant context, or a replica that
+// had not learnt the old group's ID) is checked by its token alone, and
+// admitted: the fence it was meant to be refused by is gone. Rekey is not for
+// programs to call on ErrOtherGroup: that error means two groups are writing
+// to one resource, which only a person can sort out.
+func (f *Fencer) Rekey(ctx context.Context, resource string, group uint64) error {
+	if resource == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidResource)
+	}
+	if group == 0 {
+		return fmt.Errorf("%w: re-keying %q to group 0: name the new group's ID (Status.GroupID)", fencelock.ErrInvalidFence, resource)
+	}
+	if _, err := f.db.ExecContext(ctx, f.q.rekey, resource, encode(0), encodeGroup(group)); err != nil {
+		return fmt.Errorf("fencesql: re-keying %q to group %016x: %w", resource, group, err)
+	}
+	return nil
+}
+
 // Highest returns the mark of resource: the highest token admitted and
-// committed for it, or 0 if none was. It reads outside any transaction, so the
-// mark may rise as soon as it returns; it is for monitoring and tests, while
-// Do is what makes the check.
+// committed for it, or 0 if none was (or none since Rekey). It reads outside
+// any transaction, so the mark may rise as soon as it returns; it is for
+// monitoring and tests, while Do is what makes the check.
 func (f *Fencer) Highest(ctx context.Context, resource string) (uint64, error) {
 	if resource == "" {
 		return 0, fmt.Errorf("%w: empty", ErrInvalidResource)
 	}
-	var v int64
-	err := f.db.QueryRowContext(ctx, f.q.highest, resource).Scan(&v)
+	var v, g int64
+	err := f.db.QueryRowContext(ctx, f.q.mark, resource).Scan(&v, &g)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

@@ -83,3 +83,52 @@ func TestDoRechecksGrantBeforeCommit(t *testing.T) {
 		require.Equal(t, tok, highest(t, ctx, f, "r"))
 	})
 }
+
+// Do and Claim take the group from the grant their ctx carries: the claim
+// keys the resource to the holder's group, and a resource keyed to another
+// group (here, by Rekey) refuses the holder's writes though its token is
+// higher than the mark, while the same token without a grant context is
+// checked alone.
+func TestDoTakesTheGroupFromTheGrant(t *testing.T) {
+	forEachDB(t, func(t *testing.T, ctx context.Context, d *testDB) {
+		node := startOne(t, ctx, clock.Real)
+		for node.Status().GroupID == 0 { // set by the group's first leader, once
+			select {
+			case <-ctx.Done():
+				t.Fatal("the group's ID was never applied")
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		id := node.Status().GroupID
+		s, err := node.NewSession(ctx)
+		require.NoError(t, err)
+		l, err := s.Acquire(ctx, "jobs/reindex")
+		require.NoError(t, err)
+		lctx := l.Context(ctx)
+		f, table := open(t, ctx, d)
+		data := d.dataTable(ctx)
+		tok := l.Token()
+
+		require.NoError(t, f.Claim(lctx, "mine", tok))
+		require.Equal(t, stored(id), storedGroup(t, ctx, d, table, "mine"), "keyed to the grant's group")
+
+		require.NoError(t, f.Rekey(ctx, "theirs", id^1))
+		var calls atomic.Int32
+		err = f.Do(lctx, "theirs", tok, spy(&calls, d.insert(ctx, data, row{"theirs", tok, 1})))
+		require.ErrorIs(t, err, fencelock.ErrOtherGroup)
+		var other *fencelock.OtherGroupError
+		require.ErrorAs(t, err, &other)
+		require.Equal(t, fencelock.Fence{Group: id, Token: tok}, other.Fence)
+		require.Equal(t, id^1, other.Group)
+		require.Zero(t, calls.Load())
+		require.ErrorIs(t, f.Claim(lctx, "theirs", tok), fencelock.ErrOtherGroup)
+		require.Zero(t, highest(t, ctx, f, "theirs"), "nothing committed")
+		require.Empty(t, d.rows(ctx, data))
+
+		require.NoError(t, f.Do(ctx, "theirs", tok, d.insert(ctx, data, row{"theirs", tok, 2})), "no grant: the token alone")
+		// An explicit fence wins over the grant's group.
+		require.NoError(t, f.DoFence(lctx, "theirs", fencelock.Fence{Group: id ^ 1, Token: tok}, nil))
+		require.Equal(t, []row{{"theirs", tok, 2}}, d.rows(ctx, data))
+		require.NoError(t, s.Close(ctx))
+	})
+}

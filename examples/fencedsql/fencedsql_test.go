@@ -192,7 +192,7 @@ func TestClaimAtGrantRefusesDeposedPrimaryBeforeSuccessorWrites(t *testing.T) {
 		// check would make them.
 		code, body := g.post(ctx, next.id, p.epoch, 2)
 		require.Equal(t, http.StatusConflict, code)
-		require.Equal(t, map[string]string{"error": "stale fencing token", "resource": table,
+		require.Equal(t, map[string]string{"error": "stale fencing token", "code": "stale_token", "resource": table,
 			"token": strconv.FormatUint(p.epoch, 10), "highest": strconv.FormatUint(next.epoch, 10)}, body)
 		conn, err := sql.Open(db.driver, db.dsn)
 		require.NoError(t, err)

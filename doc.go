@@ -4,8 +4,10 @@
 // The application's own replicas (3 or 5 processes, on several hosts) import
 // this package and form a raft group (Dragonboat) that runs the lock state
 // machine. Acquire, Release and TryAcquire are ordinary Go calls on a Session;
-// every grant carries a fencing token; and a Fencer lets the protected
-// resource refuse holders the group has moved past.
+// every grant carries a fencing token; and a fencer at the protected
+// resource (fencesql, fencefile, fencehttp, or the in-memory Fencer) refuses
+// a holder once a later holder's token, claimed at its grant or carried by
+// its first write, has reached it.
 //
 //	node, _ := fencelock.Start(ctx, fencelock.Config{ReplicaID: 1, Members: members, Dir: dir})
 //	session, _ := node.NewSession(ctx)
@@ -120,7 +122,7 @@
 //     reached it (the successor's first write, or a claim of its token).
 //   - The leader stops first. Leadership.Done closes when the leader's
 //     session could not be renewed by TTL − margin on the leader's own
-//     monotonic clock (see WithSafetyMargin), before the group can expire the
+//     clock (boot time on Linux; see WithSafetyMargin), before the group can expire the
 //     session and elect the next candidate. This assumes only that the
 //     leader's and the raft leader's clocks run at rates that differ by less
 //     than margin/TTL (20% with the default margin of TTL/5), plus the
@@ -132,10 +134,12 @@
 //
 //   - Holder crash: its session expires one TTL after the leader last heard
 //     from it; its locks pass to their queues' heads with larger tokens.
-//   - Holder pause (GC, VM freeze): Lock.Done closes by the holder's clock;
-//     the group expires the session and grants on; the paused holder's late
-//     writes are refused by the resource's Fencer, its late Release by the
-//     group.
+//   - Holder pause (GC, SIGSTOP, VM freeze, suspend): Lock.Done closes by
+//     the holder's clock; the group expires the session and grants on; the
+//     paused holder's late writes are refused by the resource's fencer, its
+//     late Release by the group. A select already waiting on Done may, on
+//     waking, take another ready case first: check Err, or GrantErr(ctx),
+//     immediately before each write.
 //   - Leader loss: a new leader is elected in about one election timeout;
 //     held locks stay held; calls in flight are retried; every session gets a
 //     full TTL from the new leader.

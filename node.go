@@ -16,12 +16,20 @@ import (
 // Config configures one replica. Every replica of a group is started with the
 // same Members (except a joining one) and its own ReplicaID, Addr and Dir.
 type Config struct {
-	ReplicaID  uint64            // this replica, > 0
-	Members    map[uint64]string // initial voting members: replica ID -> raft address "host:port"
-	Join       bool              // join a running group instead of bootstrapping (Members then empty)
-	Addr       string            // raft address to listen on; defaults to Members[ReplicaID]
-	Dir        string            // data directory: raft log and snapshots live here; required
-	SessionTTL time.Duration     // default TTL of new sessions; 0 means 10s
+	ReplicaID uint64 // this replica, > 0
+	// Members are the initial voting members: replica ID -> raft address
+	// ("host:port"),
+	// the same map on every replica of a new group. A mistake here is
+	// refused, not obeyed: a replica whose map differs from its peers'
+	// (a mistyped address, a map of itself alone) bootstraps with another
+	// group identity, so the others refuse its connections and both sides
+	// log what differs; on restart the bootstrap members kept in Dir win.
+	// docs/operations.md lists each mistake and what it does.
+	Members    map[uint64]string
+	Join       bool          // join a running group instead of bootstrapping (Members then empty)
+	Addr       string        // raft address to listen on; defaults to Members[ReplicaID]
+	Dir        string        // data directory: raft log and snapshots live here; required
+	SessionTTL time.Duration // default TTL of new sessions; 0 means 10s
 
 	// ListenAddr is the address to bind, e.g. "0.0.0.0:7001", when it
 	// differs from Addr (which the other replicas dial). Optional.

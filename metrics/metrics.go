@@ -15,8 +15,9 @@
 //     network or overloaded hosts.
 //   - rate(fencelock_session_expiries_total) > 0 where holders should not
 //     die: holders that pause or lose the group for a TTL.
-//   - fencelock_proposal_duration_seconds p99 rising towards the session
-//     TTL: sessions will start to expire.
+//   - fencelock_proposal_duration_seconds p99 rising towards TTL − margin −
+//     TTL/3 for the shortest session TTL: beyond it, holders give their
+//     sessions up by their own clocks.
 //   - fencelock_applied_index of a replica falling behind the leader's, or
 //     fencelock_peer_connection_failures_total rising: a replica cut off.
 //   - fencelock_role{role="voter"} summed over replicas below the voters

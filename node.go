@@ -17,14 +17,13 @@ import (
 // same Members (except a joining one) and its own ReplicaID, Addr and Dir.
 type Config struct {
 	ReplicaID uint64 // this replica, > 0
-	// Members are the initial voting members: replica ID -> raft address
-	// ("host:port"),
-	// the same map on every replica of a new group. A mistake here is
-	// refused, not obeyed: a replica whose map differs from its peers'
-	// (a mistyped address, a map of itself alone) bootstraps with another
-	// group identity, so the others refuse its connections and both sides
-	// log what differs; on restart the bootstrap members kept in Dir win.
-	// docs/operations.md lists each mistake and what it does.
+	// Members are the initial voting members, replica ID -> raft address
+	// ("host:port"), the same map on every replica of a new group. A
+	// mistake here is refused, not obeyed: a replica whose map differs from
+	// its peers' (a mistyped address, a map of itself alone) bootstraps with
+	// another group identity, so the others refuse its connections and both
+	// sides log what differs; on restart the bootstrap members kept in Dir
+	// win. docs/operations.md lists each mistake and what it does.
 	Members    map[uint64]string
 	Join       bool          // join a running group instead of bootstrapping (Members then empty)
 	Addr       string        // raft address to listen on; defaults to Members[ReplicaID]

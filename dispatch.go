@@ -29,7 +29,7 @@ func (k sink) Applied(index uint64, events []fsm.Event) {
 			}
 		}
 		if s := n.local(e.Session); s != nil {
-			s.handle(e)
+			s.deliver(e)
 		}
 	}
 	n.watches.notify()
@@ -52,26 +52,26 @@ func (k sink) Removed() {
 	}
 }
 
-// handle applies one event to the local session it concerns (at the end of
+// deliver applies one event to the local session it concerns (at the end of
 // a testhook.Pause, if one is on).
-func (s *Session) handle(e *fsm.Event) {
+func (s *Session) deliver(e *fsm.Event) {
 	ev := *e
-	s.later(func() { s.handleNow(&ev) })
+	s.later(func() { s.applyEvent(&ev) })
 }
 
-func (s *Session) handleNow(e *fsm.Event) {
+func (s *Session) applyEvent(e *fsm.Event) {
 	switch e.Kind {
 	case fsm.EventGranted:
 		s.granted(e.Seq, e.Name, false, e.Token, "")
 	case fsm.EventFreed:
-		s.ended(e.Token, reasonErr(e.Reason))
+		s.grantEnded(e.Token, reasonErr(e.Reason))
 	case fsm.EventSessionEnded:
 		s.end(reasonErr(e.Reason))
 		s.n.forget(s)
 	case fsm.EventElected:
 		s.granted(e.Seq, e.Name, true, e.Token, e.Value)
 	case fsm.EventDeposed:
-		s.ended(e.Token, depositionErr(e.Reason))
+		s.grantEnded(e.Token, depositionErr(e.Reason))
 	case fsm.EventProclaimed:
 		s.proclaimed(e.Token, e.Value)
 	}
@@ -109,13 +109,13 @@ func (s *Session) reconcile(st *fsm.State) {
 	for _, g := range held {
 		if !g.election {
 			if !st.Holds(s.id, g.name, g.token) {
-				actions = append(actions, func() { s.ended(g.token, ErrNotHeld) })
+				actions = append(actions, func() { s.grantEnded(g.token, ErrNotHeld) })
 			}
 			continue
 		}
 		e := st.Election(g.name)
 		if !e.Led || e.Token != g.token || e.Session != s.id {
-			actions = append(actions, func() { s.ended(g.token, ErrNotLeader) })
+			actions = append(actions, func() { s.grantEnded(g.token, ErrNotLeader) })
 		} else {
 			actions = append(actions, func() { s.proclaimed(g.token, e.Value) })
 		}

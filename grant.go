@@ -90,7 +90,7 @@ func (g *grant) giveBack(ctx context.Context) error {
 	if res.Status == fsm.LimitExceeded { // refused: the grant stands
 		return fmt.Errorf("fencelock: %v %q: %w", kind, g.name, limitError(res.Value))
 	}
-	s.ended(g.token, g.notHeld())
+	s.grantEnded(g.token, g.notHeld())
 	g.lose(g.notHeld()) // also when the session's registry had dropped it
 	switch res.Status {
 	case fsm.OK:
@@ -139,8 +139,8 @@ func (s *Session) granted(seq uint64, name string, election bool, token uint64, 
 	return g
 }
 
-// ended records that the grant token ended for why.
-func (s *Session) ended(token uint64, why error) {
+// grantEnded records that the grant token ended for why.
+func (s *Session) grantEnded(token uint64, why error) {
 	s.mu.Lock()
 	g := s.grants[token]
 	delete(s.grants, token)

@@ -151,7 +151,7 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 		return limitExceeded(LimitLocksPerSession)
 	}
 	l := st.locks[c.Name]
-	if l != nil && l.holder != nil && c.Wait && l.queued >= MaxWaitersPerLock {
+	if l != nil && l.holder != nil && c.Wait && l.queue.n >= MaxWaitersPerLock {
 		return limitExceeded(LimitWaitersPerLock)
 	}
 	if l == nil {
@@ -212,10 +212,10 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64, value stri
 		s.replies[seq] = Result{Status: Granted, Value: l.token}
 	}
 	if l.election {
-		s.leads.add(l)
+		s.leads.push(l)
 		st.emit(Event{Kind: EventElected, Session: s.id, Seq: seq, Token: l.token, Name: l.name, Value: value})
 	} else {
-		s.held.add(l)
+		s.held.push(l)
 		st.emit(Event{Kind: EventGranted, Session: s.id, Seq: seq, Token: l.token, Name: l.name})
 	}
 	return l.token
@@ -233,7 +233,7 @@ func (st *State) free(index uint64, l *lock, why Reason) {
 		h.held.remove(l)
 	}
 	l.holder, l.seq, l.token, l.value = nil, 0, 0, ""
-	if w := l.head; w != nil {
+	if w := l.queue.head; w != nil {
 		st.unqueue(w)
 		st.grant(index, l, w.s, w.seq, w.value)
 		return
@@ -246,7 +246,7 @@ func (st *State) free(index uint64, l *lock, why Reason) {
 }
 
 func (st *State) unqueue(w *waiter) {
-	w.l.unlink(w)
+	w.l.queue.remove(w)
 	if w.l.election {
 		delete(w.s.campaigns, w.seq)
 		st.campaigning--

@@ -18,7 +18,7 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 		return limitExceeded(LimitLocksPerSession)
 	}
 	e := st.elections[c.Name]
-	if e != nil && e.holder != nil && e.queued >= MaxWaitersPerLock {
+	if e != nil && e.holder != nil && e.queue.n >= MaxWaitersPerLock {
 		return limitExceeded(LimitWaitersPerLock)
 	}
 	if e == nil {

@@ -18,7 +18,7 @@ func (st *State) Election(name string) ElectionInfo {
 	if e == nil {
 		return ElectionInfo{Name: name}
 	}
-	info := ElectionInfo{Name: name, Candidates: e.queued}
+	info := ElectionInfo{Name: name, Candidates: e.queue.n}
 	if e.holder != nil {
 		info.Led, info.Token, info.Session, info.Seq, info.Value = true, e.token, e.holder.id, e.seq, e.value
 	}

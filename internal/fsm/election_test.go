@@ -117,7 +117,7 @@ func checkElectionInvariants(st *State) error {
 		if err := claim(l.holder, l.seq, "holding lock "+name); err != nil {
 			return err
 		}
-		for w := l.head; w != nil; w = w.next {
+		for w := l.queue.head; w != nil; w = w.link.next {
 			if err := claim(w.s, w.seq, "waiting for lock "+name); err != nil {
 				return err
 			}
@@ -144,12 +144,12 @@ func checkElectionInvariants(st *State) error {
 		}
 		n := 0
 		var prev *waiter
-		for w := e.head; w != nil; w = w.next {
-			if n++; n > e.queued {
-				return fmt.Errorf("election %q: queue longer than %d", name, e.queued)
+		for w := e.queue.head; w != nil; w = w.link.next {
+			if n++; n > e.queue.n {
+				return fmt.Errorf("election %q: queue longer than %d", name, e.queue.n)
 			}
 			switch {
-			case w.prev != prev || w.l != e:
+			case w.link.prev != prev || w.l != e:
 				return fmt.Errorf("election %q: broken queue links", name)
 			case st.sessions[w.s.id] != w.s:
 				return fmt.Errorf("election %q: candidate of dead session %d", name, w.s.id)
@@ -163,8 +163,8 @@ func checkElectionInvariants(st *State) error {
 			}
 			prev = w
 		}
-		if e.tail != prev || n != e.queued {
-			return fmt.Errorf("election %q: tail or count (%d) wrong, walked %d", name, e.queued, n)
+		if e.queue.tail != prev || n != e.queue.n {
+			return fmt.Errorf("election %q: tail or count (%d) wrong, walked %d", name, e.queue.n, n)
 		}
 		candidates += n
 	}

@@ -267,12 +267,12 @@ func checkInvariants(st *State, strict bool) error {
 		}
 		n := 0
 		var prev *waiter
-		for w := l.head; w != nil; w = w.next {
-			if n++; n > l.queued {
-				return fmt.Errorf("lock %q: queue longer than %d", name, l.queued)
+		for w := l.queue.head; w != nil; w = w.link.next {
+			if n++; n > l.queue.n {
+				return fmt.Errorf("lock %q: queue longer than %d", name, l.queue.n)
 			}
 			switch {
-			case w.prev != prev || w.l != l:
+			case w.link.prev != prev || w.l != l:
 				return fmt.Errorf("lock %q: broken queue links", name)
 			case st.sessions[w.s.id] != w.s:
 				return fmt.Errorf("lock %q: waiter of dead session %d", name, w.s.id)
@@ -284,8 +284,8 @@ func checkInvariants(st *State, strict bool) error {
 			}
 			prev = w
 		}
-		if l.tail != prev || n != l.queued {
-			return fmt.Errorf("lock %q: tail or count (%d) wrong, walked %d", name, l.queued, n)
+		if l.queue.tail != prev || n != l.queue.n {
+			return fmt.Errorf("lock %q: tail or count (%d) wrong, walked %d", name, l.queue.n, n)
 		}
 		queued += n
 	}
@@ -353,7 +353,7 @@ func viewOf(st *State) view {
 			n, tok, ok := st.Grant(info.Session, info.Seq)
 			v.Grants[[2]uint64{info.Session, info.Seq}] = fmt.Sprint(n, tok, ok, st.Holds(info.Session, name, info.Token))
 		}
-		for w := st.locks[name].head; w != nil; w = w.next {
+		for w := st.locks[name].queue.head; w != nil; w = w.link.next {
 			v.Queues[name] = append(v.Queues[name], [2]uint64{w.s.id, w.seq})
 			if st.Queued(w.s.id, w.seq) {
 				v.Queued = append(v.Queued, [2]uint64{w.s.id, w.seq})

@@ -28,7 +28,7 @@ func (st *State) Lock(name string) LockInfo {
 	if l == nil {
 		return LockInfo{Name: name}
 	}
-	info := LockInfo{Name: name, Waiters: l.queued}
+	info := LockInfo{Name: name, Waiters: l.queue.n}
 	if l.holder != nil {
 		info.Held, info.Token, info.Session, info.Seq = true, l.token, l.holder.id, l.seq
 	}

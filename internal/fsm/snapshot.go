@@ -90,8 +90,8 @@ func (st *State) Save(w io.Writer) error {
 			if l.election {
 				buf = appendString(buf, l.value)
 			}
-			buf = u(buf, uint64(l.queued))
-			for w := l.head; w != nil; w = w.next {
+			buf = u(buf, uint64(l.queue.n))
+			for w := range l.queue.all {
 				buf = u(u(buf, w.s.id), w.seq)
 				if l.election {
 					buf = appendString(buf, w.value)
@@ -275,9 +275,9 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool) []uint64 {
 		l.holder, l.seq, l.token = h, seq, token
 		tokens = append(tokens, token)
 		if elections {
-			h.leads.add(l)
+			h.leads.push(l)
 		} else {
-			h.held.add(l)
+			h.held.push(l)
 		}
 		for range d.count() {
 			w := &waiter{s: st.sessions[d.uvarint()], seq: d.uvarint()}

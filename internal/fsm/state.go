@@ -51,64 +51,27 @@ type lock struct {
 	holder   *session // nil when free
 	seq      uint64   // the holder's request number
 	token    uint64
-	head     *waiter // FIFO queue of waiting requests
-	tail     *waiter
-	queued   int
-	// hprev and hnext link the lock into its holder's held or leads list.
-	hprev, hnext *lock
+	queue    chain[waiter, *waiter] // FIFO queue of waiting requests
+	// heldLink links the lock into its holder's held or leads list.
+	heldLink link[lock]
 }
+
+func (l *lock) chained() *link[lock] { return &l.heldLink }
 
 // heldList is the locks (or elections) a session holds, linked through the
-// locks themselves: a map per session would cost more memory than the locks
-// it points to (a group may hold millions of locks). Lookups go through the
-// lock tables by name instead.
-type heldList struct {
-	head *lock
-	n    int
-}
-
-func (h *heldList) add(l *lock) {
-	l.hprev, l.hnext = nil, h.head
-	if h.head != nil {
-		h.head.hprev = l
-	}
-	h.head = l
-	h.n++
-}
-
-func (h *heldList) remove(l *lock) {
-	if l.hprev != nil {
-		l.hprev.hnext = l.hnext
-	} else {
-		h.head = l.hnext
-	}
-	if l.hnext != nil {
-		l.hnext.hprev = l.hprev
-	}
-	l.hprev, l.hnext = nil, nil
-	h.n--
-}
-
-// all yields the held locks in no particular order; the caller may remove
-// the lock it is given.
-func (h *heldList) all(yield func(*lock) bool) {
-	for l := h.head; l != nil; {
-		next := l.hnext
-		if !yield(l) {
-			return
-		}
-		l = next
-	}
-}
+// locks themselves. Lookups go through the lock tables by name instead.
+type heldList = chain[lock, *lock]
 
 // waiter is one queued Acquire or Campaign, linked into its lock's queue.
 type waiter struct {
-	s          *session
-	seq        uint64
-	value      string // Campaign: the value it will lead with
-	l          *lock
-	prev, next *waiter
+	s     *session
+	seq   uint64
+	value string // Campaign: the value it will lead with
+	l     *lock
+	link  link[waiter]
 }
+
+func (w *waiter) chained() *link[waiter] { return &w.link }
 
 // New returns an empty state.
 func New() *State {
@@ -146,29 +109,8 @@ func (st *State) nextSessionID(index uint64) uint64 {
 	return st.lastSession
 }
 
+// push queues w behind the lock's other waiters.
 func (l *lock) push(w *waiter) {
 	w.l = l
-	w.prev = l.tail
-	if l.tail != nil {
-		l.tail.next = w
-	} else {
-		l.head = w
-	}
-	l.tail = w
-	l.queued++
-}
-
-func (l *lock) unlink(w *waiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else {
-		l.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else {
-		l.tail = w.prev
-	}
-	w.prev, w.next = nil, nil
-	l.queued--
+	l.queue.push(w)
 }

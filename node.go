@@ -183,7 +183,6 @@ type Node struct {
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node
 	closing  bool
-	wg       sync.WaitGroup // background goroutines
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -248,8 +247,7 @@ func (n *Node) Close() error {
 		for _, s := range sessions {
 			s.end(ErrClosed)
 		}
-		n.r.Close()
-		n.wg.Wait()
+		n.r.Close() // waits for the background work too
 	})
 	return nil
 }
@@ -292,19 +290,12 @@ func (n *Node) Status() Status {
 	}
 }
 
-// goBackground runs f in the background unless the node is closing.
+// goBackground runs f in the background unless the node is closing; Close
+// waits for it.
 func (n *Node) goBackground(f func()) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closing {
-		return false
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f()
-	}()
-	return true
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return !n.closing && n.r.Go(f)
 }
 
 // localSessions returns the sessions that live on this node.

@@ -242,15 +242,12 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		return nil, ErrClosed
 	}
 	n.sessions[s.id] = s
-	n.wg.Add(1)
-	n.mu.Unlock()
 	s.mu.Lock()
 	s.timer = s.clock.AfterFunc(s.lease.deadline.Sub(clock.Boot(c)), s.checkDeadline)
 	s.mu.Unlock()
-	go func() {
-		defer n.wg.Done()
-		s.keepAlive(sent)
-	}()
+	// Still under n.mu: Close cannot have begun, so the replica runs it.
+	n.r.Go(func() { s.keepAlive(sent) })
+	n.mu.Unlock()
 	return s, nil
 }
 

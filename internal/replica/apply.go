@@ -93,7 +93,7 @@ func (r *Replica) proposeLeaderStart(term uint64) {
 }
 
 func (r *Replica) proposeInBackground(cmd fsm.Command) {
-	r.goBackground(func() {
+	r.Go(func() {
 		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.ProposalTimeout)
 		defer cancel()
 		if _, err := r.Propose(ctx, cmd); err != nil {

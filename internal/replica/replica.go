@@ -341,8 +341,10 @@ func (r *Replica) RestoredIndex() uint64 { return r.restoredIndex.Load() }
 // peer told it.
 func (r *Replica) Group() string { return r.peers.group() }
 
-// goBackground runs f in the background unless the replica is closing.
-func (r *Replica) goBackground(f func()) bool {
+// Go runs f in the background unless the replica is closing; Close waits
+// for it. The root's background work (keep-alives, withdrawals) runs here
+// too, so that one Close waits for everything.
+func (r *Replica) Go(f func()) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {

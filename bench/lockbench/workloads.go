@@ -176,11 +176,7 @@ func throughput(ctx context.Context, c Cluster, workers int, d time.Duration, wl
 			mu.Unlock()
 		})
 	}
-	close(starts)
-	wg.Wait()
-	for _, cl := range cs {
-		_ = cl.Close(ctx)
-	}
+	race(ctx, starts, &wg, cs)
 	a := acq.sorted()
 	return Result{Workers: workers, DurationS: d.Seconds(), Ops: pairs,
 		OpsPerS: round1(float64(pairs) / d.Seconds()),
@@ -246,11 +242,7 @@ func w3(ctx context.Context, c Cluster, o Options) (Result, error) {
 			}
 		})
 	}
-	close(starts)
-	wg.Wait()
-	for _, cl := range cs {
-		_ = cl.Close(ctx)
-	}
+	race(ctx, starts, &wg, cs)
 	w := waits.sorted()
 	lo, hi := grants, 0
 	for _, g := range perWorker {
@@ -439,6 +431,16 @@ func w5(ctx context.Context, c Cluster, o Options) (Result, error) {
 		P999: s.pct(.999), Max: s.pct(1), Errors: errs}
 	res.addNote("overhead_ms=%v ttl_ms=%d trials=%d", round1(Median(overheads)), ttl.Milliseconds(), trials)
 	return res, nil
+}
+
+// race lets the workers go at once, waits for them all, and closes their
+// clients.
+func race(ctx context.Context, starts chan struct{}, wg *sync.WaitGroup, cs []Client) {
+	close(starts)
+	wg.Wait()
+	for _, cl := range cs {
+		_ = cl.Close(ctx)
+	}
 }
 
 func b2i(b bool) int {

@@ -237,21 +237,31 @@ func tokensRise(ops []Op) []string {
 		seen[op.Token] = true
 		gs = append(gs, op)
 	}
-	byReturn := append([]Op(nil), gs...)
-	sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].Return < byReturn[j].Return })
-	sort.Slice(gs, func(i, j int) bool { return gs[i].Call < gs[j].Call })
-	var highest uint64
-	j := 0
-	for _, g := range gs {
-		for j < len(byReturn) && byReturn[j].Return < g.Call {
-			highest = max(highest, byReturn[j].Token)
-			j++
-		}
+	inRealTime(gs, func(g Op, highest uint64) {
 		if g.Token <= highest {
 			v = append(v, fmt.Sprintf("token %d granted after token %d had been returned", g.Token, highest))
 		}
-	}
+	})
 	return v
+}
+
+// inRealTime calls visit for each op in the order they were called, with the
+// highest token among the ops that had returned before it was called: what
+// a linearizable history says the op's token must exceed.
+func inRealTime(ops []Op, visit func(op Op, highest uint64)) {
+	byReturn := append([]Op(nil), ops...)
+	sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].Return < byReturn[j].Return })
+	byCall := append([]Op(nil), ops...)
+	sort.Slice(byCall, func(i, j int) bool { return byCall[i].Call < byCall[j].Call })
+	var highest uint64
+	j := 0
+	for _, op := range byCall {
+		for j < len(byReturn) && byReturn[j].Return < op.Call {
+			highest = max(highest, byReturn[j].Token)
+			j++
+		}
+		visit(op, highest)
+	}
 }
 
 // minority checks that no client on the cut-off side of a partition was

@@ -2,7 +2,6 @@ package checker
 
 import (
 	"fmt"
-	"sort"
 )
 
 // epochsRise checks, per election, that epochs rise with real time across
@@ -18,16 +17,7 @@ func epochsRise(ops []Op) []string {
 	}
 	var v []string
 	for key, es := range byElection {
-		byReturn := append([]Op(nil), es...)
-		sort.Slice(byReturn, func(i, j int) bool { return byReturn[i].Return < byReturn[j].Return })
-		sort.Slice(es, func(i, j int) bool { return es[i].Call < es[j].Call })
-		var highest uint64
-		j := 0
-		for _, op := range es {
-			for j < len(byReturn) && byReturn[j].Return < op.Call {
-				highest = max(highest, byReturn[j].Token)
-				j++
-			}
+		inRealTime(es, func(op Op, highest uint64) {
 			switch {
 			case op.Kind == OpCampaign && op.Token <= highest:
 				v = append(v, fmt.Sprintf("%s: client %d elected with epoch %d after epoch %d had been returned",
@@ -36,7 +26,7 @@ func epochsRise(ops []Op) []string {
 				v = append(v, fmt.Sprintf("%s: a Leader read returned epoch %d after epoch %d had been returned",
 					key, op.Token, highest))
 			}
-		}
+		})
 	}
 	return v
 }

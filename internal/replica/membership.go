@@ -227,7 +227,7 @@ func (r *Replica) changeMembership(ctx context.Context,
 		case errors.Is(err, dragonboat.ErrInvalidAddress):
 			return fmt.Errorf("%w: %v", ErrMembership, err)
 		case !retryable(err):
-			return err
+			return fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
 		b.wait(ctx, r.closed, r.leaderKnown())
 	}
@@ -256,7 +256,7 @@ func (r *Replica) membership(ctx context.Context) (*dragonboat.Membership, error
 		}
 		last = err
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
-			return nil, err
+			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
 		b.wait(ctx, r.closed, r.leaderKnown())
 	}

@@ -48,13 +48,25 @@ type Leadership struct{ *grant }
 // both ErrUnavailable and ctx.Err(), and the candidate is withdrawn. If the
 // session ends meanwhile, its error is returned.
 func (s *Session) Campaign(ctx context.Context, election, value string) (*Leadership, error) {
+	return s.campaign(ctx, election, value, true)
+}
+
+// TryCampaign makes the session the election's leader if it has none, and
+// otherwise fails at once with ErrElectionTaken without queuing: the
+// session is then no candidate. It is Campaign for a caller that must not
+// wait (a job that runs only if nobody runs it yet).
+func (s *Session) TryCampaign(ctx context.Context, election, value string) (*Leadership, error) {
+	return s.campaign(ctx, election, value, false)
+}
+
+func (s *Session) campaign(ctx context.Context, election, value string, wait bool) (*Leadership, error) {
 	if !fsm.ValidName(election) {
 		return nil, invalidName(election)
 	}
 	if len(value) > fsm.MaxValueLen {
 		return nil, valueTooLarge(value)
 	}
-	g, err := s.request(ctx, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value})
+	g, err := s.request(ctx, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value, Wait: wait})
 	if err != nil {
 		return nil, err
 	}

@@ -577,3 +577,22 @@ func TestWatchesShareReads(t *testing.T) {
 	ws.started(r4, func() {})
 	require.Nil(t, ws.finished(w))
 }
+
+// TryCampaign leads at once or fails at once with ErrElectionTaken, and
+// never leaves a candidate behind.
+func TestTryCampaign(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := testCtx(t)
+	a, b := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(1))
+	l, err := a.TryCampaign(ctx, "cron/nightly", "a")
+	require.NoError(t, err)
+	_, err = b.TryCampaign(ctx, "cron/nightly", "b")
+	require.ErrorIs(t, err, ErrElectionTaken)
+	require.Zero(t, election(t, ctx, c.node(1), "cron/nightly").Candidates, "nothing queued")
+	require.NoError(t, l.Resign(ctx))
+	l2, err := b.TryCampaign(ctx, "cron/nightly", "b")
+	require.NoError(t, err)
+	require.Greater(t, l2.Token(), l.Token())
+	_, err = b.TryCampaign(ctx, "", "b")
+	require.ErrorIs(t, err, ErrInvalidName)
+}

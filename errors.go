@@ -37,6 +37,9 @@ var (
 	ErrInvalidTTL = errors.New("fencelock: invalid session TTL")
 	// ErrNoLeader: Node.Leader found the election without a leader.
 	ErrNoLeader = errors.New("fencelock: election has no leader")
+	// ErrElectionTaken: TryCampaign found the election led by another
+	// candidate; nothing was queued.
+	ErrElectionTaken = errors.New("fencelock: election has a leader")
 	// ErrNotLeader: Proclaim or Resign named a term of leadership that is
 	// over (resigned, or the session ended and the next candidate leads).
 	ErrNotLeader = errors.New("fencelock: not the leader")

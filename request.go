@@ -60,6 +60,9 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 		s.replied(seq)
 	case fsm.Locked:
 		s.finish(seq)
+		if cmd.Kind == fsm.KindCampaign {
+			return nil, fmt.Errorf("%w: %q", ErrElectionTaken, cmd.Name)
+		}
 		return nil, fmt.Errorf("%w: %q", ErrLocked, cmd.Name)
 	case fsm.UnknownSession:
 		s.finish(seq)

@@ -22,8 +22,8 @@ import (
 // old entries' encoding alone, but a replica that does not know a kind skips
 // its entry as corrupt: upgrade every replica before anyone uses a new kind.
 //
-// Version 2 added LeaderStart (owner term nonce) and the leader mark to Expire
-// (session target mark), and changed how Apply bounds a session's replies.
+// Version 2 added LeaderStart (owner term nonce), the leader mark to Expire
+// (session target mark) and the wait flag to Campaign (after floor), and changed how Apply bounds a session's replies.
 // Version-1 entries still decode, and apply by version-1 rules (see
 // Command.v1), so an old log replays to the state it produced. Writers
 // write version 2 only: stop every replica of a version-1 group, upgrade
@@ -72,6 +72,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = u(u(u(dst, c.Session), c.Target), c.Mark)
 	case KindCampaign:
 		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
+		dst = append(dst, boolByte(c.Wait))
 		dst = appendString(appendString(dst, c.Name), c.Value)
 	case KindResign:
 		dst = u(u(u(u(dst, c.Session), c.Seq), c.Floor), c.Token)
@@ -140,6 +141,7 @@ func (d *decoder) command(c *Command) {
 		}
 	case KindCampaign:
 		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
+		c.Wait = d.v1 || d.bool() // version 1 had only the waiting kind
 		c.Name, c.Value = d.name(), d.value()
 	case KindResign:
 		c.Session, c.Seq, c.Floor, c.Token = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()

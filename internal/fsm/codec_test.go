@@ -28,7 +28,7 @@ func everyKind() []Command {
 		{Kind: KindExpire, Session: 16, Target: 17},
 		{Kind: KindExpire, Session: 16, Target: 17, Mark: math.MaxUint64},
 		{Kind: KindLeaderStart, Owner: 3, Term: math.MaxUint64, Nonce: math.MaxUint64},
-		{Kind: KindCampaign, Session: 18, Seq: 19, Floor: 20, Name: "election/ü", Value: "10.0.0.1:7001"},
+		{Kind: KindCampaign, Session: 18, Seq: 19, Floor: 20, Wait: true, Name: "election/ü", Value: "10.0.0.1:7001"},
 		{Kind: KindCampaign, Session: 18, Seq: math.MaxUint64, Name: strings.Repeat("e", MaxNameLen), Value: strings.Repeat("v", MaxValueLen)},
 		{Kind: KindCampaign, Session: 18, Seq: 21, Name: "e", Value: ""},
 		{Kind: KindResign, Session: 22, Seq: 23, Floor: 24, Token: 25 << TokenShift, Name: "e"},
@@ -72,7 +72,7 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindRelease, Command{Kind: KindRelease, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
 		{KindCancel, Command{Kind: KindCancel, Session: 1, Target: 8, Floor: 3, Election: true, Name: "n"}},
 		{KindExpire, Command{Kind: KindExpire, Session: 1, Target: 8}},
-		{KindCampaign, Command{Kind: KindCampaign, Session: 1, Seq: 2, Floor: 3, Name: "n", Value: "v"}},
+		{KindCampaign, Command{Kind: KindCampaign, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n", Value: "v"}},
 		{KindResign, Command{Kind: KindResign, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
 		{KindProclaim, Command{Kind: KindProclaim, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n", Value: "v"}},
 	} {

@@ -45,8 +45,10 @@ const (
 	// its successor took office.
 	KindExpire Kind = 7
 	// KindCampaign enters request Seq of Session as a candidate in election
-	// Name with Value. With no leader it leads at once; else it queues behind
-	// the other candidates. Elections and locks are separate namespaces.
+	// Name with Value. With no leader it leads at once; else, with Wait, it
+	// queues behind the other candidates, and without it fails with Locked
+	// (version 2; version 1 always waited). Elections and locks are separate
+	// namespaces.
 	KindCampaign Kind = 8
 	// KindResign ends the leadership Token of Session in election Name; the
 	// head of the candidate queue leads in the same entry.
@@ -90,7 +92,7 @@ func (k Kind) String() string {
 // kinds; the codec writes only those.
 type Command struct {
 	Kind Kind
-	Wait bool // Acquire: queue when held
+	Wait bool // Acquire, Campaign: queue when held
 	// Election marks a Cancel whose target is a Campaign, so Name is an
 	// election rather than a lock.
 	Election bool
@@ -128,7 +130,7 @@ const (
 	OK             Status = 1  // done (open, keep-alive, close, release, expire, resign, proclaim)
 	Granted        Status = 2  // acquire, campaign: the lock or leadership is the caller's; Result.Value is its token
 	Queued         Status = 3  // acquire, campaign: waiting in the queue
-	Locked         Status = 4  // try-acquire: held by another request
+	Locked         Status = 4  // try-acquire, try-campaign: held by another request
 	NotHeld        Status = 5  // release, resign, proclaim: the token is not the current grant
 	UnknownSession Status = 6  // the session does not exist (expired or closed)
 	Cancelled      Status = 7  // cancel: the request left the queue or its grant was released

@@ -18,7 +18,7 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 		return limitExceeded(LimitLocksPerSession)
 	}
 	e := st.elections[c.Name]
-	if e != nil && e.holder != nil && e.queue.n >= MaxWaitersPerLock {
+	if e != nil && e.holder != nil && c.Wait && e.queue.n >= MaxWaitersPerLock {
 		return limitExceeded(LimitWaitersPerLock)
 	}
 	if e == nil {
@@ -27,6 +27,9 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 	}
 	if e.holder == nil {
 		return Result{Status: Granted, Value: st.grant(index, e, s, c.Seq, c.Value)}
+	}
+	if !c.Wait {
+		return Result{Status: Locked}
 	}
 	w := &waiter{s: s, seq: c.Seq, value: c.Value}
 	e.push(w)

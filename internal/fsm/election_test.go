@@ -13,7 +13,7 @@ import (
 )
 
 func campaignCmd(s, seq uint64, name, value string) Command {
-	return Command{Kind: KindCampaign, Session: s, Seq: seq, Name: name, Value: value}
+	return Command{Kind: KindCampaign, Session: s, Seq: seq, Name: name, Value: value, Wait: true}
 }
 
 func resignCmd(s, seq uint64, name string, token uint64) Command {
@@ -429,7 +429,7 @@ func TestCampaignRetries(t *testing.T) {
 	h.apply(cmds...)
 	_, kept := h.st.sessions[a].replies[3]
 	require.False(t, kept, "the campaign's reply was evicted")
-	got, _ := h.one(Command{Kind: KindCampaign, Session: a, Seq: 3, Floor: 3, Name: "E", Value: "a", v1: true})
+	got, _ := h.one(Command{Kind: KindCampaign, Session: a, Seq: 3, Floor: 3, Name: "E", Value: "a", Wait: true, v1: true})
 	require.Equal(t, Result{Status: Queued}, got)
 	require.Equal(t, 1, h.st.Election("E").Candidates)
 }
@@ -668,7 +668,7 @@ func (d *electionDriver) command() Command {
 		if d.n(6) == 0 {
 			seq = d.oldSeq(s)
 		}
-		return Command{Kind: KindCampaign, Session: s, Seq: seq, Floor: d.floorOf(s), Name: d.electionName(), Value: d.value()}
+		return Command{Kind: KindCampaign, Session: s, Seq: seq, Floor: d.floorOf(s), Name: d.electionName(), Value: d.value(), Wait: d.n(4) != 0}
 	case 3, 4:
 		if len(d.leaders) > 0 && d.n(5) != 0 {
 			l := d.leaders[d.n(uint64(len(d.leaders)))]
@@ -842,4 +842,24 @@ func inList(h *heldList, l *lock) bool {
 		}
 	}
 	return false
+}
+
+// A Campaign without Wait leads at once or fails with Locked, queueing
+// nothing and changing nothing.
+func TestTryCampaign(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.open(1), h.open(2)
+	try := func(s, seq uint64) Command {
+		c := campaignCmd(s, seq, "E", "v")
+		c.Wait = false
+		return c
+	}
+	r, _ := h.one(try(a, 1))
+	require.Equal(t, Granted, r.Status, "no leader: it leads")
+	r, evs := h.one(try(b, 1))
+	require.Equal(t, Result{Status: Locked}, r)
+	require.Empty(t, evs)
+	require.Zero(t, h.st.Election("E").Candidates, "nothing queued")
+	again, _ := h.one(try(b, 1))
+	require.Equal(t, r, again, "a retry gets the first reply")
 }

@@ -60,17 +60,24 @@ func (s *Session) TryCampaign(ctx context.Context, election, value string) (*Lea
 }
 
 func (s *Session) campaign(ctx context.Context, election, value string, wait bool) (*Leadership, error) {
-	if !fsm.ValidName(election) {
-		return nil, invalidName(election)
-	}
-	if len(value) > fsm.MaxValueLen {
-		return nil, valueTooLarge(value)
+	if err := checkCampaign(election, value); err != nil {
+		return nil, err
 	}
 	g, err := s.request(ctx, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value, Wait: wait})
 	if err != nil {
 		return nil, err
 	}
 	return &Leadership{g}, nil
+}
+
+func checkCampaign(election, value string) error {
+	if !fsm.ValidName(election) {
+		return invalidName(election)
+	}
+	if len(value) > fsm.MaxValueLen {
+		return valueTooLarge(value)
+	}
+	return nil
 }
 
 // Election returns the election's name.

@@ -103,3 +103,28 @@ func ExampleNode_Leader() {
 	// fencelock: election has no leader: "orders/primary"
 	// 10.0.0.1:8080 true true
 }
+
+// RunElection is the whole leader loop: it campaigns, runs the work for
+// each term with a context that ends with the term, resigns only after the
+// work returned, and campaigns again, until its own context ends.
+func ExampleNode_RunElection() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node, stop := startOne(ctx)
+	defer stop()
+
+	run, shutdown := context.WithCancel(ctx)
+	err := node.RunElection(run, "billing/primary", "10.0.0.1:8080", fencelock.ElectionCallbacks{
+		OnStartedLeading: func(term context.Context, l *fencelock.Leadership) {
+			fmt.Println("leading as", l.Value())
+			shutdown() // a real service works here until term ends
+			<-term.Done()
+		},
+		OnStoppedLeading: func(err error) { fmt.Println("stopped leading, error:", err) },
+	})
+	fmt.Println("RunElection returned:", err)
+	// Output:
+	// leading as 10.0.0.1:8080
+	// stopped leading, error: <nil>
+	// RunElection returned: context canceled
+}

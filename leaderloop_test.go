@@ -1,0 +1,181 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+type termEvent struct {
+	who     string
+	started bool // else stopped
+	token   uint64
+	err     error
+}
+
+// loopCallbacks reports each term's start and stop on events; the work
+// runs until its ctx ends and then waits for gate (if any) before it
+// returns.
+func loopCallbacks(who string, events chan<- termEvent, gate <-chan struct{}) ElectionCallbacks {
+	return ElectionCallbacks{
+		OnStartedLeading: func(ctx context.Context, l *Leadership) {
+			events <- termEvent{who: who, started: true, token: l.Token()}
+			<-ctx.Done()
+			if gate != nil {
+				<-gate
+			}
+		},
+		OnStoppedLeading: func(err error) { events <- termEvent{who: who, err: err} },
+	}
+}
+
+func nextTerm(t *testing.T, ctx context.Context, events <-chan termEvent) termEvent {
+	t.Helper()
+	select {
+	case e := <-events:
+		return e
+	case <-ctx.Done():
+		t.Fatalf("no term event: %v", ctx.Err())
+		return termEvent{}
+	}
+}
+
+// Two loops on two replicas: the second leads only after the first's work
+// returned and it resigned, with a larger token; each loop returns
+// ctx.Err() when its ctx ends; OnNewLeader reports both terms in order.
+func TestRunElectionHandsOverOnlyAfterTheWorkReturned(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	events := make(chan termEvent, 16)
+	gate := make(chan struct{})
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan error, 1)
+	go func() { aDone <- c.node(1).RunElection(actx, "primary", "a", loopCallbacks("a", events, gate)) }()
+	a := nextTerm(t, ctx, events)
+	require.Equal(t, termEvent{who: "a", started: true, token: a.token}, a)
+
+	leaders := make(chan LeaderInfo, 16)
+	bcb := loopCallbacks("b", events, nil)
+	bcb.OnNewLeader = func(info LeaderInfo) {
+		select {
+		case leaders <- info:
+		default: // the test has read what it needs; never block the loop
+		}
+	}
+	bctx, stopB := context.WithCancel(ctx)
+	bDone := make(chan error, 1)
+	go func() { bDone <- c.node(2).RunElection(bctx, "primary", "b", bcb) }()
+	first := <-leaders
+	require.Equal(t, a.token, first.Token, "b sees a's term first")
+
+	stopA() // a's work sees its ctx end, but is held at the gate
+	info, err := c.node(3).Leader(ctx, "primary")
+	require.NoError(t, err)
+	require.Equal(t, a.token, info.Token, "no resignation while the work runs")
+	select {
+	case e := <-events:
+		t.Fatalf("%+v before a's work returned", e)
+	default:
+	}
+	close(gate)
+	// a's report of its stop and b's start race (b may be elected the
+	// moment a resigned); a's work has returned before either.
+	var b termEvent
+	for range 2 {
+		e := nextTerm(t, ctx, events)
+		if e.who == "a" {
+			require.Equal(t, termEvent{who: "a"}, e, "a stopped, resigned: no error")
+			continue
+		}
+		b = e
+	}
+	require.Equal(t, "b", b.who)
+	require.True(t, b.started)
+	require.Greater(t, b.token, a.token)
+	require.ErrorIs(t, <-aDone, context.Canceled)
+	for info := range leaders {
+		if info.Token == b.token {
+			break
+		}
+		require.Less(t, info.Token, b.token, "leaders are reported in order")
+	}
+	stopB()
+	require.Equal(t, termEvent{who: "b"}, nextTerm(t, ctx, events))
+	require.ErrorIs(t, <-bDone, context.Canceled)
+}
+
+// Work that returns early resigns its term; the loop campaigns again and
+// wins a new term with a larger token.
+func TestRunElectionCampaignsAgainAfterTheWorkReturns(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := testCtx(t)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	tokens := make(chan uint64, 4)
+	stopped := make(chan error, 4)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.node(1).RunElection(lctx, "job", "", ElectionCallbacks{
+			OnStartedLeading: func(ctx context.Context, l *Leadership) {
+				tokens <- l.Token()
+				if len(tokens) == cap(tokens) {
+					<-ctx.Done()
+				}
+			},
+			OnStoppedLeading: func(err error) { stopped <- err },
+		})
+	}()
+	first, second := <-tokens, <-tokens
+	require.Greater(t, second, first)
+	require.NoError(t, <-stopped, "a term whose work returned ends without an error")
+	stop()
+	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// A term lost to an expired session ends the work's context with the
+// session's error; the loop opens a new session and leads again.
+func TestRunElectionSurvivesSessionExpiry(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := testCtx(t)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events := make(chan termEvent, 8)
+	froze := false
+	done := make(chan error, 1)
+	go func() {
+		done <- c.node(1).RunElection(lctx, "job", "", ElectionCallbacks{
+			OnStartedLeading: func(ctx context.Context, l *Leadership) {
+				events <- termEvent{started: true, token: l.Token()}
+				if !froze {
+					froze = true
+					testhook.Freeze(l.g().s) // its keep-alives stop: the session runs out
+				}
+				<-ctx.Done()
+			},
+			OnStoppedLeading: func(err error) { events <- termEvent{err: err} },
+		}, WithTTL(300*time.Millisecond))
+	}()
+	first := nextTerm(t, ctx, events)
+	lost := nextTerm(t, ctx, events)
+	require.ErrorIs(t, lost.err, ErrSessionExpired)
+	second := nextTerm(t, ctx, events)
+	require.True(t, second.started)
+	require.Greater(t, second.token, first.token)
+	stop()
+	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+func TestRunElectionRefusesBadArguments(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := testCtx(t)
+	err := c.node(1).RunElection(ctx, "e", "", ElectionCallbacks{})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	err = c.node(1).RunElection(ctx, "", "", ElectionCallbacks{OnStartedLeading: func(context.Context, *Leadership) {}})
+	require.ErrorIs(t, err, ErrInvalidName)
+	require.False(t, errors.Is(err, ErrInvalidConfig))
+}

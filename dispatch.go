@@ -135,6 +135,8 @@ func reasonErr(r fsm.Reason) error {
 		return ErrSessionClosed
 	case fsm.ReasonCancelled:
 		return context.Canceled
+	case fsm.ReasonRevoked:
+		return ErrRevoked
 	}
 	return ErrNotHeld
 }

@@ -37,6 +37,9 @@ var (
 	ErrInvalidTTL = errors.New("fencelock: invalid session TTL")
 	// ErrNoLeader: Node.Leader found the election without a leader.
 	ErrNoLeader = errors.New("fencelock: election has no leader")
+	// ErrRevoked: an operator revoked the grant (Node.Revoke,
+	// Node.RevokeLeadership) or ended the session (Node.EndSession).
+	ErrRevoked = errors.New("fencelock: revoked by an operator")
 	// ErrElectionTaken: TryCampaign found the election led by another
 	// candidate; nothing was queued.
 	ErrElectionTaken = errors.New("fencelock: election has a leader")

@@ -29,6 +29,8 @@ func (st *State) apply(index uint64, c *Command) Result {
 		return st.openSession(index, c)
 	case KindLeaderStart:
 		return st.leaderStart(index, c)
+	case KindRevoke:
+		return st.revoke(index, c)
 	}
 	s := st.sessions[c.Session]
 	if s == nil {
@@ -45,6 +47,9 @@ func (st *State) apply(index uint64, c *Command) Result {
 		return Result{Status: OK}
 	case KindCloseSession:
 		st.endSession(index, s, ReasonClosed)
+		return Result{Status: OK}
+	case KindEndSession:
+		st.endSession(index, s, ReasonRevoked)
 		return Result{Status: OK}
 	case KindExpire:
 		// A newer keep-alive, or a newer leader (one that has not given the
@@ -82,6 +87,24 @@ func (st *State) openSession(index uint64, c *Command) Result {
 	st.addSession(s)
 	st.emit(Event{Kind: EventTouched, Session: s.id, Index: index, TTL: s.ttl})
 	return Result{Status: OK, Value: s.id}
+}
+
+// revoke ends the current grant of a lock or an election, whoever holds
+// it, if it is the one the operator named (or any, with token 0).
+func (st *State) revoke(index uint64, c *Command) Result {
+	table := st.locks
+	if c.Election {
+		table = st.elections
+	}
+	l := table[c.Name]
+	if !ValidName(c.Name) {
+		return Result{Status: Invalid}
+	}
+	if l == nil || l.holder == nil || (c.Token != 0 && l.token != c.Token) {
+		return Result{Status: NotHeld}
+	}
+	st.free(index, l, ReasonRevoked)
+	return Result{Status: OK}
 }
 
 // leaderStart records the new leader's mark, which its expiries will name.

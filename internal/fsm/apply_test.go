@@ -945,6 +945,7 @@ func TestStringers(t *testing.T) {
 	for k, want := range map[Kind]string{0: "unknown", KindOpenSession: "open-session", KindKeepAlive: "keep-alive",
 		KindCloseSession: "close-session", KindAcquire: "acquire", KindRelease: "release", KindCancel: "cancel",
 		KindExpire: "expire", KindCampaign: "campaign", KindResign: "resign", KindProclaim: "proclaim",
+		KindLeaderStart: "leader-start", KindRevoke: "revoke", KindEndSession: "end-session",
 		maxKind + 1: "unknown", 255: "unknown"} {
 		require.Equal(t, want, k.String())
 	}
@@ -955,7 +956,7 @@ func TestStringers(t *testing.T) {
 		require.Equal(t, want, s.String())
 	}
 	for r, want := range map[Reason]string{0: "unknown", ReasonReleased: "released", ReasonCancelled: "cancelled",
-		ReasonExpired: "expired", ReasonClosed: "closed", 5: "unknown"} {
+		ReasonExpired: "expired", ReasonClosed: "closed", ReasonRevoked: "revoked", 6: "unknown"} {
 		require.Equal(t, want, r.String())
 	}
 }

@@ -23,7 +23,8 @@ import (
 // its entry as corrupt: upgrade every replica before anyone uses a new kind.
 //
 // Version 2 added LeaderStart (owner term nonce), the leader mark to Expire
-// (session target mark) and the wait flag to Campaign (after floor), and changed how Apply bounds a session's replies.
+// (session target mark), the wait flag to Campaign (after floor), Revoke
+// (token election name) and EndSession (session), and changed how Apply bounds a session's replies.
 // Version-1 entries still decode, and apply by version-1 rules (see
 // Command.v1), so an old log replays to the state it produced. Writers
 // write version 2 only: stop every replica of a version-1 group, upgrade
@@ -82,6 +83,11 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = appendString(appendString(dst, c.Name), c.Value)
 	case KindLeaderStart:
 		dst = u(u(u(dst, c.Owner), c.Term), c.Nonce)
+	case KindRevoke:
+		dst = append(u(dst, c.Token), boolByte(c.Election))
+		dst = appendString(dst, c.Name)
+	case KindEndSession:
+		dst = u(dst, c.Session)
 	}
 	return dst
 }
@@ -155,6 +161,16 @@ func (d *decoder) command(c *Command) {
 			return
 		}
 		c.Owner, c.Term, c.Nonce = d.uvarint(), d.uvarint(), d.uvarint()
+	case KindRevoke, KindEndSession:
+		if d.v1 {
+			d.fail("command kind %d in a version-1 entry", c.Kind)
+			return
+		}
+		if c.Kind == KindRevoke {
+			c.Token, c.Election, c.Name = d.uvarint(), d.bool(), d.name()
+		} else {
+			c.Session = d.uvarint()
+		}
 	default:
 		d.fail("unknown command kind %d", c.Kind)
 	}

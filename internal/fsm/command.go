@@ -63,8 +63,17 @@ const (
 	// Nonce is a random number: the first LeaderStart the group applies
 	// makes its Nonce the group's ID for good. (Version 2.)
 	KindLeaderStart Kind = 11
+	// KindRevoke is an operator's: it ends the grant of lock Name (with
+	// Election, the leadership of election Name) whoever holds it, if its
+	// token is Token (0: whatever grant is current), and the head of the
+	// queue is granted in the same entry. (Version 2.)
+	KindRevoke Kind = 12
+	// KindEndSession is an operator's: it ends Session as an expiry would,
+	// freeing its locks and withdrawing its requests, whoever owns it.
+	// (Version 2.)
+	KindEndSession Kind = 13
 
-	maxKind = KindLeaderStart
+	maxKind = KindEndSession
 )
 
 var kindNames = [...]string{
@@ -79,6 +88,8 @@ var kindNames = [...]string{
 	KindResign:       "resign",
 	KindProclaim:     "proclaim",
 	KindLeaderStart:  "leader-start",
+	KindRevoke:       "revoke",
+	KindEndSession:   "end-session",
 }
 
 func (k Kind) String() string {

@@ -118,6 +118,16 @@ func (d *driver) command() Command {
 		}
 		return Command{Kind: KindCancel, Session: s, Target: target, Floor: d.floorOf(s)}
 	default:
+		switch d.n(4) {
+		case 0: // an operator's revocation, of the current grant or of any
+			if len(d.grants) > 0 {
+				g := d.grants[d.n(uint64(len(d.grants)))]
+				return Command{Kind: KindRevoke, Name: g.Name, Token: g.Token * d.n(2)}
+			}
+			return Command{Kind: KindRevoke, Name: d.name()}
+		case 1:
+			return Command{Kind: KindEndSession, Session: d.session()}
+		}
 		return Command{Kind: Kind([]uint8{0, uint8(maxKind) + 1, 200}[d.n(3)]), Session: d.session()}
 	}
 }

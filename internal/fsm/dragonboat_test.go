@@ -22,7 +22,11 @@ type recorder struct {
 }
 
 func (r *recorder) Applied(index uint64, events []Event) {
-	r.applied = append(r.applied, applied{index, slices.Clone(events)})
+	var copied []Event // nil when there are none, however the state keeps its buffer
+	if len(events) > 0 {
+		copied = slices.Clone(events)
+	}
+	r.applied = append(r.applied, applied{index, copied})
 }
 
 func (r *recorder) Restored(st *State) { r.restored = append(r.restored, st) }

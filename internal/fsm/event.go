@@ -42,6 +42,7 @@ const (
 	ReasonCancelled                   // the holder's request was cancelled after it was granted
 	ReasonExpired                     // the session expired at the group
 	ReasonClosed                      // the session was closed by its holder
+	ReasonRevoked                     // an operator revoked the grant, or ended the session
 )
 
 func (r Reason) String() string {
@@ -54,6 +55,8 @@ func (r Reason) String() string {
 		return "expired"
 	case ReasonClosed:
 		return "closed"
+	case ReasonRevoked:
+		return "revoked"
 	}
 	return "unknown"
 }

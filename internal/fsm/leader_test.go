@@ -79,3 +79,46 @@ func TestGroupIDIsSetOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(41), st.GroupID())
 }
+
+// An operator's Revoke ends a lock's grant whoever holds it (only the one
+// named, if a token is given) and grants the queue head in the same entry;
+// the holder learns it as ReasonRevoked.
+func TestRevoke(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.open(1), h.open(2)
+	g, _ := h.one(acqCmd(a, 1, "L", false))
+	h.one(acqCmd(b, 1, "L", true))
+	r, _ := h.one(Command{Kind: KindRevoke, Name: "L", Token: g.Value + 1})
+	require.Equal(t, NotHeld, r.Status, "a token that is not the grant's changes nothing")
+	r, evs := h.one(Command{Kind: KindRevoke, Name: "L", Token: g.Value})
+	require.Equal(t, OK, r.Status)
+	require.Equal(t, freedEv(ReasonRevoked, a, 1, "L", g.Value), evs[0])
+	require.Equal(t, EventGranted, evs[1].Kind)
+	require.Equal(t, b, evs[1].Session)
+	require.Greater(t, evs[1].Token, g.Value)
+	r, _ = h.one(Command{Kind: KindRevoke, Name: "nobody-holds-it"})
+	require.Equal(t, NotHeld, r.Status)
+	r, _ = h.one(Command{Kind: KindRevoke, Name: ""})
+	require.Equal(t, Invalid, r.Status)
+
+	e, _ := h.one(campaignCmd(a, 2, "E", "v"))
+	r, evs = h.one(Command{Kind: KindRevoke, Election: true, Name: "E"})
+	require.Equal(t, OK, r.Status)
+	require.Equal(t, Event{Kind: EventDeposed, Reason: ReasonRevoked, Session: a, Seq: 2, Token: e.Value, Name: "E"}, evs[0])
+}
+
+// An operator's EndSession ends any session as an expiry would, with
+// ReasonRevoked.
+func TestEndSession(t *testing.T) {
+	h := newHarness(t)
+	a, b := h.open(1), h.open(2)
+	h.one(acqCmd(a, 1, "L", false))
+	h.one(acqCmd(b, 1, "L", true))
+	r, evs := h.one(Command{Kind: KindEndSession, Session: a})
+	require.Equal(t, OK, r.Status)
+	require.Equal(t, EventSessionEnded, evs[len(evs)-1].Kind)
+	require.Equal(t, ReasonRevoked, evs[len(evs)-1].Reason)
+	require.Equal(t, b, h.st.Lock("L").Session, "its lock passed on")
+	r, _ = h.one(Command{Kind: KindEndSession, Session: a})
+	require.Equal(t, UnknownSession, r.Status)
+}

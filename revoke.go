@@ -1,0 +1,75 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// Revoke frees lock name, whoever holds it: the head of its queue is
+// granted in the same step, with a larger token, and the holder's Done
+// closes with ErrRevoked when its replica applies the revocation. It is for
+// operators freeing a lock whose holder is stuck but alive; the holder's
+// later writes are refused by the resource's fencer once the new token has
+// reached it. A lock nobody holds is ErrNotHeld. It is linearizable.
+func (n *Node) Revoke(ctx context.Context, name string) error {
+	return n.revoke(ctx, name, 0, false)
+}
+
+// RevokeGrant is Revoke of one grant: it frees lock name only while token
+// is its current grant's, so that an operator's late or retried call never
+// frees the successor's grant (ErrNotHeld then).
+func (n *Node) RevokeGrant(ctx context.Context, name string, token uint64) error {
+	if token == 0 {
+		return fmt.Errorf("%w: %q: token 0", ErrNotHeld, name)
+	}
+	return n.revoke(ctx, name, token, false)
+}
+
+// RevokeLeadership ends the current term of election, whoever leads it, as
+// Revoke does for a lock: the next candidate leads, with a larger epoch,
+// and the deposed leader's Done closes with ErrRevoked. With no leader it
+// is ErrNotLeader.
+func (n *Node) RevokeLeadership(ctx context.Context, election string) error {
+	return n.revoke(ctx, election, 0, true)
+}
+
+func (n *Node) revoke(ctx context.Context, name string, token uint64, election bool) error {
+	if !fsm.ValidName(name) {
+		return invalidName(name)
+	}
+	res, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindRevoke, Name: name, Token: token, Election: election})
+	if err != nil {
+		return err
+	}
+	switch res.Status {
+	case fsm.OK:
+		return nil
+	case fsm.NotHeld:
+		if election {
+			return fmt.Errorf("%w: %q", ErrNotLeader, name)
+		}
+		return fmt.Errorf("%w: %q", ErrNotHeld, name)
+	}
+	return fmt.Errorf("fencelock: revoke %q: unexpected reply %v", name, res.Status)
+}
+
+// EndSession ends session id at the group, whoever owns it, as an expiry
+// would: its locks and leaderships pass to their queues' heads in one step,
+// its queued requests are withdrawn, and its holder's Done closes with
+// ErrRevoked. A session that is already over is ErrSessionExpired. It is
+// linearizable; the IDs come from Node.Sessions or Node.Locks.
+func (n *Node) EndSession(ctx context.Context, id uint64) error {
+	res, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id})
+	if err != nil {
+		return err
+	}
+	switch res.Status {
+	case fsm.OK:
+		return nil
+	case fsm.UnknownSession:
+		return fmt.Errorf("%w: session %d", ErrSessionExpired, id)
+	}
+	return fmt.Errorf("fencelock: end session %d: unexpected reply %v", id, res.Status)
+}

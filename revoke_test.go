@@ -1,0 +1,68 @@
+package fencelock
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// An operator's Revoke frees a held lock: the holder, on another replica,
+// sees Done close with ErrRevoked; the waiter is granted with a larger token;
+// a revocation naming the old token afterwards changes nothing.
+func TestRevokeHandsTheLockOn(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	holder := newSession(t, ctx, c.node(1))
+	l, err := holder.Acquire(ctx, "stuck")
+	require.NoError(t, err)
+	waiter := newSession(t, ctx, c.node(2))
+	granted := make(chan *Lock, 1)
+	go func() {
+		next, err := waiter.Acquire(ctx, "stuck")
+		if err == nil {
+			granted <- next
+		}
+		close(granted)
+	}()
+	waitUntil(t, ctx, "the waiter is queued", func() bool { return inspect(t, ctx, c.node(3), "stuck").Waiters == 1 })
+
+	require.NoError(t, c.node(3).RevokeGrant(ctx, "stuck", l.Token()))
+	<-l.Done()
+	require.ErrorIs(t, l.Err(), ErrRevoked)
+	next := <-granted
+	require.NotNil(t, next)
+	require.Greater(t, next.Token(), l.Token())
+	require.ErrorIs(t, c.node(3).RevokeGrant(ctx, "stuck", l.Token()), ErrNotHeld, "the old grant is gone")
+	require.NoError(t, c.node(3).Revoke(ctx, "stuck"), "Revoke frees whatever grant is current")
+	<-next.Done()
+	require.ErrorIs(t, next.Err(), ErrRevoked)
+	require.NoError(t, holder.Err(), "the holder's session lives on")
+	require.ErrorIs(t, c.node(3).Revoke(ctx, ""), ErrInvalidName)
+}
+
+func TestRevokeLeadership(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := testCtx(t)
+	lead, err := newSession(t, ctx, c.node(1)).Campaign(ctx, "primary", "a")
+	require.NoError(t, err)
+	require.NoError(t, c.node(1).RevokeLeadership(ctx, "primary"))
+	<-lead.Done()
+	require.ErrorIs(t, lead.Err(), ErrRevoked)
+	require.ErrorIs(t, c.node(1).RevokeLeadership(ctx, "primary"), ErrNotLeader)
+}
+
+// EndSession ends someone else's session: its locks pass on and its
+// holder's Done closes with ErrRevoked.
+func TestEndSession(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	s := newSession(t, ctx, c.node(1))
+	l, err := s.Acquire(ctx, "x")
+	require.NoError(t, err)
+	require.NoError(t, c.node(2).EndSession(ctx, s.ID()))
+	<-s.Done()
+	require.ErrorIs(t, s.Err(), ErrRevoked)
+	<-l.Done()
+	require.False(t, inspect(t, ctx, c.node(2), "x").Held)
+	require.ErrorIs(t, c.node(2).EndSession(ctx, s.ID()), ErrSessionExpired)
+}

@@ -182,3 +182,47 @@ func depositionErr(r fsm.Reason) error {
 	}
 	return reasonErr(r)
 }
+
+// Candidate is a candidate queued in an election.
+type Candidate struct {
+	SessionID uint64
+	Value     string // the value it will lead with
+	Replica   uint64 // the replica its session lives on
+}
+
+// Candidates is an election's leader and its queued candidates, in the
+// order they will lead.
+type Candidates struct {
+	Leader LeaderInfo
+	Queue  []Candidate // the first ListLimit (default DefaultListLimit)
+	Total  int         // how many are queued in all
+}
+
+// Candidates returns the election's leader and queue (Curator's
+// getParticipants). It is a linearizable read: it reflects every campaign,
+// resignation and expiry completed before it began.
+func (n *Node) Candidates(ctx context.Context, election string, opts ...ListOption) (Candidates, error) {
+	if !fsm.ValidName(election) {
+		return Candidates{}, invalidName(election)
+	}
+	o, err := listOpts(opts)
+	if err != nil {
+		return Candidates{}, err
+	}
+	type read struct {
+		info  fsm.ElectionInfo
+		queue []fsm.Candidate
+	}
+	v, err := n.r.Read(ctx, func(st *fsm.State) any {
+		return read{st.Election(election), st.Candidates(election, o.limit)}
+	})
+	if err != nil {
+		return Candidates{}, err
+	}
+	r := v.(read)
+	out := Candidates{Leader: leaderInfo(r.info), Total: r.info.Candidates, Queue: make([]Candidate, len(r.queue))}
+	for i, c := range r.queue {
+		out.Queue[i] = Candidate{SessionID: c.Session, Value: c.Value, Replica: c.Owner}
+	}
+	return out, nil
+}

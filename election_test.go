@@ -596,3 +596,30 @@ func TestTryCampaign(t *testing.T) {
 	_, err = b.TryCampaign(ctx, "", "b")
 	require.ErrorIs(t, err, ErrInvalidName)
 }
+
+// Candidates lists the leader and the queue in the order they will lead.
+func TestCandidates(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	a, b, d := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(2)), newSession(t, ctx, c.node(3))
+	lead, err := a.Campaign(ctx, "primary", "a")
+	require.NoError(t, err)
+	for _, s := range []*Session{b, d} {
+		go func() { _, _ = s.Campaign(ctx, "primary", fmt.Sprint("v", s.ID())) }()
+		id := s.ID()
+		waitUntil(t, ctx, "queued", func() bool {
+			got, err := c.node(1).Candidates(ctx, "primary")
+			return err == nil && len(got.Queue) > 0 && got.Queue[len(got.Queue)-1].SessionID == id
+		})
+	}
+	got, err := c.node(3).Candidates(ctx, "primary")
+	require.NoError(t, err)
+	require.Equal(t, lead.Token(), got.Leader.Token)
+	require.Equal(t, 2, got.Total)
+	require.Equal(t, []Candidate{{SessionID: b.ID(), Value: fmt.Sprint("v", b.ID()), Replica: 2}, {SessionID: d.ID(), Value: fmt.Sprint("v", d.ID()), Replica: 3}}, got.Queue)
+	one, err := c.node(3).Candidates(ctx, "primary", ListLimit(1))
+	require.NoError(t, err)
+	require.Len(t, one.Queue, 1)
+	_, err = c.node(3).Candidates(ctx, "")
+	require.ErrorIs(t, err, ErrInvalidName)
+}

@@ -55,3 +55,26 @@ func (st *State) Grants() uint64 { return st.grants }
 func (st *State) ElectionCounts() (elections, candidates int) {
 	return len(st.elections), st.campaigning
 }
+
+// Candidate is one queued candidate of an election.
+type Candidate struct {
+	Session, Seq, Owner uint64 // Owner: the replica its session lives on
+	Value               string
+}
+
+// Candidates returns up to limit of the election's queued candidates, in
+// the order they will lead.
+func (st *State) Candidates(name string, limit int) []Candidate {
+	e := st.elections[name]
+	if e == nil {
+		return nil
+	}
+	out := make([]Candidate, 0, min(limit, e.queue.n))
+	for w := range e.queue.all {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, Candidate{Session: w.s.id, Seq: w.seq, Owner: w.s.owner, Value: w.value})
+	}
+	return out
+}

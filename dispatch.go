@@ -21,6 +21,11 @@ func (k sink) Applied(index uint64, events []fsm.Event) {
 		switch e.Kind {
 		case fsm.EventTouched, fsm.EventLeaderStarted:
 			continue
+		case fsm.EventQueued, fsm.EventUnqueued:
+			n.lockWatches.touch(e.Name)
+			continue
+		case fsm.EventGranted, fsm.EventFreed:
+			n.lockWatches.touch(e.Name)
 		case fsm.EventElected, fsm.EventDeposed, fsm.EventProclaimed:
 			n.watches.applied(index, e)
 		case fsm.EventSessionEnded:
@@ -42,6 +47,7 @@ func (k sink) Restored(st *fsm.State) {
 		s.reconcile(st)
 	}
 	k.n.watches.restored(st)
+	k.n.lockWatches.touchAll()
 }
 
 // Removed ends everything local once the group removed this replica.

@@ -13,6 +13,9 @@ type LockInfo struct {
 	Token     uint64 // fencing token of the current grant; 0 when free
 	SessionID uint64 // holder's session; 0 when free
 	Waiters   int    // requests queued behind the holder
+	// Err is set only in the one value Watch sends before it closes its
+	// channel for a mistake rather than ctx: ErrInvalidName.
+	Err error
 }
 
 // Inspect returns the lock's state. It is a linearizable read: it reflects

@@ -175,10 +175,11 @@ func (c *Config) normalize() error {
 // the sessions of the process it runs in. Its methods are safe for concurrent
 // use.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	r       *replica.Replica
-	watches *watches // Observe calls by election
+	cfg         Config
+	log         *slog.Logger
+	r           *replica.Replica
+	watches     *watches     // Observe calls by election
+	lockWatches *lockWatches // Watch calls by lock
 
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node
@@ -205,11 +206,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger.With("replica", cfg.ReplicaID),
-		sessions: make(map[uint64]*Session),
-		watches:  newWatches(),
-		closed:   make(chan struct{}),
+		cfg:         cfg,
+		log:         cfg.Logger.With("replica", cfg.ReplicaID),
+		sessions:    make(map[uint64]*Session),
+		watches:     newWatches(),
+		lockWatches: newLockWatches(),
+		closed:      make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	r, err := replica.Start(replica.Config{

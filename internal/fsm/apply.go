@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -191,6 +192,7 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 	l.push(w)
 	s.waits[c.Seq] = w
 	st.waiting++
+	st.emit(Event{Kind: EventQueued, Session: s.id, Seq: c.Seq, Name: c.Name})
 	return Result{Status: Queued}
 }
 
@@ -276,6 +278,7 @@ func (st *State) unqueue(w *waiter) {
 	} else {
 		delete(w.s.waits, w.seq)
 		st.waiting--
+		st.emit(Event{Kind: EventUnqueued, Session: w.s.id, Seq: w.seq, Name: w.l.name})
 	}
 }
 
@@ -283,11 +286,12 @@ func (st *State) unqueue(w *waiter) {
 // its locks and then its leaderships, each in name order (each may grant its
 // queue head; the order fixes the tokens), all in one entry.
 func (st *State) endSession(index uint64, s *session, why Reason) {
-	for _, w := range s.waits {
-		st.unqueue(w) // withdrawing grants nothing: order does not matter
-	}
-	for _, w := range s.campaigns {
-		st.unqueue(w)
+	// Withdrawing grants nothing, but it is reported: in request order, so
+	// that every replica reports alike (a map's order is not).
+	for _, waits := range []map[uint64]*waiter{s.waits, s.campaigns} {
+		for _, seq := range slices.Sorted(maps.Keys(waits)) {
+			st.unqueue(waits[seq])
+		}
 	}
 	for _, list := range []*heldList{&s.held, &s.leads} {
 		held := make([]*lock, 0, list.n)

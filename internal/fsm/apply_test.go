@@ -577,8 +577,25 @@ func TestRetryAfterReplyEvictionKeepsOneWaiter(t *testing.T) {
 	require.NoError(t, err, "Save must write a snapshot Restore accepts")
 
 	_, evs := st.Apply(5, []Command{closeCmd(b), relCmd(a, 2, "L", 2<<TokenShift)})
-	require.Equal(t, []Event{endedEv(ReasonClosed, b), freedEv(ReasonReleased, a, 1, "L", 2<<TokenShift)}, evs)
+	require.Equal(t, []Event{{Kind: EventUnqueued, Session: b, Seq: 1, Name: "L"}, endedEv(ReasonClosed, b),
+		freedEv(ReasonReleased, a, 1, "L", 2<<TokenShift)}, evs)
 	require.Equal(t, LockInfo{Name: "L"}, st.Lock("L"), "no grant to the ended session")
+}
+
+// The queue events report every change of a lock's queue, in order: a
+// waiter joining, leaving (cancelled) and leaving for its grant.
+func TestQueueEvents(t *testing.T) {
+	st := New()
+	rs, _ := st.Apply(1, []Command{openCmd(1), openCmd(2), openCmd(3)})
+	a, b, c := rs[0].Value, rs[1].Value, rs[2].Value
+	st.Apply(2, []Command{acqCmd(a, 1, "L", false)})
+	_, evs := st.Apply(3, []Command{acqCmd(b, 1, "L", true), acqCmd(c, 1, "L", true)})
+	require.Equal(t, []Event{{Kind: EventQueued, Session: b, Seq: 1, Name: "L"}, {Kind: EventQueued, Session: c, Seq: 1, Name: "L"}}, evs)
+	_, evs = st.Apply(4, []Command{cancelCmd(b, 1)})
+	require.Equal(t, []Event{{Kind: EventUnqueued, Session: b, Seq: 1, Name: "L"}}, evs)
+	_, evs = st.Apply(5, []Command{relCmd(a, 2, "L", 2<<TokenShift)})
+	require.Equal(t, []Event{freedEv(ReasonReleased, a, 1, "L", 2<<TokenShift),
+		{Kind: EventUnqueued, Session: c, Seq: 1, Name: "L"}, grantedEv(c, 1, "L", 5<<TokenShift)}, evs)
 }
 
 func TestCancelQueuedWaiter(t *testing.T) {

@@ -73,7 +73,7 @@ func TestMachineUpdate(t *testing.T) {
 
 	require.Equal(t, []applied{
 		{1, []Event{{Kind: EventTouched, Session: a, Index: 1, TTL: 1e9}, {Kind: EventTouched, Session: b, Index: 1, TTL: 1e9}}},
-		{2, []Event{grantedEv(a, 1, "L", 2<<TokenShift), grantedEv(b, 2, "M", 2<<TokenShift+1)}},
+		{2, []Event{grantedEv(a, 1, "L", 2<<TokenShift), {Kind: EventQueued, Session: b, Seq: 1, Name: "L"}, grantedEv(b, 2, "M", 2<<TokenShift+1)}},
 		{3, []Event{{Kind: EventTouched, Session: a, Index: 3, TTL: 1e9}}},
 	}, obs.applied)
 

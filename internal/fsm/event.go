@@ -31,6 +31,11 @@ const (
 	// EventLeaderStarted: the raft leader Owner of term Term took office at
 	// Index, the group's new leader mark; Group is the group's ID.
 	EventLeaderStarted
+	// EventQueued: request Seq of Session joined the queue of lock Name.
+	EventQueued
+	// EventUnqueued: request Seq of Session left the queue of lock Name:
+	// granted (an EventGranted follows), cancelled, or its session ended.
+	EventUnqueued
 )
 
 // Reason says why a grant or a session ended.

@@ -50,16 +50,17 @@ type harness struct {
 	lastTok uint64
 	holders holderModel
 	leaders leaderModel
+	queues  queueModel
 }
 
 func newHarness(tb testing.TB) *harness {
-	return &harness{tb: tb, st: New(), holders: holderModel{}, leaders: leaderModel{}}
+	return &harness{tb: tb, st: New(), holders: holderModel{}, leaders: leaderModel{}, queues: queueModel{}}
 }
 
 // harnessFor continues from an existing (for example restored) state.
 func harnessFor(tb testing.TB, st *State) *harness {
 	return &harness{tb: tb, st: st, idx: st.Index(), lastTok: st.LastToken(), holders: holdersOf(st),
-		leaders: leadersOf(st)}
+		leaders: leadersOf(st), queues: queuesOf(st)}
 }
 
 // apply applies cmds as the next entry.
@@ -91,7 +92,46 @@ func (h *harness) applyAt(idx uint64, cmds ...Command) ([]Result, []Event) {
 	require.NoError(h.tb, h.leaders.observe(evs))
 	require.NoError(h.tb, h.leaders.matches(h.st))
 	require.NoError(h.tb, checkElectionInvariants(h.st))
-	return rs, evs
+	require.NoError(h.tb, h.queues.observe(evs, h.st))
+	return rs, withoutQueueEvents(evs)
+}
+
+// withoutQueueEvents drops EventQueued and EventUnqueued, which the harness
+// checks against the queues itself (queueModel), so that tests can state
+// the grants and frees an entry made without them.
+func withoutQueueEvents(evs []Event) []Event {
+	var out []Event
+	for _, e := range evs {
+		if e.Kind != EventQueued && e.Kind != EventUnqueued {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// queueModel counts each lock's waiters from the queue events alone, and
+// checks them against the state after every entry: a watcher that follows
+// the events sees every change of a queue.
+type queueModel map[string]int
+
+func (m queueModel) observe(evs []Event, st *State) error {
+	for _, e := range evs {
+		switch e.Kind {
+		case EventQueued:
+			m[e.Name]++
+		case EventUnqueued:
+			m[e.Name]--
+		}
+	}
+	for name, n := range m {
+		if got := st.Lock(name).Waiters; got != n {
+			return fmt.Errorf("lock %q: events say %d waiters, the state %d", name, n, got)
+		}
+		if n == 0 {
+			delete(m, name)
+		}
+	}
+	return nil
 }
 
 // one applies a single command as the next entry.
@@ -159,7 +199,7 @@ func (m holderModel) observe(evs []Event) error {
 					return fmt.Errorf("session %d ended still holding %q", e.Session, name)
 				}
 			}
-		case EventTouched, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted: // not about locks
+		case EventTouched, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued: // not about holders
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}
@@ -361,4 +401,15 @@ func viewOf(st *State) view {
 		}
 	}
 	return v
+}
+
+// queuesOf is the queue model of an existing state.
+func queuesOf(st *State) queueModel {
+	m := queueModel{}
+	for name, l := range st.locks {
+		if l.queue.n > 0 {
+			m[name] = l.queue.n
+		}
+	}
+	return m
 }

@@ -40,7 +40,14 @@ func (st *State) apply(index uint64, c *Command) Result {
 		}
 		return Result{Status: UnknownSession}
 	}
+	if c.Kind != KindExpire && c.Kind != KindEndSession && c.Kind != KindResume && c.Floor < s.base {
+		// The session was resumed since this holder numbered its requests:
+		// the holder is its old incarnation, and its session is over.
+		return Result{Status: UnknownSession}
+	}
 	switch c.Kind {
+	case KindResume:
+		return st.resume(index, s, c)
 	case KindKeepAlive:
 		st.advanceFloor(s, c.Floor)
 		s.keepAlive = index
@@ -88,6 +95,49 @@ func (st *State) openSession(index uint64, c *Command) Result {
 	st.addSession(s)
 	st.emit(Event{Kind: EventTouched, Session: s.id, Index: index, TTL: s.ttl})
 	return Result{Status: OK, Value: s.id}
+}
+
+// resumeGap is how far a resume moves a session's floor past the highest
+// request number it has seen: past anything the old incarnation can have
+// numbered and not yet had applied.
+const resumeGap = 1 << 32
+
+// resume hands session s to a restarted holder that knows its nonce: see
+// KindResume. Its reply's Value is the floor the new incarnation numbers
+// its requests from.
+func (st *State) resume(index uint64, s *session, c *Command) Result {
+	if c.Nonce != s.nonce || c.Owner == 0 {
+		return Result{Status: UnknownSession}
+	}
+	top := s.floor
+	for seq := range s.replies {
+		top = max(top, seq)
+	}
+	for _, waits := range []map[uint64]*waiter{s.waits, s.campaigns} {
+		for _, seq := range slices.Sorted(maps.Keys(waits)) {
+			top = max(top, seq)
+			st.unqueue(waits[seq])
+		}
+	}
+	for _, list := range []*heldList{&s.held, &s.leads} {
+		for l := range list.all {
+			top = max(top, l.seq)
+		}
+	}
+	if top > 1<<63 {
+		return Result{Status: Invalid} // no room left to number requests
+	}
+	s.base = top + resumeGap
+	st.advanceFloor(s, s.base)
+	s.owner, s.keepAlive = c.Owner, index
+	st.emit(Event{Kind: EventTouched, Session: s.id, Index: index, TTL: s.ttl})
+	for _, list := range []*heldList{&s.held, &s.leads} {
+		for l := range list.all {
+			st.emit(Event{Kind: EventKept, Session: s.id, Seq: l.seq, Name: l.name, Token: l.token,
+				Value: l.value, Election: l.election})
+		}
+	}
+	return Result{Status: OK, Value: s.base}
 }
 
 // revoke ends the current grant of a lock or an election, whoever holds

@@ -27,9 +27,13 @@ import (
 // (token election name) and EndSession (session), and changed how Apply bounds a session's replies.
 // Version-1 entries still decode, and apply by version-1 rules (see
 // Command.v1), so an old log replays to the state it produced. Writers
-// write version 2 only: stop every replica of a version-1 group, upgrade
-// them all, then start them.
-const codecVersion = 2
+// write the newest version only: stop every replica of an older group,
+// upgrade them all, then start them. So every entry of an older version
+// precedes, in the log, every entry of a newer one.
+//
+// Version 3 added Resume (session nonce owner) and the floor to
+// CloseSession (session floor).
+const codecVersion = 3
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -57,7 +61,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case KindKeepAlive:
 		dst = u(u(dst, c.Session), c.Floor)
 	case KindCloseSession:
-		dst = u(dst, c.Session)
+		dst = u(u(dst, c.Session), c.Floor)
 	case KindAcquire:
 		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
 		dst = append(dst, boolByte(c.Wait))
@@ -88,6 +92,8 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = appendString(dst, c.Name)
 	case KindEndSession:
 		dst = u(dst, c.Session)
+	case KindResume:
+		dst = u(u(u(dst, c.Session), c.Nonce), c.Owner)
 	}
 	return dst
 }
@@ -97,10 +103,10 @@ func appendCommand(dst []byte, c *Command) []byte {
 func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	d := decoder{b: data}
 	v := d.byte()
-	if v != 1 && v != codecVersion {
+	if v == 0 || v > codecVersion {
 		return dst, fmt.Errorf("%w: entry version %d", ErrCorrupt, v)
 	}
-	d.v1 = v == 1
+	d.v, d.v1 = v, v == 1
 	n := d.uvarint()
 	if n == 0 || n > MaxBatch {
 		return dst, fmt.Errorf("%w: %d commands in an entry", ErrCorrupt, n)
@@ -129,6 +135,9 @@ func (d *decoder) command(c *Command) {
 		c.Session, c.Floor = d.uvarint(), d.uvarint()
 	case KindCloseSession:
 		c.Session = d.uvarint()
+		if d.v >= 3 {
+			c.Floor = d.uvarint()
+		}
 	case KindAcquire:
 		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
 		c.Wait = d.bool()
@@ -171,6 +180,12 @@ func (d *decoder) command(c *Command) {
 		} else {
 			c.Session = d.uvarint()
 		}
+	case KindResume:
+		if d.v < 3 {
+			d.fail("command kind %d in a version-%d entry", c.Kind, d.v)
+			return
+		}
+		c.Session, c.Nonce, c.Owner = d.uvarint(), d.uvarint(), d.uvarint()
 	default:
 		d.fail("unknown command kind %d", c.Kind)
 	}
@@ -218,6 +233,7 @@ type decoder struct {
 	// string: names are then substrings of it instead of one allocation
 	// each (snapshot restore: a million locks, a million names).
 	text string
+	v    byte // the entry's version
 	v1   bool // decoding a version-1 entry
 }
 

@@ -18,6 +18,8 @@ func everyKind() []Command {
 		{Kind: KindOpenSession, Nonce: math.MaxUint64, TTL: 1, Owner: 0},
 		{Kind: KindKeepAlive, Session: 1 << 16, Floor: 77},
 		{Kind: KindCloseSession, Session: math.MaxUint64},
+		{Kind: KindCloseSession, Session: 3, Floor: math.MaxUint64},
+		{Kind: KindResume, Session: 4, Nonce: math.MaxUint64, Owner: 2},
 		{Kind: KindAcquire, Session: 5, Seq: 6, Floor: 7, Wait: true, Name: "lock/ü/🔒"},
 		{Kind: KindAcquire, Session: 5, Seq: math.MaxUint64, Floor: 0, Wait: false, Name: strings.Repeat("x", MaxNameLen)},
 		{Kind: KindAcquire, Session: 5, Seq: 8, Name: ""}, // invalid for Apply, fine for the codec
@@ -70,7 +72,7 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 	}{
 		{KindOpenSession, Command{Kind: KindOpenSession, Nonce: 4, TTL: 5, Owner: 6}},
 		{KindKeepAlive, Command{Kind: KindKeepAlive, Session: 1, Floor: 3}},
-		{KindCloseSession, Command{Kind: KindCloseSession, Session: 1}},
+		{KindCloseSession, Command{Kind: KindCloseSession, Session: 1, Floor: 3}},
 		{KindAcquire, Command{Kind: KindAcquire, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n"}},
 		{KindRelease, Command{Kind: KindRelease, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
 		{KindCancel, Command{Kind: KindCancel, Session: 1, Target: 8, Floor: 3, Election: true, Name: "n"}},
@@ -78,6 +80,7 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindCampaign, Command{Kind: KindCampaign, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n", Value: "v"}},
 		{KindResign, Command{Kind: KindResign, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
 		{KindProclaim, Command{Kind: KindProclaim, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n", Value: "v"}},
+		{KindResume, Command{Kind: KindResume, Session: 1, Nonce: 4, Owner: 6}},
 	} {
 		c := all
 		c.Kind = tc.kind
@@ -94,13 +97,17 @@ func TestBatchWireFormat(t *testing.T) {
 		{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2},
 		{Kind: KindExpire, Session: 4, Target: 5, Mark: 6},
 		{Kind: KindLeaderStart, Owner: 3, Term: 9, Nonce: 4},
+		{Kind: KindCloseSession, Session: 8, Floor: 7},
+		{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2},
 	})
 	require.Equal(t, []byte{
-		2, 4, // version, count
+		3, 6, // version, count
 		4, 1, 2, 3, 1, 2, 'a', 'b', // acquire
 		1, 0xac, 0x02, 1, 2, // open-session
 		7, 4, 5, 6, // expire
 		11, 3, 9, 4, // leader-start
+		3, 8, 7, // close-session
+		14, 8, 0xac, 0x02, 2, // resume
 	}, got)
 	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Granted, 300}, {Cancelled, 0}}))
 }
@@ -127,7 +134,8 @@ func TestDecodeBatchErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"version 3", append([]byte{3}, valid[1:]...)},
+		{"version 4", append([]byte{4}, valid[1:]...)},
+		{"resume in a version-2 entry", []byte{2, 1, byte(KindResume), 1, 2, 3}},
 		{"leader-start in version 1", []byte{1, 1, byte(KindLeaderStart), 3, 9}},
 		{"no count", []byte{codecVersion}},
 		{"zero count", []byte{codecVersion, 0}},

@@ -72,8 +72,19 @@ const (
 	// freeing its locks and withdrawing its requests, whoever owns it.
 	// (Version 2.)
 	KindEndSession Kind = 13
+	// KindResume is a restarted holder taking Session back: if Nonce is the
+	// nonce the session was opened with (its secret), the session moves to
+	// replica Owner, is renewed as by a keep-alive, withdraws every queued
+	// request and candidacy (nobody waits for them any more), and keeps its
+	// locks and leaderships with their tokens. Its floor jumps past every
+	// request number its earlier incarnation could have used, and from then
+	// on a command whose Floor lies below that jump is answered
+	// UnknownSession, so a process that still runs the old incarnation
+	// finds its session over instead of acting for the new one. A wrong
+	// nonce is answered UnknownSession too, telling nothing. (Version 3.)
+	KindResume Kind = 14
 
-	maxKind = KindEndSession
+	maxKind = KindResume
 )
 
 var kindNames = [...]string{
@@ -90,6 +101,7 @@ var kindNames = [...]string{
 	KindLeaderStart:  "leader-start",
 	KindRevoke:       "revoke",
 	KindEndSession:   "end-session",
+	KindResume:       "resume",
 }
 
 func (k Kind) String() string {
@@ -114,10 +126,12 @@ type Command struct {
 	Seq uint64
 	// Floor is the session's lowest request number whose reply its client may
 	// still need; replies below it are forgotten and requests below it ignored.
+	// KeepAlive and (from version 3) CloseSession carry it too, so that a
+	// resumed session can tell its old incarnation's commands apart.
 	Floor  uint64
-	Nonce  uint64 // OpenSession: the client's identity for retries; LeaderStart: a random group ID
+	Nonce  uint64 // OpenSession: the client's identity for retries; LeaderStart: a random group ID; Resume: the session's nonce
 	TTL    uint64 // OpenSession: nanoseconds
-	Owner  uint64 // OpenSession: replica ID the session lives on; LeaderStart: the leader's replica ID
+	Owner  uint64 // OpenSession, Resume: replica ID the session lives on; LeaderStart: the leader's replica ID
 	Token  uint64 // Release, Resign, Proclaim: the grant it concerns
 	Target uint64 // Cancel: the request withdrawn; Expire: keep-alive index
 	Term   uint64 // LeaderStart: the leader's raft term

@@ -16,10 +16,41 @@ import (
 // the old log to the same results and the same state, and restore the old
 // snapshot to that state too.
 func TestVersion1LogReplays(t *testing.T) {
-	f, err := os.Open("testdata/log-v1.txt")
+	st, restored := replayOldLog(t, "testdata/log-v1.txt", 1, 6, "testdata/snapshot-v2.bin")
+	require.Equal(t, saveBytes(t, st), saveBytes(t, restored), "the replayed log and the old snapshot agree")
+	require.Zero(t, restored.LeaderMark())
+	require.Equal(t, "v2", restored.Election("E").Value)
+	require.False(t, restored.Lock("L").Held)
+}
+
+// testdata/log-v2.txt is a log written by the version-2 codec (every kind
+// it had, its close-session without a floor among them), and
+// testdata/snapshot-v3.bin the snapshot version 3 saved after it.
+func TestVersion2LogReplays(t *testing.T) {
+	st, restored := replayOldLog(t, "testdata/log-v2.txt", 2, 12, "testdata/snapshot-v3.bin")
+	require.Equal(t, saveBytes(t, st), saveBytes(t, restored), "the replayed log and the old snapshot agree")
+	require.Equal(t, uint64(0xfeed), restored.GroupID())
+	e := restored.Election("E")
+	require.True(t, e.Led)
+	require.Equal(t, "a2", e.Value)
+	require.Len(t, restored.Sessions(), 3)
+
+	// A session of the old log can be resumed: base 0 never refused it.
+	a := uint64(2 << TokenShift)
+	h := harnessFor(t, restored)
+	r, _ := h.one(Command{Kind: KindResume, Session: a, Nonce: 11, Owner: 3})
+	require.Equal(t, OK, r.Status)
+}
+
+// replayOldLog applies the log in file, whose entries are all of version
+// v (n of them), checking each gives the results recorded with it, and
+// restores the snapshot saved after it.
+func replayOldLog(t *testing.T, file string, v byte, n uint64, snapshot string) (st, restored *State) {
+	t.Helper()
+	f, err := os.Open(file)
 	require.NoError(t, err)
 	defer f.Close()
-	st := New()
+	st = New()
 	sc := bufio.NewScanner(f)
 	index := uint64(0)
 	for sc.Scan() {
@@ -27,7 +58,7 @@ func TestVersion1LogReplays(t *testing.T) {
 		require.True(t, ok)
 		data, err := hex.DecodeString(entry)
 		require.NoError(t, err)
-		require.Equal(t, byte(1), data[0], "a version-1 entry")
+		require.Equal(t, v, data[0], "a version-%d entry", v)
 		cmds, err := DecodeBatch(data, nil)
 		require.NoError(t, err)
 		index++
@@ -35,15 +66,11 @@ func TestVersion1LogReplays(t *testing.T) {
 		require.Equal(t, results, hex.EncodeToString(AppendResults(nil, rs)), "entry %d applies as it did", index)
 	}
 	require.NoError(t, sc.Err())
-	require.Equal(t, uint64(6), index)
-
-	old, err := os.ReadFile("testdata/snapshot-v2.bin")
+	require.Equal(t, n, index)
+	old, err := os.ReadFile(snapshot)
 	require.NoError(t, err)
-	restored, err := DecodeSnapshot(old)
+	restored, err = DecodeSnapshot(old)
 	require.NoError(t, err)
 	require.NoError(t, checkInvariants(restored, true))
-	require.Equal(t, saveBytes(t, st), saveBytes(t, restored), "the replayed log and the old snapshot agree")
-	require.Zero(t, restored.LeaderMark())
-	require.Equal(t, "v2", restored.Election("E").Value)
-	require.False(t, restored.Lock("L").Held)
+	return st, restored
 }

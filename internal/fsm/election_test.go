@@ -71,6 +71,10 @@ func (m leaderModel) observe(evs []Event) error {
 			}
 			cur.Value = e.Value
 			m[e.Name] = cur
+		case EventKept:
+			if e.Election && (!same || cur.Value != e.Value) {
+				return fmt.Errorf("resumed session keeps %+v, but the leader is %+v", e, cur)
+			}
 		case EventSessionEnded:
 			for name, cur := range m {
 				if cur.Session == e.Session {
@@ -577,9 +581,10 @@ func TestRestoreVersion1Snapshot(t *testing.T) {
 	require.True(t, st.Lock("alpha").Held)
 	require.Equal(t, ElectionInfo{Name: "alpha"}, st.Election("alpha"))
 
-	v3 := validImage()
-	v3.grants, v3.elections, v3.leaderMark, v3.groupID = 0, nil, 0, 0
-	require.Equal(t, v3.bytes(), saveBytes(t, st), "it is saved as version 3")
+	now := validImage()
+	now.grants, now.elections, now.leaderMark, now.groupID = 0, nil, 0, 0
+	now.sessions[0].base = 0
+	require.Equal(t, now.bytes(), saveBytes(t, st), "it is saved as the current version")
 
 	v1 := im
 	v1.trailing = appendElections(nil, nil)

@@ -36,6 +36,10 @@ const (
 	// EventUnqueued: request Seq of Session left the queue of lock Name:
 	// granted (an EventGranted follows), cancelled, or its session ended.
 	EventUnqueued
+	// EventKept: Session was resumed and keeps request Seq's grant Token of
+	// lock Name (with Election, its leadership of election Name, with
+	// Value). Reported after the resume's EventTouched, one per grant.
+	EventKept
 )
 
 // Reason says why a grant or a session ended.
@@ -68,16 +72,17 @@ func (r Reason) String() string {
 
 // Event is one change reported by Apply.
 type Event struct {
-	Kind    EventKind
-	Reason  Reason
-	Session uint64
-	Seq     uint64
-	Token   uint64
-	Index   uint64
-	TTL     uint64
-	Owner   uint64 // EventLeaderStarted: the leader's replica ID
-	Term    uint64 // EventLeaderStarted: its raft term
-	Group   uint64 // EventLeaderStarted: the group's ID
-	Name    string
-	Value   string // EventElected, EventProclaimed: the leader's value
+	Kind     EventKind
+	Reason   Reason
+	Session  uint64
+	Seq      uint64
+	Token    uint64
+	Index    uint64
+	TTL      uint64
+	Owner    uint64 // EventLeaderStarted: the leader's replica ID
+	Term     uint64 // EventLeaderStarted: its raft term
+	Group    uint64 // EventLeaderStarted: the group's ID
+	Election bool   // EventKept: Name is an election
+	Name     string
+	Value    string // EventElected, EventProclaimed: the leader's value
 }

@@ -193,6 +193,10 @@ func (m holderModel) observe(evs []Event) error {
 				return fmt.Errorf("free of %+v does not match holder %+v", e, cur)
 			}
 			delete(m, e.Name)
+		case EventKept:
+			if cur, held := m[e.Name]; !e.Election && (!held || cur.Session != e.Session || cur.Seq != e.Seq || cur.Token != e.Token) {
+				return fmt.Errorf("resumed session keeps %+v, but the holder is %+v", e, cur)
+			}
 		case EventSessionEnded:
 			for name, cur := range m {
 				if cur.Session == e.Session {

@@ -10,26 +10,27 @@ import (
 	"strings"
 )
 
-// The snapshot format (version 3), all numbers unsigned varints:
+// The snapshot format (version 4), all numbers unsigned varints:
 //
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  crc32:4 bytes
-//	session  = id nonce ttl owner keepAlive floor replies:count (seq status value)*
+//	session  = id nonce ttl owner keepAlive floor base replies:count (seq status value)*
 //	lock     = name holder seq token queue:count (session seq)*
 //	election = name holder seq token value queue:count (session seq value)*
 //
 // Names and values are a varint length and their bytes. Sessions are ordered
 // by ID, replies by seq, locks and elections by their grant's token, so equal
 // states have equal snapshots on every replica; Restore accepts any order.
-// The trailing CRC-32 covers everything before it. Versions 1 and 2 are
-// still read: version 2 had neither leaderMark nor groupID (they restore as
+// The trailing CRC-32 covers everything before it. Versions 1 to 3 are
+// still read: version 3 had no session base (it restores as 0: no session
+// was ever resumed), version 2 had neither leaderMark nor groupID (they restore as
 // 0: the first leader's expiries wait for its own mark, and its LeaderStart
 // sets the ID), version 1 neither grants nor
 // elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
-const snapshotVersion = 3
+const snapshotVersion = 4
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
@@ -58,7 +59,7 @@ func (st *State) Save(w io.Writer) error {
 	seqs := []uint64{}
 	for _, id := range ids {
 		s := st.sessions[id]
-		buf = u(u(u(u(u(u(buf, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor)
+		buf = u(u(u(u(u(u(u(buf, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor), s.base)
 		seqs = seqs[:0]
 		for seq := range s.replies {
 			seqs = append(seqs, seq)
@@ -167,7 +168,7 @@ func DecodeSnapshot(data []byte) (*State, error) {
 			d.fail("leader mark %d beyond index %d", st.leaderMark, st.index)
 		}
 	}
-	d.sessions(st)
+	d.sessions(st, v)
 	var tokens []uint64
 	tokens = d.locks(st, tokens, false)
 	if v >= 2 {
@@ -200,11 +201,14 @@ func (d *decoder) uniqueTokens(tokens []uint64) {
 	}
 }
 
-func (d *decoder) sessions(st *State) {
+func (d *decoder) sessions(st *State, v uint64) {
 	n := d.count()
 	for range n {
 		s := &session{id: d.uvarint(), nonce: d.uvarint(), ttl: d.uvarint(),
 			owner: d.uvarint(), keepAlive: d.uvarint(), floor: d.uvarint()}
+		if v >= 4 {
+			s.base = d.uvarint()
+		}
 		switch {
 		case d.err != nil:
 			return
@@ -214,6 +218,8 @@ func (d *decoder) sessions(st *State) {
 			d.fail("bad nonce in session %d", s.id)
 		case s.ttl == 0 || s.keepAlive > st.index:
 			d.fail("bad ttl or keep-alive in session %d", s.id)
+		case s.base > s.floor:
+			d.fail("base %d above floor %d in session %d", s.base, s.floor, s.id)
 		}
 		if d.err != nil {
 			return

@@ -196,6 +196,7 @@ type snapImage struct {
 
 type snapSession struct {
 	id, nonce, ttl, owner, keepAlive, floor uint64
+	base                                    uint64 // version 4
 	replies                                 []snapReply
 }
 
@@ -230,6 +231,9 @@ func (im snapImage) body() []byte {
 	b = u(b, n)
 	for _, s := range im.sessions {
 		b = u(u(u(u(u(u(b, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor)
+		if im.version >= 4 {
+			b = u(b, s.base)
+		}
 		b = u(b, uint64(len(s.replies)))
 		for _, r := range s.replies {
 			b = u(append(u(b, r.seq), r.status), r.value)
@@ -269,7 +273,7 @@ const (
 // validImage is a consistent snapshot in canonical order.
 func validImage() snapImage {
 	return snapImage{
-		magic: "FLSN", version: 3, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
+		magic: "FLSN", version: 4, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
 		leaderMark: 95, groupID: 0xfeed,
 		sessions: []snapSession{
 			{id: imgA, nonce: 11, ttl: 1e9, owner: 1, keepAlive: 90, floor: 2, replies: []snapReply{
@@ -322,7 +326,8 @@ func TestRestoreRejectsInconsistentSnapshots(t *testing.T) {
 	}{
 		{"bad magic", func(im *snapImage) { im.magic = "XLSN" }},
 		{"version 0", func(im *snapImage) { im.version = 0 }},
-		{"version 4", func(im *snapImage) { im.version = 4 }},
+		{"version 5", func(im *snapImage) { im.version = 5 }},
+		{"base above the floor", func(im *snapImage) { im.sessions[0].base = 3 }},
 		{"leader mark beyond index", func(im *snapImage) { im.leaderMark = im.index + 1 }},
 		{"trailing bytes", func(im *snapImage) { im.trailing = []byte{0} }},
 		{"no lock section", func(im *snapImage) { im.omitLocks = true }},

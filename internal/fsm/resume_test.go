@@ -1,0 +1,124 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func resumeCmd(s, nonce, owner uint64) Command {
+	return Command{Kind: KindResume, Session: s, Nonce: nonce, Owner: owner}
+}
+
+// resumeFixture: session a (nonce 7) holds lock L, leads election E and
+// waits for lock M (held by b) and in election F (led by b).
+func resumeFixture(t *testing.T) (h *harness, a, b uint64) {
+	h = newHarness(t)
+	a, b = h.open(7), h.open(8)
+	r, _ := h.one(acqCmd(a, 1, "L", false))
+	require.Equal(t, Granted, r.Status)
+	r, _ = h.one(campaignCmd(a, 2, "E", "a"))
+	require.Equal(t, Granted, r.Status)
+	r, _ = h.one(acqCmd(b, 1, "M", false))
+	require.Equal(t, Granted, r.Status)
+	r, _ = h.one(campaignCmd(b, 2, "F", "b"))
+	require.Equal(t, Granted, r.Status)
+	r, _ = h.one(acqCmd(a, 3, "M", true))
+	require.Equal(t, Queued, r.Status)
+	r, _ = h.one(campaignCmd(a, 4, "F", "a"))
+	require.Equal(t, Queued, r.Status)
+	return h, a, b
+}
+
+func TestResumeKeepsGrantsAndWithdrawsRequests(t *testing.T) {
+	h, a, _ := resumeFixture(t)
+	l, e := h.st.Lock("L"), h.st.Election("E")
+
+	rs, evs := h.apply(resumeCmd(a, 7, 3))
+	r := rs[0]
+	require.Equal(t, OK, r.Status)
+	require.Greater(t, r.Value, uint64(4)+resumeGap-1, "the new floor lies past every request number used")
+	require.Equal(t, []Event{
+		{Kind: EventTouched, Session: a, Index: h.idx, TTL: 1e9},
+		{Kind: EventKept, Session: a, Seq: 1, Name: "L", Token: l.Token},
+		{Kind: EventKept, Session: a, Seq: 2, Name: "E", Token: e.Token, Value: "a", Election: true},
+	}, evs)
+	info, _ := h.st.Session(a)
+	require.Equal(t, SessionInfo{ID: a, TTL: 1e9, Owner: 3, KeepAlive: h.idx, Held: 1}, info)
+	require.Zero(t, h.st.Lock("M").Waiters, "its queued acquire is withdrawn")
+	require.Zero(t, h.st.Election("F").Candidates, "its candidacy is withdrawn")
+	require.Equal(t, l, h.st.Lock("L"), "the lock stays, with its token")
+	require.Equal(t, e, h.st.Election("E"))
+
+	// The new incarnation numbers from the floor.
+	r, _ = h.one(Command{Kind: KindAcquire, Session: a, Seq: r.Value, Floor: r.Value, Name: "N"})
+	require.Equal(t, Granted, r.Status)
+}
+
+func TestResumeRefusesTheOldIncarnation(t *testing.T) {
+	h, a, b := resumeFixture(t)
+	r, _ := h.one(resumeCmd(a, 7, 3))
+	base := r.Value
+	before := stateBody(t, h.st)
+	for _, c := range []Command{
+		keepAliveCmd(a, 5),
+		{Kind: KindCloseSession, Session: a, Floor: 5},
+		{Kind: KindAcquire, Session: a, Seq: 9, Floor: 5, Name: "X"},
+		{Kind: KindRelease, Session: a, Seq: 9, Floor: 5, Name: "L", Token: h.st.Lock("L").Token},
+		{Kind: KindResign, Session: a, Seq: 9, Floor: 5, Name: "E", Token: h.st.Election("E").Token},
+		{Kind: KindCancel, Session: a, Target: 1, Floor: 5, Name: "L"},
+	} {
+		r, evs := h.one(c)
+		require.Equal(t, UnknownSession, r.Status, c.Kind.String())
+		require.Empty(t, evs)
+	}
+	require.Equal(t, before, stateBody(t, h.st), "nothing changed but the index")
+
+	// Nor does a restore forget it.
+	h = harnessFor(t, roundTrip(t, h.st))
+	r, _ = h.one(keepAliveCmd(a, base-1))
+	require.Equal(t, UnknownSession, r.Status)
+	r, _ = h.one(keepAliveCmd(a, base))
+	require.Equal(t, OK, r.Status)
+
+	// The new incarnation can resume again, and an expiry or an operator
+	// still ends the session.
+	r, _ = h.one(resumeCmd(a, 7, 1))
+	require.Equal(t, OK, r.Status)
+	require.Greater(t, r.Value, base)
+	r, _ = h.one(Command{Kind: KindEndSession, Session: a})
+	require.Equal(t, OK, r.Status)
+	r, _ = h.one(Command{Kind: KindExpire, Session: b, Target: 2})
+	require.Equal(t, OK, r.Status)
+}
+
+func TestResumeNeedsTheNonce(t *testing.T) {
+	h, a, b := resumeFixture(t)
+	before := stateBody(t, h.st)
+	for _, c := range []Command{
+		resumeCmd(a, 8, 3), // b's nonce
+		resumeCmd(a, 0, 3),
+		resumeCmd(a, 7, 0), // no owner
+		resumeCmd(b+100, 7, 3),
+	} {
+		r, evs := h.one(c)
+		require.Equal(t, UnknownSession, r.Status, "%+v", c)
+		require.Empty(t, evs)
+	}
+	require.Equal(t, before, stateBody(t, h.st))
+
+	// An expired session cannot be resumed.
+	r, _ := h.one(expireCmd(a, 1))
+	require.Equal(t, OK, r.Status)
+	r, _ = h.one(resumeCmd(a, 7, 3))
+	require.Equal(t, UnknownSession, r.Status)
+}
+
+// stateBody is st's snapshot without its index and checksum, for a state
+// whose index is below 128 (one varint byte): equal bodies mean nothing
+// changed but the index.
+func stateBody(t *testing.T, st *State) []byte {
+	require.Less(t, st.Index(), uint64(128))
+	b := saveBytes(t, st)
+	return b[len(snapshotMagic)+2 : len(b)-4]
+}

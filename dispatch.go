@@ -66,6 +66,9 @@ func (s *Session) deliver(e *fsm.Event) {
 }
 
 func (s *Session) applyEvent(e *fsm.Event) {
+	if s.resuming(e) {
+		return
+	}
 	switch e.Kind {
 	case fsm.EventGranted:
 		s.granted(e.Seq, e.Name, false, e.Token, "")
@@ -80,6 +83,8 @@ func (s *Session) applyEvent(e *fsm.Event) {
 		s.grantEnded(e.Token, depositionErr(e.Reason))
 	case fsm.EventProclaimed:
 		s.proclaimed(e.Token, e.Value)
+	case fsm.EventKept:
+		s.kept(e.Seq, e.Name, e.Election, e.Token, e.Value)
 	}
 }
 
@@ -89,6 +94,10 @@ func (s *Session) applyEvent(e *fsm.Event) {
 func (s *Session) reconcile(st *fsm.State) {
 	if _, ok := st.Session(s.id); !ok {
 		s.later(s.expired)
+		return
+	}
+	if s.resume.Load() != 0 {
+		s.reconcileResume(st)
 		return
 	}
 	s.mu.Lock()

@@ -118,8 +118,7 @@ func (s *Session) granted(seq uint64, name string, election bool, token uint64, 
 		s.mu.Unlock()
 		return nil
 	}
-	g := &grant{s: s, name: name, election: election, token: token, seq: seq, value: value,
-		done: make(chan struct{})}
+	g := s.newGrant(seq, name, election, token, value)
 	s.grants[token] = g
 	w := s.waiters[seq]
 	if w != nil && w.grant == nil {
@@ -137,6 +136,11 @@ func (s *Session) granted(seq uint64, name string, election bool, token uint64, 
 		})
 	}
 	return g
+}
+
+func (s *Session) newGrant(seq uint64, name string, election bool, token uint64, value string) *grant {
+	return &grant{s: s, name: name, election: election, token: token, seq: seq, value: value,
+		done: make(chan struct{})}
 }
 
 // grantEnded records that the grant token ended for why.

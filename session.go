@@ -147,6 +147,7 @@ func (r *renewals) wait(now clock.Instant) time.Duration {
 type Session struct {
 	n      *Node
 	id     uint64
+	nonce  uint64 // the open's: the secret of its ResumeToken
 	ttl    time.Duration
 	margin time.Duration
 	clock  clock.Clock
@@ -163,6 +164,10 @@ type Session struct {
 	timer   clock.Timer         // fires at the lease's deadline, by the runtime's clock
 	err     error
 
+	// resume is the ID of the ResumeSession attempt that has not been
+	// applied yet, 0 once it has (or for a session this process opened).
+	resume atomic.Uint64
+
 	pause atomic.Pointer[pause] // tests only: see pause.go
 }
 
@@ -172,14 +177,10 @@ type waiter struct {
 	grant *grant
 }
 
-// NewSession opens a session on the group, owned by this node.
-func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
-	o := sessionOptions{ttl: n.cfg.SessionTTL}
-	for _, f := range opts {
-		f(&o)
-	}
+// check validates the options and fills in the default margin.
+func (o *sessionOptions) check() error {
 	if err := checkTTL(o.ttl); err != nil {
-		return nil, err
+		return err
 	}
 	if o.margin == 0 {
 		o.margin = o.ttl / 5
@@ -189,13 +190,28 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	// of 2TTL/3 none at all, and the session gives itself up on a healthy
 	// group.
 	if o.margin < 0 || o.margin > o.ttl/2 {
-		return nil, fmt.Errorf("%w: safety margin %v must lie in (0, %v], half the TTL", ErrInvalidTTL, o.margin, o.ttl/2)
+		return fmt.Errorf("%w: safety margin %v must lie in (0, %v], half the TTL", ErrInvalidTTL, o.margin, o.ttl/2)
+	}
+	return nil
+}
+
+// NewSession opens a session on the group, owned by this node.
+func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
+	o := sessionOptions{ttl: n.cfg.SessionTTL}
+	for _, f := range opts {
+		f(&o)
+	}
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	c := n.cfg.clock
 	sent, sentAt := clock.Boot(c), c.Now()
+	// The nonce identifies retries of this open, and is the secret that
+	// lets a restarted holder resume the session (ResumeToken); never 0.
+	nonce := rand.Uint64() | 1
 	res, err := n.r.Propose(ctx, fsm.Command{
 		Kind:  fsm.KindOpenSession,
-		Nonce: rand.Uint64() | 1, // identifies retries of this open; never 0
+		Nonce: nonce,
 		TTL:   uint64(o.ttl),
 		Owner: n.cfg.ReplicaID,
 	})
@@ -222,33 +238,50 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		}
 		sent, sentAt = renewed, renewedAt
 	}
+	s := n.newSession(res.Value, nonce, o)
+	s.lease.deadline = sent.Add(o.ttl - o.margin)
+	s.acked = sentAt
+	if err := n.startSession(s, sent, false); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newSession makes the holder's side of session id, opened with nonce.
+func (n *Node) newSession(id, nonce uint64, o sessionOptions) *Session {
 	commit := commitFunc(n.r.Propose)
 	if o.commit != nil {
 		commit = o.commit(commit)
 	}
-	s := &Session{
-		n: n, id: res.Value, ttl: o.ttl, margin: o.margin, clock: c, commit: commit,
+	return &Session{
+		n: n, id: id, nonce: nonce, ttl: o.ttl, margin: o.margin, clock: n.cfg.clock, commit: commit,
 		done:    make(chan struct{}),
 		nextSeq: 1,
 		pending: make(map[uint64]struct{}),
 		waiters: make(map[uint64]*waiter),
 		grants:  make(map[uint64]*grant),
-		lease:   lease{life: o.ttl - o.margin, deadline: sent.Add(o.ttl - o.margin)},
-		acked:   sentAt,
+		lease:   lease{life: o.ttl - o.margin},
 	}
+}
+
+// startSession makes s live on this node: its events reach it, its
+// deadline timer runs and its keep-alives start a period after sent. With
+// registered, s is in n.sessions already (a resume registers first).
+func (n *Node) startSession(s *Session, sent clock.Instant, registered bool) error {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.closing {
-		n.mu.Unlock()
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	n.sessions[s.id] = s
+	if !registered {
+		n.sessions[s.id] = s
+	}
 	s.mu.Lock()
-	s.timer = s.clock.AfterFunc(s.lease.deadline.Sub(clock.Boot(c)), s.checkDeadline)
+	s.timer = s.clock.AfterFunc(s.lease.deadline.Sub(clock.Boot(s.clock)), s.checkDeadline)
 	s.mu.Unlock()
 	// Still under n.mu: Close cannot have begun, so the replica runs it.
 	n.r.Go(func() { s.keepAlive(sent) })
-	n.mu.Unlock()
-	return s, nil
+	return nil
 }
 
 // ID returns the session's ID, unique in the group for good.
@@ -301,7 +334,7 @@ func (s *Session) Close(ctx context.Context) error {
 	if s.Err() != nil {
 		return nil
 	}
-	_, err := s.n.r.Propose(ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: s.id})
+	_, err := s.n.r.Propose(ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: s.id, Floor: s.floor()})
 	s.end(ErrSessionClosed)
 	if err != nil {
 		s.n.goBackground(s.closeAtGroup)
@@ -427,7 +460,7 @@ func (s *Session) closeAtGroup() {
 	if !s.waitThawed(nil) {
 		return
 	}
-	_, _ = s.commit(s.n.ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: s.id})
+	_, _ = s.commit(s.n.ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: s.id, Floor: s.floor()})
 }
 
 // expired ends the session after the group said it does not know it.

@@ -109,6 +109,9 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 	if c.Nonce != s.nonce || c.Owner == 0 {
 		return Result{Status: UnknownSession}
 	}
+	if c.Target != 0 && c.Target == s.resumed {
+		return Result{Status: OK, Value: s.base} // a retry: it applied already
+	}
 	top := s.floor
 	for seq := range s.replies {
 		top = max(top, seq)
@@ -127,17 +130,25 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 	if top > 1<<63 {
 		return Result{Status: Invalid} // no room left to number requests
 	}
-	s.base = top + resumeGap
+	s.base, s.resumed = top+resumeGap, c.Target
 	st.advanceFloor(s, s.base)
 	s.owner, s.keepAlive = c.Owner, index
+	st.emit(Event{Kind: EventResumed, Session: s.id, Target: c.Target})
 	st.emit(Event{Kind: EventTouched, Session: s.id, Index: index, TTL: s.ttl})
+	st.events = s.kept(st.events)
+	return Result{Status: OK, Value: s.base}
+}
+
+// kept appends an EventKept for each grant s holds: its locks, then its
+// leaderships, each in the order they were granted.
+func (s *session) kept(evs []Event) []Event {
 	for _, list := range []*heldList{&s.held, &s.leads} {
 		for l := range list.all {
-			st.emit(Event{Kind: EventKept, Session: s.id, Seq: l.seq, Name: l.name, Token: l.token,
+			evs = append(evs, Event{Kind: EventKept, Session: s.id, Seq: l.seq, Name: l.name, Token: l.token,
 				Value: l.value, Election: l.election})
 		}
 	}
-	return Result{Status: OK, Value: s.base}
+	return evs
 }
 
 // revoke ends the current grant of a lock or an election, whoever holds

@@ -31,7 +31,7 @@ import (
 // upgrade them all, then start them. So every entry of an older version
 // precedes, in the log, every entry of a newer one.
 //
-// Version 3 added Resume (session nonce owner) and the floor to
+// Version 3 added Resume (session nonce owner target) and the floor to
 // CloseSession (session floor).
 const codecVersion = 3
 
@@ -93,7 +93,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case KindEndSession:
 		dst = u(dst, c.Session)
 	case KindResume:
-		dst = u(u(u(dst, c.Session), c.Nonce), c.Owner)
+		dst = u(u(u(u(dst, c.Session), c.Nonce), c.Owner), c.Target)
 	}
 	return dst
 }
@@ -185,7 +185,7 @@ func (d *decoder) command(c *Command) {
 			d.fail("command kind %d in a version-%d entry", c.Kind, d.v)
 			return
 		}
-		c.Session, c.Nonce, c.Owner = d.uvarint(), d.uvarint(), d.uvarint()
+		c.Session, c.Nonce, c.Owner, c.Target = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
 	default:
 		d.fail("unknown command kind %d", c.Kind)
 	}

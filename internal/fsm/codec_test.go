@@ -19,7 +19,7 @@ func everyKind() []Command {
 		{Kind: KindKeepAlive, Session: 1 << 16, Floor: 77},
 		{Kind: KindCloseSession, Session: math.MaxUint64},
 		{Kind: KindCloseSession, Session: 3, Floor: math.MaxUint64},
-		{Kind: KindResume, Session: 4, Nonce: math.MaxUint64, Owner: 2},
+		{Kind: KindResume, Session: 4, Nonce: math.MaxUint64, Owner: 2, Target: math.MaxUint64},
 		{Kind: KindAcquire, Session: 5, Seq: 6, Floor: 7, Wait: true, Name: "lock/ü/🔒"},
 		{Kind: KindAcquire, Session: 5, Seq: math.MaxUint64, Floor: 0, Wait: false, Name: strings.Repeat("x", MaxNameLen)},
 		{Kind: KindAcquire, Session: 5, Seq: 8, Name: ""}, // invalid for Apply, fine for the codec
@@ -80,7 +80,7 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindCampaign, Command{Kind: KindCampaign, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n", Value: "v"}},
 		{KindResign, Command{Kind: KindResign, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
 		{KindProclaim, Command{Kind: KindProclaim, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n", Value: "v"}},
-		{KindResume, Command{Kind: KindResume, Session: 1, Nonce: 4, Owner: 6}},
+		{KindResume, Command{Kind: KindResume, Session: 1, Nonce: 4, Owner: 6, Target: 8}},
 	} {
 		c := all
 		c.Kind = tc.kind
@@ -98,7 +98,7 @@ func TestBatchWireFormat(t *testing.T) {
 		{Kind: KindExpire, Session: 4, Target: 5, Mark: 6},
 		{Kind: KindLeaderStart, Owner: 3, Term: 9, Nonce: 4},
 		{Kind: KindCloseSession, Session: 8, Floor: 7},
-		{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2},
+		{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2, Target: 5},
 	})
 	require.Equal(t, []byte{
 		3, 6, // version, count
@@ -107,7 +107,7 @@ func TestBatchWireFormat(t *testing.T) {
 		7, 4, 5, 6, // expire
 		11, 3, 9, 4, // leader-start
 		3, 8, 7, // close-session
-		14, 8, 0xac, 0x02, 2, // resume
+		14, 8, 0xac, 0x02, 2, 5, // resume
 	}, got)
 	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Granted, 300}, {Cancelled, 0}}))
 }

@@ -81,7 +81,9 @@ const (
 	// on a command whose Floor lies below that jump is answered
 	// UnknownSession, so a process that still runs the old incarnation
 	// finds its session over instead of acting for the new one. A wrong
-	// nonce is answered UnknownSession too, telling nothing. (Version 3.)
+	// nonce is answered UnknownSession too, telling nothing. Target is the
+	// attempt's random ID: a retry of the same attempt (one the session
+	// applied last) changes nothing and gets the same reply. (Version 3.)
 	KindResume Kind = 14
 
 	maxKind = KindResume
@@ -133,7 +135,7 @@ type Command struct {
 	TTL    uint64 // OpenSession: nanoseconds
 	Owner  uint64 // OpenSession, Resume: replica ID the session lives on; LeaderStart: the leader's replica ID
 	Token  uint64 // Release, Resign, Proclaim: the grant it concerns
-	Target uint64 // Cancel: the request withdrawn; Expire: keep-alive index
+	Target uint64 // Cancel: the request withdrawn; Expire: keep-alive index; Resume: the attempt's ID
 	Term   uint64 // LeaderStart: the leader's raft term
 	Mark   uint64 // Expire: the index of the LeaderStart entry of the leader that decided it
 	Name   string // Acquire, Release, Cancel: lock name; Campaign, Resign, Proclaim: election name

@@ -583,7 +583,7 @@ func TestRestoreVersion1Snapshot(t *testing.T) {
 
 	now := validImage()
 	now.grants, now.elections, now.leaderMark, now.groupID = 0, nil, 0, 0
-	now.sessions[0].base = 0
+	now.sessions[1].resumed = 0
 	require.Equal(t, now.bytes(), saveBytes(t, st), "it is saved as the current version")
 
 	v1 := im

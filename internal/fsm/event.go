@@ -36,6 +36,9 @@ const (
 	// EventUnqueued: request Seq of Session left the queue of lock Name:
 	// granted (an EventGranted follows), cancelled, or its session ended.
 	EventUnqueued
+	// EventResumed: Session was resumed by the attempt Target; its
+	// EventTouched and EventKept events follow.
+	EventResumed
 	// EventKept: Session was resumed and keeps request Seq's grant Token of
 	// lock Name (with Election, its leadership of election Name, with
 	// Value). Reported after the resume's EventTouched, one per grant.
@@ -78,6 +81,7 @@ type Event struct {
 	Seq      uint64
 	Token    uint64
 	Index    uint64
+	Target   uint64 // EventResumed: the resume's attempt ID
 	TTL      uint64
 	Owner    uint64 // EventLeaderStarted: the leader's replica ID
 	Term     uint64 // EventLeaderStarted: its raft term

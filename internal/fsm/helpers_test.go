@@ -203,7 +203,7 @@ func (m holderModel) observe(evs []Event) error {
 					return fmt.Errorf("session %d ended still holding %q", e.Session, name)
 				}
 			}
-		case EventTouched, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued: // not about holders
+		case EventTouched, EventResumed, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued: // not about holders
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}

@@ -49,6 +49,18 @@ func (s *session) info() SessionInfo {
 		Held: s.held.n, Waiting: len(s.waits)}
 }
 
+// Kept returns the ID of the last attempt that resumed session id (0 if
+// none did) and an EventKept for each grant the session holds now, in the
+// order a resume reports them: what a replica whose snapshot covered the
+// resume never saw reported.
+func (st *State) Kept(id uint64) (resumed uint64, kept []Event) {
+	s := st.sessions[id]
+	if s == nil {
+		return 0, nil
+	}
+	return s.resumed, s.kept(nil)
+}
+
 // Sessions returns every session, ordered by ID.
 func (st *State) Sessions() []SessionInfo {
 	out := make([]SessionInfo, 0, len(st.sessions))

@@ -7,7 +7,7 @@ import (
 )
 
 func resumeCmd(s, nonce, owner uint64) Command {
-	return Command{Kind: KindResume, Session: s, Nonce: nonce, Owner: owner}
+	return Command{Kind: KindResume, Session: s, Nonce: nonce, Owner: owner, Target: 1000 + owner}
 }
 
 // resumeFixture: session a (nonce 7) holds lock L, leads election E and
@@ -39,6 +39,7 @@ func TestResumeKeepsGrantsAndWithdrawsRequests(t *testing.T) {
 	require.Equal(t, OK, r.Status)
 	require.Greater(t, r.Value, uint64(4)+resumeGap-1, "the new floor lies past every request number used")
 	require.Equal(t, []Event{
+		{Kind: EventResumed, Session: a, Target: 1003},
 		{Kind: EventTouched, Session: a, Index: h.idx, TTL: 1e9},
 		{Kind: EventKept, Session: a, Seq: 1, Name: "L", Token: l.Token},
 		{Kind: EventKept, Session: a, Seq: 2, Name: "E", Token: e.Token, Value: "a", Election: true},
@@ -50,9 +51,22 @@ func TestResumeKeepsGrantsAndWithdrawsRequests(t *testing.T) {
 	require.Equal(t, l, h.st.Lock("L"), "the lock stays, with its token")
 	require.Equal(t, e, h.st.Election("E"))
 
-	// The new incarnation numbers from the floor.
-	r, _ = h.one(Command{Kind: KindAcquire, Session: a, Seq: r.Value, Floor: r.Value, Name: "N"})
+	resumed, kept := h.st.Kept(a)
+	require.Equal(t, uint64(1003), resumed)
+	require.Equal(t, evs[2:], kept)
+
+	// The new incarnation numbers from the floor; a retry of the resume
+	// (a duplicate of its proposal) applies nothing, however late.
+	base := r.Value
+	r, _ = h.one(Command{Kind: KindAcquire, Session: a, Seq: base, Floor: base, Name: "N"})
 	require.Equal(t, Granted, r.Status)
+	before := stateBody(t, h.st)
+	r, evs = h.one(resumeCmd(a, 7, 3))
+	require.Equal(t, Result{Status: OK, Value: base}, r)
+	require.Empty(t, evs)
+	require.Equal(t, before, stateBody(t, h.st))
+	r, _ = h.one(Command{Kind: KindAcquire, Session: a, Seq: base + 1, Floor: base, Name: "O"})
+	require.Equal(t, Granted, r.Status, "the new incarnation lives on")
 }
 
 func TestResumeRefusesTheOldIncarnation(t *testing.T) {

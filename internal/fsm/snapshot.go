@@ -15,7 +15,7 @@ import (
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  crc32:4 bytes
-//	session  = id nonce ttl owner keepAlive floor base replies:count (seq status value)*
+//	session  = id nonce ttl owner keepAlive floor base resumed replies:count (seq status value)*
 //	lock     = name holder seq token queue:count (session seq)*
 //	election = name holder seq token value queue:count (session seq value)*
 //
@@ -23,8 +23,8 @@ import (
 // by ID, replies by seq, locks and elections by their grant's token, so equal
 // states have equal snapshots on every replica; Restore accepts any order.
 // The trailing CRC-32 covers everything before it. Versions 1 to 3 are
-// still read: version 3 had no session base (it restores as 0: no session
-// was ever resumed), version 2 had neither leaderMark nor groupID (they restore as
+// still read: version 3 had no session base and resumed (they restore as
+// 0: no session was ever resumed), version 2 had neither leaderMark nor groupID (they restore as
 // 0: the first leader's expiries wait for its own mark, and its LeaderStart
 // sets the ID), version 1 neither grants nor
 // elections.
@@ -59,7 +59,7 @@ func (st *State) Save(w io.Writer) error {
 	seqs := []uint64{}
 	for _, id := range ids {
 		s := st.sessions[id]
-		buf = u(u(u(u(u(u(u(buf, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor), s.base)
+		buf = u(u(u(u(u(u(u(u(buf, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor), s.base), s.resumed)
 		seqs = seqs[:0]
 		for seq := range s.replies {
 			seqs = append(seqs, seq)
@@ -207,7 +207,7 @@ func (d *decoder) sessions(st *State, v uint64) {
 		s := &session{id: d.uvarint(), nonce: d.uvarint(), ttl: d.uvarint(),
 			owner: d.uvarint(), keepAlive: d.uvarint(), floor: d.uvarint()}
 		if v >= 4 {
-			s.base = d.uvarint()
+			s.base, s.resumed = d.uvarint(), d.uvarint()
 		}
 		switch {
 		case d.err != nil:

@@ -196,7 +196,7 @@ type snapImage struct {
 
 type snapSession struct {
 	id, nonce, ttl, owner, keepAlive, floor uint64
-	base                                    uint64 // version 4
+	base, resumed                           uint64 // version 4
 	replies                                 []snapReply
 }
 
@@ -232,7 +232,7 @@ func (im snapImage) body() []byte {
 	for _, s := range im.sessions {
 		b = u(u(u(u(u(u(b, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor)
 		if im.version >= 4 {
-			b = u(b, s.base)
+			b = u(u(b, s.base), s.resumed)
 		}
 		b = u(b, uint64(len(s.replies)))
 		for _, r := range s.replies {
@@ -278,7 +278,7 @@ func validImage() snapImage {
 		sessions: []snapSession{
 			{id: imgA, nonce: 11, ttl: 1e9, owner: 1, keepAlive: 90, floor: 2, replies: []snapReply{
 				{seq: 2, status: byte(Granted), value: 100 << TokenShift}, {seq: 3, status: byte(Queued)}}},
-			{id: imgB, nonce: 12, ttl: 2e9, owner: 2, keepAlive: 100, replies: []snapReply{
+			{id: imgB, nonce: 12, ttl: 2e9, owner: 2, keepAlive: 100, resumed: 77, replies: []snapReply{
 				{seq: 1, status: byte(Queued)}, {seq: 9, status: byte(Cancelled)}}},
 		},
 		locks: []snapLock{

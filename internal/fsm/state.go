@@ -36,6 +36,7 @@ type session struct {
 	keepAlive             uint64 // index of the entry that last renewed it
 	floor                 uint64
 	base                  uint64             // the floor its last Resume set: older commands are its old incarnation's
+	resumed               uint64             // the attempt ID of its last Resume
 	replies               map[uint64]Result  // request seq -> first reply, for seq >= floor
 	held                  heldList           // locks it holds
 	leads                 heldList           // elections it leads

@@ -1,0 +1,238 @@
+package fencelock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// ErrInvalidResumeToken: ResumeSession was given a token that is not one
+// Session.Resume made (or ParseResumeToken could not read it), or whose
+// session is still open in this process.
+var ErrInvalidResumeToken = errors.New("fencelock: invalid resume token")
+
+// ResumeToken lets a restarted process take its session back (see
+// Node.ResumeSession). It holds the session's ID and a secret: whoever has
+// it can act as the session's holder, so keep it where you would keep a
+// credential. Persist it with String or MarshalText; the zero value resumes
+// nothing.
+type ResumeToken struct {
+	group, session, secret uint64
+	ttl                    time.Duration
+}
+
+// Resume returns the token that resumes this session after its process
+// restarts. It does not change while the session lives.
+func (s *Session) Resume() ResumeToken {
+	return ResumeToken{group: s.n.r.GroupID(), session: s.id, secret: s.nonce, ttl: s.ttl}
+}
+
+// SessionID returns the ID of the session the token resumes.
+func (t ResumeToken) SessionID() uint64 { return t.session }
+
+const resumePrefix = "flr1"
+
+// String encodes the token in printable ASCII, for ParseResumeToken.
+func (t ResumeToken) String() string {
+	return fmt.Sprintf("%s.%x.%x.%x.%d", resumePrefix, t.group, t.session, t.secret, t.ttl.Milliseconds())
+}
+
+// MarshalText implements encoding.TextMarshaler, as String.
+func (t ResumeToken) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler, as ParseResumeToken.
+func (t *ResumeToken) UnmarshalText(b []byte) error {
+	p, err := ParseResumeToken(string(b))
+	if err != nil {
+		return err
+	}
+	*t = p
+	return nil
+}
+
+// ParseResumeToken reads a token String wrote; anything else is an error
+// wrapping ErrInvalidResumeToken.
+func ParseResumeToken(s string) (ResumeToken, error) {
+	bad := func(why string) (ResumeToken, error) {
+		return ResumeToken{}, fmt.Errorf("%w: %s", ErrInvalidResumeToken, why)
+	}
+	f := strings.Split(s, ".")
+	if len(f) != 5 || f[0] != resumePrefix {
+		return bad("not a resume token")
+	}
+	var v [3]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(f[i+1], 16, 64)
+		if err != nil {
+			return bad("malformed field")
+		}
+		v[i] = n
+	}
+	ms, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil || ms <= 0 || ms > int64(maxTTL/time.Millisecond) {
+		return bad("malformed TTL")
+	}
+	t := ResumeToken{group: v[0], session: v[1], secret: v[2], ttl: time.Duration(ms) * time.Millisecond}
+	if t.session == 0 || t.secret == 0 {
+		return bad("no session")
+	}
+	return t, nil
+}
+
+// ResumeSession takes back the session t names, after its process restarted
+// within the session's TTL: the session moves to this node with every lock
+// and leadership it holds, their tokens unchanged (Session.Locks,
+// Session.Leaderships), and is renewed at once; the holder's deadline counts
+// from this call's send, as for a keep-alive. Requests the old process had
+// queued are withdrawn, since nobody waits for them any more. The session
+// keeps its TTL; of opts only WithSafetyMargin applies.
+//
+// If the session already ended (expired, closed, ended by an operator),
+// or t's secret is not the session's, it fails with ErrSessionExpired;
+// a token of another group fails with ErrOtherGroup. If it fails with
+// ErrUnavailable the resume may still have applied: try again, with the
+// same token, before the TTL runs out.
+//
+// Resume a session only once its old process is gone. One that still runs
+// is told its session is over when its next keep-alive or request is
+// applied, but until then both processes hold the same grants with the same
+// tokens, and no fencer can tell them apart.
+func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...SessionOption) (*Session, error) {
+	if t.session == 0 || t.secret == 0 {
+		return nil, fmt.Errorf("%w: the zero token", ErrInvalidResumeToken)
+	}
+	if g := n.r.GroupID(); g != 0 && t.group != 0 && g != t.group {
+		return nil, fmt.Errorf("%w: the token is of group %x, this node's is %x", ErrOtherGroup, t.group, g)
+	}
+	o := sessionOptions{ttl: t.ttl}
+	for _, f := range opts {
+		f(&o)
+	}
+	o.ttl = t.ttl
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	s := n.newSession(t.session, t.secret, o)
+	c := n.cfg.clock
+	sent, sentAt := clock.Boot(c), c.Now()
+	s.lease.deadline, s.acked = sent.Add(s.lease.life), sentAt
+	// Registered before the resume applies, so that the grants it keeps,
+	// reported as it applies, reach s, and so does everything after; what
+	// this replica applies before it (it may be replaying its log after the
+	// restart) concerns the old incarnation, and s ignores it (resuming).
+	n.mu.Lock()
+	switch {
+	case n.closing:
+		n.mu.Unlock()
+		return nil, ErrClosed
+	case n.sessions[s.id] != nil:
+		n.mu.Unlock()
+		return nil, fmt.Errorf("%w: session %d is open in this process", ErrInvalidResumeToken, s.id)
+	}
+	n.sessions[s.id] = s
+	n.mu.Unlock()
+	attempt := rand.Uint64() | 1
+	s.resume.Store(attempt)
+	res, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindResume, Session: s.id, Nonce: t.secret,
+		Owner: n.cfg.ReplicaID, Target: attempt})
+	if err == nil && res.Status != fsm.OK {
+		err = ErrSessionExpired
+		if res.Status != fsm.UnknownSession {
+			err = fmt.Errorf("fencelock: resume: unexpected reply %v", res.Status)
+		}
+	}
+	if err != nil {
+		s.end(ErrSessionExpired)
+		n.forget(s)
+		return nil, err
+	}
+	s.mu.Lock()
+	s.nextSeq = res.Value
+	s.mu.Unlock()
+	if err := n.startSession(s, sent, true); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Locks returns the locks the session holds, in the order they were
+// granted: after ResumeSession, the ones it kept.
+func (s *Session) Locks() []*Lock {
+	var out []*Lock
+	for _, g := range s.heldGrants(false) {
+		out = append(out, &Lock{g})
+	}
+	return out
+}
+
+// Leaderships returns the terms the session leads, in the order they
+// began: after ResumeSession, the ones it kept.
+func (s *Session) Leaderships() []*Leadership {
+	var out []*Leadership
+	for _, g := range s.heldGrants(true) {
+		out = append(out, &Leadership{g})
+	}
+	return out
+}
+
+func (s *Session) heldGrants(election bool) []*grant {
+	s.mu.Lock()
+	var out []*grant
+	for _, g := range s.grants {
+		if g.election == election {
+			out = append(out, g)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b *grant) int { return cmp.Compare(a.token, b.token) })
+	return out
+}
+
+// kept records a grant the session keeps through its resume; no call waits
+// for it.
+func (s *Session) kept(seq uint64, name string, election bool, token uint64, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil && s.grants[token] == nil {
+		s.grants[token] = s.newGrant(seq, name, election, token, value)
+	}
+}
+
+// resuming reports whether e is to be ignored because s waits for its
+// resume to apply: until then every event of s is its old incarnation's.
+// The resume's own EventResumed ends the wait.
+func (s *Session) resuming(e *fsm.Event) bool {
+	attempt := s.resume.Load()
+	if attempt == 0 {
+		return false
+	}
+	if e.Kind == fsm.EventResumed && e.Target == attempt {
+		s.resume.Store(0)
+	}
+	return true
+}
+
+// reconcileResume is reconcile for a session waiting for its resume: if
+// the restored state holds the resume, s takes the grants it kept.
+func (s *Session) reconcileResume(st *fsm.State) {
+	attempt, kept := st.Kept(s.id)
+	if attempt != s.resume.Load() {
+		return // not applied yet: its events are still to come
+	}
+	s.later(func() {
+		if s.resume.CompareAndSwap(attempt, 0) {
+			for _, e := range kept {
+				s.kept(e.Seq, e.Name, e.Election, e.Token, e.Value)
+			}
+		}
+	})
+}

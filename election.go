@@ -80,6 +80,9 @@ func checkCampaign(election, value string) error {
 	return nil
 }
 
+// Session returns the session that leads; nil for the zero Leadership.
+func (l *Leadership) Session() *Session { return l.g().s }
+
 // Election returns the election's name.
 func (l *Leadership) Election() string { return l.g().name }
 

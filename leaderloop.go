@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -41,6 +42,12 @@ type ElectionCallbacks struct {
 // LeaderSelector write by hand: the work's context ends with the term, and
 // the resignation waits for the work, so releasing on shutdown is safe by
 // construction. A panic in a callback is not recovered.
+//
+// Given WithResume with the token of the session an earlier run of this
+// process led with (l.Session().Resume(), saved in OnStartedLeading), a
+// process restarted within the session's TTL resumes that session and its
+// term: OnStartedLeading runs again with the same Leadership token, and no
+// other candidate led meanwhile.
 func (n *Node) RunElection(ctx context.Context, election, value string, cb ElectionCallbacks, opts ...SessionOption) error {
 	if cb.OnStartedLeading == nil {
 		return fmt.Errorf("%w: RunElection needs OnStartedLeading", ErrInvalidConfig)
@@ -116,6 +123,7 @@ func (e *electionLoop) run(ctx context.Context) error {
 }
 
 // campaign waits to be elected, with a new session if the last one is over.
+// A session resumed (WithResume) may lead already: then its term goes on.
 func (e *electionLoop) campaign(ctx context.Context) (*Leadership, error) {
 	if e.s == nil || e.s.Err() != nil {
 		s, err := e.n.NewSession(ctx, e.opts...)
@@ -123,6 +131,18 @@ func (e *electionLoop) campaign(ctx context.Context) (*Leadership, error) {
 			return nil, err
 		}
 		e.s = s
+		e.opts = append(slices.Clip(e.opts), WithResume(ResumeToken{})) // resume only once
+		for _, l := range s.Leaderships() {
+			if l.Election() != e.election {
+				continue
+			}
+			if l.Value() != e.value {
+				if err := l.Proclaim(ctx, e.value); err != nil {
+					return nil, err
+				}
+			}
+			return l, nil
+		}
 	}
 	return e.s.Campaign(ctx, e.election, e.value)
 }

@@ -179,3 +179,66 @@ func TestRunElectionRefusesBadArguments(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidName)
 	require.False(t, errors.Is(err, ErrInvalidConfig))
 }
+
+// A primary that restarts within its session's TTL and runs the loop again
+// with its saved resume token keeps its term: the same epoch, and the
+// other candidate never leads meanwhile.
+func TestRunElectionResumesTheTermAfterARestart(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	events := make(chan termEvent, 16)
+	saved := make(chan string, 4)
+	cb := loopCallbacks("a", events, nil)
+	work := cb.OnStartedLeading
+	cb.OnStartedLeading = func(ctx context.Context, l *Leadership) {
+		saved <- l.Session().Resume().String()
+		work(ctx, l)
+	}
+	aDone := make(chan error, 1)
+	go func() { aDone <- c.node(1).RunElection(ctx, "primary", "a", cb, WithTTL(30*time.Second)) }()
+	first := nextTerm(t, ctx, events)
+	require.True(t, first.started)
+	token := <-saved
+
+	bctx, stopB := context.WithCancel(ctx)
+	bDone := make(chan error, 1)
+	go func() { bDone <- c.node(2).RunElection(bctx, "primary", "b", loopCallbacks("b", events, nil)) }()
+	waitUntil(t, ctx, "b is a candidate", func() bool {
+		cands, err := c.node(3).Candidates(ctx, "primary")
+		require.NoError(t, err)
+		return len(cands.Queue) == 1
+	})
+
+	c.stop(1) // the primary's process dies
+	require.ErrorIs(t, <-aDone, ErrClosed)
+	stopped := nextTerm(t, ctx, events)
+	require.Equal(t, "a", stopped.who)
+	require.False(t, stopped.started)
+	c.start(1)
+	tok, err := ParseResumeToken(token)
+	require.NoError(t, err)
+	actx, stopA := context.WithCancel(ctx)
+	go func() { aDone <- c.node(1).RunElection(actx, "primary", "a2", cb, WithResume(tok)) }()
+	again := nextTerm(t, ctx, events)
+	require.Equal(t, termEvent{who: "a", started: true, token: first.token}, again, "the same term goes on, and b never led")
+	info, err := c.node(3).Leader(ctx, "primary")
+	require.NoError(t, err)
+	require.Equal(t, "a2", info.Value, "the new run's value is proclaimed")
+
+	stopA()
+	require.ErrorIs(t, <-aDone, context.Canceled)
+	// a's stop and b's start come in either order: b leads once a resigned,
+	// and a reports its stop after the resignation too.
+	var b termEvent
+	for range 2 {
+		if e := nextTerm(t, ctx, events); e.who == "b" {
+			b = e
+		} else {
+			require.Equal(t, termEvent{who: "a"}, e)
+		}
+	}
+	require.True(t, b.started)
+	require.Greater(t, b.token, first.token)
+	stopB()
+	require.ErrorIs(t, <-bDone, context.Canceled)
+}

@@ -46,6 +46,9 @@ func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, e
 	return &Lock{g}, nil
 }
 
+// Session returns the session that holds the lock; nil for the zero Lock.
+func (l *Lock) Session() *Session { return l.g().s }
+
 // Name returns the lock's name.
 func (l *Lock) Name() string { return l.g().name }
 

@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
-	"math/rand/v2"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/clock"
@@ -29,6 +29,12 @@ type ResumeToken struct {
 	group, session, secret uint64
 	ttl                    time.Duration
 }
+
+// WithResume makes NewSession resume the session t names, as ResumeSession
+// does, and open a new session only if that one is over
+// (ErrSessionExpired); the zero token resumes nothing. RunElection given it
+// resumes its first session, and with it a term the session still leads.
+func WithResume(t ResumeToken) SessionOption { return func(o *sessionOptions) { o.resume = t } }
 
 // Resume returns the token that resumes this session after its process
 // restarts. It does not change while the session lives.

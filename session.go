@@ -18,6 +18,7 @@ type SessionOption func(*sessionOptions)
 
 type sessionOptions struct {
 	ttl, margin time.Duration
+	resume      ResumeToken
 	commit      func(commitFunc) commitFunc // tests: how background commands reach the group
 }
 
@@ -203,6 +204,13 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	}
 	if err := o.check(); err != nil {
 		return nil, err
+	}
+	if o.resume.session != 0 {
+		s, err := n.ResumeSession(ctx, o.resume, opts...)
+		if !errors.Is(err, ErrSessionExpired) {
+			return s, err
+		}
+		n.log.Info("fencelock: the session to resume is over; opening a new one", "session", o.resume.session)
 	}
 	c := n.cfg.clock
 	sent, sentAt := clock.Boot(c), c.Now()

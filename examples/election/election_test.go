@@ -82,7 +82,93 @@ func TestThreeProcessesFailOver(t *testing.T) {
 	}
 }
 
-var primaryLine = regexp.MustCompile(`^primary: replica (\d+), epoch (\d+)$`)
+// Every line starts with the time of day.
+// A primary killed and restarted within its session's TTL resumes its
+// session with the token it saved: it announces the same epoch again, no
+// other process is primary meanwhile, and its records go on under that
+// epoch.
+func TestRestartedPrimaryKeepsItsEpoch(t *testing.T) {
+	const ttl = 20 * time.Second // far longer than a restart, even under -race
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := buildExample(t)
+	dir := t.TempDir()
+	resource := filepath.Join(dir, "resource.log")
+	g := newGroup(t)
+	peers := freePeers(t, 3)
+	args := func(id int) []string {
+		return []string{"-id", strconv.Itoa(id), "-peers", peers, "-dir", dir, "-ttl", ttl.String(), "-every", "100ms"}
+	}
+	for id := 1; id <= 3; id++ {
+		g.start(id, bin, args(id)...)
+	}
+	victim := g.waitPrimary(ctx, func(primary) bool { return true })
+	waitRecords(t, ctx, resource, victim.epoch, 3)
+	g.kill(victim.id)
+	announced := g.count()
+	g.start(victim.id, bin, args(victim.id)...)
+
+	back := g.waitPrimary(ctx, func(primary) bool { return true }, announced)
+	require.Equal(t, victim, back, "the restarted primary resumed its term")
+	records, err := fencefile.Read(resource)
+	require.NoError(t, err)
+	waitRecords(t, ctx, resource, victim.epoch, countEpoch(records, victim.epoch)+3)
+	g.mu.Lock()
+	require.Equal(t, []primary{victim, victim}, g.primary, "nobody else was primary")
+	g.mu.Unlock()
+	for id := 1; id <= 3; id++ {
+		g.terminate(ctx, id)
+	}
+}
+
+// A frozen primary (SIGSTOP) loses its term by its own clock: another
+// process takes over, and once the frozen one thaws (SIGCONT) it reports
+// stepping down, and its late write under the old epoch is refused.
+func TestFrozenPrimaryStepsDown(t *testing.T) {
+	const ttl, slack = 2 * time.Second, 8 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := buildExample(t)
+	dir := t.TempDir()
+	resource := filepath.Join(dir, "resource.log")
+	g := newGroup(t)
+	peers := freePeers(t, 3)
+	for id := 1; id <= 3; id++ {
+		g.start(id, bin, "-id", strconv.Itoa(id), "-peers", peers, "-dir", dir, "-ttl", ttl.String(), "-every", "100ms")
+	}
+	victim := g.waitPrimary(ctx, func(primary) bool { return true })
+	waitRecords(t, ctx, resource, victim.epoch, 3)
+	victim = g.latestPrimary()
+	require.NoError(t, g.procs[victim.id].cmd.Process.Signal(syscall.SIGSTOP))
+	deadline, stop := context.WithTimeout(ctx, ttl+slack)
+	defer stop()
+	next := g.waitPrimary(deadline, func(p primary) bool { return p.id != victim.id && p.epoch > victim.epoch })
+	waitRecords(t, ctx, resource, next.epoch, 3)
+	require.NoError(t, g.procs[victim.id].cmd.Process.Signal(syscall.SIGCONT))
+	refused := regexp.MustCompile(fmt.Sprintf(`late write: replica %d, epoch %d: refused`, victim.id, victim.epoch))
+	g.waitLine(ctx, victim.id, refused)
+	g.waitLine(ctx, victim.id, regexp.MustCompile(fmt.Sprintf(`stepped down: replica %d, epoch %d`, victim.id, victim.epoch)))
+	for id := 1; id <= 3; id++ {
+		g.terminate(ctx, id)
+	}
+	records, err := fencefile.Read(resource)
+	require.NoError(t, err)
+	for i := 1; i < len(records); i++ {
+		require.GreaterOrEqual(t, records[i].Token, records[i-1].Token, "record %d (%q) goes back in epoch", i, records[i].Text)
+	}
+}
+
+func countEpoch(records []fencefile.Record, epoch uint64) int {
+	n := 0
+	for _, r := range records {
+		if r.Token == epoch {
+			n++
+		}
+	}
+	return n
+}
+
+var primaryLine = regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} primary: replica (\d+), epoch (\d+)$`)
 
 type primary struct {
 	id    int
@@ -96,7 +182,7 @@ type group struct {
 	procs   map[int]*proc
 	lines   []string // stdout of every process, "N| line"
 	primary []primary
-	changed chan struct{} // closed and replaced when a primary is announced
+	changed chan struct{} // closed and replaced on every line
 }
 
 type proc struct {
@@ -130,6 +216,10 @@ func (g *group) line(id int, text string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lines = append(g.lines, fmt.Sprintf("%d| %s", id, text))
+	defer func() { // every line wakes the waiters
+		close(g.changed)
+		g.changed = make(chan struct{})
+	}()
 	m := primaryLine.FindStringSubmatch(text)
 	if m == nil {
 		return
@@ -140,14 +230,16 @@ func (g *group) line(id int, text string) {
 		g.t.Errorf("process %d announced %q", id, text)
 	}
 	g.primary = append(g.primary, primary{n, epoch})
-	close(g.changed)
-	g.changed = make(chan struct{})
 }
 
-// waitPrimary waits for a primary announcement that satisfies ok.
-func (g *group) waitPrimary(ctx context.Context, ok func(primary) bool) primary {
+// waitPrimary waits for a primary announcement that satisfies ok, among
+// those after the first skip[0] (if given).
+func (g *group) waitPrimary(ctx context.Context, ok func(primary) bool, skip ...int) primary {
 	g.t.Helper()
 	seen := 0
+	if len(skip) > 0 {
+		seen = skip[0]
+	}
 	for {
 		g.mu.Lock()
 		found, changed := g.primary[seen:], g.changed
@@ -162,6 +254,35 @@ func (g *group) waitPrimary(ctx context.Context, ok func(primary) bool) primary 
 		case <-changed:
 		case <-ctx.Done():
 			g.t.Fatalf("no primary as expected: %v", ctx.Err())
+		}
+	}
+}
+
+// count is how many primaries were announced so far.
+func (g *group) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.primary)
+}
+
+// waitLine waits until process id has printed a line matching re.
+func (g *group) waitLine(ctx context.Context, id int, re *regexp.Regexp) {
+	g.t.Helper()
+	prefix := fmt.Sprintf("%d| ", id)
+	for {
+		g.mu.Lock()
+		changed := g.changed
+		for _, l := range g.lines {
+			if strings.HasPrefix(l, prefix) && re.MatchString(l) {
+				g.mu.Unlock()
+				return
+			}
+		}
+		g.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			g.t.Fatalf("replica %d never printed %q", id, re)
 		}
 	}
 }

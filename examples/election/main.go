@@ -19,10 +19,16 @@
 //
 // Kill the primary with kill -9: once its session's TTL (-ttl) has run out
 // at the group, the next candidate in line becomes primary with a higher
-// epoch. Freeze it instead (kill -STOP, then kill -CONT after the takeover):
-// its lease runs out by its own clock, it steps down, and the late write it
-// then attempts under its old epoch is refused by the file. Ctrl-C resigns
-// at once and hands over without waiting for the TTL.
+// epoch. Restart the killed primary within the TTL instead, and it resumes
+// its session and its term (the resume token it saved under -dir): the same
+// epoch, and nobody else led meanwhile. Freeze it (kill -STOP, then kill
+// -CONT after the takeover): its lease runs out by its own clock, it steps
+// down, and the late write it then attempts under its old epoch is refused
+// by the file. Ctrl-C resigns at once and hands over without waiting for
+// the TTL.
+//
+// Every line starts with the time; -log-level info shows the group's own
+// log too (raft leader changes among it).
 //
 // State lives under -dir; restart a process with the same flags to rejoin.
 // Remove the directory to start from scratch.
@@ -55,6 +61,7 @@ type options struct {
 	resource string
 	ttl      time.Duration
 	every    time.Duration
+	logLevel slog.Level
 }
 
 func main() {
@@ -79,10 +86,12 @@ func parseFlags(args []string) (options, error) {
 	resource := fs.String("resource", "", "the shared fenced file (default <dir>/resource.log)")
 	ttl := fs.Duration("ttl", 2*time.Second, "session TTL: how long a crashed primary keeps the role")
 	every := fs.Duration("every", 250*time.Millisecond, "how often the primary writes")
+	o := options{logLevel: slog.LevelWarn}
+	fs.TextVar(&o.logLevel, "log-level", o.logLevel, "the group's log: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{id: *id, dir: *dir, resource: *resource, ttl: *ttl, every: *every, peers: map[uint64]string{}}
+	o.id, o.dir, o.resource, o.ttl, o.every, o.peers = *id, *dir, *resource, *ttl, *every, map[uint64]string{}
 	for _, p := range strings.Split(*peers, ",") {
 		k, addr, ok := strings.Cut(strings.TrimSpace(p), "=")
 		n, err := strconv.ParseUint(k, 10, 64)
@@ -104,7 +113,7 @@ func parseFlags(args []string) (options, error) {
 }
 
 func run(ctx context.Context, o options) error {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	node, err := fencelock.Start(ctx, fencelock.Config{
 		ReplicaID:  o.id,
 		Members:    o.peers,
@@ -122,73 +131,57 @@ func run(ctx context.Context, o options) error {
 	}
 	say("replica %d: started, campaigning for %q", o.id, electionName)
 
-	ctx, cancel := context.WithCancel(ctx)
-	followed := make(chan struct{})
-	go func() {
-		defer close(followed)
-		follow(ctx, node)
-	}()
-	defer func() { cancel(); <-followed }() // before the node closes
-
-	for ctx.Err() == nil {
-		session, err := node.NewSession(ctx, fencelock.WithTTL(o.ttl))
-		if err != nil {
-			if ctx.Err() != nil {
-				break
+	// The resume token of the session this process last led with: if it
+	// restarts within the TTL, it takes that session and its term back.
+	resumeFile := filepath.Join(o.dir, fmt.Sprintf("replica-%d.resume", o.id))
+	saved, _ := loadResume(resumeFile)
+	var epoch uint64 // of the current or last term; only the callbacks touch it, one at a time
+	err = node.RunElection(ctx, electionName, fmt.Sprintf("replica %d", o.id), fencelock.ElectionCallbacks{
+		OnStartedLeading: func(ctx context.Context, l *fencelock.Leadership) {
+			if err := saveResume(resumeFile, l.Session().Resume()); err != nil {
+				say("replica %d: cannot save the resume token: %v", o.id, err)
 			}
-			return err // NewSession retries until ctx ends: this is not transient
-		}
-		err = lead(ctx, o, session, res)
-		closing, cancel := context.WithTimeout(context.Background(), o.ttl)
-		session.Close(closing) // hands any leadership over at once
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			say("replica %d: %v; opening a new session", o.id, err)
-		}
+			epoch = l.Token()
+			say("primary: replica %d, epoch %d", o.id, epoch)
+			serve(ctx, o, l, res)
+		},
+		OnStoppedLeading: func(err error) {
+			if err == nil {
+				return // resigned: the work returned, or this process is stopping
+			}
+			say("stepped down: replica %d, epoch %d: %v", o.id, epoch, err)
+			// A real primary stops here. To show what the fence is for,
+			// write once more under the old epoch, as a primary that paused
+			// between its last check and its write would.
+			if err := res.Append(epoch, []byte(fmt.Sprintf("replica %d epoch %d late write", o.id, epoch))); err != nil {
+				say("late write: replica %d, epoch %d: refused: %v", o.id, epoch, err)
+			} else {
+				say("late write: replica %d, epoch %d: admitted (no later primary has written yet)", o.id, epoch)
+			}
+		},
+		OnNewLeader: func(info fencelock.LeaderInfo) {
+			if info.Token == 0 {
+				say("leader: none")
+				return
+			}
+			say("leader: %s, epoch %d", info.Value, info.Token)
+		},
+	}, fencelock.WithTTL(o.ttl), fencelock.WithResume(saved))
+	if ctx.Err() == nil {
+		return err
 	}
+	os.Remove(resumeFile) // resigned and closed: nothing to resume
 	say("replica %d: bye", o.id)
 	return nil
 }
 
-// lead campaigns, serves as primary while elected, and campaigns again,
-// until the session or ctx ends.
-func lead(ctx context.Context, o options, session *fencelock.Session, res *fencefile.File) error {
-	for {
-		l, err := session.Campaign(ctx, electionName, fmt.Sprintf("replica %d", o.id))
-		if err != nil {
-			return err
-		}
-		say("primary: replica %d, epoch %d", o.id, l.Token())
-		serve(ctx, o, l, res)
-		if ctx.Err() != nil {
-			resigning, cancel := context.WithTimeout(context.Background(), o.ttl)
-			l.Resign(resigning)
-			cancel()
-			return ctx.Err()
-		}
-		say("stepped down: replica %d, epoch %d: %v", o.id, l.Token(), l.Err())
-		// A real primary stops here. To show what the fence is for, write
-		// once more under the old epoch, as a primary that paused between
-		// its last check and its write would.
-		if err := res.Append(l.Token(), []byte(fmt.Sprintf("replica %d epoch %d late write", o.id, l.Token()))); err != nil {
-			say("late write: replica %d, epoch %d: refused: %v", o.id, l.Token(), err)
-		} else {
-			say("late write: replica %d, epoch %d: admitted (no later primary has written yet)", o.id, l.Token())
-		}
-		if err := session.Err(); err != nil {
-			return err
-		}
-	}
-}
-
-// serve writes a record under the epoch every o.every until the term ends.
+// serve writes a record under the epoch every o.every until the term ends
+// (ctx) or a later primary's write shows it is over.
 func serve(ctx context.Context, o options, l *fencelock.Leadership, res *fencefile.File) {
 	tick := time.NewTicker(o.every)
 	defer tick.Stop()
 	for n := 1; ; n++ {
 		select {
-		case <-l.Done():
-			return
 		case <-ctx.Done():
 			return
 		case <-tick.C:
@@ -196,11 +189,8 @@ func serve(ctx context.Context, o options, l *fencelock.Leadership, res *fencefi
 		err := res.Append(l.Token(), []byte(fmt.Sprintf("replica %d epoch %d record %d", o.id, l.Token(), n)))
 		if errors.Is(err, fencelock.ErrStaleToken) {
 			// A later primary has written: this term is over, whatever
-			// this process believes. Step down.
+			// this process believes. Returning resigns it.
 			say("refused: replica %d, epoch %d: %v", o.id, l.Token(), err)
-			resigning, cancel := context.WithTimeout(ctx, o.ttl)
-			l.Resign(resigning)
-			cancel()
 			return
 		}
 		if err != nil {
@@ -209,17 +199,25 @@ func serve(ctx context.Context, o options, l *fencelock.Leadership, res *fencefi
 	}
 }
 
-// follow prints every change of leader this replica applies.
-func follow(ctx context.Context, node *fencelock.Node) {
-	for info := range node.Observe(ctx, electionName) {
-		if info.Token == 0 {
-			say("leader: none")
-			continue
-		}
-		say("leader: %s, epoch %d", info.Value, info.Token)
+// loadResume reads a saved resume token; the zero token if there is none.
+func loadResume(path string) (fencelock.ResumeToken, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fencelock.ResumeToken{}, err
 	}
+	return fencelock.ParseResumeToken(strings.TrimSpace(string(b)))
+}
+
+// saveResume writes the token where only this user can read it: it is a
+// credential for the session.
+func saveResume(path string, t fencelock.ResumeToken) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(t.String()+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func say(format string, args ...any) {
-	fmt.Printf(format+"\n", args...)
+	fmt.Printf(time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
 }

@@ -102,7 +102,7 @@ func check(e *env, reads []Op) Report {
 	for _, op := range ops {
 		if op.Outcome == Granted {
 			r.Grants++
-			if op.Kind == OpCampaign {
+			if op.Kind.campaign() {
 				r.Terms++
 			}
 		}
@@ -169,7 +169,7 @@ func loses(e *env, ops []Op, end int64) []Op {
 		}
 	}
 	for _, op := range ops {
-		if (op.Kind == OpAcquire || op.Kind == OpTryAcquire || op.Kind == OpCampaign) && op.Outcome == Unknown {
+		if op.Kind.grants() && op.Outcome == Unknown {
 			out = append(out, Op{Client: op.Client, Kind: OpLose, Lock: op.Lock, Session: op.Session,
 				Phantom: op.ID, Outcome: OK, Call: op.Call, Return: end})
 		}
@@ -301,7 +301,7 @@ func nothingLost(e *env, ops []Op, reads []Op) []string {
 	defer e.beliefs.mu.Unlock()
 	for name, bs := range e.beliefs.m {
 		for _, b := range bs {
-			if !e.live(b.session) || b.releasing {
+			if !e.live(b.session) || b.releasing || b.revoked {
 				continue
 			}
 			if r := final[name]; !r.Held || r.Token != b.token {

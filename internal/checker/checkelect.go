@@ -11,7 +11,7 @@ import (
 func epochsRise(ops []Op) []string {
 	byElection := map[string][]Op{}
 	for _, op := range ops {
-		if op.Kind == OpCampaign && op.Outcome == Granted || op.Kind == OpLeader && op.Held {
+		if op.Kind.campaign() && op.Outcome == Granted || op.Kind == OpLeader && op.Held {
 			byElection[op.Lock] = append(byElection[op.Lock], op)
 		}
 	}
@@ -19,7 +19,7 @@ func epochsRise(ops []Op) []string {
 	for key, es := range byElection {
 		inRealTime(es, func(op Op, highest uint64) {
 			switch {
-			case op.Kind == OpCampaign && op.Token <= highest:
+			case op.Kind.campaign() && op.Token <= highest:
 				v = append(v, fmt.Sprintf("%s: client %d elected with epoch %d after epoch %d had been returned",
 					key, op.Client, op.Token, highest))
 			case op.Kind == OpLeader && op.Token < highest:
@@ -70,14 +70,14 @@ func observedOrigin(who, key string, ops []Op, seen []Observation) []string {
 	unknown := map[uint64]bool{}           // sessions with a campaign of unknown outcome
 	values := map[uint64]map[string]bool{} // session -> values it campaigned or proclaimed with
 	for _, op := range ops {
-		if op.Lock != key || op.Kind != OpCampaign && op.Kind != OpProclaim {
+		if op.Lock != key || !op.Kind.campaign() && op.Kind != OpProclaim {
 			continue
 		}
 		if values[op.Session] == nil {
 			values[op.Session] = map[string]bool{}
 		}
 		values[op.Session][op.Value] = true
-		if op.Kind == OpCampaign {
+		if op.Kind.campaign() {
 			switch op.Outcome {
 			case Granted:
 				terms[op.Token] = op.Session

@@ -51,8 +51,8 @@ func run(t *testing.T, sc Scenario) {
 		t.Fatalf("%s: %v", sc.Name, err)
 	}
 	fmt.Println(r.Line())
-	t.Logf("%s: %d grants (%d terms of leadership), %d late writes refused, %d values observed",
-		sc.Name, r.Grants, r.Terms, r.Refused, r.Observed)
+	t.Logf("%s: %d grants (%d terms of leadership), %d late writes refused, %d values observed, %d sessions resumed, %d revocations",
+		sc.Name, r.Grants, r.Terms, r.Refused, r.Observed, r.Resumed, r.Revoked)
 	for _, v := range r.Violations {
 		t.Errorf("%s: %s", sc.Name, v)
 	}

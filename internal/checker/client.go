@@ -51,12 +51,16 @@ type belief struct {
 	at        time.Time             // when it was granted
 	paused    bool                  // its process is paused: it believes nothing meanwhile
 	releasing bool
+	revoked   bool // an operator is revoking it, or ending its session: it may learn late
 }
 
 // beliefs are every client's beliefs, by lock name or election key.
 type beliefs struct {
 	mu sync.Mutex
 	m  map[string]map[int]*belief
+	// revoking selects the beliefs an operator's revocation in flight may
+	// hit (operator.go): a belief granted meanwhile is marked too.
+	revoking []*func(*belief) bool
 }
 
 // granted records c's new grant (b's name, token, done and lock or lead
@@ -67,7 +71,7 @@ func (e *env) granted(c *client, b *belief) *belief {
 	defer e.beliefs.mu.Unlock()
 	name := b.name
 	for id, o := range e.beliefs.m[name] {
-		if id == c.id || o.paused || o.releasing {
+		if id == c.id || o.paused || o.releasing || o.revoked {
 			continue
 		}
 		select {
@@ -81,6 +85,11 @@ func (e *env) granted(c *client, b *belief) *belief {
 		e.beliefs.m[name] = map[int]*belief{}
 	}
 	b.c, b.session, b.node, b.at = c, c.sess.ID(), c.node, time.Now()
+	for _, match := range e.beliefs.revoking {
+		if (*match)(b) {
+			b.revoked = true
+		}
+	}
 	e.beliefs.m[name][c.id] = b
 	return b
 }
@@ -167,6 +176,9 @@ func (c *client) critical(ctx context.Context) bool {
 		}
 		if ctx.Err() != nil {
 			return false // stopping: keep the lock, for the final check
+		}
+		if c.rng.IntN(restartOdds) == 0 && !c.restart(ctx) {
+			return false
 		}
 		select {
 		case <-b.done:

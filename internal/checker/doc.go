@@ -16,9 +16,24 @@
 // register, checking Lock.Done before each, then Release. Two slow clients
 // hold a third lock for two TTLs at a time.
 //
+// One write step in 24, a client holding a lock or leading restarts its
+// process (resume.go): it resumes its session on another replica with the
+// token the old process saved (ResumeSession), records what the resume
+// kept of its grant (a Kept operation), and goes on under it; the old
+// Session is dropped unclosed, and the group tells it its session is over.
+//
+// An operator (operator.go) acts every half to one and a half TTLs: it
+// revokes a lock's grant by the token a read showed it (RevokeGrant) or
+// whatever grant is current (Revoke), revokes an election's term
+// (RevokeLeadership), or ends a random live session (EndSession), whose
+// holder must then find it over within 30s. A holder it revokes is not
+// bound to stop first (its replica may apply the revocation after the
+// next holder's does), but the Fencer must refuse its late writes.
+//
 // Four election clients (elect.go; sessions like the others) campaign in
 // two elections, so candidates queue behind leaders. Each loop: one time in
-// two a Node.Leader read, then Campaign with a value (deadline 4 TTLs); as
+// two a Node.Leader read, then Campaign (one time in four TryCampaign) with
+// a value (deadline 4 TTLs); as
 // leader, four steps of a fenced write with the term's epoch (the
 // Leadership's token) to the election's register and a Proclaim of a new
 // value, checking Leadership.Done before each and waiting TTL/30 between
@@ -48,8 +63,10 @@
 //
 //  1. Linearizability of each lock's and election's history with porcupine
 //     (LockModel): one holder (leader) at a time, tokens (epochs) rising,
-//     Release and Resign only by the current grant, TryAcquire refused only
-//     when held, Proclaim refused only when the term is over, and every
+//     Release and Resign only by the current grant, TryAcquire and
+//     TryCampaign refused only when held, a Revoke frees exactly the grant
+//     it names (or the current one) and is refused only when there is
+//     none, a resumed session keeps exactly the grants it held, Proclaim refused only when the term is over, and every
 //     Leader read shows the leader, epoch and value of the moment. A call
 //     that failed or timed out is Unknown: it returns "never" and may or
 //     may not have happened, as porcupine handles indeterminate operations

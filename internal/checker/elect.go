@@ -45,12 +45,27 @@ func (c *client) campaignLoop(ctx context.Context) {
 		}
 		key := electionKey(name)
 		value := c.nextValue()
-		i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: OpCampaign, Lock: key, Session: c.sess.ID(), Value: value})
+		kind := OpCampaign
+		if c.rng.IntN(4) == 0 {
+			kind = OpTryCampaign
+		}
+		i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: kind, Lock: key, Session: c.sess.ID(), Value: value})
 		// Candidates wait for the terms before theirs: a leader cut off
 		// keeps its term until the group expires its session.
 		actx, cancel := context.WithTimeout(ctx, 4*c.e.ttl)
-		l, err := c.sess.Campaign(actx, name, value)
+		var l *fencelock.Leadership
+		var err error
+		if kind == OpTryCampaign {
+			l, err = c.sess.TryCampaign(actx, name, value)
+		} else {
+			l, err = c.sess.Campaign(actx, name, value)
+		}
 		cancel()
+		if errors.Is(err, fencelock.ErrElectionTaken) {
+			c.e.h.end(i, Locked, 0)
+			c.sleep(ctx, time.Duration(1+c.rng.IntN(10))*time.Millisecond)
+			continue
+		}
 		if err != nil {
 			c.e.h.end(i, Unknown, 0)
 			c.sleep(ctx, 20*time.Millisecond)
@@ -88,6 +103,9 @@ func (c *client) term(ctx context.Context) bool {
 		}
 		if ctx.Err() != nil {
 			return false // stopping: keep leading, for the final check
+		}
+		if c.rng.IntN(restartOdds) == 0 && !c.restart(ctx) {
+			return false
 		}
 		select {
 		case <-b.done:

@@ -28,6 +28,24 @@ type env struct {
 	mu       sync.Mutex
 	sessions map[uint64]*fencelock.Session
 	faults   int
+	resumed  int // sessions a restarted client resumed
+	revokes  int // operator revocations and session ends that took effect
+}
+
+func (e *env) resumes() {
+	e.mu.Lock()
+	e.resumed++
+	e.mu.Unlock()
+}
+
+// otherNode returns a running replica other than id, or id if none runs.
+func (e *env) otherNode(id uint64) uint64 {
+	for _, o := range e.c.IDs() {
+		if o != id && e.c.Node(o) != nil {
+			return o
+		}
+	}
+	return id
 }
 
 func (e *env) addSession(s *fencelock.Session, node uint64) {

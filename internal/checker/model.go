@@ -22,9 +22,16 @@ type OpKind uint8
 // Election operations work on an election's state, in a namespace of their
 // own (Op.Lock is electionKey(name)): Campaign is an Acquire with wait that
 // also sets the leader's value and returns the term's epoch (its token),
-// Resign is a Release, Proclaim replaces the value within the term, and
-// Leader is a linearizable read of the leader, its epoch and its value,
-// during the run or as the final read.
+// TryCampaign is a TryAcquire of the election, Resign is a Release,
+// Proclaim replaces the value within the term, and Leader is a
+// linearizable read of the leader, its epoch and its value, during the run
+// or as the final read.
+//
+// Revoke is an operator's (Node.RevokeGrant, Node.Revoke,
+// Node.RevokeLeadership): it frees the lock (election) if it is held with
+// Token, or, with Token 0, held at all, and is NotHeld otherwise. Kept is a
+// client's ResumeSession, seen from one lock it held: OK if the resumed
+// session kept that grant (Token), NotHeld if not; it changes nothing.
 const (
 	OpAcquire OpKind = iota + 1
 	OpTryAcquire
@@ -35,12 +42,21 @@ const (
 	OpResign
 	OpProclaim
 	OpLeader
+	OpTryCampaign
+	OpRevoke
+	OpKept
 )
 
 func (k OpKind) String() string {
 	return [...]string{"?", "acquire", "try-acquire", "release", "lose", "read",
-		"campaign", "resign", "proclaim", "leader"}[k]
+		"campaign", "resign", "proclaim", "leader", "try-campaign", "revoke", "kept"}[k]
 }
+
+// campaign reports whether k elects: Campaign or TryCampaign.
+func (k OpKind) campaign() bool { return k == OpCampaign || k == OpTryCampaign }
+
+// grants reports whether k may grant a lock or elect a leader.
+func (k OpKind) grants() bool { return k == OpAcquire || k == OpTryAcquire || k.campaign() }
 
 // Outcome is what an operation returned.
 type Outcome uint8
@@ -139,7 +155,7 @@ func step(s lockState, op Op) []any {
 	free := s.Session == 0
 	mine := s.Session == op.Session && s.Token == op.Token && s.Phantom == 0
 	switch op.Kind {
-	case OpAcquire, OpTryAcquire, OpCampaign:
+	case OpAcquire, OpTryAcquire, OpCampaign, OpTryCampaign:
 		switch op.Outcome {
 		case Granted:
 			if free && op.Token > s.Last {
@@ -200,8 +216,51 @@ func step(s lockState, op Op) []any {
 			return []any{lockState{Last: s.Last}}
 		}
 		return []any{s} // released already (by a release whose outcome was unknown)
+	case OpRevoke:
+		return revokeStep(s, op)
+	case OpKept:
+		switch op.Outcome {
+		case OK:
+			if mine {
+				return []any{s}
+			}
+		case NotHeld:
+			if !mine {
+				return []any{s}
+			}
+		case Unknown:
+			return []any{s}
+		}
 	case OpRead, OpLeader:
 		return readStep(s, op)
+	}
+	return nil
+}
+
+// revokeStep frees the grant the operator named (Token), or any (Token 0).
+// A phantom grant whose token no read has shown yet may be the one named,
+// if the token is above every earlier one.
+func revokeStep(s lockState, op Op) []any {
+	freed := lockState{Last: max(s.Last, op.Token)}
+	match := s.Session != 0 && (op.Token == 0 || s.Token == op.Token)
+	maybe := s.Session != 0 && s.Phantom != 0 && s.Token == 0 && op.Token > s.Last
+	switch op.Outcome {
+	case OK:
+		switch {
+		case match:
+			return []any{freed}
+		case maybe:
+			return []any{freed}
+		}
+	case NotHeld:
+		if !match {
+			return []any{s}
+		}
+	case Unknown:
+		if match || maybe {
+			return []any{s, freed}
+		}
+		return []any{s}
 	}
 	return nil
 }

@@ -209,3 +209,70 @@ func TestObserverChecks(t *testing.T) {
 	require.Len(t, observedOrigin("o", "E", ops, []Observation{ob(11, 1, "c0/1")}), 1, "an epoch never granted")
 	require.Len(t, observedOrigin("o", "E", ops, []Observation{ob(10, 1, "c0/9")}), 1, "a value never proclaimed")
 }
+
+func revoke(token uint64, out Outcome, call, ret int64) Op {
+	return Op{Client: -2, Kind: OpRevoke, Lock: "L", Token: token, Outcome: out, Call: call, Return: ret}
+}
+
+func kept(client int, session, token uint64, out Outcome, call, ret int64) Op {
+	return Op{Client: client, Kind: OpKept, Lock: "L", Session: session, Token: token, Outcome: out, Call: call, Return: ret}
+}
+
+// An operator's revocation frees the named grant; the queue head is granted
+// next; the revoked holder's late release is NotHeld; a resumed session
+// keeps its grant; a try-campaign is refused only while the election is led.
+func TestModelAcceptsRevokeResumeAndTryCampaign(t *testing.T) {
+	h := ids([]Op{
+		grant(0, 1, 10, 0, 10),
+		kept(0, 1, 10, OK, 11, 15),
+		kept(1, 2, 10, NotHeld, 11, 15),
+		revoke(10, OK, 20, 30),
+		grant(1, 2, 20, 5, 35), // queued, granted by the revocation
+		release(0, 1, 10, NotHeld, 40, 45),
+		revoke(10, NotHeld, 46, 47), // that grant is gone
+		revoke(0, OK, 50, 55),       // whatever grant is current
+		{Client: 1, Kind: OpLose, Lock: "L", Session: 2, Token: 20, Outcome: OK, Call: 35, Return: 200},
+		revoke(0, NotHeld, 60, 65),
+		{Client: 2, Kind: OpAcquire, Lock: "L", Session: 3, Outcome: Unknown, Call: 70, Return: never},
+		read(true, 3, 40, 80),  // the phantom grant shows its token
+		revoke(40, OK, 90, 95), // and is revoked by it
+		{Client: 2, Kind: OpLose, Lock: "L", Session: 3, Phantom: 11, Outcome: OK, Call: 70, Return: 200},
+		read(false, 0, 0, 300),
+	})
+	require.Empty(t, linearizable(h))
+
+	e := ids([]Op{
+		campaignOp(0, 1, 10, "a", 0, 10),
+		{Client: 1, Kind: OpTryCampaign, Lock: "E", Session: 2, Value: "b", Outcome: Locked, Call: 11, Return: 12},
+		{Client: 0, Kind: OpResign, Lock: "E", Session: 1, Token: 10, Outcome: OK, Call: 13, Return: 14},
+		{Client: 1, Kind: OpTryCampaign, Lock: "E", Session: 2, Value: "b", Token: 20, Outcome: Granted, Call: 15, Return: 16},
+		{Client: -1, Kind: OpLeader, Lock: "E", Held: true, Session: 2, Token: 20, Value: "b", Outcome: OK, Call: 17, Return: 18},
+	})
+	require.Empty(t, linearizable(e))
+}
+
+func TestModelRejectsWrongRevokesAndResumes(t *testing.T) {
+	for name, h := range map[string][]Op{
+		"a revoked grant still held": {
+			grant(0, 1, 10, 0, 10), revoke(10, OK, 20, 30), read(true, 1, 10, 40),
+		},
+		"a revoke of a free lock that succeeded": {
+			grant(0, 1, 10, 0, 10), release(0, 1, 10, OK, 11, 12), revoke(0, OK, 20, 30),
+		},
+		"a revoke of the current grant refused": {
+			grant(0, 1, 10, 0, 10), revoke(10, NotHeld, 20, 30), read(true, 1, 10, 40),
+		},
+		"a resume that kept a grant already passed on": {
+			grant(0, 1, 10, 0, 10), revoke(10, OK, 11, 12), kept(0, 1, 10, OK, 20, 30),
+		},
+		"a resume that lost a grant the session held": {
+			grant(0, 1, 10, 0, 10), kept(0, 1, 10, NotHeld, 20, 30), read(true, 1, 10, 40),
+		},
+		"a try-campaign refused while nobody led": {
+			{Client: 1, Kind: OpTryCampaign, Lock: "E", Session: 2, Value: "b", Outcome: Locked, Call: 1, Return: 2},
+			{Client: -1, Kind: OpLeader, Lock: "E", Outcome: OK, Call: 3, Return: 4},
+		},
+	} {
+		require.NotEmpty(t, linearizable(ids(h)), name)
+	}
+}

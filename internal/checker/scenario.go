@@ -31,6 +31,8 @@ type Report struct {
 	Observed   int // values delivered to observers
 	Faults     int // faults applied
 	Refused    int // late writes the Fencer refused
+	Resumed    int // sessions restarted clients resumed
+	Revoked    int // operator revocations and session ends that took effect
 	Violations []string
 	Duration   time.Duration
 }
@@ -108,6 +110,11 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 			cl.run(cctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		operator(cctx, e, sc.Seed)
+	}()
 	nemErr := nemesis(ctx, e, sc)
 	stopClients()
 	wg.Wait()
@@ -129,6 +136,7 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	owg.Wait()
 	r := check(e, reads)
 	r.Name, r.Faults, r.Duration = sc.Name, e.faults, time.Since(began)
+	r.Resumed, r.Revoked = e.resumed, e.revokes
 	return r, nil
 }
 

@@ -1,0 +1,160 @@
+package checker
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// operator is a person at the console during the run: now and then it
+// revokes a lock's grant (by the token a read showed it, or whatever grant
+// is current), revokes an election's term, or ends a client's session. Its
+// revocations are in the history (Revoke, after the Read that named the
+// token); a session it ends frees that session's grants as an expiry would
+// (Lose). The holder it revokes is not bound to stop first (its replica
+// may apply the revocation after the next holder's does); the Fencer still
+// refuses its late writes.
+func operator(ctx context.Context, e *env, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	for {
+		if wait(ctx, e.ttl/2+time.Duration(rng.Int64N(int64(e.ttl)))) != nil {
+			return
+		}
+		id, err := e.c.Leader(ctx)
+		n := e.c.Node(id)
+		if err != nil || n == nil {
+			continue
+		}
+		switch rng.IntN(4) {
+		case 0, 1:
+			name := e.locks[rng.IntN(len(e.locks))]
+			e.revokeLock(ctx, n, id, name, rng.IntN(2) == 0)
+		case 2:
+			e.revokeTerm(ctx, n, id, e.elections[rng.IntN(len(e.elections))])
+		case 3:
+			e.endSession(ctx, n, rng)
+		}
+	}
+}
+
+// revokeLock revokes the current grant of lock name: the one a read shows
+// (byToken), or whatever grant is current.
+func (e *env) revokeLock(ctx context.Context, n *fencelock.Node, node uint64, name string, byToken bool) {
+	var token uint64
+	if byToken {
+		call := e.h.now()
+		rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
+		info, err := n.Inspect(rctx, name)
+		cancel()
+		if err != nil {
+			return
+		}
+		e.h.add(Op{Client: -2, Node: node, Kind: OpRead, Lock: name, Outcome: OK, Held: info.Held,
+			Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now()})
+		if !info.Held {
+			return
+		}
+		token = info.Token
+	}
+	done := e.revoking(func(b *belief) bool { return b.name == name && (token == 0 || b.token == token) })
+	i := e.h.begin(Op{Client: -2, Node: node, Kind: OpRevoke, Lock: name, Token: token})
+	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
+	var err error
+	if byToken {
+		err = n.RevokeGrant(rctx, name, token)
+	} else {
+		err = n.Revoke(rctx, name)
+	}
+	cancel()
+	done()
+	e.h.end(i, e.revoked(err, fencelock.ErrNotHeld), 0)
+}
+
+// revokeTerm ends whatever term of election name is current.
+func (e *env) revokeTerm(ctx context.Context, n *fencelock.Node, node uint64, name string) {
+	key := electionKey(name)
+	done := e.revoking(func(b *belief) bool { return b.name == key })
+	i := e.h.begin(Op{Client: -2, Node: node, Kind: OpRevoke, Lock: key})
+	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
+	err := n.RevokeLeadership(rctx, name)
+	cancel()
+	done()
+	e.h.end(i, e.revoked(err, fencelock.ErrNotLeader), 0)
+}
+
+// endSession ends a live client session at the group; its holder must then
+// find it over (Done closed) within settleBound.
+func (e *env) endSession(ctx context.Context, n *fencelock.Node, rng *rand.Rand) {
+	e.mu.Lock()
+	var live []*fencelock.Session
+	for _, id := range slices.Sorted(maps.Keys(e.sessions)) {
+		if s := e.sessions[id]; s.Err() == nil {
+			live = append(live, s)
+		}
+	}
+	e.mu.Unlock()
+	if len(live) == 0 {
+		return
+	}
+	s := live[rng.IntN(len(live))]
+	done := e.revoking(func(b *belief) bool { return b.session == s.ID() })
+	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
+	err := n.EndSession(rctx, s.ID())
+	cancel()
+	done()
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	e.revokes++
+	e.mu.Unlock()
+	t := time.NewTimer(settleBound)
+	defer t.Stop()
+	select {
+	case <-s.Done():
+	case <-t.C:
+		e.h.violation("session %d ended by the operator is still live for its holder after %v", s.ID(), settleBound)
+	case <-ctx.Done():
+	}
+}
+
+// revoking marks every belief that match selects as revoked, the ones
+// granted until done is called included: the revocation may hit them.
+func (e *env) revoking(match func(*belief) bool) (done func()) {
+	e.beliefs.mu.Lock()
+	defer e.beliefs.mu.Unlock()
+	for _, bs := range e.beliefs.m {
+		for _, b := range bs {
+			if match(b) {
+				b.revoked = true
+			}
+		}
+	}
+	p := &match
+	e.beliefs.revoking = append(e.beliefs.revoking, p)
+	return func() {
+		e.beliefs.mu.Lock()
+		defer e.beliefs.mu.Unlock()
+		e.beliefs.revoking = slices.DeleteFunc(e.beliefs.revoking, func(q *func(*belief) bool) bool { return q == p })
+	}
+}
+
+// revoked is the outcome of a revocation that returned err; notHeld is the
+// error of one that found nothing to revoke.
+func (e *env) revoked(err error, notHeld error) Outcome {
+	switch {
+	case err == nil:
+		e.mu.Lock()
+		e.revokes++
+		e.mu.Unlock()
+		return OK
+	case errors.Is(err, notHeld):
+		return NotHeld
+	}
+	return Unknown
+}

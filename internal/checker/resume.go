@@ -1,0 +1,81 @@
+package checker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/fencelock/fencelock"
+)
+
+// restartOdds: one write step in restartOdds, a client holding a lock (or
+// leading) restarts its process in the middle of its critical section (its
+// term): it resumes its session on another replica, with the token the old
+// process saved, and goes on under the grant the session kept.
+const restartOdds = 24
+
+// restart resumes c's session on another replica as a restarted process
+// would, and records what the resume kept of the grant c holds (Kept). The
+// old Session is dropped without being closed: the group tells it its
+// session is over at its next keep-alive. It reports whether c still holds
+// the grant.
+func (c *client) restart(ctx context.Context) bool {
+	b := c.held
+	id := c.e.otherNode(c.node)
+	n := c.e.c.Node(id)
+	if n == nil {
+		return true // nowhere to restart to: go on as before
+	}
+	tok := c.sess.Resume()
+	i := c.e.h.begin(Op{Client: c.id, Node: id, Kind: OpKept, Lock: b.name, Session: c.sess.ID(), Token: b.token})
+	rctx, cancel := context.WithTimeout(ctx, c.e.opTimeout)
+	s, err := n.ResumeSession(rctx, tok)
+	cancel()
+	if err != nil {
+		// Unknown: the resume may still apply, and the old process's
+		// session end with it; either way this process gives the grant up.
+		out := Unknown
+		if errors.Is(err, fencelock.ErrSessionExpired) {
+			out = NotHeld
+		}
+		c.e.h.end(i, out, 0)
+		c.e.drop(b)
+		c.held = nil
+		// The old process is gone too: its session must not live on
+		// without a holder. If the resume did apply, the group refuses
+		// this close (an old incarnation's), and the resumed session,
+		// which nobody renews, expires.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.e.opTimeout)
+		_ = c.sess.Close(cctx)
+		cancel()
+		c.sess = nil
+		return false
+	}
+	c.sess, c.node = s, id
+	c.e.addSession(s, id)
+	var done <-chan struct{}
+	var lock *fencelock.Lock
+	var lead *fencelock.Leadership
+	if b.lead != nil {
+		for _, l := range s.Leaderships() {
+			if l.Token() == b.token {
+				lead, done = l, l.Done()
+			}
+		}
+	} else {
+		for _, l := range s.Locks() {
+			if l.Token() == b.token {
+				lock, done = l, l.Done()
+			}
+		}
+	}
+	if done == nil {
+		c.e.h.end(i, NotHeld, 0)
+		c.e.drop(b)
+		c.held = nil
+		return false
+	}
+	c.e.h.end(i, OK, 0)
+	c.e.update(b, func(b *belief) { b.done, b.lock, b.lead, b.node = done, lock, lead, id })
+	c.e.resumes()
+	return true
+}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 2):
+// The wire format of a raft entry (version 3):
 //
 //	entry   = version:byte count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -27,9 +27,14 @@ import (
 // (token election name) and EndSession (session), and changed how Apply bounds a session's replies.
 // Version-1 entries still decode, and apply by version-1 rules (see
 // Command.v1), so an old log replays to the state it produced. Writers
-// write version 2 only: stop every replica of a version-1 group, upgrade
-// them all, then start them.
-const codecVersion = 2
+// write the newest version only: stop every replica of a group of an older
+// version, upgrade them all, then start them.
+//
+// Version 3 added AcquireShared (session seq floor wait permits name), and
+// the Conflict status. Its rules for the kinds of version 2 are version 2's
+// (a version-2 log holds no shared grant or semaphore, so nothing it did
+// can conflict), so version-2 entries decode and apply alike.
+const codecVersion = 3
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -88,6 +93,10 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = appendString(dst, c.Name)
 	case KindEndSession:
 		dst = u(dst, c.Session)
+	case KindAcquireShared:
+		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
+		dst = append(dst, boolByte(c.Wait))
+		dst = appendString(u(dst, c.Permits), c.Name)
 	}
 	return dst
 }
@@ -97,10 +106,10 @@ func appendCommand(dst []byte, c *Command) []byte {
 func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	d := decoder{b: data}
 	v := d.byte()
-	if v != 1 && v != codecVersion {
+	if v < 1 || v > codecVersion {
 		return dst, fmt.Errorf("%w: entry version %d", ErrCorrupt, v)
 	}
-	d.v1 = v == 1
+	d.v1, d.version = v == 1, v
 	n := d.uvarint()
 	if n == 0 || n > MaxBatch {
 		return dst, fmt.Errorf("%w: %d commands in an entry", ErrCorrupt, n)
@@ -171,6 +180,14 @@ func (d *decoder) command(c *Command) {
 		} else {
 			c.Session = d.uvarint()
 		}
+	case KindAcquireShared:
+		if d.version < 3 {
+			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
+			return
+		}
+		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
+		c.Wait = d.bool()
+		c.Permits, c.Name = d.uvarint(), d.name()
 	default:
 		d.fail("unknown command kind %d", c.Kind)
 	}
@@ -217,8 +234,9 @@ type decoder struct {
 	// text, if set, holds the same bytes as the input b started with, as a
 	// string: names are then substrings of it instead of one allocation
 	// each (snapshot restore: a million locks, a million names).
-	text string
-	v1   bool // decoding a version-1 entry
+	text    string
+	v1      bool // decoding a version-1 entry
+	version byte // the entry's version
 }
 
 func (d *decoder) fail(format string, args ...any) {

@@ -94,14 +94,28 @@ func TestBatchWireFormat(t *testing.T) {
 		{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2},
 		{Kind: KindExpire, Session: 4, Target: 5, Mark: 6},
 		{Kind: KindLeaderStart, Owner: 3, Term: 9, Nonce: 4},
+		{Kind: KindAcquireShared, Session: 1, Seq: 2, Floor: 3, Wait: true, Permits: 5, Name: "s"},
 	})
 	require.Equal(t, []byte{
-		2, 4, // version, count
+		3, 5, // version, count
 		4, 1, 2, 3, 1, 2, 'a', 'b', // acquire
 		1, 0xac, 0x02, 1, 2, // open-session
 		7, 4, 5, 6, // expire
 		11, 3, 9, 4, // leader-start
+		15, 1, 2, 3, 1, 5, 1, 's', // acquire-shared
 	}, got)
+	// A version-2 entry of the same commands (but the last) decodes to them.
+	v2 := []byte{2, 4, 4, 1, 2, 3, 1, 2, 'a', 'b', 1, 0xac, 0x02, 1, 2, 7, 4, 5, 6, 11, 3, 9, 4}
+	cmds, err := DecodeBatch(v2, nil)
+	require.NoError(t, err)
+	want, err := DecodeBatch(got, nil)
+	require.NoError(t, err)
+	require.Equal(t, want[:4], cmds)
+	// AcquireShared is not a kind of version 2 (nor 1).
+	for _, v := range []byte{1, 2} {
+		_, err = DecodeBatch([]byte{v, 1, 15, 1, 2, 3, 1, 5, 1, 's'}, nil)
+		require.ErrorIs(t, err, ErrCorrupt)
+	}
 	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Granted, 300}, {Cancelled, 0}}))
 }
 
@@ -127,7 +141,7 @@ func TestDecodeBatchErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"version 3", append([]byte{3}, valid[1:]...)},
+		{"version 4", append([]byte{4}, valid[1:]...)},
 		{"leader-start in version 1", []byte{1, 1, byte(KindLeaderStart), 3, 9}},
 		{"no count", []byte{codecVersion}},
 		{"zero count", []byte{codecVersion, 0}},

@@ -240,6 +240,11 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 	r := Result{Status: NotApplied}
 	if w := s.queued(c.Target); w != nil {
 		st.unqueue(w)
+		if !w.l.election {
+			// The head of a lock's queue may have been all that held the
+			// shared requests behind it back.
+			st.settle(index, w.l)
+		}
 		r.Status = Cancelled
 	} else if h := st.cancelled(s, c); h != nil {
 		st.free(index, h, ReasonCancelled)
@@ -334,16 +339,31 @@ func (st *State) unqueue(w *waiter) {
 	}
 }
 
-// endSession withdraws every queued request and candidacy of s, then frees
+// endSession withdraws every queued request and candidacy of s (granting
+// what that lets the holders admit), then frees
 // its grants of locks and then its leaderships, each in name order and, for
 // a lock it holds more than once (shared), in token order (each may grant its
 // queue head; the order fixes the tokens), all in one entry.
 func (st *State) endSession(index uint64, s *session, why Reason) {
 	// Withdrawing grants nothing, but it is reported: in request order, so
 	// that every replica reports alike (a map's order is not).
+	var left []*lock // locks whose queues it left
 	for _, waits := range []map[uint64]*waiter{s.waits, s.campaigns} {
 		for _, seq := range slices.Sorted(maps.Keys(waits)) {
-			st.unqueue(waits[seq])
+			w := waits[seq]
+			st.unqueue(w)
+			if !w.l.election {
+				left = append(left, w.l)
+			}
+		}
+	}
+	// Leaving a queue may let the requests behind it be granted (shared
+	// ones behind an exclusive head): once the session waits for nothing,
+	// so that nothing is granted to it, in name order.
+	slices.SortFunc(left, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
+	for i, l := range left {
+		if i == 0 || left[i-1] != l {
+			st.settle(index, l)
 		}
 	}
 	for _, list := range []*heldList{&s.held, &s.leads} {

@@ -36,6 +36,8 @@ func everyKind() []Command {
 		{Kind: KindCampaign, Session: 18, Seq: 21, Name: "e", Value: ""},
 		{Kind: KindResign, Session: 22, Seq: 23, Floor: 24, Token: 25 << TokenShift, Name: "e"},
 		{Kind: KindProclaim, Session: 26, Seq: 27, Floor: 28, Token: math.MaxUint64, Name: "e", Value: "\x00\xff binary"},
+		{Kind: KindAcquireShared, Session: 29, Seq: 30, Floor: 31, Wait: true, Name: "rw"},
+		{Kind: KindAcquireShared, Session: 29, Seq: math.MaxUint64, Permits: math.MaxUint64, Name: "sem"},
 	}
 }
 

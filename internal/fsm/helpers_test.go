@@ -109,25 +109,51 @@ func withoutQueueEvents(evs []Event) []Event {
 	return out
 }
 
-// queueModel counts each lock's waiters from the queue events alone, and
-// checks them against the state after every entry: a watcher that follows
-// the events sees every change of a queue.
-type queueModel map[string]int
+// queueModel follows each lock's queue from the queue events alone, and
+// checks it against the state after every entry: a watcher that follows
+// the events sees every change of a queue. It also checks FIFO: a request
+// is granted out of the queue only from its head, and a lock is granted
+// directly (not out of its queue) only while nobody waits for it, so that
+// no request, shared or not, overtakes one queued before it.
+type queueModel map[string][][2]uint64
 
 func (m queueModel) observe(evs []Event, st *State) error {
-	for _, e := range evs {
+	for i, e := range evs {
+		req := [2]uint64{e.Session, e.Seq}
 		switch e.Kind {
 		case EventQueued:
-			m[e.Name]++
+			m[e.Name] = append(m[e.Name], req)
 		case EventUnqueued:
-			m[e.Name]--
+			q := m[e.Name]
+			at := slices.Index(q, req)
+			if at < 0 {
+				return fmt.Errorf("lock %q: %v left a queue it was not in", e.Name, req)
+			}
+			if i+1 < len(evs) && evs[i+1].Kind == EventGranted && evs[i+1].Session == e.Session && evs[i+1].Seq == e.Seq && at != 0 {
+				return fmt.Errorf("lock %q: %v granted from place %d of its queue", e.Name, req, at)
+			}
+			m[e.Name] = slices.Delete(q, at, at+1)
+		case EventGranted:
+			fromQueue := i > 0 && evs[i-1].Kind == EventUnqueued && evs[i-1].Session == e.Session && evs[i-1].Seq == e.Seq
+			if !fromQueue && len(m[e.Name]) > 0 {
+				return fmt.Errorf("lock %q granted to %v ahead of its queue %v", e.Name, req, m[e.Name])
+			}
 		}
 	}
-	for name, n := range m {
-		if got := st.Lock(name).Waiters; got != n {
-			return fmt.Errorf("lock %q: events say %d waiters, the state %d", name, n, got)
+	for name, q := range m {
+		if got := st.Lock(name).Waiters; got != len(q) {
+			return fmt.Errorf("lock %q: events say %d waiters, the state %d", name, len(q), got)
 		}
-		if n == 0 {
+		if l := st.locks[name]; l != nil {
+			at := 0
+			for w := range l.queue.all {
+				if q[at] != [2]uint64{w.s.id, w.seq} {
+					return fmt.Errorf("lock %q: events say %v at place %d, the state %d/%d", name, q[at], at, w.s.id, w.seq)
+				}
+				at++
+			}
+		}
+		if len(q) == 0 {
 			delete(m, name)
 		}
 	}
@@ -462,8 +488,8 @@ func viewOf(st *State) view {
 func queuesOf(st *State) queueModel {
 	m := queueModel{}
 	for name, l := range st.locks {
-		if l.queue.n > 0 {
-			m[name] = l.queue.n
+		for w := range l.queue.all {
+			m[name] = append(m[name], [2]uint64{w.s.id, w.seq})
 		}
 	}
 	return m

@@ -29,6 +29,16 @@ func buildRich(tb testing.TB) *harness {
 	h.one(acqCmd(d, 5, "delta", false))
 	r, _ := h.one(acqCmd(d, 6, "eps", false))
 	h.one(relCmd(d, 7, "eps", r.Value))
+	// Shared holders (one session twice) with an exclusive and a shared
+	// request queued behind them, and a full semaphore with a waiter.
+	h.apply(Command{Kind: KindAcquireShared, Session: a, Seq: 8, Name: "rw"},
+		Command{Kind: KindAcquireShared, Session: b, Seq: 8, Name: "rw"},
+		Command{Kind: KindAcquireShared, Session: b, Seq: 9, Name: "rw"},
+		Command{Kind: KindAcquire, Session: c, Seq: 8, Name: "rw", Wait: true},
+		Command{Kind: KindAcquireShared, Session: d, Seq: 8, Name: "rw", Wait: true})
+	h.apply(Command{Kind: KindAcquireShared, Session: c, Seq: 9, Name: "sem", Permits: 2},
+		Command{Kind: KindAcquireShared, Session: d, Seq: 9, Name: "sem", Permits: 2},
+		Command{Kind: KindAcquireShared, Session: a, Seq: 9, Name: "sem", Permits: 2, Wait: true})
 	return h
 }
 

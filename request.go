@@ -64,6 +64,12 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 			return nil, fmt.Errorf("%w: %q", ErrElectionTaken, cmd.Name)
 		}
 		return nil, fmt.Errorf("%w: %q", ErrLocked, cmd.Name)
+	case fsm.Conflict:
+		s.finish(seq)
+		if res.Value == 0 {
+			return nil, fmt.Errorf("%w: %q is a lock, not a semaphore", ErrPermitConflict, cmd.Name)
+		}
+		return nil, fmt.Errorf("%w: %q is a semaphore of %d permits", ErrPermitConflict, cmd.Name, res.Value)
 	case fsm.UnknownSession:
 		s.finish(seq)
 		s.expired()

@@ -222,7 +222,7 @@ type snapLock struct {
 	permits            uint64      // version 4
 	shared             bool        // version 4
 	queue              [][2]uint64
-	queueShared        []bool // version 4: per queue entry; nil: all exclusive
+	queueShared        []bool   // version 4: per queue entry; nil: all exclusive
 	value              string   // elections: the leader's
 	values             []string // elections: the candidates', one per queue entry
 }

@@ -389,7 +389,9 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 // outstanding reports the reply to request c (an Acquire or a Campaign) if
 // it is still queued or holding its grant.
 func (st *State) outstanding(s *session, c *Command) (Result, bool) {
-	if c.Kind != KindAcquire && c.Kind != KindAcquireShared && c.Kind != KindCampaign {
+	// Only a version-1 entry can find its reply evicted, and AcquireShared
+	// (version 3) never is: skip the scan of a shared lock's holders.
+	if c.Kind != KindAcquire && c.Kind != KindCampaign {
 		return Result{}, false
 	}
 	if s.queued(c.Seq) != nil {

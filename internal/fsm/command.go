@@ -66,7 +66,9 @@ const (
 	// KindRevoke is an operator's: it ends the grant of lock Name (with
 	// Election, the leadership of election Name) whoever holds it, if its
 	// token is Token (0: whatever grant is current), and the head of the
-	// queue is granted in the same entry. (Version 2.)
+	// queue is granted in the same entry. (Version 2.) With token 0, a lock
+	// held in shared mode (or a semaphore) loses every current grant, in
+	// token order, before its queue is granted.
 	KindRevoke Kind = 12
 	// KindEndSession is an operator's: it ends Session as an expiry would,
 	// freeing its locks and withdrawing its requests, whoever owns it.

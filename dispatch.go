@@ -71,20 +71,20 @@ func (s *Session) applyEvent(e *fsm.Event) {
 	}
 	switch e.Kind {
 	case fsm.EventGranted:
-		s.granted(e.Seq, e.Name, false, e.Token, "")
+		s.granted(e.Seq, e.Name, lockMode(e), e.Token, "")
 	case fsm.EventFreed:
 		s.grantEnded(e.Token, reasonErr(e.Reason))
 	case fsm.EventSessionEnded:
 		s.end(reasonErr(e.Reason))
 		s.n.forget(s)
 	case fsm.EventElected:
-		s.granted(e.Seq, e.Name, true, e.Token, e.Value)
+		s.granted(e.Seq, e.Name, electionMode, e.Token, e.Value)
 	case fsm.EventDeposed:
 		s.grantEnded(e.Token, depositionErr(e.Reason))
 	case fsm.EventProclaimed:
 		s.proclaimed(e.Token, e.Value)
 	case fsm.EventKept:
-		s.kept(e.Seq, e.Name, e.Election, e.Token, e.Value)
+		s.kept(e)
 	}
 }
 
@@ -116,9 +116,11 @@ func (s *Session) reconcile(st *fsm.State) {
 	var actions []func()
 	for _, seq := range seqs {
 		if name, token, ok := st.Grant(s.id, seq); ok {
-			actions = append(actions, func() { s.granted(seq, name, false, token, "") })
+			l := st.Lock(name)
+			mode := grantMode{shared: l.Shared, permits: int(l.Permits)}
+			actions = append(actions, func() { s.granted(seq, name, mode, token, "") })
 		} else if e, ok := st.Leading(s.id, seq); ok {
-			actions = append(actions, func() { s.granted(seq, e.Name, true, e.Token, e.Value) })
+			actions = append(actions, func() { s.granted(seq, e.Name, electionMode, e.Token, e.Value) })
 		}
 	}
 	for _, g := range held {

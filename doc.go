@@ -19,7 +19,11 @@
 //
 // Mutual exclusion. Every state change (open session, keep-alive, acquire,
 // cancel, release, expire, close) is a raft command, applied in one order on
-// every replica. At most one session holds a lock at any log position. During
+// every replica. At most one request holds a lock exclusively at any log
+// position, and no shared holder holds it then; a lock held in shared mode
+// (AcquireShared) has no exclusive holder, and a semaphore
+// (AcquireSemaphore) no more holders than its permits; requests of all
+// modes are granted in one FIFO order (see AcquireShared). During
 // a partition the minority side cannot commit, so it refuses (calls fail with
 // ErrUnavailable when their context ends) and never grants: fencelock is CP.
 //

@@ -48,6 +48,14 @@ var (
 	ErrNotLeader = errors.New("fencelock: not the leader")
 	// ErrValueTooLarge: a leader's value is longer than 4096 bytes.
 	ErrValueTooLarge = errors.New("fencelock: election value too large")
+	// ErrPermitConflict: AcquireSemaphore named another permit count than
+	// the semaphore has (its count is fixed by the request that created it,
+	// for as long as anyone holds or waits for it), or named a lock, or
+	// Acquire or AcquireShared named a semaphore. Nothing changed.
+	ErrPermitConflict = errors.New("fencelock: permit count conflicts with the lock's")
+	// ErrInvalidPermits: a semaphore's permit count is below 1 or above
+	// MaxHoldersPerLock.
+	ErrInvalidPermits = errors.New("fencelock: invalid permit count")
 
 	// ErrLimitExceeded: the group refused a request that would exceed one of
 	// its limits (see README); nothing changed. Each limit has its own error,

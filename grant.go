@@ -11,17 +11,29 @@ import (
 // grant is what a Lock and a Leadership share: the group granted a lock, or
 // an election, to one request of a session, with a fencing token.
 type grant struct {
-	s        *Session
-	name     string
-	election bool
-	token    uint64
-	seq      uint64
-	done     chan struct{}
+	s    *Session
+	name string
+	grantMode
+	token uint64
+	seq   uint64
+	done  chan struct{}
 
 	mu    sync.Mutex
 	err   error  // why the grant ended; nil while it lasts
 	value string // a leadership's value
 }
+
+// grantMode is what a grant is of: an election, or a lock, exclusive,
+// shared, or a permit of a semaphore of permits.
+type grantMode struct {
+	election bool
+	shared   bool
+	permits  int
+}
+
+func lockMode(e *fsm.Event) grantMode { return grantMode{shared: e.Shared, permits: int(e.Permits)} }
+
+var electionMode = grantMode{election: true}
 
 // lose ends the grant for its holder, for why.
 func (g *grant) lose(why error) {
@@ -57,7 +69,7 @@ func (g *grant) reason() error {
 var neverLock, neverLeadership = endedGrant(false), endedGrant(true)
 
 func endedGrant(election bool) *grant {
-	g := &grant{election: election, done: make(chan struct{})}
+	g := &grant{grantMode: grantMode{election: election}, done: make(chan struct{})}
 	g.err = g.notHeld()
 	close(g.done)
 	return g
@@ -108,7 +120,7 @@ func (g *grant) giveBack(ctx context.Context) error {
 // with token, and wakes the call waiting for it. It is idempotent: a grant
 // may be reported by the applied entry and by the proposal's reply. It
 // returns nil if the session is over.
-func (s *Session) granted(seq uint64, name string, election bool, token uint64, value string) *grant {
+func (s *Session) granted(seq uint64, name string, mode grantMode, token uint64, value string) *grant {
 	s.mu.Lock()
 	if g := s.grants[token]; g != nil {
 		s.mu.Unlock()
@@ -118,7 +130,7 @@ func (s *Session) granted(seq uint64, name string, election bool, token uint64, 
 		s.mu.Unlock()
 		return nil
 	}
-	g := s.newGrant(seq, name, election, token, value)
+	g := s.newGrant(seq, name, mode, token, value)
 	s.grants[token] = g
 	w := s.waiters[seq]
 	if w != nil && w.grant == nil {
@@ -138,8 +150,8 @@ func (s *Session) granted(seq uint64, name string, election bool, token uint64, 
 	return g
 }
 
-func (s *Session) newGrant(seq uint64, name string, election bool, token uint64, value string) *grant {
-	return &grant{s: s, name: name, election: election, token: token, seq: seq, value: value,
+func (s *Session) newGrant(seq uint64, name string, mode grantMode, token uint64, value string) *grant {
+	return &grant{s: s, name: name, grantMode: mode, token: token, seq: seq, value: value,
 		done: make(chan struct{})}
 }
 

@@ -2,20 +2,42 @@ package fencelock
 
 import (
 	"context"
+	"slices"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
-// LockInfo describes a lock as the group sees it.
+// LockInfo describes a lock as the group sees it. Token and SessionID
+// describe the oldest current grant: for a lock held exclusively, its only
+// one. Holders lists every current grant.
 type LockInfo struct {
 	Name      string
 	Held      bool
-	Token     uint64 // fencing token of the current grant; 0 when free
-	SessionID uint64 // holder's session; 0 when free
-	Waiters   int    // requests queued behind the holder
+	Token     uint64 // fencing token of the oldest current grant; 0 when free
+	SessionID uint64 // its holder's session; 0 when free
+	Waiters   int    // requests queued behind the holders
+	Shared    bool   // held in shared mode: AcquireShared's holders, or a semaphore's
+	Permits   int    // a semaphore's permit count; 0 for a lock
+	// Holders is every current grant, oldest (lowest token) first; nil when
+	// free.
+	Holders []Holder
 	// Err is set only in the one value Watch sends before it closes its
 	// channel for a mistake rather than ctx: ErrInvalidName.
 	Err error
+}
+
+// Holder is one current grant of a lock.
+type Holder struct {
+	SessionID uint64
+	Token     uint64
+	Owner     uint64 // the replica the holder's session lives on
+}
+
+// equal reports whether a and b describe the same state.
+func (a LockInfo) equal(b LockInfo) bool {
+	return a.Name == b.Name && a.Held == b.Held && a.Token == b.Token && a.SessionID == b.SessionID &&
+		a.Waiters == b.Waiters && a.Shared == b.Shared && a.Permits == b.Permits && a.Err == b.Err &&
+		slices.Equal(a.Holders, b.Holders)
 }
 
 // Inspect returns the lock's state. It is a linearizable read: it reflects
@@ -32,5 +54,13 @@ func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 }
 
 func lockInfo(l fsm.LockInfo) LockInfo {
-	return LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters}
+	info := LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters,
+		Shared: l.Shared, Permits: int(l.Permits)}
+	if l.Holders != nil {
+		info.Holders = make([]Holder, len(l.Holders))
+		for i, h := range l.Holders {
+			info.Holders[i] = Holder{SessionID: h.Session, Token: h.Token, Owner: h.Owner}
+		}
+	}
+	return info
 }

@@ -19,6 +19,10 @@ const (
 	// at once, counted from its oldest unanswered one (ErrTooManyPending):
 	// the group keeps each one's reply, so that a retry never applies twice.
 	MaxPendingPerSession = fsm.MaxPendingPerSession
+	// MaxHoldersPerLock is the most holders a lock has at once in shared
+	// mode, and the largest permit count of a semaphore (ErrInvalidPermits).
+	// A shared request beyond it waits like one the holders do not admit.
+	MaxHoldersPerLock = fsm.MaxHoldersPerLock
 	// MaxNameLen is the longest lock or election name, in bytes (ErrInvalidName).
 	MaxNameLen = fsm.MaxNameLen
 	// MaxValueLen is the longest leader value, in bytes (ErrValueTooLarge).

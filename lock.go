@@ -2,11 +2,13 @@ package fencelock
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
-// Lock is one grant of a named exclusive lock to a session.
+// Lock is one grant of a named lock to a session: exclusive (Acquire),
+// shared (AcquireShared) or one permit of a semaphore (AcquireSemaphore).
 //
 // Holding a Lock is a belief, not a guarantee: a process that pauses longer
 // than its session's TTL may still hold a Lock whose grant the group has
@@ -35,16 +37,103 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return s.acquire(ctx, name, false)
 }
 
+// AcquireShared waits until lock name is granted to this call in shared
+// mode, then returns it with its own fencing token. A name is one lock with
+// two modes: any number of shared holders (up to MaxHoldersPerLock) at
+// once, or one exclusive holder (Acquire).
+//
+// The lock is fair. Shared and exclusive requests wait in one FIFO queue,
+// and the group grants the head of the queue as soon as the holders admit
+// it: consecutive shared requests at the head are granted together, in
+// the same step, and a shared request that arrives while an exclusive one
+// waits queues behind it even though the lock is held in shared mode. So a
+// stream of readers cannot starve a writer: the writer is granted once the
+// readers granted before it have released, and the readers behind it once
+// it has. Every grant, shared or exclusive, takes the next token of the
+// group's one rising counter, so an exclusive holder's token is above that
+// of every shared grant made before it, and a Fencer that admits the
+// highest token seen refuses the readers it followed.
+//
+// A shared holder's writes are not fenced against the other shared
+// holders'; Token still orders them against the exclusive holders before
+// and after. Waiting, cancellation and the session's end behave as for
+// Acquire. AcquireShared on a semaphore's name fails with
+// ErrPermitConflict.
+func (s *Session) AcquireShared(ctx context.Context, name string) (*Lock, error) {
+	return s.acquireMode(ctx, name, true, 0, true)
+}
+
+// TryAcquireShared takes lock name in shared mode if the holders admit it
+// and nobody waits before it, and fails with ErrLocked at once otherwise
+// (held exclusively, or an exclusive request is queued); it never queues.
+func (s *Session) TryAcquireShared(ctx context.Context, name string) (*Lock, error) {
+	return s.acquireMode(ctx, name, true, 0, false)
+}
+
+// AcquireSemaphore waits until one of the permits of the counting
+// semaphore name is granted to this call: at most permits calls hold the
+// semaphore at once, each with its own fencing token, granted in FIFO
+// order with the same fairness as AcquireShared. Release gives the permit
+// back, and expiry, cancellation and revocation end it as they end a
+// Lock's grant.
+//
+// The semaphore exists while it is held or waited for, and the request
+// that created it fixed its permit count for as long: a call naming
+// another count fails with ErrPermitConflict at once and changes nothing,
+// as does a call naming a lock's name (or Acquire naming a semaphore's).
+// permits must be 1 to MaxHoldersPerLock, else ErrInvalidPermits.
+func (s *Session) AcquireSemaphore(ctx context.Context, name string, permits int) (*Lock, error) {
+	if err := checkPermits(permits); err != nil {
+		return nil, err
+	}
+	return s.acquireMode(ctx, name, true, permits, true)
+}
+
+// TryAcquireSemaphore takes a permit of semaphore name if one is free and
+// nobody waits before it, and fails with ErrLocked at once otherwise; it
+// never queues.
+func (s *Session) TryAcquireSemaphore(ctx context.Context, name string, permits int) (*Lock, error) {
+	if err := checkPermits(permits); err != nil {
+		return nil, err
+	}
+	return s.acquireMode(ctx, name, true, permits, false)
+}
+
+func checkPermits(permits int) error {
+	if permits < 1 || permits > MaxHoldersPerLock {
+		return fmt.Errorf("%w: %d, allowed 1 to %d", ErrInvalidPermits, permits, MaxHoldersPerLock)
+	}
+	return nil
+}
+
 func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
+	return s.acquireMode(ctx, name, false, 0, wait)
+}
+
+// acquireMode runs Acquire (exclusive), AcquireShared (shared, permits 0)
+// or AcquireSemaphore (shared, permits > 0) and their Try forms.
+func (s *Session) acquireMode(ctx context.Context, name string, shared bool, permits int, wait bool) (*Lock, error) {
 	if !fsm.ValidName(name) {
 		return nil, invalidName(name)
 	}
-	g, err := s.request(ctx, fsm.Command{Kind: fsm.KindAcquire, Name: name, Wait: wait})
+	cmd := fsm.Command{Kind: fsm.KindAcquire, Name: name, Wait: wait}
+	if shared {
+		cmd.Kind, cmd.Permits = fsm.KindAcquireShared, uint64(permits)
+	}
+	g, err := s.request(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
 	return &Lock{g}, nil
 }
+
+// Shared reports whether the grant is a shared one, which other holders
+// may hold at once: AcquireShared's, or a semaphore's permit.
+func (l *Lock) Shared() bool { return l.g().shared }
+
+// Permits returns the permit count of the semaphore this is a permit of;
+// 0 for a lock.
+func (l *Lock) Permits() int { return l.g().permits }
 
 // Session returns the session that holds the lock; nil for the zero Lock.
 func (l *Lock) Session() *Session { return l.g().s }

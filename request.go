@@ -46,7 +46,8 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 	what := fmt.Sprintf("%v %q", cmd.Kind, cmd.Name)
 	switch res.Status {
 	case fsm.Granted:
-		g := s.granted(seq, cmd.Name, cmd.Kind == fsm.KindCampaign, res.Value, cmd.Value)
+		mode := grantMode{election: cmd.Kind == fsm.KindCampaign, shared: cmd.Kind == fsm.KindAcquireShared, permits: int(cmd.Permits)}
+		g := s.granted(seq, cmd.Name, mode, res.Value, cmd.Value)
 		s.finish(seq)
 		if g == nil {
 			return nil, s.Err()
@@ -64,6 +65,12 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 			return nil, fmt.Errorf("%w: %q", ErrElectionTaken, cmd.Name)
 		}
 		return nil, fmt.Errorf("%w: %q", ErrLocked, cmd.Name)
+	case fsm.Conflict:
+		s.finish(seq)
+		if res.Value == 0 {
+			return nil, fmt.Errorf("%w: %q is a lock, not a semaphore", ErrPermitConflict, cmd.Name)
+		}
+		return nil, fmt.Errorf("%w: %q is a semaphore of %d permits", ErrPermitConflict, cmd.Name, res.Value)
 	case fsm.UnknownSession:
 		s.finish(seq)
 		s.expired()

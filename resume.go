@@ -203,13 +203,15 @@ func (s *Session) heldGrants(election bool) []*grant {
 	return out
 }
 
-// kept records a grant the session keeps through its resume; no call waits
-// for it.
-func (s *Session) kept(seq uint64, name string, election bool, token uint64, value string) {
+// kept records a grant the session keeps through its resume (EventKept);
+// no call waits for it.
+func (s *Session) kept(e *fsm.Event) {
+	mode := lockMode(e)
+	mode.election = e.Election
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err == nil && s.grants[token] == nil {
-		s.grants[token] = s.newGrant(seq, name, election, token, value)
+	if s.err == nil && s.grants[e.Token] == nil {
+		s.grants[e.Token] = s.newGrant(e.Seq, e.Name, mode, e.Token, e.Value)
 	}
 }
 
@@ -236,8 +238,8 @@ func (s *Session) reconcileResume(st *fsm.State) {
 	}
 	s.later(func() {
 		if s.resume.CompareAndSwap(attempt, 0) {
-			for _, e := range kept {
-				s.kept(e.Seq, e.Name, e.Election, e.Token, e.Value)
+			for i := range kept {
+				s.kept(&kept[i])
 			}
 		}
 	})

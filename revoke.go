@@ -13,6 +13,10 @@ import (
 // operators freeing a lock whose holder is stuck but alive; the holder's
 // later writes are refused by the resource's fencer once the new token has
 // reached it. A lock nobody holds is ErrNotHeld. It is linearizable.
+//
+// A lock held in shared mode, or a semaphore, loses every current holder
+// at once (in token order), and then its queue is granted; RevokeGrant
+// ends one holder's grant.
 func (n *Node) Revoke(ctx context.Context, name string) error {
 	return n.revoke(ctx, name, 0, false)
 }

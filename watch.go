@@ -52,7 +52,7 @@ func (n *Node) watch(ctx context.Context, name string, w *lockWatch, out chan<- 
 	sent := false
 	for {
 		send := out
-		if sent && cur == last {
+		if sent && cur.equal(last) {
 			send = nil // nothing new: wait for a change
 		}
 		select {

@@ -67,7 +67,7 @@ func (st *State) apply(index uint64, c *Command) Result {
 		}
 		st.endSession(index, s, ReasonExpired)
 		return Result{Status: OK}
-	case KindAcquire, KindRelease, KindCampaign, KindResign, KindProclaim:
+	case KindAcquire, KindAcquireShared, KindRelease, KindCampaign, KindResign, KindProclaim:
 		return st.request(index, s, c)
 	case KindCancel:
 		return st.cancel(index, s, c)
@@ -143,9 +143,10 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 // leaderships, each in the order they were granted.
 func (s *session) kept(evs []Event) []Event {
 	for _, list := range []*heldList{&s.held, &s.leads} {
-		for l := range list.all {
-			evs = append(evs, Event{Kind: EventKept, Session: s.id, Seq: l.seq, Name: l.name, Token: l.token,
-				Value: l.value, Election: l.election})
+		for h := range list.all {
+			l := h.l
+			evs = append(evs, Event{Kind: EventKept, Session: s.id, Seq: h.seq, Name: l.name, Token: h.token,
+				Value: l.value, Election: l.election, Shared: l.shared, Permits: l.permits})
 		}
 	}
 	return evs
@@ -162,10 +163,23 @@ func (st *State) revoke(index uint64, c *Command) Result {
 	if !ValidName(c.Name) {
 		return Result{Status: Invalid}
 	}
-	if l == nil || l.holder == nil || (c.Token != 0 && l.token != c.Token) {
+	if l == nil || l.holders.n == 0 {
 		return Result{Status: NotHeld}
 	}
-	st.free(index, l, ReasonRevoked)
+	if c.Token != 0 {
+		h := l.find(nil, c.Token)
+		if h == nil {
+			return Result{Status: NotHeld}
+		}
+		st.free(index, h, ReasonRevoked)
+		return Result{Status: OK}
+	}
+	// Token 0 ends every grant current now, oldest first (a shared lock's
+	// holders, a semaphore's), before the queue is granted.
+	for h := range l.grants {
+		st.drop(h, ReasonRevoked)
+	}
+	st.settle(index, l)
 	return Result{Status: OK}
 }
 
@@ -213,7 +227,7 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 	}
 	var r Result
 	switch c.Kind {
-	case KindAcquire:
+	case KindAcquire, KindAcquireShared:
 		r = st.acquire(index, s, c)
 	case KindRelease:
 		r = st.release(index, s, c)
@@ -229,27 +243,35 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 }
 
 func (st *State) acquire(index uint64, s *session, c *Command) Result {
-	if !ValidName(c.Name) {
+	shared, permits := c.Kind == KindAcquireShared, c.Permits
+	if !ValidName(c.Name) || permits > MaxHoldersPerLock || (!shared && permits != 0) {
 		return Result{Status: Invalid}
 	}
 	if s.requests() >= MaxLocksPerSession {
 		return limitExceeded(LimitLocksPerSession)
 	}
 	l := st.locks[c.Name]
-	if l != nil && l.holder != nil && c.Wait && l.queue.n >= MaxWaitersPerLock {
+	if l != nil && l.permits != permits {
+		// A semaphore's count is fixed while it exists, and a name is a
+		// lock or a semaphore, not both.
+		return Result{Status: Conflict, Value: l.permits}
+	}
+	// FIFO: a request is granted at once only if nobody waits before it.
+	now := l == nil || (l.queue.n == 0 && l.admits(shared))
+	if !now && c.Wait && l.queue.n >= MaxWaitersPerLock {
 		return limitExceeded(LimitWaitersPerLock)
 	}
 	if l == nil {
-		l = &lock{name: c.Name}
+		l = &lock{name: c.Name, permits: permits}
 		st.locks[c.Name] = l
 	}
-	if l.holder == nil {
-		return Result{Status: Granted, Value: st.grant(index, l, s, c.Seq, "")}
+	if now {
+		return Result{Status: Granted, Value: st.grant(index, l, s, c.Seq, shared, "")}
 	}
 	if !c.Wait {
 		return Result{Status: Locked}
 	}
-	w := &waiter{s: s, seq: c.Seq}
+	w := &waiter{s: s, seq: c.Seq, shared: shared}
 	l.push(w)
 	s.waits[c.Seq] = w
 	st.waiting++
@@ -259,10 +281,14 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 
 func (st *State) release(index uint64, s *session, c *Command) Result {
 	l := st.locks[c.Name]
-	if l == nil || l.holder != s || l.token != c.Token {
+	if l == nil {
 		return Result{Status: NotHeld}
 	}
-	st.free(index, l, ReasonReleased)
+	h := l.find(s, c.Token)
+	if h == nil {
+		return Result{Status: NotHeld}
+	}
+	st.free(index, h, ReasonReleased)
 	return Result{Status: OK}
 }
 
@@ -276,9 +302,14 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 	r := Result{Status: NotApplied}
 	if w := s.queued(c.Target); w != nil {
 		st.unqueue(w)
+		if !w.l.election {
+			// The head of a lock's queue may have been all that held the
+			// shared requests behind it back.
+			st.settle(index, w.l)
+		}
 		r.Status = Cancelled
-	} else if l := st.cancelled(s, c); l != nil {
-		st.free(index, l, ReasonCancelled)
+	} else if h := st.cancelled(s, c); h != nil {
+		st.free(index, h, ReasonCancelled)
 		r.Status = Cancelled
 	}
 	if _, known := s.replies[c.Target]; c.Target >= s.floor && (c.v1 || known || len(s.replies) < MaxPendingPerSession) {
@@ -289,39 +320,66 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 	return r
 }
 
-// grant makes request seq of s the holder of the free lock l (the leader,
-// with value, of the election l).
-func (st *State) grant(index uint64, l *lock, s *session, seq uint64, value string) uint64 {
-	l.holder, l.seq, l.token, l.value = s, seq, st.nextToken(index), value
+// grant makes request seq of s a holder of lock l (the leader, with value,
+// of the election l), in mode shared; the holders must admit it.
+func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared bool, value string) uint64 {
+	h := &l.first
+	if h.s != nil {
+		h = new(hold)
+	}
+	*h = hold{l: l, s: s, seq: seq, token: st.nextToken(index)}
+	l.holders.push((*peerHold)(h))
+	l.shared, l.value = shared, value
 	st.grants++
 	if _, ok := s.replies[seq]; ok {
-		s.replies[seq] = Result{Status: Granted, Value: l.token}
+		s.replies[seq] = Result{Status: Granted, Value: h.token}
 	}
 	if l.election {
-		s.leads.push(l)
-		st.emit(Event{Kind: EventElected, Session: s.id, Seq: seq, Token: l.token, Name: l.name, Value: value})
+		s.leads.push(h)
+		st.emit(Event{Kind: EventElected, Session: s.id, Seq: seq, Token: h.token, Name: l.name, Value: value})
 	} else {
-		s.held.push(l)
-		st.emit(Event{Kind: EventGranted, Session: s.id, Seq: seq, Token: l.token, Name: l.name})
+		s.held.push(h)
+		st.emit(Event{Kind: EventGranted, Session: s.id, Seq: seq, Token: h.token, Name: l.name,
+			Shared: shared, Permits: l.permits})
 	}
-	return l.token
+	return h.token
 }
 
-// free ends the current grant of l and passes the lock to the head of its
-// queue, in the same entry. A lock nobody holds or waits for is forgotten.
-func (st *State) free(index uint64, l *lock, why Reason) {
-	h := l.holder
+// free ends grant h and grants its lock to the head of the queue, and to
+// every request behind it the holders then admit, in the same entry. A
+// lock nobody holds or waits for is forgotten.
+func (st *State) free(index uint64, h *hold, why Reason) {
+	l := h.l
+	st.drop(h, why)
+	st.settle(index, l)
+}
+
+// drop ends grant h without granting anything.
+func (st *State) drop(h *hold, why Reason) {
+	l, s := h.l, h.s
 	if l.election {
-		st.emit(Event{Kind: EventDeposed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
-		h.leads.remove(l)
+		st.emit(Event{Kind: EventDeposed, Reason: why, Session: s.id, Seq: h.seq, Token: h.token, Name: l.name})
+		s.leads.remove(h)
 	} else {
-		st.emit(Event{Kind: EventFreed, Reason: why, Session: h.id, Seq: l.seq, Token: l.token, Name: l.name})
-		h.held.remove(l)
+		st.emit(Event{Kind: EventFreed, Reason: why, Session: s.id, Seq: h.seq, Token: h.token, Name: l.name,
+			Shared: l.shared, Permits: l.permits})
+		s.held.remove(h)
 	}
-	l.holder, l.seq, l.token, l.value = nil, 0, 0, ""
-	if w := l.queue.head; w != nil {
+	l.holders.remove((*peerHold)(h))
+	*h = hold{} // the lock's first grant is free for the next one
+	if l.holders.n == 0 {
+		l.shared, l.value = false, ""
+	}
+}
+
+// settle grants l to the head of its queue while its holders admit the
+// head, and forgets l if nobody holds it (then nobody waits either).
+func (st *State) settle(index uint64, l *lock) {
+	for w := l.queue.head; w != nil && l.admits(w.shared); w = l.queue.head {
 		st.unqueue(w)
-		st.grant(index, l, w.s, w.seq, w.value)
+		st.grant(index, l, w.s, w.seq, w.shared, w.value)
+	}
+	if l.holders.n > 0 {
 		return
 	}
 	if l.election {
@@ -343,25 +401,46 @@ func (st *State) unqueue(w *waiter) {
 	}
 }
 
-// endSession withdraws every queued request and candidacy of s, then frees
-// its locks and then its leaderships, each in name order (each may grant its
+// endSession withdraws every queued request and candidacy of s (granting
+// what that lets the holders admit), then frees
+// its grants of locks and then its leaderships, each in name order and, for
+// a lock it holds more than once (shared), in token order (each may grant its
 // queue head; the order fixes the tokens), all in one entry.
 func (st *State) endSession(index uint64, s *session, why Reason) {
 	// Withdrawing grants nothing, but it is reported: in request order, so
 	// that every replica reports alike (a map's order is not).
+	var left []*lock // locks whose queues it left
 	for _, waits := range []map[uint64]*waiter{s.waits, s.campaigns} {
 		for _, seq := range slices.Sorted(maps.Keys(waits)) {
-			st.unqueue(waits[seq])
+			w := waits[seq]
+			st.unqueue(w)
+			if !w.l.election {
+				left = append(left, w.l)
+			}
+		}
+	}
+	// Leaving a queue may let the requests behind it be granted (shared
+	// ones behind an exclusive head): once the session waits for nothing,
+	// so that nothing is granted to it, in name order.
+	slices.SortFunc(left, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
+	for i, l := range left {
+		if i == 0 || left[i-1] != l {
+			st.settle(index, l)
 		}
 	}
 	for _, list := range []*heldList{&s.held, &s.leads} {
-		held := make([]*lock, 0, list.n)
-		for l := range list.all {
-			held = append(held, l)
+		held := make([]*hold, 0, list.n)
+		for h := range list.all {
+			held = append(held, h)
 		}
-		slices.SortFunc(held, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
-		for _, l := range held {
-			st.free(index, l, why)
+		slices.SortFunc(held, func(a, b *hold) int {
+			if c := strings.Compare(a.l.name, b.l.name); c != 0 {
+				return c
+			}
+			return cmpUint(a.token, b.token)
+		})
+		for _, h := range held {
+			st.free(index, h, why)
 		}
 	}
 	delete(st.sessions, s.id)
@@ -372,26 +451,29 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 // outstanding reports the reply to request c (an Acquire or a Campaign) if
 // it is still queued or holding its grant.
 func (st *State) outstanding(s *session, c *Command) (Result, bool) {
+	// Only a version-1 entry can find its reply evicted, and AcquireShared
+	// (version 3) never is: skip the scan of a shared lock's holders.
 	if c.Kind != KindAcquire && c.Kind != KindCampaign {
 		return Result{}, false
 	}
 	if s.queued(c.Seq) != nil {
 		return Result{Status: Queued}, true
 	}
-	if l := st.grantOf(s, c.Seq, c.Name, c.Kind == KindCampaign); l != nil {
-		return Result{Status: Granted, Value: l.token}, true
+	if h := st.grantOf(s, c.Seq, c.Name, c.Kind == KindCampaign); h != nil {
+		return Result{Status: Granted, Value: h.token}, true
 	}
 	return Result{}, false
 }
 
-// grantOf returns lock (or election) name if request seq of s holds it.
-func (st *State) grantOf(s *session, seq uint64, name string, election bool) *lock {
+// grantOf returns the grant of lock (or election) name to request seq of s,
+// if it holds one.
+func (st *State) grantOf(s *session, seq uint64, name string, election bool) *hold {
 	table := st.locks
 	if election {
 		table = st.elections
 	}
-	if l := table[name]; l != nil && l.holder == s && l.seq == seq {
-		return l
+	if l := table[name]; l != nil {
+		return l.findSeq(s, seq)
 	}
 	return nil
 }
@@ -399,21 +481,21 @@ func (st *State) grantOf(s *session, seq uint64, name string, election bool) *lo
 // cancelled returns the grant a Cancel withdraws, if the target holds one.
 // The client names the lock (or election), so it is one lookup; a Cancel
 // without a name costs a scan of the session's grants.
-func (st *State) cancelled(s *session, c *Command) *lock {
+func (st *State) cancelled(s *session, c *Command) *hold {
 	if c.Name != "" {
 		return st.grantOf(s, c.Target, c.Name, c.Election)
 	}
 	return s.holding(c.Target)
 }
 
-// holding returns the lock or election request seq of s holds, if any. It
-// scans the session's grants: only for rare paths (a snapshot restored, a
-// Cancel without a name).
-func (s *session) holding(seq uint64) *lock {
+// holding returns the grant of a lock or election to request seq of s, if
+// any. It scans the session's grants: only for rare paths (a snapshot
+// restored, a Cancel without a name).
+func (s *session) holding(seq uint64) *hold {
 	for _, list := range []*heldList{&s.held, &s.leads} {
-		for l := range list.all {
-			if l.seq == seq {
-				return l
+		for h := range list.all {
+			if h.seq == seq {
+				return h
 			}
 		}
 	}

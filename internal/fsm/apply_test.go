@@ -19,7 +19,7 @@ func TestAcquireFreeLockIsGranted(t *testing.T) {
 			require.Equal(t, Granted, r.Status)
 			require.Equal(t, h.idx<<TokenShift, r.Value, "first token of an entry is index<<TokenShift")
 			require.Equal(t, []Event{grantedEv(a, 1, "job", r.Value)}, evs)
-			require.Equal(t, LockInfo{Name: "job", Held: true, Token: r.Value, Session: a, Seq: 1}, h.st.Lock("job"))
+			require.Equal(t, LockInfo{Name: "job", Held: true, Token: r.Value, Session: a, Seq: 1, Holders: []Holder{{Session: a, Seq: 1, Token: r.Value, Owner: 1}}}, h.st.Lock("job"))
 			name, tok, ok := h.st.Grant(a, 1)
 			require.True(t, ok)
 			require.Equal(t, "job", name)
@@ -56,7 +56,7 @@ func TestAcquireHeldLock(t *testing.T) {
 			r, evs := h.one(acqCmd(b, 1, "job", tc.wait))
 			require.Equal(t, Result{Status: tc.want}, r)
 			require.Empty(t, evs)
-			require.Equal(t, LockInfo{Name: "job", Held: true, Token: g.Value, Session: a, Seq: 1, Waiters: tc.waiters}, h.st.Lock("job"))
+			require.Equal(t, LockInfo{Name: "job", Held: true, Token: g.Value, Session: a, Seq: 1, Waiters: tc.waiters, Holders: []Holder{{Session: a, Seq: 1, Token: g.Value, Owner: 1}}}, h.st.Lock("job"))
 			require.Equal(t, tc.wait, h.st.Queued(b, 1))
 			_, _, ok := h.st.Grant(b, 1)
 			require.False(t, ok)
@@ -96,7 +96,7 @@ func TestFIFOGrantOrder(t *testing.T) {
 			freedEv(ReasonReleased, holder, 1, "L", tok),
 			grantedEv(next, 1, "L", want),
 		}, evs, "exactly one grant per release, to the head only")
-		require.Equal(t, LockInfo{Name: "L", Held: true, Token: want, Session: next, Seq: 1, Waiters: len(order) - i - 1}, h.st.Lock("L"))
+		require.Equal(t, LockInfo{Name: "L", Held: true, Token: want, Session: next, Seq: 1, Waiters: len(order) - i - 1, Holders: []Holder{{Session: next, Seq: 1, Token: want, Owner: 1}}}, h.st.Lock("L"))
 		require.False(t, h.st.Queued(next, 1))
 		for _, later := range order[i+1:] {
 			require.True(t, h.st.Queued(later, 1))
@@ -128,7 +128,7 @@ func TestReleaseChainInOneEntry(t *testing.T) {
 		freedEv(ReasonReleased, b, 1, "L", t1),
 		grantedEv(c, 1, "L", t2),
 	}, evs)
-	require.Equal(t, LockInfo{Name: "L", Held: true, Token: t2, Session: c, Seq: 1}, h.st.Lock("L"))
+	require.Equal(t, LockInfo{Name: "L", Held: true, Token: t2, Session: c, Seq: 1, Holders: []Holder{{Session: c, Seq: 1, Token: t2, Owner: 1}}}, h.st.Lock("L"))
 }
 
 func TestTokensRiseAcrossLocksAndEntries(t *testing.T) {
@@ -289,7 +289,7 @@ func TestReleaseNeedsCurrentToken(t *testing.T) {
 	r, evs := h.one(relCmd(a, 101, "x", tx))
 	require.Equal(t, NotHeld, r.Status)
 	require.Empty(t, evs)
-	require.Equal(t, LockInfo{Name: "x", Held: true, Token: tb, Session: b, Seq: 2}, h.st.Lock("x"))
+	require.Equal(t, LockInfo{Name: "x", Held: true, Token: tb, Session: b, Seq: 2, Holders: []Holder{{Session: b, Seq: 2, Token: tb, Owner: 1}}}, h.st.Lock("x"))
 }
 
 func TestDedupAcquire(t *testing.T) {
@@ -377,7 +377,7 @@ func TestDedupQueuedThenGranted(t *testing.T) {
 		r, evs = h.one(retry)
 		require.Equal(t, Result{Status: Granted, Value: tok}, r)
 		require.Empty(t, evs)
-		require.Equal(t, LockInfo{Name: "L", Held: true, Token: tok, Session: a, Seq: 5}, h.st.Lock("L"))
+		require.Equal(t, LockInfo{Name: "L", Held: true, Token: tok, Session: a, Seq: 5, Holders: []Holder{{Session: a, Seq: 5, Token: tok, Owner: 1}}}, h.st.Lock("L"))
 		require.Equal(t, LockInfo{Name: "other"}, h.st.Lock("other"))
 	}
 }
@@ -395,7 +395,7 @@ func TestDedupRelease(t *testing.T) {
 	r, evs := h.one(relCmd(a, 2, "L", g.Value))
 	require.Equal(t, Result{Status: OK}, r)
 	require.Empty(t, evs)
-	require.Equal(t, LockInfo{Name: "L", Held: true, Token: g2.Value, Session: a, Seq: 3}, h.st.Lock("L"))
+	require.Equal(t, LockInfo{Name: "L", Held: true, Token: g2.Value, Session: a, Seq: 3, Holders: []Holder{{Session: a, Seq: 3, Token: g2.Value, Owner: 1}}}, h.st.Lock("L"))
 }
 
 func TestStaleBelowFloor(t *testing.T) {
@@ -635,7 +635,7 @@ func TestCancelGrantedRequestReleases(t *testing.T) {
 		freedEv(ReasonCancelled, b, 7, "L", tb),
 		grantedEv(c, 1, "L", tc),
 	}, evs)
-	require.Equal(t, LockInfo{Name: "L", Held: true, Token: tc, Session: c, Seq: 1}, h.st.Lock("L"))
+	require.Equal(t, LockInfo{Name: "L", Held: true, Token: tc, Session: c, Seq: 1, Holders: []Holder{{Session: c, Seq: 1, Token: tc, Owner: 1}}}, h.st.Lock("L"))
 
 	// Cancelling the last holder forgets the lock.
 	_, evs = h.one(cancelCmd(c, 1))
@@ -855,10 +855,10 @@ func TestEndSessionFreesEverything(t *testing.T) {
 
 			_, alive := h.st.Session(v)
 			require.False(t, alive)
-			require.Equal(t, LockInfo{Name: "x", Held: true, Token: px.Value, Session: p, Seq: 3}, h.st.Lock("x"))
-			require.Equal(t, LockInfo{Name: "a", Held: true, Token: base, Session: p, Seq: 1, Waiters: 1}, h.st.Lock("a"))
+			require.Equal(t, LockInfo{Name: "x", Held: true, Token: px.Value, Session: p, Seq: 3, Holders: []Holder{{Session: p, Seq: 3, Token: px.Value, Owner: 1}}}, h.st.Lock("x"))
+			require.Equal(t, LockInfo{Name: "a", Held: true, Token: base, Session: p, Seq: 1, Waiters: 1, Holders: []Holder{{Session: p, Seq: 1, Token: base, Owner: 1}}}, h.st.Lock("a"))
 			require.Equal(t, LockInfo{Name: "b"}, h.st.Lock("b"))
-			require.Equal(t, LockInfo{Name: "c", Held: true, Token: base + 1, Session: p, Seq: 2}, h.st.Lock("c"))
+			require.Equal(t, LockInfo{Name: "c", Held: true, Token: base + 1, Session: p, Seq: 2, Holders: []Holder{{Session: p, Seq: 2, Token: base + 1, Owner: 1}}}, h.st.Lock("c"))
 			ns, nl, nw := h.st.Counts()
 			require.Equal(t, [3]int{2, 3, 1}, [3]int{ns, nl, nw})
 
@@ -962,14 +962,14 @@ func TestStringers(t *testing.T) {
 	for k, want := range map[Kind]string{0: "unknown", KindOpenSession: "open-session", KindKeepAlive: "keep-alive",
 		KindCloseSession: "close-session", KindAcquire: "acquire", KindRelease: "release", KindCancel: "cancel",
 		KindExpire: "expire", KindCampaign: "campaign", KindResign: "resign", KindProclaim: "proclaim",
-		KindLeaderStart: "leader-start", KindRevoke: "revoke", KindEndSession: "end-session",
+		KindLeaderStart: "leader-start", KindRevoke: "revoke", KindEndSession: "end-session", KindResume: "resume", KindAcquireShared: "acquire-shared",
 		maxKind + 1: "unknown", 255: "unknown"} {
 		require.Equal(t, want, k.String())
 	}
 	for s, want := range map[Status]string{0: "unknown", OK: "ok", Granted: "granted", Queued: "queued",
 		Locked: "locked", NotHeld: "not-held", UnknownSession: "unknown-session", Cancelled: "cancelled",
 		Stale: "stale", Invalid: "invalid", NotApplied: "not-applied", LimitExceeded: "limit-exceeded",
-		12: "unknown", 255: "unknown"} {
+		Conflict: "conflict", 13: "unknown", 255: "unknown"} {
 		require.Equal(t, want, s.String())
 	}
 	for r, want := range map[Reason]string{0: "unknown", ReasonReleased: "released", ReasonCancelled: "cancelled",

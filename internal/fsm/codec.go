@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 2):
+// The wire format of a raft entry (version 3):
 //
 //	entry   = version:byte count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -31,8 +31,12 @@ import (
 // upgrade them all, then start them. So every entry of an older version
 // precedes, in the log, every entry of a newer one.
 //
-// Version 3 added Resume (session nonce owner target) and the floor to
-// CloseSession (session floor).
+// Version 3 added Resume (session nonce owner target), the floor to
+// CloseSession (session floor), AcquireShared (session seq floor wait
+// permits name) and the Conflict status. Its rules for the kinds of
+// version 2 are version 2's (a version-2 log holds no shared grant or
+// semaphore, so nothing it did can conflict, and no resumed session), so
+// version-2 entries decode and apply alike.
 const codecVersion = 3
 
 // MaxBatch is the most commands one entry may carry.
@@ -94,6 +98,10 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = u(dst, c.Session)
 	case KindResume:
 		dst = u(u(u(u(dst, c.Session), c.Nonce), c.Owner), c.Target)
+	case KindAcquireShared:
+		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
+		dst = append(dst, boolByte(c.Wait))
+		dst = appendString(u(dst, c.Permits), c.Name)
 	}
 	return dst
 }
@@ -103,10 +111,10 @@ func appendCommand(dst []byte, c *Command) []byte {
 func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	d := decoder{b: data}
 	v := d.byte()
-	if v == 0 || v > codecVersion {
+	if v < 1 || v > codecVersion {
 		return dst, fmt.Errorf("%w: entry version %d", ErrCorrupt, v)
 	}
-	d.v, d.v1 = v, v == 1
+	d.v1, d.version = v == 1, v
 	n := d.uvarint()
 	if n == 0 || n > MaxBatch {
 		return dst, fmt.Errorf("%w: %d commands in an entry", ErrCorrupt, n)
@@ -135,7 +143,7 @@ func (d *decoder) command(c *Command) {
 		c.Session, c.Floor = d.uvarint(), d.uvarint()
 	case KindCloseSession:
 		c.Session = d.uvarint()
-		if d.v >= 3 {
+		if d.version >= 3 {
 			c.Floor = d.uvarint()
 		}
 	case KindAcquire:
@@ -181,11 +189,19 @@ func (d *decoder) command(c *Command) {
 			c.Session = d.uvarint()
 		}
 	case KindResume:
-		if d.v < 3 {
-			d.fail("command kind %d in a version-%d entry", c.Kind, d.v)
+		if d.version < 3 {
+			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
 			return
 		}
 		c.Session, c.Nonce, c.Owner, c.Target = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+	case KindAcquireShared:
+		if d.version < 3 {
+			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
+			return
+		}
+		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
+		c.Wait = d.bool()
+		c.Permits, c.Name = d.uvarint(), d.name()
 	default:
 		d.fail("unknown command kind %d", c.Kind)
 	}
@@ -232,9 +248,9 @@ type decoder struct {
 	// text, if set, holds the same bytes as the input b started with, as a
 	// string: names are then substrings of it instead of one allocation
 	// each (snapshot restore: a million locks, a million names).
-	text string
-	v    byte // the entry's version
-	v1   bool // decoding a version-1 entry
+	text    string
+	v1      bool // decoding a version-1 entry
+	version byte // the entry's version
 }
 
 func (d *decoder) fail(format string, args ...any) {

@@ -38,6 +38,8 @@ func everyKind() []Command {
 		{Kind: KindCampaign, Session: 18, Seq: 21, Name: "e", Value: ""},
 		{Kind: KindResign, Session: 22, Seq: 23, Floor: 24, Token: 25 << TokenShift, Name: "e"},
 		{Kind: KindProclaim, Session: 26, Seq: 27, Floor: 28, Token: math.MaxUint64, Name: "e", Value: "\x00\xff binary"},
+		{Kind: KindAcquireShared, Session: 29, Seq: 30, Floor: 31, Wait: true, Name: "rw"},
+		{Kind: KindAcquireShared, Session: 29, Seq: math.MaxUint64, Permits: math.MaxUint64, Name: "sem"},
 	}
 }
 
@@ -99,16 +101,30 @@ func TestBatchWireFormat(t *testing.T) {
 		{Kind: KindLeaderStart, Owner: 3, Term: 9, Nonce: 4},
 		{Kind: KindCloseSession, Session: 8, Floor: 7},
 		{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2, Target: 5},
+		{Kind: KindAcquireShared, Session: 1, Seq: 2, Floor: 3, Wait: true, Permits: 5, Name: "s"},
 	})
 	require.Equal(t, []byte{
-		3, 6, // version, count
+		3, 7, // version, count
 		4, 1, 2, 3, 1, 2, 'a', 'b', // acquire
 		1, 0xac, 0x02, 1, 2, // open-session
 		7, 4, 5, 6, // expire
 		11, 3, 9, 4, // leader-start
 		3, 8, 7, // close-session
 		14, 8, 0xac, 0x02, 2, 5, // resume
+		15, 1, 2, 3, 1, 5, 1, 's', // acquire-shared
 	}, got)
+	// A version-2 entry of the same commands (but the last) decodes to them.
+	v2 := []byte{2, 4, 4, 1, 2, 3, 1, 2, 'a', 'b', 1, 0xac, 0x02, 1, 2, 7, 4, 5, 6, 11, 3, 9, 4}
+	cmds, err := DecodeBatch(v2, nil)
+	require.NoError(t, err)
+	want, err := DecodeBatch(got, nil)
+	require.NoError(t, err)
+	require.Equal(t, want[:4], cmds)
+	// AcquireShared is not a kind of version 2 (nor 1).
+	for _, v := range []byte{1, 2} {
+		_, err = DecodeBatch([]byte{v, 1, 15, 1, 2, 3, 1, 5, 1, 's'}, nil)
+		require.ErrorIs(t, err, ErrCorrupt)
+	}
 	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Granted, 300}, {Cancelled, 0}}))
 }
 

@@ -66,7 +66,9 @@ const (
 	// KindRevoke is an operator's: it ends the grant of lock Name (with
 	// Election, the leadership of election Name) whoever holds it, if its
 	// token is Token (0: whatever grant is current), and the head of the
-	// queue is granted in the same entry. (Version 2.)
+	// queue is granted in the same entry. (Version 2.) With token 0, a lock
+	// held in shared mode (or a semaphore) loses every current grant, in
+	// token order, before its queue is granted.
 	KindRevoke Kind = 12
 	// KindEndSession is an operator's: it ends Session as an expiry would,
 	// freeing its locks and withdrawing its requests, whoever owns it.
@@ -86,28 +88,42 @@ const (
 	// applied last) changes nothing and gets the same reply. (Version 3.)
 	KindResume Kind = 14
 
-	maxKind = KindResume
+	// KindAcquireShared asks, like Acquire, for lock Name on behalf of
+	// request Seq of Session, in shared mode: with Permits 0, as one of the
+	// shared holders of a shared/exclusive lock; with Permits n, as one of
+	// at most n holders of the semaphore Name. Requests wait in one FIFO
+	// queue with the lock's exclusive ones, and the head of the queue is
+	// granted as soon as the holders admit it, so consecutive shared
+	// requests at the head are granted together and none overtakes an
+	// exclusive request queued before it. A lock that exists with another
+	// permit count (a semaphore of another count, or a lock, for a
+	// semaphore's request; a semaphore, for a lock's) fails the request
+	// with Conflict. (Version 3.)
+	KindAcquireShared Kind = 15
+
+	maxKind = KindAcquireShared
 )
 
 var kindNames = [...]string{
-	KindOpenSession:  "open-session",
-	KindKeepAlive:    "keep-alive",
-	KindCloseSession: "close-session",
-	KindAcquire:      "acquire",
-	KindRelease:      "release",
-	KindCancel:       "cancel",
-	KindExpire:       "expire",
-	KindCampaign:     "campaign",
-	KindResign:       "resign",
-	KindProclaim:     "proclaim",
-	KindLeaderStart:  "leader-start",
-	KindRevoke:       "revoke",
-	KindEndSession:   "end-session",
-	KindResume:       "resume",
+	KindOpenSession:   "open-session",
+	KindKeepAlive:     "keep-alive",
+	KindCloseSession:  "close-session",
+	KindAcquire:       "acquire",
+	KindRelease:       "release",
+	KindCancel:        "cancel",
+	KindExpire:        "expire",
+	KindCampaign:      "campaign",
+	KindResign:        "resign",
+	KindProclaim:      "proclaim",
+	KindLeaderStart:   "leader-start",
+	KindRevoke:        "revoke",
+	KindEndSession:    "end-session",
+	KindResume:        "resume",
+	KindAcquireShared: "acquire-shared",
 }
 
 func (k Kind) String() string {
-	if k == 0 || k > maxKind {
+	if k == 0 || k > maxKind || kindNames[k] == "" {
 		return "unknown"
 	}
 	return kindNames[k]
@@ -138,8 +154,11 @@ type Command struct {
 	Target uint64 // Cancel: the request withdrawn; Expire: keep-alive index; Resume: the attempt's ID
 	Term   uint64 // LeaderStart: the leader's raft term
 	Mark   uint64 // Expire: the index of the LeaderStart entry of the leader that decided it
-	Name   string // Acquire, Release, Cancel: lock name; Campaign, Resign, Proclaim: election name
-	Value  string // Campaign, Proclaim: the leader's value, at most MaxValueLen bytes
+	// Permits is an AcquireShared's semaphore permit count; 0 for a
+	// shared/exclusive lock. At most MaxHoldersPerLock.
+	Permits uint64
+	Name    string // Acquire, Release, Cancel: lock name; Campaign, Resign, Proclaim: election name
+	Value   string // Campaign, Proclaim: the leader's value, at most MaxValueLen bytes
 
 	// v1 marks a command decoded from a version-1 entry. Apply keeps the
 	// rules of version 1 for it, so that a log written before version 2
@@ -165,13 +184,17 @@ const (
 	Invalid        Status = 9  // malformed command (bad name, value too long, unknown kind)
 	NotApplied     Status = 10 // expire: a newer keep-alive arrived; cancel: nothing to cancel
 	LimitExceeded  Status = 11 // a state limit would be exceeded
+	// Conflict: acquire: the lock exists with another permit count (a
+	// semaphore's request for a lock, or the other way round, or another
+	// count); Result.Value is the lock's count. Nothing changed. (Version 3.)
+	Conflict Status = 12
 )
 
 var statusNames = [...]string{
 	OK: "ok", Granted: "granted", Queued: "queued", Locked: "locked",
 	NotHeld: "not-held", UnknownSession: "unknown-session", Cancelled: "cancelled",
 	Stale: "stale", Invalid: "invalid", NotApplied: "not-applied",
-	LimitExceeded: "limit-exceeded",
+	LimitExceeded: "limit-exceeded", Conflict: "conflict",
 }
 
 func (s Status) valid() bool { return s != 0 && int(s) < len(statusNames) }

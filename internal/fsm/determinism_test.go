@@ -102,7 +102,20 @@ func (d *driver) command() Command {
 		if d.n(6) == 0 {
 			seq = d.oldSeq(s)
 		}
-		return Command{Kind: KindAcquire, Session: s, Seq: seq, Floor: d.floorOf(s), Name: d.name(), Wait: d.n(3) != 0}
+		c := Command{Kind: KindAcquire, Session: s, Seq: seq, Floor: d.floorOf(s), Name: d.name(), Wait: d.n(3) != 0}
+		switch d.n(5) {
+		case 1, 2: // shared, of the same names: modes switch, and conflict with semaphores
+			c.Kind = KindAcquireShared
+		case 3: // a semaphore of 2 or 3 permits (or, rarely, too many)
+			c.Kind, c.Permits = KindAcquireShared, 2+d.n(2)
+			if d.n(4) != 0 {
+				c.Name = "sem" // mostly a name of its own, where it fills up
+			}
+			if d.n(40) == 0 {
+				c.Permits = MaxHoldersPerLock + 1
+			}
+		}
+		return c
 	case 12, 13, 14, 15:
 		if len(d.grants) > 0 && d.n(5) != 0 {
 			g := d.grants[d.n(uint64(len(d.grants)))]
@@ -163,13 +176,16 @@ func (d *driver) observe(cmds []Command, rs []Result, evs []Event) {
 
 // coverage counts what a run exercised.
 type coverage struct {
-	statuses map[Status]int
-	events   map[EventKind]int
-	reasons  map[Reason]int
+	sharedTogether int // shared grants made while another was held
+	semaphoreFull  int // semaphore grants that filled it
+	holders        map[string]int
+	statuses       map[Status]int
+	events         map[EventKind]int
+	reasons        map[Reason]int
 }
 
 func newCoverage() *coverage {
-	return &coverage{statuses: map[Status]int{}, events: map[EventKind]int{}, reasons: map[Reason]int{}}
+	return &coverage{holders: map[string]int{}, statuses: map[Status]int{}, events: map[EventKind]int{}, reasons: map[Reason]int{}}
 }
 
 func (c *coverage) add(rs []Result, evs []Event) {
@@ -177,6 +193,17 @@ func (c *coverage) add(rs []Result, evs []Event) {
 		c.statuses[r.Status]++
 	}
 	for _, e := range evs {
+		switch e.Kind {
+		case EventGranted:
+			if e.Shared && c.holders[e.Name] > 0 {
+				c.sharedTogether++
+			}
+			if c.holders[e.Name]++; e.Permits > 0 && c.holders[e.Name] == int(e.Permits) {
+				c.semaphoreFull++
+			}
+		case EventFreed:
+			c.holders[e.Name]--
+		}
 		c.events[e.Kind]++
 		if e.Reason != 0 {
 			c.reasons[e.Reason]++
@@ -229,7 +256,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 	require.Equal(t, final, saveBytes(t, fresh))
 
 	// The program reached every outcome, so the checks above mean something.
-	for _, s := range []Status{OK, Granted, Queued, Locked, NotHeld, UnknownSession, Cancelled, Stale, Invalid, NotApplied} {
+	for _, s := range []Status{OK, Granted, Queued, Locked, NotHeld, UnknownSession, Cancelled, Stale, Invalid, NotApplied, Conflict} {
 		require.Positive(t, cov.statuses[s], "status %v never seen", s)
 	}
 	for _, k := range []EventKind{EventTouched, EventGranted, EventFreed, EventSessionEnded} {
@@ -239,4 +266,6 @@ func TestReplayIsDeterministic(t *testing.T) {
 		require.Positive(t, cov.reasons[r], "reason %v never seen", r)
 	}
 	require.Greater(t, cov.events[EventGranted], 200)
+	require.Greater(t, cov.sharedTogether, 20, "shared grants overlapped")
+	require.Greater(t, cov.semaphoreFull, 5, "semaphores were full")
 }

@@ -85,7 +85,7 @@ func TestMachineUpdate(t *testing.T) {
 
 	st := lookupState(t, m)
 	require.Equal(t, uint64(4), st.Index())
-	require.Equal(t, LockInfo{Name: "L", Held: true, Token: 2 << TokenShift, Session: a, Seq: 1, Waiters: 1}, st.Lock("L"))
+	require.Equal(t, LockInfo{Name: "L", Held: true, Token: 2 << TokenShift, Session: a, Seq: 1, Waiters: 1, Holders: []Holder{{Session: a, Seq: 1, Token: 2 << TokenShift, Owner: 1}}}, st.Lock("L"))
 }
 
 func TestMachineCorruptEntry(t *testing.T) {
@@ -105,7 +105,7 @@ func TestMachineCorruptEntry(t *testing.T) {
 	for i, cmd := range [][]byte{
 		nil,
 		{},
-		{3, 1, byte(KindCloseSession), 1},
+		{codecVersion + 1, 1, byte(KindCloseSession), 1},
 		append(slices.Clone(valid), 0),
 		valid[:len(valid)-1],
 		partial,
@@ -213,7 +213,7 @@ func TestMachineLookup(t *testing.T) {
 
 	v, err := m.Lookup(Query(func(st *State) any { return st.Lock("L") }))
 	require.NoError(t, err)
-	require.Equal(t, LockInfo{Name: "L", Held: true, Token: 2 << TokenShift, Session: rs[0].Value, Seq: 1}, v)
+	require.Equal(t, LockInfo{Name: "L", Held: true, Token: 2 << TokenShift, Session: rs[0].Value, Seq: 1, Holders: []Holder{{Session: rs[0].Value, Seq: 1, Token: 2 << TokenShift, Owner: 1}}}, v)
 
 	for _, q := range []any{
 		nil,

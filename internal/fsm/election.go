@@ -18,15 +18,15 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 		return limitExceeded(LimitLocksPerSession)
 	}
 	e := st.elections[c.Name]
-	if e != nil && e.holder != nil && c.Wait && e.queue.n >= MaxWaitersPerLock {
+	if e != nil && e.holders.n != 0 && c.Wait && e.queue.n >= MaxWaitersPerLock {
 		return limitExceeded(LimitWaitersPerLock)
 	}
 	if e == nil {
 		e = &lock{name: c.Name, election: true}
 		st.elections[c.Name] = e
 	}
-	if e.holder == nil {
-		return Result{Status: Granted, Value: st.grant(index, e, s, c.Seq, c.Value)}
+	if e.holders.n == 0 {
+		return Result{Status: Granted, Value: st.grant(index, e, s, c.Seq, false, c.Value)}
 	}
 	if !c.Wait {
 		return Result{Status: Locked}
@@ -39,11 +39,11 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 }
 
 func (st *State) resign(index uint64, s *session, c *Command) Result {
-	e := st.leader(s, c.Name, c.Token)
-	if e == nil {
+	h := st.leader(s, c.Name, c.Token)
+	if h == nil {
 		return Result{Status: NotHeld}
 	}
-	st.free(index, e, ReasonReleased)
+	st.free(index, h, ReasonReleased)
 	return Result{Status: OK}
 }
 
@@ -52,20 +52,23 @@ func (st *State) proclaim(s *session, c *Command) Result {
 	if len(c.Value) > MaxValueLen {
 		return Result{Status: Invalid}
 	}
-	e := st.leader(s, c.Name, c.Token)
-	if e == nil {
+	h := st.leader(s, c.Name, c.Token)
+	if h == nil {
 		return Result{Status: NotHeld}
 	}
-	e.value = c.Value
-	st.emit(Event{Kind: EventProclaimed, Session: s.id, Seq: e.seq, Token: e.token, Name: e.name, Value: e.value})
+	h.l.value = c.Value
+	st.emit(Event{Kind: EventProclaimed, Session: s.id, Seq: h.seq, Token: h.token, Name: h.l.name, Value: c.Value})
 	return Result{Status: OK}
 }
 
-// leader returns election name if s leads it with token.
-func (st *State) leader(s *session, name string, token uint64) *lock {
+// leader returns the leadership of election name if s leads it with token.
+func (st *State) leader(s *session, name string, token uint64) *hold {
 	e := st.elections[name]
-	if e == nil || e.holder != s || e.token != token {
+	if e == nil {
 		return nil
 	}
-	return e
+	if h := e.oldest(); h != nil && h.s == s && h.token == token {
+		return h
+	}
+	return nil
 }

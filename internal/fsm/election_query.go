@@ -19,8 +19,8 @@ func (st *State) Election(name string) ElectionInfo {
 		return ElectionInfo{Name: name}
 	}
 	info := ElectionInfo{Name: name, Candidates: e.queue.n}
-	if e.holder != nil {
-		info.Led, info.Token, info.Session, info.Seq, info.Value = true, e.token, e.holder.id, e.seq, e.value
+	if h := e.oldest(); h != nil {
+		info.Led, info.Token, info.Session, info.Seq, info.Value = true, h.token, h.s.id, h.seq, e.value
 	}
 	return info
 }
@@ -32,8 +32,8 @@ func (st *State) Leading(session, seq uint64) (info ElectionInfo, ok bool) {
 	if s == nil {
 		return ElectionInfo{}, false
 	}
-	if e := s.holding(seq); e != nil && e.election {
-		return st.Election(e.name), true
+	if h := s.holding(seq); h != nil && h.l.election {
+		return st.Election(h.l.name), true
 	}
 	return ElectionInfo{}, false
 }

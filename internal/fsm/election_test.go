@@ -45,7 +45,8 @@ type leaderModel map[string]Event
 func leadersOf(st *State) leaderModel {
 	m := leaderModel{}
 	for name, e := range st.elections {
-		m[name] = electedEv(e.holder.id, e.seq, name, e.token, e.value)
+		h := e.oldest()
+		m[name] = electedEv(h.s.id, h.seq, name, h.token, e.value)
 	}
 	return m
 }
@@ -118,8 +119,10 @@ func checkElectionInvariants(st *State) error {
 		if l.election || l.value != "" {
 			return fmt.Errorf("lock %q is marked as an election", name)
 		}
-		if err := claim(l.holder, l.seq, "holding lock "+name); err != nil {
-			return err
+		for h := range l.grants {
+			if err := claim(h.s, h.seq, "holding lock "+name); err != nil {
+				return err
+			}
 		}
 		for w := l.queue.head; w != nil; w = w.link.next {
 			if err := claim(w.s, w.seq, "waiting for lock "+name); err != nil {
@@ -129,21 +132,24 @@ func checkElectionInvariants(st *State) error {
 	}
 	candidates := 0
 	for name, e := range st.elections {
+		h := e.oldest()
 		switch {
 		case e.name != name || !ValidName(name) || !e.election:
 			return fmt.Errorf("election %q stored as %q (election=%v)", e.name, name, e.election)
-		case e.holder == nil:
+		case h == nil:
 			return fmt.Errorf("election %q exists without a leader", name)
-		case st.sessions[e.holder.id] != e.holder:
-			return fmt.Errorf("election %q led by dead session %d", name, e.holder.id)
-		case !inList(&e.holder.leads, e):
+		case e.holders.n != 1 || e.shared || e.permits != 0:
+			return fmt.Errorf("election %q has %d leaders", name, e.holders.n)
+		case st.sessions[h.s.id] != h.s:
+			return fmt.Errorf("election %q led by dead session %d", name, h.s.id)
+		case !inList(&h.s.leads, h):
 			return fmt.Errorf("election %q not in its leader's list", name)
-		case e.token == 0 || e.token > st.lastToken:
-			return fmt.Errorf("election %q has token %d, last %d", name, e.token, st.lastToken)
+		case h.token == 0 || h.token > st.lastToken:
+			return fmt.Errorf("election %q has token %d, last %d", name, h.token, st.lastToken)
 		case len(e.value) > MaxValueLen:
 			return fmt.Errorf("election %q: value of %d bytes", name, len(e.value))
 		}
-		if err := claim(e.holder, e.seq, "leading "+name); err != nil {
+		if err := claim(h.s, h.seq, "leading "+name); err != nil {
 			return err
 		}
 		n := 0
@@ -174,9 +180,9 @@ func checkElectionInvariants(st *State) error {
 	}
 	inSessions := 0
 	for id, s := range st.sessions {
-		for e := range s.leads.all {
-			if st.elections[e.name] != e || e.holder != s {
-				return fmt.Errorf("session %d: leads %q, which it does not", id, e.name)
+		for h := range s.leads.all {
+			if st.elections[h.l.name] != h.l || h.s != s || h.l.oldest() != h {
+				return fmt.Errorf("session %d: leads %q, which it does not", id, h.l.name)
 			}
 		}
 		for seq, w := range s.campaigns {
@@ -840,9 +846,9 @@ func TestLockQueriesIgnoreElections(t *testing.T) {
 	require.True(t, h.st.Holds(a, "L", l.Value))
 }
 
-func inList(h *heldList, l *lock) bool {
-	for x := range h.all {
-		if x == l {
+func inList(list *heldList, h *hold) bool {
+	for x := range list.all {
+		if x == h {
 			return true
 		}
 	}

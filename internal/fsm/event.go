@@ -10,7 +10,8 @@ const (
 	// EventTouched: Session was opened or renewed at keep-alive index Index;
 	// TTL is its time to live in nanoseconds.
 	EventTouched EventKind = iota + 1
-	// EventGranted: request Seq of Session now holds lock Name with Token.
+	// EventGranted: request Seq of Session now holds lock Name with Token
+	// (one of its holders, if Shared).
 	EventGranted
 	// EventFreed: the grant Token of lock Name to request Seq of Session ended
 	// for Reason.
@@ -89,4 +90,9 @@ type Event struct {
 	Election bool   // EventKept: Name is an election
 	Name     string
 	Value    string // EventElected, EventProclaimed: the leader's value
+	// Shared marks an EventGranted or EventFreed of a grant in shared mode
+	// (of a shared lock, or of a semaphore); Permits is then the
+	// semaphore's permit count, 0 for a lock. (Version 3.)
+	Shared  bool
+	Permits uint64
 }

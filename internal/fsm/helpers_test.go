@@ -109,25 +109,51 @@ func withoutQueueEvents(evs []Event) []Event {
 	return out
 }
 
-// queueModel counts each lock's waiters from the queue events alone, and
-// checks them against the state after every entry: a watcher that follows
-// the events sees every change of a queue.
-type queueModel map[string]int
+// queueModel follows each lock's queue from the queue events alone, and
+// checks it against the state after every entry: a watcher that follows
+// the events sees every change of a queue. It also checks FIFO: a request
+// is granted out of the queue only from its head, and a lock is granted
+// directly (not out of its queue) only while nobody waits for it, so that
+// no request, shared or not, overtakes one queued before it.
+type queueModel map[string][][2]uint64
 
 func (m queueModel) observe(evs []Event, st *State) error {
-	for _, e := range evs {
+	for i, e := range evs {
+		req := [2]uint64{e.Session, e.Seq}
 		switch e.Kind {
 		case EventQueued:
-			m[e.Name]++
+			m[e.Name] = append(m[e.Name], req)
 		case EventUnqueued:
-			m[e.Name]--
+			q := m[e.Name]
+			at := slices.Index(q, req)
+			if at < 0 {
+				return fmt.Errorf("lock %q: %v left a queue it was not in", e.Name, req)
+			}
+			if i+1 < len(evs) && evs[i+1].Kind == EventGranted && evs[i+1].Session == e.Session && evs[i+1].Seq == e.Seq && at != 0 {
+				return fmt.Errorf("lock %q: %v granted from place %d of its queue", e.Name, req, at)
+			}
+			m[e.Name] = slices.Delete(q, at, at+1)
+		case EventGranted:
+			fromQueue := i > 0 && evs[i-1].Kind == EventUnqueued && evs[i-1].Session == e.Session && evs[i-1].Seq == e.Seq
+			if !fromQueue && len(m[e.Name]) > 0 {
+				return fmt.Errorf("lock %q granted to %v ahead of its queue %v", e.Name, req, m[e.Name])
+			}
 		}
 	}
-	for name, n := range m {
-		if got := st.Lock(name).Waiters; got != n {
-			return fmt.Errorf("lock %q: events say %d waiters, the state %d", name, n, got)
+	for name, q := range m {
+		if got := st.Lock(name).Waiters; got != len(q) {
+			return fmt.Errorf("lock %q: events say %d waiters, the state %d", name, len(q), got)
 		}
-		if n == 0 {
+		if l := st.locks[name]; l != nil {
+			at := 0
+			for w := range l.queue.all {
+				if q[at] != [2]uint64{w.s.id, w.seq} {
+					return fmt.Errorf("lock %q: events say %v at place %d, the state %d/%d", name, q[at], at, w.s.id, w.seq)
+				}
+				at++
+			}
+		}
+		if len(q) == 0 {
 			delete(m, name)
 		}
 	}
@@ -163,17 +189,21 @@ func endedEv(why Reason, s uint64) Event {
 	return Event{Kind: EventSessionEnded, Reason: why, Session: s}
 }
 
-// holderModel follows the holder of every lock from the events alone. It
-// fails if a lock is granted while the model says it is held (two holders,
-// or a thundering herd), if a free names another grant than the current one,
-// or if a session ends while still holding a lock.
-type holderModel map[string]Event
+// holderModel follows the holders of every lock from the events alone, in
+// grant order. It fails if a lock is granted while the model says it is
+// held, unless the new grant and every current one are shared and the lock
+// has room (two exclusive holders, an exclusive overlapping a shared one,
+// more holders than permits, or a thundering herd), if a free names no
+// current grant, or if a session ends while still holding a lock.
+type holderModel map[string][]Event
 
 func holdersOf(st *State) holderModel {
 	m := holderModel{}
 	for name, l := range st.locks {
-		if l.holder != nil {
-			m[name] = grantedEv(l.holder.id, l.seq, name, l.token)
+		for h := range l.grants {
+			e := grantedEv(h.s.id, h.seq, name, h.token)
+			e.Shared, e.Permits = l.shared, l.permits
+			m[name] = append(m[name], e)
 		}
 	}
 	return m
@@ -183,24 +213,47 @@ func (m holderModel) observe(evs []Event) error {
 	for _, e := range evs {
 		switch e.Kind {
 		case EventGranted:
-			if cur, held := m[e.Name]; held {
-				return fmt.Errorf("lock %q granted to %d/%d while held by %d/%d", e.Name, e.Session, e.Seq, cur.Session, cur.Seq)
+			cur := m[e.Name]
+			if len(cur) > 0 {
+				capacity := MaxHoldersPerLock
+				if e.Permits > 0 {
+					capacity = int(e.Permits)
+				}
+				if !e.Shared || !cur[0].Shared || len(cur) >= capacity || cur[0].Permits != e.Permits {
+					return fmt.Errorf("lock %q granted to %d/%d (shared %v, permits %d) while held by %d/%d (shared %v, permits %d) and %d more",
+						e.Name, e.Session, e.Seq, e.Shared, e.Permits, cur[0].Session, cur[0].Seq, cur[0].Shared, cur[0].Permits, len(cur)-1)
+				}
+				if e.Token <= cur[len(cur)-1].Token {
+					return fmt.Errorf("lock %q: token %d after %d", e.Name, e.Token, cur[len(cur)-1].Token)
+				}
 			}
-			m[e.Name] = e
+			m[e.Name] = append(cur, e)
 		case EventFreed:
-			cur, held := m[e.Name]
-			if !held || cur.Session != e.Session || cur.Seq != e.Seq || cur.Token != e.Token {
-				return fmt.Errorf("free of %+v does not match holder %+v", e, cur)
+			cur := m[e.Name]
+			i := slices.IndexFunc(cur, func(c Event) bool {
+				return c.Session == e.Session && c.Seq == e.Seq && c.Token == e.Token && c.Shared == e.Shared && c.Permits == e.Permits
+			})
+			if i < 0 {
+				return fmt.Errorf("free of %+v matches none of the holders %+v", e, cur)
 			}
-			delete(m, e.Name)
+			if cur = slices.Delete(cur, i, i+1); len(cur) == 0 {
+				delete(m, e.Name)
+			} else {
+				m[e.Name] = cur
+			}
 		case EventKept:
-			if cur, held := m[e.Name]; !e.Election && (!held || cur.Session != e.Session || cur.Seq != e.Seq || cur.Token != e.Token) {
-				return fmt.Errorf("resumed session keeps %+v, but the holder is %+v", e, cur)
+			cur := m[e.Name]
+			if !e.Election && !slices.ContainsFunc(cur, func(c Event) bool {
+				return c.Session == e.Session && c.Seq == e.Seq && c.Token == e.Token && c.Shared == e.Shared && c.Permits == e.Permits
+			}) {
+				return fmt.Errorf("resumed session keeps %+v, but the holders are %+v", e, cur)
 			}
 		case EventSessionEnded:
 			for name, cur := range m {
-				if cur.Session == e.Session {
-					return fmt.Errorf("session %d ended still holding %q", e.Session, name)
+				for _, c := range cur {
+					if c.Session == e.Session {
+						return fmt.Errorf("session %d ended still holding %q", e.Session, name)
+					}
 				}
 			}
 		case EventTouched, EventResumed, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued: // not about holders
@@ -215,10 +268,17 @@ func (m holderModel) matches(st *State) error {
 	if len(m) != len(st.locks) {
 		return fmt.Errorf("events announce %d held locks, state has %d", len(m), len(st.locks))
 	}
-	for name, e := range m {
+	for name, evs := range m {
 		info := st.Lock(name)
-		if !info.Held || info.Session != e.Session || info.Seq != e.Seq || info.Token != e.Token {
-			return fmt.Errorf("lock %q is %+v, events say %+v", name, info, e)
+		e := evs[0]
+		if !info.Held || info.Session != e.Session || info.Seq != e.Seq || info.Token != e.Token ||
+			info.Shared != e.Shared || info.Permits != e.Permits || len(info.Holders) != len(evs) {
+			return fmt.Errorf("lock %q is %+v, events say %+v", name, info, evs)
+		}
+		for i, h := range info.Holders {
+			if h.Session != evs[i].Session || h.Seq != evs[i].Seq || h.Token != evs[i].Token {
+				return fmt.Errorf("lock %q: holder %d is %+v, events say %+v", name, i, h, evs[i])
+			}
 		}
 	}
 	return nil
@@ -232,7 +292,7 @@ func checkInvariants(st *State, strict bool) error {
 		return fmt.Errorf("%d nonces for %d sessions", len(st.nonces), len(st.sessions))
 	}
 	waits := 0
-	heldBy := make(map[*lock]*session) // locks and elections, by the session whose list has them
+	heldBy := make(map[*hold]*session) // grants of locks and elections, by the session whose list has them
 	for id, s := range st.sessions {
 		switch {
 		case s.id != id || id == 0 || id > st.lastSession:
@@ -256,14 +316,14 @@ func checkInvariants(st *State, strict bool) error {
 			if list == &s.leads {
 				table = st.elections
 			}
-			for l := range list.all {
-				if table[l.name] != l || l.holder != s {
-					return fmt.Errorf("session %d: held lock %q not held by it", id, l.name)
+			for h := range list.all {
+				if h.l == nil || table[h.l.name] != h.l || h.s != s {
+					return fmt.Errorf("session %d: held grant %d not held by it", id, h.token)
 				}
-				if heldBy[l] != nil {
-					return fmt.Errorf("lock %q in two held lists", l.name)
+				if heldBy[h] != nil {
+					return fmt.Errorf("grant %d of %q in two held lists", h.token, h.l.name)
 				}
-				heldBy[l] = s
+				heldBy[h] = s
 				n++
 			}
 			if n != list.n {
@@ -293,23 +353,45 @@ func checkInvariants(st *State, strict bool) error {
 		switch {
 		case l.name != name || !ValidName(name):
 			return fmt.Errorf("lock %q stored as %q", l.name, name)
-		case l.holder == nil:
+		case l.holders.n == 0:
 			return fmt.Errorf("lock %q exists but is free", name)
-		case st.sessions[l.holder.id] != l.holder:
-			return fmt.Errorf("lock %q held by dead session %d", name, l.holder.id)
-		case heldBy[l] != l.holder:
-			return fmt.Errorf("lock %q not in its holder's set", name)
-		case l.token == 0 || l.token > st.lastToken:
-			return fmt.Errorf("lock %q has token %d, last %d", name, l.token, st.lastToken)
+		case l.holders.n > 1 && !l.shared, l.permits > 0 && !l.shared:
+			return fmt.Errorf("lock %q: %d holders, shared %v, permits %d", name, l.holders.n, l.shared, l.permits)
+		case strict && l.holders.n > l.capacity():
+			return fmt.Errorf("lock %q: %d holders, capacity %d", name, l.holders.n, l.capacity())
+		case l.queue.head != nil && l.admits(l.queue.head.shared):
+			return fmt.Errorf("lock %q admits the head of its queue", name)
 		}
-		if other, dup := tokens[l.token]; dup && strict {
-			return fmt.Errorf("locks %q and %q share token %d", name, other, l.token)
+		n, prevTok := 0, uint64(0)
+		var prevPeer *peerHold
+		for h := range l.grants {
+			switch {
+			case (*peerHold)(h).peers.prev != prevPeer || h.l != l:
+				return fmt.Errorf("lock %q: broken holder links", name)
+			case st.sessions[h.s.id] != h.s:
+				return fmt.Errorf("lock %q held by dead session %d", name, h.s.id)
+			case heldBy[h] != h.s:
+				return fmt.Errorf("lock %q not in its holder's set", name)
+			case h.token == 0 || h.token > st.lastToken || h.token <= prevTok:
+				return fmt.Errorf("lock %q has token %d after %d, last %d", name, h.token, prevTok, st.lastToken)
+			}
+			if other, dup := tokens[h.token]; dup && strict {
+				return fmt.Errorf("locks %q and %q share token %d", name, other, h.token)
+			}
+			tokens[h.token] = name
+			if err := claim(h.s, h.seq, "holding "+name); err != nil {
+				return err
+			}
+			prevPeer, prevTok = (*peerHold)(h), h.token
+			n++
 		}
-		tokens[l.token] = name
-		if err := claim(l.holder, l.seq, "holding "+name); err != nil {
-			return err
+		if n != l.holders.n || (*peerHold)(l.holders.tail) != prevPeer {
+			return fmt.Errorf("lock %q: %d holders counted, %d walked", name, l.holders.n, n)
 		}
-		n := 0
+		if l.first.s != nil && l.first.l != l {
+			return fmt.Errorf("lock %q: first grant of another lock", name)
+		}
+		n = 0
 		var prev *waiter
 		for w := l.queue.head; w != nil; w = w.link.next {
 			if n++; n > l.queue.n {
@@ -322,6 +404,8 @@ func checkInvariants(st *State, strict bool) error {
 				return fmt.Errorf("lock %q: waiter of dead session %d", name, w.s.id)
 			case w.s.waits[w.seq] != w:
 				return fmt.Errorf("lock %q: waiter %d/%d not in its session", name, w.s.id, w.seq)
+			case l.permits > 0 && !w.shared:
+				return fmt.Errorf("semaphore %q: exclusive waiter %d/%d", name, w.s.id, w.seq)
 			}
 			if err := claim(w.s, w.seq, "waiting for "+name); err != nil {
 				return err
@@ -372,7 +456,7 @@ type view struct {
 	Index, LastToken         uint64
 	Sessions                 []SessionInfo
 	Locks                    []LockInfo
-	Queues                   map[string][][2]uint64
+	Queues                   map[string][][3]uint64
 	NSessions, NLocks, NWait int
 	Grants                   map[[2]uint64]string
 	Queued                   [][2]uint64
@@ -381,7 +465,7 @@ type view struct {
 
 func viewOf(st *State) view {
 	v := view{Index: st.Index(), LastToken: st.LastToken(), Sessions: st.Sessions(),
-		Queues: map[string][][2]uint64{}, Grants: map[[2]uint64]string{}, ByID: []SessionInfo{}}
+		Queues: map[string][][3]uint64{}, Grants: map[[2]uint64]string{}, ByID: []SessionInfo{}}
 	v.NSessions, v.NLocks, v.NWait = st.Counts()
 	for _, s := range v.Sessions {
 		info, ok := st.Session(s.ID)
@@ -393,12 +477,12 @@ func viewOf(st *State) view {
 	for _, name := range slices.Sorted(maps.Keys(st.locks)) {
 		info := st.Lock(name)
 		v.Locks = append(v.Locks, info)
-		if info.Held {
-			n, tok, ok := st.Grant(info.Session, info.Seq)
-			v.Grants[[2]uint64{info.Session, info.Seq}] = fmt.Sprint(n, tok, ok, st.Holds(info.Session, name, info.Token))
+		for _, h := range info.Holders {
+			n, tok, ok := st.Grant(h.Session, h.Seq)
+			v.Grants[[2]uint64{h.Session, h.Seq}] = fmt.Sprint(n, tok, ok, st.Holds(h.Session, name, h.Token))
 		}
 		for w := st.locks[name].queue.head; w != nil; w = w.link.next {
-			v.Queues[name] = append(v.Queues[name], [2]uint64{w.s.id, w.seq})
+			v.Queues[name] = append(v.Queues[name], [3]uint64{w.s.id, w.seq, boolNum(w.shared)})
 			if st.Queued(w.s.id, w.seq) {
 				v.Queued = append(v.Queued, [2]uint64{w.s.id, w.seq})
 			}
@@ -411,9 +495,16 @@ func viewOf(st *State) view {
 func queuesOf(st *State) queueModel {
 	m := queueModel{}
 	for name, l := range st.locks {
-		if l.queue.n > 0 {
-			m[name] = l.queue.n
+		for w := range l.queue.all {
+			m[name] = append(m[name], [2]uint64{w.s.id, w.seq})
 		}
 	}
 	return m
+}
+
+func boolNum(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -29,6 +29,11 @@ const (
 	// are never evicted to make room (a retry of an evicted request would
 	// apply twice): a request beyond the bound is refused instead.
 	MaxPendingPerSession = 4096
+	// MaxHoldersPerLock is the most grants a lock holds at once in shared
+	// mode, and the largest permit count of a semaphore. A shared request
+	// beyond it waits (or, without Wait, fails as Locked) like any request
+	// the holders do not admit. (Version 3.)
+	MaxHoldersPerLock = 10_000
 )
 
 // Limit names the limit a LimitExceeded result hit; it is the result's

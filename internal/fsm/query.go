@@ -2,14 +2,24 @@ package fsm
 
 import "slices"
 
-// LockInfo describes one lock.
+// LockInfo describes one lock. Token, Session and Seq describe its oldest
+// current grant: for a lock held exclusively, its only one.
 type LockInfo struct {
 	Name    string
 	Held    bool
-	Token   uint64 // the current grant's fencing token; 0 when free
-	Session uint64 // the holder's session; 0 when free
-	Seq     uint64 // the holder's request number
+	Token   uint64 // the oldest current grant's fencing token; 0 when free
+	Session uint64 // its holder's session; 0 when free
+	Seq     uint64 // its holder's request number
 	Waiters int
+	Shared  bool     // held in shared mode (a shared lock's holders, a semaphore's)
+	Permits uint64   // a semaphore's permit count; 0 for a lock
+	Holders []Holder // every current grant, oldest (lowest token) first; nil when free
+}
+
+// Holder is one current grant of a lock.
+type Holder struct {
+	Session, Seq, Token uint64
+	Owner               uint64 // the replica the session lives on
 }
 
 // SessionInfo describes one session.
@@ -28,9 +38,13 @@ func (st *State) Lock(name string) LockInfo {
 	if l == nil {
 		return LockInfo{Name: name}
 	}
-	info := LockInfo{Name: name, Waiters: l.queue.n}
-	if l.holder != nil {
-		info.Held, info.Token, info.Session, info.Seq = true, l.token, l.holder.id, l.seq
+	info := LockInfo{Name: name, Waiters: l.queue.n, Shared: l.shared, Permits: l.permits}
+	if h := l.oldest(); h != nil {
+		info.Held, info.Token, info.Session, info.Seq = true, h.token, h.s.id, h.seq
+		info.Holders = make([]Holder, 0, l.holders.n)
+		for h := range l.grants {
+			info.Holders = append(info.Holders, Holder{Session: h.s.id, Seq: h.seq, Token: h.token, Owner: h.s.owner})
+		}
 	}
 	return info
 }
@@ -77,8 +91,8 @@ func (st *State) Grant(session, seq uint64) (name string, token uint64, ok bool)
 	if s == nil {
 		return "", 0, false
 	}
-	if l := s.holding(seq); l != nil && !l.election {
-		return l.name, l.token, true
+	if h := s.holding(seq); h != nil && !h.l.election {
+		return h.l.name, h.token, true
 	}
 	return "", 0, false
 }
@@ -91,8 +105,8 @@ func (st *State) Queued(session, seq uint64) bool {
 
 // Holds reports whether session holds lock name with grant token.
 func (st *State) Holds(session uint64, name string, token uint64) bool {
-	l := st.locks[name]
-	return l != nil && l.holder != nil && l.holder.id == session && l.token == token
+	l, s := st.locks[name], st.sessions[session]
+	return l != nil && s != nil && l.find(s, token) != nil
 }
 
 // Counts returns the number of sessions, held locks and queued requests.

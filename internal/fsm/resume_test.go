@@ -48,6 +48,7 @@ func TestResumeKeepsGrantsAndWithdrawsRequests(t *testing.T) {
 	require.Equal(t, SessionInfo{ID: a, TTL: 1e9, Owner: 3, KeepAlive: h.idx, Held: 1}, info)
 	require.Zero(t, h.st.Lock("M").Waiters, "its queued acquire is withdrawn")
 	require.Zero(t, h.st.Election("F").Candidates, "its candidacy is withdrawn")
+	l.Holders[0].Owner = 3 // the holder now lives on the resuming replica
 	require.Equal(t, l, h.st.Lock("L"), "the lock stays, with its token")
 	require.Equal(t, e, h.st.Election("E"))
 

@@ -16,18 +16,22 @@ import (
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  crc32:4 bytes
 //	session  = id nonce ttl owner keepAlive floor base resumed replies:count (seq status value)*
-//	lock     = name holder seq token queue:count (session seq)*
+//	lock     = name permits shared:byte holders:count (session seq token)*
+//	           queue:count (session seq shared:byte)*
 //	election = name holder seq token value queue:count (session seq value)*
 //
 // Names and values are a varint length and their bytes. Sessions are ordered
-// by ID, replies by seq, locks and elections by their grant's token, so equal
-// states have equal snapshots on every replica; Restore accepts any order.
+// by ID, replies by seq, a lock's holders by token, locks and elections by
+// their (oldest) grant's token, so equal states have equal snapshots on
+// every replica; Restore accepts any order of sessions, locks and elections.
 // The trailing CRC-32 covers everything before it. Versions 1 to 3 are
-// still read: version 3 had no session base and resumed (they restore as
-// 0: no session was ever resumed), version 2 had neither leaderMark nor groupID (they restore as
-// 0: the first leader's expiries wait for its own mark, and its LeaderStart
-// sets the ID), version 1 neither grants nor
-// elections.
+// still read: version 3 had no session base and resumed (they restore
+// as 0: no session was ever resumed) and wrote a lock as an election without its value (one
+// exclusive holder, name holder seq token queue:count (session seq)*: it
+// restores as a lock, permits 0, with exclusive waiters), version 2 had
+// neither leaderMark nor groupID (they restore as 0: the first leader's
+// expiries wait for its own mark, and its LeaderStart sets the ID),
+// version 1 neither grants nor elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
 const snapshotVersion = 4
@@ -77,25 +81,35 @@ func (st *State) Save(w io.Writer) error {
 	}
 
 	for _, table := range []map[string]*lock{st.locks, st.elections} {
-		// Ordered by token (unique: every lock in a table is held): sorting
-		// integers rather than names is what makes saving a million locks fast.
+		// Ordered by the oldest grant's token (unique: every lock in a table
+		// is held): sorting integers rather than names is what makes saving
+		// a million locks fast.
 		byToken := make([]*lock, 0, len(table))
 		for _, l := range table {
 			byToken = append(byToken, l)
 		}
-		slices.SortFunc(byToken, func(a, b *lock) int { return cmpUint(a.token, b.token) })
+		slices.SortFunc(byToken, func(a, b *lock) int { return cmpUint(a.oldest().token, b.oldest().token) })
 		buf = u(buf, uint64(len(byToken)))
 		for _, l := range byToken {
 			buf = appendString(buf, l.name)
-			buf = u(u(u(buf, l.holder.id), l.seq), l.token)
 			if l.election {
+				h := l.oldest()
+				buf = u(u(u(buf, h.s.id), h.seq), h.token)
 				buf = appendString(buf, l.value)
+			} else {
+				buf = append(u(buf, l.permits), boolByte(l.shared))
+				buf = u(buf, uint64(l.holders.n))
+				for h := range l.grants {
+					buf = u(u(u(buf, h.s.id), h.seq), h.token)
+				}
 			}
 			buf = u(buf, uint64(l.queue.n))
 			for w := range l.queue.all {
 				buf = u(u(buf, w.s.id), w.seq)
 				if l.election {
 					buf = appendString(buf, w.value)
+				} else {
+					buf = append(buf, boolByte(w.shared))
 				}
 			}
 			var err error
@@ -170,9 +184,9 @@ func DecodeSnapshot(data []byte) (*State, error) {
 	}
 	d.sessions(st, v)
 	var tokens []uint64
-	tokens = d.locks(st, tokens, false)
+	tokens = d.locks(st, tokens, false, v)
 	if v >= 2 {
-		tokens = d.locks(st, tokens, true)
+		tokens = d.locks(st, tokens, true, v)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
@@ -238,8 +252,9 @@ func (d *decoder) sessions(st *State, v uint64) {
 	}
 }
 
-// locks reads the locks, or the elections, appending their tokens.
-func (d *decoder) locks(st *State, tokens []uint64, elections bool) []uint64 {
+// locks reads the locks, or the elections, of a snapshot of version v,
+// appending their tokens.
+func (d *decoder) locks(st *State, tokens []uint64, elections bool, v uint64) []uint64 {
 	table := st.locks
 	if elections {
 		table = st.elections
@@ -251,44 +266,46 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool) []uint64 {
 	if tokens == nil {
 		tokens = make([]uint64, 0, n)
 	}
+	// Before version 4 a lock was written as an election without a value.
+	shared := !elections && v >= 4
 	// One allocation for all the locks (count bounded n by the bytes left);
 	// its memory returns once every lock restored here is freed.
 	slab := make([]lock, n)
 	for i := range n {
 		l := &slab[i]
 		l.name, l.election = d.name(), elections
-		holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
+		holders := uint64(1)
+		if shared {
+			l.permits, l.shared, holders = d.uvarint(), d.bool(), d.count()
+		}
+		if d.err != nil {
+			return tokens
+		}
+		before := len(table)
+		table[l.name] = l // one map operation: a duplicate leaves the length alone
+		switch {
+		case !ValidName(l.name) || len(table) == before:
+			d.fail("bad lock name %q", l.name)
+		case holders == 0:
+			d.fail("lock %q is free", l.name)
+		case (holders > 1 || l.permits > 0) && !l.shared:
+			d.fail("lock %q has %d exclusive holders", l.name, holders)
+		}
+		for range holders {
+			tokens = d.hold(st, l, tokens)
+		}
 		if elections {
 			l.value = d.value()
 		}
 		if d.err != nil {
 			return tokens
 		}
-		h := st.sessions[holder]
-		before := len(table)
-		table[l.name] = l // one map operation: a duplicate leaves the length alone
-		switch {
-		case !ValidName(l.name) || len(table) == before:
-			d.fail("bad lock name %q", l.name)
-		case h == nil:
-			d.fail("lock %q held by unknown session %d", l.name, holder)
-		case token == 0 || token > st.lastToken:
-			d.fail("lock %q has token %d beyond the last %d", l.name, token, st.lastToken)
-		}
-		if d.err != nil {
-			return tokens
-		}
-		l.holder, l.seq, l.token = h, seq, token
-		tokens = append(tokens, token)
-		if elections {
-			h.leads.push(l)
-		} else {
-			h.held.push(l)
-		}
 		for range d.count() {
 			w := &waiter{s: st.sessions[d.uvarint()], seq: d.uvarint()}
 			if elections {
 				w.value = d.value()
+			} else if shared {
+				w.shared = d.bool()
 			}
 			switch {
 			case d.err != nil:
@@ -296,6 +313,10 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool) []uint64 {
 				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.s.queued(w.seq) != nil:
 				d.fail("request %d of session %d waits twice", w.seq, w.s.id)
+			case l.permits > 0 && !w.shared:
+				d.fail("exclusive waiter in semaphore %q", l.name)
+			case l.queue.n == 0 && l.admits(w.shared):
+				d.fail("lock %q admits its queue's head", l.name)
 			}
 			if d.err != nil {
 				return tokens
@@ -313,6 +334,39 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool) []uint64 {
 	return tokens
 }
 
+// hold reads one grant of lock l, appending its token. A lock's grants
+// come in token order.
+func (d *decoder) hold(st *State, l *lock, tokens []uint64) []uint64 {
+	holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
+	if d.err != nil {
+		return tokens
+	}
+	s := st.sessions[holder]
+	switch {
+	case s == nil:
+		d.fail("lock %q held by unknown session %d", l.name, holder)
+	case token == 0 || token > st.lastToken:
+		d.fail("lock %q has token %d beyond the last %d", l.name, token, st.lastToken)
+	case l.holders.n > 0 && token <= (*hold)(l.holders.tail).token:
+		d.fail("lock %q: grants out of token order", l.name)
+	}
+	if d.err != nil {
+		return tokens
+	}
+	h := &l.first
+	if h.s != nil {
+		h = new(hold)
+	}
+	*h = hold{l: l, s: s, seq: seq, token: token}
+	l.holders.push((*peerHold)(h))
+	if l.election {
+		s.leads.push(h)
+	} else {
+		s.held.push(h)
+	}
+	return append(tokens, token)
+}
+
 // uniqueRequests checks that no request of a session both holds and waits,
 // or holds twice. Checking per session, once everything is read, keeps it
 // cheap for a million locks (a map of every request would cost as much as
@@ -325,12 +379,12 @@ func (d *decoder) uniqueRequests(st *State) {
 	for _, s := range st.sessions {
 		seqs = seqs[:0]
 		for _, list := range []*heldList{&s.held, &s.leads} {
-			for l := range list.all {
-				if s.queued(l.seq) != nil {
-					d.fail("request %d of session %d holds and waits", l.seq, s.id)
+			for h := range list.all {
+				if s.queued(h.seq) != nil {
+					d.fail("request %d of session %d holds and waits", h.seq, s.id)
 					return
 				}
-				seqs = append(seqs, l.seq)
+				seqs = append(seqs, h.seq)
 			}
 		}
 		for seq := range s.waits {

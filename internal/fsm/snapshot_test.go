@@ -29,6 +29,16 @@ func buildRich(tb testing.TB) *harness {
 	h.one(acqCmd(d, 5, "delta", false))
 	r, _ := h.one(acqCmd(d, 6, "eps", false))
 	h.one(relCmd(d, 7, "eps", r.Value))
+	// Shared holders (one session twice) with an exclusive and a shared
+	// request queued behind them, and a full semaphore with a waiter.
+	h.apply(Command{Kind: KindAcquireShared, Session: a, Seq: 8, Name: "rw"},
+		Command{Kind: KindAcquireShared, Session: b, Seq: 8, Name: "rw"},
+		Command{Kind: KindAcquireShared, Session: b, Seq: 9, Name: "rw"},
+		Command{Kind: KindAcquire, Session: c, Seq: 8, Name: "rw", Wait: true},
+		Command{Kind: KindAcquireShared, Session: d, Seq: 8, Name: "rw", Wait: true})
+	h.apply(Command{Kind: KindAcquireShared, Session: c, Seq: 9, Name: "sem", Permits: 2},
+		Command{Kind: KindAcquireShared, Session: d, Seq: 9, Name: "sem", Permits: 2},
+		Command{Kind: KindAcquireShared, Session: a, Seq: 9, Name: "sem", Permits: 2, Wait: true})
 	return h
 }
 
@@ -209,7 +219,11 @@ type snapReply struct {
 type snapLock struct {
 	name               string
 	holder, seq, token uint64
+	more               [][3]uint64 // version 4: further holders (session seq token)
+	permits            uint64      // version 4
+	shared             bool        // version 4
 	queue              [][2]uint64
+	queueShared        []bool   // version 4: per queue entry; nil: all exclusive
 	value              string   // elections: the leader's
 	values             []string // elections: the candidates', one per queue entry
 }
@@ -246,10 +260,22 @@ func (im snapImage) body() []byte {
 		}
 		b = u(b, n)
 		for _, l := range im.locks {
-			b = u(u(u(appendString(b, l.name), l.holder), l.seq), l.token)
+			b = appendString(b, l.name)
+			if im.version >= 4 {
+				b = u(append(u(b, l.permits), boolByte(l.shared)), uint64(1+len(l.more)))
+			}
+			b = u(u(u(b, l.holder), l.seq), l.token)
+			if im.version >= 4 {
+				for _, h := range l.more {
+					b = u(u(u(b, h[0]), h[1]), h[2])
+				}
+			}
 			b = u(b, uint64(len(l.queue)))
-			for _, w := range l.queue {
+			for i, w := range l.queue {
 				b = u(u(b, w[0]), w[1])
+				if im.version >= 4 {
+					b = append(b, boolByte(l.queueShared != nil && l.queueShared[i]))
+				}
 			}
 		}
 		if im.version >= 2 && !im.omitElections {
@@ -298,7 +324,7 @@ func TestRestoreHandWrittenSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, checkInvariants(st, true))
 	require.Equal(t, data, saveBytes(t, st), "Save writes exactly the documented format")
-	require.Equal(t, LockInfo{Name: "alpha", Held: true, Token: 100 << TokenShift, Session: imgA, Seq: 2, Waiters: 2}, st.Lock("alpha"))
+	require.Equal(t, LockInfo{Name: "alpha", Held: true, Token: 100 << TokenShift, Session: imgA, Seq: 2, Waiters: 2, Holders: []Holder{{Session: imgA, Seq: 2, Token: 100 << TokenShift, Owner: 1}}}, st.Lock("alpha"))
 	require.Equal(t, []SessionInfo{
 		{ID: imgA, TTL: 1e9, Owner: 1, KeepAlive: 90, Held: 1, Waiting: 1},
 		{ID: imgB, TTL: 2e9, Owner: 2, KeepAlive: 100, Held: 1, Waiting: 1},
@@ -343,7 +369,7 @@ func TestRestoreRejectsInconsistentSnapshots(t *testing.T) {
 		{"keep-alive beyond the index", func(im *snapImage) { im.sessions[0].keepAlive = 101 }},
 		{"reply below the floor", func(im *snapImage) { im.sessions[0].replies[0].seq = 1 }},
 		{"reply status 0", func(im *snapImage) { im.sessions[0].replies[1].status = 0 }},
-		{"reply status unknown", func(im *snapImage) { im.sessions[0].replies[1].status = byte(LimitExceeded) + 1 }},
+		{"reply status unknown", func(im *snapImage) { im.sessions[0].replies[1].status = byte(Conflict) + 1 }},
 		{"duplicate reply", func(im *snapImage) { im.sessions[1].replies[1].seq = 1 }},
 		{"lock held by an unknown session", func(im *snapImage) { im.locks[1].holder = 3 << TokenShift }},
 		{"lock held by nobody", func(im *snapImage) { im.locks[0].holder = 0 }},

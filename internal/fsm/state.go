@@ -38,39 +38,118 @@ type session struct {
 	base                  uint64             // the floor its last Resume set: older commands are its old incarnation's
 	resumed               uint64             // the attempt ID of its last Resume
 	replies               map[uint64]Result  // request seq -> first reply, for seq >= floor
-	held                  heldList           // locks it holds
-	leads                 heldList           // elections it leads
+	held                  heldList           // grants of locks it holds
+	leads                 heldList           // grants of elections it leads
 	waits                 map[uint64]*waiter // its queued requests by seq
 	campaigns             map[uint64]*waiter // its queued candidacies by seq
 }
 
-// lock is a named exclusive lock, or an election: a lock whose holder is
-// the leader and carries a value. It exists while held or waited for.
+// lock is a named lock, or an election: a lock whose one holder is the
+// leader and carries a value. It exists while held or waited for.
+//
+// A lock has one exclusive holder or, in shared mode, any number of
+// holders up to its capacity: MaxHoldersPerLock for a shared/exclusive
+// lock, permits for a semaphore (whose every grant is shared). Requests
+// wait in one FIFO queue whatever their mode, and the head of the queue
+// is granted as soon as the holders admit it, so that a shared request
+// never overtakes an exclusive one queued before it.
 type lock struct {
 	name     string
 	election bool
-	value    string   // election: the leader's value
-	holder   *session // nil when free
-	seq      uint64   // the holder's request number
-	token    uint64
+	shared   bool                   // its holders hold in shared mode
+	permits  uint64                 // a semaphore's permit count; 0 for a lock or an election
+	value    string                 // election: the leader's value
+	first    hold                   // the first grant's storage: an exclusive lock allocates no other
+	holders  peerList               // its grants, in the order they were made (token order)
 	queue    chain[waiter, *waiter] // FIFO queue of waiting requests
-	// heldLink links the lock into its holder's held or leads list.
-	heldLink link[lock]
 }
 
-func (l *lock) chained() *link[lock] { return &l.heldLink }
+// hold is one grant of a lock (or of an election) to one request of a
+// session, with its fencing token. It is linked into its session's held
+// (or leads) list and into its lock's holders.
+type hold struct {
+	l          *lock
+	s          *session
+	seq, token uint64
+	mine       link[hold]     // in the session's list
+	peers      link[peerHold] // in the lock's holders
+}
 
-// heldList is the locks (or elections) a session holds, linked through the
-// locks themselves. Lookups go through the lock tables by name instead.
-type heldList = chain[lock, *lock]
+func (h *hold) chained() *link[hold] { return &h.mine }
+
+// peerHold is a hold as an element of its lock's holders: the same
+// memory, linked through its other link.
+type peerHold hold
+
+func (p *peerHold) chained() *link[peerHold] { return &p.peers }
+
+// peerList is the holders of a lock, oldest grant first.
+type peerList = chain[peerHold, *peerHold]
+
+// heldList is the grants a session holds, linked through the grants
+// themselves. Lookups go through the lock tables by name instead.
+type heldList = chain[hold, *hold]
+
+// grants yields the lock's grants, oldest first; the caller may drop the
+// grant it is given.
+func (l *lock) grants(yield func(*hold) bool) {
+	for p := range l.holders.all {
+		if !yield((*hold)(p)) {
+			return
+		}
+	}
+}
+
+// oldest returns the lock's oldest grant (an election's only one), or nil
+// if it is free.
+func (l *lock) oldest() *hold { return (*hold)(l.holders.head) }
+
+// capacity is how many grants the lock admits at once in shared mode.
+func (l *lock) capacity() int {
+	if l.permits > 0 {
+		return int(l.permits)
+	}
+	return MaxHoldersPerLock
+}
+
+// admits reports whether a request in mode shared could be granted now if
+// it were at the head of the queue.
+func (l *lock) admits(shared bool) bool {
+	if l.holders.n == 0 {
+		return true
+	}
+	return shared && l.shared && l.holders.n < l.capacity()
+}
+
+// find returns the grant of l with token, if any, provided it is session
+// s's (or, with s nil, whoever's).
+func (l *lock) find(s *session, token uint64) *hold {
+	for h := range l.grants {
+		if h.token == token && (s == nil || h.s == s) {
+			return h
+		}
+	}
+	return nil
+}
+
+// findSeq returns the grant of l to request seq of session s, if any.
+func (l *lock) findSeq(s *session, seq uint64) *hold {
+	for h := range l.grants {
+		if h.s == s && h.seq == seq {
+			return h
+		}
+	}
+	return nil
+}
 
 // waiter is one queued Acquire or Campaign, linked into its lock's queue.
 type waiter struct {
-	s     *session
-	seq   uint64
-	value string // Campaign: the value it will lead with
-	l     *lock
-	link  link[waiter]
+	s      *session
+	seq    uint64
+	shared bool   // Acquire: in shared mode (a shared lock's, or a semaphore's)
+	value  string // Campaign: the value it will lead with
+	l      *lock
+	link   link[waiter]
 }
 
 func (w *waiter) chained() *link[waiter] { return &w.link }

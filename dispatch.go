@@ -22,7 +22,7 @@ func (k sink) Applied(index uint64, events []fsm.Event) {
 		case fsm.EventTouched, fsm.EventLeaderStarted:
 			continue
 		case fsm.EventQueued, fsm.EventUnqueued:
-			n.lockWatches.touch(e.Name)
+			n.lockWatches.touch(queueKey(e.Name, e.Election))
 			continue
 		case fsm.EventGranted, fsm.EventFreed:
 			n.lockWatches.touch(e.Name)

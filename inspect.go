@@ -21,6 +21,10 @@ type LockInfo struct {
 	// Holders is every current grant, oldest (lowest token) first; nil when
 	// free.
 	Holders []Holder
+	// Queue is the sessions of the waiting requests, head first: a
+	// request's position is its index plus one. Inspect lists them all,
+	// Locks the first QueueListed; Watch lists none (Waiters counts them).
+	Queue []uint64
 	// Err is set only in the one value Watch sends before it closes its
 	// channel for a mistake rather than ctx: ErrInvalidName.
 	Err error
@@ -37,7 +41,7 @@ type Holder struct {
 func (a LockInfo) equal(b LockInfo) bool {
 	return a.Name == b.Name && a.Held == b.Held && a.Token == b.Token && a.SessionID == b.SessionID &&
 		a.Waiters == b.Waiters && a.Shared == b.Shared && a.Permits == b.Permits && a.Err == b.Err &&
-		slices.Equal(a.Holders, b.Holders)
+		slices.Equal(a.Holders, b.Holders) && slices.Equal(a.Queue, b.Queue)
 }
 
 // Inspect returns the lock's state. It is a linearizable read: it reflects
@@ -46,11 +50,19 @@ func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	if !fsm.ValidName(name) {
 		return LockInfo{}, invalidName(name)
 	}
-	v, err := n.r.Read(ctx, func(st *fsm.State) any { return st.Lock(name) })
+	type both struct {
+		info  fsm.LockInfo
+		queue []uint64
+	}
+	v, err := n.r.Read(ctx, func(st *fsm.State) any {
+		return both{st.Lock(name), st.Queue(name, fsm.MaxWaitersPerLock)}
+	})
 	if err != nil {
 		return LockInfo{}, err
 	}
-	return lockInfo(v.(fsm.LockInfo)), nil
+	info := lockInfo(v.(both).info)
+	info.Queue = v.(both).queue
+	return info, nil
 }
 
 func lockInfo(l fsm.LockInfo) LockInfo {

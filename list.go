@@ -48,13 +48,12 @@ func listOpts(opts []ListOption) (listOptions, error) {
 	return o, nil
 }
 
-// LockDetail describes a held lock in a listing.
+// LockDetail describes a held lock in a listing: its Queue names the
+// sessions of the first QueueListed waiting requests, head first (Waiters
+// counts them all).
 type LockDetail struct {
-	LockInfo        // name, holder's session, token, number of waiters
-	Owner    uint64 // the replica the holder's session lives on
-	// Queue names the sessions of the first QueueListed waiting requests,
-	// head first (Waiters counts them all).
-	Queue []uint64
+	LockInfo        // name, holders, tokens, waiters
+	Owner    uint64 // the replica the oldest holder's session lives on
 }
 
 // LockPage is one page of Locks.
@@ -89,11 +88,8 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 	p := v.(page)
 	out := LockPage{Locks: make([]LockDetail, len(p.locks)), More: p.more}
 	for i, l := range p.locks {
-		out.Locks[i] = LockDetail{
-			LockInfo: lockInfo(l.LockInfo),
-			Owner:    l.Owner,
-			Queue:    l.Queue,
-		}
+		out.Locks[i] = LockDetail{LockInfo: lockInfo(l.LockInfo), Owner: l.Owner}
+		out.Locks[i].Queue = l.Queue
 	}
 	return out, nil
 }

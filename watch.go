@@ -72,6 +72,16 @@ func (n *Node) watch(ctx context.Context, name string, w *lockWatch, out chan<- 
 	}
 }
 
+// queueKey is what lockWatches calls the queue of lock name, or the
+// candidates of election name: elections are a namespace of their own, and
+// no name holds a NUL.
+func queueKey(name string, election bool) string {
+	if election {
+		return "\x00" + name
+	}
+	return name
+}
+
 // lockWatches is the registry of the locks watched on this node. The apply
 // goroutine only marks a name changed (a non-blocking send per watcher);
 // each watcher then reads the lock itself, so a slow reader costs the

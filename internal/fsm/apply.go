@@ -397,8 +397,8 @@ func (st *State) unqueue(w *waiter) {
 	} else {
 		delete(w.s.waits, w.seq)
 		st.waiting--
-		st.emit(Event{Kind: EventUnqueued, Session: w.s.id, Seq: w.seq, Name: w.l.name})
 	}
+	st.emit(Event{Kind: EventUnqueued, Session: w.s.id, Seq: w.seq, Name: w.l.name, Election: w.l.election})
 }
 
 // endSession withdraws every queued request and candidacy of s (granting

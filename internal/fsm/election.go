@@ -35,6 +35,7 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 	e.push(w)
 	s.campaigns[c.Seq] = w
 	st.campaigning++
+	st.emit(Event{Kind: EventQueued, Session: s.id, Seq: c.Seq, Name: c.Name, Election: true})
 	return Result{Status: Queued}
 }
 

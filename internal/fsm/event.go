@@ -32,9 +32,11 @@ const (
 	// EventLeaderStarted: the raft leader Owner of term Term took office at
 	// Index, the group's new leader mark; Group is the group's ID.
 	EventLeaderStarted
-	// EventQueued: request Seq of Session joined the queue of lock Name.
+	// EventQueued: request Seq of Session joined the queue of lock Name
+	// (with Election, the candidates of election Name).
 	EventQueued
-	// EventUnqueued: request Seq of Session left the queue of lock Name:
+	// EventUnqueued: request Seq of Session left the queue of lock Name
+	// (with Election, the candidates of election Name):
 	// granted (an EventGranted follows), cancelled, or its session ended.
 	EventUnqueued
 	// EventResumed: Session was resumed by the attempt Target; its
@@ -87,7 +89,7 @@ type Event struct {
 	Owner    uint64 // EventLeaderStarted: the leader's replica ID
 	Term     uint64 // EventLeaderStarted: its raft term
 	Group    uint64 // EventLeaderStarted: the group's ID
-	Election bool   // EventKept: Name is an election
+	Election bool   // EventKept, EventQueued, EventUnqueued: Name is an election
 	Name     string
 	Value    string // EventElected, EventProclaimed: the leader's value
 	// Shared marks an EventGranted or EventFreed of a grant in shared mode

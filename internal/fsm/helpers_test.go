@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -120,19 +121,24 @@ type queueModel map[string][][2]uint64
 func (m queueModel) observe(evs []Event, st *State) error {
 	for i, e := range evs {
 		req := [2]uint64{e.Session, e.Seq}
+		key := e.Name
+		if e.Election {
+			key = candidatesKey(e.Name)
+		}
 		switch e.Kind {
 		case EventQueued:
-			m[e.Name] = append(m[e.Name], req)
+			m[key] = append(m[key], req)
 		case EventUnqueued:
-			q := m[e.Name]
+			q := m[key]
 			at := slices.Index(q, req)
 			if at < 0 {
-				return fmt.Errorf("lock %q: %v left a queue it was not in", e.Name, req)
+				return fmt.Errorf("queue %q: %v left a queue it was not in", key, req)
 			}
-			if i+1 < len(evs) && evs[i+1].Kind == EventGranted && evs[i+1].Session == e.Session && evs[i+1].Seq == e.Seq && at != 0 {
-				return fmt.Errorf("lock %q: %v granted from place %d of its queue", e.Name, req, at)
+			if i+1 < len(evs) && (evs[i+1].Kind == EventGranted || evs[i+1].Kind == EventElected) &&
+				evs[i+1].Session == e.Session && evs[i+1].Seq == e.Seq && at != 0 {
+				return fmt.Errorf("queue %q: %v granted from place %d of its queue", key, req, at)
 			}
-			m[e.Name] = slices.Delete(q, at, at+1)
+			m[key] = slices.Delete(q, at, at+1)
 		case EventGranted:
 			fromQueue := i > 0 && evs[i-1].Kind == EventUnqueued && evs[i-1].Session == e.Session && evs[i-1].Seq == e.Seq
 			if !fromQueue && len(m[e.Name]) > 0 {
@@ -141,8 +147,27 @@ func (m queueModel) observe(evs []Event, st *State) error {
 		}
 	}
 	for name, q := range m {
+		if election, ok := strings.CutPrefix(name, "\x00"); ok {
+			if got := st.Election(election).Candidates; got != len(q) {
+				return fmt.Errorf("election %q: events say %d candidates, the state %d", election, len(q), got)
+			}
+			for at, req := range q {
+				if p := st.Position(req[0], req[1]); p != at+1 {
+					return fmt.Errorf("election %q: %v is at place %d, Position says %d", election, req, at+1, p)
+				}
+			}
+			if len(q) == 0 {
+				delete(m, name)
+			}
+			continue
+		}
 		if got := st.Lock(name).Waiters; got != len(q) {
 			return fmt.Errorf("lock %q: events say %d waiters, the state %d", name, len(q), got)
+		}
+		for at, req := range q {
+			if p := st.Position(req[0], req[1]); p != at+1 {
+				return fmt.Errorf("lock %q: %v is at place %d, Position says %d", name, req, at+1, p)
+			}
 		}
 		if l := st.locks[name]; l != nil {
 			at := 0
@@ -499,8 +524,17 @@ func queuesOf(st *State) queueModel {
 			m[name] = append(m[name], [2]uint64{w.s.id, w.seq})
 		}
 	}
+	for name, e := range st.elections {
+		for w := range e.queue.all {
+			m[candidatesKey(name)] = append(m[candidatesKey(name)], [2]uint64{w.s.id, w.seq})
+		}
+	}
 	return m
 }
+
+// candidatesKey is an election's queue in a queueModel: "\x00" and its
+// name, which no lock's name can be.
+func candidatesKey(name string) string { return "\x00" + name }
 
 func boolNum(b bool) uint64 {
 	if b {

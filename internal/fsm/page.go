@@ -38,10 +38,7 @@ func (st *State) LocksPage(prefix, after string, limit, queue int) (page []LockE
 	}
 	page = make([]LockEntry, len(locks))
 	for i, l := range locks {
-		page[i] = LockEntry{LockInfo: st.Lock(l.name), Owner: l.oldest().s.owner}
-		for w := l.queue.head; w != nil && len(page[i].Queue) < queue; w = w.link.next {
-			page[i].Queue = append(page[i].Queue, w.s.id)
-		}
+		page[i] = LockEntry{LockInfo: st.Lock(l.name), Owner: l.oldest().s.owner, Queue: l.waiting(queue)}
 	}
 	return page, more
 }

@@ -103,6 +103,45 @@ func (st *State) Queued(session, seq uint64) bool {
 	return s != nil && s.waits[seq] != nil
 }
 
+// Queue returns the sessions of the requests waiting for lock name, head
+// first: up to limit of them.
+func (st *State) Queue(name string, limit int) []uint64 {
+	if l := st.locks[name]; l != nil {
+		return l.waiting(limit)
+	}
+	return nil
+}
+
+func (l *lock) waiting(limit int) []uint64 {
+	var out []uint64
+	for w := l.queue.head; w != nil && len(out) < limit; w = w.link.next {
+		out = append(out, w.s.id)
+	}
+	return out
+}
+
+// Position returns where request seq of session waits: 1 at the head of
+// its lock's queue (or its election's candidates), 0 if it is not queued.
+// It walks the queue, which MaxWaitersPerLock bounds.
+func (st *State) Position(session, seq uint64) int {
+	s := st.sessions[session]
+	if s == nil {
+		return 0
+	}
+	w := s.waits[seq]
+	if w == nil {
+		w = s.campaigns[seq]
+	}
+	if w == nil {
+		return 0
+	}
+	pos := 1
+	for q := w.l.queue.head; q != nil && q != w; q = q.link.next {
+		pos++
+	}
+	return pos
+}
+
 // Holds reports whether session holds lock name with grant token.
 func (st *State) Holds(session uint64, name string, token uint64) bool {
 	l, s := st.locks[name], st.sessions[session]

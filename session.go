@@ -19,6 +19,7 @@ type SessionOption func(*sessionOptions)
 type sessionOptions struct {
 	ttl, margin time.Duration
 	commit      func(commitFunc) commitFunc // tests: how background commands reach the group
+	external    bool                        // WithExternalKeepAlive: no keep-alive goroutine (external.go)
 }
 
 // commitFunc applies a command through the group, as Node.propose does.
@@ -246,7 +247,9 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	s.timer = s.clock.AfterFunc(s.lease.deadline.Sub(clock.Boot(c)), s.checkDeadline)
 	s.mu.Unlock()
 	// Still under n.mu: Close cannot have begun, so the replica runs it.
-	n.r.Go(func() { s.keepAlive(sent) })
+	if !o.external { // else KeepAlive renews it (external.go)
+		n.r.Go(func() { s.keepAlive(sent) })
+	}
 	n.mu.Unlock()
 	return s, nil
 }

@@ -38,7 +38,7 @@ func TestExternalKeepAlive(t *testing.T) {
 
 	// The waiter is queued (OnQueued fires) and then granted once the
 	// heartbeats stop.
-	other, err := c.node(1+c.leader(ctx)%3).NewSession(ctx)
+	other, err := c.node(1 + c.leader(ctx)%3).NewSession(ctx)
 	require.NoError(t, err)
 	defer other.Close(ctx)
 	queued := make(chan struct{})

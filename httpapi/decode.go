@@ -55,7 +55,9 @@ type CreateSessionRequest struct {
 }
 
 // TTL is the requested TTL, 0 for the replica's default.
-func (r CreateSessionRequest) TTL() time.Duration { return time.Duration(r.TTLMillis) * time.Millisecond }
+func (r CreateSessionRequest) TTL() time.Duration {
+	return time.Duration(r.TTLMillis) * time.Millisecond
+}
 
 // AcquireRequest is the body of POST /v1/locks/{name}/acquire.
 type AcquireRequest struct {

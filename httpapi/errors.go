@@ -11,21 +11,21 @@ import (
 
 // The error codes of the API, in the "code" field of every error body.
 const (
-	CodeBadRequest       = "bad_request"       // 400: malformed JSON, unknown field, missing field
-	CodeInvalidName      = "invalid_name"      // 400: a lock or election name the group refuses
-	CodeInvalidTTL       = "invalid_ttl"       // 400: ttl_ms out of range
-	CodeValueTooLarge    = "value_too_large"   // 400: an election value over 4096 bytes
-	CodeUnauthorized     = "unauthorized"      // 401: missing or wrong bearer token
-	CodeNotFound         = "not_found"         // 404: unknown or ended session, unknown path
+	CodeBadRequest       = "bad_request"        // 400: malformed JSON, unknown field, missing field
+	CodeInvalidName      = "invalid_name"       // 400: a lock or election name the group refuses
+	CodeInvalidTTL       = "invalid_ttl"        // 400: ttl_ms out of range
+	CodeValueTooLarge    = "value_too_large"    // 400: an election value over 4096 bytes
+	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
+	CodeNotFound         = "not_found"          // 404: unknown or ended session, unknown path
 	CodeMethodNotAllowed = "method_not_allowed" // 405
-	CodeStaleToken       = "stale_token"       // 409: release of a grant that is not current
-	CodeNotLeader        = "not_leader"        // 409: proclaim or resign of a term that is over
-	CodeLocked           = "locked"            // 409: (reserved) the lock is held
-	CodeTooLarge         = "too_large"         // 413: body over the bound
-	CodeMisdirected      = "session_elsewhere" // 421: the session lives on a replica this one cannot forward to
-	CodeLimitExceeded    = "limit_exceeded"    // 429: a group limit (sessions, locks per session, waiters)
-	CodeUnavailable      = "unavailable"       // 503: no leader or quorum in time, replica closing
-	CodeInternal         = "internal"          // 500
+	CodeStaleToken       = "stale_token"        // 409: release of a grant that is not current
+	CodeNotLeader        = "not_leader"         // 409: proclaim or resign of a term that is over
+	CodeLocked           = "locked"             // 409: (reserved) the lock is held
+	CodeTooLarge         = "too_large"          // 413: body over the bound
+	CodeMisdirected      = "session_elsewhere"  // 421: the session lives on a replica this one cannot forward to
+	CodeLimitExceeded    = "limit_exceeded"     // 429: a group limit (sessions, locks per session, waiters)
+	CodeUnavailable      = "unavailable"        // 503: no leader or quorum in time, replica closing
+	CodeInternal         = "internal"           // 500
 )
 
 // Error is the body of every error response.

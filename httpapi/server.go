@@ -12,6 +12,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -228,12 +229,14 @@ func (s *Server) authorized(r *http.Request) bool {
 	return found == 1
 }
 
-// body reads the request body within the bound.
+// body reads the request body within the bound, and leaves it to be read
+// again in case the call is forwarded.
 func body(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, err
 	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
 	return b, nil
 }
 

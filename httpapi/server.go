@@ -294,12 +294,12 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id ID) (hs *sess
 		e.owner = owner
 		return nil, false, e
 	}
-	s.forward(w, r, peer)
+	s.forward(w, r, id, peer)
 	return nil, true, nil
 }
 
 // forward proxies r to peer, streams included.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, peer *url.URL) {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, id ID, peer *url.URL) {
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(peer)
@@ -308,6 +308,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, peer *url.URL) 
 		Transport:     s.forwardRT,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// The owner is down: once the group has expired its sessions,
+			// this one is simply over.
+			if !s.sessionOpen(r.Context(), uint64(id)) {
+				s.mu.Lock()
+				delete(s.owners, id)
+				s.mu.Unlock()
+				writeError(w, errNoSession)
+				return
+			}
 			writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable,
 				"the replica that owns the session cannot be reached: "+err.Error()))
 		},

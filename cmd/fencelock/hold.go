@@ -142,8 +142,14 @@ func (h *holder) run(ctx context.Context) {
 	}
 }
 
-// close ends the session at the group, releasing what it holds.
+// close ends the session at the group, releasing what it holds. A lost
+// session is over or its replica unreachable: there is nothing to wait for.
 func (h *holder) close() {
+	select {
+	case <-h.lost:
+		return
+	default:
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = h.c.do(ctx, "DELETE", "/v1/sessions/"+h.id, nil, nil)
@@ -151,6 +157,7 @@ func (h *holder) close() {
 
 // grantWatch is how lock and elect take their grant and follow it.
 type grantWatch struct {
+	what   string                                              // "lock NAME", for messages
 	stream string                                              // the SSE path to follow
 	take   func(ctx context.Context) (token string, err error) // "" while queued
 	mine   func(ev sseEvent, token string) (ours, held bool)   // does an event show our grant?
@@ -238,7 +245,7 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token string) []
 			}
 		case <-lost:
 			lost = nil
-			fmt.Fprintf(os.Stderr, "fencelock: lost %s: %v; sending SIGTERM to the command\n", w.stream, h.why)
+			fmt.Fprintf(os.Stderr, "fencelock: lost %s: %v; sending SIGTERM to the command\n", w.what, h.why)
 			signalGroup(syscall.SIGTERM)
 			kill = time.After(f.grace)
 		case <-kill:
@@ -276,6 +283,7 @@ func lockCmd(args []string) error {
 	path := "/v1/locks/" + url.PathEscape(name)
 	return hold(&f, func(h *holder) grantWatch {
 		return grantWatch{
+			what:   "lock " + name,
 			stream: path + "/watch",
 			take: func(ctx context.Context) (string, error) {
 				var r httpapi.AcquireResponse
@@ -313,6 +321,7 @@ func electCmd(args []string) error {
 	path := "/v1/elections/" + url.PathEscape(name)
 	return hold(&f, func(h *holder) grantWatch {
 		return grantWatch{
+			what:   "leadership of " + name,
 			stream: path + "/observe",
 			take: func(ctx context.Context) (string, error) {
 				var r httpapi.CampaignResponse

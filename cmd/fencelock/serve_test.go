@@ -203,6 +203,7 @@ func lockPath(base, name, action string) string {
 type ev struct {
 	kind string
 	data map[string]any
+	at   time.Time // when it arrived
 }
 
 func watch(t *testing.T, ctx context.Context, u string) <-chan ev {
@@ -224,6 +225,7 @@ func watch(t *testing.T, ctx context.Context, u string) <-chan ev {
 			case strings.HasPrefix(l, "data: "):
 				_ = json.Unmarshal([]byte(l[6:]), &e.data)
 			case l == "" && e.kind != "":
+				e.at = time.Now()
 				ch <- e
 				e = ev{}
 			}

@@ -401,6 +401,43 @@ func (s *Server) sessionOpen(ctx context.Context, id uint64) bool {
 	return err != nil || (len(page.Sessions) > 0 && page.Sessions[0].ID == id)
 }
 
+// endKind is how one grant ended, found once for all the streams that
+// report it.
+type endKind struct {
+	done chan struct{}
+	kind string
+}
+
+// grantEnd tells whether the grant with token ended by a release
+// ("released") or because its session did ("expired"). Every watcher of the
+// lock reports the same end: one read of the group answers them all, rather
+// than one per watcher, which would make a release cost as many reads as
+// the lock has watchers.
+func (s *Server) grantEnd(ctx context.Context, session, token uint64) string {
+	s.mu.Lock()
+	e := s.ends[token]
+	if e == nil {
+		e = &endKind{done: make(chan struct{}), kind: "released"}
+		if len(s.ends) >= 4096 { // a bound: ends are reported within moments
+			clear(s.ends)
+		}
+		s.ends[token] = e
+		s.mu.Unlock()
+		if !s.sessionOpen(ctx, session) {
+			e.kind = "expired"
+		}
+		close(e.done)
+		return e.kind
+	}
+	s.mu.Unlock()
+	select {
+	case <-e.done:
+		return e.kind
+	case <-ctx.Done():
+		return "released"
+	}
+}
+
 // LockEvent is the data of one watch event.
 type LockEvent struct {
 	LockJSON
@@ -438,10 +475,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			st.send("state", ev)
 		case prev.Held && (!info.Held || info.Token != prev.Token):
 			// The grant ended: by release, or by the end of its session.
-			kind := "released"
-			if !s.sessionOpen(st.ctx, prev.SessionID) {
-				kind = "expired"
-			}
+			kind := s.grantEnd(st.ctx, prev.SessionID, prev.Token)
 			end := ev
 			end.PreviousSession, end.PreviousToken = ID(prev.SessionID), ID(prev.Token)
 			if info.Held { // passed on in the same step: the end, then the grant

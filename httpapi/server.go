@@ -105,8 +105,9 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	sessions map[ID]*session // the HTTP sessions this replica owns
-	owners   map[ID]uint64   // learnt owners of other replicas' sessions
+	sessions map[ID]*session     // the HTTP sessions this replica owns
+	owners   map[ID]uint64       // learnt owners of other replicas' sessions
+	ends     map[uint64]*endKind // how grants ended, by token (grantEnd)
 	closed   bool
 }
 
@@ -115,7 +116,7 @@ func New(node *fencelock.Node, opts ...Option) *Server {
 	s := &Server{
 		node: node, mux: http.NewServeMux(), peers: map[uint64]*url.URL{},
 		maxBody: MaxBodyBytes, timeout: 10 * time.Second,
-		sessions: map[ID]*session{}, owners: map[ID]uint64{},
+		sessions: map[ID]*session{}, owners: map[ID]uint64{}, ends: map[uint64]*endKind{},
 	}
 	for _, o := range opts {
 		o(s)

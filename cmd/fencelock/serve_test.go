@@ -357,6 +357,9 @@ func TestServe(t *testing.T) {
 	// Elections, on followers.
 	el := A + "/v1/elections/orders%2Fprimary"
 	obs := watch(t, ctx, el+"/observe")
+	// The stream's first event is read after its headers: wait for it, so
+	// that the campaign below is a change it reports, not its first state.
+	waitEvent(t, obs, "state", func(e ev) bool { return e.kind == "state" })
 	r = do(t, "POST", el+"/campaign", map[string]any{"session_id": s1, "value": "a", "wait": true})
 	require.Equal(t, true, r.body["elected"], r.raw)
 	waitEvent(t, obs, "leader", func(e ev) bool { return e.kind == "leader" })

@@ -59,6 +59,7 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 		// request is ignored by the group (below the floor, or answered from
 		// its reply cache).
 		s.replied(seq)
+		notifyQueued(ctx) // OnQueued (external.go)
 	case fsm.Locked:
 		s.finish(seq)
 		if cmd.Kind == fsm.KindCampaign {

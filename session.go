@@ -20,6 +20,7 @@ type sessionOptions struct {
 	ttl, margin time.Duration
 	resume      ResumeToken
 	commit      func(commitFunc) commitFunc // tests: how background commands reach the group
+	external    bool                        // WithExternalKeepAlive: no keep-alive goroutine (external.go)
 }
 
 // commitFunc applies a command through the group, as Node.propose does.
@@ -146,14 +147,17 @@ func (r *renewals) wait(now clock.Instant) time.Duration {
 //
 // Its methods are safe for concurrent use.
 type Session struct {
-	n      *Node
-	id     uint64
-	nonce  uint64 // the open's: the secret of its ResumeToken
-	ttl    time.Duration
-	margin time.Duration
-	clock  clock.Clock
-	commit commitFunc // keep-alives and closeAtGroup go through it
-	done   chan struct{}
+	n     *Node
+	id    uint64
+	nonce uint64 // the open's: the secret of its ResumeToken
+	// external: renewed only by KeepAlive calls (WithExternalKeepAlive),
+	// no keep-alive goroutine of its own
+	external bool
+	ttl      time.Duration
+	margin   time.Duration
+	clock    clock.Clock
+	commit   commitFunc // keep-alives and closeAtGroup go through it
+	done     chan struct{}
 
 	mu      sync.Mutex
 	nextSeq uint64
@@ -262,7 +266,7 @@ func (n *Node) newSession(id, nonce uint64, o sessionOptions) *Session {
 		commit = o.commit(commit)
 	}
 	return &Session{
-		n: n, id: id, nonce: nonce, ttl: o.ttl, margin: o.margin, clock: n.cfg.clock, commit: commit,
+		n: n, id: id, nonce: nonce, external: o.external, ttl: o.ttl, margin: o.margin, clock: n.cfg.clock, commit: commit,
 		done:    make(chan struct{}),
 		nextSeq: 1,
 		pending: make(map[uint64]struct{}),
@@ -288,7 +292,9 @@ func (n *Node) startSession(s *Session, sent clock.Instant, registered bool) err
 	s.timer = s.clock.AfterFunc(s.lease.deadline.Sub(clock.Boot(s.clock)), s.checkDeadline)
 	s.mu.Unlock()
 	// Still under n.mu: Close cannot have begun, so the replica runs it.
-	n.r.Go(func() { s.keepAlive(sent) })
+	if !s.external { // else KeepAlive renews it (external.go)
+		n.r.Go(func() { s.keepAlive(sent) })
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@
 //
 //	go run ./bench -workload all                  # fencelock alone
 //	go run ./bench -workload W1,W2 -peer etcd -runs 3  # interleaved with etcd, plus ratio lines
+//	go run ./bench -workload W1,W2,W3 -http            # also over the HTTP API, plus its ratio over in-process
 //
 // With -peer etcd, the etcd peer (bench/etcdpeer, a module of its own so the
 // library never depends on etcd) is built once and run for the same
@@ -42,7 +43,7 @@ type flags struct {
 	cpuProfile, blockProfile, mutexProfile  string
 	duration                                time.Duration
 	workers, runs, iterations, replicas     int
-	keep                                    bool
+	keep, http                              bool
 	w6Locks, w6Sessions, w6Extra, w6Workers int
 }
 
@@ -55,6 +56,7 @@ func run() error {
 	flag.StringVar(&f.dir, "dir", "", "where the replicas' data dirs go (default: a new temp dir, removed after)")
 	flag.BoolVar(&f.keep, "keep", false, "keep the data dirs")
 	flag.StringVar(&f.peer, "peer", "", "also run this peer side by side: etcd")
+	flag.BoolVar(&f.http, "http", false, "also run W1-W3 through the HTTP API (system fencelock-http) and print its ratio over the in-process calls")
 	flag.StringVar(&f.peerDir, "peerdir", "", "source dir of the etcd peer (default: found next to this command)")
 	flag.IntVar(&f.runs, "runs", 1, "repeat every workload this many times (interleaved with the peer)")
 	flag.IntVar(&f.replicas, "replicas", 3, "replicas in the group (the workloads are specified for 3)")
@@ -100,6 +102,7 @@ func run() error {
 	ctx := context.Background()
 	ours := map[string][]lockbench.Result{}
 	theirs := map[string][]lockbench.Result{}
+	overHTTP := map[string][]lockbench.Result{}
 	for r := range f.runs {
 		for _, w := range workloads {
 			peerFirst := peer != nil && r%2 == 1 && w != "W6"
@@ -123,11 +126,31 @@ func run() error {
 			}
 			fmt.Println(res.JSON())
 			ours[w] = append(ours[w], res)
+			if f.http && (w == "W1" || w == "W2" || w == "W3") {
+				ho := o
+				ho.System = "fencelock-http"
+				hr, err := lockbench.Run(ctx, ho, w, httpStarter(f.replicas), dir+"-http")
+				if err != nil {
+					return fmt.Errorf("%s over HTTP: %w", w, err)
+				}
+				if !f.keep {
+					os.RemoveAll(dir + "-http")
+				}
+				fmt.Println(hr.JSON())
+				overHTTP[w] = append(overHTTP[w], hr)
+			}
 			if peer != nil && !peerFirst && w != "W6" {
 				if err := peer.run(ctx, f, w, r, theirs); err != nil {
 					return err
 				}
 			}
+		}
+	}
+	// The HTTP API's overhead: its figures over the in-process ones (the
+	// ratio line names the in-process system as the peer).
+	for _, w := range workloads {
+		if len(overHTTP[w]) > 0 {
+			fmt.Println(lockbench.Compare("fencelock-inprocess", w, overHTTP[w], ours[w]).JSON())
 		}
 	}
 	if peer != nil {

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/httpapi"
+	"github.com/fencelock/fencelock/transport"
+)
+
+// parseIDMap parses "1=a,2=b" into a map.
+func parseIDMap(flagName, s string) (map[uint64]string, error) {
+	m := map[uint64]string{}
+	if strings.TrimSpace(s) == "" {
+		return m, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		id, err := strconv.ParseUint(k, 10, 64)
+		if !ok || err != nil || id == 0 || v == "" {
+			return nil, fmt.Errorf("--%s: %q is not ID=ADDRESS with ID a positive integer", flagName, kv)
+		}
+		if _, dup := m[id]; dup {
+			return nil, fmt.Errorf("--%s: replica %d given twice", flagName, id)
+		}
+		m[id] = v
+	}
+	return m, nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	if err != nil {
+		return l, fmt.Errorf("--log-level: %q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// readTokens reads bearer tokens, one a line; blank lines and lines starting
+// with # are skipped.
+func readTokens(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--tokens-file: %w", err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--tokens-file %s holds no token", path)
+	}
+	return out, nil
+}
+
+func serve(args []string) error {
+	fs := newFlags("serve", "--id N --peers ID=HOST:PORT,... --dir DIR [flags]")
+	id := fs.Uint64("id", 0, "this replica's ID (required)")
+	peers := fs.String("peers", "", "the group's voters, ID=HOST:PORT of raft, comma-separated, the same on every replica (required)")
+	dir := fs.String("dir", "", "data directory: raft log and snapshots (required)")
+	httpAddr := fs.String("http", "127.0.0.1:7080", "address to serve the HTTP API on (loopback unless you mean otherwise)")
+	httpPeers := fs.String("http-peers", "", "the other replicas' HTTP base URLs, ID=URL comma-separated: calls for their sessions are forwarded there (else answered 421)")
+	ttl := fs.Duration("ttl", fencelock.DefaultSessionTTL, "default TTL of sessions")
+	raftListen := fs.String("raft-listen", "", "address to bind for raft when it differs from this replica's --peers address")
+	raftCA := fs.String("raft-ca", "", "CA file: mutual TLS between replicas (with --raft-cert, --raft-key)")
+	raftCert := fs.String("raft-cert", "", "this replica's raft certificate")
+	raftKey := fs.String("raft-key", "", "this replica's raft key")
+	httpCert := fs.String("http-cert", "", "serve HTTPS with this certificate (with --http-key)")
+	httpKey := fs.String("http-key", "", "key of --http-cert")
+	httpClientCA := fs.String("http-client-ca", "", "require HTTPS client certificates signed by this CA")
+	tokensFile := fs.String("tokens-file", "", "require a bearer token, one of this file's lines, on every API call")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	lvl, err := parseLevel(*level)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	members, err := parseIDMap("peers", *peers)
+	if err != nil {
+		return err
+	}
+	hp, err := parseIDMap("http-peers", *httpPeers)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *id == 0:
+		return errors.New("serve: --id is required")
+	case len(members) == 0:
+		return errors.New("serve: --peers is required")
+	case *dir == "":
+		return errors.New("serve: --dir is required")
+	case (*raftCA != "" || *raftCert != "" || *raftKey != "") && (*raftCA == "" || *raftCert == "" || *raftKey == ""):
+		return errors.New("serve: --raft-ca, --raft-cert and --raft-key go together")
+	case (*httpCert == "") != (*httpKey == ""):
+		return errors.New("serve: --http-cert and --http-key go together")
+	case *httpClientCA != "" && *httpCert == "":
+		return errors.New("serve: --http-client-ca needs --http-cert")
+	}
+	cfg := fencelock.Config{ReplicaID: *id, Members: members, Dir: *dir, SessionTTL: *ttl,
+		ListenAddr: *raftListen, Logger: log}
+	if *raftCA != "" {
+		cfg.Transport = transport.MutualTLS(*raftCA, *raftCert, *raftKey)
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var opts []httpapi.Option
+	opts = append(opts, httpapi.WithLogger(log), httpapi.WithPeers(hp))
+	if *tokensFile != "" {
+		tokens, err := readTokens(*tokensFile)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, httpapi.WithBearerTokens(tokens))
+	}
+	var tlsCfg *tls.Config
+	if *httpCert != "" {
+		cert, err := tls.LoadX509KeyPair(*httpCert, *httpKey)
+		if err != nil {
+			return fmt.Errorf("--http-cert: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if *httpClientCA != "" {
+			pem, err := os.ReadFile(*httpClientCA)
+			if err != nil {
+				return fmt.Errorf("--http-client-ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--http-client-ca %s holds no PEM certificate", *httpClientCA)
+			}
+			tlsCfg.ClientCAs, tlsCfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+			// Forwarded calls present this replica's certificate to its
+			// peers, which trust the same CA.
+			opts = append(opts, httpapi.WithForwardTransport(&http.Transport{TLSClientConfig: &tls.Config{
+				Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}}))
+		}
+	}
+	// Listen before starting the replica, so that a port in use fails fast.
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	node, err := fencelock.Start(ctx, cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	api := httpapi.New(node, opts...)
+	srv := &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	served := make(chan error, 1)
+	go func() {
+		if tlsCfg != nil {
+			served <- srv.ServeTLS(ln, "", "")
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	log.Info("fencelock: serving", "replica", *id, "http", scheme+"://"+ln.Addr().String(), "dir", *dir)
+	select {
+	case <-ctx.Done():
+		log.Info("fencelock: shutting down")
+	case err = <-served:
+		log.Error("fencelock: HTTP server failed", "err", err)
+	}
+	// Streams and waiting acquires first (they never go idle), then the
+	// HTTP server lets calls in flight finish, then the replica stops.
+	api.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	node.Close()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

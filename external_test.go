@@ -1,0 +1,59 @@
+package fencelock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A session with WithExternalKeepAlive lives while KeepAlive is called, and
+// once the calls stop its locks pass on within about one TTL.
+func TestExternalKeepAlive(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	n := c.node(c.leader(ctx))
+	const ttl = time.Second
+	s, err := n.NewSession(ctx, WithTTL(ttl), WithExternalKeepAlive())
+	require.NoError(t, err)
+	l, err := s.Acquire(ctx, "ext")
+	require.NoError(t, err)
+
+	// Heartbeats for three TTLs keep it alive: without them it would end
+	// after TTL − margin.
+	start := time.Now()
+	var last time.Time
+	for time.Since(start) < 3*ttl {
+		last = time.Now()
+		require.NoError(t, s.KeepAlive(ctx))
+		select {
+		case <-l.Done():
+			t.Fatalf("lock lost while heartbeating: %v", l.Err())
+		case <-time.After(ttl / 4):
+		}
+	}
+	info, err := n.Inspect(ctx, "ext")
+	require.NoError(t, err)
+	require.Equal(t, s.ID(), info.SessionID)
+
+	// The waiter is queued (OnQueued fires) and then granted once the
+	// heartbeats stop.
+	other, err := c.node(1 + c.leader(ctx)%3).NewSession(ctx)
+	require.NoError(t, err)
+	defer other.Close(ctx)
+	queued := make(chan struct{})
+	l2, err := other.Acquire(OnQueued(ctx, func() { close(queued) }), "ext")
+	require.NoError(t, err)
+	freed := time.Since(last)
+	select {
+	case <-queued:
+	default:
+		t.Fatal("OnQueued hook not called for a queued Acquire")
+	}
+	require.Greater(t, l2.Token(), l.Token())
+	t.Logf("lock passed on %v after the last heartbeat (TTL %v)", freed, ttl)
+	require.GreaterOrEqual(t, freed, ttl-s.SafetyMargin()-50*time.Millisecond)
+	require.Less(t, freed, ttl+2*time.Second)
+	<-s.Done()
+	require.ErrorIs(t, s.KeepAlive(ctx), ErrSessionExpired)
+}

@@ -1,0 +1,77 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+// chromium finds Debian's chromium (installed by .ci/run). With CI set a
+// missing browser fails the test: CI must run it.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium not found, and CI is set: install it (.ci/run does: apt-get install -y chromium)")
+	}
+	t.Skip("chromium not found; set CI=1 to make this a failure")
+	return ""
+}
+
+// The dashboard, in a real headless browser: the page loads, shows the
+// members and the leader, and a lock taken through the API appears with its
+// holder, pushed by the watch stream.
+func TestDashboard(t *testing.T) {
+	exe := chromium(t)
+	g := newGroup(t, true)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Flag("headless", true), chromedp.DisableGPU)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	bctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	const name = "jobs/dash"
+	// The first call starts the browser, which lives as long as its
+	// context: no timeout on that one.
+	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(g.urls[2]+"/#watch="+name)))
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	err := chromedp.Do(ctx,
+		chromedp.Poll[chromedp.Void](`document.querySelector("#members")?.textContent.includes("leader")`,
+			chromedp.WithPollingTimeout(60*time.Second)),
+		chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-lock="`+name+`"]')?.textContent.includes("free")`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+	)
+	require.NoError(t, err)
+
+	sid := newSession(t, g.urls[1], 10000)
+	r := call(t, "POST", lockURL(g.urls[1], name, "acquire"), map[string]any{"session_id": sid, "wait": false})
+	require.Equal(t, true, r.body["granted"], r.raw)
+	token := r.str("fencing_token")
+
+	err = chromedp.Do(ctx,
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('tr[data-lock="%s"]')?.textContent.includes("%s")`, name, sid),
+			chromedp.WithPollingTimeout(30*time.Second)))
+	require.NoError(t, err)
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr[data-lock="`+name+`"]').textContent`))
+	require.NoError(t, err)
+	require.Contains(t, text, token)
+	t.Logf("dashboard row: %q", text)
+	// A second lock nobody watched yet turns up from the periodic listing.
+	r = call(t, "POST", lockURL(g.urls[3], "other", "acquire"), map[string]any{"session_id": newSession(t, g.urls[3], 10000)})
+	require.Equal(t, true, r.body["granted"], r.raw)
+	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-lock="other"]') !== null`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	require.NoError(t, err)
+	cancelB() // the browser goes before the group does
+	cancelA()
+}

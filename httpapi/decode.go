@@ -1,0 +1,222 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fencelock/fencelock"
+)
+
+// ID is a 64-bit session ID or fencing token. It is written as a decimal
+// string, as the protobuf JSON mapping writes 64-bit integers, so that
+// JavaScript clients (whose numbers are doubles) lose nothing; a JSON number
+// is accepted too, for hand-written curl calls.
+type ID uint64
+
+// MarshalJSON writes the ID as a decimal string.
+func (id ID) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + strconv.FormatUint(uint64(id), 10) + `"`), nil
+}
+
+// UnmarshalJSON reads a decimal string or a non-negative integer number.
+func (id *ID) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if strings.HasPrefix(s, `"`) {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		s = str
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("not a decimal 64-bit unsigned integer: %.40q", s)
+	}
+	*id = ID(v)
+	return nil
+}
+
+func (id ID) String() string { return strconv.FormatUint(uint64(id), 10) }
+
+// The request bodies. Every decoder refuses unknown fields, trailing data
+// and missing required fields, so that a typo ("wiat") is an error rather
+// than a silently different request.
+
+// CreateSessionRequest is the body of POST /v1/sessions; it may be empty.
+type CreateSessionRequest struct {
+	TTLMillis int64 `json:"ttl_ms,omitempty"`
+}
+
+// TTL is the requested TTL, 0 for the replica's default.
+func (r CreateSessionRequest) TTL() time.Duration {
+	return time.Duration(r.TTLMillis) * time.Millisecond
+}
+
+// AcquireRequest is the body of POST /v1/locks/{name}/acquire.
+type AcquireRequest struct {
+	SessionID ID   `json:"session_id"`
+	Wait      bool `json:"wait"`
+}
+
+// ReleaseRequest is the body of POST /v1/locks/{name}/release. A zero
+// FencingToken withdraws the session's queued request instead.
+type ReleaseRequest struct {
+	SessionID    ID `json:"session_id"`
+	FencingToken ID `json:"fencing_token"`
+}
+
+// CampaignRequest is the body of POST /v1/elections/{name}/campaign.
+type CampaignRequest struct {
+	SessionID ID     `json:"session_id"`
+	Value     string `json:"value"`
+	Wait      bool   `json:"wait"`
+}
+
+// ProclaimRequest is the body of POST /v1/elections/{name}/proclaim.
+type ProclaimRequest struct {
+	SessionID ID     `json:"session_id"`
+	Token     ID     `json:"token"`
+	Value     string `json:"value"`
+}
+
+// ResignRequest is the body of POST /v1/elections/{name}/resign. A zero
+// Token withdraws the session's queued candidacy instead.
+type ResignRequest struct {
+	SessionID ID `json:"session_id"`
+	Token     ID `json:"token"`
+}
+
+// errBadRequest marks a body that could not be decoded; its message says why.
+var errBadRequest = errors.New("bad request")
+
+// decodeJSON decodes exactly one JSON object from b into v, refusing unknown
+// fields and trailing data. An empty body is allowed only when empty is true.
+func decodeJSON(b []byte, v any, empty bool) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		if empty {
+			return nil
+		}
+		return fmt.Errorf("%w: empty body, expected a JSON object", errBadRequest)
+	}
+	if !utf8.Valid(b) {
+		return fmt.Errorf("%w: body is not UTF-8", errBadRequest)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the JSON object", errBadRequest)
+	}
+	return nil
+}
+
+func needSession(id ID) error {
+	if id == 0 {
+		return fmt.Errorf("%w: session_id is required", errBadRequest)
+	}
+	return nil
+}
+
+// DecodeCreateSession decodes the body of POST /v1/sessions.
+func DecodeCreateSession(b []byte) (CreateSessionRequest, error) {
+	var r CreateSessionRequest
+	if err := decodeJSON(b, &r, true); err != nil {
+		return r, err
+	}
+	if r.TTLMillis < 0 {
+		return r, fmt.Errorf("%w: ttl_ms %d is negative", fencelock.ErrInvalidTTL, r.TTLMillis)
+	}
+	if r.TTLMillis > int64(24*time.Hour/time.Millisecond) {
+		return r, fmt.Errorf("%w: ttl_ms %d is over 24h", fencelock.ErrInvalidTTL, r.TTLMillis)
+	}
+	return r, nil
+}
+
+// DecodeAcquire decodes the body of an acquire.
+func DecodeAcquire(b []byte) (AcquireRequest, error) {
+	var r AcquireRequest
+	if err := decodeJSON(b, &r, false); err != nil {
+		return r, err
+	}
+	return r, needSession(r.SessionID)
+}
+
+// DecodeRelease decodes the body of a release.
+func DecodeRelease(b []byte) (ReleaseRequest, error) {
+	var r ReleaseRequest
+	if err := decodeJSON(b, &r, false); err != nil {
+		return r, err
+	}
+	return r, needSession(r.SessionID)
+}
+
+// DecodeCampaign decodes the body of a campaign.
+func DecodeCampaign(b []byte) (CampaignRequest, error) {
+	var r CampaignRequest
+	if err := decodeJSON(b, &r, false); err != nil {
+		return r, err
+	}
+	if len(r.Value) > fencelock.MaxValueLen {
+		return r, fmt.Errorf("%w: %d bytes", fencelock.ErrValueTooLarge, len(r.Value))
+	}
+	return r, needSession(r.SessionID)
+}
+
+// DecodeProclaim decodes the body of a proclaim.
+func DecodeProclaim(b []byte) (ProclaimRequest, error) {
+	var r ProclaimRequest
+	if err := decodeJSON(b, &r, false); err != nil {
+		return r, err
+	}
+	if len(r.Value) > fencelock.MaxValueLen {
+		return r, fmt.Errorf("%w: %d bytes", fencelock.ErrValueTooLarge, len(r.Value))
+	}
+	if r.Token == 0 {
+		return r, fmt.Errorf("%w: token is required", errBadRequest)
+	}
+	return r, needSession(r.SessionID)
+}
+
+// DecodeResign decodes the body of a resign.
+func DecodeResign(b []byte) (ResignRequest, error) {
+	var r ResignRequest
+	if err := decodeJSON(b, &r, false); err != nil {
+		return r, err
+	}
+	return r, needSession(r.SessionID)
+}
+
+// validName applies the library's rule for lock and election names
+// (ErrInvalidName) before any call, so that a read of a bad name is refused
+// like a write.
+func validName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", fencelock.ErrInvalidName)
+	case len(name) > fencelock.MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", fencelock.ErrInvalidName, len(name), fencelock.MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: not UTF-8", fencelock.ErrInvalidName)
+	case strings.IndexByte(name, 0) >= 0:
+		return fmt.Errorf("%w: contains NUL", fencelock.ErrInvalidName)
+	}
+	return nil
+}
+
+// parseID parses a session ID from a path or query.
+func parseID(s string) (ID, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v == 0 {
+		return 0, fmt.Errorf("%w: %.40q is not a session ID (a positive decimal integer)", errBadRequest, s)
+	}
+	return ID(v), nil
+}

@@ -1,0 +1,297 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/fencelock/fencelock"
+)
+
+// CampaignResponse answers a campaign.
+type CampaignResponse struct {
+	Elected bool   `json:"elected"`
+	Token   ID     `json:"token,omitempty"` // the term's epoch
+	Fence   string `json:"fence,omitempty"`
+	Value   string `json:"value,omitempty"`
+	// QueuePosition is 1 for the next candidate to lead; set while waiting.
+	QueuePosition int `json:"queue_position,omitempty"`
+}
+
+func electedResponse(l *fencelock.Leadership) CampaignResponse {
+	return CampaignResponse{Elected: true, Token: ID(l.Token()), Fence: l.Fence().String(), Value: l.Value()}
+}
+
+// electionCall decodes the common parts of an election call: the name, the
+// body, and the session (forwarding it if another replica owns it).
+func (s *Server) electionCall(w http.ResponseWriter, r *http.Request, decode func([]byte) (ID, error)) (string, *session, bool) {
+	name := r.PathValue("name")
+	b, err := body(r)
+	if err == nil {
+		err = validName(name)
+	}
+	var id ID
+	if err == nil {
+		id, err = decode(b)
+	}
+	if err != nil {
+		writeError(w, err)
+		return "", nil, false
+	}
+	hs, fwd, err := s.lookup(w, r, id)
+	if fwd {
+		return "", nil, false
+	}
+	if err != nil {
+		writeError(w, err)
+		return "", nil, false
+	}
+	return name, hs, true
+}
+
+func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
+	var req CampaignRequest
+	name, hs, ok := s.electionCall(w, r, func(b []byte) (ID, error) {
+		var err error
+		req, err = DecodeCampaign(b)
+		return req.SessionID, err
+	})
+	if !ok {
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	hs.mu.Lock()
+	wt := hs.elections[name]
+	if wt != nil && wt.over() {
+		delete(hs.elections, name)
+		wt = nil
+	}
+	if wt == nil && !req.Wait {
+		l, err := hs.s.TryCampaign(ctx, name, req.Value)
+		if err == nil {
+			hs.elections[name] = grantedWait(nil, l)
+		}
+		hs.mu.Unlock()
+		switch {
+		case errors.Is(err, fencelock.ErrElectionTaken):
+			writeJSON(w, http.StatusOK, CampaignResponse{Elected: false})
+		case err != nil:
+			writeError(w, err)
+		default:
+			writeJSON(w, http.StatusOK, electedResponse(l))
+		}
+		return
+	}
+	if wt == nil {
+		var err error
+		wt, err = s.startWait(func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error) {
+			l, err := hs.s.Campaign(ctx, name, req.Value)
+			return nil, l, err
+		})
+		if err != nil {
+			hs.mu.Unlock()
+			writeError(w, err)
+			return
+		}
+		hs.elections[name] = wt
+	}
+	hs.mu.Unlock()
+	select {
+	case <-wt.queued:
+	case <-wt.done:
+	case <-ctx.Done():
+		writeError(w, ctx.Err())
+		return
+	}
+	pos := 0
+	if !wt.isDone() {
+		c, err := s.node.Candidates(ctx, name)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		pos = max(c.Total, 1)
+		for i, cand := range c.Queue {
+			if cand.SessionID == hs.s.ID() {
+				pos = i + 1
+				break
+			}
+		}
+	}
+	if wt.isDone() {
+		if wt.err != nil {
+			hs.mu.Lock()
+			if hs.elections[name] == wt {
+				delete(hs.elections, name)
+			}
+			hs.mu.Unlock()
+			writeError(w, wt.err)
+			return
+		}
+		writeJSON(w, http.StatusOK, electedResponse(wt.lead))
+		return
+	}
+	writeJSON(w, http.StatusOK, CampaignResponse{Elected: false, QueuePosition: pos})
+}
+
+// term returns the session's current term of name with token, or a 409.
+func term(hs *session, name string, token ID) (*fencelock.Leadership, error) {
+	hs.mu.Lock()
+	wt := hs.elections[name]
+	hs.mu.Unlock()
+	if wt == nil || !wt.isDone() || wt.lead == nil || wt.lead.Token() != uint64(token) {
+		return nil, newError(http.StatusConflict, CodeNotLeader, "token "+token.String()+" is not the session's current term of this election")
+	}
+	return wt.lead, nil
+}
+
+func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
+	var req ProclaimRequest
+	name, hs, ok := s.electionCall(w, r, func(b []byte) (ID, error) {
+		var err error
+		req, err = DecodeProclaim(b)
+		return req.SessionID, err
+	})
+	if !ok {
+		return
+	}
+	l, err := term(hs, name, req.Token)
+	if err == nil {
+		ctx, cancel := s.callCtx(r)
+		defer cancel()
+		err = l.Proclaim(ctx, req.Value)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, electedResponse(l))
+}
+
+func (s *Server) resign(w http.ResponseWriter, r *http.Request) {
+	var req ResignRequest
+	name, hs, ok := s.electionCall(w, r, func(b []byte) (ID, error) {
+		var err error
+		req, err = DecodeResign(b)
+		return req.SessionID, err
+	})
+	if !ok {
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	if req.Token == 0 {
+		hs.mu.Lock()
+		wt := hs.elections[name]
+		hs.mu.Unlock()
+		s.withdraw(w, ctx, hs, hs.elections, name, wt)
+		return
+	}
+	l, err := term(hs, name, req.Token)
+	if err == nil {
+		err = l.Resign(ctx)
+		if err == nil || errors.Is(err, fencelock.ErrNotLeader) {
+			hs.mu.Lock()
+			delete(hs.elections, name)
+			hs.mu.Unlock()
+		}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"resigned": true})
+}
+
+// LeaderJSON describes an election's leader.
+type LeaderJSON struct {
+	SessionID ID     `json:"session_id"`
+	Value     string `json:"value"`
+	Token     ID     `json:"token"`
+}
+
+// CandidateJSON is a queued candidate.
+type CandidateJSON struct {
+	SessionID ID     `json:"session_id"`
+	Value     string `json:"value"`
+	Replica   uint64 `json:"replica"`
+}
+
+// ElectionJSON answers GET /v1/elections/{name}.
+type ElectionJSON struct {
+	Name       string          `json:"name"`
+	Leader     *LeaderJSON     `json:"leader"` // null without a leader
+	Candidates []CandidateJSON `json:"candidates"`
+	Total      int             `json:"total"`
+}
+
+func leaderJSON(li fencelock.LeaderInfo) *LeaderJSON {
+	if li.Token == 0 {
+		return nil
+	}
+	return &LeaderJSON{SessionID: ID(li.SessionID), Value: li.Value, Token: ID(li.Token)}
+}
+
+func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := validName(name); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	c, err := s.node.Candidates(ctx, name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := ElectionJSON{Name: name, Leader: leaderJSON(c.Leader), Candidates: []CandidateJSON{}, Total: c.Total}
+	for _, q := range c.Queue {
+		out.Candidates = append(out.Candidates, CandidateJSON{SessionID: ID(q.SessionID), Value: q.Value, Replica: q.Replica})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ObserveEvent is the data of one observe event.
+type ObserveEvent struct {
+	Name   string      `json:"name"`
+	Leader *LeaderJSON `json:"leader"`
+}
+
+func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := validName(name); err != nil {
+		writeError(w, err)
+		return
+	}
+	st, ok := s.startStream(w, r)
+	if !ok {
+		return
+	}
+	defer st.stop()
+	ch := s.node.Observe(st.ctx, name)
+	first, prev := true, fencelock.LeaderInfo{}
+	for {
+		li, ok := recv(st, ch)
+		if !ok {
+			return
+		}
+		if li.Err != nil {
+			st.send("error", Error{Message: li.Err.Error(), Code: classify(li.Err).code})
+			return
+		}
+		ev := ObserveEvent{Name: name, Leader: leaderJSON(li)}
+		switch {
+		case first:
+			st.send("state", ev)
+		case li.Token == 0:
+			st.send("no_leader", ev)
+		case li.Token != prev.Token:
+			st.send("leader", ev)
+		default:
+			st.send("proclaimed", ev)
+		}
+		first, prev = false, li
+	}
+}

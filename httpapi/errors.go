@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/fencelock/fencelock"
+)
+
+// The error codes of the API, in the "code" field of every error body.
+const (
+	CodeBadRequest       = "bad_request"        // 400: malformed JSON, unknown field, missing field
+	CodeInvalidName      = "invalid_name"       // 400: a lock or election name the group refuses
+	CodeInvalidTTL       = "invalid_ttl"        // 400: ttl_ms out of range
+	CodeValueTooLarge    = "value_too_large"    // 400: an election value over 4096 bytes
+	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
+	CodeNotFound         = "not_found"          // 404: unknown or ended session, unknown path
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeStaleToken       = "stale_token"        // 409: release of a grant that is not current
+	CodeNotLeader        = "not_leader"         // 409: proclaim or resign of a term that is over
+	CodeLocked           = "locked"             // 409: (reserved) the lock is held
+	CodeTooLarge         = "too_large"          // 413: body over the bound
+	CodeMisdirected      = "session_elsewhere"  // 421: the session lives on a replica this one cannot forward to
+	CodeLimitExceeded    = "limit_exceeded"     // 429: a group limit (sessions, locks per session, waiters)
+	CodeUnavailable      = "unavailable"        // 503: no leader or quorum in time, replica closing
+	CodeInternal         = "internal"           // 500
+)
+
+// Error is the body of every error response.
+type Error struct {
+	Message string `json:"error"`
+	Code    string `json:"code"`
+	// Owner is the replica that owns the session, for session_elsewhere.
+	Owner uint64 `json:"owner,omitempty"`
+}
+
+// apiError is an error with its status and code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+	owner  uint64
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func newError(status int, code, msg string) *apiError {
+	return &apiError{status: status, code: code, msg: msg}
+}
+
+var errNoSession = newError(http.StatusNotFound, CodeNotFound, "session not found: it ended, expired, or never existed")
+
+// classify maps an error of the library or of this package to its status
+// and code.
+func classify(err error) *apiError {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &mbe):
+		return newError(http.StatusRequestEntityTooLarge, CodeTooLarge, err.Error())
+	case errors.Is(err, errBadRequest):
+		return newError(http.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.Is(err, fencelock.ErrInvalidName):
+		return newError(http.StatusBadRequest, CodeInvalidName, err.Error())
+	case errors.Is(err, fencelock.ErrInvalidTTL):
+		return newError(http.StatusBadRequest, CodeInvalidTTL, err.Error())
+	case errors.Is(err, fencelock.ErrValueTooLarge):
+		return newError(http.StatusBadRequest, CodeValueTooLarge, err.Error())
+	case errors.Is(err, fencelock.ErrNotHeld):
+		return newError(http.StatusConflict, CodeStaleToken, err.Error())
+	case errors.Is(err, fencelock.ErrNotLeader):
+		return newError(http.StatusConflict, CodeNotLeader, err.Error())
+	case errors.Is(err, fencelock.ErrSessionExpired), errors.Is(err, fencelock.ErrSessionClosed), errors.Is(err, fencelock.ErrRevoked):
+		return newError(http.StatusNotFound, CodeNotFound, "session not found: "+err.Error())
+	case errors.Is(err, fencelock.ErrLimitExceeded):
+		return newError(http.StatusTooManyRequests, CodeLimitExceeded, err.Error())
+	case errors.Is(err, fencelock.ErrUnavailable), errors.Is(err, fencelock.ErrClosed),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return newError(http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+	}
+	return newError(http.StatusInternalServerError, CodeInternal, err.Error())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	e := classify(err)
+	if e.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.status, Error{Message: e.msg, Code: e.code, Owner: e.owner})
+}

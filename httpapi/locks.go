@@ -1,0 +1,496 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// session is an HTTP session this replica owns, with the acquires and
+// campaigns it made, one per lock or election name: a second acquire of the
+// same lock by the same session reports the first's state and never queues
+// again.
+type session struct {
+	s *fencelock.Session
+
+	mu        sync.Mutex
+	locks     map[string]*wait
+	elections map[string]*wait
+}
+
+// wait is one Acquire or Campaign made for a session: in flight (the server
+// waits in the queue on the client's behalf), granted, or failed.
+type wait struct {
+	cancel context.CancelFunc
+	queued chan struct{} // closed when the group queued the request
+	done   chan struct{} // closed when the call returned; then:
+	lock   *fencelock.Lock
+	lead   *fencelock.Leadership
+	err    error
+}
+
+func (wt *wait) isDone() bool {
+	select {
+	case <-wt.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// over reports a wait whose call failed or whose grant ended: a new acquire
+// starts afresh.
+func (wt *wait) over() bool {
+	if !wt.isDone() {
+		return false
+	}
+	switch {
+	case wt.lock != nil:
+		return wt.lock.Err() != nil
+	case wt.lead != nil:
+		return wt.lead.Err() != nil
+	}
+	return true
+}
+
+func (hs *session) cancelAll() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	for _, wt := range hs.locks {
+		wt.cancel()
+	}
+	for _, wt := range hs.elections {
+		wt.cancel()
+	}
+}
+
+// grantedWait is the wait of a call that returned at once.
+func grantedWait(l *fencelock.Lock, lead *fencelock.Leadership) *wait {
+	wt := &wait{cancel: func() {}, queued: make(chan struct{}), done: make(chan struct{}), lock: l, lead: lead}
+	close(wt.done)
+	return wt
+}
+
+// startWait runs call in the background, on the server's context, so that
+// it waits in the queue after the HTTP request that asked for it returned.
+// hs.mu is held.
+func (s *Server) startWait(call func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error)) (*wait, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fencelock.ErrClosed
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	wt := &wait{cancel: cancel, queued: make(chan struct{}), done: make(chan struct{})}
+	var once sync.Once
+	ctx = fencelock.OnQueued(ctx, func() { once.Do(func() { close(wt.queued) }) })
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		wt.lock, wt.lead, wt.err = call(ctx)
+		close(wt.done)
+	}()
+	return wt, nil
+}
+
+// --- locks ---
+
+// AcquireResponse answers an acquire.
+type AcquireResponse struct {
+	Granted      bool `json:"granted"`
+	FencingToken ID   `json:"fencing_token,omitempty"`
+	// Fence is the token with the group's ID, "GROUP:TOKEN" (fencelock.Fence).
+	Fence string `json:"fence,omitempty"`
+	// QueuePosition is 1 for the next in line; set while waiting.
+	QueuePosition int `json:"queue_position,omitempty"`
+}
+
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	b, err := body(r)
+	if err == nil {
+		err = validName(name)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := DecodeAcquire(b)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	hs, fwd, err := s.lookup(w, r, req.SessionID)
+	if fwd {
+		return
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+
+	hs.mu.Lock()
+	wt := hs.locks[name]
+	if wt != nil && wt.over() {
+		delete(hs.locks, name)
+		wt = nil
+	}
+	if wt == nil && !req.Wait {
+		// Held under hs.mu: a concurrent acquire of the same lock by the
+		// same session waits for this one and then sees its grant.
+		l, err := hs.s.TryAcquire(ctx, name)
+		if err == nil {
+			hs.locks[name] = grantedWait(l, nil)
+		}
+		hs.mu.Unlock()
+		switch {
+		case errors.Is(err, fencelock.ErrLocked):
+			writeJSON(w, http.StatusOK, AcquireResponse{Granted: false})
+		case err != nil:
+			writeError(w, err)
+		default:
+			writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(l.Token()), Fence: l.Fence().String()})
+		}
+		return
+	}
+	if wt == nil {
+		wt, err = s.startWait(func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error) {
+			l, err := hs.s.Acquire(ctx, name)
+			return l, nil, err
+		})
+		if err != nil {
+			hs.mu.Unlock()
+			writeError(w, err)
+			return
+		}
+		hs.locks[name] = wt
+	}
+	hs.mu.Unlock()
+
+	select {
+	case <-wt.queued:
+	case <-wt.done:
+	case <-ctx.Done():
+		// The request stays in flight at the group: a later acquire
+		// reports its state.
+		writeError(w, ctx.Err())
+		return
+	}
+	var pos int
+	if !wt.isDone() {
+		pos, err = s.lockPosition(ctx, name, hs.s.ID())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if wt.isDone() { // granted at once, or while the position was read
+		if wt.err != nil {
+			hs.mu.Lock()
+			if hs.locks[name] == wt {
+				delete(hs.locks, name)
+			}
+			hs.mu.Unlock()
+			writeError(w, wt.err)
+			return
+		}
+		writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(wt.lock.Token()), Fence: wt.lock.Fence().String()})
+		return
+	}
+	writeJSON(w, http.StatusOK, AcquireResponse{Granted: false, QueuePosition: pos})
+}
+
+// lockPosition reads where session waits in name's queue: 1 is next. A
+// session not in the queue (its grant on its way) is told 1.
+func (s *Server) lockPosition(ctx context.Context, name string, session uint64) (int, error) {
+	info, err := s.node.Inspect(ctx, name)
+	if err != nil {
+		return 1, err
+	}
+	if i := slices.Index(info.Queue, session); i >= 0 {
+		return i + 1, nil
+	}
+	return 1, nil
+}
+
+// ReleaseResponse answers a release.
+type ReleaseResponse struct {
+	Released  bool `json:"released,omitempty"`
+	Withdrawn bool `json:"withdrawn,omitempty"`
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	b, err := body(r)
+	if err == nil {
+		err = validName(name)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := DecodeRelease(b)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	hs, fwd, err := s.lookup(w, r, req.SessionID)
+	if fwd {
+		return
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	hs.mu.Lock()
+	wt := hs.locks[name]
+	hs.mu.Unlock()
+	if req.FencingToken == 0 {
+		s.withdraw(w, ctx, hs, hs.locks, name, wt)
+		return
+	}
+	if wt == nil || !wt.isDone() || wt.lock == nil || wt.lock.Token() != uint64(req.FencingToken) {
+		writeError(w, newError(http.StatusConflict, CodeStaleToken,
+			"fencing token "+req.FencingToken.String()+" is not the session's current grant of this lock"))
+		return
+	}
+	err = wt.lock.Release(ctx)
+	if err == nil || errors.Is(err, fencelock.ErrNotHeld) {
+		hs.mu.Lock()
+		if hs.locks[name] == wt {
+			delete(hs.locks, name)
+		}
+		hs.mu.Unlock()
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ReleaseResponse{Released: true})
+}
+
+// withdraw takes a session's waiting request out of its queue (ctx ends the
+// Acquire or Campaign, which withdraws it and gives back a grant that raced
+// ahead), and answers once it has.
+func (s *Server) withdraw(w http.ResponseWriter, ctx context.Context, hs *session, m map[string]*wait, name string, wt *wait) {
+	if wt == nil || wt.isDone() {
+		writeError(w, newError(http.StatusConflict, CodeStaleToken, "the session has no queued request for "+name+" to withdraw; to release a grant, send its token"))
+		return
+	}
+	wt.cancel()
+	select {
+	case <-wt.done:
+	case <-ctx.Done():
+		writeError(w, ctx.Err())
+		return
+	}
+	hs.mu.Lock()
+	if m[name] == wt {
+		delete(m, name)
+	}
+	hs.mu.Unlock()
+	writeJSON(w, http.StatusOK, ReleaseResponse{Withdrawn: true})
+}
+
+// LockJSON describes a lock.
+type LockJSON struct {
+	Name          string `json:"name"`
+	Held          bool   `json:"held"`
+	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's
+	FencingToken  ID     `json:"fencing_token,omitempty"`  // the oldest holder's
+	Owner         uint64 `json:"owner,omitempty"`          // the replica the oldest holder's session lives on
+	// Shared and Permits tell a shared lock's or a semaphore's holders
+	// (taken in Go with AcquireShared, AcquireSemaphore); Holders lists
+	// every current grant, oldest first.
+	Shared  bool         `json:"shared,omitempty"`
+	Permits int          `json:"permits,omitempty"`
+	Holders []HolderJSON `json:"holders"`
+	Waiters int          `json:"waiters"`
+	// Queue is the waiting sessions, head first: all of them from GET
+	// /v1/locks/{name}, the first 16 in a listing (Waiters counts them all).
+	Queue []ID `json:"queue"`
+}
+
+// HolderJSON is one current grant of a lock.
+type HolderJSON struct {
+	Session      ID     `json:"session_id"`
+	FencingToken ID     `json:"fencing_token"`
+	Owner        uint64 `json:"owner"`
+}
+
+func lockJSON(info fencelock.LockInfo) LockJSON {
+	out := LockJSON{Name: info.Name, Held: info.Held, HolderSession: ID(info.SessionID), FencingToken: ID(info.Token),
+		Shared: info.Shared, Permits: info.Permits, Holders: []HolderJSON{}, Waiters: info.Waiters, Queue: []ID{}}
+	for _, h := range info.Holders {
+		out.Holders = append(out.Holders, HolderJSON{Session: ID(h.SessionID), FencingToken: ID(h.Token), Owner: h.Owner})
+	}
+	if len(info.Holders) > 0 {
+		out.Owner = info.Holders[0].Owner
+	}
+	for _, q := range info.Queue {
+		out.Queue = append(out.Queue, ID(q))
+	}
+	return out
+}
+
+func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := validName(name); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	info, err := s.node.Inspect(ctx, name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, lockJSON(info))
+}
+
+// LockList answers GET /v1/locks.
+type LockList struct {
+	Locks []LockJSON `json:"locks"`
+	More  bool       `json:"more"`
+	Next  string     `json:"next,omitempty"` // the "after" of the next page
+}
+
+func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	opts := []fencelock.ListOption{fencelock.ListLimit(limit)}
+	if a := q.Get("after"); a != "" {
+		opts = append(opts, fencelock.ListAfter(a))
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	page, err := s.node.Locks(ctx, q.Get("prefix"), opts...)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := LockList{Locks: []LockJSON{}, More: page.More}
+	for _, d := range page.Locks {
+		out.Locks = append(out.Locks, lockJSON(d.LockInfo))
+	}
+	if page.More && len(page.Locks) > 0 {
+		out.Next = page.Locks[len(page.Locks)-1].Name
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// sessionOpen reports whether session id is still open at the group; on a
+// failed read it says yes (the event is then called a release).
+func (s *Server) sessionOpen(ctx context.Context, id uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	page, err := s.node.Sessions(ctx, fencelock.ListAfterSession(id-1), fencelock.ListLimit(1))
+	return err != nil || (len(page.Sessions) > 0 && page.Sessions[0].ID == id)
+}
+
+// endKind is how one grant ended, found once for all the streams that
+// report it.
+type endKind struct {
+	done chan struct{}
+	kind string
+}
+
+// grantEnd tells whether the grant with token ended by a release
+// ("released") or because its session did ("expired"). Every watcher of the
+// lock reports the same end: one read of the group answers them all, rather
+// than one per watcher, which would make a release cost as many reads as
+// the lock has watchers.
+func (s *Server) grantEnd(ctx context.Context, session, token uint64) string {
+	s.mu.Lock()
+	e := s.ends[token]
+	if e == nil {
+		e = &endKind{done: make(chan struct{}), kind: "released"}
+		if len(s.ends) >= 4096 { // a bound: ends are reported within moments
+			clear(s.ends)
+		}
+		s.ends[token] = e
+		s.mu.Unlock()
+		if !s.sessionOpen(ctx, session) {
+			e.kind = "expired"
+		}
+		close(e.done)
+		return e.kind
+	}
+	s.mu.Unlock()
+	select {
+	case <-e.done:
+		return e.kind
+	case <-ctx.Done():
+		return "released"
+	}
+}
+
+// LockEvent is the data of one watch event.
+type LockEvent struct {
+	LockJSON
+	// Previous holder and token, for released and expired.
+	PreviousSession ID `json:"previous_session,omitempty"`
+	PreviousToken   ID `json:"previous_token,omitempty"`
+}
+
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := validName(name); err != nil {
+		writeError(w, err)
+		return
+	}
+	st, ok := s.startStream(w, r)
+	if !ok {
+		return
+	}
+	defer st.stop()
+	ch := s.node.Watch(st.ctx, name)
+	var prev *fencelock.LockInfo
+	for {
+		info, ok := recv(st, ch)
+		if !ok {
+			return
+		}
+		if info.Err != nil {
+			st.send("error", Error{Message: info.Err.Error(), Code: classify(info.Err).code})
+			return
+		}
+		ev := LockEvent{LockJSON: lockJSON(info)}
+		switch {
+		case prev == nil:
+			st.send("state", ev)
+		case prev.Held && (!info.Held || info.Token != prev.Token):
+			// The grant ended: by release, or by the end of its session.
+			kind := s.grantEnd(st.ctx, prev.SessionID, prev.Token)
+			end := ev
+			end.PreviousSession, end.PreviousToken = ID(prev.SessionID), ID(prev.Token)
+			if info.Held { // passed on in the same step: the end, then the grant
+				end.LockJSON = lockJSON(fencelock.LockInfo{Name: name, Waiters: info.Waiters})
+			}
+			st.send(kind, end)
+			if info.Held {
+				st.send("granted", ev)
+			}
+		case info.Held && !prev.Held:
+			st.send("granted", ev)
+		default:
+			st.send("queue", ev)
+		}
+		prev = &info
+	}
+}

@@ -1,0 +1,574 @@
+// Package httpapi serves fencelock's HTTP/JSON API (docs/http.md) from one
+// replica, so that clients in any language take locks and run elections
+// through any replica of a group.
+//
+// A session made over HTTP is a fencelock.Session of the replica that
+// created it, made with fencelock.WithExternalKeepAlive: it is renewed at the
+// group only when its client heartbeats, so a crashed client's locks pass on
+// within one TTL of its last heartbeat, as a crashed Go holder's do. Calls
+// naming a session owned by another replica are forwarded to it when its HTTP
+// address is known (WithPeers), and answered with 421 session_elsewhere
+// otherwise.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/metrics"
+)
+
+// MaxBodyBytes is the default bound on a request body (WithMaxBody): an
+// election value is at most 4096 bytes, so no valid body comes near it.
+const MaxBodyBytes = 64 << 10
+
+// forwardedHeader marks a request one replica forwarded to another, so that
+// it is never forwarded again (no loops while ownership is being learnt).
+const forwardedHeader = "Fencelock-Forwarded"
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithPeers gives the HTTP base URLs of the other replicas by replica ID
+// ("http://10.0.0.2:7080"), so that calls for sessions they own are
+// forwarded to them. Without a URL for the owner such calls get 421.
+func WithPeers(peers map[uint64]string) Option {
+	return func(s *Server) {
+		for id, u := range peers {
+			if pu, err := url.Parse(u); err == nil && pu.Host != "" {
+				s.peers[id] = pu
+			}
+		}
+	}
+}
+
+// WithForwardTransport sets the transport forwarded calls use (for TLS to
+// peers, client certificates); nil means http.DefaultTransport.
+func WithForwardTransport(rt http.RoundTripper) Option {
+	return func(s *Server) { s.forwardRT = rt }
+}
+
+// WithBearerTokens makes every call but /healthz, /readyz and the dashboard's
+// page require "Authorization: Bearer T" with T one of tokens. An empty list
+// requires nothing.
+func WithBearerTokens(tokens []string) Option {
+	return func(s *Server) {
+		for _, t := range tokens {
+			if t = strings.TrimSpace(t); t != "" {
+				s.tokens = append(s.tokens, []byte(t))
+			}
+		}
+	}
+}
+
+// WithMaxBody bounds request bodies; larger ones get 413.
+func WithMaxBody(n int64) Option { return func(s *Server) { s.maxBody = n } }
+
+// WithRequestTimeout bounds how long a call waits for the group (no leader,
+// no quorum) before it answers 503; default 10s.
+func WithRequestTimeout(d time.Duration) Option { return func(s *Server) { s.timeout = d } }
+
+// WithLogger sets the logger; nil means slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// Server is the API of one replica. It is an http.Handler; Close it before
+// closing its Node.
+type Server struct {
+	node      *fencelock.Node
+	mux       *http.ServeMux
+	peers     map[uint64]*url.URL
+	forwardRT http.RoundTripper
+	tokens    [][]byte
+	maxBody   int64
+	timeout   time.Duration
+	log       *slog.Logger
+	metrics   http.Handler
+
+	ctx    context.Context // ends at Close: waits, streams
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[ID]*session     // the HTTP sessions this replica owns
+	owners   map[ID]uint64       // learnt owners of other replicas' sessions
+	ends     map[uint64]*endKind // how grants ended, by token (grantEnd)
+	closed   bool
+}
+
+// New returns the API of node.
+func New(node *fencelock.Node, opts ...Option) *Server {
+	s := &Server{
+		node: node, mux: http.NewServeMux(), peers: map[uint64]*url.URL{},
+		maxBody: MaxBodyBytes, timeout: 10 * time.Second,
+		sessions: map[ID]*session{}, owners: map[ID]uint64{}, ends: map[uint64]*endKind{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewCollector(node))
+	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	s.routes()
+	return s
+}
+
+// Close ends the Server's waiting acquires and campaigns (withdrawing them
+// from their queues) and its watch streams. It does not close the sessions
+// at the group: their clients cannot heartbeat to a closed replica, so the
+// group expires them one TTL later, after the clients stopped acting, as
+// when a Go holder's process exits.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// route is one path with its methods; a method it lacks gets a JSON 405.
+type route struct {
+	path    string
+	methods map[string]http.HandlerFunc
+	public  bool // no bearer token needed
+}
+
+func (s *Server) routes() {
+	var rs []*route
+	add := func(path string, public bool, m map[string]http.HandlerFunc) {
+		rs = append(rs, &route{path: path, methods: m, public: public})
+	}
+	add("/v1/sessions", false, map[string]http.HandlerFunc{"POST": s.createSession, "GET": s.listSessions})
+	add("/v1/sessions/{id}", false, map[string]http.HandlerFunc{"DELETE": s.deleteSession})
+	add("/v1/sessions/{id}/heartbeat", false, map[string]http.HandlerFunc{"POST": s.heartbeat})
+	add("/v1/locks", false, map[string]http.HandlerFunc{"GET": s.listLocks})
+	add("/v1/locks/{name}", false, map[string]http.HandlerFunc{"GET": s.getLock})
+	add("/v1/locks/{name}/acquire", false, map[string]http.HandlerFunc{"POST": s.acquire})
+	add("/v1/locks/{name}/release", false, map[string]http.HandlerFunc{"POST": s.release})
+	add("/v1/locks/{name}/watch", false, map[string]http.HandlerFunc{"GET": s.watch})
+	add("/v1/elections/{name}", false, map[string]http.HandlerFunc{"GET": s.getElection})
+	add("/v1/elections/{name}/campaign", false, map[string]http.HandlerFunc{"POST": s.campaign})
+	add("/v1/elections/{name}/proclaim", false, map[string]http.HandlerFunc{"POST": s.proclaim})
+	add("/v1/elections/{name}/resign", false, map[string]http.HandlerFunc{"POST": s.resign})
+	add("/v1/elections/{name}/observe", false, map[string]http.HandlerFunc{"GET": s.observe})
+	add("/v1/status", false, map[string]http.HandlerFunc{"GET": s.status})
+	add("/metrics", false, map[string]http.HandlerFunc{"GET": s.metrics.ServeHTTP})
+	add("/healthz", true, map[string]http.HandlerFunc{"GET": s.healthz})
+	add("/readyz", true, map[string]http.HandlerFunc{"GET": s.readyz})
+	add("/{$}", true, map[string]http.HandlerFunc{"GET": s.dashboard})
+	for _, rt := range rs {
+		var allow []string
+		for m, h := range rt.methods {
+			allow = append(allow, m)
+			s.mux.Handle(m+" "+rt.path, s.guard(rt.public, h))
+		}
+		if slices.Contains(allow, "GET") {
+			allow = append(allow, "HEAD")
+		}
+		slices.Sort(allow)
+		allowed := strings.Join(allow, ", ")
+		// The mux answers a method a path lacks in plain text: this
+		// method-less pattern, less specific than the others, answers it
+		// in JSON like every other error.
+		s.mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allowed)
+			writeError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+				r.Method+" not allowed on "+rt.path+"; allowed: "+allowed))
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, newError(http.StatusNotFound, CodeNotFound, "no such path: "+r.URL.Path))
+	})
+}
+
+// guard checks the bearer token and bounds the body.
+func (s *Server) guard(public bool, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !public && len(s.tokens) > 0 && !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fencelock"`)
+			writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token"))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		h(w, r)
+	}
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	found := 0
+	for _, t := range s.tokens {
+		// Compare with every token, in constant time, so that timing
+		// reveals neither which token nor how much of one matched.
+		found |= subtle.ConstantTimeCompare([]byte(got), t)
+	}
+	return found == 1
+}
+
+// body reads the request body within the bound, and leaves it to be read
+// again in case the call is forwarded.
+func body(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b, nil
+}
+
+// callCtx bounds a call to the group.
+func (s *Server) callCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.timeout)
+}
+
+// lookup finds the HTTP session id named by a call. A session this replica
+// owns is returned; one another replica owns is forwarded there (forwarded
+// true: the response is written), or refused with 421; an unknown or ended
+// one is errNoSession.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id ID) (hs *session, forwarded bool, err error) {
+	s.mu.Lock()
+	hs = s.sessions[id]
+	owner, known := s.owners[id]
+	s.mu.Unlock()
+	if hs != nil {
+		if hs.s.Err() != nil {
+			s.drop(hs)
+			return nil, false, errNoSession
+		}
+		return hs, false, nil
+	}
+	me := s.node.Status().ReplicaID
+	if !known {
+		ctx, cancel := s.callCtx(r)
+		defer cancel()
+		page, err := s.node.Sessions(ctx, fencelock.ListAfterSession(uint64(id)-1), fencelock.ListLimit(1))
+		if err != nil {
+			return nil, false, err
+		}
+		if len(page.Sessions) == 0 || page.Sessions[0].ID != uint64(id) {
+			return nil, false, errNoSession
+		}
+		owner = page.Sessions[0].Owner
+		if owner != me {
+			s.mu.Lock()
+			if len(s.owners) > 10000 { // a bound, not a cache policy: owners never change, relearning is cheap
+				clear(s.owners)
+			}
+			s.owners[id] = owner
+			s.mu.Unlock()
+		}
+	}
+	if owner == me {
+		// Open at the group, but not among this process's sessions: it
+		// was made before this replica restarted, and nobody renews it.
+		return nil, false, errNoSession
+	}
+	peer := s.peers[owner]
+	if peer == nil || r.Header.Get(forwardedHeader) != "" {
+		e := newError(http.StatusMisdirectedRequest, CodeMisdirected,
+			"session "+id.String()+" lives on replica "+strconv.FormatUint(owner, 10)+": call that replica")
+		e.owner = owner
+		return nil, false, e
+	}
+	s.forward(w, r, id, peer)
+	return nil, true, nil
+}
+
+// forward proxies r to peer, streams included.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, id ID, peer *url.URL) {
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(peer)
+			pr.Out.Header.Set(forwardedHeader, strconv.FormatUint(s.node.Status().ReplicaID, 10))
+		},
+		Transport:     s.forwardRT,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// The owner is down: once the group has expired its sessions,
+			// this one is simply over.
+			if !s.sessionOpen(r.Context(), uint64(id)) {
+				s.mu.Lock()
+				delete(s.owners, id)
+				s.mu.Unlock()
+				writeError(w, errNoSession)
+				return
+			}
+			writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable,
+				"the replica that owns the session cannot be reached: "+err.Error()))
+		},
+	}
+	p.ServeHTTP(w, r)
+}
+
+// --- sessions ---
+
+// SessionResponse answers POST /v1/sessions and heartbeats.
+type SessionResponse struct {
+	SessionID ID    `json:"session_id,omitempty"`
+	TimeoutMS int64 `json:"timeout_ms"`
+	// LeaseMS is how long after sending the heartbeat (or the create) whose
+	// answer this is the client may act as holder: stop acting by then
+	// unless a later heartbeat was answered.
+	LeaseMS int64 `json:"lease_ms"`
+}
+
+func sessionResponse(fs *fencelock.Session, withID bool) SessionResponse {
+	r := SessionResponse{TimeoutMS: fs.TTL().Milliseconds(), LeaseMS: (fs.TTL() - 2*fs.SafetyMargin()).Milliseconds()}
+	if withID {
+		r.SessionID = ID(fs.ID())
+	}
+	return r
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	b, err := body(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := DecodeCreateSession(b)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	opts := []fencelock.SessionOption{fencelock.WithExternalKeepAlive()}
+	if req.TTL() > 0 {
+		opts = append(opts, fencelock.WithTTL(req.TTL()))
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	fs, err := s.node.NewSession(ctx, opts...)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	hs := &session{s: fs, locks: map[string]*wait{}, elections: map[string]*wait{}}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = fs.Close(ctx)
+		writeError(w, fencelock.ErrClosed)
+		return
+	}
+	s.sessions[ID(fs.ID())] = hs
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		// Forget the session once it ends, however it ends.
+		defer s.wg.Done()
+		select {
+		case <-fs.Done():
+			s.drop(hs)
+		case <-s.ctx.Done():
+		}
+	}()
+	writeJSON(w, http.StatusCreated, sessionResponse(fs, true))
+}
+
+func (s *Server) drop(hs *session) {
+	s.mu.Lock()
+	if s.sessions[ID(hs.s.ID())] == hs {
+		delete(s.sessions, ID(hs.s.ID()))
+	}
+	s.mu.Unlock()
+	hs.cancelAll()
+}
+
+func (s *Server) sessionFromPath(w http.ResponseWriter, r *http.Request) (*session, bool) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	hs, fwd, err := s.lookup(w, r, id)
+	if err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	return hs, !fwd
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	if _, err := body(r); err != nil { // any body is ignored, but bounded
+		writeError(w, err)
+		return
+	}
+	hs, ok := s.sessionFromPath(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	if err := hs.s.KeepAlive(ctx); err != nil {
+		if hs.s.Err() != nil {
+			s.drop(hs)
+		}
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionResponse(hs.s, false))
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	hs, ok := s.sessionFromPath(w, r)
+	if !ok {
+		return
+	}
+	hs.cancelAll()
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	err := hs.s.Close(ctx)
+	s.drop(hs)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// SessionJSON describes a session in GET /v1/sessions.
+type SessionJSON struct {
+	SessionID ID    `json:"session_id"`
+	Owner     int64 `json:"owner"`
+	TimeoutMS int64 `json:"timeout_ms"`
+	Held      int   `json:"held"`
+	Waiting   int   `json:"waiting"`
+}
+
+// SessionList answers GET /v1/sessions.
+type SessionList struct {
+	Sessions []SessionJSON `json:"sessions"`
+	More     bool          `json:"more"`
+	// Next is the "after" of the next page, when More.
+	Next string `json:"next,omitempty"`
+}
+
+func pageLimit(r *http.Request) (int, error) {
+	q := r.URL.Query().Get("limit")
+	if q == "" {
+		return fencelock.DefaultListLimit, nil
+	}
+	n, err := strconv.Atoi(q)
+	if err != nil || n < 1 || n > fencelock.MaxListLimit {
+		return 0, newError(http.StatusBadRequest, CodeBadRequest, "limit must be 1 to "+strconv.Itoa(fencelock.MaxListLimit))
+	}
+	return n, nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	opts := []fencelock.ListOption{fencelock.ListLimit(limit)}
+	if a := r.URL.Query().Get("after"); a != "" {
+		id, err := parseID(a)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		opts = append(opts, fencelock.ListAfterSession(uint64(id)))
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	page, err := s.node.Sessions(ctx, opts...)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := SessionList{Sessions: []SessionJSON{}, More: page.More}
+	for _, si := range page.Sessions {
+		out.Sessions = append(out.Sessions, SessionJSON{SessionID: ID(si.ID), Owner: int64(si.Owner),
+			TimeoutMS: si.TTL.Milliseconds(), Held: si.Held, Waiting: si.Waiting})
+	}
+	if page.More && len(page.Sessions) > 0 {
+		out.Next = ID(page.Sessions[len(page.Sessions)-1].ID).String()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// --- status, health ---
+
+// StatusJSON answers GET /v1/status: this replica's view of the group.
+type StatusJSON struct {
+	ReplicaID    uint64            `json:"replica_id"`
+	LeaderID     uint64            `json:"leader_id"`
+	IsLeader     bool              `json:"is_leader"`
+	Term         uint64            `json:"term"`
+	AppliedIndex uint64            `json:"applied_index"`
+	GroupID      string            `json:"group_id"`
+	Voters       map[string]string `json:"voters"`
+	NonVoting    map[string]string `json:"non_voting"`
+	Sessions     int               `json:"sessions"`
+	LocksHeld    int               `json:"locks_held"`
+	Waiters      int               `json:"waiters"`
+	// HTTPSessions counts the sessions this replica's API owns.
+	HTTPSessions int `json:"http_sessions"`
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st := s.node.Stats()
+	out := StatusJSON{ReplicaID: st.ReplicaID, LeaderID: st.LeaderID, IsLeader: st.IsLeader, Term: st.Term,
+		AppliedIndex: st.AppliedIndex, GroupID: strconv.FormatUint(st.GroupID, 16),
+		Voters: map[string]string{}, NonVoting: map[string]string{},
+		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters}
+	for id, a := range st.Voters {
+		out.Voters[strconv.FormatUint(id, 10)] = a
+	}
+	// The full membership (non-voting replicas too) is a linearizable read;
+	// without a quorum the local view above is still worth showing.
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if m, err := s.node.Members(ctx); err == nil {
+		for id, a := range m.NonVoting {
+			out.NonVoting[strconv.FormatUint(id, 10)] = a
+		}
+	}
+	s.mu.Lock()
+	out.HTTPSessions = len(s.sessions)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if st := s.node.Status(); st.LeaderID == 0 || st.Removed {
+		writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable, "this replica sees no raft leader"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// isCtxErr reports a context error of the caller's own request.
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

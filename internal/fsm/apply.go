@@ -117,19 +117,19 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 		top = max(top, seq)
 	}
 	for _, waits := range []map[uint64]*waiter{s.waits, s.campaigns} {
-		for _, seq := range slices.Sorted(maps.Keys(waits)) {
+		for seq := range waits {
 			top = max(top, seq)
-			st.unqueue(waits[seq])
 		}
 	}
 	for _, list := range []*heldList{&s.held, &s.leads} {
-		for l := range list.all {
-			top = max(top, l.seq)
+		for h := range list.all {
+			top = max(top, h.seq)
 		}
 	}
 	if top > 1<<63 {
 		return Result{Status: Invalid} // no room left to number requests
 	}
+	st.withdraw(index, s)
 	s.base, s.resumed = top+resumeGap, c.Target
 	st.advanceFloor(s, s.base)
 	s.owner, s.keepAlive = c.Owner, index
@@ -401,14 +401,13 @@ func (st *State) unqueue(w *waiter) {
 	st.emit(Event{Kind: EventUnqueued, Session: w.s.id, Seq: w.seq, Name: w.l.name, Election: w.l.election})
 }
 
-// endSession withdraws every queued request and candidacy of s (granting
-// what that lets the holders admit), then frees
-// its grants of locks and then its leaderships, each in name order and, for
-// a lock it holds more than once (shared), in token order (each may grant its
-// queue head; the order fixes the tokens), all in one entry.
-func (st *State) endSession(index uint64, s *session, why Reason) {
-	// Withdrawing grants nothing, but it is reported: in request order, so
-	// that every replica reports alike (a map's order is not).
+// withdraw withdraws every queued request and candidacy of s. Withdrawing
+// grants nothing to s, but it is reported: in request order, so that every
+// replica reports alike (a map's order is not). Leaving a queue may let the
+// requests behind it be granted (shared ones behind an exclusive head):
+// that is settled once s waits for nothing, so that nothing is granted to
+// it, in name order.
+func (st *State) withdraw(index uint64, s *session) {
 	var left []*lock // locks whose queues it left
 	for _, waits := range []map[uint64]*waiter{s.waits, s.campaigns} {
 		for _, seq := range slices.Sorted(maps.Keys(waits)) {
@@ -419,15 +418,21 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 			}
 		}
 	}
-	// Leaving a queue may let the requests behind it be granted (shared
-	// ones behind an exclusive head): once the session waits for nothing,
-	// so that nothing is granted to it, in name order.
 	slices.SortFunc(left, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
 	for i, l := range left {
 		if i == 0 || left[i-1] != l {
 			st.settle(index, l)
 		}
 	}
+}
+
+// endSession withdraws every queued request and candidacy of s (granting
+// what that lets the holders admit), then frees
+// its grants of locks and then its leaderships, each in name order and, for
+// a lock it holds more than once (shared), in token order (each may grant its
+// queue head; the order fixes the tokens), all in one entry.
+func (st *State) endSession(index uint64, s *session, why Reason) {
+	st.withdraw(index, s)
 	for _, list := range []*heldList{&s.held, &s.leads} {
 		held := make([]*hold, 0, list.n)
 		for h := range list.all {

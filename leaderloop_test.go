@@ -242,3 +242,71 @@ func TestRunElectionResumesTheTermAfterARestart(t *testing.T) {
 	stopB()
 	require.ErrorIs(t, <-bDone, context.Canceled)
 }
+
+// The holder stops first: when the leader's replica is cut off, the work's
+// context ends (by the leader's own clock) before the other candidate's
+// term begins.
+func TestRunElectionWorkStopsBeforeASuccessorStarts(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	stopped := make(chan time.Time, 1)
+	started := make(chan time.Time, 1)
+	actx, stopA := context.WithCancel(ctx)
+	defer stopA()
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- c.node(1).RunElection(actx, "primary", "a", ElectionCallbacks{
+			OnStartedLeading: func(ctx context.Context, l *Leadership) {
+				select {
+				case started <- time.Time{}: // a leads
+				default:
+				}
+				<-ctx.Done()
+				select {
+				case stopped <- time.Now():
+				default:
+				}
+			},
+		}, WithTTL(time.Second))
+	}()
+	<-started
+	bctx, stopB := context.WithCancel(ctx)
+	defer stopB()
+	bStarted := make(chan time.Time, 1)
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- c.node(2).RunElection(bctx, "primary", "b", ElectionCallbacks{
+			OnStartedLeading: func(ctx context.Context, l *Leadership) {
+				select {
+				case bStarted <- time.Now():
+				default:
+				}
+				<-ctx.Done()
+			},
+		})
+	}()
+	waitUntil(t, ctx, "b is a candidate", func() bool {
+		cands, err := c.node(3).Candidates(ctx, "primary")
+		require.NoError(t, err)
+		return len(cands.Queue) == 1
+	})
+	c.net.Isolate(c.addr(1))
+	defer c.net.Heal()
+	var aStop, bStart time.Time
+	select {
+	case bStart = <-bStarted:
+	case <-ctx.Done():
+		t.Fatal("b never led")
+	}
+	select {
+	case aStop = <-stopped:
+	default:
+		t.Fatal("b leads while a's work still runs")
+	}
+	require.True(t, aStop.Before(bStart), "a's work stopped at %v, b's began at %v", aStop, bStart)
+	stopB()
+	require.ErrorIs(t, <-bDone, context.Canceled)
+	c.net.Heal()
+	stopA()
+	require.ErrorIs(t, <-aDone, context.Canceled)
+}

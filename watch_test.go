@@ -2,8 +2,11 @@ package fencelock
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -71,4 +74,85 @@ func TestWatchInvalidName(t *testing.T) {
 	require.ErrorIs(t, info.Err, ErrInvalidName)
 	_, ok = <-ch
 	require.False(t, ok)
+}
+
+// A watcher that keeps up sees every grant of a contended lock, in the
+// order the group made them: each holder releases only once the watch has
+// shown its grant, so nothing coalesces away.
+func TestWatchSeesEveryGrantOfAContendedLock(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ch := c.node(3).Watch(wctx, "hot")
+	until(t, ctx, ch, "the first state", func(LockInfo) bool { return true })
+
+	const holders = 6
+	seen := make(chan uint64, holders) // grants the watch showed, in its order
+	watched := make(chan struct{})
+	go func() {
+		defer close(seen)
+		var last uint64
+		for n := 0; n < holders; {
+			info, ok := <-ch
+			if !ok {
+				return
+			}
+			if info.Held && info.Token != last {
+				last = info.Token
+				seen <- info.Token
+				n++
+			}
+		}
+	}()
+	shown := map[uint64]chan struct{}{} // token -> closed once the watch showed it
+	var mu sync.Mutex
+	shownCh := func(tok uint64) chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		if shown[tok] == nil {
+			shown[tok] = make(chan struct{})
+		}
+		return shown[tok]
+	}
+	var order []uint64
+	go func() {
+		defer close(watched)
+		for tok := range seen {
+			mu.Lock()
+			order = append(order, tok)
+			mu.Unlock()
+			close(shownCh(tok))
+		}
+	}()
+	var wg sync.WaitGroup
+	granted := make(chan uint64, holders)
+	for i := range holders {
+		s := newSession(t, ctx, c.node(uint64(1+i%3)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := s.Acquire(ctx, "hot")
+			if !assert.NoError(t, err) {
+				return
+			}
+			granted <- l.Token()
+			select {
+			case <-shownCh(l.Token()):
+			case <-ctx.Done():
+			}
+			assert.NoError(t, l.Release(ctx))
+		}()
+	}
+	wg.Wait()
+	<-watched
+	close(granted)
+	var tokens []uint64
+	for tok := range granted {
+		tokens = append(tokens, tok)
+	}
+	slices.Sort(tokens)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, tokens, order, "every grant, in the order of its token")
 }

@@ -105,11 +105,14 @@ func TestRestartedPrimaryKeepsItsEpoch(t *testing.T) {
 	victim := g.waitPrimary(ctx, func(primary) bool { return true })
 	waitRecords(t, ctx, resource, victim.epoch, 3)
 	g.kill(victim.id)
+	killed := time.Now()
 	announced := g.count()
 	g.start(victim.id, bin, args(victim.id)...)
 
 	back := g.waitPrimary(ctx, func(primary) bool { return true }, announced)
 	require.Equal(t, victim, back, "the restarted primary resumed its term")
+	t.Logf("replica %d killed and restarted: primary again with epoch %d after %v (TTL %v)",
+		victim.id, back.epoch, time.Since(killed).Round(time.Millisecond), ttl)
 	records, err := fencefile.Read(resource)
 	require.NoError(t, err)
 	waitRecords(t, ctx, resource, victim.epoch, countEpoch(records, victim.epoch)+3)

@@ -432,7 +432,9 @@ func (st *State) drop(h *hold, why Reason) {
 	l.holders.remove((*peerHold)(h))
 	*h = hold{} // the lock's first grant is free for the next one
 	if l.holders.n == 0 {
-		l.shared, l.value = false, ""
+		// A semaphore stays shared: every grant of it is, and a delayed
+		// one outlives its last holder.
+		l.shared, l.value = l.permits > 0, ""
 	}
 }
 
@@ -491,13 +493,13 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 				st.free(index, h, why)
 				continue
 			}
-			l := h.l
-			st.drop(h, why)
+			l, seq, token := h.l, h.seq, h.token
+			st.drop(h, why) // clears h
 			// A lock delayed already restarts its delay now, for the longer
 			// of the two: never shorter than either.
-			l.delay, l.delayToken = max(l.delay, s.delay), h.token
-			st.emit(Event{Kind: EventDelayed, Reason: why, Session: s.id, Seq: h.seq, Name: l.name,
-				Token: h.token, TTL: l.delay})
+			l.delay, l.delayToken = max(l.delay, s.delay), token
+			st.emit(Event{Kind: EventDelayed, Reason: why, Session: s.id, Seq: seq, Name: l.name,
+				Token: token, TTL: l.delay})
 		}
 	}
 	delete(st.sessions, s.id)

@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 
+	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
@@ -62,23 +63,27 @@ func (k sink) Removed() {
 // a testhook.Pause, if one is on).
 func (s *Session) deliver(e *fsm.Event) {
 	ev := *e
-	s.later(func() { s.applyEvent(&ev) })
+	var since clock.Instant
+	if e.MaxHold != 0 {
+		since = s.heldSince() // now, on the apply goroutine, not after a pause
+	}
+	s.later(func() { s.applyEvent(&ev, since) })
 }
 
-func (s *Session) applyEvent(e *fsm.Event) {
+func (s *Session) applyEvent(e *fsm.Event, since clock.Instant) {
 	if s.resuming(e) {
 		return
 	}
 	switch e.Kind {
 	case fsm.EventGranted:
-		s.granted(e.Seq, e.Name, lockMode(e), e.Token, "")
+		s.granted(e.Seq, e.Name, lockMode(e), e.Token, "", since)
 	case fsm.EventFreed:
 		s.grantEnded(e.Token, reasonErr(e.Reason))
 	case fsm.EventSessionEnded:
 		s.end(reasonErr(e.Reason))
 		s.n.forget(s)
 	case fsm.EventElected:
-		s.granted(e.Seq, e.Name, electionMode, e.Token, e.Value)
+		s.granted(e.Seq, e.Name, electionMode, e.Token, e.Value, since)
 	case fsm.EventDeposed:
 		s.grantEnded(e.Token, depositionErr(e.Reason))
 	case fsm.EventProclaimed:
@@ -113,14 +118,17 @@ func (s *Session) reconcile(st *fsm.State) {
 	}
 	s.mu.Unlock()
 	// st is only valid during this call: decide now, act (maybe) later.
+	// The grants it reports were applied after everything this replica
+	// applied before: heldSince bounds when.
+	since := s.heldSince()
 	var actions []func()
 	for _, seq := range seqs {
 		if name, token, ok := st.Grant(s.id, seq); ok {
 			l := st.Lock(name)
 			mode := grantMode{shared: l.Shared, permits: int(l.Permits)}
-			actions = append(actions, func() { s.granted(seq, name, mode, token, "") })
+			actions = append(actions, func() { s.granted(seq, name, mode, token, "", since) })
 		} else if e, ok := st.Leading(s.id, seq); ok {
-			actions = append(actions, func() { s.granted(seq, e.Name, electionMode, e.Token, e.Value) })
+			actions = append(actions, func() { s.granted(seq, e.Name, electionMode, e.Token, e.Value, since) })
 		}
 	}
 	for _, g := range held {
@@ -154,6 +162,8 @@ func reasonErr(r fsm.Reason) error {
 		return context.Canceled
 	case fsm.ReasonRevoked:
 		return ErrRevoked
+	case fsm.ReasonMaxHold:
+		return ErrMaxHoldExceeded
 	}
 	return ErrNotHeld
 }

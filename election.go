@@ -47,23 +47,29 @@ type Leadership struct{ *grant }
 // group cannot be reached before ctx ends, the error satisfies errors.Is for
 // both ErrUnavailable and ctx.Err(), and the candidate is withdrawn. If the
 // session ends meanwhile, its error is returned.
-func (s *Session) Campaign(ctx context.Context, election, value string) (*Leadership, error) {
-	return s.campaign(ctx, election, value, true)
+//
+// Options: WithMaxHold bounds how long the term lasts.
+func (s *Session) Campaign(ctx context.Context, election, value string, opts ...AcquireOption) (*Leadership, error) {
+	return s.campaign(ctx, election, value, true, opts)
 }
 
 // TryCampaign makes the session the election's leader if it has none, and
 // otherwise fails at once with ErrElectionTaken without queuing: the
 // session is then no candidate. It is Campaign for a caller that must not
 // wait (a job that runs only if nobody runs it yet).
-func (s *Session) TryCampaign(ctx context.Context, election, value string) (*Leadership, error) {
-	return s.campaign(ctx, election, value, false)
+func (s *Session) TryCampaign(ctx context.Context, election, value string, opts ...AcquireOption) (*Leadership, error) {
+	return s.campaign(ctx, election, value, false, opts)
 }
 
-func (s *Session) campaign(ctx context.Context, election, value string, wait bool) (*Leadership, error) {
+func (s *Session) campaign(ctx context.Context, election, value string, wait bool, opts []AcquireOption) (*Leadership, error) {
 	if err := checkCampaign(election, value); err != nil {
 		return nil, err
 	}
-	g, err := s.request(ctx, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value, Wait: wait})
+	o, err := s.acquireOpts(opts)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.request(ctx, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value, Wait: wait}, o)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +116,8 @@ func (l *Leadership) Done() <-chan struct{} { return l.g().doneChan() }
 
 // Err returns nil while this term lasts and, once Done is closed, why:
 // ErrNotLeader after Resign, context.Canceled if the Campaign was cancelled
-// as it was elected, or the session's error.
+// as it was elected, ErrMaxHoldExceeded after its maximum hold, or the
+// session's error.
 func (l *Leadership) Err() error { return l.g().reason() }
 
 // Proclaim replaces the leader's value, keeping the term and its token;

@@ -56,6 +56,15 @@ var (
 	// ErrInvalidPermits: a semaphore's permit count is below 1 or above
 	// MaxHoldersPerLock.
 	ErrInvalidPermits = errors.New("fencelock: invalid permit count")
+	// ErrInvalidLockDelay: a lock-delay (WithLockDelay) below 0 or above
+	// MaxLockDelay.
+	ErrInvalidLockDelay = errors.New("fencelock: invalid lock-delay")
+	// ErrInvalidMaxHold: a maximum hold (WithMaxHold) below twice the
+	// session's safety margin or above MaxHoldLimit.
+	ErrInvalidMaxHold = errors.New("fencelock: invalid maximum hold")
+	// ErrMaxHoldExceeded: the grant's maximum hold (WithMaxHold) ran out:
+	// by the holder's clock, or at the group. The lock passes on.
+	ErrMaxHoldExceeded = errors.New("fencelock: maximum hold exceeded")
 
 	// ErrLimitExceeded: the group refused a request that would exceed one of
 	// its limits (see README); nothing changed. Each limit has its own error,

@@ -7,7 +7,7 @@ import (
 
 // This file holds what a service built on the library (the httpapi package,
 // the fencelock command) needs beyond the in-process API: sessions whose
-// liveness is another process's, and a way to learn that a request queued.
+// liveness is another process's.
 
 // WithExternalKeepAlive makes a session that renews itself only when its
 // holder calls KeepAlive: no goroutine of its own sends keep-alives. It is for
@@ -47,22 +47,3 @@ func (s *Session) KeepAlive(ctx context.Context) error {
 
 // SafetyMargin returns the session's safety margin (see WithSafetyMargin).
 func (s *Session) SafetyMargin() time.Duration { return s.margin }
-
-type queuedKey struct{}
-
-// OnQueued returns a context derived from ctx that makes an Acquire or
-// Campaign called with it (or with a context derived from it) call f once,
-// when the group has answered that the request waits in the queue, before the
-// call goes on waiting for its grant. f is not called for a request granted at
-// once or refused. A service uses it to answer "queued" to a remote client
-// while the call waits on its behalf; f must not block.
-func OnQueued(ctx context.Context, f func()) context.Context {
-	return context.WithValue(ctx, queuedKey{}, f)
-}
-
-// notifyQueued calls the OnQueued hook ctx carries, if any.
-func notifyQueued(ctx context.Context) {
-	if f, ok := ctx.Value(queuedKey{}).(func()); ok && f != nil {
-		f()
-	}
-}

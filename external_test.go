@@ -36,20 +36,15 @@ func TestExternalKeepAlive(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, s.ID(), info.SessionID)
 
-	// The waiter is queued (OnQueued fires) and then granted once the
-	// heartbeats stop.
+	// The waiter is queued, and granted once the heartbeats stop.
 	other, err := c.node(1 + c.leader(ctx)%3).NewSession(ctx)
 	require.NoError(t, err)
 	defer other.Close(ctx)
-	queued := make(chan struct{})
-	l2, err := other.Acquire(OnQueued(ctx, func() { close(queued) }), "ext")
+	queued := make(chan int, 1)
+	l2, err := other.Acquire(ctx, "ext", WithQueuePosition(func(p int) { queued <- p }))
 	require.NoError(t, err)
 	freed := time.Since(last)
-	select {
-	case <-queued:
-	default:
-		t.Fatal("OnQueued hook not called for a queued Acquire")
-	}
+	require.Equal(t, 1, <-queued, "it waited at the head of the queue")
 	require.Greater(t, l2.Token(), l.Token())
 	t.Logf("lock passed on %v after the last heartbeat (TTL %v)", freed, ttl)
 	require.GreaterOrEqual(t, freed, ttl-s.SafetyMargin()-50*time.Millisecond)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
@@ -21,6 +22,10 @@ type grant struct {
 	mu    sync.Mutex
 	err   error  // why the grant ended; nil while it lasts
 	value string // a leadership's value
+	// until is when, by the boot clock, a grant with a maximum hold ends
+	// for its holder (timer fires then); zero without one.
+	until clock.Instant
+	timer clock.Timer
 }
 
 // grantMode is what a grant is of: an election, or a lock, exclusive,
@@ -42,14 +47,40 @@ func (g *grant) lose(why error) {
 	if g.err == nil {
 		g.err = why
 		close(g.done)
+		if g.timer != nil {
+			g.timer.Stop()
+		}
+	}
+}
+
+// limit makes the grant end for its holder at until by the boot clock
+// (its maximum hold less the session's margin), before the group frees it.
+// Call it before anyone else sees g.
+func (g *grant) limit(until clock.Instant) {
+	c := g.s.clock
+	g.until = until
+	g.timer = c.AfterFunc(until.Sub(clock.Boot(c)), g.pollHold)
+}
+
+// pollHold ends the grant if its maximum hold is over by the holder's
+// clock. The group frees it a margin later, and grants it on then.
+func (g *grant) pollHold() {
+	g.mu.Lock()
+	over := g.err == nil && g.until != (clock.Instant{}) && !clock.Boot(g.s.clock).Before(g.until)
+	g.mu.Unlock()
+	if over {
+		g.s.grantEnded(g.token, ErrMaxHoldExceeded)
+		g.lose(ErrMaxHoldExceeded) // also if the registry had dropped it
 	}
 }
 
 // doneChan and reason serve Done and Err; both first check the session's
-// deadline by the holder's clock.
+// deadline, and the maximum hold, by the holder's clock (a timer may fire
+// late after a suspend).
 func (g *grant) doneChan() <-chan struct{} {
 	if g.s != nil {
 		g.s.poll()
+		g.pollHold()
 	}
 	return g.done
 }
@@ -57,6 +88,7 @@ func (g *grant) doneChan() <-chan struct{} {
 func (g *grant) reason() error {
 	if g.s != nil {
 		g.s.poll()
+		g.pollHold()
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -119,8 +151,10 @@ func (g *grant) giveBack(ctx context.Context) error {
 // granted records that request seq of s was granted lock (or election) name
 // with token, and wakes the call waiting for it. It is idempotent: a grant
 // may be reported by the applied entry and by the proposal's reply. It
-// returns nil if the session is over.
-func (s *Session) granted(seq uint64, name string, mode grantMode, token uint64, value string) *grant {
+// returns nil if the session is over. since, if not zero, is a time before
+// the group applied the grant (heldSince when the grant was reported); a
+// maximum hold counts from the later of it and the request's send.
+func (s *Session) granted(seq uint64, name string, mode grantMode, token uint64, value string, since clock.Instant) *grant {
 	s.mu.Lock()
 	if g := s.grants[token]; g != nil {
 		s.mu.Unlock()
@@ -133,6 +167,13 @@ func (s *Session) granted(seq uint64, name string, mode grantMode, token uint64,
 	g := s.newGrant(seq, name, mode, token, value)
 	s.grants[token] = g
 	w := s.waiters[seq]
+	if w != nil && w.maxHold != 0 {
+		start := w.sent
+		if since.After(start) {
+			start = since
+		}
+		g.limit(start.Add(w.maxHold - s.margin))
+	}
 	if w != nil && w.grant == nil {
 		w.grant = g
 		close(w.ready)

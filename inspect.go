@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 )
@@ -25,6 +26,11 @@ type LockInfo struct {
 	// request's position is its index plus one. Inspect lists them all,
 	// Locks the first QueueListed; Watch lists none (Waiters counts them).
 	Queue []uint64
+	// Delayed: the lock is under a lock-delay (a session opened
+	// WithLockDelay that held it expired, or an operator ended it), and
+	// nobody is granted it until the delay ends. When that is, is the
+	// group leader's timer's to know: the state holds no clock.
+	Delayed bool
 	// Err is set only in the one value Watch sends before it closes its
 	// channel for a mistake rather than ctx: ErrInvalidName.
 	Err error
@@ -34,13 +40,15 @@ type LockInfo struct {
 type Holder struct {
 	SessionID uint64
 	Token     uint64
-	Owner     uint64 // the replica the holder's session lives on
+	Owner     uint64        // the replica the holder's session lives on
+	MaxHold   time.Duration // the grant's maximum hold (WithMaxHold); 0: none
 }
 
 // equal reports whether a and b describe the same state.
 func (a LockInfo) equal(b LockInfo) bool {
 	return a.Name == b.Name && a.Held == b.Held && a.Token == b.Token && a.SessionID == b.SessionID &&
 		a.Waiters == b.Waiters && a.Shared == b.Shared && a.Permits == b.Permits && a.Err == b.Err &&
+		a.Delayed == b.Delayed &&
 		slices.Equal(a.Holders, b.Holders) && slices.Equal(a.Queue, b.Queue)
 }
 
@@ -67,11 +75,12 @@ func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 
 func lockInfo(l fsm.LockInfo) LockInfo {
 	info := LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters,
-		Shared: l.Shared, Permits: int(l.Permits)}
+		Shared: l.Shared, Permits: int(l.Permits), Delayed: l.Delayed}
 	if l.Holders != nil {
 		info.Holders = make([]Holder, len(l.Holders))
 		for i, h := range l.Holders {
-			info.Holders[i] = Holder{SessionID: h.Session, Token: h.Token, Owner: h.Owner}
+			info.Holders[i] = Holder{SessionID: h.Session, Token: h.Token, Owner: h.Owner,
+				MaxHold: time.Duration(h.MaxHold)}
 		}
 	}
 	return info

@@ -1,6 +1,10 @@
 package fencelock
 
-import "github.com/fencelock/fencelock/internal/fsm"
+import (
+	"time"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
 
 // The group's limits. They are constants of the replicated state machine, the
 // same on every replica; a request beyond one fails with an error wrapping
@@ -27,4 +31,15 @@ const (
 	MaxNameLen = fsm.MaxNameLen
 	// MaxValueLen is the longest leader value, in bytes (ErrValueTooLarge).
 	MaxValueLen = fsm.MaxValueLen
+)
+
+// The bounds of the timed options.
+const (
+	// MaxLockDelay is the longest lock-delay (WithLockDelay,
+	// ErrInvalidLockDelay): 60s, as in Consul. A delay makes a lock
+	// unavailable to everyone, and a leader change restarts it in full.
+	MaxLockDelay time.Duration = fsm.MaxLockDelay
+	// MaxHoldLimit is the longest maximum hold (WithMaxHold,
+	// ErrInvalidMaxHold): 24h, the longest session TTL.
+	MaxHoldLimit time.Duration = fsm.MaxHoldLimit
 )

@@ -27,14 +27,16 @@ type Lock struct{ *grant }
 // ctx.Err(). If the group cannot be reached before ctx ends, the error
 // satisfies errors.Is for both ErrUnavailable and ctx.Err(), and nothing is
 // granted. If the session ends meanwhile, its error is returned.
-func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
-	return s.acquire(ctx, name, true)
+//
+// Options: WithMaxHold bounds how long the grant lasts.
+func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
+	return s.acquireMode(ctx, name, false, 0, true, opts)
 }
 
 // TryAcquire takes the lock if it is free, and fails with ErrLocked at once
 // if it is held; it never queues.
-func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
-	return s.acquire(ctx, name, false)
+func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
+	return s.acquireMode(ctx, name, false, 0, false, opts)
 }
 
 // AcquireShared waits until lock name is granted to this call in shared
@@ -59,15 +61,15 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 // and after. Waiting, cancellation and the session's end behave as for
 // Acquire. AcquireShared on a semaphore's name fails with
 // ErrPermitConflict.
-func (s *Session) AcquireShared(ctx context.Context, name string) (*Lock, error) {
-	return s.acquireMode(ctx, name, true, 0, true)
+func (s *Session) AcquireShared(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
+	return s.acquireMode(ctx, name, true, 0, true, opts)
 }
 
 // TryAcquireShared takes lock name in shared mode if the holders admit it
 // and nobody waits before it, and fails with ErrLocked at once otherwise
 // (held exclusively, or an exclusive request is queued); it never queues.
-func (s *Session) TryAcquireShared(ctx context.Context, name string) (*Lock, error) {
-	return s.acquireMode(ctx, name, true, 0, false)
+func (s *Session) TryAcquireShared(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
+	return s.acquireMode(ctx, name, true, 0, false, opts)
 }
 
 // AcquireSemaphore waits until one of the permits of the counting
@@ -82,21 +84,21 @@ func (s *Session) TryAcquireShared(ctx context.Context, name string) (*Lock, err
 // another count fails with ErrPermitConflict at once and changes nothing,
 // as does a call naming a lock's name (or Acquire naming a semaphore's).
 // permits must be 1 to MaxHoldersPerLock, else ErrInvalidPermits.
-func (s *Session) AcquireSemaphore(ctx context.Context, name string, permits int) (*Lock, error) {
+func (s *Session) AcquireSemaphore(ctx context.Context, name string, permits int, opts ...AcquireOption) (*Lock, error) {
 	if err := checkPermits(permits); err != nil {
 		return nil, err
 	}
-	return s.acquireMode(ctx, name, true, permits, true)
+	return s.acquireMode(ctx, name, true, permits, true, opts)
 }
 
 // TryAcquireSemaphore takes a permit of semaphore name if one is free and
 // nobody waits before it, and fails with ErrLocked at once otherwise; it
 // never queues.
-func (s *Session) TryAcquireSemaphore(ctx context.Context, name string, permits int) (*Lock, error) {
+func (s *Session) TryAcquireSemaphore(ctx context.Context, name string, permits int, opts ...AcquireOption) (*Lock, error) {
 	if err := checkPermits(permits); err != nil {
 		return nil, err
 	}
-	return s.acquireMode(ctx, name, true, permits, false)
+	return s.acquireMode(ctx, name, true, permits, false, opts)
 }
 
 func checkPermits(permits int) error {
@@ -106,21 +108,22 @@ func checkPermits(permits int) error {
 	return nil
 }
 
-func (s *Session) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
-	return s.acquireMode(ctx, name, false, 0, wait)
-}
-
 // acquireMode runs Acquire (exclusive), AcquireShared (shared, permits 0)
 // or AcquireSemaphore (shared, permits > 0) and their Try forms.
-func (s *Session) acquireMode(ctx context.Context, name string, shared bool, permits int, wait bool) (*Lock, error) {
+func (s *Session) acquireMode(ctx context.Context, name string, shared bool, permits int, wait bool,
+	opts []AcquireOption) (*Lock, error) {
 	if !fsm.ValidName(name) {
 		return nil, invalidName(name)
+	}
+	o, err := s.acquireOpts(opts)
+	if err != nil {
+		return nil, err
 	}
 	cmd := fsm.Command{Kind: fsm.KindAcquire, Name: name, Wait: wait}
 	if shared {
 		cmd.Kind, cmd.Permits = fsm.KindAcquireShared, uint64(permits)
 	}
-	g, err := s.request(ctx, cmd)
+	g, err := s.request(ctx, cmd, o)
 	if err != nil {
 		return nil, err
 	}
@@ -149,15 +152,17 @@ func (l *Lock) Name() string { return l.g().name }
 func (l *Lock) Token() uint64 { return l.g().token }
 
 // Done is closed when the holder must stop acting: the lock was released, or
-// the session ended (expired, not renewed in time, closed, node closed). A
-// holder cut off from the group sees Done close by its own clock before the
-// group could grant the lock to anyone else.
+// the session ended (expired, not renewed in time, closed, node closed), or
+// its maximum hold (WithMaxHold) ran out. A holder cut off from the group
+// sees Done close by its own clock before the group could grant the lock
+// to anyone else.
 //
 // Like Session.Done, it checks the session's deadline when called.
 func (l *Lock) Done() <-chan struct{} { return l.g().doneChan() }
 
 // Err returns nil while the lock is held and, once Done is closed, why:
-// ErrNotHeld after a release, or the session's error.
+// ErrNotHeld after a release, ErrMaxHoldExceeded after its maximum hold,
+// or the session's error.
 func (l *Lock) Err() error { return l.g().reason() }
 
 // Release frees the lock; the head of its queue, if any, is granted in the

@@ -9,12 +9,15 @@ import "github.com/fencelock/fencelock/internal/fsm"
 // first call reports the place the request queued at.
 //
 // Like Watch it reads this replica's copy after each change it applies (no
-// polling): a replica that lags reports late, never out of order.
-func (s *Session) reportPositions(stop <-chan struct{}, name string, election bool, seq uint64, report func(int)) {
+// polling): a replica that lags reports late, never out of order. The
+// returned joined waits until it no longer reports.
+func (s *Session) reportPositions(stop <-chan struct{}, name string, election bool, seq uint64, report func(int)) (joined func()) {
 	n := s.n
 	key := queueKey(name, election)
 	w := n.lockWatches.add(key)
+	done := make(chan struct{})
 	started := n.goBackground(func() {
+		defer close(done)
 		defer n.lockWatches.remove(key, w)
 		last := 0
 		for {
@@ -41,5 +44,7 @@ func (s *Session) reportPositions(stop <-chan struct{}, name string, election bo
 	})
 	if !started {
 		n.lockWatches.remove(key, w)
+		close(done)
 	}
+	return func() { <-done }
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
@@ -17,7 +18,7 @@ import (
 // ahead of the withdrawal is given back) and ctx.Err() is returned. If the
 // group cannot be reached before ctx ends, the outcome is unknown, so the
 // request is withdrawn too.
-func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) {
+func (s *Session) request(ctx context.Context, cmd fsm.Command, o acquireOptions) (*grant, error) {
 	s.mu.Lock()
 	if err := s.err; err != nil {
 		s.mu.Unlock()
@@ -26,11 +27,13 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 	seq := s.nextSeq
 	s.nextSeq++
 	s.pending[seq] = struct{}{}
-	w := &waiter{ready: make(chan struct{})}
+	// The send time precedes every apply of the request's entry, so it is
+	// a time before the leader's timer of a maximum hold started.
+	w := &waiter{ready: make(chan struct{}), maxHold: o.maxHold, sent: clock.Boot(s.clock)}
 	s.waiters[seq] = w
 	s.mu.Unlock()
 
-	cmd.Session, cmd.Seq, cmd.Floor = s.id, seq, s.floor()
+	cmd.Session, cmd.Seq, cmd.Floor, cmd.MaxHold = s.id, seq, s.floor(), uint64(o.maxHold)
 	res, err := s.n.r.Propose(ctx, cmd)
 	if err != nil {
 		// The request may be queued or even granted. If the group has a
@@ -47,7 +50,7 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 	switch res.Status {
 	case fsm.Granted:
 		mode := grantMode{election: cmd.Kind == fsm.KindCampaign, shared: cmd.Kind == fsm.KindAcquireShared, permits: int(cmd.Permits)}
-		g := s.granted(seq, cmd.Name, mode, res.Value, cmd.Value)
+		g := s.granted(seq, cmd.Name, mode, res.Value, cmd.Value, clock.Instant{})
 		s.finish(seq)
 		if g == nil {
 			return nil, s.Err()
@@ -59,7 +62,11 @@ func (s *Session) request(ctx context.Context, cmd fsm.Command) (*grant, error) 
 		// request is ignored by the group (below the floor, or answered from
 		// its reply cache).
 		s.replied(seq)
-		notifyQueued(ctx) // OnQueued (external.go)
+		if o.position != nil {
+			stop := make(chan struct{})
+			joined := s.reportPositions(stop, cmd.Name, cmd.Kind == fsm.KindCampaign, seq, o.position)
+			defer func() { close(stop); joined() }()
+		}
 	case fsm.Locked:
 		s.finish(seq)
 		if cmd.Kind == fsm.KindCampaign {

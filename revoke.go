@@ -63,7 +63,9 @@ func (n *Node) revoke(ctx context.Context, name string, token uint64, election b
 // would: its locks and leaderships pass to their queues' heads in one step,
 // its queued requests are withdrawn, and its holder's Done closes with
 // ErrRevoked. A session that is already over is ErrSessionExpired. It is
-// linearizable; the IDs come from Node.Sessions or Node.Locks.
+// linearizable; the IDs come from Node.Sessions or Node.Locks. A session
+// opened WithLockDelay delays its locks as if it had expired: its holder
+// did not choose to stop, and may be acting still.
 func (n *Node) EndSession(ctx context.Context, id uint64) error {
 	res, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id})
 	if err != nil {

@@ -18,6 +18,7 @@ type SessionOption func(*sessionOptions)
 
 type sessionOptions struct {
 	ttl, margin time.Duration
+	delay       time.Duration // lock-delay
 	resume      ResumeToken
 	commit      func(commitFunc) commitFunc // tests: how background commands reach the group
 	external    bool                        // WithExternalKeepAlive: no keep-alive goroutine (external.go)
@@ -50,6 +51,25 @@ func WithTTL(ttl time.Duration) SessionOption { return func(o *sessionOptions) {
 // session that gives itself up on a healthy group.
 func WithSafetyMargin(m time.Duration) SessionOption {
 	return func(o *sessionOptions) { o.margin = m }
+}
+
+// WithLockDelay gives the session a lock-delay (Chubby's, Consul's): if
+// the group expires the session, or an operator ends it (Node.EndSession),
+// each lock it held is granted to nobody for d, so that writes its holder
+// still had in flight to a resource that checks no token land before the
+// next holder starts. A release, a Close, or the holder giving the session
+// up by its own clock delays nothing: the holder stopped first. Elections
+// are never delayed. The default, 0, is no delay. d must lie in [0,
+// MaxLockDelay], else NewSession fails with ErrInvalidLockDelay.
+//
+// The delay is timed by the group leader's clock, from when it applied the
+// end, and a new leader restarts a pending delay in full: a leader change
+// makes a delay longer, never shorter. Inspect shows a delayed lock as
+// Delayed. An operator's EndSession delays too because the holder did not
+// choose to stop: it may be acting right now, unlike after an expiry, where
+// its own clock stopped it a margin before.
+func WithLockDelay(d time.Duration) SessionOption {
+	return func(o *sessionOptions) { o.delay = d }
 }
 
 // withCommit wraps how the session's background commands (its keep-alives,
@@ -178,8 +198,23 @@ type Session struct {
 
 // waiter is one Acquire or Campaign call waiting for its grant.
 type waiter struct {
-	ready chan struct{} // closed when granted
-	grant *grant
+	ready   chan struct{} // closed when granted
+	grant   *grant
+	maxHold time.Duration // WithMaxHold's; 0: none
+	sent    clock.Instant // when the request was sent, by the boot clock
+}
+
+// heldSince is a time, by the holder's boot clock, before the group applied
+// any entry this replica has not applied yet: the send of the last
+// keep-alive (or open, or resume) acknowledged. This replica applies the
+// log in order and a proposal returns only once applied here, so an entry
+// applied after it (a grant out of the queue, say) was committed after that
+// send, and every replica's clock started on it later. Call it on the apply
+// goroutine, as the entry is reported.
+func (s *Session) heldSince() clock.Instant {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease.deadline.Add(-s.lease.life)
 }
 
 // check validates the options and fills in the default margin.
@@ -196,6 +231,9 @@ func (o *sessionOptions) check() error {
 	// group.
 	if o.margin < 0 || o.margin > o.ttl/2 {
 		return fmt.Errorf("%w: safety margin %v must lie in (0, %v], half the TTL", ErrInvalidTTL, o.margin, o.ttl/2)
+	}
+	if o.delay < 0 || o.delay > MaxLockDelay {
+		return fmt.Errorf("%w: %v must lie in [0, %v]", ErrInvalidLockDelay, o.delay, MaxLockDelay)
 	}
 	return nil
 }
@@ -226,6 +264,7 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 		Nonce: nonce,
 		TTL:   uint64(o.ttl),
 		Owner: n.cfg.ReplicaID,
+		Delay: uint64(o.delay),
 	})
 	if err != nil {
 		return nil, err

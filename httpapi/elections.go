@@ -85,8 +85,8 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 	}
 	if wt == nil {
 		var err error
-		wt, err = s.startWait(func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error) {
-			l, err := hs.s.Campaign(ctx, name, req.Value)
+		wt, err = s.startWait(func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
+			l, err := hs.s.Campaign(ctx, name, req.Value, position)
 			return nil, l, err
 		})
 		if err != nil {
@@ -104,21 +104,7 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ctx.Err())
 		return
 	}
-	pos := 0
-	if !wt.isDone() {
-		c, err := s.node.Candidates(ctx, name)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		pos = max(c.Total, 1)
-		for i, cand := range c.Queue {
-			if cand.SessionID == hs.s.ID() {
-				pos = i + 1
-				break
-			}
-		}
-	}
+	pos := int(wt.position.Load())
 	if wt.isDone() {
 		if wt.err != nil {
 			hs.mu.Lock()

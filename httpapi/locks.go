@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -28,10 +28,13 @@ type session struct {
 type wait struct {
 	cancel context.CancelFunc
 	queued chan struct{} // closed when the group queued the request
-	done   chan struct{} // closed when the call returned; then:
-	lock   *fencelock.Lock
-	lead   *fencelock.Leadership
-	err    error
+	// position is the request's place in the queue (1: next), as this
+	// replica last applied it; 0 before it queued.
+	position atomic.Int64
+	done     chan struct{} // closed when the call returned; then:
+	lock     *fencelock.Lock
+	lead     *fencelock.Leadership
+	err      error
 }
 
 func (wt *wait) isDone() bool {
@@ -77,9 +80,10 @@ func grantedWait(l *fencelock.Lock, lead *fencelock.Leadership) *wait {
 }
 
 // startWait runs call in the background, on the server's context, so that
-// it waits in the queue after the HTTP request that asked for it returned.
+// it waits in the queue after the HTTP request that asked for it returned;
+// call passes the option it is given, which keeps the wait's queue position.
 // hs.mu is held.
-func (s *Server) startWait(call func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error)) (*wait, error) {
+func (s *Server) startWait(call func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error)) (*wait, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -87,13 +91,16 @@ func (s *Server) startWait(call func(ctx context.Context) (*fencelock.Lock, *fen
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	wt := &wait{cancel: cancel, queued: make(chan struct{}), done: make(chan struct{})}
-	var once sync.Once
-	ctx = fencelock.OnQueued(ctx, func() { once.Do(func() { close(wt.queued) }) })
+	position := fencelock.WithQueuePosition(func(p int) {
+		if wt.position.Swap(int64(p)) == 0 {
+			close(wt.queued)
+		}
+	})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		wt.lock, wt.lead, wt.err = call(ctx)
+		wt.lock, wt.lead, wt.err = call(ctx, position)
 		close(wt.done)
 	}()
 	return wt, nil
@@ -162,8 +169,8 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wt == nil {
-		wt, err = s.startWait(func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error) {
-			l, err := hs.s.Acquire(ctx, name)
+		wt, err = s.startWait(func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
+			l, err := hs.s.Acquire(ctx, name, position)
 			return l, nil, err
 		})
 		if err != nil {
@@ -184,15 +191,8 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ctx.Err())
 		return
 	}
-	var pos int
-	if !wt.isDone() {
-		pos, err = s.lockPosition(ctx, name, hs.s.ID())
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-	}
-	if wt.isDone() { // granted at once, or while the position was read
+	pos := int(wt.position.Load())
+	if wt.isDone() { // granted at once, or meanwhile
 		if wt.err != nil {
 			hs.mu.Lock()
 			if hs.locks[name] == wt {
@@ -206,19 +206,6 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, AcquireResponse{Granted: false, QueuePosition: pos})
-}
-
-// lockPosition reads where session waits in name's queue: 1 is next. A
-// session not in the queue (its grant on its way) is told 1.
-func (s *Server) lockPosition(ctx context.Context, name string, session uint64) (int, error) {
-	info, err := s.node.Inspect(ctx, name)
-	if err != nil {
-		return 1, err
-	}
-	if i := slices.Index(info.Queue, session); i >= 0 {
-		return i + 1, nil
-	}
-	return 1, nil
 }
 
 // ReleaseResponse answers a release.

@@ -10,6 +10,14 @@
 // index, mark), which the state machine applies only if no newer keep-alive
 // arrived and no newer leader started. A deposed leader's late Expire is
 // therefore refused, whichever leader's term it commits in.
+//
+// The same timers end lock-delays and maximum holds: a lock delayed at the
+// group, or a grant with a maximum hold, is timed from when this replica
+// applied it, and the leader proposes Undelay or ExpireGrant, naming its
+// mark, when the time is up. A new leader restarts every one of them in
+// full, as it restarts the sessions' TTLs: it cannot know how much of a
+// delay or a hold its predecessor had timed, and starting late only errs
+// toward a lock unavailable for longer, never toward an early grant.
 package expiry
 
 import (
@@ -34,6 +42,28 @@ type Actions struct {
 	Start func(term uint64)
 	// Expire proposes the expiry of session id at keepAlive, naming mark.
 	Expire func(id, keepAlive, mark uint64)
+	// Undelay proposes the end of lock name's lock-delay begun by the end
+	// of grant token, naming mark.
+	Undelay func(name string, token, mark uint64)
+	// ExpireGrant proposes the end of grant token of lock (or, with
+	// election, election) name, its maximum hold over, naming mark.
+	ExpireGrant func(name string, election bool, token, mark uint64)
+}
+
+// Delay is a lock under a lock-delay: Token is the grant whose end began
+// it, D its length.
+type Delay struct {
+	Name  string
+	Token uint64
+	D     time.Duration
+}
+
+// Hold is a grant with a maximum hold D.
+type Hold struct {
+	Name     string
+	Election bool
+	Token    uint64
+	D        time.Duration
 }
 
 // Tracker decides when the leader proposes an expiry.
@@ -45,7 +75,9 @@ type Tracker struct {
 
 	mu        sync.Mutex
 	sessions  map[uint64]*entry
-	due       deadlines // only while armed
+	delays    map[string]*entry // locks under a lock-delay, by name
+	holds     map[uint64]*entry // grants with a maximum hold, by token
+	due       deadlines         // only while armed
 	leader    bool
 	term      uint64    // the raft term this replica leads, while leader
 	mark      uint64    // index of this leader's LeaderStart; 0 until it applied
@@ -53,10 +85,33 @@ type Tracker struct {
 	kick      chan struct{}
 }
 
+// entry is one timer: a session's TTL, a lock-delay or a maximum hold.
 type entry struct {
+	kind entryKind
 	Session
+	delay    Delay // kindDelay
+	hold     Hold  // kindHold
 	deadline time.Time
 	gen      uint64 // bumped on every change, so stale heap items are skipped
+}
+
+type entryKind uint8
+
+const (
+	kindSession entryKind = iota
+	kindDelay
+	kindHold
+)
+
+// length is how long the entry's timer runs.
+func (e *entry) length() time.Duration {
+	switch e.kind {
+	case kindDelay:
+		return e.delay.D
+	case kindHold:
+		return e.hold.D
+	}
+	return e.TTL
 }
 
 // New returns the tracker of replica self. While it leads, it calls
@@ -64,7 +119,8 @@ type entry struct {
 // session's time is up, again every retry while the session stays.
 func New(c clock.Clock, retry time.Duration, self uint64, act Actions) *Tracker {
 	return &Tracker{clock: c, retry: retry, self: self, act: act,
-		sessions: make(map[uint64]*entry), kick: make(chan struct{}, 1)}
+		sessions: make(map[uint64]*entry), delays: make(map[string]*entry), holds: make(map[uint64]*entry),
+		kick: make(chan struct{}, 1)}
 }
 
 // armed reports whether this replica leads and its LeaderStart applied.
@@ -94,14 +150,63 @@ func (t *Tracker) Remove(id uint64) {
 	t.mu.Unlock()
 }
 
+// Delayed records that this replica applied the start of a lock-delay: it
+// replaces any earlier delay of the same lock, and runs in full from now.
+func (t *Tracker) Delayed(d Delay) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := &entry{kind: kindDelay, delay: d, deadline: t.clock.Now().Add(d.D)}
+	t.delays[d.Name] = e
+	if t.armed() {
+		t.push(e.deadline, e)
+	}
+}
+
+// Undelayed forgets the lock-delay of lock name begun by token.
+func (t *Tracker) Undelayed(name string, token uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.delays[name]; e != nil && e.delay.Token == token {
+		delete(t.delays, name)
+	}
+}
+
+// Held records that this replica applied a grant with a maximum hold; it
+// runs in full from now.
+func (t *Tracker) Held(h Hold) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := &entry{kind: kindHold, hold: h, deadline: t.clock.Now().Add(h.D)}
+	t.holds[h.Token] = e
+	if t.armed() {
+		t.push(e.deadline, e)
+	}
+}
+
+// Freed forgets grant token, which ended.
+func (t *Tracker) Freed(token uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.holds, token)
+}
+
 // Reset replaces everything known, after the state was restored from a
-// snapshot whose leader mark is mark; every session starts a full TTL now.
-func (t *Tracker) Reset(sessions []Session, mark uint64) {
+// snapshot whose leader mark is mark; every session starts a full TTL now,
+// and every delay and maximum hold runs in full from now.
+func (t *Tracker) Reset(sessions []Session, delays []Delay, holds []Hold, mark uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sessions = make(map[uint64]*entry, len(sessions))
 	for _, s := range sessions {
 		t.sessions[s.ID] = &entry{Session: s}
+	}
+	t.delays = make(map[string]*entry, len(delays))
+	for _, d := range delays {
+		t.delays[d.Name] = &entry{kind: kindDelay, delay: d}
+	}
+	t.holds = make(map[uint64]*entry, len(holds))
+	for _, h := range holds {
+		t.holds[h.Token] = &entry{kind: kindHold, hold: h}
 	}
 	if t.mark != mark {
 		t.disarm() // another leader started meanwhile
@@ -147,19 +252,31 @@ func (t *Tracker) disarm() {
 func (t *Tracker) restartAll() {
 	now := t.clock.Now()
 	t.due = t.due[:0]
-	for _, e := range t.sessions {
-		e.deadline = now.Add(e.TTL)
+	restart := func(e *entry) {
+		e.deadline = now.Add(e.length())
 		e.gen++
 		if t.armed() {
 			t.due = append(t.due, item{at: e.deadline, e: e, gen: e.gen})
 		}
 	}
+	for _, e := range t.sessions {
+		restart(e)
+	}
+	for _, e := range t.delays {
+		restart(e)
+	}
+	for _, e := range t.holds {
+		restart(e)
+	}
 	heap.Init(&t.due)
 	t.wake()
 }
 
+// timers counts the entries timed.
+func (t *Tracker) timers() int { return len(t.sessions) + len(t.delays) + len(t.holds) }
+
 func (t *Tracker) push(at time.Time, e *entry) {
-	if len(t.due) > 4*len(t.sessions)+64 { // drop the stale items of renewed sessions
+	if len(t.due) > 4*t.timers()+64 { // drop the stale items of renewed sessions
 		live := t.due[:0]
 		for _, it := range t.due {
 			if it.current(t) {
@@ -226,7 +343,14 @@ func (t *Tracker) fire() time.Duration {
 			return it.at.Sub(now)
 		}
 		heap.Pop(&t.due)
-		t.act.Expire(it.e.ID, it.e.KeepAlive, t.mark)
+		switch e := it.e; e.kind {
+		case kindSession:
+			t.act.Expire(e.ID, e.KeepAlive, t.mark)
+		case kindDelay:
+			t.act.Undelay(e.delay.Name, e.delay.Token, t.mark)
+		case kindHold:
+			t.act.ExpireGrant(e.hold.Name, e.hold.Election, e.hold.Token, t.mark)
+		}
 		heap.Push(&t.due, item{at: now.Add(t.retry), e: it.e, gen: it.gen})
 	}
 	return time.Hour
@@ -239,13 +363,31 @@ func (t *Tracker) Len() int {
 	return len(t.sessions)
 }
 
+// Pending returns the number of lock-delays and maximum holds tracked.
+func (t *Tracker) Pending() (delays, holds int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.delays), len(t.holds)
+}
+
 type item struct {
 	at  time.Time
 	e   *entry
 	gen uint64
 }
 
-func (it item) current(t *Tracker) bool { return t.sessions[it.e.ID] == it.e && it.e.gen == it.gen }
+func (it item) current(t *Tracker) bool {
+	if it.e.gen != it.gen {
+		return false
+	}
+	switch it.e.kind {
+	case kindDelay:
+		return t.delays[it.e.delay.Name] == it.e
+	case kindHold:
+		return t.holds[it.e.hold.Token] == it.e
+	}
+	return t.sessions[it.e.ID] == it.e
+}
 
 type deadlines []item
 

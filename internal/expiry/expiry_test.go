@@ -1,6 +1,7 @@
 package expiry
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,6 +35,8 @@ type recorder struct {
 	expiries []expiry
 	marks    []uint64 // the mark each expiry named
 	starts   []uint64 // the term each LeaderStart named
+	undelays []string // "name token mark" of each Undelay
+	ends     []string // "name election token mark" of each ExpireGrant
 }
 
 func newTrackerRec() (*Tracker, *manualClock, *recorder) {
@@ -44,6 +47,12 @@ func newTrackerRec() (*Tracker, *manualClock, *recorder) {
 		Expire: func(id, ka, mark uint64) {
 			rec.expiries = append(rec.expiries, expiry{id, ka})
 			rec.marks = append(rec.marks, mark)
+		},
+		Undelay: func(name string, token, mark uint64) {
+			rec.undelays = append(rec.undelays, fmt.Sprint(name, " ", token, " ", mark))
+		},
+		ExpireGrant: func(name string, election bool, token, mark uint64) {
+			rec.ends = append(rec.ends, fmt.Sprint(name, " ", election, " ", token, " ", mark))
 		},
 	})
 	return tr, c, rec
@@ -137,7 +146,7 @@ func TestResetFromSnapshotRestartsTimers(t *testing.T) {
 	lead(tr)
 	tr.Touch(1, 1, time.Second)
 	c.advance(900 * time.Millisecond)
-	tr.Reset([]Session{{ID: 2, KeepAlive: 5, TTL: time.Second}}, selfMark)
+	tr.Reset([]Session{{ID: 2, KeepAlive: 5, TTL: time.Second}}, nil, nil, selfMark)
 	c.advance(900 * time.Millisecond)
 	tr.fire()
 	require.Empty(t, *got, "session 1 is gone, session 2 started a full TTL at the reset")
@@ -231,9 +240,78 @@ func TestAnotherLeaderStartDisarms(t *testing.T) {
 func TestResetWithAnotherMarkDisarms(t *testing.T) {
 	tr, c, rec := newTrackerRec()
 	lead(tr)
-	tr.Reset([]Session{{ID: 2, KeepAlive: 5, TTL: time.Second}}, selfMark+9)
+	tr.Reset([]Session{{ID: 2, KeepAlive: 5, TTL: time.Second}}, nil, nil, selfMark+9)
 	c.advance(time.Hour)
 	tr.fire()
 	require.Empty(t, rec.expiries)
 	require.NotEmpty(t, rec.starts)
+}
+
+// A lock-delay and a maximum hold run from when the replica applied them,
+// only on the leader, and the leader proposes their end naming its mark,
+// again every retry until the state shows it ended.
+func TestDelaysAndHoldsEndOnTheLeader(t *testing.T) {
+	tr, c, rec := newTrackerRec()
+	tr.Delayed(Delay{Name: "L", Token: 7, D: 2 * time.Second})
+	tr.Held(Hold{Name: "E", Election: true, Token: 9, D: 3 * time.Second})
+	c.advance(time.Hour)
+	require.Equal(t, time.Hour, tr.fire(), "a follower ends nothing")
+	require.Empty(t, rec.undelays)
+
+	lead(tr) // a new leader: both restart in full
+	c.advance(2*time.Second - time.Millisecond)
+	require.Equal(t, time.Millisecond, tr.fire())
+	require.Empty(t, rec.undelays)
+	c.advance(time.Millisecond)
+	require.Equal(t, 250*time.Millisecond, tr.fire(), "the retry")
+	require.Equal(t, []string{fmt.Sprint("L 7 ", selfMark)}, rec.undelays)
+	c.advance(time.Second)
+	tr.fire()
+	require.Equal(t, []string{fmt.Sprint("E true 9 ", selfMark)}, rec.ends)
+	require.Len(t, rec.undelays, 2, "asked again after retry")
+
+	// Once applied, they are forgotten.
+	tr.Undelayed("L", 6) // another delay's end: not this one
+	d, h := tr.Pending()
+	require.Equal(t, [2]int{1, 1}, [2]int{d, h})
+	tr.Undelayed("L", 7)
+	tr.Freed(9)
+	d, h = tr.Pending()
+	require.Equal(t, [2]int{0, 0}, [2]int{d, h})
+	c.advance(time.Hour)
+	tr.fire()
+	require.Len(t, rec.undelays, 2)
+	require.Len(t, rec.ends, 1)
+}
+
+// A later delay of the same lock replaces the earlier one; a snapshot's
+// delays and holds restart in full; a leader change restarts them in full.
+func TestDelaysRestartInFull(t *testing.T) {
+	tr, c, rec := newTrackerRec()
+	lead(tr)
+	tr.Delayed(Delay{Name: "L", Token: 7, D: 2 * time.Second})
+	c.advance(time.Second)
+	tr.Delayed(Delay{Name: "L", Token: 8, D: 2 * time.Second})
+	c.advance(1500 * time.Millisecond)
+	tr.fire()
+	require.Empty(t, rec.undelays, "the second delay runs in full")
+	// A new term: everything starts again.
+	tr.SetLeader(true, term+1)
+	tr.fire()
+	tr.LeaderStarted(selfMark+5, self, term+1)
+	c.advance(1999 * time.Millisecond)
+	tr.fire()
+	require.Empty(t, rec.undelays)
+	c.advance(time.Millisecond)
+	tr.fire()
+	require.Equal(t, []string{fmt.Sprint("L 8 ", selfMark+5)}, rec.undelays)
+
+	tr.Reset(nil, []Delay{{Name: "M", Token: 3, D: time.Second}}, []Hold{{Name: "N", Token: 4, D: time.Second}}, selfMark+5)
+	c.advance(999 * time.Millisecond)
+	tr.fire()
+	require.Len(t, rec.undelays, 1)
+	c.advance(time.Millisecond)
+	tr.fire()
+	require.Equal(t, fmt.Sprint("M 3 ", selfMark+5), rec.undelays[1])
+	require.Equal(t, []string{fmt.Sprint("N false 4 ", selfMark+5)}, rec.ends)
 }

@@ -32,6 +32,10 @@ func (st *State) apply(index uint64, c *Command) Result {
 		return st.leaderStart(index, c)
 	case KindRevoke:
 		return st.revoke(index, c)
+	case KindUndelay:
+		return st.undelay(index, c)
+	case KindExpireGrant:
+		return st.expireGrant(index, c)
 	}
 	s := st.sessions[c.Session]
 	if s == nil {
@@ -76,7 +80,7 @@ func (st *State) apply(index uint64, c *Command) Result {
 }
 
 func (st *State) openSession(index uint64, c *Command) Result {
-	if c.TTL == 0 || c.Nonce == 0 {
+	if c.TTL == 0 || c.Nonce == 0 || c.Delay > MaxLockDelay {
 		return Result{Status: Invalid}
 	}
 	if s := st.nonces[c.Nonce]; s != nil {
@@ -89,6 +93,7 @@ func (st *State) openSession(index uint64, c *Command) Result {
 		id:        st.nextSessionID(index),
 		nonce:     c.Nonce,
 		ttl:       c.TTL,
+		delay:     c.Delay,
 		owner:     c.Owner,
 		keepAlive: index,
 	}
@@ -129,7 +134,22 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 	if top > 1<<63 {
 		return Result{Status: Invalid} // no room left to number requests
 	}
-	st.withdraw(index, s)
+	st.withdrawAll(index, s)
+	// A grant with a maximum hold is not kept: the new incarnation cannot
+	// tell how long the old one has held it, so it could not stop before
+	// the group frees it. It ends now, as its hold would have.
+	var timed []*hold
+	for _, list := range []*heldList{&s.held, &s.leads} {
+		for h := range list.all {
+			if h.maxHold != 0 {
+				timed = append(timed, h)
+			}
+		}
+	}
+	sortHolds(timed)
+	for _, h := range timed {
+		st.free(index, h, ReasonMaxHold)
+	}
 	s.base, s.resumed = top+resumeGap, c.Target
 	st.advanceFloor(s, s.base)
 	s.owner, s.keepAlive = c.Owner, index
@@ -164,7 +184,7 @@ func (st *State) revoke(index uint64, c *Command) Result {
 		return Result{Status: Invalid}
 	}
 	if l == nil || l.holders.n == 0 {
-		return Result{Status: NotHeld}
+		return Result{Status: NotHeld} // a delayed lock too: Undelay is the leader's
 	}
 	if c.Token != 0 {
 		h := l.find(nil, c.Token)
@@ -180,6 +200,48 @@ func (st *State) revoke(index uint64, c *Command) Result {
 		st.drop(h, ReasonRevoked)
 	}
 	st.settle(index, l)
+	return Result{Status: OK}
+}
+
+// undelay ends the lock-delay of c.Name if it is the one grant c.Token's
+// end began and the leader that timed it is still the group's leader.
+func (st *State) undelay(index uint64, c *Command) Result {
+	if !ValidName(c.Name) {
+		return Result{Status: Invalid}
+	}
+	l := st.locks[c.Name]
+	if c.Mark != st.leaderMark || l == nil || l.delay == 0 || l.delayToken != c.Token {
+		return Result{Status: NotApplied}
+	}
+	l.delay, l.delayToken = 0, 0
+	st.emit(Event{Kind: EventUndelayed, Name: l.name, Token: c.Token})
+	st.settle(index, l)
+	return Result{Status: OK}
+}
+
+// expireGrant ends grant c.Token of lock (or election) c.Name when its
+// maximum hold ran out by the timer of the leader that is still the
+// group's leader. A grant made without a maximum hold never ends so.
+func (st *State) expireGrant(index uint64, c *Command) Result {
+	if !ValidName(c.Name) {
+		return Result{Status: Invalid}
+	}
+	if c.Mark != st.leaderMark {
+		return Result{Status: NotApplied}
+	}
+	table := st.locks
+	if c.Election {
+		table = st.elections
+	}
+	l := table[c.Name]
+	if l == nil {
+		return Result{Status: NotHeld}
+	}
+	h := l.find(nil, c.Token)
+	if h == nil || h.maxHold == 0 {
+		return Result{Status: NotHeld}
+	}
+	st.free(index, h, ReasonMaxHold)
 	return Result{Status: OK}
 }
 
@@ -244,7 +306,7 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 
 func (st *State) acquire(index uint64, s *session, c *Command) Result {
 	shared, permits := c.Kind == KindAcquireShared, c.Permits
-	if !ValidName(c.Name) || permits > MaxHoldersPerLock || (!shared && permits != 0) {
+	if !ValidName(c.Name) || permits > MaxHoldersPerLock || (!shared && permits != 0) || c.MaxHold > MaxHoldLimit {
 		return Result{Status: Invalid}
 	}
 	if s.requests() >= MaxLocksPerSession {
@@ -266,12 +328,12 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 		st.locks[c.Name] = l
 	}
 	if now {
-		return Result{Status: Granted, Value: st.grant(index, l, s, c.Seq, shared, "")}
+		return Result{Status: Granted, Value: st.grant(index, l, s, c.Seq, shared, "", c.MaxHold)}
 	}
 	if !c.Wait {
 		return Result{Status: Locked}
 	}
-	w := &waiter{s: s, seq: c.Seq, shared: shared}
+	w := &waiter{s: s, seq: c.Seq, shared: shared, maxHold: c.MaxHold}
 	l.push(w)
 	s.waits[c.Seq] = w
 	st.waiting++
@@ -321,13 +383,14 @@ func (st *State) cancel(index uint64, s *session, c *Command) Result {
 }
 
 // grant makes request seq of s a holder of lock l (the leader, with value,
-// of the election l), in mode shared; the holders must admit it.
-func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared bool, value string) uint64 {
+// of the election l), in mode shared, for at most maxHold nanoseconds (0:
+// no bound); the holders must admit it.
+func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared bool, value string, maxHold uint64) uint64 {
 	h := &l.first
 	if h.s != nil {
 		h = new(hold)
 	}
-	*h = hold{l: l, s: s, seq: seq, token: st.nextToken(index)}
+	*h = hold{l: l, s: s, seq: seq, token: st.nextToken(index), maxHold: maxHold}
 	l.holders.push((*peerHold)(h))
 	l.shared, l.value = shared, value
 	st.grants++
@@ -336,11 +399,12 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared boo
 	}
 	if l.election {
 		s.leads.push(h)
-		st.emit(Event{Kind: EventElected, Session: s.id, Seq: seq, Token: h.token, Name: l.name, Value: value})
+		st.emit(Event{Kind: EventElected, Session: s.id, Seq: seq, Token: h.token, Name: l.name, Value: value,
+			MaxHold: maxHold})
 	} else {
 		s.held.push(h)
 		st.emit(Event{Kind: EventGranted, Session: s.id, Seq: seq, Token: h.token, Name: l.name,
-			Shared: shared, Permits: l.permits})
+			Shared: shared, Permits: l.permits, MaxHold: maxHold})
 	}
 	return h.token
 }
@@ -368,7 +432,9 @@ func (st *State) drop(h *hold, why Reason) {
 	l.holders.remove((*peerHold)(h))
 	*h = hold{} // the lock's first grant is free for the next one
 	if l.holders.n == 0 {
-		l.shared, l.value = false, ""
+		// A semaphore stays shared: every grant of it is, and a delayed
+		// one outlives its last holder.
+		l.shared, l.value = l.permits > 0, ""
 	}
 }
 
@@ -377,9 +443,9 @@ func (st *State) drop(h *hold, why Reason) {
 func (st *State) settle(index uint64, l *lock) {
 	for w := l.queue.head; w != nil && l.admits(w.shared); w = l.queue.head {
 		st.unqueue(w)
-		st.grant(index, l, w.s, w.seq, w.shared, w.value)
+		st.grant(index, l, w.s, w.seq, w.shared, w.value, w.maxHold)
 	}
-	if l.holders.n > 0 {
+	if l.holders.n > 0 || l.delay != 0 {
 		return
 	}
 	if l.election {
@@ -401,13 +467,68 @@ func (st *State) unqueue(w *waiter) {
 	st.emit(Event{Kind: EventUnqueued, Session: w.s.id, Seq: w.seq, Name: w.l.name, Election: w.l.election})
 }
 
-// withdraw withdraws every queued request and candidacy of s. Withdrawing
-// grants nothing to s, but it is reported: in request order, so that every
-// replica reports alike (a map's order is not). Leaving a queue may let the
-// requests behind it be granted (shared ones behind an exclusive head):
-// that is settled once s waits for nothing, so that nothing is granted to
-// it, in name order.
-func (st *State) withdraw(index uint64, s *session) {
+// endSession withdraws every queued request and candidacy of s (granting
+// what that lets the holders admit), then frees
+// its grants of locks and then its leaderships, each in name order and, for
+// a lock it holds more than once (shared), in token order (each may grant its
+// queue head; the order fixes the tokens), all in one entry.
+//
+// If s has a lock-delay and it expired or an operator ended it (why
+// ReasonExpired or ReasonRevoked), each lock it held is delayed instead of
+// granted on: its holder did not stop of its own accord, and may still
+// have writes in flight. A close is the holder's own, so it delays
+// nothing; neither does a release, nor a maximum hold running out (the
+// holder stopped by its own clock before the group freed the grant).
+func (st *State) endSession(index uint64, s *session, why Reason) {
+	st.withdrawAll(index, s)
+	delay := s.delay != 0 && (why == ReasonExpired || why == ReasonRevoked)
+	for _, list := range []*heldList{&s.held, &s.leads} {
+		held := make([]*hold, 0, list.n)
+		for h := range list.all {
+			held = append(held, h)
+		}
+		sortHolds(held)
+		for _, h := range held {
+			if !delay || h.l.election {
+				st.free(index, h, why)
+				continue
+			}
+			l, seq, token := h.l, h.seq, h.token
+			st.drop(h, why) // clears h
+			// A lock delayed already restarts its delay now, for the longer
+			// of the two: never shorter than either.
+			l.delay, l.delayToken = max(l.delay, s.delay), token
+			st.emit(Event{Kind: EventDelayed, Reason: why, Session: s.id, Seq: seq, Name: l.name,
+				Token: token, TTL: l.delay})
+		}
+	}
+	delete(st.sessions, s.id)
+	delete(st.nonces, s.nonce)
+	st.emit(Event{Kind: EventSessionEnded, Reason: why, Session: s.id})
+}
+
+// sortHolds orders grants by name, then token: the order a session's end
+// frees them in, so that every replica makes the same grants.
+func sortHolds(held []*hold) {
+	slices.SortFunc(held, func(a, b *hold) int {
+		if a.l.election != b.l.election {
+			if a.l.election {
+				return 1
+			}
+			return -1
+		}
+		if c := strings.Compare(a.l.name, b.l.name); c != 0 {
+			return c
+		}
+		return cmpUint(a.token, b.token)
+	})
+}
+
+// withdrawAll withdraws every queued request and candidacy of s, and
+// grants what that lets the holders admit.
+func (st *State) withdrawAll(index uint64, s *session) {
+	// Withdrawing grants nothing, but it is reported: in request order, so
+	// that every replica reports alike (a map's order is not).
 	var left []*lock // locks whose queues it left
 	for _, waits := range []map[uint64]*waiter{s.waits, s.campaigns} {
 		for _, seq := range slices.Sorted(maps.Keys(waits)) {
@@ -418,39 +539,15 @@ func (st *State) withdraw(index uint64, s *session) {
 			}
 		}
 	}
+	// Leaving a queue may let the requests behind it be granted (shared
+	// ones behind an exclusive head): once the session waits for nothing,
+	// so that nothing is granted to it, in name order.
 	slices.SortFunc(left, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
 	for i, l := range left {
 		if i == 0 || left[i-1] != l {
 			st.settle(index, l)
 		}
 	}
-}
-
-// endSession withdraws every queued request and candidacy of s (granting
-// what that lets the holders admit), then frees
-// its grants of locks and then its leaderships, each in name order and, for
-// a lock it holds more than once (shared), in token order (each may grant its
-// queue head; the order fixes the tokens), all in one entry.
-func (st *State) endSession(index uint64, s *session, why Reason) {
-	st.withdraw(index, s)
-	for _, list := range []*heldList{&s.held, &s.leads} {
-		held := make([]*hold, 0, list.n)
-		for h := range list.all {
-			held = append(held, h)
-		}
-		slices.SortFunc(held, func(a, b *hold) int {
-			if c := strings.Compare(a.l.name, b.l.name); c != 0 {
-				return c
-			}
-			return cmpUint(a.token, b.token)
-		})
-		for _, h := range held {
-			st.free(index, h, why)
-		}
-	}
-	delete(st.sessions, s.id)
-	delete(st.nonces, s.nonce)
-	st.emit(Event{Kind: EventSessionEnded, Reason: why, Session: s.id})
 }
 
 // outstanding reports the reply to request c (an Acquire or a Campaign) if

@@ -963,6 +963,7 @@ func TestStringers(t *testing.T) {
 		KindCloseSession: "close-session", KindAcquire: "acquire", KindRelease: "release", KindCancel: "cancel",
 		KindExpire: "expire", KindCampaign: "campaign", KindResign: "resign", KindProclaim: "proclaim",
 		KindLeaderStart: "leader-start", KindRevoke: "revoke", KindEndSession: "end-session", KindResume: "resume", KindAcquireShared: "acquire-shared",
+		KindUndelay: "undelay", KindExpireGrant: "expire-grant",
 		maxKind + 1: "unknown", 255: "unknown"} {
 		require.Equal(t, want, k.String())
 	}
@@ -973,7 +974,7 @@ func TestStringers(t *testing.T) {
 		require.Equal(t, want, s.String())
 	}
 	for r, want := range map[Reason]string{0: "unknown", ReasonReleased: "released", ReasonCancelled: "cancelled",
-		ReasonExpired: "expired", ReasonClosed: "closed", ReasonRevoked: "revoked", 6: "unknown"} {
+		ReasonExpired: "expired", ReasonClosed: "closed", ReasonRevoked: "revoked", ReasonMaxHold: "max-hold", 7: "unknown"} {
 		require.Equal(t, want, r.String())
 	}
 }

@@ -36,7 +36,13 @@ import (
 // permits name) and the Conflict status. Its rules for the kinds of
 // version 2 are version 2's (a version-2 log holds no shared grant or
 // semaphore, so nothing it did can conflict, and no resumed session), so
-// version-2 entries decode and apply alike.
+// version-2 entries decode and apply alike. Version 3 also added the
+// lock-delay to OpenSession (nonce ttl owner delay), the maximum hold to
+// Acquire (session seq floor wait name maxhold), AcquireShared (session seq
+// floor wait permits name maxhold) and Campaign (session seq floor wait
+// name value maxhold), Undelay (kind 16: token mark name) and ExpireGrant
+// (kind 17: token mark election name). A version-2 entry's open has no
+// delay and its requests no maximum hold: both decode as 0, none.
 const codecVersion = 3
 
 // MaxBatch is the most commands one entry may carry.
@@ -61,7 +67,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 	dst = append(dst, byte(c.Kind))
 	switch c.Kind {
 	case KindOpenSession:
-		dst = u(u(u(dst, c.Nonce), c.TTL), c.Owner)
+		dst = u(u(u(u(dst, c.Nonce), c.TTL), c.Owner), c.Delay)
 	case KindKeepAlive:
 		dst = u(u(dst, c.Session), c.Floor)
 	case KindCloseSession:
@@ -69,7 +75,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case KindAcquire:
 		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
 		dst = append(dst, boolByte(c.Wait))
-		dst = appendString(dst, c.Name)
+		dst = u(appendString(dst, c.Name), c.MaxHold)
 	case KindRelease:
 		dst = u(u(u(u(dst, c.Session), c.Seq), c.Floor), c.Token)
 		dst = appendString(dst, c.Name)
@@ -82,7 +88,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case KindCampaign:
 		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
 		dst = append(dst, boolByte(c.Wait))
-		dst = appendString(appendString(dst, c.Name), c.Value)
+		dst = u(appendString(appendString(dst, c.Name), c.Value), c.MaxHold)
 	case KindResign:
 		dst = u(u(u(u(dst, c.Session), c.Seq), c.Floor), c.Token)
 		dst = appendString(dst, c.Name)
@@ -101,7 +107,12 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case KindAcquireShared:
 		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
 		dst = append(dst, boolByte(c.Wait))
-		dst = appendString(u(dst, c.Permits), c.Name)
+		dst = u(appendString(u(dst, c.Permits), c.Name), c.MaxHold)
+	case KindUndelay:
+		dst = appendString(u(u(dst, c.Token), c.Mark), c.Name)
+	case KindExpireGrant:
+		dst = append(u(u(dst, c.Token), c.Mark), boolByte(c.Election))
+		dst = appendString(dst, c.Name)
 	}
 	return dst
 }
@@ -139,6 +150,9 @@ func (d *decoder) command(c *Command) {
 	switch c.Kind {
 	case KindOpenSession:
 		c.Nonce, c.TTL, c.Owner = d.uvarint(), d.uvarint(), d.uvarint()
+		if d.version >= 3 {
+			c.Delay = d.uvarint()
+		}
 	case KindKeepAlive:
 		c.Session, c.Floor = d.uvarint(), d.uvarint()
 	case KindCloseSession:
@@ -150,6 +164,7 @@ func (d *decoder) command(c *Command) {
 		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
 		c.Wait = d.bool()
 		c.Name = d.name()
+		d.maxHold(c)
 	case KindRelease:
 		c.Session, c.Seq, c.Floor, c.Token = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
 		c.Name = d.name()
@@ -166,6 +181,7 @@ func (d *decoder) command(c *Command) {
 		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
 		c.Wait = d.v1 || d.bool() // version 1 had only the waiting kind
 		c.Name, c.Value = d.name(), d.value()
+		d.maxHold(c)
 	case KindResign:
 		c.Session, c.Seq, c.Floor, c.Token = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
 		c.Name = d.name()
@@ -202,8 +218,26 @@ func (d *decoder) command(c *Command) {
 		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
 		c.Wait = d.bool()
 		c.Permits, c.Name = d.uvarint(), d.name()
+		d.maxHold(c)
+	case KindUndelay, KindExpireGrant:
+		if d.version < 3 {
+			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
+			return
+		}
+		c.Token, c.Mark = d.uvarint(), d.uvarint()
+		if c.Kind == KindExpireGrant {
+			c.Election = d.bool()
+		}
+		c.Name = d.name()
 	default:
 		d.fail("unknown command kind %d", c.Kind)
+	}
+}
+
+// maxHold reads a request's maximum hold, from version 3 on.
+func (d *decoder) maxHold(c *Command) {
+	if d.version >= 3 {
+		c.MaxHold = d.uvarint()
 	}
 }
 

@@ -40,6 +40,13 @@ func everyKind() []Command {
 		{Kind: KindProclaim, Session: 26, Seq: 27, Floor: 28, Token: math.MaxUint64, Name: "e", Value: "\x00\xff binary"},
 		{Kind: KindAcquireShared, Session: 29, Seq: 30, Floor: 31, Wait: true, Name: "rw"},
 		{Kind: KindAcquireShared, Session: 29, Seq: math.MaxUint64, Permits: math.MaxUint64, Name: "sem"},
+		{Kind: KindOpenSession, Nonce: 2, TTL: 3, Owner: 4, Delay: math.MaxUint64},
+		{Kind: KindAcquire, Session: 5, Seq: 9, Floor: 7, Wait: true, Name: "held/briefly", MaxHold: math.MaxUint64},
+		{Kind: KindAcquireShared, Session: 29, Seq: 32, Permits: 3, Name: "sem", MaxHold: 1},
+		{Kind: KindCampaign, Session: 18, Seq: 33, Name: "e", Value: "v", MaxHold: 5e9},
+		{Kind: KindUndelay, Token: math.MaxUint64, Mark: 7, Name: "delayed"},
+		{Kind: KindExpireGrant, Token: 9 << TokenShift, Mark: math.MaxUint64, Name: "held/briefly"},
+		{Kind: KindExpireGrant, Token: 1, Mark: 1, Election: true, Name: "e"},
 	}
 }
 
@@ -67,22 +74,29 @@ func TestBatchRoundTrip(t *testing.T) {
 }
 
 func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
-	all := Command{Wait: true, Election: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8, Name: "n", Value: "v"}
+	all := Command{Wait: true, Election: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8,
+		Term: 9, Mark: 10, Permits: 11, Delay: 12, MaxHold: 13, Name: "n", Value: "v"}
 	for _, tc := range []struct {
 		kind Kind
 		want Command
 	}{
-		{KindOpenSession, Command{Kind: KindOpenSession, Nonce: 4, TTL: 5, Owner: 6}},
+		{KindOpenSession, Command{Kind: KindOpenSession, Nonce: 4, TTL: 5, Owner: 6, Delay: 12}},
 		{KindKeepAlive, Command{Kind: KindKeepAlive, Session: 1, Floor: 3}},
 		{KindCloseSession, Command{Kind: KindCloseSession, Session: 1, Floor: 3}},
-		{KindAcquire, Command{Kind: KindAcquire, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n"}},
+		{KindAcquire, Command{Kind: KindAcquire, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n", MaxHold: 13}},
 		{KindRelease, Command{Kind: KindRelease, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
 		{KindCancel, Command{Kind: KindCancel, Session: 1, Target: 8, Floor: 3, Election: true, Name: "n"}},
-		{KindExpire, Command{Kind: KindExpire, Session: 1, Target: 8}},
-		{KindCampaign, Command{Kind: KindCampaign, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n", Value: "v"}},
+		{KindExpire, Command{Kind: KindExpire, Session: 1, Target: 8, Mark: 10}},
+		{KindCampaign, Command{Kind: KindCampaign, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n", Value: "v", MaxHold: 13}},
 		{KindResign, Command{Kind: KindResign, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
 		{KindProclaim, Command{Kind: KindProclaim, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n", Value: "v"}},
 		{KindResume, Command{Kind: KindResume, Session: 1, Nonce: 4, Owner: 6, Target: 8}},
+		{KindLeaderStart, Command{Kind: KindLeaderStart, Owner: 6, Term: 9, Nonce: 4}},
+		{KindRevoke, Command{Kind: KindRevoke, Token: 7, Election: true, Name: "n"}},
+		{KindEndSession, Command{Kind: KindEndSession, Session: 1}},
+		{KindAcquireShared, Command{Kind: KindAcquireShared, Wait: true, Session: 1, Seq: 2, Floor: 3, Permits: 11, Name: "n", MaxHold: 13}},
+		{KindUndelay, Command{Kind: KindUndelay, Token: 7, Mark: 10, Name: "n"}},
+		{KindExpireGrant, Command{Kind: KindExpireGrant, Token: 7, Mark: 10, Election: true, Name: "n"}},
 	} {
 		c := all
 		c.Kind = tc.kind
@@ -102,16 +116,26 @@ func TestBatchWireFormat(t *testing.T) {
 		{Kind: KindCloseSession, Session: 8, Floor: 7},
 		{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2, Target: 5},
 		{Kind: KindAcquireShared, Session: 1, Seq: 2, Floor: 3, Wait: true, Permits: 5, Name: "s"},
+		{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Delay: 5},
+		{Kind: KindAcquire, Session: 1, Seq: 2, Floor: 3, Name: "ab", MaxHold: 300},
+		{Kind: KindCampaign, Session: 1, Seq: 2, Floor: 3, Wait: true, Name: "e", Value: "v", MaxHold: 4},
+		{Kind: KindUndelay, Token: 6, Mark: 7, Name: "d"},
+		{Kind: KindExpireGrant, Token: 6, Mark: 7, Election: true, Name: "e"},
 	})
 	require.Equal(t, []byte{
-		3, 7, // version, count
-		4, 1, 2, 3, 1, 2, 'a', 'b', // acquire
-		1, 0xac, 0x02, 1, 2, // open-session
+		3, 12, // version, count
+		4, 1, 2, 3, 1, 2, 'a', 'b', 0, // acquire (max hold 0)
+		1, 0xac, 0x02, 1, 2, 0, // open-session (delay 0)
 		7, 4, 5, 6, // expire
 		11, 3, 9, 4, // leader-start
 		3, 8, 7, // close-session
 		14, 8, 0xac, 0x02, 2, 5, // resume
-		15, 1, 2, 3, 1, 5, 1, 's', // acquire-shared
+		15, 1, 2, 3, 1, 5, 1, 's', 0, // acquire-shared
+		1, 0xac, 0x02, 1, 2, 5, // open-session with a lock-delay
+		4, 1, 2, 3, 0, 2, 'a', 'b', 0xac, 0x02, // acquire with a maximum hold
+		8, 1, 2, 3, 1, 1, 'e', 1, 'v', 4, // campaign with a maximum hold
+		16, 6, 7, 1, 'd', // undelay
+		17, 6, 7, 1, 1, 'e', // expire-grant
 	}, got)
 	// A version-2 entry of the same commands (but the last) decodes to them.
 	v2 := []byte{2, 4, 4, 1, 2, 3, 1, 2, 'a', 'b', 1, 0xac, 0x02, 1, 2, 7, 4, 5, 6, 11, 3, 9, 4}
@@ -120,10 +144,13 @@ func TestBatchWireFormat(t *testing.T) {
 	want, err := DecodeBatch(got, nil)
 	require.NoError(t, err)
 	require.Equal(t, want[:4], cmds)
-	// AcquireShared is not a kind of version 2 (nor 1).
+	// AcquireShared, Undelay and ExpireGrant are not kinds of version 2
+	// (nor 1).
 	for _, v := range []byte{1, 2} {
-		_, err = DecodeBatch([]byte{v, 1, 15, 1, 2, 3, 1, 5, 1, 's'}, nil)
-		require.ErrorIs(t, err, ErrCorrupt)
+		for _, c := range [][]byte{{15, 1, 2, 3, 1, 5, 1, 's'}, {16, 6, 7, 1, 'd'}, {17, 6, 7, 1, 1, 'e'}} {
+			_, err = DecodeBatch(append([]byte{v, 1}, c...), nil)
+			require.ErrorIs(t, err, ErrCorrupt)
+		}
 	}
 	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Granted, 300}, {Cancelled, 0}}))
 }
@@ -142,7 +169,7 @@ func TestDecodeBatchErrors(t *testing.T) {
 	u := binary.AppendUvarint
 	acquire := func(flag byte, name []byte) []byte {
 		b := []byte{codecVersion, 1, byte(KindAcquire), 1, 2, 3, flag}
-		return append(u(b, uint64(len(name))), name...)
+		return u(append(u(b, uint64(len(name))), name...), 0)
 	}
 	for _, tc := range []struct {
 		name string

@@ -22,7 +22,8 @@ type Kind uint8
 const (
 	// KindOpenSession creates a session. Nonce makes a retried open return the
 	// session the first attempt created; TTL and Owner are recorded for the
-	// leader's expiry timers and for inspection.
+	// leader's expiry timers and for inspection, and Delay (version 3) is
+	// the session's lock-delay.
 	KindOpenSession Kind = 1
 	// KindKeepAlive renews Session; the entry's index becomes the session's
 	// keep-alive index, which a later Expire must name.
@@ -31,6 +32,8 @@ const (
 	KindCloseSession Kind = 3
 	// KindAcquire asks for lock Name on behalf of request Seq of Session. If the
 	// lock is held, Wait queues the request; without Wait it fails with Locked.
+	// A MaxHold (version 3; also AcquireShared's and Campaign's) bounds how
+	// long the grant lasts: see KindExpireGrant.
 	KindAcquire Kind = 4
 	// KindRelease frees lock Name if Session holds it with grant Token.
 	KindRelease Kind = 5
@@ -101,7 +104,26 @@ const (
 	// with Conflict. (Version 3.)
 	KindAcquireShared Kind = 15
 
-	maxKind = KindAcquireShared
+	// KindUndelay ends the lock-delay of lock Name if it is still the delay
+	// that began when grant Token ended, and Mark is still the group's
+	// leader mark; the head of the queue is then granted in the same entry.
+	// The leader proposes it when its timer for the delay runs out. A lock
+	// is delayed when a session opened with a lock-delay expires, or an
+	// operator ends it, while it holds the lock: see KindOpenSession's
+	// Delay. Like Expire, it names the LeaderStart of the leader that
+	// decided it, so a delay that a deposed leader timed never ends once
+	// its successor took office: the successor restarts the delay in full.
+	// (Version 3.)
+	KindUndelay Kind = 16
+	// KindExpireGrant ends grant Token of lock Name (with Election, the
+	// leadership Token of election Name) if it is still current, was made
+	// with a maximum hold (Acquire's MaxHold), and Mark is still the
+	// group's leader mark: the leader proposes it when the grant's maximum
+	// hold has run out by its timer, which a new leader restarts in full.
+	// The head of the queue is granted in the same entry. (Version 3.)
+	KindExpireGrant Kind = 17
+
+	maxKind = KindExpireGrant
 )
 
 var kindNames = [...]string{
@@ -120,6 +142,8 @@ var kindNames = [...]string{
 	KindEndSession:    "end-session",
 	KindResume:        "resume",
 	KindAcquireShared: "acquire-shared",
+	KindUndelay:       "undelay",
+	KindExpireGrant:   "expire-grant",
 }
 
 func (k Kind) String() string {
@@ -134,8 +158,9 @@ func (k Kind) String() string {
 type Command struct {
 	Kind Kind
 	Wait bool // Acquire, Campaign: queue when held
-	// Election marks a Cancel whose target is a Campaign, so Name is an
-	// election rather than a lock.
+	// Election marks a Cancel whose target is a Campaign (a Revoke, an
+	// ExpireGrant of a leadership), so Name is an election rather than a
+	// lock.
 	Election bool
 	Session  uint64 // every kind but OpenSession
 	// Seq numbers the session's requests (Acquire, Release, Campaign,
@@ -146,14 +171,24 @@ type Command struct {
 	// still need; replies below it are forgotten and requests below it ignored.
 	// KeepAlive and (from version 3) CloseSession carry it too, so that a
 	// resumed session can tell its old incarnation's commands apart.
-	Floor  uint64
-	Nonce  uint64 // OpenSession: the client's identity for retries; LeaderStart: a random group ID; Resume: the session's nonce
-	TTL    uint64 // OpenSession: nanoseconds
-	Owner  uint64 // OpenSession, Resume: replica ID the session lives on; LeaderStart: the leader's replica ID
-	Token  uint64 // Release, Resign, Proclaim: the grant it concerns
-	Target uint64 // Cancel: the request withdrawn; Expire: keep-alive index; Resume: the attempt's ID
-	Term   uint64 // LeaderStart: the leader's raft term
-	Mark   uint64 // Expire: the index of the LeaderStart entry of the leader that decided it
+	Floor uint64
+	Nonce uint64 // OpenSession: the client's identity for retries; LeaderStart: a random group ID; Resume: the session's nonce
+	TTL   uint64 // OpenSession: nanoseconds
+	// Delay is an OpenSession's lock-delay in nanoseconds, at most
+	// MaxLockDelay: when the session expires, or an operator ends it, each
+	// lock it held is granted to nobody until the leader's timer proposes
+	// Undelay, Delay after it applied the end. 0: none. (Version 3.)
+	Delay uint64
+	// MaxHold is an Acquire's, AcquireShared's or Campaign's maximum hold
+	// in nanoseconds, at most MaxHoldLimit: the leader's timer proposes
+	// ExpireGrant MaxHold after it applied the grant, however long the
+	// session lives. 0: none. (Version 3.)
+	MaxHold uint64
+	Owner   uint64 // OpenSession, Resume: replica ID the session lives on; LeaderStart: the leader's replica ID
+	Token   uint64 // Release, Resign, Proclaim, Revoke, ExpireGrant: the grant it concerns; Undelay: the grant whose end began the delay
+	Target  uint64 // Cancel: the request withdrawn; Expire: keep-alive index; Resume: the attempt's ID
+	Term    uint64 // LeaderStart: the leader's raft term
+	Mark    uint64 // Expire, Undelay, ExpireGrant: the index of the LeaderStart entry of the leader that decided it
 	// Permits is an AcquireShared's semaphore permit count; 0 for a
 	// shared/exclusive lock. At most MaxHoldersPerLock.
 	Permits uint64

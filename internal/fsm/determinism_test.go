@@ -36,6 +36,7 @@ type driver struct {
 	keep     map[uint64]uint64 // last keep-alive index announced
 	nonce    map[uint64]uint64 // the nonce each session was opened with
 	grants   []Event           // recent grants, possibly outdated
+	delays   []Event           // recent lock-delays, possibly over
 }
 
 var driverNames = []string{"a", "b", "c", "d/ü"}
@@ -85,6 +86,12 @@ func (d *driver) command() Command {
 		if d.n(30) == 0 {
 			c.TTL = 0
 		}
+		if d.n(8) == 0 { // a lock-delay (rarely, too long)
+			c.Delay = 1 + d.n(2)
+			if d.n(40) == 0 {
+				c.Delay = MaxLockDelay + 1
+			}
+		}
 		return c
 	case 2, 3:
 		s := d.session()
@@ -117,6 +124,12 @@ func (d *driver) command() Command {
 				c.Permits = MaxHoldersPerLock + 1
 			}
 		}
+		if d.n(4) == 0 { // a maximum hold (rarely, too long)
+			c.MaxHold = 1 + d.n(3)
+			if d.n(40) == 0 {
+				c.MaxHold = MaxHoldLimit + 1
+			}
+		}
 		return c
 	case 12, 13, 14, 15:
 		if len(d.grants) > 0 && d.n(5) != 0 {
@@ -133,7 +146,7 @@ func (d *driver) command() Command {
 		}
 		return Command{Kind: KindCancel, Session: s, Target: target, Floor: d.floorOf(s)}
 	default:
-		switch d.n(4) {
+		switch d.n(5) {
 		case 0: // an operator's revocation, of the current grant or of any
 			if len(d.grants) > 0 {
 				g := d.grants[d.n(uint64(len(d.grants)))]
@@ -142,7 +155,17 @@ func (d *driver) command() Command {
 			return Command{Kind: KindRevoke, Name: d.name()}
 		case 1:
 			return Command{Kind: KindEndSession, Session: d.session()}
-		case 2: // a resume, now and then: mostly with the right nonce, some attempts retried
+		case 2: // the leader's timers: the end of a lock-delay, or of a maximum hold
+			if d.n(4) != 0 && len(d.delays) > 0 {
+				e := d.delays[d.n(uint64(len(d.delays)))]
+				return Command{Kind: KindUndelay, Name: e.Name, Token: e.Token, Mark: d.n(4) / 3}
+			}
+			if len(d.grants) > 0 {
+				g := d.grants[d.n(uint64(len(d.grants)))]
+				return Command{Kind: KindExpireGrant, Name: g.Name, Token: g.Token, Mark: d.n(4) / 3}
+			}
+			return Command{Kind: KindUndelay, Name: d.name(), Token: d.n(1 << 20)}
+		case 3: // a resume, now and then: mostly with the right nonce, some attempts retried
 			if d.n(3) != 0 {
 				break
 			}
@@ -189,6 +212,13 @@ func (d *driver) observe(cmds []Command, rs []Result, evs []Event) {
 			}
 		case EventTouched:
 			d.keep[e.Session] = e.Index
+		case EventDelayed:
+			d.delays = append(d.delays, e)
+			if len(d.delays) > 8 {
+				d.delays = d.delays[1:]
+			}
+		case EventUndelayed:
+			d.delays = slices.DeleteFunc(d.delays, func(x Event) bool { return x.Name == e.Name && x.Token == e.Token })
 		}
 	}
 }
@@ -230,14 +260,35 @@ func (c *coverage) add(rs []Result, evs []Event) {
 	}
 }
 
+// TestReplayIsDeterministic replays three seeds' programs, and requires
+// their coverage together.
 func TestReplayIsDeterministic(t *testing.T) {
-	// Any seed replays deterministically; this one also reaches every
-	// outcome the coverage checks at the end ask for.
-	d := newDriver(rand.New(rand.NewPCG(0x5eee, 0xf00d)))
+	cov := newCoverage()
+	for _, seed := range []uint64{0x5eed, 0x5eee, 0x5ef1} {
+		replayProgram(t, seed, cov)
+	}
+	t.Logf("coverage: delays %d, undelays %d, max holds ended %d, semaphores full %d, grants %d",
+		cov.events[EventDelayed], cov.events[EventUndelayed], cov.reasons[ReasonMaxHold], cov.semaphoreFull, cov.events[EventGranted])
+	// The programs reached every outcome, so the checks mean something.
+	for _, s := range []Status{OK, Granted, Queued, Locked, NotHeld, UnknownSession, Cancelled, Stale, Invalid, NotApplied, Conflict} {
+		require.Positive(t, cov.statuses[s], "status %v never seen", s)
+	}
+	for _, k := range []EventKind{EventTouched, EventGranted, EventFreed, EventSessionEnded, EventDelayed, EventUndelayed, EventResumed, EventKept} {
+		require.Positive(t, cov.events[k], "event %d never seen", k)
+	}
+	for _, r := range []Reason{ReasonReleased, ReasonCancelled, ReasonExpired, ReasonClosed, ReasonMaxHold} {
+		require.Positive(t, cov.reasons[r], "reason %v never seen", r)
+	}
+	require.Greater(t, cov.events[EventGranted], 600)
+	require.Greater(t, cov.sharedTogether, 60, "shared grants overlapped")
+	require.Greater(t, cov.semaphoreFull, 12, "semaphores were full")
+}
+
+func replayProgram(t *testing.T, seed uint64, cov *coverage) {
+	d := newDriver(rand.New(rand.NewPCG(seed, 0xf00d)))
 	a, b := newHarness(t), newHarness(t)
 	var c *harness // restored from a's snapshot half way
 	var log [][]Command
-	cov := newCoverage()
 	const entries = 3000
 	for i := range entries {
 		cmds := d.entry()
@@ -275,18 +326,4 @@ func TestReplayIsDeterministic(t *testing.T) {
 		fresh.Apply(uint64(i+1), cmds)
 	}
 	require.Equal(t, final, saveBytes(t, fresh))
-
-	// The program reached every outcome, so the checks above mean something.
-	for _, s := range []Status{OK, Granted, Queued, Locked, NotHeld, UnknownSession, Cancelled, Stale, Invalid, NotApplied, Conflict} {
-		require.Positive(t, cov.statuses[s], "status %v never seen", s)
-	}
-	for _, k := range []EventKind{EventTouched, EventGranted, EventFreed, EventSessionEnded, EventResumed, EventKept} {
-		require.Positive(t, cov.events[k], "event %d never seen", k)
-	}
-	for _, r := range []Reason{ReasonReleased, ReasonCancelled, ReasonExpired, ReasonClosed} {
-		require.Positive(t, cov.reasons[r], "reason %v never seen", r)
-	}
-	require.Greater(t, cov.events[EventGranted], 200)
-	require.Greater(t, cov.sharedTogether, 20, "shared grants overlapped")
-	require.Greater(t, cov.semaphoreFull, 5, "semaphores were full")
 }

@@ -11,7 +11,7 @@ package fsm
 const MaxValueLen = 4096
 
 func (st *State) campaign(index uint64, s *session, c *Command) Result {
-	if !ValidName(c.Name) || len(c.Value) > MaxValueLen {
+	if !ValidName(c.Name) || len(c.Value) > MaxValueLen || c.MaxHold > MaxHoldLimit {
 		return Result{Status: Invalid}
 	}
 	if s.requests() >= MaxLocksPerSession {
@@ -26,12 +26,12 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 		st.elections[c.Name] = e
 	}
 	if e.holders.n == 0 {
-		return Result{Status: Granted, Value: st.grant(index, e, s, c.Seq, false, c.Value)}
+		return Result{Status: Granted, Value: st.grant(index, e, s, c.Seq, false, c.Value, c.MaxHold)}
 	}
 	if !c.Wait {
 		return Result{Status: Locked}
 	}
-	w := &waiter{s: s, seq: c.Seq, value: c.Value}
+	w := &waiter{s: s, seq: c.Seq, value: c.Value, maxHold: c.MaxHold}
 	e.push(w)
 	s.campaigns[c.Seq] = w
 	st.campaigning++

@@ -515,14 +515,21 @@ func TestManyCandidatesOneGrantPerChange(t *testing.T) {
 }
 
 // appendElections writes a snapshot's election section.
-func appendElections(b []byte, elections []snapLock) []byte {
+func appendElections(b []byte, elections []snapLock, version uint64) []byte {
 	u := binary.AppendUvarint
 	b = u(b, uint64(len(elections)))
 	for _, e := range elections {
-		b = appendString(u(u(u(appendString(b, e.name), e.holder), e.seq), e.token), e.value)
+		b = u(u(u(appendString(b, e.name), e.holder), e.seq), e.token)
+		if version >= 4 {
+			b = u(b, e.maxHold)
+		}
+		b = appendString(b, e.value)
 		b = u(b, uint64(len(e.queue)))
 		for i, w := range e.queue {
 			b = appendString(u(u(b, w[0]), w[1]), e.values[i])
+			if version >= 4 {
+				b = u(b, 0)
+			}
 		}
 	}
 	return b
@@ -593,7 +600,7 @@ func TestRestoreVersion1Snapshot(t *testing.T) {
 	require.Equal(t, now.bytes(), saveBytes(t, st), "it is saved as the current version")
 
 	v1 := im
-	v1.trailing = appendElections(nil, nil)
+	v1.trailing = appendElections(nil, nil, 2)
 	_, err = DecodeSnapshot(v1.bytes())
 	require.ErrorIs(t, err, ErrCorrupt, "version 1 has no election section")
 }

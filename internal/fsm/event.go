@@ -46,6 +46,15 @@ const (
 	// lock Name (with Election, its leadership of election Name, with
 	// Value). Reported after the resume's EventTouched, one per grant.
 	EventKept
+	// EventDelayed: lock Name is under a lock-delay of TTL nanoseconds,
+	// begun when grant Token of Session ended (Reason: the session expired,
+	// or an operator ended it): nobody is granted it until an Undelay
+	// naming Token applies. Reported after the grant's EventFreed. The
+	// leader's timer proposes the Undelay. (Version 3.)
+	EventDelayed
+	// EventUndelayed: the lock-delay of lock Name begun by grant Token
+	// ended; the grants it let through follow. (Version 3.)
+	EventUndelayed
 )
 
 // Reason says why a grant or a session ended.
@@ -58,6 +67,7 @@ const (
 	ReasonExpired                     // the session expired at the group
 	ReasonClosed                      // the session was closed by its holder
 	ReasonRevoked                     // an operator revoked the grant, or ended the session
+	ReasonMaxHold                     // the grant's maximum hold ran out (version 3)
 )
 
 func (r Reason) String() string {
@@ -72,6 +82,8 @@ func (r Reason) String() string {
 		return "closed"
 	case ReasonRevoked:
 		return "revoked"
+	case ReasonMaxHold:
+		return "max-hold"
 	}
 	return "unknown"
 }
@@ -97,4 +109,7 @@ type Event struct {
 	// semaphore's permit count, 0 for a lock. (Version 3.)
 	Shared  bool
 	Permits uint64
+	// MaxHold is an EventGranted's or EventElected's maximum hold in
+	// nanoseconds (0: none), for the leader's timer. (Version 3.)
+	MaxHold uint64
 }

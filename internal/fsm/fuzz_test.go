@@ -104,6 +104,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(random)
 	f.Add(random[:len(random)-4])
 	f.Add([]byte("FLSN"))
+	f.Add(saveBytes(f, timedState(f)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, in := range [][]byte{data, withCRC(slices.Clone(data))} {
 			st, err := DecodeSnapshot(in)
@@ -163,4 +164,18 @@ func FuzzApply(f *testing.F) {
 		}
 		roundTrip(t, a.st)
 	})
+}
+
+// timedState has a lock under a lock-delay with a waiter, a delayed
+// semaphore nobody holds, and grants (and a waiter) with maximum holds.
+func timedState(tb testing.TB) *State {
+	h := newHarness(tb)
+	a, b := h.openDelayed(1, 7e9), h.open(2)
+	h.one(acqCmd(a, 1, "delayed", true))
+	h.one(Command{Kind: KindAcquireShared, Session: a, Seq: 2, Name: "sem", Permits: 2, Wait: true})
+	h.one(Command{Kind: KindAcquire, Session: b, Seq: 1, Name: "delayed", Wait: true, MaxHold: 2e9})
+	h.one(Command{Kind: KindAcquire, Session: b, Seq: 2, Name: "timed", Wait: true, MaxHold: 3e9})
+	h.one(Command{Kind: KindCampaign, Session: b, Seq: 3, Name: "E", Value: "v", Wait: true, MaxHold: 4e9})
+	h.one(Command{Kind: KindExpire, Session: a, Target: 1})
+	return h.st
 }

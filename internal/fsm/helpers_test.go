@@ -52,16 +52,17 @@ type harness struct {
 	holders holderModel
 	leaders leaderModel
 	queues  queueModel
+	delays  delayModel
 }
 
 func newHarness(tb testing.TB) *harness {
-	return &harness{tb: tb, st: New(), holders: holderModel{}, leaders: leaderModel{}, queues: queueModel{}}
+	return &harness{tb: tb, st: New(), holders: holderModel{}, leaders: leaderModel{}, queues: queueModel{}, delays: delayModel{}}
 }
 
 // harnessFor continues from an existing (for example restored) state.
 func harnessFor(tb testing.TB, st *State) *harness {
 	return &harness{tb: tb, st: st, idx: st.Index(), lastTok: st.LastToken(), holders: holdersOf(st),
-		leaders: leadersOf(st), queues: queuesOf(st)}
+		leaders: leadersOf(st), queues: queuesOf(st), delays: delaysOf(st)}
 }
 
 // apply applies cmds as the next entry.
@@ -94,7 +95,62 @@ func (h *harness) applyAt(idx uint64, cmds ...Command) ([]Result, []Event) {
 	require.NoError(h.tb, h.leaders.matches(h.st))
 	require.NoError(h.tb, checkElectionInvariants(h.st))
 	require.NoError(h.tb, h.queues.observe(evs, h.st))
+	require.NoError(h.tb, h.delays.observe(evs, h.st))
 	return rs, withoutQueueEvents(evs)
+}
+
+// delayModel follows the locks under a lock-delay from the events alone
+// (name -> the token whose end began the delay), and checks it against the
+// state after every entry. It fails if a delayed lock is granted to
+// anyone, if a delay begins other than for a grant just freed by its
+// session's expiry or an operator's end of it, or if a delay ends but by
+// an Undelay naming its token.
+type delayModel map[string]uint64
+
+func delaysOf(st *State) delayModel {
+	m := delayModel{}
+	for name, l := range st.locks {
+		if l.delay != 0 {
+			m[name] = l.delayToken
+		}
+	}
+	return m
+}
+
+func (m delayModel) observe(evs []Event, st *State) error {
+	for i, e := range evs {
+		switch e.Kind {
+		case EventGranted:
+			if tok, ok := m[e.Name]; ok {
+				return fmt.Errorf("lock %q granted to %d/%d under the delay begun by %d", e.Name, e.Session, e.Seq, tok)
+			}
+		case EventDelayed:
+			if i == 0 || evs[i-1].Kind != EventFreed || evs[i-1].Token != e.Token || evs[i-1].Name != e.Name ||
+				(e.Reason != ReasonExpired && e.Reason != ReasonRevoked) || evs[i-1].Reason != e.Reason || e.TTL == 0 {
+				return fmt.Errorf("delay %+v does not follow its grant's end by expiry", e)
+			}
+			m[e.Name] = e.Token
+		case EventUndelayed:
+			if tok, ok := m[e.Name]; !ok || tok != e.Token {
+				return fmt.Errorf("undelay %+v of a lock delayed by %d (%v)", e, tok, ok)
+			}
+			delete(m, e.Name)
+		}
+	}
+	n := 0
+	for name, l := range st.locks {
+		if l.delay == 0 {
+			continue
+		}
+		n++
+		if tok, ok := m[name]; !ok || tok != l.delayToken {
+			return fmt.Errorf("lock %q delayed by %d, events say %d (%v)", name, l.delayToken, tok, ok)
+		}
+	}
+	if n != len(m) {
+		return fmt.Errorf("events say %d delayed locks, the state %d", len(m), n)
+	}
+	return nil
 }
 
 // withoutQueueEvents drops EventQueued and EventUnqueued, which the harness
@@ -281,7 +337,8 @@ func (m holderModel) observe(evs []Event) error {
 					}
 				}
 			}
-		case EventTouched, EventResumed, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued: // not about holders
+		case EventTouched, EventResumed, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued,
+			EventDelayed, EventUndelayed: // not about holders
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}
@@ -290,8 +347,14 @@ func (m holderModel) observe(evs []Event) error {
 }
 
 func (m holderModel) matches(st *State) error {
-	if len(m) != len(st.locks) {
-		return fmt.Errorf("events announce %d held locks, state has %d", len(m), len(st.locks))
+	held := 0
+	for _, l := range st.locks {
+		if l.holders.n > 0 {
+			held++
+		}
+	}
+	if len(m) != held {
+		return fmt.Errorf("events announce %d held locks, state has %d", len(m), held)
 	}
 	for name, evs := range m {
 		info := st.Lock(name)
@@ -324,8 +387,8 @@ func checkInvariants(st *State, strict bool) error {
 			return fmt.Errorf("session %d stored as %d (last %d)", s.id, id, st.lastSession)
 		case s.nonce == 0 || st.nonces[s.nonce] != s:
 			return fmt.Errorf("session %d: nonce %d not indexed", id, s.nonce)
-		case s.ttl == 0:
-			return fmt.Errorf("session %d: ttl 0", id)
+		case s.ttl == 0 || s.delay > MaxLockDelay:
+			return fmt.Errorf("session %d: ttl %d, delay %d", id, s.ttl, s.delay)
 		case s.keepAlive > st.index:
 			return fmt.Errorf("session %d: keep-alive %d beyond index %d", id, s.keepAlive, st.index)
 		case strict && len(s.replies) > max(MaxPendingPerSession, maxRepliesV1):
@@ -378,8 +441,10 @@ func checkInvariants(st *State, strict bool) error {
 		switch {
 		case l.name != name || !ValidName(name):
 			return fmt.Errorf("lock %q stored as %q", l.name, name)
-		case l.holders.n == 0:
+		case l.holders.n == 0 && (l.delay == 0 || l.delayToken == 0):
 			return fmt.Errorf("lock %q exists but is free", name)
+		case l.delay > MaxLockDelay || (l.delay == 0) != (l.delayToken == 0) || l.delayToken > st.lastToken:
+			return fmt.Errorf("lock %q: delay %d, token %d", name, l.delay, l.delayToken)
 		case l.holders.n > 1 && !l.shared, l.permits > 0 && !l.shared:
 			return fmt.Errorf("lock %q: %d holders, shared %v, permits %d", name, l.holders.n, l.shared, l.permits)
 		case strict && l.holders.n > l.capacity():
@@ -399,6 +464,8 @@ func checkInvariants(st *State, strict bool) error {
 				return fmt.Errorf("lock %q not in its holder's set", name)
 			case h.token == 0 || h.token > st.lastToken || h.token <= prevTok:
 				return fmt.Errorf("lock %q has token %d after %d, last %d", name, h.token, prevTok, st.lastToken)
+			case h.maxHold > MaxHoldLimit:
+				return fmt.Errorf("lock %q: grant %d has maximum hold %d", name, h.token, h.maxHold)
 			}
 			if other, dup := tokens[h.token]; dup && strict {
 				return fmt.Errorf("locks %q and %q share token %d", name, other, h.token)

@@ -34,6 +34,13 @@ const (
 	// beyond it waits (or, without Wait, fails as Locked) like any request
 	// the holders do not admit. (Version 3.)
 	MaxHoldersPerLock = 10_000
+	// MaxLockDelay is the longest lock-delay a session may have, in
+	// nanoseconds (60s, Consul's bound): a delay makes a lock unavailable
+	// to everyone, and a new leader restarts it in full. (Version 3.)
+	MaxLockDelay = 60_000_000_000
+	// MaxHoldLimit is the longest maximum hold a grant may have, in
+	// nanoseconds (24h, the longest session TTL). (Version 3.)
+	MaxHoldLimit = 24 * 3600 * 1_000_000_000
 )
 
 // Limit names the limit a LimitExceeded result hit; it is the result's

@@ -10,7 +10,7 @@ import (
 // LockEntry describes one lock in a listing.
 type LockEntry struct {
 	LockInfo
-	Owner uint64   // the replica the oldest holder's session lives on
+	Owner uint64   // the replica the oldest holder's session lives on; 0 if free (delayed)
 	Queue []uint64 // sessions of the first queued requests, head first
 }
 
@@ -38,7 +38,10 @@ func (st *State) LocksPage(prefix, after string, limit, queue int) (page []LockE
 	}
 	page = make([]LockEntry, len(locks))
 	for i, l := range locks {
-		page[i] = LockEntry{LockInfo: st.Lock(l.name), Owner: l.oldest().s.owner, Queue: l.waiting(queue)}
+		page[i] = LockEntry{LockInfo: st.Lock(l.name), Queue: l.waiting(queue)}
+		if h := l.oldest(); h != nil { // a delayed lock may be free
+			page[i].Owner = h.s.owner
+		}
 	}
 	return page, more
 }

@@ -14,18 +14,61 @@ type LockInfo struct {
 	Shared  bool     // held in shared mode (a shared lock's holders, a semaphore's)
 	Permits uint64   // a semaphore's permit count; 0 for a lock
 	Holders []Holder // every current grant, oldest (lowest token) first; nil when free
+	// Delayed: the lock is under a lock-delay (a session that held it
+	// expired, or an operator ended it): nobody is granted it until the
+	// leader ends the delay. Delay is its length in nanoseconds; when it
+	// ends is the leader's timer's, not the state's, to know.
+	Delayed bool
+	Delay   uint64
 }
 
 // Holder is one current grant of a lock.
 type Holder struct {
 	Session, Seq, Token uint64
 	Owner               uint64 // the replica the session lives on
+	MaxHold             uint64 // the grant's maximum hold, nanoseconds; 0: none
+}
+
+// Delay is a lock under a lock-delay, for the leader's timers: Token is
+// the grant whose end began it, Delay its length in nanoseconds.
+type Delay struct {
+	Name         string
+	Token, Delay uint64
+}
+
+// TimedGrant is a grant with a maximum hold, for the leader's timers.
+type TimedGrant struct {
+	Name           string
+	Election       bool
+	Token, MaxHold uint64
+}
+
+// Timers returns every lock under a lock-delay and every grant with a
+// maximum hold: what the leader's timers must time after a snapshot
+// replaced the state. The order is unspecified.
+func (st *State) Timers() (delays []Delay, grants []TimedGrant) {
+	for _, l := range st.locks {
+		if l.delay != 0 {
+			delays = append(delays, Delay{Name: l.name, Token: l.delayToken, Delay: l.delay})
+		}
+	}
+	for _, table := range []map[string]*lock{st.locks, st.elections} {
+		for _, l := range table {
+			for h := range l.grants {
+				if h.maxHold != 0 {
+					grants = append(grants, TimedGrant{Name: l.name, Election: l.election, Token: h.token, MaxHold: h.maxHold})
+				}
+			}
+		}
+	}
+	return delays, grants
 }
 
 // SessionInfo describes one session.
 type SessionInfo struct {
 	ID        uint64
 	TTL       uint64 // nanoseconds
+	Delay     uint64 // its lock-delay, nanoseconds
 	Owner     uint64 // replica ID the session lives on
 	KeepAlive uint64 // index of the entry that last renewed it
 	Held      int
@@ -38,12 +81,14 @@ func (st *State) Lock(name string) LockInfo {
 	if l == nil {
 		return LockInfo{Name: name}
 	}
-	info := LockInfo{Name: name, Waiters: l.queue.n, Shared: l.shared, Permits: l.permits}
+	info := LockInfo{Name: name, Waiters: l.queue.n, Shared: l.shared, Permits: l.permits,
+		Delayed: l.delay != 0, Delay: l.delay}
 	if h := l.oldest(); h != nil {
 		info.Held, info.Token, info.Session, info.Seq = true, h.token, h.s.id, h.seq
 		info.Holders = make([]Holder, 0, l.holders.n)
 		for h := range l.grants {
-			info.Holders = append(info.Holders, Holder{Session: h.s.id, Seq: h.seq, Token: h.token, Owner: h.s.owner})
+			info.Holders = append(info.Holders, Holder{Session: h.s.id, Seq: h.seq, Token: h.token, Owner: h.s.owner,
+				MaxHold: h.maxHold})
 		}
 	}
 	return info
@@ -59,7 +104,7 @@ func (st *State) Session(id uint64) (SessionInfo, bool) {
 }
 
 func (s *session) info() SessionInfo {
-	return SessionInfo{ID: s.id, TTL: s.ttl, Owner: s.owner, KeepAlive: s.keepAlive,
+	return SessionInfo{ID: s.id, TTL: s.ttl, Delay: s.delay, Owner: s.owner, KeepAlive: s.keepAlive,
 		Held: s.held.n, Waiting: len(s.waits)}
 }
 
@@ -148,7 +193,8 @@ func (st *State) Holds(session uint64, name string, token uint64) bool {
 	return l != nil && s != nil && l.find(s, token) != nil
 }
 
-// Counts returns the number of sessions, held locks and queued requests.
+// Counts returns the number of sessions, locks (held, waited for or
+// delayed) and queued requests.
 func (st *State) Counts() (sessions, locks, waiting int) {
 	return len(st.sessions), len(st.locks), st.waiting
 }

@@ -15,18 +15,22 @@ import (
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  crc32:4 bytes
-//	session  = id nonce ttl owner keepAlive floor base resumed replies:count (seq status value)*
-//	lock     = name permits shared:byte holders:count (session seq token)*
-//	           queue:count (session seq shared:byte)*
-//	election = name holder seq token value queue:count (session seq value)*
+//	session  = id nonce ttl owner keepAlive floor base resumed delay
+//	           replies:count (seq status value)*
+//	lock     = name permits shared:byte delay [delayToken, if delay > 0]
+//	           holders:count (session seq token maxHold)*
+//	           queue:count (session seq shared:byte maxHold)*
+//	election = name holder seq token maxHold value queue:count (session seq value maxHold)*
 //
 // Names and values are a varint length and their bytes. Sessions are ordered
 // by ID, replies by seq, a lock's holders by token, locks and elections by
-// their (oldest) grant's token, so equal states have equal snapshots on
+// their (oldest) grant's token (a delayed lock nobody holds by its
+// delayToken), so equal states have equal snapshots on
 // every replica; Restore accepts any order of sessions, locks and elections.
 // The trailing CRC-32 covers everything before it. Versions 1 to 3 are
-// still read: version 3 had no session base and resumed (they restore
-// as 0: no session was ever resumed) and wrote a lock as an election without its value (one
+// still read: version 3 had no session base, resumed and delay, no lock
+// delay and no maximum holds (they restore as 0: no session was ever
+// resumed, nothing is delayed or bounded) and wrote a lock as an election without its value (one
 // exclusive holder, name holder seq token queue:count (session seq)*: it
 // restores as a lock, permits 0, with exclusive waiters), version 2 had
 // neither leaderMark nor groupID (they restore as 0: the first leader's
@@ -64,6 +68,7 @@ func (st *State) Save(w io.Writer) error {
 	for _, id := range ids {
 		s := st.sessions[id]
 		buf = u(u(u(u(u(u(u(u(buf, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor), s.base), s.resumed)
+		buf = u(buf, s.delay)
 		seqs = seqs[:0]
 		for seq := range s.replies {
 			seqs = append(seqs, seq)
@@ -82,25 +87,28 @@ func (st *State) Save(w io.Writer) error {
 
 	for _, table := range []map[string]*lock{st.locks, st.elections} {
 		// Ordered by the oldest grant's token (unique: every lock in a table
-		// is held): sorting integers rather than names is what makes saving
-		// a million locks fast.
+		// is held, or delayed, with a token of its own): sorting integers
+		// rather than names is what makes saving a million locks fast.
 		byToken := make([]*lock, 0, len(table))
 		for _, l := range table {
 			byToken = append(byToken, l)
 		}
-		slices.SortFunc(byToken, func(a, b *lock) int { return cmpUint(a.oldest().token, b.oldest().token) })
+		slices.SortFunc(byToken, func(a, b *lock) int { return cmpUint(a.key(), b.key()) })
 		buf = u(buf, uint64(len(byToken)))
 		for _, l := range byToken {
 			buf = appendString(buf, l.name)
 			if l.election {
 				h := l.oldest()
-				buf = u(u(u(buf, h.s.id), h.seq), h.token)
+				buf = u(u(u(u(buf, h.s.id), h.seq), h.token), h.maxHold)
 				buf = appendString(buf, l.value)
 			} else {
-				buf = append(u(buf, l.permits), boolByte(l.shared))
+				buf = u(append(u(buf, l.permits), boolByte(l.shared)), l.delay)
+				if l.delay != 0 {
+					buf = u(buf, l.delayToken)
+				}
 				buf = u(buf, uint64(l.holders.n))
 				for h := range l.grants {
-					buf = u(u(u(buf, h.s.id), h.seq), h.token)
+					buf = u(u(u(u(buf, h.s.id), h.seq), h.token), h.maxHold)
 				}
 			}
 			buf = u(buf, uint64(l.queue.n))
@@ -111,6 +119,7 @@ func (st *State) Save(w io.Writer) error {
 				} else {
 					buf = append(buf, boolByte(w.shared))
 				}
+				buf = u(buf, w.maxHold)
 			}
 			var err error
 			if buf, err = flushIfFull(bw, buf); err != nil {
@@ -221,7 +230,7 @@ func (d *decoder) sessions(st *State, v uint64) {
 		s := &session{id: d.uvarint(), nonce: d.uvarint(), ttl: d.uvarint(),
 			owner: d.uvarint(), keepAlive: d.uvarint(), floor: d.uvarint()}
 		if v >= 4 {
-			s.base, s.resumed = d.uvarint(), d.uvarint()
+			s.base, s.resumed, s.delay = d.uvarint(), d.uvarint(), d.uvarint()
 		}
 		switch {
 		case d.err != nil:
@@ -234,6 +243,8 @@ func (d *decoder) sessions(st *State, v uint64) {
 			d.fail("bad ttl or keep-alive in session %d", s.id)
 		case s.base > s.floor:
 			d.fail("base %d above floor %d in session %d", s.base, s.floor, s.id)
+		case s.delay > MaxLockDelay:
+			d.fail("lock-delay %d in session %d", s.delay, s.id)
 		}
 		if d.err != nil {
 			return
@@ -276,7 +287,12 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool, v uint64) []
 		l.name, l.election = d.name(), elections
 		holders := uint64(1)
 		if shared {
-			l.permits, l.shared, holders = d.uvarint(), d.bool(), d.count()
+			l.permits, l.shared, l.delay = d.uvarint(), d.bool(), d.uvarint()
+			if l.delay != 0 {
+				l.delayToken = d.uvarint()
+				tokens = append(tokens, l.delayToken)
+			}
+			holders = d.count()
 		}
 		if d.err != nil {
 			return tokens
@@ -286,13 +302,15 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool, v uint64) []
 		switch {
 		case !ValidName(l.name) || len(table) == before:
 			d.fail("bad lock name %q", l.name)
-		case holders == 0:
+		case l.delay > MaxLockDelay || (l.delay != 0 && (l.delayToken == 0 || l.delayToken > st.lastToken)):
+			d.fail("lock %q: bad delay %d (token %d)", l.name, l.delay, l.delayToken)
+		case holders == 0 && l.delay == 0:
 			d.fail("lock %q is free", l.name)
 		case (holders > 1 || l.permits > 0) && !l.shared:
 			d.fail("lock %q has %d exclusive holders", l.name, holders)
 		}
 		for range holders {
-			tokens = d.hold(st, l, tokens)
+			tokens = d.hold(st, l, tokens, v)
 		}
 		if elections {
 			l.value = d.value()
@@ -307,8 +325,13 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool, v uint64) []
 			} else if shared {
 				w.shared = d.bool()
 			}
+			if v >= 4 {
+				w.maxHold = d.uvarint()
+			}
 			switch {
 			case d.err != nil:
+			case w.maxHold > MaxHoldLimit:
+				d.fail("request %d of session %d: maximum hold %d", w.seq, w.s.id, w.maxHold)
 			case w.s == nil:
 				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.s.queued(w.seq) != nil:
@@ -336,8 +359,12 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool, v uint64) []
 
 // hold reads one grant of lock l, appending its token. A lock's grants
 // come in token order.
-func (d *decoder) hold(st *State, l *lock, tokens []uint64) []uint64 {
+func (d *decoder) hold(st *State, l *lock, tokens []uint64, v uint64) []uint64 {
 	holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
+	var maxHold uint64
+	if v >= 4 {
+		maxHold = d.uvarint()
+	}
 	if d.err != nil {
 		return tokens
 	}
@@ -349,6 +376,8 @@ func (d *decoder) hold(st *State, l *lock, tokens []uint64) []uint64 {
 		d.fail("lock %q has token %d beyond the last %d", l.name, token, st.lastToken)
 	case l.holders.n > 0 && token <= (*hold)(l.holders.tail).token:
 		d.fail("lock %q: grants out of token order", l.name)
+	case maxHold > MaxHoldLimit:
+		d.fail("lock %q: maximum hold %d", l.name, maxHold)
 	}
 	if d.err != nil {
 		return tokens
@@ -357,7 +386,7 @@ func (d *decoder) hold(st *State, l *lock, tokens []uint64) []uint64 {
 	if h.s != nil {
 		h = new(hold)
 	}
-	*h = hold{l: l, s: s, seq: seq, token: token}
+	*h = hold{l: l, s: s, seq: seq, token: token, maxHold: maxHold}
 	l.holders.push((*peerHold)(h))
 	if l.election {
 		s.leads.push(h)

@@ -206,7 +206,7 @@ type snapImage struct {
 
 type snapSession struct {
 	id, nonce, ttl, owner, keepAlive, floor uint64
-	base, resumed                           uint64 // version 4
+	base, resumed, delay                    uint64 // version 4
 	replies                                 []snapReply
 }
 
@@ -222,6 +222,9 @@ type snapLock struct {
 	more               [][3]uint64 // version 4: further holders (session seq token)
 	permits            uint64      // version 4
 	shared             bool        // version 4
+	maxHold            uint64      // version 4: the (first) holder's
+	delay, delayToken  uint64      // version 4
+	free               bool        // version 4: no holders (a delayed lock)
 	queue              [][2]uint64
 	queueShared        []bool   // version 4: per queue entry; nil: all exclusive
 	value              string   // elections: the leader's
@@ -246,7 +249,7 @@ func (im snapImage) body() []byte {
 	for _, s := range im.sessions {
 		b = u(u(u(u(u(u(b, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor)
 		if im.version >= 4 {
-			b = u(u(b, s.base), s.resumed)
+			b = u(u(u(b, s.base), s.resumed), s.delay)
 		}
 		b = u(b, uint64(len(s.replies)))
 		for _, r := range s.replies {
@@ -262,24 +265,35 @@ func (im snapImage) body() []byte {
 		for _, l := range im.locks {
 			b = appendString(b, l.name)
 			if im.version >= 4 {
-				b = u(append(u(b, l.permits), boolByte(l.shared)), uint64(1+len(l.more)))
+				b = u(append(u(b, l.permits), boolByte(l.shared)), l.delay)
+				if l.delay != 0 {
+					b = u(b, l.delayToken)
+				}
+				n := uint64(1 + len(l.more))
+				if l.free {
+					n = 0
+				}
+				b = u(b, n)
 			}
-			b = u(u(u(b, l.holder), l.seq), l.token)
-			if im.version >= 4 {
+			if !l.free {
+				b = u(u(u(b, l.holder), l.seq), l.token)
+			}
+			if im.version >= 4 && !l.free {
+				b = u(b, l.maxHold)
 				for _, h := range l.more {
-					b = u(u(u(b, h[0]), h[1]), h[2])
+					b = u(u(u(u(b, h[0]), h[1]), h[2]), 0)
 				}
 			}
 			b = u(b, uint64(len(l.queue)))
 			for i, w := range l.queue {
 				b = u(u(b, w[0]), w[1])
 				if im.version >= 4 {
-					b = append(b, boolByte(l.queueShared != nil && l.queueShared[i]))
+					b = append(b, boolByte(l.queueShared != nil && l.queueShared[i]), 0)
 				}
 			}
 		}
 		if im.version >= 2 && !im.omitElections {
-			b = appendElections(b, im.elections)
+			b = appendElections(b, im.elections, im.version)
 		}
 	}
 	return append(b, im.trailing...)

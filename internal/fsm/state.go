@@ -18,7 +18,7 @@ type State struct {
 	lastSession uint64 // last session ID assigned
 	sessions    map[uint64]*session
 	nonces      map[uint64]*session // live sessions by the nonce that opened them
-	locks       map[string]*lock    // locks that are held or have waiters
+	locks       map[string]*lock    // locks that are held, have waiters or are delayed
 	waiting     int                 // queued requests in all locks
 	elections   map[string]*lock    // elections that have a leader or candidates
 	campaigning int                 // queued candidates in all elections
@@ -33,6 +33,7 @@ type State struct {
 // session is one holder: usually one per client process.
 type session struct {
 	id, nonce, ttl, owner uint64
+	delay                 uint64 // its lock-delay, nanoseconds (0: none)
 	keepAlive             uint64 // index of the entry that last renewed it
 	floor                 uint64
 	base                  uint64             // the floor its last Resume set: older commands are its old incarnation's
@@ -45,7 +46,8 @@ type session struct {
 }
 
 // lock is a named lock, or an election: a lock whose one holder is the
-// leader and carries a value. It exists while held or waited for.
+// leader and carries a value. It exists while held or waited for, or (a
+// lock, not an election) while delayed.
 //
 // A lock has one exclusive holder or, in shared mode, any number of
 // holders up to its capacity: MaxHoldersPerLock for a shared/exclusive
@@ -56,12 +58,17 @@ type session struct {
 type lock struct {
 	name     string
 	election bool
-	shared   bool                   // its holders hold in shared mode
-	permits  uint64                 // a semaphore's permit count; 0 for a lock or an election
-	value    string                 // election: the leader's value
-	first    hold                   // the first grant's storage: an exclusive lock allocates no other
-	holders  peerList               // its grants, in the order they were made (token order)
-	queue    chain[waiter, *waiter] // FIFO queue of waiting requests
+	shared   bool   // its holders hold in shared mode
+	permits  uint64 // a semaphore's permit count; 0 for a lock or an election
+	value    string // election: the leader's value
+	// delay is the lock-delay the lock is under, in nanoseconds: 0 unless
+	// a session that held it expired (or an operator ended it) with a
+	// lock-delay; then nobody is granted the lock until Undelay names
+	// delayToken, the token of the grant whose end began the delay.
+	delay, delayToken uint64
+	first             hold                   // the first grant's storage: an exclusive lock allocates no other
+	holders           peerList               // its grants, in the order they were made (token order)
+	queue             chain[waiter, *waiter] // FIFO queue of waiting requests
 }
 
 // hold is one grant of a lock (or of an election) to one request of a
@@ -71,6 +78,7 @@ type hold struct {
 	l          *lock
 	s          *session
 	seq, token uint64
+	maxHold    uint64         // its maximum hold, nanoseconds (0: none)
 	mine       link[hold]     // in the session's list
 	peers      link[peerHold] // in the lock's holders
 }
@@ -104,6 +112,16 @@ func (l *lock) grants(yield func(*hold) bool) {
 // if it is free.
 func (l *lock) oldest() *hold { return (*hold)(l.holders.head) }
 
+// key is the token that orders l in a snapshot: its oldest grant's or, if
+// it is free (then delayed), the token whose end began the delay. Tokens
+// are unique, so no two locks share a key.
+func (l *lock) key() uint64 {
+	if h := l.oldest(); h != nil {
+		return h.token
+	}
+	return l.delayToken
+}
+
 // capacity is how many grants the lock admits at once in shared mode.
 func (l *lock) capacity() int {
 	if l.permits > 0 {
@@ -113,8 +131,11 @@ func (l *lock) capacity() int {
 }
 
 // admits reports whether a request in mode shared could be granted now if
-// it were at the head of the queue.
+// it were at the head of the queue. A delayed lock admits nobody.
 func (l *lock) admits(shared bool) bool {
+	if l.delay != 0 {
+		return false
+	}
 	if l.holders.n == 0 {
 		return true
 	}
@@ -148,8 +169,10 @@ type waiter struct {
 	seq    uint64
 	shared bool   // Acquire: in shared mode (a shared lock's, or a semaphore's)
 	value  string // Campaign: the value it will lead with
-	l      *lock
-	link   link[waiter]
+	// maxHold is the maximum hold its grant will have, nanoseconds.
+	maxHold uint64
+	l       *lock
+	link    link[waiter]
 }
 
 func (w *waiter) chained() *link[waiter] { return &w.link }

@@ -58,6 +58,17 @@ func (r *Replica) applied(index uint64, events []fsm.Event) {
 			r.tracker.LeaderStarted(e.Index, e.Owner, e.Term)
 		case fsm.EventSessionEnded:
 			r.tracker.Remove(e.Session)
+		case fsm.EventGranted, fsm.EventElected:
+			if e.MaxHold != 0 {
+				r.tracker.Held(expiry.Hold{Name: e.Name, Election: e.Kind == fsm.EventElected, Token: e.Token,
+					D: time.Duration(e.MaxHold)})
+			}
+		case fsm.EventFreed, fsm.EventDeposed:
+			r.tracker.Freed(e.Token)
+		case fsm.EventDelayed:
+			r.tracker.Delayed(expiry.Delay{Name: e.Name, Token: e.Token, D: time.Duration(e.TTL)})
+		case fsm.EventUndelayed:
+			r.tracker.Undelayed(e.Name, e.Token)
 		}
 	}
 	r.sink.Applied(index, events)
@@ -74,7 +85,16 @@ func (r *Replica) restored(st *fsm.State) {
 	for i, s := range infos {
 		sessions[i] = expiry.Session{ID: s.ID, KeepAlive: s.KeepAlive, TTL: time.Duration(s.TTL)}
 	}
-	r.tracker.Reset(sessions, st.LeaderMark())
+	ds, gs := st.Timers()
+	delays := make([]expiry.Delay, len(ds))
+	for i, d := range ds {
+		delays[i] = expiry.Delay{Name: d.Name, Token: d.Token, D: time.Duration(d.Delay)}
+	}
+	holds := make([]expiry.Hold, len(gs))
+	for i, g := range gs {
+		holds[i] = expiry.Hold{Name: g.Name, Election: g.Election, Token: g.Token, D: time.Duration(g.MaxHold)}
+	}
+	r.tracker.Reset(sessions, delays, holds, st.LeaderMark())
 	r.sink.Restored(st)
 }
 
@@ -83,6 +103,14 @@ func (r *Replica) restored(st *fsm.State) {
 // The tracker asks again until the state shows the effect.
 func (r *Replica) proposeExpire(id, keepAlive, mark uint64) {
 	r.proposeInBackground(fsm.Command{Kind: fsm.KindExpire, Session: id, Target: keepAlive, Mark: mark})
+}
+
+func (r *Replica) proposeUndelay(name string, token, mark uint64) {
+	r.proposeInBackground(fsm.Command{Kind: fsm.KindUndelay, Name: name, Token: token, Mark: mark})
+}
+
+func (r *Replica) proposeExpireGrant(name string, election bool, token, mark uint64) {
+	r.proposeInBackground(fsm.Command{Kind: fsm.KindExpireGrant, Name: name, Election: election, Token: token, Mark: mark})
 }
 
 func (r *Replica) proposeLeaderStart(term uint64) {

@@ -170,7 +170,8 @@ func start(cfg Config, sink Sink) (*Replica, error) {
 			"differences", peering.DiffMembers(cfg.Members, g.Members))
 		bootstrap = g.Members
 	}
-	r.tracker = expiry.New(cfg.Clock, expireRetry, cfg.ReplicaID, expiry.Actions{Start: r.proposeLeaderStart, Expire: r.proposeExpire})
+	r.tracker = expiry.New(cfg.Clock, expireRetry, cfg.ReplicaID, expiry.Actions{Start: r.proposeLeaderStart, Expire: r.proposeExpire,
+		Undelay: r.proposeUndelay, ExpireGrant: r.proposeExpireGrant})
 	// The proposer exists before the NodeHost, whose leader events it hears;
 	// it proposes nothing until the first call, made after Start returns.
 	r.prop = proposer.New(func(cmd []byte, timeout time.Duration) (*dragonboat.RequestState, error) {

@@ -164,6 +164,27 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	s.mu.Lock()
 	s.nextSeq = res.Value
 	s.mu.Unlock()
+	// The holder's deadline counts from the resume's first send, which
+	// retries may have left far behind (a lagging or cut-off replica): then
+	// renew at once, as NewSession does, rather than hand over a session
+	// whose deadline is close or past, and that would give itself up with
+	// every grant the resume kept.
+	if clock.Boot(c).Sub(sent) > o.ttl/3 {
+		renewed, renewedAt := clock.Boot(c), c.Now()
+		ka, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: s.id, Floor: res.Value})
+		if err == nil && ka.Status != fsm.OK {
+			err = fmt.Errorf("%w: before its first renewal", ErrSessionExpired)
+		}
+		if err != nil {
+			s.end(ErrSessionExpired)
+			n.forget(s)
+			return nil, err
+		}
+		sent = renewed
+		s.mu.Lock()
+		s.lease.deadline, s.acked = renewed.Add(s.lease.life), renewedAt
+		s.mu.Unlock()
+	}
 	if err := n.startSession(s, sent, true); err != nil {
 		return nil, err
 	}

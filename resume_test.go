@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -183,4 +184,38 @@ func FuzzParseResumeToken(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, tok, again)
 	})
+}
+
+// A resume that takes longer than the holder's deadline to apply (its
+// replica cut off meanwhile, while the old process still renews the
+// session) still hands over a live session with its grants: the resume
+// renews it at once rather than return one that gives itself up.
+func TestSlowResumeRenewsAtOnce(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	const ttl = 3 * time.Second
+	old := newSession(t, ctx, c.node(1), WithTTL(ttl))
+	l, err := old.Acquire(ctx, "L")
+	require.NoError(t, err)
+
+	c.net.Isolate(c.addr(2))
+	resumed := make(chan *Session, 1)
+	go func() {
+		s, err := c.node(2).ResumeSession(ctx, old.Resume())
+		assert.NoError(t, err)
+		resumed <- s
+	}()
+	// The fault lasts past the deadline a resume earns at its send
+	// (TTL − margin); the old process renews the session meanwhile.
+	time.Sleep(ttl)
+	c.net.Heal()
+	s := <-resumed
+	require.NotNil(t, s)
+	require.NoError(t, s.Err(), "the resumed session lives")
+	locks := s.Locks()
+	require.Len(t, locks, 1)
+	require.Equal(t, l.Token(), locks[0].Token())
+	<-old.Done() // the old incarnation learns its session was taken
+	require.NoError(t, s.Err())
+	require.NoError(t, locks[0].Release(ctx))
 }

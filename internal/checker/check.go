@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -144,6 +147,7 @@ func check(e *env, reads []Op) Report {
 	shared := append(append(append([]Op(nil), recipeOps...), sharedLoses(recipeOps, end)...), recipeReads...)
 	r.Violations = append(r.Violations, linearizable(shared, SharedModel)...)
 	r.Violations = append(r.Violations, sections(recipeOps)...)
+	r.Recipes = recipeCounts(recipeOps)
 	r.Violations = append(r.Violations, readsFenced(recipeOps, e.h.readsSnapshot())...)
 	r.Violations = append(r.Violations, fencing(ops, writes)...)
 	r.Violations = append(r.Violations, tokensRise(ops)...)
@@ -220,7 +224,38 @@ func linearizable(history []Op, model porcupine.NondeterministicModel) []string 
 	case porcupine.Unknown:
 		return []string{"linearizability check timed out"}
 	}
-	return []string{fmt.Sprintf("lock history of %d operations is not linearizable", len(ops))}
+	// Name the locks whose histories fail, and, with FENCELOCK_CHECKER_DUMP
+	// set to a directory, write each one there for a reader to replay.
+	var v []string
+	for _, part := range model.Partition(ops) {
+		if r, _ := porcupine.CheckOperationsVerbose(model.ToModel(), part, 2*time.Minute); r == porcupine.Ok {
+			continue
+		}
+		name := part[0].Input.(Op).Lock
+		v = append(v, fmt.Sprintf("history of %q (%d operations) is not linearizable", name, len(part)))
+		if dir := os.Getenv("FENCELOCK_CHECKER_DUMP"); dir != "" {
+			dump(filepath.Join(dir, strings.ReplaceAll(name, "/", "_")+".txt"), part)
+		}
+	}
+	if len(v) == 0 {
+		v = []string{fmt.Sprintf("history of %d operations is not linearizable", len(ops))}
+	}
+	return v
+}
+
+// dump writes a failing history, one operation a line in call order.
+func dump(path string, part []porcupine.Operation) {
+	ops := make([]Op, len(part))
+	for i, p := range part {
+		ops[i] = p.Input.(Op)
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	var b strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&b, "%d..%d c%d %v sh=%v p=%d s%d t%d ph%d id%d %v %v\n", op.Call, op.Return, op.Client, op.Kind,
+			op.Shared, op.Permits, op.Session, op.Token, op.Phantom, op.ID, op.Outcome, op.Holders)
+	}
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // fencing checks the resource's log: per lock, the admitted tokens never go

@@ -162,3 +162,47 @@ func readsFenced(ops []Op, reads map[string][]Read) []string {
 	}
 	return v
 }
+
+// RecipeCounts say how much of the recipes a scenario exercised.
+type RecipeCounts struct {
+	Exclusive, Shared, Permits int // grants on the shared lock by mode, and of the semaphore
+	Certain                    int // sections whose Release returned OK
+	// MaxReaders and MaxPermits are the most certain sections of the shared
+	// lock and of the semaphore seen current at one grant: proof that the
+	// grants did overlap, which the checks above are about.
+	MaxReaders, MaxPermits int
+}
+
+func recipeCounts(ops []Op) RecipeCounts {
+	var c RecipeCounts
+	for _, ss := range sectionsOf(ops) {
+		for i, g := range ss {
+			switch {
+			case g.Permits > 0:
+				c.Permits++
+			case g.Shared:
+				c.Shared++
+			default:
+				c.Exclusive++
+			}
+			if g.certain {
+				c.Certain++
+			}
+			if !g.Shared {
+				continue
+			}
+			current := 1
+			for _, s := range ss[:i] {
+				if s.certain && s.released > g.Return {
+					current++
+				}
+			}
+			if g.Permits > 0 {
+				c.MaxPermits = max(c.MaxPermits, current)
+			} else {
+				c.MaxReaders = max(c.MaxReaders, current)
+			}
+		}
+	}
+	return c
+}

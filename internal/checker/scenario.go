@@ -33,6 +33,7 @@ type Report struct {
 	Refused    int // late writes the Fencer refused
 	Resumed    int // sessions restarted clients resumed
 	Revoked    int // operator revocations and session ends that took effect
+	Recipes    RecipeCounts
 	Violations []string
 	Duration   time.Duration
 }

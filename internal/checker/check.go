@@ -252,8 +252,8 @@ func dump(path string, part []porcupine.Operation) {
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
 	var b strings.Builder
 	for _, op := range ops {
-		fmt.Fprintf(&b, "%d..%d c%d %v sh=%v p=%d s%d t%d ph%d id%d %v %v\n", op.Call, op.Return, op.Client, op.Kind,
-			op.Shared, op.Permits, op.Session, op.Token, op.Phantom, op.ID, op.Outcome, op.Holders)
+		fmt.Fprintf(&b, "%d..%d c%d %v sh=%v p=%d s%d t%d ph%d id%d %v %v %q\n", op.Call, op.Return, op.Client, op.Kind,
+			op.Shared, op.Permits, op.Session, op.Token, op.Phantom, op.ID, op.Outcome, op.Holders, op.Value)
 	}
 	_ = os.WriteFile(path, []byte(b.String()), 0o644)
 }

@@ -83,6 +83,15 @@ func (h *History) end(i int, out Outcome, token uint64) {
 	}
 }
 
+// endWhy is end for an operation whose Value says why it returned out (a
+// Kept's, for a reader of a failing history; no model looks at it).
+func (h *History) endWhy(i int, out Outcome, why string) {
+	h.end(i, out, 0)
+	h.mu.Lock()
+	h.ops[i].Value = why
+	h.mu.Unlock()
+}
+
 // write appends to the register of lock; it runs inside the Fencer's check.
 func (h *History) write(lock string, client int, token uint64) {
 	at := h.now()

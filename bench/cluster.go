@@ -175,6 +175,11 @@ func (c *client) Acquire(ctx context.Context, name string) (lockbench.Held, erro
 	return held{l}, nil
 }
 
+// AcquireExclusive is Acquire: a name is one lock with two modes.
+func (c *client) AcquireExclusive(ctx context.Context, name string) (lockbench.Held, error) {
+	return c.Acquire(ctx, name)
+}
+
 func (c *client) AcquireShared(ctx context.Context, name string) (lockbench.Held, error) {
 	l, err := c.s.AcquireShared(ctx, name)
 	if err != nil {

@@ -9,10 +9,15 @@ import (
 	"time"
 )
 
-// Recipes is a Client that also takes a lock in shared mode and permits of
-// a counting semaphore, for W7 and W8. Held.Release gives either back.
+// Recipes is a Client that also takes a read-write lock in either mode and
+// permits of a counting semaphore, for W7 and W8. Held.Release gives any
+// of them back.
 type Recipes interface {
+	// AcquireShared and AcquireExclusive take the two modes of one lock
+	// (a system whose read-write lock is not its mutex, as etcd's, needs
+	// AcquireExclusive apart from Acquire).
 	AcquireShared(ctx context.Context, name string) (Held, error)
+	AcquireExclusive(ctx context.Context, name string) (Held, error)
 	AcquireSemaphore(ctx context.Context, name string, permits int) (Held, error)
 }
 
@@ -70,7 +75,7 @@ func w7(ctx context.Context, c Cluster, o Options) (Result, error) {
 				var h Held
 				var err error
 				if isWriter {
-					h, err = cs[i].Acquire(ctx, name)
+					h, err = rs[i].AcquireExclusive(ctx, name)
 				} else {
 					h, err = rs[i].AcquireShared(ctx, name)
 				}

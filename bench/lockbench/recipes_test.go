@@ -76,6 +76,10 @@ func (c fakeClient) Acquire(context.Context, string) (Held, error) {
 		func() { f.writer, f.queued = true, f.queued-1 }, func() { f.writer = false })
 }
 
+func (c fakeClient) AcquireExclusive(ctx context.Context, name string) (Held, error) {
+	return c.Acquire(ctx, name)
+}
+
 func (c fakeClient) AcquireShared(context.Context, string) (Held, error) {
 	f := c.f
 	return c.take(func() bool { return !f.writer && f.queued == 0 }, func() { f.readers++ }, func() { f.readers-- })

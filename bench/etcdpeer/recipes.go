@@ -64,13 +64,15 @@ func (c *client) AcquireSemaphore(ctx context.Context, name string, permits int)
 		_, err := c.cli.Delete(context.WithoutCancel(ctx), key)
 		return err
 	}
-	ahead, err := c.cli.Get(ctx, name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly(),
+	// The keys themselves, not WithCountOnly: etcd applies the revision
+	// filters to the keys it returns, not to the count.
+	ahead, err := c.cli.Get(ctx, name+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithMaxCreateRev(mine-1))
 	if err != nil {
 		_ = free()
 		return nil, err
 	}
-	n := ahead.Count
+	n := int64(len(ahead.Kvs))
 	if n < int64(permits) {
 		return released(free), nil
 	}

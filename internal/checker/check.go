@@ -210,35 +210,31 @@ func loses(e *env, ops []Op, end int64) []Op {
 	return out
 }
 
-// linearizable checks a history with porcupine against model.
+// linearizable checks a history with porcupine against model, one
+// partition (lock) at a time, so that a failure names its lock. With
+// FENCELOCK_CHECKER_DUMP set to a directory, each failing (or timed-out)
+// history is written there for a reader to replay.
 func linearizable(history []Op, model porcupine.NondeterministicModel) []string {
 	ops := make([]porcupine.Operation, len(history))
 	for i, op := range history {
 		ops[i] = porcupine.Operation{ClientId: max(op.Client, 0), Input: op, Output: op.Outcome,
 			Call: op.Call, Return: op.Return}
 	}
-	res, _ := porcupine.CheckOperationsVerbose(model.ToModel(), ops, 2*time.Minute)
-	switch res {
-	case porcupine.Ok:
-		return nil
-	case porcupine.Unknown:
-		return []string{"linearizability check timed out"}
-	}
-	// Name the locks whose histories fail, and, with FENCELOCK_CHECKER_DUMP
-	// set to a directory, write each one there for a reader to replay.
 	var v []string
 	for _, part := range model.Partition(ops) {
-		if r, _ := porcupine.CheckOperationsVerbose(model.ToModel(), part, 2*time.Minute); r == porcupine.Ok {
+		res, _ := porcupine.CheckOperationsVerbose(model.ToModel(), part, 2*time.Minute)
+		if res == porcupine.Ok {
 			continue
 		}
 		name := part[0].Input.(Op).Lock
-		v = append(v, fmt.Sprintf("history of %q (%d operations) is not linearizable", name, len(part)))
+		if res == porcupine.Unknown {
+			v = append(v, fmt.Sprintf("linearizability check of %q (%d operations) timed out", name, len(part)))
+		} else {
+			v = append(v, fmt.Sprintf("history of %q (%d operations) is not linearizable", name, len(part)))
+		}
 		if dir := os.Getenv("FENCELOCK_CHECKER_DUMP"); dir != "" {
 			dump(filepath.Join(dir, strings.ReplaceAll(name, "/", "_")+".txt"), part)
 		}
-	}
-	if len(v) == 0 {
-		v = []string{fmt.Sprintf("history of %d operations is not linearizable", len(ops))}
 	}
 	return v
 }

@@ -11,27 +11,39 @@ import (
 	"github.com/fencelock/fencelock"
 )
 
-// Ref names one grant: its session and token (0 for a phantom, whose token
-// nobody learned), or the ID of the unknown acquire that may have made it.
+// Ref names one grant: its session and token.
 type Ref struct {
 	Session uint64
 	Token   uint64
-	Phantom int
 }
 
 // sharedState is the model of one shared/exclusive lock or one semaphore:
-// its current grants in a canonical order, whether they are one exclusive
-// grant, and the highest token granted so far.
+// its current known grants in a canonical order, how many grants of
+// unknown outcome (phantoms) it holds besides, whether its grants are one
+// exclusive grant, and the highest token granted so far.
+//
+// Phantoms are counted, not named: a history with k acquires of unknown
+// outcome that may each hold a shared grant would otherwise have 2^k
+// states at once. This accepts exactly the histories that named phantoms
+// do. A phantom's Lose may take effect anywhere from its acquire's call to
+// the end, so a Lose that removes another acquire's phantom stands for
+// that acquire's Lose at this point and its own at the other's; and a Lose
+// whose own acquire made no phantom can take effect at the end, after the
+// final read, where no phantom is left (the read admits none).
 type sharedState struct {
-	Excl    bool
-	Holders []Ref
-	Last    uint64
+	Excl     bool
+	Holders  []Ref
+	Phantoms int
+	Last     uint64
 }
+
+// held is the number of current grants, phantoms included.
+func (s sharedState) held() int { return len(s.Holders) + s.Phantoms }
 
 func (s sharedState) with(r Ref) sharedState {
 	h := append(slices.Clone(s.Holders), r)
 	slices.SortFunc(h, func(a, b Ref) int {
-		return cmp.Or(cmp.Compare(a.Phantom, b.Phantom), cmp.Compare(a.Token, b.Token), cmp.Compare(a.Session, b.Session))
+		return cmp.Or(cmp.Compare(a.Token, b.Token), cmp.Compare(a.Session, b.Session))
 	})
 	s.Holders = h
 	return s
@@ -39,17 +51,15 @@ func (s sharedState) with(r Ref) sharedState {
 
 func (s sharedState) without(i int) sharedState {
 	s.Holders = slices.Delete(slices.Clone(s.Holders), i, i+1)
-	if len(s.Holders) == 0 {
+	if s.held() == 0 {
 		s.Excl = false
 	}
 	return s
 }
 
-// find returns the index of the known grant (session, token), or -1.
+// find returns the index of the grant (session, token), or -1.
 func (s sharedState) find(session, token uint64) int {
-	return slices.IndexFunc(s.Holders, func(r Ref) bool {
-		return r.Phantom == 0 && r.Session == session && r.Token == token
-	})
+	return slices.IndexFunc(s.Holders, func(r Ref) bool { return r.Session == session && r.Token == token })
 }
 
 // SharedModel is the sequential specification of a shared/exclusive lock
@@ -78,7 +88,7 @@ var SharedModel = porcupine.NondeterministicModel{
 	},
 	Equal: func(a, b any) bool {
 		x, y := a.(sharedState), b.(sharedState)
-		return x.Excl == y.Excl && x.Last == y.Last && slices.Equal(x.Holders, y.Holders)
+		return x.Excl == y.Excl && x.Last == y.Last && x.Phantoms == y.Phantoms && slices.Equal(x.Holders, y.Holders)
 	},
 	DescribeOperation: func(input, _ any) string {
 		op := input.(Op)
@@ -91,9 +101,9 @@ var SharedModel = porcupine.NondeterministicModel{
 	DescribeState: func(state any) string {
 		s := state.(sharedState)
 		var b strings.Builder
-		fmt.Fprintf(&b, "excl=%v last=%d", s.Excl, s.Last)
+		fmt.Fprintf(&b, "excl=%v last=%d phantoms=%d", s.Excl, s.Last, s.Phantoms)
 		for _, h := range s.Holders {
-			fmt.Fprintf(&b, " [s%d t%d p%d]", h.Session, h.Token, h.Phantom)
+			fmt.Fprintf(&b, " [s%d t%d]", h.Session, h.Token)
 		}
 		return b.String()
 	},
@@ -106,30 +116,27 @@ func sharedStep(s sharedState, op Op) []any {
 		if op.Permits > 0 {
 			limit = op.Permits
 		}
-		admits := len(s.Holders) == 0 || op.Shared && !s.Excl && len(s.Holders) < limit
-		grant := func(r Ref) sharedState {
-			g := s.with(r)
-			g.Excl = !op.Shared
-			return g
-		}
+		admits := s.held() == 0 || op.Shared && !s.Excl && s.held() < limit
 		switch op.Outcome {
 		case Granted:
 			if admits && op.Token > s.Last {
-				g := grant(Ref{Session: op.Session, Token: op.Token})
-				g.Last = op.Token
+				g := s.with(Ref{Session: op.Session, Token: op.Token})
+				g.Excl, g.Last = !op.Shared, op.Token
 				return []any{g}
 			}
 		case Locked:
-			refusable := len(s.Holders) > 0
+			refusable := s.held() > 0
 			if op.Permits > 0 {
-				refusable = len(s.Holders) >= op.Permits
+				refusable = s.held() >= op.Permits
 			}
 			if refusable {
 				return []any{s}
 			}
 		case Unknown:
 			if admits { // granted to nobody who knows it, or not at all
-				return []any{s, grant(Ref{Session: op.Session, Phantom: op.ID})}
+				g := s
+				g.Excl, g.Phantoms = !op.Shared, s.Phantoms+1
+				return []any{s, g}
 			}
 			return []any{s}
 		}
@@ -151,14 +158,20 @@ func sharedStep(s sharedState, op Op) []any {
 			return []any{s}
 		}
 	case OpLose:
-		i := s.find(op.Session, op.Token)
 		if op.Phantom != 0 {
-			i = slices.IndexFunc(s.Holders, func(r Ref) bool { return r.Phantom == op.Phantom })
+			if s.Phantoms == 0 {
+				return []any{s} // never granted, or withdrawn already
+			}
+			s.Phantoms--
+			if s.held() == 0 {
+				s.Excl = false
+			}
+			return []any{s}
 		}
-		if i >= 0 {
+		if i := s.find(op.Session, op.Token); i >= 0 {
 			return []any{s.without(i)}
 		}
-		return []any{s} // released already, or never granted
+		return []any{s} // released already
 	case OpKept:
 		i := s.find(op.Session, op.Token)
 		switch op.Outcome {
@@ -178,7 +191,7 @@ func sharedStep(s sharedState, op Op) []any {
 		// still held fails it (its Lose can linearize before the read, and
 		// must, since the final check also requires every grant the read
 		// shows to be one a live client believes it holds).
-		if slices.ContainsFunc(s.Holders, func(r Ref) bool { return r.Phantom != 0 }) {
+		if s.Phantoms > 0 {
 			return nil
 		}
 		if len(op.Holders) != len(s.Holders) || len(s.Holders) > 0 && op.Shared == s.Excl {

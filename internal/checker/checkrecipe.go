@@ -65,21 +65,21 @@ func sectionsOf(ops []Op) map[string][]section {
 
 // sharedLoses is loses for shared locks and semaphores: for every grant not
 // released with OK, a Lose from the grant's call (it may have ended before
-// its caller heard of it) until the first of: the end, the return of a
+// its caller heard of it) until the first of: end(name), the return of a
 // Release that found it gone (NotHeld), and, for a shared lock, the return
 // of the first later grant it excludes (an exclusive grant frees every
 // earlier grant first; a shared one every earlier exclusive grant). A
 // semaphore's lost grant has no such bound: later permits may be granted
-// beside it. For every acquire of unknown outcome, a Lose of the phantom
-// grant it may have made, at any time until the end.
-func sharedLoses(ops []Op, end int64) []Op {
+// beside it. The grants that acquires of unknown outcome may have made
+// need no Lose: SharedModel withdraws them at any moment.
+func sharedLoses(ops []Op, end func(name string) int64) []Op {
 	var out []Op
 	for name, ss := range sectionsOf(ops) {
 		for i, s := range ss {
 			if s.certain {
 				continue
 			}
-			ret := end
+			ret := end(name)
 			if s.releasedBy == NotHeld {
 				ret = min(ret, s.releaseRet)
 			}
@@ -95,13 +95,36 @@ func sharedLoses(ops []Op, end int64) []Op {
 				Token: s.Token, Outcome: OK, Call: s.Call, Return: max(ret, s.Call)})
 		}
 	}
-	for _, op := range ops {
-		if op.Kind.grants() && op.Outcome == Unknown {
-			out = append(out, Op{Client: op.Client, Kind: OpLose, Lock: op.Lock, Session: op.Session,
-				Phantom: op.ID, Outcome: OK, Call: op.Call, Return: end})
+	return out
+}
+
+// sharedHistory is the history SharedModel checks: ops, their Loses and
+// the final reads. Every client had stopped before the final read of a
+// lock was called, so nothing it did is concurrent with that read but
+// calls of unknown outcome, and the Loses of grants it shows gone: those
+// end at the read's call. That costs no legal history (every unknown
+// outcome includes "nothing happened", and a grant freed during the read
+// is freed before it for every operation there is), and spares porcupine
+// orders of pending calls around the read.
+func sharedHistory(ops, reads []Op) []Op {
+	readAt := map[string]int64{}
+	for _, r := range reads {
+		readAt[r.Lock] = r.Call
+	}
+	end := func(name string) int64 {
+		if at, ok := readAt[name]; ok {
+			return at
+		}
+		return never
+	}
+	h := append([]Op(nil), ops...)
+	for i := range h {
+		if h[i].Outcome == Unknown {
+			h[i].Return = max(min(h[i].Return, end(h[i].Lock)), h[i].Call)
 		}
 	}
-	return out
+	h = append(h, sharedLoses(ops, end)...)
+	return append(h, reads...)
 }
 
 // sections checks the critical sections of shared locks and semaphores in

@@ -24,12 +24,10 @@ type Ref struct {
 //
 // Phantoms are counted, not named: a history with k acquires of unknown
 // outcome that may each hold a shared grant would otherwise have 2^k
-// states at once. This accepts exactly the histories that named phantoms
-// do. A phantom's Lose may take effect anywhere from its acquire's call to
-// the end, so a Lose that removes another acquire's phantom stands for
-// that acquire's Lose at this point and its own at the other's; and a Lose
-// whose own acquire made no phantom can take effect at the end, after the
-// final read, where no phantom is left (the read admits none).
+// states at once. Nothing tells phantoms apart (no operation names one,
+// and the final read admits none), and any of them may be withdrawn at any
+// moment after it was made (sharedStep), so a count accepts exactly the
+// histories that named phantoms with a Lose each do.
 type sharedState struct {
 	Excl     bool
 	Holders  []Ref
@@ -73,7 +71,8 @@ func (s sharedState) find(session, token uint64) int {
 // one: held, since a queued exclusive request that makes the group refuse
 // it is queued only behind holders), and a semaphore's Try only when every
 // permit is held (a request queues only while none is free). Release only
-// by a current grant, Lose and Kept as in LockModel, and the final read
+// by a current grant, Lose of known grants and Kept as in LockModel, phantoms
+// withdrawn at any moment after they were made, and the final read
 // shows exactly the current grants. Partitioned by name; unknown outcomes
 // are nondeterministic.
 //
@@ -109,7 +108,25 @@ var SharedModel = porcupine.NondeterministicModel{
 	},
 }
 
+// sharedStep returns the states the lock may be in after op. A phantom
+// may be withdrawn (its caller gave up, its session ended) at any moment
+// after it was made, so op may see any number of the phantoms gone first:
+// that is the phantoms' Lose, with no operations of its own for porcupine
+// to order.
 func sharedStep(s sharedState, op Op) []any {
+	var out []any
+	for gone := 0; gone <= s.Phantoms; gone++ {
+		t := s
+		t.Phantoms -= gone
+		if t.held() == 0 {
+			t.Excl = false
+		}
+		out = append(out, sharedStep1(t, op)...)
+	}
+	return out
+}
+
+func sharedStep1(s sharedState, op Op) []any {
 	switch op.Kind {
 	case OpAcquire, OpTryAcquire:
 		limit := fencelock.MaxHoldersPerLock
@@ -158,16 +175,6 @@ func sharedStep(s sharedState, op Op) []any {
 			return []any{s}
 		}
 	case OpLose:
-		if op.Phantom != 0 {
-			if s.Phantoms == 0 {
-				return []any{s} // never granted, or withdrawn already
-			}
-			s.Phantoms--
-			if s.held() == 0 {
-				s.Excl = false
-			}
-			return []any{s}
-		}
 		if i := s.find(op.Session, op.Token); i >= 0 {
 			return []any{s.without(i)}
 		}

@@ -127,9 +127,13 @@
 //     free); Release only by a current grant; the final read shows exactly
 //     the current holders. FIFO order is not modelled: which waiting call
 //     took effect first is not pinned down by a history of concurrent
-//     calls, and the fsm's tests prove the queue. Unknown outcomes and
-//     Lose are as in check 1, a Lose bounded by the first later grant the
-//     lost one excludes (none for a semaphore's).
+//     calls, and the fsm's tests prove the queue. Unknown outcomes are as
+//     in check 1, but their phantom grants are counted, not named, and
+//     withdrawn at any step (no Lose operations: named phantoms and their
+//     Loses made porcupine time out after a full restart); a known grant's
+//     Lose is bounded by the first later grant it excludes (none for a
+//     semaphore's), and every client has stopped before the final read,
+//     so Loses and calls of unknown outcome end at its call.
 //  8. Sections, from the history alone. A section whose Release returned
 //     OK is certain: its grant was current from its Acquire's return to
 //     its Release's call. When a grant G took effect (before its Acquire

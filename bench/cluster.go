@@ -175,6 +175,27 @@ func (c *client) Acquire(ctx context.Context, name string) (lockbench.Held, erro
 	return held{l}, nil
 }
 
+// AcquireExclusive is Acquire: a name is one lock with two modes.
+func (c *client) AcquireExclusive(ctx context.Context, name string) (lockbench.Held, error) {
+	return c.Acquire(ctx, name)
+}
+
+func (c *client) AcquireShared(ctx context.Context, name string) (lockbench.Held, error) {
+	l, err := c.s.AcquireShared(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return held{l}, nil
+}
+
+func (c *client) AcquireSemaphore(ctx context.Context, name string, permits int) (lockbench.Held, error) {
+	l, err := c.s.AcquireSemaphore(ctx, name, permits)
+	if err != nil {
+		return nil, err
+	}
+	return held{l}, nil
+}
+
 // StopHeartbeats freezes the session: its keep-alives stop, as in a crashed
 // or paused process, and nothing closes it.
 func (c *client) StopHeartbeats(context.Context) (func() time.Time, error) {
@@ -189,6 +210,8 @@ func (c *client) Close(ctx context.Context) error {
 	}
 	return c.s.Close(ctx)
 }
+
+var _ lockbench.Recipes = (*client)(nil)
 
 type held struct{ l *fencelock.Lock }
 

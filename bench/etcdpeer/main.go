@@ -1,7 +1,8 @@
-// Command etcdpeer runs the lockbench workloads W1-W5 against an embedded
+// Command etcdpeer runs the lockbench workloads W1-W5, W7 and W8 against an embedded
 // 3-member etcd cluster (etcd 3.7.3, durability as shipped) on loopback,
-// with etcd's own lock recipe (client/v3/concurrency: Session + Mutex), and
-// prints one JSON line per workload with "system":"etcd". It is a module of
+// with etcd's own lock recipe (client/v3/concurrency: Session + Mutex; for
+// W7 the RWMutex of client/v3/experimental/recipes, for W8 a semaphore by
+// hand in recipes.go, etcd having none), and prints one JSON line per workload with "system":"etcd". It is a module of
 // its own so that fencelock's go.mod never depends on etcd; `go run ./bench
 // -peer etcd` in the repository root builds and runs it side by side with
 // fencelock.

@@ -93,6 +93,19 @@ func Headline(r Result) map[string]float64 {
 		if v, ok := r.Note("overhead_ms"); ok {
 			h["overhead_ms"] = v
 		}
+	case "W7":
+		for _, k := range []string{"read_ops_per_s", "write_ops_per_s", "read_p50_ms", "read_p99_ms", "write_p50_ms", "write_p99_ms"} {
+			if v, ok := r.Note(k); ok {
+				h[k] = v
+			}
+		}
+	case "W8":
+		h["grants_per_s"] = r.OpsPerS
+		h["wait_p50_ms"] = r.P50
+		h["wait_p99_ms"] = r.P99
+		if v, ok := r.Note("max_holders"); ok {
+			h["max_holders"] = v
+		}
 	}
 	return h
 }

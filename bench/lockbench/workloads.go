@@ -10,8 +10,8 @@ import (
 )
 
 // Workloads are the IDs Run knows; W6 is system-specific and run by each
-// benchmark itself.
-var Workloads = []string{"W1", "W2", "W3", "W4", "W5"}
+// benchmark itself. W7 and W8 need a Client that is also Recipes.
+var Workloads = []string{"W1", "W2", "W3", "W4", "W5", "W7", "W8"}
 
 // Options are the knobs common to every workload.
 type Options struct {
@@ -61,6 +61,10 @@ func Run(ctx context.Context, o Options, workload string, start Starter, dir str
 		r, err = w4(ctx, c, o)
 	case "W5":
 		r, err = w5(ctx, c, o)
+	case "W7":
+		r, err = w7(ctx, c, o)
+	case "W8":
+		r, err = w8(ctx, c, o)
 	default:
 		err = fmt.Errorf("unknown workload %q", workload)
 	}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -29,18 +33,29 @@ func settle(ctx context.Context, e *env) ([]Op, error) {
 		return nil, err
 	}
 	n := e.c.Node(id)
-	expected := func(op Op) bool {
-		if !op.Held {
-			return true
-		}
+	believed := func(name string, session, token uint64) bool {
 		e.beliefs.mu.Lock()
 		defer e.beliefs.mu.Unlock()
-		for _, b := range e.beliefs.m[op.Lock] {
-			if b.token == op.Token && e.live(op.Session) {
+		for _, b := range e.beliefs.m[name] {
+			if b.token == token && e.live(session) {
 				return true
 			}
 		}
 		return false
+	}
+	expected := func(op Op) bool {
+		if !op.Held {
+			return true
+		}
+		if isRecipe(op.Lock) { // every holder, not only the oldest
+			for _, h := range op.Holders {
+				if !believed(op.Lock, h.Session, h.Token) {
+					return false
+				}
+			}
+			return true
+		}
+		return believed(op.Lock, op.Session, op.Token)
 	}
 	readLock := func(name string) (Op, error) {
 		call := e.h.now()
@@ -48,8 +63,12 @@ func settle(ctx context.Context, e *env) ([]Op, error) {
 		if err != nil {
 			return Op{}, fmt.Errorf("final read of %q: %w", name, err)
 		}
-		return Op{Client: -1, Kind: OpRead, Lock: name, Outcome: OK, Held: info.Held,
-			Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now()}, nil
+		op := Op{Client: -1, Kind: OpRead, Lock: name, Outcome: OK, Held: info.Held,
+			Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now(), Shared: info.Shared}
+		for _, h := range info.Holders {
+			op.Holders = append(op.Holders, Ref{Session: h.SessionID, Token: h.Token})
+		}
+		return op, nil
 	}
 	readLeader := func(name string) (Op, error) {
 		call := e.h.now()
@@ -68,8 +87,8 @@ func settle(ctx context.Context, e *env) ([]Op, error) {
 			}
 			if expected(r) || lctx.Err() != nil {
 				if !expected(r) {
-					e.h.violation("%q still held by session %d token %d, which nobody knows of, %v after healing",
-						r.Lock, r.Session, r.Token, settleBound)
+					e.h.violation("%q still held by session %d token %d (holders %v), which nobody knows of, %v after healing",
+						r.Lock, r.Session, r.Token, r.Holders, settleBound)
 				}
 				reads = append(reads, r)
 				return nil
@@ -80,6 +99,11 @@ func settle(ctx context.Context, e *env) ([]Op, error) {
 		}
 	}
 	for _, name := range e.locks {
+		if err := final(name, readLock); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range e.recipes {
 		if err := final(name, readLock); err != nil {
 			return nil, err
 		}
@@ -114,8 +138,16 @@ func check(e *env, reads []Op) Report {
 	for _, rd := range reads {
 		end = max(end, rd.Return)
 	}
-	history := append(append(append([]Op(nil), ops...), loses(e, ops, end)...), reads...)
-	r.Violations = append(r.Violations, linearizable(history)...)
+	// Shared locks and semaphores have a model of their own (SharedModel);
+	// every other check runs on all operations.
+	mutexOps, recipeOps := splitRecipes(ops)
+	mutexReads, recipeReads := splitRecipes(reads)
+	history := append(append(append([]Op(nil), mutexOps...), loses(e, mutexOps, end)...), mutexReads...)
+	r.Violations = append(r.Violations, linearizable(history, LockModel)...)
+	r.Violations = append(r.Violations, linearizable(sharedHistory(recipeOps, recipeReads), SharedModel)...)
+	r.Violations = append(r.Violations, sections(recipeOps)...)
+	r.Recipes = recipeCounts(recipeOps)
+	r.Violations = append(r.Violations, readsFenced(recipeOps, e.h.readsSnapshot())...)
 	r.Violations = append(r.Violations, fencing(ops, writes)...)
 	r.Violations = append(r.Violations, tokensRise(ops)...)
 	r.Violations = append(r.Violations, minority(ops, windows)...)
@@ -177,21 +209,48 @@ func loses(e *env, ops []Op, end int64) []Op {
 	return out
 }
 
-// linearizable checks the lock history with porcupine.
-func linearizable(history []Op) []string {
+// linearizable checks a history with porcupine against model, one
+// partition (lock) at a time, so that a failure names its lock. With
+// FENCELOCK_CHECKER_DUMP set to a directory, each failing (or timed-out)
+// history is written there for a reader to replay.
+func linearizable(history []Op, model porcupine.NondeterministicModel) []string {
 	ops := make([]porcupine.Operation, len(history))
 	for i, op := range history {
 		ops[i] = porcupine.Operation{ClientId: max(op.Client, 0), Input: op, Output: op.Outcome,
 			Call: op.Call, Return: op.Return}
 	}
-	res, _ := porcupine.CheckOperationsVerbose(LockModel.ToModel(), ops, 2*time.Minute)
-	switch res {
-	case porcupine.Ok:
-		return nil
-	case porcupine.Unknown:
-		return []string{"linearizability check timed out"}
+	var v []string
+	for _, part := range model.Partition(ops) {
+		res, _ := porcupine.CheckOperationsVerbose(model.ToModel(), part, 2*time.Minute)
+		if res == porcupine.Ok {
+			continue
+		}
+		name := part[0].Input.(Op).Lock
+		if res == porcupine.Unknown {
+			v = append(v, fmt.Sprintf("linearizability check of %q (%d operations) timed out", name, len(part)))
+		} else {
+			v = append(v, fmt.Sprintf("history of %q (%d operations) is not linearizable", name, len(part)))
+		}
+		if dir := os.Getenv("FENCELOCK_CHECKER_DUMP"); dir != "" {
+			dump(filepath.Join(dir, strings.ReplaceAll(name, "/", "_")+".txt"), part)
+		}
 	}
-	return []string{fmt.Sprintf("lock history of %d operations is not linearizable", len(ops))}
+	return v
+}
+
+// dump writes a failing history, one operation a line in call order.
+func dump(path string, part []porcupine.Operation) {
+	ops := make([]Op, len(part))
+	for i, p := range part {
+		ops[i] = p.Input.(Op)
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	var b strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&b, "%d..%d c%d %v sh=%v p=%d s%d t%d ph%d id%d %v %v %q\n", op.Call, op.Return, op.Client, op.Kind,
+			op.Shared, op.Permits, op.Session, op.Token, op.Phantom, op.ID, op.Outcome, op.Holders, op.Value)
+	}
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // fencing checks the resource's log: per lock, the admitted tokens never go
@@ -293,7 +352,9 @@ func nothingLost(e *env, ops []Op, reads []Op) []string {
 	final := map[string]Op{}
 	for _, r := range reads {
 		final[r.Lock] = r
-		if r.Held && r.Token < latest[r.Lock] {
+		// Only an exclusive holder must be the latest grant: shared
+		// grants made after the oldest one may hold with it.
+		if r.Held && !r.Shared && r.Token < latest[r.Lock] {
 			v = append(v, fmt.Sprintf("%q held with token %d after token %d was granted", r.Lock, r.Token, latest[r.Lock]))
 		}
 	}
@@ -304,7 +365,14 @@ func nothingLost(e *env, ops []Op, reads []Op) []string {
 			if !e.live(b.session) || b.releasing || b.revoked {
 				continue
 			}
-			if r := final[name]; !r.Held || r.Token != b.token {
+			r := final[name]
+			if isRecipe(name) {
+				if !slices.ContainsFunc(r.Holders, func(h Ref) bool { return h.Token == b.token }) {
+					v = append(v, fmt.Sprintf("%q: client %d holds token %d, but the group's holders are %v", name, b.c.id, b.token, r.Holders))
+				}
+				continue
+			}
+			if !r.Held || r.Token != b.token {
 				v = append(v, fmt.Sprintf("%q: client %d holds token %d, but the group has %+v", name, b.c.id, b.token, r))
 			}
 		}

@@ -59,6 +59,12 @@ func run(t *testing.T, sc Scenario) {
 	if r.Grants == 0 {
 		t.Errorf("%s: no lock was ever granted: the workload did not run", sc.Name)
 	}
+	rc := r.Recipes
+	t.Logf("%s: recipes: %d exclusive, %d shared and %d semaphore grants, %d certain sections, at most %d readers and %d permits held at once",
+		sc.Name, rc.Exclusive, rc.Shared, rc.Permits, rc.Certain, rc.MaxReaders, rc.MaxPermits)
+	if rc.Exclusive == 0 || rc.Shared == 0 || rc.Permits == 0 || rc.MaxReaders < 2 || rc.MaxPermits < 2 {
+		t.Errorf("%s: %+v: the recipe workload did not run (or never held a shared lock or semaphore twice at once)", sc.Name, rc)
+	}
 	if r.Terms == 0 || r.Observed == 0 {
 		t.Errorf("%s: %d terms, %d values observed: the election workload did not run", sc.Name, r.Terms, r.Observed)
 	}

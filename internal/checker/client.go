@@ -22,6 +22,7 @@ type client struct {
 	home  uint64 // the replica it prefers
 	slow  bool   // holds slowLock for two TTLs each time
 	elect bool   // campaigns in elections instead of taking locks
+	role  role   // a recipe client's (recipe.go); roleNone otherwise
 	n     int    // election clients: the number of its last value (nextValue)
 	sess  *fencelock.Session
 	node  uint64  // the replica sess lives on
@@ -52,6 +53,8 @@ type belief struct {
 	paused    bool                  // its process is paused: it believes nothing meanwhile
 	releasing bool
 	revoked   bool // an operator is revoking it, or ending its session: it may learn late
+	shared    bool // a shared grant: AcquireShared's, or a semaphore's permit
+	permits   int  // a semaphore's permit count; 0 for a lock
 }
 
 // beliefs are every client's beliefs, by lock name or election key.
@@ -70,16 +73,27 @@ func (e *env) granted(c *client, b *belief) *belief {
 	e.beliefs.mu.Lock()
 	defer e.beliefs.mu.Unlock()
 	name := b.name
+	holding := 0 // other semaphore holders that have not stopped
 	for id, o := range e.beliefs.m[name] {
 		if id == c.id || o.paused || o.releasing || o.revoked {
 			continue
 		}
 		select {
 		case <-o.done:
+			continue
 		default:
-			e.h.violation("holder does not stop first: client %d granted %q token %d while client %d still holds token %d",
-				c.id, name, b.token, id, o.token)
 		}
+		switch {
+		case b.permits > 0:
+			holding++
+		case !b.shared || !o.shared:
+			e.h.violation("holder does not stop first: client %d granted %q token %d (shared=%v) while client %d still holds token %d (shared=%v)",
+				c.id, name, b.token, b.shared, id, o.token, o.shared)
+		}
+	}
+	if b.permits > 0 && holding >= b.permits {
+		e.h.violation("holders do not stop first: client %d granted a permit of %q (%d permits) token %d while %d others still hold",
+			c.id, name, b.permits, b.token, holding)
 	}
 	if e.beliefs.m[name] == nil {
 		e.beliefs.m[name] = map[int]*belief{}
@@ -111,6 +125,10 @@ func (e *env) drop(b *belief) {
 func (c *client) run(ctx context.Context) {
 	if c.elect {
 		c.campaignLoop(ctx)
+		return
+	}
+	if c.role != roleNone {
+		c.recipeLoop(ctx)
 		return
 	}
 	for ctx.Err() == nil {
@@ -196,7 +214,11 @@ func (c *client) critical(ctx context.Context) bool {
 }
 
 // write makes one fenced write; false if the resource refused the token.
+// A reader's or a permit's step is not a write (recipe.go).
 func (c *client) write(b *belief) bool {
+	if c.role == roleReader || c.role == rolePermit {
+		return c.step(b)
+	}
 	err := c.e.fencer.Do(b.name, b.token, func() error {
 		c.e.h.write(b.name, c.id, b.token)
 		return nil

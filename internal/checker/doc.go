@@ -2,7 +2,8 @@
 // Jepsen and etcd's robustness tests do: it runs real replicas (in this
 // process, on real data dirs, over the fault-injecting transport.Network),
 // drives clients that acquire a lock, write to a shared register through a
-// Fencer and release it, and clients that campaign in elections, write as
+// Fencer and release it, clients that do the same on a shared/exclusive
+// lock and a counting semaphore, and clients that campaign in elections, write as
 // leader through the Fencer and proclaim, while observers follow the
 // elections; lets a nemesis inject faults, records every operation with its
 // call and return times, and checks the history.
@@ -15,6 +16,19 @@
 // TryAcquire) with a 2s deadline, then three fenced writes to the lock's
 // register, checking Lock.Done before each, then Release. Two slow clients
 // hold a third lock for two TTLs at a time.
+//
+// Recipe clients (recipe.go) run the shared/exclusive lock and the
+// counting semaphore in every scenario, with sessions like the others: on
+// "rw/a", 2 writers (Acquire, one time in four TryAcquire) and 3 readers
+// (AcquireShared, one time in four TryAcquireShared); on "sem/a", 3
+// clients taking one of its 2 permits (AcquireSemaphore, one time in four
+// TryAcquireSemaphore). Each section is three steps, checking Lock.Done
+// before each: a writer's is a fenced write to the lock's register; a
+// reader's reads the register's mark (the highest token the Fencer
+// admitted) without raising it, since shared holders are not fenced
+// against each other; a permit's is the work alone. They restart mid-
+// section like the others, and the nemesis may freeze them; the operator
+// does not revoke their grants.
 //
 // One write step in 24, a client holding a lock or leading restarts its
 // process (resume.go): it resumes its session on another replica with the
@@ -99,6 +113,49 @@
 //     that session (or a campaign of unknown outcome) with a value it
 //     campaigned or proclaimed. After the final reads, every observer's last
 //     delivered value equals its election's final Leader read within 20s.
+//
+// The shared lock and the semaphore (checkrecipe.go, sharedmodel.go):
+//
+//  7. Linearizability of each one's history with porcupine (SharedModel):
+//     any number of shared grants at once (at most the permits of a
+//     semaphore) or one exclusive grant, every grant's token above every
+//     earlier grant's, an exclusive grant only when nobody holds and a
+//     shared one only when nobody holds exclusively; a Try refused only
+//     when the lock is held (a queued writer, which also refuses a
+//     reader's Try, queues only behind holders), a semaphore's Try only
+//     when every permit is held (a request queues only while none is
+//     free); Release only by a current grant; the final read shows exactly
+//     the current holders. FIFO order is not modelled: which waiting call
+//     took effect first is not pinned down by a history of concurrent
+//     calls, and the fsm's tests prove the queue. Unknown outcomes are as
+//     in check 1, but their phantom grants are counted, not named, and
+//     withdrawn at any step (no Lose operations: named phantoms and their
+//     Loses made porcupine time out after a full restart); a known grant's
+//     Lose is bounded by the first later grant it excludes (none for a
+//     semaphore's), and every client has stopped before the final read,
+//     so Loses and calls of unknown outcome end at its call.
+//  8. Sections, from the history alone. A section whose Release returned
+//     OK is certain: its grant was current from its Acquire's return to
+//     its Release's call. When a grant G took effect (before its Acquire
+//     returned), every certain section granted before it (a lower token)
+//     whose Release was called after G's Acquire returned was current too,
+//     so: G or such a section exclusive is a violation (an exclusive
+//     section interleaved), and G with such sections beyond the permits is
+//     one. G need not be certain (it was current at its grant whatever
+//     became of it), which covers grants lost before their release and
+//     every real-time overlap of two certain sections. A section that may
+//     have ended early (released NotHeld or Unknown, lost, held at the
+//     end) is never the certain side.
+//  9. Fenced reads: a reader whose section is certain never saw, before
+//     its Release was called, a writer's token above its own admitted by
+//     the Fencer (that writer was granted while the reader held); the
+//     writers' own writes are in check 2.
+//  10. The holder stops first (as in check 2): when a writer is granted,
+//     every other holder, and when a reader is, every writer, finds Done
+//     closed; when a permit is, fewer than the permits others have not.
+//     And the final read (as in check 5) shows every holder of each, each
+//     a live client that believes it holds that grant, and every such
+//     client among them.
 //
 // Each scenario prints one line:
 //

@@ -15,6 +15,7 @@ type env struct {
 	h         *History
 	fencer    *fencelock.Fencer
 	locks     []string
+	recipes   []string // shared locks and semaphores (recipe.go)
 	elections []string
 	ttl       time.Duration
 	opTimeout time.Duration

@@ -14,6 +14,7 @@ type History struct {
 	mu         sync.Mutex
 	ops        []Op
 	writes     map[string][]Write // by lock (election key): the register's log, in admission order
+	reads      map[string][]Read  // by shared lock: its readers' looks at the register's mark
 	refused    int                // late writes the Fencer refused
 	violations []string           // found while running
 	windows    []Window           // partitions, for the minority check
@@ -26,6 +27,15 @@ type Write struct {
 	At     int64
 }
 
+// Read is one step of a reader of a shared lock: the highest writer token
+// the register's Fencer had admitted when the reader holding Token looked.
+type Read struct {
+	Client int
+	Token  uint64
+	Seen   uint64
+	At     int64
+}
+
 // Window is a time during which some replicas were cut off from a majority.
 type Window struct {
 	Start, End int64
@@ -33,7 +43,7 @@ type Window struct {
 }
 
 func newHistory() *History {
-	return &History{start: time.Now(), writes: make(map[string][]Write)}
+	return &History{start: time.Now(), writes: make(map[string][]Write), reads: make(map[string][]Read)}
 }
 
 // now returns the time since the start, by the monotonic clock.
@@ -73,12 +83,29 @@ func (h *History) end(i int, out Outcome, token uint64) {
 	}
 }
 
+// endWhy is end for an operation whose Value says why it returned out (a
+// Kept's, for a reader of a failing history; no model looks at it).
+func (h *History) endWhy(i int, out Outcome, why string) {
+	h.end(i, out, 0)
+	h.mu.Lock()
+	h.ops[i].Value = why
+	h.mu.Unlock()
+}
+
 // write appends to the register of lock; it runs inside the Fencer's check.
 func (h *History) write(lock string, client int, token uint64) {
 	at := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.writes[lock] = append(h.writes[lock], Write{Client: client, Token: token, At: at})
+}
+
+// read records a reader's step.
+func (h *History) read(lock string, client int, token, seen uint64) {
+	at := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reads[lock] = append(h.reads[lock], Read{Client: client, Token: token, Seen: seen, At: at})
 }
 
 func (h *History) refusedWrite() {
@@ -98,6 +125,17 @@ func (h *History) window(w Window) {
 	h.mu.Lock()
 	h.windows = append(h.windows, w)
 	h.mu.Unlock()
+}
+
+// readsSnapshot returns a copy of the readers' steps.
+func (h *History) readsSnapshot() map[string][]Read {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	reads := make(map[string][]Read, len(h.reads))
+	for k, v := range h.reads {
+		reads[k] = append([]Read(nil), v...)
+	}
+	return reads
 }
 
 // snapshot returns copies of what was recorded.

@@ -88,6 +88,9 @@ type Op struct {
 	ID      int    // unique in the history, for phantoms
 	Outcome Outcome
 	Held    bool   // read, leader: whether it is held (Session, Token, Value: by whom)
+	Shared  bool   // acquire: a shared request (AcquireShared, or a semaphore's with Permits); read: held in shared mode
+	Permits int    // acquire of a semaphore: its permit count; 0 for a lock
+	Holders []Ref  // read of a shared lock or semaphore: every current grant
 	Value   string // campaign, proclaim: the leader's new value; leader: the value read
 	Call    int64
 	Return  int64

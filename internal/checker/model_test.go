@@ -43,7 +43,7 @@ func TestModelAcceptsALegalHistory(t *testing.T) {
 		{Client: 2, Kind: OpLose, Lock: "L", Session: 3, Phantom: 5, Outcome: OK, Call: 35, Return: 200},
 		read(false, 0, 0, 300),
 	})
-	require.Empty(t, linearizable(h))
+	require.Empty(t, linearizable(h, LockModel))
 }
 
 func TestModelRejects(t *testing.T) {
@@ -70,7 +70,7 @@ func TestModelRejects(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			require.NotEmpty(t, linearizable(ids(h)))
+			require.NotEmpty(t, linearizable(ids(h), LockModel))
 		})
 	}
 }
@@ -138,7 +138,7 @@ func TestModelAcceptsALegalElection(t *testing.T) {
 		{Client: 2, Kind: OpLose, Lock: "E", Session: 3, Phantom: 10, Outcome: OK, Call: 63, Return: 300}, // withdrawn
 		leaderRead(false, 0, 0, "", 400, 410),
 	})
-	require.Empty(t, linearizable(h))
+	require.Empty(t, linearizable(h, LockModel))
 }
 
 func TestModelRejectsElections(t *testing.T) {
@@ -172,7 +172,7 @@ func TestModelRejectsElections(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			require.NotEmpty(t, linearizable(ids(h)))
+			require.NotEmpty(t, linearizable(ids(h), LockModel))
 		})
 	}
 }
@@ -239,7 +239,7 @@ func TestModelAcceptsRevokeResumeAndTryCampaign(t *testing.T) {
 		{Client: 2, Kind: OpLose, Lock: "L", Session: 3, Phantom: 11, Outcome: OK, Call: 70, Return: 200},
 		read(false, 0, 0, 300),
 	})
-	require.Empty(t, linearizable(h))
+	require.Empty(t, linearizable(h, LockModel))
 
 	e := ids([]Op{
 		campaignOp(0, 1, 10, "a", 0, 10),
@@ -248,7 +248,7 @@ func TestModelAcceptsRevokeResumeAndTryCampaign(t *testing.T) {
 		{Client: 1, Kind: OpTryCampaign, Lock: "E", Session: 2, Value: "b", Token: 20, Outcome: Granted, Call: 15, Return: 16},
 		{Client: -1, Kind: OpLeader, Lock: "E", Held: true, Session: 2, Token: 20, Value: "b", Outcome: OK, Call: 17, Return: 18},
 	})
-	require.Empty(t, linearizable(e))
+	require.Empty(t, linearizable(e, LockModel))
 }
 
 func TestModelRejectsWrongRevokesAndResumes(t *testing.T) {
@@ -273,6 +273,6 @@ func TestModelRejectsWrongRevokesAndResumes(t *testing.T) {
 			{Client: -1, Kind: OpLeader, Lock: "E", Outcome: OK, Call: 3, Return: 4},
 		},
 	} {
-		require.NotEmpty(t, linearizable(ids(h)), name)
+		require.NotEmpty(t, linearizable(ids(h), LockModel), name)
 	}
 }

@@ -37,7 +37,7 @@ func (c *client) restart(ctx context.Context) bool {
 		if errors.Is(err, fencelock.ErrSessionExpired) {
 			out = NotHeld
 		}
-		c.e.h.end(i, out, 0)
+		c.e.h.endWhy(i, out, err.Error())
 		c.e.drop(b)
 		c.held = nil
 		// The old process is gone too: its session must not live on
@@ -69,7 +69,7 @@ func (c *client) restart(ctx context.Context) bool {
 		}
 	}
 	if done == nil {
-		c.e.h.end(i, NotHeld, 0)
+		c.e.h.endWhy(i, NotHeld, "resumed without it")
 		c.e.drop(b)
 		c.held = nil
 		return false

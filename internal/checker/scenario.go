@@ -33,6 +33,7 @@ type Report struct {
 	Refused    int // late writes the Fencer refused
 	Resumed    int // sessions restarted clients resumed
 	Revoked    int // operator revocations and session ends that took effect
+	Recipes    RecipeCounts
 	Violations []string
 	Duration   time.Duration
 }
@@ -50,8 +51,9 @@ const (
 )
 
 // lockNames are the locks the clients contend for; two more slow clients
-// contend for slowLock, each holding it for two TTLs; and electionClients
-// more campaign in electionNames (elect.go).
+// contend for slowLock, each holding it for two TTLs; electionClients more
+// campaign in electionNames (elect.go); and the recipe clients share
+// recipeNames (recipe.go).
 var lockNames = []string{"register/a", "register/b"}
 
 const slowLock, slowClients = "register/slow", 2
@@ -71,7 +73,7 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 		return Report{}, err
 	}
 	defer c.StopAll()
-	e := &env{c: c, h: newHistory(), fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock),
+	e := &env{c: c, h: newHistory(), fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock), recipes: recipeNames,
 		elections: electionNames, ttl: ttl,
 		opTimeout: opTimeout, rng: rand.New(rand.NewPCG(sc.Seed, 1)),
 		beliefs: beliefs{m: map[string]map[int]*belief{}}, sessions: map[uint64]*fencelock.Session{}}
@@ -97,10 +99,14 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 
 	cctx, stopClients := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i := range sc.Clients + slowClients + electionClients {
+	roles := recipeRoles()
+	for i := range sc.Clients + slowClients + electionClients + len(roles) {
 		cl := &client{id: i, e: e, rng: rand.New(rand.NewPCG(sc.Seed, uint64(i)+2)),
 			home: c.IDs()[i%sc.Replicas], slow: i >= sc.Clients && i < sc.Clients+slowClients,
-			elect: i >= sc.Clients+slowClients}
+			elect: i >= sc.Clients+slowClients && i < sc.Clients+slowClients+electionClients}
+		if r := i - (sc.Clients + slowClients + electionClients); r >= 0 {
+			cl.role = roles[r]
+		}
 		e.clients = append(e.clients, cl)
 	}
 	for _, cl := range e.clients {

@@ -22,9 +22,10 @@ func electedResponse(l *fencelock.Leadership) CampaignResponse {
 	return CampaignResponse{Elected: true, Token: ID(l.Token()), Fence: l.Fence().String(), Value: l.Value()}
 }
 
-// electionCall decodes the common parts of an election call: the name, the
-// body, and the session (forwarding it if another replica owns it).
-func (s *Server) electionCall(w http.ResponseWriter, r *http.Request, decode func([]byte) (ID, error)) (string, *session, bool) {
+// sessionCall decodes the common parts of a call on a lock or an election
+// for a session: the name, the body, and the session (forwarding the call
+// if another replica owns it). ok false: the response was written.
+func (s *Server) sessionCall(w http.ResponseWriter, r *http.Request, decode func([]byte) (ID, error)) (string, *session, bool) {
 	name := r.PathValue("name")
 	b, err := body(r)
 	if err == nil {
@@ -51,7 +52,7 @@ func (s *Server) electionCall(w http.ResponseWriter, r *http.Request, decode fun
 
 func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 	var req CampaignRequest
-	name, hs, ok := s.electionCall(w, r, func(b []byte) (ID, error) {
+	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
 		var err error
 		req, err = DecodeCampaign(b)
 		return req.SessionID, err
@@ -97,28 +98,14 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		hs.elections[name] = wt
 	}
 	hs.mu.Unlock()
-	select {
-	case <-wt.queued:
-	case <-wt.done:
-	case <-ctx.Done():
-		writeError(w, ctx.Err())
-		return
-	}
-	pos := int(wt.position.Load())
-	if wt.isDone() {
-		if wt.err != nil {
-			hs.mu.Lock()
-			if hs.elections[name] == wt {
-				delete(hs.elections, name)
-			}
-			hs.mu.Unlock()
-			writeError(w, wt.err)
-			return
-		}
+	pos, ok := awaitQueued(ctx, w, hs, hs.elections, name, wt)
+	switch {
+	case !ok:
+	case pos == 0:
 		writeJSON(w, http.StatusOK, electedResponse(wt.lead))
-		return
+	default:
+		writeJSON(w, http.StatusOK, CampaignResponse{Elected: false, QueuePosition: pos})
 	}
-	writeJSON(w, http.StatusOK, CampaignResponse{Elected: false, QueuePosition: pos})
 }
 
 // term returns the session's current term of name with token, or a 409.
@@ -134,7 +121,7 @@ func term(hs *session, name string, token ID) (*fencelock.Leadership, error) {
 
 func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
 	var req ProclaimRequest
-	name, hs, ok := s.electionCall(w, r, func(b []byte) (ID, error) {
+	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
 		var err error
 		req, err = DecodeProclaim(b)
 		return req.SessionID, err
@@ -157,7 +144,7 @@ func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) resign(w http.ResponseWriter, r *http.Request) {
 	var req ResignRequest
-	name, hs, ok := s.electionCall(w, r, func(b []byte) (ID, error) {
+	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
 		var err error
 		req, err = DecodeResign(b)
 		return req.SessionID, err

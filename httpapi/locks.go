@@ -119,26 +119,13 @@ type AcquireResponse struct {
 }
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	b, err := body(r)
-	if err == nil {
-		err = validName(name)
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	req, err := DecodeAcquire(b)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	hs, fwd, err := s.lookup(w, r, req.SessionID)
-	if fwd {
-		return
-	}
-	if err != nil {
-		writeError(w, err)
+	var req AcquireRequest
+	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
+		var err error
+		req, err = DecodeAcquire(b)
+		return req.SessionID, err
+	})
+	if !ok {
 		return
 	}
 	ctx, cancel := s.callCtx(r)
@@ -169,6 +156,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wt == nil {
+		var err error
 		wt, err = s.startWait(func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
 			l, err := hs.s.Acquire(ctx, name, position)
 			return l, nil, err
@@ -181,31 +169,44 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		hs.locks[name] = wt
 	}
 	hs.mu.Unlock()
+	pos, ok := awaitQueued(ctx, w, hs, hs.locks, name, wt)
+	switch {
+	case !ok:
+	case pos == 0:
+		writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(wt.lock.Token()), Fence: wt.lock.Fence().String()})
+	default:
+		writeJSON(w, http.StatusOK, AcquireResponse{Granted: false, QueuePosition: pos})
+	}
+}
 
+// awaitQueued waits until the call wt makes for a session is queued or has
+// returned, and reports its place in the queue: 0 if it returned with a
+// grant. A call that failed is forgotten from table (the session's locks
+// or elections, under hs.mu), and its error written, as is ctx's if it ends
+// first (the request then stays in flight at the group, and a later call
+// reports its state); ok is then false.
+func awaitQueued(ctx context.Context, w http.ResponseWriter, hs *session, table map[string]*wait, name string, wt *wait) (pos int, ok bool) {
 	select {
 	case <-wt.queued:
 	case <-wt.done:
 	case <-ctx.Done():
-		// The request stays in flight at the group: a later acquire
-		// reports its state.
 		writeError(w, ctx.Err())
-		return
+		return 0, false
 	}
-	pos := int(wt.position.Load())
-	if wt.isDone() { // granted at once, or meanwhile
-		if wt.err != nil {
-			hs.mu.Lock()
-			if hs.locks[name] == wt {
-				delete(hs.locks, name)
-			}
-			hs.mu.Unlock()
-			writeError(w, wt.err)
-			return
+	pos = int(wt.position.Load())
+	if !wt.isDone() { // still waiting
+		return pos, true
+	}
+	if wt.err != nil {
+		hs.mu.Lock()
+		if table[name] == wt {
+			delete(table, name)
 		}
-		writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(wt.lock.Token()), Fence: wt.lock.Fence().String()})
-		return
+		hs.mu.Unlock()
+		writeError(w, wt.err)
+		return 0, false
 	}
-	writeJSON(w, http.StatusOK, AcquireResponse{Granted: false, QueuePosition: pos})
+	return 0, true
 }
 
 // ReleaseResponse answers a release.
@@ -215,26 +216,13 @@ type ReleaseResponse struct {
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	b, err := body(r)
-	if err == nil {
-		err = validName(name)
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	req, err := DecodeRelease(b)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	hs, fwd, err := s.lookup(w, r, req.SessionID)
-	if fwd {
-		return
-	}
-	if err != nil {
-		writeError(w, err)
+	var req ReleaseRequest
+	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
+		var err error
+		req, err = DecodeRelease(b)
+		return req.SessionID, err
+	})
+	if !ok {
 		return
 	}
 	ctx, cancel := s.callCtx(r)
@@ -251,7 +239,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 			"fencing token "+req.FencingToken.String()+" is not the session's current grant of this lock"))
 		return
 	}
-	err = wt.lock.Release(ctx)
+	err := wt.lock.Release(ctx)
 	if err == nil || errors.Is(err, fencelock.ErrNotHeld) {
 		hs.mu.Lock()
 		if hs.locks[name] == wt {

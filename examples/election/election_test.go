@@ -36,15 +36,7 @@ func TestThreeProcessesFailOver(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := buildExample(t)
-	dir := t.TempDir()
-	resource := filepath.Join(dir, "resource.log")
-	g := newGroup(t)
-	peers := freePeers(t, 3)
-	for id := 1; id <= 3; id++ {
-		g.start(id, bin, "-id", strconv.Itoa(id), "-peers", peers, "-dir", dir,
-			"-ttl", ttl.String(), "-every", "100ms")
-	}
+	g, resource := startThree(t, ttl)
 
 	g.waitPrimary(ctx, func(primary) bool { return true })
 	victim := g.latestPrimary()
@@ -91,23 +83,13 @@ func TestRestartedPrimaryKeepsItsEpoch(t *testing.T) {
 	const ttl = 20 * time.Second // far longer than a restart, even under -race
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := buildExample(t)
-	dir := t.TempDir()
-	resource := filepath.Join(dir, "resource.log")
-	g := newGroup(t)
-	peers := freePeers(t, 3)
-	args := func(id int) []string {
-		return []string{"-id", strconv.Itoa(id), "-peers", peers, "-dir", dir, "-ttl", ttl.String(), "-every", "100ms"}
-	}
-	for id := 1; id <= 3; id++ {
-		g.start(id, bin, args(id)...)
-	}
+	g, resource := startThree(t, ttl)
 	victim := g.waitPrimary(ctx, func(primary) bool { return true })
 	waitRecords(t, ctx, resource, victim.epoch, 3)
 	g.kill(victim.id)
 	killed := time.Now()
 	announced := g.count()
-	g.start(victim.id, bin, args(victim.id)...)
+	g.restart(victim.id)
 
 	back := g.waitPrimary(ctx, func(primary) bool { return true }, announced)
 	require.Equal(t, victim, back, "the restarted primary resumed its term")
@@ -131,14 +113,7 @@ func TestFrozenPrimaryStepsDown(t *testing.T) {
 	const ttl, slack = 2 * time.Second, 8 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := buildExample(t)
-	dir := t.TempDir()
-	resource := filepath.Join(dir, "resource.log")
-	g := newGroup(t)
-	peers := freePeers(t, 3)
-	for id := 1; id <= 3; id++ {
-		g.start(id, bin, "-id", strconv.Itoa(id), "-peers", peers, "-dir", dir, "-ttl", ttl.String(), "-every", "100ms")
-	}
+	g, resource := startThree(t, ttl)
 	victim := g.waitPrimary(ctx, func(primary) bool { return true })
 	waitRecords(t, ctx, resource, victim.epoch, 3)
 	victim = g.latestPrimary()
@@ -178,9 +153,30 @@ type primary struct {
 	epoch uint64
 }
 
+// startThree builds the example and starts it three times, as one group
+// with session TTL ttl writing to one resource, whose path it returns.
+func startThree(t *testing.T, ttl time.Duration) (*group, string) {
+	g := newGroup(t)
+	g.bin = buildExample(t)
+	dir := t.TempDir()
+	peers := freePeers(t, 3)
+	g.args = func(id int) []string {
+		return []string{"-id", strconv.Itoa(id), "-peers", peers, "-dir", dir, "-ttl", ttl.String(), "-every", "100ms"}
+	}
+	for id := 1; id <= 3; id++ {
+		g.restart(id)
+	}
+	return g, filepath.Join(dir, "resource.log")
+}
+
+// restart starts process id with the flags it was first started with.
+func (g *group) restart(id int) { g.start(id, g.bin, g.args(id)...) }
+
 // group runs the example's processes and collects their output.
 type group struct {
 	t       *testing.T
+	bin     string             // the example, built
+	args    func(int) []string // its flags, by replica ID
 	mu      sync.Mutex
 	procs   map[int]*proc
 	lines   []string // stdout of every process, "N| line"

@@ -91,6 +91,7 @@ type electionLoop struct {
 	election, value string
 	cb              ElectionCallbacks
 	opts            []SessionOption
+	resumed         bool // opts no longer resume
 	s               *Session
 }
 
@@ -131,7 +132,9 @@ func (e *electionLoop) campaign(ctx context.Context) (*Leadership, error) {
 			return nil, err
 		}
 		e.s = s
-		e.opts = append(slices.Clip(e.opts), WithResume(ResumeToken{})) // resume only once
+		if !e.resumed { // resume only the first session
+			e.opts, e.resumed = append(slices.Clip(e.opts), WithResume(ResumeToken{})), true
+		}
 		for _, l := range s.Leaderships() {
 			if l.Election() != e.election {
 				continue

@@ -98,7 +98,7 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		hs.elections[name] = wt
 	}
 	hs.mu.Unlock()
-	pos, ok := awaitQueued(ctx, w, hs, hs.elections, name, wt)
+	pos, ok := awaitQueued(ctx, w, hs, true, name, wt)
 	switch {
 	case !ok:
 	case pos == 0:

@@ -61,6 +61,25 @@ func (wt *wait) over() bool {
 	return true
 }
 
+// holds reports whether the session holds lock name (with election, leads
+// election name).
+func (hs *session) holds(name string, election bool) bool {
+	if election {
+		for _, l := range hs.s.Leaderships() {
+			if l.Election() == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, l := range hs.s.Locks() {
+		if l.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (hs *session) cancelAll() {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -169,7 +188,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		hs.locks[name] = wt
 	}
 	hs.mu.Unlock()
-	pos, ok := awaitQueued(ctx, w, hs, hs.locks, name, wt)
+	pos, ok := awaitQueued(ctx, w, hs, false, name, wt)
 	switch {
 	case !ok:
 	case pos == 0:
@@ -179,13 +198,13 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// awaitQueued waits until the call wt makes for a session is queued or has
-// returned, and reports its place in the queue: 0 if it returned with a
-// grant. A call that failed is forgotten from table (the session's locks
-// or elections, under hs.mu), and its error written, as is ctx's if it ends
-// first (the request then stays in flight at the group, and a later call
-// reports its state); ok is then false.
-func awaitQueued(ctx context.Context, w http.ResponseWriter, hs *session, table map[string]*wait, name string, wt *wait) (pos int, ok bool) {
+// awaitQueued waits until the call wt makes for a session on lock name
+// (with election, election name) is queued or has returned, and reports its
+// place in the queue: 0 if it returned with a grant. A call that failed is
+// forgotten from the session's waits, and its error written, as is ctx's if
+// it ends first (the request then stays in flight at the group, and a
+// later call reports its state); ok is then false.
+func awaitQueued(ctx context.Context, w http.ResponseWriter, hs *session, election bool, name string, wt *wait) (pos int, ok bool) {
 	select {
 	case <-wt.queued:
 	case <-wt.done:
@@ -194,11 +213,27 @@ func awaitQueued(ctx context.Context, w http.ResponseWriter, hs *session, table 
 		return 0, false
 	}
 	pos = int(wt.position.Load())
+	if !wt.isDone() && hs.holds(name, election) {
+		// The session holds it already (the grant was applied here, and
+		// what a client learns it from, a watch or observe stream, is
+		// written after): the call returns at once; answer with its grant
+		// rather than with the place it had.
+		select {
+		case <-wt.done:
+		case <-ctx.Done():
+			writeError(w, ctx.Err())
+			return 0, false
+		}
+	}
 	if !wt.isDone() { // still waiting
 		return pos, true
 	}
 	if wt.err != nil {
 		hs.mu.Lock()
+		table := hs.locks
+		if election {
+			table = hs.elections
+		}
 		if table[name] == wt {
 			delete(table, name)
 		}

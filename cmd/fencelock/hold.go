@@ -191,6 +191,7 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token string) []
 		return err
 	}
 	token, err := w.take(ctx)
+	var again <-chan time.Time // set while the stream shows a grant the request has not reported
 	for err == nil && token == "" {
 		select {
 		case ev, ok := <-events:
@@ -199,6 +200,16 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token string) []
 			}
 			if ours, _ := w.mine(ev, ""); ours {
 				token, err = w.take(ctx) // the same request: it reports its grant
+				if err == nil && token == "" {
+					// The stream ran ahead of the replica's answer: ask
+					// again shortly, for no further event need come.
+					again = time.After(50 * time.Millisecond)
+				}
+			}
+		case <-again:
+			token, err = w.take(ctx)
+			if err == nil && token == "" {
+				again = time.After(50 * time.Millisecond)
 			}
 		case <-h.lost:
 			return fmt.Errorf("session lost while waiting: %w", h.why)

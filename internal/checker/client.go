@@ -75,7 +75,11 @@ func (e *env) granted(c *client, b *belief) *belief {
 	name := b.name
 	holding := 0 // other semaphore holders that have not stopped
 	for id, o := range e.beliefs.m[name] {
-		if id == c.id || o.paused || o.releasing || o.revoked {
+		// Only an earlier grant (a lower token) must have stopped. A call
+		// can return a grant the group already ended and passed on (its
+		// replica applied the grant, not yet its end): that grant is the
+		// stale one, and its own Done closes once the end is applied.
+		if id == c.id || o.paused || o.releasing || o.revoked || o.token > b.token {
 			continue
 		}
 		select {

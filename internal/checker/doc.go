@@ -93,8 +93,10 @@
 //     go down, so no two critical sections (terms) interleave, and every
 //     admitted token was granted to its writer. And the holder stops first:
 //     when a lock is granted or a leader elected, every earlier holder
-//     (leader) that did not release (resign) finds Done closed (checked at
-//     the moment of the grant, on the earlier holder's Lock or Leadership).
+//     (leader: a lower token) that did not release (resign) finds Done
+//     closed (checked when the grant's call returns, on the earlier
+//     holder's Lock or Leadership; a call that returns a grant the group
+//     has already passed on checks nothing, its own Done closes instead).
 //  3. Tokens are unique and rise with real time over the whole run,
 //     restarts included; per election, an epoch granted after another was
 //     returned (by a Campaign or a Leader read) is larger, and no Leader

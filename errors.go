@@ -40,6 +40,10 @@ var (
 	// ErrRevoked: an operator revoked the grant (Node.Revoke,
 	// Node.RevokeLeadership) or ended the session (Node.EndSession).
 	ErrRevoked = errors.New("fencelock: revoked by an operator")
+	// ErrInvalidResumeToken: ResumeSession was given a token that is not
+	// one Session.Resume made (or ParseResumeToken could not read it), or
+	// whose session is still open in this process.
+	ErrInvalidResumeToken = errors.New("fencelock: invalid resume token")
 	// ErrElectionTaken: TryCampaign found the election led by another
 	// candidate; nothing was queued.
 	ErrElectionTaken = errors.New("fencelock: election has a leader")

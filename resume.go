@@ -3,7 +3,6 @@ package fencelock
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -14,11 +13,6 @@ import (
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
 )
-
-// ErrInvalidResumeToken: ResumeSession was given a token that is not one
-// Session.Resume made (or ParseResumeToken could not read it), or whose
-// session is still open in this process.
-var ErrInvalidResumeToken = errors.New("fencelock: invalid resume token")
 
 // ResumeToken lets a restarted process take its session back (see
 // Node.ResumeSession). It holds the session's ID and a secret: whoever has

@@ -128,7 +128,11 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	// Registered before the resume applies, so that the grants it keeps,
 	// reported as it applies, reach s, and so does everything after; what
 	// this replica applies before it (it may be replaying its log after the
-	// restart) concerns the old incarnation, and s ignores it (resuming).
+	// restart) concerns the old incarnation, and s ignores it (resuming,
+	// from before it is registered: a replayed grant it took for its own
+	// would be given back, releasing a lock the resume is to keep).
+	attempt := rand.Uint64() | 1
+	s.resume.Store(attempt)
 	n.mu.Lock()
 	switch {
 	case n.closing:
@@ -140,8 +144,6 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	}
 	n.sessions[s.id] = s
 	n.mu.Unlock()
-	attempt := rand.Uint64() | 1
-	s.resume.Store(attempt)
 	res, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindResume, Session: s.id, Nonce: t.secret,
 		Owner: n.cfg.ReplicaID, Target: attempt})
 	if err == nil && res.Status != fsm.OK {

@@ -19,10 +19,10 @@ import (
 // replica's apply goroutine, so it must not block, and it must not keep the
 // events or the state past the call.
 type Observer interface {
-	// Applied reports the events of the entry at index. It is called for
-	// every entry that decodes, with or without events; a corrupt entry
-	// changes nothing and is not reported.
-	Applied(index uint64, events []Event)
+	// Applied reports the commands and the events of the entry at index.
+	// It is called for every entry that decodes, with or without events; a
+	// corrupt entry changes nothing and is not reported.
+	Applied(index uint64, cmds []Command, events []Event)
 	// Restored reports that a snapshot replaced the whole state: events of
 	// the entries it covered were never reported.
 	Restored(st *State)
@@ -62,7 +62,7 @@ func (m *machine) Update(e sm.Entry) (sm.Result, error) {
 	}
 	results, events := m.st.Apply(e.Index, cmds)
 	if m.obs != nil {
-		m.obs.Applied(e.Index, events)
+		m.obs.Applied(e.Index, cmds, events)
 	}
 	data := AppendResults(make([]byte, 0, 1+3*len(results)), results)
 	return sm.Result{Value: uint64(len(results)), Data: data}, nil

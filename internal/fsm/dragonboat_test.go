@@ -21,7 +21,7 @@ type recorder struct {
 	restored []*State
 }
 
-func (r *recorder) Applied(index uint64, events []Event) {
+func (r *recorder) Applied(index uint64, _ []Command, events []Event) {
 	var copied []Event // nil when there are none, however the state keeps its buffer
 	if len(events) > 0 {
 		copied = slices.Clone(events)

@@ -23,8 +23,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // entries counts the raft entries the state machine applies.
 type entries struct{ n atomic.Int64 }
 
-func (e *entries) Applied(uint64, []fsm.Event) { e.n.Add(1) }
-func (e *entries) Restored(*fsm.State)         {}
+func (e *entries) Applied(uint64, []fsm.Command, []fsm.Event) { e.n.Add(1) }
+func (e *entries) Restored(*fsm.State)                        {}
 
 // oneReplica starts a one-replica group on loopback and returns a proposer
 // over it.

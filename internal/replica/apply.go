@@ -33,8 +33,11 @@ type Sink interface {
 // an event the log never held.
 type observer struct{ r *Replica }
 
-func (o observer) Applied(index uint64, events []fsm.Event) { o.r.applied(index, events) }
-func (o observer) Restored(st *fsm.State)                   { o.r.restored(st) }
+func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) {
+	o.r.countEntry(cmds)
+	o.r.applied(index, events)
+}
+func (o observer) Restored(st *fsm.State) { o.r.restored(st) }
 func (o observer) SnapshotSaved(index uint64, bytes int64, took time.Duration) {
 	o.r.snapshotSaved(index)
 	o.r.snaps.saved(index, bytes, took)

@@ -17,9 +17,26 @@ type ops struct {
 	removed       atomic.Bool
 	snapshotIndex atomic.Uint64
 
-	grants, releases, expiries  atomic.Uint64
-	leaderChanges, connFailures atomic.Uint64
-	proposals                   latency
+	entries, commands, keepAlives atomic.Uint64
+	grants, releases, expiries    atomic.Uint64
+	leaderChanges, connFailures   atomic.Uint64
+	proposals                     latency
+}
+
+// countEntry records one applied entry and its commands.
+func (r *Replica) countEntry(cmds []fsm.Command) {
+	o := &r.ops
+	o.entries.Add(1)
+	o.commands.Add(uint64(len(cmds)))
+	ka := 0
+	for i := range cmds {
+		if cmds[i].Kind == fsm.KindKeepAlive {
+			ka++
+		}
+	}
+	if ka != 0 {
+		o.keepAlives.Add(uint64(ka))
+	}
 }
 
 // count records one applied event.
@@ -191,6 +208,7 @@ type Bucket struct {
 
 // Counters are what Stats reports of this replica's own work.
 type Counters struct {
+	Entries, Commands, KeepAlives                                 uint64
 	Grants, Releases, Expiries, LeaderChanges, ConnectionFailures uint64
 	ProposalLatency                                               Histogram
 	Sessions, LocksHeld, Waiters                                  int // from this replica's copy of the state
@@ -200,6 +218,9 @@ type Counters struct {
 // replica's copy of the state (no I/O).
 func (r *Replica) Counters() Counters {
 	c := Counters{
+		Entries:            r.ops.entries.Load(),
+		Commands:           r.ops.commands.Load(),
+		KeepAlives:         r.ops.keepAlives.Load(),
 		Grants:             r.ops.grants.Load(),
 		Releases:           r.ops.releases.Load(),
 		Expiries:           r.ops.expiries.Load(),

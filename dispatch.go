@@ -20,7 +20,7 @@ func (k sink) Applied(index uint64, events []fsm.Event) {
 	for i := range events {
 		e := &events[i]
 		switch e.Kind {
-		case fsm.EventTouched, fsm.EventLeaderStarted:
+		case fsm.EventTouched, fsm.EventRenewed, fsm.EventLeaderStarted:
 			continue
 		case fsm.EventQueued, fsm.EventUnqueued:
 			n.lockWatches.touch(queueKey(e.Name, e.Election))

@@ -25,7 +25,7 @@ type leaseRun struct {
 }
 
 // simulateLease drives the session's own schedule (renewals) and deadline
-// (lease) through virtual time, as the keep-alive goroutine does, from an
+// (lease) through virtual time, as the renewer does, from an
 // open sent at 0 until horizon or until the holder's deadline passes. The
 // i-th keep-alive (from 1) is answered OK latency(i) after it was sent.
 func simulateLease(ttl, margin time.Duration, latency func(i int) time.Duration, horizon time.Duration) leaseRun {
@@ -184,7 +184,7 @@ type slowLink struct {
 func (sl *slowLink) option() SessionOption {
 	return withCommit(func(next commitFunc) commitFunc {
 		return func(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-			if cmd.Kind == fsm.KindKeepAlive {
+			if keepAlive(cmd) {
 				n := sl.inFlight.Add(1)
 				defer sl.inFlight.Add(-1)
 				for m := sl.maxInFlight.Load(); n > m && !sl.maxInFlight.CompareAndSwap(m, n); m = sl.maxInFlight.Load() {
@@ -193,7 +193,7 @@ func (sl *slowLink) option() SessionOption {
 			if err := delay(ctx, sl.before); err != nil {
 				return fsm.Result{}, err
 			}
-			if cmd.Kind == fsm.KindKeepAlive {
+			if keepAlive(cmd) {
 				sl.reachedTheGroup.Add(1)
 			}
 			res, err := next(ctx, cmd)
@@ -203,12 +203,17 @@ func (sl *slowLink) option() SessionOption {
 			if err := delay(ctx, sl.after); err != nil {
 				return fsm.Result{}, err
 			}
-			if cmd.Kind == fsm.KindKeepAlive && res.Status == fsm.OK {
+			if keepAlive(cmd) && res.Status == fsm.OK {
 				sl.acked.Add(1)
 			}
 			return res, nil
 		}
 	})
+}
+
+// keepAlive reports whether cmd renews a session.
+func keepAlive(cmd fsm.Command) bool {
+	return cmd.Kind == fsm.KindKeepAlive || cmd.Kind == fsm.KindKeepAliveBatch
 }
 
 // delay is the link's latency: it waits d, or until ctx ends.
@@ -356,7 +361,7 @@ func (m monotonicOnly) AfterFunc(d time.Duration, f func()) clock.Timer { return
 // paused, and its boot clock moved on by the suspend while its monotonic
 // clock stood still) finds its deadline passed on waking: Done is closed on
 // the first look and its lock passes on. A session that nobody looks at is
-// ended by its keep-alive goroutine within a period, even with its deadline
+// ended by its node's renewer within a period, even with its deadline
 // timer stopped, as a suspend delays it. With the control clock, which
 // measures the deadline on the monotonic clock, the holder wakes believing
 // it still holds its lock.
@@ -409,7 +414,7 @@ func TestSuspendedHolderFindsItsDeadlinePassed(t *testing.T) {
 			select {
 			case <-unwatched.done: // not Done(): that would look itself
 			case <-watch.C:
-				t.Fatal("the keep-alive goroutine did not notice the suspend")
+				t.Fatal("the renewer did not notice the suspend")
 			}
 			require.ErrorIs(t, unwatched.Err(), ErrSessionExpired)
 		})

@@ -180,6 +180,7 @@ type Node struct {
 	r           *replica.Replica
 	watches     *watches     // Observe calls by election
 	lockWatches *lockWatches // Watch calls by lock
+	renew       *renewer     // keeps the sessions alive
 
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node
@@ -227,6 +228,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.r = r
+	n.renew = newRenewer(n)
+	r.Go(n.renew.run)
 	return n, nil
 }
 
@@ -320,6 +323,7 @@ func (n *Node) local(id uint64) *Session {
 
 // forget drops s from this node's sessions once the group is done with it.
 func (n *Node) forget(s *Session) {
+	n.renew.remove(s)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.sessions[s.id] == s {

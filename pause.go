@@ -41,6 +41,18 @@ func (s *Session) hold() *pause {
 	return s.pause.Load()
 }
 
+// heldBack reports whether the session is frozen or paused: its
+// keep-alives wait for the thaw.
+func (s *Session) heldBack() bool {
+	p := s.pause.Load()
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.frozen || p.paused
+}
+
 // isPaused reports whether a pause holds the session's news back.
 func (s *Session) isPaused() bool {
 	p := s.pause.Load()
@@ -115,6 +127,7 @@ func (s *Session) setFrozen(frozen bool) {
 	}
 	p.frozen = frozen
 	p.wakeLocked()
+	s.n.renew.wake()
 }
 
 // setPaused implements testhook.Pause and Resume.
@@ -127,6 +140,7 @@ func (s *Session) setPaused(paused bool) {
 	}
 	p.paused = paused
 	p.wakeLocked()
+	s.n.renew.wake()
 	if paused {
 		p.mu.Unlock()
 		return

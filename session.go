@@ -21,7 +21,7 @@ type sessionOptions struct {
 	delay       time.Duration // lock-delay
 	resume      ResumeToken
 	commit      func(commitFunc) commitFunc // tests: how background commands reach the group
-	external    bool                        // WithExternalKeepAlive: no keep-alive goroutine (external.go)
+	external    bool                        // WithExternalKeepAlive: not renewed by the node (external.go)
 }
 
 // commitFunc applies a command through the group, as Node.propose does.
@@ -122,12 +122,24 @@ type renewals struct {
 // next is due, or while maxKeepAlivesInFlight are in flight: then the next
 // is sent as soon as one of them is answered.
 func (r *renewals) send(now clock.Instant) bool {
-	if now.Before(r.next) || r.inFlight >= maxKeepAlivesInFlight {
+	if !r.due(now, 0) {
 		return false
 	}
+	r.sent(now)
+	return true
+}
+
+// due reports whether a keep-alive may be sent at now, or would be due
+// within early of now, with a slot free for it.
+func (r *renewals) due(now clock.Instant, early time.Duration) bool {
+	return r.inFlight < maxKeepAlivesInFlight && !now.Add(early).Before(r.next)
+}
+
+// sent counts a keep-alive sent at now in flight, and makes the next due a
+// period from now.
+func (r *renewals) sent(now clock.Instant) {
 	r.inFlight++
 	r.next = now.Add(r.period)
-	return true
 }
 
 // answered records the answer, at now, to a keep-alive in flight.
@@ -147,12 +159,13 @@ func (r *renewals) wait(now clock.Instant) time.Duration {
 	return max(0, r.next.Sub(now))
 }
 
-// Session is a holder of locks, normally one per process. A goroutine of its
-// own renews it with a keep-alive every TTL/3, apart from the caller's work,
-// so a busy caller does not look dead. Each is sent a period after the
-// previous one, without waiting for its answer (at most 3 in flight), so a
-// session survives keep-alives that each take up to TTL − margin − TTL/3 to
-// commit. If the group hears nothing for TTL it expires the session and
+// Session is a holder of locks, normally one per process. Its node renews
+// it with a keep-alive every TTL/3, apart from the caller's work, so a busy
+// caller does not look dead; one command renews all the node's sessions
+// that are due, so many sessions cost the group little more than one. Each
+// is sent a period after the previous one, without waiting for its answer
+// (at most 3 in flight), so a session survives keep-alives that each take
+// up to TTL − margin − TTL/3 to commit. If the group hears nothing for TTL it expires the session and
 // frees all its locks in one step, passing each to the head of its queue.
 //
 // The holder stops first: with t the send time of the latest keep-alive (or
@@ -171,13 +184,17 @@ type Session struct {
 	id    uint64
 	nonce uint64 // the open's: the secret of its ResumeToken
 	// external: renewed only by KeepAlive calls (WithExternalKeepAlive),
-	// no keep-alive goroutine of its own
+	// not renewed by the node's renewer
 	external bool
 	ttl      time.Duration
 	margin   time.Duration
 	clock    clock.Clock
 	commit   commitFunc // keep-alives and closeAtGroup go through it
-	done     chan struct{}
+	// linked: commit is a test's (withCommit), so its keep-alives go
+	// alone, not in the node's batches
+	linked bool
+	sched  renewals // its keep-alive schedule, guarded by the node's renewer
+	done   chan struct{}
 
 	mu      sync.Mutex
 	nextSeq uint64
@@ -306,6 +323,7 @@ func (n *Node) newSession(id, nonce uint64, o sessionOptions) *Session {
 	}
 	return &Session{
 		n: n, id: id, nonce: nonce, external: o.external, ttl: o.ttl, margin: o.margin, clock: n.cfg.clock, commit: commit,
+		linked:  o.commit != nil,
 		done:    make(chan struct{}),
 		nextSeq: 1,
 		pending: make(map[uint64]struct{}),
@@ -330,11 +348,20 @@ func (n *Node) startSession(s *Session, sent clock.Instant, registered bool) err
 	s.mu.Lock()
 	s.timer = s.clock.AfterFunc(s.lease.deadline.Sub(clock.Boot(s.clock)), s.checkDeadline)
 	s.mu.Unlock()
-	// Still under n.mu: Close cannot have begun, so the replica runs it.
 	if !s.external { // else KeepAlive renews it (external.go)
-		n.r.Go(func() { s.keepAlive(sent) })
+		n.renew.add(s, sent)
 	}
 	return nil
+}
+
+// ended reports whether the session is over for its holder.
+func (s *Session) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // ID returns the session's ID, unique in the group for good.
@@ -353,7 +380,7 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 // closed on its first look, without waiting for its timers: the runtime's
 // timers do not count suspended time, and fire late after a suspend. A
 // goroutine that only waits on Done sees it close within a keep-alive period
-// of waking, when the keep-alive goroutine next looks.
+// of waking, when the node's renewer next looks.
 func (s *Session) Done() <-chan struct{} {
 	s.poll()
 	return s.done
@@ -395,55 +422,6 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 	s.n.forget(s)
 	return nil
-}
-
-// keepAlive renews the session until it ends: a keep-alive every TTL/3 from
-// the previous send (the first a period after opened, the open's send), and
-// sooner after a failed one, with up to maxKeepAlivesInFlight in flight.
-func (s *Session) keepAlive(opened clock.Instant) {
-	ctx, cancel := context.WithCancel(s.n.ctx)
-	var inFlight sync.WaitGroup
-	defer inFlight.Wait()
-	defer cancel() // runs first: it ends the keep-alives still in flight
-	// Sends to answers never block: at most that many are in flight.
-	answers := make(chan error, maxKeepAlivesInFlight)
-	r := renewals{period: s.ttl / 3, retry: max(s.ttl/20, s.n.cfg.RTT), next: opened.Add(s.ttl / 3)}
-	t := s.clock.NewTimer(r.wait(clock.Boot(s.clock)))
-	defer t.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case err := <-answers:
-			if errors.Is(err, ErrSessionExpired) {
-				return
-			}
-			r.answered(err == nil, clock.Boot(s.clock))
-		case <-t.C():
-			if !s.waitThawed(s.done) {
-				return
-			}
-			// This wakes at least once a period, so after a suspend (which
-			// delays every runtime timer, the deadline's too) it is the
-			// first to look at the deadline, by the boot clock.
-			s.poll()
-			select {
-			case <-s.done:
-				return
-			default:
-			}
-			now := clock.Boot(s.clock)
-			if r.send(now) {
-				at := s.clock.Now()
-				inFlight.Add(1)
-				go func() {
-					defer inFlight.Done()
-					answers <- s.renewAt(ctx, now, at)
-				}()
-			}
-		}
-		t.Reset(r.wait(clock.Boot(s.clock)))
-	}
 }
 
 // renew sends one keep-alive now; on success the holder's deadline moves to

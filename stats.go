@@ -16,12 +16,14 @@ type Stats struct {
 	// Totals of the entries this replica applied since it started: every
 	// replica applies the same entries, so they agree up to lag. Entries a
 	// snapshot skipped (a replica catching up) are not counted.
-	Entries    uint64 // raft entries
-	Commands   uint64 // commands in them (the proposer packs many to an entry)
-	KeepAlives uint64 // keep-alive commands among them
-	Grants     uint64 // locks granted, at acquire or passed to a queue head
-	Releases   uint64 // locks released by their holder
-	Expiries   uint64 // sessions the group expired
+	Entries          uint64 // raft entries
+	Commands         uint64 // commands in them (the proposer packs many to an entry)
+	KeepAlives       uint64 // keep-alive commands among them (a replica's batch renews many sessions)
+	KeepAliveEntries uint64 // entries that carried keep-alive commands
+	Renewals         uint64 // session renewals those commands asked for
+	Grants           uint64 // locks granted, at acquire or passed to a queue head
+	Releases         uint64 // locks released by their holder
+	Expiries         uint64 // sessions the group expired
 
 	LeaderChanges      uint64 // times this replica saw a new raft leader
 	ConnectionFailures uint64 // failed attempts to connect to a peer
@@ -55,6 +57,7 @@ func (n *Node) Stats() Stats {
 		Status:   n.Status(),
 		Sessions: c.Sessions, LocksHeld: c.LocksHeld, Waiters: c.Waiters,
 		Entries: c.Entries, Commands: c.Commands, KeepAlives: c.KeepAlives,
+		KeepAliveEntries: c.KeepAliveEntries, Renewals: c.Renewals,
 		Grants: c.Grants, Releases: c.Releases, Expiries: c.Expiries,
 		LeaderChanges: c.LeaderChanges, ConnectionFailures: c.ConnectionFailures,
 		ProposalLatency: h,

@@ -41,6 +41,7 @@ type Collector struct {
 type descs struct {
 	sessions, locks, waiters                 *prometheus.Desc
 	grants, releases, expiries               *prometheus.Desc
+	entries, keepAliveEntries, renewals      *prometheus.Desc
 	leaderChanges, connFailures              *prometheus.Desc
 	proposals                                *prometheus.Desc
 	role, hasLeader, term, applied, snapshot *prometheus.Desc
@@ -54,21 +55,24 @@ func NewCollector(node *fencelock.Node) *Collector {
 		return prometheus.NewDesc("fencelock_"+name, help, variable, labels)
 	}
 	return &Collector{node: node, descs: descs{
-		sessions:      d("sessions", "Open sessions in the group, as applied on this replica."),
-		locks:         d("locks_held", "Locks held in the group, as applied on this replica."),
-		waiters:       d("lock_waiters", "Requests queued behind lock holders, as applied on this replica."),
-		grants:        d("grants_total", "Locks granted, counted as this replica applied them."),
-		releases:      d("releases_total", "Locks released by their holders, counted as this replica applied them."),
-		expiries:      d("session_expiries_total", "Sessions the group expired, counted as this replica applied them."),
-		leaderChanges: d("leader_changes_total", "Times this replica saw a new raft leader."),
-		connFailures:  d("peer_connection_failures_total", "Failed attempts of this replica to connect to a peer."),
-		proposals:     d("proposal_duration_seconds", "Time calls on this replica waited for their commands to apply, retries included."),
-		role:          d("role", "This replica's role: 1 for the current one of leader, voter (a voting follower), non_voting, removed.", "role"),
-		hasLeader:     d("has_leader", "1 when this replica knows a raft leader."),
-		term:          d("raft_term", "The raft term known to this replica."),
-		applied:       d("applied_index", "The last raft log index applied on this replica."),
-		snapshot:      d("snapshot_index", "The log index of this replica's latest snapshot."),
-		voters:        d("voters", "Voting members, as last applied on this replica."),
+		sessions:         d("sessions", "Open sessions in the group, as applied on this replica."),
+		locks:            d("locks_held", "Locks held in the group, as applied on this replica."),
+		waiters:          d("lock_waiters", "Requests queued behind lock holders, as applied on this replica."),
+		grants:           d("grants_total", "Locks granted, counted as this replica applied them."),
+		releases:         d("releases_total", "Locks released by their holders, counted as this replica applied them."),
+		expiries:         d("session_expiries_total", "Sessions the group expired, counted as this replica applied them."),
+		entries:          d("raft_entries_total", "Raft entries this replica applied."),
+		keepAliveEntries: d("keep_alive_entries_total", "Raft entries carrying keep-alives that this replica applied."),
+		renewals:         d("session_renewals_total", "Session renewals in the keep-alives this replica applied."),
+		leaderChanges:    d("leader_changes_total", "Times this replica saw a new raft leader."),
+		connFailures:     d("peer_connection_failures_total", "Failed attempts of this replica to connect to a peer."),
+		proposals:        d("proposal_duration_seconds", "Time calls on this replica waited for their commands to apply, retries included."),
+		role:             d("role", "This replica's role: 1 for the current one of leader, voter (a voting follower), non_voting, removed.", "role"),
+		hasLeader:        d("has_leader", "1 when this replica knows a raft leader."),
+		term:             d("raft_term", "The raft term known to this replica."),
+		applied:          d("applied_index", "The last raft log index applied on this replica."),
+		snapshot:         d("snapshot_index", "The log index of this replica's latest snapshot."),
+		voters:           d("voters", "Voting members, as last applied on this replica."),
 	}}
 }
 
@@ -76,7 +80,7 @@ func NewCollector(node *fencelock.Node) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.descs
 	for _, desc := range []*prometheus.Desc{d.sessions, d.locks, d.waiters, d.grants, d.releases,
-		d.expiries, d.leaderChanges, d.connFailures, d.proposals, d.role, d.hasLeader, d.term,
+		d.expiries, d.entries, d.keepAliveEntries, d.renewals, d.leaderChanges, d.connFailures, d.proposals, d.role, d.hasLeader, d.term,
 		d.applied, d.snapshot, d.voters} {
 		ch <- desc
 	}
@@ -98,6 +102,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.grants, st.Grants)
 	counter(d.releases, st.Releases)
 	counter(d.expiries, st.Expiries)
+	counter(d.entries, st.Entries)
+	counter(d.keepAliveEntries, st.KeepAliveEntries)
+	counter(d.renewals, st.Renewals)
 	counter(d.leaderChanges, st.LeaderChanges)
 	counter(d.connFailures, st.ConnectionFailures)
 

@@ -156,6 +156,8 @@ func TestCollectorFollowsTheGroup(t *testing.T) {
 	require.Equal(t, 1.0, now["fencelock_locks_held"])
 	require.Equal(t, 2.0, now["fencelock_sessions"])
 	require.GreaterOrEqual(t, now["fencelock_grants_total"]-before["fencelock_grants_total"], 6.0)
+	require.Greater(t, now["fencelock_raft_entries_total"], before["fencelock_raft_entries_total"])
+	require.LessOrEqual(t, now["fencelock_keep_alive_entries_total"], now["fencelock_raft_entries_total"])
 	require.GreaterOrEqual(t, now["fencelock_releases_total"]-before["fencelock_releases_total"], 5.0)
 	require.GreaterOrEqual(t, now["fencelock_proposal_duration_seconds"]-before["fencelock_proposal_duration_seconds"], 12.0,
 		"one open, six acquires, five releases at least")

@@ -11,6 +11,14 @@
 // arrived and no newer leader started. A deposed leader's late Expire is
 // therefore refused, whichever leader's term it commits in.
 //
+// Sessions are timed in buckets, not one timer each: every session a
+// keep-alive entry renewed (a replica's keep-alive batch renews all it
+// holds) shares that entry's index, and so the deadline it earns, with the
+// others of its TTL; the bucket fires once, for those it still holds. A
+// session a later keep-alive renewed has moved to a later bucket. So a
+// leader with a hundred thousand idle sessions keeps a few timers, and a
+// renewal costs a map update, not a heap operation.
+//
 // The same timers end lock-delays and maximum holds: a lock delayed at the
 // group, or a grant with a maximum hold, is timed from when this replica
 // applied it, and the leader proposes Undelay or ExpireGrant, naming its
@@ -22,6 +30,7 @@ package expiry
 
 import (
 	"container/heap"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,7 +83,7 @@ type Tracker struct {
 	self  uint64 // this replica's ID, as LeaderStart names it
 
 	mu        sync.Mutex
-	sessions  map[uint64]*entry
+	sessions  map[uint64]sessionTimer
 	delays    map[string]*entry // locks under a lock-delay, by name
 	holds     map[uint64]*entry // grants with a maximum hold, by token
 	due       deadlines         // only while armed
@@ -85,10 +94,26 @@ type Tracker struct {
 	kick      chan struct{}
 }
 
-// entry is one timer: a session's TTL, a lock-delay or a maximum hold.
+// sessionTimer is what the tracker knows of one session: its latest
+// keep-alive, its TTL and, while armed, the bucket that times it.
+type sessionTimer struct {
+	keepAlive uint64
+	ttl       time.Duration
+	bucket    *bucket
+}
+
+// bucket times the sessions renewed by one keep-alive entry that share a
+// TTL, from when this replica applied it (or, after a restart of every
+// timer, the sessions of a TTL).
+type bucket struct {
+	ttl  time.Duration
+	ids  []uint64 // its sessions, some of which may have moved on
+	live int      // how many of ids it still times
+}
+
+// entry is one timer of a lock: a lock-delay or a maximum hold.
 type entry struct {
-	kind entryKind
-	Session
+	kind     entryKind
 	delay    Delay // kindDelay
 	hold     Hold  // kindHold
 	deadline time.Time
@@ -98,20 +123,16 @@ type entry struct {
 type entryKind uint8
 
 const (
-	kindSession entryKind = iota
-	kindDelay
+	kindDelay entryKind = iota + 1
 	kindHold
 )
 
 // length is how long the entry's timer runs.
 func (e *entry) length() time.Duration {
-	switch e.kind {
-	case kindDelay:
+	if e.kind == kindDelay {
 		return e.delay.D
-	case kindHold:
-		return e.hold.D
 	}
-	return e.TTL
+	return e.hold.D
 }
 
 // New returns the tracker of replica self. While it leads, it calls
@@ -119,35 +140,85 @@ func (e *entry) length() time.Duration {
 // session's time is up, again every retry while the session stays.
 func New(c clock.Clock, retry time.Duration, self uint64, act Actions) *Tracker {
 	return &Tracker{clock: c, retry: retry, self: self, act: act,
-		sessions: make(map[uint64]*entry), delays: make(map[string]*entry), holds: make(map[uint64]*entry),
+		sessions: make(map[uint64]sessionTimer), delays: make(map[string]*entry), holds: make(map[uint64]*entry),
 		kick: make(chan struct{}, 1)}
 }
 
 // armed reports whether this replica leads and its LeaderStart applied.
 func (t *Tracker) armed() bool { return t.leader && t.mark != 0 }
 
-// Touch records that this replica applied keep-alive index ka of session id.
+// Touch records that this replica applied keep-alive index ka of session
+// id, opened with ttl.
 func (t *Tracker) Touch(id, ka uint64, ttl time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.sessions[id]
-	if e == nil {
-		e = &entry{}
-		t.sessions[id] = e
-	}
-	e.Session = Session{ID: id, KeepAlive: ka, TTL: ttl}
-	e.deadline = t.clock.Now().Add(ttl)
-	e.gen++
+	st := t.sessions[id]
+	t.leave(st)
+	st = sessionTimer{keepAlive: ka, ttl: ttl}
 	if t.armed() {
-		t.push(e.deadline, e)
+		b := &bucket{ttl: ttl}
+		t.join(&st, id, b)
+		t.push(item{at: t.clock.Now().Add(ttl), b: b})
+	}
+	t.sessions[id] = st
+}
+
+// TouchBatch records that this replica applied keep-alive index ka, which
+// renewed sessions ids. Sessions it does not know (it learns each at its
+// open, by Touch) are ignored.
+func (t *Tracker) TouchBatch(ka uint64, ids []uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	armed := t.armed()
+	var buckets []*bucket // by TTL: a batch's sessions mostly share one
+	for _, id := range ids {
+		st, ok := t.sessions[id]
+		if !ok {
+			continue
+		}
+		t.leave(st)
+		st.keepAlive, st.bucket = ka, nil
+		if armed {
+			i := slices.IndexFunc(buckets, func(b *bucket) bool { return b.ttl == st.ttl })
+			if i < 0 {
+				i = len(buckets)
+				buckets = append(buckets, &bucket{ttl: st.ttl, ids: make([]uint64, 0, len(ids))})
+			}
+			t.join(&st, id, buckets[i])
+		}
+		t.sessions[id] = st
+	}
+	now := t.clock.Now()
+	for _, b := range buckets {
+		t.push(item{at: now.Add(b.ttl), b: b})
+	}
+}
+
+// join makes b time session id, whose timer is st.
+func (t *Tracker) join(st *sessionTimer, id uint64, b *bucket) {
+	st.bucket = b
+	b.ids = append(b.ids, id)
+	b.live++
+}
+
+// leave stops st's bucket timing it; a bucket that times nobody any more
+// lets its IDs go at once rather than when it fires.
+func (t *Tracker) leave(st sessionTimer) {
+	if b := st.bucket; b != nil {
+		if b.live--; b.live == 0 {
+			b.ids = nil
+		}
 	}
 }
 
 // Remove forgets an ended session.
 func (t *Tracker) Remove(id uint64) {
 	t.mu.Lock()
-	delete(t.sessions, id)
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	if st, ok := t.sessions[id]; ok {
+		t.leave(st)
+		delete(t.sessions, id)
+	}
 }
 
 // Delayed records that this replica applied the start of a lock-delay: it
@@ -158,7 +229,7 @@ func (t *Tracker) Delayed(d Delay) {
 	e := &entry{kind: kindDelay, delay: d, deadline: t.clock.Now().Add(d.D)}
 	t.delays[d.Name] = e
 	if t.armed() {
-		t.push(e.deadline, e)
+		t.push(item{at: e.deadline, e: e})
 	}
 }
 
@@ -179,7 +250,7 @@ func (t *Tracker) Held(h Hold) {
 	e := &entry{kind: kindHold, hold: h, deadline: t.clock.Now().Add(h.D)}
 	t.holds[h.Token] = e
 	if t.armed() {
-		t.push(e.deadline, e)
+		t.push(item{at: e.deadline, e: e})
 	}
 }
 
@@ -196,9 +267,9 @@ func (t *Tracker) Freed(token uint64) {
 func (t *Tracker) Reset(sessions []Session, delays []Delay, holds []Hold, mark uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.sessions = make(map[uint64]*entry, len(sessions))
+	t.sessions = make(map[uint64]sessionTimer, len(sessions))
 	for _, s := range sessions {
-		t.sessions[s.ID] = &entry{Session: s}
+		t.sessions[s.ID] = sessionTimer{keepAlive: s.KeepAlive, ttl: s.TTL}
 	}
 	t.delays = make(map[string]*entry, len(delays))
 	for _, d := range delays {
@@ -251,16 +322,30 @@ func (t *Tracker) disarm() {
 
 func (t *Tracker) restartAll() {
 	now := t.clock.Now()
+	armed := t.armed()
 	t.due = t.due[:0]
 	restart := func(e *entry) {
 		e.deadline = now.Add(e.length())
 		e.gen++
-		if t.armed() {
+		if armed {
 			t.due = append(t.due, item{at: e.deadline, e: e, gen: e.gen})
 		}
 	}
-	for _, e := range t.sessions {
-		restart(e)
+	// Every session starts a full TTL now: one bucket per TTL. Expire names
+	// each session's own keep-alive, so a bucket need not share one.
+	buckets := map[time.Duration]*bucket{}
+	for id, st := range t.sessions {
+		st.bucket = nil
+		if armed {
+			b := buckets[st.ttl]
+			if b == nil {
+				b = &bucket{ttl: st.ttl}
+				buckets[st.ttl] = b
+				t.due = append(t.due, item{at: now.Add(st.ttl), b: b})
+			}
+			t.join(&st, id, b)
+		}
+		t.sessions[id] = st
 	}
 	for _, e := range t.delays {
 		restart(e)
@@ -275,8 +360,12 @@ func (t *Tracker) restartAll() {
 // timers counts the entries timed.
 func (t *Tracker) timers() int { return len(t.sessions) + len(t.delays) + len(t.holds) }
 
-func (t *Tracker) push(at time.Time, e *entry) {
-	if len(t.due) > 4*t.timers()+64 { // drop the stale items of renewed sessions
+// push adds it to the heap (stamping an entry's item with its generation).
+func (t *Tracker) push(it item) {
+	if it.e != nil {
+		it.gen = it.e.gen
+	}
+	if len(t.due) > 4*t.timers()+64 { // drop the stale items of renewed sessions and changed timers
 		live := t.due[:0]
 		for _, it := range t.due {
 			if it.current(t) {
@@ -287,8 +376,8 @@ func (t *Tracker) push(at time.Time, e *entry) {
 		t.due = live
 		heap.Init(&t.due)
 	}
-	heap.Push(&t.due, item{at: at, e: e, gen: e.gen})
-	if t.due[0].e == e {
+	heap.Push(&t.due, it)
+	if t.due[0] == it {
 		t.wake()
 	}
 }
@@ -343,9 +432,24 @@ func (t *Tracker) fire() time.Duration {
 			return it.at.Sub(now)
 		}
 		heap.Pop(&t.due)
+		if b := it.b; b != nil {
+			// Expire what the bucket still times; retry for those until
+			// the state shows them gone (Remove) or renewed (they leave).
+			kept := b.ids[:0]
+			for _, id := range b.ids {
+				if st, ok := t.sessions[id]; ok && st.bucket == b {
+					t.act.Expire(id, st.keepAlive, t.mark)
+					kept = append(kept, id)
+				}
+			}
+			clear(b.ids[len(kept):])
+			b.ids = kept
+			if len(kept) > 0 {
+				heap.Push(&t.due, item{at: now.Add(t.retry), b: b})
+			}
+			continue
+		}
 		switch e := it.e; e.kind {
-		case kindSession:
-			t.act.Expire(e.ID, e.KeepAlive, t.mark)
 		case kindDelay:
 			t.act.Undelay(e.delay.Name, e.delay.Token, t.mark)
 		case kindHold:
@@ -370,23 +474,26 @@ func (t *Tracker) Pending() (delays, holds int) {
 	return len(t.delays), len(t.holds)
 }
 
+// item is one deadline in the heap: a bucket's, or an entry's of
+// generation gen.
 type item struct {
 	at  time.Time
+	b   *bucket
 	e   *entry
 	gen uint64
 }
 
 func (it item) current(t *Tracker) bool {
+	if it.b != nil {
+		return it.b.live > 0
+	}
 	if it.e.gen != it.gen {
 		return false
 	}
-	switch it.e.kind {
-	case kindDelay:
+	if it.e.kind == kindDelay {
 		return t.delays[it.e.delay.Name] == it.e
-	case kindHold:
-		return t.holds[it.e.hold.Token] == it.e
 	}
-	return t.sessions[it.e.ID] == it.e
+	return t.holds[it.e.hold.Token] == it.e
 }
 
 type deadlines []item

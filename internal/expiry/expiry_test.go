@@ -315,3 +315,59 @@ func TestDelaysRestartInFull(t *testing.T) {
 	require.Equal(t, fmt.Sprint("M 3 ", selfMark+5), rec.undelays[1])
 	require.Equal(t, []string{fmt.Sprint("N false 4 ", selfMark+5)}, rec.ends)
 }
+
+// A batch renews its sessions in one step: each expires a TTL after the
+// batch that last renewed it, naming that batch's index, and a session the
+// batch did not cover expires on its own schedule.
+func TestTouchBatchTimesSessionsInBuckets(t *testing.T) {
+	tr, c, got := newTracker()
+	lead(tr)
+	for id := uint64(1); id <= 4; id++ {
+		tr.Touch(id, 100+id, time.Second)
+	}
+	tr.Touch(5, 105, 3*time.Second)
+	c.advance(600 * time.Millisecond)
+	tr.TouchBatch(200, []uint64{1, 2, 3, 5, 99}) // 99: unknown, ignored
+	require.Equal(t, 5, tr.Len())
+	c.advance(400 * time.Millisecond)
+	require.Equal(t, 250*time.Millisecond, tr.fire(), "4's retry is next")
+	require.Equal(t, []expiry{{4, 104}}, *got, "4 was not in the batch: it is due now, the batch's in 600ms")
+	tr.Remove(4)
+
+	c.advance(300 * time.Millisecond)
+	tr.TouchBatch(300, []uint64{2}) // 2 moves on: the first batch's bucket keeps 1 and 3
+	c.advance(300 * time.Millisecond)
+	tr.fire()
+	require.ElementsMatch(t, []expiry{{4, 104}, {1, 200}, {3, 200}}, *got)
+
+	// Renewed or removed sessions leave their bucket's retries.
+	*got = nil
+	tr.TouchBatch(400, []uint64{1})
+	tr.Remove(3)
+	c.advance(250 * time.Millisecond)
+	tr.fire()
+	require.Empty(t, *got, "1 was renewed and 3 removed since the bucket fired")
+
+	// 5 (TTL 3s) and 2 fire by their own TTLs from their batches.
+	c.advance(2 * time.Second)
+	tr.fire()
+	require.ElementsMatch(t, []expiry{{2, 300}, {1, 400}, {5, 200}}, *got)
+}
+
+// A new leader restarts every session in full, in buckets by TTL, naming
+// each session's own keep-alive.
+func TestRestartBucketsByTTL(t *testing.T) {
+	tr, c, got := newTracker()
+	tr.Touch(1, 10, time.Second)
+	tr.TouchBatch(20, []uint64{1})
+	tr.Touch(2, 30, 2*time.Second)
+	tr.Touch(3, 31, time.Second)
+	c.advance(time.Hour)
+	lead(tr)
+	c.advance(time.Second)
+	tr.fire()
+	require.ElementsMatch(t, []expiry{{1, 20}, {3, 31}}, *got)
+	c.advance(time.Second)
+	tr.fire()
+	require.Contains(t, *got, expiry{2, 30})
+}

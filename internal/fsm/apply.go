@@ -36,6 +36,8 @@ func (st *State) apply(index uint64, c *Command) Result {
 		return st.undelay(index, c)
 	case KindExpireGrant:
 		return st.expireGrant(index, c)
+	case KindKeepAliveBatch:
+		return st.keepAliveBatch(index, c)
 	}
 	s := st.sessions[c.Session]
 	if s == nil {
@@ -77,6 +79,37 @@ func (st *State) apply(index uint64, c *Command) Result {
 		return st.cancel(index, s, c)
 	}
 	return Result{Status: Invalid}
+}
+
+// keepAliveBatch renews the sessions of c.Renew that replica c.Owner
+// holds: see KindKeepAliveBatch. One event reports them all, so the
+// leader's timers take a batch in one step too.
+func (st *State) keepAliveBatch(index uint64, c *Command) Result {
+	if c.Owner == 0 || len(c.Renew) == 0 || len(c.Renew) > MaxRenewals {
+		return Result{Status: Invalid}
+	}
+	renewed := make([]uint64, 0, len(c.Renew))
+	var refused []uint64
+	for _, r := range c.Renew {
+		s := st.sessions[r.Session]
+		// Another owner: the session was resumed on another replica, and
+		// this one renews its old incarnation. A floor below the resume's,
+		// likewise, from a process that runs the old incarnation still.
+		if s == nil || s.owner != c.Owner || r.Floor < s.base {
+			refused = append(refused, r.Session)
+			continue
+		}
+		st.advanceFloor(s, r.Floor)
+		s.keepAlive = index
+		renewed = append(renewed, s.id)
+	}
+	if len(renewed) > 0 {
+		st.emit(Event{Kind: EventRenewed, Owner: c.Owner, Index: index, Sessions: renewed})
+	}
+	if len(refused) > 0 {
+		return Result{Status: Refused, Value: uint64(len(refused)), Refused: refused}
+	}
+	return Result{Status: OK}
 }
 
 func (st *State) openSession(index uint64, c *Command) Result {

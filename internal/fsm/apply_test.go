@@ -202,7 +202,7 @@ func TestTokensStayIncreasingPastTheShift(t *testing.T) {
 	rs, evs := st.Apply(2, cmds)
 	require.Len(t, evs, n)
 	for i, r := range rs {
-		if want := 2<<TokenShift + uint64(i); r != (Result{Granted, want}) || evs[i].Token != want {
+		if want := 2<<TokenShift + uint64(i); r.Status != Granted || r.Value != want || evs[i].Token != want {
 			t.Fatalf("grant %d: %+v, event %+v, want token %d", i, r, evs[i], want)
 		}
 	}
@@ -559,7 +559,7 @@ func TestRetryAfterReplyEvictionKeepsOneWaiter(t *testing.T) {
 	rs, _ := st.Apply(1, []Command{openCmd(1), openCmd(2)})
 	a, b := rs[0].Value, rs[1].Value
 	rs, _ = st.Apply(2, []Command{acqCmd(a, 1, "L", false), acqCmd(b, 1, "L", true)})
-	require.Equal(t, []Result{{Granted, 2 << TokenShift}, {Status: Queued}}, rs)
+	require.Equal(t, []Result{{Status: Granted, Value: 2 << TokenShift}, {Status: Queued}}, rs)
 	cmds := make([]Command, maxRepliesV1)
 	for i := range cmds {
 		cmds[i] = relCmd(b, uint64(i+2), "other", 1) // floor stays at 1
@@ -963,14 +963,14 @@ func TestStringers(t *testing.T) {
 		KindCloseSession: "close-session", KindAcquire: "acquire", KindRelease: "release", KindCancel: "cancel",
 		KindExpire: "expire", KindCampaign: "campaign", KindResign: "resign", KindProclaim: "proclaim",
 		KindLeaderStart: "leader-start", KindRevoke: "revoke", KindEndSession: "end-session", KindResume: "resume", KindAcquireShared: "acquire-shared",
-		KindUndelay: "undelay", KindExpireGrant: "expire-grant",
+		KindUndelay: "undelay", KindExpireGrant: "expire-grant", KindKeepAliveBatch: "keep-alive-batch",
 		maxKind + 1: "unknown", 255: "unknown"} {
 		require.Equal(t, want, k.String())
 	}
 	for s, want := range map[Status]string{0: "unknown", OK: "ok", Granted: "granted", Queued: "queued",
 		Locked: "locked", NotHeld: "not-held", UnknownSession: "unknown-session", Cancelled: "cancelled",
 		Stale: "stale", Invalid: "invalid", NotApplied: "not-applied", LimitExceeded: "limit-exceeded",
-		Conflict: "conflict", 13: "unknown", 255: "unknown"} {
+		Conflict: "conflict", Refused: "refused", 14: "unknown", 255: "unknown"} {
 		require.Equal(t, want, s.String())
 	}
 	for r, want := range map[Reason]string{0: "unknown", ReasonReleased: "released", ReasonCancelled: "cancelled",
@@ -1016,4 +1016,59 @@ func TestCancelByNameFindsTheGrant(t *testing.T) {
 		grantedEv(b, 1, "L", h.idx<<TokenShift),
 	}, evs)
 	require.True(t, h.st.Lock("M").Held, "the session's other lock stays")
+}
+
+// A keep-alive batch renews, at its entry's index, the sessions its replica
+// owns, and refuses the others: unknown, another replica's, or renewed by
+// an incarnation from before the session's resume.
+func TestKeepAliveBatch(t *testing.T) {
+	h := newHarness(t)
+	a, b, c := h.open(1), h.open(2), h.open(3)
+	// c moves to replica 3; replica 1 renewing it is its old holder.
+	r, _ := h.one(resumeCmd(c, 3, 3))
+	require.Equal(t, OK, r.Status)
+	base := r.Value
+	d := h.open(4)
+	gone := d + 1<<TokenShift
+	r, _ = h.one(acqCmd(a, 1, "L", false))
+	require.Equal(t, Granted, r.Status)
+
+	batch := Command{Kind: KindKeepAliveBatch, Owner: 1, Renew: []Renewal{
+		{Session: a, Floor: 2}, {Session: b, Floor: 1}, {Session: c, Floor: base}, {Session: d, Floor: 1}, {Session: gone, Floor: 1}}}
+	rs, evs := h.applyAt(90, batch)
+	require.Equal(t, []Result{{Status: Refused, Value: 2, Refused: []uint64{c, gone}}}, rs)
+	require.Equal(t, []Event{{Kind: EventRenewed, Owner: 1, Index: 90, Sessions: []uint64{a, b, d}}}, evs)
+	for _, s := range []uint64{a, b, d} {
+		info, _ := h.st.Session(s)
+		require.Equal(t, uint64(90), info.KeepAlive, "session %d renewed", s)
+	}
+	info, _ := h.st.Session(c)
+	require.Less(t, info.KeepAlive, uint64(90), "another replica's session is not renewed")
+	// The floor moved as a keep-alive's would: request 1's reply is gone,
+	// so its retry is stale.
+	r, _ = h.one(acqCmd(a, 1, "L", false))
+	require.Equal(t, Stale, r.Status)
+
+	// c's own replica renews it, but not with a floor from before its resume.
+	rs, _ = h.apply(Command{Kind: KindKeepAliveBatch, Owner: 3, Renew: []Renewal{{Session: c, Floor: base - 1}}})
+	require.Equal(t, []Result{{Status: Refused, Value: 1, Refused: []uint64{c}}}, rs)
+	rs, evs = h.applyAt(95, Command{Kind: KindKeepAliveBatch, Owner: 3, Renew: []Renewal{{Session: c, Floor: base}}})
+	require.Equal(t, []Result{{Status: OK}}, rs)
+	require.Equal(t, []Event{{Kind: EventRenewed, Owner: 3, Index: 95, Sessions: []uint64{c}}}, evs)
+
+	// An expiry that names the keep-alive before the batch is overruled.
+	r, _ = h.one(Command{Kind: KindExpire, Session: a, Target: 89, Mark: h.st.LeaderMark()})
+	require.Equal(t, NotApplied, r.Status)
+	r, _ = h.one(Command{Kind: KindExpire, Session: a, Target: 90, Mark: h.st.LeaderMark()})
+	require.Equal(t, OK, r.Status)
+
+	for _, bad := range []Command{
+		{Kind: KindKeepAliveBatch, Owner: 0, Renew: []Renewal{{Session: b, Floor: 1}}},
+		{Kind: KindKeepAliveBatch, Owner: 1},
+		{Kind: KindKeepAliveBatch, Owner: 1, Renew: make([]Renewal, MaxRenewals+1)},
+	} {
+		rs, evs := h.apply(bad)
+		require.Equal(t, []Result{{Status: Invalid}}, rs)
+		require.Empty(t, evs)
+	}
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 3):
+// The wire format of a raft entry (version 4):
 //
 //	entry   = version:byte count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -14,7 +14,10 @@ import (
 // Numbers are unsigned varints; a name or a value is a varint length and its
 // bytes; the wait flag is one byte. Replies travel back as
 //
-//	results = count:uvarint (status:byte value:uvarint)*count
+//	results = count:uvarint (status:byte value:uvarint id:uvarint*)*count
+//
+// where only a Refused result has IDs (value of them). Replies never leave
+// the replica that applied the entry, so their encoding has no versions.
 //
 // A change to the fields of a kind means a new version: a replica must decode
 // every entry in its log, so old versions stay readable for good. New kinds
@@ -43,7 +46,14 @@ import (
 // name value maxhold), Undelay (kind 16: token mark name) and ExpireGrant
 // (kind 17: token mark election name). A version-2 entry's open has no
 // delay and its requests no maximum hold: both decode as 0, none.
-const codecVersion = 3
+//
+// Version 4 added KeepAliveBatch (kind 18: owner count renewal*count, a
+// renewal being the session's ID as the difference from the one before it,
+// the first's from 0, then its floor: IDs strictly ascend), and the
+// Refused status, whose result is followed by the IDs it lists (value of
+// them). It changed no other kind, so version-3 entries decode and apply
+// alike.
+const codecVersion = 4
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -113,6 +123,13 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case KindExpireGrant:
 		dst = append(u(u(dst, c.Token), c.Mark), boolByte(c.Election))
 		dst = appendString(dst, c.Name)
+	case KindKeepAliveBatch:
+		dst = u(u(dst, c.Owner), uint64(len(c.Renew)))
+		var prev uint64
+		for _, r := range c.Renew {
+			dst = u(u(dst, r.Session-prev), r.Floor)
+			prev = r.Session
+		}
 	}
 	return dst
 }
@@ -229,8 +246,44 @@ func (d *decoder) command(c *Command) {
 			c.Election = d.bool()
 		}
 		c.Name = d.name()
+	case KindKeepAliveBatch:
+		if d.version < 4 {
+			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
+			return
+		}
+		d.renewals(c)
 	default:
 		d.fail("unknown command kind %d", c.Kind)
+	}
+}
+
+// renewals reads a KeepAliveBatch's owner and sessions, whose IDs must
+// strictly ascend: a batch names each session once.
+func (d *decoder) renewals(c *Command) {
+	c.Owner = d.uvarint()
+	n := d.uvarint()
+	if d.err != nil {
+		return
+	}
+	// Each renewal takes two bytes at least: a count beyond that is a lie
+	// to allocate on.
+	if n == 0 || n > MaxRenewals || n > uint64(len(d.b))/2 {
+		d.fail("%d renewals in a keep-alive batch", n)
+		return
+	}
+	c.Renew = make([]Renewal, n)
+	var id uint64
+	for i := range c.Renew {
+		delta, floor := d.uvarint(), d.uvarint()
+		if d.err != nil {
+			return
+		}
+		if delta == 0 || id+delta < id {
+			d.fail("keep-alive batch session IDs do not ascend")
+			return
+		}
+		id += delta
+		c.Renew[i] = Renewal{Session: id, Floor: floor}
 	}
 }
 
@@ -247,6 +300,11 @@ func AppendResults(dst []byte, rs []Result) []byte {
 	for _, r := range rs {
 		dst = append(dst, byte(r.Status))
 		dst = binary.AppendUvarint(dst, r.Value)
+		if r.Status == Refused {
+			for _, id := range r.Refused {
+				dst = binary.AppendUvarint(dst, id)
+			}
+		}
 	}
 	return dst
 }
@@ -263,6 +321,15 @@ func DecodeResults(data []byte, dst []Result) ([]Result, error) {
 	}
 	for range n {
 		r := Result{Status: Status(d.byte()), Value: d.uvarint()}
+		if r.Status == Refused && d.err == nil {
+			if r.Value > MaxRenewals || r.Value > uint64(len(d.b)) {
+				return dst, fmt.Errorf("%w: %d refused sessions", ErrCorrupt, r.Value)
+			}
+			r.Refused = make([]uint64, r.Value)
+			for i := range r.Refused {
+				r.Refused[i] = d.uvarint()
+			}
+		}
 		if d.err != nil {
 			return dst, d.err
 		}

@@ -47,6 +47,8 @@ func everyKind() []Command {
 		{Kind: KindUndelay, Token: math.MaxUint64, Mark: 7, Name: "delayed"},
 		{Kind: KindExpireGrant, Token: 9 << TokenShift, Mark: math.MaxUint64, Name: "held/briefly"},
 		{Kind: KindExpireGrant, Token: 1, Mark: 1, Election: true, Name: "e"},
+		{Kind: KindKeepAliveBatch, Owner: 2, Renew: []Renewal{{Session: 1, Floor: 0}, {Session: 1 << 40, Floor: 9}, {Session: math.MaxUint64, Floor: math.MaxUint64}}},
+		{Kind: KindKeepAliveBatch, Owner: math.MaxUint64, Renew: []Renewal{{Session: 7, Floor: 1}}},
 	}
 }
 
@@ -97,8 +99,12 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindAcquireShared, Command{Kind: KindAcquireShared, Wait: true, Session: 1, Seq: 2, Floor: 3, Permits: 11, Name: "n", MaxHold: 13}},
 		{KindUndelay, Command{Kind: KindUndelay, Token: 7, Mark: 10, Name: "n"}},
 		{KindExpireGrant, Command{Kind: KindExpireGrant, Token: 7, Mark: 10, Election: true, Name: "n"}},
+		{KindKeepAliveBatch, Command{Kind: KindKeepAliveBatch, Owner: 6, Renew: []Renewal{{Session: 1, Floor: 3}}}},
 	} {
 		c := all
+		if tc.kind == KindKeepAliveBatch {
+			c.Renew = []Renewal{{Session: 1, Floor: 3}}
+		}
 		c.Kind = tc.kind
 		got, err := DecodeBatch(AppendBatch(nil, []Command{c}), nil)
 		require.NoError(t, err)
@@ -121,8 +127,9 @@ func TestBatchWireFormat(t *testing.T) {
 		{Kind: KindCampaign, Session: 1, Seq: 2, Floor: 3, Wait: true, Name: "e", Value: "v", MaxHold: 4},
 		{Kind: KindUndelay, Token: 6, Mark: 7, Name: "d"},
 		{Kind: KindExpireGrant, Token: 6, Mark: 7, Election: true, Name: "e"},
+		{Kind: KindKeepAliveBatch, Owner: 2, Renew: []Renewal{{Session: 5, Floor: 1}, {Session: 300, Floor: 2}}},
 	})
-	require.Equal(t, []byte{
+	v3 := []byte{
 		3, 12, // version, count
 		4, 1, 2, 3, 1, 2, 'a', 'b', 0, // acquire (max hold 0)
 		1, 0xac, 0x02, 1, 2, 0, // open-session (delay 0)
@@ -136,7 +143,16 @@ func TestBatchWireFormat(t *testing.T) {
 		8, 1, 2, 3, 1, 1, 'e', 1, 'v', 4, // campaign with a maximum hold
 		16, 6, 7, 1, 'd', // undelay
 		17, 6, 7, 1, 1, 'e', // expire-grant
-	}, got)
+	}
+	require.Equal(t, slices.Concat([]byte{4, 13}, v3[2:], []byte{
+		18, 2, 2, 5, 1, 0xa7, 0x02, 2, // keep-alive-batch: owner, count, (ID delta, floor)*
+	}), got)
+	// The same commands (but the batch) in a version-3 entry decode alike.
+	old, err := DecodeBatch(v3, nil)
+	require.NoError(t, err)
+	all, err := DecodeBatch(got, nil)
+	require.NoError(t, err)
+	require.Equal(t, all[:12], old)
 	// A version-2 entry of the same commands (but the last) decodes to them.
 	v2 := []byte{2, 4, 4, 1, 2, 3, 1, 2, 'a', 'b', 1, 0xac, 0x02, 1, 2, 7, 4, 5, 6, 11, 3, 9, 4}
 	cmds, err := DecodeBatch(v2, nil)
@@ -152,7 +168,7 @@ func TestBatchWireFormat(t *testing.T) {
 			require.ErrorIs(t, err, ErrCorrupt)
 		}
 	}
-	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Granted, 300}, {Cancelled, 0}}))
+	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Status: Granted, Value: 300}, {Status: Cancelled, Value: 0}}))
 }
 
 func TestBatchMaxBatch(t *testing.T) {
@@ -177,7 +193,16 @@ func TestDecodeBatchErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"version 4", append([]byte{4}, valid[1:]...)},
+		{"version 5", append([]byte{5}, valid[1:]...)},
+		{"keep-alive batch in a version-3 entry", []byte{3, 1, byte(KindKeepAliveBatch), 2, 1, 5, 1}},
+		{"keep-alive batch of none", []byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 0}},
+		{"keep-alive batch beyond MaxRenewals", slices.Concat(u([]byte{codecVersion, 1, byte(KindKeepAliveBatch), 2}, MaxRenewals+1),
+			slices.Repeat([]byte{1, 0}, MaxRenewals+1))},
+		{"keep-alive batch counting more than its bytes", []byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 3, 1, 0, 1, 0}},
+		{"keep-alive batch naming a session twice", []byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 2, 5, 0, 0, 0}},
+		{"keep-alive batch naming session 0", []byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 1, 0, 0}},
+		{"keep-alive batch IDs past 2^64", slices.Concat([]byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 2},
+			u(nil, math.MaxUint64), []byte{0, 1, 0})},
 		{"resume in a version-2 entry", []byte{2, 1, byte(KindResume), 1, 2, 3}},
 		{"leader-start in version 1", []byte{1, 1, byte(KindLeaderStart), 3, 9}},
 		{"no count", []byte{codecVersion}},
@@ -218,9 +243,10 @@ func TestResultsRoundTrip(t *testing.T) {
 	for _, rs := range [][]Result{
 		{},
 		{{Status: OK, Value: 1 << TokenShift}},
-		{{Granted, math.MaxUint64}, {Queued, 0}, {Locked, 0}, {NotHeld, 0}, {UnknownSession, 0},
-			{Cancelled, 0}, {Stale, 0}, {Invalid, 0}, {NotApplied, 0}, {LimitExceeded, 0}, {OK, 12345}},
-		slices.Repeat([]Result{{Granted, 1 << 40}}, MaxBatch),
+		{{Status: Granted, Value: math.MaxUint64}, {Status: Queued, Value: 0}, {Status: Locked, Value: 0}, {Status: NotHeld, Value: 0}, {Status: UnknownSession, Value: 0},
+			{Status: Cancelled, Value: 0}, {Status: Stale, Value: 0}, {Status: Invalid, Value: 0}, {Status: NotApplied, Value: 0}, {Status: LimitExceeded, Value: 0}, {Status: OK, Value: 12345},
+			{Status: Refused, Value: 2, Refused: []uint64{7, 1 << 50}}, {Status: Conflict, Value: 3}},
+		slices.Repeat([]Result{{Status: Granted, Value: 1 << 40}}, MaxBatch),
 	} {
 		data := AppendResults(nil, rs)
 		got, err := DecodeResults(data, nil)
@@ -239,10 +265,10 @@ func TestResultsRoundTrip(t *testing.T) {
 		_, err = DecodeResults(append(slices.Clone(data), 0), nil)
 		require.ErrorIs(t, err, ErrCorrupt, "trailing byte")
 	}
-	dst := []Result{{OK, 9}}
-	got, err := DecodeResults(AppendResults(nil, []Result{{Queued, 0}}), dst)
+	dst := []Result{{Status: OK, Value: 9}}
+	got, err := DecodeResults(AppendResults(nil, []Result{{Status: Queued, Value: 0}}), dst)
 	require.NoError(t, err)
-	require.Equal(t, []Result{{OK, 9}, {Queued, 0}}, got)
+	require.Equal(t, []Result{{Status: OK, Value: 9}, {Status: Queued, Value: 0}}, got)
 }
 
 func TestDecodeResultsErrors(t *testing.T) {

@@ -122,28 +122,47 @@ const (
 	// hold has run out by its timer, which a new leader restarts in full.
 	// The head of the queue is granted in the same entry. (Version 3.)
 	KindExpireGrant Kind = 17
+	// KindKeepAliveBatch renews, in one command, sessions that replica
+	// Owner holds: each of Renew names a session and its floor, as a
+	// KeepAlive would. A session renews, and the entry's index becomes its
+	// keep-alive index, if it exists, Owner owns it, and its floor is not
+	// below the session's last resume; the others are refused and listed in
+	// the reply (Refused), and nothing else changes for them. A replica
+	// sends one such command per keep-alive period for every session it
+	// holds, so the group's keep-alive traffic grows with its replicas, not
+	// its sessions. (Version 4.)
+	KindKeepAliveBatch Kind = 18
 
-	maxKind = KindExpireGrant
+	maxKind = KindKeepAliveBatch
 )
 
+// MaxRenewals is the most sessions one KeepAliveBatch may renew; a replica
+// that holds more sends several.
+const MaxRenewals = 1 << 13
+
+// Renewal is one session of a KeepAliveBatch, with its floor (see
+// Command.Floor).
+type Renewal struct{ Session, Floor uint64 }
+
 var kindNames = [...]string{
-	KindOpenSession:   "open-session",
-	KindKeepAlive:     "keep-alive",
-	KindCloseSession:  "close-session",
-	KindAcquire:       "acquire",
-	KindRelease:       "release",
-	KindCancel:        "cancel",
-	KindExpire:        "expire",
-	KindCampaign:      "campaign",
-	KindResign:        "resign",
-	KindProclaim:      "proclaim",
-	KindLeaderStart:   "leader-start",
-	KindRevoke:        "revoke",
-	KindEndSession:    "end-session",
-	KindResume:        "resume",
-	KindAcquireShared: "acquire-shared",
-	KindUndelay:       "undelay",
-	KindExpireGrant:   "expire-grant",
+	KindOpenSession:    "open-session",
+	KindKeepAlive:      "keep-alive",
+	KindCloseSession:   "close-session",
+	KindAcquire:        "acquire",
+	KindRelease:        "release",
+	KindCancel:         "cancel",
+	KindExpire:         "expire",
+	KindCampaign:       "campaign",
+	KindResign:         "resign",
+	KindProclaim:       "proclaim",
+	KindLeaderStart:    "leader-start",
+	KindRevoke:         "revoke",
+	KindEndSession:     "end-session",
+	KindResume:         "resume",
+	KindAcquireShared:  "acquire-shared",
+	KindUndelay:        "undelay",
+	KindExpireGrant:    "expire-grant",
+	KindKeepAliveBatch: "keep-alive-batch",
 }
 
 func (k Kind) String() string {
@@ -194,6 +213,9 @@ type Command struct {
 	Permits uint64
 	Name    string // Acquire, Release, Cancel: lock name; Campaign, Resign, Proclaim: election name
 	Value   string // Campaign, Proclaim: the leader's value, at most MaxValueLen bytes
+	// Renew is a KeepAliveBatch's sessions, at most MaxRenewals, in
+	// ascending order of session ID (the codec relies on it). (Version 4.)
+	Renew []Renewal
 
 	// v1 marks a command decoded from a version-1 entry. Apply keeps the
 	// rules of version 1 for it, so that a log written before version 2
@@ -223,13 +245,16 @@ const (
 	// semaphore's request for a lock, or the other way round, or another
 	// count); Result.Value is the lock's count. Nothing changed. (Version 3.)
 	Conflict Status = 12
+	// Refused: keep-alive batch: Value of its sessions were not renewed,
+	// listed in Result.Refused; the others were. (Version 4.)
+	Refused Status = 13
 )
 
 var statusNames = [...]string{
 	OK: "ok", Granted: "granted", Queued: "queued", Locked: "locked",
 	NotHeld: "not-held", UnknownSession: "unknown-session", Cancelled: "cancelled",
 	Stale: "stale", Invalid: "invalid", NotApplied: "not-applied",
-	LimitExceeded: "limit-exceeded", Conflict: "conflict",
+	LimitExceeded: "limit-exceeded", Conflict: "conflict", Refused: "refused",
 }
 
 func (s Status) valid() bool { return s != 0 && int(s) < len(statusNames) }
@@ -245,6 +270,9 @@ func (s Status) String() string {
 type Result struct {
 	Status Status
 	// Value is the grant's fencing token (Granted), or the session ID
-	// (OpenSession).
+	// (OpenSession), or the number of sessions refused (Refused).
 	Value uint64
+	// Refused lists, with status Refused, the sessions of a keep-alive
+	// batch that were not renewed, in the batch's order.
+	Refused []uint64
 }

@@ -128,16 +128,25 @@ func TestVersion2LogReplaysAndVersion3SnapshotLoads(t *testing.T) {
 	require.Equal(t, saveBytes(t, h.st), saveBytes(t, h2.st))
 }
 
-// testdata/log-v3.txt and testdata/snapshot-v4.bin freeze today's formats
-// (every kind of version 3, from the determinism driver) so that the next
-// version is tested against them as this one is against versions 1 and 2:
-// the log must replay to the results recorded with it and to the state of
-// the snapshot, which must restore to itself. FENCELOCK_WRITE_GOLDEN=1
-// writes them afresh, for a new version only.
+// testdata/log-v3.txt and testdata/snapshot-v4.bin froze the formats of
+// version 3 (every kind of version 3, from the determinism driver): the log
+// must replay to the results recorded with it and to the state of the
+// snapshot, which must restore to itself.
 func TestVersion3LogReplays(t *testing.T) {
+	checkFrozenLog(t, 3, 400, "testdata/log-v3.txt", "testdata/snapshot-v4.bin", KindExpireGrant)
+}
+
+// testdata/log-v4.txt and testdata/snapshot-v4-log-v4.bin freeze today's
+// formats (every kind, from the determinism driver, whose keep-alive
+// batches version 4 added; the snapshot format did not change) so that the
+// next version is tested against them as this one is against versions 1
+// to 3. FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version
+// only.
+func TestVersion4LogReplays(t *testing.T) {
 	const entries = 400
+	const logFile, snapFile = "testdata/log-v4.txt", "testdata/snapshot-v4-log-v4.bin"
 	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
-		d := newDriver(rand.New(rand.NewPCG(0x9013, 3)))
+		d := newDriver(rand.New(rand.NewPCG(0x9014, 4)))
 		st := New()
 		var log strings.Builder
 		// The driver takes locks; an election's kinds, by hand, first.
@@ -150,6 +159,7 @@ func TestVersion3LogReplays(t *testing.T) {
 			{{Kind: KindResign, Session: 2 << TokenShift, Seq: 3, Floor: 1, Name: "e", Token: 3 << TokenShift}},
 			{{Kind: KindExpireGrant, Election: true, Name: "e", Token: 6 << TokenShift, Mark: 1}},
 			{{Kind: KindUndelay, Name: "a", Token: 1, Mark: 1}},
+			{{Kind: KindKeepAliveBatch, Owner: 1, Renew: []Renewal{{Session: 2 << TokenShift, Floor: 4}, {Session: 2<<TokenShift + 1, Floor: 2}, {Session: 3 << TokenShift, Floor: 1}}}},
 		}
 		var i int
 		next := func(cmds []Command) {
@@ -170,16 +180,23 @@ func TestVersion3LogReplays(t *testing.T) {
 				next(cmds)
 			}
 		}
-		require.NoError(t, os.WriteFile("testdata/log-v3.txt", []byte(log.String()), 0o644))
-		require.NoError(t, os.WriteFile("testdata/snapshot-v4.bin", saveBytes(t, st), 0o644))
+		require.NoError(t, os.WriteFile(logFile, []byte(log.String()), 0o644))
+		require.NoError(t, os.WriteFile(snapFile, saveBytes(t, st), 0o644))
 	}
-	st, restored := replayOldLog(t, "testdata/log-v3.txt", 3, entries, "testdata/snapshot-v4.bin")
-	golden, err := os.ReadFile("testdata/snapshot-v4.bin")
+	checkFrozenLog(t, 4, entries, logFile, snapFile, maxKind)
+}
+
+// checkFrozenLog replays the frozen log of version v to its frozen
+// snapshot, restores that, and requires the log to hold every kind up to
+// last.
+func checkFrozenLog(t *testing.T, v byte, entries uint64, logFile, snapFile string, last Kind) {
+	st, restored := replayOldLog(t, logFile, v, entries, snapFile)
+	golden, err := os.ReadFile(snapFile)
 	require.NoError(t, err)
 	require.Equal(t, golden, saveBytes(t, st), "the log replays to the frozen snapshot")
 	require.Equal(t, golden, saveBytes(t, restored), "the frozen snapshot restores to itself")
 
-	data, err := os.ReadFile("testdata/log-v3.txt")
+	data, err := os.ReadFile(logFile)
 	require.NoError(t, err)
 	seen := map[Kind]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
@@ -192,7 +209,7 @@ func TestVersion3LogReplays(t *testing.T) {
 			seen[c.Kind] = true
 		}
 	}
-	for k := KindOpenSession; k <= maxKind; k++ {
+	for k := KindOpenSession; k <= last; k++ {
 		require.True(t, seen[k], "the frozen log holds a %v", k)
 	}
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -100,6 +101,9 @@ func (d *driver) command() Command {
 		if d.n(3) == 0 {
 			return closeCmd(d.session())
 		}
+		if d.n(2) == 0 {
+			return d.keepAliveBatch()
+		}
 		s := d.session()
 		return Command{Kind: KindKeepAlive, Session: s, Floor: d.floorOf(s)}
 	case 5:
@@ -180,6 +184,24 @@ func (d *driver) command() Command {
 	}
 }
 
+// keepAliveBatch renews a few sessions as one replica: mostly its own
+// (the opens name owners 0 to 2), some another's or unknown, and some
+// with an old incarnation's floor.
+func (d *driver) keepAliveBatch() Command {
+	c := Command{Kind: KindKeepAliveBatch, Owner: d.n(3)}
+	if c.Owner == 0 && d.n(4) != 0 {
+		c.Owner = 1 // owner 0 is invalid: mostly a valid one
+	}
+	ids := map[uint64]bool{}
+	for range 1 + d.n(3) {
+		ids[max(d.session(), 1)] = true // the codec has no session 0
+	}
+	for _, s := range slices.Sorted(maps.Keys(ids)) {
+		c.Renew = append(c.Renew, Renewal{Session: s, Floor: d.floorOf(s)})
+	}
+	return c
+}
+
 // entry returns the commands of the next entry.
 func (d *driver) entry() []Command {
 	cmds := make([]Command, 1+d.n(4))
@@ -212,6 +234,10 @@ func (d *driver) observe(cmds []Command, rs []Result, evs []Event) {
 			}
 		case EventTouched:
 			d.keep[e.Session] = e.Index
+		case EventRenewed:
+			for _, s := range e.Sessions {
+				d.keep[s] = e.Index
+			}
 		case EventDelayed:
 			d.delays = append(d.delays, e)
 			if len(d.delays) > 8 {
@@ -270,10 +296,10 @@ func TestReplayIsDeterministic(t *testing.T) {
 	t.Logf("coverage: delays %d, undelays %d, max holds ended %d, semaphores full %d, grants %d",
 		cov.events[EventDelayed], cov.events[EventUndelayed], cov.reasons[ReasonMaxHold], cov.semaphoreFull, cov.events[EventGranted])
 	// The programs reached every outcome, so the checks mean something.
-	for _, s := range []Status{OK, Granted, Queued, Locked, NotHeld, UnknownSession, Cancelled, Stale, Invalid, NotApplied, Conflict} {
+	for _, s := range []Status{OK, Granted, Queued, Locked, NotHeld, UnknownSession, Cancelled, Stale, Invalid, NotApplied, Conflict, Refused} {
 		require.Positive(t, cov.statuses[s], "status %v never seen", s)
 	}
-	for _, k := range []EventKind{EventTouched, EventGranted, EventFreed, EventSessionEnded, EventDelayed, EventUndelayed, EventResumed, EventKept} {
+	for _, k := range []EventKind{EventTouched, EventGranted, EventFreed, EventSessionEnded, EventDelayed, EventUndelayed, EventResumed, EventKept, EventRenewed} {
 		require.Positive(t, cov.events[k], "event %d never seen", k)
 	}
 	for _, r := range []Reason{ReasonReleased, ReasonCancelled, ReasonExpired, ReasonClosed, ReasonMaxHold} {

@@ -63,10 +63,10 @@ func TestMachineUpdate(t *testing.T) {
 	m := newMachine(t, obs)
 	rs := update(t, m, 1, openCmd(1), openCmd(2))
 	a, b := rs[0].Value, rs[1].Value
-	require.Equal(t, []Result{{OK, 1 << TokenShift}, {OK, 1<<TokenShift + 1}}, rs)
+	require.Equal(t, []Result{{Status: OK, Value: 1 << TokenShift}, {Status: OK, Value: 1<<TokenShift + 1}}, rs)
 
 	rs = update(t, m, 2, acqCmd(a, 1, "L", true), acqCmd(b, 1, "L", true), acqCmd(b, 2, "M", false))
-	require.Equal(t, []Result{{Granted, 2 << TokenShift}, {Queued, 0}, {Granted, 2<<TokenShift + 1}}, rs)
+	require.Equal(t, []Result{{Status: Granted, Value: 2 << TokenShift}, {Status: Queued, Value: 0}, {Status: Granted, Value: 2<<TokenShift + 1}}, rs)
 
 	rs = update(t, m, 3, keepAliveCmd(a, 0))
 	require.Equal(t, []Result{{Status: OK}}, rs)
@@ -130,7 +130,7 @@ func TestMachineCorruptEntry(t *testing.T) {
 
 	// The machine goes on normally.
 	rs = update(t, m, 20, acqCmd(a, 2, "M", false))
-	require.Equal(t, Result{Granted, 20 << TokenShift}, rs[0])
+	require.Equal(t, Result{Status: Granted, Value: 20 << TokenShift}, rs[0])
 }
 
 func TestMachineSnapshotRoundTrip(t *testing.T) {

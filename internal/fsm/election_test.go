@@ -203,7 +203,7 @@ func TestCampaignLeadsAtOnceOrQueues(t *testing.T) {
 	a, b := h.open(1), h.open(2)
 	before := h.st.Grants()
 	r, evs := h.one(campaignCmd(a, 1, "primary", "a:7001"))
-	require.Equal(t, Result{Granted, h.idx << TokenShift}, r)
+	require.Equal(t, Result{Status: Granted, Value: h.idx << TokenShift}, r)
 	require.Equal(t, []Event{electedEv(a, 1, "primary", r.Value, "a:7001")}, evs)
 	require.Equal(t, before+1, h.st.Grants())
 	require.Equal(t, ElectionInfo{Name: "primary", Led: true, Token: r.Value, Session: a, Seq: 1, Value: "a:7001"},
@@ -425,7 +425,7 @@ func TestCampaignRetries(t *testing.T) {
 	require.Equal(t, Queued, q.Status)
 	h.one(resignCmd(a, 2, "E", r.Value))
 	g, _ := h.one(campaignCmd(b, 1, "E", "b"))
-	require.Equal(t, Result{Granted, h.st.Election("E").Token}, g, "a retry after the grant learns the token")
+	require.Equal(t, Result{Status: Granted, Value: h.st.Election("E").Token}, g, "a retry after the grant learns the token")
 
 	// Under version 1 (an old log replayed) the floor stays at a queued
 	// campaign while the session makes maxRepliesV1 further requests,

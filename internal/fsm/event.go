@@ -55,6 +55,11 @@ const (
 	// EventUndelayed: the lock-delay of lock Name begun by grant Token
 	// ended; the grants it let through follow. (Version 3.)
 	EventUndelayed
+	// EventRenewed: the Sessions of replica Owner were renewed at
+	// keep-alive index Index by a keep-alive batch, as an EventTouched
+	// each would have (their TTLs are those they were opened with). The
+	// slice is the event's own. (Version 4.)
+	EventRenewed
 )
 
 // Reason says why a grant or a session ended.
@@ -112,4 +117,6 @@ type Event struct {
 	// MaxHold is an EventGranted's or EventElected's maximum hold in
 	// nanoseconds (0: none), for the leader's timer. (Version 3.)
 	MaxHold uint64
+	// Sessions are an EventRenewed's sessions, in the batch's order.
+	Sessions []uint64
 }

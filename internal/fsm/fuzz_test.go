@@ -23,7 +23,7 @@ const (
 func fuzzBase(t *testing.T) *harness {
 	h := newHarness(t)
 	rs, _ := h.apply(openCmd(1), openCmd(2), openCmd(3))
-	require.Equal(t, []Result{{OK, fuzzS0}, {OK, fuzzS1}, {OK, fuzzS2}}, rs)
+	require.Equal(t, []Result{{Status: OK, Value: fuzzS0}, {Status: OK, Value: fuzzS1}, {Status: OK, Value: fuzzS2}}, rs)
 	h.apply(acqCmd(fuzzS0, 1, "a", false), acqCmd(fuzzS1, 1, "a", true), acqCmd(fuzzS2, 1, "b", false))
 	return h
 }
@@ -66,7 +66,8 @@ func FuzzDecodeBatch(f *testing.F) {
 
 func FuzzDecodeResults(f *testing.F) {
 	f.Add(AppendResults(nil, nil))
-	f.Add(AppendResults(nil, []Result{{OK, 1 << TokenShift}, {Granted, 1<<63 + 5}, {Queued, 0}, {LimitExceeded, 0}}))
+	f.Add(AppendResults(nil, []Result{{Status: Refused, Value: 2, Refused: []uint64{3, 1 << 40}}}))
+	f.Add(AppendResults(nil, []Result{{Status: OK, Value: 1 << TokenShift}, {Status: Granted, Value: 1<<63 + 5}, {Status: Queued, Value: 0}, {Status: LimitExceeded, Value: 0}}))
 	f.Add([]byte{1, 0, 0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rs, err := DecodeResults(data, nil)

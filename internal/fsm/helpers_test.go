@@ -337,7 +337,7 @@ func (m holderModel) observe(evs []Event) error {
 					}
 				}
 			}
-		case EventTouched, EventResumed, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued,
+		case EventTouched, EventRenewed, EventResumed, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued,
 			EventDelayed, EventUndelayed: // not about holders
 		default:
 			return fmt.Errorf("unknown event %+v", e)

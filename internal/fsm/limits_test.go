@@ -28,8 +28,8 @@ func TestSessionLimit(t *testing.T) {
 	h := newHarness(t)
 	ids := openMany(h, 1, MaxSessions)
 	rs, _ := h.apply(openCmd(1), openCmd(MaxSessions+1))
-	require.Equal(t, Result{OK, ids[0]}, rs[0], "a retried open still finds its session")
-	require.Equal(t, Result{LimitExceeded, uint64(LimitSessions)}, rs[1])
+	require.Equal(t, Result{Status: OK, Value: ids[0]}, rs[0], "a retried open still finds its session")
+	require.Equal(t, Result{Status: LimitExceeded, Value: uint64(LimitSessions)}, rs[1])
 	sessions, _, _ := h.st.Counts()
 	require.Equal(t, MaxSessions, sessions)
 
@@ -61,12 +61,12 @@ func TestLocksPerSessionLimit(t *testing.T) {
 	rs, _ := h.apply(acqCmd(s, seq+1, "queued", true))
 	require.Equal(t, Queued, rs[0].Status)
 	rs, _ = h.apply(acqCmd(s, seq+2, "one-more", false), acqCmd(s, seq+3, "queued", true))
-	require.Equal(t, Result{LimitExceeded, uint64(LimitLocksPerSession)}, rs[0])
-	require.Equal(t, Result{LimitExceeded, uint64(LimitLocksPerSession)}, rs[1])
+	require.Equal(t, Result{Status: LimitExceeded, Value: uint64(LimitLocksPerSession)}, rs[0])
+	require.Equal(t, Result{Status: LimitExceeded, Value: uint64(LimitLocksPerSession)}, rs[1])
 	require.False(t, h.st.Lock("one-more").Held, "a refused acquire leaves nothing behind")
 	require.Equal(t, 1, h.st.Lock("queued").Waiters)
 	rs, _ = h.apply(acqCmd(s, seq+2, "one-more", false))
-	require.Equal(t, Result{LimitExceeded, uint64(LimitLocksPerSession)}, rs[0], "a retry gets the first reply")
+	require.Equal(t, Result{Status: LimitExceeded, Value: uint64(LimitLocksPerSession)}, rs[0], "a retry gets the first reply")
 
 	h.apply(relCmd(s, seq+4, "l1", h.st.Lock("l1").Token))
 	rs, _ = h.apply(acqCmd(s, seq+5, "one-more", false))
@@ -90,7 +90,7 @@ func TestWaitersPerLockLimit(t *testing.T) {
 		}
 	}
 	rs, _ := h.apply(acqCmd(late, 1, "hot", true), acqCmd(late, 2, "hot", false))
-	require.Equal(t, Result{LimitExceeded, uint64(LimitWaitersPerLock)}, rs[0])
+	require.Equal(t, Result{Status: LimitExceeded, Value: uint64(LimitWaitersPerLock)}, rs[0])
 	require.Equal(t, Locked, rs[1].Status, "TryAcquire never queues, so the queue's limit does not concern it")
 	require.Equal(t, MaxWaitersPerLock, h.st.Lock("hot").Waiters)
 

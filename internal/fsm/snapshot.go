@@ -252,7 +252,7 @@ func (d *decoder) sessions(st *State, v uint64) {
 		st.addSession(s)
 		for range d.count() {
 			seq, status, value := d.uvarint(), Status(d.byte()), d.uvarint()
-			if d.err == nil && (seq < s.floor || !status.valid() || s.replies[seq] != (Result{})) {
+			if d.err == nil && (seq < s.floor || !status.valid() || status == Refused || s.replies[seq].Status != 0) {
 				d.fail("bad reply %d in session %d", seq, s.id)
 			}
 			if d.err != nil {

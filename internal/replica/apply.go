@@ -54,6 +54,8 @@ func (r *Replica) applied(index uint64, events []fsm.Event) {
 		switch e.Kind {
 		case fsm.EventTouched:
 			r.tracker.Touch(e.Session, e.Index, time.Duration(e.TTL))
+		case fsm.EventRenewed:
+			r.tracker.TouchBatch(e.Index, e.Sessions)
 		case fsm.EventLeaderStarted:
 			if e.Group != 0 {
 				r.groupID.Store(e.Group)

@@ -18,6 +18,7 @@ type ops struct {
 	snapshotIndex atomic.Uint64
 
 	entries, commands, keepAlives atomic.Uint64
+	keepAliveEntries, renewals    atomic.Uint64
 	grants, releases, expiries    atomic.Uint64
 	leaderChanges, connFailures   atomic.Uint64
 	proposals                     latency
@@ -28,14 +29,21 @@ func (r *Replica) countEntry(cmds []fsm.Command) {
 	o := &r.ops
 	o.entries.Add(1)
 	o.commands.Add(uint64(len(cmds)))
-	ka := 0
+	var ka, renewed uint64
 	for i := range cmds {
-		if cmds[i].Kind == fsm.KindKeepAlive {
+		switch cmds[i].Kind {
+		case fsm.KindKeepAlive:
 			ka++
+			renewed++
+		case fsm.KindKeepAliveBatch:
+			ka++
+			renewed += uint64(len(cmds[i].Renew))
 		}
 	}
 	if ka != 0 {
-		o.keepAlives.Add(uint64(ka))
+		o.keepAlives.Add(ka)
+		o.keepAliveEntries.Add(1)
+		o.renewals.Add(renewed)
 	}
 }
 
@@ -208,7 +216,7 @@ type Bucket struct {
 
 // Counters are what Stats reports of this replica's own work.
 type Counters struct {
-	Entries, Commands, KeepAlives                                 uint64
+	Entries, Commands, KeepAlives, KeepAliveEntries, Renewals     uint64
 	Grants, Releases, Expiries, LeaderChanges, ConnectionFailures uint64
 	ProposalLatency                                               Histogram
 	Sessions, LocksHeld, Waiters                                  int // from this replica's copy of the state
@@ -221,6 +229,8 @@ func (r *Replica) Counters() Counters {
 		Entries:            r.ops.entries.Load(),
 		Commands:           r.ops.commands.Load(),
 		KeepAlives:         r.ops.keepAlives.Load(),
+		KeepAliveEntries:   r.ops.keepAliveEntries.Load(),
+		Renewals:           r.ops.renewals.Load(),
 		Grants:             r.ops.grants.Load(),
 		Releases:           r.ops.releases.Load(),
 		Expiries:           r.ops.expiries.Load(),

@@ -126,7 +126,7 @@ func run() error {
 			}
 			fmt.Println(res.JSON())
 			ours[w] = append(ours[w], res)
-			if f.http && (w == "W1" || w == "W2" || w == "W3") {
+			if f.http && (strings.HasPrefix(w, "W1") || w == "W2" || w == "W3") {
 				ho := o
 				ho.System = "fencelock-http"
 				hr, err := lockbench.Run(ctx, ho, w, httpStarter(f.replicas), dir+"-http")

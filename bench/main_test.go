@@ -49,11 +49,14 @@ func TestW2SweepChartsHaveBothSystemsOnTheSameAxes(t *testing.T) {
 	require.Equal(t, []point{{1, 100}, {2, 200}, {4, 300}}, thr.Series[0].Points)
 	require.Equal(t, "etcd", thr.Series[1].Name)
 	require.Equal(t, []point{{1, 50}, {4, 150}}, thr.Series[1].Points)
+	require.NotEqual(t, thr.Series[0].Color, thr.Series[1].Color)
+	require.Equal(t, thr.Series[0].Color, lat.Series[0].Color, "a system keeps its colour")
+	require.True(t, lat.Series[1].Dashed)
 	var names []string
 	for _, s := range lat.Series {
 		names = append(names, s.Name)
 	}
-	require.Equal(t, []string{"fencelock p50", "fencelock p99", "etcd p50", "etcd p99"}, names)
+	require.Equal(t, []string{"fencelock p50", "fencelock p99 (dashed)", "etcd p50", "etcd p99 (dashed)"}, names)
 }
 
 func TestW6SweepChartsReadTheNotes(t *testing.T) {

@@ -167,8 +167,13 @@ type chart struct {
 
 type series struct {
 	Name   string  `json:"name"`
+	Color  string  `json:"color,omitempty"`
+	Dashed bool    `json:"dashed,omitempty"`
 	Points []point `json:"points"`
 }
+
+// colors are the systems' colours: fencelock blue, the peer red.
+var colors = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"}
 
 type point struct {
 	X float64 `json:"x"`
@@ -218,11 +223,15 @@ func chartsFor(sw sweepFile, base string) []chart {
 			YLabel: "acquire+release pairs/s", LogX: true}
 		lat := chart{File: base + "-latency.svg", Title: title("W2 acquire latency"), XLabel: "workers",
 			YLabel: "acquire ms", LogX: true, LogY: true}
-		for _, sys := range systems(sw) {
-			thr.Series = append(thr.Series, line(sw, sys, sys, func(r lockbench.Result) (float64, bool) { return r.OpsPerS, true }))
-			lat.Series = append(lat.Series,
-				line(sw, sys+" p50", sys, func(r lockbench.Result) (float64, bool) { return r.P50, true }),
-				line(sw, sys+" p99", sys, func(r lockbench.Result) (float64, bool) { return r.P99, true }))
+		for i, sys := range systems(sw) {
+			col := colors[i%len(colors)] // a system's colour is the same on both charts
+			t := line(sw, sys, sys, func(r lockbench.Result) (float64, bool) { return r.OpsPerS, true })
+			t.Color = col
+			thr.Series = append(thr.Series, t)
+			p50 := line(sw, sys+" p50", sys, func(r lockbench.Result) (float64, bool) { return r.P50, true })
+			p99 := line(sw, sys+" p99 (dashed)", sys, func(r lockbench.Result) (float64, bool) { return r.P99, true })
+			p50.Color, p99.Color, p99.Dashed = col, col, true
+			lat.Series = append(lat.Series, p50, p99)
 		}
 		return nonEmpty(thr, lat)
 	case "W6":

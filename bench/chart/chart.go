@@ -45,9 +45,12 @@ type Chart struct {
 	Series []Series `json:"series"`
 }
 
-// Series is one named line.
+// Series is one named line. Color (#rrggbb) and Dashed are optional: by
+// default each series takes the next colour of the palette, solid.
 type Series struct {
 	Name   string  `json:"name"`
+	Color  string  `json:"color,omitempty"`
+	Dashed bool    `json:"dashed,omitempty"`
 	Points []Point `json:"points"`
 }
 
@@ -135,10 +138,15 @@ func Write(w io.Writer, c Chart) error {
 			return fmt.Errorf("series %q: %w", s.Name, err)
 		}
 		col := palette[i%len(palette)]
+		if s.Color != "" {
+			if col, err = parseColor(s.Color); err != nil {
+				return fmt.Errorf("series %q: %w", s.Name, err)
+			}
+		}
 		line.Color, points.Color = col, col
 		line.Width = vg.Points(1.5)
-		if i >= len(palette) {
-			line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		if s.Dashed || i >= len(palette) {
+			line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		}
 		points.Shape = draw.CircleGlyph{}
 		points.Radius = vg.Points(2.5)
@@ -151,6 +159,18 @@ func Write(w io.Writer, c Chart) error {
 	}
 	_, err = wt.WriteTo(w)
 	return err
+}
+
+// parseColor reads #rrggbb.
+func parseColor(s string) (color.RGBA, error) {
+	var r, g, b uint8
+	if len(s) != 7 || s[0] != '#' {
+		return color.RGBA{}, fmt.Errorf("colour %q: want #rrggbb", s)
+	}
+	if _, err := fmt.Sscanf(s[1:], "%02x%02x%02x", &r, &g, &b); err != nil {
+		return color.RGBA{}, fmt.Errorf("colour %q: %w", s, err)
+	}
+	return color.RGBA{R: r, G: g, B: b, A: 0xff}, nil
 }
 
 // ticksAt labels a log x axis at the x values the series have (the sweep's

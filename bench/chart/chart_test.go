@@ -100,6 +100,25 @@ func TestWriteRefusesEmptyCharts(t *testing.T) {
 	}
 }
 
+func TestSeriesColoursAndDashes(t *testing.T) {
+	c := twoSeries()
+	c.Series[0].Color, c.Series[1].Color, c.Series[1].Dashed = "#123456", "#abcdef", true
+	var buf bytes.Buffer
+	if err := Write(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	svg := strings.ToLower(buf.String())
+	for _, want := range []string{"#123456", "#abcdef", "stroke-dasharray"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("SVG has no %q", want)
+		}
+	}
+	c.Series[0].Color = "blue"
+	if err := Write(io.Discard, c); err == nil {
+		t.Fatal("a colour not #rrggbb was taken")
+	}
+}
+
 func TestShortLabels(t *testing.T) {
 	for v, want := range map[float64]string{1: "1", 256: "256", 10000: "10k", 30000: "30k", 1e6: "1M", 1.5e6: "1.5M"} {
 		if got := short(v); got != want {

@@ -6,6 +6,13 @@
 //	go run ./bench -workload all                  # fencelock alone
 //	go run ./bench -workload W1,W2 -peer etcd -runs 3  # interleaved with etcd, plus ratio lines
 //	go run ./bench -workload W1,W2,W3 -http            # also over the HTTP API, plus its ratio over in-process
+//	go run ./bench -workload W9 -w9-sessions 2000 -w9-idle 20s  # idle sessions (W9 runs only when named)
+//	go run ./bench -sweep W2,W6 -peer etcd             # sweeps: docs/perf/w2-sweep.json + .svg charts, w6-sweep.*
+//	go run ./bench -charts docs/perf/w2-sweep.json     # redraw a sweep's charts from its JSON
+//
+// W1 runs in two placements, W1-leader and W1-follower (the worker's
+// session on the raft leader's replica, or on a follower's); -workload W1
+// means both, each with its own ratio line.
 //
 // With -peer etcd, the etcd peer (bench/etcdpeer, a module of its own so the
 // library never depends on etcd) is built once and run for the same
@@ -45,6 +52,12 @@ type flags struct {
 	workers, runs, iterations, replicas     int
 	keep, http                              bool
 	w6Locks, w6Sessions, w6Extra, w6Workers int
+
+	w9Sessions, w9Parallel int
+	w9TTL, w9Idle          time.Duration
+
+	sweep, sweepWorkers, sweepLocks, sweepOut, charts, chartDir string
+	sweepDuration                                               time.Duration
 }
 
 func run() error {
@@ -64,15 +77,38 @@ func run() error {
 	flag.IntVar(&f.w6Sessions, "w6-sessions", 10_000, "W6: sessions holding them")
 	flag.IntVar(&f.w6Extra, "w6-ops", 200_000, "W6: lock operations while a follower is down")
 	flag.IntVar(&f.w6Workers, "w6-workers", 512, "W6: goroutines taking the locks")
+	flag.IntVar(&f.w9Sessions, "w9-sessions", 100_000, "W9: idle sessions, each holding one lock")
+	flag.DurationVar(&f.w9TTL, "w9-ttl", 10*time.Second, "W9: the sessions' TTL")
+	flag.DurationVar(&f.w9Idle, "w9-idle", 60*time.Second, "W9: the idle window measured")
+	flag.IntVar(&f.w9Parallel, "w9-parallel", 512, "W9: sessions opened (and their lock taken) at once")
+	flag.StringVar(&f.sweep, "sweep", "", "run sweeps instead of workloads: W2, W6 or W2,W6 (W2 also on the -peer)")
+	flag.StringVar(&f.sweepWorkers, "sweep-workers", "1,2,4,8,16,32,64,128,256", "W2 sweep: worker counts")
+	flag.DurationVar(&f.sweepDuration, "sweep-duration", 5*time.Second, "W2 sweep: measured time per point and system (after a 2s warm-up)")
+	flag.StringVar(&f.sweepLocks, "sweep-locks", "10k,30k,100k,300k,1M", "W6 sweep: locks held")
+	flag.StringVar(&f.sweepOut, "sweep-out", filepath.Join("docs", "perf"), "where sweeps write their JSON and SVG charts")
+	flag.StringVar(&f.charts, "charts", "", "only redraw the charts of this sweep JSON, next to it")
+	flag.StringVar(&f.chartDir, "chartdir", "", "source dir of the chart drawer (default: bench/chart, found next to this command)")
 	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the fencelock runs here")
 	flag.StringVar(&f.blockProfile, "blockprofile", "", "write a block profile here")
 	flag.StringVar(&f.mutexProfile, "mutexprofile", "", "write a mutex profile here")
 	flag.Parse()
 
+	if f.charts != "" {
+		return redraw(f.charts, f.chartDir)
+	}
 	all := append(append([]string{}, lockbench.Workloads...), "W6")
-	workloads, err := lockbench.ParseWorkloads(f.workload, all)
+	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9"))
 	if err != nil {
 		return err
+	}
+	if f.workload == "" || f.workload == "all" {
+		workloads = all // W9 holds 100,000 sessions for a minute: only when named
+	}
+	var sweeps []string
+	if f.sweep != "" {
+		if sweeps, err = lockbench.ParseWorkloads(f.sweep, []string{"W2", "W6"}); err != nil {
+			return fmt.Errorf("-sweep: %w", err)
+		}
 	}
 	root := f.dir
 	if root == "" {
@@ -98,6 +134,24 @@ func run() error {
 	}
 	defer stop()
 
+	if len(sweeps) > 0 {
+		for _, w := range sweeps {
+			var sw sweepFile
+			if w == "W2" {
+				sw, err = sweepW2(context.Background(), f, root, peer)
+			} else {
+				sw, err = sweepW6(context.Background(), f, root)
+			}
+			if err != nil {
+				return fmt.Errorf("sweep %s: %w", w, err)
+			}
+			if err := writeSweep(sw, f.sweepOut, f.chartDir); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+
 	o := lockbench.Options{System: "fencelock", Duration: f.duration, Workers: f.workers, Iterations: f.iterations}
 	ctx := context.Background()
 	ours := map[string][]lockbench.Result{}
@@ -105,7 +159,7 @@ func run() error {
 	overHTTP := map[string][]lockbench.Result{}
 	for r := range f.runs {
 		for _, w := range workloads {
-			peerFirst := peer != nil && r%2 == 1 && w != "W6"
+			peerFirst := peer != nil && r%2 == 1 && w != "W6" && w != "W9"
 			if peerFirst {
 				if err := peer.run(ctx, f, w, r, theirs); err != nil {
 					return err
@@ -113,9 +167,15 @@ func run() error {
 			}
 			dir := filepath.Join(root, fmt.Sprintf("fencelock-%s-%d", w, r))
 			var res lockbench.Result
-			if w == "W6" {
+			var check string
+			switch w {
+			case "W6":
 				res, err = w6(ctx, f, dir)
-			} else {
+			case "W9":
+				var chk w9Check
+				res, chk, err = w9(ctx, f, dir)
+				check = chk.JSON()
+			default:
 				res, err = lockbench.Run(ctx, o, w, starter(f.replicas, nil), dir)
 			}
 			if err != nil {
@@ -125,8 +185,11 @@ func run() error {
 				os.RemoveAll(dir)
 			}
 			fmt.Println(res.JSON())
+			if check != "" {
+				fmt.Println(check)
+			}
 			ours[w] = append(ours[w], res)
-			if f.http && (w == "W1" || w == "W2" || w == "W3") {
+			if f.http && (strings.HasPrefix(w, "W1") || w == "W2" || w == "W3") {
 				ho := o
 				ho.System = "fencelock-http"
 				hr, err := lockbench.Run(ctx, ho, w, httpStarter(f.replicas), dir+"-http")
@@ -139,7 +202,7 @@ func run() error {
 				fmt.Println(hr.JSON())
 				overHTTP[w] = append(overHTTP[w], hr)
 			}
-			if peer != nil && !peerFirst && w != "W6" {
+			if peer != nil && !peerFirst && w != "W6" && w != "W9" {
 				if err := peer.run(ctx, f, w, r, theirs); err != nil {
 					return err
 				}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func round1(x float64) float64 { return math.Round(x*10) / 10 }
 func Headline(r Result) map[string]float64 {
 	h := map[string]float64{}
 	switch r.Workload {
-	case "W1":
+	case "W1", W1Leader, W1Follower:
 		h["pairs_per_s"] = r.OpsPerS
 		h["acquire_p50_ms"] = r.P50
 		h["acquire_p99_ms"] = r.P99
@@ -161,22 +162,27 @@ func (r Ratio) JSON() string {
 	return string(b)
 }
 
-// ParseWorkloads turns "all" or "W1,W3" into workload IDs.
+// ParseWorkloads turns "all" or "W1,W3" into workload IDs of all, in the
+// order given (case does not matter). "W1" stands for both its placements,
+// W1-leader and W1-follower, where all has them.
 func ParseWorkloads(s string, all []string) ([]string, error) {
 	if s == "" || s == "all" {
 		return all, nil
 	}
 	var out []string
 	for _, w := range strings.Split(s, ",") {
-		w = strings.ToUpper(strings.TrimSpace(w))
-		found := false
-		for _, a := range all {
-			found = found || a == w
+		w = strings.TrimSpace(w)
+		names := []string{w}
+		if exp, ok := aliases[strings.ToUpper(w)]; ok && !slices.ContainsFunc(all, func(a string) bool { return strings.EqualFold(a, w) }) {
+			names = exp
 		}
-		if !found {
-			return nil, fmt.Errorf("unknown workload %q (have %s)", w, strings.Join(all, ","))
+		for _, name := range names {
+			i := slices.IndexFunc(all, func(a string) bool { return strings.EqualFold(a, name) })
+			if i < 0 {
+				return nil, fmt.Errorf("unknown workload %q (have %s)", w, strings.Join(all, ","))
+			}
+			out = append(out, all[i])
 		}
-		out = append(out, w)
 	}
 	return out, nil
 }

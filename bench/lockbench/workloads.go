@@ -10,8 +10,19 @@ import (
 )
 
 // Workloads are the IDs Run knows; W6 is system-specific and run by each
-// benchmark itself. W7 and W8 need a Client that is also Recipes.
-var Workloads = []string{"W1", "W2", "W3", "W4", "W5", "W7", "W8"}
+// benchmark itself. W7 and W8 need a Client that is also Recipes. W1 runs
+// in two placements, the worker's session on the consensus leader's replica
+// and on a follower's: "W1" in a list given to ParseWorkloads means both.
+var Workloads = []string{W1Leader, W1Follower, "W2", "W3", "W4", "W5", "W7", "W8"}
+
+// The placements of W1.
+const (
+	W1Leader   = "W1-leader"
+	W1Follower = "W1-follower"
+)
+
+// aliases are the names ParseWorkloads expands.
+var aliases = map[string][]string{"W1": {W1Leader, W1Follower}}
 
 // Options are the knobs common to every workload.
 type Options struct {
@@ -51,8 +62,12 @@ func Run(ctx context.Context, o Options, workload string, start Starter, dir str
 	}
 	var r Result
 	switch workload {
-	case "W1":
-		r, err = w1(ctx, c, o)
+	case "W1": // the session on replica 0, wherever the leader is
+		r, err = w1(ctx, c, o, "")
+	case W1Leader:
+		r, err = w1(ctx, c, o, "leader")
+	case W1Follower:
+		r, err = w1(ctx, c, o, "follower")
 	case "W2":
 		r, err = throughput(ctx, c, o.workers(64), o.duration(), "W2")
 	case "W3":
@@ -84,17 +99,30 @@ func clients(ctx context.Context, c Cluster, n int, ttl time.Duration) ([]Client
 	return cs, errors.Join(errs...)
 }
 
-// W1: one worker, acquire then release its own lock.
-func w1(ctx context.Context, c Cluster, o Options) (Result, error) {
+// W1: one worker, acquire then release its own lock. placement puts the
+// worker's session on the leader's replica ("leader"), on the replica after
+// it ("follower"), or on replica 0 (""). The leader is read once before the
+// session opens and again at the end: the notes say whether it moved.
+func w1(ctx context.Context, c Cluster, o Options, placement string) (Result, error) {
 	n := o.Iterations
 	if n <= 0 {
 		n = 2000
 	}
-	cs, err := clients(ctx, c, 1, sessionTTL)
+	leaderAtStart, err := c.Leader(ctx)
 	if err != nil {
 		return Result{}, err
 	}
-	cl := cs[0]
+	replica := 0
+	switch placement {
+	case "leader":
+		replica = leaderAtStart
+	case "follower":
+		replica = (leaderAtStart + 1) % c.Replicas()
+	}
+	cl, err := c.NewClient(ctx, replica, sessionTTL)
+	if err != nil {
+		return Result{}, err
+	}
 	const name = "bench/W1/0"
 	for range 20 { // warm up: connections, the first proposals
 		h, err := cl.Acquire(ctx, name)
@@ -130,7 +158,14 @@ func w1(ctx context.Context, c Cluster, o Options) (Result, error) {
 	res := Result{Workers: 1, DurationS: round1(el.Seconds()), Ops: len(rel),
 		OpsPerS: round1(float64(len(rel)) / el.Seconds()),
 		P50:     a.pct(.5), P99: a.pct(.99), P999: a.pct(.999), Max: a.pct(1), Errors: errs}
-	res.addNote("release_p50_ms=%v release_p99_ms=%v worker_on_leader=%d", r.pct(.5), r.pct(.99), b2i(leader == 0))
+	res.addNote("release_p50_ms=%v release_p99_ms=%v worker_on_leader=%d worker_replica=%d leader_at_start=%d leader_at_end=%d",
+		r.pct(.5), r.pct(.99), b2i(leader == replica), replica, leaderAtStart, leader)
+	if placement != "" {
+		res.addNote("placement=%s", placement)
+		if leader != leaderAtStart {
+			res.addNote("leader_moved_during_run")
+		}
+	}
 	return res, nil
 }
 

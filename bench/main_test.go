@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/fencelock/fencelock/bench/lockbench"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func w2Sweep() sweepFile {
+	sw := sweepFile{Sweep: "W2", Param: "workers", Date: "2026-12-03T19:00:00Z", Host: "2 cpus"}
+	for i, w := range []int{1, 2, 4} {
+		pt := sweepPoint{X: w, Results: map[string]lockbench.Result{
+			"fencelock": {System: "fencelock", Workload: "W2", Workers: w, OpsPerS: float64(100 * (i + 1)), P50: 1, P99: 2},
+		}}
+		if w != 2 { // etcd missing a point: its line skips it
+			pt.Results["etcd"] = lockbench.Result{System: "etcd", Workload: "W2", Workers: w, OpsPerS: float64(50 * (i + 1)), P50: 2, P99: 4}
+		}
+		sw.Points = append(sw.Points, pt)
+	}
+	return sw
+}
+
+func TestW2SweepChartsHaveBothSystemsOnTheSameAxes(t *testing.T) {
+	// Through JSON, as -charts reads a sweep written before.
+	b, err := json.Marshal(w2Sweep())
+	require.NoError(t, err)
+	var sw sweepFile
+	require.NoError(t, json.Unmarshal(b, &sw))
+
+	cs := chartsFor(sw, "w2-sweep")
+	require.Len(t, cs, 2)
+	thr, lat := cs[0], cs[1]
+	require.Equal(t, "w2-sweep.svg", thr.File)
+	require.Equal(t, "w2-sweep-latency.svg", lat.File)
+	require.True(t, thr.LogX)
+	require.Len(t, thr.Series, 2)
+	require.Equal(t, "fencelock", thr.Series[0].Name)
+	require.Equal(t, []point{{1, 100}, {2, 200}, {4, 300}}, thr.Series[0].Points)
+	require.Equal(t, "etcd", thr.Series[1].Name)
+	require.Equal(t, []point{{1, 50}, {4, 150}}, thr.Series[1].Points)
+	require.NotEqual(t, thr.Series[0].Color, thr.Series[1].Color)
+	require.Equal(t, thr.Series[0].Color, lat.Series[0].Color, "a system keeps its colour")
+	require.True(t, lat.Series[1].Dashed)
+	var names []string
+	for _, s := range lat.Series {
+		names = append(names, s.Name)
+	}
+	require.Equal(t, []string{"fencelock p50", "fencelock p99 (dashed)", "etcd p50", "etcd p99 (dashed)"}, names)
+}
+
+func TestW6SweepChartsReadTheNotes(t *testing.T) {
+	sw := sweepFile{Sweep: "W6", Param: "locks", Date: "2026-12-03", Host: "2 cpus"}
+	for _, n := range []int{10_000, 100_000} {
+		sw.Points = append(sw.Points, sweepPoint{X: n, Results: map[string]lockbench.Result{"fencelock": {
+			Workload: "W6", P99: 3, Notes: "replica_rss_mb=40.5 replica_heap_mb=20.0 snapshot_mb=1.5 snapshot_save_ms=12.0 snapshot_restore_ms=9.0 catchup_ms=300.0"}}})
+	}
+	cs := chartsFor(sw, "w6-sweep")
+	require.Len(t, cs, 2)
+	require.Len(t, cs[0].Series, 3)
+	require.Equal(t, []point{{10_000, 40.5}, {100_000, 40.5}}, cs[0].Series[0].Points)
+	require.Len(t, cs[1].Series, 4)
+	require.Equal(t, "acquire p99 (all locks held)", cs[1].Series[3].Name)
+
+	// A sweep whose notes lack a figure draws the others only.
+	sw.Points[0].Results["fencelock"] = lockbench.Result{Workload: "W6", P99: 3}
+	sw.Points[1].Results["fencelock"] = lockbench.Result{Workload: "W6", P99: 4}
+	cs = chartsFor(sw, "w6-sweep")
+	require.Len(t, cs, 1)
+	require.Len(t, cs[0].Series, 1)
+}
+
+func TestW9CheckLineReadsAsWritten(t *testing.T) {
+	c := w9Check{Check: "W9", Target: "keepalive_entries_per_s <= 10 and expiries == 0", KeepAliveEntriesPerS: 3, Pass: true}
+	require.Contains(t, c.JSON(), `"target":"keepalive_entries_per_s <= 10 and expiries == 0"`)
+	var back w9Check
+	require.NoError(t, json.Unmarshal([]byte(c.JSON()), &back))
+	require.Equal(t, c, back)
+}
+
+// TestSweepWritesJSONAndCharts runs the whole path of a sweep's output: the
+// JSON, then bench/chart (its own module, built by `go run`) drawing SVGs
+// that parse and name both systems.
+func TestSweepWritesJSONAndCharts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds bench/chart with gonum")
+	}
+	out := t.TempDir()
+	require.NoError(t, writeSweep(w2Sweep(), out, ""))
+	b, err := os.ReadFile(filepath.Join(out, "w2-sweep.json"))
+	require.NoError(t, err)
+	var sw sweepFile
+	require.NoError(t, json.Unmarshal(b, &sw))
+	require.Equal(t, w2Sweep(), sw)
+	for _, f := range []string{"w2-sweep.svg", "w2-sweep-latency.svg"} {
+		svg, err := os.ReadFile(filepath.Join(out, f))
+		require.NoError(t, err)
+		d := xml.NewDecoder(bytes.NewReader(svg))
+		var root string
+		for {
+			tok, err := d.Token()
+			if err == io.EOF {
+				break
+			}
+			require.NoError(t, err, f)
+			if el, ok := tok.(xml.StartElement); ok && root == "" {
+				root = el.Name.Local
+			}
+		}
+		require.Equal(t, "svg", root, f)
+		require.Contains(t, string(svg), ">fencelock")
+		require.Contains(t, string(svg), ">etcd")
+	}
+	// -charts redraws from the JSON alone.
+	require.NoError(t, os.Remove(filepath.Join(out, "w2-sweep.svg")))
+	require.NoError(t, redraw(filepath.Join(out, "w2-sweep.json"), ""))
+	_, err = os.Stat(filepath.Join(out, "w2-sweep.svg"))
+	require.NoError(t, err)
+}

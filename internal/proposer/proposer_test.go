@@ -109,3 +109,26 @@ func TestCloseFailsWaitingCalls(t *testing.T) {
 	require.True(t, errors.Is(err, ErrClosed), "%v", err)
 	p.Close() // Cleanup closes again: it must not panic
 }
+
+// A caller whose context ends while its entry is in flight returns at once;
+// the entry's slot is freed when the entry completes, so later calls go on.
+func TestCancelledCallsFreeTheirSlots(t *testing.T) {
+	p, _ := oneReplica(t, Config{Timeout: 5 * time.Second, MaxBatch: 8, InFlight: 1})
+	propose(t, p, fsm.Command{Kind: fsm.KindOpenSession, Nonce: 1, TTL: 1})
+	cancelled := 0
+	for i := range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Duration(i*20)*time.Microsecond, cancel)
+		_, err := p.Propose(ctx, fsm.Command{Kind: fsm.KindOpenSession, Nonce: uint64(i + 2), TTL: 1})
+		if errors.Is(err, context.Canceled) {
+			cancelled++
+		} else {
+			require.NoError(t, err)
+		}
+		cancel()
+	}
+	t.Logf("%d of 50 calls returned cancelled", cancelled)
+	// Every slot comes back: a call after them all completes.
+	r := propose(t, p, fsm.Command{Kind: fsm.KindOpenSession, Nonce: 1000, TTL: 1})
+	require.NotZero(t, r.Value)
+}

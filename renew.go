@@ -33,6 +33,11 @@ type renewer struct {
 
 	mu       sync.Mutex
 	sessions map[uint64]*Session // their sched fields are guarded by mu too
+	// minPeriod is the shortest period of the sessions at the last round:
+	// the renewer wakes within it, so a session added with a period no
+	// shorter needs no wake-up of its own (a round costs a look at every
+	// session, and a thousand opens should not cost a thousand rounds).
+	minPeriod time.Duration
 }
 
 func newRenewer(n *Node) *renewer {
@@ -44,8 +49,11 @@ func (r *renewer) add(s *Session, sent clock.Instant) {
 	r.mu.Lock()
 	s.sched = renewals{period: s.ttl / 3, retry: max(s.ttl/20, r.n.cfg.RTT), next: sent.Add(s.ttl / 3)}
 	r.sessions[s.id] = s
+	soon := len(r.sessions) == 1 || s.sched.period < r.minPeriod
 	r.mu.Unlock()
-	r.wake()
+	if soon {
+		r.wake()
+	}
 }
 
 // remove stops renewing s.
@@ -98,17 +106,19 @@ func (r *renewer) round(ctx context.Context, inFlight *sync.WaitGroup) time.Dura
 		all = append(all, s)
 	}
 	r.mu.Unlock()
-	for _, s := range all {
-		s.poll() // outside r.mu: it may end s, and an end calls remove
-	}
-
 	c := r.n.cfg.clock
 	now := clock.Boot(c)
 	at := c.Now()
+	for _, s := range all {
+		s.pollAt(now) // outside r.mu: it may end s, and an end calls remove
+	}
+
 	wait := time.Hour
 	var due, early []*Session
 	r.mu.Lock()
+	r.minPeriod = time.Hour
 	for _, s := range r.sessions {
+		r.minPeriod = min(r.minPeriod, s.sched.period)
 		wait = min(wait, s.sched.period)
 		if s.ended() {
 			delete(r.sessions, s.id)

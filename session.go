@@ -396,9 +396,14 @@ func (s *Session) Err() error {
 }
 
 // poll ends the session if its deadline has passed.
-func (s *Session) poll() {
+func (s *Session) poll() { s.pollAt(clock.Boot(s.clock)) }
+
+// pollAt ends the session if its deadline has passed at now, by the boot
+// clock (the renewer reads it once for all its sessions: on Linux it is a
+// system call).
+func (s *Session) pollAt(now clock.Instant) {
 	s.mu.Lock()
-	over := s.err == nil && !s.isPaused() && !s.lease.live(clock.Boot(s.clock))
+	over := s.err == nil && !s.isPaused() && !s.lease.live(now)
 	s.mu.Unlock()
 	if over && s.end(ErrSessionExpired) {
 		s.n.log.Warn("fencelock: session not renewed in time; its holder gave it up", "session", s.id, "ttl", s.ttl)

@@ -39,6 +39,10 @@ const CorruptEntry = ^uint64(0)
 // ErrBadQuery is returned for a Lookup that is not a Query.
 var ErrBadQuery = errors.New("fsm: lookup is not a fsm.Query")
 
+// errNoState is what a machine whose snapshot failed to restore answers to
+// everything (see RecoverFromSnapshot).
+var errNoState = errors.New("fsm: no state: a snapshot failed to restore")
+
 // NewStateMachine returns the Dragonboat factory of the lock state machine;
 // obs may be nil.
 func NewStateMachine(obs Observer) sm.CreateStateMachineFunc {
@@ -54,6 +58,9 @@ type machine struct {
 }
 
 func (m *machine) Update(e sm.Entry) (sm.Result, error) {
+	if m.st == nil {
+		return sm.Result{}, errNoState
+	}
 	cmds, err := DecodeBatch(e.Cmd, m.cmds[:0])
 	m.cmds = cmds[:0]
 	if err != nil {
@@ -69,6 +76,9 @@ func (m *machine) Update(e sm.Entry) (sm.Result, error) {
 }
 
 func (m *machine) Lookup(q any) (any, error) {
+	if m.st == nil {
+		return nil, errNoState
+	}
 	if f, ok := q.(Query); ok {
 		return f(m.st), nil
 	}
@@ -76,6 +86,9 @@ func (m *machine) Lookup(q any) (any, error) {
 }
 
 func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
+	if m.st == nil {
+		return errNoState
+	}
 	so, timed := m.obs.(SnapshotObserver)
 	if !timed {
 		return m.st.Save(w)
@@ -111,6 +124,23 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
 	start := time.Now()
+	// The old state goes before the new one is built, so that the garbage
+	// collector can free it as the snapshot is read: a replica restoring a
+	// large snapshot needs room for one state, not two. Nothing reads it
+	// meanwhile (Dragonboat serialises recovery with updates and lookups),
+	// and the observer keeps nothing of it past its calls.
+	//
+	// If the snapshot does not restore, the replica is left with no state
+	// at all, on purpose. Dragonboat treats the error as fatal (it panics:
+	// only ErrSnapshotStopped and ErrSnapshotOutOfDate abort a recovery,
+	// and Restore returns neither), and rightly: the log before the
+	// snapshot is compacted, so the old state can never catch up with the
+	// group again. Were the replica to go on anyway, it answers every
+	// update, lookup and snapshot with errNoState (an error Dragonboat also
+	// stops on), where an empty state would answer that held locks are free
+	// and apply entries to the wrong table, and keeping the old one would
+	// cost the memory this is here to save.
+	m.st = nil
 	st, err := Restore(r)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ package fsm
 import (
 	"errors"
 	"io"
+	"runtime"
 	"time"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -141,6 +142,12 @@ func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan
 	// and apply entries to the wrong table, and keeping the old one would
 	// cost the memory this is here to save.
 	m.st = nil
+	// Dropping it is not enough: the collector paces itself on the heap it
+	// last found live, the old state included, and would let the new one
+	// grow next to the old one's garbage before it looks again. One
+	// collection now, while little is live, frees the old state for the new
+	// one to reuse, and paces the next ones on what is really left.
+	runtime.GC()
 	st, err := Restore(r)
 	if err != nil {
 		return err

@@ -454,6 +454,14 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 	if tokens == nil {
 		tokens = make([]uint64, 0, prealloc(n))
 	}
+	if len(table) == 0 {
+		table = make(map[string]*lock, prealloc(n))
+		if elections {
+			st.elections = table
+		} else {
+			st.locks = table
+		}
+	}
 	// Before version 4 a lock was written as an election without a value.
 	shared := !elections && v >= 4
 	var slab []lock

@@ -212,7 +212,9 @@ func TestRestoreForgedCounts(t *testing.T) {
 			runtime.ReadMemStats(&after)
 			require.ErrorIs(t, err, ErrCorrupt, "%d %s", count, which)
 			require.Nil(t, st)
-			require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(32<<20), "%d %s", count, which)
+			// Ahead of the records: the tokens and the lock table sized for
+			// maxPrealloc of them (about 60 MiB), not for the count.
+			require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(128<<20), "%d %s", count, which)
 		}
 	}
 }

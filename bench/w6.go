@@ -155,7 +155,7 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 	// client-side locks (a 1 GB live heap slows a 1M-lock restore ~2x).
 	target := c.node(leader).Status().AppliedIndex
 	rssAll := rssMB()
-	child, err := restartInChild(ctx, c.cfgs[victim], target)
+	child, err := restartInChild(ctx, c.cfgs[victim], target, f.w6MemLimit, f.w6HeapProfile, f.w6Trace)
 	if err != nil {
 		return res, fmt.Errorf("restart: %w", err)
 	}
@@ -175,7 +175,8 @@ func w6(ctx context.Context, f flags, dir string) (lockbench.Result, error) {
 		kv("locks", f.w6Locks), kv("sessions", f.w6Sessions), kv("session_ttl_s", sessionTTL.Seconds()),
 		kv("sessions_ended", ended(sessions)),
 		kv("open_sessions_s", opened.Seconds()), kv("acquire_1m_s", loadTime.Seconds()),
-		kv("replica_rss_mb", child.RSSMB), kv("replica_heap_mb", child.HeapMB),
+		kv("replica_rss_mb", child.RSSMB), kv("replica_peak_rss_mb", child.PeakRSSMB), kv("replica_heap_mb", child.HeapMB),
+		kv("replica_gomemlimit", orNone(f.w6MemLimit)), kv("replica_restores", child.Restores),
 		kv("two_replicas_and_clients_rss_mb", rssAll), kv("rss_loaded_3_replicas_and_clients_mb", rssLoaded),
 		kv("heap_loaded_3_replicas_and_clients_mb", heapLoaded),
 		kv("snapshot_save_ms", ms(leaderSnap.LastSave)), kv("snapshot_mb", float64(leaderSnap.LastSaveBytes)/1e6),
@@ -195,6 +196,13 @@ func kv(k string, v any) string {
 	default:
 		return fmt.Sprintf("%s=%v", k, v)
 	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func b2i(b bool) int {
@@ -233,19 +241,7 @@ func parallel(g, n int, f func(int) error) error {
 }
 
 // rssMB is this process's resident memory.
-func rssMB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	return -1
-}
+func rssMB() float64 { return procStatusMB("VmRSS:") }
 
 // heapMB is the live Go heap after a collection.
 func heapMB() float64 {

@@ -344,12 +344,8 @@ func DecodeResults(data []byte, dst []Result) ([]Result, error) {
 // decoder reads from b; the first failure sticks in err and later reads
 // return zero values, so callers check err once per record.
 type decoder struct {
-	b   []byte
-	err error
-	// text, if set, holds the same bytes as the input b started with, as a
-	// string: names are then substrings of it instead of one allocation
-	// each (snapshot restore: a million locks, a million names).
-	text    string
+	b       []byte
+	err     error
 	v1      bool // decoding a version-1 entry
 	version byte // the entry's version
 }
@@ -410,13 +406,7 @@ func (d *decoder) string(limit uint64, what string) string {
 		d.fail("%s of %d bytes", what, n)
 		return ""
 	}
-	var s string
-	if d.text != "" {
-		off := len(d.text) - len(d.b)
-		s = d.text[off : off+int(n)]
-	} else {
-		s = string(d.b[:n])
-	}
+	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
 }

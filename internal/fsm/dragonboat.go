@@ -10,6 +10,7 @@ package fsm
 import (
 	"errors"
 	"io"
+	"runtime"
 	"time"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -39,6 +40,10 @@ const CorruptEntry = ^uint64(0)
 // ErrBadQuery is returned for a Lookup that is not a Query.
 var ErrBadQuery = errors.New("fsm: lookup is not a fsm.Query")
 
+// errNoState is what a machine whose snapshot failed to restore answers to
+// everything (see RecoverFromSnapshot).
+var errNoState = errors.New("fsm: no state: a snapshot failed to restore")
+
 // NewStateMachine returns the Dragonboat factory of the lock state machine;
 // obs may be nil.
 func NewStateMachine(obs Observer) sm.CreateStateMachineFunc {
@@ -54,6 +59,9 @@ type machine struct {
 }
 
 func (m *machine) Update(e sm.Entry) (sm.Result, error) {
+	if m.st == nil {
+		return sm.Result{}, errNoState
+	}
 	cmds, err := DecodeBatch(e.Cmd, m.cmds[:0])
 	m.cmds = cmds[:0]
 	if err != nil {
@@ -69,6 +77,9 @@ func (m *machine) Update(e sm.Entry) (sm.Result, error) {
 }
 
 func (m *machine) Lookup(q any) (any, error) {
+	if m.st == nil {
+		return nil, errNoState
+	}
 	if f, ok := q.(Query); ok {
 		return f(m.st), nil
 	}
@@ -76,6 +87,9 @@ func (m *machine) Lookup(q any) (any, error) {
 }
 
 func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
+	if m.st == nil {
+		return errNoState
+	}
 	so, timed := m.obs.(SnapshotObserver)
 	if !timed {
 		return m.st.Save(w)
@@ -111,6 +125,29 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
 	start := time.Now()
+	// The old state goes before the new one is built, so that the garbage
+	// collector can free it as the snapshot is read: a replica restoring a
+	// large snapshot needs room for one state, not two. Nothing reads it
+	// meanwhile (Dragonboat serialises recovery with updates and lookups),
+	// and the observer keeps nothing of it past its calls.
+	//
+	// If the snapshot does not restore, the replica is left with no state
+	// at all, on purpose. Dragonboat treats the error as fatal (it panics:
+	// only ErrSnapshotStopped and ErrSnapshotOutOfDate abort a recovery,
+	// and Restore returns neither), and rightly: the log before the
+	// snapshot is compacted, so the old state can never catch up with the
+	// group again. Were the replica to go on anyway, it answers every
+	// update, lookup and snapshot with errNoState (an error Dragonboat also
+	// stops on), where an empty state would answer that held locks are free
+	// and apply entries to the wrong table, and keeping the old one would
+	// cost the memory this is here to save.
+	m.st = nil
+	// Dropping it is not enough: the collector paces itself on the heap it
+	// last found live, the old state included, and would let the new one
+	// grow next to the old one's garbage before it looks again. One
+	// collection now, while little is live, frees the old state for the new
+	// one to reuse, and paces the next ones on what is really left.
+	runtime.GC()
 	st, err := Restore(r)
 	if err != nil {
 		return err

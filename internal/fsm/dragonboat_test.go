@@ -2,9 +2,12 @@ package fsm
 
 import (
 	"bytes"
+	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
+	"weak"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/stretchr/testify/require"
@@ -183,13 +186,23 @@ func TestMachineSnapshotRoundTrip(t *testing.T) {
 	}
 	require.Equal(t, saveBytes(t, lookupState(t, m1)), saveBytes(t, lookupState(t, m2)))
 
-	// A corrupt snapshot is an error and leaves the machine as it was.
-	before := saveBytes(t, lookupState(t, m2))
+	// A corrupt snapshot is an error, and leaves the machine without a
+	// state: it refuses everything rather than answer from a state it no
+	// longer has (Dragonboat stops the replica on the error anyway).
 	bad := slices.Clone(snap)
 	bad[len(bad)/2] ^= 1
+	nApplied := len(obs2.applied)
 	require.ErrorIs(t, m2.RecoverFromSnapshot(bytes.NewReader(bad), nil, nil), ErrCorrupt)
 	require.Len(t, obs2.restored, 1)
-	require.Equal(t, before, saveBytes(t, lookupState(t, m2)))
+	_, err := m2.Lookup(Query(func(st *State) any { return st }))
+	require.ErrorIs(t, err, errNoState)
+	_, err = m2.Update(sm.Entry{Index: index + 1, Cmd: AppendBatch(nil, []Command{openCmd(99)})})
+	require.ErrorIs(t, err, errNoState)
+	require.ErrorIs(t, m2.SaveSnapshot(&buf, nil, nil), errNoState)
+	require.Len(t, obs2.applied, nApplied, "a refused update reports nothing")
+	// A good snapshot brings it back.
+	require.NoError(t, m2.RecoverFromSnapshot(bytes.NewReader(snap), nil, nil))
+	require.Equal(t, snap, saveBytes(t, lookupState(t, m2)))
 }
 
 func TestMachineWithoutObserver(t *testing.T) {
@@ -225,4 +238,42 @@ func TestMachineLookup(t *testing.T) {
 		require.ErrorIs(t, err, ErrBadQuery)
 		require.Nil(t, v)
 	}
+}
+
+// RecoverFromSnapshot lets go of the state it replaces before it reads the
+// snapshot: the garbage collector may free the old state while the new one
+// is built.
+func TestRecoverFreesOldStateFirst(t *testing.T) {
+	m := newMachine(t, nil)
+	rs := update(t, m, 1, openCmd(1), openCmd(2))
+	update(t, m, 2, acqCmd(rs[0].Value, 1, "L", false), acqCmd(rs[1].Value, 1, "M", false))
+	old := weak.Make(m.(*machine).st)
+
+	data := saveBytes(t, buildRich(t).st)
+	var freedDuringRead, sawRead bool
+	r := &hookReader{r: bytes.NewReader(data), first: func() {
+		sawRead = true
+		runtime.GC()
+		runtime.GC()
+		freedDuringRead = old.Value() == nil
+	}}
+	require.NoError(t, m.RecoverFromSnapshot(r, nil, nil))
+	require.True(t, sawRead)
+	require.True(t, freedDuringRead, "the old state was still reachable while the snapshot was read")
+	require.Equal(t, data, saveBytes(t, lookupState(t, m)))
+}
+
+// hookReader calls first before its first read.
+type hookReader struct {
+	r     io.Reader
+	first func()
+}
+
+func (h *hookReader) Read(p []byte) (int, error) {
+	if h.first != nil {
+		f := h.first
+		h.first = nil
+		f()
+	}
+	return h.r.Read(p)
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"io"
 	"testing"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -12,8 +13,9 @@ import (
 // from the log or from a peer's snapshot stream: an entry that does not
 // decode is skipped (only the applied index moves), one that does is
 // applied exactly as State.Apply would, and a snapshot that does not decode
-// is an error that leaves the machine's state untouched. Never a panic,
-// never half a state.
+// is an error that leaves the machine with no state, refusing everything
+// after (RecoverFromSnapshot lets the old state go before it reads the
+// snapshot). Never a panic, never half a state.
 func FuzzMachine(f *testing.F) {
 	f.Add(AppendBatch(nil, everyKind()), []byte(nil))
 	f.Add([]byte{codecVersion, 1, byte(KindOpenSession), 1, 1, 1, 0}, saveBytes(f, buildRich(f).st))
@@ -43,7 +45,11 @@ func FuzzMachine(f *testing.F) {
 
 		rerr := m.RecoverFromSnapshot(bytes.NewReader(snapshot), nil, nil)
 		if rerr != nil {
-			require.Equal(t, after, saveBytes(t, lookupState(t, m)), "a failed restore changed the state")
+			_, err := m.Lookup(Query(func(st *State) any { return st }))
+			require.ErrorIs(t, err, errNoState, "a failed restore left a state to read")
+			_, err = m.Update(sm.Entry{Index: 4, Cmd: entry})
+			require.ErrorIs(t, err, errNoState, "a failed restore left a state to update")
+			require.ErrorIs(t, m.SaveSnapshot(io.Discard, nil, nil), errNoState)
 		} else {
 			require.Equal(t, saveBytes(t, mustDecode(t, snapshot)), saveBytes(t, lookupState(t, m)))
 		}

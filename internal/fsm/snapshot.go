@@ -2,12 +2,12 @@ package fsm
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"slices"
-	"strings"
 )
 
 // The snapshot format (version 4), all numbers unsigned varints:
@@ -145,36 +145,32 @@ func flushIfFull(w io.Writer, buf []byte) ([]byte, error) {
 	return buf[:0], err
 }
 
-// Restore reads a snapshot written by Save into a new State. A stream that is
-// truncated, corrupt or inconsistent is an error wrapping ErrCorrupt; the
-// caller's state is never touched.
+// Restore reads a snapshot written by Save into a new State. It decodes the
+// stream record by record as it reads it, through a small buffer, so that
+// restoring costs the new state and little more: never a copy of the whole
+// snapshot. A stream that is truncated, corrupt or inconsistent is an error
+// wrapping ErrCorrupt, and one that fails to read returns the reader's
+// error; either way no State is returned, and the caller's state is never
+// touched.
+//
+// The checksum trails the snapshot, so it is checked only once everything
+// before it has been decoded: a corrupt snapshot may fail on the content it
+// garbles rather than on the checksum, but it fails either way (it takes the
+// same bytes, a body that parses exactly and its checksum, to succeed).
 func Restore(r io.Reader) (*State, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxSnapshot+1))
-	if err != nil {
-		return nil, err
+	d := newSnapDecoder(r)
+	var magic [len(snapshotMagic)]byte
+	for i := range magic {
+		magic[i] = d.byte()
 	}
-	if int64(len(data)) > maxSnapshot {
-		return nil, fmt.Errorf("%w: snapshot larger than %d bytes", ErrCorrupt, maxSnapshot)
-	}
-	return DecodeSnapshot(data)
-}
-
-// DecodeSnapshot is Restore on a snapshot held in memory.
-func DecodeSnapshot(data []byte) (*State, error) {
-	if len(data) < len(snapshotMagic)+4 || !strings.HasPrefix(string(data), string(snapshotMagic[:])) {
+	if d.err != nil || magic != snapshotMagic {
+		if d.ioErr != nil {
+			return nil, d.err
+		}
 		return nil, fmt.Errorf("%w: not a snapshot", ErrCorrupt)
 	}
-	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
-	if crc32.ChecksumIEEE(body) != sum {
-		return nil, fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
-	}
-	// The names of the restored locks share one copy of the snapshot
-	// instead of an allocation each; it stays in memory while any of them
-	// does, at most the size of the snapshot.
-	rest := body[len(snapshotMagic):]
-	d := decoder{b: rest, text: string(rest)}
 	v := d.uvarint()
-	if v == 0 || v > snapshotVersion {
+	if d.err == nil && (v == 0 || v > snapshotVersion) {
 		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, v)
 	}
 	st := New()
@@ -197,9 +193,7 @@ func DecodeSnapshot(data []byte) (*State, error) {
 	if v >= 2 {
 		tokens = d.locks(st, tokens, true, v)
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
+	d.checksum()
 	d.uniqueTokens(tokens)
 	d.uniqueRequests(st)
 	if d.err != nil {
@@ -208,10 +202,193 @@ func DecodeSnapshot(data []byte) (*State, error) {
 	return st, nil
 }
 
+// DecodeSnapshot is Restore on a snapshot held in memory.
+func DecodeSnapshot(data []byte) (*State, error) {
+	return Restore(bytes.NewReader(data))
+}
+
+// snapBuffer is how much of the stream Restore holds at once. It must hold
+// the longest record field read in one piece (a value of MaxValueLen bytes
+// and its length).
+const snapBuffer = 64 << 10
+
+// maxPrealloc bounds what Restore allocates ahead on the word of a count it
+// has not yet read the records of: a forged count in a short stream costs
+// at most this many records' worth of memory before the stream runs out.
+const maxPrealloc = 1 << 20
+
+// slabLocks is how many locks Restore allocates at once: few allocations
+// for a million locks, yet a slab's memory returns to the heap once the
+// locks in it are gone, not only once every restored lock is.
+const slabLocks = 256
+
+// snapDecoder reads a snapshot from a stream; like decoder, its first
+// failure sticks in err and later reads return zero values, so callers
+// check err once per record. buf[pos:end] is what it has read and not yet
+// decoded; sum is the checksum of everything decoded before buf[0].
+type snapDecoder struct {
+	r        io.Reader
+	buf      []byte
+	pos, end int
+	sum      uint32
+	read     int64 // bytes read from r
+	eof      bool
+	err      error
+	ioErr    error // the reader's error, if that is what err is
+}
+
+func newSnapDecoder(r io.Reader) *snapDecoder {
+	return &snapDecoder{r: r, buf: make([]byte, snapBuffer)}
+}
+
+func (d *snapDecoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+	}
+	d.pos, d.end, d.eof = 0, 0, true
+}
+
+// fill tries to have at least need bytes buffered (need <= snapBuffer) and
+// reports whether it has. It reads nothing once decoding has failed.
+func (d *snapDecoder) fill(need int) bool {
+	if d.end-d.pos >= need {
+		return true
+	}
+	if d.err != nil || d.eof {
+		return false
+	}
+	// What is decoded joins the checksum before the buffer slides over it.
+	d.sum = crc32.Update(d.sum, crc32.IEEETable, d.buf[:d.pos])
+	d.end = copy(d.buf, d.buf[d.pos:d.end])
+	d.pos = 0
+	for empty := 0; d.end < need; {
+		n, err := d.r.Read(d.buf[d.end:])
+		d.end += n
+		d.read += int64(n)
+		switch {
+		case d.read > maxSnapshot:
+			d.fail("snapshot larger than %d bytes", maxSnapshot)
+			return false
+		case err == io.EOF:
+			d.eof = true
+			return d.end >= need
+		case err != nil:
+			d.ioErr = err
+			d.err = fmt.Errorf("fsm: read snapshot: %w", err)
+			d.pos, d.end, d.eof = 0, 0, true
+			return false
+		case n > 0:
+			empty = 0
+		default:
+			// io.Reader allows an empty read now and then, not forever.
+			if empty++; empty >= 100 {
+				d.ioErr = io.ErrNoProgress
+				d.err = fmt.Errorf("fsm: read snapshot: %w", io.ErrNoProgress)
+				d.pos, d.end, d.eof = 0, 0, true
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (d *snapDecoder) byte() byte {
+	if !d.fill(1) {
+		d.fail("unexpected end")
+		return 0
+	}
+	c := d.buf[d.pos]
+	d.pos++
+	return c
+}
+
+func (d *snapDecoder) bool() bool {
+	switch d.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail("bad flag")
+	return false
+}
+
+func (d *snapDecoder) uvarint() uint64 {
+	// A varint's first byte says whether it is the last: most are one byte,
+	// and decoding them is the bulk of a restore.
+	if d.pos < d.end && d.buf[d.pos] < 0x80 {
+		c := d.buf[d.pos]
+		d.pos++
+		return uint64(c)
+	}
+	d.fill(binary.MaxVarintLen64) // at the end of the stream, fewer will do
+	v, n := binary.Uvarint(d.buf[d.pos:d.end])
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.pos += n
+	return v
+}
+
+func (d *snapDecoder) name() string  { return d.string(MaxNameLen, "name") }
+func (d *snapDecoder) value() string { return d.string(MaxValueLen, "value") }
+
+// string reads a length-prefixed string of at most limit bytes into an
+// allocation of its own: a restored name lives as long as its lock and no
+// longer, and pins nothing else.
+func (d *snapDecoder) string(limit uint64, what string) string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > limit || !d.fill(int(n)) {
+		d.fail("%s of %d bytes", what, n)
+		return ""
+	}
+	s := string(d.buf[d.pos : d.pos+int(n)])
+	d.pos += int(n)
+	return s
+}
+
+// count reads a record count. Every record takes at least one byte, so the
+// loops a count drives end with the stream; what is allocated ahead for
+// them is bounded by maxPrealloc (see prealloc).
+func (d *snapDecoder) count() uint64 {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(maxSnapshot) {
+		d.fail("count %d exceeds the largest snapshot", n)
+		return 0
+	}
+	return n
+}
+
+func prealloc(n uint64) int { return int(min(n, maxPrealloc)) }
+
+// checksum reads the trailing checksum of what was decoded, and the end of
+// the stream that must follow it.
+func (d *snapDecoder) checksum() {
+	if d.err != nil {
+		return
+	}
+	sum := crc32.Update(d.sum, crc32.IEEETable, d.buf[:d.pos])
+	var b [4]byte
+	for i := range b {
+		b[i] = d.byte()
+	}
+	switch {
+	case d.err != nil:
+	case binary.BigEndian.Uint32(b[:]) != sum:
+		d.fail("snapshot checksum mismatch")
+	case d.fill(1):
+		d.fail("trailing bytes after the checksum")
+	}
+}
+
 // uniqueTokens checks that no two grants share a token: tokens come from
 // one strictly rising sequence. Save writes each table in token order, and
 // sorting runs that are already sorted takes linear time.
-func (d *decoder) uniqueTokens(tokens []uint64) {
+func (d *snapDecoder) uniqueTokens(tokens []uint64) {
 	if d.err != nil {
 		return
 	}
@@ -224,7 +401,7 @@ func (d *decoder) uniqueTokens(tokens []uint64) {
 	}
 }
 
-func (d *decoder) sessions(st *State, v uint64) {
+func (d *snapDecoder) sessions(st *State, v uint64) {
 	n := d.count()
 	for range n {
 		s := &session{id: d.uvarint(), nonce: d.uvarint(), ttl: d.uvarint(),
@@ -265,7 +442,7 @@ func (d *decoder) sessions(st *State, v uint64) {
 
 // locks reads the locks, or the elections, of a snapshot of version v,
 // appending their tokens.
-func (d *decoder) locks(st *State, tokens []uint64, elections bool, v uint64) []uint64 {
+func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64) []uint64 {
 	table := st.locks
 	if elections {
 		table = st.elections
@@ -275,15 +452,25 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool, v uint64) []
 		return tokens
 	}
 	if tokens == nil {
-		tokens = make([]uint64, 0, n)
+		tokens = make([]uint64, 0, prealloc(n))
+	}
+	if len(table) == 0 {
+		table = make(map[string]*lock, prealloc(n))
+		if elections {
+			st.elections = table
+		} else {
+			st.locks = table
+		}
 	}
 	// Before version 4 a lock was written as an election without a value.
 	shared := !elections && v >= 4
-	// One allocation for all the locks (count bounded n by the bytes left);
-	// its memory returns once every lock restored here is freed.
-	slab := make([]lock, n)
+	var slab []lock
 	for i := range n {
-		l := &slab[i]
+		if len(slab) == 0 {
+			slab = make([]lock, min(n-i, slabLocks))
+		}
+		l := &slab[0]
+		slab = slab[1:]
 		l.name, l.election = d.name(), elections
 		holders := uint64(1)
 		if shared {
@@ -310,7 +497,9 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool, v uint64) []
 			d.fail("lock %q has %d exclusive holders", l.name, holders)
 		}
 		for range holders {
-			tokens = d.hold(st, l, tokens, v)
+			if tokens = d.hold(st, l, tokens, v); d.err != nil {
+				return tokens
+			}
 		}
 		if elections {
 			l.value = d.value()
@@ -359,7 +548,7 @@ func (d *decoder) locks(st *State, tokens []uint64, elections bool, v uint64) []
 
 // hold reads one grant of lock l, appending its token. A lock's grants
 // come in token order.
-func (d *decoder) hold(st *State, l *lock, tokens []uint64, v uint64) []uint64 {
+func (d *snapDecoder) hold(st *State, l *lock, tokens []uint64, v uint64) []uint64 {
 	holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
 	var maxHold uint64
 	if v >= 4 {
@@ -400,7 +589,7 @@ func (d *decoder) hold(st *State, l *lock, tokens []uint64, v uint64) []uint64 {
 // or holds twice. Checking per session, once everything is read, keeps it
 // cheap for a million locks (a map of every request would cost as much as
 // the rest of the restore).
-func (d *decoder) uniqueRequests(st *State) {
+func (d *snapDecoder) uniqueRequests(st *State) {
 	if d.err != nil {
 		return
 	}
@@ -430,16 +619,4 @@ func (d *decoder) uniqueRequests(st *State) {
 			}
 		}
 	}
-}
-
-// count reads a record count. Every record takes at least one byte, so a
-// count beyond the remaining bytes is corrupt; checking it first keeps a
-// forged count from driving a long loop.
-func (d *decoder) count() uint64 {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.fail("count %d exceeds the remaining %d bytes", n, len(d.b))
-		return 0
-	}
-	return n
 }

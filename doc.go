@@ -50,9 +50,11 @@
 // session lives sees the grant when it applies that entry. Nobody polls, and
 // a release costs one commit however many wait.
 //
-// Sessions and expiry. A Session is kept alive by keep-alives its own
-// goroutine sends every TTL/3, each a period after the previous one was sent
-// and without waiting for its answer (at most 3 in flight). Expiry is
+// Sessions and expiry. A Session is kept alive by a keep-alive every TTL/3,
+// each a period after the previous one was sent and without waiting for its
+// answer (at most 3 in flight); its Node sends them for all its sessions
+// at once, one command renewing every session due, so sessions cost the
+// group keep-alive traffic per replica, not per session. Expiry is
 // decided by the raft leader with its monotonic clock: it notes when it applied each session's last keep-alive,
 // and when TTL passes proposes an expiry naming that keep-alive; the state
 // machine applies it only if no newer keep-alive arrived. A new leader first

@@ -68,6 +68,16 @@ func (c *client) restart(ctx context.Context) bool {
 			}
 		}
 	}
+	if done == nil && s.Err() != nil {
+		// The resumed session was over for its holder already (the resume
+		// took longer than TTL − margin, on a lagging replica), and gave
+		// its grants up with it: whether the group still holds this one,
+		// until the session's close or expiry applies, is not known.
+		c.e.h.endWhy(i, Unknown, "resumed, but the session was over for its holder: "+s.Err().Error())
+		c.e.drop(b)
+		c.held = nil
+		return false
+	}
 	if done == nil {
 		c.e.h.endWhy(i, NotHeld, "resumed without it")
 		c.e.drop(b)

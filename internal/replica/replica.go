@@ -46,6 +46,7 @@ import (
 	"github.com/fencelock/fencelock/internal/dblog"
 	"github.com/fencelock/fencelock/internal/expiry"
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/logstore"
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/proposer"
 	"github.com/fencelock/fencelock/transport"
@@ -193,7 +194,11 @@ func start(cfg Config, sink Sink) (*Replica, error) {
 		SystemEventListener: systemListener{r},
 		MaxSendQueueSize:    maxQueue,
 		MaxReceiveQueueSize: maxQueue,
-		Expert:              config.ExpertConfig{LogDB: config.GetTinyMemLogDBConfig()},
+		Expert: config.ExpertConfig{
+			LogDB: config.GetTinyMemLogDBConfig(),
+			// The default log store, syncing only what a restart needs.
+			LogDBFactory: logstore.Factory{},
+		},
 	}
 	tr := cfg.Transport
 	if tr == nil {

@@ -1,0 +1,170 @@
+package logstore
+
+import (
+	"testing"
+
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder stands in for the wrapped store and keeps every state it is
+// asked to write, in order.
+type recorder struct {
+	raftio.ILogDB
+	calls  [][]pb.Update
+	snaps  int
+	closed bool
+}
+
+func (r *recorder) SaveRaftState(updates []pb.Update, _ uint64) error {
+	r.calls = append(r.calls, append([]pb.Update(nil), updates...))
+	return nil
+}
+func (r *recorder) SaveSnapshots([]pb.Update) error { r.snaps++; return nil }
+func (r *recorder) Close() error                    { r.closed = true; return nil }
+func (r *recorder) RemoveEntriesTo(uint64, uint64, uint64) error {
+	return nil
+}
+
+func (r *recorder) lastCommit(t *testing.T) uint64 {
+	t.Helper()
+	require.NotEmpty(t, r.calls)
+	var c uint64
+	for _, ud := range r.calls[len(r.calls)-1] {
+		if !pb.IsEmptyState(ud.State) {
+			c = ud.State.Commit
+		}
+	}
+	return c
+}
+
+func state(term, vote, commit uint64) pb.State {
+	return pb.State{Term: term, Vote: vote, Commit: commit}
+}
+
+func entries(from, to, term uint64) []pb.Entry {
+	var es []pb.Entry
+	for i := from; i <= to; i++ {
+		es = append(es, pb.Entry{Index: i, Term: term, Cmd: []byte("x")})
+	}
+	return es
+}
+
+func TestCommitOnlySavesAreDeferredUntilTheNextWrite(t *testing.T) {
+	r := &recorder{}
+	s := Wrap(r)
+	save := func(ud pb.Update) {
+		t.Helper()
+		ud.ShardID, ud.ReplicaID = 1, 2
+		require.NoError(t, s.SaveRaftState([]pb.Update{ud}, 1))
+	}
+	save(pb.Update{State: state(3, 1, 4), EntriesToSave: entries(1, 5, 3)})
+	require.Len(t, r.calls, 1)
+
+	save(pb.Update{State: state(3, 1, 5)}) // commit only
+	save(pb.Update{})                      // messages only
+	require.Len(t, r.calls, 1, "a save that only moves the commit index is not written")
+	require.Equal(t, Stats{Saves: 1, Deferred: 2}, s.Stats())
+
+	// The next write that syncs anyway carries the deferred commit index.
+	save(pb.Update{EntriesToSave: entries(6, 6, 3)})
+	require.Len(t, r.calls, 2)
+	require.Equal(t, uint64(5), r.lastCommit(t))
+
+	// A new term or vote is written at once, whatever else changed.
+	save(pb.Update{State: state(4, 1, 5)})
+	require.Len(t, r.calls, 3)
+	save(pb.Update{State: state(4, 3, 5)})
+	require.Len(t, r.calls, 4)
+
+	// A write with its own state supersedes the deferred one: only the
+	// newer commit index goes to disk.
+	save(pb.Update{State: state(4, 3, 6)})
+	save(pb.Update{State: state(4, 3, 7), EntriesToSave: entries(7, 7, 4)})
+	require.Len(t, r.calls, 5)
+	require.Len(t, r.calls[4], 1)
+	require.Equal(t, uint64(7), r.lastCommit(t))
+}
+
+func TestDeferredStateIsWrittenBeforeSnapshotsCompactionAndClose(t *testing.T) {
+	r := &recorder{}
+	s := Wrap(r)
+	ud := func(st pb.State, es []pb.Entry) []pb.Update {
+		return []pb.Update{{ShardID: 1, ReplicaID: 2, State: st, EntriesToSave: es}}
+	}
+	require.NoError(t, s.SaveRaftState(ud(state(2, 1, 1), entries(1, 10, 2)), 1))
+	require.NoError(t, s.SaveRaftState(ud(state(2, 1, 8), nil), 1))
+	require.Len(t, r.calls, 1)
+
+	// A snapshot at 8 must find commit ≥ 8 on disk when the replica loads.
+	require.NoError(t, s.SaveSnapshots([]pb.Update{{ShardID: 1, ReplicaID: 2, Snapshot: pb.Snapshot{Index: 8, Term: 2}}}))
+	require.Len(t, r.calls, 2)
+	require.Equal(t, uint64(8), r.lastCommit(t))
+	require.Equal(t, 1, r.snaps)
+
+	require.NoError(t, s.SaveRaftState(ud(state(2, 1, 9), nil), 1))
+	require.NoError(t, s.RemoveEntriesTo(1, 2, 8))
+	require.Len(t, r.calls, 3)
+	require.Equal(t, uint64(9), r.lastCommit(t))
+
+	// Another replica's deferred state is not written by this one's snapshot.
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 5, State: state(2, 1, 1), EntriesToSave: entries(1, 1, 2)}}, 1))
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 5, State: state(2, 1, 3)}}, 1))
+	require.NoError(t, s.SaveRaftState(ud(state(2, 1, 10), nil), 1))
+	require.NoError(t, s.SaveSnapshots([]pb.Update{{ShardID: 1, ReplicaID: 2, Snapshot: pb.Snapshot{Index: 10, Term: 2}}}))
+	require.Equal(t, uint64(10), r.lastCommit(t))
+	require.Equal(t, uint64(2), r.calls[len(r.calls)-1][0].ReplicaID)
+
+	n := len(r.calls)
+	require.NoError(t, s.Close())
+	require.True(t, r.closed)
+	require.Len(t, r.calls, n+1, "close writes what is still deferred")
+	require.Equal(t, uint64(3), r.lastCommit(t))
+	require.Equal(t, uint64(4), s.Stats().Flushes)
+}
+
+// The real default store, through the factory NodeHost uses: what a crash
+// loses is the deferred commit index and nothing else, and a clean close
+// loses nothing.
+func TestDefaultStoreLinks(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.NodeHostConfig{NodeHostDir: dir, Expert: config.ExpertConfig{LogDB: config.GetTinyMemLogDBConfig()}}
+	require.NoError(t, cfg.Prepare())
+	open := func() *Store {
+		t.Helper()
+		db, err := Factory{}.Create(cfg, func(config.LogDBInfo) {}, []string{dir}, []string{dir})
+		require.NoError(t, err)
+		return db.(*Store)
+	}
+	require.Equal(t, Name, Factory{}.Name())
+
+	s := open()
+	require.Equal(t, "sharded-pebble", s.Name()) // what Dragonboat records in Dir
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: entries(1, 6, 5)}}, 1))
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 6)}}, 1))
+	require.Equal(t, uint64(1), s.Stats().Deferred)
+	// A crash: the wrapped store closes without the deferred state.
+	require.NoError(t, s.ILogDB.Close())
+
+	s = open()
+	rs, err := s.ReadRaftState(1, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, state(5, 1, 3), rs.State, "the crash lost the deferred commit index, not the term, vote or entries")
+	require.Equal(t, uint64(6), rs.EntryCount)
+	got, _, err := s.IterateEntries(nil, 0, 1, 1, 1, 7, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, got, 6)
+
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 6)}}, 1))
+	require.NoError(t, s.Close())
+	s = open()
+	rs, err = s.ReadRaftState(1, 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, state(5, 1, 6), rs.State, "a clean close writes the deferred commit index")
+	require.NoError(t, s.Close())
+}

@@ -280,7 +280,9 @@ func BenchmarkSnapshot(b *testing.B) {
 			st = nil
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "live-MiB")
+			live := float64(after.HeapAlloc - before.HeapAlloc)
+			b.ReportMetric(live/(1<<20), "live-MiB")
+			b.ReportMetric(live/float64(locks), "live-B/lock")
 		})
 	}
 }

@@ -18,7 +18,7 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 		return limitExceeded(LimitLocksPerSession)
 	}
 	e := st.elections[c.Name]
-	if e != nil && e.holders.n != 0 && c.Wait && e.queue.n >= MaxWaitersPerLock {
+	if e != nil && e.holders.n != 0 && c.Wait && e.waiters() >= MaxWaitersPerLock {
 		return limitExceeded(LimitWaitersPerLock)
 	}
 	if e == nil {
@@ -57,7 +57,7 @@ func (st *State) proclaim(s *session, c *Command) Result {
 	if h == nil {
 		return Result{Status: NotHeld}
 	}
-	h.l.value = c.Value
+	h.l.setValue(c.Value)
 	st.emit(Event{Kind: EventProclaimed, Session: s.id, Seq: h.seq, Token: h.token, Name: h.l.name, Value: c.Value})
 	return Result{Status: OK}
 }

@@ -18,9 +18,9 @@ func (st *State) Election(name string) ElectionInfo {
 	if e == nil {
 		return ElectionInfo{Name: name}
 	}
-	info := ElectionInfo{Name: name, Candidates: e.queue.n}
+	info := ElectionInfo{Name: name, Candidates: e.waiters()}
 	if h := e.oldest(); h != nil {
-		info.Led, info.Token, info.Session, info.Seq, info.Value = true, h.token, h.s.id, h.seq, e.value
+		info.Led, info.Token, info.Session, info.Seq, info.Value = true, h.token, h.s.id, h.seq, e.value()
 	}
 	return info
 }
@@ -69,8 +69,8 @@ func (st *State) Candidates(name string, limit int) []Candidate {
 	if e == nil {
 		return nil
 	}
-	out := make([]Candidate, 0, min(limit, e.queue.n))
-	for w := range e.queue.all {
+	out := make([]Candidate, 0, min(limit, e.waiters()))
+	for w := range e.queued {
 		if len(out) == limit {
 			break
 		}

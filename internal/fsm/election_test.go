@@ -46,7 +46,7 @@ func leadersOf(st *State) leaderModel {
 	m := leaderModel{}
 	for name, e := range st.elections {
 		h := e.oldest()
-		m[name] = electedEv(h.s.id, h.seq, name, h.token, e.value)
+		m[name] = electedEv(h.s.id, h.seq, name, h.token, e.value())
 	}
 	return m
 }
@@ -116,7 +116,7 @@ func checkElectionInvariants(st *State) error {
 		return nil
 	}
 	for name, l := range st.locks {
-		if l.election || l.value != "" {
+		if l.election || l.value() != "" {
 			return fmt.Errorf("lock %q is marked as an election", name)
 		}
 		for h := range l.grants {
@@ -124,7 +124,7 @@ func checkElectionInvariants(st *State) error {
 				return err
 			}
 		}
-		for w := l.queue.head; w != nil; w = w.link.next {
+		for w := l.next(); w != nil; w = w.link.next {
 			if err := claim(w.s, w.seq, "waiting for lock "+name); err != nil {
 				return err
 			}
@@ -138,7 +138,7 @@ func checkElectionInvariants(st *State) error {
 			return fmt.Errorf("election %q stored as %q (election=%v)", e.name, name, e.election)
 		case h == nil:
 			return fmt.Errorf("election %q exists without a leader", name)
-		case e.holders.n != 1 || e.shared || e.permits != 0:
+		case e.holders.n != 1 || e.shared || e.permits() != 0:
 			return fmt.Errorf("election %q has %d leaders", name, e.holders.n)
 		case st.sessions[h.s.id] != h.s:
 			return fmt.Errorf("election %q led by dead session %d", name, h.s.id)
@@ -146,17 +146,17 @@ func checkElectionInvariants(st *State) error {
 			return fmt.Errorf("election %q not in its leader's list", name)
 		case h.token == 0 || h.token > st.lastToken:
 			return fmt.Errorf("election %q has token %d, last %d", name, h.token, st.lastToken)
-		case len(e.value) > MaxValueLen:
-			return fmt.Errorf("election %q: value of %d bytes", name, len(e.value))
+		case len(e.value()) > MaxValueLen:
+			return fmt.Errorf("election %q: value of %d bytes", name, len(e.value()))
 		}
 		if err := claim(h.s, h.seq, "leading "+name); err != nil {
 			return err
 		}
 		n := 0
 		var prev *waiter
-		for w := e.queue.head; w != nil; w = w.link.next {
-			if n++; n > e.queue.n {
-				return fmt.Errorf("election %q: queue longer than %d", name, e.queue.n)
+		for w := e.next(); w != nil; w = w.link.next {
+			if n++; n > e.waiters() {
+				return fmt.Errorf("election %q: queue longer than %d", name, e.waiters())
 			}
 			switch {
 			case w.link.prev != prev || w.l != e:
@@ -173,8 +173,8 @@ func checkElectionInvariants(st *State) error {
 			}
 			prev = w
 		}
-		if e.queue.tail != prev || n != e.queue.n {
-			return fmt.Errorf("election %q: tail or count (%d) wrong, walked %d", name, e.queue.n, n)
+		if e.queueOf().tail != prev || n != e.waiters() {
+			return fmt.Errorf("election %q: tail or count (%d) wrong, walked %d", name, e.waiters(), n)
 		}
 		candidates += n
 	}

@@ -110,8 +110,8 @@ type delayModel map[string]uint64
 func delaysOf(st *State) delayModel {
 	m := delayModel{}
 	for name, l := range st.locks {
-		if l.delay != 0 {
-			m[name] = l.delayToken
+		if delay, token := l.delay(); delay != 0 {
+			m[name] = token
 		}
 	}
 	return m
@@ -139,12 +139,13 @@ func (m delayModel) observe(evs []Event, st *State) error {
 	}
 	n := 0
 	for name, l := range st.locks {
-		if l.delay == 0 {
+		delay, token := l.delay()
+		if delay == 0 {
 			continue
 		}
 		n++
-		if tok, ok := m[name]; !ok || tok != l.delayToken {
-			return fmt.Errorf("lock %q delayed by %d, events say %d (%v)", name, l.delayToken, tok, ok)
+		if tok, ok := m[name]; !ok || tok != token {
+			return fmt.Errorf("lock %q delayed by %d, events say %d (%v)", name, token, tok, ok)
 		}
 	}
 	if n != len(m) {
@@ -227,7 +228,7 @@ func (m queueModel) observe(evs []Event, st *State) error {
 		}
 		if l := st.locks[name]; l != nil {
 			at := 0
-			for w := range l.queue.all {
+			for w := range l.queued {
 				if q[at] != [2]uint64{w.s.id, w.seq} {
 					return fmt.Errorf("lock %q: events say %v at place %d, the state %d/%d", name, q[at], at, w.s.id, w.seq)
 				}
@@ -283,7 +284,7 @@ func holdersOf(st *State) holderModel {
 	for name, l := range st.locks {
 		for h := range l.grants {
 			e := grantedEv(h.s.id, h.seq, name, h.token)
-			e.Shared, e.Permits = l.shared, l.permits
+			e.Shared, e.Permits = l.shared, l.permits()
 			m[name] = append(m[name], e)
 		}
 	}
@@ -438,18 +439,19 @@ func checkInvariants(st *State, strict bool) error {
 	tokens := make(map[uint64]string)
 	queued := 0
 	for name, l := range st.locks {
+		delay, delayToken := l.delay()
 		switch {
 		case l.name != name || !ValidName(name):
 			return fmt.Errorf("lock %q stored as %q", l.name, name)
-		case l.holders.n == 0 && (l.delay == 0 || l.delayToken == 0):
+		case l.holders.n == 0 && (delay == 0 || delayToken == 0):
 			return fmt.Errorf("lock %q exists but is free", name)
-		case l.delay > MaxLockDelay || (l.delay == 0) != (l.delayToken == 0) || l.delayToken > st.lastToken:
-			return fmt.Errorf("lock %q: delay %d, token %d", name, l.delay, l.delayToken)
-		case l.holders.n > 1 && !l.shared, l.permits > 0 && !l.shared:
-			return fmt.Errorf("lock %q: %d holders, shared %v, permits %d", name, l.holders.n, l.shared, l.permits)
+		case delay > MaxLockDelay || (delay == 0) != (delayToken == 0) || delayToken > st.lastToken:
+			return fmt.Errorf("lock %q: delay %d, token %d", name, delay, delayToken)
+		case l.holders.n > 1 && !l.shared, l.permits() > 0 && !l.shared:
+			return fmt.Errorf("lock %q: %d holders, shared %v, permits %d", name, l.holders.n, l.shared, l.permits())
 		case strict && l.holders.n > l.capacity():
 			return fmt.Errorf("lock %q: %d holders, capacity %d", name, l.holders.n, l.capacity())
-		case l.queue.head != nil && l.admits(l.queue.head.shared):
+		case l.next() != nil && l.admits(l.next().shared):
 			return fmt.Errorf("lock %q admits the head of its queue", name)
 		}
 		n, prevTok := 0, uint64(0)
@@ -485,9 +487,9 @@ func checkInvariants(st *State, strict bool) error {
 		}
 		n = 0
 		var prev *waiter
-		for w := l.queue.head; w != nil; w = w.link.next {
-			if n++; n > l.queue.n {
-				return fmt.Errorf("lock %q: queue longer than %d", name, l.queue.n)
+		for w := l.next(); w != nil; w = w.link.next {
+			if n++; n > l.waiters() {
+				return fmt.Errorf("lock %q: queue longer than %d", name, l.waiters())
 			}
 			switch {
 			case w.link.prev != prev || w.l != l:
@@ -496,7 +498,7 @@ func checkInvariants(st *State, strict bool) error {
 				return fmt.Errorf("lock %q: waiter of dead session %d", name, w.s.id)
 			case w.s.waits[w.seq] != w:
 				return fmt.Errorf("lock %q: waiter %d/%d not in its session", name, w.s.id, w.seq)
-			case l.permits > 0 && !w.shared:
+			case l.permits() > 0 && !w.shared:
 				return fmt.Errorf("semaphore %q: exclusive waiter %d/%d", name, w.s.id, w.seq)
 			}
 			if err := claim(w.s, w.seq, "waiting for "+name); err != nil {
@@ -504,8 +506,8 @@ func checkInvariants(st *State, strict bool) error {
 			}
 			prev = w
 		}
-		if l.queue.tail != prev || n != l.queue.n {
-			return fmt.Errorf("lock %q: tail or count (%d) wrong, walked %d", name, l.queue.n, n)
+		if l.queueOf().tail != prev || n != l.waiters() {
+			return fmt.Errorf("lock %q: tail or count (%d) wrong, walked %d", name, l.waiters(), n)
 		}
 		queued += n
 	}
@@ -573,7 +575,7 @@ func viewOf(st *State) view {
 			n, tok, ok := st.Grant(h.Session, h.Seq)
 			v.Grants[[2]uint64{h.Session, h.Seq}] = fmt.Sprint(n, tok, ok, st.Holds(h.Session, name, h.Token))
 		}
-		for w := st.locks[name].queue.head; w != nil; w = w.link.next {
+		for w := st.locks[name].next(); w != nil; w = w.link.next {
 			v.Queues[name] = append(v.Queues[name], [3]uint64{w.s.id, w.seq, boolNum(w.shared)})
 			if st.Queued(w.s.id, w.seq) {
 				v.Queued = append(v.Queued, [2]uint64{w.s.id, w.seq})
@@ -587,12 +589,12 @@ func viewOf(st *State) view {
 func queuesOf(st *State) queueModel {
 	m := queueModel{}
 	for name, l := range st.locks {
-		for w := range l.queue.all {
+		for w := range l.queued {
 			m[name] = append(m[name], [2]uint64{w.s.id, w.seq})
 		}
 	}
 	for name, e := range st.elections {
-		for w := range e.queue.all {
+		for w := range e.queued {
 			m[candidatesKey(name)] = append(m[candidatesKey(name)], [2]uint64{w.s.id, w.seq})
 		}
 	}
@@ -608,4 +610,13 @@ func boolNum(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// queueOf returns l's queue as it stands (the zero queue if l has no
+// lockMore), for checks of its links.
+func (l *lock) queueOf() waitQueue {
+	if l.more == nil {
+		return waitQueue{}
+	}
+	return l.more.queue
 }

@@ -48,8 +48,8 @@ type TimedGrant struct {
 // replaced the state. The order is unspecified.
 func (st *State) Timers() (delays []Delay, grants []TimedGrant) {
 	for _, l := range st.locks {
-		if l.delay != 0 {
-			delays = append(delays, Delay{Name: l.name, Token: l.delayToken, Delay: l.delay})
+		if delay, token := l.delay(); delay != 0 {
+			delays = append(delays, Delay{Name: l.name, Token: token, Delay: delay})
 		}
 	}
 	for _, table := range []map[string]*lock{st.locks, st.elections} {
@@ -81,8 +81,9 @@ func (st *State) Lock(name string) LockInfo {
 	if l == nil {
 		return LockInfo{Name: name}
 	}
-	info := LockInfo{Name: name, Waiters: l.queue.n, Shared: l.shared, Permits: l.permits,
-		Delayed: l.delay != 0, Delay: l.delay}
+	delay, _ := l.delay()
+	info := LockInfo{Name: name, Waiters: l.waiters(), Shared: l.shared, Permits: l.permits(),
+		Delayed: delay != 0, Delay: delay}
 	if h := l.oldest(); h != nil {
 		info.Held, info.Token, info.Session, info.Seq = true, h.token, h.s.id, h.seq
 		info.Holders = make([]Holder, 0, l.holders.n)
@@ -159,7 +160,7 @@ func (st *State) Queue(name string, limit int) []uint64 {
 
 func (l *lock) waiting(limit int) []uint64 {
 	var out []uint64
-	for w := l.queue.head; w != nil && len(out) < limit; w = w.link.next {
+	for w := l.next(); w != nil && len(out) < limit; w = w.link.next {
 		out = append(out, w.s.id)
 	}
 	return out
@@ -181,7 +182,7 @@ func (st *State) Position(session, seq uint64) int {
 		return 0
 	}
 	pos := 1
-	for q := w.l.queue.head; q != nil && q != w; q = q.link.next {
+	for q := w.l.next(); q != nil && q != w; q = q.link.next {
 		pos++
 	}
 	return pos

@@ -212,7 +212,7 @@ func (st *State) revoke(index uint64, c *Command) Result {
 	if c.Election {
 		table = st.elections
 	}
-	l := table[c.Name]
+	l := table.get(c.Name)
 	if !ValidName(c.Name) {
 		return Result{Status: Invalid}
 	}
@@ -242,7 +242,7 @@ func (st *State) undelay(index uint64, c *Command) Result {
 	if !ValidName(c.Name) {
 		return Result{Status: Invalid}
 	}
-	l := st.locks[c.Name]
+	l := st.locks.get(c.Name)
 	if c.Mark != st.leaderMark || l == nil {
 		return Result{Status: NotApplied}
 	}
@@ -269,7 +269,7 @@ func (st *State) expireGrant(index uint64, c *Command) Result {
 	if c.Election {
 		table = st.elections
 	}
-	l := table[c.Name]
+	l := table.get(c.Name)
 	if l == nil {
 		return Result{Status: NotHeld}
 	}
@@ -348,7 +348,7 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 	if s.requests() >= MaxLocksPerSession {
 		return limitExceeded(LimitLocksPerSession)
 	}
-	l := st.locks[c.Name]
+	l := st.locks.get(c.Name)
 	if l != nil && l.permits() != permits {
 		// A semaphore's count is fixed while it exists, and a name is a
 		// lock or a semaphore, not both.
@@ -364,7 +364,7 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 		if permits != 0 {
 			l.ensure().permits = permits
 		}
-		st.locks[c.Name] = l
+		st.locks.add(l)
 	}
 	if now {
 		return Result{Status: Granted, Value: st.grant(index, l, s, c.Seq, shared, "", c.MaxHold)}
@@ -381,7 +381,7 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 }
 
 func (st *State) release(index uint64, s *session, c *Command) Result {
-	l := st.locks[c.Name]
+	l := st.locks.get(c.Name)
 	if l == nil {
 		return Result{Status: NotHeld}
 	}
@@ -490,9 +490,9 @@ func (st *State) settle(index uint64, l *lock) {
 		return
 	}
 	if l.election {
-		delete(st.elections, l.name)
+		st.elections.remove(l.name)
 	} else {
-		delete(st.locks, l.name)
+		st.locks.remove(l.name)
 	}
 }
 
@@ -616,7 +616,7 @@ func (st *State) grantOf(s *session, seq uint64, name string, election bool) *ho
 	if election {
 		table = st.elections
 	}
-	if l := table[name]; l != nil {
+	if l := table.get(name); l != nil {
 		return l.findSeq(s, seq)
 	}
 	return nil

@@ -14,7 +14,7 @@ type ElectionInfo struct {
 // Election describes the election called name; one nobody leads or
 // campaigns in is reported without a leader.
 func (st *State) Election(name string) ElectionInfo {
-	e := st.elections[name]
+	e := st.elections.get(name)
 	if e == nil {
 		return ElectionInfo{Name: name}
 	}
@@ -53,7 +53,7 @@ func (st *State) Grants() uint64 { return st.grants }
 // ElectionCounts returns the number of elections that have a leader or
 // candidates, and of queued candidates.
 func (st *State) ElectionCounts() (elections, candidates int) {
-	return len(st.elections), st.campaigning
+	return st.elections.len(), st.campaigning
 }
 
 // Candidate is one queued candidate of an election.
@@ -65,7 +65,7 @@ type Candidate struct {
 // Candidates returns up to limit of the election's queued candidates, in
 // the order they will lead.
 func (st *State) Candidates(name string, limit int) []Candidate {
-	e := st.elections[name]
+	e := st.elections.get(name)
 	if e == nil {
 		return nil
 	}

@@ -44,7 +44,7 @@ type leaderModel map[string]Event
 
 func leadersOf(st *State) leaderModel {
 	m := leaderModel{}
-	for name, e := range st.elections {
+	for name, e := range st.elections.byName() {
 		h := e.oldest()
 		m[name] = electedEv(h.s.id, h.seq, name, h.token, e.value())
 	}
@@ -88,8 +88,8 @@ func (m leaderModel) observe(evs []Event) error {
 }
 
 func (m leaderModel) matches(st *State) error {
-	if len(m) != len(st.elections) {
-		return fmt.Errorf("events announce %d leaders, state has %d elections", len(m), len(st.elections))
+	if len(m) != st.elections.len() {
+		return fmt.Errorf("events announce %d leaders, state has %d elections", len(m), st.elections.len())
 	}
 	for name, e := range m {
 		info := st.Election(name)
@@ -115,7 +115,7 @@ func checkElectionInvariants(st *State) error {
 		claimed[r] = where
 		return nil
 	}
-	for name, l := range st.locks {
+	for name, l := range st.locks.byName() {
 		if l.election || l.value() != "" {
 			return fmt.Errorf("lock %q is marked as an election", name)
 		}
@@ -131,10 +131,10 @@ func checkElectionInvariants(st *State) error {
 		}
 	}
 	candidates := 0
-	for name, e := range st.elections {
+	for name, e := range st.elections.byName() {
 		h := e.oldest()
 		switch {
-		case e.name != name || !ValidName(name) || !e.election:
+		case e.name != name || !ValidName(name) || !e.election || st.elections.get(name) != e:
 			return fmt.Errorf("election %q stored as %q (election=%v)", e.name, name, e.election)
 		case h == nil:
 			return fmt.Errorf("election %q exists without a leader", name)
@@ -181,12 +181,12 @@ func checkElectionInvariants(st *State) error {
 	inSessions := 0
 	for id, s := range st.sessions {
 		for h := range s.leads.all {
-			if st.elections[h.l.name] != h.l || h.s != s || h.l.oldest() != h {
+			if st.elections.get(h.l.name) != h.l || h.s != s || h.l.oldest() != h {
 				return fmt.Errorf("session %d: leads %q, which it does not", id, h.l.name)
 			}
 		}
 		for seq, w := range s.campaigns {
-			if w.s != s || w.seq != seq || w.l == nil || st.elections[w.l.name] != w.l {
+			if w.s != s || w.seq != seq || w.l == nil || st.elections.get(w.l.name) != w.l {
 				return fmt.Errorf("session %d: candidacy %d is dangling", id, seq)
 			}
 		}

@@ -109,7 +109,7 @@ type delayModel map[string]uint64
 
 func delaysOf(st *State) delayModel {
 	m := delayModel{}
-	for name, l := range st.locks {
+	for name, l := range st.locks.byName() {
 		if delay, token := l.delay(); delay != 0 {
 			m[name] = token
 		}
@@ -138,7 +138,7 @@ func (m delayModel) observe(evs []Event, st *State) error {
 		}
 	}
 	n := 0
-	for name, l := range st.locks {
+	for name, l := range st.locks.byName() {
 		delay, token := l.delay()
 		if delay == 0 {
 			continue
@@ -226,7 +226,7 @@ func (m queueModel) observe(evs []Event, st *State) error {
 				return fmt.Errorf("lock %q: %v is at place %d, Position says %d", name, req, at+1, p)
 			}
 		}
-		if l := st.locks[name]; l != nil {
+		if l := st.locks.get(name); l != nil {
 			at := 0
 			for w := range l.queued {
 				if q[at] != [2]uint64{w.s.id, w.seq} {
@@ -281,7 +281,7 @@ type holderModel map[string][]Event
 
 func holdersOf(st *State) holderModel {
 	m := holderModel{}
-	for name, l := range st.locks {
+	for name, l := range st.locks.byName() {
 		for h := range l.grants {
 			e := grantedEv(h.s.id, h.seq, name, h.token)
 			e.Shared, e.Permits = l.shared, l.permits()
@@ -349,7 +349,7 @@ func (m holderModel) observe(evs []Event) error {
 
 func (m holderModel) matches(st *State) error {
 	held := 0
-	for _, l := range st.locks {
+	for _, l := range st.locks.byName() {
 		if l.holders.n > 0 {
 			held++
 		}
@@ -406,7 +406,7 @@ func checkInvariants(st *State, strict bool) error {
 				table = st.elections
 			}
 			for h := range list.all {
-				if h.l == nil || table[h.l.name] != h.l || h.s != s {
+				if h.l == nil || table.get(h.l.name) != h.l || h.s != s {
 					return fmt.Errorf("session %d: held grant %d not held by it", id, h.token)
 				}
 				if heldBy[h] != nil {
@@ -420,7 +420,7 @@ func checkInvariants(st *State, strict bool) error {
 			}
 		}
 		for seq, w := range s.waits {
-			if w.s != s || w.seq != seq || w.l == nil || st.locks[w.l.name] != w.l {
+			if w.s != s || w.seq != seq || w.l == nil || st.locks.get(w.l.name) != w.l {
 				return fmt.Errorf("session %d: waiter %d is dangling", id, seq)
 			}
 		}
@@ -438,10 +438,10 @@ func checkInvariants(st *State, strict bool) error {
 	}
 	tokens := make(map[uint64]string)
 	queued := 0
-	for name, l := range st.locks {
+	for name, l := range st.locks.byName() {
 		delay, delayToken := l.delay()
 		switch {
-		case l.name != name || !ValidName(name):
+		case l.name != name || !ValidName(name) || st.locks.get(name) != l:
 			return fmt.Errorf("lock %q stored as %q", l.name, name)
 		case l.holders.n == 0 && (delay == 0 || delayToken == 0):
 			return fmt.Errorf("lock %q exists but is free", name)
@@ -539,7 +539,7 @@ func roundTrip(tb testing.TB, st *State) *State {
 	require.NoError(tb, checkInvariants(got, true))
 	// viewOf asks Grant for every held lock, which is linear in the locks
 	// of the holder; skip it for the very large states of a few tests.
-	if len(st.locks) <= 10_000 {
+	if st.locks.len() <= 10_000 {
 		require.Equal(tb, viewOf(st), viewOf(got))
 	}
 	return got
@@ -568,14 +568,14 @@ func viewOf(st *State) view {
 		}
 		v.ByID = append(v.ByID, info)
 	}
-	for _, name := range slices.Sorted(maps.Keys(st.locks)) {
+	for _, name := range slices.Sorted(maps.Keys(st.locks.byName())) {
 		info := st.Lock(name)
 		v.Locks = append(v.Locks, info)
 		for _, h := range info.Holders {
 			n, tok, ok := st.Grant(h.Session, h.Seq)
 			v.Grants[[2]uint64{h.Session, h.Seq}] = fmt.Sprint(n, tok, ok, st.Holds(h.Session, name, h.Token))
 		}
-		for w := st.locks[name].next(); w != nil; w = w.link.next {
+		for w := st.locks.get(name).next(); w != nil; w = w.link.next {
 			v.Queues[name] = append(v.Queues[name], [3]uint64{w.s.id, w.seq, boolNum(w.shared)})
 			if st.Queued(w.s.id, w.seq) {
 				v.Queued = append(v.Queued, [2]uint64{w.s.id, w.seq})
@@ -588,12 +588,12 @@ func viewOf(st *State) view {
 // queuesOf is the queue model of an existing state.
 func queuesOf(st *State) queueModel {
 	m := queueModel{}
-	for name, l := range st.locks {
+	for name, l := range st.locks.byName() {
 		for w := range l.queued {
 			m[name] = append(m[name], [2]uint64{w.s.id, w.seq})
 		}
 	}
-	for name, e := range st.elections {
+	for name, e := range st.elections.byName() {
 		for w := range e.queued {
 			m[candidatesKey(name)] = append(m[candidatesKey(name)], [2]uint64{w.s.id, w.seq})
 		}
@@ -619,4 +619,20 @@ func (l *lock) queueOf() waitQueue {
 		return waitQueue{}
 	}
 	return l.more.queue
+}
+
+// byName returns the table's locks by name, checking that each is found
+// under its own name and that the count is right.
+func (t *lockTable) byName() map[string]*lock {
+	m := make(map[string]*lock, t.len())
+	for l := range t.all {
+		if t.get(l.name) != l {
+			panic(fmt.Sprintf("lock table: %q not found under its name", l.name))
+		}
+		m[l.name] = l
+	}
+	if len(m) != t.len() {
+		panic(fmt.Sprintf("lock table: %d locks, %d names, count %d", t.len(), len(m), t.len()))
+	}
+	return m
 }

@@ -20,7 +20,7 @@ func TestLockSize(t *testing.T) {
 	if rs[0].Status != Granted {
 		t.Fatalf("acquire: %v", rs[0].Status)
 	}
-	if l := st.locks["a"]; l == nil || l.more != nil {
+	if l := st.locks.get("a"); l == nil || l.more != nil {
 		t.Errorf("a plain held lock has a lockMore: %+v", l)
 	}
 	var buf bytes.Buffer
@@ -31,7 +31,7 @@ func TestLockSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := got.locks["a"]; l == nil || l.more != nil {
+	if l := got.locks.get("a"); l == nil || l.more != nil {
 		t.Errorf("a restored plain lock has a lockMore: %+v", l)
 	}
 }

@@ -85,12 +85,12 @@ func (st *State) Save(w io.Writer) error {
 		}
 	}
 
-	for _, table := range []map[string]*lock{st.locks, st.elections} {
+	for _, table := range []*lockTable{st.locks, st.elections} {
 		// Ordered by the oldest grant's token (unique: every lock in a table
 		// is held, or delayed, with a token of its own): sorting integers
 		// rather than names is what makes saving a million locks fast.
-		byToken := make([]*lock, 0, len(table))
-		for _, l := range table {
+		byToken := make([]*lock, 0, table.len())
+		for l := range table.all {
 			byToken = append(byToken, l)
 		}
 		slices.SortFunc(byToken, func(a, b *lock) int { return cmpUint(a.key(), b.key()) })
@@ -455,8 +455,8 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 	if tokens == nil {
 		tokens = make([]uint64, 0, prealloc(n))
 	}
-	if len(table) == 0 {
-		table = make(map[string]*lock, prealloc(n))
+	if table.len() == 0 {
+		table = newLockTable(prealloc(n))
 		if elections {
 			st.elections = table
 		} else {
@@ -490,10 +490,8 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 		if d.err != nil {
 			return tokens
 		}
-		before := len(table)
-		table[l.name] = l // one map operation: a duplicate leaves the length alone
 		switch {
-		case !ValidName(l.name) || len(table) == before:
+		case !table.add(l) || !ValidName(l.name): // one lookup: a duplicate is not added
 			d.fail("bad lock name %q", l.name)
 		case delay > MaxLockDelay || (delay != 0 && (delayToken == 0 || delayToken > st.lastToken)):
 			d.fail("lock %q: bad delay %d (token %d)", l.name, delay, delayToken)

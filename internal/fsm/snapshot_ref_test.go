@@ -159,10 +159,8 @@ func (d *refDecoder) locks(st *State, tokens []uint64, elections bool, v uint64)
 		if d.err != nil {
 			return tokens
 		}
-		before := len(table)
-		table[l.name] = l // one map operation: a duplicate leaves the length alone
 		switch {
-		case !ValidName(l.name) || len(table) == before:
+		case !table.add(l) || !ValidName(l.name):
 			d.fail("bad lock name %q", l.name)
 		case delay > MaxLockDelay || (delay != 0 && (delayToken == 0 || delayToken > st.lastToken)):
 			d.fail("lock %q: bad delay %d (token %d)", l.name, delay, delayToken)

@@ -18,9 +18,9 @@ type State struct {
 	lastSession uint64 // last session ID assigned
 	sessions    map[uint64]*session
 	nonces      map[uint64]*session // live sessions by the nonce that opened them
-	locks       map[string]*lock    // locks that are held, have waiters or are delayed
+	locks       *lockTable          // locks that are held, have waiters or are delayed
 	waiting     int                 // queued requests in all locks
-	elections   map[string]*lock    // elections that have a leader or candidates
+	elections   *lockTable          // elections that have a leader or candidates
 	campaigning int                 // queued candidates in all elections
 	grants      uint64              // grants made, of locks and leaderships
 	leaderMark  uint64              // index of the last LeaderStart entry
@@ -267,8 +267,8 @@ func New() *State {
 	return &State{
 		sessions:  make(map[uint64]*session),
 		nonces:    make(map[uint64]*session),
-		locks:     make(map[string]*lock),
-		elections: make(map[string]*lock),
+		locks:     new(lockTable),
+		elections: new(lockTable),
 	}
 }
 

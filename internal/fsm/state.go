@@ -67,8 +67,9 @@ type lock struct {
 // lockMore is what a lock needs only once it is a semaphore, has a
 // leader's value, is delayed or has been waited for. Most of a million
 // held locks are none of these, so it is kept apart, allocated the first
-// time one is set and kept while the lock lives. Read it through the
-// lock's methods, which read a nil one as zero.
+// time one is set and kept while the lock lives (so a lock handed from
+// holder to waiter allocates it once, not at every handoff). Read it
+// through the lock's methods, which read a nil one as zero.
 type lockMore struct {
 	permits uint64 // a semaphore's permit count; 0 for a lock or an election
 	value   string // election: the leader's value
@@ -107,6 +108,7 @@ func (l *lock) value() string {
 	return l.more.value
 }
 
+// setValue sets the election leader's value; clearing it allocates nothing.
 func (l *lock) setValue(v string) {
 	if v != "" || l.more != nil {
 		l.ensure().value = v
@@ -122,8 +124,11 @@ func (l *lock) delay() (delay, token uint64) {
 	return l.more.delay, l.more.delayToken
 }
 
+// delayed reports whether l is under a lock-delay.
 func (l *lock) delayed() bool { return l.more != nil && l.more.delay != 0 }
 
+// setDelay puts l under a lock-delay begun by the end of grant token, or
+// with 0, 0 ends it; ending none allocates nothing.
 func (l *lock) setDelay(delay, token uint64) {
 	if delay != 0 || token != 0 || l.more != nil {
 		m := l.ensure()

@@ -92,7 +92,7 @@ func run() error {
 	flag.StringVar(&f.chartDir, "chartdir", "", "source dir of the chart drawer (default: bench/chart, found next to this command)")
 	// Not below the restored state's live heap (about 270 MB for 1M locks):
 	// under that the collector runs back to back and the restore takes 3x.
-	flag.StringVar(&f.w6MemLimit, "w6-memlimit", "300MiB", "W6: GOMEMLIMIT of the restarted replica's process (empty: none)")
+	flag.StringVar(&f.w6MemLimit, "w6-memlimit", "256MiB", "W6: GOMEMLIMIT of the restarted replica's process (empty: none)")
 	flag.BoolVar(&f.w6Trace, "w6-trace", false, "W6: the restarted replica prints its memory every 200ms to stderr")
 	flag.StringVar(&f.w6HeapProfile, "w6-heapprofile", "", "W6: write a heap profile of the restarted replica here once it caught up")
 	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the fencelock runs here")

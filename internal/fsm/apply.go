@@ -199,7 +199,7 @@ func (s *session) kept(evs []Event) []Event {
 		for h := range list.all {
 			l := h.l
 			evs = append(evs, Event{Kind: EventKept, Session: s.id, Seq: h.seq, Name: l.name, Token: h.token,
-				Value: l.value, Election: l.election, Shared: l.shared, Permits: l.permits})
+				Value: l.value(), Election: l.election, Shared: l.shared, Permits: l.permits()})
 		}
 	}
 	return evs
@@ -212,7 +212,7 @@ func (st *State) revoke(index uint64, c *Command) Result {
 	if c.Election {
 		table = st.elections
 	}
-	l := table[c.Name]
+	l := table.get(c.Name)
 	if !ValidName(c.Name) {
 		return Result{Status: Invalid}
 	}
@@ -242,11 +242,14 @@ func (st *State) undelay(index uint64, c *Command) Result {
 	if !ValidName(c.Name) {
 		return Result{Status: Invalid}
 	}
-	l := st.locks[c.Name]
-	if c.Mark != st.leaderMark || l == nil || l.delay == 0 || l.delayToken != c.Token {
+	l := st.locks.get(c.Name)
+	if c.Mark != st.leaderMark || l == nil {
 		return Result{Status: NotApplied}
 	}
-	l.delay, l.delayToken = 0, 0
+	if delay, token := l.delay(); delay == 0 || token != c.Token {
+		return Result{Status: NotApplied}
+	}
+	l.setDelay(0, 0)
 	st.emit(Event{Kind: EventUndelayed, Name: l.name, Token: c.Token})
 	st.settle(index, l)
 	return Result{Status: OK}
@@ -266,7 +269,7 @@ func (st *State) expireGrant(index uint64, c *Command) Result {
 	if c.Election {
 		table = st.elections
 	}
-	l := table[c.Name]
+	l := table.get(c.Name)
 	if l == nil {
 		return Result{Status: NotHeld}
 	}
@@ -345,20 +348,23 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 	if s.requests() >= MaxLocksPerSession {
 		return limitExceeded(LimitLocksPerSession)
 	}
-	l := st.locks[c.Name]
-	if l != nil && l.permits != permits {
+	l := st.locks.get(c.Name)
+	if l != nil && l.permits() != permits {
 		// A semaphore's count is fixed while it exists, and a name is a
 		// lock or a semaphore, not both.
-		return Result{Status: Conflict, Value: l.permits}
+		return Result{Status: Conflict, Value: l.permits()}
 	}
 	// FIFO: a request is granted at once only if nobody waits before it.
-	now := l == nil || (l.queue.n == 0 && l.admits(shared))
-	if !now && c.Wait && l.queue.n >= MaxWaitersPerLock {
+	now := l == nil || (l.waiters() == 0 && l.admits(shared))
+	if !now && c.Wait && l.waiters() >= MaxWaitersPerLock {
 		return limitExceeded(LimitWaitersPerLock)
 	}
 	if l == nil {
-		l = &lock{name: c.Name, permits: permits}
-		st.locks[c.Name] = l
+		l = &lock{name: c.Name}
+		if permits != 0 {
+			l.ensure().permits = permits
+		}
+		st.locks.add(l)
 	}
 	if now {
 		return Result{Status: Granted, Value: st.grant(index, l, s, c.Seq, shared, "", c.MaxHold)}
@@ -375,7 +381,7 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 }
 
 func (st *State) release(index uint64, s *session, c *Command) Result {
-	l := st.locks[c.Name]
+	l := st.locks.get(c.Name)
 	if l == nil {
 		return Result{Status: NotHeld}
 	}
@@ -425,7 +431,8 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared boo
 	}
 	*h = hold{l: l, s: s, seq: seq, token: st.nextToken(index), maxHold: maxHold}
 	l.holders.push((*peerHold)(h))
-	l.shared, l.value = shared, value
+	l.shared = shared
+	l.setValue(value)
 	st.grants++
 	if _, ok := s.replies[seq]; ok {
 		s.replies[seq] = Result{Status: Granted, Value: h.token}
@@ -437,7 +444,7 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared boo
 	} else {
 		s.held.push(h)
 		st.emit(Event{Kind: EventGranted, Session: s.id, Seq: seq, Token: h.token, Name: l.name,
-			Shared: shared, Permits: l.permits, MaxHold: maxHold})
+			Shared: shared, Permits: l.permits(), MaxHold: maxHold})
 	}
 	return h.token
 }
@@ -459,7 +466,7 @@ func (st *State) drop(h *hold, why Reason) {
 		s.leads.remove(h)
 	} else {
 		st.emit(Event{Kind: EventFreed, Reason: why, Session: s.id, Seq: h.seq, Token: h.token, Name: l.name,
-			Shared: l.shared, Permits: l.permits})
+			Shared: l.shared, Permits: l.permits()})
 		s.held.remove(h)
 	}
 	l.holders.remove((*peerHold)(h))
@@ -467,29 +474,30 @@ func (st *State) drop(h *hold, why Reason) {
 	if l.holders.n == 0 {
 		// A semaphore stays shared: every grant of it is, and a delayed
 		// one outlives its last holder.
-		l.shared, l.value = l.permits > 0, ""
+		l.shared = l.permits() > 0
+		l.setValue("")
 	}
 }
 
 // settle grants l to the head of its queue while its holders admit the
 // head, and forgets l if nobody holds it (then nobody waits either).
 func (st *State) settle(index uint64, l *lock) {
-	for w := l.queue.head; w != nil && l.admits(w.shared); w = l.queue.head {
+	for w := l.next(); w != nil && l.admits(w.shared); w = l.next() {
 		st.unqueue(w)
 		st.grant(index, l, w.s, w.seq, w.shared, w.value, w.maxHold)
 	}
-	if l.holders.n > 0 || l.delay != 0 {
+	if l.holders.n > 0 || l.delayed() {
 		return
 	}
 	if l.election {
-		delete(st.elections, l.name)
+		st.elections.remove(l.name)
 	} else {
-		delete(st.locks, l.name)
+		st.locks.remove(l.name)
 	}
 }
 
 func (st *State) unqueue(w *waiter) {
-	w.l.queue.remove(w)
+	w.l.more.queue.remove(w) // a lock anyone waits for has its lockMore
 	if w.l.election {
 		delete(w.s.campaigns, w.seq)
 		st.campaigning--
@@ -530,9 +538,10 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 			st.drop(h, why) // clears h
 			// A lock delayed already restarts its delay now, for the longer
 			// of the two: never shorter than either.
-			l.delay, l.delayToken = max(l.delay, s.delay), token
+			was, _ := l.delay()
+			l.setDelay(max(was, s.delay), token)
 			st.emit(Event{Kind: EventDelayed, Reason: why, Session: s.id, Seq: seq, Name: l.name,
-				Token: token, TTL: l.delay})
+				Token: token, TTL: max(was, s.delay)})
 		}
 	}
 	delete(st.sessions, s.id)
@@ -607,7 +616,7 @@ func (st *State) grantOf(s *session, seq uint64, name string, election bool) *ho
 	if election {
 		table = st.elections
 	}
-	if l := table[name]; l != nil {
+	if l := table.get(name); l != nil {
 		return l.findSeq(s, seq)
 	}
 	return nil

@@ -17,13 +17,13 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 	if s.requests() >= MaxLocksPerSession {
 		return limitExceeded(LimitLocksPerSession)
 	}
-	e := st.elections[c.Name]
-	if e != nil && e.holders.n != 0 && c.Wait && e.queue.n >= MaxWaitersPerLock {
+	e := st.elections.get(c.Name)
+	if e != nil && e.holders.n != 0 && c.Wait && e.waiters() >= MaxWaitersPerLock {
 		return limitExceeded(LimitWaitersPerLock)
 	}
 	if e == nil {
 		e = &lock{name: c.Name, election: true}
-		st.elections[c.Name] = e
+		st.elections.add(e)
 	}
 	if e.holders.n == 0 {
 		return Result{Status: Granted, Value: st.grant(index, e, s, c.Seq, false, c.Value, c.MaxHold)}
@@ -57,14 +57,14 @@ func (st *State) proclaim(s *session, c *Command) Result {
 	if h == nil {
 		return Result{Status: NotHeld}
 	}
-	h.l.value = c.Value
+	h.l.setValue(c.Value)
 	st.emit(Event{Kind: EventProclaimed, Session: s.id, Seq: h.seq, Token: h.token, Name: h.l.name, Value: c.Value})
 	return Result{Status: OK}
 }
 
 // leader returns the leadership of election name if s leads it with token.
 func (st *State) leader(s *session, name string, token uint64) *hold {
-	e := st.elections[name]
+	e := st.elections.get(name)
 	if e == nil {
 		return nil
 	}

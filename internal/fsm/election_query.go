@@ -14,13 +14,13 @@ type ElectionInfo struct {
 // Election describes the election called name; one nobody leads or
 // campaigns in is reported without a leader.
 func (st *State) Election(name string) ElectionInfo {
-	e := st.elections[name]
+	e := st.elections.get(name)
 	if e == nil {
 		return ElectionInfo{Name: name}
 	}
-	info := ElectionInfo{Name: name, Candidates: e.queue.n}
+	info := ElectionInfo{Name: name, Candidates: e.waiters()}
 	if h := e.oldest(); h != nil {
-		info.Led, info.Token, info.Session, info.Seq, info.Value = true, h.token, h.s.id, h.seq, e.value
+		info.Led, info.Token, info.Session, info.Seq, info.Value = true, h.token, h.s.id, h.seq, e.value()
 	}
 	return info
 }
@@ -53,7 +53,7 @@ func (st *State) Grants() uint64 { return st.grants }
 // ElectionCounts returns the number of elections that have a leader or
 // candidates, and of queued candidates.
 func (st *State) ElectionCounts() (elections, candidates int) {
-	return len(st.elections), st.campaigning
+	return st.elections.len(), st.campaigning
 }
 
 // Candidate is one queued candidate of an election.
@@ -65,12 +65,12 @@ type Candidate struct {
 // Candidates returns up to limit of the election's queued candidates, in
 // the order they will lead.
 func (st *State) Candidates(name string, limit int) []Candidate {
-	e := st.elections[name]
+	e := st.elections.get(name)
 	if e == nil {
 		return nil
 	}
-	out := make([]Candidate, 0, min(limit, e.queue.n))
-	for w := range e.queue.all {
+	out := make([]Candidate, 0, min(limit, e.waiters()))
+	for w := range e.queued {
 		if len(out) == limit {
 			break
 		}

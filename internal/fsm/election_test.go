@@ -44,9 +44,9 @@ type leaderModel map[string]Event
 
 func leadersOf(st *State) leaderModel {
 	m := leaderModel{}
-	for name, e := range st.elections {
+	for name, e := range st.elections.byName() {
 		h := e.oldest()
-		m[name] = electedEv(h.s.id, h.seq, name, h.token, e.value)
+		m[name] = electedEv(h.s.id, h.seq, name, h.token, e.value())
 	}
 	return m
 }
@@ -88,8 +88,8 @@ func (m leaderModel) observe(evs []Event) error {
 }
 
 func (m leaderModel) matches(st *State) error {
-	if len(m) != len(st.elections) {
-		return fmt.Errorf("events announce %d leaders, state has %d elections", len(m), len(st.elections))
+	if len(m) != st.elections.len() {
+		return fmt.Errorf("events announce %d leaders, state has %d elections", len(m), st.elections.len())
 	}
 	for name, e := range m {
 		info := st.Election(name)
@@ -115,8 +115,8 @@ func checkElectionInvariants(st *State) error {
 		claimed[r] = where
 		return nil
 	}
-	for name, l := range st.locks {
-		if l.election || l.value != "" {
+	for name, l := range st.locks.byName() {
+		if l.election || l.value() != "" {
 			return fmt.Errorf("lock %q is marked as an election", name)
 		}
 		for h := range l.grants {
@@ -124,21 +124,21 @@ func checkElectionInvariants(st *State) error {
 				return err
 			}
 		}
-		for w := l.queue.head; w != nil; w = w.link.next {
+		for w := l.next(); w != nil; w = w.link.next {
 			if err := claim(w.s, w.seq, "waiting for lock "+name); err != nil {
 				return err
 			}
 		}
 	}
 	candidates := 0
-	for name, e := range st.elections {
+	for name, e := range st.elections.byName() {
 		h := e.oldest()
 		switch {
-		case e.name != name || !ValidName(name) || !e.election:
+		case e.name != name || !ValidName(name) || !e.election || st.elections.get(name) != e:
 			return fmt.Errorf("election %q stored as %q (election=%v)", e.name, name, e.election)
 		case h == nil:
 			return fmt.Errorf("election %q exists without a leader", name)
-		case e.holders.n != 1 || e.shared || e.permits != 0:
+		case e.holders.n != 1 || e.shared || e.permits() != 0:
 			return fmt.Errorf("election %q has %d leaders", name, e.holders.n)
 		case st.sessions[h.s.id] != h.s:
 			return fmt.Errorf("election %q led by dead session %d", name, h.s.id)
@@ -146,17 +146,17 @@ func checkElectionInvariants(st *State) error {
 			return fmt.Errorf("election %q not in its leader's list", name)
 		case h.token == 0 || h.token > st.lastToken:
 			return fmt.Errorf("election %q has token %d, last %d", name, h.token, st.lastToken)
-		case len(e.value) > MaxValueLen:
-			return fmt.Errorf("election %q: value of %d bytes", name, len(e.value))
+		case len(e.value()) > MaxValueLen:
+			return fmt.Errorf("election %q: value of %d bytes", name, len(e.value()))
 		}
 		if err := claim(h.s, h.seq, "leading "+name); err != nil {
 			return err
 		}
 		n := 0
 		var prev *waiter
-		for w := e.queue.head; w != nil; w = w.link.next {
-			if n++; n > e.queue.n {
-				return fmt.Errorf("election %q: queue longer than %d", name, e.queue.n)
+		for w := e.next(); w != nil; w = w.link.next {
+			if n++; n > e.waiters() {
+				return fmt.Errorf("election %q: queue longer than %d", name, e.waiters())
 			}
 			switch {
 			case w.link.prev != prev || w.l != e:
@@ -173,20 +173,20 @@ func checkElectionInvariants(st *State) error {
 			}
 			prev = w
 		}
-		if e.queue.tail != prev || n != e.queue.n {
-			return fmt.Errorf("election %q: tail or count (%d) wrong, walked %d", name, e.queue.n, n)
+		if e.queueOf().tail != prev || n != e.waiters() {
+			return fmt.Errorf("election %q: tail or count (%d) wrong, walked %d", name, e.waiters(), n)
 		}
 		candidates += n
 	}
 	inSessions := 0
 	for id, s := range st.sessions {
 		for h := range s.leads.all {
-			if st.elections[h.l.name] != h.l || h.s != s || h.l.oldest() != h {
+			if st.elections.get(h.l.name) != h.l || h.s != s || h.l.oldest() != h {
 				return fmt.Errorf("session %d: leads %q, which it does not", id, h.l.name)
 			}
 		}
 		for seq, w := range s.campaigns {
-			if w.s != s || w.seq != seq || w.l == nil || st.elections[w.l.name] != w.l {
+			if w.s != s || w.seq != seq || w.l == nil || st.elections.get(w.l.name) != w.l {
 				return fmt.Errorf("session %d: candidacy %d is dangling", id, seq)
 			}
 		}

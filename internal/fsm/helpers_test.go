@@ -109,9 +109,9 @@ type delayModel map[string]uint64
 
 func delaysOf(st *State) delayModel {
 	m := delayModel{}
-	for name, l := range st.locks {
-		if l.delay != 0 {
-			m[name] = l.delayToken
+	for name, l := range st.locks.byName() {
+		if delay, token := l.delay(); delay != 0 {
+			m[name] = token
 		}
 	}
 	return m
@@ -138,13 +138,14 @@ func (m delayModel) observe(evs []Event, st *State) error {
 		}
 	}
 	n := 0
-	for name, l := range st.locks {
-		if l.delay == 0 {
+	for name, l := range st.locks.byName() {
+		delay, token := l.delay()
+		if delay == 0 {
 			continue
 		}
 		n++
-		if tok, ok := m[name]; !ok || tok != l.delayToken {
-			return fmt.Errorf("lock %q delayed by %d, events say %d (%v)", name, l.delayToken, tok, ok)
+		if tok, ok := m[name]; !ok || tok != token {
+			return fmt.Errorf("lock %q delayed by %d, events say %d (%v)", name, token, tok, ok)
 		}
 	}
 	if n != len(m) {
@@ -225,9 +226,9 @@ func (m queueModel) observe(evs []Event, st *State) error {
 				return fmt.Errorf("lock %q: %v is at place %d, Position says %d", name, req, at+1, p)
 			}
 		}
-		if l := st.locks[name]; l != nil {
+		if l := st.locks.get(name); l != nil {
 			at := 0
-			for w := range l.queue.all {
+			for w := range l.queued {
 				if q[at] != [2]uint64{w.s.id, w.seq} {
 					return fmt.Errorf("lock %q: events say %v at place %d, the state %d/%d", name, q[at], at, w.s.id, w.seq)
 				}
@@ -280,10 +281,10 @@ type holderModel map[string][]Event
 
 func holdersOf(st *State) holderModel {
 	m := holderModel{}
-	for name, l := range st.locks {
+	for name, l := range st.locks.byName() {
 		for h := range l.grants {
 			e := grantedEv(h.s.id, h.seq, name, h.token)
-			e.Shared, e.Permits = l.shared, l.permits
+			e.Shared, e.Permits = l.shared, l.permits()
 			m[name] = append(m[name], e)
 		}
 	}
@@ -348,7 +349,7 @@ func (m holderModel) observe(evs []Event) error {
 
 func (m holderModel) matches(st *State) error {
 	held := 0
-	for _, l := range st.locks {
+	for _, l := range st.locks.byName() {
 		if l.holders.n > 0 {
 			held++
 		}
@@ -405,7 +406,7 @@ func checkInvariants(st *State, strict bool) error {
 				table = st.elections
 			}
 			for h := range list.all {
-				if h.l == nil || table[h.l.name] != h.l || h.s != s {
+				if h.l == nil || table.get(h.l.name) != h.l || h.s != s {
 					return fmt.Errorf("session %d: held grant %d not held by it", id, h.token)
 				}
 				if heldBy[h] != nil {
@@ -419,7 +420,7 @@ func checkInvariants(st *State, strict bool) error {
 			}
 		}
 		for seq, w := range s.waits {
-			if w.s != s || w.seq != seq || w.l == nil || st.locks[w.l.name] != w.l {
+			if w.s != s || w.seq != seq || w.l == nil || st.locks.get(w.l.name) != w.l {
 				return fmt.Errorf("session %d: waiter %d is dangling", id, seq)
 			}
 		}
@@ -437,19 +438,20 @@ func checkInvariants(st *State, strict bool) error {
 	}
 	tokens := make(map[uint64]string)
 	queued := 0
-	for name, l := range st.locks {
+	for name, l := range st.locks.byName() {
+		delay, delayToken := l.delay()
 		switch {
-		case l.name != name || !ValidName(name):
+		case l.name != name || !ValidName(name) || st.locks.get(name) != l:
 			return fmt.Errorf("lock %q stored as %q", l.name, name)
-		case l.holders.n == 0 && (l.delay == 0 || l.delayToken == 0):
+		case l.holders.n == 0 && (delay == 0 || delayToken == 0):
 			return fmt.Errorf("lock %q exists but is free", name)
-		case l.delay > MaxLockDelay || (l.delay == 0) != (l.delayToken == 0) || l.delayToken > st.lastToken:
-			return fmt.Errorf("lock %q: delay %d, token %d", name, l.delay, l.delayToken)
-		case l.holders.n > 1 && !l.shared, l.permits > 0 && !l.shared:
-			return fmt.Errorf("lock %q: %d holders, shared %v, permits %d", name, l.holders.n, l.shared, l.permits)
+		case delay > MaxLockDelay || (delay == 0) != (delayToken == 0) || delayToken > st.lastToken:
+			return fmt.Errorf("lock %q: delay %d, token %d", name, delay, delayToken)
+		case l.holders.n > 1 && !l.shared, l.permits() > 0 && !l.shared:
+			return fmt.Errorf("lock %q: %d holders, shared %v, permits %d", name, l.holders.n, l.shared, l.permits())
 		case strict && l.holders.n > l.capacity():
 			return fmt.Errorf("lock %q: %d holders, capacity %d", name, l.holders.n, l.capacity())
-		case l.queue.head != nil && l.admits(l.queue.head.shared):
+		case l.next() != nil && l.admits(l.next().shared):
 			return fmt.Errorf("lock %q admits the head of its queue", name)
 		}
 		n, prevTok := 0, uint64(0)
@@ -485,9 +487,9 @@ func checkInvariants(st *State, strict bool) error {
 		}
 		n = 0
 		var prev *waiter
-		for w := l.queue.head; w != nil; w = w.link.next {
-			if n++; n > l.queue.n {
-				return fmt.Errorf("lock %q: queue longer than %d", name, l.queue.n)
+		for w := l.next(); w != nil; w = w.link.next {
+			if n++; n > l.waiters() {
+				return fmt.Errorf("lock %q: queue longer than %d", name, l.waiters())
 			}
 			switch {
 			case w.link.prev != prev || w.l != l:
@@ -496,7 +498,7 @@ func checkInvariants(st *State, strict bool) error {
 				return fmt.Errorf("lock %q: waiter of dead session %d", name, w.s.id)
 			case w.s.waits[w.seq] != w:
 				return fmt.Errorf("lock %q: waiter %d/%d not in its session", name, w.s.id, w.seq)
-			case l.permits > 0 && !w.shared:
+			case l.permits() > 0 && !w.shared:
 				return fmt.Errorf("semaphore %q: exclusive waiter %d/%d", name, w.s.id, w.seq)
 			}
 			if err := claim(w.s, w.seq, "waiting for "+name); err != nil {
@@ -504,8 +506,8 @@ func checkInvariants(st *State, strict bool) error {
 			}
 			prev = w
 		}
-		if l.queue.tail != prev || n != l.queue.n {
-			return fmt.Errorf("lock %q: tail or count (%d) wrong, walked %d", name, l.queue.n, n)
+		if l.queueOf().tail != prev || n != l.waiters() {
+			return fmt.Errorf("lock %q: tail or count (%d) wrong, walked %d", name, l.waiters(), n)
 		}
 		queued += n
 	}
@@ -537,7 +539,7 @@ func roundTrip(tb testing.TB, st *State) *State {
 	require.NoError(tb, checkInvariants(got, true))
 	// viewOf asks Grant for every held lock, which is linear in the locks
 	// of the holder; skip it for the very large states of a few tests.
-	if len(st.locks) <= 10_000 {
+	if st.locks.len() <= 10_000 {
 		require.Equal(tb, viewOf(st), viewOf(got))
 	}
 	return got
@@ -566,14 +568,14 @@ func viewOf(st *State) view {
 		}
 		v.ByID = append(v.ByID, info)
 	}
-	for _, name := range slices.Sorted(maps.Keys(st.locks)) {
+	for _, name := range slices.Sorted(maps.Keys(st.locks.byName())) {
 		info := st.Lock(name)
 		v.Locks = append(v.Locks, info)
 		for _, h := range info.Holders {
 			n, tok, ok := st.Grant(h.Session, h.Seq)
 			v.Grants[[2]uint64{h.Session, h.Seq}] = fmt.Sprint(n, tok, ok, st.Holds(h.Session, name, h.Token))
 		}
-		for w := st.locks[name].queue.head; w != nil; w = w.link.next {
+		for w := st.locks.get(name).next(); w != nil; w = w.link.next {
 			v.Queues[name] = append(v.Queues[name], [3]uint64{w.s.id, w.seq, boolNum(w.shared)})
 			if st.Queued(w.s.id, w.seq) {
 				v.Queued = append(v.Queued, [2]uint64{w.s.id, w.seq})
@@ -586,13 +588,13 @@ func viewOf(st *State) view {
 // queuesOf is the queue model of an existing state.
 func queuesOf(st *State) queueModel {
 	m := queueModel{}
-	for name, l := range st.locks {
-		for w := range l.queue.all {
+	for name, l := range st.locks.byName() {
+		for w := range l.queued {
 			m[name] = append(m[name], [2]uint64{w.s.id, w.seq})
 		}
 	}
-	for name, e := range st.elections {
-		for w := range e.queue.all {
+	for name, e := range st.elections.byName() {
+		for w := range e.queued {
 			m[candidatesKey(name)] = append(m[candidatesKey(name)], [2]uint64{w.s.id, w.seq})
 		}
 	}
@@ -608,4 +610,29 @@ func boolNum(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// queueOf returns l's queue as it stands (the zero queue if l has no
+// lockMore), for checks of its links.
+func (l *lock) queueOf() waitQueue {
+	if l.more == nil {
+		return waitQueue{}
+	}
+	return l.more.queue
+}
+
+// byName returns the table's locks by name, checking that each is found
+// under its own name and that the count is right.
+func (t *lockTable) byName() map[string]*lock {
+	m := make(map[string]*lock, t.len())
+	for l := range t.all {
+		if t.get(l.name) != l {
+			panic(fmt.Sprintf("lock table: %q not found under its name", l.name))
+		}
+		m[l.name] = l
+	}
+	if len(m) != t.len() {
+		panic(fmt.Sprintf("lock table: %d locks, %d names, count %d", t.len(), len(m), t.len()))
+	}
+	return m
 }

@@ -18,7 +18,7 @@ type LockEntry struct {
 // prefix and sort after after; more reports whether further locks match.
 // Each entry lists up to queue waiting sessions.
 //
-// The lock table is a hash map, so a page costs one pass over every lock
+// The lock table is a hash table, so a page costs one pass over every lock
 // plus O(log limit) per lock that sorts low enough to enter the page: about
 // O(n) for a page of n locks in all, with O(limit) memory. It runs on the
 // apply goroutine and delays applies while it runs; callers bound limit.
@@ -27,9 +27,9 @@ func (st *State) LocksPage(prefix, after string, limit, queue int) (page []LockE
 		return nil, false
 	}
 	sel := &topK[string, *lock]{k: limit + 1}
-	for name, l := range st.locks {
-		if name > after && strings.HasPrefix(name, prefix) {
-			sel.offer(name, l)
+	for l := range st.locks.all {
+		if l.name > after && strings.HasPrefix(l.name, prefix) {
+			sel.offer(l.name, l)
 		}
 	}
 	locks := sel.sorted()

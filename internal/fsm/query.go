@@ -47,13 +47,13 @@ type TimedGrant struct {
 // maximum hold: what the leader's timers must time after a snapshot
 // replaced the state. The order is unspecified.
 func (st *State) Timers() (delays []Delay, grants []TimedGrant) {
-	for _, l := range st.locks {
-		if l.delay != 0 {
-			delays = append(delays, Delay{Name: l.name, Token: l.delayToken, Delay: l.delay})
+	for l := range st.locks.all {
+		if delay, token := l.delay(); delay != 0 {
+			delays = append(delays, Delay{Name: l.name, Token: token, Delay: delay})
 		}
 	}
-	for _, table := range []map[string]*lock{st.locks, st.elections} {
-		for _, l := range table {
+	for _, table := range []*lockTable{st.locks, st.elections} {
+		for l := range table.all {
 			for h := range l.grants {
 				if h.maxHold != 0 {
 					grants = append(grants, TimedGrant{Name: l.name, Election: l.election, Token: h.token, MaxHold: h.maxHold})
@@ -77,12 +77,13 @@ type SessionInfo struct {
 
 // Lock describes the lock called name; a lock nobody holds is reported free.
 func (st *State) Lock(name string) LockInfo {
-	l := st.locks[name]
+	l := st.locks.get(name)
 	if l == nil {
 		return LockInfo{Name: name}
 	}
-	info := LockInfo{Name: name, Waiters: l.queue.n, Shared: l.shared, Permits: l.permits,
-		Delayed: l.delay != 0, Delay: l.delay}
+	delay, _ := l.delay()
+	info := LockInfo{Name: name, Waiters: l.waiters(), Shared: l.shared, Permits: l.permits(),
+		Delayed: delay != 0, Delay: delay}
 	if h := l.oldest(); h != nil {
 		info.Held, info.Token, info.Session, info.Seq = true, h.token, h.s.id, h.seq
 		info.Holders = make([]Holder, 0, l.holders.n)
@@ -151,7 +152,7 @@ func (st *State) Queued(session, seq uint64) bool {
 // Queue returns the sessions of the requests waiting for lock name, head
 // first: up to limit of them.
 func (st *State) Queue(name string, limit int) []uint64 {
-	if l := st.locks[name]; l != nil {
+	if l := st.locks.get(name); l != nil {
 		return l.waiting(limit)
 	}
 	return nil
@@ -159,7 +160,7 @@ func (st *State) Queue(name string, limit int) []uint64 {
 
 func (l *lock) waiting(limit int) []uint64 {
 	var out []uint64
-	for w := l.queue.head; w != nil && len(out) < limit; w = w.link.next {
+	for w := l.next(); w != nil && len(out) < limit; w = w.link.next {
 		out = append(out, w.s.id)
 	}
 	return out
@@ -181,7 +182,7 @@ func (st *State) Position(session, seq uint64) int {
 		return 0
 	}
 	pos := 1
-	for q := w.l.queue.head; q != nil && q != w; q = q.link.next {
+	for q := w.l.next(); q != nil && q != w; q = q.link.next {
 		pos++
 	}
 	return pos
@@ -189,14 +190,14 @@ func (st *State) Position(session, seq uint64) int {
 
 // Holds reports whether session holds lock name with grant token.
 func (st *State) Holds(session uint64, name string, token uint64) bool {
-	l, s := st.locks[name], st.sessions[session]
+	l, s := st.locks.get(name), st.sessions[session]
 	return l != nil && s != nil && l.find(s, token) != nil
 }
 
 // Counts returns the number of sessions, locks (held, waited for or
 // delayed) and queued requests.
 func (st *State) Counts() (sessions, locks, waiting int) {
-	return len(st.sessions), len(st.locks), st.waiting
+	return len(st.sessions), st.locks.len(), st.waiting
 }
 
 func cmpUint(a, b uint64) int {

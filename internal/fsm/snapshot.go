@@ -85,12 +85,12 @@ func (st *State) Save(w io.Writer) error {
 		}
 	}
 
-	for _, table := range []map[string]*lock{st.locks, st.elections} {
+	for _, table := range []*lockTable{st.locks, st.elections} {
 		// Ordered by the oldest grant's token (unique: every lock in a table
 		// is held, or delayed, with a token of its own): sorting integers
 		// rather than names is what makes saving a million locks fast.
-		byToken := make([]*lock, 0, len(table))
-		for _, l := range table {
+		byToken := make([]*lock, 0, table.len())
+		for l := range table.all {
 			byToken = append(byToken, l)
 		}
 		slices.SortFunc(byToken, func(a, b *lock) int { return cmpUint(a.key(), b.key()) })
@@ -100,19 +100,20 @@ func (st *State) Save(w io.Writer) error {
 			if l.election {
 				h := l.oldest()
 				buf = u(u(u(u(buf, h.s.id), h.seq), h.token), h.maxHold)
-				buf = appendString(buf, l.value)
+				buf = appendString(buf, l.value())
 			} else {
-				buf = u(append(u(buf, l.permits), boolByte(l.shared)), l.delay)
-				if l.delay != 0 {
-					buf = u(buf, l.delayToken)
+				delay, token := l.delay()
+				buf = u(append(u(buf, l.permits()), boolByte(l.shared)), delay)
+				if delay != 0 {
+					buf = u(buf, token)
 				}
 				buf = u(buf, uint64(l.holders.n))
 				for h := range l.grants {
 					buf = u(u(u(u(buf, h.s.id), h.seq), h.token), h.maxHold)
 				}
 			}
-			buf = u(buf, uint64(l.queue.n))
-			for w := range l.queue.all {
+			buf = u(buf, uint64(l.waiters()))
+			for w := range l.queued {
 				buf = u(u(buf, w.s.id), w.seq)
 				if l.election {
 					buf = appendString(buf, w.value)
@@ -454,8 +455,8 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 	if tokens == nil {
 		tokens = make([]uint64, 0, prealloc(n))
 	}
-	if len(table) == 0 {
-		table = make(map[string]*lock, prealloc(n))
+	if table.len() == 0 {
+		table = newLockTable(prealloc(n))
 		if elections {
 			st.elections = table
 		} else {
@@ -473,27 +474,30 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 		slab = slab[1:]
 		l.name, l.election = d.name(), elections
 		holders := uint64(1)
+		var permits, delay, delayToken uint64
 		if shared {
-			l.permits, l.shared, l.delay = d.uvarint(), d.bool(), d.uvarint()
-			if l.delay != 0 {
-				l.delayToken = d.uvarint()
-				tokens = append(tokens, l.delayToken)
+			permits, l.shared, delay = d.uvarint(), d.bool(), d.uvarint()
+			if delay != 0 {
+				delayToken = d.uvarint()
+				tokens = append(tokens, delayToken)
 			}
 			holders = d.count()
 		}
+		if permits != 0 {
+			l.ensure().permits = permits
+		}
+		l.setDelay(delay, delayToken)
 		if d.err != nil {
 			return tokens
 		}
-		before := len(table)
-		table[l.name] = l // one map operation: a duplicate leaves the length alone
 		switch {
-		case !ValidName(l.name) || len(table) == before:
+		case !table.add(l) || !ValidName(l.name): // one lookup: a duplicate is not added
 			d.fail("bad lock name %q", l.name)
-		case l.delay > MaxLockDelay || (l.delay != 0 && (l.delayToken == 0 || l.delayToken > st.lastToken)):
-			d.fail("lock %q: bad delay %d (token %d)", l.name, l.delay, l.delayToken)
-		case holders == 0 && l.delay == 0:
+		case delay > MaxLockDelay || (delay != 0 && (delayToken == 0 || delayToken > st.lastToken)):
+			d.fail("lock %q: bad delay %d (token %d)", l.name, delay, delayToken)
+		case holders == 0 && delay == 0:
 			d.fail("lock %q is free", l.name)
-		case (holders > 1 || l.permits > 0) && !l.shared:
+		case (holders > 1 || permits > 0) && !l.shared:
 			d.fail("lock %q has %d exclusive holders", l.name, holders)
 		}
 		for range holders {
@@ -502,7 +506,7 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 			}
 		}
 		if elections {
-			l.value = d.value()
+			l.setValue(d.value())
 		}
 		if d.err != nil {
 			return tokens
@@ -525,9 +529,9 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.s.queued(w.seq) != nil:
 				d.fail("request %d of session %d waits twice", w.seq, w.s.id)
-			case l.permits > 0 && !w.shared:
+			case permits > 0 && !w.shared:
 				d.fail("exclusive waiter in semaphore %q", l.name)
-			case l.queue.n == 0 && l.admits(w.shared):
+			case l.waiters() == 0 && l.admits(w.shared):
 				d.fail("lock %q admits its queue's head", l.name)
 			}
 			if d.err != nil {

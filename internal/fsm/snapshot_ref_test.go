@@ -143,34 +143,37 @@ func (d *refDecoder) locks(st *State, tokens []uint64, elections bool, v uint64)
 		l := &slab[i]
 		l.name, l.election = d.name(), elections
 		holders := uint64(1)
+		var permits, delay, delayToken uint64
 		if shared {
-			l.permits, l.shared, l.delay = d.uvarint(), d.bool(), d.uvarint()
-			if l.delay != 0 {
-				l.delayToken = d.uvarint()
-				tokens = append(tokens, l.delayToken)
+			permits, l.shared, delay = d.uvarint(), d.bool(), d.uvarint()
+			if delay != 0 {
+				delayToken = d.uvarint()
+				tokens = append(tokens, delayToken)
 			}
 			holders = d.count()
 		}
+		if permits != 0 {
+			l.ensure().permits = permits
+		}
+		l.setDelay(delay, delayToken)
 		if d.err != nil {
 			return tokens
 		}
-		before := len(table)
-		table[l.name] = l // one map operation: a duplicate leaves the length alone
 		switch {
-		case !ValidName(l.name) || len(table) == before:
+		case !table.add(l) || !ValidName(l.name):
 			d.fail("bad lock name %q", l.name)
-		case l.delay > MaxLockDelay || (l.delay != 0 && (l.delayToken == 0 || l.delayToken > st.lastToken)):
-			d.fail("lock %q: bad delay %d (token %d)", l.name, l.delay, l.delayToken)
-		case holders == 0 && l.delay == 0:
+		case delay > MaxLockDelay || (delay != 0 && (delayToken == 0 || delayToken > st.lastToken)):
+			d.fail("lock %q: bad delay %d (token %d)", l.name, delay, delayToken)
+		case holders == 0 && delay == 0:
 			d.fail("lock %q is free", l.name)
-		case (holders > 1 || l.permits > 0) && !l.shared:
+		case (holders > 1 || permits > 0) && !l.shared:
 			d.fail("lock %q has %d exclusive holders", l.name, holders)
 		}
 		for range holders {
 			tokens = d.hold(st, l, tokens, v)
 		}
 		if elections {
-			l.value = d.value()
+			l.setValue(d.value())
 		}
 		if d.err != nil {
 			return tokens
@@ -193,9 +196,9 @@ func (d *refDecoder) locks(st *State, tokens []uint64, elections bool, v uint64)
 				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.s.queued(w.seq) != nil:
 				d.fail("request %d of session %d waits twice", w.seq, w.s.id)
-			case l.permits > 0 && !w.shared:
+			case permits > 0 && !w.shared:
 				d.fail("exclusive waiter in semaphore %q", l.name)
-			case l.queue.n == 0 && l.admits(w.shared):
+			case l.waiters() == 0 && l.admits(w.shared):
 				d.fail("lock %q admits its queue's head", l.name)
 			}
 			if d.err != nil {

@@ -18,9 +18,9 @@ type State struct {
 	lastSession uint64 // last session ID assigned
 	sessions    map[uint64]*session
 	nonces      map[uint64]*session // live sessions by the nonce that opened them
-	locks       map[string]*lock    // locks that are held, have waiters or are delayed
+	locks       *lockTable          // locks that are held, have waiters or are delayed
 	waiting     int                 // queued requests in all locks
-	elections   map[string]*lock    // elections that have a leader or candidates
+	elections   *lockTable          // elections that have a leader or candidates
 	campaigning int                 // queued candidates in all elections
 	grants      uint64              // grants made, of locks and leaderships
 	leaderMark  uint64              // index of the last LeaderStart entry
@@ -58,17 +58,106 @@ type session struct {
 type lock struct {
 	name     string
 	election bool
-	shared   bool   // its holders hold in shared mode
-	permits  uint64 // a semaphore's permit count; 0 for a lock or an election
-	value    string // election: the leader's value
+	shared   bool      // its holders hold in shared mode
+	first    hold      // the first grant's storage: an exclusive lock allocates no other
+	holders  peerList  // its grants, in the order they were made (token order)
+	more     *lockMore // nil for a lock that never needed it: see lockMore
+}
+
+// lockMore is what a lock needs only once it is a semaphore, has a
+// leader's value, is delayed or has been waited for. Most of a million
+// held locks are none of these, so it is kept apart, allocated the first
+// time one is set and kept while the lock lives (so a lock handed from
+// holder to waiter allocates it once, not at every handoff). Read it
+// through the lock's methods, which read a nil one as zero.
+type lockMore struct {
+	permits uint64 // a semaphore's permit count; 0 for a lock or an election
+	value   string // election: the leader's value
 	// delay is the lock-delay the lock is under, in nanoseconds: 0 unless
 	// a session that held it expired (or an operator ended it) with a
 	// lock-delay; then nobody is granted the lock until Undelay names
 	// delayToken, the token of the grant whose end began the delay.
 	delay, delayToken uint64
-	first             hold                   // the first grant's storage: an exclusive lock allocates no other
-	holders           peerList               // its grants, in the order they were made (token order)
-	queue             chain[waiter, *waiter] // FIFO queue of waiting requests
+	queue             waitQueue // FIFO queue of waiting requests
+}
+
+// waitQueue is a lock's queue of waiting requests, oldest first.
+type waitQueue = chain[waiter, *waiter]
+
+// ensure returns l's lockMore, allocating it if l has none yet.
+func (l *lock) ensure() *lockMore {
+	if l.more == nil {
+		l.more = new(lockMore)
+	}
+	return l.more
+}
+
+// permits is the lock's permit count if it is a semaphore, else 0.
+func (l *lock) permits() uint64 {
+	if l.more == nil {
+		return 0
+	}
+	return l.more.permits
+}
+
+// value is the election leader's value ("" for a lock).
+func (l *lock) value() string {
+	if l.more == nil {
+		return ""
+	}
+	return l.more.value
+}
+
+// setValue sets the election leader's value; clearing it allocates nothing.
+func (l *lock) setValue(v string) {
+	if v != "" || l.more != nil {
+		l.ensure().value = v
+	}
+}
+
+// delay is the lock-delay l is under (0: none) and the token whose end
+// began it.
+func (l *lock) delay() (delay, token uint64) {
+	if l.more == nil {
+		return 0, 0
+	}
+	return l.more.delay, l.more.delayToken
+}
+
+// delayed reports whether l is under a lock-delay.
+func (l *lock) delayed() bool { return l.more != nil && l.more.delay != 0 }
+
+// setDelay puts l under a lock-delay begun by the end of grant token, or
+// with 0, 0 ends it; ending none allocates nothing.
+func (l *lock) setDelay(delay, token uint64) {
+	if delay != 0 || token != 0 || l.more != nil {
+		m := l.ensure()
+		m.delay, m.delayToken = delay, token
+	}
+}
+
+// waiters is how many requests wait in l's queue.
+func (l *lock) waiters() int {
+	if l.more == nil {
+		return 0
+	}
+	return l.more.queue.n
+}
+
+// next returns the head of l's queue, or nil if nobody waits.
+func (l *lock) next() *waiter {
+	if l.more == nil {
+		return nil
+	}
+	return l.more.queue.head
+}
+
+// queued yields l's waiting requests, head first; the caller may remove
+// the one it is given.
+func (l *lock) queued(yield func(*waiter) bool) {
+	if l.more != nil {
+		l.more.queue.all(yield)
+	}
 }
 
 // hold is one grant of a lock (or of an election) to one request of a
@@ -119,13 +208,14 @@ func (l *lock) key() uint64 {
 	if h := l.oldest(); h != nil {
 		return h.token
 	}
-	return l.delayToken
+	_, token := l.delay()
+	return token
 }
 
 // capacity is how many grants the lock admits at once in shared mode.
 func (l *lock) capacity() int {
-	if l.permits > 0 {
-		return int(l.permits)
+	if p := l.permits(); p > 0 {
+		return int(p)
 	}
 	return MaxHoldersPerLock
 }
@@ -133,7 +223,7 @@ func (l *lock) capacity() int {
 // admits reports whether a request in mode shared could be granted now if
 // it were at the head of the queue. A delayed lock admits nobody.
 func (l *lock) admits(shared bool) bool {
-	if l.delay != 0 {
+	if l.delayed() {
 		return false
 	}
 	if l.holders.n == 0 {
@@ -182,8 +272,8 @@ func New() *State {
 	return &State{
 		sessions:  make(map[uint64]*session),
 		nonces:    make(map[uint64]*session),
-		locks:     make(map[string]*lock),
-		elections: make(map[string]*lock),
+		locks:     new(lockTable),
+		elections: new(lockTable),
 	}
 }
 
@@ -216,5 +306,5 @@ func (st *State) nextSessionID(index uint64) uint64 {
 // push queues w behind the lock's other waiters.
 func (l *lock) push(w *waiter) {
 	w.l = l
-	l.queue.push(w)
+	l.ensure().queue.push(w)
 }

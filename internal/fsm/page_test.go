@@ -103,12 +103,18 @@ func TestSessionsPage(t *testing.T) {
 func BenchmarkLocksPage(b *testing.B) {
 	st := New()
 	const n = 1_000_000
-	cmds := []Command{openCmd(1)}
+	// One session holds at most MaxLocksPerSession: spread the locks.
+	var cmds []Command
+	for i := range n / MaxLocksPerSession {
+		cmds = append(cmds, openCmd(uint64(i+1)))
+	}
 	st.Apply(1, cmds)
-	id := st.Sessions()[0].ID
+	sessions := st.Sessions()
+	require.Len(b, sessions, n/MaxLocksPerSession)
 	batch := make([]Command, 0, MaxBatch)
 	idx := uint64(2)
 	for i := range n {
+		id := sessions[i/MaxLocksPerSession].ID
 		batch = append(batch, acqCmd(id, uint64(i+1), fmt.Sprintf("lock/%07d", i), false))
 		if len(batch) == MaxBatch || i == n-1 {
 			st.Apply(idx, batch)

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lni/dragonboat/v4"
 
 	"github.com/fencelock/fencelock/internal/peering"
 )
@@ -290,7 +289,7 @@ func (p *peers) monitor(stop <-chan struct{}) {
 
 // refresh reads the membership as applied here, and returns its voters.
 func (p *peers) refresh() map[uint64]string {
-	info := p.r.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+	info := p.r.nodeHostInfo()
 	if info == nil {
 		return nil
 	}

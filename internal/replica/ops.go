@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/raftio"
 
 	"github.com/fencelock/fencelock/internal/fsm"
@@ -80,12 +79,7 @@ func (r *Replica) leaderChanged(old uint64, info raftio.LeaderInfo) {
 func (r *Replica) opsStatus(st *Status) {
 	st.Removed = r.ops.removed.Load()
 	st.LastSnapshotIndex = max(r.ops.snapshotIndex.Load(), r.restoredIndex.Load())
-	select {
-	case <-r.closed:
-		return // the NodeHost may be closing
-	default:
-	}
-	info := r.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+	info := r.nodeHostInfo()
 	if info == nil {
 		return
 	}

@@ -120,6 +120,10 @@ type Replica struct {
 	mu      sync.Mutex
 	closing bool
 	wg      sync.WaitGroup // background goroutines
+	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)
+	// before Close closes it: Dragonboat's Close and GetNodeHostInfo race.
+	nhMu     sync.RWMutex
+	nhClosed bool
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -300,6 +304,9 @@ func (r *Replica) Close() {
 		close(r.closed)
 		r.cancel()
 		r.prop.Close()
+		r.nhMu.Lock()
+		r.nhClosed = true
+		r.nhMu.Unlock()
 		r.nh.Close()
 		r.wg.Wait()
 		if r.releaseDir != nil {
@@ -307,6 +314,17 @@ func (r *Replica) Close() {
 		}
 		r.log.Debug("fencelock replica closed")
 	})
+}
+
+// nodeHostInfo is Dragonboat's local view of the membership, or nil once
+// Close has begun.
+func (r *Replica) nodeHostInfo() *dragonboat.NodeHostInfo {
+	r.nhMu.RLock()
+	defer r.nhMu.RUnlock()
+	if r.nhClosed {
+		return nil
+	}
+	return r.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
 }
 
 // Done is closed when Close begins.

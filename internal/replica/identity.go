@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/fencelock/fencelock/internal/peering"
 )
 

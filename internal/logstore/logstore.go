@@ -27,6 +27,7 @@ package logstore
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	_ "unsafe" // newDefault is linked to Dragonboat's constructor
 
@@ -159,16 +160,14 @@ func (s *Store) SaveRaftState(updates []pb.Update, worker uint64) error {
 	// shard's): deferred states ride along for the shards in this call, and
 	// are dropped where this call writes a newer state (commit indexes
 	// only rise).
-	shards := map[uint64]bool{}
 	for _, ud := range updates {
-		shards[ud.ShardID] = true
 		if !pb.IsEmptyState(ud.State) {
 			delete(s.held, node{ud.ShardID, ud.ReplicaID})
 		}
 	}
 	var merged []node
 	for n, h := range s.held {
-		if shards[n.shard] {
+		if slices.ContainsFunc(updates, func(ud pb.Update) bool { return ud.ShardID == n.shard }) {
 			if merged == nil {
 				updates = append([]pb.Update(nil), updates...)
 			}

@@ -539,9 +539,10 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 			// A lock delayed already restarts its delay now, for the longer
 			// of the two: never shorter than either.
 			was, _ := l.delay()
-			l.setDelay(max(was, s.delay), token)
+			delay := max(was, s.delay)
+			l.setDelay(delay, token)
 			st.emit(Event{Kind: EventDelayed, Reason: why, Session: s.id, Seq: seq, Name: l.name,
-				Token: token, TTL: max(was, s.delay)})
+				Token: token, TTL: delay})
 		}
 	}
 	delete(st.sessions, s.id)

@@ -176,7 +176,7 @@ func (e *electionLoop) closeSession() {
 	if e.s == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(e.n.ctx, e.s.TTL())
+	ctx, cancel := context.WithTimeout(e.n.h.Context(), e.s.TTL())
 	defer cancel()
 	_ = e.s.Close(ctx)
 }

@@ -1,27 +1,26 @@
 package fencelock
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/clock"
-	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // ResumeToken lets a restarted process take its session back (see
-// Node.ResumeSession). It holds the session's ID and a secret: whoever has
-// it can act as the session's holder, so keep it where you would keep a
-// credential. Persist it with String or MarshalText; the zero value resumes
-// nothing.
+// Node.ResumeSession). It holds, for each group the session has a part in,
+// the session's ID there and a secret: whoever has it can act as the
+// session's holder, so keep it where you would keep a credential. Persist
+// it with String or MarshalText; the zero value resumes nothing.
 type ResumeToken struct {
-	group, session, secret uint64
+	group, session, secret uint64 // the default group's part
 	ttl                    time.Duration
+	// others encodes the parts in other groups, canonically (see String),
+	// so that a token stays comparable with ==.
+	others string
 }
 
 // WithResume makes NewSession resume the session t names, as ResumeSession
@@ -31,19 +30,86 @@ type ResumeToken struct {
 func WithResume(t ResumeToken) SessionOption { return func(o *sessionOptions) { o.resume = t } }
 
 // Resume returns the token that resumes this session after its process
-// restarts. It does not change while the session lives.
+// restarts: every part the session has at the call. It changes only when the
+// session opens a part in another group; take it again after that.
 func (s *Session) Resume() ResumeToken {
-	return ResumeToken{group: s.n.r.GroupID(), session: s.id, secret: s.nonce, ttl: s.ttl}
+	parts := s.s.Tokens()
+	d := parts[0]
+	return ResumeToken{group: d.GroupID, session: d.Session, secret: d.Secret, ttl: s.TTL(), others: encodeParts(parts[1:])}
 }
 
-// SessionID returns the ID of the session the token resumes.
+// SessionID returns the ID of the session the token resumes (its ID in the
+// default group).
 func (t ResumeToken) SessionID() uint64 { return t.session }
 
-const resumePrefix = "flr1"
+// A token of a session with parts in the default group only is written as
+// resumePrefix.group.session.secret.ttl (hex, ttl in decimal ms), as it
+// always was; one with parts in other groups as resumePrefixGroups and the
+// same five fields, then one field name:group:session:secret per other part.
+const (
+	resumePrefix       = "flr1"
+	resumePrefixGroups = "flr2"
+	maxResumeParts     = 64 // other groups a token may name
+)
 
 // String encodes the token in printable ASCII, for ParseResumeToken.
 func (t ResumeToken) String() string {
-	return fmt.Sprintf("%s.%x.%x.%x.%d", resumePrefix, t.group, t.session, t.secret, t.ttl.Milliseconds())
+	if t.others == "" {
+		return fmt.Sprintf("%s.%x.%x.%x.%d", resumePrefix, t.group, t.session, t.secret, t.ttl.Milliseconds())
+	}
+	return fmt.Sprintf("%s.%x.%x.%x.%d.%s", resumePrefixGroups, t.group, t.session, t.secret, t.ttl.Milliseconds(), t.others)
+}
+
+func encodeParts(parts []session.PartToken) string {
+	f := make([]string, len(parts))
+	for i, p := range parts {
+		f[i] = fmt.Sprintf("%s:%x:%x:%x", p.Group, p.GroupID, p.Session, p.Secret)
+	}
+	return strings.Join(f, ".")
+}
+
+// parts returns the parts t names, the default one first.
+func (t ResumeToken) parts() []session.PartToken {
+	out := []session.PartToken{{GroupID: t.group, Session: t.session, Secret: t.secret}}
+	if t.others == "" {
+		return out
+	}
+	for _, f := range strings.Split(t.others, ".") {
+		p, _ := parsePart(f) // checked by ParseResumeToken or made by Resume
+		out = append(out, p)
+	}
+	return out
+}
+
+func parsePart(f string) (session.PartToken, bool) {
+	g := strings.Split(f, ":")
+	if len(g) != 4 || !validGroupName(g[0]) {
+		return session.PartToken{}, false
+	}
+	var v [3]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(g[i+1], 16, 64)
+		if err != nil {
+			return session.PartToken{}, false
+		}
+		v[i] = n
+	}
+	p := session.PartToken{Group: g[0], GroupID: v[0], Session: v[1], Secret: v[2]}
+	return p, p.Session != 0 && p.Secret != 0
+}
+
+// validGroupName reports whether name can be a group's: 1 to 32 of
+// [a-z0-9-].
+func validGroupName(name string) bool {
+	if len(name) < 1 || len(name) > 32 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // MarshalText implements encoding.TextMarshaler, as String.
@@ -65,8 +131,11 @@ func ParseResumeToken(s string) (ResumeToken, error) {
 	bad := func(why string) (ResumeToken, error) {
 		return ResumeToken{}, fmt.Errorf("%w: %s", ErrInvalidResumeToken, why)
 	}
-	f := strings.Split(s, ".")
-	if len(f) != 5 || f[0] != resumePrefix {
+	f := strings.SplitN(s, ".", 6+maxResumeParts)
+	switch {
+	case len(f) == 5 && f[0] == resumePrefix:
+	case len(f) > 5 && len(f) <= 5+maxResumeParts && f[0] == resumePrefixGroups:
+	default:
 		return bad("not a resume token")
 	}
 	var v [3]uint64
@@ -85,6 +154,17 @@ func ParseResumeToken(s string) (ResumeToken, error) {
 	if t.session == 0 || t.secret == 0 {
 		return bad("no session")
 	}
+	var others []session.PartToken
+	seen := make(map[string]bool)
+	for _, field := range f[5:] {
+		p, ok := parsePart(field)
+		if !ok || seen[p.Group] {
+			return bad("malformed part")
+		}
+		seen[p.Group] = true
+		others = append(others, p)
+	}
+	t.others = encodeParts(others)
 	return t, nil
 }
 
@@ -110,8 +190,15 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	if t.session == 0 || t.secret == 0 {
 		return nil, fmt.Errorf("%w: the zero token", ErrInvalidResumeToken)
 	}
-	if g := n.r.GroupID(); g != 0 && t.group != 0 && g != t.group {
-		return nil, fmt.Errorf("%w: the token is of group %x, this node's is %x", ErrOtherGroup, t.group, g)
+	parts := t.parts()
+	for _, p := range parts {
+		r := n.groups().Group(p.Group)
+		if r == nil {
+			return nil, fmt.Errorf("%w: %q, of the token", ErrUnknownGroup, p.Group)
+		}
+		if g := r.GroupID(); g != 0 && p.GroupID != 0 && g != p.GroupID {
+			return nil, fmt.Errorf("%w: the token is of group %x, this node's is %x", ErrOtherGroup, p.GroupID, g)
+		}
 	}
 	o := sessionOptions{ttl: t.ttl}
 	for _, f := range opts {
@@ -121,69 +208,12 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	s := n.newSession(t.session, t.secret, o)
-	c := n.cfg.clock
-	sent, sentAt := clock.Boot(c), c.Now()
-	s.lease.deadline, s.acked = sent.Add(s.lease.life), sentAt
-	// Registered before the resume applies, so that the grants it keeps,
-	// reported as it applies, reach s, and so does everything after; what
-	// this replica applies before it (it may be replaying its log after the
-	// restart) concerns the old incarnation, and s ignores it (resuming,
-	// from before it is registered: a replayed grant it took for its own
-	// would be given back, releasing a lock the resume is to keep).
-	attempt := rand.Uint64() | 1
-	s.resume.Store(attempt)
-	n.mu.Lock()
-	switch {
-	case n.closing:
-		n.mu.Unlock()
-		return nil, ErrClosed
-	case n.sessions[s.id] != nil:
-		n.mu.Unlock()
-		return nil, fmt.Errorf("%w: session %d is open in this process", ErrInvalidResumeToken, s.id)
-	}
-	n.sessions[s.id] = s
-	n.mu.Unlock()
-	res, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindResume, Session: s.id, Nonce: t.secret,
-		Owner: n.cfg.ReplicaID, Target: attempt})
-	if err == nil && res.Status != fsm.OK {
-		err = ErrSessionExpired
-		if res.Status != fsm.UnknownSession {
-			err = fmt.Errorf("fencelock: resume: unexpected reply %v", res.Status)
-		}
-	}
+	s := &Session{n: n}
+	in, err := n.h.Resume(ctx, parts, o.internal(), s)
 	if err != nil {
-		s.end(ErrSessionExpired)
-		n.forget(s)
 		return nil, err
 	}
-	s.mu.Lock()
-	s.nextSeq = res.Value
-	s.mu.Unlock()
-	// The holder's deadline counts from the resume's first send, which
-	// retries may have left far behind (a lagging or cut-off replica): then
-	// renew at once, as NewSession does, rather than hand over a session
-	// whose deadline is close or past, and that would give itself up with
-	// every grant the resume kept.
-	if clock.Boot(c).Sub(sent) > o.ttl/3 {
-		renewed, renewedAt := clock.Boot(c), c.Now()
-		ka, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: s.id, Floor: res.Value})
-		if err == nil && ka.Status != fsm.OK {
-			err = fmt.Errorf("%w: before its first renewal", ErrSessionExpired)
-		}
-		if err != nil {
-			s.end(ErrSessionExpired)
-			n.forget(s)
-			return nil, err
-		}
-		sent = renewed
-		s.mu.Lock()
-		s.lease.deadline, s.acked = renewed.Add(s.lease.life), renewedAt
-		s.mu.Unlock()
-	}
-	if err := n.startSession(s, sent, true); err != nil {
-		return nil, err
-	}
+	s.s = in
 	return s, nil
 }
 
@@ -191,8 +221,8 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 // granted: after ResumeSession, the ones it kept.
 func (s *Session) Locks() []*Lock {
 	var out []*Lock
-	for _, g := range s.heldGrants(false) {
-		out = append(out, &Lock{g})
+	for _, g := range s.s.Held(false) {
+		out = append(out, &Lock{grant: g})
 	}
 	return out
 }
@@ -201,63 +231,8 @@ func (s *Session) Locks() []*Lock {
 // began: after ResumeSession, the ones it kept.
 func (s *Session) Leaderships() []*Leadership {
 	var out []*Leadership
-	for _, g := range s.heldGrants(true) {
-		out = append(out, &Leadership{g})
+	for _, g := range s.s.Held(true) {
+		out = append(out, &Leadership{grant: g})
 	}
 	return out
-}
-
-func (s *Session) heldGrants(election bool) []*grant {
-	s.mu.Lock()
-	var out []*grant
-	for _, g := range s.grants {
-		if g.election == election {
-			out = append(out, g)
-		}
-	}
-	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b *grant) int { return cmp.Compare(a.token, b.token) })
-	return out
-}
-
-// kept records a grant the session keeps through its resume (EventKept);
-// no call waits for it.
-func (s *Session) kept(e *fsm.Event) {
-	mode := lockMode(e)
-	mode.election = e.Election
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err == nil && s.grants[e.Token] == nil {
-		s.grants[e.Token] = s.newGrant(e.Seq, e.Name, mode, e.Token, e.Value)
-	}
-}
-
-// resuming reports whether e is to be ignored because s waits for its
-// resume to apply: until then every event of s is its old incarnation's.
-// The resume's own EventResumed ends the wait.
-func (s *Session) resuming(e *fsm.Event) bool {
-	attempt := s.resume.Load()
-	if attempt == 0 {
-		return false
-	}
-	if e.Kind == fsm.EventResumed && e.Target == attempt {
-		s.resume.Store(0)
-	}
-	return true
-}
-
-// reconcileResume is reconcile for a session waiting for its resume: if
-// the restored state holds the resume, s takes the grants it kept.
-func (s *Session) reconcileResume(st *fsm.State) {
-	attempt, kept := st.Kept(s.id)
-	if attempt != s.resume.Load() {
-		return // not applied yet: its events are still to come
-	}
-	s.later(func() {
-		if s.resume.CompareAndSwap(attempt, 0) {
-			for i := range kept {
-				s.kept(&kept[i])
-			}
-		}
-	})
 }

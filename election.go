@@ -17,7 +17,8 @@ type LeaderInfo struct {
 	SessionID uint64 // the leader's session
 	// Err is set only in the one value Observe sends before it closes its
 	// channel for a mistake rather than ctx: ErrInvalidName for a name
-	// that cannot be an election's.
+	// that cannot be an election's, ErrUnknownGroup for one whose group
+	// is not the deployment's.
 	Err error
 }
 
@@ -69,7 +70,11 @@ func (s *Session) campaign(ctx context.Context, election, value string, wait boo
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.s.Request(ctx, "", fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value, Wait: wait}, o)
+	group, _, err := s.n.route(election)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.s.Request(ctx, group, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value, Wait: wait}, o)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +156,11 @@ func (n *Node) Leader(ctx context.Context, election string) (LeaderInfo, error) 
 	if !fsm.ValidName(election) {
 		return LeaderInfo{}, invalidName(election)
 	}
-	v, err := n.r.Read(ctx, func(st *fsm.State) any { return st.Election(election) })
+	_, r, err := n.route(election)
+	if err != nil {
+		return LeaderInfo{}, err
+	}
+	v, err := r.Read(ctx, func(st *fsm.State) any { return st.Election(election) })
 	if err != nil {
 		return LeaderInfo{}, err
 	}
@@ -188,19 +197,23 @@ func (n *Node) Candidates(ctx context.Context, election string, opts ...ListOpti
 	if err != nil {
 		return Candidates{}, err
 	}
+	_, r, err := n.route(election)
+	if err != nil {
+		return Candidates{}, err
+	}
 	type read struct {
 		info  fsm.ElectionInfo
 		queue []fsm.Candidate
 	}
-	v, err := n.r.Read(ctx, func(st *fsm.State) any {
+	v, err := r.Read(ctx, func(st *fsm.State) any {
 		return read{st.Election(election), st.Candidates(election, o.limit)}
 	})
 	if err != nil {
 		return Candidates{}, err
 	}
-	r := v.(read)
-	out := Candidates{Leader: leaderInfo(r.info), Total: r.info.Candidates, Queue: make([]Candidate, len(r.queue))}
-	for i, c := range r.queue {
+	got := v.(read)
+	out := Candidates{Leader: leaderInfo(got.info), Total: got.info.Candidates, Queue: make([]Candidate, len(got.queue))}
+	for i, c := range got.queue {
 		out.Queue[i] = Candidate{SessionID: c.Session, Value: c.Value, Replica: c.Owner}
 	}
 	return out, nil

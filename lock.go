@@ -124,7 +124,11 @@ func (s *Session) acquireMode(ctx context.Context, name string, shared bool, per
 	if shared {
 		cmd.Kind, cmd.Permits = fsm.KindAcquireShared, uint64(permits)
 	}
-	g, err := s.s.Request(ctx, "", cmd, o)
+	group, _, err := s.n.route(name)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.s.Request(ctx, group, cmd, o)
 	if err != nil {
 		return nil, err
 	}

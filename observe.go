@@ -25,7 +25,11 @@ func (n *Node) Observe(ctx context.Context, election string) <-chan LeaderInfo {
 	if !fsm.ValidName(election) {
 		return closedWith(LeaderInfo{Election: election, Err: invalidName(election)})
 	}
-	out, err := session.Observe(n.h, ctx, "", election, fromLeader)
+	group, _, err := n.route(election)
+	if err != nil {
+		return closedWith(LeaderInfo{Election: election, Err: err})
+	}
+	out, err := session.Observe(n.h, ctx, group, election, fromLeader)
 	if err != nil {
 		return closedWith(LeaderInfo{Election: election, Err: err})
 	}

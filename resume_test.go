@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // A process that restarts within its session's TTL takes the session back
@@ -164,16 +166,35 @@ func TestResumeTokenText(t *testing.T) {
 		"", "flr1", "flr2.1.2.3.4", "flr1.1.2.3", "flr1.1.2.3.4.5", "flr1.x.2.3.1000",
 		"flr1.1.0.3.1000", "flr1.1.2.0.1000", "flr1.1.2.3.0", "flr1.1.2.3.-5", "flr1.1.2.3.999999999999",
 		"flr1.1.2.10000000000000000.1000",
+		"flr2.1.2.3.1000.", "flr2.1.2.3.1000.b", "flr2.1.2.3.1000.b:1:2", "flr2.1.2.3.1000.B:1:2:3",
+		"flr2.1.2.3.1000.b:1:0:3", "flr2.1.2.3.1000.b:1:2:0", "flr2.1.2.3.1000.b:x:2:3",
+		"flr2.1.2.3.1000.b:1:2:3.b:4:5:6", "flr2.1.2.3.1000.:1:2:3", "flr1.1.2.3.1000.b:1:2:3",
+		"flr2.1.2.3.1000.b:1:2:3:4", "flr2.1.2.3.1000.abcdefghijklmnopqrstuvwxyz0123456:1:2:3",
 	} {
 		_, err := ParseResumeToken(bad)
 		require.ErrorIs(t, err, ErrInvalidResumeToken, bad)
 	}
 	require.True(t, errors.Is(json.Unmarshal([]byte(`{"T":"nope"}`), &back), ErrInvalidResumeToken))
+
+	// A session with parts in other groups: one field per other part.
+	multi := "flr2.feed.10000.deadbeef.1500.billing:abc:7:1234.eu-1:0:9:5"
+	tok, err = ParseResumeToken(multi)
+	require.NoError(t, err)
+	require.Equal(t, multi, tok.String())
+	require.Equal(t, uint64(1<<16), tok.SessionID())
+	require.Equal(t, []session.PartToken{{GroupID: 0xfeed, Session: 1 << 16, Secret: 0xdeadbeef},
+		{Group: "billing", GroupID: 0xabc, Session: 7, Secret: 0x1234}, {Group: "eu-1", Session: 9, Secret: 5}}, tok.parts())
+	// Not canonical on the way in, canonical on the way out.
+	tok, err = ParseResumeToken("flr2.feed.10000.deadbeef.1500.billing:0ABC:07:1234")
+	require.NoError(t, err)
+	require.Equal(t, "flr2.feed.10000.deadbeef.1500.billing:abc:7:1234", tok.String())
 }
 
 func FuzzParseResumeToken(f *testing.F) {
 	f.Add("flr1.feed.10000.deadbeef.1500")
 	f.Add("flr1.0.1.1.100")
+	f.Add("flr2.feed.10000.deadbeef.1500.billing:abc:7:1234.eu-1:0:9:5")
+	f.Add("flr2.1.2.3.100.b:1:2:3.b:1:2:3")
 	f.Fuzz(func(t *testing.T, s string) {
 		tok, err := ParseResumeToken(s)
 		if err != nil {

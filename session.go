@@ -147,7 +147,8 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	return s, nil
 }
 
-// ID returns the session's ID, unique in the group for good.
+// ID returns the session's ID in the default group, unique there for good.
+// Its parts in other groups have IDs of their own.
 func (s *Session) ID() uint64 { return s.s.ID() }
 
 // TTL returns the session's time to live.
@@ -156,9 +157,11 @@ func (s *Session) TTL() time.Duration { return s.s.TTL() }
 // SafetyMargin returns the session's safety margin (see WithSafetyMargin).
 func (s *Session) SafetyMargin() time.Duration { return s.s.SafetyMargin() }
 
-// Done is closed when the session is over for its holder: closed, expired,
-// not renewed in time, or its node closed. Every lock and every leadership it
-// held is lost then.
+// Done is closed when the session as a whole is over for its holder:
+// closed, its default-group part expired or not renewed in time, or its
+// node closed. Every lock and every leadership it held, in every group, is
+// lost then. A part in another group that ends ends only the grants held
+// there (see Groups in the package doc).
 //
 // Done (like Err, Lock.Done and Lock.Err) also checks the deadline by the
 // holder's clock when called, so a process that wakes from a pause longer

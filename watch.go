@@ -21,8 +21,12 @@ func (n *Node) Watch(ctx context.Context, name string) <-chan LockInfo {
 	if !fsm.ValidName(name) {
 		return closedWith(LockInfo{Name: name, Err: invalidName(name)})
 	}
+	group, _, err := n.route(name)
+	if err != nil {
+		return closedWith(LockInfo{Name: name, Err: err})
+	}
 	first := func(ctx context.Context) (LockInfo, error) { return n.Inspect(ctx, name) }
-	out, err := session.WatchLock(n.h, ctx, "", name, first, lockInfo, LockInfo.equal)
+	out, err := session.WatchLock(n.h, ctx, group, name, first, lockInfo, LockInfo.equal)
 	if err != nil {
 		return closedWith(LockInfo{Name: name, Err: err})
 	}

@@ -13,13 +13,13 @@ func TestGroupOf(t *testing.T) {
 		group string
 		ok    bool
 	}{
-		"job":                 {"", true},
+		"job":                  {"", true},
 		"jobs/reindex@billing": {"billing", true},
-		"a@b@c":               {"c", true}, // after the last '@'
-		"mail@example.com@eu": {"eu", true},
-		"x@":                  {"", false}, // the default group has no name to write
-		"@":                   {"", false},
-		"@billing":            {"billing", true},
+		"a@b@c":                {"c", true}, // after the last '@'
+		"mail@example.com@eu":  {"eu", true},
+		"x@":                   {"", false}, // the default group has no name to write
+		"@":                    {"", false},
+		"@billing":             {"billing", true},
 	} {
 		group, ok := groupOf(name)
 		require.Equal(t, want.group, group, name)

@@ -123,17 +123,18 @@ func TestPartsPerGroupAndTheirLoss(t *testing.T) {
 
 	// The first calls naming b race: one open serves them all.
 	var wg sync.WaitGroup
-	grants := make([]*Grant, 4)
+	grants, errs := make([]*Grant, 4), make([]error, 4)
 	for i := range grants {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g, err := acquire(ctx, s, "b", fmt.Sprintf("y%d@b", i))
-			require.NoError(t, err)
-			grants[i] = g
+			grants[i], errs[i] = acquire(ctx, s, "b", fmt.Sprintf("y%d@b", i))
 		}()
 	}
 	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
 	bID, ok := s.PartID("b")
 	require.True(t, ok)
 	for _, g := range grants {
@@ -163,7 +164,9 @@ func TestPartsPerGroupAndTheirLoss(t *testing.T) {
 		}
 		require.ErrorIs(t, g.Err(), ErrSessionExpired)
 	}
-	require.Less(t, time.Since(lost), ttl+time.Second, "b's part ended by its deadline")
+	// By its deadline, TTL − margin after its last renewal (with slack for a
+	// loaded machine): the holder's clock, not the group, ended it.
+	require.Less(t, time.Since(lost), ttl+3*time.Second, "b's part ended by its deadline")
 	require.NoError(t, s.Err(), "the session lives on")
 	require.False(t, closed(s.done))
 	require.NoError(t, x.Err(), "the default group's grant is untouched")

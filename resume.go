@@ -176,11 +176,16 @@ func ParseResumeToken(s string) (ResumeToken, error) {
 // queued are withdrawn, since nobody waits for them any more. The session
 // keeps its TTL; of opts only WithSafetyMargin applies.
 //
-// If the session already ended (expired, closed, ended by an operator),
-// or t's secret is not the session's, it fails with ErrSessionExpired;
-// a token of another group fails with ErrOtherGroup. If it fails with
-// ErrUnavailable the resume may still have applied: try again, with the
-// same token, before the TTL runs out.
+// Every part the token names is resumed, in each group the session had
+// used: the default group's first. A part in another group that is over is
+// left out (its grants are gone; the next call naming that group opens a
+// new part). If the session already ended in the default group (expired,
+// closed, ended by an operator), or t's secret is not the session's, it
+// fails with ErrSessionExpired; a token of another deployment's group fails
+// with ErrOtherGroup, and one naming a group this node does not run with
+// ErrUnknownGroup. If it fails with ErrUnavailable (or ctx's error) the
+// resume may still have applied: try again, with the same token, before
+// the TTL runs out.
 //
 // Resume a session only once its old process is gone. One that still runs
 // is told its session is over when its next keep-alive or request is
@@ -217,8 +222,9 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	return s, nil
 }
 
-// Locks returns the locks the session holds, in the order they were
-// granted: after ResumeSession, the ones it kept.
+// Locks returns the locks the session holds: the default group's first,
+// then each other group's (by name), each group's in the order they were
+// granted. After ResumeSession, the ones it kept.
 func (s *Session) Locks() []*Lock {
 	var out []*Lock
 	for _, g := range s.s.Held(false) {
@@ -227,8 +233,9 @@ func (s *Session) Locks() []*Lock {
 	return out
 }
 
-// Leaderships returns the terms the session leads, in the order they
-// began: after ResumeSession, the ones it kept.
+// Leaderships returns the terms the session leads, ordered as Locks: by
+// group, and in each in the order they began. After ResumeSession, the ones
+// it kept.
 func (s *Session) Leaderships() []*Leadership {
 	var out []*Leadership
 	for _, g := range s.s.Held(true) {

@@ -316,6 +316,16 @@ func (p *Part) expired() {
 // end makes the part over for its holder, ending its grants; it reports
 // whether this call ended it. The default part's end is its session's.
 func (p *Part) end(err error) bool {
+	if !p.endAlone(err) {
+		return false
+	}
+	p.s.partEnded(p, err)
+	return true
+}
+
+// endAlone is end without telling the session: for a part that never
+// became its session's (a failed resume).
+func (p *Part) endAlone(err error) bool {
 	p.mu.Lock()
 	if p.err != nil {
 		p.mu.Unlock()
@@ -332,7 +342,6 @@ func (p *Part) end(err error) bool {
 	for _, g := range grants {
 		g.lose(err)
 	}
-	p.s.partEnded(p, err)
 	return true
 }
 

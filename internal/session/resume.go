@@ -47,7 +47,7 @@ func (h *Host) Resume(ctx context.Context, parts []PartToken, o Options, owner a
 	var resumed []*Part
 	fail := func(err error) (*Session, error) {
 		for _, p := range resumed {
-			p.end(ErrSessionExpired)
+			p.endAlone(ErrSessionExpired)
 			p.rt.forget(p)
 		}
 		return nil, err
@@ -62,11 +62,6 @@ func (h *Host) Resume(ctx context.Context, parts []PartToken, o Options, owner a
 			return fail(err)
 		}
 		resumed = append(resumed, p)
-		if i == 0 {
-			s.mu.Lock()
-			s.def = p
-			s.mu.Unlock()
-		}
 	}
 	for _, p := range resumed[1:] {
 		s.mu.Lock()
@@ -87,6 +82,9 @@ func (s *Session) resumePart(ctx context.Context, t PartToken) (*Part, error) {
 	}
 	rt := s.h.router(t.Group)
 	p := rt.newPart(s, t.Session, t.Secret)
+	if t.Group == "" {
+		s.setDefault(p) // before it hears anything: its end is the session's
+	}
 	c := s.h.cfg.Clock
 	sent, sentAt := clock.Boot(c), c.Now()
 	p.lease.deadline, p.acked = sent.Add(p.lease.life), sentAt
@@ -152,20 +150,6 @@ func (s *Session) resumePart(ctx context.Context, t PartToken) (*Part, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// endAlone ends a part that never became its session's (a failed resume):
-// the session is not told.
-func (p *Part) endAlone(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err == nil {
-		p.err = err
-		close(p.done)
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-	}
 }
 
 // kept records a grant the part keeps through its resume (EventKept); no

@@ -219,17 +219,29 @@ func (h *Host) Open(ctx context.Context, o Options, owner any) (*Session, error)
 	return s, nil
 }
 
-// register makes s live on the Host with its default part p.
+// setDefault makes p s's default part: from then on p's end is s's. Call it
+// before p can hear from its group, so that no end of p goes unseen.
+func (s *Session) setDefault(p *Part) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.def = p
+}
+
+// register makes s, whose default part p is live, known to the Host, which
+// ends it on Close.
 func (s *Session) register(p *Part) error {
 	s.mu.Lock()
-	s.def, s.parts[""] = p, p
+	s.parts[""] = p
+	over := s.err != nil // p ended already, and s with it
 	s.mu.Unlock()
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
 	if s.h.closing {
 		return replica.ErrClosed
 	}
-	s.h.sessions[s] = struct{}{}
+	if !over {
+		s.h.sessions[s] = struct{}{}
+	}
 	return nil
 }
 
@@ -290,7 +302,10 @@ func (s *Session) end(err error, atGroup bool) bool {
 // partEnded is told by a part that it ended: the default part's end is the
 // session's.
 func (s *Session) partEnded(p *Part, err error) {
-	if p == s.def {
+	s.mu.Lock()
+	def := s.def
+	s.mu.Unlock()
+	if p == def {
 		s.end(err, true)
 	}
 }
@@ -386,6 +401,9 @@ func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
 	p := rt.newPart(s, res.Value, nonce)
 	p.lease.deadline = sent.Add(s.o.TTL - s.o.Margin)
 	p.acked = sentAt
+	if group == "" {
+		s.setDefault(p)
+	}
 	if err := rt.start(p, sent, false); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,8 @@
 //	          points to its part, so a part's end ends only its grants.
 //	          (grant.go, context.go)
 //	request   the one skeleton of a numbered request (request.go).
+//	Resume    what a resume token carries (a PartToken per part) and the
+//	          taking back of every part (resume.go).
 //	Testing   test hooks, reached through one accessor (testing.go,
 //	          pause.go); the production path never branches on them.
 //

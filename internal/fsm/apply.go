@@ -144,9 +144,11 @@ const resumeGap = 1 << 32
 // KindResume. Its reply's Value is the floor the new incarnation numbers
 // its requests from.
 func (st *State) resume(index uint64, s *session, c *Command) Result {
-	// The nonce is a replicated value, compared alike on every replica:
-	// plain equality is deterministic, and a timing difference here could
-	// tell an attacker nothing it cannot read in the log it would need.
+	// Plain equality, not crypto/subtle: the nonce is a replicated value
+	// that every replica must compare alike, which == does, and a resume's
+	// reply comes back only after a raft round trip, whose jitter hides
+	// the time of an 8-byte compare. (Secrets compared outside the state
+	// machine use crypto/subtle.)
 	if c.Nonce != s.nonce || c.Owner == 0 {
 		return Result{Status: UnknownSession}
 	}

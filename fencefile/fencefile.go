@@ -6,6 +6,25 @@
 // every write, under an exclusive file lock, reads that mark and checks the
 // write's fence against it by fencelock.Fencer's rule.
 //
+// A lock holder (or leader) claims the file as soon as it is granted, and
+// writes with the grant's context, which AppendGrant re-checks under the
+// file's lock immediately before the write:
+//
+//	lctx := lock.Context(ctx) // ends with the grant
+//	if err := f.ClaimGrant(lctx, lock.Fence()); err != nil {
+//		return err // a later holder already claimed, or the grant is over
+//	}
+//	for ... {
+//		if err := f.AppendGrant(lctx, lock.Fence(), record); err != nil {
+//			return err // stale, another group, or the grant is over: stop
+//		}
+//	}
+//
+// The claim refuses the predecessor's later writes before this holder's
+// first; the re-check refuses this holder's own writes once its grant is
+// over by its clock (it woke from a pause and its ticker won a select
+// before its deadline timer ran), even before a successor has claimed.
+//
 // A real resource (a database, an object store) would make the same check
 // inside its own write path; the point is that the check happens at the
 // resource, so a deposed leader that wakes from a pause cannot write.
@@ -34,6 +53,7 @@ package fencefile
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -102,6 +122,69 @@ func (f *File) AppendFence(fence fencelock.Fence, record []byte) error {
 	})
 }
 
+// AppendGrant is the write for a lock holder or leader: AppendFence with
+// the grant's context (lock.Context, leadership.Context), which it re-checks
+// by the holder's clock (fencelock.GrantErr) under the file's lock, after the
+// fence is admitted and immediately before the mark and the record are
+// written. Once the grant is over (a holder that woke from a pause past its
+// deadline, whose ticker won the select before its deadline timer ran) it
+// returns an error wrapping the grant's reason (fencelock.ErrSessionExpired,
+// fencelock.ErrNotLeader, ...) and writes nothing, even while no successor
+// has claimed the file yet. A ctx that ended otherwise (canceled) also
+// writes nothing, and its error is returned. Refusals by the fence are as
+// AppendFence's.
+//
+// Use it with a claim at grant time (ClaimGrant as the successor's first
+// act): the re-check stops a holder whose grant is over by its own clock;
+// the claim stops one that paused after its last check, once the successor
+// has claimed.
+//
+//	lctx := lock.Context(ctx)
+//	if err := f.ClaimGrant(lctx, lock.Fence()); err != nil { ... } // at grant
+//	...
+//	if err := f.AppendGrant(lctx, lock.Fence(), record); err != nil {
+//		// stale, another group, or the grant is over: stop writing
+//	}
+func (f *File) AppendGrant(ctx context.Context, fence fencelock.Fence, record []byte) error {
+	text := string(record)
+	if strings.ContainsAny(text, "\n\r") {
+		return fmt.Errorf("fencefile: a record is one line: %q", text)
+	}
+	return f.admitGrant(ctx, fence, func() error {
+		return appendLine(f.path, fmt.Sprintf("%d %s\n", fence.Token, text))
+	})
+}
+
+// ClaimGrant is ClaimFence with the grant's context, re-checked as
+// AppendGrant re-checks it: a new holder's first act, so that its
+// predecessor's later writes are refused from when ClaimGrant returns nil.
+func (f *File) ClaimGrant(ctx context.Context, fence fencelock.Fence) error {
+	return f.admitGrant(ctx, fence, func() error { return nil })
+}
+
+// admitGrant is admit with ctx checked before the lock is taken (no need to
+// wait for it) and again under it, after the fence is admitted and before
+// anything is written, so that nothing lies between the last check and the
+// write but the write itself.
+func (f *File) admitGrant(ctx context.Context, fence fencelock.Fence, write func() error) error {
+	if err := grantOver(ctx, f.path, fence); err != nil {
+		return err
+	}
+	return f.admitChecked(fence, func() error { return grantOver(ctx, f.path, fence) }, write)
+}
+
+// grantOver returns why ctx's grant is over, or ctx's own error; nil while
+// ctx holds.
+func grantOver(ctx context.Context, path string, fence fencelock.Fence) error {
+	if err := fencelock.GrantErr(ctx); err != nil {
+		return fmt.Errorf("fencefile: %s: %s not written, the grant in ctx is over: %w", path, fence, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fencefile: %s: %s not written: %w", path, fence, err)
+	}
+	return nil
+}
+
 // Claim raises the file's mark to token without writing a record, refusing a
 // stale token as Append does. The mark is fsynced before Claim returns.
 func (f *File) Claim(token uint64) error {
@@ -137,6 +220,10 @@ func (f *File) Rekey(group uint64) error {
 	return writeMark(f.path+".mark", fencelock.Fence{Group: group})
 }
 
+// lockedForTest, if set, runs once a write holds the file's lock: a test's
+// way to act between taking the lock and writing.
+var lockedForTest func()
+
 // Close releases the handle. It holds no open descriptors between calls, so
 // Close only exists for symmetry and future use; it always returns nil.
 func (f *File) Close() error { return nil }
@@ -146,11 +233,20 @@ func (f *File) Close() error { return nil }
 // and its errors are the library's), and persists the new mark, if it
 // changed, before write runs.
 func (f *File) admit(fence fencelock.Fence, write func() error) error {
+	return f.admitChecked(fence, nil, write)
+}
+
+// admitChecked is admit that calls recheck, if not nil, once the fence is
+// admitted and before anything is written; its error writes nothing.
+func (f *File) admitChecked(fence fencelock.Fence, recheck, write func() error) error {
 	unlock, err := lockFile(f.path + ".lock")
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if lockedForTest != nil {
+		lockedForTest()
+	}
 	mark, err := readMark(f.path + ".mark")
 	if err != nil {
 		return err
@@ -165,6 +261,11 @@ func (f *File) admit(fence fencelock.Fence, write func() error) error {
 	return rule.DoFence(f.path, fence, func() error {
 		// Admitted: the token is the new highest, and a file keyed to no
 		// group takes the fence's.
+		if recheck != nil {
+			if err := recheck(); err != nil {
+				return err
+			}
+		}
 		next := fencelock.Fence{Group: mark.Group, Token: fence.Token}
 		if next.Group == 0 {
 			next.Group = fence.Group

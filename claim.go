@@ -53,7 +53,9 @@ type FenceClaimer interface {
 // token with a *StaleTokenError as Admit does (see Claimer). If ctx carries
 // a grant (Lock.Context), the token is checked with that grant's group, as
 // ClaimFence checks a fence: a resource keyed to another group refuses it
-// with an *OtherGroupError. If that grant is over by the holder's clock, or
+// with an *OtherGroupError. Without a grant in ctx the token is bare
+// (group 0), which a resource keyed to a group refuses with an
+// *OtherGroupError (see Fencer's Groups). If that grant is over by the holder's clock, or
 // ctx has ended, Claim changes nothing and returns that error.
 func (f *Fencer) Claim(ctx context.Context, resource string, token uint64) error {
 	// The group is the grant's, read now: a grant made before its replica
@@ -65,7 +67,7 @@ func (f *Fencer) Claim(ctx context.Context, resource string, token uint64) error
 // ClaimFence raises resource's mark to fence's token without a write, as
 // Claim does, checking fence's group as DoFence does: a fence of another
 // nonzero group than the resource's is refused with an *OtherGroupError and
-// changes nothing. The group is fence's, whatever grant ctx carries; ctx is
+// changes nothing; so is Group 0 on a resource keyed to a group. The group is fence's, whatever grant ctx carries; ctx is
 // checked as for Claim.
 func (f *Fencer) ClaimFence(ctx context.Context, resource string, fence Fence) error {
 	if err := GrantErr(ctx); err != nil {

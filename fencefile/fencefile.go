@@ -32,8 +32,8 @@
 // # Groups
 //
 // A token orders only the grants of one group (see fencelock.Fence). The
-// file is keyed to the first nonzero group it admits (AppendFence,
-// ClaimFence), and from then on refuses another group's fences with an
+// file is keyed to the first nonzero group it admits (AppendGrant,
+// ClaimGrant, AppendFence, ClaimFence), and from then on refuses another group's fences with an
 // error satisfying errors.Is(err, fencelock.ErrOtherGroup), whatever their
 // tokens, until Rekey. Append and Claim, which take a bare token, and
 // fences with Group 0 carry no group: on a file keyed to no group they are
@@ -225,9 +225,8 @@ func (f *File) ClaimFence(fence fencelock.Fence) error {
 // an error wrapping fencelock.ErrInvalidFence.
 //
 // Re-key only once every holder of the old group has stopped: the reset
-// mark refuses none of the new group's tokens, and a holder of the old group
-// that still writes with a bare token (Append) is admitted by its token
-// alone.
+// mark refuses none of the new group's tokens. Rekey is also the way out of
+// a missing mark (ErrCorrupt): it writes a mark without reading one.
 func (f *File) Rekey(group uint64) error {
 	if group == 0 {
 		return fmt.Errorf("%w: re-keying %s to group 0: name the new group's ID (Status.GroupID)", fencelock.ErrInvalidFence, f.path)

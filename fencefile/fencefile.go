@@ -78,6 +78,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/fencelock/fencelock"
 )
@@ -315,8 +316,10 @@ func (f *File) Group() (uint64, error) {
 }
 
 // Read returns the records of the fenced file at path, in the order they
-// were admitted. It reads under the file's lock (where the system has
-// flock), so it never sees an append in progress. A file whose last line has
+// were admitted. It reads under the file's lock, so it never sees an
+// append in progress; where it cannot take the lock (no flock on this
+// system, or no permission to open path+".lock" on a read-only copy) it
+// reads without it. A file whose last line has
 // no final '\n' (a torn write, see Records) or whose lines are not records
 // as Append writes them is refused with ErrCorrupt, and no records are
 // returned.
@@ -325,7 +328,7 @@ func Read(path string) ([]Record, error) {
 		return nil, err
 	}
 	unlock, err := lockFile(path + ".lock")
-	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) && !errors.Is(err, os.ErrPermission) && !errors.Is(err, syscall.EROFS) {
 		return nil, err
 	}
 	if unlock != nil {

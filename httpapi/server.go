@@ -579,7 +579,7 @@ func (hs *session) checkSecret(r *http.Request) error {
 	}
 	d := sha256.Sum256([]byte(got))
 	if subtle.ConstantTimeCompare(d[:], hs.digest[:]) != 1 {
-		return errForbidden("wrong " + SecretHeader + " for this session")
+		return errForbidden("wrong session secret (" + SecretHeader + ") for this session")
 	}
 	return nil
 }

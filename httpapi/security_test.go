@@ -3,8 +3,13 @@ package httpapi_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -335,4 +340,67 @@ func TestStreamLimit(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the closed stream's place was never freed")
 		time.Sleep(20 * time.Millisecond) // polling for the server to notice the client went
 	}
+}
+
+// A stream whose client stops reading is closed once an event cannot be
+// written within the write timeout, rather than holding its goroutine, its
+// connection and its place for ever: here the only place (WithMaxStreams
+// 1) is freed while the client still has not read a byte.
+func TestSlowStreamClosed(t *testing.T) {
+	g := newGroup(t, false, httpapi.WithMaxStreams(1), httpapi.WithStreamWriteTimeout(200*time.Millisecond))
+	a := g.urls[1]
+	s := newSession(t, a, 30000)
+	el := a + "/v1/elections/big"
+	r := call(t, "POST", el+"/campaign", map[string]any{"session_id": s, "value": "v"})
+	require.Equal(t, true, r.body["elected"], r.raw)
+	term := r.str("token")
+
+	// The slow client: a small receive buffer, and it never reads.
+	d := net.Dialer{Control: func(network, address string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(a, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "GET /v1/elections/big/observe HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	// streamStatus opens a stream and closes it at once.
+	streamStatus := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", el+"/observe", nil)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Its stream holds the one place (once the server has taken it).
+	deadline := time.Now().Add(30 * time.Second)
+	for streamStatus() != 429 {
+		require.True(t, time.Now().Before(deadline), "the slow client's stream never opened")
+		time.Sleep(20 * time.Millisecond) // polling for the server to start the slow client's stream
+	}
+
+	// Events of 4 KiB each until the server gives up on the client.
+	value := strings.Repeat("v", 4096)
+	freed := false
+	var n int
+	for n = 1; n <= 3000 && !freed; n++ {
+		r := call(t, "POST", el+"/proclaim", map[string]any{"session_id": s, "token": term, "value": value[:4096-n%2]})
+		require.Equal(t, 200, r.status, r.raw)
+		if n%20 == 0 {
+			freed = streamStatus() == 200
+		}
+	}
+	require.True(t, freed, "the stream of a client that reads nothing is still open after %d events of 4 KiB", n)
+	t.Logf("the unread stream was closed after about %d events of 4 KiB", n)
+	// What the server had written is all the client gets: then the end.
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
+	got, err := io.Copy(io.Discard, conn)
+	require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the connection is still open after %d bytes", got)
 }

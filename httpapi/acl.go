@@ -137,11 +137,12 @@ func (a *ACL) match(got string) *principal {
 	return found
 }
 
-// may reports whether p has right on name. A nil p (no tokens file) may do
-// everything.
+// may reports whether p has right on name. A nil p (no tokens file) has
+// every right but admin: a server anyone may call lets nobody revoke or end
+// another's session, so that a session's secret protects it there too.
 func (p *principal) may(right Right, name string) bool {
 	if p == nil {
-		return true
+		return right != RightAdmin
 	}
 	for _, g := range p.grants {
 		if g.right == right && (g.prefix == AllNames || strings.HasPrefix(name, g.prefix)) {
@@ -154,7 +155,7 @@ func (p *principal) may(right Right, name string) bool {
 // mayAny reports whether p has right on some name.
 func (p *principal) mayAny(right Right) bool {
 	if p == nil {
-		return true
+		return right != RightAdmin
 	}
 	for _, g := range p.grants {
 		if g.right == right {
@@ -168,7 +169,7 @@ func (p *principal) mayAny(right Right) bool {
 // one of its prefixes is a prefix of it (or *).
 func (p *principal) mayPrefix(right Right, prefix string) bool {
 	if p == nil {
-		return true
+		return right != RightAdmin
 	}
 	for _, g := range p.grants {
 		if g.right == right && (g.prefix == AllNames || strings.HasPrefix(prefix, g.prefix)) {
@@ -181,4 +182,13 @@ func (p *principal) mayPrefix(right Right, prefix string) bool {
 // errForbidden is a 403 naming the right that was missing.
 func errForbidden(msg string) *apiError {
 	return newError(403, CodeForbidden, msg)
+}
+
+// errNoRight is the 403 of a call p lacks right for; on is what it names.
+func errNoRight(p *principal, right Right, on string) *apiError {
+	if p == nil {
+		return errForbidden("the " + string(right) + " right is needed" + on +
+			", and this server has no tokens file: admin calls need a bearer token with the admin right")
+	}
+	return errForbidden("this token has no " + string(right) + " right" + on)
 }

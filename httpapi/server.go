@@ -218,7 +218,7 @@ type access func(p *principal, r *http.Request) error
 func needName(right Right) access {
 	return func(p *principal, r *http.Request) error {
 		if name := r.PathValue("name"); !p.may(right, name) {
-			return errForbidden("this token has no " + string(right) + " right on " + strconv.Quote(name))
+			return errNoRight(p, right, " on "+strconv.Quote(name))
 		}
 		return nil
 	}
@@ -257,7 +257,7 @@ func needDelete(p *principal, r *http.Request) error {
 		return needSessions(p, r)
 	}
 	if !p.may(RightAdmin, AllNames) {
-		return errForbidden("no " + SecretHeader + " header, and this token has no admin right on *, which ending another's session needs")
+		return errNoRight(p, RightAdmin, ` on "*" (no `+SecretHeader+` header: ending another's session)`)
 	}
 	return nil
 }

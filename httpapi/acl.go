@@ -47,7 +47,8 @@ type principal struct {
 }
 
 // ACL is the parsed tokens file: bearer tokens and what each may do. The
-// zero ACL (no tokens) requires no token and allows everything.
+// zero ACL (no tokens) requires no token and allows everything but the
+// admin right's calls, which need a token that has it.
 type ACL struct {
 	principals []principal
 }

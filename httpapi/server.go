@@ -101,7 +101,8 @@ func WithBearerTokens(tokens []string) Option {
 // WithACL makes every call but /healthz, /readyz and the dashboard's page
 // require "Authorization: Bearer T" with T one of acl's tokens, and allows
 // it only what T's rights allow (ParseTokens). A nil or empty acl requires
-// nothing.
+// no token, and allows every call but the admin right's (revoke, ending a
+// session without its secret).
 func WithACL(acl *ACL) Option { return func(s *Server) { s.SetACL(acl) } }
 
 // WithBodyTimeout bounds how long a request body may take to arrive after
@@ -200,7 +201,7 @@ func (s *Server) Close() error {
 
 // SetACL replaces the bearer tokens and their rights (cmd/fencelock calls
 // it on SIGHUP); calls already past the check keep the rights they had. A
-// nil or empty acl requires no token.
+// nil or empty acl requires no token (and allows no admin call).
 func (s *Server) SetACL(acl *ACL) {
 	if acl.Len() == 0 {
 		acl = nil

@@ -357,6 +357,16 @@ func (s *Server) guard(public bool, need access, h http.HandlerFunc) http.Handle
 				}
 			}
 		}
+		if r.Method == http.MethodGet && s.streamWrite > 0 {
+			// A view can be large (a page of a thousand locks): a client
+			// that does not read it must not hold the handler for ever.
+			// It has the call's own bound to be answered, and the
+			// stream's write timeout to take the answer; a stream sets
+			// its own deadline for each event.
+			wrc := http.NewResponseController(w)
+			_ = wrc.SetWriteDeadline(time.Now().Add(s.timeout + s.streamWrite))
+			defer wrc.SetWriteDeadline(time.Time{})
+		}
 		if hasBody {
 			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 			if err != nil {

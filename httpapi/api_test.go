@@ -313,12 +313,16 @@ func TestHeartbeatExpiry(t *testing.T) {
 	events := sse(t, ctx, lockURL(b, "x", "watch"))
 	r = call(t, "POST", lockURL(a, "x", "acquire"), map[string]any{"session_id": dead, "wait": true})
 	require.Equal(t, true, r.body["granted"], r.raw)
-	// Heartbeats keep it for 3 TTLs.
+	// Heartbeats keep it for 3 TTLs. The live client heartbeats too: its
+	// replica would give it up 8s after its last renewal, about when the
+	// dead one's lock passes on.
 	start := time.Now()
 	for time.Since(start) < 6*time.Second {
 		r = call(t, "POST", a+"/v1/sessions/"+dead+"/heartbeat", nil)
 		require.Equal(t, 200, r.status, r.raw)
 		require.Equal(t, float64(2000), r.body["timeout_ms"])
+		r = call(t, "POST", b+"/v1/sessions/"+live+"/heartbeat", nil)
+		require.Equal(t, 200, r.status, r.raw)
 		time.Sleep(250 * time.Millisecond) // the client's heartbeat period, not synchronisation
 	}
 	last := time.Now()

@@ -94,13 +94,53 @@ func TestServeLimitDefaults(t *testing.T) {
 	}
 }
 
-// Slow and idle clients against a real serve process, with small limits so
+// Against a real serve process: calls on a session without its secret are
+// refused; and slow and idle clients, with small limits so
 // that the test is quick: an idle keep-alive connection is closed, a
 // trickled body is refused (and creates nothing), headers over the default
 // bound are refused, and the fifth stream with --max-streams 4 gets 429.
-func TestServeSlowClients(t *testing.T) {
+func TestServeSecurity(t *testing.T) {
 	base, _, _ := startOne(t, "--idle-timeout", "2s", "--body-timeout", "2s", "--max-streams", "4")
 	addr := strings.TrimPrefix(base, "http://")
+
+	t.Run("hijack", func(t *testing.T) {
+		// A real process refuses calls on a session without its secret,
+		// and nothing changes.
+		victim, other := session(t, base, 10000), session(t, base, 10000)
+		r := do(t, "POST", lockPath(base, "h/x", "acquire"), map[string]any{"session_id": victim})
+		require.Equal(t, true, r.body["granted"], r.raw)
+		token := r.str("fencing_token")
+		before := do(t, "GET", lockPath(base, "h/x", ""), nil).raw
+		otherSecret, _ := secrets.Load(other)
+		for _, sec := range []string{"", "wrong", otherSecret.(string)} {
+			for _, c := range []struct {
+				method, path, body string
+			}{
+				{"POST", "/v1/sessions/" + victim + "/heartbeat", ""},
+				{"DELETE", "/v1/sessions/" + victim, ""},
+				{"POST", "/v1/locks/h%2Fx/release", `{"session_id":"` + victim + `","fencing_token":"` + token + `"}`},
+				{"POST", "/v1/locks/h%2Fy/acquire", `{"session_id":"` + victim + `"}`},
+			} {
+				req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
+				if sec != "" {
+					req.Header.Set("Fencelock-Session-Secret", sec)
+				}
+				resp, err := hc.Do(req)
+				require.NoError(t, err)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				require.Equal(t, 403, resp.StatusCode, "%s %s with %q: %s", c.method, c.path, sec, b)
+				require.Contains(t, string(b), `"forbidden"`)
+				require.Equal(t, before, do(t, "GET", lockPath(base, "h/x", ""), nil).raw)
+				require.Equal(t, false, do(t, "GET", lockPath(base, "h/y", ""), nil).body["held"])
+			}
+		}
+		r = do(t, "POST", lockPath(base, "h/x", "release"), map[string]any{"session_id": victim, "fencing_token": token})
+		require.Equal(t, 200, r.status, r.raw)
+		for _, id := range []string{victim, other} {
+			require.Equal(t, 204, do(t, "DELETE", base+"/v1/sessions/"+id, nil).status)
+		}
+	})
 
 	t.Run("idle", func(t *testing.T) {
 		conn, err := net.Dial("tcp", addr)

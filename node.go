@@ -420,6 +420,10 @@ type GroupStatus struct {
 	// NonVoting is true where this replica does not vote in the group:
 	// it runs a non-voting replica of every group it is not a voter of.
 	NonVoting bool
+	// Removed and LastSnapshotIndex mean what Status' fields do, for this
+	// group.
+	Removed           bool
+	LastSnapshotIndex uint64
 }
 
 // Status returns this replica's local view, without I/O. LeaderID is 0 when
@@ -440,6 +444,7 @@ func (n *Node) Status() Status {
 		out.Groups = append(out.Groups, GroupStatus{
 			Name: name, GroupID: gs.GroupID, LeaderID: gs.LeaderID, IsLeader: gs.LeaderID == n.cfg.ReplicaID,
 			Voters: gs.Voters, Term: gs.Term, AppliedIndex: gs.AppliedIndex, NonVoting: gs.NonVoting,
+			Removed: gs.Removed, LastSnapshotIndex: gs.LastSnapshotIndex,
 		})
 	}
 	return out

@@ -219,7 +219,8 @@ func (h *Host) retire(leaving []*Replica, named []namedGroup) error {
 			h.log.Warn("fencelock: stopping a removed group", "group", r.name, "err", err)
 		}
 		r.wg.Wait()
-		delete(h.byShard, r.shard)
+		// It stays in byShard, which the listeners read without a lock:
+		// a stopped shard reports nothing more.
 		h.log.Info("fencelock: group removed from this replica; its raft data stays in Dir", "group", r.name)
 	}
 	if err := writeGroups(filepath.Join(h.cfg.Dir, groupsFileName), groupsFile{Version: 1, Groups: named}); err != nil {

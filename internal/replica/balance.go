@@ -98,18 +98,41 @@ func (h *Host) balance(ctx context.Context) {
 	}
 	self := h.cfg.ReplicaID
 	views := h.views()
-	led := leaderCounts(views)
-	if led[self] <= leaderBound(views, self) {
+	window := max(3*h.electionTimeout(), 3*time.Second)
+	i, to, ok := pickTransfer(views, self, func(id uint64) bool { return h.peers.reached(id, window) })
+	if !ok {
 		return
 	}
-	window := max(3*h.electionTimeout(), 3*time.Second)
-	for _, v := range views {
+	v := views[i]
+	tctx, cancel := context.WithTimeout(ctx, 4*h.electionTimeout()+h.cfg.ProposalTimeout)
+	err := v.r.TransferLeadership(tctx, to)
+	cancel()
+	h.bal.holdUntil = time.Now().Add(h.holdOff())
+	if err != nil {
+		v.r.log.Debug("fencelock: leadership transfer to spread the leaders failed; retried after a hold-off", "to", to, "err", err)
+		return
+	}
+	v.r.log.Info("fencelock: leadership handed over to spread the leaders", "to", to)
+}
+
+// pickTransfer decides the balancer's next move for host self: the index
+// in views of a group it leads and the voter to hand it to, if self leads
+// more than its bound. The target is the reachable voter of the group below
+// its own bound that leads fewest (then the lowest ID), in the first group
+// (in views' order) that has one. Nothing else moves: a host within its
+// bound never gives, and a target never ends above its bound.
+func pickTransfer(views []groupView, self uint64, reachable func(uint64) bool) (int, uint64, bool) {
+	led := leaderCounts(views)
+	if led[self] <= leaderBound(views, self) {
+		return 0, 0, false
+	}
+	for i, v := range views {
 		if v.leader != self {
 			continue
 		}
 		var cands []uint64
 		for _, id := range v.voters {
-			if id != self && led[id] < leaderBound(views, id) && h.peers.reached(id, window) {
+			if id != self && led[id] < leaderBound(views, id) && reachable(id) {
 				cands = append(cands, id)
 			}
 		}
@@ -122,18 +145,9 @@ func (h *Host) balance(ctx context.Context) {
 			}
 			return cmp.Compare(a, b)
 		})
-		to := cands[0]
-		tctx, cancel := context.WithTimeout(ctx, 4*h.electionTimeout()+h.cfg.ProposalTimeout)
-		err := v.r.TransferLeadership(tctx, to)
-		cancel()
-		h.bal.holdUntil = time.Now().Add(h.holdOff())
-		if err != nil {
-			v.r.log.Debug("fencelock: leadership transfer to spread the leaders failed; retried after a hold-off", "to", to, "err", err)
-		} else {
-			v.r.log.Info("fencelock: leadership handed over to spread the leaders", "to", to, "led", led[self], "bound", leaderBound(views, self))
-		}
-		return
+		return i, cands[0], true
 	}
+	return 0, 0, false
 }
 
 // views is the local view of every group's voters and leader.

@@ -122,3 +122,47 @@ func TestLeaderBound(t *testing.T) {
 	// A leader that is not a voter (a stale view) is counted for nobody.
 	require.Empty(t, leaderCounts([]groupView{v(4, 1, 2, 3)}))
 }
+
+// The balancer moves only from a host over its bound to a reachable voter
+// below its own, deterministically; so two hosts never hand a group back
+// and forth.
+func TestPickTransfer(t *testing.T) {
+	v := func(leader uint64, voters ...uint64) groupView { return groupView{voters: voters, leader: leader} }
+	all := func(uint64) bool { return true }
+	// 8 groups on 3 hosts, bound 3: host 1 leads 5.
+	views := []groupView{v(1, 1, 2, 3), v(1, 1, 2, 3), v(2, 1, 2, 3), v(1, 1, 2, 3), v(3, 1, 2, 3), v(1, 1, 2, 3), v(2, 1, 2, 3), v(1, 1, 2, 3)}
+	i, to, ok := pickTransfer(views, 1, all)
+	require.True(t, ok)
+	require.Equal(t, 0, i, "the first group it leads")
+	require.Equal(t, uint64(3), to, "the voter leading fewest (3 leads 1, 2 leads 2)")
+	for _, id := range []uint64{2, 3} {
+		_, _, ok := pickTransfer(views, id, all)
+		require.False(t, ok, "host %d is within its bound: it never gives", id)
+	}
+	// Host 3 unreachable: host 2 gets it.
+	_, to, ok = pickTransfer(views, 1, func(id uint64) bool { return id != 3 })
+	require.True(t, ok)
+	require.Equal(t, uint64(2), to)
+	// The only voter below its bound is unreachable (down): nothing moves,
+	// though host 1 is over its bound.
+	down := []groupView{v(1, 1, 2), v(1, 1, 2), v(1, 1, 2), v(2, 1, 2)}
+	_, _, ok = pickTransfer(down, 1, func(uint64) bool { return false })
+	require.False(t, ok)
+	// Host 3 down leads nothing; hosts 1 and 2 at bound 3 share 7: the one
+	// with 4 finds no target below the bound, so nothing oscillates.
+	share := []groupView{v(1, 1, 2, 3), v(1, 1, 2, 3), v(1, 1, 2, 3), v(1, 1, 2, 3), v(2, 1, 2, 3), v(2, 1, 2, 3), v(2, 1, 2, 3)}
+	_, _, ok = pickTransfer(share, 1, func(id uint64) bool { return id == 2 })
+	require.False(t, ok)
+	_, _, ok = pickTransfer(share, 2, func(id uint64) bool { return id == 1 })
+	require.False(t, ok)
+	at := []groupView{v(1, 1, 2, 3), v(1, 1, 2, 3), v(2, 1, 2, 3), v(3, 1, 2, 3)}
+	_, _, ok = pickTransfer(at, 1, all)
+	require.False(t, ok, "4 groups over 3 hosts: bound 2, host 1 leads 2")
+	// A group with a voter set that excludes the under-loaded host is
+	// skipped for one that includes it.
+	mixed := []groupView{v(1, 1, 2), v(1, 1, 3), v(1, 1, 3), v(2, 1, 2)}
+	i, to, ok = pickTransfer(mixed, 1, all)
+	require.True(t, ok)
+	require.Equal(t, 1, i)
+	require.Equal(t, uint64(3), to)
+}

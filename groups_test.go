@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -389,4 +390,36 @@ func TestGroupsAddAndRemove(t *testing.T) {
 	c.nodes[3] = n
 	require.Equal(t, []string{"", "b"}, n.host.Groups())
 	require.True(t, errors.Is(n.TransferLeadership(ctx, "a", 1), ErrUnknownGroup))
+}
+
+// A replica that joins the deployment runs every named group as a
+// non-voting replica: the groups' leaders add it, and remove it from the
+// groups once it is removed from the deployment.
+func TestJoiningReplicaRunsTheGroups(t *testing.T) {
+	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
+	cfg4 := joinConfig(t, c, 4)
+	require.NoError(t, c.node(1).AddNonVoting(ctx, 4, cfg4.Addr))
+	n4 := startJoined(t, c, cfg4)
+	s, err := openSession(ctx, n4, "a", time.Minute)
+	require.NoError(t, err, "the joined replica proposes to a locally")
+	_, err = acquireIn(ctx, n4, "a", s, 1, "j@a")
+	require.NoError(t, err)
+	g, _ := group(n4.Status(), "a")
+	require.True(t, g.NonVoting)
+
+	require.NoError(t, c.node(1).RemoveReplica(ctx, 4))
+	for {
+		m, err := c.node(1).host.Group("a").Members(ctx)
+		require.NoError(t, err)
+		if _, still := m.NonVoting[4]; !still && slices.Contains(m.Removed, 4) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("replica 4 is still a member of a: %+v", m)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

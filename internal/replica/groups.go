@@ -281,12 +281,16 @@ func proposalsAfter(lr dragonboat.ReadonlyLogReader, from, to uint64) bool {
 	return es[len(es)-1].Index < to
 }
 
-// reconcile adds, on the leader of each named group, every host of the
-// deployment (the default group's members) that is not yet a member of the
-// group as a non-voting replica, one change per call.
+// reconcile keeps, on the leader of each named group, the group's
+// non-voting replicas in step with the deployment's hosts (the default
+// group's members): a host that is not yet a member of the group is added
+// as a non-voting replica, and a non-voting replica whose host was removed
+// from the default group is removed from the group too. One change per
+// call; the next call goes on.
 func (h *Host) reconcile(ctx context.Context) {
 	def := h.groups[0]
 	var hosts map[uint64]string
+	var gone map[uint64]struct{}
 	for _, r := range h.groups[1:] {
 		if r.leader.Load() != h.cfg.ReplicaID {
 			continue
@@ -303,10 +307,20 @@ func (h *Host) reconcile(ctx context.Context) {
 			for id, a := range m.NonVotings {
 				hosts[id] = a
 			}
+			gone = m.Removed
 		}
 		m, err := r.membership(ctx)
 		if err != nil {
 			continue
+		}
+		for _, id := range slices.Sorted(maps.Keys(m.NonVotings)) {
+			if _, ok := gone[id]; !ok {
+				continue
+			}
+			if err := r.RemoveReplica(ctx, id); err != nil {
+				r.log.Debug("fencelock: removing a host removed from the deployment from the group; retried", "member", id, "err", err)
+			}
+			return
 		}
 		for _, id := range slices.Sorted(maps.Keys(hosts)) {
 			_, voter := m.Nodes[id]

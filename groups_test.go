@@ -328,7 +328,9 @@ func TestGroupIdentityIsChecked(t *testing.T) {
 	n, err := Start(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { n.Close() })
-	tap.wait(t, ctx, "refused", `runs group "a" with voters`, "[3]", "[1 2 3]")
+	// Both sides refuse, and say what differs.
+	tap.wait(t, ctx, "refused the replica at "+c.addr(3), `replica 3 at `+c.addr(3)+` runs group "a" with voters [3], this replica with [1 2 3]`)
+	tap.wait(t, ctx, "the replica at "+c.addr(3)+" refused", `runs group "a" with voters [1 2 3], this replica with [3]`)
 	// 1 and 2 still form both groups.
 	for _, name := range []string{"", "a"} {
 		_, err := openSession(ctx, c.node(1), name, time.Minute)

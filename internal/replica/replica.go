@@ -20,8 +20,9 @@
 //   - apply.go: what the state machine applies, in order: the replica's own
 //     bookkeeping (the leader's expiry timers, counters, the group's ID)
 //     takes its part, then the Sink (the root) gets the events.
-//   - identity.go: the group's identity kept in Dir, the handshake's side
-//     of it (internal/peering), and the no-quorum warning.
+//   - identity.go: the default group's identity kept in Dir, the host's
+//     side of the handshake (internal/peering) for every group it runs,
+//     and the no-quorum warning.
 //   - membership.go: membership changes and linearizable membership reads.
 //   - ops.go: counters and the proposal latency histogram.
 //

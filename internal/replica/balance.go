@@ -28,7 +28,7 @@ type balancer struct {
 	holdUntil time.Time     // no transfer before; the run goroutine's own
 }
 
-func (b *balancer) init(*Host) { b.nudge = make(chan struct{}, 1) }
+func newBalancer() balancer { return balancer{nudge: make(chan struct{}, 1)} }
 
 // leadersChanged wakes the balancer; it runs on Dragonboat's event goroutine
 // and never blocks.
@@ -51,8 +51,9 @@ func (h *Host) holdOff() time.Duration { return max(3*h.electionTimeout(), 500*t
 // to add as non-voting replicas, besides after every leader change.
 const reconcileEvery = 2 * time.Second
 
-// run is the host's background work: the non-voting replicas of named
-// groups, and the balancer.
+// run is the host's background work when it runs named groups: their
+// non-voting replicas, and the balancer. A host of the default group alone
+// has none.
 func (h *Host) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -73,7 +74,7 @@ func (h *Host) run() {
 		case <-h.bal.nudge:
 			nudged = true
 		}
-		if len(h.groups) > 1 && (nudged || time.Since(reconciled) >= reconcileEvery) {
+		if nudged || time.Since(reconciled) >= reconcileEvery {
 			rctx, rcancel := context.WithTimeout(ctx, 2*h.cfg.ProposalTimeout)
 			h.reconcile(rctx)
 			rcancel()

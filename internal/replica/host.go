@@ -110,7 +110,7 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 		byShard: make(map[uint64]*Replica),
 		closed:  make(chan struct{}),
 	}
-	h.bal.init(h)
+	h.bal = newBalancer()
 	def := newReplica(h, "", defaultShard, sinks(""))
 	defMembers := g.Members
 	if len(defMembers) == 0 {
@@ -200,11 +200,13 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 	if err := h.retire(leaving, named); err != nil {
 		return abort(err)
 	}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		h.run()
-	}()
+	if len(h.groups) > 1 {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			h.run()
+		}()
+	}
 	h.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir, "groups", len(h.groups))
 	return h, nil
 }

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -765,6 +766,21 @@ type StatusJSON struct {
 	Waiters      int               `json:"waiters"`
 	// HTTPSessions counts the sessions this replica's API owns.
 	HTTPSessions int `json:"http_sessions"`
+	// Groups are every group this replica runs, the default group (name
+	// "") first; the fields above are the default group's.
+	Groups []GroupJSON `json:"groups"`
+}
+
+// GroupJSON is one group in StatusJSON.
+type GroupJSON struct {
+	Name      string   `json:"name"`
+	GroupID   string   `json:"group_id"`
+	LeaderID  uint64   `json:"leader_id"`
+	IsLeader  bool     `json:"is_leader"`
+	NonVoting bool     `json:"non_voting"`
+	Voters    []uint64 `json:"voters"`
+	Term      uint64   `json:"term"`
+	LocksHeld int      `json:"locks_held"`
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -775,6 +791,11 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters}
 	for id, a := range st.Voters {
 		out.Voters[strconv.FormatUint(id, 10)] = a
+	}
+	for _, g := range st.Groups {
+		out.Groups = append(out.Groups, GroupJSON{Name: g.Name, GroupID: strconv.FormatUint(g.GroupID, 16),
+			LeaderID: g.LeaderID, IsLeader: g.IsLeader, NonVoting: g.NonVoting,
+			Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term, LocksHeld: g.LocksHeld})
 	}
 	// The full membership (non-voting replicas too) is a linearizable read;
 	// without a quorum the local view above is still worth showing.

@@ -99,6 +99,36 @@ func (l *limits) server(h http.Handler, tlsCfg *tls.Config, log *slog.Logger) *h
 		MaxHeaderBytes: l.maxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 }
 
+// groupFlags collects the repeatable --group NAME=ID,ID,... flag.
+type groupFlags []fencelock.GroupConfig
+
+func (g *groupFlags) String() string {
+	parts := make([]string, len(*g))
+	for i, x := range *g {
+		parts[i] = fmt.Sprintf("%s=%v", x.Name, x.Voters)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Set parses one NAME=ID,ID,... value; the Config's validation checks the
+// name and the voters.
+func (g *groupFlags) Set(s string) error {
+	name, ids, ok := strings.Cut(s, "=")
+	if !ok || name == "" || ids == "" {
+		return fmt.Errorf("%q is not NAME=ID,ID,...", s)
+	}
+	var voters []uint64
+	for _, x := range strings.Split(ids, ",") {
+		id, err := strconv.ParseUint(strings.TrimSpace(x), 10, 64)
+		if err != nil || id == 0 {
+			return fmt.Errorf("%q: voter %q is not a positive replica ID", s, x)
+		}
+		voters = append(voters, id)
+	}
+	*g = append(*g, fencelock.GroupConfig{Name: name, Voters: voters})
+	return nil
+}
+
 func serve(args []string) error {
 	fs := newFlags("serve", "--id N --peers ID=HOST:PORT,... --dir DIR [flags]")
 	id := fs.Uint64("id", 0, "this replica's ID (required)")
@@ -118,6 +148,8 @@ func serve(args []string) error {
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	var lim limits
 	lim.register(fs)
+	var groups groupFlags
+	fs.Var(&groups, "group", "a named group beside the default one, NAME=ID,ID,... of its voters (1, 3 or 5 of --peers); repeatable, the same list on every replica")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -155,7 +187,7 @@ func serve(args []string) error {
 		return err
 	}
 	cfg := fencelock.Config{ReplicaID: *id, Members: members, Dir: *dir, SessionTTL: *ttl,
-		ListenAddr: *raftListen, Logger: log}
+		ListenAddr: *raftListen, Logger: log, Groups: groups}
 	if *raftCA != "" {
 		cfg.Transport = transport.MutualTLS(*raftCA, *raftCert, *raftKey)
 	}

@@ -70,10 +70,6 @@ var (
 	// ErrMaxHoldExceeded: the grant's maximum hold (WithMaxHold) ran out:
 	// by the holder's clock, or at the group. The lock passes on.
 	ErrMaxHoldExceeded = session.ErrMaxHoldExceeded
-	// ErrUnknownGroup: a name's group (after its last '@') is not one of
-	// this deployment's groups. A typo fails loudly rather than fall back
-	// to a group where the lock would exclude nothing.
-	ErrUnknownGroup = errors.New("fencelock: unknown group")
 
 	// ErrLimitExceeded: the group refused a request that would exceed one of
 	// its limits (see README); nothing changed. Each limit has its own error,
@@ -135,4 +131,8 @@ var (
 	// ErrRemoved: this replica was removed from the group. Close it and
 	// delete its Dir.
 	ErrRemoved = replica.ErrRemoved
+	// ErrUnknownGroup: a call named a group (Node.TransferLeadership, a
+	// name's "@group") that the Config does not list. A typo fails loudly
+	// rather than fall back to a group where the lock would exclude nothing.
+	ErrUnknownGroup = replica.ErrUnknownGroup
 )

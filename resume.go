@@ -12,9 +12,11 @@ import (
 
 // ResumeToken lets a restarted process take its session back (see
 // Node.ResumeSession). It holds, for each group the session has a part in,
-// the session's ID there and a secret: whoever has it can act as the
-// session's holder, so keep it where you would keep a credential. Persist
-// it with String or MarshalText; the zero value resumes nothing.
+// the session's ID there and a secret, and the session's TTL: whoever has it
+// can act as the session's holder, so keep it where you would keep a
+// credential. Persist it with String or MarshalText; the zero value resumes
+// nothing. A token is checked by the groups when used, not trusted: one
+// whose secret, session or TTL was changed resumes nothing.
 type ResumeToken struct {
 	group, session, secret uint64 // the default group's part
 	ttl                    time.Duration
@@ -54,10 +56,17 @@ const (
 
 // String encodes the token in printable ASCII, for ParseResumeToken.
 func (t ResumeToken) String() string {
-	if t.others == "" {
-		return fmt.Sprintf("%s.%x.%x.%x.%d", resumePrefix, t.group, t.session, t.secret, t.ttl.Milliseconds())
+	// The TTL in milliseconds, or, if it is not a whole number of them, in
+	// nanoseconds with the suffix "ns": the group refuses a resume whose TTL
+	// is not exactly the session's.
+	ttl := strconv.FormatInt(t.ttl.Milliseconds(), 10)
+	if t.ttl%time.Millisecond != 0 {
+		ttl = strconv.FormatInt(int64(t.ttl), 10) + "ns"
 	}
-	return fmt.Sprintf("%s.%x.%x.%x.%d.%s", resumePrefixGroups, t.group, t.session, t.secret, t.ttl.Milliseconds(), t.others)
+	if t.others == "" {
+		return fmt.Sprintf("%s.%x.%x.%x.%s", resumePrefix, t.group, t.session, t.secret, ttl)
+	}
+	return fmt.Sprintf("%s.%x.%x.%x.%s.%s", resumePrefixGroups, t.group, t.session, t.secret, ttl, t.others)
 }
 
 func encodeParts(parts []session.PartToken) string {
@@ -98,20 +107,6 @@ func parsePart(f string) (session.PartToken, bool) {
 	return p, p.Session != 0 && p.Secret != 0
 }
 
-// validGroupName reports whether name can be a group's: 1 to 32 of
-// [a-z0-9-].
-func validGroupName(name string) bool {
-	if len(name) < 1 || len(name) > 32 {
-		return false
-	}
-	for _, c := range []byte(name) {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // MarshalText implements encoding.TextMarshaler, as String.
 func (t ResumeToken) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
@@ -146,11 +141,15 @@ func ParseResumeToken(s string) (ResumeToken, error) {
 		}
 		v[i] = n
 	}
-	ms, err := strconv.ParseInt(f[4], 10, 64)
-	if err != nil || ms <= 0 || ms > int64(maxTTL/time.Millisecond) {
+	unit, digits := time.Millisecond, f[4]
+	if d, ok := strings.CutSuffix(digits, "ns"); ok {
+		unit, digits = time.Nanosecond, d
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 || n > int64(maxTTL/unit) {
 		return bad("malformed TTL")
 	}
-	t := ResumeToken{group: v[0], session: v[1], secret: v[2], ttl: time.Duration(ms) * time.Millisecond}
+	t := ResumeToken{group: v[0], session: v[1], secret: v[2], ttl: time.Duration(n) * unit}
 	if t.session == 0 || t.secret == 0 {
 		return bad("no session")
 	}
@@ -172,16 +171,21 @@ func ParseResumeToken(s string) (ResumeToken, error) {
 // within the session's TTL: the session moves to this node with every lock
 // and leadership it holds, their tokens unchanged (Session.Locks,
 // Session.Leaderships), and is renewed at once; the holder's deadline counts
-// from this call's send, as for a keep-alive. Requests the old process had
-// queued are withdrawn, since nobody waits for them any more. The session
-// keeps its TTL; of opts only WithSafetyMargin applies.
+// from this call's send, as for a keep-alive: at most TTL − margin after it,
+// where TTL is the session's as the group keeps it. The session keeps its
+// TTL; of opts only WithSafetyMargin applies. Requests the old process had
+// queued are withdrawn, since nobody waits for them any more.
 //
 // Every part the token names is resumed, in each group the session had
 // used: the default group's first. A part in another group that is over is
 // left out (its grants are gone; the next call naming that group opens a
-// new part). If the session already ended in the default group (expired,
-// closed, ended by an operator), or t's secret is not the session's, it
-// fails with ErrSessionExpired; a token of another deployment's group fails
+// new part). Each group checks the token: if the session already ended in
+// the default group (expired, closed, ended by an operator), or t names
+// another session or holds another secret, it fails with ErrSessionExpired
+// and tells nothing more; if t's TTL is not the session's (a token edited
+// or mis-copied, whose holder would time its lease past the group's
+// expiry), it fails with an error wrapping ErrInvalidResumeToken, and the
+// session stays as it was. A token of another deployment's group fails
 // with ErrOtherGroup, and one naming a group this node does not run with
 // ErrUnknownGroup. If it fails with ErrUnavailable (or ctx's error) the
 // resume may still have applied: try again, with the same token, before

@@ -77,7 +77,16 @@ func startTwoGroups(t *testing.T) *twoGroups {
 			closers[i]()
 		}
 	})
-	r, err := replica.Start(replicaConfig(net, filepath.Join(dir, "default"), 1, def), tg.h.Sink(""))
+	// Each group runs on hosts of its own here, as the default group of
+	// each: the session machinery only sees a group's *replica.Replica.
+	start := func(cfg replica.Config, sink replica.Sink) (*replica.Replica, error) {
+		h, err := replica.Start(cfg, func(string) replica.Sink { return sink })
+		if err != nil {
+			return nil, err
+		}
+		return h.Group(""), nil
+	}
+	r, err := start(replicaConfig(net, filepath.Join(dir, "default"), 1, def), tg.h.Sink(""))
 	require.NoError(t, err)
 	closers = append(closers, r.Close)
 	tg.groups.m[""] = r
@@ -86,7 +95,7 @@ func startTwoGroups(t *testing.T) *twoGroups {
 		if id == 1 {
 			sink = tg.h.Sink("b")
 		}
-		r, err := replica.Start(replicaConfig(net, filepath.Join(dir, fmt.Sprint("b", id)), id, b), sink)
+		r, err := start(replicaConfig(net, filepath.Join(dir, fmt.Sprint("b", id)), id, b), sink)
 		require.NoError(t, err)
 		closers = append(closers, func() { r.Close() }) // idempotent
 		if id == 1 {

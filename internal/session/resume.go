@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
@@ -109,11 +110,20 @@ func (s *Session) resumePart(ctx context.Context, t PartToken) (*Part, error) {
 	}
 	rt.parts[p.id] = p
 	rt.mu.Unlock()
+	// The group, not the token, decides the TTL the holder times its lease
+	// by: the resume names the token's, and is refused unless it is the
+	// session's, so the deadline set above is never later than the group's
+	// own expiry allows.
 	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindResume, Session: p.id, Nonce: t.Secret,
-		Owner: s.h.cfg.ReplicaID, Target: attempt})
+		Owner: s.h.cfg.ReplicaID, Target: attempt, TTL: uint64(p.ttl)})
 	if err == nil && res.Status != fsm.OK {
-		err = ErrSessionExpired
-		if res.Status != fsm.UnknownSession {
+		switch res.Status {
+		case fsm.UnknownSession:
+			err = ErrSessionExpired
+		case fsm.Conflict:
+			err = fmt.Errorf("%w: the token's TTL %v is not the session's %v", ErrInvalidResumeToken,
+				p.ttl, time.Duration(res.Value))
+		default:
 			err = fmt.Errorf("fencelock: resume: unexpected reply %v", res.Status)
 		}
 	}

@@ -1,6 +1,10 @@
 package session
 
-import "time"
+import (
+	"time"
+
+	"github.com/fencelock/fencelock/internal/clock"
+)
 
 // Testing is the test hooks' view of a Session (CockroachDB's
 // TestingAccessor): what internal/testhook offers the tests, typed. Nothing
@@ -59,3 +63,15 @@ func (t Testing) parts() []*Part {
 // first, as Session.Done does: for a test that asks whether a timer or the
 // renewer noticed the deadline.
 func (t Testing) Done() <-chan struct{} { return t.s.done }
+
+// Deadline returns the default part's deadline by the holder's clock
+// (clock.Boot of Clock).
+func (t Testing) Deadline() clock.Instant {
+	p := t.s.def
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lease.deadline
+}
+
+// Clock returns the clock the session times its lease by.
+func (t Testing) Clock() clock.Clock { return t.s.h.cfg.Clock }

@@ -33,7 +33,7 @@ func TestHolderReplicaCrashPassesLockAfterTTL(t *testing.T) {
 	// A keep-alive sent now is applied by the leader after now, and the
 	// leader expires the session no sooner than TTL after applying it.
 	renewed := time.Now()
-	require.NoError(t, holder.renew(ctx))
+	require.NoError(t, holder.KeepAlive(ctx))
 	c.stop(crash)
 	r := <-res
 	require.NoError(t, r.err)
@@ -262,7 +262,7 @@ func TestDeposedLeadersExpiryIsRefused(t *testing.T) {
 	require.Eventually(t, func() bool { return mark() != oldMark }, 30*time.Second, 10*time.Millisecond,
 		"the new leader commits its own marker")
 
-	res, err := c.node(f1).r.Propose(ctx, fsm.Command{Kind: fsm.KindExpire, Session: s.id, Target: math.MaxUint64, Mark: oldMark})
+	res, err := c.node(f1).r.Propose(ctx, fsm.Command{Kind: fsm.KindExpire, Session: s.ID(), Target: math.MaxUint64, Mark: oldMark})
 	require.NoError(t, err)
 	require.Equal(t, fsm.NotApplied, res.Status)
 	require.NoError(t, s.Err(), "the session lives on")

@@ -55,6 +55,9 @@ func (n *Node) RunElection(ctx context.Context, election, value string, cb Elect
 	if err := checkCampaign(election, value); err != nil {
 		return err
 	}
+	if _, _, err := n.route(election); err != nil {
+		return err
+	}
 	if cb.OnNewLeader != nil {
 		var watching sync.WaitGroup
 		wctx, stop := context.WithCancel(ctx)
@@ -176,7 +179,7 @@ func (e *electionLoop) closeSession() {
 	if e.s == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(e.n.ctx, e.s.TTL())
+	ctx, cancel := context.WithTimeout(e.n.h.Context(), e.s.TTL())
 	defer cancel()
 	_ = e.s.Close(ctx)
 }

@@ -153,7 +153,7 @@ func TestRunElectionSurvivesSessionExpiry(t *testing.T) {
 				events <- termEvent{started: true, token: l.Token()}
 				if !froze {
 					froze = true
-					testhook.Freeze(l.g().s) // its keep-alives stop: the session runs out
+					testhook.Freeze(l.Session()) // its keep-alives stop: the session runs out
 				}
 				<-ctx.Done()
 			},

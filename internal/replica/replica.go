@@ -108,6 +108,8 @@ type Replica struct {
 	term          atomic.Uint64
 	appliedIndex  atomic.Uint64
 	groupID       atomic.Uint64 // the group's ID, once applied here (fsm.State.GroupID)
+	groupKnown    chan struct{} // closed once groupID is set (setGroupID)
+	groupOnce     sync.Once
 	restoredIndex atomic.Uint64 // the last snapshot the state was restored from
 	ops           ops
 	snaps         snapStats
@@ -161,6 +163,8 @@ func start(cfg Config, sink Sink) (*Replica, error) {
 		sink:     sink,
 		closed:   make(chan struct{}),
 		leaderUp: make(chan struct{}),
+
+		groupKnown: make(chan struct{}),
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.peers = newPeers(r, g)

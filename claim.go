@@ -27,7 +27,14 @@ import "context"
 //	// from here on the resource refuses every earlier term's writes
 //
 // From the moment Claim returns nil, the resource refuses every lower
-// token, whether or not the new holder ever writes. Between the grant and
+// token it checks, whether or not the new holder ever writes. A claim is not
+// a barrier: a write admitted before it and made after its check, outside
+// the fence (a handler behind fencehttp.Middleware with a fence other than
+// an in-process *Fencer, or code that checks with Admit and writes later),
+// can still land after it. Only a write made inside the fence's check
+// (Fencer.DoFence, fencesql.Fencer.Do in the write's transaction,
+// fencefile's appends) cannot land after a higher token was admitted; a
+// resource that needs that makes its writes there. Between the grant and
 // the claim's commit a predecessor's write can still be admitted; its
 // holder's own deadline check (Done, Err, GrantErr, just before the write)
 // is what stops it there, since the holder's deadline passes before the

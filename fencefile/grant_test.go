@@ -89,7 +89,7 @@ func TestAppendGrantRechecksUnderTheLock(t *testing.T) {
 	records, err := Read(path)
 	require.NoError(t, err)
 	require.Equal(t, []Record{{lock.Token(), "in time"}}, records, "nothing after the deadline was written")
-	mark, err := readMark(path + ".mark")
+	mark, err := readMark(path)
 	require.NoError(t, err)
 	require.Equal(t, lock.Fence(), mark)
 }

@@ -193,8 +193,10 @@ func (g *group) stopOutsideWrite(ctx context.Context, p primary, resource string
 		waitStopped(g.t, ctx, proc.Pid)
 		unlock, ok := tryLock(g.t, resource+".lock")
 		if ok {
-			records, err := fencefile.Read(resource)
+			// Not inside a write, and stopped: it cannot write until
+			// continued. (Read takes the lock itself.)
 			unlock()
+			records, err := fencefile.Read(resource)
 			require.NoError(g.t, err)
 			return countEpoch(records, p.epoch)
 		}

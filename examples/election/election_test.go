@@ -176,6 +176,9 @@ func TestPrimaryWokenAtTakeoverWritesNothingMore(t *testing.T) {
 	defer g.mu.Unlock()
 	for _, l := range g.lines {
 		require.NotContains(t, l, "admitted (a bug", "a late write was admitted")
+		if strings.HasPrefix(l, fmt.Sprintf("%d| ", victim.id)) && strings.Contains(l, "refused") {
+			t.Logf("woken: %s", l) // which check refused it: the term's or the fence's
+		}
 	}
 }
 

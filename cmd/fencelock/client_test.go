@@ -51,7 +51,9 @@ func TestCallFailsOver(t *testing.T) {
 		}
 		fmt.Fprint(w, `{"ok":true}`)
 	})
-	misdirected := apiServer(t, func(w http.ResponseWriter, r *http.Request) { writeErr(w, http.StatusMisdirectedRequest, "session_elsewhere") })
+	misdirected := apiServer(t, func(w http.ResponseWriter, r *http.Request) {
+		writeErr(w, http.StatusMisdirectedRequest, "session_elsewhere")
+	})
 	c := &client{bases: []string{"http://" + deadAddr(t), misdirected, a, b}, hc: &http.Client{}}
 	ctx := context.Background()
 	var out map[string]bool

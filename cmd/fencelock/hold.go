@@ -353,10 +353,22 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token, fence str
 	}
 	var streamErr error
 	events := c.follow(ctx, w.stream, first, &streamErr)
-	token, fence, err := w.take(ctx)
-	var again <-chan time.Time // set while the stream shows a grant the request has not reported
+	var again <-chan time.Time // set to ask again soon
+	ahead := false             // the stream showed the grant before the request reported it
 	poll := time.NewTicker(repoll)
 	defer poll.Stop()
+	// take asks for the grant; no replica answering is not the end of the
+	// wait (the session's deadline decides that): it asks again shortly.
+	take := func() (string, string, error) {
+		token, fence, err := w.take(ctx)
+		if err != nil && ctx.Err() == nil && failover(err) {
+			fmt.Fprintf(os.Stderr, "fencelock: %v; asking again\n", err)
+			again = time.After(time.Second)
+			return "", "", nil
+		}
+		return token, fence, err
+	}
+	token, fence, err := take()
 	for err == nil && token == "" {
 		select {
 		case ev, ok := <-events:
@@ -364,20 +376,22 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token, fence str
 				return fmt.Errorf("the watch stream ended while waiting: %w", streamErr)
 			}
 			if ours, _ := w.mine(ev, ""); ours {
-				token, fence, err = w.take(ctx) // the same request: it reports its grant
-				if err == nil && token == "" {
+				ahead = true
+				token, fence, err = take() // the same request: it reports its grant
+				if err == nil && token == "" && again == nil {
 					// The stream ran ahead of the replica's answer: ask
 					// again shortly, for no further event need come.
 					again = time.After(50 * time.Millisecond)
 				}
 			}
 		case <-again:
-			token, fence, err = w.take(ctx)
-			if err == nil && token == "" {
+			again = nil
+			token, fence, err = take()
+			if err == nil && token == "" && again == nil && ahead {
 				again = time.After(50 * time.Millisecond)
 			}
 		case <-poll.C:
-			token, fence, err = w.take(ctx)
+			token, fence, err = take()
 		case <-h.lost:
 			return fmt.Errorf("session lost while waiting: %w", h.reason())
 		case s := <-sigs:

@@ -331,26 +331,40 @@ func (c *client) streamOnce(ctx context.Context, base, path string) (<-chan sseE
 		defer cancel()
 		defer watchdog.Stop()
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		var ev sseEvent
-		for sc.Scan() {
-			watchdog.Reset(streamIdle) // pings count: the replica answers
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev.Kind = line[len("event: "):]
-			case strings.HasPrefix(line, "data: "):
-				ev.Data = append(ev.Data, line[len("data: "):]...)
-			case line == "" && ev.Kind != "":
-				select {
-				case ch <- ev:
-				case <-ctx.Done():
-					return
-				}
-				ev = sseEvent{}
+		scanEvents(resp.Body, func() { watchdog.Reset(streamIdle) }, func(ev sseEvent) bool {
+			select {
+			case ch <- ev:
+				return true
+			case <-ctx.Done():
+				return false
 			}
-		}
+		})
 	}()
 	return ch, nil
+}
+
+// scanEvents reads Server-Sent Events from r until it ends, fails, or emit
+// returns false; line is called for every line read, pings included. Lines
+// over 1 MiB end the stream (the API's largest event is far smaller).
+// Events without an event: line are skipped; what is not an event:, data:
+// or blank line (a ": ping" comment) is ignored.
+func scanEvents(r io.Reader, line func(), emit func(sseEvent) bool) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var ev sseEvent
+	for sc.Scan() {
+		line()
+		l := sc.Text()
+		switch {
+		case strings.HasPrefix(l, "event: "):
+			ev.Kind = l[len("event: "):]
+		case strings.HasPrefix(l, "data: "):
+			ev.Data = append(ev.Data, l[len("data: "):]...)
+		case l == "":
+			if ev.Kind != "" && !emit(ev) {
+				return
+			}
+			ev = sseEvent{}
+		}
+	}
 }

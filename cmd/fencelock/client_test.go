@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,4 +179,48 @@ func TestStreamIdle(t *testing.T) {
 	cancel()
 	for range events {
 	}
+}
+
+// Whatever a replica (or something posing as one) sends, the stream parser
+// neither panics nor emits an event without a kind, and emits the well-formed
+// ones it can see.
+func FuzzScanEvents(f *testing.F) {
+	f.Add([]byte("event: state\ndata: {\"held\":false}\n\n: ping\n\nevent: granted\ndata: {}\n\n"))
+	f.Add([]byte("data: no kind\n\nevent: x\n"))
+	f.Add([]byte("event: \ndata: \n\n\n\n"))
+	f.Add([]byte("event: a\r\ndata: b\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lines := 0
+		scanEvents(bytes.NewReader(b), func() { lines++ }, func(ev sseEvent) bool {
+			if ev.Kind == "" {
+				t.Fatalf("an event without a kind from %q", b)
+			}
+			return true
+		})
+		if lines > bytes.Count(b, []byte("\n"))+1 {
+			t.Fatalf("%d lines from %d newlines", lines, bytes.Count(b, []byte("\n")))
+		}
+	})
+}
+
+// No list of URLs makes parseBases panic; what it accepts is http(s) URLs
+// with a host, and what it refuses is ErrBadURL.
+func FuzzParseBases(f *testing.F) {
+	for _, s := range []string{"http://127.0.0.1:7081,http://127.0.0.1:7082", "", ",", "ftp://x", "http://[::1]:1/", "http://%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		bases, err := parseBases(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadURL) {
+				t.Fatalf("%q: %v is not ErrBadURL", s, err)
+			}
+			return
+		}
+		require.NotEmpty(t, bases)
+		for _, b := range bases {
+			l := strings.ToLower(b) // a scheme is case-insensitive
+			require.True(t, strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://"), b)
+		}
+	})
 }

@@ -201,15 +201,29 @@ func (c *client) call(ctx context.Context, attempt time.Duration, secret, method
 			if len(errs) == 0 {
 				return err
 			}
-			return fmt.Errorf("%w (and before: %w)", err, errors.Join(errs...))
+			return fmt.Errorf("%w (and before: %w)", err, replicaErrors(errs))
 		}
 		if len(c.bases) == 1 {
 			return err
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
 	}
-	return fmt.Errorf("no replica answered: %w", errors.Join(errs...))
+	return fmt.Errorf("no replica answered: %w", replicaErrors(errs))
 }
+
+// replicaErrors are the errors of the replicas a call was tried on, each
+// naming its replica; errors.Is and errors.As see every one.
+type replicaErrors []error
+
+func (e replicaErrors) Error() string {
+	s := make([]string, len(e))
+	for i, err := range e {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (e replicaErrors) Unwrap() []error { return e }
 
 // once makes the call on one replica.
 func (c *client) once(ctx context.Context, base, secret, method, path string, body []byte, out any) error {
@@ -290,7 +304,7 @@ func (c *client) stream(ctx context.Context, path string) (<-chan sseEvent, erro
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
 	}
-	return nil, fmt.Errorf("no replica answered: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("no replica answered: %w", replicaErrors(errs))
 }
 
 func (c *client) streamOnce(ctx context.Context, base, path string) (<-chan sseEvent, error) {

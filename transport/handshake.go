@@ -37,7 +37,10 @@ import (
 var errRefused = errors.New("transport: peer refused")
 
 // Bind implements peering.Binder.
-func (f factory) Bind(l peering.Local) config.TransportFactory { return factory{local: l} }
+func (f factory) Bind(l peering.Local) config.TransportFactory {
+	f.local = l
+	return f
+}
 
 // warnings rate-limits the handshake's warnings: each distinct one is logged
 // at most once a minute, so a misconfigured peer that redials every second

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,7 +295,7 @@ func (t *tcpTransport) resolve(ctx context.Context, host string) ([]string, erro
 	}
 	out := ips[:0:0]
 	for _, ip := range ips {
-		if net.ParseIP(ip) != nil {
+		if _, err := netip.ParseAddr(ip); err == nil { // zones allowed
 			out = append(out, ip)
 		}
 	}

@@ -4,7 +4,9 @@
 // before it starts. The default, used when fencelock.Config.Transport is nil,
 // is TCP: fencelock's own TCP transport, listening on the replica's raft
 // address (or Config.ListenAddr), with every input bounded (see frame.go).
-// MutualTLS is the same transport with mutual TLS between replicas.
+// MutualTLS is the same transport with mutual TLS between replicas, and
+// TCPConfig spells out its options (the TLS files, a DNS lookup hook).
+// Peer addresses may be DNS names, resolved at every dial (see TCPConfig).
 package transport
 
 import (

@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/lni/dragonboat/v4/config"
+	pb "github.com/lni/dragonboat/v4/raftpb"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/peering"
 )
 
 // names is a resolver for tests: host names mapped to loopback addresses
@@ -215,4 +218,37 @@ func TestTCPConfigConfigure(t *testing.T) {
 	require.Error(t, TCPConfig{CAFile: "ca.pem"}.Configure(&config.NodeHostConfig{}))
 	require.Error(t, MutualTLS("", "", "").Configure(&config.NodeHostConfig{}))
 	require.NoError(t, TCP().Configure(&config.NodeHostConfig{}))
+}
+
+// local is a peering.Local that says hello and accepts every peer.
+type local struct{ hello peering.Hello }
+
+func (l local) Hello() peering.Hello      { return l.hello }
+func (l local) Check(peering.Hello) error { return nil }
+func (l local) Contact(uint64)            {}
+
+// A name whose answer is stale can lead to another replica of the group
+// (Kubernetes gives a restarted pod's old IP to another pod). The dialer
+// refuses the connection, instead of sending that replica messages meant
+// for the one it dialled, and the next dial resolves the name again.
+func TestDialRefusesAnotherReplicaBehindAName(t *testing.T) {
+	port, lns := samePortOn(t, "127.0.0.1")
+	lns[0].Close()
+	addr2 := fmt.Sprintf("fl-2.test:%d", port)
+	ns := newNames()
+	ns.set("fl-2.test", "127.0.0.1")
+	ns.set("fl-3.test", "127.0.0.1") // stale: replica 2 is there now
+	acceptor := factory{local: local{peering.Hello{Replica: 2, Addr: addr2}}, lookup: ns.LookupHost}.Create(
+		config.NodeHostConfig{RaftAddress: addr2}, func(pb.MessageBatch) {}, func(pb.Chunk) bool { return true })
+	require.NoError(t, acceptor.Start())
+	defer acceptor.Close()
+
+	dialer := &tcpTransport{lookup: ns.LookupHost, local: local{peering.Hello{Replica: 1, Addr: "fl-1.test:7001"}}}
+	_, err := dialer.dial(context.Background(), fmt.Sprintf("fl-3.test:%d", port))
+	require.ErrorIs(t, err, errRefused)
+	require.ErrorContains(t, err, "it is replica 2 at "+addr2)
+
+	conn, err := dialer.dial(context.Background(), addr2)
+	require.NoError(t, err, "the replica the address names is welcome")
+	conn.Close()
 }

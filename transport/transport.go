@@ -60,7 +60,10 @@ func MutualTLS(caFile, certFile, keyFile string) Transport {
 // as the name resolves to it. Every replica must spell each address the
 // same way: the handshake compares the address a peer claims with the one
 // the membership gives it as strings, so a name and the IP it resolves to
-// are different addresses to it.
+// are different addresses to it. A stale answer that leads to another
+// replica of the group is refused by the dialer, which resolves again at
+// its next dial. With mutual TLS, a peer's certificate must carry its name
+// as a DNS SAN: it is checked against the name dialled.
 type TCPConfig struct {
 	// CAFile, CertFile and KeyFile turn mutual TLS on, as MutualTLS does:
 	// set all three, or none for plain TCP.

@@ -523,12 +523,18 @@ func appendElections(b []byte, elections []snapLock, version uint64) []byte {
 		if version >= 4 {
 			b = u(b, e.maxHold)
 		}
+		if version >= 5 {
+			b = u(b, e.at)
+		}
 		b = appendString(b, e.value)
 		b = u(b, uint64(len(e.queue)))
 		for i, w := range e.queue {
 			b = appendString(u(u(b, w[0]), w[1]), e.values[i])
 			if version >= 4 {
 				b = u(b, 0)
+			}
+			if version >= 5 {
+				b = u(b, e.queueAtOf(i))
 			}
 		}
 	}
@@ -597,6 +603,7 @@ func TestRestoreVersion1Snapshot(t *testing.T) {
 	now := validImage()
 	now.grants, now.elections, now.leaderMark, now.groupID = 0, nil, 0, 0
 	now.sessions[1].resumed = 0
+	now.sessions[0].name, now.locks[0].at, now.locks[0].queueAt = "", 0, nil // version 5's
 	require.Equal(t, now.bytes(), saveBytes(t, st), "it is saved as the current version")
 
 	v1 := im

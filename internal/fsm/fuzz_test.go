@@ -41,8 +41,8 @@ func FuzzDecodeBatch(f *testing.F) {
 		{Kind: KindOpenSession, Nonce: 9, TTL: 1},
 	}))
 	f.Add(AppendBatch(nil, []Command{{Kind: KindAcquire, Session: fuzzS2, Seq: 1, Name: "a", Wait: true}}))
-	f.Add([]byte{codecVersion, 1, byte(KindCloseSession), 0x80, 0x80, 0x04})
-	f.Add([]byte{codecVersion, 0})
+	f.Add([]byte{codecVersion, 0, 1, byte(KindCloseSession), 0x80, 0x80, 0x04})
+	f.Add([]byte{codecVersion, 0, 0})
 	f.Add([]byte{})
 	// Version 4: a resume without its TTL, a revoke.
 	f.Add([]byte{4, 2, byte(KindResume), 1, 2, 3, 4, byte(KindRevoke), 0, 0, 1, 'a'})

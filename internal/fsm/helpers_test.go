@@ -466,8 +466,8 @@ func checkInvariants(st *State, strict bool) error {
 				return fmt.Errorf("lock %q not in its holder's set", name)
 			case h.token == 0 || h.token > st.lastToken || h.token <= prevTok:
 				return fmt.Errorf("lock %q has token %d after %d, last %d", name, h.token, prevTok, st.lastToken)
-			case h.maxHold > MaxHoldLimit:
-				return fmt.Errorf("lock %q: grant %d has maximum hold %d", name, h.token, h.maxHold)
+			case h.maxHold() > MaxHoldLimit:
+				return fmt.Errorf("lock %q: grant %d has maximum hold %d", name, h.token, h.maxHold())
 			}
 			if other, dup := tokens[h.token]; dup && strict {
 				return fmt.Errorf("locks %q and %q share token %d", name, other, h.token)

@@ -93,8 +93,13 @@ func (m leaderModel) matches(st *State) error {
 	}
 	for name, e := range m {
 		info := st.Election(name)
+		// Events carry no names or times: the name is the session's, and
+		// the time TestGrantTimes checks.
 		want := ElectionInfo{Name: name, Led: true, Token: e.Token, Session: e.Session, Seq: e.Seq,
-			Value: e.Value, Candidates: info.Candidates}
+			Value: e.Value, Candidates: info.Candidates, ElectedAt: info.ElectedAt}
+		if s := st.sessions[e.Session]; s != nil {
+			want.SessionName = s.name
+		}
 		if info != want {
 			return fmt.Errorf("election %q is %+v, events say %+v", name, info, e)
 		}

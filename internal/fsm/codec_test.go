@@ -51,6 +51,8 @@ func everyKind() []Command {
 		{Kind: KindExpireGrant, Token: 1, Mark: 1, Election: true, Name: "e"},
 		{Kind: KindKeepAliveBatch, Owner: 2, Renew: []Renewal{{Session: 1, Floor: 0}, {Session: 1 << 40, Floor: 9}, {Session: math.MaxUint64, Floor: math.MaxUint64}}},
 		{Kind: KindKeepAliveBatch, Owner: math.MaxUint64, Renew: []Renewal{{Session: 7, Floor: 1}}},
+		{Kind: KindOpenSession, Nonce: 3, TTL: 4, Owner: 5, Name: "reindex@worker-3"},
+		{Kind: KindOpenSession, Nonce: 4, TTL: 4, Owner: 5, Name: strings.Repeat("é", MaxSessionNameLen/2)},
 	}
 }
 
@@ -75,6 +77,27 @@ func TestBatchRoundTrip(t *testing.T) {
 	got, err = DecodeBatch(data, dst)
 	require.NoError(t, err)
 	require.Equal(t, append(dst, cmds...), got)
+
+	// Stamped alike, as a proposer stamps a batch, the commands come back
+	// as they were, time and all; at any time up to the largest.
+	for _, at := range []uint64{1, 1_780_000_000_000_000_000, math.MaxUint64} {
+		stamped := everyKind()
+		for i := range stamped {
+			stamped[i].At = at
+		}
+		got, err := DecodeBatch(AppendBatch(nil, stamped), nil)
+		require.NoError(t, err)
+		require.Equal(t, stamped, got)
+		require.Equal(t, AppendBatch(nil, stamped), AppendBatchAt(nil, at, everyKind()))
+	}
+	// Stamped apart, the entry takes the latest.
+	apart := everyKind()[:3]
+	apart[0].At, apart[1].At = 5, 9
+	got, err = DecodeBatch(AppendBatch(nil, apart), nil)
+	require.NoError(t, err)
+	for _, c := range got {
+		require.Equal(t, uint64(9), c.At)
+	}
 }
 
 func TestBatchWritesOnlyTheKindsFields(t *testing.T) {

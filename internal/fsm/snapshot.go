@@ -534,10 +534,10 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 			}
 			switch {
 			case d.err != nil:
+			case w.s == nil: // before anything that names the session
+				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.maxHold > MaxHoldLimit:
 				d.fail("request %d of session %d: maximum hold %d", w.seq, w.s.id, w.maxHold)
-			case w.s == nil:
-				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.s.queued(w.seq) != nil:
 				d.fail("request %d of session %d waits twice", w.seq, w.s.id)
 			case permits > 0 && !w.shared:

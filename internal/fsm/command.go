@@ -6,7 +6,8 @@
 // current state, the raft log index of the entry and the commands it carries:
 // it never reads a clock, a random source or a map's iteration order into
 // state, tokens or results. Time enters only as values inside commands (a
-// session's TTL) and as Expire commands proposed by the raft leader's timers.
+// session's TTL, an entry's proposal time At, which grants record for the
+// views) and as Expire commands proposed by the raft leader's timers.
 // Exactly one file, dragonboat.go, binds the state machine to Dragonboat.
 //
 // The package is internal on purpose: its codec, queries and observer

@@ -266,3 +266,63 @@ func TestElectionsPage(t *testing.T) {
 		Value: "vsvc/b", Candidates: 2, SessionName: "w0", ElectedAt: 100}, page[0])
 	require.Equal(t, h.st.Election("svc/b"), page[0])
 }
+
+// A grant's maximum hold is kept in its lock's lockMore (the first grant's
+// in a field, the others' in a map), so that the time fits a plain lock:
+// a grant that takes over a slot or a lock never inherits one.
+func TestMaxHoldKeptApart(t *testing.T) {
+	h := newHarness(t)
+	var ids []uint64
+	for i := range 4 {
+		ids = append(ids, h.open(uint64(i+1)))
+	}
+	shared := func(s, seq, maxHold uint64) Command {
+		return Command{Kind: KindAcquireShared, Session: s, Seq: seq, Name: "S", Wait: true, MaxHold: maxHold}
+	}
+	maxHolds := func() []uint64 {
+		var out []uint64
+		for _, x := range h.st.Lock("S").Holders {
+			out = append(out, x.MaxHold)
+		}
+		return out
+	}
+	timed := func() map[uint64]uint64 {
+		_, grants := h.st.Timers()
+		out := map[uint64]uint64{}
+		for _, g := range grants {
+			out[g.Token] = g.MaxHold
+		}
+		return out
+	}
+	h.one(shared(ids[0], 1, 5e9)) // the first slot
+	h.one(shared(ids[1], 1, 0))
+	h.one(shared(ids[2], 1, 7e9))
+	require.Equal(t, []uint64{5e9, 0, 7e9}, maxHolds())
+	hs := h.st.Lock("S").Holders
+	require.Equal(t, map[uint64]uint64{hs[0].Token: 5e9, hs[2].Token: 7e9}, timed())
+
+	h.one(relCmd(ids[0], 2, "S", hs[0].Token))
+	h.one(shared(ids[3], 1, 0)) // takes the first slot over
+	require.Equal(t, []uint64{0, 7e9, 0}, maxHolds())
+	require.Equal(t, map[uint64]uint64{hs[2].Token: 7e9}, timed())
+	require.Equal(t, []uint64{0, 7e9, 0}, func() []uint64 {
+		var out []uint64
+		for _, x := range roundTrip(t, h.st).Lock("S").Holders {
+			out = append(out, x.MaxHold)
+		}
+		return out
+	}())
+
+	r, _ := h.one(Command{Kind: KindExpireGrant, Name: "S", Token: h.st.Lock("S").Holders[2].Token, Mark: h.st.LeaderMark()})
+	require.Equal(t, NotHeld, r.Status, "a grant without a maximum hold does not expire by one")
+	r, _ = h.one(Command{Kind: KindExpireGrant, Name: "S", Token: hs[2].Token, Mark: h.st.LeaderMark()})
+	require.Equal(t, OK, r.Status)
+	require.Empty(t, timed())
+
+	// An exclusive lock: its one grant's maximum hold, then none.
+	r, _ = h.one(Command{Kind: KindAcquire, Session: ids[0], Seq: 3, Name: "X", MaxHold: 3e9})
+	require.Equal(t, uint64(3e9), h.st.Lock("X").Holders[0].MaxHold)
+	h.one(relCmd(ids[0], 4, "X", r.Value))
+	h.one(acqCmd(ids[0], 5, "X", false))
+	require.Zero(t, h.st.Lock("X").Holders[0].MaxHold)
+}

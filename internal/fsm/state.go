@@ -92,10 +92,14 @@ type lockMore struct {
 	// contended locks while its queue is not empty (never an election's).
 	l   *lock
 	hot link[lockMore]
-	// maxHolds is the maximum holds of its grants that have one. They are
-	// rare, so a grant keeps none of its own: that kept a plain lock (its
-	// first grant inside it) within 128 bytes when grants gained a time.
-	maxHolds map[*hold]uint64
+	// firstMaxHold is the maximum hold of the lock's first grant (the
+	// one inside the lock), and maxHolds those of its other grants that
+	// have one. Maximum holds are rare, so a grant keeps none of its own:
+	// that kept a plain lock, its first grant inside it, within 128 bytes
+	// when grants gained a time. A lock held exclusively with a maximum
+	// hold pays for its lockMore instead.
+	firstMaxHold uint64
+	maxHolds     map[*hold]uint64
 }
 
 func (m *lockMore) chained() *link[lockMore] { return &m.hot }
@@ -195,7 +199,13 @@ func (h *hold) chained() *link[hold] { return &h.mine }
 
 // maxHold is the grant's maximum hold, nanoseconds (0: none).
 func (h *hold) maxHold() uint64 {
-	if m := h.l.more; m != nil && m.maxHolds != nil {
+	m := h.l.more
+	switch {
+	case m == nil:
+		return 0
+	case h == &h.l.first:
+		return m.firstMaxHold
+	case m.maxHolds != nil:
 		return m.maxHolds[h]
 	}
 	return 0
@@ -208,6 +218,10 @@ func (h *hold) setMaxHold(d uint64) {
 		return
 	}
 	m := h.l.ensure()
+	if h == &h.l.first {
+		m.firstMaxHold = d
+		return
+	}
 	if m.maxHolds == nil {
 		m.maxHolds = make(map[*hold]uint64)
 	}
@@ -216,7 +230,12 @@ func (h *hold) setMaxHold(d uint64) {
 
 // clearMaxHold forgets grant h's maximum hold, as it ends.
 func (h *hold) clearMaxHold() {
-	if m := h.l.more; m != nil && m.maxHolds != nil {
+	m := h.l.more
+	switch {
+	case m == nil:
+	case h == &h.l.first:
+		m.firstMaxHold = 0
+	case m.maxHolds != nil:
 		delete(m.maxHolds, h)
 	}
 }

@@ -91,6 +91,7 @@ func TestViewsShowNames(t *testing.T) {
 	h.one(acqCmd(c, 1, "L", true))
 	l := h.st.Lock("L")
 	require.Equal(t, "reindex@worker-3", l.Holders[0].Name)
+	require.Equal(t, "reindex@worker-3", l.SessionName)
 	require.Equal(t, []Waiter{{Session: c, Seq: 1, Name: "backup@worker-7", Owner: 1, Place: 1}}, h.st.Waiters("L", 10))
 	page, _ := h.st.LocksPage("", "", 10, 10)
 	require.Equal(t, "reindex@worker-3", page[0].Holders[0].Name)
@@ -169,6 +170,7 @@ func TestGrantTimes(t *testing.T) {
 			require.Equal(t, []uint64{t0 + 2}, queuedAt(h, "L"))
 			tc.pass(h, a, b)
 			require.Equal(t, tc.granted, grantedAt(h, "L"))
+			require.Equal(t, tc.granted[0], h.st.Lock("L").GrantedAt)
 			// The snapshot keeps the times.
 			got := harnessFor(t, roundTrip(t, h.st))
 			require.Equal(t, tc.granted, grantedAt(got, "L"))

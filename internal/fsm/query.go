@@ -10,10 +10,14 @@ type LockInfo struct {
 	Token   uint64 // the oldest current grant's fencing token; 0 when free
 	Session uint64 // its holder's session; 0 when free
 	Seq     uint64 // its holder's request number
-	Waiters int
-	Shared  bool     // held in shared mode (a shared lock's holders, a semaphore's)
-	Permits uint64   // a semaphore's permit count; 0 for a lock
-	Holders []Holder // every current grant, oldest (lowest token) first; nil when free
+	// SessionName and GrantedAt are the oldest grant's session's name and
+	// the time it was made, as in Holders[0] (see Holder.GrantedAt).
+	SessionName string
+	GrantedAt   uint64
+	Waiters     int
+	Shared      bool     // held in shared mode (a shared lock's holders, a semaphore's)
+	Permits     uint64   // a semaphore's permit count; 0 for a lock
+	Holders     []Holder // every current grant, oldest (lowest token) first; nil when free
 	// Delayed: the lock is under a lock-delay (a session that held it
 	// expired, or an operator ended it): nobody is granted it until the
 	// leader ends the delay. Delay is its length in nanoseconds; when it
@@ -110,6 +114,7 @@ func (l *lock) info() LockInfo {
 		Delayed: delay != 0, Delay: delay}
 	if h := l.oldest(); h != nil {
 		info.Held, info.Token, info.Session, info.Seq = true, h.token, h.s.id, h.seq
+		info.SessionName, info.GrantedAt = h.s.name, h.at
 		info.Holders = make([]Holder, 0, l.holders.n)
 		for h := range l.grants {
 			info.Holders = append(info.Holders, h.holder())

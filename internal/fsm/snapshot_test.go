@@ -363,6 +363,7 @@ func TestRestoreHandWrittenSnapshot(t *testing.T) {
 	require.NoError(t, checkInvariants(st, true))
 	require.Equal(t, data, saveBytes(t, st), "Save writes exactly the documented format")
 	require.Equal(t, LockInfo{Name: "alpha", Held: true, Token: 100 << TokenShift, Session: imgA, Seq: 2, Waiters: 2,
+		SessionName: "reindex@worker-3", GrantedAt: 1_700_000_000_000_000_000,
 		Holders: []Holder{{Session: imgA, Seq: 2, Token: 100 << TokenShift, Owner: 1, Name: "reindex@worker-3",
 			GrantedAt: 1_700_000_000_000_000_000}}}, st.Lock("alpha"))
 	require.Equal(t, []Waiter{

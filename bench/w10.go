@@ -123,9 +123,20 @@ func w10a(ctx context.Context, f flags, dir string, groups int) (lockbench.Resul
 	if workers <= 0 {
 		workers = 64
 	}
+	cpu0, l0 := cpuTime(), time.Now()
 	r, err := lockbench.Throughput(ctx, c, workers, f.duration, func(i int) string { return w10Name(i, groups) })
 	if err != nil {
 		return res, err
+	}
+	// The process's CPU under load (warm-up included, as its pairs are not
+	// counted, the rate is taken over the whole call): on a shared box the
+	// pairs/s follow the CPU the process gets, and CPU per pair says what
+	// a pair costs whatever the box's load.
+	loadCPU := cpuTime() - cpu0
+	loadCPUPct := loadCPU.Seconds() / time.Since(l0).Seconds() * 100
+	cpuPerPair := 0.0
+	if r.OpsPerS > 0 {
+		cpuPerPair = loadCPUPct / 100 / r.OpsPerS * 1e6 // µs of CPU per measured pair, at the call's mean rate
 	}
 	end, _ := leaderView(c) // after the load, without waiting: did they stay spread?
 	r.System, r.Workload = res.System, res.Workload
@@ -142,6 +153,7 @@ func w10a(ctx context.Context, f flags, dir string, groups int) (lockbench.Resul
 	notes = append(notes,
 		kv("idle_cpu_pct", idleCPU), kv("idle_cpu_pct_per_group", idleCPU/float64(groups)),
 		kv("idle_s", f.w10Idle.Seconds()),
+		kv("load_cpu_pct", loadCPUPct), kv("cpu_us_per_pair", cpuPerPair),
 		kv("cluster_heap_mb", clusterHeap), kv("heap_mb_per_group", clusterHeap/float64(groups)),
 		kv("process_rss_mb", rss1), kv("settle_wait_s", f.w10Settle.Seconds()),
 		"names=bench/W10/i@g(i%G)_default_group_when_i%G=0 cpu_and_heap_are_the_process_3_replicas_idle_no_sessions")

@@ -1,5 +1,5 @@
 // Command bench is lockbench for fencelock: it runs the workloads of
-// WORKLOADS.md (W1-W6) against 3 replicas in this process on loopback, each
+// WORKLOADS.md (W1-W10) against 3 replicas in this process on loopback, each
 // with its own data dir on local disk, durability as shipped, and prints one
 // JSON line per workload.
 //

@@ -153,7 +153,7 @@ func w10Lines(g1, g8, alone99, down99 float64, balanced int) []lockbench.Result 
 	return []lockbench.Result{
 		{Workload: "W10a", OpsPerS: g1, Notes: fmt.Sprintf("groups=1 balanced=%d", 1)},
 		{Workload: "W10a", OpsPerS: g8, Notes: fmt.Sprintf("groups=8 balanced=%d", balanced)},
-		{Workload: "W10b-alone", P99: alone99},
+		{Workload: "W10b-alone", P99: alone99, Notes: "balanced=1"},
 		{Workload: "W10b-a-down", P99: down99},
 	}
 }
@@ -176,6 +176,12 @@ func TestW10CheckReadsTheTargetsOffTheLines(t *testing.T) {
 	c = w10Checks(w10Lines(1000, 1000, 2, 2, 0))
 	require.False(t, c.Pass)
 	require.False(t, c.LeadersWithinBound)
+
+	ls := w10Lines(1000, 1000, 2, 2, 1)
+	ls[2].Notes = "balanced=0"
+	c = w10Checks(ls)
+	require.False(t, c.Pass)
+	require.Contains(t, c.Why, "in W10b the leaders")
 
 	c = w10Checks(w10Lines(1000, 1000, 2, 2, 1)[:2])
 	require.False(t, c.Pass, "without W10b the check cannot pass")

@@ -378,7 +378,8 @@ type w10Check struct {
 	// AggregateRatio is pairs/s at the largest G over pairs/s at G=1.
 	AggregateRatio float64 `json:"aggregate_ratio"`
 	AggregateAt    int     `json:"aggregate_at_groups"`
-	// LeadersWithinBound: at every point the balancer settled in time.
+	// LeadersWithinBound: at every W10a point and in W10b the balancer
+	// settled in time.
 	LeadersWithinBound bool `json:"leaders_within_bound"`
 	// BP99Ratio is b's p99 with a down over its p99 alone.
 	BP99Ratio float64 `json:"b_p99_ratio"`
@@ -408,6 +409,10 @@ func w10Checks(rs []lockbench.Result) w10Check {
 			}
 		case "W10b-alone":
 			alone = &rs[i]
+			if ok, _ := r.Note("balanced"); ok != 1 {
+				c.LeadersWithinBound = false
+				why = append(why, "in W10b the leaders were not spread within ⌈G/H⌉ in time")
+			}
 		case "W10b-a-down":
 			down = &rs[i]
 		}

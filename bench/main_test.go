@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -205,4 +207,43 @@ func TestW10SweepChartsReadThePointsAndNotes(t *testing.T) {
 	require.True(t, cs[1].Series[1].Dashed)
 	require.Equal(t, []point{{1, 2.5}, {2, 4.5}, {4, 8.5}, {8, 16.5}}, cs[2].Series[0].Points)
 	require.Equal(t, []point{{1, 15}, {2, 20}, {4, 30}, {8, 50}}, cs[2].Series[1].Points)
+}
+
+// TestW10RunsBothPartsOnRealGroups runs W10 end to end, short: real
+// replicas with named groups, the balancer waited for, the workers routed
+// by name, and in W10b two replicas really stopped (the run itself fails
+// if group a still grants afterwards). Speed is not asserted: that is the
+// benchmark's.
+func TestW10RunsBothPartsOnRealGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 3 clusters")
+	}
+	f := flags{w10Groups: "1,2", w10Idle: 100 * time.Millisecond, w10Settle: time.Minute,
+		duration: 300 * time.Millisecond, workers: 6, iterations: 20}
+	rs, chk, err := w10(context.Background(), f, t.TempDir())
+	require.NoError(t, err)
+	require.Len(t, rs, 4)
+	for i, g := range []float64{1, 2} {
+		r := rs[i]
+		require.Equal(t, "W10a", r.Workload)
+		n, _ := r.Note("groups")
+		require.Equal(t, g, n)
+		require.Zero(t, r.Errors, r.Notes)
+		require.Positive(t, r.Ops)
+		ok, _ := r.Note("balanced")
+		require.Equal(t, 1.0, ok, "leaders spread within a minute: %s", r.Notes)
+		lead, _ := r.Note("max_leaders")
+		require.Equal(t, 1.0, lead, "one group each at G=1 and G=2 on 3 replicas")
+	}
+	require.Equal(t, "W10b-alone", rs[2].Workload)
+	require.Equal(t, "W10b-a-down", rs[3].Workload)
+	for _, r := range rs[2:] {
+		require.Equal(t, 20, r.Ops, r.Notes)
+		require.Zero(t, r.Errors)
+	}
+	aLeader, ok := rs[3].Note("a_leader_seen_by_r3_at_end")
+	require.True(t, ok)
+	require.Zero(t, aLeader)
+	require.True(t, chk.LeadersWithinBound)
+	require.Equal(t, 2, chk.AggregateAt)
 }

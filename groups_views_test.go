@@ -153,3 +153,45 @@ func waitDone(t *testing.T, ctx context.Context, done <-chan struct{}, what stri
 		t.Fatalf("%s: still held: %v", what, ctx.Err())
 	}
 }
+
+// A resource is fenced by the locks of one group: once a grant of a keys
+// it, grants of the deployment's other groups are refused there with
+// ErrOtherGroup however large their tokens, by DoFence and by Claim with a
+// grant context, and the resource's mark is unchanged.
+func TestGroupsFenceOneGroup(t *testing.T) {
+	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return len(st.Groups) == 3 && allLeaders(st) })
+	s, err := c.node(1).NewSession(ctx)
+	require.NoError(t, err)
+	la, err := s.Acquire(ctx, "orders@a")
+	require.NoError(t, err)
+	fences := NewFencer()
+	require.NoError(t, fences.Claim(la.Context(ctx), "db/orders", la.Token()))
+	ga, _ := group(c.node(1).Status(), "a")
+	require.Equal(t, ga.GroupID, fences.Group("db/orders"), "the claim keyed the resource to a")
+
+	// Grants of the default group and of b, taken after la's (so that
+	// their tokens could pass for later ones if groups were not checked).
+	for _, name := range []string{"orders", "orders@b"} {
+		// Push the other group's token past la's, so that only the group
+		// check can refuse it.
+		var l *Lock
+		for l == nil || l.Token() <= la.Token() {
+			if l != nil {
+				require.NoError(t, l.Release(ctx))
+			}
+			l, err = s.Acquire(ctx, name)
+			require.NoError(t, err)
+		}
+		wrote := false
+		err = fences.DoFence("db/orders", l.Fence(), func() error { wrote = true; return nil })
+		require.ErrorIs(t, err, ErrOtherGroup, "%s's grant at a's resource", name)
+		require.False(t, wrote)
+		err = fences.Claim(l.Context(ctx), "db/orders", l.Token())
+		require.ErrorIs(t, err, ErrOtherGroup, "%s's claim at a's resource", name)
+		require.Equal(t, la.Token(), fences.Highest("db/orders"), "the mark is a's")
+	}
+	// a's own holder still writes.
+	require.NoError(t, fences.DoFence("db/orders", la.Fence(), func() error { return nil }))
+}

@@ -182,14 +182,18 @@
 // default part ends: not renewed by its deadline (ErrSessionExpired), ended
 // by an operator (ErrRevoked), its replica removed (ErrRemoved). Then
 // every part ends with it, and the parts still open at their groups are
-// closed there. The end of a part in another group does not close Done:
-// that group's grants say so on their own Done and Err, and a session that
-// lost one group keeps serving the others; a session that could reach no
-// group at all loses its default part too, so Done closes then. The rule
-// is the default group's because that is where the session was opened and
-// what its ID names (NewSession's errors, resume tokens, EndSession, the
-// HTTP API's session_id); "every part ended" would leave Done open on a
-// session whose default part the group already expired.
+// closed there. The end of a part in a named group does not close Done:
+// that group's grants say so on their own Done and Err, and the session
+// keeps serving the other groups. The default group is the exception: a
+// session whose default part cannot be renewed (the default group lost its
+// quorum for TTL − margin) is over, and its grants in every group end with
+// it. The rule is the default group's because that is where the session
+// was opened and what its ID names (NewSession's errors, resume tokens,
+// EndSession, the HTTP API's session_id), and because the default group is
+// the one whose voters are all of Members: it loses its quorum only when
+// most of the deployment's hosts are gone, when the named groups' voters
+// mostly are too. "Every part ended" would leave Done open on a session
+// whose ID the group already expired.
 //
 // Session.ID is the default part's ID; Session.IDIn(group) the part's ID in
 // another group, which that group's views (Inspect, Locks, SessionsIn,

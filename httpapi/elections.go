@@ -84,7 +84,7 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		hs.mu.Unlock()
 		switch {
 		case errors.Is(err, fencelock.ErrElectionTaken):
-			writeJSON(w, http.StatusOK, CampaignResponse{Elected: false, HolderSession: holderSession(hs, name)})
+			writeJSON(w, http.StatusOK, CampaignResponse{Elected: false})
 		case err != nil:
 			writeError(w, err)
 		default:

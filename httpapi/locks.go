@@ -143,10 +143,10 @@ type AcquireResponse struct {
 	Fence string `json:"fence,omitempty"`
 	// QueuePosition is 1 for the next in line; set while waiting.
 	QueuePosition int `json:"queue_position,omitempty"`
-	// HolderSession is the session's ID in the lock's group: what the
-	// lock's views and watch events name it by (its holder_session, its
-	// place in queue). It is session_id in the default group; in a named
-	// group ("name@group") it is the ID of the session's part there.
+	// HolderSession is the session's ID in the lock's group, with a grant
+	// or a place in the queue: what the lock's views and watch events name
+	// it by. It is session_id in the default group; in a named group
+	// ("name@group") it is the ID of the session's part there.
 	HolderSession ID `json:"holder_session,omitempty"`
 }
 
@@ -194,7 +194,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		hs.mu.Unlock()
 		switch {
 		case errors.Is(err, fencelock.ErrLocked):
-			writeJSON(w, http.StatusOK, AcquireResponse{Granted: false, HolderSession: holderSession(hs, name)})
+			writeJSON(w, http.StatusOK, AcquireResponse{Granted: false})
 		case err != nil:
 			writeError(w, err)
 		default:

@@ -36,6 +36,12 @@ type group struct {
 
 func newGroup(t *testing.T, forward bool, opts ...httpapi.Option) *group {
 	t.Helper()
+	return newGroupWith(t, nil, forward, opts...)
+}
+
+// newGroupWith is newGroup with tune applied to each replica's Config.
+func newGroupWith(t *testing.T, tune func(*fencelock.Config), forward bool, opts ...httpapi.Option) *group {
+	t.Helper()
 	net := transport.NewNetwork(3)
 	members := map[uint64]string{1: net.Addr(1), 2: net.Addr(2), 3: net.Addr(3)}
 	g := &group{nodes: map[uint64]*fencelock.Node{}, apis: map[uint64]*httpapi.Server{}, urls: map[uint64]string{}}
@@ -51,8 +57,12 @@ func newGroup(t *testing.T, forward bool, opts ...httpapi.Option) *group {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := fencelock.Start(context.Background(), fencelock.Config{ReplicaID: id, Members: members,
-				Dir: filepath.Join(dir, fmt.Sprint(id)), Transport: net, Logger: quiet})
+			cfg := fencelock.Config{ReplicaID: id, Members: members,
+				Dir: filepath.Join(dir, fmt.Sprint(id)), Transport: net, Logger: quiet}
+			if tune != nil {
+				tune(&cfg)
+			}
+			n, err := fencelock.Start(context.Background(), cfg)
 			if err != nil {
 				t.Error(err)
 				return

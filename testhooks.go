@@ -7,10 +7,15 @@ import (
 )
 
 // The benchmark reads a replica's snapshot timings and a session's last
-// acknowledged keep-alive through internal/testhook, which cannot import
-// this package.
+// acknowledged keep-alive, and the tests crash a node, through
+// internal/testhook, which cannot import this package.
 func init() {
 	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
+	testhook.RegisterCrash(func(node any) {
+		n := node.(*Node)
+		n.r.TestingCrashOnClose()
+		n.Close()
+	})
 	testhook.RegisterLastKeepAlive(func(session any) time.Time {
 		s := session.(*Session)
 		s.mu.Lock()

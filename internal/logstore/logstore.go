@@ -54,10 +54,14 @@ var ErrBroken = errors.New("logstore: the raft log in Dir fails its format check
 func newDefault(cfg config.NodeHostConfig, cb config.LogDBCallback, dirs []string, walDirs []string) (raftio.ILogDB, error)
 
 // Factory makes Stores; set it as NodeHostConfig.Expert.LogDBFactory.
-type Factory struct{}
+type Factory struct {
+	// Opened, if set, is given each Store the factory opens: the replica
+	// keeps it to reach the Store's testing knobs (Crash).
+	Opened func(*Store)
+}
 
 // Create opens the default store on dirs and wraps it.
-func (Factory) Create(cfg config.NodeHostConfig, cb config.LogDBCallback, dirs []string, walDirs []string) (raftio.ILogDB, error) {
+func (f Factory) Create(cfg config.NodeHostConfig, cb config.LogDBCallback, dirs []string, walDirs []string) (raftio.ILogDB, error) {
 	db, err := newDefault(cfg, cb, dirs, walDirs)
 	if err != nil {
 		return nil, err
@@ -73,7 +77,11 @@ func (Factory) Create(cfg config.NodeHostConfig, cb config.LogDBCallback, dirs [
 			return nil, err
 		}
 	}
-	return Wrap(db), nil
+	s := Wrap(db)
+	if f.Opened != nil {
+		f.Opened(s)
+	}
+	return s, nil
 }
 
 // Name is Name.
@@ -96,6 +104,9 @@ type Store struct {
 	saved map[node]pb.State // the last state written, per replica
 	held  map[node]heldState
 	stats Stats
+	// crashed is set by Crash, a test's knob: Close then drops what is
+	// held instead of writing it. Nothing else reads it.
+	crashed bool
 }
 
 type node struct{ shard, replica uint64 }
@@ -268,7 +279,26 @@ func (s *Store) ImportSnapshot(ss pb.Snapshot, replicaID uint64) error {
 	return s.ILogDB.ImportSnapshot(ss, replicaID)
 }
 
-// Close writes every deferred state and closes the wrapped store.
+// Close writes every deferred state and closes the wrapped store; after
+// Crash it drops them instead.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.crashed {
+		clear(s.held)
+	}
+	s.mu.Unlock()
 	return errors.Join(s.flushIf(func(node) bool { return true }), s.ILogDB.Close())
+}
+
+// Crash is for tests: it makes this store end as it would if its process
+// were killed (SIGKILL, power loss) when Close is called. The deferred
+// states held then are dropped, not written, so the commit index on disk
+// is the last one a save wrote; everything written before (entries,
+// terms, votes, snapshot records) stays, as it was synced when written.
+// Until Close the store works as before: the process runs on until it
+// dies. Production code never calls it.
+func (s *Store) Crash() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.crashed = true
 }

@@ -148,8 +148,10 @@ func TestDefaultStoreLinks(t *testing.T) {
 	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: entries(1, 6, 5)}}, 1))
 	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 6)}}, 1))
 	require.Equal(t, uint64(1), s.Stats().Deferred)
-	// A crash: the wrapped store closes without the deferred state.
-	require.NoError(t, s.ILogDB.Close())
+	// A crash: Close after Crash drops the deferred state.
+	s.Crash()
+	require.NoError(t, s.Close())
+	require.Zero(t, s.Stats().Flushes, "a crash writes nothing that was deferred")
 
 	s = open()
 	rs, err := s.ReadRaftState(1, 1, 0)
@@ -160,11 +162,38 @@ func TestDefaultStoreLinks(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 6)
 
-	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 6)}}, 1))
+	// The same again, closed cleanly: the deferred commit index is written.
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: entries(7, 7, 5)}}, 1))
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 7)}}, 1))
+	require.Equal(t, uint64(1), s.Stats().Deferred)
 	require.NoError(t, s.Close())
+	require.Equal(t, uint64(1), s.Stats().Flushes)
 	s = open()
 	rs, err = s.ReadRaftState(1, 1, 0)
 	require.NoError(t, err)
-	require.Equal(t, state(5, 1, 6), rs.State, "a clean close writes the deferred commit index")
+	require.Equal(t, state(5, 1, 7), rs.State, "a clean close writes the deferred commit index")
 	require.NoError(t, s.Close())
+}
+
+// Crash drops what is deferred when the store closes, and only then: the
+// process runs on until it dies, and what it writes meanwhile (with the
+// deferred states that ride along) is on disk.
+func TestCrashDropsOnlyWhatIsStillDeferredAtClose(t *testing.T) {
+	r := &recorder{}
+	s := Wrap(r)
+	save := func(replica uint64, st pb.State, es []pb.Entry) {
+		t.Helper()
+		require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: replica, State: st, EntriesToSave: es}}, 1))
+	}
+	save(2, state(2, 1, 1), entries(1, 4, 2))
+	save(2, state(2, 1, 3), nil) // deferred
+	s.Crash()
+	save(2, state(2, 1, 4), entries(5, 5, 2)) // written after Crash, as by a process still running
+	require.Len(t, r.calls, 2)
+	require.Equal(t, uint64(4), r.lastCommit(t))
+	save(2, state(2, 1, 5), nil) // deferred, and lost
+	require.NoError(t, s.Close())
+	require.True(t, r.closed)
+	require.Len(t, r.calls, 2, "a crash writes nothing that was deferred")
+	require.Equal(t, Stats{Saves: 2, Deferred: 2}, s.Stats())
 }

@@ -103,6 +103,7 @@ type Replica struct {
 	peers   *peers // the group's identity, and the peers this replica reaches
 
 	releaseDir func() // frees Dir for another Start in this process
+	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrashOnClose)
 
 	leader        atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
 	term          atomic.Uint64
@@ -201,7 +202,7 @@ func start(cfg Config, sink Sink) (*Replica, error) {
 		Expert: config.ExpertConfig{
 			LogDB: config.GetTinyMemLogDBConfig(),
 			// The default log store, syncing only what a restart needs.
-			LogDBFactory: logstore.Factory{},
+			LogDBFactory: logstore.Factory{Opened: r.store.Store},
 		},
 	}
 	tr := cfg.Transport

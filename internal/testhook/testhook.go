@@ -79,3 +79,15 @@ func RegisterSnapshots(f func(node any) Snapshots) { snapshots = f }
 
 // SnapshotStats reports the snapshots of a *fencelock.Node.
 func SnapshotStats(node any) Snapshots { return snapshots(node) }
+
+var crash func(node any)
+
+// RegisterCrash installs Crash; only package fencelock calls it.
+func RegisterCrash(f func(node any)) { crash = f }
+
+// Crash stops a *fencelock.Node as the death of its process would, where
+// Node.Close is a clean shutdown: the replica's log store drops the commit
+// index it defers instead of writing it (internal/logstore), so a restart
+// on the same Dir finds the older commit index on disk. Sessions end
+// locally, as they do on Close: nothing is closed at the group either way.
+func Crash(node any) { crash(node) }

@@ -102,7 +102,7 @@ type Replica struct {
 	tracker *expiry.Tracker
 	peers   *peers // the group's identity, and the peers this replica reaches
 
-	releaseDir func() // frees Dir for another Start in this process
+	releaseDir func()                         // frees Dir for another Start in this process
 	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrashOnClose)
 
 	leader        atomic.Uint64 // leader ID as last reported by raft; 0 when unknown

@@ -25,6 +25,7 @@ type testCluster struct {
 	dirs    map[uint64]string
 	nodes   map[uint64]*Node
 	tune    func(*Config)
+	lost    uint64 // deferred raft states the crashes lost (testhook.Crash)
 }
 
 // quietLogger keeps Dragonboat's noise out of test output.

@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -17,7 +18,9 @@ import (
 // the commit index its log store defers is lost (testhook.Crash).
 func (c *testCluster) crash(id uint64) {
 	if n := c.nodes[id]; n != nil {
-		testhook.Crash(n)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c.lost += testhook.Crash(ctx, n)
 		delete(c.nodes, id)
 	}
 }
@@ -79,6 +82,7 @@ func TestCrashLosesTheDeferredCommitIndexAndCloseKeepsIt(t *testing.T) {
 	crashed, closed := followers[0], followers[1]
 	applied := c.node(crashed).Status().AppliedIndex
 	c.crash(crashed)
+	require.Equal(t, uint64(1), c.lost, "the crash dropped the replica's deferred state")
 	require.Less(t, diskCommit(t, c.dirs[crashed], crashed), applied,
 		"the crash lost the commit index of entries the replica had applied")
 

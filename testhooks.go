@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"context"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/testhook"
@@ -11,10 +12,11 @@ import (
 // internal/testhook, which cannot import this package.
 func init() {
 	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
-	testhook.RegisterCrash(func(node any) {
+	testhook.RegisterCrash(func(ctx context.Context, node any) uint64 {
 		n := node.(*Node)
-		n.r.TestingCrashOnClose()
+		n.r.TestingCrash(ctx)
 		n.Close()
+		return n.r.TestingLogStoreStats().Dropped
 	})
 	testhook.RegisterLastKeepAlive(func(session any) time.Time {
 		s := session.(*Session)

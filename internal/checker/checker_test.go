@@ -56,6 +56,14 @@ func run(t *testing.T, sc Scenario) {
 	for _, v := range r.Violations {
 		t.Errorf("%s: %s", sc.Name, v)
 	}
+	if r.Crashes > 0 {
+		t.Logf("%s: %d replicas crashed, losing %d deferred commit indexes", sc.Name, r.Crashes, r.Lost)
+		// The crashes must have lost what a crash loses, or the scenario
+		// checked restarts as clean as a Close.
+		if r.Lost == 0 {
+			t.Errorf("%s: %d crashes lost no deferred commit index", sc.Name, r.Crashes)
+		}
+	}
 	if r.Grants == 0 {
 		t.Errorf("%s: no lock was ever granted: the workload did not run", sc.Name)
 	}

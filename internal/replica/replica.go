@@ -103,7 +103,8 @@ type Replica struct {
 	peers   *peers // the group's identity, and the peers this replica reaches
 
 	releaseDir func()                         // frees Dir for another Start in this process
-	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrashOnClose)
+	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
+	down       atomic.Bool                    // set by TestingCrash: the transport is cut off
 
 	leader        atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
 	term          atomic.Uint64
@@ -215,6 +216,7 @@ func start(cfg Config, sink Sink) (*Replica, error) {
 	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
 		nhc.Expert.TransportFactory = b.Bind(r.peers)
 	}
+	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &r.down}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		return fail(startError(cfg, err))

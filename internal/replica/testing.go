@@ -1,17 +1,107 @@
 package replica
 
-// TestingCrashOnClose is for tests: it makes the next Close end the replica
-// as the death of its process would (SIGKILL, power loss) rather than as a
-// clean shutdown. The log store then drops the commit-only saves it still
-// defers instead of writing them (see internal/logstore), so a restart on
-// the same Dir finds the last commit index a sync wrote, replays the log up
-// to it and learns the rest from the group, as it would after a real
-// crash. Nothing else differs: a clean Close writes nothing else that a
-// crash would lose (entries, terms and votes are synced as they are saved,
-// and the state machine lives in memory). Until Close the replica runs on,
-// as a process does until it is killed. Production code never calls it.
-func (r *Replica) TestingCrashOnClose() {
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"github.com/fencelock/fencelock/internal/logstore"
+)
+
+// TestingCrash is for tests: it kills the replica as the death of its
+// process would (SIGKILL, power loss) rather than as Close's clean
+// shutdown; the caller closes it next, as it would close a dead process's
+// resources. The death comes at a moment when the log store holds a
+// commit-only save it defers (at once, or at the next such save; at the
+// latest when ctx ends): from then on nothing the replica does reaches its
+// peers or is heard from them, and its log store drops the deferred commit
+// index when the NodeHost closes it, instead of writing it
+// (logstore.Store.Crash). A restart on the same Dir then finds an older
+// commit index on disk, replays the log only up to it and learns the rest
+// from the group. Nothing else differs from Close: entries, terms and votes
+// are synced as they are saved, and the state machine lives in memory.
+// Production code never calls it.
+func (r *Replica) TestingCrash(ctx context.Context) {
 	if s := r.store.Load(); s != nil {
-		s.Crash()
+		select {
+		case <-s.Crash(func() { r.down.Store(true) }):
+		case <-ctx.Done():
+		}
 	}
+	r.down.Store(true)
+}
+
+// TestingLogStoreStats returns the counts of the replica's log store (what
+// it wrote, deferred, flushed and, after a crash, dropped).
+func (r *Replica) TestingLogStoreStats() logstore.Stats {
+	if s := r.store.Load(); s != nil {
+		return s.Stats()
+	}
+	return logstore.Stats{}
+}
+
+// gate wraps the replica's transport so that TestingCrash can cut it off at
+// once: a dead process sends nothing and hears nothing. In production down
+// is never set and the gate only reads it.
+type gate struct {
+	config.TransportFactory
+	down *atomic.Bool
+}
+
+func (g gate) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raftio.ChunkHandler) raftio.ITransport {
+	return gatedTransport{g.TransportFactory.Create(nhc,
+		func(b pb.MessageBatch) {
+			if !g.down.Load() {
+				mh(b)
+			}
+		},
+		func(c pb.Chunk) bool { return !g.down.Load() && ch(c) }), g.down}
+}
+
+type gatedTransport struct {
+	raftio.ITransport
+	down *atomic.Bool
+}
+
+func (t gatedTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
+	c, err := t.ITransport.GetConnection(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return gatedConn{c, t.down}, nil
+}
+
+func (t gatedTransport) GetSnapshotConnection(ctx context.Context, target string) (raftio.ISnapshotConnection, error) {
+	c, err := t.ITransport.GetSnapshotConnection(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return gatedSnapshotConn{c, t.down}, nil
+}
+
+type gatedConn struct {
+	raftio.IConnection
+	down *atomic.Bool
+}
+
+func (c gatedConn) SendMessageBatch(b pb.MessageBatch) error {
+	if c.down.Load() {
+		return ErrClosed
+	}
+	return c.IConnection.SendMessageBatch(b)
+}
+
+type gatedSnapshotConn struct {
+	raftio.ISnapshotConnection
+	down *atomic.Bool
+}
+
+func (c gatedSnapshotConn) SendChunk(chunk pb.Chunk) error {
+	if c.down.Load() {
+		return ErrClosed
+	}
+	return c.ISnapshotConnection.SendChunk(chunk)
 }

@@ -311,7 +311,7 @@ func TestObserveAcrossRaftLeaderChange(t *testing.T) {
 	lead := campaign(t, ctx, s, "primary", "before")
 	require.Equal(t, infoOf(lead), next(t, ctx, ch))
 
-	c.stop(old)
+	c.crash(old)
 	require.NotEqual(t, old, c.leader(ctx))
 	require.False(t, closed(lead.Done()), "the leadership survives the raft failover")
 	require.NoError(t, lead.Proclaim(ctx, "after"))

@@ -34,7 +34,7 @@ func TestHolderReplicaCrashPassesLockAfterTTL(t *testing.T) {
 	// leader expires the session no sooner than TTL after applying it.
 	renewed := time.Now()
 	require.NoError(t, holder.renew(ctx))
-	c.stop(crash)
+	c.crash(crash)
 	r := <-res
 	require.NoError(t, r.err)
 	require.GreaterOrEqual(t, time.Since(renewed), ttl, "the lock passed before the TTL ran out")
@@ -94,7 +94,7 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 	require.Equal(t, b.ID(), inspect(t, ctx, c.node(1), "file").SessionID, "the late release freed nothing")
 }
 
-// Closing the leader's replica keeps held locks held, and the group keeps
+// Losing the leader's replica keeps held locks held, and the group keeps
 // granting with rising tokens under the new leader.
 func TestLeaderLossKeepsLocksAndTokensRise(t *testing.T) {
 	c := newCluster(t, 3, nil)
@@ -107,7 +107,7 @@ func TestLeaderLossKeepsLocksAndTokensRise(t *testing.T) {
 	require.NoError(t, err)
 	before := inspect(t, ctx, c.node(f2), "held")
 
-	c.stop(old)
+	c.crash(old)
 	newLeader := c.leader(ctx)
 	require.NotEqual(t, old, newLeader)
 	require.Equal(t, before, inspect(t, ctx, c.node(f2), "held"), "the lock survived the failover")
@@ -136,7 +136,7 @@ func TestNoQuorumRefusesInsteadOfGranting(t *testing.T) {
 	s := newSession(t, ctx, c.node(keep), WithTTL(5*time.Second))
 	for id := uint64(1); id <= 3; id++ {
 		if id != keep {
-			c.stop(id)
+			c.crash(id)
 		}
 	}
 
@@ -217,7 +217,7 @@ func TestRestartedReplicaCatchesUpFromSnapshot(t *testing.T) {
 	s0 := newSession(t, ctx, c.node(lagging))
 	require.NoError(t, s0.Close(ctx))
 	stoppedAt := c.node(lagging).Status().AppliedIndex
-	c.stop(lagging)
+	c.crash(lagging)
 
 	s := newSession(t, ctx, c.node(other))
 	var held *Lock
@@ -267,7 +267,7 @@ func TestDeposedLeadersExpiryIsRefused(t *testing.T) {
 		"the leader commits its marker")
 	oldMark := mark()
 
-	c.stop(old)
+	c.crash(old)
 	require.NotEqual(t, old, c.leader(ctx))
 	require.Eventually(t, func() bool { return mark() != oldMark }, 30*time.Second, 10*time.Millisecond,
 		"the new leader commits its own marker")

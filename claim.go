@@ -27,7 +27,14 @@ import "context"
 //	// from here on the resource refuses every earlier term's writes
 //
 // From the moment Claim returns nil, the resource refuses every lower
-// token, whether or not the new holder ever writes. Between the grant and
+// token it checks, whether or not the new holder ever writes. A claim is not
+// a barrier: a write admitted before it and made after its check, outside
+// the fence (a handler behind fencehttp.Middleware with a fence other than
+// an in-process *Fencer, or code that checks with Admit and writes later),
+// can still land after it. Only a write made inside the fence's check
+// (Fencer.DoFence, fencesql.Fencer.Do in the write's transaction,
+// fencefile's appends) cannot land after a higher token was admitted; a
+// resource that needs that makes its writes there. Between the grant and
 // the claim's commit a predecessor's write can still be admitted; its
 // holder's own deadline check (Done, Err, GrantErr, just before the write)
 // is what stops it there, since the holder's deadline passes before the
@@ -53,7 +60,9 @@ type FenceClaimer interface {
 // token with a *StaleTokenError as Admit does (see Claimer). If ctx carries
 // a grant (Lock.Context), the token is checked with that grant's group, as
 // ClaimFence checks a fence: a resource keyed to another group refuses it
-// with an *OtherGroupError. If that grant is over by the holder's clock, or
+// with an *OtherGroupError. Without a grant in ctx the token is bare
+// (group 0), which a resource keyed to a group refuses with an
+// *OtherGroupError (see Fencer's Groups). If that grant is over by the holder's clock, or
 // ctx has ended, Claim changes nothing and returns that error.
 func (f *Fencer) Claim(ctx context.Context, resource string, token uint64) error {
 	// The group is the grant's, read now: a grant made before its replica
@@ -65,7 +74,7 @@ func (f *Fencer) Claim(ctx context.Context, resource string, token uint64) error
 // ClaimFence raises resource's mark to fence's token without a write, as
 // Claim does, checking fence's group as DoFence does: a fence of another
 // nonzero group than the resource's is refused with an *OtherGroupError and
-// changes nothing. The group is fence's, whatever grant ctx carries; ctx is
+// changes nothing; so is Group 0 on a resource keyed to a group. The group is fence's, whatever grant ctx carries; ctx is
 // checked as for Claim.
 func (f *Fencer) ClaimFence(ctx context.Context, resource string, fence Fence) error {
 	if err := GrantErr(ctx); err != nil {

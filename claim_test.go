@@ -52,7 +52,7 @@ func ExampleClaimer() {
 
 	// The first leader's late write, with its epoch: refused, although the
 	// second leader has written nothing.
-	err = fences.Do("orders", first.Token(), func() error {
+	err = fences.DoFence("orders", first.Fence(), func() error {
 		fmt.Println("unreachable: the write does not run")
 		return nil
 	})

@@ -145,4 +145,7 @@ var (
 	// ErrRemoved: this replica was removed from the group. Close it and
 	// delete its Dir.
 	ErrRemoved = replica.ErrRemoved
+	// ErrUnknownGroup: a call named a group (Node.TransferLeadership, a
+	// name's "@group") that the Config does not list.
+	ErrUnknownGroup = replica.ErrUnknownGroup
 )

@@ -20,10 +20,20 @@ import (
 // nonzero Group keys it (DoFence, ClaimFence, or Claim with a grant
 // context), and from then on a fence of another nonzero group is refused
 // with an *OtherGroupError (errors.Is(err, ErrOtherGroup)), whatever its
-// token, until Rekey. A fence with Group 0, and every call that takes a bare
-// token (Do, Admit), is checked by its token alone: that is what a holder
-// offers while its replica has not learnt the group's ID, and what callers
-// that never handle fences get.
+// token, until Rekey.
+//
+// A fence with Group 0 carries no group: every call that takes a bare token
+// (Do, Admit, Claim without a grant context) sends one, as does a
+// ParseFence of "0000000000000000:N". On a resource keyed to a group it is
+// refused like another group's, with an *OtherGroupError (Fence.Group 0),
+// and never raises the mark: its token is not known to be of the resource's
+// group, and admitting it would let a writer of another deployment lift the
+// mark over the group's next holder, who would then be refused as stale,
+// hiding that two groups write. On a resource keyed to no group it is
+// checked by its token alone and leaves the resource unkeyed: a resource
+// that is only ever written with bare tokens works as it always did. So key
+// a resource by its first fenced write (DoFence, ClaimFence, Claim with a
+// grant context) and from then on write it with fences only.
 //
 // The zero value is an empty Fencer, ready to use, like NewFencer's. A
 // Fencer is safe for concurrent use and must not be copied after first use.
@@ -66,18 +76,25 @@ func (f *Fencer) fence(resource string) *fence {
 // was admitted. A token equal to the highest is admitted (the same holder
 // writing again); a lower one is refused with a *StaleTokenError, which
 // satisfies errors.Is(err, ErrStaleToken), and write does not run. The mark
-// is raised on admission, whether or not write succeeds. Do checks the
-// token alone, whatever group the resource is keyed to; DoFence checks the
-// group too.
+// is raised on admission, whether or not write succeeds. Do sends a bare
+// token (group 0), which a resource keyed to a group refuses with an
+// *OtherGroupError (see Groups); DoFence checks a fence's group.
+//
+// The resource's check is held while write runs and is not reentrant: write
+// must not call this Fencer's methods for the same resource (Highest, Group,
+// Do, ...), or it waits for itself forever.
 func (f *Fencer) Do(resource string, token uint64, write func() error) error {
 	return f.DoFence(resource, Fence{Token: token}, write)
 }
 
 // DoFence is Do for a fence: it also refuses, with an *OtherGroupError
 // (errors.Is(err, ErrOtherGroup)) and without running write or changing the
-// mark, a fence whose nonzero Group is not the one the resource is keyed to;
-// the first admitted nonzero Group keys the resource (see Fencer). A fence
-// with Group 0 is checked as Do checks a token.
+// mark, a fence whose Group is not the one the resource is keyed to, Group 0
+// included; the first admitted nonzero Group keys the resource, and on a
+// resource keyed to no group a fence with Group 0 is checked by its token
+// alone (see Groups). As for Do, write runs under the resource's check,
+// which is not reentrant: write must not call this Fencer for the same
+// resource.
 func (f *Fencer) DoFence(resource string, fence Fence, write func() error) error {
 	r := f.fence(resource)
 	r.mu.Lock()
@@ -88,7 +105,8 @@ func (f *Fencer) DoFence(resource string, fence Fence, write func() error) error
 	return write()
 }
 
-// Admit checks and records token for resource, as Do does, without a write.
+// Admit checks and records token for resource, as Do does, without a write:
+// a bare token, refused by a resource keyed to a group.
 func (f *Fencer) Admit(resource string, token uint64) error {
 	r := f.fence(resource)
 	r.mu.Lock()
@@ -130,9 +148,7 @@ func (f *Fencer) Raise(resource string, token uint64) {
 // persisted group before Raise restores the mark.
 //
 // Rekey only once every holder of the old group has stopped: the reset mark
-// no longer refuses anything of the new group, and a holder of the old group
-// that still runs, if its fence carries no group (Do, Admit, Group 0), is
-// admitted again by its token alone. group 0 is refused with an error
+// no longer refuses anything of the new group. group 0 is refused with an error
 // wrapping ErrInvalidFence: a resource keyed to no group would adopt the
 // next group that writes, whichever it is.
 func (f *Fencer) Rekey(resource string, group uint64) error {
@@ -146,13 +162,13 @@ func (f *Fencer) Rekey(resource string, group uint64) error {
 	return nil
 }
 
-// admit applies the rule for a resource keyed to r.group: another nonzero
-// group is refused before the token is looked at (its tokens are not
-// comparable with the mark, so calling them stale or admitting them would
-// both be wrong); then the token is checked against the mark; an admitted
-// nonzero group keys a resource that had none.
+// admit applies the rule for a resource keyed to r.group: another group,
+// group 0 included, is refused before the token is looked at (its tokens are
+// not comparable with the mark, so calling them stale or admitting them
+// would both be wrong); then the token is checked against the mark; an
+// admitted nonzero group keys a resource that had none.
 func (r *fence) admit(resource string, f Fence) error {
-	if f.Group != 0 && r.group != 0 && f.Group != r.group {
+	if r.group != 0 && f.Group != r.group {
 		return &OtherGroupError{Resource: resource, Fence: f, Group: r.group}
 	}
 	if f.Token < r.highest {
@@ -174,6 +190,11 @@ type OtherGroupError struct {
 }
 
 func (e *OtherGroupError) Error() string {
+	if e.Fence.Group == 0 {
+		return fmt.Sprintf("fencelock: fencing token %d for %q carries no group (a bare token, or a fence of group 0), "+
+			"the resource is keyed to group %016x: write it with a fence of that group (lock.Fence(), a grant context)",
+			e.Fence.Token, e.Resource, e.Group)
+	}
 	return fmt.Sprintf("fencelock: fencing token %d for %q is of group %016x, the resource is keyed to group %016x "+
 		"(if the group was replaced on purpose, re-key the resource once every holder of the old one has stopped)",
 		e.Fence.Token, e.Resource, e.Fence.Group, e.Group)

@@ -145,7 +145,7 @@ func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
 	require.NoError(t, err)
 	actx := la.Context(ctx)
 	require.NoError(t, fences.Claim(actx, "claimed", la.Token()))
-	require.NoError(t, fences.Do("claimed", la.Token(), func() error { return nil }))
+	require.NoError(t, fences.DoFence("claimed", la.Fence(), func() error { return nil }))
 	require.NoError(t, fences.Do("unclaimed", la.Token(), func() error { return nil }))
 	res := acquireAsync(ctx, b, "claim/lock")
 	waitWaiters(t, ctx, cl.node(leader), "claim/lock", 1)
@@ -160,7 +160,7 @@ func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
 	// A stand-in for a write that passed its holder's check just before the
 	// pause: it carries the old token to the resource.
 	var wrote []string
-	err = fences.Do("claimed", la.Token(), func() error { wrote = append(wrote, "claimed"); return nil })
+	err = fences.DoFence("claimed", la.Fence(), func() error { wrote = append(wrote, "claimed"); return nil })
 	require.ErrorIs(t, err, ErrStaleToken, "refused before the successor ever wrote")
 	require.NoError(t, fences.Do("unclaimed", la.Token(), func() error { wrote = append(wrote, "unclaimed"); return nil }),
 		"control: without a claim the fence knows of no successor yet")
@@ -172,7 +172,8 @@ func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
 
 // The group rule: the first admitted nonzero group keys the resource; a
 // fence of another group is refused whatever its token, and changes
-// nothing; group 0 and bare tokens are checked by token alone.
+// nothing; group 0 and bare tokens are checked by token alone while the
+// resource is keyed to no group, and refused once it is.
 func TestFencerGroupRule(t *testing.T) {
 	const g1, g2 = 0xfeed, 0xbeef
 	f := NewFencer()
@@ -197,13 +198,27 @@ func TestFencerGroupRule(t *testing.T) {
 	require.Equal(t, uint64(5), f.Highest("r"), "a refused group leaves the mark alone")
 	require.Equal(t, uint64(g1), f.Group("r"))
 
-	require.NoError(t, f.DoFence("r", Fence{Token: 6}, write(Fence{Token: 6})), "group 0: the token alone")
-	require.NoError(t, f.Admit("r", 7), "a bare token: the token alone")
-	require.ErrorIs(t, f.DoFence("r", Fence{Token: 4}, write(Fence{Token: 4})), ErrStaleToken)
-	require.ErrorIs(t, f.DoFence("r", Fence{Group: g1, Token: 6}, write(Fence{Group: g1, Token: 6})), ErrStaleToken)
+	err := f.DoFence("r", Fence{Token: 6}, write(Fence{Token: 6}))
+	require.ErrorIs(t, err, ErrOtherGroup, "group 0 on a keyed resource")
+	var other *OtherGroupError
+	require.ErrorAs(t, err, &other)
+	require.Equal(t, OtherGroupError{Resource: "r", Fence: Fence{Token: 6}, Group: g1}, *other)
+	require.Contains(t, err.Error(), "carries no group")
+	require.ErrorIs(t, f.Admit("r", 7), ErrOtherGroup, "a bare token on a keyed resource")
+	require.ErrorIs(t, f.Do("r", 7, write(Fence{Token: 7})), ErrOtherGroup)
+	require.ErrorIs(t, f.ClaimFence(context.Background(), "r", Fence{Token: 7}), ErrOtherGroup)
+	require.ErrorIs(t, f.Claim(context.Background(), "r", 7), ErrOtherGroup, "no grant in ctx: a bare token")
+	require.Equal(t, uint64(5), f.Highest("r"), "group 0 never raises a keyed resource's mark")
+	require.ErrorIs(t, f.DoFence("r", Fence{Group: g1, Token: 4}, write(Fence{Group: g1, Token: 4})), ErrStaleToken)
 	require.NoError(t, f.DoFence("r", Fence{Group: g1, Token: 7}, write(Fence{Group: g1, Token: 7})))
 	require.Equal(t, uint64(g1), f.Group("r"), "group 0 does not unkey the resource")
-	require.Equal(t, []Fence{{Token: 3}, {Group: g1, Token: 5}, {Token: 6}, {Group: g1, Token: 7}}, writes)
+	require.Equal(t, []Fence{{Token: 3}, {Group: g1, Token: 5}, {Group: g1, Token: 7}}, writes)
+
+	// Unkeyed, group 0 is the token alone and keys nothing.
+	require.NoError(t, f.DoFence("u", Fence{Token: 6}, write(Fence{Token: 6})))
+	require.NoError(t, f.Admit("u", 7))
+	require.ErrorIs(t, f.Admit("u", 6), ErrStaleToken)
+	require.Zero(t, f.Group("u"))
 
 	// A stale fence does not key the resource: only an admitted one does.
 	f.Raise("s", 10)
@@ -247,8 +262,8 @@ func TestFencerRekey(t *testing.T) {
 
 // Claim takes the group from the grant ctx carries: the claim keys the
 // resource to the grant's group, and a resource keyed to another group
-// refuses the grant's token, while the same token without a grant context
-// is checked alone.
+// refuses the grant's token, and the same token without a grant context (a
+// bare token, group 0) too, while an unkeyed resource checks it alone.
 func TestFencerClaimUsesTheGrantsGroup(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	ctx := testCtx(t)
@@ -272,6 +287,29 @@ func TestFencerClaimUsesTheGrantsGroup(t *testing.T) {
 	require.ErrorAs(t, err, &other)
 	require.Equal(t, Fence{Group: id, Token: l.Token()}, other.Fence)
 	require.Zero(t, f.Highest("theirs"))
-	require.NoError(t, f.Claim(ctx, "theirs", l.Token()), "no grant in ctx: the token alone")
+	require.ErrorIs(t, f.Claim(ctx, "theirs", l.Token()), ErrOtherGroup, "no grant in ctx: a bare token, refused by a keyed resource")
+	require.Zero(t, f.Highest("theirs"))
+	require.NoError(t, f.Claim(ctx, "unkeyed", l.Token()), "no grant in ctx: the token alone on an unkeyed resource")
+	require.Zero(t, f.Group("unkeyed"))
 	require.Equal(t, id^1, f.Group("theirs"))
+}
+
+// The probe: a resource keyed to group feed at token 100 is sent
+// Fence{0, 5000} (a bare token from another deployment). It must be refused
+// as of no group and leave the mark alone, so that the group's next holder,
+// token 200, is admitted; before, the group-0 fence raised the mark to 5000
+// and 200 was refused as stale, hiding that two groups write.
+func TestFencerRefusesGroupZeroOnAKeyedResource(t *testing.T) {
+	const feed = 0xfeed
+	f := NewFencer()
+	require.NoError(t, f.ClaimFence(context.Background(), "r", Fence{Group: feed, Token: 100}))
+	ran := false
+	err := f.DoFence("r", Fence{Token: 5000}, func() error { ran = true; return nil })
+	require.ErrorIs(t, err, ErrOtherGroup)
+	require.NotErrorIs(t, err, ErrStaleToken)
+	require.False(t, ran, "the refused write did not run")
+	require.Equal(t, uint64(100), f.Highest("r"), "group 0 never raises the mark")
+	require.NoError(t, f.DoFence("r", Fence{Group: feed, Token: 200}, func() error { return nil }),
+		"the group's next holder is admitted")
+	require.Equal(t, uint64(200), f.Highest("r"))
 }

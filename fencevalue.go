@@ -16,9 +16,11 @@ import (
 // such a token with ErrOtherGroup instead of admitting it or calling it
 // stale, until an operator re-keys the resource on purpose.
 //
-// Group is 0 when the holder's replica has not yet applied the group's ID
-// (only in the first moments of a new group); fencers then check the token
-// alone.
+// Group 0 is a fence without a group: a bare token, or a grant whose
+// replica has not yet applied the group's ID. Fencers check it by its token
+// alone on a resource keyed to no group, and refuse it with ErrOtherGroup
+// (never raising the mark) on a resource keyed to a group (see Fencer's
+// Groups).
 type Fence struct {
 	Group uint64
 	Token uint64
@@ -33,12 +35,13 @@ var ErrInvalidFence = errors.New("fencelock: malformed fence")
 
 // ErrOtherGroup: a fencer refused a token granted by another group (or by
 // another incarnation of this group) than the one the resource is keyed
-// to. A token is not comparable with another group's: re-key the resource
+// to, or a token without a group (Group 0) at a keyed resource. A token is not comparable with another group's: re-key the resource
 // if the group was replaced on purpose.
 var ErrOtherGroup = errors.New("fencelock: fencing token of another group")
 
 // ParseFence parses the String form of a Fence. A bare decimal token (no
-// group) parses with Group 0.
+// group) parses with Group 0, as does "0000000000000000:N": a fence that a
+// resource keyed to a group refuses.
 func ParseFence(s string) (Fence, error) {
 	group, token, found := strings.Cut(s, ":")
 	if !found {

@@ -18,7 +18,10 @@ type Membership struct {
 	ConfigChangeIndex uint64
 }
 
-// Members returns the group's membership. It is a linearizable read: it
+// Members returns the default group's membership: the deployment's
+// replicas. A named group's voters are fixed by Config.Groups, and every
+// other member of the deployment runs it non-voting. It is a linearizable
+// read: it
 // reflects every change completed before it began. On a replica that is
 // catching up it returns once the replica has caught up to that point.
 func (n *Node) Members(ctx context.Context) (Membership, error) {
@@ -36,7 +39,9 @@ func toMembership(m replica.Membership) Membership {
 // AddReplica makes replica id, reachable at addr, a voting member. A new ID
 // is first added as a non-voting replica, then promoted; an ID that is
 // already a non-voting replica is promoted (addr must be its address).
-// Start the new replica with Config{Join: true}.
+// Start the new replica with Config{Join: true} and the deployment's
+// Groups: it runs every named group as a non-voting replica, which each
+// group's leader adds once the replica is a member of the default group.
 //
 // A voter that has not caught up counts toward the quorum without being able
 // to acknowledge anything. When the group is already short of a replica
@@ -66,8 +71,10 @@ func (n *Node) AddNonVoting(ctx context.Context, id uint64, addr string) error {
 	return n.r.AddNonVoting(ctx, id, addr)
 }
 
-// RemoveReplica removes replica id, voting or not, from the group for good:
-// its ID can never be used again. The removed replica stops taking part at
+// RemoveReplica removes replica id, voting or not, from the default group
+// for good: its ID can never be used again. Each named group's leader then
+// removes it from the group where it runs non-voting; a voter of a named
+// group stays one (a group's voters are fixed by Config.Groups). The removed replica stops taking part at
 // once; if it is still running, its sessions end and its calls fail with
 // ErrRemoved, and its process should Close it and delete its Dir.
 //

@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -60,8 +62,106 @@ type Config struct {
 	// Logger receives fencelock's and Dragonboat's logs; nil means
 	// slog.Default(). Raft chatter is logged at debug level.
 	Logger *slog.Logger
+	// Groups are the named groups beside the default one (whose voters are
+	// Members and whose name is ""): each its own raft group, so a quorum
+	// loss, a hot lock or a leader change in one touches no other. Every
+	// replica is started with the same Groups and runs every group: as a
+	// voter where the group's Voters name it, else as a non-voting replica
+	// (it stores and applies the group's log, so its sessions propose and
+	// hear events locally; availability depends only on the voters). The
+	// names and voters are the groups' identity: a replica started with
+	// other Voters for a group is refused by its peers, and on restart by
+	// its own Dir. Add a group by a rolling restart with the longer list
+	// (a group runs once a quorum of its voters runs it); a group removed
+	// from the list is refused at Start while this replica's copy of it
+	// holds locks. See docs/operations.md.
+	Groups []GroupConfig
 
 	clock clock.Clock // tests only
+}
+
+// GroupConfig is one named group of a deployment.
+type GroupConfig struct {
+	// Name is 1 to 32 of [a-z0-9-], unique among the Groups.
+	Name string
+	// Voters are the IDs, from Members, of the replicas that vote in the
+	// group: 1, 3 or 5 of them, no duplicates. The group is available while
+	// a majority of them runs.
+	Voters []uint64
+}
+
+// maxGroupName bounds a group's name.
+const maxGroupName = 32
+
+// validGroupName reports whether name is 1 to 32 of [a-z0-9-].
+func validGroupName(name string) bool {
+	if name == "" || len(name) > maxGroupName {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkGroups validates Groups: names, voters, and that their shard IDs
+// (derived from the names, see replica.GroupShardID) are distinct.
+func (c *Config) checkGroups() error {
+	names := make(map[string]bool, len(c.Groups))
+	shards := map[uint64]string{replica.GroupShardID(""): ""}
+	for i, g := range c.Groups {
+		field := fmt.Sprintf("Groups[%d]", i)
+		if !validGroupName(g.Name) {
+			return fmt.Errorf("%w: %s.Name %q: want 1 to %d of [a-z0-9-]", ErrInvalidConfig, field, truncateName(g.Name), maxGroupName)
+		}
+		field = fmt.Sprintf("Groups[%d] (%q)", i, g.Name)
+		if names[g.Name] {
+			return fmt.Errorf("%w: %s.Name: named twice", ErrInvalidConfig, field)
+		}
+		names[g.Name] = true
+		id := replica.GroupShardID(g.Name)
+		if other, ok := shards[id]; ok || id <= 1 {
+			return fmt.Errorf("%w: %s.Name: its shard ID %d collides with group %q's; choose another name", ErrInvalidConfig, field, id, other)
+		}
+		shards[id] = g.Name
+		switch len(g.Voters) {
+		case 1, 3, 5:
+		default:
+			return fmt.Errorf("%w: %s.Voters: %d voters; want 1, 3 or 5", ErrInvalidConfig, field, len(g.Voters))
+		}
+		seen := make(map[uint64]bool, len(g.Voters))
+		for _, v := range g.Voters {
+			if seen[v] {
+				return fmt.Errorf("%w: %s.Voters: %d listed twice", ErrInvalidConfig, field, v)
+			}
+			seen[v] = true
+			if c.Join {
+				// A joining replica has no Members: it checks only that
+				// it is not a voter, as it cannot bootstrap the group.
+				if v == 0 {
+					return fmt.Errorf("%w: %s.Voters: replica ID 0", ErrInvalidConfig, field)
+				}
+				if v == c.ReplicaID {
+					return fmt.Errorf("%w: %s.Voters: a joining replica (%d) cannot be a voter of a group", ErrInvalidConfig, field, v)
+				}
+				continue
+			}
+			if _, ok := c.Members[v]; !ok {
+				return fmt.Errorf("%w: %s.Voters: %d is not one of Members", ErrInvalidConfig, field, v)
+			}
+		}
+	}
+	return nil
+}
+
+// truncateName shortens a name for an error message.
+func truncateName(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }
 
 // The defaults Start applies to zero fields of a Config.
@@ -127,6 +227,9 @@ func (c *Config) normalize() error {
 			}
 		}
 	}
+	if err := c.checkGroups(); err != nil {
+		return err
+	}
 	if c.Addr == "" {
 		c.Addr = c.Members[c.ReplicaID]
 	}
@@ -177,10 +280,11 @@ func (c *Config) normalize() error {
 type Node struct {
 	cfg         Config
 	log         *slog.Logger
-	r           *replica.Replica
-	watches     *watches     // Observe calls by election
-	lockWatches *lockWatches // Watch calls by lock
-	renew       *renewer     // keeps the sessions alive
+	host        *replica.Host    // one NodeHost, one shard per group
+	r           *replica.Replica // the default group's replica
+	watches     *watches         // Observe calls by election
+	lockWatches *lockWatches     // Watch calls by lock
+	renew       *renewer         // keeps the sessions alive
 
 	mu       sync.RWMutex
 	sessions map[uint64]*Session // sessions that live on this node
@@ -215,21 +319,34 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		closed:      make(chan struct{}),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	r, err := replica.Start(replica.Config{
+	groups := make([]replica.GroupConfig, len(cfg.Groups))
+	for i, g := range cfg.Groups {
+		groups[i] = replica.GroupConfig{Name: g.Name, Voters: slices.Clone(g.Voters)}
+	}
+	host, err := replica.Start(replica.Config{
 		ReplicaID: cfg.ReplicaID, Members: cfg.Members, Join: cfg.Join,
 		Addr: cfg.Addr, ListenAddr: cfg.ListenAddr, Dir: cfg.Dir,
 		RTT: cfg.RTT, ProposalTimeout: cfg.ProposalTimeout,
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
 		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
-	}, sink{n})
+		Groups: groups,
+	}, func(group string) replica.Sink {
+		if group == "" {
+			return sink{n}
+		}
+		// The sessions use the default group only, until the session
+		// machinery learns the named groups.
+		return noSink{}
+	})
 	if err != nil {
 		n.cancel()
 		return nil, err
 	}
-	n.r = r
+	n.host = host
+	n.r = host.Group("")
 	n.renew = newRenewer(n)
-	r.Go(n.renew.run)
+	n.r.Go(n.renew.run)
 	return n, nil
 }
 
@@ -252,7 +369,7 @@ func (n *Node) Close() error {
 		for _, s := range sessions {
 			s.end(ErrClosed)
 		}
-		n.r.Close() // waits for the background work too
+		n.host.Close() // waits for the background work too
 	})
 	return nil
 }
@@ -281,19 +398,79 @@ type Status struct {
 	// gives the full membership as a linearizable read.
 	Voters            map[uint64]string
 	ConfigChangeIndex uint64
+
+	// Groups are every group this replica runs, the default group (Name
+	// "") first, then Config.Groups in order; the fields above are the
+	// default group's.
+	Groups []GroupStatus
+}
+
+// GroupStatus is this replica's local view of one group.
+type GroupStatus struct {
+	Name string // "" for the default group
+	// GroupID is the group's ID (see Status.GroupID): Fence().Group of its
+	// locks; 0 until this replica applied it.
+	GroupID  uint64
+	LeaderID uint64 // 0 when no leader is known
+	IsLeader bool
+	// Voters are the group's voting members as last applied here.
+	Voters       map[uint64]string
+	Term         uint64
+	AppliedIndex uint64
+	// NonVoting is true where this replica does not vote in the group:
+	// it runs a non-voting replica of every group it is not a voter of.
+	NonVoting bool
+	// Removed and LastSnapshotIndex mean what Status' fields do, for this
+	// group.
+	Removed           bool
+	LastSnapshotIndex uint64
 }
 
 // Status returns this replica's local view, without I/O. LeaderID is 0 when
 // no leader is known.
 func (n *Node) Status() Status {
 	st := n.r.Status()
-	return Status{
+	out := Status{
 		ReplicaID: n.cfg.ReplicaID, LeaderID: st.LeaderID, IsLeader: st.LeaderID == n.cfg.ReplicaID,
 		Term: st.Term, AppliedIndex: st.AppliedIndex,
 		NonVoting: st.NonVoting, Removed: st.Removed, LastSnapshotIndex: st.LastSnapshotIndex,
 		GroupID: st.GroupID, Voters: st.Voters, ConfigChangeIndex: st.ConfigChangeIndex,
 	}
+	for _, name := range n.host.Groups() {
+		gs := st
+		if name != "" {
+			gs = n.host.Group(name).Status()
+		}
+		out.Groups = append(out.Groups, GroupStatus{
+			Name: name, GroupID: gs.GroupID, LeaderID: gs.LeaderID, IsLeader: gs.LeaderID == n.cfg.ReplicaID,
+			Voters: gs.Voters, Term: gs.Term, AppliedIndex: gs.AppliedIndex, NonVoting: gs.NonVoting,
+			Removed: gs.Removed, LastSnapshotIndex: gs.LastSnapshotIndex,
+		})
+	}
+	return out
 }
+
+// TransferLeadership hands the leadership of group ("" is the default
+// group) to replica to, and returns once this replica sees to lead it. Use
+// it before stopping a leader (a graceful restart): the group then does not
+// wait an election timeout for a new one. The transfer is repeated until it
+// happens or ctx ends (ErrUnavailable and ctx's error): raft does not
+// promise it, and a target that is behind catches up first. A group this
+// replica does not run is ErrUnknownGroup; a target that is not a voter of
+// the group, or a call on a replica that does not vote in it, is
+// ErrMembership. While the transfer runs the group accepts no proposals;
+// calls wait for the new leader.
+func (n *Node) TransferLeadership(ctx context.Context, group string, to uint64) error {
+	return n.host.TransferLeadership(ctx, group, to)
+}
+
+// noSink receives what a named group applies until the sessions use named
+// groups.
+type noSink struct{}
+
+func (noSink) Applied(uint64, []fsm.Event) {}
+func (noSink) Restored(*fsm.State)         {}
+func (noSink) Removed()                    {}
 
 // goBackground runs f in the background unless the node is closing; Close
 // waits for it.

@@ -3,8 +3,9 @@ package fencelock
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,10 +16,11 @@ import (
 )
 
 // ResumeToken lets a restarted process take its session back (see
-// Node.ResumeSession). It holds the session's ID and a secret: whoever has
-// it can act as the session's holder, so keep it where you would keep a
-// credential. Persist it with String or MarshalText; the zero value resumes
-// nothing.
+// Node.ResumeSession). It holds the session's ID, its TTL and a secret:
+// whoever has it can act as the session's holder, so keep it where you
+// would keep a credential. Persist it with String or MarshalText; the zero
+// value resumes nothing. A token is checked by the group when used, not
+// trusted: one whose secret, session or TTL was changed resumes nothing.
 type ResumeToken struct {
 	group, session, secret uint64
 	ttl                    time.Duration
@@ -43,7 +45,14 @@ const resumePrefix = "flr1"
 
 // String encodes the token in printable ASCII, for ParseResumeToken.
 func (t ResumeToken) String() string {
-	return fmt.Sprintf("%s.%x.%x.%x.%d", resumePrefix, t.group, t.session, t.secret, t.ttl.Milliseconds())
+	// The TTL in milliseconds, or, if it is not a whole number of them, in
+	// nanoseconds with the suffix "ns": the group refuses a resume whose TTL
+	// is not exactly the session's.
+	ttl := strconv.FormatInt(t.ttl.Milliseconds(), 10)
+	if t.ttl%time.Millisecond != 0 {
+		ttl = strconv.FormatInt(int64(t.ttl), 10) + "ns"
+	}
+	return fmt.Sprintf("%s.%x.%x.%x.%s", resumePrefix, t.group, t.session, t.secret, ttl)
 }
 
 // MarshalText implements encoding.TextMarshaler, as String.
@@ -77,11 +86,15 @@ func ParseResumeToken(s string) (ResumeToken, error) {
 		}
 		v[i] = n
 	}
-	ms, err := strconv.ParseInt(f[4], 10, 64)
-	if err != nil || ms <= 0 || ms > int64(maxTTL/time.Millisecond) {
+	unit, digits := time.Millisecond, f[4]
+	if d, ok := strings.CutSuffix(digits, "ns"); ok {
+		unit, digits = time.Nanosecond, d
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 || n > int64(maxTTL/unit) {
 		return bad("malformed TTL")
 	}
-	t := ResumeToken{group: v[0], session: v[1], secret: v[2], ttl: time.Duration(ms) * time.Millisecond}
+	t := ResumeToken{group: v[0], session: v[1], secret: v[2], ttl: time.Duration(n) * unit}
 	if t.session == 0 || t.secret == 0 {
 		return bad("no session")
 	}
@@ -92,13 +105,18 @@ func ParseResumeToken(s string) (ResumeToken, error) {
 // within the session's TTL: the session moves to this node with every lock
 // and leadership it holds, their tokens unchanged (Session.Locks,
 // Session.Leaderships), and is renewed at once; the holder's deadline counts
-// from this call's send, as for a keep-alive. Requests the old process had
-// queued are withdrawn, since nobody waits for them any more. The session
-// keeps its TTL; of opts only WithSafetyMargin applies.
+// from this call's send, as for a keep-alive: at most TTL − margin after it,
+// where TTL is the session's as the group keeps it. The session keeps its
+// TTL; of opts only WithSafetyMargin applies. Requests the old process had
+// queued are withdrawn, since nobody waits for them any more.
 //
-// If the session already ended (expired, closed, ended by an operator),
-// or t's secret is not the session's, it fails with ErrSessionExpired;
-// a token of another group fails with ErrOtherGroup. If it fails with
+// The group checks the token: if the session already ended (expired,
+// closed, ended by an operator), or t names another session or holds
+// another secret, it fails with ErrSessionExpired and tells nothing more;
+// if t's TTL is not the session's (a token edited or mis-copied, whose
+// holder would time its lease past the group's expiry), it fails with an
+// error wrapping ErrInvalidResumeToken, and the session stays as it was. A
+// token of another group fails with ErrOtherGroup. If it fails with
 // ErrUnavailable the resume may still have applied: try again, with the
 // same token, before the TTL runs out.
 //
@@ -131,7 +149,7 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	// restart) concerns the old incarnation, and s ignores it (resuming,
 	// from before it is registered: a replayed grant it took for its own
 	// would be given back, releasing a lock the resume is to keep).
-	attempt := rand.Uint64() | 1
+	attempt := randomID()
 	s.resume.Store(attempt)
 	n.mu.Lock()
 	switch {
@@ -144,11 +162,20 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	}
 	n.sessions[s.id] = s
 	n.mu.Unlock()
+	// The group, not the token, decides the TTL the holder times its lease
+	// by: the resume names the token's, and is refused unless it is the
+	// session's, so the deadline set above is never later than the group's
+	// own expiry allows.
 	res, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindResume, Session: s.id, Nonce: t.secret,
-		Owner: n.cfg.ReplicaID, Target: attempt})
+		Owner: n.cfg.ReplicaID, Target: attempt, TTL: uint64(t.ttl)})
 	if err == nil && res.Status != fsm.OK {
-		err = ErrSessionExpired
-		if res.Status != fsm.UnknownSession {
+		switch res.Status {
+		case fsm.UnknownSession:
+			err = ErrSessionExpired
+		case fsm.Conflict:
+			err = fmt.Errorf("%w: the token's TTL %v is not the session's %v", ErrInvalidResumeToken,
+				t.ttl, time.Duration(res.Value))
+		default:
 			err = fmt.Errorf("fencelock: resume: unexpected reply %v", res.Status)
 		}
 	}
@@ -260,4 +287,14 @@ func (s *Session) reconcileResume(st *fsm.State) {
 			}
 		}
 	})
+}
+
+// randomID returns a random number from crypto/rand, never 0: a session's
+// secret (the open's nonce, which its ResumeToken carries) or a resume
+// attempt's ID. A secret must not be predictable from others the process
+// made, as math/rand's are.
+func randomID() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails: it crashes the program rather than return an error
+	return binary.LittleEndian.Uint64(b[:]) | 1
 }

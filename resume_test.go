@@ -1,10 +1,15 @@
 package fencelock
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/clock"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -164,16 +169,28 @@ func TestResumeTokenText(t *testing.T) {
 		"", "flr1", "flr2.1.2.3.4", "flr1.1.2.3", "flr1.1.2.3.4.5", "flr1.x.2.3.1000",
 		"flr1.1.0.3.1000", "flr1.1.2.0.1000", "flr1.1.2.3.0", "flr1.1.2.3.-5", "flr1.1.2.3.999999999999",
 		"flr1.1.2.10000000000000000.1000",
+		"flr1.1.2.3.ns", "flr1.1.2.3.0ns", "flr1.1.2.3.-5ns", "flr1.1.2.3.86400000000001ns", "flr1.1.2.3.1500ms",
 	} {
 		_, err := ParseResumeToken(bad)
 		require.ErrorIs(t, err, ErrInvalidResumeToken, bad)
 	}
 	require.True(t, errors.Is(json.Unmarshal([]byte(`{"T":"nope"}`), &back), ErrInvalidResumeToken))
+
+	// A TTL that is not a whole number of milliseconds survives the text
+	// exactly: the group refuses a resume whose TTL is not the session's.
+	odd := tok
+	odd.ttl = 1500*time.Millisecond + 7
+	require.True(t, strings.HasSuffix(odd.String(), ".1500000007ns"), odd.String())
+	got, err = ParseResumeToken(odd.String())
+	require.NoError(t, err)
+	require.Equal(t, odd, got)
 }
 
 func FuzzParseResumeToken(f *testing.F) {
 	f.Add("flr1.feed.10000.deadbeef.1500")
 	f.Add("flr1.0.1.1.100")
+	f.Add("flr1.feed.10000.deadbeef.1500000007ns")
+	f.Add("flr1.feed.10000.deadbeef.1000000ns")
 	f.Fuzz(func(t *testing.T, s string) {
 		tok, err := ParseResumeToken(s)
 		if err != nil {
@@ -218,4 +235,138 @@ func TestSlowResumeRenewsAtOnce(t *testing.T) {
 	<-old.Done() // the old incarnation learns its session was taken
 	require.NoError(t, s.Err())
 	require.NoError(t, locks[0].Release(ctx))
+}
+
+// editToken returns the text of token with its field i (1 group, 2
+// session, 3 secret, 4 TTL) replaced by v: a token edited by hand, as a
+// careless or hostile holder would.
+func editToken(t *testing.T, tok ResumeToken, i int, v string) ResumeToken {
+	t.Helper()
+	f := strings.Split(tok.String(), ".")
+	f[i] = v
+	edited, err := ParseResumeToken(strings.Join(f, "."))
+	require.NoError(t, err, "the edited token still parses: only the group can tell")
+	return edited
+}
+
+// Issue 26: a resume token's TTL is checked by the group, never trusted. A
+// session with a short TTL holds L; its token's TTL is edited larger; a
+// resume with it on replica 3 is refused with ErrInvalidResumeToken and
+// changes nothing (the session, still renewed by its process, keeps L with
+// its token). Tokens with another secret or another session's ID are
+// refused too, as ErrSessionExpired. The genuine token resumes; then
+// replica 3 is cut off, and the resumed holder's Lock.Done closes, no later
+// than TTL − margin after its last acknowledged keep-alive, before a
+// session on replica 2 is granted L.
+//
+// Before the fix the edited resume succeeded, the holder timed its lease
+// by the edited TTL, and the session on replica 2 was granted L while the
+// resumed holder's lock was still live.
+func TestResumeTamperedTokenRefused(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	const ttl = 2 * time.Second
+	margin := ttl / 5 // the default
+	s := newSession(t, ctx, c.node(1), WithTTL(ttl))
+	l, err := s.Acquire(ctx, "L")
+	require.NoError(t, err)
+	bystander := newSession(t, ctx, c.node(2))
+	tok := s.Resume()
+
+	unchanged := func(what string) {
+		t.Helper()
+		info := inspect(t, ctx, c.node(2), "L")
+		require.Equal(t, []any{true, s.ID(), l.Token()}, []any{info.Held, info.SessionID, info.Token},
+			"%s: L is held as before", what)
+		require.NoError(t, s.Err(), "%s: the session goes on", what)
+		require.NoError(t, l.Err(), what)
+		require.NoError(t, bystander.Err(), what)
+		page, err := c.node(2).Sessions(ctx)
+		require.NoError(t, err)
+		for _, si := range page.Sessions {
+			if si.ID == s.ID() {
+				require.Equal(t, uint64(1), si.Owner, "%s: the session still lives on replica 1", what)
+				require.Equal(t, ttl, si.TTL)
+			}
+		}
+	}
+
+	longer := editToken(t, tok, 4, strconv.FormatInt((10*ttl).Milliseconds(), 10))
+	rs, err := c.node(3).ResumeSession(ctx, longer)
+	if err == nil {
+		// The resume trusted the edited TTL: the holder must still stop
+		// before anyone else is granted L, and does not.
+		requireResumedHolderStopsFirst(t, ctx, c, rs, ttl, margin)
+	}
+	require.ErrorIs(t, err, ErrInvalidResumeToken, "a TTL the group does not keep")
+	require.Contains(t, err.Error(), ttl.String(), "the error names the session's TTL")
+	unchanged("an edited TTL")
+	_, err = c.node(3).ResumeSession(ctx, editToken(t, tok, 4, "500"))
+	require.ErrorIs(t, err, ErrInvalidResumeToken, "a shorter TTL is refused as well")
+	unchanged("a shorter TTL")
+
+	_, err = c.node(3).ResumeSession(ctx, editToken(t, tok, 3, strconv.FormatUint(tok.secret^1<<40, 16)))
+	require.ErrorIs(t, err, ErrSessionExpired, "another secret")
+	require.NotErrorIs(t, err, ErrInvalidResumeToken, "a wrong secret learns nothing of the session")
+	unchanged("another secret")
+	_, err = c.node(3).ResumeSession(ctx, editToken(t, tok, 2, strconv.FormatUint(bystander.ID(), 16)))
+	require.ErrorIs(t, err, ErrSessionExpired, "another session's ID with this secret")
+	unchanged("another session's ID")
+	_, err = c.node(3).ResumeSession(ctx, editToken(t, tok, 2, strconv.FormatUint(s.ID()+1<<40, 16)))
+	require.ErrorIs(t, err, ErrSessionExpired, "a session that does not exist")
+	unchanged("a session that does not exist")
+
+	rs, err = c.node(3).ResumeSession(ctx, tok)
+	require.NoError(t, err, "the genuine token resumes")
+	require.Equal(t, ttl, rs.TTL())
+	requireResumedHolderStopsFirst(t, ctx, c, rs, ttl, margin)
+}
+
+// requireResumedHolderStopsFirst cuts replica 3, where rs lives, off the
+// group, and requires that rs's lock on L ends, by the holder's clock, no
+// later than TTL − margin after the last keep-alive it had acknowledged
+// (sent before the cut), and before a session on replica 2 is granted L.
+func requireResumedHolderStopsFirst(t *testing.T, ctx context.Context, c *testCluster, rs *Session, ttl, margin time.Duration) {
+	t.Helper()
+	locks := rs.Locks()
+	require.Len(t, locks, 1)
+	held := locks[0]
+	require.Equal(t, "L", held.Name())
+	rs.mu.Lock()
+	left := rs.lease.deadline.Sub(clock.Boot(rs.clock))
+	rs.mu.Unlock()
+	require.LessOrEqual(t, left, ttl-margin, "the holder's deadline lies at most the group's TTL − margin ahead")
+
+	c.net.Isolate(c.addr(3))
+	defer c.net.Heal()
+	// Every keep-alive acknowledged from now on was sent before this.
+	cut, cutAt := clock.Boot(rs.clock), time.Now()
+	closed := make(chan time.Time, 1)
+	go func() {
+		select {
+		case <-held.Done():
+			closed <- time.Now()
+		case <-ctx.Done():
+		}
+	}()
+
+	other := newSession(t, ctx, c.node(2))
+	ol, err := other.Acquire(ctx, "L") // waits for the group to expire rs
+	require.NoError(t, err)
+	select {
+	case <-held.Done():
+	default:
+		t.Fatalf("L was granted on replica 2 while the resumed holder's lock was live (deadline %v after the cut)",
+			func() time.Duration { rs.mu.Lock(); defer rs.mu.Unlock(); return rs.lease.deadline.Sub(cut) }())
+	}
+	require.ErrorIs(t, held.Err(), ErrSessionExpired)
+	rs.mu.Lock()
+	deadline := rs.lease.deadline
+	rs.mu.Unlock()
+	require.False(t, deadline.After(cut.Add(ttl-margin)),
+		"the holder stopped no later than TTL − margin after its last acknowledged keep-alive")
+	at := <-closed
+	t.Logf("the resumed holder's lock ended %v after the cut; replica 2's session was granted L %v after it",
+		at.Sub(cutAt).Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
+	require.Greater(t, ol.Token(), held.Token())
 }

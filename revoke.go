@@ -14,6 +14,12 @@ import (
 // later writes are refused by the resource's fencer once the new token has
 // reached it. A lock nobody holds is ErrNotHeld. It is linearizable.
 //
+// If the holder's session has a lock-delay (WithLockDelay), the lock is
+// granted to nobody for that delay instead, as when EndSession ends the
+// session: the holder did not choose to stop, and may have writes in
+// flight to a resource that checks no token. Inspect shows it Delayed.
+// The session itself lives on.
+//
 // A lock held in shared mode, or a semaphore, loses every current holder
 // at once (in token order), and then its queue is granted; RevokeGrant
 // ends one holder's grant.
@@ -34,7 +40,7 @@ func (n *Node) RevokeGrant(ctx context.Context, name string, token uint64) error
 // RevokeLeadership ends the current term of election, whoever leads it, as
 // Revoke does for a lock: the next candidate leads, with a larger epoch,
 // and the deposed leader's Done closes with ErrRevoked. With no leader it
-// is ErrNotLeader.
+// is ErrNotLeader. Elections have no lock-delay.
 func (n *Node) RevokeLeadership(ctx context.Context, election string) error {
 	return n.revoke(ctx, election, 0, true)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,8 +273,9 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	c := n.cfg.clock
 	sent, sentAt := clock.Boot(c), c.Now()
 	// The nonce identifies retries of this open, and is the secret that
-	// lets a restarted holder resume the session (ResumeToken); never 0.
-	nonce := rand.Uint64() | 1
+	// lets a restarted holder resume the session (ResumeToken): from
+	// crypto/rand, never 0.
+	nonce := randomID()
 	res, err := n.r.Propose(ctx, fsm.Command{
 		Kind:  fsm.KindOpenSession,
 		Nonce: nonce,

@@ -30,6 +30,25 @@ type Stats struct {
 	// ProposalLatency is how long calls on this replica waited for their
 	// commands to apply, retries included, failures too.
 	ProposalLatency Histogram
+
+	// Groups are the figures of every group this replica runs, the default
+	// group (Name "") first, then Config.Groups in order; the fields above
+	// are the default group's. ConnectionFailures is counted on the default
+	// group only: a connection carries every group's traffic.
+	Groups []GroupStats
+}
+
+// GroupStats are one group's figures on this replica; the fields mean what
+// Stats' fields of the same names mean, for that group.
+type GroupStats struct {
+	GroupStatus
+
+	Sessions, LocksHeld, Waiters int
+
+	Entries, Commands, KeepAlives, KeepAliveEntries, Renewals uint64
+	Grants, Releases, Expiries                                uint64
+	LeaderChanges, ConnectionFailures                         uint64
+	ProposalLatency                                           Histogram
 }
 
 // Histogram is a latency distribution with cumulative buckets.
@@ -48,18 +67,32 @@ type Bucket struct {
 // Stats returns this replica's figures. It does no I/O: the state counts are
 // read from this replica's copy of the state.
 func (n *Node) Stats() Stats {
-	c := n.r.Counters()
-	h := Histogram{Count: c.ProposalLatency.Count, Sum: c.ProposalLatency.Sum, Buckets: make([]Bucket, len(c.ProposalLatency.Buckets))}
-	for i, b := range c.ProposalLatency.Buckets {
-		h.Buckets[i] = Bucket(b)
+	st := n.Status()
+	out := Stats{Status: st}
+	for i, gs := range st.Groups {
+		c := n.host.Group(gs.Name).Counters()
+		h := Histogram{Count: c.ProposalLatency.Count, Sum: c.ProposalLatency.Sum, Buckets: make([]Bucket, len(c.ProposalLatency.Buckets))}
+		for i, b := range c.ProposalLatency.Buckets {
+			h.Buckets[i] = Bucket(b)
+		}
+		g := GroupStats{
+			GroupStatus: gs,
+			Sessions:    c.Sessions, LocksHeld: c.LocksHeld, Waiters: c.Waiters,
+			Entries: c.Entries, Commands: c.Commands, KeepAlives: c.KeepAlives,
+			KeepAliveEntries: c.KeepAliveEntries, Renewals: c.Renewals,
+			Grants: c.Grants, Releases: c.Releases, Expiries: c.Expiries,
+			LeaderChanges: c.LeaderChanges, ConnectionFailures: c.ConnectionFailures,
+			ProposalLatency: h,
+		}
+		out.Groups = append(out.Groups, g)
+		if i == 0 {
+			out.Sessions, out.LocksHeld, out.Waiters = g.Sessions, g.LocksHeld, g.Waiters
+			out.Entries, out.Commands, out.KeepAlives = g.Entries, g.Commands, g.KeepAlives
+			out.KeepAliveEntries, out.Renewals = g.KeepAliveEntries, g.Renewals
+			out.Grants, out.Releases, out.Expiries = g.Grants, g.Releases, g.Expiries
+			out.LeaderChanges, out.ConnectionFailures = g.LeaderChanges, g.ConnectionFailures
+			out.ProposalLatency = g.ProposalLatency
+		}
 	}
-	return Stats{
-		Status:   n.Status(),
-		Sessions: c.Sessions, LocksHeld: c.LocksHeld, Waiters: c.Waiters,
-		Entries: c.Entries, Commands: c.Commands, KeepAlives: c.KeepAlives,
-		KeepAliveEntries: c.KeepAliveEntries, Renewals: c.Renewals,
-		Grants: c.Grants, Releases: c.Releases, Expiries: c.Expiries,
-		LeaderChanges: c.LeaderChanges, ConnectionFailures: c.ConnectionFailures,
-		ProposalLatency: h,
-	}
+	return out
 }

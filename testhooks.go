@@ -14,9 +14,9 @@ func init() {
 	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
 	testhook.RegisterCrash(func(ctx context.Context, node any) uint64 {
 		n := node.(*Node)
-		n.r.TestingCrash(ctx)
+		n.host.TestingCrash(ctx)
 		n.Close()
-		return n.r.TestingLogStoreStats().Dropped
+		return n.host.TestingLogStoreStats().Dropped
 	})
 	testhook.RegisterLastKeepAlive(func(session any) time.Time {
 		s := session.(*Session)

@@ -82,7 +82,7 @@ func (c *httpCluster) NewClient(ctx context.Context, i int, ttl time.Duration) (
 	if err := cl.post(ctx, "/v1/sessions", httpapi.CreateSessionRequest{TTLMillis: ttl.Milliseconds()}, &r); err != nil {
 		return nil, err
 	}
-	cl.id, cl.last = r.SessionID, time.Now()
+	cl.id, cl.secret, cl.last = r.SessionID, r.SessionSecret, time.Now()
 	go cl.heartbeat(ttl / 3)
 	return cl, nil
 }
@@ -91,6 +91,7 @@ type httpClient struct {
 	hc            *http.Client
 	base          string
 	id            httpapi.ID
+	secret        string // the session's: every call acting on it sends it
 	stop, stopped chan struct{}
 	once          sync.Once
 
@@ -112,6 +113,9 @@ func (c *httpClient) post(ctx context.Context, path string, in, out any) error {
 }
 
 func (c *httpClient) do(req *http.Request, out any) error {
+	if c.secret != "" {
+		req.Header.Set(httpapi.SecretHeader, c.secret)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return err

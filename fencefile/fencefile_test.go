@@ -147,7 +147,8 @@ func TestClaim(t *testing.T) {
 
 // The group rule across handles and restarts: the first admitted nonzero
 // group keys the file; another group is refused whatever its token, and
-// writes nothing; bare tokens are checked alone.
+// writes nothing; bare tokens are checked alone until the file is keyed,
+// and refused as of no group after.
 func TestGroupRule(t *testing.T) {
 	const g1, g2 = 0xfeed, 0xfeedfacecafebeef
 	path := filepath.Join(t.TempDir(), "resource.log")
@@ -175,8 +176,14 @@ func TestGroupRule(t *testing.T) {
 		require.Equal(t, fencelock.OtherGroupError{Resource: path, Fence: fencelock.Fence{Group: g2, Token: tok}, Group: g1}, *other)
 	}
 	require.ErrorIs(t, b.ClaimFence(fencelock.Fence{Group: g2, Token: 9}), fencelock.ErrOtherGroup)
-	require.NoError(t, b.Append(6, []byte("bare again")), "a bare token: the token alone")
-	require.ErrorIs(t, b.AppendFence(fencelock.Fence{Group: g1, Token: 5}, []byte("stale")), fencelock.ErrStaleToken)
+	err = b.Append(6, []byte("bare again"))
+	require.ErrorIs(t, err, fencelock.ErrOtherGroup, "a bare token on a keyed file")
+	var other *fencelock.OtherGroupError
+	require.ErrorAs(t, err, &other)
+	require.Equal(t, fencelock.OtherGroupError{Resource: path, Fence: fencelock.Fence{Token: 6}, Group: g1}, *other)
+	require.ErrorIs(t, b.Claim(6), fencelock.ErrOtherGroup)
+	require.ErrorIs(t, b.ClaimFence(fencelock.Fence{Token: 6}), fencelock.ErrOtherGroup)
+	require.ErrorIs(t, b.AppendFence(fencelock.Fence{Group: g1, Token: 4}, []byte("stale")), fencelock.ErrStaleToken)
 
 	restarted, err := Open(path)
 	require.NoError(t, err)
@@ -191,10 +198,36 @@ func TestGroupRule(t *testing.T) {
 	require.Equal(t, uint64(7), h)
 	records, err := Read(path)
 	require.NoError(t, err)
-	require.Equal(t, []Record{{3, "bare"}, {5, "g1"}, {6, "bare again"}, {7, "g1 again"}}, records, "refused writes left nothing")
+	require.Equal(t, []Record{{3, "bare"}, {5, "g1"}, {7, "g1 again"}}, records, "refused writes left nothing")
 	mark, err := os.ReadFile(path + ".mark")
 	require.NoError(t, err)
 	require.Equal(t, "000000000000feed:7\n", string(mark), "the documented form")
+}
+
+// The probe: a file keyed to group feed at token 100 is sent
+// Fence{0, 5000} (a bare token of another deployment, Append or a parsed
+// "0000000000000000:5000"). It is refused as of no group and leaves the
+// mark alone, so the group's next holder, token 200, is admitted; before,
+// the group-0 fence raised the mark to 5000 and 200 was refused as stale.
+func TestGroupZeroRefusedByAKeyedFile(t *testing.T) {
+	const feed = 0xfeed
+	path := filepath.Join(t.TempDir(), "resource.log")
+	f, err := Open(path)
+	require.NoError(t, err)
+	require.NoError(t, f.AppendFence(fencelock.Fence{Group: feed, Token: 100}, []byte("feed")))
+	zero, err := fencelock.ParseFence("0000000000000000:5000")
+	require.NoError(t, err)
+	err = f.AppendFence(zero, []byte("another deployment"))
+	require.ErrorIs(t, err, fencelock.ErrOtherGroup)
+	require.NotErrorIs(t, err, fencelock.ErrStaleToken)
+	require.ErrorIs(t, f.Append(5000, []byte("bare")), fencelock.ErrOtherGroup)
+	h, err := f.Highest()
+	require.NoError(t, err)
+	require.Equal(t, uint64(100), h, "group 0 never raises the mark")
+	require.NoError(t, f.AppendFence(fencelock.Fence{Group: feed, Token: 200}, []byte("next holder")))
+	records, err := Read(path)
+	require.NoError(t, err)
+	require.Equal(t, []Record{{100, "feed"}, {200, "next holder"}}, records)
 }
 
 // Rekey after the group was bootstrapped again from empty Dirs: the new

@@ -7,14 +7,27 @@
 // may be a claim made as soon as it is granted. A holder of another group
 // than the one the resource is keyed to is refused with 409 Conflict too.
 //
+// What an admitted request's handler does is fenced only when the handler
+// runs inside the fence. With an in-process *fencelock.Fencer, Middleware
+// runs the handler inside Fencer.DoFence, so a request with a lower token
+// can never have its effect land after a higher token was admitted. With
+// any other fence (fencesql, a remote service) the admission is a claim,
+// and a claim is not a barrier: a request admitted before a higher token
+// can still be running its handler, and land its effect, after the higher
+// token's request. Such a handler must fence its own effect, with the fence
+// Fence returns, in the resource's own write path (fencesql.Fencer.DoFence
+// in the transaction that writes, say).
+//
 // The header value is the fence's String form (fencelock.Fence.String,
 // parsed with fencelock.ParseFence): the group's ID in 16 hex digits, a
 // colon, and the token in decimal, e.g.
 //
 //	Fencing-Token: 000000000000feed:262144
 //
-// A bare decimal token ("262144") is accepted too, as group 0: it is checked
-// by its token alone. The token is an unsigned 64-bit integer above 0, with
+// A bare decimal token ("262144") is accepted too, as group 0, a fence
+// without a group: a resource keyed to no group checks it by its token
+// alone, and one keyed to a group refuses it as of another group (409,
+// "code":"other_group"; see fencelock.Fencer's Groups). The token is an unsigned 64-bit integer above 0, with
 // no sign, spaces or leading '+' ("42", not "+42" or " 42").
 package fencehttp
 
@@ -60,13 +73,32 @@ func parseHeader(h http.Header) (fencelock.Fence, error) {
 }
 
 // Middleware admits each request's fence for resource(r) against f before
-// calling next: it claims the fence (ClaimFence with the request's context,
-// if f is a fencelock.FenceClaimer; Claim with the bare token otherwise), so
-// an admitted request raises the resource's mark, and a request that carries
-// nothing but a fence is a claim at grant time (see fencelock.Claimer).
-// *fencelock.Fencer and *fencesql.Fencer are FenceClaimers: they key the
+// calling next, so an admitted request raises the resource's mark, and a
+// request that carries nothing but a fence is a claim at grant time (see
+// fencelock.Claimer). *fencelock.Fencer and *fencesql.Fencer key the
 // resource to the first nonzero group admitted and refuse other groups'
-// fences. A fence that is only a Claimer checks tokens alone.
+// fences (and group 0 once keyed). A fence that is only a Claimer checks
+// tokens alone.
+//
+// If f is an in-process *fencelock.Fencer (any fence with its method
+// DoFence(resource string, fence fencelock.Fence, write func() error)
+// error), next runs inside f.DoFence: the fence is admitted and the handler
+// runs under the resource's check, so requests of one resource are served
+// one at a time, and a request with a lower token never has its effect land
+// after a higher token was admitted (a lower token that arrives while a
+// higher one's handler runs waits, then is refused). next must then not
+// call f for the same resource (DoFence's check is not reentrant), and a
+// slow next holds up the resource's other requests.
+//
+// Otherwise Middleware claims the fence (ClaimFence with the request's
+// context, if f is a fencelock.FenceClaimer, such as *fencesql.Fencer;
+// Claim with the bare token otherwise) and then calls next, outside the
+// fence. A claim is not a barrier: it refuses requests with a lower token
+// from when it returns, but a request admitted before it may still be
+// running next, whose effect can then land after the higher token's. A
+// resource that needs "no lower token's effect after a higher one" fences
+// inside its own write path too, with the fence Fence returns
+// (fencesql.Fencer.DoFence in the same transaction as the write, say).
 //
 // A request without exactly one well-formed Fencing-Token header gets 400
 // Bad Request with the JSON body
@@ -86,13 +118,10 @@ func parseHeader(h http.Header) (fencelock.Fence, error) {
 //
 // (groups in 16 hex digits; resource_group is present when f's error is a
 // *fencelock.OtherGroupError); any other error from f gets 500 with
-// "code":"fence_failed". In all those cases next does not run. Admission and
-// the handler's write are not atomic: a request admitted here may still race
-// a later, higher token inside next, so a resource that needs that guarantee
-// fences inside its own write path too, with the fence Fence returns
-// (fencesql.Fencer.DoFence in the same transaction as the write, say).
+// "code":"fence_failed". In all those cases next does not run.
 func Middleware(f fencelock.Claimer, resource func(*http.Request) string, next http.Handler) http.Handler {
 	fc, withGroup := f.(fencelock.FenceClaimer)
+	barrier, inFence := f.(doFencer)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fence, err := parseHeader(r.Header)
 		if err != nil {
@@ -100,6 +129,27 @@ func Middleware(f fencelock.Claimer, resource func(*http.Request) string, next h
 			return
 		}
 		res := resource(r)
+		if inFence {
+			// As Fencer.ClaimFence checks them: a request already gone (or a
+			// grant in its context that is over) claims nothing.
+			err := fencelock.GrantErr(r.Context())
+			if err == nil {
+				err = r.Context().Err()
+			}
+			if err == nil {
+				ran := false
+				err = barrier.DoFence(res, fence, func() error {
+					ran = true
+					next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), fenceKey{}, fence)))
+					return nil
+				})
+				if ran {
+					return // served; the fence's own errors come before next runs
+				}
+			}
+			writeRefusal(w, err, res, fence)
+			return
+		}
 		if withGroup {
 			err = fc.ClaimFence(r.Context(), res, fence)
 		} else {
@@ -111,6 +161,12 @@ func Middleware(f fencelock.Claimer, resource func(*http.Request) string, next h
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), fenceKey{}, fence)))
 	})
+}
+
+// doFencer is a fence that runs a write under its check, as
+// *fencelock.Fencer does.
+type doFencer interface {
+	DoFence(resource string, fence fencelock.Fence, write func() error) error
 }
 
 // writeRefusal answers a fence's refusal, with a code a client can switch
@@ -187,8 +243,9 @@ func writeJSON(w http.ResponseWriter, code int, body map[string]string) {
 // timer had run. A request with no grant in its context is sent without the
 // header. The server's fence still refuses a holder that pauses after the
 // check, once the successor's token has reached it. The group is 0 (sent as
-// 16 zeros, and checked by the token alone) while the holder's replica has
-// not learnt its group's ID.
+// 16 zeros) while the holder's replica has not learnt its group's ID: a
+// resource keyed to no group checks it by its token alone, one keyed to a
+// group refuses it as of another group.
 //
 // The request is cloned before the header is set, as RoundTrippers must not
 // modify their input.

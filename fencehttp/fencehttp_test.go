@@ -119,7 +119,8 @@ func TestMiddlewareAndTransport(t *testing.T) {
 
 // The header carries the group: Middleware keys the resource to the first
 // group admitted, answers another group's fence with 409 and
-// "code":"other_group", and checks a bare token (group 0) alone.
+// "code":"other_group", and refuses a bare token (group 0) once keyed, while
+// an unkeyed resource checks it alone.
 func TestMiddlewareChecksTheGroup(t *testing.T) {
 	fencer := fencelock.NewFencer()
 	srv := newServer(t, fencer)
@@ -137,15 +138,25 @@ func TestMiddlewareChecksTheGroup(t *testing.T) {
 	require.Equal(t, http.StatusConflict, code)
 	require.Equal(t, "other_group", body["code"], "another group is reported as such, not as stale")
 
-	code, _ = srv.send(t, "/res", "262146")
-	require.Equal(t, http.StatusOK, code, "a bare token is checked alone")
-	require.Equal(t, fencelock.Fence{Token: 262146}, srv.last.Load())
+	for _, bare := range []string{"262146", "0000000000000000:262146"} {
+		code, body = srv.send(t, "/res", bare)
+		require.Equal(t, http.StatusConflict, code, "group 0 on a keyed resource: %q", bare)
+		require.Equal(t, map[string]string{"error": "fencing token of another group", "code": "other_group", "resource": "/res",
+			"token": "262146", "group": "0000000000000000", "resource_group": "000000000000feed"}, body)
+	}
+	require.Equal(t, uint64(262144), fencer.Highest("/res"), "group 0 raised nothing")
+	code, _ = srv.send(t, "/res", "000000000000feed:262146")
+	require.Equal(t, http.StatusOK, code)
 	code, body = srv.send(t, "/res", "000000000000feed:262145")
 	require.Equal(t, http.StatusConflict, code)
 	require.Equal(t, map[string]string{"error": "stale fencing token", "code": "stale_token", "resource": "/res", "token": "262145", "highest": "262146"}, body)
 	require.Equal(t, int32(2), srv.served.Load())
 	require.Equal(t, uint64(262146), fencer.Highest("/res"))
 	require.Equal(t, uint64(0xfeed), fencer.Group("/res"))
+
+	code, _ = srv.send(t, "/unkeyed", "7")
+	require.Equal(t, http.StatusOK, code, "a bare token on an unkeyed resource: the token alone")
+	require.Zero(t, fencer.Group("/unkeyed"))
 }
 
 // tokenOnly is a fence that knows no groups: only a Claimer.

@@ -44,8 +44,15 @@
 //     fencelock.ErrOtherGroup)): its tokens are not comparable with the mark,
 //     as those of a group bootstrapped again from empty Dirs, which restart
 //     low;
-//   - group 0 (no grant in ctx, or a replica that has not learnt its group's
-//     ID yet) is checked by its token alone.
+//   - group 0 (no grant in ctx, or a fence without a group) is refused by a
+//     resource keyed to a group, with a *fencelock.OtherGroupError whose
+//     Fence.Group is 0, and never raises its mark: its token is not known
+//     to be of the resource's group, and admitting it would let another
+//     deployment's writer lift the mark over the group's next holder, who
+//     would then be refused as stale, hiding that two groups write. On a
+//     resource keyed to no group it is checked by its token alone and keys
+//     nothing, so resources only ever written with bare tokens work as
+//     before.
 //
 // Rekey is the operator's way out when the group was replaced on purpose.
 //
@@ -175,9 +182,10 @@ func buildQueries(d Dialect, table string) queries {
 	q := queries{
 		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (resource TEXT PRIMARY KEY, highest BIGINT NOT NULL, grp BIGINT NOT NULL DEFAULT 0)`,
 		// Equal tokens are admitted (<=): the same holder writing again.
-		// Another nonzero group than the stored nonzero one is refused
-		// whatever its token; a stored 0 takes the presented group (a fresh
-		// row takes it as inserted); a presented 0 leaves the stored one.
+		// Once the stored group is nonzero, any other presented group, 0
+		// included, is refused whatever its token; a stored 0 takes the
+		// presented group (a fresh row takes it as inserted), and a
+		// presented 0 on a stored 0 is checked by its token alone.
 		// When the WHERE fails, nothing is written and no row is affected;
 		// on PostgreSQL the row stays locked until the transaction ends, so
 		// the read that tells stale from other group sees the row that
@@ -186,7 +194,7 @@ func buildQueries(d Dialect, table string) queries {
 			`ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest, ` +
 			`grp = CASE WHEN ` + t + `.grp = 0 THEN excluded.grp ELSE ` + t + `.grp END ` +
 			`WHERE ` + t + `.highest <= excluded.highest ` +
-			`AND (excluded.grp = 0 OR ` + t + `.grp = 0 OR ` + t + `.grp = excluded.grp)`,
+			`AND (` + t + `.grp = 0 OR ` + t + `.grp = excluded.grp)`,
 		mark: `SELECT highest, grp FROM ` + t + ` WHERE resource = ?`,
 		// Unconditional: the operator's re-key overrides the mark.
 		rekey: `INSERT INTO ` + t + ` (resource, highest, grp) VALUES (?, ?, ?) ` +
@@ -381,7 +389,8 @@ func check(resource string, token uint64) error {
 // is stopped by the mark, once the successor's token has reached it (Claim);
 // until it commits, its transaction holds the mark's lock, so a successor's
 // Claim waits for it and is ordered after it. Without a grant in ctx the
-// token is checked alone.
+// token is bare (group 0): checked alone on a resource keyed to no group,
+// refused with a *fencelock.OtherGroupError on a keyed one (see Groups).
 //
 // A nil write makes Do the same as Claim.
 func (f *Fencer) Do(ctx context.Context, resource string, token uint64, write func(tx *sql.Tx) error) error {
@@ -393,7 +402,8 @@ func (f *Fencer) Do(ctx context.Context, resource string, token uint64, write fu
 
 // DoFence is Do with an explicit fence, for a fence that came without a
 // grant context (from a request header: fencehttp.Fence): the group checked
-// is fence.Group, whatever grant ctx carries, and 0 checks the token alone.
+// is fence.Group, whatever grant ctx carries; group 0 is checked as a bare
+// token (see Groups).
 // A grant in ctx is still re-checked as Do does.
 func (f *Fencer) DoFence(ctx context.Context, resource string, fence fencelock.Fence, write func(tx *sql.Tx) error) error {
 	token := fence.Token
@@ -460,7 +470,7 @@ func (f *Fencer) admit(ctx context.Context, tx *sql.Tx, resource string, fence f
 	if err := tx.QueryRowContext(ctx, f.q.mark, resource).Scan(&v, &g); err != nil {
 		return fmt.Errorf("fencesql: reading mark of %q after refusing token %d: %w", resource, fence.Token, err)
 	}
-	if group := decodeGroup(g); fence.Group != 0 && group != 0 && group != fence.Group {
+	if group := decodeGroup(g); group != 0 && group != fence.Group {
 		return &fencelock.OtherGroupError{Resource: resource, Fence: fence, Group: group}
 	}
 	return &fencelock.StaleTokenError{Resource: resource, Token: fence.Token, Highest: decode(v)}
@@ -496,10 +506,8 @@ func (f *Fencer) ClaimFence(ctx context.Context, resource string, fence fenceloc
 // the new key.
 //
 // Re-key ONLY ONCE EVERY HOLDER OF THE OLD GROUP HAS STOPPED. The reset mark
-// refuses none of the new group's tokens, and a holder of the old group that
-// still runs and writes without a group (no grant context, or a replica that
-// had not learnt the old group's ID) is checked by its token alone, and
-// admitted: the fence it was meant to be refused by is gone. Rekey is not for
+// refuses none of the new group's tokens: the fence the old group's
+// stragglers were refused by is gone. Rekey is not for
 // programs to call on ErrOtherGroup: that error means two groups are writing
 // to one resource, which only a person can sort out.
 func (f *Fencer) Rekey(ctx context.Context, resource string, group uint64) error {

@@ -87,8 +87,8 @@ func TestDoRechecksGrantBeforeCommit(t *testing.T) {
 // Do and Claim take the group from the grant their ctx carries: the claim
 // keys the resource to the holder's group, and a resource keyed to another
 // group (here, by Rekey) refuses the holder's writes though its token is
-// higher than the mark, while the same token without a grant context is
-// checked alone.
+// higher than the mark, and so does the same token without a grant context
+// (a bare token).
 func TestDoTakesTheGroupFromTheGrant(t *testing.T) {
 	forEachDB(t, func(t *testing.T, ctx context.Context, d *testDB) {
 		node := startOne(t, ctx, clock.Real)
@@ -125,9 +125,10 @@ func TestDoTakesTheGroupFromTheGrant(t *testing.T) {
 		require.Zero(t, highest(t, ctx, f, "theirs"), "nothing committed")
 		require.Empty(t, d.rows(ctx, data))
 
-		require.NoError(t, f.Do(ctx, "theirs", tok, d.insert(ctx, data, row{"theirs", tok, 2})), "no grant: the token alone")
+		require.ErrorIs(t, f.Do(ctx, "theirs", tok, d.insert(ctx, data, row{"theirs", tok, 2})), fencelock.ErrOtherGroup,
+			"no grant: a bare token, refused by a keyed resource")
 		// An explicit fence wins over the grant's group.
-		require.NoError(t, f.DoFence(lctx, "theirs", fencelock.Fence{Group: id ^ 1, Token: tok}, nil))
+		require.NoError(t, f.DoFence(lctx, "theirs", fencelock.Fence{Group: id ^ 1, Token: tok}, d.insert(ctx, data, row{"theirs", tok, 2})))
 		require.Equal(t, []row{{"theirs", tok, 2}}, d.rows(ctx, data))
 		require.NoError(t, s.Close(ctx))
 	})

@@ -67,9 +67,10 @@ func TestOtherGroupRefused(t *testing.T) {
 	})
 }
 
-// Group 0 (no grant in ctx, or a bare token) is checked by its token alone,
-// on a keyed resource as on an unkeyed one, and keys nothing; a stale fence
-// keys nothing either; the first admitted nonzero group does.
+// Group 0 (no grant in ctx, or a bare token) is checked by its token alone
+// on an unkeyed resource, and keys nothing; a stale fence keys nothing
+// either; the first admitted nonzero group does, and from then on group 0
+// is refused as of another group and raises nothing.
 func TestGroupZeroChecksTokenOnlyAndFirstGroupIsAdopted(t *testing.T) {
 	forEachDB(t, func(t *testing.T, ctx context.Context, d *testDB) {
 		f, table := open(t, ctx, d)
@@ -87,16 +88,44 @@ func TestGroupZeroChecksTokenOnlyAndFirstGroupIsAdopted(t *testing.T) {
 			"adopted, stored as int64(group): 0xfeedfacecafebeef")
 		require.Equal(t, uint64(0xfeedfacecafebeef), uint64(storedGroup(t, ctx, d, table, "r")))
 
-		require.NoError(t, f.Do(ctx, "r", 7, d.insert(ctx, data, row{"r", 7, 4})), "no grant in ctx: token alone")
-		require.NoError(t, f.DoFence(ctx, "r", fencelock.Fence{Token: 8}, d.insert(ctx, data, row{"r", 8, 5})))
-		require.ErrorIs(t, f.Do(ctx, "r", 6, d.insert(ctx, data, row{"r", 6, 6})), fencelock.ErrStaleToken)
+		var calls atomic.Int32
+		err := f.Do(ctx, "r", 7, spy(&calls, d.insert(ctx, data, row{"r", 7, 4})))
+		require.ErrorIs(t, err, fencelock.ErrOtherGroup, "no grant in ctx: a bare token, refused by a keyed resource")
+		var other *fencelock.OtherGroupError
+		require.ErrorAs(t, err, &other)
+		require.Equal(t, fencelock.OtherGroupError{Resource: "r", Fence: fencelock.Fence{Token: 7}, Group: g2}, *other)
+		require.ErrorIs(t, f.DoFence(ctx, "r", fencelock.Fence{Token: 8}, spy(&calls, d.insert(ctx, data, row{"r", 8, 5}))), fencelock.ErrOtherGroup)
+		require.ErrorIs(t, f.Claim(ctx, "r", 9), fencelock.ErrOtherGroup)
+		require.Zero(t, calls.Load(), "refused before the write ran")
+		require.Equal(t, uint64(6), highest(t, ctx, f, "r"), "group 0 raised nothing")
 		require.Equal(t, stored(g2), storedGroup(t, ctx, d, table, "r"), "group 0 leaves the key alone")
+		require.NoError(t, f.DoFence(ctx, "r", fencelock.Fence{Group: g2, Token: 7}, d.insert(ctx, data, row{"r", 7, 4})))
 		require.ErrorIs(t, f.ClaimFence(ctx, "r", fencelock.Fence{Group: g1, Token: 9}), fencelock.ErrOtherGroup)
 
 		// A fresh resource is keyed by its first fence, inserted.
 		require.NoError(t, f.ClaimFence(ctx, "s", fencelock.Fence{Group: g1, Token: 1}))
 		require.Equal(t, stored(g1), storedGroup(t, ctx, d, table, "s"))
-		require.Equal(t, []row{{"r", 5, 1}, {"r", 6, 2}, {"r", 6, 3}, {"r", 7, 4}, {"r", 8, 5}}, d.rows(ctx, data))
+		require.Equal(t, []row{{"r", 5, 1}, {"r", 6, 2}, {"r", 6, 3}, {"r", 7, 4}}, d.rows(ctx, data))
+	})
+}
+
+// The probe: a resource keyed to group feed at token 100 is sent
+// Fence{0, 5000}. The upsert must refuse it as of no group and leave the
+// mark alone, so that the group's next holder, token 200, is admitted;
+// before, the group-0 fence raised the mark to 5000 and 200 was refused as
+// stale, hiding that two groups write.
+func TestGroupZeroRefusedByAKeyedResource(t *testing.T) {
+	forEachDB(t, func(t *testing.T, ctx context.Context, d *testDB) {
+		f, table := open(t, ctx, d)
+		const feed = 0xfeed
+		require.NoError(t, f.ClaimFence(ctx, "feed", fencelock.Fence{Group: feed, Token: 100}))
+		err := f.ClaimFence(ctx, "feed", fencelock.Fence{Token: 5000})
+		require.ErrorIs(t, err, fencelock.ErrOtherGroup)
+		require.NotErrorIs(t, err, fencelock.ErrStaleToken)
+		require.Equal(t, uint64(100), highest(t, ctx, f, "feed"), "group 0 never raises the mark")
+		require.NoError(t, f.ClaimFence(ctx, "feed", fencelock.Fence{Group: feed, Token: 200}), "the group's next holder")
+		require.Equal(t, uint64(200), highest(t, ctx, f, "feed"))
+		require.Equal(t, stored(feed), storedGroup(t, ctx, d, table, "feed"))
 	})
 }
 

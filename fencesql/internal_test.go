@@ -27,7 +27,7 @@ func TestQueries(t *testing.T) {
 	require.Equal(t, `INSERT INTO "marks" (resource, highest, grp) VALUES ($1, $2, $3) `+
 		`ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest, `+
 		`grp = CASE WHEN "marks".grp = 0 THEN excluded.grp ELSE "marks".grp END `+
-		`WHERE "marks".highest <= excluded.highest AND (excluded.grp = 0 OR "marks".grp = 0 OR "marks".grp = excluded.grp)`, pg.upsert)
+		`WHERE "marks".highest <= excluded.highest AND ("marks".grp = 0 OR "marks".grp = excluded.grp)`, pg.upsert)
 	require.Equal(t, `SELECT highest, grp FROM "marks" WHERE resource = $1`, pg.mark)
 	require.Equal(t, `INSERT INTO "marks" (resource, highest, grp) VALUES ($1, $2, $3) `+
 		`ON CONFLICT (resource) DO UPDATE SET highest = excluded.highest, grp = excluded.grp`, pg.rekey)

@@ -93,7 +93,36 @@ type reply struct {
 
 func (r reply) str(k string) string { s, _ := r.body[k].(string); return s }
 
+// secrets holds each session's secret, as its creator keeps it.
+var secrets sync.Map // session ID → secret
+
+// secretOf is the secret of the session a call names, in its body's
+// session_id or its /v1/sessions/{id} path; "" for none.
+func secretOf(u string, body any) string {
+	id := ""
+	if m, ok := body.(map[string]any); ok {
+		id, _ = m["session_id"].(string)
+	}
+	if _, rest, ok := strings.Cut(u, "/v1/sessions/"); ok {
+		id, _, _ = strings.Cut(rest, "/")
+	}
+	s, _ := secrets.Load(id)
+	str, _ := s.(string)
+	return str
+}
+
+// call makes a call as the creator of the session it names would: with
+// that session's secret (callWith sends exactly the headers it is given).
 func call(t *testing.T, method, u string, body any) reply {
+	t.Helper()
+	var hdr map[string]string
+	if sec := secretOf(u, body); sec != "" {
+		hdr = map[string]string{httpapi.SecretHeader: sec}
+	}
+	return callWith(t, method, u, body, hdr)
+}
+
+func callWith(t *testing.T, method, u string, body any, hdr map[string]string) reply {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -108,6 +137,9 @@ func call(t *testing.T, method, u string, body any) reply {
 	}
 	req, err := http.NewRequest(method, u, rd)
 	require.NoError(t, err)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -122,6 +154,8 @@ func newSession(t *testing.T, base string, ttlMS int) string {
 	r := call(t, "POST", base+"/v1/sessions", map[string]any{"ttl_ms": ttlMS})
 	require.Equal(t, 201, r.status, r.raw)
 	require.NotEmpty(t, r.str("session_id"))
+	require.NotEmpty(t, r.str("session_secret"), r.raw)
+	secrets.Store(r.str("session_id"), r.str("session_secret"))
 	return r.str("session_id")
 }
 
@@ -279,12 +313,16 @@ func TestHeartbeatExpiry(t *testing.T) {
 	events := sse(t, ctx, lockURL(b, "x", "watch"))
 	r = call(t, "POST", lockURL(a, "x", "acquire"), map[string]any{"session_id": dead, "wait": true})
 	require.Equal(t, true, r.body["granted"], r.raw)
-	// Heartbeats keep it for 3 TTLs.
+	// Heartbeats keep it for 3 TTLs. The live client heartbeats too: its
+	// replica would give it up 8s after its last renewal, about when the
+	// dead one's lock passes on.
 	start := time.Now()
 	for time.Since(start) < 6*time.Second {
 		r = call(t, "POST", a+"/v1/sessions/"+dead+"/heartbeat", nil)
 		require.Equal(t, 200, r.status, r.raw)
 		require.Equal(t, float64(2000), r.body["timeout_ms"])
+		r = call(t, "POST", b+"/v1/sessions/"+live+"/heartbeat", nil)
+		require.Equal(t, 200, r.status, r.raw)
 		time.Sleep(250 * time.Millisecond) // the client's heartbeat period, not synchronisation
 	}
 	last := time.Now()

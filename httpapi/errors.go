@@ -16,14 +16,17 @@ const (
 	CodeInvalidTTL       = "invalid_ttl"        // 400: ttl_ms out of range
 	CodeValueTooLarge    = "value_too_large"    // 400: an election value over 4096 bytes
 	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
+	CodeForbidden        = "forbidden"          // 403: the session's secret missing or wrong, or the token lacks a right
 	CodeNotFound         = "not_found"          // 404: unknown or ended session, unknown path
 	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeRequestTimeout   = "request_timeout"    // 408: the body did not arrive in time after its headers
 	CodeStaleToken       = "stale_token"        // 409: release of a grant that is not current
 	CodeNotLeader        = "not_leader"         // 409: proclaim or resign of a term that is over
 	CodeLocked           = "locked"             // 409: (reserved) the lock is held
 	CodeTooLarge         = "too_large"          // 413: body over the bound
 	CodeMisdirected      = "session_elsewhere"  // 421: the session lives on a replica this one cannot forward to
 	CodeLimitExceeded    = "limit_exceeded"     // 429: a group limit (sessions, locks per session, waiters)
+	CodeTooManyStreams   = "too_many_streams"   // 429: this replica's open watch and observe streams are at the bound
 	CodeUnavailable      = "unavailable"        // 503: no leader or quorum in time, replica closing
 	CodeInternal         = "internal"           // 500
 )

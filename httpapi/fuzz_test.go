@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fencelock/fencelock"
@@ -68,6 +69,90 @@ func TestDecodeErrors(t *testing.T) {
 	for _, b := range []string{`{"session_id":"1","wiat":true}`, `{"session_id":"1"} {}`, `{`, `{"wait":true}`, `{"session_id":"abc"}`} {
 		if _, err := DecodeAcquire([]byte(b)); !errors.Is(err, errBadRequest) {
 			t.Errorf("DecodeAcquire(%s) = %v, want a bad request", b, err)
+		}
+	}
+}
+
+func FuzzDecodeRevoke(f *testing.F) { fuzzDecoder(f, DecodeRevoke) }
+
+// A tokens file either parses, into tokens without spaces that have only
+// the four rights on non-empty prefixes, or is refused with
+// ErrInvalidTokensFile naming the line or saying it holds no token; it
+// never panics.
+func FuzzParseTokens(f *testing.F) {
+	for _, s := range []string{"", "\n", "# only a comment\n", "tok\n", "a lock:jobs/ read:*\nb\n", "a lock:\n",
+		"a lock\n", "a write:x\n", "a\na\n", "a admin:* elect:orders/ read:@billing\n", " \t a \t read:x \r\n", "a lock:a:b\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		acl, err := ParseTokens(b)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidTokensFile) {
+				t.Fatalf("ParseTokens error %v is not ErrInvalidTokensFile", err)
+			}
+			if !strings.Contains(err.Error(), "line ") && !strings.Contains(err.Error(), "no token") {
+				t.Fatalf("ParseTokens error %q names no line", err)
+			}
+			return
+		}
+		if acl.Len() == 0 {
+			t.Fatal("a parsed file with no token")
+		}
+		for _, p := range acl.principals {
+			if len(p.token) == 0 || strings.ContainsAny(string(p.token), " \t\n") || len(p.grants) == 0 {
+				t.Fatalf("principal %+v", p)
+			}
+			for _, g := range p.grants {
+				switch g.right {
+				case RightRead, RightLock, RightElect, RightAdmin:
+				default:
+					t.Fatalf("right %q", g.right)
+				}
+				if g.prefix == "" {
+					t.Fatal("empty prefix")
+				}
+			}
+			if acl.match(string(p.token)) != &acl.principals[slicesIndex(acl.principals, p.line)] {
+				t.Fatalf("token of line %d does not match itself", p.line)
+			}
+		}
+	})
+}
+
+func slicesIndex(ps []principal, line int) int {
+	for i, p := range ps {
+		if p.line == line {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestParseTokens(t *testing.T) {
+	acl, err := ParseTokens([]byte("# c\n\nall\njobs lock:jobs/ read:*\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, jobs := acl.match("all"), acl.match("jobs")
+	if all == nil || jobs == nil || acl.match("al") != nil || acl.match("") != nil {
+		t.Fatal("match")
+	}
+	for _, r := range []Right{RightRead, RightLock, RightElect, RightAdmin} {
+		if !all.may(r, "anything") {
+			t.Errorf("a token alone lacks %s", r)
+		}
+	}
+	if !jobs.may(RightLock, "jobs/x") || jobs.may(RightLock, "other/x") || jobs.may(RightLock, "jobs") || jobs.may(RightAdmin, "jobs/x") {
+		t.Error("lock:jobs/")
+	}
+	if !jobs.mayPrefix(RightLock, "jobs/a") || jobs.mayPrefix(RightLock, "") || !jobs.mayPrefix(RightRead, "") {
+		t.Error("mayPrefix")
+	}
+	for in, line := range map[string]string{"a\nb write:x\n": "line 2", "a\n\nb lock\n": "line 3", "x lock:\n": "line 1",
+		"a\n#\na read:*\n": "line 3", "# none\n": "no token"} {
+		_, err := ParseTokens([]byte(in))
+		if !errors.Is(err, ErrInvalidTokensFile) || !strings.Contains(err.Error(), line) {
+			t.Errorf("ParseTokens(%q) = %v, want %s", in, err, line)
 		}
 	}
 }

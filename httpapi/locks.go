@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"net/http"
 	"sync"
@@ -17,6 +18,11 @@ import (
 // again.
 type session struct {
 	s *fencelock.Session
+	// digest is the SHA-256 of the session's secret. It lives only in
+	// this process, as the session does: a restarted replica no longer
+	// renews its sessions, so neither needs to survive it, and neither is
+	// ever written to the group's log.
+	digest [sha256.Size]byte
 
 	mu        sync.Mutex
 	locks     map[string]*wait

@@ -9,15 +9,24 @@
 // naming a session owned by another replica are forwarded to it when its HTTP
 // address is known (WithPeers), and answered with 421 session_elsewhere
 // otherwise.
+//
+// A session answers only to its creator: its create response carries a
+// secret, which every call acting on it must send in the
+// Fencelock-Session-Secret header. Bearer tokens (WithACL) say which names
+// a caller may read, lock, elect or administer.
 package httpapi
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -25,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +47,24 @@ import (
 // MaxBodyBytes is the default bound on a request body (WithMaxBody): an
 // election value is at most 4096 bytes, so no valid body comes near it.
 const MaxBodyBytes = 64 << 10
+
+// SecretHeader is the request header that carries a session's secret, the
+// session_secret of its create response, on every call acting on it.
+const SecretHeader = "Fencelock-Session-Secret"
+
+// The defaults of the limits that keep a slow or idle client from pinning
+// the server (WithBodyTimeout, WithMaxStreams; the http.Server's own in
+// cmd/fencelock).
+const (
+	// DefaultBodyTimeout is how long a request body may take to arrive
+	// after its headers.
+	DefaultBodyTimeout = 30 * time.Second
+	// DefaultMaxStreams bounds the open watch and observe streams.
+	DefaultMaxStreams = 1024
+	// DefaultStreamWriteTimeout is how long one event may take to reach a
+	// stream's client before the stream is closed.
+	DefaultStreamWriteTimeout = 10 * time.Second
+)
 
 // forwardedHeader marks a request one replica forwarded to another, so that
 // it is never forwarded again (no loops while ownership is being learnt).
@@ -65,16 +93,36 @@ func WithForwardTransport(rt http.RoundTripper) Option {
 }
 
 // WithBearerTokens makes every call but /healthz, /readyz and the dashboard's
-// page require "Authorization: Bearer T" with T one of tokens. An empty list
-// requires nothing.
+// page require "Authorization: Bearer T" with T one of tokens, each with
+// every right. An empty list requires nothing.
 func WithBearerTokens(tokens []string) Option {
-	return func(s *Server) {
-		for _, t := range tokens {
-			if t = strings.TrimSpace(t); t != "" {
-				s.tokens = append(s.tokens, []byte(t))
-			}
-		}
-	}
+	return func(s *Server) { s.SetACL(aclFromTokens(tokens)) }
+}
+
+// WithACL makes every call but /healthz, /readyz and the dashboard's page
+// require "Authorization: Bearer T" with T one of acl's tokens, and allows
+// it only what T's rights allow (ParseTokens). A nil or empty acl requires
+// no token, and allows every call but the admin right's (revoke, ending a
+// session without its secret).
+func WithACL(acl *ACL) Option { return func(s *Server) { s.SetACL(acl) } }
+
+// WithBodyTimeout bounds how long a request body may take to arrive after
+// its headers (default DefaultBodyTimeout); a slower one is refused with
+// 408, so that a client trickling a body cannot hold a connection and a
+// goroutine for ever. 0 or less: no bound.
+func WithBodyTimeout(d time.Duration) Option { return func(s *Server) { s.bodyTimeout = d } }
+
+// WithMaxStreams bounds the watch and observe streams open at once on this
+// Server (default DefaultMaxStreams); the next is refused with 429
+// too_many_streams. Each stream begins with a linearizable read of the
+// group and holds a goroutine and a connection while it lasts.
+func WithMaxStreams(n int) Option { return func(s *Server) { s.maxStreams = n } }
+
+// WithStreamWriteTimeout bounds how long one event may take to be written
+// to a stream's client (default DefaultStreamWriteTimeout): a client that
+// does not read has its stream closed rather than buffered for.
+func WithStreamWriteTimeout(d time.Duration) Option {
+	return func(s *Server) { s.streamWrite = d }
 }
 
 // WithMaxBody bounds request bodies; larger ones get 413.
@@ -94,11 +142,16 @@ type Server struct {
 	mux       *http.ServeMux
 	peers     map[uint64]*url.URL
 	forwardRT http.RoundTripper
-	tokens    [][]byte
+	acl       atomic.Pointer[ACL] // nil or empty: no token needed
 	maxBody   int64
 	timeout   time.Duration
 	log       *slog.Logger
 	metrics   http.Handler
+
+	bodyTimeout time.Duration
+	streamWrite time.Duration
+	maxStreams  int
+	streams     atomic.Int64 // open streams
 
 	ctx    context.Context // ends at Close: waits, streams
 	cancel context.CancelFunc
@@ -116,6 +169,7 @@ func New(node *fencelock.Node, opts ...Option) *Server {
 	s := &Server{
 		node: node, mux: http.NewServeMux(), peers: map[uint64]*url.URL{},
 		maxBody: MaxBodyBytes, timeout: 10 * time.Second,
+		bodyTimeout: DefaultBodyTimeout, maxStreams: DefaultMaxStreams, streamWrite: DefaultStreamWriteTimeout,
 		sessions: map[ID]*session{}, owners: map[ID]uint64{}, ends: map[uint64]*endKind{},
 	}
 	for _, o := range opts {
@@ -146,43 +200,110 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// SetACL replaces the bearer tokens and their rights (cmd/fencelock calls
+// it on SIGHUP); calls already past the check keep the rights they had. A
+// nil or empty acl requires no token (and allows no admin call).
+func (s *Server) SetACL(acl *ACL) {
+	if acl.Len() == 0 {
+		acl = nil
+	}
+	s.acl.Store(acl)
+}
+
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// access decides whether the caller p (nil without tokens) may make call r:
+// nil, or the 403 naming the missing right.
+type access func(p *principal, r *http.Request) error
+
+// needName requires right on the call's {name}.
+func needName(right Right) access {
+	return func(p *principal, r *http.Request) error {
+		if name := r.PathValue("name"); !p.may(right, name) {
+			return errNoRight(p, right, " on "+strconv.Quote(name))
+		}
+		return nil
+	}
+}
+
+// needSessions is the right to have sessions: lock or elect, on any name.
+func needSessions(p *principal, r *http.Request) error {
+	if !p.mayAny(RightLock) && !p.mayAny(RightElect) {
+		return errForbidden("this token has no lock or elect right, which sessions need")
+	}
+	return nil
+}
+
+func needAnyRead(p *principal, r *http.Request) error {
+	if !p.mayAny(RightRead) {
+		return errForbidden("this token has no read right")
+	}
+	return nil
+}
+
+// needListRead allows GET /v1/locks only for a prefix the token may read
+// whole: a listing is refused rather than filtered, so that its pages and
+// "more" keep their meaning.
+func needListRead(p *principal, r *http.Request) error {
+	if prefix := r.URL.Query().Get("prefix"); !p.mayPrefix(RightRead, prefix) {
+		return errForbidden("this token has no read right on every name with prefix " + strconv.Quote(prefix) +
+			": list with a prefix it may read")
+	}
+	return nil
+}
+
+// needDelete: ending one's own session needs its secret and the right to
+// have sessions; ending another's, without its secret, admin on every name.
+func needDelete(p *principal, r *http.Request) error {
+	if r.Header.Get(SecretHeader) != "" {
+		return needSessions(p, r)
+	}
+	if !p.may(RightAdmin, AllNames) {
+		return errNoRight(p, RightAdmin, ` on "*" (no `+SecretHeader+` header: ending another's session)`)
+	}
+	return nil
+}
 
 // route is one path with its methods; a method it lacks gets a JSON 405.
 type route struct {
 	path    string
 	methods map[string]http.HandlerFunc
-	public  bool // no bearer token needed
+	public  bool              // no bearer token needed
+	access  map[string]access // by method; none: any valid token
 }
 
 func (s *Server) routes() {
 	var rs []*route
-	add := func(path string, public bool, m map[string]http.HandlerFunc) {
-		rs = append(rs, &route{path: path, methods: m, public: public})
+	add := func(path string, public bool, m map[string]http.HandlerFunc, a map[string]access) {
+		rs = append(rs, &route{path: path, methods: m, public: public, access: a})
 	}
-	add("/v1/sessions", false, map[string]http.HandlerFunc{"POST": s.createSession, "GET": s.listSessions})
-	add("/v1/sessions/{id}", false, map[string]http.HandlerFunc{"DELETE": s.deleteSession})
-	add("/v1/sessions/{id}/heartbeat", false, map[string]http.HandlerFunc{"POST": s.heartbeat})
-	add("/v1/locks", false, map[string]http.HandlerFunc{"GET": s.listLocks})
-	add("/v1/locks/{name}", false, map[string]http.HandlerFunc{"GET": s.getLock})
-	add("/v1/locks/{name}/acquire", false, map[string]http.HandlerFunc{"POST": s.acquire})
-	add("/v1/locks/{name}/release", false, map[string]http.HandlerFunc{"POST": s.release})
-	add("/v1/locks/{name}/watch", false, map[string]http.HandlerFunc{"GET": s.watch})
-	add("/v1/elections/{name}", false, map[string]http.HandlerFunc{"GET": s.getElection})
-	add("/v1/elections/{name}/campaign", false, map[string]http.HandlerFunc{"POST": s.campaign})
-	add("/v1/elections/{name}/proclaim", false, map[string]http.HandlerFunc{"POST": s.proclaim})
-	add("/v1/elections/{name}/resign", false, map[string]http.HandlerFunc{"POST": s.resign})
-	add("/v1/elections/{name}/observe", false, map[string]http.HandlerFunc{"GET": s.observe})
-	add("/v1/status", false, map[string]http.HandlerFunc{"GET": s.status})
-	add("/metrics", false, map[string]http.HandlerFunc{"GET": s.metrics.ServeHTTP})
-	add("/healthz", true, map[string]http.HandlerFunc{"GET": s.healthz})
-	add("/readyz", true, map[string]http.HandlerFunc{"GET": s.readyz})
-	add("/{$}", true, map[string]http.HandlerFunc{"GET": s.dashboard})
+	type hm = map[string]http.HandlerFunc
+	type am = map[string]access
+	add("/v1/sessions", false, hm{"POST": s.createSession, "GET": s.listSessions}, am{"POST": needSessions, "GET": needAnyRead})
+	add("/v1/sessions/{id}", false, hm{"DELETE": s.deleteSession}, am{"DELETE": needDelete})
+	add("/v1/sessions/{id}/heartbeat", false, hm{"POST": s.heartbeat}, am{"POST": needSessions})
+	add("/v1/locks", false, hm{"GET": s.listLocks}, am{"GET": needListRead})
+	add("/v1/locks/{name}", false, hm{"GET": s.getLock}, am{"GET": needName(RightRead)})
+	add("/v1/locks/{name}/acquire", false, hm{"POST": s.acquire}, am{"POST": needName(RightLock)})
+	add("/v1/locks/{name}/release", false, hm{"POST": s.release}, am{"POST": needName(RightLock)})
+	add("/v1/locks/{name}/watch", false, hm{"GET": s.watch}, am{"GET": needName(RightRead)})
+	add("/v1/locks/{name}/revoke", false, hm{"POST": s.revokeLock}, am{"POST": needName(RightAdmin)})
+	add("/v1/elections/{name}", false, hm{"GET": s.getElection}, am{"GET": needName(RightRead)})
+	add("/v1/elections/{name}/campaign", false, hm{"POST": s.campaign}, am{"POST": needName(RightElect)})
+	add("/v1/elections/{name}/proclaim", false, hm{"POST": s.proclaim}, am{"POST": needName(RightElect)})
+	add("/v1/elections/{name}/resign", false, hm{"POST": s.resign}, am{"POST": needName(RightElect)})
+	add("/v1/elections/{name}/observe", false, hm{"GET": s.observe}, am{"GET": needName(RightRead)})
+	add("/v1/elections/{name}/revoke", false, hm{"POST": s.revokeElection}, am{"POST": needName(RightAdmin)})
+	add("/v1/status", false, hm{"GET": s.status}, nil)
+	add("/metrics", false, hm{"GET": s.metrics.ServeHTTP}, nil)
+	add("/healthz", true, hm{"GET": s.healthz}, nil)
+	add("/readyz", true, hm{"GET": s.readyz}, nil)
+	add("/{$}", true, hm{"GET": s.dashboard}, nil)
 	for _, rt := range rs {
 		var allow []string
 		for m, h := range rt.methods {
 			allow = append(allow, m)
-			s.mux.Handle(m+" "+rt.path, s.guard(rt.public, h))
+			s.mux.Handle(m+" "+rt.path, s.guard(rt.public, rt.access[m], h))
 		}
 		if slices.Contains(allow, "GET") {
 			allow = append(allow, "HEAD")
@@ -203,35 +324,75 @@ func (s *Server) routes() {
 	})
 }
 
-// guard checks the bearer token and bounds the body.
-func (s *Server) guard(public bool, h http.HandlerFunc) http.HandlerFunc {
+// guard bounds the time the body may take, checks the bearer token and its
+// rights, and reads the body within its bounds (so that no handler waits
+// on a slow client).
+func (s *Server) guard(public bool, need access, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !public && len(s.tokens) > 0 && !s.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="fencelock"`)
-			writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token"))
-			return
+		hasBody := r.Body != nil && r.Body != http.NoBody
+		var rc *http.ResponseController
+		if hasBody && s.bodyTimeout > 0 {
+			// Set before any answer: the server reads what is left of an
+			// unread body after the handler, under this deadline too.
+			rc = http.NewResponseController(w)
+			_ = rc.SetReadDeadline(time.Now().Add(s.bodyTimeout))
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		if !public {
+			acl := s.acl.Load()
+			var p *principal
+			if acl != nil {
+				got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+				if ok {
+					p = acl.match(got)
+				}
+				if p == nil {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="fencelock"`)
+					writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token"))
+					return
+				}
+			}
+			if need != nil {
+				if err := need(p, r); err != nil {
+					writeError(w, err)
+					return
+				}
+			}
+		}
+		if r.Method == http.MethodGet && s.streamWrite > 0 {
+			// A view can be large (a page of a thousand locks): a client
+			// that does not read it must not hold the handler for ever.
+			// It has the call's own bound to be answered, and the
+			// stream's write timeout to take the answer; a stream sets
+			// its own deadline for each event.
+			wrc := http.NewResponseController(w)
+			_ = wrc.SetWriteDeadline(time.Now().Add(s.timeout + s.streamWrite))
+			defer wrc.SetWriteDeadline(time.Time{})
+		}
+		if hasBody {
+			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+			if err != nil {
+				var ne interface{ Timeout() bool }
+				if errors.As(err, &ne) && ne.Timeout() {
+					w.Header().Set("Connection", "close")
+					err = newError(http.StatusRequestTimeout, CodeRequestTimeout,
+						"the request body did not arrive within "+s.bodyTimeout.String()+" of its headers")
+				}
+				writeError(w, err)
+				return
+			}
+			if rc != nil {
+				// The body is in: the connection's next read is the next
+				// request's, or the server's watch for the client going.
+				_ = rc.SetReadDeadline(time.Time{})
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
 		h(w, r)
 	}
 }
 
-func (s *Server) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return false
-	}
-	found := 0
-	for _, t := range s.tokens {
-		// Compare with every token, in constant time, so that timing
-		// reveals neither which token nor how much of one matched.
-		found |= subtle.ConstantTimeCompare([]byte(got), t)
-	}
-	return found == 1
-}
-
-// body reads the request body within the bound, and leaves it to be read
-// again in case the call is forwarded.
+// body returns the request body (guard read it within its bounds), and
+// leaves it to be read again in case the call is forwarded.
 func body(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -256,6 +417,9 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id ID) (hs *sess
 	owner, known := s.owners[id]
 	s.mu.Unlock()
 	if hs != nil {
+		if err := hs.checkSecret(r); err != nil {
+			return nil, false, err
+		}
 		if hs.s.Err() != nil {
 			s.drop(hs)
 			return nil, false, errNoSession
@@ -299,7 +463,8 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id ID) (hs *sess
 	return nil, true, nil
 }
 
-// forward proxies r to peer, streams included.
+// forward proxies r to peer, streams included. Its headers go along, the
+// bearer token and the session's secret among them: the owner checks both.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, id ID, peer *url.URL) {
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -329,8 +494,12 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id ID, peer *ur
 
 // SessionResponse answers POST /v1/sessions and heartbeats.
 type SessionResponse struct {
-	SessionID ID    `json:"session_id,omitempty"`
-	TimeoutMS int64 `json:"timeout_ms"`
+	SessionID ID `json:"session_id,omitempty"`
+	// SessionSecret is the session's credential, in the create response
+	// only: every call acting on the session sends it in the
+	// Fencelock-Session-Secret header. No other answer shows it.
+	SessionSecret string `json:"session_secret,omitempty"`
+	TimeoutMS     int64  `json:"timeout_ms"`
 	// LeaseMS is how long after sending the heartbeat (or the create) whose
 	// answer this is the client may act as holder: stop acting by then
 	// unless a later heartbeat was answered.
@@ -367,7 +536,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	hs := &session{s: fs, locks: map[string]*wait{}, elections: map[string]*wait{}}
+	secret, digest, err := newSecret()
+	if err != nil {
+		_ = fs.Close(ctx)
+		writeError(w, err)
+		return
+	}
+	hs := &session{s: fs, digest: digest, locks: map[string]*wait{}, elections: map[string]*wait{}}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -387,7 +562,38 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		case <-s.ctx.Done():
 		}
 	}()
-	writeJSON(w, http.StatusCreated, sessionResponse(fs, true))
+	resp := sessionResponse(fs, true)
+	resp.SessionSecret = secret
+	writeJSON(w, http.StatusCreated, resp)
+}
+
+// secretBytes is the size of a session secret: 256 bits from crypto/rand,
+// more than the 128 anyone could guess at.
+const secretBytes = 32
+
+// newSecret makes a session secret, and the digest the session keeps of it
+// (the replica keeps no copy of the secret itself).
+func newSecret() (secret string, digest [sha256.Size]byte, err error) {
+	var b [secretBytes]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", digest, err
+	}
+	secret = base64.RawURLEncoding.EncodeToString(b[:])
+	return secret, sha256.Sum256([]byte(secret)), nil
+}
+
+// checkSecret refuses a call that does not carry the session's secret,
+// comparing digests in constant time so that timing tells nothing of it.
+func (hs *session) checkSecret(r *http.Request) error {
+	got := r.Header.Get(SecretHeader)
+	if got == "" {
+		return errForbidden("the session's secret is required: send its session_secret in the " + SecretHeader + " header")
+	}
+	d := sha256.Sum256([]byte(got))
+	if subtle.ConstantTimeCompare(d[:], hs.digest[:]) != 1 {
+		return errForbidden("wrong session secret (" + SecretHeader + ") for this session")
+	}
+	return nil
 }
 
 func (s *Server) drop(hs *session) {
@@ -435,6 +641,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(SecretHeader) == "" {
+		// guard let it through: the caller is an administrator.
+		s.endSession(w, r)
+		return
+	}
 	hs, ok := s.sessionFromPath(w, r)
 	if !ok {
 		return
@@ -448,6 +659,31 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// endSession ends any session at the group, without its secret, as an
+// expiry would (Node.EndSession: a lock-delay applies, for its holder did
+// not choose to stop). Any replica can: the owner need not be up.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	if err := s.node.EndSession(ctx, uint64(id)); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.mu.Lock()
+	hs := s.sessions[id]
+	s.mu.Unlock()
+	if hs != nil {
+		s.drop(hs)
+	}
+	s.log.Info("httpapi: session ended by an administrator", "session", uint64(id))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -530,6 +766,21 @@ type StatusJSON struct {
 	Waiters      int               `json:"waiters"`
 	// HTTPSessions counts the sessions this replica's API owns.
 	HTTPSessions int `json:"http_sessions"`
+	// Groups are every group this replica runs, the default group (name
+	// "") first; the fields above are the default group's.
+	Groups []GroupJSON `json:"groups"`
+}
+
+// GroupJSON is one group in StatusJSON.
+type GroupJSON struct {
+	Name      string   `json:"name"`
+	GroupID   string   `json:"group_id"`
+	LeaderID  uint64   `json:"leader_id"`
+	IsLeader  bool     `json:"is_leader"`
+	NonVoting bool     `json:"non_voting"`
+	Voters    []uint64 `json:"voters"`
+	Term      uint64   `json:"term"`
+	LocksHeld int      `json:"locks_held"`
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -540,6 +791,11 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters}
 	for id, a := range st.Voters {
 		out.Voters[strconv.FormatUint(id, 10)] = a
+	}
+	for _, g := range st.Groups {
+		out.Groups = append(out.Groups, GroupJSON{Name: g.Name, GroupID: strconv.FormatUint(g.GroupID, 16),
+			LeaderID: g.LeaderID, IsLeader: g.IsLeader, NonVoting: g.NonVoting,
+			Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term, LocksHeld: g.LocksHeld})
 	}
 	// The full membership (non-voting replicas too) is a linearizable read;
 	// without a quorum the local view above is still worth showing.

@@ -5,7 +5,11 @@
 // The collector reads Node.Stats when scraped: the library counts with
 // atomics on its own paths, and nothing of Prometheus runs, or allocates,
 // between scrapes. Every metric carries the label replica, the replica's
-// ID, so that the replicas of one process can share a registry.
+// ID, so that the replicas of one process can share a registry, and the
+// label group, the group it describes: empty for the default group (which
+// Prometheus stores as no label, so a deployment without Config.Groups keeps
+// its series), a Config.Groups name for the others. A replica reports every
+// group it runs, voting or not; fencelock_role says which.
 //
 // What to alert on:
 //   - fencelock_has_leader == 0 for longer than a few election timeouts: the
@@ -52,7 +56,7 @@ type descs struct {
 func NewCollector(node *fencelock.Node) *Collector {
 	labels := prometheus.Labels{"replica": strconv.FormatUint(node.Status().ReplicaID, 10)}
 	d := func(name, help string, variable ...string) *prometheus.Desc {
-		return prometheus.NewDesc("fencelock_"+name, help, variable, labels)
+		return prometheus.NewDesc("fencelock_"+name, help, append([]string{"group"}, variable...), labels)
 	}
 	return &Collector{node: node, descs: descs{
 		sessions:         d("sessions", "Open sessions in the group, as applied on this replica."),
@@ -88,13 +92,19 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.node.Stats()
+	for _, g := range c.node.Stats().Groups {
+		c.collect(ch, &g)
+	}
+}
+
+// collect sends one group's figures.
+func (c *Collector) collect(ch chan<- prometheus.Metric, st *fencelock.GroupStats) {
 	d := &c.descs
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{st.Name}, labels...)...)
 	}
 	counter := func(desc *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v))
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), st.Name)
 	}
 	gauge(d.sessions, float64(st.Sessions))
 	gauge(d.locks, float64(st.LocksHeld))
@@ -106,14 +116,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.keepAliveEntries, st.KeepAliveEntries)
 	counter(d.renewals, st.Renewals)
 	counter(d.leaderChanges, st.LeaderChanges)
-	counter(d.connFailures, st.ConnectionFailures)
+	if st.Name == "" {
+		counter(d.connFailures, st.ConnectionFailures)
+	}
 
 	h := st.ProposalLatency
 	buckets := make(map[float64]uint64, len(h.Buckets))
 	for _, b := range h.Buckets {
 		buckets[b.UpperBound.Seconds()] = b.Count
 	}
-	ch <- prometheus.MustNewConstHistogram(d.proposals, h.Count, h.Sum.Seconds(), buckets)
+	ch <- prometheus.MustNewConstHistogram(d.proposals, h.Count, h.Sum.Seconds(), buckets, st.Name)
 
 	role := "voter"
 	switch {

@@ -69,7 +69,9 @@ func scrape(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 		for _, m := range f.Metric {
 			key := f.GetName()
 			for _, l := range m.Label {
-				if l.GetName() != "replica" {
+				// An empty label is no label to Prometheus: the
+				// default group's series keep their names.
+				if l.GetName() != "replica" && l.GetValue() != "" {
 					key += fmt.Sprintf("{%s=%s}", l.GetName(), l.GetValue())
 				}
 			}
@@ -183,4 +185,36 @@ func TestCollectorFollowsTheGroup(t *testing.T) {
 		m := scrape(t, one)
 		return m["fencelock_leader_changes_total"] == changes+1 && m["fencelock_has_leader"] == 1
 	})
+}
+
+// Every group the replica runs has its series, labelled by group; the
+// default group's carry an empty group label, which Prometheus stores as
+// none.
+func TestCollectorLabelsByGroup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	n, err := fencelock.Start(ctx, fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
+		Logger: slog.New(slog.DiscardHandler), Groups: []fencelock.GroupConfig{{Name: "billing", Voters: []uint64{1}}}})
+	require.NoError(t, err)
+	defer n.Close()
+	waitFor(t, ctx, "leaders", func() bool {
+		st := n.Status()
+		return len(st.Groups) == 2 && st.Groups[0].LeaderID == 1 && st.Groups[1].LeaderID == 1
+	})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(n))
+	problems, err := testutil.GatherAndLint(reg)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	got := scrape(t, reg)
+	require.Equal(t, 1.0, got["fencelock_role{role=leader}"], "the default group")
+	require.Equal(t, 1.0, got["fencelock_role{group=billing}{role=leader}"])
+	require.Equal(t, 1.0, got["fencelock_has_leader{group=billing}"])
+	require.Equal(t, 1.0, got["fencelock_voters{group=billing}"])
+	require.Contains(t, got, "fencelock_peer_connection_failures_total")
+	require.NotContains(t, got, "fencelock_peer_connection_failures_total{group=billing}", "connections are the host's, counted once")
 }

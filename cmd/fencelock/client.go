@@ -91,6 +91,12 @@ func (e *apiError) Error() string {
 
 // do calls the API; out receives a 2xx answer's JSON.
 func (c *client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.doSession(ctx, "", method, path, in, out)
+}
+
+// doSession is do for a call acting on a session: with its secret, which
+// the API requires of such calls.
+func (c *client) doSession(ctx context.Context, secret, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -108,6 +114,9 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if secret != "" {
+		req.Header.Set(httpapi.SecretHeader, secret)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

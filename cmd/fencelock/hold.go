@@ -55,10 +55,11 @@ func (f *holdFlags) parse(name, argsUsage string, args []string) ([]string, []st
 // the lease the API grants (lease_ms after the send of the last one
 // answered), by this process's monotonic clock.
 type holder struct {
-	c     *client
-	id    string
-	ttl   time.Duration
-	lease time.Duration
+	c      *client
+	id     string
+	secret string // the session's, sent with every call acting on it
+	ttl    time.Duration
+	lease  time.Duration
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -72,7 +73,7 @@ func (c *client) newHolder(ctx context.Context, ttl time.Duration) (*holder, err
 	if err := c.do(ctx, "POST", "/v1/sessions", httpapi.CreateSessionRequest{TTLMillis: ttl.Milliseconds()}, &r); err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
-	h := &holder{c: c, id: r.SessionID.String(), ttl: time.Duration(r.TimeoutMS) * time.Millisecond,
+	h := &holder{c: c, id: r.SessionID.String(), secret: r.SessionSecret, ttl: time.Duration(r.TimeoutMS) * time.Millisecond,
 		lease: time.Duration(r.LeaseMS) * time.Millisecond, lost: make(chan struct{})}
 	h.deadline = sent.Add(h.lease)
 	return h, nil
@@ -110,7 +111,7 @@ func (h *holder) run(ctx context.Context) {
 				sent := time.Now()
 				bctx, cancel := context.WithTimeout(ctx, h.ttl/3)
 				defer cancel()
-				err := h.c.do(bctx, "POST", "/v1/sessions/"+h.id+"/heartbeat", nil, nil)
+				err := h.do(bctx, "POST", "/v1/sessions/"+h.id+"/heartbeat", nil, nil)
 				var ae *apiError
 				if errors.As(err, &ae) && ae.status == 404 {
 					h.lose(fmt.Errorf("session ended at the group: %w", err))
@@ -152,7 +153,12 @@ func (h *holder) close() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = h.c.do(ctx, "DELETE", "/v1/sessions/"+h.id, nil, nil)
+	_ = h.do(ctx, "DELETE", "/v1/sessions/"+h.id, nil, nil)
+}
+
+// do calls the API as the session's creator: with its secret.
+func (h *holder) do(ctx context.Context, method, path string, in, out any) error {
+	return h.c.doSession(ctx, h.secret, method, path, in, out)
 }
 
 // grantWatch is how lock and elect take their grant and follow it.
@@ -298,7 +304,7 @@ func lockCmd(args []string) error {
 			stream: path + "/watch",
 			take: func(ctx context.Context) (string, error) {
 				var r httpapi.AcquireResponse
-				if err := h.c.do(ctx, "POST", path+"/acquire", httpapi.AcquireRequest{SessionID: mustID(h.id), Wait: true}, &r); err != nil {
+				if err := h.do(ctx, "POST", path+"/acquire", httpapi.AcquireRequest{SessionID: mustID(h.id), Wait: true}, &r); err != nil {
 					return "", fmt.Errorf("acquire %s: %w", name, err)
 				}
 				if !r.Granted {
@@ -336,7 +342,7 @@ func electCmd(args []string) error {
 			stream: path + "/observe",
 			take: func(ctx context.Context) (string, error) {
 				var r httpapi.CampaignResponse
-				if err := h.c.do(ctx, "POST", path+"/campaign", httpapi.CampaignRequest{SessionID: mustID(h.id), Value: value, Wait: true}, &r); err != nil {
+				if err := h.do(ctx, "POST", path+"/campaign", httpapi.CampaignRequest{SessionID: mustID(h.id), Value: value, Wait: true}, &r); err != nil {
 					return "", fmt.Errorf("campaign %s: %w", name, err)
 				}
 				if !r.Elected {

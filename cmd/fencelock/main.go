@@ -20,7 +20,7 @@ import (
 )
 
 const usage = `usage:
-  fencelock serve --id N --peers ID=HOST:PORT,... --dir DIR [--http ADDR] [flags]
+  fencelock serve --id N --peers ID=HOST:PORT,... --dir DIR [--group NAME=ID,ID,...]... [--http ADDR] [flags]
   fencelock lock [--http URL] [--ttl D] [--grace D] NAME -- CMD [ARGS...]
   fencelock elect [--http URL] [--ttl D] [--grace D] NAME VALUE -- CMD [ARGS...]
   fencelock status [--http URL] [-o json]

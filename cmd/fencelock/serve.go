@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -50,23 +51,82 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// readTokens reads bearer tokens, one a line; blank lines and lines starting
-// with # are skipped.
-func readTokens(path string) ([]string, error) {
+// readTokens reads the tokens file: `TOKEN [RIGHT:PREFIX ...]` lines
+// (httpapi.ParseTokens); blank lines and lines starting with # are skipped.
+func readTokens(path string) (*httpapi.ACL, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--tokens-file: %w", err)
 	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-			out = append(out, l)
+	acl, err := httpapi.ParseTokens(b)
+	if err != nil {
+		return nil, fmt.Errorf("--tokens-file %s: %w", path, err)
+	}
+	return acl, nil
+}
+
+// limits are the bounds that keep slow or idle clients from pinning the
+// server, each a flag of serve.
+type limits struct {
+	idle, body, header time.Duration
+	maxHeaderBytes     int
+	maxStreams         int
+}
+
+func (l *limits) register(fs *flag.FlagSet) {
+	fs.DurationVar(&l.idle, "idle-timeout", 60*time.Second, "close a keep-alive connection idle this long")
+	fs.DurationVar(&l.body, "body-timeout", httpapi.DefaultBodyTimeout, "refuse (408) a request body not arrived this long after its headers")
+	fs.DurationVar(&l.header, "header-timeout", 10*time.Second, "close a connection whose request headers take longer")
+	fs.IntVar(&l.maxHeaderBytes, "max-header-bytes", 64<<10, "refuse (431) request headers larger than this")
+	fs.IntVar(&l.maxStreams, "max-streams", httpapi.DefaultMaxStreams, "open watch and observe streams this replica allows; the next gets 429 too_many_streams")
+}
+
+func (l *limits) check() error {
+	switch {
+	case l.idle <= 0, l.body <= 0, l.header <= 0:
+		return errors.New("serve: --idle-timeout, --body-timeout and --header-timeout must be positive")
+	case l.maxHeaderBytes < 4<<10:
+		return errors.New("serve: --max-header-bytes must be at least 4096")
+	case l.maxStreams < 1:
+		return errors.New("serve: --max-streams must be at least 1")
+	}
+	return nil
+}
+
+// server is the http.Server of h under l.
+func (l *limits) server(h http.Handler, tlsCfg *tls.Config, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, TLSConfig: tlsCfg, ReadHeaderTimeout: l.header, IdleTimeout: l.idle,
+		MaxHeaderBytes: l.maxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+}
+
+// groupFlags collects the repeatable --group NAME=ID,ID,... flag.
+type groupFlags []fencelock.GroupConfig
+
+func (g *groupFlags) String() string {
+	parts := make([]string, len(*g))
+	for i, x := range *g {
+		parts[i] = fmt.Sprintf("%s=%v", x.Name, x.Voters)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Set parses one NAME=ID,ID,... value; the Config's validation checks the
+// name and the voters.
+func (g *groupFlags) Set(s string) error {
+	name, ids, ok := strings.Cut(s, "=")
+	if !ok || name == "" || ids == "" {
+		return fmt.Errorf("%q is not NAME=ID,ID,...", s)
+	}
+	var voters []uint64
+	for _, x := range strings.Split(ids, ",") {
+		id, err := strconv.ParseUint(strings.TrimSpace(x), 10, 64)
+		if err != nil || id == 0 {
+			return fmt.Errorf("%q: voter %q is not a positive replica ID", s, x)
 		}
+		voters = append(voters, id)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--tokens-file %s holds no token", path)
-	}
-	return out, nil
+	*g = append(*g, fencelock.GroupConfig{Name: name, Voters: voters})
+	return nil
 }
 
 func serve(args []string) error {
@@ -84,8 +144,12 @@ func serve(args []string) error {
 	httpCert := fs.String("http-cert", "", "serve HTTPS with this certificate (with --http-key)")
 	httpKey := fs.String("http-key", "", "key of --http-cert")
 	httpClientCA := fs.String("http-client-ca", "", "require HTTPS client certificates signed by this CA")
-	tokensFile := fs.String("tokens-file", "", "require a bearer token, one of this file's lines, on every API call")
+	tokensFile := fs.String("tokens-file", "", "require a bearer token on every API call: lines TOKEN [RIGHT:PREFIX ...], RIGHT read, lock, elect or admin; reread on SIGHUP")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	var lim limits
+	lim.register(fs)
+	var groups groupFlags
+	fs.Var(&groups, "group", "a named group beside the default one, NAME=ID,ID,... of its voters (1, 3 or 5 of --peers); repeatable, the same list on every replica")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,8 +183,11 @@ func serve(args []string) error {
 	case *httpClientCA != "" && *httpCert == "":
 		return errors.New("serve: --http-client-ca needs --http-cert")
 	}
+	if err := lim.check(); err != nil {
+		return err
+	}
 	cfg := fencelock.Config{ReplicaID: *id, Members: members, Dir: *dir, SessionTTL: *ttl,
-		ListenAddr: *raftListen, Logger: log}
+		ListenAddr: *raftListen, Logger: log, Groups: groups}
 	if *raftCA != "" {
 		cfg.Transport = transport.MutualTLS(*raftCA, *raftCert, *raftKey)
 	}
@@ -128,13 +195,14 @@ func serve(args []string) error {
 		return err
 	}
 	var opts []httpapi.Option
-	opts = append(opts, httpapi.WithLogger(log), httpapi.WithPeers(hp))
+	opts = append(opts, httpapi.WithLogger(log), httpapi.WithPeers(hp),
+		httpapi.WithBodyTimeout(lim.body), httpapi.WithMaxStreams(lim.maxStreams))
 	if *tokensFile != "" {
-		tokens, err := readTokens(*tokensFile)
+		acl, err := readTokens(*tokensFile)
 		if err != nil {
 			return err
 		}
-		opts = append(opts, httpapi.WithBearerTokens(tokens))
+		opts = append(opts, httpapi.WithACL(acl))
 	}
 	var tlsCfg *tls.Config
 	if *httpCert != "" {
@@ -166,13 +234,18 @@ func serve(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// SIGHUP rereads the tokens file; caught from here on, so that it never
+	// kills a replica that is starting.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	node, err := fencelock.Start(ctx, cfg)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	api := httpapi.New(node, opts...)
-	srv := &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	srv := lim.server(api, tlsCfg, log)
 	served := make(chan error, 1)
 	go func() {
 		if tlsCfg != nil {
@@ -186,11 +259,18 @@ func serve(args []string) error {
 		scheme = "https"
 	}
 	log.Info("fencelock: serving", "replica", *id, "http", scheme+"://"+ln.Addr().String(), "dir", *dir)
-	select {
-	case <-ctx.Done():
-		log.Info("fencelock: shutting down")
-	case err = <-served:
-		log.Error("fencelock: HTTP server failed", "err", err)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("fencelock: shutting down")
+			break wait
+		case err = <-served:
+			log.Error("fencelock: HTTP server failed", "err", err)
+			break wait
+		case <-hup:
+			reloadTokens(api, *tokensFile, log)
+		}
 	}
 	// Streams and waiting acquires first (they never go idle), then the
 	// HTTP server lets calls in flight finish, then the replica stops.
@@ -203,4 +283,21 @@ func serve(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// reloadTokens rereads the tokens file into api. A file that cannot be read
+// or parsed leaves the tokens as they were, and says why: a typo must not
+// lock every client out, nor let every client in.
+func reloadTokens(api *httpapi.Server, path string, log *slog.Logger) {
+	if path == "" {
+		log.Warn("fencelock: SIGHUP: no --tokens-file to reload")
+		return
+	}
+	acl, err := readTokens(path)
+	if err != nil {
+		log.Error("fencelock: SIGHUP: tokens file not reloaded; the previous tokens stay in force", "err", err)
+		return
+	}
+	api.SetACL(acl)
+	log.Info("fencelock: SIGHUP: tokens file reloaded", "tokens", acl.Len())
 }

@@ -165,6 +165,26 @@ func (r reply) str(k string) string { s, _ := r.body[k].(string); return s }
 
 var hc = &http.Client{Timeout: 30 * time.Second}
 
+// secrets holds each session's secret, as its creator keeps it.
+var secrets sync.Map // session ID → secret
+
+// secretOf is the secret of the session a call names, in its body's
+// session_id or its /v1/sessions/{id} path; "" for none.
+func secretOf(u string, body any) string {
+	id := ""
+	if m, ok := body.(map[string]any); ok {
+		id, _ = m["session_id"].(string)
+	}
+	if _, rest, ok := strings.Cut(u, "/v1/sessions/"); ok {
+		id, _, _ = strings.Cut(rest, "/")
+	}
+	s, _ := secrets.Load(id)
+	str, _ := s.(string)
+	return str
+}
+
+// do makes a call as the creator of the session it names would: with that
+// session's secret.
 func do(t *testing.T, method, u string, body any) reply {
 	t.Helper()
 	var rd io.Reader
@@ -176,6 +196,9 @@ func do(t *testing.T, method, u string, body any) reply {
 	}
 	req, err := http.NewRequest(method, u, rd)
 	require.NoError(t, err)
+	if sec := secretOf(u, body); sec != "" {
+		req.Header.Set("Fencelock-Session-Secret", sec)
+	}
 	resp, err := hc.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -189,6 +212,8 @@ func session(t *testing.T, base string, ttlMS int) string {
 	t.Helper()
 	r := do(t, "POST", base+"/v1/sessions", map[string]any{"ttl_ms": ttlMS})
 	require.Equal(t, 201, r.status, r.raw)
+	require.NotEmpty(t, r.str("session_secret"), r.raw)
+	secrets.Store(r.str("session_id"), r.str("session_secret"))
 	return r.str("session_id")
 }
 
@@ -260,7 +285,9 @@ func heartbeat(base, id string, period time.Duration) (stop func() time.Time) {
 		defer t.Stop()
 		for {
 			sent := time.Now()
-			if resp, err := hc.Post(base+"/v1/sessions/"+id+"/heartbeat", "application/json", nil); err == nil {
+			req, _ := http.NewRequest("POST", base+"/v1/sessions/"+id+"/heartbeat", nil)
+			req.Header.Set("Fencelock-Session-Secret", secretOf(req.URL.Path, nil))
+			if resp, err := hc.Do(req); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {
 					last = sent

@@ -97,6 +97,42 @@ func statusCmd(args []string) error {
 		}
 		fmt.Fprintf(tw, "%s%s\t%s\t%s\n", x.id, this, x.addr, x.role)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printGroups(st.Groups)
+}
+
+// printGroups lists every group and its leader.
+func printGroups(groups []httpapi.GroupJSON) error {
+	if len(groups) == 0 {
+		return nil // a server from before groups
+	}
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tGROUP ID\tLEADER\tVOTERS\tTHIS REPLICA\tLOCKS")
+	for _, g := range groups {
+		name := g.Name
+		if name == "" {
+			name = "(default)"
+		}
+		leader := "none"
+		if g.LeaderID != 0 {
+			leader = fmt.Sprint(g.LeaderID)
+		}
+		role := "follower"
+		switch {
+		case g.IsLeader:
+			role = "leader"
+		case g.NonVoting:
+			role = "non-voting"
+		}
+		voters := make([]string, len(g.Voters))
+		for i, v := range g.Voters {
+			voters[i] = fmt.Sprint(v)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", name, g.GroupID, leader, strings.Join(voters, ","), role, g.LocksHeld)
+	}
 	return tw.Flush()
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -200,7 +201,7 @@ func TestClaimAtGrantRefusesDeposedPrimaryBeforeSuccessorWrites(t *testing.T) {
 		fences, err := fencesql.Open(ctx, conn, db.dialect, "fencing_tokens")
 		require.NoError(t, err)
 		ran := false
-		err = fences.Do(ctx, table, p.epoch, func(tx *sql.Tx) error { ran = true; return nil })
+		err = fences.DoFence(ctx, table, g.fence(ctx, p.epoch), func(tx *sql.Tx) error { ran = true; return nil })
 		require.ErrorIs(t, err, fencelock.ErrStaleToken)
 		require.False(t, ran)
 
@@ -393,7 +394,11 @@ func (g *group) post(ctx context.Context, id int, epoch uint64, seq int) (int, m
 	g.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, "POST", fmt.Sprintf("http://%s/job_runs?seq=%d", addr, seq), nil)
 	require.NoError(g.t, err)
-	req.Header.Set(fencehttp.Header, strconv.FormatUint(epoch, 10))
+	if f := g.fence(ctx, epoch); f.Group != 0 {
+		req.Header.Set(fencehttp.Header, f.String())
+	} else {
+		req.Header.Set(fencehttp.Header, strconv.FormatUint(epoch, 10))
+	}
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	resp, err := client.Do(req)
@@ -404,6 +409,19 @@ func (g *group) post(ctx context.Context, id int, epoch uint64, seq int) (int, m
 		require.NoError(g.t, json.NewDecoder(resp.Body).Decode(&body))
 	}
 	return resp.StatusCode, body
+}
+
+// fence returns epoch as a fence of the group the table's mark is keyed to
+// (by the primaries' claims; 0 while unkeyed): a keyed resource refuses a
+// bare token as of no group, and the group's holders send their fence.
+func (g *group) fence(ctx context.Context, epoch uint64) fencelock.Fence {
+	g.t.Helper()
+	var grp int64
+	err := g.sql.QueryRowContext(ctx, `SELECT grp FROM fencing_tokens WHERE resource = '`+table+`'`).Scan(&grp)
+	if !errors.Is(err, sql.ErrNoRows) {
+		require.NoError(g.t, err)
+	}
+	return fencelock.Fence{Group: uint64(grp), Token: epoch}
 }
 
 // rows returns the table in commit order: every write goes through the

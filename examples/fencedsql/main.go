@@ -120,17 +120,24 @@ func main() {
 		})
 	}
 
-	// The table over HTTP: Middleware claims the request's epoch (409 if
-	// stale) and the handler writes with it, fenced again in its transaction.
+	// The table over HTTP: Middleware claims the request's fence (409 if
+	// stale or of another group) and the handler writes with it, fenced
+	// again in its transaction: a claim is not a barrier, so the write must
+	// be checked where it lands. The fence keeps the request's group, which
+	// the table (keyed to the group by the primary's claim) checks.
 	ln, err := net.Listen("tcp", *httpAddr)
 	if err != nil {
 		fail(err)
 	}
 	srv := &http.Server{Handler: fencehttp.Middleware(fences, func(*http.Request) string { return table },
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			epoch, _ := fencehttp.Token(r)
+			fence, _ := fencehttp.Fence(r)
 			seq, _ := strconv.Atoi(r.URL.Query().Get("seq"))
-			if err := write(r.Context(), epoch, 0, seq); errors.Is(err, fencelock.ErrStaleToken) {
+			err := fences.DoFence(r.Context(), table, fence, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(r.Context(), insert, int64(fence.Token), 0, seq, time.Now().UnixNano())
+				return err
+			})
+			if errors.Is(err, fencelock.ErrStaleToken) || errors.Is(err, fencelock.ErrOtherGroup) {
 				http.Error(w, err.Error(), http.StatusConflict)
 			} else if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -6,29 +6,48 @@
 opens a session (heartbeating in a thread), takes the lock with wait (queued
 server-side; the grant arrives on the watch stream), writes the file with
 its fencing token, releases, and closes the session.
+
+The session's secret (session_secret, in the create response only) is its
+credential: every call acting on the session sends it in the
+Fencelock-Session-Secret header. Keep it like a password. With
+FENCELOCK_TOKEN_FILE set (as for the fencelock command), every call sends the
+file's first line as the bearer token.
 """
-import json, sys, threading, time, urllib.error, urllib.parse, urllib.request
+import json, os, sys, threading, time, urllib.error, urllib.parse, urllib.request
 
 
 class Session:
     def __init__(self, base, ttl_ms=10000):
         self.base = base.rstrip("/")
+        self.token = ""
+        if os.environ.get("FENCELOCK_TOKEN_FILE"):
+            with open(os.environ["FENCELOCK_TOKEN_FILE"]) as f:
+                self.token = f.readline().strip()
+        self.secret = None
         sent = time.monotonic()
         r = self.call("POST", "/v1/sessions", {"ttl_ms": ttl_ms})
         self.id, self.ttl, self.lease = r["session_id"], r["timeout_ms"] / 1000, r["lease_ms"] / 1000
+        self.secret = r["session_secret"]  # shown once: no other answer has it
         self.deadline, self.lost = sent + self.lease, threading.Event()
         threading.Thread(target=self._heartbeat, daemon=True).start()
 
     def call(self, method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=self.headers())
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 raw = resp.read()
                 return json.loads(raw) if raw else {}
         except urllib.error.HTTPError as e:
             raise RuntimeError(f"{method} {path}: {e.code} {e.read().decode()}") from None
+
+    def headers(self):
+        h = {"Content-Type": "application/json"}
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        if self.secret:
+            h["Fencelock-Session-Secret"] = self.secret
+        return h
 
     def _heartbeat(self):
         # Every TTL/3; the holder may act until lease_ms after the send of
@@ -51,7 +70,7 @@ class Session:
         path = "/v1/locks/" + urllib.parse.quote(name, safe="")
         # Watch first: the stream begins with the current state, so a grant
         # between the acquire's answer and the stream's start is not missed.
-        watch = urllib.request.urlopen(self.base + path + "/watch", timeout=300)
+        watch = urllib.request.urlopen(urllib.request.Request(self.base + path + "/watch", headers=self.headers()), timeout=300)
         try:
             r = self.call("POST", path + "/acquire", {"session_id": self.id, "wait": True})
             position = r.get("queue_position", 0)

@@ -27,10 +27,16 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func post(t *testing.T, u string, body any) map[string]any {
+func post(t *testing.T, u, secret string, body any) map[string]any {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(u, "application/json", bytes.NewReader(b))
+	req, err := http.NewRequest("POST", u, bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set("Fencelock-Session-Secret", secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -105,9 +111,9 @@ func TestPythonClient(t *testing.T) {
 
 	// A holder in Go makes the Python client queue.
 	const name = "reports/daily"
-	held := post(t, urls[1]+"/v1/sessions", map[string]any{"ttl_ms": 30000})
-	sid := held["session_id"].(string)
-	g := post(t, urls[1]+"/v1/locks/reports%2Fdaily/acquire", map[string]any{"session_id": sid})
+	held := post(t, urls[1]+"/v1/sessions", "", map[string]any{"ttl_ms": 30000})
+	sid, secret := held["session_id"].(string), held["session_secret"].(string)
+	g := post(t, urls[1]+"/v1/locks/reports%2Fdaily/acquire", secret, map[string]any{"session_id": sid})
 	require.Equal(t, true, g["granted"])
 
 	outFile := filepath.Join(dir, "out.txt")
@@ -123,7 +129,7 @@ func TestPythonClient(t *testing.T) {
 	})
 	_, err = os.Stat(outFile)
 	require.True(t, os.IsNotExist(err), "the Python client wrote while another session held the lock")
-	post(t, urls[1]+"/v1/locks/reports%2Fdaily/release", map[string]any{"session_id": sid, "fencing_token": g["fencing_token"]})
+	post(t, urls[1]+"/v1/locks/reports%2Fdaily/release", secret, map[string]any{"session_id": sid, "fencing_token": g["fencing_token"]})
 
 	select {
 	case err := <-done:

@@ -144,8 +144,23 @@ const resumeGap = 1 << 32
 // KindResume. Its reply's Value is the floor the new incarnation numbers
 // its requests from.
 func (st *State) resume(index uint64, s *session, c *Command) Result {
+	// Plain equality, not crypto/subtle: the nonce is a replicated value
+	// that every replica must compare alike, which == does, and a resume's
+	// reply comes back only after a raft round trip, whose jitter hides
+	// the time of an 8-byte compare. (Secrets compared outside the state
+	// machine use crypto/subtle.)
 	if c.Nonce != s.nonce || c.Owner == 0 {
 		return Result{Status: UnknownSession}
+	}
+	// From version 5 the resume names the TTL its holder will time its
+	// lease by (the token's). Only the group's record may decide it: a
+	// holder that believed a longer TTL would act past the group's expiry
+	// of the session, beside the lock's next holder. A version-5 resume
+	// without a TTL is refused alike; older entries carry none and apply
+	// as they did. Checked after the nonce, so only a secret's holder
+	// learns the session's TTL.
+	if !c.pre5 && c.TTL != s.ttl {
+		return Result{Status: Conflict, Value: s.ttl}
 	}
 	if c.Target != 0 && c.Target == s.resumed {
 		return Result{Status: OK, Value: s.base} // a retry: it applied already
@@ -224,16 +239,44 @@ func (st *State) revoke(index uint64, c *Command) Result {
 		if h == nil {
 			return Result{Status: NotHeld}
 		}
-		st.free(index, h, ReasonRevoked)
+		st.revokeGrant(h, c)
+		st.settle(index, l)
 		return Result{Status: OK}
 	}
 	// Token 0 ends every grant current now, oldest first (a shared lock's
 	// holders, a semaphore's), before the queue is granted.
 	for h := range l.grants {
-		st.drop(h, ReasonRevoked)
+		st.revokeGrant(h, c)
 	}
 	st.settle(index, l)
 	return Result{Status: OK}
+}
+
+// revokeGrant ends grant h for revocation c without granting anything.
+// From version 5, a lock whose holder's session has a lock-delay is
+// delayed, as when an operator ends the session: the holder did not choose
+// to stop and may be writing still. A version-4 revoke (or older) freed it
+// at once, and still does when its log replays, so the replay reaches the
+// state it reached then. Elections are never delayed.
+func (st *State) revokeGrant(h *hold, c *Command) {
+	if d := h.s.delay; d != 0 && !c.pre5 && !h.l.election {
+		st.dropDelayed(h, ReasonRevoked, d)
+		return
+	}
+	st.drop(h, ReasonRevoked)
+}
+
+// dropDelayed ends grant h of a lock as drop does, and puts the lock under
+// a lock-delay of d nanoseconds begun by h's end. A lock delayed already
+// restarts its delay now, for the longer of the two: never shorter than
+// either.
+func (st *State) dropDelayed(h *hold, why Reason, d uint64) {
+	l, s, seq, token := h.l, h.s, h.seq, h.token
+	st.drop(h, why) // clears h
+	was, _ := l.delay()
+	d = max(was, d)
+	l.setDelay(d, token)
+	st.emit(Event{Kind: EventDelayed, Reason: why, Session: s.id, Seq: seq, Name: l.name, Token: token, TTL: d})
 }
 
 // undelay ends the lock-delay of c.Name if it is the one grant c.Token's
@@ -534,15 +577,7 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 				st.free(index, h, why)
 				continue
 			}
-			l, seq, token := h.l, h.seq, h.token
-			st.drop(h, why) // clears h
-			// A lock delayed already restarts its delay now, for the longer
-			// of the two: never shorter than either.
-			was, _ := l.delay()
-			delay := max(was, s.delay)
-			l.setDelay(delay, token)
-			st.emit(Event{Kind: EventDelayed, Reason: why, Session: s.id, Seq: seq, Name: l.name,
-				Token: token, TTL: delay})
+			st.dropDelayed(h, why, s.delay)
 		}
 	}
 	delete(st.sessions, s.id)

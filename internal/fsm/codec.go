@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 4):
+// The wire format of a raft entry (version 5):
 //
 //	entry   = version:byte count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -53,7 +53,15 @@ import (
 // Refused status, whose result is followed by the IDs it lists (value of
 // them). It changed no other kind, so version-3 entries decode and apply
 // alike.
-const codecVersion = 4
+//
+// Version 5 added the TTL to Resume (session nonce owner target ttl): the
+// session's TTL as its holder believes it, which Apply refuses unless it is
+// the session's (Conflict). It also changed what a Revoke does: the lock of
+// a holder whose session has a lock-delay is delayed, as when the session
+// is ended by an operator. Entries of older versions keep their rules
+// (Command.pre5): a resume without a TTL is not checked, and a revoke frees
+// at once, so an old log replays to the state it produced.
+const codecVersion = 5
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -113,7 +121,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case KindEndSession:
 		dst = u(dst, c.Session)
 	case KindResume:
-		dst = u(u(u(u(dst, c.Session), c.Nonce), c.Owner), c.Target)
+		dst = u(u(u(u(u(dst, c.Session), c.Nonce), c.Owner), c.Target), c.TTL)
 	case KindAcquireShared:
 		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
 		dst = append(dst, boolByte(c.Wait))
@@ -163,7 +171,7 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 
 func (d *decoder) command(c *Command) {
 	c.Kind = Kind(d.byte())
-	c.v1 = d.v1
+	c.v1, c.pre5 = d.v1, d.version < 5
 	switch c.Kind {
 	case KindOpenSession:
 		c.Nonce, c.TTL, c.Owner = d.uvarint(), d.uvarint(), d.uvarint()
@@ -227,6 +235,9 @@ func (d *decoder) command(c *Command) {
 			return
 		}
 		c.Session, c.Nonce, c.Owner, c.Target = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+		if d.version >= 5 {
+			c.TTL = d.uvarint()
+		}
 	case KindAcquireShared:
 		if d.version < 3 {
 			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)

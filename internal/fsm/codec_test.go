@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"slices"
@@ -20,6 +21,7 @@ func everyKind() []Command {
 		{Kind: KindCloseSession, Session: math.MaxUint64},
 		{Kind: KindCloseSession, Session: 3, Floor: math.MaxUint64},
 		{Kind: KindResume, Session: 4, Nonce: math.MaxUint64, Owner: 2, Target: math.MaxUint64},
+		{Kind: KindResume, Session: 4, Nonce: 1, Owner: 2, Target: 3, TTL: math.MaxUint64},
 		{Kind: KindAcquire, Session: 5, Seq: 6, Floor: 7, Wait: true, Name: "lock/ü/🔒"},
 		{Kind: KindAcquire, Session: 5, Seq: math.MaxUint64, Floor: 0, Wait: false, Name: strings.Repeat("x", MaxNameLen)},
 		{Kind: KindAcquire, Session: 5, Seq: 8, Name: ""}, // invalid for Apply, fine for the codec
@@ -92,7 +94,7 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindCampaign, Command{Kind: KindCampaign, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n", Value: "v", MaxHold: 13}},
 		{KindResign, Command{Kind: KindResign, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n"}},
 		{KindProclaim, Command{Kind: KindProclaim, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n", Value: "v"}},
-		{KindResume, Command{Kind: KindResume, Session: 1, Nonce: 4, Owner: 6, Target: 8}},
+		{KindResume, Command{Kind: KindResume, Session: 1, Nonce: 4, Owner: 6, Target: 8, TTL: 5}},
 		{KindLeaderStart, Command{Kind: KindLeaderStart, Owner: 6, Term: 9, Nonce: 4}},
 		{KindRevoke, Command{Kind: KindRevoke, Token: 7, Election: true, Name: "n"}},
 		{KindEndSession, Command{Kind: KindEndSession, Session: 1}},
@@ -120,7 +122,7 @@ func TestBatchWireFormat(t *testing.T) {
 		{Kind: KindExpire, Session: 4, Target: 5, Mark: 6},
 		{Kind: KindLeaderStart, Owner: 3, Term: 9, Nonce: 4},
 		{Kind: KindCloseSession, Session: 8, Floor: 7},
-		{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2, Target: 5},
+		{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2, Target: 5, TTL: 7},
 		{Kind: KindAcquireShared, Session: 1, Seq: 2, Floor: 3, Wait: true, Permits: 5, Name: "s"},
 		{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Delay: 5},
 		{Kind: KindAcquire, Session: 1, Seq: 2, Floor: 3, Name: "ab", MaxHold: 300},
@@ -144,22 +146,31 @@ func TestBatchWireFormat(t *testing.T) {
 		16, 6, 7, 1, 'd', // undelay
 		17, 6, 7, 1, 1, 'e', // expire-grant
 	}
-	require.Equal(t, slices.Concat([]byte{4, 13}, v3[2:], []byte{
+	batch := []byte{
 		18, 2, 2, 5, 1, 0xa7, 0x02, 2, // keep-alive-batch: owner, count, (ID delta, floor)*
-	}), got)
-	// The same commands (but the batch) in a version-3 entry decode alike.
-	old, err := DecodeBatch(v3, nil)
-	require.NoError(t, err)
+	}
+	resumeV3 := []byte{14, 8, 0xac, 0x02, 2, 5}
+	at := bytes.Index(v3, resumeV3) + len(resumeV3)
+	require.Equal(t, slices.Concat([]byte{5, 13}, v3[2:at], []byte{7}, v3[at:], batch), got,
+		"version 5: the resume's TTL follows its attempt")
+	// The same commands in a version-4 entry (and, but the batch, in a
+	// version-3 one) decode alike, without the resume's TTL, under the old
+	// rules.
+	v4 := slices.Concat([]byte{4, 13}, v3[2:], batch)
 	all, err := DecodeBatch(got, nil)
 	require.NoError(t, err)
-	require.Equal(t, all[:12], old)
+	for _, old := range [][]byte{v3, v4} {
+		cmds, err := DecodeBatch(old, nil)
+		require.NoError(t, err)
+		require.Equal(t, asOld(all[:len(cmds)], false), cmds)
+	}
 	// A version-2 entry of the same commands (but the last) decodes to them.
 	v2 := []byte{2, 4, 4, 1, 2, 3, 1, 2, 'a', 'b', 1, 0xac, 0x02, 1, 2, 7, 4, 5, 6, 11, 3, 9, 4}
 	cmds, err := DecodeBatch(v2, nil)
 	require.NoError(t, err)
 	want, err := DecodeBatch(got, nil)
 	require.NoError(t, err)
-	require.Equal(t, want[:4], cmds)
+	require.Equal(t, asOld(want[:4], false), cmds)
 	// AcquireShared, Undelay and ExpireGrant are not kinds of version 2
 	// (nor 1).
 	for _, v := range []byte{1, 2} {
@@ -169,6 +180,19 @@ func TestBatchWireFormat(t *testing.T) {
 		}
 	}
 	require.Equal(t, []byte{2, 2, 0xac, 0x02, 7, 0}, AppendResults(nil, []Result{{Status: Granted, Value: 300}, {Status: Cancelled, Value: 0}}))
+}
+
+// asOld returns cmds as an entry of an older version (version 1 with v1)
+// decodes them: with its rules, and without the fields version 5 added.
+func asOld(cmds []Command, v1 bool) []Command {
+	out := slices.Clone(cmds)
+	for i := range out {
+		out[i].pre5, out[i].v1 = true, v1
+		if out[i].Kind == KindResume {
+			out[i].TTL = 0
+		}
+	}
+	return out
 }
 
 func TestBatchMaxBatch(t *testing.T) {
@@ -193,7 +217,8 @@ func TestDecodeBatchErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"version 5", append([]byte{5}, valid[1:]...)},
+		{"version 6", append([]byte{6}, valid[1:]...)},
+		{"resume in a version-5 entry without its TTL", []byte{5, 1, byte(KindResume), 1, 2, 3, 4}},
 		{"keep-alive batch in a version-3 entry", []byte{3, 1, byte(KindKeepAliveBatch), 2, 1, 5, 1}},
 		{"keep-alive batch of none", []byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 0}},
 		{"keep-alive batch beyond MaxRenewals", slices.Concat(u([]byte{codecVersion, 1, byte(KindKeepAliveBatch), 2}, MaxRenewals+1),

@@ -71,7 +71,10 @@ const (
 	// token is Token (0: whatever grant is current), and the head of the
 	// queue is granted in the same entry. (Version 2.) With token 0, a lock
 	// held in shared mode (or a semaphore) loses every current grant, in
-	// token order, before its queue is granted.
+	// token order, before its queue is granted. From version 5, a lock
+	// whose holder's session has a lock-delay is delayed rather than
+	// granted, as when an operator ends the session (KindEndSession): the
+	// holder did not choose to stop. Older revokes free it at once.
 	KindRevoke Kind = 12
 	// KindEndSession is an operator's: it ends Session as an expiry would,
 	// freeing its locks and withdrawing its requests, whoever owns it.
@@ -89,6 +92,10 @@ const (
 	// nonce is answered UnknownSession too, telling nothing. Target is the
 	// attempt's random ID: a retry of the same attempt (one the session
 	// applied last) changes nothing and gets the same reply. (Version 3.)
+	// From version 5 it carries TTL, the holder's idea of the session's
+	// TTL (from its resume token): unless it is the session's, nothing
+	// changes and the reply is Conflict with the session's TTL as Value, so
+	// a holder never times a lease by a TTL the group does not keep.
 	KindResume Kind = 14
 
 	// KindAcquireShared asks, like Acquire, for lock Name on behalf of
@@ -192,7 +199,10 @@ type Command struct {
 	// resumed session can tell its old incarnation's commands apart.
 	Floor uint64
 	Nonce uint64 // OpenSession: the client's identity for retries; LeaderStart: a random group ID; Resume: the session's nonce
-	TTL   uint64 // OpenSession: nanoseconds
+	// TTL is an OpenSession's time to live in nanoseconds; a Resume's
+	// (version 5) is the TTL its holder will time the session by, which
+	// must be the session's.
+	TTL uint64
 	// Delay is an OpenSession's lock-delay in nanoseconds, at most
 	// MaxLockDelay: when the session expires, or an operator ends it, each
 	// lock it held is granted to nobody until the leader's timer proposes
@@ -216,6 +226,12 @@ type Command struct {
 	// Renew is a KeepAliveBatch's sessions, at most MaxRenewals, in
 	// ascending order of session ID (the codec relies on it). (Version 4.)
 	Renew []Renewal
+
+	// pre5 marks a command decoded from an entry of a version before 5.
+	// Apply keeps the older rules for it: a Resume is not checked against
+	// the session's TTL (it carried none), and a Revoke frees a delayed
+	// session's lock at once.
+	pre5 bool
 
 	// v1 marks a command decoded from a version-1 entry. Apply keeps the
 	// rules of version 1 for it, so that a log written before version 2
@@ -244,6 +260,8 @@ const (
 	// Conflict: acquire: the lock exists with another permit count (a
 	// semaphore's request for a lock, or the other way round, or another
 	// count); Result.Value is the lock's count. Nothing changed. (Version 3.)
+	// Resume (version 5): the TTL it names is not the session's;
+	// Result.Value is the session's. Nothing changed.
 	Conflict Status = 12
 	// Refused: keep-alive batch: Value of its sessions were not renewed,
 	// listed in Result.Refused; the others were. (Version 4.)

@@ -40,7 +40,9 @@ func TestVersion2SessionLogReplays(t *testing.T) {
 	// A session of the old log can be resumed: base 0 never refused it.
 	a := uint64(2 << TokenShift)
 	h := harnessFor(t, restored)
-	r, _ := h.one(Command{Kind: KindResume, Session: a, Nonce: 11, Owner: 3})
+	info, ok := restored.Session(a)
+	require.True(t, ok)
+	r, _ := h.one(Command{Kind: KindResume, Session: a, Nonce: 11, Owner: 3, TTL: info.TTL})
 	require.Equal(t, OK, r.Status)
 }
 
@@ -136,15 +138,24 @@ func TestVersion3LogReplays(t *testing.T) {
 	checkFrozenLog(t, 3, 400, "testdata/log-v3.txt", "testdata/snapshot-v4.bin", KindExpireGrant)
 }
 
-// testdata/log-v4.txt and testdata/snapshot-v4-log-v4.bin freeze today's
-// formats (every kind, from the determinism driver, whose keep-alive
-// batches version 4 added; the snapshot format did not change) so that the
-// next version is tested against them as this one is against versions 1
-// to 3. FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version
-// only.
+// testdata/log-v4.txt and testdata/snapshot-v4-log-v4.bin froze the
+// formats of version 4 (every kind, from the determinism driver, whose
+// keep-alive batches version 4 added; the snapshot format did not change).
+// Its revokes of a delayed session's lock free it at once, and its resumes
+// carry no TTL: replayed today, they must still reach the frozen state.
 func TestVersion4LogReplays(t *testing.T) {
+	checkFrozenLog(t, 4, 400, "testdata/log-v4.txt", "testdata/snapshot-v4-log-v4.bin", maxKind)
+}
+
+// testdata/log-v5.txt and testdata/snapshot-v4-log-v5.bin freeze today's
+// formats (every kind, from the determinism driver; version 5 added the
+// resume's TTL and the revoke's lock-delay, and the snapshot format did
+// not change) so that the next version is tested against them as this one
+// is against versions 1 to 4. FENCELOCK_WRITE_GOLDEN=1 writes them
+// afresh, for a new version only.
+func TestVersion5LogReplays(t *testing.T) {
 	const entries = 400
-	const logFile, snapFile = "testdata/log-v4.txt", "testdata/snapshot-v4-log-v4.bin"
+	const logFile, snapFile = "testdata/log-v5.txt", "testdata/snapshot-v4-log-v5.bin"
 	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
 		d := newDriver(rand.New(rand.NewPCG(0x9014, 4)))
 		st := New()
@@ -162,16 +173,23 @@ func TestVersion4LogReplays(t *testing.T) {
 			{{Kind: KindKeepAliveBatch, Owner: 1, Renew: []Renewal{{Session: 2 << TokenShift, Floor: 4}, {Session: 2<<TokenShift + 1, Floor: 2}, {Session: 3 << TokenShift, Floor: 1}}}},
 		}
 		var i int
-		next := func(cmds []Command) {
+		next := func(cmds []Command) Result {
 			i++
 			data := AppendBatch(nil, cmds)
 			rs, evs := st.Apply(uint64(i), cmds)
 			d.observe(cmds, rs, evs)
 			log.WriteString(hex.EncodeToString(data) + " " + hex.EncodeToString(AppendResults(nil, rs)) + "\n")
+			return rs[0]
 		}
 		for _, cmds := range hand {
 			next(cmds)
 		}
+		// Version 5's changes: a revoke that delays a lock, a resume whose
+		// TTL is not the session's.
+		delayed := next([]Command{{Kind: KindOpenSession, Nonce: 903, TTL: 1e9, Owner: 1, Delay: 5e9}}).Value
+		next([]Command{acqCmd(delayed, 1, "r", true)})
+		next([]Command{{Kind: KindRevoke, Name: "r"}})
+		next([]Command{{Kind: KindResume, Session: 2 << TokenShift, Nonce: 901, Owner: 2, Target: 7, TTL: 2e9}})
 		for i < entries {
 			// Kinds the codec has no encoding for are the driver's test of
 			// Apply, not entries a log can hold.
@@ -183,7 +201,33 @@ func TestVersion4LogReplays(t *testing.T) {
 		require.NoError(t, os.WriteFile(logFile, []byte(log.String()), 0o644))
 		require.NoError(t, os.WriteFile(snapFile, saveBytes(t, st), 0o644))
 	}
-	checkFrozenLog(t, 4, entries, logFile, snapFile, maxKind)
+	checkFrozenLog(t, 5, entries, logFile, snapFile, maxKind)
+	// The frozen log holds what version 5 changed: resumes refused for
+	// their TTL, and revokes that delayed a lock.
+	data, err := os.ReadFile(logFile)
+	require.NoError(t, err)
+	st := New()
+	var refused, delayedByRevoke int
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		entry, _, _ := strings.Cut(line, " ")
+		b, err := hex.DecodeString(entry)
+		require.NoError(t, err)
+		cmds, err := DecodeBatch(b, nil)
+		require.NoError(t, err)
+		rs, evs := st.Apply(uint64(i+1), cmds)
+		for j, c := range cmds {
+			if c.Kind == KindResume && rs[j].Status == Conflict {
+				refused++
+			}
+		}
+		for _, e := range evs {
+			if e.Kind == EventDelayed && e.Reason == ReasonRevoked {
+				delayedByRevoke++
+			}
+		}
+	}
+	require.Positive(t, refused, "a resume refused for its TTL")
+	require.Positive(t, delayedByRevoke, "a revoke that delayed a lock")
 }
 
 // checkFrozenLog replays the frozen log of version v to its frozen

@@ -85,9 +85,9 @@ func mustOne(h *harness, c Command) Result {
 	return r
 }
 
-// A release, a close, a cancel of a grant and a revocation delay nothing:
-// only an end the holder did not choose does. An operator's EndSession
-// does, like an expiry.
+// A release, a close and a cancel of a grant delay nothing: only an end the
+// holder did not choose does. An operator's EndSession and (from version 5)
+// Revoke do, like an expiry.
 func TestLockDelayOnlyOnInvoluntaryEnd(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -97,7 +97,11 @@ func TestLockDelayOnlyOnInvoluntaryEnd(t *testing.T) {
 		{"release", func(_ *harness, s, tok uint64) Command { return relCmd(s, 2, "L", tok) }, false},
 		{"close", func(_ *harness, s, _ uint64) Command { return closeCmd(s) }, false},
 		{"cancel", func(_ *harness, s, _ uint64) Command { return cancelCmd(s, 1) }, false},
-		{"revoke", func(_ *harness, _, tok uint64) Command { return Command{Kind: KindRevoke, Name: "L", Token: tok} }, false},
+		{"revoke", func(_ *harness, _, tok uint64) Command { return Command{Kind: KindRevoke, Name: "L", Token: tok} }, true},
+		{"revoke-any", func(_ *harness, _, _ uint64) Command { return Command{Kind: KindRevoke, Name: "L"} }, true},
+		{"revoke-v4", func(_ *harness, _, tok uint64) Command {
+			return Command{Kind: KindRevoke, Name: "L", Token: tok, pre5: true}
+		}, false},
 		{"expire", func(_ *harness, s, _ uint64) Command { return expireCmd(s, 1) }, true},
 		{"end-session", func(_ *harness, s, _ uint64) Command { return Command{Kind: KindEndSession, Session: s} }, true},
 	} {
@@ -290,7 +294,7 @@ func TestResumeEndsMaxHoldGrants(t *testing.T) {
 	tokT := mustOne(h, timed).Value
 	tokK := mustOne(h, acqCmd(a, 2, "K", true)).Value
 	h.one(acqCmd(b, 1, "T", true))
-	r, evs := h.one(Command{Kind: KindResume, Session: a, Nonce: 1, Owner: 2, Target: 9})
+	r, evs := h.one(Command{Kind: KindResume, Session: a, Nonce: 1, Owner: 2, Target: 9, TTL: openCmd(0).TTL})
 	require.Equal(t, OK, r.Status)
 	require.Contains(t, evs, freedEv(ReasonMaxHold, a, 1, "T", tokT))
 	require.Equal(t, b, h.st.Lock("T").Session)
@@ -307,6 +311,73 @@ func TestResumeWithdrawalGrantsBehind(t *testing.T) {
 	h.one(Command{Kind: KindAcquireShared, Session: b, Seq: 1, Name: "L", Wait: true})
 	require.Equal(t, Queued, mustOne(h, acqCmd(a, 1, "L", true)).Status)
 	require.Equal(t, Queued, mustOne(h, Command{Kind: KindAcquireShared, Session: c, Seq: 1, Name: "L", Wait: true}).Status)
-	h.one(Command{Kind: KindResume, Session: a, Nonce: 1, Owner: 2, Target: 9})
+	h.one(Command{Kind: KindResume, Session: a, Nonce: 1, Owner: 2, Target: 9, TTL: openCmd(0).TTL})
 	require.Len(t, h.st.Lock("L").Holders, 2, "c is granted beside b")
+}
+
+// From version 5 an operator's revoke of a lock whose holder's session has
+// a lock-delay delays it, as an EndSession does: the queue's head waits for
+// the leader's Undelay. A shared lock revoked whole takes the longest of its
+// holders' delays; an election is never delayed. The same revokes in a
+// version-4 entry, as an old log replays them, free the lock at once.
+func TestRevokeAppliesLockDelay(t *testing.T) {
+	setup := func(t *testing.T) (h *harness, a, b, tok uint64) {
+		h = newHarness(t)
+		a, b = h.openDelayed(1, testDelay), h.open(2)
+		tok = mustOne(h, acqCmd(a, 1, "L", true)).Value
+		require.Equal(t, Queued, mustOne(h, acqCmd(b, 1, "L", true)).Status)
+		return h, a, b, tok
+	}
+	t.Run("version 5", func(t *testing.T) {
+		h, a, b, tok := setup(t)
+		r, evs := h.one(Command{Kind: KindRevoke, Name: "L", Token: tok})
+		require.Equal(t, OK, r.Status)
+		require.Equal(t, []Event{
+			freedEv(ReasonRevoked, a, 1, "L", tok),
+			delayedEv(ReasonRevoked, a, 1, "L", tok, testDelay),
+		}, evs)
+		require.Equal(t, LockInfo{Name: "L", Waiters: 1, Delayed: true, Delay: testDelay}, h.st.Lock("L"))
+		info, ok := h.st.Session(a)
+		require.True(t, ok, "the session lives on: only its grant was revoked")
+		require.Zero(t, info.Held)
+		r, evs = h.one(Command{Kind: KindUndelay, Name: "L", Token: tok})
+		require.Equal(t, OK, r.Status)
+		require.Equal(t, b, h.st.Lock("L").Session)
+		require.Equal(t, grantedEv(b, 1, "L", h.st.Lock("L").Token), evs[1])
+	})
+	t.Run("version 4 replayed", func(t *testing.T) {
+		h, _, b, tok := setup(t)
+		data := AppendBatch(nil, []Command{{Kind: KindRevoke, Name: "L", Token: tok}})
+		data[0] = 4 // a revoke's encoding did not change in version 5
+		cmds, err := DecodeBatch(data, nil)
+		require.NoError(t, err)
+		rs, _ := h.apply(cmds...)
+		require.Equal(t, OK, rs[0].Status)
+		info := h.st.Lock("L")
+		require.False(t, info.Delayed)
+		require.Equal(t, b, info.Session, "granted on at once, as version 4 did")
+	})
+	t.Run("shared, whole", func(t *testing.T) {
+		h := newHarness(t)
+		a, b, c := h.openDelayed(1, testDelay), h.openDelayed(2, 2*testDelay), h.open(3)
+		for _, s := range []uint64{a, b, c} {
+			require.Equal(t, Granted, mustOne(h, Command{Kind: KindAcquireShared, Session: s, Seq: 1, Name: "L", Wait: true}).Status)
+		}
+		d := h.open(4)
+		require.Equal(t, Queued, mustOne(h, acqCmd(d, 1, "L", true)).Status)
+		require.Equal(t, OK, mustOne(h, Command{Kind: KindRevoke, Name: "L"}).Status)
+		require.Equal(t, LockInfo{Name: "L", Waiters: 1, Delayed: true, Delay: 2 * testDelay}, h.st.Lock("L"))
+		delays, _ := h.st.Timers()
+		require.Len(t, delays, 1)
+		require.Equal(t, OK, mustOne(h, Command{Kind: KindUndelay, Name: "L", Token: delays[0].Token}).Status)
+		require.Equal(t, d, h.st.Lock("L").Session)
+	})
+	t.Run("election", func(t *testing.T) {
+		h := newHarness(t)
+		a, b := h.openDelayed(1, testDelay), h.open(2)
+		require.Equal(t, Granted, mustOne(h, campaignCmd(a, 1, "E", "a")).Status)
+		require.Equal(t, Queued, mustOne(h, campaignCmd(b, 1, "E", "b")).Status)
+		require.Equal(t, OK, mustOne(h, Command{Kind: KindRevoke, Name: "E", Election: true}).Status)
+		require.Equal(t, b, h.st.Election("E").Session)
+	})
 }

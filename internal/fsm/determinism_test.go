@@ -36,6 +36,7 @@ type driver struct {
 	floor    map[uint64]uint64
 	keep     map[uint64]uint64 // last keep-alive index announced
 	nonce    map[uint64]uint64 // the nonce each session was opened with
+	ttl      map[uint64]uint64 // the TTL each session was opened with
 	grants   []Event           // recent grants, possibly outdated
 	delays   []Event           // recent lock-delays, possibly over
 }
@@ -44,7 +45,7 @@ var driverNames = []string{"a", "b", "c", "d/ü"}
 
 func newDriver(src source) *driver {
 	return &driver{src: src, nextSeq: map[uint64]uint64{}, floor: map[uint64]uint64{}, keep: map[uint64]uint64{},
-		nonce: map[uint64]uint64{}}
+		nonce: map[uint64]uint64{}, ttl: map[uint64]uint64{}}
 }
 
 func (d *driver) n(n uint64) uint64 { return d.src.Uint64N(n) }
@@ -174,9 +175,12 @@ func (d *driver) command() Command {
 				break
 			}
 			s := d.session()
-			c := Command{Kind: KindResume, Session: s, Nonce: d.nonce[s], Owner: 1 + d.n(3), Target: 1 + d.n(4)}
-			if d.n(5) == 0 {
+			c := Command{Kind: KindResume, Session: s, Nonce: d.nonce[s], Owner: 1 + d.n(3), Target: 1 + d.n(4), TTL: d.ttl[s]}
+			switch d.n(6) {
+			case 0:
 				c.Nonce++
+			case 1:
+				c.TTL++ // a token whose TTL was edited
 			}
 			return c
 		}
@@ -217,6 +221,7 @@ func (d *driver) observe(cmds []Command, rs []Result, evs []Event) {
 		if c.Kind == KindOpenSession && rs[i].Status == OK && !slices.Contains(d.sessions, rs[i].Value) {
 			d.sessions = append(d.sessions, rs[i].Value)
 			d.nonce[rs[i].Value] = c.Nonce
+			d.ttl[rs[i].Value] = c.TTL
 		}
 		// Mostly the new incarnation numbers on from the resume's floor;
 		// else the old one goes on, and is refused.

@@ -44,6 +44,8 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add([]byte{codecVersion, 1, byte(KindCloseSession), 0x80, 0x80, 0x04})
 	f.Add([]byte{codecVersion, 0})
 	f.Add([]byte{})
+	// Version 4: a resume without its TTL, a revoke.
+	f.Add([]byte{4, 2, byte(KindResume), 1, 2, 3, 4, byte(KindRevoke), 0, 0, 1, 'a'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmds, err := DecodeBatch(data, nil)
 		if err != nil {
@@ -55,7 +57,11 @@ func FuzzDecodeBatch(f *testing.F) {
 		enc := AppendBatch(nil, cmds)
 		again, err := DecodeBatch(enc, nil)
 		require.NoError(t, err)
-		require.Equal(t, cmds, again)
+		if data[0] == codecVersion {
+			// An older entry re-encodes as the newest version, which
+			// decodes under the newest rules: equal only for today's.
+			require.Equal(t, cmds, again)
+		}
 		require.Equal(t, enc, AppendBatch(nil, again))
 
 		h := fuzzBase(t)

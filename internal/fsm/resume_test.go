@@ -1,13 +1,14 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
 func resumeCmd(s, nonce, owner uint64) Command {
-	return Command{Kind: KindResume, Session: s, Nonce: nonce, Owner: owner, Target: 1000 + owner}
+	return Command{Kind: KindResume, Session: s, Nonce: nonce, Owner: owner, Target: 1000 + owner, TTL: openCmd(0).TTL}
 }
 
 // resumeFixture: session a (nonce 7) holds lock L, leads election E and
@@ -136,4 +137,51 @@ func stateBody(t *testing.T, st *State) []byte {
 	require.Less(t, st.Index(), uint64(128))
 	b := saveBytes(t, st)
 	return b[len(snapshotMagic)+2 : len(b)-4]
+}
+
+// A resume whose TTL is not the session's (a token edited, corrupted or
+// mis-copied) is refused, and changes nothing: the session stays where it
+// is, with its grants, its queue places and its owner. The reply names the
+// session's TTL, and only to whoever knows the nonce: with a wrong nonce the
+// session is unknown, whatever the TTL.
+func TestResumeRefusesAnotherTTL(t *testing.T) {
+	h, a, _ := resumeFixture(t)
+	before := viewOf(h.st)
+	ttl := openCmd(0).TTL
+	for _, bad := range []uint64{ttl + 1, ttl - 1, 20 * ttl, 0} {
+		c := resumeCmd(a, 7, 3)
+		c.TTL = bad
+		r, evs := h.one(c)
+		require.Equal(t, Result{Status: Conflict, Value: ttl}, r, "TTL %d", bad)
+		require.Empty(t, evs)
+		c.Nonce++
+		r, evs = h.one(c)
+		require.Equal(t, UnknownSession, r.Status, "a wrong nonce learns nothing, TTL %d", bad)
+		require.Empty(t, evs)
+	}
+	after := viewOf(h.st)
+	before.Index = after.Index // nothing but the index moved
+	require.Equal(t, before, after)
+	info, _ := h.st.Session(a)
+	require.Equal(t, uint64(1), info.Owner, "still the old incarnation's")
+	require.Equal(t, 1, h.st.Lock("M").Waiters, "its queued acquire stays")
+
+	// The right TTL resumes it.
+	r, _ := h.one(resumeCmd(a, 7, 3))
+	require.Equal(t, OK, r.Status)
+}
+
+// A version-4 resume carried no TTL: replayed from an old log, it applies
+// as it did then, unchecked.
+func TestResumeOfVersion4AppliesUnchecked(t *testing.T) {
+	h, a, _ := resumeFixture(t)
+	c := resumeCmd(a, 7, 3)
+	data := AppendBatch(nil, []Command{c})
+	data[0] = 4
+	data = data[:len(data)-len(binary.AppendUvarint(nil, c.TTL))] // version 4 had no TTL
+	cmds, err := DecodeBatch(data, nil)
+	require.NoError(t, err)
+	require.Zero(t, cmds[0].TTL)
+	rs, _ := h.apply(cmds...)
+	require.Equal(t, OK, rs[0].Status)
 }

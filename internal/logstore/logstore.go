@@ -279,11 +279,23 @@ func (s *Store) RemoveNodeData(shardID, replicaID uint64) error {
 	return s.ILogDB.RemoveNodeData(shardID, replicaID)
 }
 
-// ImportSnapshot writes every deferred state first.
+// ImportSnapshot writes the replica's deferred state first, then forgets
+// what it recorded as the replica's last written state: the import replaces
+// the replica's data, its term and vote among them, so a later save whose
+// term and vote match the old record must not be taken for commit-only and
+// deferred (a vote kept only in memory is a vote a crash can lose).
 func (s *Store) ImportSnapshot(ss pb.Snapshot, replicaID uint64) error {
 	if err := s.flush(ss.ShardID, replicaID); err != nil {
 		return err
 	}
+	// Forgotten whether or not the import succeeds: after a failed one the
+	// state on disk is not known either.
+	defer func() {
+		s.mu.Lock()
+		delete(s.held, node{ss.ShardID, replicaID})
+		delete(s.saved, node{ss.ShardID, replicaID})
+		s.mu.Unlock()
+	}()
 	return s.ILogDB.ImportSnapshot(ss, replicaID)
 }
 

@@ -16,9 +16,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // asked to write, in order.
 type recorder struct {
 	raftio.ILogDB
-	calls  [][]pb.Update
-	snaps  int
-	closed bool
+	calls   [][]pb.Update
+	snaps   int
+	imports int
+	closed  bool
 }
 
 func (r *recorder) SaveRaftState(updates []pb.Update, _ uint64) error {
@@ -30,6 +31,7 @@ func (r *recorder) Close() error                    { r.closed = true; return ni
 func (r *recorder) RemoveEntriesTo(uint64, uint64, uint64) error {
 	return nil
 }
+func (r *recorder) ImportSnapshot(pb.Snapshot, uint64) error { r.imports++; return nil }
 
 func (r *recorder) lastCommit(t *testing.T) uint64 {
 	t.Helper()
@@ -126,6 +128,33 @@ func TestDeferredStateIsWrittenBeforeSnapshotsCompactionAndClose(t *testing.T) {
 	require.Len(t, r.calls, n+1, "close writes what is still deferred")
 	require.Equal(t, uint64(3), r.lastCommit(t))
 	require.Equal(t, uint64(4), s.Stats().Flushes)
+}
+
+// An imported snapshot replaces the replica's state on disk (an operator's
+// restore writes term and commit afresh, with no vote), so the record of
+// the last state written is void: the next save is written even if its term
+// and vote match that record, or a vote would live in memory only.
+func TestImportSnapshotForgetsTheLastSavedState(t *testing.T) {
+	r := &recorder{}
+	s := Wrap(r)
+	ud := func(st pb.State, es []pb.Entry) []pb.Update {
+		return []pb.Update{{ShardID: 1, ReplicaID: 2, State: st, EntriesToSave: es}}
+	}
+	require.NoError(t, s.SaveRaftState(ud(state(5, 3, 1), entries(1, 4, 5)), 1))
+	require.NoError(t, s.SaveRaftState(ud(state(5, 3, 4), nil), 1))
+	require.Len(t, r.calls, 1, "commit-only: deferred")
+
+	require.NoError(t, s.ImportSnapshot(pb.Snapshot{ShardID: 1, Index: 20, Term: 5}, 2))
+	require.Equal(t, 1, r.imports)
+	require.Len(t, r.calls, 2, "the deferred state is written before the import")
+
+	// Term 5, vote 3 again: the same as the last save before the import,
+	// but not what the import left on disk.
+	require.NoError(t, s.SaveRaftState(ud(state(5, 3, 20), nil), 1))
+	require.Len(t, r.calls, 3, "the first save after an import is written")
+	require.Equal(t, uint64(20), r.lastCommit(t))
+	require.NoError(t, s.Close())
+	require.Len(t, r.calls, 3, "nothing was left deferred")
 }
 
 // The real default store, through the factory NodeHost uses: what a crash

@@ -35,6 +35,21 @@ type Hello struct {
 	// once this replica applied it: it tells apart two incarnations of a
 	// group bootstrapped with the same members.
 	GroupID uint64 `json:"id,omitempty"`
+	// Groups are the named groups this replica runs, in its Config's
+	// order. A named group's identity is its name and voters: two replicas
+	// that both run a group must agree on it; a group only one side runs
+	// is not compared (a rolling restart adds or removes it).
+	Groups []GroupHello `json:"gs,omitempty"`
+}
+
+// GroupHello is one named group as a replica runs it.
+type GroupHello struct {
+	Name string `json:"n"`
+	// Group is the digest of the DeploymentID, the name and the voters.
+	Group  string   `json:"g"`
+	Voters []uint64 `json:"v"`
+	// GroupID is the group's ID once this replica applied it.
+	GroupID uint64 `json:"id,omitempty"`
 }
 
 // Local is one replica's side of the handshake.

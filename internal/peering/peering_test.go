@@ -15,6 +15,10 @@ func TestHelloRoundTrip(t *testing.T) {
 	got, err := Unmarshal(h.Marshal())
 	require.NoError(t, err)
 	require.Equal(t, h, got)
+	h.Groups = []GroupHello{{Name: "billing", Group: "d1", Voters: []uint64{1, 2, 3}, GroupID: 9}, {Name: "solo", Group: "d2", Voters: []uint64{3}}}
+	got, err = Unmarshal(h.Marshal())
+	require.NoError(t, err)
+	require.Equal(t, h, got)
 }
 
 func TestUnmarshalRefusesMalformed(t *testing.T) {
@@ -41,6 +45,8 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte(`{"r":18446744073709551615,"a":"x"}`))
 	f.Add([]byte(`{"r":1,"a":"x","m":null,"g":""}`))
 	f.Add([]byte("\x00\xff"))
+	f.Add(Hello{Replica: 1, Addr: "a:1", Groups: []GroupHello{{Name: "b", Group: "d", Voters: []uint64{1, 2, 3}, GroupID: 7}}}.Marshal())
+	f.Add([]byte(`{"r":1,"a":"x","gs":[{"n":"","g":"","v":null},{"v":[-1]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := Unmarshal(b)
 		if err != nil {

@@ -19,6 +19,7 @@ var (
 	ErrMembership    = errors.New("fencelock: invalid membership change")
 	ErrIDRemoved     = errors.New("fencelock: replica ID was removed from the group")
 	ErrRemoved       = errors.New("fencelock: this replica was removed from the group")
+	ErrUnknownGroup  = errors.New("fencelock: unknown group")
 )
 
 // unavailableError is returned when the context ended before the group

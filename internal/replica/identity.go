@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,13 +98,18 @@ func decodeGroup(path string, data []byte) (groupFile, error) {
 	return g, nil
 }
 
-// writeGroup writes the file so that a crash leaves the old one or the new
-// one, never a torn one.
+// writeGroup writes the identity file.
 func writeGroup(path string, g groupFile) error {
 	data, err := json.Marshal(g)
 	if err != nil {
 		return err
 	}
+	return writeFile(path, data)
+}
+
+// writeFile writes a file of Dir so that a crash leaves the old one or the
+// new one, never a torn one.
+func writeFile(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -132,25 +138,31 @@ func writeGroup(path string, g groupFile) error {
 	return nil
 }
 
-// peers is the replica's side of the handshake (peering.Local), and its
-// record of which peers it reaches.
+// peers is the host's side of the handshake (peering.Local), and its record
+// of which peers it reaches. One connection between two hosts carries every
+// group's traffic, so the handshake checks the identity of every group both
+// sides run.
 type peers struct {
-	r    *Replica
+	h    *Host
 	path string
 
 	mu    sync.Mutex
-	hello peering.Hello // what this replica says; Group set once known
+	hello peering.Hello // what this host says; Group set once known
 
-	// members is the membership as last applied here (refreshed by the
-	// monitor), by which a peer's claimed address is checked.
+	// members is the default group's membership as last applied here
+	// (refreshed by its monitor), by which a peer's claimed address is
+	// checked.
 	members atomic.Pointer[map[uint64]string]
 	contact sync.Map // replica ID -> *atomic.Int64 (unix nanos of the last traffic)
 }
 
-func newPeers(r *Replica, g groupFile) *peers {
-	p := &peers{r: r, path: filepath.Join(r.cfg.Dir, groupFileName), hello: peering.Hello{
-		Group: g.Group, Replica: r.cfg.ReplicaID, Addr: r.cfg.Addr, Members: g.Members,
+func newPeers(h *Host, g groupFile, named []namedGroup) *peers {
+	p := &peers{h: h, path: filepath.Join(h.cfg.Dir, groupFileName), hello: peering.Hello{
+		Group: g.Group, Replica: h.cfg.ReplicaID, Addr: h.cfg.Addr, Members: g.Members,
 	}}
+	for _, ng := range named {
+		p.hello.Groups = append(p.hello.Groups, peering.GroupHello{Name: ng.Name, Group: ng.Group, Voters: ng.Voters})
+	}
 	m := maps.Clone(g.Members)
 	p.members.Store(&m)
 	return p
@@ -160,7 +172,15 @@ func (p *peers) Hello() peering.Hello {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.hello
-	h.GroupID = p.r.groupID.Load()
+	h.GroupID = p.h.groups[0].groupID.Load()
+	if len(h.Groups) > 0 {
+		h.Groups = slices.Clone(h.Groups)
+		for i := range h.Groups {
+			if r := p.h.byName[h.Groups[i].Name]; r != nil {
+				h.Groups[i].GroupID = r.groupID.Load()
+			}
+		}
+	}
 	return h
 }
 
@@ -170,9 +190,13 @@ func (p *peers) group() string {
 	return p.hello.Group
 }
 
-// Check refuses a peer that belongs to another group, uses this replica's
-// ID, or claims an address the group gives another replica. The errors
-// name the difference, for both sides' logs.
+// Check refuses a peer that belongs to another deployment's default group,
+// uses this replica's ID, claims an address the group gives another
+// replica, or runs a named group under the same name with other voters (or
+// another incarnation of it). A named group that only one side runs is no
+// reason to refuse: that is a rolling restart adding or removing a group,
+// and the group's traffic to a host without it is dropped until that host
+// runs it. The errors name the difference, for both sides' logs.
 func (p *peers) Check(h peering.Hello) error {
 	self := p.Hello()
 	if h.Replica == self.Replica {
@@ -189,11 +213,36 @@ func (p *peers) Check(h peering.Hello) error {
 		return fmt.Errorf("replica %d at %s belongs to another incarnation of this group: its group ID is %016x, this one's %016x (was one of them bootstrapped again from an empty Dir?)",
 			h.Replica, h.Addr, h.GroupID, self.GroupID)
 	}
+	if err := checkGroups(h, self); err != nil {
+		return err
+	}
 	if want, ok := (*p.members.Load())[h.Replica]; ok && want != h.Addr {
 		return fmt.Errorf("replica %d connects as %s, but the group has replica %d at %s", h.Replica, h.Addr, h.Replica, want)
 	}
 	if self.Group == "" && h.Group != "" {
 		p.adopt(h)
+	}
+	return nil
+}
+
+// checkGroups compares the named groups both sides run.
+func checkGroups(there, here peering.Hello) error {
+	for _, g := range there.Groups {
+		i := slices.IndexFunc(here.Groups, func(m peering.GroupHello) bool { return m.Name == g.Name })
+		if i < 0 {
+			continue
+		}
+		mine := here.Groups[i]
+		if g.Group != mine.Group {
+			if slices.Equal(g.Voters, mine.Voters) {
+				return fmt.Errorf("replica %d at %s runs group %q with the same voters %v but another DeploymentID", there.Replica, there.Addr, g.Name, g.Voters)
+			}
+			return fmt.Errorf("replica %d at %s runs group %q with voters %v, this replica with %v: every replica must be started with the same Groups", there.Replica, there.Addr, g.Name, g.Voters, mine.Voters)
+		}
+		if g.GroupID != 0 && mine.GroupID != 0 && g.GroupID != mine.GroupID {
+			return fmt.Errorf("replica %d at %s runs another incarnation of group %q: its group ID is %016x, this one's %016x (was one of them bootstrapped again from an empty Dir?)",
+				there.Replica, there.Addr, g.Name, g.GroupID, mine.GroupID)
+		}
 	}
 	return nil
 }
@@ -209,7 +258,7 @@ func (p *peers) adopt(h peering.Hello) {
 	}
 	g := groupFile{Version: 1, Group: h.Group, Members: maps.Clone(h.Members)}
 	if err := writeGroup(p.path, g); err != nil {
-		p.r.log.Warn("fencelock: cannot keep the group identity in Dir; it is learnt again at the next start", "err", err)
+		p.h.log.Warn("fencelock: cannot keep the group identity in Dir; it is learnt again at the next start", "err", err)
 	}
 	p.hello.Group, p.hello.Members = g.Group, g.Members
 }
@@ -232,17 +281,17 @@ func (p *peers) reached(id uint64, d time.Duration) bool {
 }
 
 // monitor refreshes the membership the handshake checks addresses against,
-// and, while there is no leader, logs at most once a minute how many of the
-// voters this replica reaches: a group that cannot form a quorum says why,
-// rather than waiting in silence.
-func (p *peers) monitor(stop <-chan struct{}) {
+// and, while r's group has no leader, logs at most once a minute how many
+// of its voters this replica reaches: a group that cannot form a quorum
+// says why, rather than waiting in silence.
+func (p *peers) monitor(r *Replica, stop <-chan struct{}) {
 	const (
 		every = time.Second
 		quiet = time.Minute // between two warnings
 	)
 	// An election takes one to two election timeouts; a group without a
 	// leader for many of them is not electing one.
-	electionTimeout := time.Duration(p.r.cfg.ElectionTicks) * p.r.cfg.RTT
+	electionTimeout := time.Duration(r.cfg.ElectionTicks) * r.cfg.RTT
 	patient := max(20*electionTimeout, 2*time.Second)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -253,8 +302,8 @@ func (p *peers) monitor(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		voters := p.refresh()
-		if p.r.leader.Load() != 0 || len(voters) == 0 {
+		voters := p.refresh(r)
+		if r.leader.Load() != 0 || len(voters) == 0 {
 			leaderless = time.Time{}
 			continue
 		}
@@ -270,7 +319,7 @@ func (p *peers) monitor(stop <-chan struct{}) {
 		reached, others := 0, 0
 		var missing []string
 		for id, addr := range voters {
-			if id == p.r.cfg.ReplicaID {
+			if id == r.cfg.ReplicaID {
 				continue
 			}
 			others++
@@ -280,24 +329,27 @@ func (p *peers) monitor(stop <-chan struct{}) {
 				missing = append(missing, fmt.Sprintf("%d=%s", id, addr))
 			}
 		}
-		p.r.log.Warn(fmt.Sprintf("fencelock: no raft leader for %v: this replica reaches %d of the other %d voters; a quorum needs %d of %d",
+		r.log.Warn(fmt.Sprintf("fencelock: no raft leader for %v: this replica reaches %d of the other %d voters; a quorum needs %d of %d",
 			now.Sub(leaderless).Round(time.Second), reached, others, len(voters)/2+1, len(voters)),
 			"unreached", missing, "voters", peering.FormatMembers(voters))
 	}
 }
 
-// refresh reads the membership as applied here, and returns its voters.
-func (p *peers) refresh() map[uint64]string {
-	info := p.r.nodeHostInfo()
+// refresh reads r's membership as applied here, and returns its voters;
+// the default group's is kept for the handshake's address check.
+func (p *peers) refresh(r *Replica) map[uint64]string {
+	info := r.nodeHostInfo()
 	if info == nil {
 		return nil
 	}
 	for _, s := range info.ShardInfoList {
-		if s.ShardID != shardID || s.Pending {
+		if s.ShardID != r.shard || s.Pending {
 			continue
 		}
 		m := maps.Clone(s.Replicas)
-		p.members.Store(&m)
+		if r.shard == defaultShard {
+			p.members.Store(&m)
+		}
 		return m
 	}
 	return nil

@@ -68,7 +68,7 @@ func (r *Replica) AddReplica(ctx context.Context, id uint64, addr string) error 
 		}
 		return false, checkAdd(m, id, addr, true)
 	}, func(ctx context.Context, ccid uint64) error {
-		return r.nh.SyncRequestAddReplica(ctx, shardID, id, addr, ccid)
+		return r.nh.SyncRequestAddReplica(ctx, r.shard, id, addr, ccid)
 	})
 	if err == nil {
 		r.log.Info("fencelock: replica added as a voter", "member", id, "addr", addr)
@@ -100,7 +100,7 @@ func (r *Replica) addNonVoting(ctx context.Context, id uint64, addr string, toVo
 		}
 		return false, checkAdd(m, id, addr, false)
 	}, func(ctx context.Context, ccid uint64) error {
-		return r.nh.SyncRequestAddNonVoting(ctx, shardID, id, addr, ccid)
+		return r.nh.SyncRequestAddNonVoting(ctx, r.shard, id, addr, ccid)
 	})
 }
 
@@ -123,7 +123,7 @@ func (r *Replica) RemoveReplica(ctx context.Context, id uint64) error {
 		}
 		return false, nil
 	}, func(ctx context.Context, ccid uint64) error {
-		return r.nh.SyncRequestDeleteReplica(ctx, shardID, id, ccid)
+		return r.nh.SyncRequestDeleteReplica(ctx, r.shard, id, ccid)
 	})
 	if err == nil {
 		r.log.Info("fencelock: replica removed", "member", id)
@@ -249,7 +249,7 @@ func (r *Replica) membership(ctx context.Context) (*dragonboat.Membership, error
 			return nil, err
 		}
 		actx, cancel := context.WithTimeout(ctx, attempt)
-		m, err := r.nh.SyncGetShardMembership(actx, shardID)
+		m, err := r.nh.SyncGetShardMembership(actx, r.shard)
 		cancel()
 		if err == nil {
 			return m, nil

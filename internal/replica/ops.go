@@ -84,7 +84,7 @@ func (r *Replica) opsStatus(st *Status) {
 		return
 	}
 	for _, s := range info.ShardInfoList {
-		if s.ShardID != shardID || s.Pending {
+		if s.ShardID != r.shard || s.Pending {
 			continue
 		}
 		st.NonVoting = s.IsNonVoting
@@ -108,13 +108,13 @@ func (r *Replica) removedFromGroup() {
 	r.prop.LeaderChanged() // entries in flight will never complete
 }
 
-// systemListener receives Dragonboat's system events on its event goroutine;
-// it must not block.
-type systemListener struct{ r *Replica }
+// systemListener receives Dragonboat's system events on its event goroutine,
+// for every shard of the host; it must not block.
+type systemListener struct{ h *Host }
 
 func (l systemListener) NodeDeleted(info raftio.NodeInfo) {
-	if info.ShardID == shardID && info.ReplicaID == l.r.cfg.ReplicaID {
-		l.r.removedFromGroup()
+	if r := l.h.byShard[info.ShardID]; r != nil && info.ReplicaID == r.cfg.ReplicaID {
+		r.removedFromGroup()
 	}
 }
 
@@ -129,13 +129,15 @@ func (r *Replica) snapshotSaved(index uint64) {
 	}
 }
 
+// ConnectionFailed counts on the default group: a connection carries every
+// group's traffic between two hosts.
 func (l systemListener) ConnectionFailed(info raftio.ConnectionInfo) {
-	l.r.ops.connFailures.Add(1)
+	l.h.groups[0].ops.connFailures.Add(1)
 }
 
 func (l systemListener) MembershipChanged(info raftio.NodeInfo) {
-	if info.ShardID == shardID {
-		l.r.log.Debug("fencelock: membership changed")
+	if r := l.h.byShard[info.ShardID]; r != nil {
+		r.log.Debug("fencelock: membership changed")
 	}
 }
 
@@ -238,7 +240,7 @@ func (r *Replica) Counters() Counters {
 	default:
 	}
 	type counts struct{ sessions, locks, waiting int }
-	v, err := r.nh.StaleRead(shardID, fsm.Query(func(s *fsm.State) any {
+	v, err := r.nh.StaleRead(r.shard, fsm.Query(func(s *fsm.State) any {
 		var n counts
 		n.sessions, n.locks, n.waiting = s.Counts()
 		return n

@@ -54,7 +54,7 @@ func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 		}
 		leader := r.leaderKnown()
 		actx, cancel := context.WithTimeout(ctx, attempt)
-		v, err := r.nh.SyncRead(actx, shardID, q)
+		v, err := r.nh.SyncRead(actx, r.shard, q)
 		cancel()
 		if err == nil {
 			return v, nil
@@ -125,5 +125,5 @@ func (r *Replica) StaleRead(q fsm.Query) (any, error) {
 		return nil, ErrClosed
 	default:
 	}
-	return r.nh.StaleRead(shardID, q)
+	return r.nh.StaleRead(r.shard, q)
 }

@@ -11,39 +11,39 @@ import (
 	"github.com/fencelock/fencelock/internal/logstore"
 )
 
-// TestingCrash is for tests: it kills the replica as the death of its
-// process would (SIGKILL, power loss) rather than as Close's clean
-// shutdown; the caller closes it next, as it would close a dead process's
-// resources. The death comes at a moment when the log store holds a
-// commit-only save it defers (at once, or at the next such save; at the
-// latest when ctx ends): from then on nothing the replica does reaches its
+// TestingCrash is for tests: it kills the host (every group's replica on
+// it) as the death of its process would (SIGKILL, power loss) rather than
+// as Close's clean shutdown; the caller closes it next, as it would close a
+// dead process's resources. The death comes at a moment when the log store
+// holds a commit-only save it defers (at once, or at the next such save; at
+// the latest when ctx ends): from then on nothing the host does reaches its
 // peers or is heard from them, and its log store drops the deferred commit
-// index when the NodeHost closes it, instead of writing it
-// (logstore.Store.Crash). A restart on the same Dir then finds an older
-// commit index on disk, replays the log only up to it and learns the rest
-// from the group. Nothing else differs from Close: entries, terms and votes
-// are synced as they are saved, and the state machine lives in memory.
-// Production code never calls it.
-func (r *Replica) TestingCrash(ctx context.Context) {
-	if s := r.store.Load(); s != nil {
+// indexes when the NodeHost closes it, instead of writing them
+// (logstore.Store.Crash). A restart on the same Dir then finds older commit
+// indexes on disk, replays the logs only up to them and learns the rest
+// from the groups. Nothing else differs from Close: entries, terms and
+// votes are synced as they are saved, and the state machines live in
+// memory. Production code never calls it.
+func (h *Host) TestingCrash(ctx context.Context) {
+	if s := h.store.Load(); s != nil {
 		select {
-		case <-s.Crash(func() { r.down.Store(true) }):
+		case <-s.Crash(func() { h.down.Store(true) }):
 		case <-ctx.Done():
 		}
 	}
-	r.down.Store(true)
+	h.down.Store(true)
 }
 
-// TestingLogStoreStats returns the counts of the replica's log store (what
+// TestingLogStoreStats returns the counts of the host's log store (what
 // it wrote, deferred, flushed and, after a crash, dropped).
-func (r *Replica) TestingLogStoreStats() logstore.Stats {
-	if s := r.store.Load(); s != nil {
+func (h *Host) TestingLogStoreStats() logstore.Stats {
+	if s := h.store.Load(); s != nil {
 		return s.Stats()
 	}
 	return logstore.Stats{}
 }
 
-// gate wraps the replica's transport so that TestingCrash can cut it off at
+// gate wraps the host's transport so that TestingCrash can cut it off at
 // once: a dead process sends nothing and hears nothing. In production down
 // is never set and the gate only reads it.
 type gate struct {

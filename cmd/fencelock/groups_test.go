@@ -1,0 +1,66 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+)
+
+func TestGroupFlag(t *testing.T) {
+	var g groupFlags
+	require.NoError(t, g.Set("billing=1,2,3"))
+	require.NoError(t, g.Set("solo=2"))
+	require.Equal(t, groupFlags{{Name: "billing", Voters: []uint64{1, 2, 3}}, {Name: "solo", Voters: []uint64{2}}}, g)
+	for _, bad := range []string{"billing", "=1", "billing=", "billing=1,x", "billing=0"} {
+		require.Error(t, g.Set(bad), bad)
+	}
+}
+
+// serve --group runs the named groups; status lists every group and its
+// leader.
+func TestServeGroups(t *testing.T) {
+	p := startProcs(t, "--group", "billing=1,2,3", "--group", "solo=2")
+	// Leaders are elected independently per group: wait until replica 1
+	// knows one for each.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := do(t, "GET", p.urls[1]+"/v1/status", nil)
+		groups, _ := r.body["groups"].([]any)
+		known := 0
+		for _, g := range groups {
+			if g.(map[string]any)["leader_id"].(float64) != 0 {
+				known++
+			}
+		}
+		if len(groups) == 3 && known == 3 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no leader in every group: %s", r.raw)
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, err := exec.Command(p.bin, "status", "--http", p.urls[1]).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var rows []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == "(default)" || f[0] == "billing" || f[0] == "solo") {
+			rows = append(rows, l)
+		}
+	}
+	require.Len(t, rows, 3, "%s", out)
+	solo := strings.Fields(rows[2])
+	require.Equal(t, []string{"solo", "2", "2"}, []string{solo[0], solo[2], solo[3]}, "solo is led by its only voter 2: %s", out)
+	require.Equal(t, "non-voting", solo[4], "replica 1 runs solo non-voting: %s", out)
+	require.Equal(t, "1,2,3", strings.Fields(rows[1])[3])
+
+	// A bad group is refused before anything starts.
+	out, err = exec.Command(p.bin, "serve", "--id", "1", "--peers", "1=127.0.0.1:1", "--dir", t.TempDir(),
+		"--http", "127.0.0.1:0", "--group", "Bad=1").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), fencelock.ErrInvalidConfig.Error())
+	require.Contains(t, string(out), "Groups[0].Name")
+}

@@ -1,0 +1,443 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/transport"
+)
+
+// withGroups returns a tune that sets Groups.
+func withGroups(groups ...GroupConfig) func(*Config) {
+	return func(c *Config) { c.Groups = groups }
+}
+
+// waitStatus polls every running node's Status until ok holds for all of
+// them, or fails the test when ctx ends. Status is a local read without a
+// change notification, so it is polled, as testCluster.leader does.
+func (c *testCluster) waitStatus(ctx context.Context, what string, ok func(id uint64, st Status) bool) {
+	c.t.Helper()
+	for {
+		all := true
+		var last string
+		for id, n := range c.nodes {
+			st := n.Status()
+			if !ok(id, st) {
+				all = false
+				last = fmt.Sprintf("replica %d: %+v", id, st.Groups)
+				break
+			}
+		}
+		if all {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("%s: %v; last: %s", what, ctx.Err(), last)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// group returns the named group's status in st.
+func group(st Status, name string) (GroupStatus, bool) {
+	for _, g := range st.Groups {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return GroupStatus{}, false
+}
+
+// openSession opens a session directly in a group's replica (the root's
+// sessions use the default group until the session machinery is wired to
+// the named ones); it returns the session's ID.
+func openSession(ctx context.Context, n *Node, groupName string, ttl time.Duration) (uint64, error) {
+	r := n.host.Group(groupName)
+	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindOpenSession, Nonce: uint64(time.Now().UnixNano()) | 1,
+		TTL: uint64(ttl), Owner: n.cfg.ReplicaID})
+	if err != nil {
+		return 0, err
+	}
+	if res.Status != fsm.OK {
+		return 0, fmt.Errorf("open session: %v", res.Status)
+	}
+	return res.Value, nil
+}
+
+// acquireIn takes lock name in a group's replica for session id.
+func acquireIn(ctx context.Context, n *Node, groupName string, id, seq uint64, name string) (uint64, error) {
+	res, err := n.host.Group(groupName).Propose(ctx, fsm.Command{Kind: fsm.KindAcquire, Session: id, Seq: seq, Name: name})
+	if err != nil {
+		return 0, err
+	}
+	if res.Status != fsm.Granted {
+		return 0, fmt.Errorf("acquire %s: %v", name, res.Status)
+	}
+	return res.Value, nil
+}
+
+// allLeaders reports whether st knows a leader for every group.
+func allLeaders(st Status) bool {
+	for _, g := range st.Groups {
+		if g.LeaderID == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Five replicas, groups a (voters 1,2,3) and b (3,4,5): every host runs
+// every group (non-voting where it does not vote), their views agree, a
+// group without its quorum stops while the other commits, and it comes back
+// under the same group ID.
+func TestGroupsFiveReplicas(t *testing.T) {
+	c := newCluster(t, 5, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}}))
+	ctx := testCtx(t)
+	voters := map[string][]uint64{"": {1, 2, 3, 4, 5}, "a": {1, 2, 3}, "b": {3, 4, 5}}
+
+	// Every host runs the three groups; the non-voters of a and b are
+	// added as non-voting replicas by the groups' leaders.
+	c.waitStatus(ctx, "every host runs every group", func(id uint64, st Status) bool {
+		if len(st.Groups) != 3 || st.Groups[0].Name != "" || st.Groups[1].Name != "a" || st.Groups[2].Name != "b" {
+			return false
+		}
+		for _, g := range st.Groups {
+			isVoter := false
+			for _, v := range voters[g.Name] {
+				isVoter = isVoter || v == id
+			}
+			if g.LeaderID == 0 || g.GroupID == 0 || len(g.Voters) != len(voters[g.Name]) || g.NonVoting == isVoter {
+				return false
+			}
+		}
+		return true
+	})
+	// The views agree, and the top-level fields are the default group's.
+	ref := c.node(1).Status()
+	require.Equal(t, ref.GroupID, ref.Groups[0].GroupID)
+	ids := map[uint64]string{}
+	for _, g := range ref.Groups {
+		require.NotContains(t, ids, g.GroupID, "each group has its own ID")
+		ids[g.GroupID] = g.Name
+		require.Contains(t, voters[g.Name], g.LeaderID, "group %q is led by one of its voters", g.Name)
+	}
+	c.waitStatus(ctx, "the views agree", func(id uint64, st Status) bool {
+		for i, g := range st.Groups {
+			if g.GroupID != ref.Groups[i].GroupID || g.LeaderID == 0 {
+				return false
+			}
+			want, _ := group(c.node(1).Status(), g.Name)
+			if g.LeaderID != want.LeaderID {
+				return false
+			}
+		}
+		return true
+	})
+	groupA := ref.Groups[1].GroupID
+
+	// Replica 4 votes only in b, yet takes locks in a and b locally.
+	for _, name := range []string{"a", "b"} {
+		s, err := openSession(ctx, c.node(4), name, time.Minute)
+		require.NoError(t, err)
+		_, err = acquireIn(ctx, c.node(4), name, s, 1, "x@"+name)
+		require.NoError(t, err)
+	}
+
+	// Without 1 and 2, a has no quorum; b commits through every host left.
+	c.stop(1)
+	c.stop(2)
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err := openSession(short, c.node(4), "a", time.Minute)
+	cancel()
+	require.ErrorIs(t, err, ErrUnavailable, "group a has 1 of its 3 voters")
+	for _, id := range []uint64{3, 4, 5} {
+		s, err := openSession(ctx, c.node(id), "b", time.Minute)
+		require.NoError(t, err, "group b commits on replica %d while a has no quorum", id)
+		_, err = acquireIn(ctx, c.node(id), "b", s, 1, fmt.Sprintf("w%d@b", id))
+		require.NoError(t, err)
+	}
+
+	// 1 and 2 return: a recovers, under the same group ID.
+	c.start(1)
+	c.start(2)
+	s, err := openSession(ctx, c.node(4), "a", time.Minute)
+	require.NoError(t, err)
+	_, err = acquireIn(ctx, c.node(4), "a", s, 1, "v@a")
+	require.NoError(t, err)
+	c.waitStatus(ctx, "a is back with its ID", func(id uint64, st Status) bool {
+		g, ok := group(st, "a")
+		return ok && g.GroupID == groupA && g.LeaderID != 0
+	})
+}
+
+// Seven named groups (and the default one) on three replicas: within 10 s
+// each replica leads at most ⌈8/3⌉ = 3 of them, and again after one
+// replica restarts.
+func TestGroupsLeadersSpread(t *testing.T) {
+	var groups []GroupConfig
+	for i := range 7 {
+		groups = append(groups, GroupConfig{Name: fmt.Sprintf("g%d", i), Voters: []uint64{1, 2, 3}})
+	}
+	c := newCluster(t, 3, withGroups(groups...))
+	spread := func(what string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		c.waitStatus(ctx, what, func(_ uint64, _ Status) bool {
+			led := map[uint64]int{}
+			for _, n := range c.nodes {
+				st := n.Status()
+				if len(st.Groups) != 8 || !allLeaders(st) {
+					return false
+				}
+				for _, g := range st.Groups {
+					if g.IsLeader {
+						led[st.ReplicaID]++
+					}
+				}
+			}
+			total := 0
+			for _, k := range led {
+				if k > 3 {
+					return false
+				}
+				total += k
+			}
+			return total == 8
+		})
+		t.Logf("%s: leaders spread in %v", what, time.Since(start).Round(time.Millisecond))
+	}
+	spread("after start")
+	c.stop(2)
+	c.start(2)
+	spread("after replica 2 restarted")
+}
+
+// TransferLeadership moves a group's leader and waits for it; it refuses
+// unknown groups and targets that do not vote in the group.
+func TestTransferLeadership(t *testing.T) {
+	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, GroupConfig{Name: "solo", Voters: []uint64{1}}))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
+	for _, name := range []string{"", "a"} {
+		g, _ := group(c.node(1).Status(), name)
+		to := g.LeaderID%3 + 1
+		require.NoError(t, c.node(1).TransferLeadership(ctx, name, to), "group %q", name)
+		g, _ = group(c.node(1).Status(), name)
+		require.Equal(t, to, g.LeaderID, "group %q: replica 1 sees the new leader when the call returns", name)
+		c.waitStatus(ctx, "all see the new leader", func(_ uint64, st Status) bool {
+			g, _ := group(st, name)
+			return g.LeaderID == to
+		})
+	}
+	err := c.node(1).TransferLeadership(ctx, "nope", 2)
+	require.ErrorIs(t, err, ErrUnknownGroup)
+	err = c.node(1).TransferLeadership(ctx, "solo", 2)
+	require.ErrorIs(t, err, ErrMembership, "2 does not vote in solo")
+	err = c.node(2).TransferLeadership(ctx, "solo", 1)
+	require.ErrorIs(t, err, ErrMembership, "2 does not vote in solo, so cannot ask for it")
+}
+
+func TestConfigGroupsValidation(t *testing.T) {
+	members := map[uint64]string{1: "127.0.0.1:7001", 2: "127.0.0.1:7002", 3: "127.0.0.1:7003"}
+	for _, tc := range []struct {
+		name   string
+		join   bool
+		groups []GroupConfig
+		field  string // "" = valid
+	}{
+		{"none", false, nil, ""},
+		{"one", false, []GroupConfig{{"billing", []uint64{1, 2, 3}}}, ""},
+		{"single voter", false, []GroupConfig{{"a-1", []uint64{2}}}, ""},
+		{"empty name", false, []GroupConfig{{"", []uint64{1}}}, "Groups[0].Name"},
+		{"upper case", false, []GroupConfig{{"Billing", []uint64{1}}}, "Groups[0].Name"},
+		{"at sign", false, []GroupConfig{{"a@b", []uint64{1}}}, "Groups[0].Name"},
+		{"too long", false, []GroupConfig{{strings.Repeat("a", 33), []uint64{1}}}, "Groups[0].Name"},
+		{"32 long", false, []GroupConfig{{strings.Repeat("a", 32), []uint64{1}}}, ""},
+		{"twice", false, []GroupConfig{{"a", []uint64{1}}, {"a", []uint64{2}}}, `Groups[1] ("a").Name`},
+		{"no voters", false, []GroupConfig{{"a", nil}}, `Groups[0] ("a").Voters`},
+		{"even", false, []GroupConfig{{"a", []uint64{1, 2}}}, `Groups[0] ("a").Voters`},
+		{"duplicate voter", false, []GroupConfig{{"a", []uint64{1, 1, 2}}}, `Groups[0] ("a").Voters`},
+		{"not a member", false, []GroupConfig{{"a", []uint64{1, 2, 4}}}, `Groups[0] ("a").Voters`},
+		{"joining non-voter", true, []GroupConfig{{"a", []uint64{1, 2, 3}}}, ""},
+		{"joining voter", true, []GroupConfig{{"a", []uint64{4}}}, `Groups[0] ("a").Voters`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{ReplicaID: 1, Members: members, Dir: "d", Groups: tc.groups}
+			if tc.join {
+				cfg = Config{ReplicaID: 4, Join: true, Addr: "127.0.0.1:7004", Dir: "d", Groups: tc.groups}
+			}
+			err := cfg.Validate()
+			if tc.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			require.Contains(t, err.Error(), tc.field)
+		})
+	}
+}
+
+// A Config without Groups runs the default group alone, as before.
+func TestNoGroupsIsTheDefaultGroup(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "leader", func(_ uint64, st Status) bool { return allLeaders(st) && st.GroupID != 0 })
+	st := c.node(1).Status()
+	require.Len(t, st.Groups, 1)
+	g := st.Groups[0]
+	require.Equal(t, GroupStatus{Name: "", GroupID: st.GroupID, LeaderID: st.LeaderID, IsLeader: st.IsLeader,
+		Voters: st.Voters, Term: g.Term, AppliedIndex: g.AppliedIndex, LastSnapshotIndex: g.LastSnapshotIndex}, g)
+	require.Equal(t, []string{""}, c.node(1).host.Groups())
+	require.Nil(t, c.node(1).host.Group("a"))
+}
+
+// A replica restarted with other voters for a group is refused by its own
+// Dir; one started with other voters from an empty Dir is refused by its
+// peers, and both sides log the difference.
+func TestGroupIdentityIsChecked(t *testing.T) {
+	tap := newLogTap()
+	ctx := testCtx(t)
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.Logger = tap.logger()
+		cfg.Groups = []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
+	})
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
+
+	// Restart 3 with other voters for a: its Dir refuses.
+	c.stop(3)
+	cfg := c.config(3)
+	cfg.Groups = []GroupConfig{{Name: "a", Voters: []uint64{3}}}
+	_, err := Start(ctx, cfg)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, `"a": Voters [3] differ from the voters [1 2 3]`)
+
+	// From an empty Dir, the peers refuse it and say why.
+	cfg.Dir = filepath.Join(t.TempDir(), "3")
+	n, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { n.Close() })
+	// Both sides refuse, and say what differs.
+	tap.wait(t, ctx, "refused the replica at "+c.addr(3), `replica 3 at `+c.addr(3)+` runs group "a" with voters [3], this replica with [1 2 3]`)
+	tap.wait(t, ctx, "the replica at "+c.addr(3)+" refused", `runs group "a" with voters [1 2 3], this replica with [3]`)
+	// 1 and 2 still form both groups.
+	for _, name := range []string{"", "a"} {
+		_, err := openSession(ctx, c.node(1), name, time.Minute)
+		require.NoError(t, err)
+	}
+}
+
+// Groups are added by a rolling restart with the longer list: a group
+// starts once a quorum of its voters runs it, and the old groups' locks
+// stay held throughout. A group removed from the list is refused while it
+// holds locks; once they are gone, the removal goes through.
+func TestGroupsAddAndRemove(t *testing.T) {
+	net := transport.NewNetwork(3)
+	c := startCluster(t, net, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
+	sa, err := openSession(ctx, c.node(1), "a", time.Hour)
+	require.NoError(t, err)
+	tokenA, err := acquireIn(ctx, c.node(1), "a", sa, 1, "held@a")
+	require.NoError(t, err)
+	sd, err := openSession(ctx, c.node(2), "", time.Hour)
+	require.NoError(t, err)
+	tokenD, err := acquireIn(ctx, c.node(2), "", sd, 1, "held")
+	require.NoError(t, err)
+	holds := func(n *Node, group string, session uint64, name string, token uint64) bool {
+		v, err := n.host.Group(group).Read(ctx, fsm.Query(func(s *fsm.State) any { return s.Holds(session, name, token) }))
+		require.NoError(t, err)
+		return v.(bool)
+	}
+
+	// Rolling restart adding b: the old groups' locks stay held at every
+	// step, and b runs once a majority of its voters does.
+	c.tune = withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}})
+	for id := uint64(1); id <= 3; id++ {
+		c.stop(id)
+		n := c.start(id)
+		require.Equal(t, []string{"", "a", "b"}, n.host.Groups())
+		other := c.node(id%3 + 1)
+		require.True(t, holds(other, "a", sa, "held@a", tokenA), "after restarting %d", id)
+		require.True(t, holds(other, "", sd, "held", tokenD), "after restarting %d", id)
+		if id == 2 {
+			// Two of b's three voters run it: it elects a leader and
+			// commits, while replica 3 does not know it yet.
+			_, err := openSession(ctx, c.node(1), "b", time.Minute)
+			require.NoError(t, err)
+			require.Equal(t, []string{"", "a"}, c.node(3).host.Groups())
+		}
+	}
+	c.waitStatus(ctx, "b runs everywhere", func(_ uint64, st Status) bool { return len(st.Groups) == 3 && allLeaders(st) })
+	_, err = openSession(ctx, c.node(3), "b", time.Minute)
+	require.NoError(t, err)
+
+	// Removing a while it holds a lock is refused, and the replica does
+	// not start.
+	c.stop(3)
+	cfg := c.config(3)
+	cfg.Groups = []GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
+	_, err = Start(ctx, cfg)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, `group "a" is no longer configured but holds 1 lock(s) here`)
+	c.start(3)
+
+	// Release it; then the removal goes through and a is gone from this
+	// replica.
+	res, err := c.node(1).host.Group("a").Propose(ctx, fsm.Command{Kind: fsm.KindRelease, Session: sa, Seq: 2, Name: "held@a", Token: tokenA})
+	require.NoError(t, err)
+	require.Equal(t, fsm.OK, res.Status)
+	c.waitStatus(ctx, "released everywhere", func(id uint64, st Status) bool {
+		g, _ := group(st, "a")
+		return g.AppliedIndex >= c.node(1).host.Group("a").Status().AppliedIndex
+	})
+	c.stop(3)
+	n, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	c.nodes[3] = n
+	require.Equal(t, []string{"", "b"}, n.host.Groups())
+	require.True(t, errors.Is(n.TransferLeadership(ctx, "a", 1), ErrUnknownGroup))
+}
+
+// A replica that joins the deployment runs every named group as a
+// non-voting replica: the groups' leaders add it, and remove it from the
+// groups once it is removed from the deployment.
+func TestJoiningReplicaRunsTheGroups(t *testing.T) {
+	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
+	cfg4 := joinConfig(t, c, 4)
+	require.NoError(t, c.node(1).AddNonVoting(ctx, 4, cfg4.Addr))
+	n4 := startJoined(t, c, cfg4)
+	s, err := openSession(ctx, n4, "a", time.Minute)
+	require.NoError(t, err, "the joined replica proposes to a locally")
+	_, err = acquireIn(ctx, n4, "a", s, 1, "j@a")
+	require.NoError(t, err)
+	g, _ := group(n4.Status(), "a")
+	require.True(t, g.NonVoting)
+
+	require.NoError(t, c.node(1).RemoveReplica(ctx, 4))
+	for {
+		m, err := c.node(1).host.Group("a").Members(ctx)
+		require.NoError(t, err)
+		if _, still := m.NonVoting[4]; !still && slices.Contains(m.Removed, 4) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("replica 4 is still a member of a: %+v", m)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"net/http"
+)
+
+// RevokeRequest is the body of POST /v1/locks/{name}/revoke; it may be
+// empty. A FencingToken revokes only that grant (Node.RevokeGrant), so
+// that an operator's late or retried call never frees the successor's.
+type RevokeRequest struct {
+	FencingToken ID `json:"fencing_token,omitempty"`
+}
+
+// DecodeRevoke decodes the body of a lock's revoke.
+func DecodeRevoke(b []byte) (RevokeRequest, error) {
+	var r RevokeRequest
+	err := decodeJSON(b, &r, true)
+	return r, err
+}
+
+// RevokeResponse answers a revoke.
+type RevokeResponse struct {
+	Revoked bool `json:"revoked"`
+}
+
+// revokeLock frees a lock whoever holds it (Node.Revoke): the admin
+// right's call, for a holder that is stuck but alive.
+func (s *Server) revokeLock(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	b, err := body(r)
+	if err == nil {
+		err = validName(name)
+	}
+	var req RevokeRequest
+	if err == nil {
+		req, err = DecodeRevoke(b)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	if req.FencingToken != 0 {
+		err = s.node.RevokeGrant(ctx, name, uint64(req.FencingToken))
+	} else {
+		err = s.node.Revoke(ctx, name)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.log.Info("httpapi: lock revoked", "name", name, "token", uint64(req.FencingToken))
+	writeJSON(w, http.StatusOK, RevokeResponse{Revoked: true})
+}
+
+// revokeElection ends an election's current term whoever leads it
+// (Node.RevokeLeadership). Its body, if any, is an empty object.
+func (s *Server) revokeElection(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	b, err := body(r)
+	if err == nil {
+		err = validName(name)
+	}
+	if err == nil {
+		err = decodeJSON(b, &struct{}{}, true)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	if err := s.node.RevokeLeadership(ctx, name); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.log.Info("httpapi: leadership revoked", "election", name)
+	writeJSON(w, http.StatusOK, RevokeResponse{Revoked: true})
+}

@@ -1,0 +1,268 @@
+package replica
+
+// Leaders spread over the hosts. Dragonboat balances nothing
+// (lni/dragonboat#238), so every host runs a balancer over the groups it
+// votes in. The rule, for G groups a host votes in and H hosts voting in
+// them: the host should lead at most ⌈G/H⌉ of them. Only a host over its
+// bound acts, and only by giving one group away to another voter of it that
+// is below its own bound and was heard from recently; so a transfer never
+// pushes its target over the bound, and two hosts cannot hand a group back
+// and forth. The choice is deterministic (the first group in Config order,
+// the target leading fewest, then the lowest ID), at most one transfer is in
+// flight per host (the balancer runs on one goroutine and waits for each),
+// and every attempt, successful or not, is followed by a hold-off. Every host
+// runs every group (non-voting where it does not vote), so its view of who
+// leads what is local: no I/O per round.
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+type balancer struct {
+	nudge     chan struct{} // a leader changed somewhere
+	holdUntil time.Time     // no transfer before; the run goroutine's own
+}
+
+func newBalancer() balancer { return balancer{nudge: make(chan struct{}, 1)} }
+
+// leadersChanged wakes the balancer; it runs on Dragonboat's event goroutine
+// and never blocks.
+func (h *Host) leadersChanged() {
+	select {
+	case h.bal.nudge <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Host) electionTimeout() time.Duration {
+	return time.Duration(h.cfg.ElectionTicks) * h.cfg.RTT
+}
+
+// holdOff is the pause after each transfer: long enough for every host to
+// see the new leader before anyone decides again.
+func (h *Host) holdOff() time.Duration { return max(3*h.electionTimeout(), 500*time.Millisecond) }
+
+// reconcileEvery is how often the leaders of named groups look for hosts
+// to add as non-voting replicas, besides after every leader change.
+const reconcileEvery = 2 * time.Second
+
+// run is the host's background work when it runs named groups: their
+// non-voting replicas, and the balancer. A host of the default group alone
+// has none.
+func (h *Host) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-h.closed
+		cancel()
+	}()
+	t := time.NewTicker(max(h.electionTimeout(), 100*time.Millisecond))
+	defer t.Stop()
+	h.bal.holdUntil = time.Now().Add(h.holdOff())
+	var reconciled time.Time
+	for {
+		nudged := false
+		select {
+		case <-h.closed:
+			return
+		case <-t.C:
+		case <-h.bal.nudge:
+			nudged = true
+		}
+		if nudged || time.Since(reconciled) >= reconcileEvery {
+			rctx, rcancel := context.WithTimeout(ctx, 2*h.cfg.ProposalTimeout)
+			h.reconcile(rctx)
+			rcancel()
+			reconciled = time.Now()
+		}
+		h.balance(ctx)
+	}
+}
+
+// groupView is one group as the balancer sees it.
+type groupView struct {
+	r      *Replica
+	voters []uint64
+	leader uint64
+}
+
+// balance makes at most one transfer, if this host leads more groups than
+// its bound.
+func (h *Host) balance(ctx context.Context) {
+	if len(h.groups) < 2 || time.Now().Before(h.bal.holdUntil) {
+		return
+	}
+	self := h.cfg.ReplicaID
+	views := h.views()
+	window := max(3*h.electionTimeout(), 3*time.Second)
+	i, to, ok := pickTransfer(views, self, func(id uint64) bool { return h.peers.reached(id, window) })
+	if !ok {
+		return
+	}
+	v := views[i]
+	tctx, cancel := context.WithTimeout(ctx, 4*h.electionTimeout()+h.cfg.ProposalTimeout)
+	err := v.r.TransferLeadership(tctx, to)
+	cancel()
+	h.bal.holdUntil = time.Now().Add(h.holdOff())
+	if err != nil {
+		v.r.log.Debug("fencelock: leadership transfer to spread the leaders failed; retried after a hold-off", "to", to, "err", err)
+		return
+	}
+	v.r.log.Info("fencelock: leadership handed over to spread the leaders", "to", to)
+}
+
+// pickTransfer decides the balancer's next move for host self: the index
+// in views of a group it leads and the voter to hand it to, if self leads
+// more than its bound. The target is the reachable voter of the group below
+// its own bound that leads fewest (then the lowest ID), in the first group
+// (in views' order) that has one. Nothing else moves: a host within its
+// bound never gives, and a target never ends above its bound.
+func pickTransfer(views []groupView, self uint64, reachable func(uint64) bool) (int, uint64, bool) {
+	led := leaderCounts(views)
+	if led[self] <= leaderBound(views, self) {
+		return 0, 0, false
+	}
+	for i, v := range views {
+		if v.leader != self {
+			continue
+		}
+		var cands []uint64
+		for _, id := range v.voters {
+			if id != self && led[id] < leaderBound(views, id) && reachable(id) {
+				cands = append(cands, id)
+			}
+		}
+		if len(cands) == 0 {
+			continue
+		}
+		slices.SortFunc(cands, func(a, b uint64) int {
+			if led[a] != led[b] {
+				return led[a] - led[b]
+			}
+			return cmp.Compare(a, b)
+		})
+		return i, cands[0], true
+	}
+	return 0, 0, false
+}
+
+// views is the local view of every group's voters and leader.
+func (h *Host) views() []groupView {
+	info := h.nodeHostInfo()
+	views := make([]groupView, 0, len(h.groups))
+	for _, r := range h.groups {
+		v := groupView{r: r, voters: r.voters, leader: r.leader.Load()}
+		if r.shard == defaultShard && info != nil {
+			// The default group's voters change with AddReplica and
+			// RemoveReplica: use the membership as applied here.
+			for _, s := range info.ShardInfoList {
+				if s.ShardID == defaultShard && !s.Pending {
+					v.voters = slices.Sorted(maps.Keys(s.Replicas))
+				}
+			}
+		}
+		views = append(views, v)
+	}
+	return views
+}
+
+// leaderCounts counts the groups each host leads.
+func leaderCounts(views []groupView) map[uint64]int {
+	led := make(map[uint64]int)
+	for _, v := range views {
+		if v.leader != 0 && slices.Contains(v.voters, v.leader) {
+			led[v.leader]++
+		}
+	}
+	return led
+}
+
+// leaderBound is ⌈G/H⌉ for host id: G the groups it votes in, H the hosts
+// voting in them.
+func leaderBound(views []groupView, id uint64) int {
+	g := 0
+	hosts := make(map[uint64]bool)
+	for _, v := range views {
+		if !slices.Contains(v.voters, id) {
+			continue
+		}
+		g++
+		for _, x := range v.voters {
+			hosts[x] = true
+		}
+	}
+	if g == 0 {
+		return 0
+	}
+	return (g + len(hosts) - 1) / len(hosts)
+}
+
+// TransferLeadership moves the leadership of group ("" is the default
+// group) to replica to, and returns once this host sees to lead it. An
+// unknown group is ErrUnknownGroup.
+func (h *Host) TransferLeadership(ctx context.Context, group string, to uint64) error {
+	r := h.Group(group)
+	if r == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
+	}
+	return r.TransferLeadership(ctx, to)
+}
+
+// TransferLeadership moves the group's leadership to replica to and waits
+// until this replica sees to lead. Dragonboat's transfer promises nothing
+// (the target may not catch up in time, or a third replica may win the
+// election), so the request is repeated, an election timeout or two apart,
+// until the leader is to or ctx ends (then ErrUnavailable and ctx's error).
+// A target that is not a voter of the group is ErrMembership, and so is a
+// call on a host that does not vote in the group: raft drops a transfer
+// request that a non-voting replica forwards. During a transfer the group
+// takes no proposals; the proposer retries them.
+func (r *Replica) TransferLeadership(ctx context.Context, to uint64) error {
+	m, err := r.membership(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := m.Nodes[to]; !ok {
+		return fmt.Errorf("%w: replica %d is not a voter of the group%s", ErrMembership, to, inGroup(r.name))
+	}
+	if _, ok := m.Nodes[r.cfg.ReplicaID]; !ok {
+		return fmt.Errorf("%w: replica %d does not vote in the group%s: call TransferLeadership on one of its voters", ErrMembership, r.cfg.ReplicaID, inGroup(r.name))
+	}
+	wait := 2 * time.Duration(r.cfg.ElectionTicks) * r.cfg.RTT
+	var last error
+	for {
+		if err := r.check(ctx, last); err != nil {
+			return err
+		}
+		up := r.leaderKnown()
+		cur := r.leader.Load()
+		if cur == to {
+			return nil
+		}
+		if cur != 0 {
+			if err := r.nh.RequestLeaderTransfer(r.shard, to); err != nil {
+				if !retryable(err) {
+					return fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
+				}
+				last = err
+			} else {
+				last = fmt.Errorf("leadership not transferred from %d to %d yet", cur, to)
+			}
+		} else {
+			last = fmt.Errorf("no leader known")
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-up:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-r.closed:
+		}
+		t.Stop()
+	}
+}

@@ -1,0 +1,340 @@
+package replica
+
+// Named groups. Every host runs every group of its Config: a voter of a
+// group bootstraps it with the addresses of the group's voters (from the
+// default group's bootstrap Members); every other host starts it as a
+// non-voting replica that joins, and the group's leader adds it
+// (SyncRequestAddNonVoting) once the host is in the default group's
+// membership. So a session on any host proposes and reads locally and gets
+// the group's apply events locally, while the group's availability depends
+// only on its voters' quorum. The cost: every host stores and applies every
+// group's log, and every group's leader sends its entries to every host.
+//
+// A group's identity is its name and its voters (with the DeploymentID):
+// its shard ID is a hash of the name, so every host agrees without
+// coordination, and the handshake compares the identity of every group both
+// sides run. The identities are kept in Dir (groupsFileName): a restart with
+// other voters for a group is refused. Adding a group is a rolling restart
+// with the new Groups list: a host that does not know the group yet ignores
+// its traffic, and the group elects a leader once a quorum of its voters
+// runs it. Removing a group is refused at Start while this host's copy of
+// the group holds locks (retire).
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// groupsFileName keeps the named groups' identities in Dir.
+const groupsFileName = "fencelock-groups.json"
+
+// GroupShardID is the Dragonboat shard ID of the group called name: 1 for
+// the default group (""), a hash of the name for the others, so that every
+// replica derives the same one. The root refuses a Config in which two
+// groups' IDs collide or a named group's is 0 or 1.
+func GroupShardID(name string) uint64 {
+	if name == "" {
+		return defaultShard
+	}
+	sum := sha256.Sum256([]byte("fencelock group name\n" + name))
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+// namedDigest is the identity of a named group.
+func namedDigest(deployment uint64, name string, voters []uint64) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "fencelock named group v1\ndeployment %d\nname %s\nvoters %v\n", deployment, name, voters))
+	return hex.EncodeToString(sum[:16])
+}
+
+type namedGroup struct {
+	Name   string   `json:"name"`
+	Group  string   `json:"group"`
+	Voters []uint64 `json:"voters"`
+	// Bootstrap is the members map this host bootstrapped the group with,
+	// as a voter; nil on a host that runs it non-voting.
+	Bootstrap map[uint64]string `json:"bootstrap,omitempty"`
+}
+
+type groupsFile struct {
+	Version int          `json:"version"`
+	Groups  []namedGroup `json:"groups"`
+}
+
+// decodeGroups decodes the groups file's bytes: anything but a consistent
+// list is an error.
+func decodeGroups(path string, data []byte) (groupsFile, error) {
+	var f groupsFile
+	if len(data) > maxGroupFile {
+		return groupsFile{}, fmt.Errorf("%s: larger than %d bytes", path, maxGroupFile)
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return groupsFile{}, fmt.Errorf("%s is corrupt: %v", path, err)
+	}
+	if f.Version != 1 {
+		return groupsFile{}, fmt.Errorf("%s is corrupt: version %d", path, f.Version)
+	}
+	seen := make(map[string]bool, len(f.Groups))
+	for _, g := range f.Groups {
+		if g.Name == "" || seen[g.Name] || g.Group == "" || len(g.Voters) == 0 {
+			return groupsFile{}, fmt.Errorf("%s is corrupt: group %q", path, truncate(g.Name, 40))
+		}
+		seen[g.Name] = true
+		for id := range g.Bootstrap {
+			if !slices.Contains(g.Voters, id) {
+				return groupsFile{}, fmt.Errorf("%s is corrupt: group %q bootstraps with %d, not a voter", path, truncate(g.Name, 40), id)
+			}
+		}
+	}
+	return f, nil
+}
+
+func readGroups(path string) (groupsFile, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return groupsFile{Version: 1}, nil
+	}
+	if err != nil {
+		return groupsFile{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxGroupFile+1))
+	if err != nil {
+		return groupsFile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return decodeGroups(path, data)
+}
+
+func writeGroups(path string, f groupsFile) error {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return writeFile(path, data)
+}
+
+// loadGroups returns the named groups cfg runs, in its order, with their
+// identities as kept in Dir (new ones are added to the file), and the
+// groups the file knows that cfg no longer names. A group whose voters
+// differ from those kept in Dir is refused: a group's voters never change,
+// as its replicas bootstrapped with them.
+func loadGroups(cfg Config, def groupFile) (named, retired []namedGroup, err error) {
+	path := filepath.Join(cfg.Dir, groupsFileName)
+	file, err := readGroups(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	}
+	stored := make(map[string]namedGroup, len(file.Groups))
+	for _, g := range file.Groups {
+		stored[g.Name] = g
+	}
+	changed := false
+	members := def.Members
+	if len(members) == 0 {
+		members = cfg.Members
+	}
+	for i, gc := range cfg.Groups {
+		voters := slices.Sorted(slices.Values(gc.Voters))
+		digest := namedDigest(cfg.DeploymentID, gc.Name, voters)
+		if old, ok := stored[gc.Name]; ok {
+			if old.Group != digest {
+				return nil, nil, fmt.Errorf("%w: Groups[%d] %q: Voters %v differ from the voters %v this replica first ran it with (kept in Dir): a group's voters cannot change; start a group under another name",
+					ErrInvalidConfig, i, gc.Name, voters, old.Voters)
+			}
+			named = append(named, old)
+			continue
+		}
+		ng := namedGroup{Name: gc.Name, Group: digest, Voters: voters}
+		if slices.Contains(voters, cfg.ReplicaID) {
+			ng.Bootstrap = make(map[uint64]string, len(voters))
+			for _, v := range voters {
+				addr, ok := members[v]
+				if !ok {
+					return nil, nil, fmt.Errorf("%w: Groups[%d] %q: voter %d is not one of the group's bootstrap Members", ErrInvalidConfig, i, gc.Name, v)
+				}
+				ng.Bootstrap[v] = addr
+			}
+		}
+		named = append(named, ng)
+		changed = true
+	}
+	for _, g := range file.Groups {
+		if !slices.ContainsFunc(named, func(n namedGroup) bool { return n.Name == g.Name }) {
+			retired = append(retired, g)
+		}
+	}
+	if changed {
+		if err := writeGroups(path, groupsFile{Version: 1, Groups: append(slices.Clone(named), retired...)}); err != nil {
+			return nil, nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+		}
+	}
+	return named, retired, nil
+}
+
+// discard is the sink of a group being removed: nobody listens.
+type discard struct{}
+
+func (discard) Applied(uint64, []fsm.Event) {}
+func (discard) Restored(*fsm.State)         {}
+func (discard) Removed()                    {}
+
+// retire finishes the removal of the groups Dir knows and the Config no
+// longer names: each has been started from Dir, and is refused while its
+// state here, once this replica has applied every entry it knows to be
+// committed, holds a lock. A removal that passes stops the group here and
+// forgets its identity; its raft data stays in Dir, so a group added back
+// under the same name and voters resumes where it was.
+func (h *Host) retire(leaving []*Replica, named []namedGroup) error {
+	if len(leaving) == 0 {
+		return nil
+	}
+	for _, r := range leaving {
+		locks, err := r.localLocks(retireWait)
+		if err != nil {
+			return fmt.Errorf("%w: Groups: group %q, which this replica ran, is no longer configured, and its state here cannot be checked: %v", ErrInvalidConfig, r.name, err)
+		}
+		if locks > 0 {
+			return fmt.Errorf("%w: Groups: group %q is no longer configured but holds %d lock(s) here: release or revoke them, or keep the group in Groups",
+				ErrInvalidConfig, r.name, locks)
+		}
+	}
+	for _, r := range leaving {
+		r.stop()
+		if err := h.nh.StopShard(r.shard); err != nil {
+			h.log.Warn("fencelock: stopping a removed group", "group", r.name, "err", err)
+		}
+		r.wg.Wait()
+		// It stays in byShard, which the listeners read without a lock:
+		// a stopped shard reports nothing more.
+		h.log.Info("fencelock: group removed from this replica; its raft data stays in Dir", "group", r.name)
+	}
+	if err := writeGroups(filepath.Join(h.cfg.Dir, groupsFileName), groupsFile{Version: 1, Groups: named}); err != nil {
+		return fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// retireWait bounds how long the removal check waits for a group's local
+// log to be applied.
+const retireWait = 30 * time.Second
+
+// localLocks counts the locks held in this replica's copy of the group,
+// after it applied every entry its log knows to be committed (no quorum is
+// needed: a group whose voters are all being restarted without it must
+// still be checkable).
+func (r *Replica) localLocks(limit time.Duration) (int, error) {
+	lr, err := r.nh.GetLogReader(r.shard)
+	if err != nil {
+		return 0, err
+	}
+	st, _ := lr.NodeState()
+	deadline := time.Now().Add(limit)
+	for {
+		applied := r.appliedIndex.Load()
+		if applied >= st.Commit || !proposalsAfter(lr, applied, st.Commit) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("applied %d of %d committed entries within %v", applied, st.Commit, limit)
+		}
+		time.Sleep(10 * time.Millisecond) // the replay has no completion signal
+	}
+	v, err := r.nh.StaleRead(r.shard, fsm.Query(func(s *fsm.State) any {
+		_, locks, _ := s.Counts()
+		return locks
+	}))
+	if err != nil {
+		return 0, err
+	}
+	return v.(int), nil
+}
+
+// proposalsAfter reports whether any entry in (from, to] carries commands:
+// the others (elections' empty entries, membership changes) never reach the
+// state machine, so the applied index does not move past them. An entry it
+// cannot read counts as one.
+func proposalsAfter(lr dragonboat.ReadonlyLogReader, from, to uint64) bool {
+	es, err := lr.Entries(from+1, to+1, 64<<20)
+	if err != nil || len(es) == 0 {
+		return true
+	}
+	for i := range es {
+		if es[i].IsProposal() && !es[i].IsEmpty() {
+			return true
+		}
+	}
+	return es[len(es)-1].Index < to
+}
+
+// reconcile keeps, on the leader of each named group, the group's
+// non-voting replicas in step with the deployment's hosts (the default
+// group's members): a host that is not yet a member of the group is added
+// as a non-voting replica, and a non-voting replica whose host was removed
+// from the default group is removed from the group too. One change per
+// call; the next call goes on.
+func (h *Host) reconcile(ctx context.Context) {
+	def := h.groups[0]
+	var hosts map[uint64]string
+	var gone map[uint64]struct{}
+	for _, r := range h.groups[1:] {
+		if r.leader.Load() != h.cfg.ReplicaID {
+			continue
+		}
+		if hosts == nil {
+			m, err := def.membership(ctx)
+			if err != nil {
+				return
+			}
+			hosts = make(map[uint64]string, len(m.Nodes)+len(m.NonVotings))
+			for id, a := range m.Nodes {
+				hosts[id] = a
+			}
+			for id, a := range m.NonVotings {
+				hosts[id] = a
+			}
+			gone = m.Removed
+		}
+		m, err := r.membership(ctx)
+		if err != nil {
+			continue
+		}
+		for _, id := range slices.Sorted(maps.Keys(m.NonVotings)) {
+			if _, ok := gone[id]; !ok {
+				continue
+			}
+			if err := r.RemoveReplica(ctx, id); err != nil {
+				r.log.Debug("fencelock: removing a host removed from the deployment from the group; retried", "member", id, "err", err)
+			}
+			return
+		}
+		for _, id := range slices.Sorted(maps.Keys(hosts)) {
+			_, voter := m.Nodes[id]
+			_, nonVoting := m.NonVotings[id]
+			_, removed := m.Removed[id]
+			if voter || nonVoting || removed {
+				continue
+			}
+			if err := r.addNonVoting(ctx, id, hosts[id], false); err != nil {
+				r.log.Debug("fencelock: adding a host as a non-voting replica of the group; retried", "member", id, "err", err)
+			} else {
+				r.log.Info("fencelock: host added as a non-voting replica of the group", "member", id)
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,323 @@
+package replica
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/config"
+
+	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/dblog"
+	"github.com/fencelock/fencelock/internal/logstore"
+	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/transport"
+)
+
+// Config is the root's Config, validated and with its defaults filled in:
+// the root documents every field.
+type Config struct {
+	ReplicaID                           uint64
+	Members                             map[uint64]string
+	Join                                bool
+	Addr, ListenAddr, Dir               string
+	RTT, ProposalTimeout                time.Duration
+	ElectionTicks, HeartbeatTicks       int
+	SnapshotEntries, CompactionOverhead uint64
+	DeploymentID                        uint64
+	Transport                           transport.Transport
+	Logger                              *slog.Logger
+	Clock                               clock.Clock
+	// Groups are the named groups beside the default one, validated by the
+	// root: unique names, voters from Members.
+	Groups []GroupConfig
+}
+
+// GroupConfig is one named group (the root's GroupConfig documents it).
+type GroupConfig struct {
+	Name   string
+	Voters []uint64
+}
+
+// Host is one process's replica of every group: one Dragonboat NodeHost,
+// its transport, its Dir and its log store, with one shard per group. Its
+// methods are safe for concurrent use.
+type Host struct {
+	cfg     Config
+	log     *slog.Logger
+	nh      *dragonboat.NodeHost
+	peers   *peers
+	groups  []*Replica // the default group first, then Config.Groups in order
+	byName  map[string]*Replica
+	byShard map[uint64]*Replica // fixed before the NodeHost starts: read without a lock
+
+	releaseDir func()                         // frees Dir for another Start in this process
+	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
+	down       atomic.Bool                    // set by TestingCrash: the transport is cut off
+
+	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)
+	// before Close closes it: Dragonboat's Close and GetNodeHostInfo race.
+	nhMu     sync.RWMutex
+	nhClosed bool
+
+	bal balancer
+
+	wg        sync.WaitGroup // the host's background work
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// Start starts the host and a replica of every group on it, and returns
+// once they run: each has recovered its state from Dir and joined its
+// group's traffic. What a group applies goes to sinks(name) ("" is the
+// default group), from the first entry replayed on. Every failure wraps
+// ErrInvalidConfig: it is a matter of the Config, its Dir or its address.
+func Start(cfg Config, sinks func(group string) Sink) (*Host, error) {
+	releaseDir, err := claimDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	h, err := start(cfg, sinks)
+	if err != nil {
+		releaseDir()
+		return nil, err
+	}
+	h.releaseDir = releaseDir
+	return h, nil
+}
+
+func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
+	g, err := loadGroup(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	named, retired, err := loadGroups(cfg, g)
+	if err != nil {
+		return nil, err
+	}
+	dblog.Use(cfg.Logger)
+	h := &Host{
+		cfg:     cfg,
+		log:     cfg.Logger.With("replica", cfg.ReplicaID),
+		byName:  make(map[string]*Replica),
+		byShard: make(map[uint64]*Replica),
+		closed:  make(chan struct{}),
+	}
+	h.bal = newBalancer()
+	def := newReplica(h, "", defaultShard, sinks(""))
+	defMembers := g.Members
+	if len(defMembers) == 0 {
+		defMembers = cfg.Members
+	}
+	def.voters = slices.Sorted(maps.Keys(defMembers))
+	def.join = cfg.Join
+	// A restarted replica's group is the one in Dir: Members only matter
+	// when a group bootstraps, and the membership changes only through
+	// AddReplica and RemoveReplica. Dragonboat refuses a restart whose
+	// members differ from the bootstrap's, so it is given those.
+	def.bootstrap = cfg.Members
+	if !cfg.Join && g.Group != "" && !maps.Equal(g.Members, cfg.Members) {
+		h.log.Warn("fencelock: Members differ from the members this replica's group was bootstrapped with, kept in Dir; "+
+			"the group's own membership is used, which only AddReplica and RemoveReplica change",
+			"differences", peering.DiffMembers(cfg.Members, g.Members))
+		def.bootstrap = g.Members
+	}
+	h.add(def)
+	for _, ng := range named {
+		r := newReplica(h, ng.Name, GroupShardID(ng.Name), sinks(ng.Name))
+		r.voters = ng.Voters
+		r.bootstrap, r.join = ng.Bootstrap, ng.Bootstrap == nil
+		h.add(r)
+	}
+	// A group being removed runs until the removal check is done, with
+	// nobody listening to what it applies.
+	var leaving []*Replica
+	for _, ng := range retired {
+		r := newReplica(h, ng.Name, GroupShardID(ng.Name), discard{})
+		r.voters = ng.Voters
+		r.bootstrap, r.join = ng.Bootstrap, ng.Bootstrap == nil
+		h.byShard[r.shard] = r
+		leaving = append(leaving, r)
+	}
+	h.peers = newPeers(h, g, named)
+	fail := func(err error) (*Host, error) {
+		for _, r := range h.byShard {
+			r.stop()
+		}
+		for _, r := range h.byShard {
+			r.wg.Wait()
+		}
+		return nil, err
+	}
+
+	nhc := config.NodeHostConfig{
+		NodeHostDir:         cfg.Dir,
+		RTTMillisecond:      uint64(cfg.RTT / time.Millisecond),
+		RaftAddress:         cfg.Addr,
+		ListenAddress:       cfg.ListenAddr,
+		DeploymentID:        cfg.DeploymentID,
+		RaftEventListener:   leaderListener{h},
+		SystemEventListener: systemListener{h},
+		MaxSendQueueSize:    maxQueue,
+		MaxReceiveQueueSize: maxQueue,
+		Expert: config.ExpertConfig{
+			LogDB: config.GetTinyMemLogDBConfig(),
+			// The default log store, syncing only what a restart needs.
+			LogDBFactory: logstore.Factory{Opened: h.store.Store},
+		},
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = transport.TCP()
+	}
+	if err := tr.Configure(&nhc); err != nil {
+		return fail(fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err))
+	}
+	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
+		nhc.Expert.TransportFactory = b.Bind(h.peers)
+	}
+	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down}
+	nh, err := dragonboat.NewNodeHost(nhc)
+	if err != nil {
+		return fail(startError(cfg, "", err))
+	}
+	h.nh = nh
+	abort := func(err error) (*Host, error) {
+		h.closeNodeHost()
+		return fail(err)
+	}
+	for _, r := range append(slices.Clone(h.groups), leaving...) {
+		if err := r.startShard(); err != nil {
+			return abort(startError(cfg, r.name, err))
+		}
+	}
+	if err := h.retire(leaving, named); err != nil {
+		return abort(err)
+	}
+	if len(h.groups) > 1 {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			h.run()
+		}()
+	}
+	h.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir, "groups", len(h.groups))
+	return h, nil
+}
+
+func (h *Host) add(r *Replica) {
+	h.groups = append(h.groups, r)
+	h.byName[r.name] = r
+	h.byShard[r.shard] = r
+}
+
+// startError says why Dragonboat refused to start a group's replica, in the
+// library's words. Every such failure is a matter of configuration (or of
+// the Dir and the address it names), so it wraps ErrInvalidConfig.
+func startError(cfg Config, group string, err error) error {
+	why := err.Error()
+	switch {
+	case errors.Is(err, dragonboat.ErrReplicaRemoved):
+		return fmt.Errorf("%w: start replica %d%s: %w: start a new replica with a fresh ID and an empty Dir", ErrInvalidConfig, cfg.ReplicaID, inGroup(group), ErrIDRemoved)
+	case errors.Is(err, dragonboat.ErrInvalidShardSettings):
+		why = "Join does not match how this Dir's replica first started (a replica that joined restarts with Join, one that bootstrapped without it)"
+		if group != "" {
+			why = "the group's voters do not match how this Dir's replica of it first started"
+		}
+	case errors.Is(err, syscall.EADDRINUSE):
+		why = fmt.Sprintf("the raft address %s is in use by another process", cmp.Or(cfg.ListenAddr, cfg.Addr))
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		why = fmt.Sprintf("the raft address %s is not an address of this host (set ListenAddr to bind another)", cmp.Or(cfg.ListenAddr, cfg.Addr))
+	}
+	return fmt.Errorf("%w: start replica %d%s: %s", ErrInvalidConfig, cfg.ReplicaID, inGroup(group), why)
+}
+
+func inGroup(group string) string {
+	if group == "" {
+		return ""
+	}
+	return fmt.Sprintf(" of group %q", group)
+}
+
+// CheckHostPort refuses an address Dragonboat could not use, in our words
+// rather than its own; callers wrap the error in their sentinel.
+func CheckHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	p, perr := strconv.Atoi(port)
+	if err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("address %q is not host:port with a port in 1-65535", truncate(addr, 64))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Group returns the replica of the named group ("" is the default group),
+// or nil if the Config does not name it.
+func (h *Host) Group(name string) *Replica { return h.byName[name] }
+
+// Groups returns the names of the groups this host runs: "" (the default
+// group) first, then Config.Groups in order.
+func (h *Host) Groups() []string {
+	names := make([]string, len(h.groups))
+	for i, r := range h.groups {
+		names[i] = r.name
+	}
+	return names
+}
+
+// Close stops every group's replica and their background work, then the
+// NodeHost. Calls in flight fail with ErrClosed. It is idempotent and
+// returns nil.
+func (h *Host) Close() error {
+	h.closeOnce.Do(func() {
+		close(h.closed)
+		for _, r := range h.byShard {
+			r.stop()
+		}
+		h.closeNodeHost()
+		h.wg.Wait()
+		for _, r := range h.byShard {
+			r.wg.Wait()
+		}
+		if h.releaseDir != nil {
+			h.releaseDir()
+		}
+		h.log.Debug("fencelock replica closed")
+	})
+	return nil
+}
+
+// closeNodeHost closes the NodeHost once no local view is being read.
+func (h *Host) closeNodeHost() {
+	h.nhMu.Lock()
+	h.nhClosed = true
+	h.nhMu.Unlock()
+	h.nh.Close()
+}
+
+// nodeHostInfo is Dragonboat's local view of the membership, or nil once
+// Close has begun.
+func (h *Host) nodeHostInfo() *dragonboat.NodeHostInfo {
+	h.nhMu.RLock()
+	defer h.nhMu.RUnlock()
+	if h.nhClosed {
+		return nil
+	}
+	return h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+}

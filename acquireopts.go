@@ -3,6 +3,8 @@ package fencelock
 import (
 	"fmt"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // AcquireOption configures one Acquire, AcquireShared, AcquireSemaphore or
@@ -46,16 +48,17 @@ func WithMaxHold(d time.Duration) AcquireOption {
 }
 
 // acquireOpts applies opts for a request of s.
-func (s *Session) acquireOpts(opts []AcquireOption) (acquireOptions, error) {
+func (s *Session) acquireOpts(opts []AcquireOption) (session.RequestOptions, error) {
 	var o acquireOptions
 	for _, f := range opts {
 		f(&o)
 	}
 	// Below twice the margin the holder would stop within a margin of its
 	// grant, or before it: it could not use the lock.
-	if o.maxHold != 0 && (o.maxHold < 2*s.margin || o.maxHold > MaxHoldLimit) {
-		return o, fmt.Errorf("%w: %v must lie in [%v, %v] (twice the safety margin)", ErrInvalidMaxHold, o.maxHold,
-			2*s.margin, MaxHoldLimit)
+	margin := s.SafetyMargin()
+	if o.maxHold != 0 && (o.maxHold < 2*margin || o.maxHold > MaxHoldLimit) {
+		return session.RequestOptions{}, fmt.Errorf("%w: %v must lie in [%v, %v] (twice the safety margin)",
+			ErrInvalidMaxHold, o.maxHold, 2*margin, MaxHoldLimit)
 	}
-	return o, nil
+	return session.RequestOptions{MaxHold: o.maxHold, Position: o.position}, nil
 }

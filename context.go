@@ -1,8 +1,10 @@
 package fencelock
 
-import "context"
+import (
+	"context"
 
-type grantKey struct{}
+	"github.com/fencelock/fencelock/internal/session"
+)
 
 // Context returns a context derived from parent that ends when the grant
 // does (its cause is Err's reason) and that carries this grant's token for
@@ -27,60 +29,14 @@ type grantKey struct{}
 // the write lands; the resource's fence refuses such a write once the
 // successor's token has reached it (see Claimer).
 func (l *Lock) Context(parent context.Context) context.Context {
-	return l.g().context(parent)
+	return l.g().Context(parent)
 }
 
 // Context is Lock.Context for a term: it ends when the leadership does,
 // checks the leader's deadline in Done and Err, and carries the term's epoch
 // for TokenFrom.
 func (l *Leadership) Context(parent context.Context) context.Context {
-	return l.g().context(parent)
-}
-
-// grantContext is a grant's context: a cancelable context whose Done and Err
-// first look at the grant, so that they answer by the holder's clock at the
-// call rather than when the watcher goroutine gets to run. It embeds the
-// *cancelCtx, so context.Cause and contexts derived from it work as usual
-// (Done returns that context's own channel, which lets children register
-// with it directly).
-type grantContext struct {
-	context.Context
-	g      *grant
-	cancel context.CancelCauseFunc
-}
-
-func (c *grantContext) Done() <-chan struct{} {
-	c.check()
-	return c.Context.Done()
-}
-
-func (c *grantContext) Err() error {
-	c.check()
-	return c.Context.Err()
-}
-
-// check cancels the context now if the grant is over by the holder's clock.
-func (c *grantContext) check() {
-	if err := c.g.reason(); err != nil {
-		c.cancel(err)
-	}
-}
-
-func (g *grant) context(parent context.Context) context.Context {
-	ctx, cancel := context.WithCancelCause(context.WithValue(parent, grantKey{}, g))
-	// The watcher ends with the grant or with parent, whichever is first;
-	// every grant ends at the latest when its Node closes. It makes the
-	// cancellation prompt for those waiting on Done; check makes it exact
-	// for those who ask.
-	go func() {
-		select {
-		case <-g.done:
-			cancel(g.reason())
-		case <-ctx.Done():
-			cancel(nil)
-		}
-	}()
-	return &grantContext{Context: ctx, g: g, cancel: cancel}
+	return l.g().Context(parent)
 }
 
 // TokenFrom returns the fencing token of the grant that ctx carries (see
@@ -93,14 +49,14 @@ func (g *grant) context(parent context.Context) context.Context {
 // resource's fence still refuses a holder that pauses between the two, once
 // the successor's token has reached the resource.
 func TokenFrom(ctx context.Context) (token uint64, ok bool) {
-	g, _ := ctx.Value(grantKey{}).(*grant)
+	g := session.From(ctx)
 	if g == nil {
 		return 0, false
 	}
-	if g.reason() != nil {
-		return g.token, false
+	if g.Err() != nil {
+		return g.Token(), false
 	}
-	return g.token, true
+	return g.Token(), true
 }
 
 // GrantErr re-checks the grant that ctx carries (see Lock.Context), through
@@ -112,9 +68,9 @@ func TokenFrom(ctx context.Context) (token uint64, ok bool) {
 // it is the check a fencing helper makes immediately before a write, which a
 // caller without a grant context has nothing to offer.
 func GrantErr(ctx context.Context) error {
-	g, _ := ctx.Value(grantKey{}).(*grant)
+	g := session.From(ctx)
 	if g == nil {
 		return nil
 	}
-	return g.reason()
+	return g.Err()
 }

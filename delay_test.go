@@ -183,7 +183,7 @@ func TestMaxHoldClosesDoneFirst(t *testing.T) {
 	require.ErrorIs(t, lead.Err(), ErrMaxHoldExceeded)
 	require.NoError(t, <-next)
 
-	for _, d := range []time.Duration{time.Millisecond, 2*a.margin - 1, MaxHoldLimit + 1, -time.Second} {
+	for _, d := range []time.Duration{time.Millisecond, 2*a.SafetyMargin() - 1, MaxHoldLimit + 1, -time.Second} {
 		_, err = a.TryAcquire(ctx, "bad", WithMaxHold(d))
 		require.ErrorIs(t, err, ErrInvalidMaxHold, "%v", d)
 	}

@@ -155,6 +155,33 @@
 //   - Clock jumps: timers use monotonic clocks; a wall-clock jump neither
 //     expires nor extends a session.
 //
+// # Groups
+//
+// A name addresses its group: "jobs/reindex@billing" lives in the group
+// billing, a name without '@' in the default group. '@' is reserved: after
+// a name's last '@' must come the name of one of the deployment's groups,
+// else the call fails with ErrUnknownGroup, so a typo never falls back to a
+// group where the lock would exclude nothing. Every call that takes a lock
+// or election name routes by it; Locks lists one group (its prefix may
+// carry "@group"). A group stores each name whole, suffix and all, so
+// Inspect, Locks and Watch report the name the caller used.
+//
+// One Session spans the groups. NewSession opens its part in the default
+// group (its ID, and the open's errors, are the Session's); the first call
+// naming another group opens the session's part there, one round trip.
+// Each part has its own ID in its group, keep-alives (batched per group and
+// replica), deadline and lost signal, and a grant belongs to its part: when
+// a group cannot renew a part for TTL − margin (it lost its quorum, say),
+// the Locks and Leaderships held there close their Done by the holder's
+// clock, and nothing held in other groups is touched; the next call naming
+// that group opens a new part. Session.Done and Session.Err describe the
+// session as a whole: it ends when it is closed, when its node closes, or
+// when its default part ends, and then every part ends with it. Tokens are
+// per group: a grant's token comes from its own group's log and
+// Lock.Fence().Group is that group's ID, so a resource is fenced by the
+// locks of one group (a Fencer refuses another group's fences with
+// ErrOtherGroup).
+//
 // # Limits
 //
 // A group keeps at most MaxSessions sessions; a session holds and waits

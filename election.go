@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // LeaderInfo describes the leader of an election as the group sees it. An
@@ -16,15 +17,15 @@ type LeaderInfo struct {
 	SessionID uint64 // the leader's session
 	// Err is set only in the one value Observe sends before it closes its
 	// channel for a mistake rather than ctx: ErrInvalidName for a name
-	// that cannot be an election's.
+	// that cannot be an election's, ErrUnknownGroup for one whose group
+	// is not the deployment's.
 	Err error
 }
 
-func leaderInfo(e fsm.ElectionInfo) LeaderInfo {
-	if !e.Led {
-		return LeaderInfo{Election: e.Name}
-	}
-	return LeaderInfo{Election: e.Name, Value: e.Value, Token: e.Token, SessionID: e.Session}
+func leaderInfo(e fsm.ElectionInfo) LeaderInfo { return fromLeader(session.LeaderOf(e)) }
+
+func fromLeader(l session.Leader) LeaderInfo {
+	return LeaderInfo{Election: l.Election, Value: l.Value, Token: l.Token, SessionID: l.Session}
 }
 
 // Leadership is one term of leadership of an election, won by Campaign.
@@ -33,7 +34,7 @@ func leaderInfo(e fsm.ElectionInfo) LeaderInfo {
 // than its session's TTL may still hold a Leadership whose term the group has
 // ended. Stop acting when Done is closed, and carry Token with every action
 // the resources it touches can check (see Fencer).
-type Leadership struct{ *grant }
+type Leadership struct{ grant *session.Grant }
 
 // Campaign enters the session as a candidate in election, with value (at
 // most 4096 bytes, for instance the address where the leader serves), and
@@ -69,11 +70,15 @@ func (s *Session) campaign(ctx context.Context, election, value string, wait boo
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.request(ctx, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value, Wait: wait}, o)
+	group, _, err := s.n.route(election)
 	if err != nil {
 		return nil, err
 	}
-	return &Leadership{g}, nil
+	g, err := s.s.Request(ctx, group, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value, Wait: wait}, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Leadership{grant: g}, nil
 }
 
 func checkCampaign(election, value string) error {
@@ -87,24 +92,19 @@ func checkCampaign(election, value string) error {
 }
 
 // Session returns the session that leads; nil for the zero Leadership.
-func (l *Leadership) Session() *Session { return l.g().s }
+func (l *Leadership) Session() *Session { return owner(l.g()) }
 
 // Election returns the election's name.
-func (l *Leadership) Election() string { return l.g().name }
+func (l *Leadership) Election() string { return l.g().Name() }
 
 // Token returns the term's epoch: the fencing token of its grant. Every new
 // term of any election or lock in the group gets a larger one, across leader
 // changes and restarts.
-func (l *Leadership) Token() uint64 { return l.g().token }
+func (l *Leadership) Token() uint64 { return l.g().Token() }
 
 // Value returns the leader's value: the one it campaigned with, or the last
 // one it proclaimed.
-func (l *Leadership) Value() string {
-	g := l.g()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.value
-}
+func (l *Leadership) Value() string { return l.g().Value() }
 
 // Done is closed when this leader must stop acting: it resigned, its
 // session ended (expired, closed, node closed), or — by the leader's own
@@ -112,13 +112,13 @@ func (l *Leadership) Value() string {
 // margin, so that it stops before the group could elect the next candidate.
 //
 // Like Session.Done, it checks the session's deadline when called.
-func (l *Leadership) Done() <-chan struct{} { return l.g().doneChan() }
+func (l *Leadership) Done() <-chan struct{} { return l.g().Done() }
 
 // Err returns nil while this term lasts and, once Done is closed, why:
 // ErrNotLeader after Resign, context.Canceled if the Campaign was cancelled
 // as it was elected, ErrMaxHoldExceeded after its maximum hold, or the
 // session's error.
-func (l *Leadership) Err() error { return l.g().reason() }
+func (l *Leadership) Err() error { return l.g().Err() }
 
 // Proclaim replaces the leader's value, keeping the term and its token;
 // observers see the new value. It fails with ErrNotLeader if the term is
@@ -131,36 +131,18 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if len(value) > fsm.MaxValueLen {
 		return valueTooLarge(value)
 	}
-	g := l.g()
-	if err := g.reason(); err != nil {
-		return fmt.Errorf("%w: %q term %d is over: %w", ErrNotLeader, g.name, g.token, err)
-	}
-	res, err := g.s.call(ctx, fsm.Command{Kind: fsm.KindProclaim, Name: g.name, Token: g.token, Value: value})
-	if err != nil {
-		return err
-	}
-	switch res.Status {
-	case fsm.OK:
-		// This replica applied the entry before the proposal returned, and
-		// so set the value, in log order even if Proclaims race.
-		return nil
-	case fsm.NotHeld, fsm.UnknownSession:
-		return fmt.Errorf("%w: %q term %d", ErrNotLeader, g.name, g.token)
-	case fsm.LimitExceeded:
-		return fmt.Errorf("fencelock: proclaim %q: %w", g.name, limitError(res.Value))
-	}
-	return fmt.Errorf("fencelock: proclaim %q: unexpected reply %v", g.name, res.Status)
+	return l.g().Proclaim(ctx, value)
 }
 
 // Resign ends this term: the next candidate in line, if any, leads at once
 // with a larger token. If the term was already over at the group, nothing
 // changes and the error is ErrNotLeader, so a late Resign never deposes a
 // successor. Done is closed either way once the group answered.
-func (l *Leadership) Resign(ctx context.Context) error { return l.g().giveBack(ctx) }
+func (l *Leadership) Resign(ctx context.Context) error { return l.g().GiveBack(ctx) }
 
 // g is the leadership's grant; the zero Leadership (and a nil one) has one
 // that is already over.
-func (l *Leadership) g() *grant {
+func (l *Leadership) g() *session.Grant {
 	if l == nil || l.grant == nil {
 		return neverLeadership
 	}
@@ -174,7 +156,11 @@ func (n *Node) Leader(ctx context.Context, election string) (LeaderInfo, error) 
 	if !fsm.ValidName(election) {
 		return LeaderInfo{}, invalidName(election)
 	}
-	v, err := n.r.Read(ctx, func(st *fsm.State) any { return st.Election(election) })
+	_, r, err := n.route(election)
+	if err != nil {
+		return LeaderInfo{}, err
+	}
+	v, err := r.Read(ctx, func(st *fsm.State) any { return st.Election(election) })
 	if err != nil {
 		return LeaderInfo{}, err
 	}
@@ -183,14 +169,6 @@ func (n *Node) Leader(ctx context.Context, election string) (LeaderInfo, error) 
 		return info, fmt.Errorf("%w: %q", ErrNoLeader, truncate(election, 64))
 	}
 	return info, nil
-}
-
-// depositionErr is a Leadership's error for the reason its term ended.
-func depositionErr(r fsm.Reason) error {
-	if r == fsm.ReasonReleased {
-		return ErrNotLeader
-	}
-	return reasonErr(r)
 }
 
 // Candidate is a candidate queued in an election.
@@ -219,19 +197,23 @@ func (n *Node) Candidates(ctx context.Context, election string, opts ...ListOpti
 	if err != nil {
 		return Candidates{}, err
 	}
+	_, r, err := n.route(election)
+	if err != nil {
+		return Candidates{}, err
+	}
 	type read struct {
 		info  fsm.ElectionInfo
 		queue []fsm.Candidate
 	}
-	v, err := n.r.Read(ctx, func(st *fsm.State) any {
+	v, err := r.Read(ctx, func(st *fsm.State) any {
 		return read{st.Election(election), st.Candidates(election, o.limit)}
 	})
 	if err != nil {
 		return Candidates{}, err
 	}
-	r := v.(read)
-	out := Candidates{Leader: leaderInfo(r.info), Total: r.info.Candidates, Queue: make([]Candidate, len(r.queue))}
-	for i, c := range r.queue {
+	got := v.(read)
+	out := Candidates{Leader: leaderInfo(got.info), Total: got.info.Candidates, Queue: make([]Candidate, len(got.queue))}
+	for i, c := range got.queue {
 		out.Queue[i] = Candidate{SessionID: c.Session, Value: c.Value, Replica: c.Owner}
 	}
 	return out, nil

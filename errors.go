@@ -6,23 +6,24 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // The sentinel errors. Errors returned by fencelock wrap one of them (or a
 // context error); test with errors.Is.
 var (
 	// ErrLocked: TryAcquire found the lock held.
-	ErrLocked = errors.New("fencelock: lock is held")
+	ErrLocked = session.ErrLocked
 	// ErrNotHeld: Release named a grant that is no longer current (the lock
 	// was released, or the session expired and the lock passed on).
-	ErrNotHeld = errors.New("fencelock: lock not held")
+	ErrNotHeld = session.ErrNotHeld
 	// ErrStaleToken: a Fencer refused a token lower than one it admitted.
 	ErrStaleToken = errors.New("fencelock: stale fencing token")
 	// ErrSessionExpired: the session could not be renewed in time, or the
 	// group expired it. Its locks are lost; open a new session.
-	ErrSessionExpired = errors.New("fencelock: session expired")
+	ErrSessionExpired = session.ErrSessionExpired
 	// ErrSessionClosed: the session was closed by its holder.
-	ErrSessionClosed = errors.New("fencelock: session closed")
+	ErrSessionClosed = session.ErrSessionClosed
 	// ErrUnavailable: the group could not be reached (no leader, no quorum)
 	// before the context ended. Nothing was granted to the caller.
 	ErrUnavailable = replica.ErrUnavailable
@@ -39,24 +40,24 @@ var (
 	ErrNoLeader = errors.New("fencelock: election has no leader")
 	// ErrRevoked: an operator revoked the grant (Node.Revoke,
 	// Node.RevokeLeadership) or ended the session (Node.EndSession).
-	ErrRevoked = errors.New("fencelock: revoked by an operator")
+	ErrRevoked = session.ErrRevoked
 	// ErrInvalidResumeToken: ResumeSession was given a token that is not
 	// one Session.Resume made (or ParseResumeToken could not read it), or
 	// whose session is still open in this process.
-	ErrInvalidResumeToken = errors.New("fencelock: invalid resume token")
+	ErrInvalidResumeToken = session.ErrInvalidResumeToken
 	// ErrElectionTaken: TryCampaign found the election led by another
 	// candidate; nothing was queued.
-	ErrElectionTaken = errors.New("fencelock: election has a leader")
+	ErrElectionTaken = session.ErrElectionTaken
 	// ErrNotLeader: Proclaim or Resign named a term of leadership that is
 	// over (resigned, or the session ended and the next candidate leads).
-	ErrNotLeader = errors.New("fencelock: not the leader")
+	ErrNotLeader = session.ErrNotLeader
 	// ErrValueTooLarge: a leader's value is longer than 4096 bytes.
 	ErrValueTooLarge = errors.New("fencelock: election value too large")
 	// ErrPermitConflict: AcquireSemaphore named another permit count than
 	// the semaphore has (its count is fixed by the request that created it,
 	// for as long as anyone holds or waits for it), or named a lock, or
 	// Acquire or AcquireShared named a semaphore. Nothing changed.
-	ErrPermitConflict = errors.New("fencelock: permit count conflicts with the lock's")
+	ErrPermitConflict = session.ErrPermitConflict
 	// ErrInvalidPermits: a semaphore's permit count is below 1 or above
 	// MaxHoldersPerLock.
 	ErrInvalidPermits = errors.New("fencelock: invalid permit count")
@@ -68,40 +69,25 @@ var (
 	ErrInvalidMaxHold = errors.New("fencelock: invalid maximum hold")
 	// ErrMaxHoldExceeded: the grant's maximum hold (WithMaxHold) ran out:
 	// by the holder's clock, or at the group. The lock passes on.
-	ErrMaxHoldExceeded = errors.New("fencelock: maximum hold exceeded")
+	ErrMaxHoldExceeded = session.ErrMaxHoldExceeded
 
 	// ErrLimitExceeded: the group refused a request that would exceed one of
 	// its limits (see README); nothing changed. Each limit has its own error,
 	// which wraps this one.
-	ErrLimitExceeded = errors.New("fencelock: limit exceeded")
+	ErrLimitExceeded = session.ErrLimitExceeded
 	// ErrTooManySessions: the group keeps MaxSessions sessions already.
-	ErrTooManySessions = fmt.Errorf("%w: too many sessions in the group", ErrLimitExceeded)
+	ErrTooManySessions = session.ErrTooManySessions
 	// ErrTooManyLocks: the session holds and waits for MaxLocksPerSession
 	// locks already.
-	ErrTooManyLocks = fmt.Errorf("%w: too many locks in the session", ErrLimitExceeded)
+	ErrTooManyLocks = session.ErrTooManyLocks
 	// ErrTooManyWaiters: the lock's queue holds MaxWaitersPerLock
 	// requests already.
-	ErrTooManyWaiters = fmt.Errorf("%w: too many waiters for the lock", ErrLimitExceeded)
+	ErrTooManyWaiters = session.ErrTooManyWaiters
 	// ErrTooManyPending: the session has MaxPendingPerSession requests in
 	// flight whose replies the group keeps for retries; wait for some to
 	// finish.
-	ErrTooManyPending = fmt.Errorf("%w: too many requests in flight in the session", ErrLimitExceeded)
+	ErrTooManyPending = session.ErrTooManyPending
 )
-
-// limitError maps the group's LimitExceeded reply to its sentinel.
-func limitError(value uint64) error {
-	switch fsm.Limit(value) {
-	case fsm.LimitSessions:
-		return ErrTooManySessions
-	case fsm.LimitLocksPerSession:
-		return ErrTooManyLocks
-	case fsm.LimitWaitersPerLock:
-		return ErrTooManyWaiters
-	case fsm.LimitPendingRequests:
-		return ErrTooManyPending
-	}
-	return fmt.Errorf("%w: limit %d", ErrLimitExceeded, value)
-}
 
 // StaleTokenError is the error of a Fencer that refused a token.
 type StaleTokenError struct {
@@ -146,6 +132,7 @@ var (
 	// delete its Dir.
 	ErrRemoved = replica.ErrRemoved
 	// ErrUnknownGroup: a call named a group (Node.TransferLeadership, a
-	// name's "@group") that the Config does not list.
+	// name's "@group") that the Config does not list. A typo fails loudly
+	// rather than fall back to a group where the lock would exclude nothing.
 	ErrUnknownGroup = replica.ErrUnknownGroup
 )

@@ -42,7 +42,7 @@ func TestExternalKeepAlive(t *testing.T) {
 	defer other.Close(ctx)
 	queued := make(chan int, 1)
 	l2, err := other.Acquire(ctx, "ext", WithQueuePosition(func(p int) { queued <- p }))
-	holderStopped := closed(l.g().done) // Done's raw channel: Done() would check the deadline itself
+	holderStopped := closed(s.s.Testing().Done()) // the raw channel: Done() would check the deadline itself
 	require.NoError(t, err)
 	freed := time.Since(last)
 	require.Equal(t, 1, <-queued, "it waited at the head of the queue")

@@ -33,7 +33,7 @@ func TestHolderReplicaCrashPassesLockAfterTTL(t *testing.T) {
 	// A keep-alive sent now is applied by the leader after now, and the
 	// leader expires the session no sooner than TTL after applying it.
 	renewed := time.Now()
-	require.NoError(t, holder.renew(ctx))
+	require.NoError(t, holder.KeepAlive(ctx))
 	c.crash(crash)
 	r := <-res
 	require.NoError(t, r.err)
@@ -58,8 +58,8 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, storage.Admit("file", la.Token()))
 	// The order is taken where the grant happens: when b's Acquire returns,
-	// had the holder's lock closed Done by itself? (Its raw channel: Done()
-	// would check the deadline itself.)
+	// had the holder's session closed Done by itself? (Its raw channel:
+	// Done() would check the deadline itself.)
 	type granted struct {
 		acquired
 		holderStopped bool
@@ -67,7 +67,7 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 	res := make(chan granted, 1)
 	go func() {
 		l, err := b.Acquire(ctx, "file")
-		res <- granted{acquired{l, err}, closed(la.g().done)}
+		res <- granted{acquired{l, err}, closed(a.s.Testing().Done())}
 	}()
 	waitWaiters(t, ctx, c.node(1), "file", 1)
 
@@ -272,7 +272,7 @@ func TestDeposedLeadersExpiryIsRefused(t *testing.T) {
 	require.Eventually(t, func() bool { return mark() != oldMark }, 30*time.Second, 10*time.Millisecond,
 		"the new leader commits its own marker")
 
-	res, err := c.node(f1).r.Propose(ctx, fsm.Command{Kind: fsm.KindExpire, Session: s.id, Target: math.MaxUint64, Mark: oldMark})
+	res, err := c.node(f1).r.Propose(ctx, fsm.Command{Kind: fsm.KindExpire, Session: s.ID(), Target: math.MaxUint64, Mark: oldMark})
 	require.NoError(t, err)
 	require.Equal(t, fsm.NotApplied, res.Status)
 	require.NoError(t, s.Err(), "the session lives on")

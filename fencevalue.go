@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // Fence is a grant's fencing token together with the ID of the group that
@@ -64,27 +66,22 @@ func ParseFence(s string) (Fence, error) {
 }
 
 // Fence returns the lock's fence: its token and its group's ID.
-func (l *Lock) Fence() Fence { return l.g().fence() }
+func (l *Lock) Fence() Fence { return fenceOf(l.g()) }
 
 // Fence returns the term's fence: its epoch and its group's ID.
-func (l *Leadership) Fence() Fence { return l.g().fence() }
+func (l *Leadership) Fence() Fence { return fenceOf(l.g()) }
 
 // FenceFrom returns the fence of the grant that ctx carries (see
 // Lock.Context); ok is false as for TokenFrom, which it checks alike.
 func FenceFrom(ctx context.Context) (f Fence, ok bool) {
-	g, _ := ctx.Value(grantKey{}).(*grant)
+	g := session.From(ctx)
 	if g == nil {
 		return Fence{}, false
 	}
-	return g.fence(), g.reason() == nil
+	return fenceOf(g), g.Err() == nil
 }
 
-// fence reads the group's ID when asked rather than at the grant: the ID is
+// fenceOf reads the group's ID when asked rather than at the grant: the ID is
 // set once for the group's whole life, so a grant made before this replica
 // learnt it still belongs to it.
-func (g *grant) fence() Fence {
-	if g.s == nil {
-		return Fence{Token: g.token}
-	}
-	return Fence{Group: g.s.n.r.GroupID(), Token: g.token}
-}
+func fenceOf(g *session.Grant) Fence { return Fence{Group: g.GroupID(), Token: g.Token()} }

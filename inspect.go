@@ -32,7 +32,8 @@ type LockInfo struct {
 	// group leader's timer's to know: the state holds no clock.
 	Delayed bool
 	// Err is set only in the one value Watch sends before it closes its
-	// channel for a mistake rather than ctx: ErrInvalidName.
+	// channel for a mistake rather than ctx: ErrInvalidName or
+	// ErrUnknownGroup.
 	Err error
 }
 
@@ -58,11 +59,15 @@ func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	if !fsm.ValidName(name) {
 		return LockInfo{}, invalidName(name)
 	}
+	_, r, err := n.route(name)
+	if err != nil {
+		return LockInfo{}, err
+	}
 	type both struct {
 		info  fsm.LockInfo
 		queue []uint64
 	}
-	v, err := n.r.Read(ctx, func(st *fsm.State) any {
+	v, err := r.Read(ctx, func(st *fsm.State) any {
 		return both{st.Lock(name), st.Queue(name, fsm.MaxWaitersPerLock)}
 	})
 	if err != nil {

@@ -18,10 +18,13 @@ type ElectionCallbacks struct {
 	// RunElection's ctx ends. The term is resigned only after it returned,
 	// so the work is never running while another leader's is.
 	OnStartedLeading func(ctx context.Context, l *Leadership)
-	// OnStoppedLeading runs after OnStartedLeading returned, with why the
-	// term ended: nil if it ended because the work returned or ctx ended
-	// (the term is then resigned), else the term's error (ErrSessionExpired,
-	// ErrNotLeader, ...).
+	// OnStoppedLeading runs once OnStartedLeading returned and the term is
+	// over here (Leadership.Done closed), with why it ended: nil if it
+	// ended because the work returned or ctx ended (the term is then
+	// resigned), else the term's error (ErrSessionExpired, ErrNotLeader,
+	// ...). It does not wait for the resignation when the term is already
+	// over: a resign that cannot reach the group is attempted after it, or
+	// meanwhile.
 	OnStoppedLeading func(err error)
 	// OnNewLeader runs for every change of the election's leader as this
 	// replica applies it, this process's own terms included, in order; a
@@ -53,6 +56,9 @@ func (n *Node) RunElection(ctx context.Context, election, value string, cb Elect
 		return fmt.Errorf("%w: RunElection needs OnStartedLeading", ErrInvalidConfig)
 	}
 	if err := checkCampaign(election, value); err != nil {
+		return err
+	}
+	if _, _, err := n.route(election); err != nil {
 		return err
 	}
 	if cb.OnNewLeader != nil {
@@ -150,7 +156,15 @@ func (e *electionLoop) campaign(ctx context.Context) (*Leadership, error) {
 	return e.s.Campaign(ctx, e.election, e.value)
 }
 
-// lead runs one term: the work, then the resignation, then the report.
+// lead runs one term: the work, then the report and the resignation.
+//
+// OnStoppedLeading runs as soon as the term is over here (Done closed) and
+// the work returned, not after the resignation: when the group cannot be
+// reached the resign can only time out, and by then a successor may lead,
+// so a report that waited for it would say "stepped down" too late. If the
+// work returned while the term still holds, the report waits until the
+// resignation ends it (or it ends on its own, by the holder's clock), so it
+// never runs while this process still leads.
 func (e *electionLoop) lead(ctx context.Context, l *Leadership) {
 	term := l.Context(ctx)
 	done := make(chan struct{})
@@ -160,15 +174,32 @@ func (e *electionLoop) lead(ctx context.Context, l *Leadership) {
 	}()
 	<-done
 	why := l.Err() // before Resign: why the term ended, if it did on its own
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.s.TTL())
-	if err := l.Resign(rctx); err != nil && !errors.Is(err, ErrNotLeader) && why == nil {
-		e.n.log.Warn("fencelock: resign failed; the term ends when the session does", "election", e.election, "err", err)
-	}
-	cancel()
+	resigned := make(chan struct{})
+	go func() {
+		defer close(resigned)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.s.TTL())
+		defer cancel()
+		err := l.Resign(rctx)
+		if err != nil && !errors.Is(err, ErrNotLeader) && why == nil {
+			e.n.log.Warn("fencelock: resign failed; the term ends when the session does", "election", e.election, "err", err)
+		}
+		if resignAttempted != nil {
+			resignAttempted(e.election, err)
+		}
+	}()
 	if e.cb.OnStoppedLeading != nil {
+		select {
+		case <-l.Done():
+		case <-resigned: // also a resign that failed: the report is due
+		}
 		e.cb.OnStoppedLeading(why)
 	}
+	<-resigned // the next campaign comes after this term's resignation
 }
+
+// resignAttempted, if set (by tests only, before any RunElection starts),
+// is called when a term's resign attempt has ended, with its result.
+var resignAttempted func(election string, err error)
 
 // closeSession frees the loop's session at the group, so that its
 // candidacy and term end now rather than a TTL later.
@@ -176,7 +207,7 @@ func (e *electionLoop) closeSession() {
 	if e.s == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(e.n.ctx, e.s.TTL())
+	ctx, cancel := context.WithTimeout(e.n.h.Context(), e.s.TTL())
 	defer cancel()
 	_ = e.s.Close(ctx)
 }

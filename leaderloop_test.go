@@ -153,7 +153,7 @@ func TestRunElectionSurvivesSessionExpiry(t *testing.T) {
 				events <- termEvent{started: true, token: l.Token()}
 				if !froze {
 					froze = true
-					testhook.Freeze(l.g().s) // its keep-alives stop: the session runs out
+					testhook.Freeze(l.Session()) // its keep-alives stop: the session runs out
 				}
 				<-ctx.Done()
 			},
@@ -306,6 +306,65 @@ func TestRunElectionWorkStopsBeforeASuccessorStarts(t *testing.T) {
 	require.True(t, aStop.Before(bStart), "a's work stopped at %v, b's began at %v", aStop, bStart)
 	stopB()
 	require.ErrorIs(t, <-bDone, context.Canceled)
+	c.net.Heal()
+	stopA()
+	require.ErrorIs(t, <-aDone, context.Canceled)
+}
+
+// OnStoppedLeading reports a term lost with the group unreachable as soon
+// as the term is over, not after the resign that cannot commit: the leader's
+// replica is cut off, its session runs out by its own clock, and the report
+// comes before the resign attempt ends (which can only time out).
+func TestRunElectionReportsTheStopBeforeTheResignEnds(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	const election = "unreachable-primary"
+	type event struct {
+		what string
+		err  error
+	}
+	events := make(chan event, 8)
+	resignAttempted = func(name string, err error) {
+		if name == election {
+			events <- event{"resign ended", err}
+		}
+	}
+	t.Cleanup(func() { resignAttempted = nil }) // runs after RunElection returned
+	led := make(chan struct{}, 1)
+	actx, stopA := context.WithCancel(ctx)
+	defer stopA()
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- c.node(1).RunElection(actx, election, "a", ElectionCallbacks{
+			OnStartedLeading: func(ctx context.Context, l *Leadership) {
+				select {
+				case led <- struct{}{}:
+				default:
+				}
+				<-ctx.Done()
+			},
+			OnStoppedLeading: func(err error) { events <- event{"stopped", err} },
+		}, WithTTL(time.Second))
+	}()
+	select {
+	case <-led:
+	case <-ctx.Done():
+		t.Fatal("a never led")
+	}
+	c.net.Isolate(c.addr(1))
+	defer c.net.Heal()
+	first := <-events
+	require.Equal(t, "stopped", first.what, "the stop is reported first (then: %v)", first.err)
+	require.ErrorIs(t, first.err, ErrSessionExpired)
+	var second event
+	select {
+	case second = <-events:
+	case <-ctx.Done():
+		t.Fatal("the resign attempt never ended")
+	}
+	require.Equal(t, "resign ended", second.what)
+	require.Error(t, second.err, "the group was unreachable: the resign cannot have committed")
+	require.NotErrorIs(t, second.err, ErrNotLeader)
 	c.net.Heal()
 	stopA()
 	require.ErrorIs(t, <-aDone, context.Canceled)

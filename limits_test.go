@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // The group's LimitExceeded replies map to one sentinel per limit, each of
@@ -19,7 +20,7 @@ func TestLimitErrors(t *testing.T) {
 		fsm.LimitPendingRequests: ErrTooManyPending,
 		99:                       ErrLimitExceeded,
 	} {
-		err := limitError(uint64(limit))
+		err := session.LimitError(uint64(limit))
 		require.ErrorIs(t, err, want)
 		require.ErrorIs(t, err, ErrLimitExceeded)
 	}

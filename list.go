@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
@@ -74,12 +75,22 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 	if err != nil {
 		return LockPage{}, err
 	}
+	// prefix@group lists group's locks whose names start with prefix; the
+	// group stores each name whole, group suffix and all, so a name starts
+	// with prefix there as it does here.
+	base, r := prefix, n.r
+	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
+		if _, r, err = n.route(prefix); err != nil {
+			return LockPage{}, err
+		}
+		base = prefix[:i]
+	}
 	type page struct {
 		locks []fsm.LockEntry
 		more  bool
 	}
-	v, err := n.r.Read(ctx, func(st *fsm.State) any {
-		locks, more := st.LocksPage(prefix, o.after, o.limit, QueueListed)
+	v, err := r.Read(ctx, func(st *fsm.State) any {
+		locks, more := st.LocksPage(base, o.after, o.limit, QueueListed)
 		return page{locks, more}
 	})
 	if err != nil {

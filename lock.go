@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // Lock is one grant of a named lock to a session: exclusive (Acquire),
@@ -14,7 +15,7 @@ import (
 // than its session's TTL may still hold a Lock whose grant the group has
 // passed on. Guard every write to the protected resource with Token, checked
 // by the resource (see Fencer), and stop acting when Done is closed.
-type Lock struct{ *grant }
+type Lock struct{ grant *session.Grant }
 
 // Acquire waits in the lock's FIFO queue until the lock is granted to this
 // call, then returns it with its fencing token. The wait costs nothing while
@@ -123,33 +124,37 @@ func (s *Session) acquireMode(ctx context.Context, name string, shared bool, per
 	if shared {
 		cmd.Kind, cmd.Permits = fsm.KindAcquireShared, uint64(permits)
 	}
-	g, err := s.request(ctx, cmd, o)
+	group, _, err := s.n.route(name)
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{g}, nil
+	g, err := s.s.Request(ctx, group, cmd, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{grant: g}, nil
 }
 
 // Shared reports whether the grant is a shared one, which other holders
 // may hold at once: AcquireShared's, or a semaphore's permit.
-func (l *Lock) Shared() bool { return l.g().shared }
+func (l *Lock) Shared() bool { return l.g().Shared() }
 
 // Permits returns the permit count of the semaphore this is a permit of;
 // 0 for a lock.
-func (l *Lock) Permits() int { return l.g().permits }
+func (l *Lock) Permits() int { return l.g().Permits() }
 
 // Session returns the session that holds the lock; nil for the zero Lock.
-func (l *Lock) Session() *Session { return l.g().s }
+func (l *Lock) Session() *Session { return owner(l.g()) }
 
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.g().name }
+func (l *Lock) Name() string { return l.g().Name() }
 
 // Token returns the fencing token of this grant. Tokens rise strictly with
 // every grant in the group, across leader changes and restarts, so a
 // resource that refuses tokens lower than the highest it has seen (Fencer)
 // refuses a holder as soon as a later holder's token has reached it: the
 // later holder's first write, or a claim of its token made at grant time.
-func (l *Lock) Token() uint64 { return l.g().token }
+func (l *Lock) Token() uint64 { return l.g().Token() }
 
 // Done is closed when the holder must stop acting: the lock was released, or
 // the session ended (expired, not renewed in time, closed, node closed), or
@@ -158,24 +163,37 @@ func (l *Lock) Token() uint64 { return l.g().token }
 // to anyone else.
 //
 // Like Session.Done, it checks the session's deadline when called.
-func (l *Lock) Done() <-chan struct{} { return l.g().doneChan() }
+func (l *Lock) Done() <-chan struct{} { return l.g().Done() }
 
 // Err returns nil while the lock is held and, once Done is closed, why:
 // ErrNotHeld after a release, ErrMaxHoldExceeded after its maximum hold,
 // or the session's error.
-func (l *Lock) Err() error { return l.g().reason() }
+func (l *Lock) Err() error { return l.g().Err() }
 
 // Release frees the lock; the head of its queue, if any, is granted in the
 // same step. It sends the name and token: if this grant is no longer current
 // (the session expired and the lock passed on), nothing changes and the error
 // is ErrNotHeld, so a late release never frees a successor's lock.
-func (l *Lock) Release(ctx context.Context) error { return l.g().giveBack(ctx) }
+func (l *Lock) Release(ctx context.Context) error { return l.g().GiveBack(ctx) }
 
 // g is the lock's grant; the zero Lock (and a nil *Lock) has one that is
 // already over.
-func (l *Lock) g() *grant {
+func (l *Lock) g() *session.Grant {
 	if l == nil || l.grant == nil {
 		return neverLock
 	}
 	return l.grant
+}
+
+// neverLock and neverLeadership stand for the grant of a zero Lock or
+// Leadership: like any zero value in Go it is usable, and it behaves as a
+// grant that is already over (Done closed, Err and Release ErrNotHeld).
+var neverLock, neverLeadership = session.Ended(false), session.Ended(true)
+
+// owner is the Session that holds g; nil for an ended grant's.
+func owner(g *session.Grant) *Session {
+	if s := g.Session(); s != nil {
+		return s.Owner().(*Session)
+	}
+	return nil
 }

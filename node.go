@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/clock"
-	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
+	"github.com/fencelock/fencelock/internal/session"
+	"github.com/fencelock/fencelock/internal/testhook"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -278,23 +279,24 @@ func (c *Config) normalize() error {
 // the sessions of the process it runs in. Its methods are safe for concurrent
 // use.
 type Node struct {
-	cfg         Config
-	log         *slog.Logger
-	host        *replica.Host    // one NodeHost, one shard per group
-	r           *replica.Replica // the default group's replica
-	watches     *watches         // Observe calls by election
-	lockWatches *lockWatches     // Watch calls by lock
-	renew       *renewer         // keeps the sessions alive
+	cfg  Config
+	log  *slog.Logger
+	host *replica.Host    // one NodeHost, one shard per group
+	r    *replica.Replica // the default group's replica
+	h    *session.Host    // the sessions' machinery
 
-	mu       sync.RWMutex
-	sessions map[uint64]*Session // sessions that live on this node
-	closing  bool
-
-	closed    chan struct{}
 	closeOnce sync.Once
-	ctx       context.Context // cancelled by Close: bounds background work
-	cancel    context.CancelFunc
 }
+
+// nodeGroups resolves a group's name to this node's replica of it, for the
+// session machinery (session.Groups).
+type nodeGroups struct{ n *Node }
+
+// Group returns the replica of group name, nil for a group this node does
+// not run.
+func (g nodeGroups) Group(name string) *replica.Replica { return g.n.host.Group(name) }
+
+func (n *Node) groups() session.Groups { return nodeGroups{n} }
 
 // Start starts this replica and returns once it runs: it has recovered its
 // state from Dir, if any, and joined its group's traffic. It does not wait for
@@ -310,15 +312,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	n := &Node{
-		cfg:         cfg,
-		log:         cfg.Logger.With("replica", cfg.ReplicaID),
-		sessions:    make(map[uint64]*Session),
-		watches:     newWatches(),
-		lockWatches: newLockWatches(),
-		closed:      make(chan struct{}),
-	}
-	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n := &Node{cfg: cfg, log: cfg.Logger.With("replica", cfg.ReplicaID)}
+	n.h = session.NewHost(session.Config{
+		ReplicaID: cfg.ReplicaID, ProposalTimeout: cfg.ProposalTimeout, RTT: cfg.RTT,
+		Clock: cfg.clock, Log: n.log, Groups: n.groups(), UnknownGroup: ErrUnknownGroup,
+	})
 	groups := make([]replica.GroupConfig, len(cfg.Groups))
 	for i, g := range cfg.Groups {
 		groups[i] = replica.GroupConfig{Name: g.Name, Voters: slices.Clone(g.Voters)}
@@ -331,22 +329,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
 		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
 		Groups: groups,
-	}, func(group string) replica.Sink {
-		if group == "" {
-			return sink{n}
-		}
-		// The sessions use the default group only, until the session
-		// machinery learns the named groups.
-		return noSink{}
-	})
+	}, n.h.Sink)
 	if err != nil {
-		n.cancel()
+		n.h.Close(ErrClosed)
 		return nil, err
 	}
 	n.host = host
 	n.r = host.Group("")
-	n.renew = newRenewer(n)
-	n.r.Go(n.renew.run)
 	return n, nil
 }
 
@@ -357,18 +346,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // once. Close is idempotent and always returns nil.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
-		n.mu.Lock()
-		n.closing = true
-		sessions := make([]*Session, 0, len(n.sessions))
-		for _, s := range n.sessions {
-			sessions = append(sessions, s)
-		}
-		n.mu.Unlock()
-		close(n.closed)
-		n.cancel()
-		for _, s := range sessions {
-			s.end(ErrClosed)
-		}
+		n.h.Close(ErrClosed)
 		n.host.Close() // waits for the background work too
 	})
 	return nil
@@ -450,6 +428,16 @@ func (n *Node) Status() Status {
 	return out
 }
 
+// The test hooks (internal/testhook) reach into a Node, a Config and a
+// Session through these; internal/testhook cannot import this package.
+func init() {
+	testhook.Register(func(s any, frozen bool) { s.(*Session).s.Testing().Freeze(frozen) })
+	testhook.RegisterPause(func(s any, paused bool) { s.(*Session).s.Testing().Pause(paused) })
+	testhook.RegisterLastKeepAlive(func(s any) time.Time { return s.(*Session).s.Testing().LastKeepAlive() })
+	testhook.RegisterClock(func(cfg any, c clock.Clock) { cfg.(*Config).clock = c })
+	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
+}
+
 // TransferLeadership hands the leadership of group ("" is the default
 // group) to replica to, and returns once this replica sees to lead it. Use
 // it before stopping a leader (a graceful restart): the group then does not
@@ -462,48 +450,4 @@ func (n *Node) Status() Status {
 // calls wait for the new leader.
 func (n *Node) TransferLeadership(ctx context.Context, group string, to uint64) error {
 	return n.host.TransferLeadership(ctx, group, to)
-}
-
-// noSink receives what a named group applies until the sessions use named
-// groups.
-type noSink struct{}
-
-func (noSink) Applied(uint64, []fsm.Event) {}
-func (noSink) Restored(*fsm.State)         {}
-func (noSink) Removed()                    {}
-
-// goBackground runs f in the background unless the node is closing; Close
-// waits for it.
-func (n *Node) goBackground(f func()) bool {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return !n.closing && n.r.Go(f)
-}
-
-// localSessions returns the sessions that live on this node.
-func (n *Node) localSessions() []*Session {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	local := make([]*Session, 0, len(n.sessions))
-	for _, s := range n.sessions {
-		local = append(local, s)
-	}
-	return local
-}
-
-// local returns the session with this ID if it lives on this node.
-func (n *Node) local(id uint64) *Session {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.sessions[id]
-}
-
-// forget drops s from this node's sessions once the group is done with it.
-func (n *Node) forget(s *Session) {
-	n.renew.remove(s)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.sessions[s.id] == s {
-		delete(n.sessions, s.id)
-	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // A process that restarts within its session's TTL takes the session back
@@ -169,6 +171,10 @@ func TestResumeTokenText(t *testing.T) {
 		"", "flr1", "flr2.1.2.3.4", "flr1.1.2.3", "flr1.1.2.3.4.5", "flr1.x.2.3.1000",
 		"flr1.1.0.3.1000", "flr1.1.2.0.1000", "flr1.1.2.3.0", "flr1.1.2.3.-5", "flr1.1.2.3.999999999999",
 		"flr1.1.2.10000000000000000.1000",
+		"flr2.1.2.3.1000.", "flr2.1.2.3.1000.b", "flr2.1.2.3.1000.b:1:2", "flr2.1.2.3.1000.B:1:2:3",
+		"flr2.1.2.3.1000.b:1:0:3", "flr2.1.2.3.1000.b:1:2:0", "flr2.1.2.3.1000.b:x:2:3",
+		"flr2.1.2.3.1000.b:1:2:3.b:4:5:6", "flr2.1.2.3.1000.:1:2:3", "flr1.1.2.3.1000.b:1:2:3",
+		"flr2.1.2.3.1000.b:1:2:3:4", "flr2.1.2.3.1000.abcdefghijklmnopqrstuvwxyz0123456:1:2:3",
 		"flr1.1.2.3.ns", "flr1.1.2.3.0ns", "flr1.1.2.3.-5ns", "flr1.1.2.3.86400000000001ns", "flr1.1.2.3.1500ms",
 	} {
 		_, err := ParseResumeToken(bad)
@@ -184,11 +190,25 @@ func TestResumeTokenText(t *testing.T) {
 	got, err = ParseResumeToken(odd.String())
 	require.NoError(t, err)
 	require.Equal(t, odd, got)
+	// A session with parts in other groups: one field per other part.
+	multi := "flr2.feed.10000.deadbeef.1500.billing:abc:7:1234.eu-1:0:9:5"
+	tok, err = ParseResumeToken(multi)
+	require.NoError(t, err)
+	require.Equal(t, multi, tok.String())
+	require.Equal(t, uint64(1<<16), tok.SessionID())
+	require.Equal(t, []session.PartToken{{GroupID: 0xfeed, Session: 1 << 16, Secret: 0xdeadbeef},
+		{Group: "billing", GroupID: 0xabc, Session: 7, Secret: 0x1234}, {Group: "eu-1", Session: 9, Secret: 5}}, tok.parts())
+	// Not canonical on the way in, canonical on the way out.
+	tok, err = ParseResumeToken("flr2.feed.10000.deadbeef.1500.billing:0ABC:07:1234")
+	require.NoError(t, err)
+	require.Equal(t, "flr2.feed.10000.deadbeef.1500.billing:abc:7:1234", tok.String())
 }
 
 func FuzzParseResumeToken(f *testing.F) {
 	f.Add("flr1.feed.10000.deadbeef.1500")
 	f.Add("flr1.0.1.1.100")
+	f.Add("flr2.feed.10000.deadbeef.1500.billing:abc:7:1234.eu-1:0:9:5")
+	f.Add("flr2.1.2.3.100.b:1:2:3.b:1:2:3")
 	f.Add("flr1.feed.10000.deadbeef.1500000007ns")
 	f.Add("flr1.feed.10000.deadbeef.1000000ns")
 	f.Fuzz(func(t *testing.T, s string) {
@@ -332,15 +352,13 @@ func requireResumedHolderStopsFirst(t *testing.T, ctx context.Context, c *testCl
 	require.Len(t, locks, 1)
 	held := locks[0]
 	require.Equal(t, "L", held.Name())
-	rs.mu.Lock()
-	left := rs.lease.deadline.Sub(clock.Boot(rs.clock))
-	rs.mu.Unlock()
+	left := rs.s.Testing().Deadline().Sub(clock.Boot(rs.s.Testing().Clock()))
 	require.LessOrEqual(t, left, ttl-margin, "the holder's deadline lies at most the group's TTL − margin ahead")
 
 	c.net.Isolate(c.addr(3))
 	defer c.net.Heal()
 	// Every keep-alive acknowledged from now on was sent before this.
-	cut, cutAt := clock.Boot(rs.clock), time.Now()
+	cut, cutAt := clock.Boot(rs.s.Testing().Clock()), time.Now()
 	closed := make(chan time.Time, 1)
 	go func() {
 		select {
@@ -357,12 +375,10 @@ func requireResumedHolderStopsFirst(t *testing.T, ctx context.Context, c *testCl
 	case <-held.Done():
 	default:
 		t.Fatalf("L was granted on replica 2 while the resumed holder's lock was live (deadline %v after the cut)",
-			func() time.Duration { rs.mu.Lock(); defer rs.mu.Unlock(); return rs.lease.deadline.Sub(cut) }())
+			rs.s.Testing().Deadline().Sub(cut))
 	}
 	require.ErrorIs(t, held.Err(), ErrSessionExpired)
-	rs.mu.Lock()
-	deadline := rs.lease.deadline
-	rs.mu.Unlock()
+	deadline := rs.s.Testing().Deadline()
 	require.False(t, deadline.After(cut.Add(ttl-margin)),
 		"the holder stopped no later than TTL − margin after its last acknowledged keep-alive")
 	at := <-closed

@@ -49,7 +49,11 @@ func (n *Node) revoke(ctx context.Context, name string, token uint64, election b
 	if !fsm.ValidName(name) {
 		return invalidName(name)
 	}
-	res, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindRevoke, Name: name, Token: token, Election: election})
+	_, r, err := n.route(name)
+	if err != nil {
+		return err
+	}
+	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindRevoke, Name: name, Token: token, Election: election})
 	if err != nil {
 		return err
 	}

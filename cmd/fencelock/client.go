@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,15 +15,29 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/fencelock/fencelock/httpapi"
 )
 
-// client calls one replica's HTTP API.
+// client calls the HTTP API of a group's replicas. It keeps to one replica
+// (the last that answered) and fails over to the next in its list when that
+// one does not answer: a connection refused or reset, no answer within the
+// attempt's bound, or a 503 or 421 (the replica is closing, has no quorum,
+// or cannot reach the session's owner). Every call it makes is safe to send
+// twice (a session created twice leaves one nobody heartbeats, which the
+// group expires one TTL later).
 type client struct {
-	base  string
+	bases []string
 	token string
 	hc    *http.Client
+	// attempt bounds one replica's answer when there are others to try (0:
+	// only the call's context).
+	attempt time.Duration
+
+	mu  sync.Mutex
+	cur int // index in bases of the replica to try first
 }
 
 // clientFlags are the flags every client command has.
@@ -35,19 +50,48 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	if def == "" {
 		def = "http://127.0.0.1:7080"
 	}
-	fs.StringVar(&f.url, "http", def, "the replica's API base URL (env FENCELOCK_HTTP)")
+	fs.StringVar(&f.url, "http", def, "the replicas' API base URLs, comma-separated: calls fail over to the next when one does not answer (env FENCELOCK_HTTP)")
 	fs.StringVar(&f.tokenFile, "token-file", os.Getenv("FENCELOCK_TOKEN_FILE"), "file whose first line is the bearer token (env FENCELOCK_TOKEN_FILE)")
 	fs.StringVar(&f.ca, "cacert", "", "CA file to verify the replica's HTTPS certificate")
 	fs.StringVar(&f.cert, "cert", "", "client certificate for HTTPS")
 	fs.StringVar(&f.key, "key", "", "key of --cert")
 }
 
-func (f *clientFlags) client() (*client, error) {
-	u, err := url.Parse(f.url)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--http %q is not an http:// or https:// URL", f.url)
+// ErrBadURL: an --http (or FENCELOCK_HTTP) entry is not an http:// or
+// https:// base URL.
+var ErrBadURL = errors.New("not an http:// or https:// URL")
+
+// parseBases splits a comma-separated list of base URLs.
+func parseBases(list string) ([]string, error) {
+	var bases []string
+	for _, b := range strings.Split(list, ",") {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			continue
+		}
+		u, err := url.Parse(b)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--http %q: %w", b, ErrBadURL)
+		}
+		bases = append(bases, strings.TrimRight(b, "/"))
 	}
-	c := &client{base: strings.TrimRight(f.url, "/"), hc: &http.Client{}}
+	if len(bases) == 0 {
+		return nil, fmt.Errorf("--http %q: %w", list, ErrBadURL)
+	}
+	return bases, nil
+}
+
+func (f *clientFlags) client() (*client, error) {
+	bases, err := parseBases(f.url)
+	if err != nil {
+		return nil, err
+	}
+	c := &client{bases: bases, hc: &http.Client{}}
+	if len(bases) > 1 {
+		// A replica that accepts connections but does not answer (stopped,
+		// overloaded) must leave time for the others.
+		c.attempt = 5 * time.Second
+	}
 	if f.tokenFile != "" {
 		b, err := os.ReadFile(f.tokenFile)
 		if err != nil {
@@ -97,19 +141,101 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) error
 // doSession is do for a call acting on a session: with its secret, which
 // the API requires of such calls.
 func (c *client) doSession(ctx context.Context, secret, method, path string, in, out any) error {
-	var body io.Reader
+	return c.call(ctx, c.attempt, secret, method, path, in, out)
+}
+
+// first returns the index of the replica to try first.
+func (c *client) first() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
+}
+
+// answered makes replica i the first to try from now on.
+func (c *client) answered(i int) {
+	c.mu.Lock()
+	c.cur = i
+	c.mu.Unlock()
+}
+
+// failover reports whether err, from one replica, is a reason to ask
+// another: it did not answer, or answered that it cannot serve the call now
+// (closing, no quorum, the session's owner unreachable from it, or no route
+// to the owner).
+func failover(err error) bool {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status == http.StatusServiceUnavailable || ae.status == http.StatusMisdirectedRequest ||
+			ae.status == http.StatusBadGateway || ae.status == http.StatusGatewayTimeout
+	}
+	return true // no answer: refused, reset, timed out
+}
+
+// call makes the call on the replicas in turn, from the last one that
+// answered, until one answers or all were tried; attempt (if not 0) bounds
+// each replica's answer when there is another to try.
+func (c *client) call(ctx context.Context, attempt time.Duration, secret, method, path string, in, out any) error {
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	start := c.first()
+	var errs []error
+	for k := range c.bases {
+		i := (start + k) % len(c.bases)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if attempt > 0 && k < len(c.bases)-1 {
+			actx, cancel = context.WithTimeout(ctx, attempt)
+		}
+		err := c.once(actx, c.bases[i], secret, method, path, body, out)
+		cancel()
+		if err == nil {
+			c.answered(i)
+			return nil
+		}
+		if ctx.Err() != nil || !failover(err) {
+			if len(errs) == 0 {
+				return err
+			}
+			return fmt.Errorf("%w (and before: %w)", err, replicaErrors(errs))
+		}
+		if len(c.bases) == 1 {
+			return err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
+	}
+	return fmt.Errorf("no replica answered: %w", replicaErrors(errs))
+}
+
+// replicaErrors are the errors of the replicas a call was tried on, each
+// naming its replica; errors.Is and errors.As see every one.
+type replicaErrors []error
+
+func (e replicaErrors) Error() string {
+	s := make([]string, len(e))
+	for i, err := range e {
+		s[i] = err.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func (e replicaErrors) Unwrap() []error { return e }
+
+// once makes the call on one replica.
+func (c *client) once(ctx context.Context, base, secret, method, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return err
 	}
-	if in != nil {
+	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
@@ -150,11 +276,46 @@ type sseEvent struct {
 	Data json.RawMessage
 }
 
-// stream opens an event stream; events arrive on the channel, which is
-// closed when the stream ends (its error, if any, in *errp).
+// Bounds of a stream: its headers must come within streamOpen (the replica
+// starts each stream with a linearizable read), and a stream that carries
+// nothing, not even the ping the API sends every 15s, for streamIdle is
+// taken for a replica that stopped answering.
+var (
+	streamOpen = 10 * time.Second
+	streamIdle = 40 * time.Second
+)
+
+// stream opens an event stream on one replica, failing over as call does;
+// events arrive on the channel, which is closed when the stream ends: its
+// replica closed it or died, it carried nothing for streamIdle, or ctx
+// ended.
 func (c *client) stream(ctx context.Context, path string) (<-chan sseEvent, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+path, nil)
+	start := c.first()
+	var errs []error
+	for k := range c.bases {
+		i := (start + k) % len(c.bases)
+		ch, err := c.streamOnce(ctx, c.bases[i], path)
+		if err == nil {
+			c.answered(i)
+			return ch, nil
+		}
+		if ctx.Err() != nil || !failover(err) || len(c.bases) == 1 {
+			return nil, err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
+	}
+	return nil, fmt.Errorf("no replica answered: %w", replicaErrors(errs))
+}
+
+func (c *client) streamOnce(ctx context.Context, base, path string) (<-chan sseEvent, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	// Cancelling the request is the one way to give up on a body that
+	// stops arriving: the watchdog does it when nothing came in time.
+	watchdog := time.AfterFunc(streamOpen, cancel)
+	req, err := http.NewRequestWithContext(sctx, "GET", base+path, nil)
 	if err != nil {
+		watchdog.Stop()
+		cancel()
 		return nil, err
 	}
 	if c.token != "" {
@@ -162,38 +323,62 @@ func (c *client) stream(ctx context.Context, path string) (<-chan sseEvent, erro
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		watchdog.Stop()
+		cancel()
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
+		defer cancel()
+		watchdog.Stop()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		e := &apiError{status: resp.StatusCode}
-		_ = json.Unmarshal(b, &e.body)
+		if json.Unmarshal(b, &e.body) != nil || e.body.Code == "" {
+			e.body.Message, e.body.Code = strings.TrimSpace(string(b)), "http"
+		}
 		return nil, e
 	}
+	watchdog.Reset(streamIdle)
 	ch := make(chan sseEvent)
 	go func() {
 		defer close(ch)
+		defer cancel()
+		defer watchdog.Stop()
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		var ev sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev.Kind = line[len("event: "):]
-			case strings.HasPrefix(line, "data: "):
-				ev.Data = append(ev.Data, line[len("data: "):]...)
-			case line == "" && ev.Kind != "":
-				select {
-				case ch <- ev:
-				case <-ctx.Done():
-					return
-				}
-				ev = sseEvent{}
+		scanEvents(resp.Body, func() { watchdog.Reset(streamIdle) }, func(ev sseEvent) bool {
+			select {
+			case ch <- ev:
+				return true
+			case <-ctx.Done():
+				return false
 			}
-		}
+		})
 	}()
 	return ch, nil
+}
+
+// scanEvents reads Server-Sent Events from r until it ends, fails, or emit
+// returns false; line is called for every line read, pings included. Lines
+// over 1 MiB end the stream (the API's largest event is far smaller).
+// Events without an event: line are skipped; what is not an event:, data:
+// or blank line (a ": ping" comment) is ignored.
+func scanEvents(r io.Reader, line func(), emit func(sseEvent) bool) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var ev sseEvent
+	for sc.Scan() {
+		line()
+		l := sc.Text()
+		switch {
+		case strings.HasPrefix(l, "event: "):
+			ev.Kind = l[len("event: "):]
+		case strings.HasPrefix(l, "data: "):
+			ev.Data = append(ev.Data, l[len("data: "):]...)
+		case l == "":
+			if ev.Kind != "" && !emit(ev) {
+				return
+			}
+			ev = sseEvent{}
+		}
+	}
 }

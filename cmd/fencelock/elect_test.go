@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
 )
 
 // Two `fencelock elect` commands on different replicas: the second's CMD
@@ -20,7 +22,7 @@ import (
 func TestElectCommand(t *testing.T) {
 	p := startProcs(t)
 	dir := t.TempDir()
-	script := `echo "$FENCELOCK_TOKEN" > "$0.tmp" && mv "$0.tmp" "$0"; trap 'exit 9' TERM; while :; do sleep 0.05; done`
+	script := `echo "$FENCELOCK_TOKEN $FENCELOCK_FENCE" > "$0.tmp" && mv "$0.tmp" "$0"; trap 'exit 9' TERM; while :; do sleep 0.05; done`
 	start := func(id uint64, value, out string) (*exec.Cmd, chan error) {
 		cmd := exec.Command(p.bin, "elect", "--http", p.urls[id], "--ttl", "3s", "orders/primary", value, "--",
 			"sh", "-c", script, filepath.Join(dir, out))
@@ -33,14 +35,20 @@ func TestElectCommand(t *testing.T) {
 		})
 		return cmd, done
 	}
+	// read returns the token CMD was given, after checking that its fence
+	// (FENCELOCK_FENCE) carries the same token.
 	read := func(out string) string {
-		var tok string
+		var got []string
 		waitFor(t, out, func() bool {
 			b, err := os.ReadFile(filepath.Join(dir, out))
-			tok = strings.TrimSpace(string(b))
+			got = strings.Fields(string(b))
 			return err == nil
 		})
-		return tok
+		require.Len(t, got, 2, "FENCELOCK_TOKEN and FENCELOCK_FENCE: %q", got)
+		f, err := fencelock.ParseFence(got[1])
+		require.NoError(t, err)
+		require.Equal(t, got[0], strconv.FormatUint(f.Token, 10))
+		return got[0]
 	}
 	e1, done1 := start(1, "one", "a")
 	t1 := read("a")

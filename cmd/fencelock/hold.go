@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,22 +15,25 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/httpapi"
+	"github.com/fencelock/fencelock/internal/clock"
 )
 
 // holdFlags are lock's and elect's flags.
 type holdFlags struct {
 	clientFlags
 	ttl, grace time.Duration
+	graceSet   bool // --grace was given: say so if it is lowered
 }
 
 func (f *holdFlags) parse(name, argsUsage string, args []string) ([]string, []string, error) {
 	fs := newFlags(name, argsUsage)
 	f.register(fs)
 	fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "the session's TTL: the lock frees this long after this process stops heartbeating")
-	fs.DurationVar(&f.grace, "grace", 5*time.Second, "after the lock is lost, how long CMD has between SIGTERM and SIGKILL")
+	fs.DurationVar(&f.grace, "grace", 2*time.Second, "CMD gets SIGTERM this long before the lease ends (at most half the lease, TTL×0.6), and SIGKILL when it ends")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
+	fs.Visit(func(fl *flag.Flag) { f.graceSet = f.graceSet || fl.Name == "grace" })
 	// The flag package stops at "--" (and at the first non-flag): what is
 	// before it are our operands, what is after it the command.
 	rest := fs.Args()
@@ -50,33 +54,76 @@ func (f *holdFlags) parse(name, argsUsage string, args []string) ([]string, []st
 	return ops, cmd, nil
 }
 
+// bootNow reads the clock a holder's deadline is measured on, as the
+// library's sessions do: CLOCK_BOOTTIME on Linux, which counts the time the
+// machine was suspended, where Go's monotonic clock stops. A deadline on the
+// monotonic clock would move later by every suspend, and the command would
+// run on after the group had freed its lock.
+func bootNow() clock.Instant { return clock.Boot(clock.Real) }
+
+// maxSleep caps every wait for a deadline: the runtime's timers run on the
+// monotonic clock and fire late after a suspend, so each wait is re-checked
+// against the boot clock at least this often.
+const maxSleep = 250 * time.Millisecond
+
 // holder keeps an HTTP session alive and tells when it is lost: when a
 // heartbeat says the session is over, or when no heartbeat was answered for
 // the lease the API grants (lease_ms after the send of the last one
-// answered), by this process's monotonic clock.
+// answered), by the boot clock.
+//
+// A session lives on the replica that created it (docs/http.md): the other
+// replicas forward its calls there, and answer 503 while it is down. It
+// cannot outlive that replica, so if the replica dies the heartbeats go
+// unanswered whichever replica they are sent to, and the session is lost at
+// its deadline: the command is stopped then, and lock or elect exits.
 type holder struct {
 	c      *client
 	id     string
+	home   string // the replica that created the session, which owns it
 	secret string // the session's, sent with every call acting on it
 	ttl    time.Duration
-	lease  time.Duration
+	every  time.Duration // between heartbeats
 
 	mu       sync.Mutex
-	deadline time.Time
+	lease    time.Duration
+	deadline clock.Instant
+	failing  error // the last heartbeat's error, nil once one is answered
 	lost     chan struct{}
 	why      error
 }
 
 func (c *client) newHolder(ctx context.Context, ttl time.Duration) (*holder, error) {
-	sent := time.Now()
+	sent := bootNow()
 	var r httpapi.SessionResponse
 	if err := c.do(ctx, "POST", "/v1/sessions", httpapi.CreateSessionRequest{TTLMillis: ttl.Milliseconds()}, &r); err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
-	h := &holder{c: c, id: r.SessionID.String(), secret: r.SessionSecret, ttl: time.Duration(r.TimeoutMS) * time.Millisecond,
-		lease: time.Duration(r.LeaseMS) * time.Millisecond, lost: make(chan struct{})}
+	h := &holder{c: c, id: r.SessionID.String(), home: c.bases[c.first()], secret: r.SessionSecret,
+		ttl: time.Duration(r.TimeoutMS) * time.Millisecond, lease: time.Duration(r.LeaseMS) * time.Millisecond,
+		lost: make(chan struct{})}
 	h.deadline = sent.Add(h.lease)
 	return h, nil
+}
+
+// setGrace returns the grace to use with this session's lease, and sets the
+// heartbeat period so that a healthy session's time left never falls to
+// it: SIGTERM comes only when a heartbeat has gone unanswered.
+func (h *holder) setGrace(grace time.Duration, said bool) time.Duration {
+	if max := h.lease / 2; grace > max {
+		if said {
+			fmt.Fprintf(os.Stderr, "fencelock: --grace %v is over half the session's lease (%v): using %v\n", grace, h.lease, max)
+		}
+		grace = max
+	}
+	h.every = max(min(h.ttl/3, (h.lease-grace)/2), 10*time.Millisecond)
+	return grace
+}
+
+// left returns the time left before the deadline by the boot clock.
+func (h *holder) left() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deadline.Sub(bootNow())
 }
 
 func (h *holder) lose(why error) {
@@ -88,13 +135,26 @@ func (h *holder) lose(why error) {
 	}
 }
 
-// run heartbeats every TTL/3 until ctx ends or the session is lost.
+func (h *holder) reason() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.why
+}
+
+type beat struct {
+	sent clock.Instant
+	r    httpapi.SessionResponse
+	err  error
+}
+
+// run heartbeats every h.every until ctx ends or the session is lost, to
+// whichever replica answers (the others forward to the session's).
 func (h *holder) run(ctx context.Context) {
-	beat := time.NewTicker(h.ttl / 3)
-	defer beat.Stop()
-	check := time.NewTimer(time.Until(h.deadline))
+	tick := time.NewTicker(h.every)
+	defer tick.Stop()
+	check := time.NewTimer(min(h.left(), maxSleep))
 	defer check.Stop()
-	answers := make(chan time.Time, 1)
+	answers := make(chan beat, 1)
 	inFlight := false
 	for {
 		select {
@@ -102,56 +162,92 @@ func (h *holder) run(ctx context.Context) {
 			return
 		case <-h.lost:
 			return
-		case <-beat.C:
+		case <-tick.C:
 			if inFlight {
-				continue // the previous one is still out: its answer decides
+				break // the previous one is still out: its answer decides
 			}
 			inFlight = true
 			go func() {
-				sent := time.Now()
-				bctx, cancel := context.WithTimeout(ctx, h.ttl/3)
+				b := beat{sent: bootNow()}
+				// Each heartbeat ends before the next is due; a replica that
+				// holds it leaves half of that to the others.
+				bctx, cancel := context.WithTimeout(ctx, h.every)
 				defer cancel()
-				err := h.do(bctx, "POST", "/v1/sessions/"+h.id+"/heartbeat", nil, nil)
-				var ae *apiError
-				if errors.As(err, &ae) && ae.status == 404 {
-					h.lose(fmt.Errorf("session ended at the group: %w", err))
+				var attempt time.Duration
+				if len(h.c.bases) > 1 {
+					attempt = h.every / 2
 				}
-				if err != nil {
-					sent = time.Time{}
-				}
-				answers <- sent
+				b.err = h.c.call(bctx, attempt, h.secret, "POST", "/v1/sessions/"+h.id+"/heartbeat", nil, &b.r)
+				answers <- b
 			}()
-		case sent := <-answers:
+		case b := <-answers:
 			inFlight = false
-			if !sent.IsZero() {
-				h.mu.Lock()
-				if d := sent.Add(h.lease); d.After(h.deadline) {
-					h.deadline = d
-				}
-				h.mu.Unlock()
-			}
+			h.answer(b)
 		case <-check.C:
 		}
-		h.mu.Lock()
-		left := time.Until(h.deadline)
-		h.mu.Unlock()
+		left := h.left()
 		if left <= 0 {
-			h.lose(errors.New("no heartbeat answered within the lease: the group may have freed the lock"))
+			h.mu.Lock()
+			why := "no heartbeat answered within the lease (" + h.lease.String() + "): the group may free the lock from now on"
+			if h.failing != nil {
+				why += fmt.Sprintf("; the session lives on the replica that created it (%s) and ends with it; last error: %v", h.home, h.failing)
+			}
+			h.mu.Unlock()
+			h.lose(errors.New(why))
 			return
 		}
-		check.Reset(left)
+		check.Reset(min(left, maxSleep))
+	}
+}
+
+// answer takes a heartbeat's answer: a new deadline, or why it failed.
+func (h *holder) answer(b beat) {
+	var ae *apiError
+	if errors.As(b.err, &ae) && (ae.status == 404 || ae.status == 403) {
+		h.lose(fmt.Errorf("session ended at the group: %w", b.err))
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if b.err != nil {
+		if h.failing == nil {
+			fmt.Fprintf(os.Stderr, "fencelock: heartbeat not answered (%v); the lease ends in %v unless one is\n",
+				b.err, h.deadline.Sub(bootNow()).Round(time.Millisecond))
+		}
+		h.failing = b.err
+		return
+	}
+	if h.failing != nil {
+		fmt.Fprintln(os.Stderr, "fencelock: heartbeat answered again")
+	}
+	h.failing = nil
+	if b.r.LeaseMS > 0 {
+		h.lease = time.Duration(b.r.LeaseMS) * time.Millisecond
+	}
+	if d := b.sent.Add(h.lease); d.After(h.deadline) {
+		h.deadline = d
 	}
 }
 
 // close ends the session at the group, releasing what it holds. A lost
-// session is over or its replica unreachable: there is nothing to wait for.
+// session is over, and one whose heartbeats fail has its replica
+// unreachable: there is nothing to wait for, and the group frees its locks
+// when it expires. Otherwise it waits at most until the lease ends, after
+// which its replica gives the session up anyway.
 func (h *holder) close() {
 	select {
 	case <-h.lost:
 		return
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	h.mu.Lock()
+	failing := h.failing != nil
+	h.mu.Unlock()
+	left := h.left()
+	if failing || left <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, left))
 	defer cancel()
 	_ = h.do(ctx, "DELETE", "/v1/sessions/"+h.id, nil, nil)
 }
@@ -161,17 +257,75 @@ func (h *holder) do(ctx context.Context, method, path string, in, out any) error
 	return h.c.doSession(ctx, h.secret, method, path, in, out)
 }
 
+// follow keeps a stream open on whichever replica answers, from first (open
+// already), until ctx ends: a stream that ends while ctx lives (its replica
+// closed or died, or it went silent) is reopened on the next replica that
+// answers, and begins with the current state, so nothing but intermediate
+// states is missed. The channel closes when ctx ends, or with *errp set when
+// a replica refuses the stream for a reason another would share (a token
+// without the read right, say).
+func (c *client) follow(ctx context.Context, path string, first <-chan sseEvent, errp *error) <-chan sseEvent {
+	out := make(chan sseEvent)
+	go func() {
+		defer close(out)
+		ch := first
+		backoff := 100 * time.Millisecond
+		for {
+			for ev := range ch {
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+			for {
+				if ctx.Err() != nil {
+					return
+				}
+				var err error
+				if ch, err = c.stream(ctx, path); err == nil {
+					backoff = 100 * time.Millisecond
+					break
+				}
+				if ctx.Err() == nil && !failover(err) {
+					*errp = err
+					return
+				}
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+					return
+				}
+				backoff = min(2*backoff, 2*time.Second)
+			}
+		}
+	}()
+	return out
+}
+
 // grantWatch is how lock and elect take their grant and follow it.
 type grantWatch struct {
-	what   string                                              // "lock NAME", for messages
-	stream string                                              // the SSE path to follow
-	take   func(ctx context.Context) (token string, err error) // "" while queued
-	mine   func(ev sseEvent, token string) (ours, held bool)   // does an event show our grant?
+	what   string                                                     // "lock NAME", for messages
+	stream string                                                     // the SSE path to follow
+	take   func(ctx context.Context) (token, fence string, err error) // "" while queued
+	mine   func(ev sseEvent, token string) (ours, held bool)          // does an event show our grant?
 }
+
+// repoll is how often a waiting command asks for its grant even without an
+// event: a stream can stay open on a replica that no longer applies the
+// group's entries.
+const repoll = 10 * time.Second
 
 // hold takes a grant for a new session, runs cmd while it lasts, and
 // returns cmd's exit status.
-func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token string) []string, cmd []string) error {
+//
+// CMD gets SIGTERM when the lease has grace left (a heartbeat failed to
+// extend it), or at once when the grant is known lost, and its process
+// group SIGKILL when the lease ends by this process's boot clock, or grace
+// after the SIGTERM if that is earlier. The replica gives the session up a
+// margin after the lease, and only then can the group grant the lock to
+// another: so the command is killed before.
+func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token, fence string) []string, cmd []string) error {
 	c, err := f.client()
 	if err != nil {
 		return err
@@ -187,38 +341,59 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token string) []
 		return err
 	}
 	defer h.close()
+	grace := h.setGrace(f.grace, f.graceSet)
 	go h.run(ctx)
 	w := gw(h)
 	// Follow the stream from before the request, so that a grant made
 	// between the request's answer and the stream's start is not missed:
 	// the stream begins with the current state.
-	events, err := c.stream(ctx, w.stream)
+	first, err := c.stream(ctx, w.stream)
 	if err != nil {
 		return err
 	}
-	token, err := w.take(ctx)
-	var again <-chan time.Time // set while the stream shows a grant the request has not reported
+	var streamErr error
+	events := c.follow(ctx, w.stream, first, &streamErr)
+	var again <-chan time.Time // set to ask again soon
+	ahead := false             // the stream showed the grant before the request reported it
+	poll := time.NewTicker(repoll)
+	defer poll.Stop()
+	// take asks for the grant; no replica answering is not the end of the
+	// wait (the session's deadline decides that): it asks again shortly.
+	take := func() (string, string, error) {
+		token, fence, err := w.take(ctx)
+		if err != nil && ctx.Err() == nil && failover(err) {
+			fmt.Fprintf(os.Stderr, "fencelock: %v; asking again\n", err)
+			again = time.After(time.Second)
+			return "", "", nil
+		}
+		return token, fence, err
+	}
+	token, fence, err := take()
 	for err == nil && token == "" {
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				return errors.New("the watch stream ended while waiting")
+				return fmt.Errorf("the watch stream ended while waiting: %w", streamErr)
 			}
 			if ours, _ := w.mine(ev, ""); ours {
-				token, err = w.take(ctx) // the same request: it reports its grant
-				if err == nil && token == "" {
+				ahead = true
+				token, fence, err = take() // the same request: it reports its grant
+				if err == nil && token == "" && again == nil {
 					// The stream ran ahead of the replica's answer: ask
 					// again shortly, for no further event need come.
 					again = time.After(50 * time.Millisecond)
 				}
 			}
 		case <-again:
-			token, err = w.take(ctx)
-			if err == nil && token == "" {
+			again = nil
+			token, fence, err = take()
+			if err == nil && token == "" && again == nil && ahead {
 				again = time.After(50 * time.Millisecond)
 			}
+		case <-poll.C:
+			token, fence, err = take()
 		case <-h.lost:
-			return fmt.Errorf("session lost while waiting: %w", h.why)
+			return fmt.Errorf("session lost while waiting: %w", h.reason())
 		case s := <-sigs:
 			return exitError{128 + int(s.(syscall.Signal))}
 		}
@@ -226,10 +401,16 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token string) []
 	if err != nil {
 		return err
 	}
+	poll.Stop()
+	if h.left() <= grace {
+		// Granted, but the lease is about over (the heartbeats fail): CMD
+		// would be stopped as soon as it started.
+		return fmt.Errorf("granted %s with %v of the lease left: not running the command", w.what, h.left())
+	}
 
 	child := exec.Command(cmd[0], cmd[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(), env(token)...)
+	child.Env = append(os.Environ(), env(token, fence)...)
 	// Its own process group, so that SIGTERM reaches what a shell started.
 	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := child.Start(); err != nil {
@@ -238,9 +419,12 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token string) []
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
 	signalGroup := func(s syscall.Signal) { _ = syscall.Kill(-child.Process.Pid, s) }
-	var kill <-chan time.Time
 	lost := h.lost
 	confirmed := false
+	var termed clock.Instant // when CMD got our SIGTERM; zero before
+	killed := false
+	wake := time.NewTimer(0)
+	defer wake.Stop()
 	for {
 		select {
 		case err := <-exited:
@@ -249,7 +433,8 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token string) []
 			signalGroup(s.(syscall.Signal))
 		case ev, ok := <-events:
 			if !ok {
-				events = nil // the replica went: the heartbeats decide
+				events = nil // a token without read, say: the heartbeats decide
+				fmt.Fprintf(os.Stderr, "fencelock: no watch stream for %s (%v): the heartbeats alone decide\n", w.what, streamErr)
 				continue
 			}
 			// Events from before the grant (the stream's first state, the
@@ -262,11 +447,41 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token string) []
 			}
 		case <-lost:
 			lost = nil
-			fmt.Fprintf(os.Stderr, "fencelock: lost %s: %v; sending SIGTERM to the command\n", w.what, h.why)
-			signalGroup(syscall.SIGTERM)
-			kill = time.After(f.grace)
-		case <-kill:
-			signalGroup(syscall.SIGKILL)
+		case <-wake.C:
+		}
+		now, left := bootNow(), h.left()
+		if termed == (clock.Instant{}) {
+			var why error
+			select {
+			case <-h.lost:
+				why = h.reason()
+			default:
+				if left <= grace {
+					why = fmt.Errorf("the lease ends in %v and no heartbeat was answered to extend it", left.Round(time.Millisecond))
+				}
+			}
+			if why != nil {
+				fmt.Fprintf(os.Stderr, "fencelock: lost %s: %v; sending SIGTERM to the command\n", w.what, why)
+				signalGroup(syscall.SIGTERM)
+				termed = now
+			}
+		}
+		if termed != (clock.Instant{}) && !killed {
+			// At the end of the lease at the latest: the deadline cannot
+			// move later than it was when the SIGTERM went, as the lease
+			// was running out or lost then.
+			until := min(left, termed.Add(grace).Sub(now))
+			if until <= 0 {
+				fmt.Fprintf(os.Stderr, "fencelock: %s: the command did not exit; sending SIGKILL to its process group\n", w.what)
+				signalGroup(syscall.SIGKILL)
+				killed = true
+			} else {
+				wake.Reset(min(until, maxSleep))
+				continue
+			}
+		}
+		if !killed {
+			wake.Reset(max(min(left-grace, maxSleep), time.Millisecond))
 		}
 	}
 }
@@ -298,20 +513,24 @@ func lockCmd(args []string) error {
 	}
 	name := ops[0]
 	path := "/v1/locks/" + url.PathEscape(name)
+	position := -1
 	return hold(&f, func(h *holder) grantWatch {
 		return grantWatch{
 			what:   "lock " + name,
 			stream: path + "/watch",
-			take: func(ctx context.Context) (string, error) {
+			take: func(ctx context.Context) (string, string, error) {
 				var r httpapi.AcquireResponse
 				if err := h.do(ctx, "POST", path+"/acquire", httpapi.AcquireRequest{SessionID: mustID(h.id), Wait: true}, &r); err != nil {
-					return "", fmt.Errorf("acquire %s: %w", name, err)
+					return "", "", fmt.Errorf("acquire %s: %w", name, err)
 				}
 				if !r.Granted {
-					fmt.Fprintf(os.Stderr, "fencelock: waiting for %s (position %d)\n", name, r.QueuePosition)
-					return "", nil
+					if r.QueuePosition != position {
+						position = r.QueuePosition
+						fmt.Fprintf(os.Stderr, "fencelock: waiting for %s (position %d)\n", name, r.QueuePosition)
+					}
+					return "", "", nil
 				}
-				return r.FencingToken.String(), nil
+				return r.FencingToken.String(), r.Fence, nil
 			},
 			mine: func(ev sseEvent, token string) (bool, bool) {
 				var e httpapi.LockEvent
@@ -320,8 +539,8 @@ func lockCmd(args []string) error {
 				return ours, ours && (token == "" || e.FencingToken.String() == token)
 			},
 		}
-	}, func(token string) []string {
-		return []string{"FENCELOCK_TOKEN=" + token, "FENCELOCK_LOCK=" + name}
+	}, func(token, fence string) []string {
+		return []string{"FENCELOCK_TOKEN=" + token, "FENCELOCK_FENCE=" + fence, "FENCELOCK_LOCK=" + name}
 	}, cmd)
 }
 
@@ -336,20 +555,24 @@ func electCmd(args []string) error {
 	}
 	name, value := ops[0], ops[1]
 	path := "/v1/elections/" + url.PathEscape(name)
+	position := -1
 	return hold(&f, func(h *holder) grantWatch {
 		return grantWatch{
 			what:   "leadership of " + name,
 			stream: path + "/observe",
-			take: func(ctx context.Context) (string, error) {
+			take: func(ctx context.Context) (string, string, error) {
 				var r httpapi.CampaignResponse
 				if err := h.do(ctx, "POST", path+"/campaign", httpapi.CampaignRequest{SessionID: mustID(h.id), Value: value, Wait: true}, &r); err != nil {
-					return "", fmt.Errorf("campaign %s: %w", name, err)
+					return "", "", fmt.Errorf("campaign %s: %w", name, err)
 				}
 				if !r.Elected {
-					fmt.Fprintf(os.Stderr, "fencelock: waiting to lead %s (position %d)\n", name, r.QueuePosition)
-					return "", nil
+					if r.QueuePosition != position {
+						position = r.QueuePosition
+						fmt.Fprintf(os.Stderr, "fencelock: waiting to lead %s (position %d)\n", name, r.QueuePosition)
+					}
+					return "", "", nil
 				}
-				return r.Token.String(), nil
+				return r.Token.String(), r.Fence, nil
 			},
 			mine: func(ev sseEvent, token string) (bool, bool) {
 				var e httpapi.ObserveEvent
@@ -358,8 +581,8 @@ func electCmd(args []string) error {
 				return ours, ours && (token == "" || e.Leader.Token.String() == token)
 			},
 		}
-	}, func(token string) []string {
-		return []string{"FENCELOCK_TOKEN=" + token, "FENCELOCK_ELECTION=" + name}
+	}, func(token, fence string) []string {
+		return []string{"FENCELOCK_TOKEN=" + token, "FENCELOCK_FENCE=" + fence, "FENCELOCK_ELECTION=" + name}
 	}, cmd)
 }
 

@@ -3,15 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
 )
 
 // waitFor polls cond (a file appearing, a lock's state) until it holds.
@@ -114,4 +118,176 @@ func TestLockCommand(t *testing.T) {
 	t.Logf("next holder granted %v after the replica stopped", granted.Sub(stopped))
 	require.True(t, cmdEnd.Before(granted), "the group granted the lock before CMD stopped")
 	require.NotEqual(t, token, e.data["fencing_token"])
+}
+
+// deadURL is a loopback URL nothing listens on: a replica that is down.
+func deadURL(t *testing.T) string { return "http://" + freePort(t) }
+
+// `fencelock lock` whose command ignores SIGTERM: the command's process
+// group is SIGKILLed when the lease ends by the lock command's clock, before
+// the group grants the lock to the next in line. Both moments are recorded:
+// the kill (the command's end, seen as EOF on a FIFO that only it holds
+// open), and the grant (the next holder's watch event); and right after the
+// kill was seen, a linearizable read of the lock still shows the killed
+// command's session as holder, so the kill came first causally, not just by
+// the test's clocks.
+func TestLockKillsBeforeNextGrant(t *testing.T) {
+	p := startProcs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	leader := p.leader(1)
+	x, y, z := leader%3+1, (leader+1)%3+1, leader // x is stopped: a follower, so the group keeps its leader
+	X, Y := p.urls[x], p.urls[y]
+	const name = "cron/stubborn"
+
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "alive")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	// The command ignores SIGTERM (so does its sleep, which inherits the
+	// disposition) and holds the FIFO open until it is killed.
+	script := `trap '' TERM; exec 3>alive; echo "$FENCELOCK_TOKEN $FENCELOCK_FENCE" > out.tmp && mv out.tmp out; exec sleep 600`
+	// The list names every replica: heartbeats fail over, but the session
+	// lives on X, the first, and cannot outlive it.
+	cmd := exec.Command(p.bin, "lock", "--http", X+","+Y+","+p.urls[z], "--ttl", "3s", name, "--", "sh", "-c", script)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	alive, err := os.Open(fifo) // blocks until the command opens it
+	require.NoError(t, err)
+	defer alive.Close()
+	dead := make(chan time.Time, 1)
+	go func() {
+		_, _ = io.Copy(io.Discard, alive) // EOF: every writer is gone
+		dead <- time.Now()
+	}()
+
+	var got []string
+	waitFor(t, "the command to start", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "out"))
+		got = strings.Fields(string(b))
+		return err == nil
+	})
+	require.Len(t, got, 2, "want FENCELOCK_TOKEN and FENCELOCK_FENCE: %q", got)
+	r := do(t, "GET", lockPath(Y, name, ""), nil)
+	holder := r.str("holder_session")
+	require.Equal(t, r.str("fencing_token"), got[0], r.raw)
+	f, err := fencelock.ParseFence(got[1])
+	require.NoError(t, err)
+	require.Equal(t, got[0], strconv.FormatUint(f.Token, 10), "FENCELOCK_FENCE's token is FENCELOCK_TOKEN")
+	st := do(t, "GET", Y+"/v1/status", nil)
+	require.Equal(t, st.str("group_id"), strconv.FormatUint(f.Group, 16), "FENCELOCK_FENCE's group is the group's")
+
+	next := session(t, Y, 10000)
+	stopN := heartbeat(Y, next, time.Second)
+	defer stopN()
+	events := watch(t, ctx, lockPath(Y, name, "watch"))
+	waitEvent(t, events, "state", func(e ev) bool { return e.kind == "state" })
+	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
+	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+
+	require.NoError(t, p.cmds[x].Process.Signal(syscall.SIGSTOP))
+	defer p.cmds[x].Process.Signal(syscall.SIGCONT)
+
+	var killed time.Time
+	select {
+	case killed = <-dead:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the command still runs 60s after its session's replica stopped; stderr: %s", stderr.String())
+	}
+	// Still held by the killed command's session after the kill: the group
+	// had not granted the lock to anyone else when the command died.
+	r = do(t, "GET", lockPath(Y, name, ""), nil)
+	require.Equal(t, holder, r.str("holder_session"), "the lock passed on before the kill was seen: %s", r.raw)
+
+	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.kind == "granted" && e.data["holder_session"] == next })
+	t.Logf("command killed %v before the next holder's grant was seen", e.at.Sub(killed))
+	require.True(t, killed.Before(e.at), "the next holder was granted before the command was killed")
+
+	select {
+	case err := <-exited:
+		exited <- err
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "stderr: %s", stderr.String())
+		require.Equal(t, 128+9, ee.ExitCode(), "the lock command exits with the command's status (SIGKILL); stderr: %s", stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the lock command did not exit after its command was killed; stderr: %s", stderr.String())
+	}
+	require.Contains(t, stderr.String(), "SIGTERM")
+	require.Contains(t, stderr.String(), "SIGKILL")
+	require.Contains(t, stderr.String(), X, "the loss names the session's replica")
+}
+
+// With a replica in --http that does not answer, every command fails over
+// to the next one; and a `lock` waiting in a queue whose session's replica
+// dies ends promptly and says why, rather than waiting on, or reporting
+// the watch stream's end.
+func TestCommandsFailOver(t *testing.T) {
+	p := startProcs(t)
+	leader := p.leader(1)
+	x, y := leader%3+1, (leader+1)%3+1
+	X, Y := p.urls[x], p.urls[y]
+	list := deadURL(t) + "," + X + "," + Y
+	const name = "jobs/failover"
+
+	blocker := session(t, Y, 10000)
+	stopB := heartbeat(Y, blocker, time.Second)
+	defer stopB()
+	r := do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": blocker})
+	require.Equal(t, true, r.body["granted"], r.raw)
+
+	for _, args := range [][]string{{"status"}, {"locks"}, {"sessions"}} {
+		out, err := exec.Command(p.bin, append(args, "--http", list)...).CombinedOutput()
+		require.NoError(t, err, "%v: %s", args, out)
+		if args[0] == "locks" {
+			require.Contains(t, string(out), name)
+		}
+		if args[0] == "sessions" {
+			require.Contains(t, string(out), blocker)
+		}
+	}
+	// FENCELOCK_HTTP sets the list too.
+	st := exec.Command(p.bin, "status")
+	st.Env = append(os.Environ(), "FENCELOCK_HTTP="+list)
+	out, err := st.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "leader")
+
+	// A lock command queues through the list; its session lives on X.
+	dir := t.TempDir()
+	cmd := exec.Command(p.bin, "lock", "--http", list, "--ttl", "3s", name, "--", "sh", "-c", "touch ran")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	waitFor(t, "the lock command to queue", func() bool {
+		return do(t, "GET", lockPath(Y, name, ""), nil).body["waiters"] == float64(1)
+	})
+	killed := time.Now()
+	p.kill(x)
+	select {
+	case err := <-exited:
+		exited <- err
+		require.Error(t, err)
+		require.Contains(t, stderr.String(), "session lost while waiting", stderr.String())
+		require.Contains(t, stderr.String(), X, "the message names the session's replica")
+		require.NotContains(t, stderr.String(), "watch stream ended")
+		t.Logf("the lock command ended %v after its replica was killed:\n%s", time.Since(killed), stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the lock command still waits 60s after its session's replica died; stderr: %s", stderr.String())
+	}
+	_, err = os.Stat(filepath.Join(dir, "ran"))
+	require.True(t, os.IsNotExist(err), "the command ran although another session held the lock")
 }

@@ -2,13 +2,17 @@
 // its HTTP API (docs/http.md).
 //
 //	fencelock serve --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --dir /var/lib/fencelock --http 127.0.0.1:7080
-//	fencelock lock [--http URL] [--ttl 10s] NAME -- CMD ARGS...
-//	fencelock elect [--http URL] NAME VALUE -- CMD ARGS...
-//	fencelock status | locks [PREFIX] | sessions   [-o json]
+//	fencelock lock [--http URL,URL,...] [--ttl 10s] [--grace 2s] NAME -- CMD ARGS...
+//	fencelock elect [--http URL,URL,...] NAME VALUE -- CMD ARGS...
+//	fencelock status | locks [PREFIX] | sessions   [--http URL,URL,...] [-o json]
 //
-// lock and elect run CMD only while the lock (or leadership) is held, with
-// its fencing token in FENCELOCK_TOKEN; if it is lost, CMD gets SIGTERM and,
-// after --grace, SIGKILL. They exit with CMD's status (128+N if a signal N
+// The client commands take --http (or FENCELOCK_HTTP) as a list of replicas
+// and fail over to the next when one does not answer. lock and elect run CMD
+// only while the lock (or leadership) is held, with its fencing token in
+// FENCELOCK_TOKEN and its fence (GROUP:TOKEN) in FENCELOCK_FENCE. CMD gets
+// SIGTERM --grace before the holder's lease ends (timed on the boot clock)
+// and its process group SIGKILL when it ends, before the group could grant
+// the lock to another. They exit with CMD's status (128+N if a signal N
 // ended it), or 1 if CMD never ran.
 package main
 
@@ -21,11 +25,13 @@ import (
 
 const usage = `usage:
   fencelock serve --id N --peers ID=HOST:PORT,... --dir DIR [--group NAME=ID,ID,...]... [--http ADDR] [flags]
-  fencelock lock [--http URL] [--ttl D] [--grace D] NAME -- CMD [ARGS...]
-  fencelock elect [--http URL] [--ttl D] [--grace D] NAME VALUE -- CMD [ARGS...]
-  fencelock status [--http URL] [-o json]
-  fencelock locks [--http URL] [-o json] [PREFIX]
-  fencelock sessions [--http URL] [-o json]
+  fencelock lock [--http URL,...] [--ttl D] [--grace D] NAME -- CMD [ARGS...]
+  fencelock elect [--http URL,...] [--ttl D] [--grace D] NAME VALUE -- CMD [ARGS...]
+  fencelock status [--http URL,...] [-o json]
+  fencelock locks [--http URL,...] [-o json] [PREFIX]
+  fencelock sessions [--http URL,...] [-o json]
+
+--http (env FENCELOCK_HTTP) lists the replicas' API URLs, comma-separated.
 
 Run "fencelock COMMAND -h" for a command's flags.
 `

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -52,8 +53,7 @@ func binary(t *testing.T) string {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	l := listenBelowEphemeral(t)
 	defer l.Close()
 	return l.Addr().String()
 }
@@ -420,4 +420,20 @@ func TestServe(t *testing.T) {
 	require.Equal(t, true, r.body["granted"], r.raw)
 	r = do(t, "POST", A+"/v1/sessions/"+dead+"/heartbeat", nil)
 	require.Equal(t, 404, r.status, r.raw)
+}
+
+// listenBelowEphemeral listens on a free loopback port below Linux's
+// ephemeral range (32768-60999), so that once it is closed and handed to a
+// replica, no kernel-chosen port (an outgoing connection's source port, a
+// ":0" listener of another process) can take it in the meantime.
+func listenBelowEphemeral(t testing.TB) net.Listener {
+	t.Helper()
+	for range 1000 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		if err == nil {
+			return l
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -110,7 +111,9 @@ func TestFrozenPrimaryStepsDown(t *testing.T) {
 	victim := g.waitPrimary(ctx, func(primary) bool { return true })
 	waitRecords(t, ctx, resource, victim.epoch, 3)
 	victim = g.latestPrimary()
-	require.NoError(t, g.procs[victim.id].cmd.Process.Signal(syscall.SIGSTOP))
+	// Stopped inside a write, it would hold the file's lock, and its
+	// successor could not write until it is continued.
+	g.stopOutsideWrite(ctx, victim, resource)
 	deadline, stop := context.WithTimeout(ctx, ttl+slack)
 	defer stop()
 	next := g.waitPrimary(deadline, func(p primary) bool { return p.id != victim.id && p.epoch > victim.epoch })
@@ -127,6 +130,140 @@ func TestFrozenPrimaryStepsDown(t *testing.T) {
 	for i := 1; i < len(records); i++ {
 		require.GreaterOrEqual(t, records[i].Token, records[i-1].Token, "record %d (%q) goes back in epoch", i, records[i].Text)
 	}
+}
+
+// A primary frozen (SIGSTOP) past its TTL and thawed (SIGCONT) the moment
+// its successor prints that it leads, before the successor's claim can have
+// reached the file, has no record of its old epoch admitted after that
+// election: not its serve loop's next tick (which the select may pick over
+// the term's end) and not its late write. The test counts such records and
+// prints the count.
+func TestPrimaryWokenAtTakeoverWritesNothingMore(t *testing.T) {
+	const ttl = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g, resource := startThree(t, ttl)
+	victim := g.waitPrimary(ctx, func(primary) bool { return true })
+	waitRecords(t, ctx, resource, victim.epoch, 3)
+	victim = g.latestPrimary()
+	before := g.stopOutsideWrite(ctx, victim, resource)
+	next := g.waitPrimary(ctx, func(p primary) bool { return p.id != victim.id && p.epoch > victim.epoch })
+	// The successor leads: continue the old primary at once, while the
+	// successor's claim is still on its way to the file.
+	require.NoError(t, g.procs[victim.id].cmd.Process.Signal(syscall.SIGCONT))
+	g.waitLine(ctx, victim.id, regexp.MustCompile(fmt.Sprintf(`stepped down: replica %d, epoch %d`, victim.id, victim.epoch)))
+	g.waitLine(ctx, victim.id, regexp.MustCompile(fmt.Sprintf(`late write: replica %d, epoch %d: (refused|admitted)`, victim.id, victim.epoch)))
+	waitRecords(t, ctx, resource, next.epoch, 3)
+	for id := 1; id <= 3; id++ {
+		g.terminate(ctx, id)
+	}
+	records, err := fencefile.Read(resource)
+	require.NoError(t, err)
+	late := countEpoch(records, victim.epoch) - before
+	t.Logf("replica %d epoch %d woken at replica %d epoch %d's election: %d old-epoch records admitted after it",
+		victim.id, victim.epoch, next.id, next.epoch, late)
+	require.Zero(t, late, "records of the old epoch admitted after the successor's election")
+	for i := 1; i < len(records); i++ {
+		require.GreaterOrEqual(t, records[i].Token, records[i-1].Token, "record %d (%q) goes back in epoch", i, records[i].Text)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, l := range g.lines {
+		require.NotContains(t, l, "admitted (a bug", "a late write was admitted")
+		if strings.HasPrefix(l, fmt.Sprintf("%d| ", victim.id)) && strings.Contains(l, "refused") {
+			t.Logf("woken: %s", l) // which check refused it: the term's or the fence's
+		}
+	}
+}
+
+// stopOutsideWrite stops primary p's process (SIGSTOP) at a moment when it
+// is not inside a write: it holds no lock on the fenced file, so every
+// write it makes after it continues takes the lock, and re-checks its term,
+// after that. If it stopped holding the lock, it is continued until its
+// next record and stopped again. It returns how many records of p's epoch
+// the file holds, which cannot change while p stays stopped.
+func (g *group) stopOutsideWrite(ctx context.Context, p primary, resource string) int {
+	g.t.Helper()
+	proc := g.procs[p.id].cmd.Process
+	for {
+		require.NoError(g.t, proc.Signal(syscall.SIGSTOP))
+		waitStopped(g.t, ctx, proc.Pid)
+		unlock, ok := tryLock(g.t, resource+".lock")
+		if ok {
+			// Not inside a write, and stopped: it cannot write until
+			// continued. (Read takes the lock itself.)
+			unlock()
+			records, err := fencefile.Read(resource)
+			require.NoError(g.t, err)
+			return countEpoch(records, p.epoch)
+		}
+		// Stopped inside a write: let it finish (until the lock is free),
+		// then try again.
+		require.NoError(g.t, proc.Signal(syscall.SIGCONT))
+		for {
+			if unlock, ok := tryLock(g.t, resource+".lock"); ok {
+				unlock()
+				break
+			}
+			select {
+			case <-ctx.Done():
+				g.t.Fatalf("replica %d holds the file's lock for good", p.id)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+}
+
+// waitStopped polls /proc, for which no channel exists, until every thread
+// of process pid is stopped: SIGSTOP is delivered asynchronously.
+func waitStopped(t *testing.T, ctx context.Context, pid int) {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		t.Skip("needs /proc to see that a process is stopped")
+	}
+	for {
+		stopped := true
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			if err != nil {
+				continue // the thread has exited
+			}
+			// The state follows the command's closing parenthesis.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				stopped = false
+			}
+		}
+		if stopped {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("process %d did not stop", pid)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// tryLock takes the fenced file's lock (fencefile's flock on path) if no
+// one holds it.
+func tryLock(t *testing.T, path string) (unlock func(), ok bool) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	require.NoError(t, err)
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err == syscall.EWOULDBLOCK {
+		f.Close()
+		return nil, false
+	}
+	require.NoError(t, err)
+	return func() { f.Close() }, true
 }
 
 func countEpoch(records []fencefile.Record, epoch uint64) int {
@@ -426,10 +563,25 @@ func freePeers(t *testing.T, n int) string {
 	t.Helper()
 	var peers []string
 	for id := 1; id <= n; id++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
+		l := listenBelowEphemeral(t)
 		defer l.Close() // held until all are chosen, so they differ
 		peers = append(peers, fmt.Sprintf("%d=%s", id, l.Addr()))
 	}
 	return strings.Join(peers, ",")
+}
+
+// listenBelowEphemeral listens on a free loopback port below Linux's
+// ephemeral range (32768-60999), so that once it is closed and handed to a
+// replica, no kernel-chosen port (an outgoing connection's source port, a
+// ":0" listener of another process) can take it in the meantime.
+func listenBelowEphemeral(t testing.TB) net.Listener {
+	t.Helper()
+	for range 1000 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		if err == nil {
+			return l
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return nil
 }

@@ -12,20 +12,33 @@
 //
 //	primary: replica N, epoch T
 //
-// and appends a record every -every to a shared file (-resource), fenced by
-// its epoch T: the file refuses records whose epoch is lower than one it has
-// admitted, across processes and restarts (package fencefile). Every
-// process also observes the election and prints "leader: ..." on each change.
+// and then writes to a shared file (-resource) under its epoch T, the safe
+// way round (package fencefile):
+//
+//   - it claims the epoch at the file as soon as it is elected
+//     (ClaimGrant), so the file refuses every earlier primary's writes from
+//     then on, whether or not this one ever writes;
+//   - it appends a record every -every through the term's context
+//     (AppendGrant), which re-checks the term by this process's own clock
+//     under the file's lock, right before the write. A primary that wakes
+//     from a pause past its term's end finds its ticker ready and its
+//     deadline timer not yet run; the re-check is what stops that write
+//     while the successor's claim has not reached the file yet.
+//
+// The file refuses records whose epoch is lower than one it has admitted,
+// across processes and restarts. Every process also observes the election
+// and prints "leader: ..." on each change.
 //
 // Kill the primary with kill -9: once its session's TTL (-ttl) has run out
 // at the group, the next candidate in line becomes primary with a higher
 // epoch. Restart the killed primary within the TTL instead, and it resumes
 // its session and its term (the resume token it saved under -dir): the same
 // epoch, and nobody else led meanwhile. Freeze it (kill -STOP, then kill
-// -CONT after the takeover): its lease runs out by its own clock, it steps
-// down, and the late write it then attempts under its old epoch is refused
-// by the file. Ctrl-C resigns at once and hands over without waiting for
-// the TTL.
+// -CONT after the takeover, even the moment the successor prints that it
+// leads): its lease runs out by its own clock, it steps down, and neither
+// its serve loop nor the late write it then attempts under its old epoch is
+// admitted by the file. Ctrl-C resigns at once and hands over without
+// waiting for the TTL.
 //
 // Every line starts with the time; -log-level info shows the group's own
 // log too (raft leader changes among it).
@@ -135,14 +148,29 @@ func run(ctx context.Context, o options) error {
 	// restarts within the TTL, it takes that session and its term back.
 	resumeFile := filepath.Join(o.dir, fmt.Sprintf("replica-%d.resume", o.id))
 	saved, _ := loadResume(resumeFile)
-	var epoch uint64 // of the current or last term; only the callbacks touch it, one at a time
+	// The current or last term: only the callbacks touch them, one at a time.
+	var (
+		epoch uint64
+		term  context.Context // the term's context: it carries the grant
+		lead  *fencelock.Leadership
+	)
 	err = node.RunElection(ctx, electionName, fmt.Sprintf("replica %d", o.id), fencelock.ElectionCallbacks{
 		OnStartedLeading: func(ctx context.Context, l *fencelock.Leadership) {
 			if err := saveResume(resumeFile, l.Session().Resume()); err != nil {
 				say("replica %d: cannot save the resume token: %v", o.id, err)
 			}
-			epoch = l.Token()
+			epoch, term, lead = l.Token(), ctx, l
 			say("primary: replica %d, epoch %d", o.id, epoch)
+			// Claim at grant: from here on the file refuses every earlier
+			// epoch's writes, whether or not this primary ever writes.
+			// ClaimGrant re-checks the term under the file's lock, so a
+			// term already over claims nothing.
+			if err := res.ClaimGrant(ctx, l.Fence()); err != nil {
+				// Stale: a later primary already reached the file; or the
+				// term is over; or the file failed. Returning resigns.
+				say("claim refused: replica %d, epoch %d: %v", o.id, epoch, err)
+				return
+			}
 			serve(ctx, o, l, res)
 		},
 		OnStoppedLeading: func(err error) {
@@ -150,13 +178,15 @@ func run(ctx context.Context, o options) error {
 				return // resigned: the work returned, or this process is stopping
 			}
 			say("stepped down: replica %d, epoch %d: %v", o.id, epoch, err)
-			// A real primary stops here. To show what the fence is for,
-			// write once more under the old epoch, as a primary that paused
-			// between its last check and its write would.
-			if err := res.Append(epoch, []byte(fmt.Sprintf("replica %d epoch %d late write", o.id, epoch))); err != nil {
+			// A real primary stops here. To show that a write attempted
+			// after the term ended is safe when it goes through the term's
+			// context, write once more under the old epoch: AppendGrant
+			// refuses it, by the file's fence if a successor has claimed,
+			// else by this process's own check of the term.
+			if err := res.AppendGrant(term, lead.Fence(), []byte(fmt.Sprintf("replica %d epoch %d late write", o.id, epoch))); err != nil {
 				say("late write: replica %d, epoch %d: refused: %v", o.id, epoch, err)
 			} else {
-				say("late write: replica %d, epoch %d: admitted (no later primary has written yet)", o.id, epoch)
+				say("late write: replica %d, epoch %d: admitted (a bug: the term is over)", o.id, epoch)
 			}
 		},
 		OnNewLeader: func(info fencelock.LeaderInfo) {
@@ -176,7 +206,12 @@ func run(ctx context.Context, o options) error {
 }
 
 // serve writes a record under the epoch every o.every until the term ends
-// (ctx) or a later primary's write shows it is over.
+// (ctx, the term's context) or the file shows it is over.
+//
+// The select alone cannot stop a late write: a process that wakes from a
+// pause past its term's end finds both cases ready and may pick the tick.
+// What stops it is AppendGrant, which re-checks the term through ctx by this
+// process's clock, under the file's lock, immediately before writing.
 func serve(ctx context.Context, o options, l *fencelock.Leadership, res *fencefile.File) {
 	tick := time.NewTicker(o.every)
 	defer tick.Stop()
@@ -186,16 +221,19 @@ func serve(ctx context.Context, o options, l *fencelock.Leadership, res *fencefi
 			return
 		case <-tick.C:
 		}
-		err := res.Append(l.Token(), []byte(fmt.Sprintf("replica %d epoch %d record %d", o.id, l.Token(), n)))
-		if errors.Is(err, fencelock.ErrStaleToken) {
-			// A later primary has written: this term is over, whatever
-			// this process believes. Returning resigns it.
+		// l.Fence() is read at each write: it carries the group's ID.
+		err := res.AppendGrant(ctx, l.Fence(), []byte(fmt.Sprintf("replica %d epoch %d record %d", o.id, l.Token(), n)))
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, fencelock.ErrStaleToken) || errors.Is(err, fencelock.ErrOtherGroup) || ctx.Err() != nil {
+			// A later primary has reached the file, or this process's own
+			// clock says the term is over (ctx.Err re-checks the grant):
+			// stop, whatever the select believed. Returning resigns.
 			say("refused: replica %d, epoch %d: %v", o.id, l.Token(), err)
 			return
 		}
-		if err != nil {
-			say("write failed: replica %d, epoch %d: %v", o.id, l.Token(), err)
-		}
+		say("write failed: replica %d, epoch %d: %v", o.id, l.Token(), err)
 	}
 }
 

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """A stdlib-only Python client of fencelock's HTTP API (docs/http.md).
 
-    python3 fencelock_client.py http://127.0.0.1:7080 jobs/report out.txt
+    python3 fencelock_client.py [--http URL[,URL...]] [--ttl SECONDS] NAME OUT
 
-opens a session (heartbeating in a thread), takes the lock with wait (queued
-server-side; the grant arrives on the watch stream), writes the file with
-its fencing token, releases, and closes the session.
+opens a session on the first replica of --http that answers (default: the
+FENCELOCK_HTTP environment variable, as for the fencelock command, else
+http://127.0.0.1:7080), heartbeating in a thread; takes the lock NAME with
+wait (queued server-side; the grant arrives on the watch stream); appends a
+line with its fence to the file OUT; releases, and closes the session. It
+prints the result as JSON. A replica that cannot be reached, or an API
+error, ends it with a one-line message and exit status 1.
 
 The session's secret (session_secret, in the create response only) is its
 credential: every call acting on the session sends it in the
@@ -13,19 +17,62 @@ Fencelock-Session-Secret header. Keep it like a password. With
 FENCELOCK_TOKEN_FILE set (as for the fencelock command), every call sends the
 file's first line as the bearer token.
 """
-import json, os, sys, threading, time, urllib.error, urllib.parse, urllib.request
+import argparse, json, os, sys, threading, time, urllib.error, urllib.parse, urllib.request
+
+
+# The holder's deadline is timed on a clock that counts the time the machine
+# was suspended (CLOCK_BOOTTIME, on Linux), as the fencelock library and
+# command do: time.monotonic stops during a suspend, and a deadline on it
+# would end late by as long.
+if hasattr(time, "CLOCK_BOOTTIME"):
+    def now():
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+else:
+    now = time.monotonic
+
+
+class APIError(Exception):
+    """An error answer of the API: status and code as docs/http.md lists them."""
+
+    def __init__(self, method, path, status, body):
+        try:
+            err = json.loads(body)
+        except ValueError:
+            err = {"error": body.strip(), "code": "http"}
+        self.status, self.code = status, err.get("code", "http")
+        super().__init__(f"{method} {path}: {status} {self.code}: {err.get('error', '')}")
+
+
+class Unreachable(Exception):
+    """No replica answered."""
 
 
 class Session:
-    def __init__(self, base, ttl_ms=10000):
-        self.base = base.rstrip("/")
+    """A session on the first replica of bases that answers. It lives on
+    that replica (docs/http.md): the other replicas forward its calls there,
+    and it ends if that replica dies."""
+
+    def __init__(self, bases, ttl_ms=10000):
         self.token = ""
         if os.environ.get("FENCELOCK_TOKEN_FILE"):
             with open(os.environ["FENCELOCK_TOKEN_FILE"]) as f:
                 self.token = f.readline().strip()
         self.secret = None
-        sent = time.monotonic()
-        r = self.call("POST", "/v1/sessions", {"ttl_ms": ttl_ms})
+        errors = []
+        for base in bases:
+            self.base = base.rstrip("/")
+            sent = now()
+            try:
+                r = self.call("POST", "/v1/sessions", {"ttl_ms": ttl_ms})
+                break
+            except OSError as e:  # refused, reset, timed out: try the next
+                errors.append(f"{base}: {getattr(e, 'reason', e)}")
+            except APIError as e:
+                if e.status != 503:
+                    raise
+                errors.append(f"{base}: {e}")
+        else:
+            raise Unreachable("no replica answered: " + "; ".join(errors))
         self.id, self.ttl, self.lease = r["session_id"], r["timeout_ms"] / 1000, r["lease_ms"] / 1000
         self.secret = r["session_secret"]  # shown once: no other answer has it
         self.deadline, self.lost = sent + self.lease, threading.Event()
@@ -39,7 +86,7 @@ class Session:
                 raw = resp.read()
                 return json.loads(raw) if raw else {}
         except urllib.error.HTTPError as e:
-            raise RuntimeError(f"{method} {path}: {e.code} {e.read().decode()}") from None
+            raise APIError(method, path, e.code, e.read().decode(errors="replace")) from None
 
     def headers(self):
         h = {"Content-Type": "application/json"}
@@ -53,20 +100,21 @@ class Session:
         # Every TTL/3; the holder may act until lease_ms after the send of
         # the last heartbeat answered, and must stop then.
         while not self.lost.wait(self.ttl / 3):
-            sent = time.monotonic()
+            sent = now()
             try:
                 self.call("POST", f"/v1/sessions/{self.id}/heartbeat")
                 self.deadline = max(self.deadline, sent + self.lease)
-            except RuntimeError:  # 404: the session is over
-                self.lost.set()
+            except APIError as e:
+                if e.status == 404:  # the session is over
+                    self.lost.set()
             except OSError:
                 pass  # the replica is unreachable: the deadline decides
 
     def holding(self):
-        return not self.lost.is_set() and time.monotonic() < self.deadline
+        return not self.lost.is_set() and now() < self.deadline
 
     def acquire(self, name):
-        """Waits in the lock's queue; returns (token, first queue position)."""
+        """Waits in the lock's queue; returns (token, fence, first queue position)."""
         path = "/v1/locks/" + urllib.parse.quote(name, safe="")
         # Watch first: the stream begins with the current state, so a grant
         # between the acquire's answer and the stream's start is not missed.
@@ -76,11 +124,11 @@ class Session:
             position = r.get("queue_position", 0)
             for line in watch:
                 if r["granted"]:
-                    return r["fencing_token"], position
+                    return r["fencing_token"], r.get("fence", ""), position
                 line = line.decode().strip()
                 if line.startswith("data: ") and json.loads(line[6:]).get("holder_session") == self.id:
                     r = self.call("POST", path + "/acquire", {"session_id": self.id, "wait": True})
-            raise RuntimeError("watch stream ended")
+            raise Unreachable("the watch stream ended: its replica went away")
         finally:
             watch.close()
 
@@ -93,17 +141,35 @@ class Session:
         self.call("DELETE", f"/v1/sessions/{self.id}")
 
 
-def main(base, name, out):
-    s = Session(base)
-    token, position = s.acquire(name)
-    if not s.holding():
-        sys.exit("lost the lock before writing")
-    with open(out, "a") as f:  # a real resource checks the token (fencing)
-        f.write(f"{token} written by session {s.id}\n")
-    s.release(name, token)
-    s.close()
-    print(json.dumps({"session_id": s.id, "fencing_token": token, "queue_position": position}))
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Take a fencelock lock, append a fenced line to a file, release.")
+    p.add_argument("--http", default=os.environ.get("FENCELOCK_HTTP") or "http://127.0.0.1:7080",
+                   help="the replicas' API base URLs, comma-separated (env FENCELOCK_HTTP; default %(default)s)")
+    p.add_argument("--ttl", type=float, default=10, help="the session's TTL in seconds (default %(default)s)")
+    p.add_argument("name", metavar="NAME", help="the lock, e.g. jobs/report")
+    p.add_argument("out", metavar="OUT", help="the file to append to while holding the lock")
+    args = p.parse_args(argv)
+    bases = [b.strip() for b in args.http.split(",") if b.strip()]
+    for b in bases:
+        if not b.startswith(("http://", "https://")):
+            p.error(f"--http {b!r} is not an http:// or https:// URL")
+    try:
+        s = Session(bases, int(args.ttl * 1000))
+        token, fence, position = s.acquire(args.name)
+        if not s.holding():
+            sys.exit("fencelock_client: lost the lock before writing")
+        with open(args.out, "a") as f:  # a real resource checks the fence (fencehttp: the Fencing-Token header)
+            f.write(f"{token} {fence} written by session {s.id}\n")
+        s.release(args.name, token)
+        s.close()
+    except (APIError, Unreachable) as e:
+        sys.exit(f"fencelock_client: {e}")
+    except OSError as e:  # a replica that stopped answering midway
+        sys.exit(f"fencelock_client: {getattr(e, 'reason', e)} ({args.http})")
+    except KeyboardInterrupt:
+        sys.exit(130)
+    print(json.dumps({"session_id": s.id, "fencing_token": token, "fence": fence, "queue_position": position}))
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main()

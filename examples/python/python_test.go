@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -21,8 +22,7 @@ import (
 )
 
 func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	l := listenBelowEphemeral(t)
 	defer l.Close()
 	return l.Addr().String()
 }
@@ -70,7 +70,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestPythonClient(t *testing.T) {
+// python3 returns the interpreter, or skips the test where there is none
+// (CI installs it and sets CI, which makes a missing one a failure).
+func python3(t *testing.T) string {
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -78,6 +80,41 @@ func TestPythonClient(t *testing.T) {
 		}
 		t.Skip("python3 not found")
 	}
+	return py
+}
+
+// Wrong addresses and missing arguments end the client with a one-line
+// message and a non-zero status, never a traceback.
+func TestPythonClientErrors(t *testing.T) {
+	py := python3(t)
+	dead := "http://" + freePort(t)
+	for _, c := range []struct {
+		args   []string
+		status int
+		says   string
+	}{
+		{[]string{"--http", dead, "jobs/x", "out"}, 1, dead},
+		{[]string{"--http", dead + "," + "http://" + freePort(t), "jobs/x", "out"}, 1, "no replica answered"},
+		{[]string{"--http", "127.0.0.1:7081", "jobs/x", "out"}, 2, "not an http:// or https:// URL"},
+		{[]string{"jobs/x"}, 2, "usage:"},
+		{nil, 2, "usage:"},
+	} {
+		cmd := exec.Command(py, append([]string{"fencelock_client.py"}, c.args...)...)
+		cmd.Dir = t.TempDir()
+		cmd.Args[1], _ = filepath.Abs("fencelock_client.py")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v", c.args)
+		require.Equal(t, c.status, ee.ExitCode(), "%v: %s", c.args, stderr.String())
+		require.Contains(t, stderr.String(), c.says, "%v", c.args)
+		require.NotContains(t, stderr.String(), "Traceback", "%v", c.args)
+	}
+}
+
+func TestPythonClient(t *testing.T) {
+	py := python3(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fencelock")
 	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/fencelock").CombinedOutput()
@@ -117,7 +154,9 @@ func TestPythonClient(t *testing.T) {
 	require.Equal(t, true, g["granted"])
 
 	outFile := filepath.Join(dir, "out.txt")
-	pyCmd := exec.Command(py, "fencelock_client.py", urls[2], name, outFile)
+	// The list's first replica is down: the client opens its session on
+	// the next one.
+	pyCmd := exec.Command(py, "fencelock_client.py", "--http", "http://"+freePort(t)+","+urls[2], name, outFile)
 	var stdout, stderr bytes.Buffer
 	pyCmd.Stdout, pyCmd.Stderr = &stdout, &stderr
 	require.NoError(t, pyCmd.Start())
@@ -144,10 +183,26 @@ func TestPythonClient(t *testing.T) {
 	require.Equal(t, float64(1), res["queue_position"])
 	written, err := os.ReadFile(outFile)
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(written), res["fencing_token"].(string)+" "), string(written))
+	require.True(t, strings.HasPrefix(string(written), res["fencing_token"].(string)+" "+res["fence"].(string)+" "), string(written))
 	require.Greater(t, len(res["fencing_token"].(string)), 0)
 	// The client released and closed: the lock is free.
 	l, err := get(urls[3] + "/v1/locks/reports%2Fdaily")
 	require.NoError(t, err)
 	require.Equal(t, false, l["held"], l)
+}
+
+// listenBelowEphemeral listens on a free loopback port below Linux's
+// ephemeral range (32768-60999), so that once it is closed and handed to a
+// replica, no kernel-chosen port (an outgoing connection's source port, a
+// ":0" listener of another process) can take it in the meantime.
+func listenBelowEphemeral(t testing.TB) net.Listener {
+	t.Helper()
+	for range 1000 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		if err == nil {
+			return l
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return nil
 }

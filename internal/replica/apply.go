@@ -58,7 +58,7 @@ func (r *Replica) applied(index uint64, events []fsm.Event) {
 			r.tracker.TouchBatch(e.Index, e.Sessions)
 		case fsm.EventLeaderStarted:
 			if e.Group != 0 {
-				r.groupID.Store(e.Group)
+				r.setGroupID(e.Group)
 			}
 			r.tracker.LeaderStarted(e.Index, e.Owner, e.Term)
 		case fsm.EventSessionEnded:
@@ -83,7 +83,7 @@ func (r *Replica) restored(st *fsm.State) {
 	r.appliedIndex.Store(st.Index())
 	r.restoredIndex.Store(st.Index())
 	if id := st.GroupID(); id != 0 {
-		r.groupID.Store(id)
+		r.setGroupID(id)
 	}
 	infos := st.Sessions()
 	sessions := make([]expiry.Session, len(infos))
@@ -101,6 +101,13 @@ func (r *Replica) restored(st *fsm.State) {
 	}
 	r.tracker.Reset(sessions, delays, holds, st.LeaderMark())
 	r.sink.Restored(st)
+}
+
+// setGroupID records the group's ID, applied here, and lets the proposals
+// held back for it go (awaitGroupID).
+func (r *Replica) setGroupID(id uint64) {
+	r.groupID.Store(id)
+	r.groupOnce.Do(func() { close(r.groupKnown) })
 }
 
 // proposeExpire and proposeLeaderStart are the expiry tracker's actions on

@@ -257,6 +257,9 @@ func CheckHostPort(addr string) error {
 	if err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
 		return fmt.Errorf("address %q is not host:port with a port in 1-65535", truncate(addr, 64))
 	}
+	if !validHost(host) {
+		return fmt.Errorf("address %q: the host is neither an IP address nor a DNS name", truncate(addr, 64))
+	}
 	return nil
 }
 

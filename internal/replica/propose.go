@@ -16,8 +16,17 @@ import (
 // yet, leader change, timeout, busy) until ctx ends. Every command is safe to
 // retry: the state machine applies each at most once. When ctx ends first the
 // error satisfies errors.Is for both ErrUnavailable and ctx.Err().
+//
+// Until this replica has applied the group's ID, only LeaderStart (whose
+// first application sets it) is proposed; every other command waits (see
+// awaitGroupID).
 func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	defer r.ops.proposals.since(time.Now())
+	if cmd.Kind != fsm.KindLeaderStart {
+		if err := r.awaitGroupID(ctx); err != nil {
+			return fsm.Result{}, err
+		}
+	}
 	var last error
 	for b := newBackoff(r.cfg.RTT); ; {
 		if err := r.check(ctx, last); err != nil {
@@ -87,6 +96,34 @@ func (r *Replica) check(ctx context.Context, last error) error {
 		return &unavailableError{ctxErr: err, last: last}
 	}
 	return nil
+}
+
+// errNoGroupID is why a proposal held back by awaitGroupID never went.
+var errNoGroupID = errors.New("this replica has not applied the group's ID yet: the group's first raft leader has not taken office, or this replica is catching up")
+
+// awaitGroupID holds a proposal back until this replica has applied the
+// group's ID, so that the proposal's entry gets a higher index than the ID's
+// and every replica applies the ID first: a grant's fence (the ID and the
+// token) then never carries group 0, not even the first grant of a new
+// group. The wait only happens in a new group's first moments (or while a
+// restarted replica whose snapshot predates the ID replays its log).
+func (r *Replica) awaitGroupID(ctx context.Context) error {
+	select {
+	case <-r.groupKnown:
+		return nil
+	default:
+	}
+	if err := r.check(ctx, nil); err != nil {
+		return err
+	}
+	select {
+	case <-r.groupKnown:
+		return nil
+	case <-r.closed:
+		return ErrClosed
+	case <-ctx.Done():
+		return &unavailableError{ctxErr: ctx.Err(), last: errNoGroupID}
+	}
 }
 
 func retryable(err error) bool {

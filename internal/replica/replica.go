@@ -97,6 +97,8 @@ type Replica struct {
 	term          atomic.Uint64
 	appliedIndex  atomic.Uint64
 	groupID       atomic.Uint64 // the group's ID, once applied here (fsm.State.GroupID)
+	groupKnown    chan struct{} // closed once groupID is set (setGroupID)
+	groupOnce     sync.Once
 	restoredIndex atomic.Uint64 // the last snapshot the state was restored from
 	ops           ops
 	snaps         snapStats
@@ -128,6 +130,8 @@ func newReplica(h *Host, name string, shard uint64, sink Sink) *Replica {
 		sink:     sink,
 		closed:   make(chan struct{}),
 		leaderUp: make(chan struct{}),
+
+		groupKnown: make(chan struct{}),
 	}
 	if name != "" {
 		r.log = r.log.With("group", name)

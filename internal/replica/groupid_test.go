@@ -1,0 +1,43 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A proposal other than LeaderStart waits for the group's ID (awaitGroupID):
+// it goes once the ID is applied here, fails as unavailable (with ctx's error) if ctx
+// ends first, and with ErrClosed if the replica closes first.
+func TestProposalsWaitForTheGroupID(t *testing.T) {
+	r := &Replica{groupKnown: make(chan struct{}), closed: make(chan struct{})}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	failed := make(chan error, 1)
+	go func() { failed <- r.awaitGroupID(ctx) }()
+	cancel()
+	// Unavailable, naming the wait, if ctx ended during it; ctx's error
+	// alone if before (as Propose's own check reports a request never sent).
+	err := <-failed
+	require.ErrorIs(t, err, context.Canceled)
+	if errors.Is(err, ErrUnavailable) {
+		require.ErrorContains(t, err, "group's ID")
+	}
+
+	waiting := make(chan error, 1)
+	go func() { waiting <- r.awaitGroupID(context.Background()) }()
+	r.setGroupID(0xfeed) // wakes it, whenever it began to wait
+	require.NoError(t, <-waiting)
+	require.Equal(t, uint64(0xfeed), r.GroupID())
+	r.setGroupID(0xfeed) // applied again (a restart's replay): no second close
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	require.NoError(t, r.awaitGroupID(done), "known: no wait, whatever ctx")
+
+	closing := &Replica{groupKnown: make(chan struct{}), closed: make(chan struct{})}
+	go func() { waiting <- closing.awaitGroupID(context.Background()) }()
+	close(closing.closed)
+	require.ErrorIs(t, <-waiting, ErrClosed)
+}

@@ -1,0 +1,514 @@
+// Package session is the client side of fencelock: everything a process
+// keeps about its sessions, their requests, grants, keep-alives and
+// watches. Package fencelock (the root) is its only caller: it checks the
+// arguments of each public call, splits a name's group off (`base@group`),
+// and calls in here; this package proposes commands to the group's
+// internal/replica, and hears back from it on that group's Sink.
+//
+// # Roles
+//
+//	Host      one per fencelock.Node: the groups this process reaches
+//	          (Groups), a router per group, background work, Close.
+//	router    one per group: replica.Sink for that group (events come
+//	          back here, on its apply goroutine), the parts living in the
+//	          group by session ID, the group's renewer, its election and
+//	          lock watches. (router.go, renew.go, watch.go, observe.go)
+//	Session   one per fencelock.Session: its parts by group name, opened
+//	          lazily, and the rule for when the whole session is over.
+//	Part      the session in one group: its ID there, request numbers,
+//	          pending requests, grants, lease and deadline, and its own
+//	          lost signal (done/err). (part.go)
+//	Grant     a lock or leadership granted to one request of a part; it
+//	          points to its part, so a part's end ends only its grants.
+//	          (grant.go, context.go)
+//	request   the one skeleton of a numbered request (request.go).
+//	Resume    what a resume token carries (a PartToken per part) and the
+//	          taking back of every part (resume.go).
+//	Testing   test hooks, reached through one accessor (testing.go,
+//	          pause.go); the production path never branches on them.
+//
+// # Data flow
+//
+//	fencelock (root: API, argument checks, name -> group)
+//	     │ Session.Request(group, cmd)        ▲ Grant / Done / Err
+//	     ▼                                    │
+//	  Session ──parts[group]──► Part ──► replica.Propose   (internal/replica)
+//	                             ▲                            │ applies (internal/fsm)
+//	                             └── router (replica.Sink) ◄──┘ events of that group
+//
+// Calls flow down only; events come back up on one typed Sink per group,
+// never through exported methods of the root.
+//
+// # The whole session
+//
+// A Session's default part (the group named "") is opened by Open, as
+// fencelock.NewSession always did: its ID is Session.ID, and the open's
+// errors are NewSession's. A part in another group is opened by the first
+// call that names that group. The session as a whole ends when it is
+// closed, when the Host closes, or when its default part ends; then every
+// part ends with the same error. A part in another group that ends (its
+// group lost quorum for longer than the TTL, an operator ended it) ends
+// only the grants held there; the next call naming that group opens a new
+// part.
+package session
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica"
+)
+
+// Groups resolves a group's name to the replica of it that this process
+// runs; "" is the default group. It returns nil for a group it does not
+// know. fencelock.Node implements it.
+type Groups interface {
+	Group(name string) *replica.Replica
+}
+
+// Config is what a Host needs of its Node.
+type Config struct {
+	ReplicaID       uint64
+	ProposalTimeout time.Duration
+	RTT             time.Duration
+	Clock           clock.Clock
+	Log             *slog.Logger
+	Groups          Groups
+	// UnknownGroup is the error (wrapped) of a call naming a group Groups
+	// does not know: the root's sentinel.
+	UnknownGroup error
+}
+
+// Host is the client-side machinery of one fencelock.Node.
+type Host struct {
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context // cancelled by Close: bounds background work
+	cancel context.CancelFunc
+	closed chan struct{}
+
+	mu       sync.RWMutex
+	closing  bool
+	routers  map[string]*router
+	sessions map[*Session]struct{} // open, to end on Close
+}
+
+// NewHost makes the machinery of a Node; its routers are made by Sink.
+func NewHost(cfg Config) *Host {
+	h := &Host{cfg: cfg, log: cfg.Log, closed: make(chan struct{}),
+		routers: make(map[string]*router), sessions: make(map[*Session]struct{})}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h
+}
+
+// Sink returns the Sink of group: the replica of that group reports what it
+// applies through it. Call it before the replica starts.
+func (h *Host) Sink(group string) replica.Sink { return h.router(group) }
+
+// router returns group's router, made on first use.
+func (h *Host) router(group string) *router {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rt := h.routers[group]
+	if rt == nil {
+		rt = newRouter(h, group)
+		h.routers[group] = rt
+	}
+	return rt
+}
+
+// Close ends every session of the Host with ErrClosed (without closing
+// them at their groups, as a crash would not) and cancels background work.
+// The replicas' Close waits for that work.
+func (h *Host) Close(err error) {
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return
+	}
+	h.closing = true
+	sessions := make([]*Session, 0, len(h.sessions))
+	for s := range h.sessions {
+		sessions = append(sessions, s)
+	}
+	routers := make([]*router, 0, len(h.routers))
+	for _, rt := range h.routers {
+		routers = append(routers, rt)
+	}
+	h.mu.Unlock()
+	close(h.closed)
+	h.cancel()
+	for _, s := range sessions {
+		s.end(err, false)
+	}
+	for _, rt := range routers { // parts whose session had ended already
+		for _, p := range rt.localParts() {
+			p.end(err)
+		}
+	}
+}
+
+// Context is cancelled when the Host closes.
+func (h *Host) Context() context.Context { return h.ctx }
+
+// Go runs f in the background on group's replica unless the Host is
+// closing; the replica's Close waits for it.
+func (h *Host) Go(group string, f func()) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closing {
+		return false
+	}
+	r := h.cfg.Groups.Group(group)
+	return r != nil && r.Go(f)
+}
+
+// Replica returns group's replica, or an error wrapping UnknownGroup.
+func (h *Host) Replica(group string) (*replica.Replica, error) {
+	if r := h.cfg.Groups.Group(group); r != nil {
+		return r, nil
+	}
+	return nil, fmt.Errorf("%w: %q", h.cfg.UnknownGroup, group)
+}
+
+// Options are a session's settings, checked by the caller.
+type Options struct {
+	TTL, Margin time.Duration
+	Delay       time.Duration // lock-delay
+	External    bool          // renewed only by KeepAlive
+	// Route wraps how the session's background commands (keep-alives, the
+	// close of a part its holder gave up) reach a group: tests delay them.
+	Route func(Route) Route
+}
+
+// Session is one process-wide session: a part per group it has used.
+type Session struct {
+	h     *Host
+	o     Options
+	owner any // the root's *Session
+	done  chan struct{}
+
+	mu      sync.Mutex
+	parts   map[string]*Part
+	def     *Part                    // the default group's part: never replaced
+	opening map[string]chan struct{} // a part being opened, closed when done
+	err     error
+}
+
+func (h *Host) newSession(o Options, owner any) *Session {
+	return &Session{h: h, o: o, owner: owner, done: make(chan struct{}),
+		parts: make(map[string]*Part), opening: make(map[string]chan struct{})}
+}
+
+// Open opens a session: its default part, at once. owner is the root's
+// wrapper, returned by Owner.
+func (h *Host) Open(ctx context.Context, o Options, owner any) (*Session, error) {
+	s := h.newSession(o, owner)
+	p, err := s.openPart(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.register(p); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// setDefault makes p s's default part: from then on p's end is s's. Call it
+// before p can hear from its group, so that no end of p goes unseen.
+func (s *Session) setDefault(p *Part) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.def = p
+}
+
+// register makes s, whose default part p is live, known to the Host, which
+// ends it on Close.
+func (s *Session) register(p *Part) error {
+	s.mu.Lock()
+	s.parts[""] = p
+	over := s.err != nil // p ended already, and s with it
+	s.mu.Unlock()
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	if s.h.closing {
+		return replica.ErrClosed
+	}
+	if !over {
+		s.h.sessions[s] = struct{}{}
+	}
+	return nil
+}
+
+// Owner returns the root's wrapper of s.
+func (s *Session) Owner() any { return s.owner }
+
+// ID returns the session's ID in the default group.
+func (s *Session) ID() uint64 { return s.def.id }
+
+// TTL returns the session's time to live.
+func (s *Session) TTL() time.Duration { return s.o.TTL }
+
+// SafetyMargin returns the session's safety margin.
+func (s *Session) SafetyMargin() time.Duration { return s.o.Margin }
+
+// Done is closed when the whole session is over (see the package doc). It
+// first checks the default part's deadline by the holder's clock.
+func (s *Session) Done() <-chan struct{} {
+	s.def.poll()
+	return s.done
+}
+
+// Err returns nil before Done is closed and why the session ended after.
+func (s *Session) Err() error {
+	s.def.poll()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// end makes the whole session over with err: every part ends with it, and,
+// with atGroup, the parts still open at their groups are closed there in
+// the background. It reports whether this call ended it.
+func (s *Session) end(err error, atGroup bool) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return false
+	}
+	s.err = err
+	close(s.done)
+	parts := make([]*Part, 0, len(s.parts))
+	for _, p := range s.parts {
+		parts = append(parts, p)
+	}
+	s.mu.Unlock()
+	s.h.mu.Lock()
+	delete(s.h.sessions, s)
+	s.h.mu.Unlock()
+	for _, p := range parts {
+		if p.end(err) && atGroup {
+			p.rt.goBackground(p.closeAtGroup)
+		}
+	}
+	return true
+}
+
+// partEnded is told by a part that it ended: the default part's end is the
+// session's.
+func (s *Session) partEnded(p *Part, err error) {
+	s.mu.Lock()
+	def := s.def
+	s.mu.Unlock()
+	if p == def {
+		s.end(err, true)
+	}
+}
+
+// Part returns s's live part in group, opening it if s has none there yet
+// (or its last one there ended): one round trip, shared by the calls that
+// need it at once.
+func (s *Session) Part(ctx context.Context, group string) (*Part, error) {
+	for {
+		s.mu.Lock()
+		if s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return nil, err
+		}
+		if p := s.parts[group]; p != nil && (group == "" || !p.ended()) {
+			s.mu.Unlock()
+			return p, nil
+		}
+		if wait := s.opening[group]; wait != nil {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		wait := make(chan struct{})
+		s.opening[group] = wait
+		s.mu.Unlock()
+		p, err := s.openPart(ctx, group)
+		s.mu.Lock()
+		delete(s.opening, group)
+		close(wait)
+		if err == nil && s.err != nil { // the session ended meanwhile
+			err = s.err
+			s.mu.Unlock()
+			p.end(err)
+			p.rt.goBackground(p.closeAtGroup)
+			return nil, err
+		}
+		if err == nil {
+			s.parts[group] = p
+		}
+		s.mu.Unlock()
+		return p, err
+	}
+}
+
+// openPart opens s's part in group.
+func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
+	r, err := s.h.Replica(group)
+	if err != nil {
+		return nil, err
+	}
+	rt := s.h.router(group)
+	c := s.h.cfg.Clock
+	sent, sentAt := clock.Boot(c), c.Now()
+	// The nonce identifies retries of this open, and is the secret that
+	// lets a restarted holder resume the session (a resume token); never 0.
+	nonce := newNonce()
+	res, err := r.Propose(ctx, fsm.Command{
+		Kind:  fsm.KindOpenSession,
+		Nonce: nonce,
+		TTL:   uint64(s.o.TTL),
+		Owner: s.h.cfg.ReplicaID,
+		Delay: uint64(s.o.Delay),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res.Status == fsm.LimitExceeded {
+		return nil, fmt.Errorf("open session: %w", LimitError(res.Value))
+	}
+	if res.Status != fsm.OK {
+		return nil, fmt.Errorf("fencelock: open session: %v", res.Status)
+	}
+	// The group's timer may have started when the first attempt was applied,
+	// so the holder's deadline counts from the first send. If retries took
+	// long, renew at once rather than start with a session close to its end.
+	if clock.Boot(c).Sub(sent) > s.o.TTL/3 {
+		renewed, renewedAt := clock.Boot(c), c.Now()
+		ka, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: res.Value, Floor: 1})
+		if err != nil {
+			return nil, err
+		}
+		if ka.Status != fsm.OK {
+			return nil, fmt.Errorf("%w: before its first renewal", ErrSessionExpired)
+		}
+		sent, sentAt = renewed, renewedAt
+	}
+	p := rt.newPart(s, res.Value, nonce)
+	p.lease.deadline = sent.Add(s.o.TTL - s.o.Margin)
+	p.acked = sentAt
+	if group == "" {
+		s.setDefault(p)
+	}
+	if err := rt.start(p, sent, false); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Request runs one numbered request that may wait for a grant (Acquire,
+// Campaign and their forms) in group's part.
+func (s *Session) Request(ctx context.Context, group string, cmd fsm.Command, o RequestOptions) (*Grant, error) {
+	p, err := s.Part(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return p.request(ctx, cmd, o)
+}
+
+// Close ends the session at every group it has a part in, releasing all its
+// locks; the default part last, so that an error of another leaves the
+// session's ID closed too. If ctx ends first, the session is still over for
+// its holder, and each group frees its locks once it can or at its TTL.
+func (s *Session) Close(ctx context.Context) error {
+	if s.Err() != nil {
+		return nil
+	}
+	s.mu.Lock()
+	parts := make([]*Part, 0, len(s.parts))
+	for g, p := range s.parts {
+		if g != "" {
+			parts = append(parts, p)
+		}
+	}
+	s.mu.Unlock()
+	parts = append(parts, s.def)
+	var first error
+	for _, p := range parts {
+		if err := p.close(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.end(ErrSessionClosed, false)
+	return first
+}
+
+// KeepAlive renews every live part of s now, one keep-alive each, and
+// returns the default part's outcome: another part that cannot be renewed
+// ends by its own deadline.
+func (s *Session) KeepAlive(ctx context.Context) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, p := range s.liveParts() {
+		if p == s.def {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = p.renew(ctx)
+		}()
+	}
+	err := s.def.renew(ctx)
+	wg.Wait()
+	if err != nil {
+		if serr := s.Err(); serr != nil {
+			return serr
+		}
+		return err
+	}
+	return nil
+}
+
+// liveParts returns s's parts that have not ended, default first.
+func (s *Session) liveParts() []*Part {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []*Part{s.def}
+	for g, p := range s.parts {
+		if g != "" && !p.ended() {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out[1:], func(a, b *Part) int { return cmp.Compare(a.rt.group, b.rt.group) })
+	return out
+}
+
+// Held returns the locks (or, with election, leaderships) s holds, by
+// group and, in each, in token order: the order the group granted them.
+func (s *Session) Held(election bool) []*Grant {
+	var out []*Grant
+	for _, p := range s.liveParts() {
+		out = append(out, p.held(election)...)
+	}
+	return out
+}
+
+// PartID returns the ID of s's live part in group, if it has one.
+func (s *Session) PartID(group string) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parts[group]
+	if p == nil || p.ended() {
+		return 0, false
+	}
+	return p.id, true
+}

@@ -26,6 +26,7 @@ type testCluster struct {
 	dirs    map[uint64]string
 	nodes   map[uint64]*Node
 	tune    func(*Config)
+	lost    uint64 // deferred raft states the crashes lost (testhook.Crash)
 }
 
 // quietLogger keeps Dragonboat's noise out of test output.
@@ -119,7 +120,8 @@ func (c *testCluster) start(id uint64) *Node {
 	return n
 }
 
-// stop closes replica id, as a crash of its process would end it.
+// stop closes replica id cleanly (Node.Close). A test that means the death
+// of its process uses crash.
 func (c *testCluster) stop(id uint64) {
 	if n := c.nodes[id]; n != nil {
 		n.Close()
@@ -163,20 +165,6 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func TestDebugInspect(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	ctx := testCtx(t)
-	c.leader(ctx)
-	for i := 0; i < 5; i++ {
-		for id := uint64(1); id <= 3; id++ {
-			t0 := time.Now()
-			_, err := c.node(id).Inspect(ctx, "x")
-			require.NoError(t, err)
-			t.Logf("inspect on %d: %v (leader %d)", id, time.Since(t0), c.node(id).Status().LeaderID)
-		}
-	}
 }
 
 // listenBelowEphemeral listens on a free loopback port below Linux's

@@ -70,6 +70,14 @@
 // up by snapshot, and wall-clock jumps of +1h and -2h on every replica and
 // client.
 //
+// Every crash, the full restart's and the misconfigured replica's included,
+// is a hard stop (Cluster.Crash, testhook.Crash), not Node.Close: the
+// replica dies when its log store defers a commit index, cut off from its
+// peers from that instant, and the commit index is dropped instead of
+// flushed, so the restart replays its log only up to the older one on disk.
+// TestScenarios logs what each scenario's crashes lost and fails if the
+// schedule's lost none.
+//
 // # Checks (check.go, checkelect.go)
 //
 // Elections are checked as locks whose holder has a value, in their own

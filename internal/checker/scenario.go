@@ -24,16 +24,19 @@ type Scenario struct {
 
 // Report is the outcome of a scenario.
 type Report struct {
-	Name       string
-	Ops        int // client operations recorded
-	Grants     int // acquires and campaigns that returned a grant
-	Terms      int // campaigns that returned a grant
-	Observed   int // values delivered to observers
-	Faults     int // faults applied
-	Refused    int // late writes the Fencer refused
-	Resumed    int // sessions restarted clients resumed
-	Revoked    int // operator revocations and session ends that took effect
-	Recipes    RecipeCounts
+	Name     string
+	Ops      int // client operations recorded
+	Grants   int // acquires and campaigns that returned a grant
+	Terms    int // campaigns that returned a grant
+	Observed int // values delivered to observers
+	Faults   int // faults applied
+	Refused  int // late writes the Fencer refused
+	Resumed  int // sessions restarted clients resumed
+	Revoked  int // operator revocations and session ends that took effect
+	Recipes  RecipeCounts
+	Crashes  int    // replicas crashed (Cluster.Crash)
+	Lost     uint64 // deferred commit indexes those crashes lost
+
 	Violations []string
 	Duration   time.Duration
 }
@@ -143,6 +146,7 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	r := check(e, reads)
 	r.Name, r.Faults, r.Duration = sc.Name, e.faults, time.Since(began)
 	r.Resumed, r.Revoked = e.resumed, e.revokes
+	r.Crashes, r.Lost = c.Crashes()
 	return r, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,7 +61,9 @@ type Host struct {
 	byName  map[string]*Replica
 	byShard map[uint64]*Replica // fixed before the NodeHost starts: read without a lock
 
-	releaseDir func() // frees Dir for another Start in this process
+	releaseDir func()                         // frees Dir for another Start in this process
+	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
+	down       atomic.Bool                    // set by TestingCrash: the transport is cut off
 
 	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)
 	// before Close closes it: Dragonboat's Close and GetNodeHostInfo race.
@@ -170,7 +173,7 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 		Expert: config.ExpertConfig{
 			LogDB: config.GetTinyMemLogDBConfig(),
 			// The default log store, syncing only what a restart needs.
-			LogDBFactory: logstore.Factory{},
+			LogDBFactory: logstore.Factory{Opened: h.store.Store},
 		},
 	}
 	tr := cfg.Transport
@@ -183,6 +186,7 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 	}
+	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		return fail(startError(cfg, "", err))

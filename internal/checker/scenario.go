@@ -16,7 +16,7 @@ import (
 type Scenario struct {
 	Name     string
 	Replicas int     // 3 or 5
-	Clients  int     // default 4
+	Clients  int     // default 6
 	Faults   []Fault // applied in order, with Quiet between them
 	Soak     time.Duration
 	Seed     uint64
@@ -34,6 +34,8 @@ type Report struct {
 	Resumed    int // sessions restarted clients resumed
 	Revoked    int // operator revocations and session ends that took effect
 	Recipes    RecipeCounts
+	ByGroup    map[string]int // grants by group ("" the default)
+	Notes      []string       // what the faults saw, for the test log
 	Violations []string
 	Duration   time.Duration
 }
@@ -54,7 +56,9 @@ const (
 // contend for slowLock, each holding it for two TTLs; electionClients more
 // campaign in electionNames (elect.go); and the recipe clients share
 // recipeNames (recipe.go).
-var lockNames = []string{"register/a", "register/b"}
+// Two of them live in the named groups beside the default one (groupsFor),
+// so that every group has clients contending in it.
+var lockNames = []string{"register/a", "register/b", "register/a@a", "register/b@b"}
 
 const slowLock, slowClients = "register/slow", 2
 
@@ -62,7 +66,7 @@ const slowLock, slowClients = "register/slow", 2
 func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	began := time.Now()
 	if sc.Clients == 0 {
-		sc.Clients = 4
+		sc.Clients = 6
 	}
 	c, err := newCluster(sc.Replicas, dir, sc.Seed, func(cfg *fencelock.Config) {
 		cfg.SessionTTL = ttl
@@ -143,6 +147,10 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	r := check(e, reads)
 	r.Name, r.Faults, r.Duration = sc.Name, e.faults, time.Since(began)
 	r.Resumed, r.Revoked = e.resumed, e.revokes
+	r.ByGroup = e.h.grantsSince(-1)
+	e.h.mu.Lock()
+	r.Notes = append([]string(nil), e.h.notes...)
+	e.h.mu.Unlock()
 	return r, nil
 }
 

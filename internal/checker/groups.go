@@ -138,6 +138,12 @@ var OneGroupQuorum = Fault{"one-group-quorum", func(ctx context.Context, e *env)
 		held[g] = l
 	}
 
+	// The fault is the target group's alone: a surviving group whose leader
+	// runs on a replica about to stop hands its leadership over first (a
+	// leader crash is another scenario's fault, with its own election).
+	if err := leadersAway(ctx, e, survivors, stop); err != nil {
+		return err
+	}
 	for _, id := range stop {
 		c.Stop(id)
 	}
@@ -188,6 +194,12 @@ var OneGroupQuorum = Fault{"one-group-quorum", func(ctx context.Context, e *env)
 	}
 	grants := e.h.grantsSince(cut)
 	e.h.logf("one-group-quorum: while group %q had no quorum, the workload was granted %v (by group)", target, grants)
+	// No client asked group target for a lock and got it while its voters
+	// were stopped (a call that began before the fault may have been
+	// granted before it).
+	if n := e.h.grantedWithin(target, cut, e.h.now()); n > 0 {
+		e.h.violation("one-group-quorum: group %q granted %d locks to calls made while %v were stopped", target, n, stop)
+	}
 
 	for _, id := range stop {
 		if err := c.Start(id); err != nil {
@@ -207,6 +219,52 @@ var OneGroupQuorum = Fault{"one-group-quorum", func(ctx context.Context, e *env)
 	}
 	return nil
 }}
+
+// leadersAway transfers the leadership of each group in groups whose leader
+// is in stop to one of its voters that is not, and waits until every such
+// group has a leader outside stop.
+func leadersAway(ctx context.Context, e *env, groups []string, stop []uint64) error {
+	tctx, cancel := context.WithTimeout(ctx, recoveryBound)
+	defer cancel()
+	for _, g := range groups {
+		var to uint64
+		for _, v := range e.c.voters(g) {
+			if !slices.Contains(stop, v) && e.c.Node(v) != nil {
+				to = v
+				break
+			}
+		}
+		if to == 0 {
+			return fmt.Errorf("group %q has no running voter outside %v", g, stop)
+		}
+		for {
+			ld := groupLeader(e.c.Node(to), g)
+			if ld != 0 && !slices.Contains(stop, ld) {
+				break
+			}
+			if ld != 0 {
+				if err := e.c.Node(to).TransferLeadership(tctx, g, to); err != nil {
+					return fmt.Errorf("moving group %q's leadership from %d to %d: %w", g, ld, to, err)
+				}
+				e.h.logf("one-group-quorum: group %q's leadership moved from replica %d to %d before the fault", g, ld, to)
+			}
+			if err := wait(tctx, 10*time.Millisecond); err != nil {
+				return fmt.Errorf("group %q has no leader outside %v: %w", g, stop, err)
+			}
+		}
+	}
+	return nil
+}
+
+// groupLeader returns the leader of group that n knows of, 0 if none.
+func groupLeader(n *fencelock.Node, group string) uint64 {
+	for _, gs := range n.Status().Groups {
+		if gs.Name == group {
+			return gs.LeaderID
+		}
+	}
+	return 0
+}
 
 // atGroup returns base in group ("" is the default group).
 func atGroup(base, group string) string {

@@ -159,6 +159,20 @@ func (h *History) logf(format string, args ...any) {
 	h.mu.Unlock()
 }
 
+// grantedWithin counts the grants in group to calls made and returned
+// between from and to.
+func (h *History) grantedWithin(group string, from, to int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, op := range h.ops {
+		if op.Outcome == Granted && groupOf(op.Lock) == group && op.Call >= from && op.Return <= to {
+			n++
+		}
+	}
+	return n
+}
+
 // grantsSince counts, by group, the grants whose call returned after at.
 func (h *History) grantsSince(at int64) map[string]int {
 	h.mu.Lock()

@@ -404,11 +404,15 @@ func closed(done <-chan struct{}) bool {
 }
 
 // lost reports whether the holder of grant g learned that it lost it: its
-// belief in g (if it kept one) has Done closed. A session lives on when
-// only its part in g's group ended, and that frees g as an expiry would.
+// belief in g has Done closed, or it dropped the belief on finding Done
+// closed. A session lives on when only its part in g's group ended, and
+// that frees g as an expiry would.
 func (e *env) lost(g Op) bool {
 	e.beliefs.mu.Lock()
 	defer e.beliefs.mu.Unlock()
+	if e.beliefs.gone[grantRef{g.Lock, g.Token}] {
+		return true
+	}
 	for _, b := range e.beliefs.m[g.Lock] {
 		if b.token == g.Token { // unique in its group, which the name fixes
 			return closed(b.done)

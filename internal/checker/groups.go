@@ -147,7 +147,7 @@ var OneGroupQuorum = Fault{"one-group-quorum", func(ctx context.Context, e *env)
 	for _, id := range stop {
 		c.Stop(id)
 	}
-	e.h.logf("one-group-quorum: stopped %v, group %q has no quorum; groups %q keep theirs", stop, target, survivors)
+	e.h.logf("stopped %v, group %q has no quorum; groups %q keep theirs", stop, target, survivors)
 	cut := e.h.now()
 
 	// Every surviving group grants, from a surviving replica.
@@ -169,7 +169,13 @@ var OneGroupQuorum = Fault{"one-group-quorum", func(ctx context.Context, e *env)
 		return ctx.Err()
 	}
 	// The lost group must grant nothing: a try on a voter that runs.
-	if err := probeGroup(ctx, e, c.voters(target)[len(c.voters(target))-1], target, e.ttl); err == nil {
+	var voter uint64
+	for _, v := range c.voters(target) {
+		if !slices.Contains(stop, v) {
+			voter = v
+		}
+	}
+	if err := probeGroup(ctx, e, voter, target, e.ttl); err == nil {
 		e.h.violation("one-group-quorum: group %q granted a lock with %v stopped", target, stop)
 	}
 	if err := wait(ctx, hold(e)); err != nil {
@@ -193,7 +199,7 @@ var OneGroupQuorum = Fault{"one-group-quorum", func(ctx context.Context, e *env)
 		}
 	}
 	grants := e.h.grantsSince(cut)
-	e.h.logf("one-group-quorum: while group %q had no quorum, the workload was granted %v (by group)", target, grants)
+	e.h.logf("while group %q had no quorum, the workload was granted %v (by group)", target, grants)
 	// No client asked group target for a lock and got it while its voters
 	// were stopped (a call that began before the fault may have been
 	// granted before it).
@@ -246,7 +252,7 @@ func leadersAway(ctx context.Context, e *env, groups []string, stop []uint64) er
 				if err := e.c.Node(to).TransferLeadership(tctx, g, to); err != nil {
 					return fmt.Errorf("moving group %q's leadership from %d to %d: %w", g, ld, to, err)
 				}
-				e.h.logf("one-group-quorum: group %q's leadership moved from replica %d to %d before the fault", g, ld, to)
+				e.h.logf("group %q's leadership moved from replica %d to %d before the fault", g, ld, to)
 			}
 			if err := wait(tctx, 10*time.Millisecond); err != nil {
 				return fmt.Errorf("group %q has no leader outside %v: %w", g, stop, err)

@@ -82,7 +82,8 @@
 // up by snapshot, wall-clock jumps of +1h and -2h on every replica and
 // client, and one group's quorum lost (one-group-quorum, on 5 replicas):
 // the replicas a named group needs for its quorum (1 and 2 for group a)
-// stop while the other groups keep theirs. That fault checks that the
+// stop while the other groups keep theirs (their leaders moved off 1 and 2
+// first, so that the fault is the one group's alone). That fault checks that the
 // failure stays inside the group: every other group grants a fresh lock
 // from a surviving replica within 20s (a count of grants, not a speed); a
 // session on a surviving replica that held a lock in every group before the

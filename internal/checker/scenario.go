@@ -154,10 +154,23 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	return r, nil
 }
 
+// warmUpBound bounds how long the nemesis waits, before its first fault,
+// for the workload to be running (warmedUp).
+const warmUpBound = 30 * time.Second
+
 // nemesis applies the scenario's faults with quiet periods around them.
+// The first fault waits until the workload runs in full (warmedUp), so that
+// a slow start (three groups per replica to elect, under -race on a loaded
+// machine) does not leave a short scenario without the coverage its test
+// asks for.
 func nemesis(ctx context.Context, e *env, sc Scenario) error {
 	if err := wait(ctx, quiet); err != nil {
 		return err
+	}
+	for deadline := time.Now().Add(warmUpBound); !warmedUp(e) && time.Now().Before(deadline); {
+		if err := wait(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
 	}
 	if sc.Soak > 0 {
 		end := time.Now().Add(sc.Soak)
@@ -183,4 +196,27 @@ func nemesis(ctx context.Context, e *env, sc Scenario) error {
 		}
 	}
 	return nil
+}
+
+// warmedUp reports whether the workload has run in full so far: a lock
+// granted in every group, a term of leadership, and the recipes' coverage
+// (Covered).
+func warmedUp(e *env) bool {
+	ops, _, _, _ := e.h.snapshot()
+	terms, groups := 0, map[string]bool{}
+	for _, op := range ops {
+		if op.Outcome == Granted {
+			groups[groupOf(op.Lock)] = true
+			if op.Kind.campaign() {
+				terms++
+			}
+		}
+	}
+	for _, g := range e.c.groupNames() {
+		if !groups[g] {
+			return false
+		}
+	}
+	_, recipeOps := splitRecipes(ops)
+	return terms > 0 && recipeCounts(recipeOps).Covered()
 }

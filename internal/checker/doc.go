@@ -72,6 +72,9 @@
 //
 // # Faults (nemesis.go)
 //
+// The first fault waits (at most 30s) until the workload runs in full: a
+// lock granted in every group, a term of leadership, and the recipes'
+// coverage. Then:
 // leader crash and restart, follower crash and restart from disk, leader
 // isolated, partitions with the leader in the minority or in the majority,
 // lossy links (5% loss), slow links (20-40ms), the replica of a holder cut

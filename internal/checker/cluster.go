@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ type Cluster struct {
 	Net     *transport.Network
 	Clock   *clock.Jumping
 	members map[uint64]string
+	groups  []fencelock.GroupConfig // beside the default group (groupsFor)
 	dir     string
 	tune    func(*fencelock.Config)
 
@@ -36,7 +38,7 @@ var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func newCluster(size int, dir string, seed uint64, tune func(*fencelock.Config)) (*Cluster, error) {
 	c := &Cluster{Net: transport.NewNetwork(seed), Clock: &clock.Jumping{}, members: map[uint64]string{},
-		dir: dir, tune: tune, nodes: map[uint64]*fencelock.Node{}}
+		dir: dir, tune: tune, nodes: map[uint64]*fencelock.Node{}, groups: groupsFor(size)}
 	for id := uint64(1); id <= uint64(size); id++ {
 		c.members[id] = c.Net.Addr(id)
 	}
@@ -46,6 +48,9 @@ func newCluster(size int, dir string, seed uint64, tune func(*fencelock.Config))
 func (c *Cluster) config(id uint64) fencelock.Config {
 	cfg := fencelock.Config{ReplicaID: id, Members: c.members, Dir: filepath.Join(c.dir, fmt.Sprint(id)),
 		Transport: c.Net, Logger: discardLog}
+	for _, g := range c.groups { // a copy each: Start may keep or reorder it
+		cfg.Groups = append(cfg.Groups, fencelock.GroupConfig{Name: g.Name, Voters: slices.Clone(g.Voters)})
+	}
 	if c.tune != nil {
 		c.tune(&cfg)
 	}

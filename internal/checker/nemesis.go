@@ -229,35 +229,16 @@ func partitioned(ctx context.Context, e *env, minority []uint64) error {
 	}
 	healed := time.Now()
 	for _, id := range minority {
-		if err := probe(ctx, e, id); err != nil {
-			e.h.violation("replica %d does not grant %v after healing: %v", id, recoveryBound, err)
+		for _, g := range e.c.groupNames() {
+			if err := probeGroup(ctx, e, id, g, recoveryBound); err != nil {
+				e.h.violation("replica %d does not grant in group %q %v after healing: %v", id, g, recoveryBound, err)
+			}
 		}
 	}
 	if took := time.Since(healed); took > recoveryBound {
 		e.h.violation("grants resumed %v after healing, over %v", took, recoveryBound)
 	}
 	return nil
-}
-
-// probe opens a session on replica id and takes and releases a lock of its
-// own, within recoveryBound.
-func probe(ctx context.Context, e *env, id uint64) error {
-	n := e.c.Node(id)
-	if n == nil {
-		return fmt.Errorf("replica %d is not running", id)
-	}
-	pctx, cancel := context.WithTimeout(ctx, recoveryBound)
-	defer cancel()
-	s, err := n.NewSession(pctx, fencelock.WithTTL(e.ttl))
-	if err != nil {
-		return err
-	}
-	defer s.Close(context.WithoutCancel(pctx))
-	l, err := s.TryAcquire(pctx, fmt.Sprintf("probe/%d", id))
-	if err != nil {
-		return err
-	}
-	return l.Release(pctx)
 }
 
 // LossyLinks loses 5% of messages on every link; SlowLinks delays them by

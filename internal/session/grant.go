@@ -202,6 +202,7 @@ func (g *Grant) GiveBack(ctx context.Context) (err error) {
 		kind = fsm.KindResign
 	}
 	ctx, span := g.p.rt.h.tracer.Start(ctx, spanName(&fsm.Command{Kind: kind}))
+	defer span.End() // after the attributes, deferred below
 	if span.IsRecording() {
 		held := g.heldFor()
 		defer func() {
@@ -216,7 +217,6 @@ func (g *Grant) GiveBack(ctx context.Context) (err error) {
 			endErr(span, err)
 		}()
 	}
-	defer span.End()
 	return g.giveBack(ctx, kind)
 }
 

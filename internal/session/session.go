@@ -455,7 +455,9 @@ func (s *Session) Request(ctx context.Context, group string, cmd fsm.Command, o 
 		if g != nil {
 			g.lead(lead)
 		}
-	} else if rt := s.h.routerOf(group); rt != nil {
+	} else if p != nil {
+		p.rt.contention.ended(err, waited)
+	} else if rt := s.h.routerOf(group); rt != nil { // the part did not open
 		rt.contention.ended(err, waited)
 	}
 	if span.IsRecording() {

@@ -26,6 +26,12 @@
 //	          taking back of every part (resume.go).
 //	Testing   test hooks, reached through one accessor (testing.go,
 //	          pause.go); the production path never branches on them.
+//	tracing   a span per Request and GiveBack, a child span per proposal
+//	          (trace.go); attributes only for a recording span.
+//	contention  per router, atomics: wait and hold histograms, grants,
+//	          timeouts, cancellations; per Host, the elections campaigned
+//	          in and whether they are led (contention.go). Counted by the
+//	          caller's side, read by the root's Stats.
 //
 // # Data flow
 //

@@ -86,8 +86,10 @@ type Config struct {
 	// child span per raft proposal (docs/operations.md lists the
 	// attributes). nil means otel.GetTracerProvider() as it is at Start: a
 	// no-op unless the application set one (a provider set later is used
-	// too, as the global one delegates to it). A no-op provider costs a
-	// call no allocation beyond its context's.
+	// too, as the global one delegates to it). Attributes are computed only
+	// for a recording span; a span that does not record still costs its
+	// start (a context value, and for the global provider a small span
+	// value): set noop.NewTracerProvider() to keep to the least.
 	TracerProvider trace.TracerProvider
 
 	clock clock.Clock // tests only

@@ -209,6 +209,18 @@
 // group of the deployment with ErrOtherGroup, however large their tokens.
 // Guard each resource with names of one group.
 //
+// # Observing
+//
+// Config.TracerProvider (default: OpenTelemetry's global provider) traces
+// every Acquire, TryAcquire (each mode), Campaign, TryCampaign, Release and
+// Resign: one span per call, a child of the span in its context, with the
+// name, mode, group, result, token, place in the queue at entry and time
+// waited, and a child span per raft proposal. Node.Stats counts, per group,
+// how long this process's lock calls waited and held, and how many were
+// granted, timed out or were cancelled, and which elections it leads;
+// package metrics exports both these and the replica's figures to
+// Prometheus. docs/operations.md lists the attributes and metrics.
+//
 // # Limits
 //
 // A group keeps at most MaxSessions sessions; a session holds and waits

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/internal/session"
@@ -77,6 +80,17 @@ type Config struct {
 	// from the list is refused at Start while this replica's copy of it
 	// holds locks. See docs/operations.md.
 	Groups []GroupConfig
+	// TracerProvider makes the OpenTelemetry spans of this node's sessions:
+	// one per Acquire, TryAcquire (every mode), Campaign, TryCampaign,
+	// Release and Resign, a child of the span in the call's context, with a
+	// child span per raft proposal (docs/operations.md lists the
+	// attributes). nil means otel.GetTracerProvider() as it is at Start: a
+	// no-op unless the application set one (a provider set later is used
+	// too, as the global one delegates to it). Attributes are computed only
+	// for a recording span; a span that does not record still costs its
+	// start (a context value, and for the global provider a small span
+	// value): set noop.NewTracerProvider() to keep to the least.
+	TracerProvider trace.TracerProvider
 
 	clock clock.Clock // tests only
 }
@@ -269,11 +283,17 @@ func (c *Config) normalize() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
 	if c.clock == nil {
 		c.clock = clock.Real
 	}
 	return nil
 }
+
+// tracerName is the instrumentation scope of fencelock's spans.
+const tracerName = "github.com/fencelock/fencelock"
 
 // Node is one running replica of a fencelock group, and the entry point for
 // the sessions of the process it runs in. Its methods are safe for concurrent
@@ -316,6 +336,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.h = session.NewHost(session.Config{
 		ReplicaID: cfg.ReplicaID, ProposalTimeout: cfg.ProposalTimeout, RTT: cfg.RTT,
 		Clock: cfg.clock, Log: n.log, Groups: n.groups(), UnknownGroup: ErrUnknownGroup,
+		Tracer: cfg.TracerProvider.Tracer(tracerName),
 	})
 	groups := make([]replica.GroupConfig, len(cfg.Groups))
 	for i, g := range cfg.Groups {

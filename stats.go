@@ -1,6 +1,10 @@
 package fencelock
 
-import "time"
+import (
+	"time"
+
+	"github.com/fencelock/fencelock/internal/replica"
+)
 
 // Stats are a replica's figures for monitoring; the metrics package exports
 // them to Prometheus.
@@ -31,11 +35,51 @@ type Stats struct {
 	// commands to apply, retries included, failures too.
 	ProposalLatency Histogram
 
+	// Contention are the default group's figures of this process's own
+	// lock calls on this node.
+	Contention Contention
+
 	// Groups are the figures of every group this replica runs, the default
 	// group (Name "") first, then Config.Groups in order; the fields above
 	// are the default group's. ConnectionFailures is counted on the default
 	// group only: a connection carries every group's traffic.
 	Groups []GroupStats
+
+	// Elections are the elections this node's sessions have campaigned in
+	// since it started, by group and name, and whether one of them leads
+	// each now. An election stays listed after its campaign ends, so that
+	// its gauge reads 0 rather than vanishing; the list is bounded by the
+	// elections this process campaigns in.
+	Elections []ElectionLeading
+}
+
+// Contention are the figures of the lock calls (Acquire, TryAcquire, every
+// mode) made by this node's sessions in one group, counted by the caller:
+// unlike Grants and Releases, which every replica counts as it applies
+// them, they describe this process's own waits and holds. Campaigns are
+// not counted here (see Stats.Elections).
+type Contention struct {
+	// Wait is how long granted calls waited: from the call to its grant,
+	// by this process's clock (a TryAcquire granted at once counts too).
+	Wait Histogram
+	// Hold is how long grants were held, from the grant to their end for
+	// the holder (released, expired, maximum hold, session over).
+	Hold Histogram
+	// Grants counts the calls granted; Timeouts those whose context's
+	// deadline passed first, Cancellations those whose context was
+	// cancelled first (ErrUnavailable joined to them included). A Try
+	// refused with ErrLocked, or a call ended by its session, is none of
+	// them.
+	Grants, Timeouts, Cancellations uint64
+}
+
+// ElectionLeading is one election this node's sessions campaign in.
+type ElectionLeading struct {
+	Group string // "" for the default group
+	Name  string // as the group stores it
+	// Leader reports whether one of this node's sessions leads it now, as
+	// the holder knows it (a leadership whose session lapsed is over).
+	Leader bool
 }
 
 // GroupStats are one group's figures on this replica; the fields mean what
@@ -49,6 +93,7 @@ type GroupStats struct {
 	Grants, Releases, Expiries                                uint64
 	LeaderChanges, ConnectionFailures                         uint64
 	ProposalLatency                                           Histogram
+	Contention                                                Contention
 }
 
 // Histogram is a latency distribution with cumulative buckets.
@@ -71,10 +116,7 @@ func (n *Node) Stats() Stats {
 	out := Stats{Status: st}
 	for i, gs := range st.Groups {
 		c := n.host.Group(gs.Name).Counters()
-		h := Histogram{Count: c.ProposalLatency.Count, Sum: c.ProposalLatency.Sum, Buckets: make([]Bucket, len(c.ProposalLatency.Buckets))}
-		for i, b := range c.ProposalLatency.Buckets {
-			h.Buckets[i] = Bucket(b)
-		}
+		cont := n.h.Contention(gs.Name)
 		g := GroupStats{
 			GroupStatus: gs,
 			Sessions:    c.Sessions, LocksHeld: c.LocksHeld, Waiters: c.Waiters,
@@ -82,7 +124,9 @@ func (n *Node) Stats() Stats {
 			KeepAliveEntries: c.KeepAliveEntries, Renewals: c.Renewals,
 			Grants: c.Grants, Releases: c.Releases, Expiries: c.Expiries,
 			LeaderChanges: c.LeaderChanges, ConnectionFailures: c.ConnectionFailures,
-			ProposalLatency: h,
+			ProposalLatency: histogram(c.ProposalLatency),
+			Contention: Contention{Wait: histogram(cont.Wait), Hold: histogram(cont.Hold),
+				Grants: cont.Grants, Timeouts: cont.Timeouts, Cancellations: cont.Cancellations},
 		}
 		out.Groups = append(out.Groups, g)
 		if i == 0 {
@@ -91,8 +135,19 @@ func (n *Node) Stats() Stats {
 			out.KeepAliveEntries, out.Renewals = g.KeepAliveEntries, g.Renewals
 			out.Grants, out.Releases, out.Expiries = g.Grants, g.Releases, g.Expiries
 			out.LeaderChanges, out.ConnectionFailures = g.LeaderChanges, g.ConnectionFailures
-			out.ProposalLatency = g.ProposalLatency
+			out.ProposalLatency, out.Contention = g.ProposalLatency, g.Contention
 		}
+	}
+	for _, l := range n.h.Leading() {
+		out.Elections = append(out.Elections, ElectionLeading(l))
+	}
+	return out
+}
+
+func histogram(h replica.Histogram) Histogram {
+	out := Histogram{Count: h.Count, Sum: h.Sum, Buckets: make([]Bucket, len(h.Buckets))}
+	for i, b := range h.Buckets {
+		out.Buckets[i] = Bucket(b)
 	}
 	return out
 }

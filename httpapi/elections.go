@@ -94,7 +94,7 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 	}
 	if wt == nil {
 		var err error
-		wt, err = s.startWait(func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
+		wt, err = s.startWait(r.Context(), func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
 			l, err := hs.s.Campaign(ctx, name, req.Value, position)
 			return nil, l, err
 		})

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fencelock/fencelock"
 )
 
@@ -109,14 +111,19 @@ func grantedWait(l *fencelock.Lock, lead *fencelock.Leadership) *wait {
 // startWait runs call in the background, on the server's context, so that
 // it waits in the queue after the HTTP request that asked for it returned;
 // call passes the option it is given, which keeps the wait's queue position.
-// hs.mu is held.
-func (s *Server) startWait(call func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error)) (*wait, error) {
+// The call's span (see fencelock.Config.TracerProvider) is a child of the
+// trace span of req, the context of the request that started it (from its
+// traceparent header), though it outlives it. hs.mu is held.
+func (s *Server) startWait(req context.Context, call func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error)) (*wait, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, fencelock.ErrClosed
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
+	if sc := trace.SpanContextFromContext(req); sc.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, sc)
+	}
 	wt := &wait{cancel: cancel, queued: make(chan struct{}), done: make(chan struct{})}
 	position := fencelock.WithQueuePosition(func(p int) {
 		if wt.position.Swap(int64(p)) == 0 {
@@ -205,7 +212,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	}
 	if wt == nil {
 		var err error
-		wt, err = s.startWait(func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
+		wt, err = s.startWait(r.Context(), func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
 			l, err := hs.s.Acquire(ctx, name, position)
 			return l, nil, err
 		})

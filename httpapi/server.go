@@ -14,6 +14,10 @@
 // secret, which every call acting on it must send in the
 // Fencelock-Session-Secret header. Bearer tokens (WithACL) say which names
 // a caller may read, lock, elect or administer.
+//
+// A request with a W3C traceparent header continues the client's trace:
+// the spans of the calls it makes (see fencelock.Config.TracerProvider)
+// are children of the span the header names.
 package httpapi
 
 import (
@@ -39,6 +43,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/metrics"
@@ -395,9 +400,18 @@ func (s *Server) guard(public bool, need access, h http.HandlerFunc) http.Handle
 			}
 			r.Body = io.NopCloser(bytes.NewReader(b))
 		}
+		if r.Header.Get("Traceparent") != "" {
+			// The client's trace continues here: the spans of the calls
+			// this request makes (fencelock.Acquire, ...) are children of
+			// the client's span. A forwarded request keeps the header.
+			r = r.WithContext(traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+		}
 		h(w, r)
 	}
 }
+
+// traceContext reads W3C trace context (traceparent, tracestate).
+var traceContext propagation.TraceContext
 
 // body returns the request body (guard read it within its bounds), and
 // leaves it to be read again in case the call is forwarded.

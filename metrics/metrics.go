@@ -26,6 +26,22 @@
 //     fencelock_peer_connection_failures_total rising: a replica cut off.
 //   - fencelock_role{role="voter"} summed over replicas below the voters
 //     you run: a voter is down, one more failure loses the quorum.
+//
+// Contention, as this process's own calls saw it (Stats.Contention, per
+// group, never per lock name, so the series stay few):
+// fencelock_acquire_wait_seconds and fencelock_lock_hold_seconds
+// (histograms), fencelock_acquire_grants_total,
+// fencelock_acquire_timeouts_total and
+// fencelock_acquire_cancellations_total; and fencelock_election_is_leader,
+// 1 while one of this process's sessions leads the election named by the
+// label election, 0 while it only campaigns (client-go's
+// leader_election_master_status). What to alert on:
+//   - histogram_quantile(0.99, rate(fencelock_acquire_wait_seconds_bucket))
+//     near the callers' deadlines, or rate(fencelock_acquire_timeouts_total)
+//     > 0: callers give up waiting; find the lock with the longest queue
+//     and its holder (docs/operations.md).
+//   - sum by (election) (fencelock_election_is_leader) over every process
+//     that campaigns at 0 for longer than a TTL: nobody leads.
 package metrics
 
 import (
@@ -50,6 +66,9 @@ type descs struct {
 	proposals                                *prometheus.Desc
 	role, hasLeader, term, applied, snapshot *prometheus.Desc
 	voters                                   *prometheus.Desc
+	wait, hold                               *prometheus.Desc
+	acquired, timeouts, cancellations        *prometheus.Desc
+	isLeader                                 *prometheus.Desc
 }
 
 // NewCollector returns the collector of node's figures.
@@ -77,6 +96,12 @@ func NewCollector(node *fencelock.Node) *Collector {
 		applied:          d("applied_index", "The last raft log index applied on this replica."),
 		snapshot:         d("snapshot_index", "The log index of this replica's latest snapshot."),
 		voters:           d("voters", "Voting members, as last applied on this replica."),
+		wait:             d("acquire_wait_seconds", "Time this process's granted lock calls waited, from the call to the grant."),
+		hold:             d("lock_hold_seconds", "Time this process's lock grants were held, from the grant to their end."),
+		acquired:         d("acquire_grants_total", "This process's lock calls granted."),
+		timeouts:         d("acquire_timeouts_total", "This process's lock calls whose context's deadline passed before a grant."),
+		cancellations:    d("acquire_cancellations_total", "This process's lock calls whose context was cancelled before a grant."),
+		isLeader:         d("election_is_leader", "1 while a session of this process leads the election, 0 while it only campaigns in it.", "election"),
 	}}
 }
 
@@ -85,16 +110,29 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.descs
 	for _, desc := range []*prometheus.Desc{d.sessions, d.locks, d.waiters, d.grants, d.releases,
 		d.expiries, d.entries, d.keepAliveEntries, d.renewals, d.leaderChanges, d.connFailures, d.proposals, d.role, d.hasLeader, d.term,
-		d.applied, d.snapshot, d.voters} {
+		d.applied, d.snapshot, d.voters, d.wait, d.hold, d.acquired, d.timeouts, d.cancellations, d.isLeader} {
 		ch <- desc
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	for _, g := range c.node.Stats().Groups {
+	st := c.node.Stats()
+	for _, g := range st.Groups {
 		c.collect(ch, &g)
 	}
+	for _, e := range st.Elections {
+		ch <- prometheus.MustNewConstMetric(c.descs.isLeader, prometheus.GaugeValue, b2f(e.Leader), e.Group, e.Name)
+	}
+}
+
+// histogram sends h as a Prometheus histogram in seconds.
+func histogram(ch chan<- prometheus.Metric, desc *prometheus.Desc, h fencelock.Histogram, group string) {
+	buckets := make(map[float64]uint64, len(h.Buckets))
+	for _, b := range h.Buckets {
+		buckets[b.UpperBound.Seconds()] = b.Count
+	}
+	ch <- prometheus.MustNewConstHistogram(desc, h.Count, h.Sum.Seconds(), buckets, group)
 }
 
 // collect sends one group's figures.
@@ -120,12 +158,12 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, st *fencelock.GroupStat
 		counter(d.connFailures, st.ConnectionFailures)
 	}
 
-	h := st.ProposalLatency
-	buckets := make(map[float64]uint64, len(h.Buckets))
-	for _, b := range h.Buckets {
-		buckets[b.UpperBound.Seconds()] = b.Count
-	}
-	ch <- prometheus.MustNewConstHistogram(d.proposals, h.Count, h.Sum.Seconds(), buckets, st.Name)
+	histogram(ch, d.proposals, st.ProposalLatency, st.Name)
+	histogram(ch, d.wait, st.Contention.Wait, st.Name)
+	histogram(ch, d.hold, st.Contention.Hold, st.Name)
+	counter(d.acquired, st.Contention.Grants)
+	counter(d.timeouts, st.Contention.Timeouts)
+	counter(d.cancellations, st.Contention.Cancellations)
 
 	role := "voter"
 	switch {

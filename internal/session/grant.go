@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
@@ -28,6 +30,12 @@ type Grant struct {
 	// for its holder (timer fires then); zero without one.
 	until clock.Instant
 	timer clock.Timer
+	// since is when, by the boot clock, the grant reached a waiting call
+	// (zero for one nobody waited for): its hold counts from then.
+	since clock.Instant
+	// leads, for a leadership, counts it in its election's is-leader
+	// figure until it ends (contention.go).
+	leads *atomic.Int64
 }
 
 // grantMode is what a grant is of: an election, or a lock, exclusive,
@@ -104,7 +112,31 @@ func (g *Grant) lose(why error) {
 		if g.timer != nil {
 			g.timer.Stop()
 		}
+		switch {
+		case g.leads != nil:
+			g.leads.Add(-1)
+		case g.since != (clock.Instant{}) && g.p != nil:
+			g.p.rt.contention.hold.observe(clock.Boot(g.p.clock).Sub(g.since))
+		}
 	}
+}
+
+// lead counts the leadership g in n until it ends.
+func (g *Grant) lead(n *atomic.Int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err == nil && g.leads == nil {
+		g.leads = n
+		n.Add(1)
+	}
+}
+
+// heldFor is how long g has been held by its holder's clock; 0 if unknown.
+func (g *Grant) heldFor() time.Duration {
+	if g.p == nil || g.since == (clock.Instant{}) {
+		return 0
+	}
+	return clock.Boot(g.p.clock).Sub(g.since)
 }
 
 // limit makes the grant end for its holder at until by the boot clock
@@ -161,14 +193,35 @@ func (g *Grant) notHeld() error {
 // leadership. It sends the name and token, so if the grant is no longer
 // current nothing changes and the error is ErrNotHeld (ErrNotLeader): a late
 // call never frees a successor's grant.
-func (g *Grant) GiveBack(ctx context.Context) error {
+func (g *Grant) GiveBack(ctx context.Context) (err error) {
 	if g.p == nil {
 		return fmt.Errorf("%w: the zero value was never granted", g.notHeld())
 	}
-	p, kind := g.p, fsm.KindRelease
+	kind := fsm.KindRelease
 	if g.election {
 		kind = fsm.KindResign
 	}
+	ctx, span := g.p.rt.h.tracer.Start(ctx, spanName(&fsm.Command{Kind: kind}))
+	defer span.End() // after the attributes, deferred below
+	if span.IsRecording() {
+		held := g.heldFor()
+		defer func() {
+			span.SetAttributes(attrName.String(g.name), attrGroup.String(g.p.rt.group),
+				attrMode.String(g.grantMode.String()), attrToken.Int64(int64(g.token)),
+				attrSession.Int64(int64(g.p.id)), attrHeld.Int64(int64(held)))
+			r := result(err)
+			if r == resultGranted {
+				r = resultOK
+			}
+			span.SetAttributes(attrResult.String(r))
+			endErr(span, err)
+		}()
+	}
+	return g.giveBack(ctx, kind)
+}
+
+func (g *Grant) giveBack(ctx context.Context, kind fsm.Kind) error {
+	p := g.p
 	cmd := fsm.Command{Kind: kind, Name: g.name, Token: g.token}
 	res, err := p.call(ctx, cmd)
 	if err != nil {
@@ -236,6 +289,7 @@ func (p *Part) granted(seq uint64, name string, mode grantMode, token uint64, va
 		g.limit(start.Add(w.maxHold - p.margin))
 	}
 	if w != nil && w.grant == nil {
+		g.since = clock.Boot(p.clock)
 		w.grant = g
 		close(w.ready)
 	}

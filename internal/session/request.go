@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
 )
@@ -83,7 +85,7 @@ func (p *Part) call(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 		return fsm.Result{}, err
 	}
 	cmd.Session, cmd.Seq, cmd.Floor = p.id, seq, p.floor()
-	return r.Propose(ctx, cmd)
+	return p.propose(ctx, r, cmd)
 }
 
 // request runs one Acquire, TryAcquire or Campaign (cmd names the kind, the
@@ -95,7 +97,10 @@ func (p *Part) call(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 // ahead of the withdrawal is given back) and ctx.Err() is returned. If the
 // group cannot be reached before ctx ends, the outcome is unknown, so the
 // request is withdrawn too.
-func (p *Part) request(ctx context.Context, cmd fsm.Command, o RequestOptions) (*Grant, error) {
+//
+// cmd is filled in with the request's session and number, for the caller's
+// span.
+func (p *Part) request(ctx context.Context, cmd *fsm.Command, o RequestOptions) (*Grant, error) {
 	r, err := p.rt.replica()
 	if err != nil {
 		return nil, err
@@ -114,7 +119,7 @@ func (p *Part) request(ctx context.Context, cmd fsm.Command, o RequestOptions) (
 		}
 	}()
 	cmd.Session, cmd.Seq, cmd.Floor, cmd.MaxHold = p.id, seq, p.floor(), uint64(o.MaxHold)
-	res, err := r.Propose(ctx, cmd)
+	res, err := p.propose(ctx, r, *cmd)
 	if err != nil {
 		// The request may be queued or even granted. If the group has a
 		// leader the withdrawal takes one commit: wait for it, so the call
@@ -124,20 +129,26 @@ func (p *Part) request(ctx context.Context, cmd fsm.Command, o RequestOptions) (
 			wait = p.rt.h.cfg.ProposalTimeout
 		}
 		withdrawn = true
-		p.withdraw(seq, cmd, wait)
+		p.withdraw(seq, *cmd, wait)
 		return nil, err
 	}
-	if err := p.replyErr(cmd, res, fsm.Granted, fsm.Queued); err != nil {
+	if err := p.replyErr(*cmd, res, fsm.Granted, fsm.Queued); err != nil {
 		return nil, err
 	}
+	ahead := -1 // waiters ahead at entry, when traced
 	switch res.Status {
 	case fsm.Granted:
-		mode := grantMode{election: cmd.Kind == fsm.KindCampaign, shared: cmd.Kind == fsm.KindAcquireShared, permits: int(cmd.Permits)}
-		if g := p.granted(seq, cmd.Name, mode, res.Value, cmd.Value, clock.Instant{}); g != nil {
+		if g := p.granted(seq, cmd.Name, cmdMode(cmd), res.Value, cmd.Value, clock.Instant{}); g != nil {
+			if span := trace.SpanFromContext(ctx); span.IsRecording() {
+				span.SetAttributes(attrPosition.Int(0))
+			}
 			return g, nil
 		}
 		return nil, p.Err()
 	case fsm.Queued:
+		if pos, ok := p.queuedAt(ctx, r, seq); ok {
+			ahead = max(pos-1, 0)
+		}
 		// The reply is in hand: the request no longer holds the floor back.
 		// From here the grant arrives as an event; a late duplicate of the
 		// request is ignored by the group (below the floor, or answered from
@@ -151,12 +162,15 @@ func (p *Part) request(ctx context.Context, cmd fsm.Command, o RequestOptions) (
 	}
 	select {
 	case <-w.ready:
+		if ahead >= 0 {
+			trace.SpanFromContext(ctx).AddEvent("granted", trace.WithAttributes(attrAhead.Int(ahead)))
+		}
 		return w.grant, nil
 	case <-p.done:
 		return nil, p.Err()
 	case <-ctx.Done():
 		withdrawn = true
-		p.withdraw(seq, cmd, p.rt.h.cfg.ProposalTimeout)
+		p.withdraw(seq, *cmd, p.rt.h.cfg.ProposalTimeout)
 		return nil, ctx.Err()
 	}
 }

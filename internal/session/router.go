@@ -20,6 +20,7 @@ type router struct {
 	renew       *renewer     // keeps the group's parts alive, in batches
 	watches     *watches     // Observe calls by election
 	lockWatches *lockWatches // Watch calls by lock (and queue positions)
+	contention  contention   // this process's lock calls in the group
 
 	mu    sync.RWMutex
 	parts map[uint64]*Part // the parts that live on this replica, by ID

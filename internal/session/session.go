@@ -26,6 +26,12 @@
 //	          taking back of every part (resume.go).
 //	Testing   test hooks, reached through one accessor (testing.go,
 //	          pause.go); the production path never branches on them.
+//	tracing   a span per Request and GiveBack, a child span per proposal
+//	          (trace.go); attributes only for a recording span.
+//	contention  per router, atomics: wait and hold histograms, grants,
+//	          timeouts, cancellations; per Host, the elections campaigned
+//	          in and whether they are led (contention.go). Counted by the
+//	          caller's side, read by the root's Stats.
 //
 // # Data flow
 //
@@ -59,7 +65,11 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
@@ -84,12 +94,16 @@ type Config struct {
 	// UnknownGroup is the error (wrapped) of a call naming a group Groups
 	// does not know: the root's sentinel.
 	UnknownGroup error
+	// Tracer makes the spans of Acquire, Campaign, Release and Resign
+	// (trace.go); nil: none recorded.
+	Tracer trace.Tracer
 }
 
 // Host is the client-side machinery of one fencelock.Node.
 type Host struct {
 	cfg    Config
 	log    *slog.Logger
+	tracer trace.Tracer
 	ctx    context.Context // cancelled by Close: bounds background work
 	cancel context.CancelFunc
 	closed chan struct{}
@@ -98,12 +112,17 @@ type Host struct {
 	closing  bool
 	routers  map[string]*router
 	sessions map[*Session]struct{} // open, to end on Close
+
+	leading leading // elections campaigned in (contention.go)
 }
 
 // NewHost makes the machinery of a Node; its routers are made by Sink.
 func NewHost(cfg Config) *Host {
-	h := &Host{cfg: cfg, log: cfg.Log, closed: make(chan struct{}),
+	h := &Host{cfg: cfg, log: cfg.Log, tracer: cfg.Tracer, closed: make(chan struct{}),
 		routers: make(map[string]*router), sessions: make(map[*Session]struct{})}
+	if h.tracer == nil {
+		h.tracer = noop.NewTracerProvider().Tracer("")
+	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
@@ -122,6 +141,13 @@ func (h *Host) router(group string) *router {
 		h.routers[group] = rt
 	}
 	return rt
+}
+
+// routerOf returns group's router, nil if it has none.
+func (h *Host) routerOf(group string) *router {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.routers[group]
 }
 
 // Close ends every session of the Host with ErrClosed (without closing
@@ -413,13 +439,37 @@ func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
 }
 
 // Request runs one numbered request that may wait for a grant (Acquire,
-// Campaign and their forms) in group's part.
+// Campaign and their forms) in group's part. It is traced (a span, child
+// of ctx's), and a lock's is counted in the group's contention figures: its
+// wait runs from this call to the grant, the opening of a part included.
 func (s *Session) Request(ctx context.Context, group string, cmd fsm.Command, o RequestOptions) (*Grant, error) {
-	p, err := s.Part(ctx, group)
-	if err != nil {
-		return nil, err
+	ctx, span := s.h.tracer.Start(ctx, spanName(&cmd))
+	defer span.End()
+	c := s.h.cfg.Clock
+	start := clock.Boot(c)
+	var lead *atomic.Int64
+	if cmd.Kind == fsm.KindCampaign {
+		lead = s.h.leading.of(group, cmd.Name)
 	}
-	return p.request(ctx, cmd, o)
+	p, err := s.Part(ctx, group)
+	var g *Grant
+	if err == nil {
+		g, err = p.request(ctx, &cmd, o)
+	}
+	waited := clock.Boot(c).Sub(start)
+	if lead != nil {
+		if g != nil {
+			g.lead(lead)
+		}
+	} else if p != nil {
+		p.rt.contention.ended(err, waited)
+	} else if rt := s.h.routerOf(group); rt != nil { // the part did not open
+		rt.contention.ended(err, waited)
+	}
+	if span.IsRecording() {
+		endRequest(span, group, &cmd, g, err, waited)
+	}
+	return g, err
 }
 
 // Close ends the session at every group it has a part in, releasing all its

@@ -35,6 +35,7 @@ package replica
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,8 +101,14 @@ type Replica struct {
 	groupKnown    chan struct{} // closed once groupID is set (setGroupID)
 	groupOnce     sync.Once
 	restoredIndex atomic.Uint64 // the last snapshot the state was restored from
-	ops           ops
-	snaps         snapStats
+	// leaderlessSince is when the group was last seen to lose its leader
+	// (or the shard started), in unix nanoseconds; 0 while a leader is
+	// known. voterAddrs are the group's voters as last applied here
+	// (refreshed by the monitor). Both feed the no-quorum error.
+	leaderlessSince atomic.Int64
+	voterAddrs      atomic.Pointer[map[uint64]string]
+	ops             ops
+	snaps           snapStats
 
 	// leaderMu guards leaderUp, which is closed (and replaced) whenever a
 	// leader becomes known, so that retries waiting for one go at once.
@@ -178,6 +185,11 @@ func (r *Replica) startShard() error {
 	members := make(map[uint64]dragonboat.Target, len(r.bootstrap))
 	for id, addr := range r.bootstrap {
 		members[id] = addr
+	}
+	r.leaderlessSince.Store(time.Now().UnixNano())
+	if len(r.bootstrap) > 0 {
+		voters := maps.Clone(r.bootstrap)
+		r.voterAddrs.Store(&voters)
 	}
 	if err := r.nh.StartReplica(members, r.join, fsm.NewStateMachine(observer{r}), r.shardConfig()); err != nil {
 		return err
@@ -293,6 +305,11 @@ func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
 		return
 	}
 	old := r.leader.Swap(info.LeaderID)
+	if info.LeaderID != 0 {
+		r.leaderlessSince.Store(0)
+	} else {
+		r.leaderlessSince.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	r.term.Store(info.Term)
 	r.tracker.SetLeader(info.LeaderID == r.cfg.ReplicaID, info.Term)
 	if old != info.LeaderID {

@@ -764,6 +764,11 @@ type StatusJSON struct {
 	Sessions     int               `json:"sessions"`
 	LocksHeld    int               `json:"locks_held"`
 	Waiters      int               `json:"waiters"`
+	// Unreachable are the voters this replica has not heard from in the
+	// last few election timeouts: down, or cut off from it. Known on the
+	// leader, and on every replica while the group has no leader; empty on
+	// a follower (fencelock.Status.Unreached).
+	Unreachable []uint64 `json:"unreachable"`
 	// HTTPSessions counts the sessions this replica's API owns.
 	HTTPSessions int `json:"http_sessions"`
 	// Groups are every group this replica runs, the default group (name
@@ -781,6 +786,8 @@ type GroupJSON struct {
 	Voters    []uint64 `json:"voters"`
 	Term      uint64   `json:"term"`
 	LocksHeld int      `json:"locks_held"`
+	// Unreachable are the group's voters this replica does not reach.
+	Unreachable []uint64 `json:"unreachable"`
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -788,14 +795,16 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	out := StatusJSON{ReplicaID: st.ReplicaID, LeaderID: st.LeaderID, IsLeader: st.IsLeader, Term: st.Term,
 		AppliedIndex: st.AppliedIndex, GroupID: strconv.FormatUint(st.GroupID, 16),
 		Voters: map[string]string{}, NonVoting: map[string]string{},
-		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters}
+		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters,
+		Unreachable: append([]uint64{}, st.Unreached...)}
 	for id, a := range st.Voters {
 		out.Voters[strconv.FormatUint(id, 10)] = a
 	}
 	for _, g := range st.Groups {
 		out.Groups = append(out.Groups, GroupJSON{Name: g.Name, GroupID: strconv.FormatUint(g.GroupID, 16),
 			LeaderID: g.LeaderID, IsLeader: g.IsLeader, NonVoting: g.NonVoting,
-			Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term, LocksHeld: g.LocksHeld})
+			Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term, LocksHeld: g.LocksHeld,
+			Unreachable: append([]uint64{}, g.Unreached...)})
 	}
 	// The full membership (non-voting replicas too) is a linearizable read;
 	// without a quorum the local view above is still worth showing.

@@ -360,10 +360,14 @@ func (r *Replica) electionTimeout() time.Duration {
 // group without a leader for many of them is not electing one.
 func (r *Replica) patience() time.Duration { return max(20*r.electionTimeout(), 2*time.Second) }
 
+// reachWindow is how recently a voter must have been heard from to count
+// as reached: a few election timeouts, at least 3 s (heartbeats are far
+// more frequent).
+func (r *Replica) reachWindow() time.Duration { return max(3*r.electionTimeout(), 3*time.Second) }
+
 // quorumLost reports whether r's group has had no leader for at least
 // atLeast and this replica does not reach a quorum of its voters, and what
-// it sees. A voter counts as reached if it was heard from within a few
-// election timeouts (at least 3 s: heartbeats are far more frequent).
+// it sees.
 func (r *Replica) quorumLost(atLeast time.Duration) (quorumView, bool) {
 	since := r.leaderlessSince.Load()
 	vp := r.voterAddrs.Load()
@@ -375,7 +379,7 @@ func (r *Replica) quorumLost(atLeast time.Duration) (quorumView, bool) {
 		return quorumView{}, false
 	}
 	voters := *vp
-	window := max(3*r.electionTimeout(), 3*time.Second)
+	window := r.reachWindow()
 	q := quorumView{group: r.name, leaderless: d, nonVoting: true, total: len(voters), need: len(voters)/2 + 1}
 	for _, id := range slices.Sorted(maps.Keys(voters)) {
 		if id == r.cfg.ReplicaID {

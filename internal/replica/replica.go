@@ -36,6 +36,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,6 +249,11 @@ type Status struct {
 	NonVoting, Removed                    bool
 	LastSnapshotIndex, ConfigChangeIndex  uint64
 	Voters                                map[uint64]string
+	// Unreached are the other voters this replica has not heard from
+	// lately (reachWindow), sorted; known only where this replica leads the
+	// group or the group has no leader (a follower hears from the leader
+	// alone), empty elsewhere.
+	Unreached []uint64
 }
 
 // Status returns the replica's local view, without I/O.
@@ -259,6 +265,17 @@ func (r *Replica) Status() Status {
 		GroupID:      r.groupID.Load(),
 	}
 	r.opsStatus(&st)
+	// Every running voter talks to a leader (its answers) and, while there
+	// is none, to every other voter (its votes); a follower hears from the
+	// leader only, so it cannot tell.
+	if st.LeaderID != 0 && st.LeaderID != r.cfg.ReplicaID {
+		return st
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.Voters)) {
+		if id != r.cfg.ReplicaID && !r.host.peers.reached(id, r.reachWindow()) {
+			st.Unreached = append(st.Unreached, id)
+		}
+	}
 	return st
 }
 

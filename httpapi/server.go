@@ -92,15 +92,15 @@ func WithForwardTransport(rt http.RoundTripper) Option {
 	return func(s *Server) { s.forwardRT = rt }
 }
 
-// WithBearerTokens makes every call but /healthz, /readyz and the dashboard's
-// page require "Authorization: Bearer T" with T one of tokens, each with
+// WithBearerTokens makes every call but /livez, /healthz, /readyz and the
+// dashboard's page require "Authorization: Bearer T" with T one of tokens, each with
 // every right. An empty list requires nothing.
 func WithBearerTokens(tokens []string) Option {
 	return func(s *Server) { s.SetACL(aclFromTokens(tokens)) }
 }
 
-// WithACL makes every call but /healthz, /readyz and the dashboard's page
-// require "Authorization: Bearer T" with T one of acl's tokens, and allows
+// WithACL makes every call but /livez, /healthz, /readyz and the dashboard's
+// page require "Authorization: Bearer T" with T one of acl's tokens, and allows
 // it only what T's rights allow (ParseTokens). A nil or empty acl requires
 // no token, and allows every call but the admin right's (revoke, ending a
 // session without its secret).
@@ -298,6 +298,7 @@ func (s *Server) routes() {
 	add("/metrics", false, hm{"GET": s.metrics.ServeHTTP}, nil)
 	add("/healthz", true, hm{"GET": s.healthz}, nil)
 	add("/readyz", true, hm{"GET": s.readyz}, nil)
+	add("/livez", true, hm{"GET": s.healthz}, nil)
 	add("/{$}", true, hm{"GET": s.dashboard}, nil)
 	for _, rt := range rs {
 		var allow []string
@@ -821,13 +822,25 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// healthz answers /livez (and /healthz, its older name): the process
+// serves HTTP. It asks nothing of the groups: a replica without a quorum is
+// alive, and restarting it would not bring the quorum back.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyTimeout bounds /readyz's read, under the 1 s a Kubernetes probe
+// waits by default.
+const readyTimeout = 800 * time.Millisecond
+
+// readyz answers /readyz: 200 when this replica has caught up with a
+// leader it knows, in every group (fencelock.Node.Ready); else 503 with the
+// cause (code no_quorum when that is it).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if st := s.node.Status(); st.LeaderID == 0 || st.Removed {
-		writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable, "this replica sees no raft leader"))
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.node.Ready(ctx); err != nil {
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

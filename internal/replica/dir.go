@@ -72,3 +72,11 @@ func lockedDir(dir string) string {
 	}
 	return fmt.Sprintf("failed to lock data directory %s: another process holds %s (one replica per Dir)", dir, lock)
 }
+
+// plural is "1 lock", "2 locks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -339,9 +339,9 @@ func (q quorumView) String() string {
 	if q.group != "" {
 		group = fmt.Sprintf("group %q", q.group)
 	}
-	reach := fmt.Sprintf("this replica reaches %d of the other %d voters", q.reached, q.others)
+	reach := fmt.Sprintf("this replica reaches %d of the other %s", q.reached, plural(q.others, "voter"))
 	if q.nonVoting {
-		reach = fmt.Sprintf("this replica (not a voter) reaches %d of the %d voters", q.reached, q.others)
+		reach = fmt.Sprintf("this replica (not a voter) reaches %d of the %s", q.reached, plural(q.others, "voter"))
 	}
 	if len(q.unreached) > 0 {
 		reach += " (unreached: " + strings.Join(q.unreached, ", ") + ")"

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"errors"
+	"net"
+	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +78,48 @@ func waitStatus(t *testing.T, base string, ok func(reply) bool) {
 			return
 		}
 		require.True(t, time.Now().Before(deadline), "status never as expected: %s", r.raw)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// fencelock serve on a raft port in use fails with one "fencelock:" prefix
+// and leaves --dir as it found it; the corrected retry on the same --dir
+// serves.
+func TestServeFailedStartThenRetry(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	bin := binary(t)
+	serve := func(raft, web string) *exec.Cmd {
+		return exec.Command(bin, "serve", "--id", "1", "--peers", "1="+raft, "--dir", dir, "--http", web, "--log-level", "warn")
+	}
+	out, err := serve(busy.Addr().String(), freePort(t)).CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "in use by another process", "%s", out)
+	require.NotContains(t, string(out), "fencelock: fencelock:", "%s", out)
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist, "the failed start left --dir behind")
+
+	web := freePort(t)
+	cmd := serve(freePort(t), web)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	require.NoError(t, cmd.Start())
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get("http://" + web + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "the retry never became ready: %v\n%s", err, log.String())
 		time.Sleep(50 * time.Millisecond)
 	}
 }

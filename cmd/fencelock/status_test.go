@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"net"
 	"net/http"
@@ -103,8 +102,8 @@ func TestServeFailedStartThenRetry(t *testing.T) {
 
 	web := freePort(t)
 	cmd := serve(freePort(t), web)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	log := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)

@@ -48,7 +48,11 @@ type Claimer interface {
 // FenceClaimer is a Claimer that also keeps the group a resource is keyed
 // to: ClaimFence records fence as Claim records a token, and refuses a fence
 // of another group than the resource's with an error satisfying
-// errors.Is(err, ErrOtherGroup) (see Fencer's Groups). *Fencer and
+// errors.Is(err, ErrOtherGroup) (see Fencer's Groups). A resource is fenced
+// by the locks of one group: a claim made with a grant of "x@billing" keys
+// it to billing, and from then on a grant of any other group of the
+// deployment (the default one included) is refused there, whatever its
+// token. *Fencer and
 // *fencesql.Fencer implement it; fencehttp.Middleware uses it when its fence
 // does, and checks tokens alone otherwise.
 type FenceClaimer interface {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"sync"
@@ -25,6 +26,7 @@ type testCluster struct {
 	dirs    map[uint64]string
 	nodes   map[uint64]*Node
 	tune    func(*Config)
+	lost    uint64 // deferred raft states the crashes lost (testhook.Crash)
 }
 
 // quietLogger keeps Dragonboat's noise out of test output.
@@ -32,8 +34,7 @@ var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	l := listenBelowEphemeral(t)
 	defer l.Close()
 	return l.Addr().String()
 }
@@ -119,7 +120,8 @@ func (c *testCluster) start(id uint64) *Node {
 	return n
 }
 
-// stop closes replica id, as a crash of its process would end it.
+// stop closes replica id cleanly (Node.Close). A test that means the death
+// of its process uses crash.
 func (c *testCluster) stop(id uint64) {
 	if n := c.nodes[id]; n != nil {
 		n.Close()
@@ -165,16 +167,18 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-func TestDebugInspect(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	ctx := testCtx(t)
-	c.leader(ctx)
-	for i := 0; i < 5; i++ {
-		for id := uint64(1); id <= 3; id++ {
-			t0 := time.Now()
-			_, err := c.node(id).Inspect(ctx, "x")
-			require.NoError(t, err)
-			t.Logf("inspect on %d: %v (leader %d)", id, time.Since(t0), c.node(id).Status().LeaderID)
+// listenBelowEphemeral listens on a free loopback port below Linux's
+// ephemeral range (32768-60999), so that once it is closed and handed to a
+// replica, no kernel-chosen port (an outgoing connection's source port, a
+// ":0" listener of another process) can take it in the meantime.
+func listenBelowEphemeral(t testing.TB) net.Listener {
+	t.Helper()
+	for range 1000 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		if err == nil {
+			return l
 		}
 	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return nil
 }

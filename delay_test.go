@@ -119,7 +119,7 @@ func TestLockDelayRestartsOnLeaderChange(t *testing.T) {
 	// Let a good part of the delay run on the old leader's timer first.
 	time.Sleep(delay / 2)
 	stoppedLeader := time.Now()
-	c.stop(old)
+	c.crash(old)
 	r := <-res
 	require.NoError(t, r.err)
 	require.GreaterOrEqual(t, time.Since(stoppedLeader), delay,

@@ -177,13 +177,40 @@
 // a group cannot renew a part for TTL − margin (it lost its quorum, say),
 // the Locks and Leaderships held there close their Done by the holder's
 // clock, and nothing held in other groups is touched; the next call naming
-// that group opens a new part. Session.Done and Session.Err describe the
-// session as a whole: it ends when it is closed, when its node closes, or
-// when its default part ends, and then every part ends with it. Tokens are
-// per group: a grant's token comes from its own group's log and
+// that group opens a new part.
+//
+// Session.Done and Session.Err describe the session as a whole, which is
+// its default part: Done closes, and Err says why, when the session is
+// closed (ErrSessionClosed), when its node closes (ErrClosed), or when its
+// default part ends: not renewed by its deadline (ErrSessionExpired), ended
+// by an operator (ErrRevoked), its replica removed (ErrRemoved). Then
+// every part ends with it, and the parts still open at their groups are
+// closed there. The end of a part in a named group does not close Done:
+// that group's grants say so on their own Done and Err, and the session
+// keeps serving the other groups. The default group is the exception: a
+// session whose default part cannot be renewed (the default group lost its
+// quorum for TTL − margin) is over, and its grants in every group end with
+// it. The rule is the default group's because that is where the session
+// was opened and what its ID names (NewSession's errors, resume tokens,
+// EndSession, the HTTP API's session_id), and because the default group is
+// the one whose voters are all of Members: it loses its quorum only when
+// most of the deployment's hosts are gone, when the named groups' voters
+// mostly are too. "Every part ended" would leave Done open on a session
+// whose ID the group already expired.
+//
+// Session.ID is the default part's ID; Session.IDIn(group) the part's ID in
+// another group, which that group's views (Inspect, Locks, SessionsIn,
+// Candidates) show. The views describe one group each: a name's or a
+// prefix's "@group", or the group SessionsIn, MembersOf and EndSessionIn
+// are given. Node.EndSession(ctx, s.ID()) ends a whole session;
+// Node.EndSessionIn ends one part.
+//
+// Tokens are per group: a grant's token comes from its own group's log and
 // Lock.Fence().Group is that group's ID, so a resource is fenced by the
-// locks of one group (a Fencer refuses another group's fences with
-// ErrOtherGroup).
+// locks of one group: once a grant of one group has keyed it, a Fencer
+// (and fencesql, fencefile, fencehttp) refuses the grants of every other
+// group of the deployment with ErrOtherGroup, however large their tokens.
+// Guard each resource with names of one group.
 //
 // # Limits
 //

@@ -14,7 +14,7 @@ type LeaderInfo struct {
 	Election  string
 	Value     string
 	Token     uint64 // the term's epoch: the fencing token of its grant
-	SessionID uint64 // the leader's session
+	SessionID uint64 // the leader's session: its ID in the election's group (Session.IDIn)
 	// Err is set only in the one value Observe sends before it closes its
 	// channel for a mistake rather than ctx: ErrInvalidName for a name
 	// that cannot be an election's, ErrUnknownGroup for one whose group
@@ -179,7 +179,9 @@ type Candidate struct {
 }
 
 // Candidates is an election's leader and its queued candidates, in the
-// order they will lead.
+// order they will lead. The election lives in one group, the one its
+// name's "@group" names: its session IDs are IDs in that group
+// (Session.IDIn).
 type Candidates struct {
 	Leader LeaderInfo
 	Queue  []Candidate // the first ListLimit (default DefaultListLimit)

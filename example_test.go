@@ -124,7 +124,11 @@ func ExampleSession_Acquire() {
 		granted <- l
 	}()
 	for { // wait until b is queued, to show the handover
-		if info, _ := node.Inspect(ctx, "orders/primary"); info.Waiters == 1 {
+		info, err := node.Inspect(ctx, "orders/primary")
+		if err != nil {
+			log.Fatal(err) // ctx's deadline ends the wait
+		}
+		if info.Waiters == 1 {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)

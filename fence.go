@@ -22,6 +22,15 @@ import (
 // with an *OtherGroupError (errors.Is(err, ErrOtherGroup)), whatever its
 // token, until Rekey.
 //
+// This holds between the groups of one deployment too (Config.Groups): a
+// lock's token comes from its own group's log, and "orders@billing" and
+// "orders" are two locks in two groups whose tokens are unrelated, so a
+// resource is fenced by the locks of one group. Guard it with names of that
+// group only: a holder of a lock in another group is refused with
+// ErrOtherGroup by a resource keyed to the first, however large its token,
+// rather than admitted on a comparison that means nothing. To move a
+// resource to another group, stop its writers and Rekey it.
+//
 // A fence with Group 0 carries no group: every call that takes a bare token
 // (Do, Admit, Claim without a grant context) sends one, as does a
 // ParseFence of "0000000000000000:N". On a resource keyed to a group it is

@@ -18,8 +18,9 @@ import (
 // such a token with ErrOtherGroup instead of admitting it or calling it
 // stale, until an operator re-keys the resource on purpose.
 //
-// Group 0 is a fence without a group: a bare token, or a grant whose
-// replica has not yet applied the group's ID. Fencers check it by its token
+// Group 0 is a fence without a group: a bare token, or a token from a
+// version that did not hold grants back until the group's ID applied (a
+// grant now always carries its group's ID). Fencers check it by its token
 // alone on a resource keyed to no group, and refuse it with ErrOtherGroup
 // (never raising the mark) on a resource keyed to a group (see Fencer's
 // Groups).
@@ -37,8 +38,9 @@ var ErrInvalidFence = errors.New("fencelock: malformed fence")
 
 // ErrOtherGroup: a fencer refused a token granted by another group (or by
 // another incarnation of this group) than the one the resource is keyed
-// to, or a token without a group (Group 0) at a keyed resource. A token is not comparable with another group's: re-key the resource
-// if the group was replaced on purpose.
+// to, or a token without a group (Group 0) at a keyed resource. A token is
+// not comparable with another group's: re-key the resource if the group
+// was replaced on purpose.
 var ErrOtherGroup = errors.New("fencelock: fencing token of another group")
 
 // ParseFence parses the String form of a Fence. A bare decimal token (no

@@ -8,9 +8,12 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
-// LockInfo describes a lock as the group sees it. Token and SessionID
-// describe the oldest current grant: for a lock held exclusively, its only
-// one. Holders lists every current grant.
+// LockInfo describes a lock as its group sees it: the group its Name's
+// "@group" names (the default group for a name without '@'). Token and
+// SessionID describe the oldest current grant: for a lock held
+// exclusively, its only one. Holders lists every current grant. Tokens are
+// that group's, and session IDs are IDs in that group: in a named group,
+// the ID of the holder's part there (Session.IDIn), not Session.ID.
 type LockInfo struct {
 	Name      string
 	Held      bool
@@ -53,8 +56,11 @@ func (a LockInfo) equal(b LockInfo) bool {
 		slices.Equal(a.Holders, b.Holders) && slices.Equal(a.Queue, b.Queue)
 }
 
-// Inspect returns the lock's state. It is a linearizable read: it reflects
-// every change completed before it began, wherever it was made.
+// Inspect returns the lock's state in the group its name lives in. It is a
+// linearizable read of that group: it reflects every change completed
+// before it began, wherever it was made, and it needs that group's quorum
+// only. A name whose "@group" the deployment does not run fails with
+// ErrUnknownGroup.
 func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	if !fsm.ValidName(name) {
 		return LockInfo{}, invalidName(name)

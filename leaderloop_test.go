@@ -209,7 +209,7 @@ func TestRunElectionResumesTheTermAfterARestart(t *testing.T) {
 		return len(cands.Queue) == 1
 	})
 
-	c.stop(1) // the primary's process dies
+	c.crash(1) // the primary's process dies
 	require.ErrorIs(t, <-aDone, ErrClosed)
 	stopped := nextTerm(t, ctx, events)
 	require.Equal(t, "a", stopped.who)

@@ -59,12 +59,21 @@ type LockDetail struct {
 
 // LockPage is one page of Locks.
 type LockPage struct {
+	// Group is the group listed: the prefix's "@group", "" for the
+	// default group. Every session ID in the page is an ID in it.
+	Group string
 	Locks []LockDetail // in name order
 	More  bool         // more locks match: ask again with ListAfter(last name)
 }
 
 // Locks lists the held locks whose names start with prefix, in name order,
 // one page at a time. It is a linearizable read, like Inspect.
+//
+// A page lists one group: the group after the prefix's last '@' ("@billing"
+// lists all of billing's locks, "jobs/@billing" those starting "jobs/"),
+// the default group for a prefix without '@'. A group this deployment does
+// not run fails with ErrUnknownGroup. The page's Group says which group it
+// lists, and its names carry their "@group" as the caller wrote them.
 //
 // A page costs the group one pass over its whole lock table, on every
 // replica's apply path, during which that replica applies nothing (see
@@ -78,9 +87,9 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 	// prefix@group lists group's locks whose names start with prefix; the
 	// group stores each name whole, group suffix and all, so a name starts
 	// with prefix there as it does here.
-	base, r := prefix, n.r
+	base, group, r := prefix, "", n.r
 	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
-		if _, r, err = n.route(prefix); err != nil {
+		if group, r, err = n.route(prefix); err != nil {
 			return LockPage{}, err
 		}
 		base = prefix[:i]
@@ -97,7 +106,7 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 		return LockPage{}, err
 	}
 	p := v.(page)
-	out := LockPage{Locks: make([]LockDetail, len(p.locks)), More: p.more}
+	out := LockPage{Group: group, Locks: make([]LockDetail, len(p.locks)), More: p.more}
 	for i, l := range p.locks {
 		out.Locks[i] = LockDetail{LockInfo: lockInfo(l.LockInfo), Owner: l.Owner}
 		out.Locks[i].Queue = l.Queue
@@ -105,7 +114,8 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 	return out, nil
 }
 
-// SessionInfo describes an open session.
+// SessionInfo describes an open session: in a named group, one part of a
+// Session (see Session.IDIn), with the part's ID there.
 type SessionInfo struct {
 	ID    uint64
 	Owner uint64 // the replica the session lives on (where it was opened)
@@ -118,14 +128,31 @@ type SessionInfo struct {
 
 // SessionPage is one page of Sessions.
 type SessionPage struct {
+	Group    string        // the group listed; "" for the default group
 	Sessions []SessionInfo // in ID order
 	More     bool          // more sessions: ask again with ListAfterSession(last ID)
 }
 
-// Sessions lists the open sessions of the group, wherever they live, in ID
-// order, one page at a time. It is a linearizable read and costs like Locks.
+// Sessions lists the open sessions of the default group, wherever they
+// live, in ID order, one page at a time: SessionsIn of "". Each is a
+// Session, by its ID (Session.ID).
 func (n *Node) Sessions(ctx context.Context, opts ...ListOption) (SessionPage, error) {
+	return n.SessionsIn(ctx, "", opts...)
+}
+
+// SessionsIn lists the open sessions of group ("" is the default group),
+// wherever they live, in ID order, one page at a time. It is a
+// linearizable read and costs like Locks. In a named group each entry is
+// the part a Session opened there, with the part's own ID (Session.IDIn),
+// which is what that group's LockInfo.SessionID and Holders name; a
+// session that never used the group has no entry in it. A group this
+// deployment does not run fails with ErrUnknownGroup.
+func (n *Node) SessionsIn(ctx context.Context, group string, opts ...ListOption) (SessionPage, error) {
 	o, err := listOpts(opts)
+	if err != nil {
+		return SessionPage{}, err
+	}
+	r, err := n.group(group)
 	if err != nil {
 		return SessionPage{}, err
 	}
@@ -133,7 +160,7 @@ func (n *Node) Sessions(ctx context.Context, opts ...ListOption) (SessionPage, e
 		sessions []fsm.SessionInfo
 		more     bool
 	}
-	v, err := n.r.Read(ctx, func(st *fsm.State) any {
+	v, err := r.Read(ctx, func(st *fsm.State) any {
 		s, more := st.SessionsPage(o.afterID, o.limit)
 		return page{s, more}
 	})
@@ -141,7 +168,7 @@ func (n *Node) Sessions(ctx context.Context, opts ...ListOption) (SessionPage, e
 		return SessionPage{}, err
 	}
 	p := v.(page)
-	out := SessionPage{Sessions: make([]SessionInfo, len(p.sessions)), More: p.more}
+	out := SessionPage{Group: group, Sessions: make([]SessionInfo, len(p.sessions)), More: p.more}
 	for i, s := range p.sessions {
 		out.Sessions[i] = SessionInfo{ID: s.ID, Owner: s.Owner, TTL: time.Duration(s.TTL),
 			KeepAliveIndex: s.KeepAlive, Held: s.Held, Waiting: s.Waiting}

@@ -6,8 +6,9 @@ import (
 	"github.com/fencelock/fencelock/internal/replica"
 )
 
-// Membership is the group's membership as of a linearizable read.
+// Membership is a group's membership as of a linearizable read.
 type Membership struct {
+	Group     string            // the group described; "" for the default group
 	Voters    map[uint64]string // voting replicas: ID -> raft address
 	NonVoting map[uint64]string // non-voting replicas: ID -> raft address
 	// Removed lists, in increasing order, the IDs removed from the group.
@@ -25,11 +26,27 @@ type Membership struct {
 // reflects every change completed before it began. On a replica that is
 // catching up it returns once the replica has caught up to that point.
 func (n *Node) Members(ctx context.Context) (Membership, error) {
-	m, err := n.r.Members(ctx)
+	return n.MembersOf(ctx, "")
+}
+
+// MembersOf returns group's membership ("" is the default group, as
+// Members): a named group's Voters are its Config.Groups voters, and its
+// NonVoting the deployment's other replicas once that group's leader added
+// them. It is a linearizable read of that group, so it needs that group's
+// quorum, not the default group's. A group this deployment does not run
+// fails with ErrUnknownGroup.
+func (n *Node) MembersOf(ctx context.Context, group string) (Membership, error) {
+	r, err := n.group(group)
 	if err != nil {
 		return Membership{}, err
 	}
-	return toMembership(m), nil
+	m, err := r.Members(ctx)
+	if err != nil {
+		return Membership{}, err
+	}
+	out := toMembership(m)
+	out.Group = group
+	return out, nil
 }
 
 func toMembership(m replica.Membership) Membership {

@@ -104,7 +104,7 @@ func TestReplaceDeadReplica(t *testing.T) {
 	g := startGranter(t, ctx, newSession(t, ctx, c.node(2), WithTTL(10*time.Second)), "k")
 	defer g.finish()
 
-	c.stop(3) // host 3 is gone for good
+	c.crash(3) // host 3 is gone for good
 	g.waitMore(ctx, 40)
 
 	cfg4 := joinConfig(t, c, 4)
@@ -155,7 +155,7 @@ func TestReplaceDeadReplica(t *testing.T) {
 	n4 = startJoined(t, c, cfg4)
 	_, err = n4.Members(ctx) // back in touch with the group
 	require.NoError(t, err)
-	c.stop(1)
+	c.crash(1)
 	g.waitMore(ctx, 10)
 	s4 := newSession(t, ctx, n4)
 	l, err := s4.Acquire(ctx, "on-the-new-replica")
@@ -220,7 +220,7 @@ func TestNonVotingReplicasHoldAndWait(t *testing.T) {
 	w2 := newSession(t, ctx, nv[2]) // replica 6
 	res2 := acquireAsync(ctx, w2, "job2")
 	waitWaiters(t, ctx, nv[3], "job2", 1)
-	c.stop(4)
+	c.crash(4)
 	r2 := <-res2
 	require.NoError(t, r2.err)
 	require.Greater(t, r2.l.Token(), again.Token())

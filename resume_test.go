@@ -50,7 +50,7 @@ func TestResumeSessionAfterRestart(t *testing.T) {
 	waitWaiters(t, ctx, c.node(3), "M", 1)
 
 	saved := s.Resume().String()
-	c.stop(1) // the process dies: nothing is closed at the group
+	c.crash(1) // the process dies: nothing is closed at the group
 	require.ErrorIs(t, <-queued, ErrClosed)
 	c.start(1)
 

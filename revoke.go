@@ -69,15 +69,36 @@ func (n *Node) revoke(ctx context.Context, name string, token uint64, election b
 	return fmt.Errorf("fencelock: revoke %q: unexpected reply %v", name, res.Status)
 }
 
-// EndSession ends session id at the group, whoever owns it, as an expiry
-// would: its locks and leaderships pass to their queues' heads in one step,
-// its queued requests are withdrawn, and its holder's Done closes with
-// ErrRevoked. A session that is already over is ErrSessionExpired. It is
-// linearizable; the IDs come from Node.Sessions or Node.Locks. A session
+// EndSession ends session id at the default group, whoever owns it, as an
+// expiry would: its locks and leaderships pass to their queues' heads in
+// one step, its queued requests are withdrawn, and its holder's Done closes
+// with ErrRevoked. A session that is already over is ErrSessionExpired. It
+// is linearizable; the IDs come from Node.Sessions or Node.Locks. A session
 // opened WithLockDelay delays its locks as if it had expired: its holder
 // did not choose to stop, and may be acting still.
+//
+// This ends a whole Session: its ID (Session.ID) is its default part's,
+// and a session whose default part ends is over (Session.Done), so its
+// node closes its parts in the other groups too. If that node is down it
+// cannot: each of those parts then expires at its TTL, or an operator ends
+// it with EndSessionIn, by its ID in its group (SessionsIn lists them with
+// their Owner).
 func (n *Node) EndSession(ctx context.Context, id uint64) error {
-	res, err := n.r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id})
+	return n.EndSessionIn(ctx, "", id)
+}
+
+// EndSessionIn is EndSession of the session with ID id in group ("" is the
+// default group). In a named group it ends only that part of a Session
+// (Session.IDIn): the locks and leaderships held there are lost, with
+// ErrRevoked, and nothing the session holds in other groups is touched; the
+// session's next call naming the group opens a new part. A group this
+// deployment does not run fails with ErrUnknownGroup.
+func (n *Node) EndSessionIn(ctx context.Context, group string, id uint64) error {
+	r, err := n.group(group)
+	if err != nil {
+		return err
+	}
+	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id})
 	if err != nil {
 		return err
 	}

@@ -32,3 +32,13 @@ func (n *Node) route(name string) (string, *replica.Replica, error) {
 	}
 	return group, r, nil
 }
+
+// group returns this node's replica of group ("" is the default group), or
+// an error wrapping ErrUnknownGroup. The views that take a group by name
+// (SessionsIn, MembersOf, EndSessionIn) resolve it here.
+func (n *Node) group(group string) (*replica.Replica, error) {
+	if r := n.groups().Group(group); r != nil {
+		return r, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
+}

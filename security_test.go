@@ -56,7 +56,7 @@ func TestMutualTLSRefusesImpostors(t *testing.T) {
 
 	// 1. A process with another CA's certificate takes the victim's place:
 	// same ID, same address, same member list, an empty log.
-	c.stop(victim)
+	c.crash(victim)
 	badCert, badKey := other.issue("impostor")
 	wrongCA := startImpostor(t, impostorConfig(t, victim, c.members[victim], c.members,
 		transport.MutualTLS(other.file, badCert, badKey)))
@@ -89,9 +89,27 @@ func TestMutualTLSRefusesImpostors(t *testing.T) {
 	}
 	require.Error(t, err, "the server refuses a client certificate from another CA")
 
-	// The impostors campaign every 50-100ms; give them many tries.
+	// The impostors campaign every 50-100ms: give them many tries, each
+	// refused, while the group keeps granting and must not move. A refusal
+	// is a connection that fails: the impostors' own to the group, and the
+	// group's to the mis-certified joiner (which dials nobody) and to the
+	// victim's address.
+	failures := func() []uint64 {
+		return []uint64{wrongCA.Stats().ConnectionFailures, plain.Stats().ConnectionFailures,
+			c.node(leader).Stats().ConnectionFailures + c.node(survivor).Stats().ConnectionFailures}
+	}
 	g.waitMore(ctx, 30)
-	time.Sleep(time.Second) // no event marks "an impostor failed for a second"; the group must not move meanwhile
+	before := failures()
+	waitUntil(t, ctx, "the impostors were refused 10 more times each", func() bool {
+		now := failures()
+		for i := range now {
+			if now[i] < before[i]+10 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("connection failures (impostor with another CA, impostor without TLS, the group): %v, then %v", before, failures())
 	g.waitMore(ctx, 5)
 	// Impostors that got through would bump the term at every campaign (or
 	// crash the group, as a control run with a shared CA shows); a loaded

@@ -147,9 +147,20 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 	return s, nil
 }
 
-// ID returns the session's ID in the default group, unique there for good.
-// Its parts in other groups have IDs of their own.
+// ID returns the session's ID: its default part's ID in the default group,
+// unique there for good. It names the session as a whole: Node.EndSession
+// of it ends the whole session, a resume token carries it, and the HTTP
+// API's session_id is it. The session's parts in other groups have IDs of
+// their own there (IDIn), which that group's views (Inspect, Locks,
+// SessionsIn, Candidates) report.
 func (s *Session) ID() uint64 { return s.s.ID() }
+
+// IDIn returns the ID of the session's live part in group ("" is the
+// default group, whose part is ID's): ok is false while the session has no
+// part there (no call named the group yet, or its part there ended). The
+// ID is the one group's views report for this session's grants there, and
+// the one Node.EndSessionIn takes.
+func (s *Session) IDIn(group string) (id uint64, ok bool) { return s.s.PartID(group) }
 
 // TTL returns the session's time to live.
 func (s *Session) TTL() time.Duration { return s.s.TTL() }

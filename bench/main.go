@@ -1,5 +1,5 @@
 // Command bench is lockbench for fencelock: it runs the workloads of
-// WORKLOADS.md (W1-W6) against 3 replicas in this process on loopback, each
+// WORKLOADS.md (W1-W10) against 3 replicas in this process on loopback, each
 // with its own data dir on local disk, durability as shipped, and prints one
 // JSON line per workload.
 //
@@ -7,7 +7,9 @@
 //	go run ./bench -workload W1,W2 -peer etcd -runs 3  # interleaved with etcd, plus ratio lines
 //	go run ./bench -workload W1,W2,W3 -http            # also over the HTTP API, plus its ratio over in-process
 //	go run ./bench -workload W9 -w9-sessions 2000 -w9-idle 20s  # idle sessions (W9 runs only when named)
+//	go run ./bench -workload W10                       # many groups (only when named): W10a per G, W10b, a check line
 //	go run ./bench -sweep W2,W6 -peer etcd             # sweeps: docs/perf/w2-sweep.json + .svg charts, w6-sweep.*
+//	go run ./bench -sweep W10                          # W10 (a) at G = 1,2,4,8: docs/perf/w10-sweep.*
 //	go run ./bench -charts docs/perf/w2-sweep.json     # redraw a sweep's charts from its JSON
 //
 // W1 runs in two placements, W1-leader and W1-follower (the worker's
@@ -56,6 +58,9 @@ type flags struct {
 	w9Sessions, w9Parallel int
 	w9TTL, w9Idle          time.Duration
 
+	w10Groups          string
+	w10Idle, w10Settle time.Duration
+
 	sweep, sweepWorkers, sweepLocks, sweepOut, charts, chartDir string
 	sweepDuration                                               time.Duration
 	w6MemLimit, w6HeapProfile                                   string
@@ -83,7 +88,10 @@ func run() error {
 	flag.DurationVar(&f.w9TTL, "w9-ttl", 10*time.Second, "W9: the sessions' TTL")
 	flag.DurationVar(&f.w9Idle, "w9-idle", 60*time.Second, "W9: the idle window measured")
 	flag.IntVar(&f.w9Parallel, "w9-parallel", 512, "W9: sessions opened (and their lock taken) at once")
-	flag.StringVar(&f.sweep, "sweep", "", "run sweeps instead of workloads: W2, W6 or W2,W6 (W2 also on the -peer)")
+	flag.StringVar(&f.w10Groups, "w10-groups", "1,2,4,8", "W10 (a): the counts of groups over 3 replicas")
+	flag.DurationVar(&f.w10Idle, "w10-idle", 3*time.Second, "W10 (a): the idle window whose process CPU is measured at each count of groups")
+	flag.DurationVar(&f.w10Settle, "w10-settle", 30*time.Second, "W10: how long to wait for the leader balancer to spread the leaders before measuring anyway")
+	flag.StringVar(&f.sweep, "sweep", "", "run sweeps instead of workloads: W2, W6, W10, or a list (W2 also on the -peer; W10 measures -duration a point)")
 	flag.StringVar(&f.sweepWorkers, "sweep-workers", "1,2,4,8,16,32,64,128,256", "W2 sweep: worker counts")
 	flag.DurationVar(&f.sweepDuration, "sweep-duration", 5*time.Second, "W2 sweep: measured time per point and system (after a 2s warm-up)")
 	flag.StringVar(&f.sweepLocks, "sweep-locks", "10k,30k,100k,300k,1M", "W6 sweep: locks held")
@@ -104,16 +112,16 @@ func run() error {
 		return redraw(f.charts, f.chartDir)
 	}
 	all := append(append([]string{}, lockbench.Workloads...), "W6")
-	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9"))
+	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9", "W10"))
 	if err != nil {
 		return err
 	}
 	if f.workload == "" || f.workload == "all" {
-		workloads = all // W9 holds 100,000 sessions for a minute: only when named
+		workloads = all // W9 holds 100,000 sessions for a minute, W10 runs clusters of its own shapes: only when named
 	}
 	var sweeps []string
 	if f.sweep != "" {
-		if sweeps, err = lockbench.ParseWorkloads(f.sweep, []string{"W2", "W6"}); err != nil {
+		if sweeps, err = lockbench.ParseWorkloads(f.sweep, []string{"W2", "W6", "W10"}); err != nil {
 			return fmt.Errorf("-sweep: %w", err)
 		}
 	}
@@ -144,10 +152,13 @@ func run() error {
 	if len(sweeps) > 0 {
 		for _, w := range sweeps {
 			var sw sweepFile
-			if w == "W2" {
+			switch w {
+			case "W2":
 				sw, err = sweepW2(context.Background(), f, root, peer)
-			} else {
+			case "W6":
 				sw, err = sweepW6(context.Background(), f, root)
+			default:
+				sw, err = sweepW10(context.Background(), f, root)
 			}
 			if err != nil {
 				return fmt.Errorf("sweep %s: %w", w, err)
@@ -166,7 +177,7 @@ func run() error {
 	overHTTP := map[string][]lockbench.Result{}
 	for r := range f.runs {
 		for _, w := range workloads {
-			peerFirst := peer != nil && r%2 == 1 && w != "W6" && w != "W9"
+			peerFirst := peer != nil && r%2 == 1 && !fencelockOnly(w)
 			if peerFirst {
 				if err := peer.run(ctx, f, w, r, theirs); err != nil {
 					return err
@@ -182,6 +193,18 @@ func run() error {
 				var chk w9Check
 				res, chk, err = w9(ctx, f, dir)
 				check = chk.JSON()
+			case "W10": // prints its lines as it goes: one per point and part
+				var chk w10Check
+				if _, chk, err = w10(ctx, f, dir); err == nil {
+					fmt.Println(chk.JSON())
+				}
+				if !f.keep {
+					os.RemoveAll(dir)
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", w, err)
+				}
+				continue
 			default:
 				res, err = lockbench.Run(ctx, o, w, starter(f.replicas, nil), dir)
 			}
@@ -209,7 +232,7 @@ func run() error {
 				fmt.Println(hr.JSON())
 				overHTTP[w] = append(overHTTP[w], hr)
 			}
-			if peer != nil && !peerFirst && w != "W6" && w != "W9" {
+			if peer != nil && !peerFirst && !fencelockOnly(w) {
 				if err := peer.run(ctx, f, w, r, theirs); err != nil {
 					return err
 				}
@@ -232,6 +255,9 @@ func run() error {
 	}
 	return nil
 }
+
+// fencelockOnly are the workloads the etcd peer has no counterpart of.
+func fencelockOnly(w string) bool { return w == "W6" || w == "W9" || w == "W10" }
 
 // profile starts the profiles asked for and returns what writes them.
 func profile(f flags) (func(), error) {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -126,4 +129,121 @@ func TestSweepWritesJSONAndCharts(t *testing.T) {
 	require.NoError(t, redraw(filepath.Join(out, "w2-sweep.json"), ""))
 	_, err = os.Stat(filepath.Join(out, "w2-sweep.svg"))
 	require.NoError(t, err)
+}
+
+func TestW10NamesSpreadWorkersOverTheGroups(t *testing.T) {
+	require.Equal(t, "bench/W10/5", w10Name(5, 1), "one group: the default, no suffix")
+	require.Equal(t, "bench/W10/8", w10Name(8, 4), "i%G == 0: the default group")
+	require.Equal(t, "bench/W10/9@g1", w10Name(9, 4))
+	require.Equal(t, "bench/W10/63@g7", w10Name(63, 8))
+	per := map[string]int{}
+	for i := range 64 {
+		n := w10Name(i, 8)
+		g := ""
+		if at := bytes.LastIndexByte([]byte(n), '@'); at >= 0 {
+			g = n[at+1:]
+		}
+		per[g]++
+	}
+	require.Len(t, per, 8)
+	for g, n := range per {
+		require.Equal(t, 8, n, "group %q", g)
+	}
+}
+
+func w10Lines(g1, g8, alone99, down99 float64, balanced int) []lockbench.Result {
+	return []lockbench.Result{
+		{Workload: "W10a", OpsPerS: g1, Notes: fmt.Sprintf("groups=1 balanced=%d", 1)},
+		{Workload: "W10a", OpsPerS: g8, Notes: fmt.Sprintf("groups=8 balanced=%d", balanced)},
+		{Workload: "W10b-alone", P99: alone99, Notes: "balanced=1"},
+		{Workload: "W10b-a-down", P99: down99},
+	}
+}
+
+func TestW10CheckReadsTheTargetsOffTheLines(t *testing.T) {
+	c := w10Checks(w10Lines(1000, 1100, 2, 2.5, 1))
+	require.True(t, c.Pass, c.Why)
+	require.Equal(t, 8, c.AggregateAt)
+	require.InDelta(t, 1.1, c.AggregateRatio, 1e-9)
+	require.InDelta(t, 1.25, c.BP99Ratio, 1e-9)
+
+	c = w10Checks(w10Lines(1000, 900, 2, 2.5, 1))
+	require.False(t, c.Pass)
+	require.Contains(t, c.Why, "8 groups gave 0.90x")
+
+	c = w10Checks(w10Lines(1000, 1000, 2, 3.2, 1))
+	require.False(t, c.Pass)
+	require.Contains(t, c.Why, "b's p99 with a down was 1.60x")
+
+	c = w10Checks(w10Lines(1000, 1000, 2, 2, 0))
+	require.False(t, c.Pass)
+	require.False(t, c.LeadersWithinBound)
+
+	ls := w10Lines(1000, 1000, 2, 2, 1)
+	ls[2].Notes = "balanced=0"
+	c = w10Checks(ls)
+	require.False(t, c.Pass)
+	require.Contains(t, c.Why, "in W10b the leaders")
+
+	c = w10Checks(w10Lines(1000, 1000, 2, 2, 1)[:2])
+	require.False(t, c.Pass, "without W10b the check cannot pass")
+	var back w10Check
+	require.NoError(t, json.Unmarshal([]byte(c.JSON()), &back))
+	require.Equal(t, c, back)
+}
+
+func TestW10SweepChartsReadThePointsAndNotes(t *testing.T) {
+	sw := sweepFile{Sweep: "W10", Param: "groups", Date: "2026-12-04T19:00:00Z", Host: "2 cpus"}
+	for _, g := range []int{1, 2, 4, 8} {
+		sw.Points = append(sw.Points, sweepPoint{X: g, Results: map[string]lockbench.Result{"fencelock": {
+			Workload: "W10a", OpsPerS: float64(1000 * g), P50: 1, P99: float64(g),
+			Notes: fmt.Sprintf("groups=%d idle_cpu_pct=%d.5 cluster_heap_mb=%d.0", g, 2*g, 10+5*g)}}})
+	}
+	cs := chartsFor(sw, "w10-sweep")
+	require.Len(t, cs, 3)
+	require.Equal(t, []string{"w10-sweep.svg", "w10-sweep-latency.svg", "w10-sweep-cost.svg"}, []string{cs[0].File, cs[1].File, cs[2].File})
+	require.Equal(t, []point{{1, 1000}, {2, 2000}, {4, 4000}, {8, 8000}}, cs[0].Series[0].Points)
+	require.Equal(t, []point{{1, 1}, {2, 2}, {4, 4}, {8, 8}}, cs[1].Series[1].Points)
+	require.True(t, cs[1].Series[1].Dashed)
+	require.Equal(t, []point{{1, 2.5}, {2, 4.5}, {4, 8.5}, {8, 16.5}}, cs[2].Series[0].Points)
+	require.Equal(t, []point{{1, 15}, {2, 20}, {4, 30}, {8, 50}}, cs[2].Series[1].Points)
+}
+
+// TestW10RunsBothPartsOnRealGroups runs W10 end to end, short: real
+// replicas with named groups, the balancer waited for, the workers routed
+// by name, and in W10b two replicas really stopped (the run itself fails
+// if group a still grants afterwards). Speed is not asserted: that is the
+// benchmark's.
+func TestW10RunsBothPartsOnRealGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 3 clusters")
+	}
+	f := flags{w10Groups: "1,2", w10Idle: 100 * time.Millisecond, w10Settle: time.Minute,
+		duration: 300 * time.Millisecond, workers: 6, iterations: 20}
+	rs, chk, err := w10(context.Background(), f, t.TempDir())
+	require.NoError(t, err)
+	require.Len(t, rs, 4)
+	for i, g := range []float64{1, 2} {
+		r := rs[i]
+		require.Equal(t, "W10a", r.Workload)
+		n, _ := r.Note("groups")
+		require.Equal(t, g, n)
+		require.Zero(t, r.Errors, r.Notes)
+		require.Positive(t, r.Ops)
+		ok, _ := r.Note("balanced")
+		require.Equal(t, 1.0, ok, "leaders spread within a minute: %s", r.Notes)
+		lead, _ := r.Note("max_leaders")
+		require.Equal(t, 1.0, lead, "one group each at G=1 and G=2 on 3 replicas")
+	}
+	require.Equal(t, "W10b-alone", rs[2].Workload)
+	require.Equal(t, "W10b-a-down", rs[3].Workload)
+	for _, r := range rs[2:] {
+		require.Equal(t, 20, r.Ops, r.Notes)
+		require.Zero(t, r.Errors)
+	}
+	aLeader, ok := rs[3].Note("a_leader_seen_by_r3_at_end")
+	require.True(t, ok)
+	require.Zero(t, aLeader)
+	require.True(t, chk.LeadersWithinBound)
+	require.Equal(t, 2, chk.AggregateAt)
 }

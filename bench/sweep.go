@@ -250,6 +250,25 @@ func chartsFor(sw sweepFile, base string) []chart {
 				line(sw, "acquire p99 (all locks held)", "fencelock", func(r lockbench.Result) (float64, bool) { return r.P99, true }),
 			}}
 		return nonEmpty(mem, ms)
+	case "W10":
+		col := colors[0]
+		thr := chart{File: base + ".svg", Title: title("W10 aggregate throughput"), XLabel: "groups over 3 replicas (64 workers spread over them)",
+			YLabel: "acquire+release pairs/s, all groups", LogX: true,
+			Series: []series{line(sw, "fencelock", "fencelock", func(r lockbench.Result) (float64, bool) { return r.OpsPerS, true })}}
+		thr.Series[0].Color = col
+		lat := chart{File: base + "-latency.svg", Title: title("W10 acquire latency"), XLabel: "groups", YLabel: "acquire ms",
+			LogX: true, LogY: true}
+		p50 := line(sw, "fencelock p50", "fencelock", func(r lockbench.Result) (float64, bool) { return r.P50, true })
+		p99 := line(sw, "fencelock p99 (dashed)", "fencelock", func(r lockbench.Result) (float64, bool) { return r.P99, true })
+		p50.Color, p99.Color, p99.Dashed = col, col, true
+		lat.Series = []series{p50, p99}
+		cost := chart{File: base + "-cost.svg", Title: title("W10 idle cost of the groups"), XLabel: "groups over 3 replicas",
+			YLabel: "% of one core; MB", LogX: true,
+			Series: []series{
+				line(sw, "idle CPU, % of one core (process: 3 replicas)", "fencelock", note("idle_cpu_pct")),
+				line(sw, "live heap MB (3 replicas, idle)", "fencelock", note("cluster_heap_mb")),
+			}}
+		return nonEmpty(thr, lat, cost)
 	}
 	return nil
 }

@@ -16,10 +16,18 @@ type CampaignResponse struct {
 	Value   string `json:"value,omitempty"`
 	// QueuePosition is 1 for the next candidate to lead; set while waiting.
 	QueuePosition int `json:"queue_position,omitempty"`
+	// HolderSession is the session's ID in the election's group, as
+	// AcquireResponse's: what the election's views name it by.
+	HolderSession ID `json:"holder_session,omitempty"`
 }
 
 func electedResponse(l *fencelock.Leadership) CampaignResponse {
-	return CampaignResponse{Elected: true, Token: ID(l.Token()), Fence: l.Fence().String(), Value: l.Value()}
+	var holder ID
+	if s := l.Session(); s != nil {
+		id, _ := s.IDIn(groupOf(l.Election()))
+		holder = ID(id)
+	}
+	return CampaignResponse{Elected: true, Token: ID(l.Token()), Fence: l.Fence().String(), Value: l.Value(), HolderSession: holder}
 }
 
 // sessionCall decodes the common parts of a call on a lock or an election
@@ -104,7 +112,7 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 	case pos == 0:
 		writeJSON(w, http.StatusOK, electedResponse(wt.lead))
 	default:
-		writeJSON(w, http.StatusOK, CampaignResponse{Elected: false, QueuePosition: pos})
+		writeJSON(w, http.StatusOK, CampaignResponse{Elected: false, QueuePosition: pos, HolderSession: holderSession(hs, name)})
 	}
 }
 

@@ -15,6 +15,7 @@ const (
 	CodeInvalidName      = "invalid_name"       // 400: a lock or election name the group refuses
 	CodeInvalidTTL       = "invalid_ttl"        // 400: ttl_ms out of range
 	CodeValueTooLarge    = "value_too_large"    // 400: an election value over 4096 bytes
+	CodeUnknownGroup     = "unknown_group"      // 400: a name's "@group" (or ?group=) that the deployment does not run
 	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
 	CodeForbidden        = "forbidden"          // 403: the session's secret missing or wrong, or the token lacks a right
 	CodeNotFound         = "not_found"          // 404: unknown or ended session, unknown path
@@ -70,6 +71,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, fencelock.ErrInvalidName):
 		return newError(http.StatusBadRequest, CodeInvalidName, err.Error())
+	case errors.Is(err, fencelock.ErrUnknownGroup):
+		return newError(http.StatusBadRequest, CodeUnknownGroup, err.Error())
 	case errors.Is(err, fencelock.ErrInvalidTTL):
 		return newError(http.StatusBadRequest, CodeInvalidTTL, err.Error())
 	case errors.Is(err, fencelock.ErrValueTooLarge):

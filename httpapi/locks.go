@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +143,26 @@ type AcquireResponse struct {
 	Fence string `json:"fence,omitempty"`
 	// QueuePosition is 1 for the next in line; set while waiting.
 	QueuePosition int `json:"queue_position,omitempty"`
+	// HolderSession is the session's ID in the lock's group, with a grant
+	// or a place in the queue: what the lock's views and watch events name
+	// it by. It is session_id in the default group; in a named group
+	// ("name@group") it is the ID of the session's part there.
+	HolderSession ID `json:"holder_session,omitempty"`
+}
+
+// groupOf returns the group a lock or election name lives in: the part
+// after its last '@'; "" (the default group) for a name without one.
+func groupOf(name string) string {
+	if i := strings.LastIndexByte(name, '@'); i >= 0 {
+		return name[i+1:]
+	}
+	return ""
+}
+
+// holderSession is the ID hs goes by in name's group (AcquireResponse).
+func holderSession(hs *session, name string) ID {
+	id, _ := hs.s.IDIn(groupOf(name))
+	return ID(id)
 }
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
@@ -176,7 +198,8 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			writeError(w, err)
 		default:
-			writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(l.Token()), Fence: l.Fence().String()})
+			writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(l.Token()), Fence: l.Fence().String(),
+				HolderSession: holderSession(hs, name)})
 		}
 		return
 	}
@@ -198,9 +221,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !ok:
 	case pos == 0:
-		writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(wt.lock.Token()), Fence: wt.lock.Fence().String()})
+		writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(wt.lock.Token()), Fence: wt.lock.Fence().String(),
+			HolderSession: holderSession(hs, name)})
 	default:
-		writeJSON(w, http.StatusOK, AcquireResponse{Granted: false, QueuePosition: pos})
+		writeJSON(w, http.StatusOK, AcquireResponse{Granted: false, QueuePosition: pos, HolderSession: holderSession(hs, name)})
 	}
 }
 
@@ -377,6 +401,9 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 
 // LockList answers GET /v1/locks.
 type LockList struct {
+	// Group is the group listed ("" is the default group): its session
+	// IDs are IDs in that group.
+	Group string     `json:"group"`
 	Locks []LockJSON `json:"locks"`
 	More  bool       `json:"more"`
 	Next  string     `json:"next,omitempty"` // the "after" of the next page
@@ -393,14 +420,19 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 	if a := q.Get("after"); a != "" {
 		opts = append(opts, fencelock.ListAfter(a))
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	page, err := s.node.Locks(ctx, q.Get("prefix"), opts...)
+	prefix, err := listPrefix(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	out := LockList{Locks: []LockJSON{}, More: page.More}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	page, err := s.node.Locks(ctx, prefix, opts...)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := LockList{Group: page.Group, Locks: []LockJSON{}, More: page.More}
 	for _, d := range page.Locks {
 		out.Locks = append(out.Locks, lockJSON(d.LockInfo))
 	}
@@ -410,13 +442,39 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// sessionOpen reports whether session id is still open at the group; on a
+// listPrefix is the prefix GET /v1/locks lists: ?prefix, with ?group's
+// "@group" added when it has none. A prefix naming one group and ?group
+// another is a 400: a listing covers one group.
+func listPrefix(r *http.Request) (string, error) {
+	q := r.URL.Query()
+	prefix, group := q.Get("prefix"), q.Get("group")
+	if group == "" {
+		return prefix, nil
+	}
+	if strings.IndexByte(prefix, '@') < 0 {
+		return prefix + "@" + group, nil
+	}
+	if groupOf(prefix) != group {
+		return "", newError(http.StatusBadRequest, CodeBadRequest,
+			"prefix "+strconv.Quote(prefix)+" names group "+strconv.Quote(groupOf(prefix))+", group "+strconv.Quote(group))
+	}
+	return prefix, nil
+}
+
+// sessionOpen reports whether session id is still open in group; on a
 // failed read it says yes (the event is then called a release).
-func (s *Server) sessionOpen(ctx context.Context, id uint64) bool {
+func (s *Server) sessionOpen(ctx context.Context, group string, id uint64) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	page, err := s.node.Sessions(ctx, fencelock.ListAfterSession(id-1), fencelock.ListLimit(1))
+	page, err := s.node.SessionsIn(ctx, group, fencelock.ListAfterSession(id-1), fencelock.ListLimit(1))
 	return err != nil || (len(page.Sessions) > 0 && page.Sessions[0].ID == id)
+}
+
+// endKey names one grant across the groups: tokens are per group, so two
+// groups' grants may share one.
+type endKey struct {
+	group string
+	token uint64
 }
 
 // endKind is how one grant ended, found once for all the streams that
@@ -431,17 +489,18 @@ type endKind struct {
 // lock reports the same end: one read of the group answers them all, rather
 // than one per watcher, which would make a release cost as many reads as
 // the lock has watchers.
-func (s *Server) grantEnd(ctx context.Context, session, token uint64) string {
+func (s *Server) grantEnd(ctx context.Context, group string, session, token uint64) string {
+	key := endKey{group, token}
 	s.mu.Lock()
-	e := s.ends[token]
+	e := s.ends[key]
 	if e == nil {
 		e = &endKind{done: make(chan struct{}), kind: "released"}
 		if len(s.ends) >= 4096 { // a bound: ends are reported within moments
 			clear(s.ends)
 		}
-		s.ends[token] = e
+		s.ends[key] = e
 		s.mu.Unlock()
-		if !s.sessionOpen(ctx, session) {
+		if !s.sessionOpen(ctx, group, session) {
 			e.kind = "expired"
 		}
 		close(e.done)
@@ -492,7 +551,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			st.send("state", ev)
 		case prev.Held && (!info.Held || info.Token != prev.Token):
 			// The grant ended: by release, or by the end of its session.
-			kind := s.grantEnd(st.ctx, prev.SessionID, prev.Token)
+			kind := s.grantEnd(st.ctx, groupOf(name), prev.SessionID, prev.Token)
 			end := ev
 			end.PreviousSession, end.PreviousToken = ID(prev.SessionID), ID(prev.Token)
 			if info.Held { // passed on in the same step: the end, then the grant

@@ -160,7 +160,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[ID]*session     // the HTTP sessions this replica owns
 	owners   map[ID]uint64       // learnt owners of other replicas' sessions
-	ends     map[uint64]*endKind // how grants ended, by token (grantEnd)
+	ends     map[endKey]*endKind // how grants ended, by group and token (grantEnd)
 	closed   bool
 }
 
@@ -170,7 +170,7 @@ func New(node *fencelock.Node, opts ...Option) *Server {
 		node: node, mux: http.NewServeMux(), peers: map[uint64]*url.URL{},
 		maxBody: MaxBodyBytes, timeout: 10 * time.Second,
 		bodyTimeout: DefaultBodyTimeout, maxStreams: DefaultMaxStreams, streamWrite: DefaultStreamWriteTimeout,
-		sessions: map[ID]*session{}, owners: map[ID]uint64{}, ends: map[uint64]*endKind{},
+		sessions: map[ID]*session{}, owners: map[ID]uint64{}, ends: map[endKey]*endKind{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -244,8 +244,16 @@ func needAnyRead(p *principal, r *http.Request) error {
 // needListRead allows GET /v1/locks only for a prefix the token may read
 // whole: a listing is refused rather than filtered, so that its pages and
 // "more" keep their meaning.
+//
+// A listing covers one group, and its names all start with the prefix's
+// part before its "@group" (the group's names carry "@group" at their
+// end): that part is what the token must cover.
 func needListRead(p *principal, r *http.Request) error {
-	if prefix := r.URL.Query().Get("prefix"); !p.mayPrefix(RightRead, prefix) {
+	prefix := r.URL.Query().Get("prefix")
+	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
+		prefix = prefix[:i]
+	}
+	if !p.mayPrefix(RightRead, prefix) {
 		return errForbidden("this token has no read right on every name with prefix " + strconv.Quote(prefix) +
 			": list with a prefix it may read")
 	}
@@ -477,7 +485,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, id ID, peer *ur
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			// The owner is down: once the group has expired its sessions,
 			// this one is simply over.
-			if !s.sessionOpen(r.Context(), uint64(id)) {
+			if !s.sessionOpen(r.Context(), "", uint64(id)) {
 				s.mu.Lock()
 				delete(s.owners, id)
 				s.mu.Unlock()
@@ -647,6 +655,11 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 		s.endSession(w, r)
 		return
 	}
+	if r.URL.Query().Has("group") {
+		writeError(w, newError(http.StatusBadRequest, CodeBadRequest,
+			"?group= ends one part of a session, an administrator's call (no "+SecretHeader+"); with the secret, DELETE ends the whole session"))
+		return
+	}
 	hs, ok := s.sessionFromPath(w, r)
 	if !ok {
 		return
@@ -665,26 +678,31 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 
 // endSession ends any session at the group, without its secret, as an
 // expiry would (Node.EndSession: a lock-delay applies, for its holder did
-// not choose to stop). Any replica can: the owner need not be up.
+// not choose to stop). Any replica can: the owner need not be up. With
+// ?group= it ends the session with that ID in that group
+// (Node.EndSessionIn): one part of a session, whose other parts live on.
 func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 	id, err := parseID(r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	group := r.URL.Query().Get("group")
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	if err := s.node.EndSession(ctx, uint64(id)); err != nil {
+	if err := s.node.EndSessionIn(ctx, group, uint64(id)); err != nil {
 		writeError(w, err)
 		return
 	}
-	s.mu.Lock()
-	hs := s.sessions[id]
-	s.mu.Unlock()
-	if hs != nil {
-		s.drop(hs)
+	if group == "" {
+		s.mu.Lock()
+		hs := s.sessions[id]
+		s.mu.Unlock()
+		if hs != nil {
+			s.drop(hs)
+		}
 	}
-	s.log.Info("httpapi: session ended by an administrator", "session", uint64(id))
+	s.log.Info("httpapi: session ended by an administrator", "session", uint64(id), "group", group)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -699,6 +717,10 @@ type SessionJSON struct {
 
 // SessionList answers GET /v1/sessions.
 type SessionList struct {
+	// Group is the group listed (?group=; "" is the default group, whose
+	// IDs are the session_ids of the API). In a named group each entry is
+	// a session's part there, under its ID in that group.
+	Group    string        `json:"group"`
 	Sessions []SessionJSON `json:"sessions"`
 	More     bool          `json:"more"`
 	// Next is the "after" of the next page, when More.
@@ -734,12 +756,12 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	page, err := s.node.Sessions(ctx, opts...)
+	page, err := s.node.SessionsIn(ctx, r.URL.Query().Get("group"), opts...)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	out := SessionList{Sessions: []SessionJSON{}, More: page.More}
+	out := SessionList{Group: page.Group, Sessions: []SessionJSON{}, More: page.More}
 	for _, si := range page.Sessions {
 		out.Sessions = append(out.Sessions, SessionJSON{SessionID: ID(si.ID), Owner: int64(si.Owner),
 			TimeoutMS: si.TTL.Milliseconds(), Held: si.Held, Waiting: si.Waiting})

@@ -145,6 +145,7 @@ func FuzzFrame(f *testing.F) {
 	f.Add([]byte{0xAE, 0x7D, 0, 100, 0x40, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := frameReader{conn: &conn{r: bytes.NewReader(data)}}
+		read := 0
 		for {
 			kind, payload, err := r.next()
 			if err != nil {
@@ -153,16 +154,13 @@ func FuzzFrame(f *testing.F) {
 				}
 				return
 			}
-			if checkBudget(kind, payload) != nil {
-				return
-			}
-			if kind == kindBatch {
-				var b pb.MessageBatch
-				_ = b.Unmarshal(payload)
-			} else {
-				var c pb.Chunk
-				_ = c.Unmarshal(payload)
-			}
+			// What the reader returned is exactly the frame it consumed:
+			// its header and payload, as the sender writes them.
+			frame := append(make([]byte, headerSize), payload...)
+			putHeader(frame, kind)
+			require.Equal(t, data[read:read+len(frame)], frame, "the frame read is the bytes sent")
+			read += len(frame)
+			checkPayload(t, kind, payload)
 		}
 	})
 }
@@ -180,15 +178,82 @@ func FuzzPayload(f *testing.F) {
 	require.NoError(f, err)
 	f.Add(kindChunk, chunk)
 	f.Fuzz(func(t *testing.T, kind byte, payload []byte) {
-		if checkBudget(kind, payload) != nil {
+		checkPayload(t, kind, payload)
+	})
+}
+
+// checkPayload runs the budget check and the decoder a replica runs on a
+// payload and checks what they promise: a payload the budget admits and
+// that decodes takes at most the budget in memory once decoded, and its
+// decoded value survives a round trip through the encoder.
+func checkPayload(t *testing.T, kind byte, payload []byte) {
+	t.Helper()
+	if checkBudget(kind, payload) != nil {
+		return
+	}
+	limit := maxAmplification*len(payload) + budgetSlack
+	switch kind {
+	case kindBatch:
+		var b pb.MessageBatch
+		if b.Unmarshal(payload) != nil {
 			return
 		}
-		if kind == kindBatch {
-			var b pb.MessageBatch
-			_ = b.Unmarshal(payload)
-		} else {
-			var c pb.Chunk
-			_ = c.Unmarshal(payload)
+		require.LessOrEqual(t, batchCost(&b), limit, "the decoded batch exceeds the budget the check admitted")
+		enc, err := b.Marshal()
+		require.NoError(t, err)
+		var again pb.MessageBatch
+		require.NoError(t, again.Unmarshal(enc))
+		require.Equal(t, b, again, "decode(encode(decode(payload))) == decode(payload)")
+	case kindChunk:
+		var c pb.Chunk
+		if c.Unmarshal(payload) != nil {
+			return
 		}
-	})
+		require.LessOrEqual(t, chunkCost(&c), limit, "the decoded chunk exceeds the budget the check admitted")
+		enc, err := c.Marshal()
+		require.NoError(t, err)
+		var again pb.Chunk
+		require.NoError(t, again.Unmarshal(enc))
+		require.Equal(t, c, again, "decode(encode(decode(payload))) == decode(payload)")
+	default:
+		t.Fatalf("the budget admitted kind %d", kind)
+	}
+}
+
+// batchCost and chunkCost count the memory a decoded value holds, from the
+// value itself: its bytes and strings, and the Go values of its repeated
+// elements, at the costs budget.go charges for them.
+func batchCost(b *pb.MessageBatch) int {
+	n := len(b.SourceAddress)
+	for _, m := range b.Requests {
+		n += messageCost
+		for _, e := range m.Entries {
+			n += entryCost + len(e.Cmd)
+		}
+		n += snapshotValueCost(&m.Snapshot)
+	}
+	return n
+}
+
+func snapshotValueCost(s *pb.Snapshot) int {
+	n := len(s.Filepath) + membershipValueCost(&s.Membership)
+	for _, f := range s.Files {
+		n += fileCost + len(f.Filepath) + len(f.Metadata)
+	}
+	return n
+}
+
+func membershipValueCost(m *pb.Membership) int {
+	n := mapEntryCost * (len(m.Addresses) + len(m.Removed) + len(m.NonVotings) + len(m.Witnesses))
+	for _, maps := range []map[uint64]string{m.Addresses, m.NonVotings, m.Witnesses} {
+		for _, a := range maps {
+			n += len(a)
+		}
+	}
+	return n
+}
+
+func chunkCost(c *pb.Chunk) int {
+	return len(c.Data) + len(c.Filepath) + membershipValueCost(&c.Membership) +
+		fileCost + len(c.FileInfo.Filepath) + len(c.FileInfo.Metadata)
 }

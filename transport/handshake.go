@@ -38,7 +38,10 @@ import (
 var errRefused = errors.New("transport: peer refused")
 
 // Bind implements peering.Binder.
-func (f factory) Bind(l peering.Local) config.TransportFactory { return factory{local: l} }
+func (f factory) Bind(l peering.Local) config.TransportFactory {
+	f.local = l
+	return f
+}
 
 // warnings rate-limits the handshake's warnings: at most one a minute per
 // peer (by its address), whatever the reason, so a misconfigured peer that
@@ -145,6 +148,15 @@ func (t *tcpTransport) greet(conn net.Conn, target string) error {
 		peer, err := peering.Unmarshal(reply)
 		if err == nil {
 			err = t.local.Check(peer)
+		}
+		if err == nil && peer.Addr != target {
+			// The address led to another replica: a name whose DNS answer
+			// is stale, now the IP of another pod of the group. Talking
+			// to it would hand it messages for the replica at target,
+			// which it drops, for as long as the connection lives;
+			// refused, the next dial resolves the name again.
+			err = fmt.Errorf("it is replica %d at %s: %s leads to another replica (a stale DNS answer, or addresses swapped?)",
+				peer.Replica, peer.Addr, target)
 		}
 		if err != nil {
 			err = fmt.Errorf("%w: refused the replica at %s: %v", errRefused, target, err)

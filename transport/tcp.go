@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,13 +39,19 @@ const (
 // Dragonboat's logging (internal/dblog), which logs errors at warn level.
 var plog = logger.GetLogger("fencelock-transport")
 
+// lookupFunc resolves a host name to IP addresses (TCPConfig.LookupHost).
+type lookupFunc = func(ctx context.Context, host string) ([]string, error)
+
 // factory makes the transport for one NodeHost (config.TransportFactory).
 // With a Local bound (handshake.go), connections open with a handshake.
-type factory struct{ local peering.Local }
+type factory struct {
+	local  peering.Local
+	lookup lookupFunc // nil: the system's resolver
+}
 
 func (f factory) Create(nhc config.NodeHostConfig, handler raftio.MessageHandler,
 	chunks raftio.ChunkHandler) raftio.ITransport {
-	return &tcpTransport{nhc: nhc, handler: handler, chunks: chunks, local: f.local,
+	return &tcpTransport{nhc: nhc, handler: handler, chunks: chunks, local: f.local, lookup: f.lookup,
 		conns: make(map[net.Conn]struct{}), slots: make(chan struct{}, MaxInboundConns)}
 }
 
@@ -64,6 +72,7 @@ type tcpTransport struct {
 	chunks  raftio.ChunkHandler
 	server  *tls.Config   // nil without mutual TLS
 	local   peering.Local // nil: no handshake
+	lookup  lookupFunc    // nil: the system's resolver
 
 	warnings warnings
 
@@ -91,7 +100,7 @@ func (t *tcpTransport) Start() error {
 		t.server = t.server.Clone()
 		t.server.MinVersion = tls.VersionTLS13
 	}
-	if t.ln, err = net.Listen("tcp", t.nhc.GetListenAddress()); err != nil {
+	if t.ln, err = t.listen(); err != nil {
 		return err
 	}
 	t.wg.Add(1)
@@ -251,14 +260,66 @@ func (t *tcpTransport) refuse(from net.Addr, why error) {
 		t.nhc.GetListenAddress(), from, why, n)
 }
 
+// listen binds the listen address. A name in it is resolved by the lookup
+// hook when there is one (the system resolver does it otherwise), so that a
+// name mapped by the hook is listened on where peers will dial it.
+func (t *tcpTransport) listen() (net.Listener, error) {
+	addr := t.nhc.GetListenAddress()
+	host, port, err := net.SplitHostPort(addr)
+	if t.lookup == nil || err != nil || net.ParseIP(host) != nil {
+		return net.Listen("tcp", addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	defer cancel()
+	ips, err := t.resolve(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, ip := range ips {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, port))
+		if err == nil {
+			return ln, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("listen on %s (%s): %w", addr, strings.Join(ips, ", "), errors.Join(errs...))
+}
+
+// resolve looks host up with the hook, whose answer is not trusted to be
+// a list of IPs.
+func (t *tcpTransport) resolve(ctx context.Context, host string) ([]string, error) {
+	ips, err := t.lookup(ctx, host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", host, err)
+	}
+	out := ips[:0:0]
+	for _, ip := range ips {
+		if _, err := netip.ParseAddr(ip); err == nil { // zones allowed
+			out = append(out, ip)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("resolve %s: %w", host, errNoAddress)
+	}
+	return out, nil
+}
+
+// errNoAddress reports a name that resolved to no IP address.
+var errNoAddress = errors.New("no IP address")
+
+// dial opens a connection to the peer at target and greets it. A name in
+// target is resolved here, at every dial, so that a peer back under the
+// same name at another IP is reached there: Dragonboat dials again after a
+// connection fails.
 func (t *tcpTransport) dial(ctx context.Context, target string) (net.Conn, error) {
 	d := net.Dialer{Timeout: dialTimeout, KeepAlive: 10 * time.Second, LocalAddr: t.localAddr()}
-	conn, err := d.DialContext(ctx, "tcp", target)
+	conn, err := t.connect(ctx, &d, target)
 	if err != nil && d.LocalAddr != nil && errors.Is(err, syscall.EADDRNOTAVAIL) {
 		// The raft address is not on this host (a NAT): dial from the
 		// default address instead.
 		d.LocalAddr = nil
-		conn, err = d.DialContext(ctx, "tcp", target)
+		conn, err = t.connect(ctx, &d, target)
 	}
 	if err != nil {
 		return nil, err
@@ -284,6 +345,32 @@ func (t *tcpTransport) dial(ctx context.Context, target string) (net.Conn, error
 		return nil, err
 	}
 	return conn, nil
+}
+
+// connect opens the TCP connection to target. Without a lookup hook the
+// dialer resolves a name itself (Go's resolver caches nothing); with one,
+// the hook's addresses are tried in order.
+func (t *tcpTransport) connect(ctx context.Context, d *net.Dialer, target string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(target)
+	if t.lookup == nil || err != nil || net.ParseIP(host) != nil {
+		return d.DialContext(ctx, "tcp", target)
+	}
+	ips, err := t.resolve(ctx, host)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", target, err)
+	}
+	var errs []error
+	for _, ip := range ips {
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, port))
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("dial %s (%s): %w", target, strings.Join(ips, ", "), errors.Join(errs...))
 }
 
 // localAddr is the address peer connections leave from: the replica's own

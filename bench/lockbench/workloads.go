@@ -123,7 +123,29 @@ func w1(ctx context.Context, c Cluster, o Options, placement string) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	const name = "bench/W1/0"
+	res, err := Uncontended(ctx, cl, "bench/W1/0", n)
+	_ = cl.Close(ctx)
+	if err != nil {
+		return res, err
+	}
+	leader, _ := c.Leader(ctx)
+	res.addNote("worker_on_leader=%d worker_replica=%d leader_at_start=%d leader_at_end=%d",
+		b2i(leader == replica), replica, leaderAtStart, leader)
+	if placement != "" {
+		res.addNote("placement=%s", placement)
+		if leader != leaderAtStart {
+			res.addNote("leader_moved_during_run")
+		}
+	}
+	return res, nil
+}
+
+// Uncontended runs W1's loop on one client: 20 warm-up pairs, then n
+// measured pairs of acquire(name) then release. The result has the acquire
+// quantiles, pairs/s and, in Notes, release_p50_ms and release_p99_ms; a
+// failed call is counted in Errors and the loop goes on. It fails only if a
+// warm-up pair does (the name or the cluster is unusable).
+func Uncontended(ctx context.Context, cl Client, name string, n int) (Result, error) {
 	for range 20 { // warm up: connections, the first proposals
 		h, err := cl.Acquire(ctx, name)
 		if err != nil {
@@ -152,25 +174,24 @@ func w1(ctx context.Context, c Cluster, o Options, placement string) (Result, er
 		rel = append(rel, time.Since(t1))
 	}
 	el := time.Since(start)
-	_ = cl.Close(ctx)
-	leader, _ := c.Leader(ctx)
 	a, r := acq.sorted(), rel.sorted()
 	res := Result{Workers: 1, DurationS: round1(el.Seconds()), Ops: len(rel),
 		OpsPerS: round1(float64(len(rel)) / el.Seconds()),
 		P50:     a.pct(.5), P99: a.pct(.99), P999: a.pct(.999), Max: a.pct(1), Errors: errs}
-	res.addNote("release_p50_ms=%v release_p99_ms=%v worker_on_leader=%d worker_replica=%d leader_at_start=%d leader_at_end=%d",
-		r.pct(.5), r.pct(.99), b2i(leader == replica), replica, leaderAtStart, leader)
-	if placement != "" {
-		res.addNote("placement=%s", placement)
-		if leader != leaderAtStart {
-			res.addNote("leader_moved_during_run")
-		}
-	}
+	res.addNote("release_p50_ms=%v release_p99_ms=%v", r.pct(.5), r.pct(.99))
 	return res, nil
 }
 
 // throughput (W2): every worker loops acquire+release on its own lock.
 func throughput(ctx context.Context, c Cluster, workers int, d time.Duration, wl string) (Result, error) {
+	return Throughput(ctx, c, workers, d, func(i int) string { return fmt.Sprintf("bench/%s/%d", wl, i) })
+}
+
+// Throughput runs W2's loop: workers clients, round-robin over the
+// replicas, each loops acquire+release on its own lock name(i) for 2s of
+// warm-up and then d measured. The result has pairs/s and the acquire
+// quantiles over d; failed calls are counted in Errors.
+func Throughput(ctx context.Context, c Cluster, workers int, d time.Duration, name func(worker int) string) (Result, error) {
 	cs, err := clients(ctx, c, workers, sessionTTL)
 	if err != nil {
 		return Result{}, err
@@ -187,7 +208,7 @@ func throughput(ctx context.Context, c Cluster, workers int, d time.Duration, wl
 	measureFrom := stop.Add(-d)
 	for i, cl := range cs {
 		wg.Go(func() {
-			name := fmt.Sprintf("bench/%s/%d", wl, i)
+			name := name(i)
 			var mine samples
 			var ok, bad int
 			<-starts

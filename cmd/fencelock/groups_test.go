@@ -57,6 +57,26 @@ func TestServeGroups(t *testing.T) {
 	require.Equal(t, "non-voting", solo[4], "replica 1 runs solo non-voting: %s", out)
 	require.Equal(t, "1,2,3", strings.Fields(rows[1])[3])
 
+	// locks and sessions list one group: --group, or a PREFIX's @group.
+	sid := session(t, p.urls[1], 10000)
+	r := do(t, "POST", p.urls[1]+"/v1/locks/inv%40billing/acquire", map[string]any{"session_id": sid})
+	require.Equal(t, true, r.body["granted"], r.raw)
+	part := r.str("holder_session")
+	for _, args := range [][]string{{"--group", "billing"}, {"@billing"}} {
+		out, err = exec.Command(p.bin, append([]string{"locks", "--http", p.urls[2]}, args...)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "inv@billing", "%v: %s", args, out)
+	}
+	out, err = exec.Command(p.bin, "locks", "--http", p.urls[2]).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NotContains(t, string(out), "inv@billing", "the default group's locks: %s", out)
+	out, err = exec.Command(p.bin, "sessions", "--group", "billing", "--http", p.urls[2]).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), part, "%s", out)
+	out, err = exec.Command(p.bin, "locks", "--group", "nope", "--http", p.urls[2]).CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "nope", "%s", out)
+
 	// A bad group is refused before anything starts.
 	out, err = exec.Command(p.bin, "serve", "--id", "1", "--peers", "1=127.0.0.1:1", "--dir", t.TempDir(),
 		"--http", "127.0.0.1:0", "--group", "Bad=1").CombinedOutput()

@@ -18,12 +18,16 @@ import (
 type listFlags struct {
 	clientFlags
 	output string
+	group  string // locks and sessions: the group listed
 }
 
 func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, *client, error) {
 	fs := newFlags(name, argsUsage)
 	f.register(fs)
 	fs.StringVar(&f.output, "o", "table", "output: table or json")
+	if name != "status" {
+		fs.StringVar(&f.group, "group", "", "the group to list (default: the default group; a PREFIX may also end in @group)")
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -254,10 +258,13 @@ func locksCmd(args []string) error {
 	ctx, cancel := callCtx()
 	defer cancel()
 	var all []httpapi.LockJSON
-	after := ""
+	after, group := "", ""
 	for {
 		var raw json.RawMessage
 		q := url.Values{"prefix": {prefix}}
+		if f.group != "" {
+			q.Set("group", f.group)
+		}
 		if after != "" {
 			q.Set("after", after)
 		}
@@ -269,13 +276,14 @@ func locksCmd(args []string) error {
 			return err
 		}
 		all = append(all, page.Locks...)
+		group = page.Group
 		if !page.More || page.Next == "" {
 			break
 		}
 		after = page.Next
 	}
 	if f.output == "json" {
-		b, _ := json.Marshal(httpapi.LockList{Locks: all})
+		b, _ := json.Marshal(httpapi.LockList{Group: group, Locks: all})
 		return printJSON(b)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
@@ -304,9 +312,16 @@ func sessionsCmd(args []string) error {
 	var all []httpapi.SessionJSON
 	after := ""
 	for {
-		path := "/v1/sessions"
+		q := url.Values{}
+		if f.group != "" {
+			q.Set("group", f.group)
+		}
 		if after != "" {
-			path += "?after=" + after
+			q.Set("after", after)
+		}
+		path := "/v1/sessions"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
 		}
 		var page httpapi.SessionList
 		if err := c.do(ctx, "GET", path, nil, &page); err != nil {
@@ -319,7 +334,7 @@ func sessionsCmd(args []string) error {
 		after = page.Next
 	}
 	if f.output == "json" {
-		b, _ := json.Marshal(httpapi.SessionList{Sessions: all})
+		b, _ := json.Marshal(httpapi.SessionList{Group: f.group, Sessions: all})
 		return printJSON(b)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)

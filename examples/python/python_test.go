@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -21,8 +22,7 @@ import (
 )
 
 func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	l := listenBelowEphemeral(t)
 	defer l.Close()
 	return l.Addr().String()
 }
@@ -189,4 +189,20 @@ func TestPythonClient(t *testing.T) {
 	l, err := get(urls[3] + "/v1/locks/reports%2Fdaily")
 	require.NoError(t, err)
 	require.Equal(t, false, l["held"], l)
+}
+
+// listenBelowEphemeral listens on a free loopback port below Linux's
+// ephemeral range (32768-60999), so that once it is closed and handed to a
+// replica, no kernel-chosen port (an outgoing connection's source port, a
+// ":0" listener of another process) can take it in the meantime.
+func listenBelowEphemeral(t testing.TB) net.Listener {
+	t.Helper()
+	for range 1000 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		if err == nil {
+			return l
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return nil
 }

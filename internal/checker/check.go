@@ -37,7 +37,10 @@ func settle(ctx context.Context, e *env) ([]Op, error) {
 		e.beliefs.mu.Lock()
 		defer e.beliefs.mu.Unlock()
 		for _, b := range e.beliefs.m[name] {
-			if b.token == token && e.live(session) {
+			if groupOf(name) != "" {
+				session = b.session // the read shows the part's ID: the token names the grant
+			}
+			if b.token == token && e.live(session) && !closed(b.done) {
 				return true
 			}
 		}
@@ -64,7 +67,8 @@ func settle(ctx context.Context, e *env) ([]Op, error) {
 			return Op{}, fmt.Errorf("final read of %q: %w", name, err)
 		}
 		op := Op{Client: -1, Kind: OpRead, Lock: name, Outcome: OK, Held: info.Held,
-			Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now(), Shared: info.Shared}
+			Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now(), Shared: info.Shared,
+			PartSession: groupOf(name) != ""}
 		for _, h := range info.Holders {
 			op.Holders = append(op.Holders, Ref{Session: h.SessionID, Token: h.Token})
 		}
@@ -150,7 +154,7 @@ func check(e *env, reads []Op) Report {
 	r.Violations = append(r.Violations, readsFenced(recipeOps, e.h.readsSnapshot())...)
 	r.Violations = append(r.Violations, fencing(ops, writes)...)
 	r.Violations = append(r.Violations, tokensRise(ops)...)
-	r.Violations = append(r.Violations, minority(ops, windows)...)
+	r.Violations = append(r.Violations, minority(e.c, ops, windows)...)
 	r.Violations = append(r.Violations, nothingLost(e, ops, reads)...)
 	r.Violations = append(r.Violations, epochsRise(append(append([]Op(nil), ops...), reads...))...)
 	r.Violations = append(r.Violations, observed(e, ops)...)
@@ -164,12 +168,12 @@ func check(e *env, reads []Op) Report {
 // was unknown, a Lose of the phantom grant it may have made, at any time
 // until the end.
 func loses(e *env, ops []Op, end int64) []Op {
-	released := map[uint64]Outcome{} // token -> release outcome
-	releasedAt := map[uint64]int64{}
+	released := map[grantKey]Outcome{} // grant -> release outcome
+	releasedAt := map[grantKey]int64{}
 	for _, op := range ops {
 		if op.Kind == OpRelease || op.Kind == OpResign {
-			released[op.Token] = op.Outcome
-			releasedAt[op.Token] = op.Return
+			released[keyOf(op)] = op.Outcome
+			releasedAt[keyOf(op)] = op.Return
 		}
 	}
 	grants := map[string][]Op{}
@@ -182,11 +186,11 @@ func loses(e *env, ops []Op, end int64) []Op {
 	for name, gs := range grants {
 		sort.Slice(gs, func(i, j int) bool { return gs[i].Token < gs[j].Token })
 		for i, g := range gs {
-			out2, how := released[g.Token]
+			out2, how := released[keyOf(g)]
 			if how && out2 == OK {
 				continue
 			}
-			if !how && e.live(g.Session) && i == len(gs)-1 {
+			if !how && e.live(g.Session) && !e.lost(g) && i == len(gs)-1 {
 				continue // still held: the final read must show it
 			}
 			ret := end
@@ -194,7 +198,7 @@ func loses(e *env, ops []Op, end int64) []Op {
 				ret = min(ret, gs[i+1].Return)
 			}
 			if how && out2 == NotHeld {
-				ret = min(ret, releasedAt[g.Token])
+				ret = min(ret, releasedAt[keyOf(g)])
 			}
 			out = append(out, Op{Client: g.Client, Kind: OpLose, Lock: name, Session: g.Session,
 				Token: g.Token, Outcome: OK, Call: g.Return, Return: max(ret, g.Return)})
@@ -259,15 +263,15 @@ func dump(path string, part []porcupine.Operation) {
 // writer.
 func fencing(ops []Op, writes map[string][]Write) []string {
 	var v []string
-	grantedTo := map[uint64]int{}
+	grantedTo := map[grantKey]int{}
 	for _, op := range ops {
 		if op.Outcome == Granted {
-			grantedTo[op.Token] = op.Client
+			grantedTo[keyOf(op)] = op.Client
 		}
 	}
 	for name, log := range writes {
 		for i, w := range log {
-			if c, ok := grantedTo[w.Token]; !ok || c != w.Client {
+			if c, ok := grantedTo[grantKey{groupOf(name), w.Token}]; !ok || c != w.Client {
 				v = append(v, fmt.Sprintf("%q: write with token %d by client %d, which was not granted it", name, w.Token, w.Client))
 			}
 			if i > 0 && w.Token < log[i-1].Token {
@@ -281,26 +285,30 @@ func fencing(ops []Op, writes map[string][]Write) []string {
 
 // tokensRise checks that tokens are unique and rise with real time: a grant
 // that returned before another was called has the smaller token, per lock
-// and across the whole run, restarts included.
+// and across the whole run, restarts included. Tokens come from their own
+// group's log, so they are checked per group: a token orders only grants of
+// its own group.
 func tokensRise(ops []Op) []string {
-	var gs []Op
-	seen := map[uint64]bool{}
 	var v []string
-	for _, op := range ops {
-		if op.Outcome != Granted {
-			continue
+	for group, ops := range byGroup(ops) {
+		var gs []Op
+		seen := map[uint64]bool{}
+		for _, op := range ops {
+			if op.Outcome != Granted {
+				continue
+			}
+			if seen[op.Token] {
+				v = append(v, fmt.Sprintf("group %q: token %d granted twice", group, op.Token))
+			}
+			seen[op.Token] = true
+			gs = append(gs, op)
 		}
-		if seen[op.Token] {
-			v = append(v, fmt.Sprintf("token %d granted twice", op.Token))
-		}
-		seen[op.Token] = true
-		gs = append(gs, op)
+		inRealTime(gs, func(g Op, highest uint64) {
+			if g.Token <= highest {
+				v = append(v, fmt.Sprintf("group %q: token %d granted after token %d had been returned", group, g.Token, highest))
+			}
+		})
 	}
-	inRealTime(gs, func(g Op, highest uint64) {
-		if g.Token <= highest {
-			v = append(v, fmt.Sprintf("token %d granted after token %d had been returned", g.Token, highest))
-		}
-	})
 	return v
 }
 
@@ -324,12 +332,15 @@ func inRealTime(ops []Op, visit func(op Op, highest uint64)) {
 }
 
 // minority checks that no client on the cut-off side of a partition was
-// granted a lock it asked for during the partition.
-func minority(ops []Op, windows []Window) []string {
+// granted a lock it asked for during the partition, unless that side held a
+// quorum of the lock's own group (group a's voters 1,2,3 are a quorum of a
+// on the minority side {1,2} of five replicas).
+func minority(c *Cluster, ops []Op, windows []Window) []string {
 	var v []string
 	for _, w := range windows {
 		for _, op := range ops {
-			if op.Outcome == Granted && w.Minority[op.Node] && op.Call >= w.Start && op.Return <= w.End {
+			if op.Outcome == Granted && w.Minority[op.Node] && op.Call >= w.Start && op.Return <= w.End &&
+				!c.hasQuorum(groupOf(op.Lock), w.Minority) {
 				v = append(v, fmt.Sprintf("client %d on cut-off replica %d was granted %q token %d during a partition",
 					op.Client, op.Node, op.Lock, op.Token))
 			}
@@ -362,7 +373,7 @@ func nothingLost(e *env, ops []Op, reads []Op) []string {
 	defer e.beliefs.mu.Unlock()
 	for name, bs := range e.beliefs.m {
 		for _, b := range bs {
-			if !e.live(b.session) || b.releasing || b.revoked {
+			if !e.live(b.session) || b.releasing || b.revoked || closed(b.done) {
 				continue
 			}
 			r := final[name]
@@ -378,4 +389,34 @@ func nothingLost(e *env, ops []Op, reads []Op) []string {
 		}
 	}
 	return v
+}
+
+// closed reports whether done is closed: a holder whose Done closed knows
+// it no longer holds (its part in the lock's group ended, say), whether or
+// not its session as a whole lives on.
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// lost reports whether the holder of grant g learned that it lost it: its
+// belief in g has Done closed, or it dropped the belief on finding Done
+// closed. A session lives on when only its part in g's group ended, and
+// that frees g as an expiry would.
+func (e *env) lost(g Op) bool {
+	e.beliefs.mu.Lock()
+	defer e.beliefs.mu.Unlock()
+	if e.beliefs.gone[grantRef{g.Lock, g.Token}] {
+		return true
+	}
+	for _, b := range e.beliefs.m[g.Lock] {
+		if b.token == g.Token { // unique in its group, which the name fixes
+			return closed(b.done)
+		}
+	}
+	return false
 }

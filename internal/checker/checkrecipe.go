@@ -196,6 +196,12 @@ type RecipeCounts struct {
 	MaxReaders, MaxPermits int
 }
 
+// Covered reports whether the recipe workload ran: grants in every mode, and
+// the shared lock and the semaphore each held twice at once.
+func (c RecipeCounts) Covered() bool {
+	return c.Exclusive > 0 && c.Shared > 0 && c.Permits > 0 && c.MaxReaders >= 2 && c.MaxPermits >= 2
+}
+
 func recipeCounts(ops []Op) RecipeCounts {
 	var c RecipeCounts
 	for _, ss := range sectionsOf(ops) {

@@ -64,6 +64,15 @@ type beliefs struct {
 	// revoking selects the beliefs an operator's revocation in flight may
 	// hit (operator.go): a belief granted meanwhile is marked too.
 	revoking []*func(*belief) bool
+	// gone are the grants whose holder dropped its belief after finding
+	// Done closed, by lock name and token: lost to it (check.go, lost),
+	// whether or not its session lives on.
+	gone map[grantRef]bool
+}
+
+type grantRef struct {
+	name  string
+	token uint64
 }
 
 // granted records c's new grant (b's name, token, done and lock or lead
@@ -123,6 +132,12 @@ func (e *env) drop(b *belief) {
 	defer e.beliefs.mu.Unlock()
 	if e.beliefs.m[b.name][b.c.id] == b {
 		delete(e.beliefs.m[b.name], b.c.id)
+	}
+	if closed(b.done) {
+		if e.beliefs.gone == nil {
+			e.beliefs.gone = map[grantRef]bool{}
+		}
+		e.beliefs.gone[grantRef{b.name, b.token}] = true
 	}
 }
 

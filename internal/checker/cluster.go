@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -23,18 +24,21 @@ type Cluster struct {
 	Net     *transport.Network
 	Clock   *clock.Jumping
 	members map[uint64]string
+	groups  []fencelock.GroupConfig // beside the default group (groupsFor)
 	dir     string
 	tune    func(*fencelock.Config)
 
-	mu    sync.Mutex
-	nodes map[uint64]*fencelock.Node
+	mu      sync.Mutex
+	nodes   map[uint64]*fencelock.Node
+	crashes int    // replicas stopped by Crash
+	lost    uint64 // deferred raft states (commit indexes) those crashes lost
 }
 
 var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func newCluster(size int, dir string, seed uint64, tune func(*fencelock.Config)) (*Cluster, error) {
 	c := &Cluster{Net: transport.NewNetwork(seed), Clock: &clock.Jumping{}, members: map[uint64]string{},
-		dir: dir, tune: tune, nodes: map[uint64]*fencelock.Node{}}
+		dir: dir, tune: tune, nodes: map[uint64]*fencelock.Node{}, groups: groupsFor(size)}
 	for id := uint64(1); id <= uint64(size); id++ {
 		c.members[id] = c.Net.Addr(id)
 	}
@@ -44,6 +48,9 @@ func newCluster(size int, dir string, seed uint64, tune func(*fencelock.Config))
 func (c *Cluster) config(id uint64) fencelock.Config {
 	cfg := fencelock.Config{ReplicaID: id, Members: c.members, Dir: filepath.Join(c.dir, fmt.Sprint(id)),
 		Transport: c.Net, Logger: discardLog}
+	for _, g := range c.groups { // a copy each: Start may keep or reorder it
+		cfg.Groups = append(cfg.Groups, fencelock.GroupConfig{Name: g.Name, Voters: slices.Clone(g.Voters)})
+	}
 	if c.tune != nil {
 		c.tune(&cfg)
 	}
@@ -112,7 +119,74 @@ func (c *Cluster) StartWith(id uint64, mutate func(*fencelock.Config)) error {
 	return nil
 }
 
-// Stop closes replica id, as a crash of its process would end it.
+// Crash stops replica id as the death of its process would end it
+// (testhook.Crash), at a moment when its log store defers a commit index:
+// unlike Stop's clean Close, that commit index is lost, so a restart on its
+// dir replays the log only up to the last commit index a sync wrote.
+func (c *Cluster) Crash(id uint64) { c.crash(id, crashWithin) }
+
+// crash crashes replica id, waiting up to within for a commit index to lose.
+func (c *Cluster) crash(id uint64, within time.Duration) {
+	c.mu.Lock()
+	n := c.nodes[id]
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	if n == nil {
+		return
+	}
+	// The death waits for a commit index the store defers, which a
+	// replica in a working group has within a heartbeat or two.
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	lost := testhook.Crash(ctx, n)
+	cancel()
+	c.mu.Lock()
+	c.crashes++
+	c.lost += lost
+	c.mu.Unlock()
+}
+
+// crashWithin bounds how long Crash waits for a deferred commit index to
+// lose before it crashes the replica anyway.
+const crashWithin = 5 * time.Second
+
+// CrashAll crashes every running replica, as a power loss would: the
+// followers at once, each when it defers a commit index the leader sent
+// it, then the leader, without waiting (with its followers dead, no
+// acknowledgement comes to move its commit index).
+func (c *Cluster) CrashAll() {
+	leader := uint64(0)
+	for _, id := range c.IDs() {
+		if n := c.Node(id); n != nil && n.Status().IsLeader {
+			leader = id
+		}
+	}
+	var wg sync.WaitGroup
+	for _, id := range c.IDs() {
+		if id == leader {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.crash(id, crashWithin)
+		}()
+	}
+	wg.Wait()
+	if leader != 0 {
+		c.crash(leader, 0)
+	}
+}
+
+// Crashes returns how many replicas Crash stopped, and how many deferred
+// commit indexes they lost between them.
+func (c *Cluster) Crashes() (crashes int, lost uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.crashes, c.lost
+}
+
+// Stop closes replica id cleanly (Node.Close): what its log store defers is
+// written first. Faults that model a crash use Crash.
 func (c *Cluster) Stop(id uint64) {
 	c.mu.Lock()
 	n := c.nodes[id]

@@ -8,14 +8,26 @@
 // elections; lets a nemesis inject faults, records every operation with its
 // call and return times, and checks the history.
 //
+// # Groups
+//
+// Every scenario runs two named groups beside the default one (groups.go):
+// on 5 replicas "a" voted by 1,2,3 and "b" by 3,4,5, so that each has a
+// voter set of its own and one can lose its quorum while the others keep
+// theirs; on 3 replicas both are voted by all three. Every replica runs
+// every group (a non-voter where it does not vote), so a client's session
+// on any replica takes locks in any group ("register/a@a"); its part in a
+// group ends alone when that group cannot renew it.
+//
 // # Workload
 //
-// N clients (default 4), each one application process with its own session
+// N clients (default 6), each one application process with its own session
 // (TTL 1.5s) on its home replica (another one while its home is down),
-// contend for two locks. Each loop: Acquire (or, one time in four,
+// contend for four locks: two in the default group, "register/a@a" in
+// group a and "register/b@b" in group b. Each loop: Acquire (or, one time in four,
 // TryAcquire) with a 2s deadline, then three fenced writes to the lock's
 // register, checking Lock.Done before each, then Release. Two slow clients
-// hold a third lock for two TTLs at a time.
+// hold a fifth lock (default group) for two TTLs at a time. The recipes and
+// the elections below live in the default group.
 //
 // Recipe clients (recipe.go) run the shared/exclusive lock and the
 // counting semaphore in every scenario, with sessions like the others: on
@@ -60,6 +72,9 @@
 //
 // # Faults (nemesis.go)
 //
+// The first fault waits (at most 30s) until the workload runs in full: a
+// lock granted in every group, a term of leadership, and the recipes'
+// coverage. Then:
 // leader crash and restart, follower crash and restart from disk, leader
 // isolated, partitions with the leader in the minority or in the majority,
 // lossy links (5% loss), slow links (20-40ms), the replica of a holder cut
@@ -67,13 +82,40 @@
 // term), a client frozen in its critical section or term for 2.5 TTLs
 // (testhook.Pause: its whole process, timers and all; on waking it writes
 // without looking at Done), full-cluster restart, a follower that catches
-// up by snapshot, and wall-clock jumps of +1h and -2h on every replica and
-// client.
+// up by snapshot, wall-clock jumps of +1h and -2h on every replica and
+// client, and one group's quorum lost (one-group-quorum, on 5 replicas):
+// the replicas a named group needs for its quorum (1 and 2 for group a)
+// stop while the other groups keep theirs (their leaders moved off 1 and 2
+// first, so that the fault is the one group's alone). That fault checks that the
+// failure stays inside the group: every other group grants a fresh lock
+// from a surviving replica within 20s (a count of grants, not a speed); a
+// session on a surviving replica that held a lock in every group before the
+// fault keeps its locks outside the lost group (Done open, and the group's
+// read shows the same token) while its lock in the lost group closes Done
+// by its own clock; the lost group grants nothing to calls made meanwhile;
+// once the replicas return it grants again. After any partition heals,
+// every replica of the cut-off side must grant again in every group.
+//
+// Every crash, the full restart's and the misconfigured replica's included,
+// is a hard stop (Cluster.Crash, testhook.Crash), not Node.Close: the
+// replica dies when its log store defers a commit index, cut off from its
+// peers from that instant, and the commit index is dropped instead of
+// flushed, so the restart replays its log only up to the older one on disk.
+// TestScenarios logs what each scenario's crashes lost and fails if the
+// schedule's lost none.
 //
 // # Checks (check.go, checkelect.go)
 //
 // Elections are checked as locks whose holder has a value, in their own
 // namespace (history key "election:<name>"), so checks 1-5 cover them too.
+//
+// Histories are per group: a lock's history is its own (names carry their
+// group), and a token is compared only with tokens of its own group's
+// log, so checks 2, 3 and 5 key grants by (group, token). A read of a
+// lock in a named group shows its holder's part there, whose ID is not the
+// Session.ID clients record: it names its grant by token alone (unique in
+// the group). A session's part in one group can end while the session
+// lives on; a grant whose Done closed counts as lost (check 5, Lose).
 //
 //  1. Linearizability of each lock's and election's history with porcupine
 //     (LockModel): one holder (leader) at a time, tokens (epochs) rising,
@@ -97,13 +139,15 @@
 //     closed (checked when the grant's call returns, on the earlier
 //     holder's Lock or Leadership; a call that returns a grant the group
 //     has already passed on checks nothing, its own Done closes instead).
-//  3. Tokens are unique and rise with real time over the whole run,
-//     restarts included; per election, an epoch granted after another was
+//  3. Tokens are unique and rise with real time over the whole run, per
+//     group, restarts included; per election, an epoch granted after another was
 //     returned (by a Campaign or a Leader read) is larger, and no Leader
 //     read returns an epoch older than one returned before it began.
 //  4. No client on the cut-off side of a partition is granted a lock or
-//     elected during the partition; after healing, every replica of that
-//     side grants again within 20s.
+//     elected during the partition, unless that side holds a quorum of the
+//     lock's own group (group a's voters 1,2,3 are a quorum on the side
+//     {1,2} of five); after healing, every replica of that side grants
+//     again in every group within 20s.
 //  5. Nothing is lost: after healing, every lock (election) is held (led)
 //     only by a live client that believes it holds it, with its token (dead
 //     sessions' locks and terms were freed by expiry within 30s), and none

@@ -18,6 +18,7 @@ type History struct {
 	refused    int                // late writes the Fencer refused
 	violations []string           // found while running
 	windows    []Window           // partitions, for the minority check
+	notes      []string           // what a fault saw, for the test log
 }
 
 // Write is one write the resource admitted.
@@ -148,4 +149,39 @@ func (h *History) snapshot() ([]Op, map[string][]Write, []Window, []string) {
 	}
 	return append([]Op(nil), h.ops...), writes, append([]Window(nil), h.windows...),
 		append([]string(nil), h.violations...)
+}
+
+// logf records a note for the scenario's test log.
+func (h *History) logf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	h.mu.Lock()
+	h.notes = append(h.notes, msg)
+	h.mu.Unlock()
+}
+
+// grantedWithin counts the grants in group to calls made and returned
+// between from and to.
+func (h *History) grantedWithin(group string, from, to int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, op := range h.ops {
+		if op.Outcome == Granted && groupOf(op.Lock) == group && op.Call >= from && op.Return <= to {
+			n++
+		}
+	}
+	return n
+}
+
+// grantsSince counts, by group, the grants whose call returned after at.
+func (h *History) grantsSince(at int64) map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := map[string]int{}
+	for _, op := range h.ops {
+		if op.Outcome == Granted && op.Return > at {
+			n[groupOf(op.Lock)]++
+		}
+	}
+	return n
 }

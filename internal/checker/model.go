@@ -87,13 +87,17 @@ type Op struct {
 	Phantom int    // lose: the unknown acquire or campaign whose grant it frees; 0 otherwise
 	ID      int    // unique in the history, for phantoms
 	Outcome Outcome
-	Held    bool   // read, leader: whether it is held (Session, Token, Value: by whom)
-	Shared  bool   // acquire: a shared request (AcquireShared, or a semaphore's with Permits); read: held in shared mode
-	Permits int    // acquire of a semaphore: its permit count; 0 for a lock
-	Holders []Ref  // read of a shared lock or semaphore: every current grant
-	Value   string // campaign, proclaim: the leader's new value; leader: the value read
-	Call    int64
-	Return  int64
+	Held    bool  // read, leader: whether it is held (Session, Token, Value: by whom)
+	Shared  bool  // acquire: a shared request (AcquireShared, or a semaphore's with Permits); read: held in shared mode
+	Permits int   // acquire of a semaphore: its permit count; 0 for a lock
+	Holders []Ref // read of a shared lock or semaphore: every current grant
+	// read of a lock in a named group: Session is the holder's part there
+	// (its own ID in that group), not the Session.ID the clients record,
+	// so the read names its grant by Token alone (unique in its group).
+	PartSession bool
+	Value       string // campaign, proclaim: the leader's new value; leader: the value read
+	Call        int64
+	Return      int64
 }
 
 // never is the return time of an operation whose outcome is unknown.
@@ -279,7 +283,7 @@ func readStep(s lockState, op Op) []any {
 		}
 		return nil
 	}
-	if s.Session != op.Session || s.Value != op.Value {
+	if s.Session != op.Session && !op.PartSession || s.Value != op.Value {
 		return nil
 	}
 	switch {

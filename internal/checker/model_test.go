@@ -93,10 +93,43 @@ func TestTokensRiseCheck(t *testing.T) {
 }
 
 func TestMinorityCheck(t *testing.T) {
+	c := &Cluster{members: map[uint64]string{1: "", 2: "", 3: ""}, groups: groupsFor(3)}
 	w := []Window{{Start: 100, End: 200, Minority: map[uint64]bool{3: true}}}
 	on := func(node uint64, call, ret int64) Op { g := grant(0, 1, 10, call, ret); g.Node = node; return g }
-	require.Empty(t, minority([]Op{on(3, 50, 150), on(1, 120, 150), on(3, 150, 250)}, w))
-	require.NotEmpty(t, minority([]Op{on(3, 120, 150)}, w))
+	require.Empty(t, minority(c, []Op{on(3, 50, 150), on(1, 120, 150), on(3, 150, 250)}, w))
+	require.NotEmpty(t, minority(c, []Op{on(3, 120, 150)}, w))
+}
+
+// On five replicas, the minority side {1,2} holds a quorum of group a
+// (voters 1,2,3) and of no other group: a grant there in a is no violation.
+func TestMinorityCheckPerGroup(t *testing.T) {
+	c := &Cluster{members: map[uint64]string{1: "", 2: "", 3: "", 4: "", 5: ""}, groups: groupsFor(5)}
+	w := []Window{{Start: 100, End: 200, Minority: map[uint64]bool{1: true, 2: true}}}
+	on := func(name string) Op { g := grant(0, 1, 10, 120, 150); g.Node, g.Lock = 1, name; return g }
+	require.Empty(t, minority(c, []Op{on("x@a")}, w))
+	require.Len(t, minority(c, []Op{on("x"), on("x@b"), on("x@a")}, w), 2)
+}
+
+// Tokens come from their own group's log: the same token in two groups is
+// no duplicate, and a lower token in another group is no regression; within
+// a group both are still caught.
+func TestTokensRisePerGroup(t *testing.T) {
+	in := func(op Op, name string) Op { op.Lock = name; return op }
+	require.Empty(t, tokensRise([]Op{in(grant(0, 1, 20, 0, 10), "L"), in(grant(1, 2, 20, 11, 12), "L@a"),
+		in(grant(2, 3, 5, 13, 14), "L@b")}))
+	require.Len(t, tokensRise([]Op{in(grant(0, 1, 20, 0, 10), "L@a"), in(grant(1, 2, 15, 11, 12), "M@a")}), 1)
+	require.Len(t, tokensRise([]Op{in(grant(0, 1, 20, 0, 10), "L@b"), in(grant(1, 2, 20, 11, 12), "M@b")}), 2)
+}
+
+// A write is checked against the grants of its own lock's group: a token
+// granted in another group does not vouch for it.
+func TestFencingCheckPerGroup(t *testing.T) {
+	a := grant(0, 1, 10, 0, 1)
+	a.Lock = "L@a"
+	b := grant(1, 2, 10, 0, 1)
+	b.Lock = "L@b"
+	require.Empty(t, fencing([]Op{a, b}, map[string][]Write{"L@a": {{Client: 0, Token: 10}}, "L@b": {{Client: 1, Token: 10}}}))
+	require.Len(t, fencing([]Op{a}, map[string][]Write{"L@b": {{Client: 0, Token: 10}}}), 1)
 }
 
 // Election histories: an election is a lock whose holder has a value.
@@ -275,4 +308,15 @@ func TestModelRejectsWrongRevokesAndResumes(t *testing.T) {
 	} {
 		require.NotEmpty(t, linearizable(ids(h), LockModel), name)
 	}
+}
+
+// A read of a lock in a named group shows its holder's part there (its own
+// ID in that group): it names the grant by token, so a read of the right
+// token passes whatever its session, and a read of a wrong one still fails.
+func TestReadOfPartSession(t *testing.T) {
+	part := func(op Op) Op { op.PartSession = true; return op }
+	require.Empty(t, linearizable(ids([]Op{grant(0, 1, 10, 0, 1), part(read(true, 77, 10, 2))}), LockModel))
+	require.NotEmpty(t, linearizable(ids([]Op{grant(0, 1, 10, 0, 1), part(read(true, 77, 9, 2))}), LockModel))
+	require.NotEmpty(t, linearizable(ids([]Op{grant(0, 1, 10, 0, 1), read(true, 77, 10, 2)}), LockModel),
+		"a default group's read still names the session")
 }

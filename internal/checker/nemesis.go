@@ -52,7 +52,8 @@ func follower(e *env, leader uint64) uint64 {
 	}
 }
 
-// LeaderCrash stops the leader's replica and restarts it on its dir.
+// LeaderCrash crashes the leader's replica (Cluster.Crash: the commit index
+// its log store defers is lost) and restarts it on its dir.
 var LeaderCrash = Fault{"leader-crash", func(ctx context.Context, e *env) error {
 	l, err := leader(ctx, e)
 	if err != nil {
@@ -61,7 +62,7 @@ var LeaderCrash = Fault{"leader-crash", func(ctx context.Context, e *env) error 
 	return crash(ctx, e, l)
 }}
 
-// FollowerCrash stops a follower's replica and restarts it on its dir.
+// FollowerCrash crashes a follower's replica and restarts it on its dir.
 var FollowerCrash = Fault{"follower-crash", func(ctx context.Context, e *env) error {
 	l, err := leader(ctx, e)
 	if err != nil {
@@ -71,14 +72,14 @@ var FollowerCrash = Fault{"follower-crash", func(ctx context.Context, e *env) er
 }}
 
 func crash(ctx context.Context, e *env, id uint64) error {
-	e.c.Stop(id)
+	e.c.Crash(id)
 	if err := wait(ctx, hold(e)); err != nil {
 		return err
 	}
 	return e.c.Start(id)
 }
 
-// MisconfiguredReplica stops a follower and starts, in its place, a replica
+// MisconfiguredReplica crashes a follower and starts, in its place, a replica
 // with the wrong Members (one peer's address off) and an empty Dir, as an
 // operator's typo and a wiped disk would. Alone it would bootstrap a group
 // of its own; its peers must refuse it, so it grants nothing and crashes
@@ -90,7 +91,7 @@ var MisconfiguredReplica = Fault{"misconfigured-replica", func(ctx context.Conte
 		return err
 	}
 	id := follower(e, l)
-	e.c.Stop(id)
+	e.c.Crash(id)
 	err = e.c.StartWith(id, func(cfg *fencelock.Config) {
 		cfg.Members = maps.Clone(cfg.Members)
 		cfg.Members[l] = e.c.Net.Addr(100 + l)
@@ -102,13 +103,15 @@ var MisconfiguredReplica = Fault{"misconfigured-replica", func(ctx context.Conte
 	if err := wait(ctx, hold(e)); err != nil {
 		return err
 	}
-	e.c.Stop(id)
+	e.c.Crash(id)
 	return e.c.Start(id)
 }}
 
-// FullRestart stops every replica, then starts them all on their dirs.
+// FullRestart crashes every replica at once, as a power loss would, then
+// starts them all on their dirs: every one of them may have lost the
+// commit index of entries it had applied and acknowledged.
 var FullRestart = Fault{"full-restart", func(ctx context.Context, e *env) error {
-	e.c.StopAll()
+	e.c.CrashAll()
 	if err := wait(ctx, e.ttl/2); err != nil {
 		return err
 	}
@@ -226,35 +229,16 @@ func partitioned(ctx context.Context, e *env, minority []uint64) error {
 	}
 	healed := time.Now()
 	for _, id := range minority {
-		if err := probe(ctx, e, id); err != nil {
-			e.h.violation("replica %d does not grant %v after healing: %v", id, recoveryBound, err)
+		for _, g := range e.c.groupNames() {
+			if err := probeGroup(ctx, e, id, g, recoveryBound); err != nil {
+				e.h.violation("replica %d does not grant in group %q %v after healing: %v", id, g, recoveryBound, err)
+			}
 		}
 	}
 	if took := time.Since(healed); took > recoveryBound {
 		e.h.violation("grants resumed %v after healing, over %v", took, recoveryBound)
 	}
 	return nil
-}
-
-// probe opens a session on replica id and takes and releases a lock of its
-// own, within recoveryBound.
-func probe(ctx context.Context, e *env, id uint64) error {
-	n := e.c.Node(id)
-	if n == nil {
-		return fmt.Errorf("replica %d is not running", id)
-	}
-	pctx, cancel := context.WithTimeout(ctx, recoveryBound)
-	defer cancel()
-	s, err := n.NewSession(pctx, fencelock.WithTTL(e.ttl))
-	if err != nil {
-		return err
-	}
-	defer s.Close(context.WithoutCancel(pctx))
-	l, err := s.TryAcquire(pctx, fmt.Sprintf("probe/%d", id))
-	if err != nil {
-		return err
-	}
-	return l.Release(pctx)
 }
 
 // LossyLinks loses 5% of messages on every link; SlowLinks delays them by
@@ -305,7 +289,7 @@ var ClockJump = Fault{"clock-jump", func(ctx context.Context, e *env) error {
 	return wait(ctx, hold(e))
 }}
 
-// SnapshotCatchUp stops a follower until the log is compacted past it (the
+// SnapshotCatchUp crashes a follower and keeps it down until the log is compacted past it (the
 // scenario must snapshot often), restarts it, and checks that it caught up
 // from a snapshot the network carried.
 var SnapshotCatchUp = Fault{"snapshot-catch-up", func(ctx context.Context, e *env) error {
@@ -315,7 +299,7 @@ var SnapshotCatchUp = Fault{"snapshot-catch-up", func(ctx context.Context, e *en
 	}
 	f := follower(e, l)
 	chunks := e.c.Net.Stats(e.c.Addr(f)).Chunks
-	e.c.Stop(f)
+	e.c.Crash(f)
 	from := appliedOn(e, l)
 	deadline := time.Now().Add(60 * time.Second)
 	for appliedOn(e, l) < from+snapshotEntries+compactionOverhead+50 {

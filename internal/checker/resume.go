@@ -63,7 +63,7 @@ func (c *client) restart(ctx context.Context) bool {
 		}
 	} else {
 		for _, l := range s.Locks() {
-			if l.Token() == b.token {
+			if l.Token() == b.token && l.Name() == b.name {
 				lock, done = l, l.Done()
 			}
 		}

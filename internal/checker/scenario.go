@@ -16,7 +16,7 @@ import (
 type Scenario struct {
 	Name     string
 	Replicas int     // 3 or 5
-	Clients  int     // default 4
+	Clients  int     // default 6
 	Faults   []Fault // applied in order, with Quiet between them
 	Soak     time.Duration
 	Seed     uint64
@@ -34,6 +34,10 @@ type Report struct {
 	Resumed    int // sessions restarted clients resumed
 	Revoked    int // operator revocations and session ends that took effect
 	Recipes    RecipeCounts
+	Crashes    int            // replicas crashed (Cluster.Crash)
+	Lost       uint64         // deferred commit indexes those crashes lost
+	ByGroup    map[string]int // grants by group ("" the default)
+	Notes      []string       // what the faults saw, for the test log
 	Violations []string
 	Duration   time.Duration
 }
@@ -54,7 +58,9 @@ const (
 // contend for slowLock, each holding it for two TTLs; electionClients more
 // campaign in electionNames (elect.go); and the recipe clients share
 // recipeNames (recipe.go).
-var lockNames = []string{"register/a", "register/b"}
+// Two of them live in the named groups beside the default one (groupsFor),
+// so that every group has clients contending in it.
+var lockNames = []string{"register/a", "register/b", "register/a@a", "register/b@b"}
 
 const slowLock, slowClients = "register/slow", 2
 
@@ -62,7 +68,7 @@ const slowLock, slowClients = "register/slow", 2
 func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	began := time.Now()
 	if sc.Clients == 0 {
-		sc.Clients = 4
+		sc.Clients = 6
 	}
 	c, err := newCluster(sc.Replicas, dir, sc.Seed, func(cfg *fencelock.Config) {
 		cfg.SessionTTL = ttl
@@ -143,13 +149,31 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	r := check(e, reads)
 	r.Name, r.Faults, r.Duration = sc.Name, e.faults, time.Since(began)
 	r.Resumed, r.Revoked = e.resumed, e.revokes
+	r.Crashes, r.Lost = c.Crashes()
+	r.ByGroup = e.h.grantsSince(-1)
+	e.h.mu.Lock()
+	r.Notes = append([]string(nil), e.h.notes...)
+	e.h.mu.Unlock()
 	return r, nil
 }
 
+// warmUpBound bounds how long the nemesis waits, before its first fault,
+// for the workload to be running (warmedUp).
+const warmUpBound = 30 * time.Second
+
 // nemesis applies the scenario's faults with quiet periods around them.
+// The first fault waits until the workload runs in full (warmedUp), so that
+// a slow start (three groups per replica to elect, under -race on a loaded
+// machine) does not leave a short scenario without the coverage its test
+// asks for.
 func nemesis(ctx context.Context, e *env, sc Scenario) error {
 	if err := wait(ctx, quiet); err != nil {
 		return err
+	}
+	for deadline := time.Now().Add(warmUpBound); !warmedUp(e) && time.Now().Before(deadline); {
+		if err := wait(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
 	}
 	if sc.Soak > 0 {
 		end := time.Now().Add(sc.Soak)
@@ -175,4 +199,27 @@ func nemesis(ctx context.Context, e *env, sc Scenario) error {
 		}
 	}
 	return nil
+}
+
+// warmedUp reports whether the workload has run in full so far: a lock
+// granted in every group, a term of leadership, and the recipes' coverage
+// (Covered).
+func warmedUp(e *env) bool {
+	ops, _, _, _ := e.h.snapshot()
+	terms, groups := 0, map[string]bool{}
+	for _, op := range ops {
+		if op.Outcome == Granted {
+			groups[groupOf(op.Lock)] = true
+			if op.Kind.campaign() {
+				terms++
+			}
+		}
+	}
+	for _, g := range e.c.groupNames() {
+		if !groups[g] {
+			return false
+		}
+	}
+	_, recipeOps := splitRecipes(ops)
+	return terms > 0 && recipeCounts(recipeOps).Covered()
 }

@@ -20,23 +20,37 @@ func TestInstantArithmetic(t *testing.T) {
 }
 
 // Real's Boot runs at the monotonic clock's rate while the machine is awake.
+// A Boot reading and a monotonic one cannot be taken at the same instant, so
+// each Boot reading is bracketed by two monotonic ones: the Boot interval
+// lies between the monotonic interval inside it and the one around it,
+// however long the process was preempted between two readings.
 func TestRealBootAdvancesWithMonotonic(t *testing.T) {
-	b0, m0 := Boot(Real), time.Now()
+	const grain = 100 * time.Microsecond // the two clocks' reading granularity, not a speed
+	mA := time.Now()
+	b0 := Boot(Real)
+	mB := time.Now()
 	time.Sleep(20 * time.Millisecond) // the interval being measured
-	b1, m1 := Boot(Real), time.Now()
-	mono := m1.Sub(m0)
-	require.InDelta(t, float64(mono), float64(b1.Sub(b0)), float64(5*time.Millisecond))
-	require.GreaterOrEqual(t, b1.Sub(b0), 20*time.Millisecond-time.Millisecond)
+	mC := time.Now()
+	b1 := Boot(Real)
+	mD := time.Now()
+	boot := b1.Sub(b0)
+	require.GreaterOrEqual(t, boot, mC.Sub(mB)-grain, "Boot ran slower than the monotonic clock")
+	require.LessOrEqual(t, boot, mD.Sub(mA)+grain, "Boot ran faster than the monotonic clock")
+	require.GreaterOrEqual(t, boot, 20*time.Millisecond-time.Millisecond)
 }
 
 // A wall-clock step moves neither the Jumping clock's monotonic reading nor
-// its Boot reading.
+// its Boot reading: the Boot interval is no longer than the monotonic one
+// around it.
 func TestJumpMovesNoBootReading(t *testing.T) {
 	var j Jumping
+	m0 := time.Now()
 	before := Boot(&j)
 	require.NoError(t, j.Jump(time.Hour))
-	require.Less(t, Boot(&j).Sub(before), time.Second)
-	require.GreaterOrEqual(t, Boot(&j).Sub(before), time.Duration(0))
+	after := Boot(&j)
+	m1 := time.Now()
+	require.LessOrEqual(t, after.Sub(before), m1.Sub(m0))
+	require.GreaterOrEqual(t, after.Sub(before), time.Duration(0))
 }
 
 // wallOnly tells the time without a monotonic reading and offers no Boot.
@@ -51,7 +65,13 @@ func (c *wallOnly) AfterFunc(d time.Duration, f func()) Timer { return Real.Afte
 // wall-only control clock to show what a wall-clock design would do.
 func TestBootFallsBackOnNow(t *testing.T) {
 	c := &wallOnly{}
+	m0 := time.Now()
 	before := Boot(c)
 	c.off = time.Hour
-	require.InDelta(t, float64(time.Hour), float64(Boot(c).Sub(before)), float64(time.Second))
+	after := Boot(c)
+	m1 := time.Now()
+	// The hour, plus the time that passed between the readings (by the
+	// wall clock, which the monotonic one bounds unless it steps).
+	require.GreaterOrEqual(t, after.Sub(before), time.Hour)
+	require.LessOrEqual(t, after.Sub(before), time.Hour+m1.Sub(m0)+time.Millisecond)
 }

@@ -19,6 +19,7 @@ func (st *State) Apply(index uint64, cmds []Command) ([]Result, []Event) {
 	st.events = st.events[:0]
 	st.index = index
 	for i := range cmds {
+		st.at = cmds[i].At
 		st.results = append(st.results, st.apply(index, &cmds[i]))
 	}
 	return st.results, st.events
@@ -119,6 +120,9 @@ func (st *State) openSession(index uint64, c *Command) Result {
 	if s := st.nonces[c.Nonce]; s != nil {
 		return Result{Status: OK, Value: s.id} // a retried open
 	}
+	if !ValidSessionName(c.Name) {
+		return Result{Status: Invalid, Value: InvalidSessionName}
+	}
 	if len(st.sessions) >= MaxSessions {
 		return limitExceeded(LimitSessions)
 	}
@@ -128,6 +132,7 @@ func (st *State) openSession(index uint64, c *Command) Result {
 		ttl:       c.TTL,
 		delay:     c.Delay,
 		owner:     c.Owner,
+		name:      c.Name,
 		keepAlive: index,
 	}
 	st.addSession(s)
@@ -189,7 +194,7 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 	var timed []*hold
 	for _, list := range []*heldList{&s.held, &s.leads} {
 		for h := range list.all {
-			if h.maxHold != 0 {
+			if h.maxHold() != 0 {
 				timed = append(timed, h)
 			}
 		}
@@ -317,7 +322,7 @@ func (st *State) expireGrant(index uint64, c *Command) Result {
 		return Result{Status: NotHeld}
 	}
 	h := l.find(nil, c.Token)
-	if h == nil || h.maxHold == 0 {
+	if h == nil || h.maxHold() == 0 {
 		return Result{Status: NotHeld}
 	}
 	st.free(index, h, ReasonMaxHold)
@@ -415,8 +420,8 @@ func (st *State) acquire(index uint64, s *session, c *Command) Result {
 	if !c.Wait {
 		return Result{Status: Locked}
 	}
-	w := &waiter{s: s, seq: c.Seq, shared: shared, maxHold: c.MaxHold}
-	l.push(w)
+	w := &waiter{s: s, seq: c.Seq, shared: shared, maxHold: c.MaxHold, at: st.at}
+	st.enqueue(l, w)
 	s.waits[c.Seq] = w
 	st.waiting++
 	st.emit(Event{Kind: EventQueued, Session: s.id, Seq: c.Seq, Name: c.Name})
@@ -472,7 +477,8 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared boo
 	if h.s != nil {
 		h = new(hold)
 	}
-	*h = hold{l: l, s: s, seq: seq, token: st.nextToken(index), maxHold: maxHold}
+	*h = hold{l: l, s: s, seq: seq, token: st.nextToken(index), at: st.at}
+	h.setMaxHold(maxHold)
 	l.holders.push((*peerHold)(h))
 	l.shared = shared
 	l.setValue(value)
@@ -513,6 +519,7 @@ func (st *State) drop(h *hold, why Reason) {
 		s.held.remove(h)
 	}
 	l.holders.remove((*peerHold)(h))
+	h.clearMaxHold()
 	*h = hold{} // the lock's first grant is free for the next one
 	if l.holders.n == 0 {
 		// A semaphore stays shared: every grant of it is, and a delayed
@@ -540,7 +547,7 @@ func (st *State) settle(index uint64, l *lock) {
 }
 
 func (st *State) unqueue(w *waiter) {
-	w.l.more.queue.remove(w) // a lock anyone waits for has its lockMore
+	st.dequeue(w)
 	if w.l.election {
 		delete(w.s.campaigns, w.seq)
 		st.campaigning--

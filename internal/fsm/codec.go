@@ -6,9 +6,9 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 5):
+// The wire format of a raft entry (version 6):
 //
-//	entry   = version:byte count:uvarint command*count
+//	entry   = version:byte at:uvarint count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
 //
 // Numbers are unsigned varints; a name or a value is a varint length and its
@@ -61,7 +61,15 @@ import (
 // is ended by an operator. Entries of older versions keep their rules
 // (Command.pre5): a resume without a TTL is not checked, and a revoke frees
 // at once, so an old log replays to the state it produced.
-const codecVersion = 5
+//
+// Version 6 added the entry's time (at, after the version: see Command.At)
+// and the session's name to OpenSession (nonce ttl owner delay name). It
+// changed what no command of an older version does: an older entry's
+// commands decode with At 0 (unknown) and its opens without a name, which
+// is how they applied before, so an old log replays to the state it
+// produced (with no names and unknown grant times, as a snapshot of that
+// version restores too).
+const codecVersion = 6
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -70,9 +78,26 @@ const MaxBatch = 1 << 12
 // snapshot.
 var ErrCorrupt = errors.New("fsm: corrupt encoding")
 
-// AppendBatch appends the encoding of cmds, one raft entry, to dst.
+// AppendBatch appends the encoding of cmds, one raft entry, to dst. The
+// entry's time is the latest At of its commands: a proposer that stamps
+// every command of a batch alike (or calls AppendBatchAt) gets the commands
+// back as they were.
 func AppendBatch(dst []byte, cmds []Command) []byte {
+	var at uint64
+	for i := range cmds {
+		at = max(at, cmds[i].At)
+	}
+	return AppendBatchAt(dst, at, cmds)
+}
+
+// AppendBatchAt appends the encoding of cmds, one raft entry, to dst, with
+// at as the time of the entry, whatever At its commands carry: the proposer
+// stamps an entry with its clock (nanoseconds since the Unix epoch) when it
+// proposes it, and every command decoded from the entry has At at. 0 means
+// unknown.
+func AppendBatchAt(dst []byte, at uint64, cmds []Command) []byte {
 	dst = append(dst, codecVersion)
+	dst = binary.AppendUvarint(dst, at)
 	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
 	for i := range cmds {
 		dst = appendCommand(dst, &cmds[i])
@@ -86,6 +111,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 	switch c.Kind {
 	case KindOpenSession:
 		dst = u(u(u(u(dst, c.Nonce), c.TTL), c.Owner), c.Delay)
+		dst = appendString(dst, c.Name)
 	case KindKeepAlive:
 		dst = u(u(dst, c.Session), c.Floor)
 	case KindCloseSession:
@@ -151,6 +177,9 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 		return dst, fmt.Errorf("%w: entry version %d", ErrCorrupt, v)
 	}
 	d.v1, d.version = v == 1, v
+	if v >= 6 {
+		d.at = d.uvarint()
+	}
 	n := d.uvarint()
 	if n == 0 || n > MaxBatch {
 		return dst, fmt.Errorf("%w: %d commands in an entry", ErrCorrupt, n)
@@ -171,12 +200,15 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 
 func (d *decoder) command(c *Command) {
 	c.Kind = Kind(d.byte())
-	c.v1, c.pre5 = d.v1, d.version < 5
+	c.v1, c.pre5, c.At = d.v1, d.version < 5, d.at
 	switch c.Kind {
 	case KindOpenSession:
 		c.Nonce, c.TTL, c.Owner = d.uvarint(), d.uvarint(), d.uvarint()
 		if d.version >= 3 {
 			c.Delay = d.uvarint()
+		}
+		if d.version >= 6 {
+			c.Name = d.string(MaxSessionNameLen, "session name")
 		}
 	case KindKeepAlive:
 		c.Session, c.Floor = d.uvarint(), d.uvarint()
@@ -357,8 +389,9 @@ func DecodeResults(data []byte, dst []Result) ([]Result, error) {
 type decoder struct {
 	b       []byte
 	err     error
-	v1      bool // decoding a version-1 entry
-	version byte // the entry's version
+	v1      bool   // decoding a version-1 entry
+	version byte   // the entry's version
+	at      uint64 // the entry's time (version 6)
 }
 
 func (d *decoder) fail(format string, args ...any) {

@@ -51,6 +51,8 @@ func everyKind() []Command {
 		{Kind: KindExpireGrant, Token: 1, Mark: 1, Election: true, Name: "e"},
 		{Kind: KindKeepAliveBatch, Owner: 2, Renew: []Renewal{{Session: 1, Floor: 0}, {Session: 1 << 40, Floor: 9}, {Session: math.MaxUint64, Floor: math.MaxUint64}}},
 		{Kind: KindKeepAliveBatch, Owner: math.MaxUint64, Renew: []Renewal{{Session: 7, Floor: 1}}},
+		{Kind: KindOpenSession, Nonce: 3, TTL: 4, Owner: 5, Name: "reindex@worker-3"},
+		{Kind: KindOpenSession, Nonce: 4, TTL: 4, Owner: 5, Name: strings.Repeat("é", MaxSessionNameLen/2)},
 	}
 }
 
@@ -75,16 +77,37 @@ func TestBatchRoundTrip(t *testing.T) {
 	got, err = DecodeBatch(data, dst)
 	require.NoError(t, err)
 	require.Equal(t, append(dst, cmds...), got)
+
+	// Stamped alike, as a proposer stamps a batch, the commands come back
+	// as they were, time and all; at any time up to the largest.
+	for _, at := range []uint64{1, 1_780_000_000_000_000_000, math.MaxUint64} {
+		stamped := everyKind()
+		for i := range stamped {
+			stamped[i].At = at
+		}
+		got, err := DecodeBatch(AppendBatch(nil, stamped), nil)
+		require.NoError(t, err)
+		require.Equal(t, stamped, got)
+		require.Equal(t, AppendBatch(nil, stamped), AppendBatchAt(nil, at, everyKind()))
+	}
+	// Stamped apart, the entry takes the latest.
+	apart := everyKind()[:3]
+	apart[0].At, apart[1].At = 5, 9
+	got, err = DecodeBatch(AppendBatch(nil, apart), nil)
+	require.NoError(t, err)
+	for _, c := range got {
+		require.Equal(t, uint64(9), c.At)
+	}
 }
 
 func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 	all := Command{Wait: true, Election: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8,
-		Term: 9, Mark: 10, Permits: 11, Delay: 12, MaxHold: 13, Name: "n", Value: "v"}
+		Term: 9, Mark: 10, Permits: 11, Delay: 12, MaxHold: 13, Name: "n", Value: "v", At: 14}
 	for _, tc := range []struct {
 		kind Kind
 		want Command
 	}{
-		{KindOpenSession, Command{Kind: KindOpenSession, Nonce: 4, TTL: 5, Owner: 6, Delay: 12}},
+		{KindOpenSession, Command{Kind: KindOpenSession, Nonce: 4, TTL: 5, Owner: 6, Delay: 12, Name: "n"}},
 		{KindKeepAlive, Command{Kind: KindKeepAlive, Session: 1, Floor: 3}},
 		{KindCloseSession, Command{Kind: KindCloseSession, Session: 1, Floor: 3}},
 		{KindAcquire, Command{Kind: KindAcquire, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n", MaxHold: 13}},
@@ -110,6 +133,7 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		c.Kind = tc.kind
 		got, err := DecodeBatch(AppendBatch(nil, []Command{c}), nil)
 		require.NoError(t, err)
+		tc.want.At = 14 // every kind: the entry's time
 		require.Equal(t, []Command{tc.want}, got, tc.kind.String())
 	}
 }
@@ -151,14 +175,32 @@ func TestBatchWireFormat(t *testing.T) {
 	}
 	resumeV3 := []byte{14, 8, 0xac, 0x02, 2, 5}
 	at := bytes.Index(v3, resumeV3) + len(resumeV3)
-	require.Equal(t, slices.Concat([]byte{5, 13}, v3[2:at], []byte{7}, v3[at:], batch), got,
-		"version 5: the resume's TTL follows its attempt")
-	// The same commands in a version-4 entry (and, but the batch, in a
-	// version-3 one) decode alike, without the resume's TTL, under the old
-	// rules.
+	v5 := slices.Concat([]byte{5, 13}, v3[2:at], []byte{7}, v3[at:], batch) // the resume's TTL follows its attempt
+	// Version 6: the entry's time follows the version, and each open's
+	// name its lock-delay.
+	v6 := slices.Concat([]byte{6, 0, 13}, v5[2:])
+	for _, open := range [][]byte{{1, 0xac, 0x02, 1, 2, 0, 7}, {1, 0xac, 0x02, 1, 2, 5, 4}} {
+		require.Equal(t, 1, bytes.Count(v6, open))
+		v6 = bytes.Replace(v6, open, slices.Concat(open[:len(open)-1], []byte{0}, open[len(open)-1:]), 1)
+	}
+	require.Equal(t, v6, got, "version 6")
+	named := AppendBatchAt(nil, 300, []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Delay: 5, Name: "w"},
+		{Kind: KindCloseSession, Session: 8, Floor: 7, At: 99}})
+	require.Equal(t, []byte{6, 0xac, 0x02, 2, 1, 0xac, 0x02, 1, 2, 5, 1, 'w', 3, 8, 7}, named,
+		"the entry's time, whatever its commands carry; an open's name")
+	cmds, err := DecodeBatch(named, nil)
+	require.NoError(t, err)
+	require.Equal(t, []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Delay: 5, Name: "w", At: 300},
+		{Kind: KindCloseSession, Session: 8, Floor: 7, At: 300}}, cmds)
+	// The same commands in a version-5 or version-4 entry (and, but the
+	// batch, in a version-3 one) decode alike, without the resume's TTL
+	// (before 5) and without the time, under the old rules.
 	v4 := slices.Concat([]byte{4, 13}, v3[2:], batch)
 	all, err := DecodeBatch(got, nil)
 	require.NoError(t, err)
+	cmds, err = DecodeBatch(v5, nil)
+	require.NoError(t, err)
+	require.Equal(t, all, cmds, "version 5 decodes to the same, with its rules")
 	for _, old := range [][]byte{v3, v4} {
 		cmds, err := DecodeBatch(old, nil)
 		require.NoError(t, err)
@@ -166,7 +208,7 @@ func TestBatchWireFormat(t *testing.T) {
 	}
 	// A version-2 entry of the same commands (but the last) decodes to them.
 	v2 := []byte{2, 4, 4, 1, 2, 3, 1, 2, 'a', 'b', 1, 0xac, 0x02, 1, 2, 7, 4, 5, 6, 11, 3, 9, 4}
-	cmds, err := DecodeBatch(v2, nil)
+	cmds, err = DecodeBatch(v2, nil)
 	require.NoError(t, err)
 	want, err := DecodeBatch(got, nil)
 	require.NoError(t, err)
@@ -183,16 +225,28 @@ func TestBatchWireFormat(t *testing.T) {
 }
 
 // asOld returns cmds as an entry of an older version (version 1 with v1)
-// decodes them: with its rules, and without the fields version 5 added.
+// decodes them: with its rules, and without the fields versions 5 and 6
+// added.
 func asOld(cmds []Command, v1 bool) []Command {
 	out := slices.Clone(cmds)
 	for i := range out {
-		out[i].pre5, out[i].v1 = true, v1
-		if out[i].Kind == KindResume {
+		out[i].pre5, out[i].v1, out[i].At = true, v1, 0
+		switch out[i].Kind {
+		case KindResume:
 			out[i].TTL = 0
+		case KindOpenSession:
+			out[i].Name = ""
 		}
 	}
 	return out
+}
+
+// asVersion returns entry, written by today's codec, as an entry of the
+// older version v writes the same commands: without the entry's time
+// (version 6). It is for commands whose fields did not change since v.
+func asVersion(entry []byte, v byte) []byte {
+	_, n := binary.Uvarint(entry[1:])
+	return append([]byte{v}, entry[1+n:]...)
 }
 
 func TestBatchMaxBatch(t *testing.T) {
@@ -208,7 +262,7 @@ func TestDecodeBatchErrors(t *testing.T) {
 	valid := AppendBatch(nil, everyKind())
 	u := binary.AppendUvarint
 	acquire := func(flag byte, name []byte) []byte {
-		b := []byte{codecVersion, 1, byte(KindAcquire), 1, 2, 3, flag}
+		b := []byte{codecVersion, 0, 1, byte(KindAcquire), 1, 2, 3, flag}
 		return u(append(u(b, uint64(len(name))), name...), 0)
 	}
 	for _, tc := range []struct {
@@ -217,35 +271,38 @@ func TestDecodeBatchErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"version 6", append([]byte{6}, valid[1:]...)},
+		{"version 7", append([]byte{7}, valid[1:]...)},
+		{"no time", []byte{codecVersion}},
+		{"session name longer than MaxSessionNameLen", AppendBatch(nil, []Command{{Kind: KindOpenSession, Nonce: 1, TTL: 1,
+			Name: strings.Repeat("n", MaxSessionNameLen+1)}})},
 		{"resume in a version-5 entry without its TTL", []byte{5, 1, byte(KindResume), 1, 2, 3, 4}},
 		{"keep-alive batch in a version-3 entry", []byte{3, 1, byte(KindKeepAliveBatch), 2, 1, 5, 1}},
-		{"keep-alive batch of none", []byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 0}},
-		{"keep-alive batch beyond MaxRenewals", slices.Concat(u([]byte{codecVersion, 1, byte(KindKeepAliveBatch), 2}, MaxRenewals+1),
+		{"keep-alive batch of none", []byte{codecVersion, 0, 1, byte(KindKeepAliveBatch), 2, 0}},
+		{"keep-alive batch beyond MaxRenewals", slices.Concat(u([]byte{codecVersion, 0, 1, byte(KindKeepAliveBatch), 2}, MaxRenewals+1),
 			slices.Repeat([]byte{1, 0}, MaxRenewals+1))},
-		{"keep-alive batch counting more than its bytes", []byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 3, 1, 0, 1, 0}},
-		{"keep-alive batch naming a session twice", []byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 2, 5, 0, 0, 0}},
-		{"keep-alive batch naming session 0", []byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 1, 0, 0}},
-		{"keep-alive batch IDs past 2^64", slices.Concat([]byte{codecVersion, 1, byte(KindKeepAliveBatch), 2, 2},
+		{"keep-alive batch counting more than its bytes", []byte{codecVersion, 0, 1, byte(KindKeepAliveBatch), 2, 3, 1, 0, 1, 0}},
+		{"keep-alive batch naming a session twice", []byte{codecVersion, 0, 1, byte(KindKeepAliveBatch), 2, 2, 5, 0, 0, 0}},
+		{"keep-alive batch naming session 0", []byte{codecVersion, 0, 1, byte(KindKeepAliveBatch), 2, 1, 0, 0}},
+		{"keep-alive batch IDs past 2^64", slices.Concat([]byte{codecVersion, 0, 1, byte(KindKeepAliveBatch), 2, 2},
 			u(nil, math.MaxUint64), []byte{0, 1, 0})},
 		{"resume in a version-2 entry", []byte{2, 1, byte(KindResume), 1, 2, 3}},
 		{"leader-start in version 1", []byte{1, 1, byte(KindLeaderStart), 3, 9}},
-		{"no count", []byte{codecVersion}},
-		{"zero count", []byte{codecVersion, 0}},
-		{"count beyond MaxBatch", u([]byte{codecVersion}, MaxBatch+1)},
-		{"huge count", u([]byte{codecVersion}, math.MaxUint64)},
-		{"overlong varint", append([]byte{codecVersion}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},
-		{"fewer commands than counted", []byte{codecVersion, 2, byte(KindCloseSession), 1}},
+		{"no count", []byte{codecVersion, 0}},
+		{"zero count", []byte{codecVersion, 0, 0}},
+		{"count beyond MaxBatch", u([]byte{codecVersion, 0}, MaxBatch+1)},
+		{"huge count", u([]byte{codecVersion, 0}, math.MaxUint64)},
+		{"overlong varint", append([]byte{codecVersion, 0}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)},
+		{"fewer commands than counted", []byte{codecVersion, 0, 2, byte(KindCloseSession), 1}},
 		{"trailing bytes", append(slices.Clone(valid), 0)},
-		{"unknown kind 0", []byte{codecVersion, 1, 0}},
-		{"unknown kind maxKind+1", []byte{codecVersion, 1, byte(maxKind) + 1, 1}},
-		{"unknown kind 255", []byte{codecVersion, 1, 255}},
-		{"unknown kind after a good one", []byte{codecVersion, 2, byte(KindCloseSession), 1, byte(maxKind) + 1, 1}},
+		{"unknown kind 0", []byte{codecVersion, 0, 1, 0}},
+		{"unknown kind maxKind+1", []byte{codecVersion, 0, 1, byte(maxKind) + 1, 1}},
+		{"unknown kind 255", []byte{codecVersion, 0, 1, 255}},
+		{"unknown kind after a good one", []byte{codecVersion, 0, 2, byte(KindCloseSession), 1, byte(maxKind) + 1, 1}},
 		{"bad flag byte", acquire(2, []byte("n"))},
 		{"flag byte 255", acquire(255, []byte("n"))},
 		{"name longer than MaxNameLen", acquire(1, []byte(strings.Repeat("n", MaxNameLen+1)))},
-		{"name longer than the data", append(u([]byte{codecVersion, 1, byte(KindAcquire), 1, 2, 3, 0}, 5), "abc"...)},
-		{"name length huge", u([]byte{codecVersion, 1, byte(KindAcquire), 1, 2, 3, 0}, math.MaxUint64)},
+		{"name longer than the data", append(u([]byte{codecVersion, 0, 1, byte(KindAcquire), 1, 2, 3, 0}, 5), "abc"...)},
+		{"name length huge", u([]byte{codecVersion, 0, 1, byte(KindAcquire), 1, 2, 3, 0}, math.MaxUint64)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeBatch(tc.data, nil)

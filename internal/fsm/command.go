@@ -6,7 +6,8 @@
 // current state, the raft log index of the entry and the commands it carries:
 // it never reads a clock, a random source or a map's iteration order into
 // state, tokens or results. Time enters only as values inside commands (a
-// session's TTL) and as Expire commands proposed by the raft leader's timers.
+// session's TTL, an entry's proposal time At, which grants record for the
+// views) and as Expire commands proposed by the raft leader's timers.
 // Exactly one file, dragonboat.go, binds the state machine to Dragonboat.
 //
 // The package is internal on purpose: its codec, queries and observer
@@ -23,7 +24,11 @@ const (
 	// KindOpenSession creates a session. Nonce makes a retried open return the
 	// session the first attempt created; TTL and Owner are recorded for the
 	// leader's expiry timers and for inspection, and Delay (version 3) is
-	// the session's lock-delay.
+	// the session's lock-delay. Name (version 6) is the session's name, for
+	// people to read in every view of a holder or a waiter: at most
+	// MaxSessionNameLen bytes of UTF-8 without NUL, else the open is
+	// refused (Invalid, Value InvalidSessionName). A retried open returns
+	// the first attempt's session whatever name it carries.
 	KindOpenSession Kind = 1
 	// KindKeepAlive renews Session; the entry's index becomes the session's
 	// keep-alive index, which a later Expire must name.
@@ -221,8 +226,22 @@ type Command struct {
 	// Permits is an AcquireShared's semaphore permit count; 0 for a
 	// shared/exclusive lock. At most MaxHoldersPerLock.
 	Permits uint64
-	Name    string // Acquire, Release, Cancel: lock name; Campaign, Resign, Proclaim: election name
-	Value   string // Campaign, Proclaim: the leader's value, at most MaxValueLen bytes
+	// Name is an Acquire's, Release's or Cancel's lock name, a Campaign's,
+	// Resign's or Proclaim's election name, and (version 6) an
+	// OpenSession's session name.
+	Name  string
+	Value string // Campaign, Proclaim: the leader's value, at most MaxValueLen bytes
+	// At is when the command was proposed, in nanoseconds since the Unix
+	// epoch by the proposer's clock (version 6): the state machine reads no
+	// clock, so this value is the only time it knows. A grant records the
+	// At of the command whose apply made it (the acquire itself, or the
+	// release, cancel, expiry or revoke that passed the lock on), and a
+	// queued request the At of its own command, for the views to show how
+	// long a lock has been held and a request has waited. 0 is unknown:
+	// every command of an entry older than version 6. The codec writes one
+	// At per entry (see AppendBatchAt), so every command decoded from an
+	// entry carries the same.
+	At uint64
 	// Renew is a KeepAliveBatch's sessions, at most MaxRenewals, in
 	// ascending order of session ID (the codec relies on it). (Version 4.)
 	Renew []Renewal

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bufio"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -147,74 +148,19 @@ func TestVersion4LogReplays(t *testing.T) {
 	checkFrozenLog(t, 4, 400, "testdata/log-v4.txt", "testdata/snapshot-v4-log-v4.bin", maxKind)
 }
 
-// testdata/log-v5.txt and testdata/snapshot-v4-log-v5.bin freeze today's
-// formats (every kind, from the determinism driver; version 5 added the
-// resume's TTL and the revoke's lock-delay, and the snapshot format did
-// not change) so that the next version is tested against them as this one
-// is against versions 1 to 4. FENCELOCK_WRITE_GOLDEN=1 writes them
-// afresh, for a new version only.
+// testdata/log-v5.txt and testdata/snapshot-v4-log-v5.bin froze the
+// formats of version 5 (every kind, from the determinism driver; version 5
+// added the resume's TTL and the revoke's lock-delay, and the snapshot
+// format did not change). They were written by writeFrozenLog as version
+// 6's are now.
 func TestVersion5LogReplays(t *testing.T) {
 	const entries = 400
 	const logFile, snapFile = "testdata/log-v5.txt", "testdata/snapshot-v4-log-v5.bin"
-	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
-		d := newDriver(rand.New(rand.NewPCG(0x9014, 4)))
-		st := New()
-		var log strings.Builder
-		// The driver takes locks; an election's kinds, by hand, first.
-		hand := [][]Command{
-			{{Kind: KindLeaderStart, Owner: 1, Term: 2, Nonce: 0xfeed}},
-			{openCmd(901), openCmd(902)},
-			{{Kind: KindCampaign, Session: 2 << TokenShift, Seq: 1, Floor: 1, Name: "e", Value: "a", Wait: true, MaxHold: 5e9}},
-			{{Kind: KindCampaign, Session: 2<<TokenShift + 1, Seq: 1, Floor: 1, Name: "e", Value: "b", Wait: true}},
-			{{Kind: KindProclaim, Session: 2 << TokenShift, Seq: 2, Floor: 1, Name: "e", Value: "a2", Token: 3 << TokenShift}},
-			{{Kind: KindResign, Session: 2 << TokenShift, Seq: 3, Floor: 1, Name: "e", Token: 3 << TokenShift}},
-			{{Kind: KindExpireGrant, Election: true, Name: "e", Token: 6 << TokenShift, Mark: 1}},
-			{{Kind: KindUndelay, Name: "a", Token: 1, Mark: 1}},
-			{{Kind: KindKeepAliveBatch, Owner: 1, Renew: []Renewal{{Session: 2 << TokenShift, Floor: 4}, {Session: 2<<TokenShift + 1, Floor: 2}, {Session: 3 << TokenShift, Floor: 1}}}},
-		}
-		var i int
-		next := func(cmds []Command) Result {
-			i++
-			data := AppendBatch(nil, cmds)
-			rs, evs := st.Apply(uint64(i), cmds)
-			d.observe(cmds, rs, evs)
-			log.WriteString(hex.EncodeToString(data) + " " + hex.EncodeToString(AppendResults(nil, rs)) + "\n")
-			return rs[0]
-		}
-		for _, cmds := range hand {
-			next(cmds)
-		}
-		// Version 5's changes: a revoke that delays a lock, a resume whose
-		// TTL is not the session's.
-		delayed := next([]Command{{Kind: KindOpenSession, Nonce: 903, TTL: 1e9, Owner: 1, Delay: 5e9}}).Value
-		next([]Command{acqCmd(delayed, 1, "r", true)})
-		next([]Command{{Kind: KindRevoke, Name: "r"}})
-		next([]Command{{Kind: KindResume, Session: 2 << TokenShift, Nonce: 901, Owner: 2, Target: 7, TTL: 2e9}})
-		for i < entries {
-			// Kinds the codec has no encoding for are the driver's test of
-			// Apply, not entries a log can hold.
-			cmds := slices.DeleteFunc(d.entry(), func(c Command) bool { return c.Kind == 0 || c.Kind > maxKind })
-			if len(cmds) > 0 {
-				next(cmds)
-			}
-		}
-		require.NoError(t, os.WriteFile(logFile, []byte(log.String()), 0o644))
-		require.NoError(t, os.WriteFile(snapFile, saveBytes(t, st), 0o644))
-	}
 	checkFrozenLog(t, 5, entries, logFile, snapFile, maxKind)
 	// The frozen log holds what version 5 changed: resumes refused for
 	// their TTL, and revokes that delayed a lock.
-	data, err := os.ReadFile(logFile)
-	require.NoError(t, err)
-	st := New()
 	var refused, delayedByRevoke int
-	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		entry, _, _ := strings.Cut(line, " ")
-		b, err := hex.DecodeString(entry)
-		require.NoError(t, err)
-		cmds, err := DecodeBatch(b, nil)
-		require.NoError(t, err)
-		rs, evs := st.Apply(uint64(i+1), cmds)
+	replayFrozen(t, logFile, func(cmds []Command, rs []Result, evs []Event) {
 		for j, c := range cmds {
 			if c.Kind == KindResume && rs[j].Status == Conflict {
 				refused++
@@ -225,9 +171,157 @@ func TestVersion5LogReplays(t *testing.T) {
 				delayedByRevoke++
 			}
 		}
-	}
+	})
 	require.Positive(t, refused, "a resume refused for its TTL")
 	require.Positive(t, delayedByRevoke, "a revoke that delayed a lock")
+}
+
+// frozenAt is the time writeFrozenLog stamps its first entry with; each
+// entry after is 10ms later.
+const frozenAt = 1_780_000_000_000_000_000
+
+// testdata/log-v6.txt and testdata/snapshot-v5-log-v6.bin freeze today's
+// formats (every kind, from the determinism driver; version 6 added the
+// entry's time and the session's name, and snapshot version 5 the names
+// and the times of grants and queued requests) so that the next version
+// is tested against them as this one is against versions 1 to 5.
+// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+func TestVersion6LogReplays(t *testing.T) {
+	const entries = 400
+	const logFile, snapFile = "testdata/log-v6.txt", "testdata/snapshot-v5-log-v6.bin"
+	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
+		writeFrozenLog(t, entries, logFile, snapFile)
+	}
+	checkFrozenLog(t, 6, entries, logFile, snapFile, maxKind)
+	// The frozen log holds what version 6 added: named sessions, an open
+	// refused for its name, and every grant and queued request timed by
+	// its entry.
+	var named, badName, grants int
+	var last uint64
+	replayFrozen(t, logFile, func(cmds []Command, rs []Result, evs []Event) {
+		require.Greater(t, cmds[0].At, last, "entries are stamped in order")
+		last = cmds[0].At
+		for j, c := range cmds {
+			require.Equal(t, cmds[0].At, c.At, "one time per entry")
+			if c.Kind == KindOpenSession && c.Name != "" && rs[j].Status == OK {
+				named++
+			}
+			if c.Kind == KindOpenSession && rs[j].Status == Invalid && rs[j].Value == InvalidSessionName {
+				badName++
+			}
+		}
+		for _, e := range evs {
+			if e.Kind == EventGranted || e.Kind == EventElected {
+				grants++
+			}
+		}
+	})
+	require.Positive(t, named, "sessions opened with a name")
+	require.Positive(t, badName, "an open refused for its name")
+	require.Positive(t, grants)
+
+	golden, err := os.ReadFile(snapFile)
+	require.NoError(t, err)
+	st, err := DecodeSnapshot(golden)
+	require.NoError(t, err)
+	var names, timed, queued int
+	for _, s := range st.Sessions() {
+		if s.Name != "" {
+			names++
+		}
+	}
+	for l := range st.locks.all {
+		for _, h := range l.info().Holders {
+			require.NotEmpty(t, h.Name, "every session of the log is named")
+			if h.GrantedAt >= frozenAt {
+				timed++
+			}
+		}
+		for _, w := range l.waiterList(MaxWaitersPerLock) {
+			if w.QueuedAt >= frozenAt {
+				queued++
+			}
+		}
+	}
+	require.Positive(t, names)
+	require.Positive(t, timed, "grants with their times")
+	require.Positive(t, queued, "queued requests with their times")
+}
+
+// writeFrozenLog writes the frozen log of today's version, entries long,
+// and the snapshot it replays to: hand-written entries for what the
+// driver does not do, then the driver's. Sessions are named after their
+// nonces, and entry i is stamped frozenAt + i·10ms.
+func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
+	d := newDriver(rand.New(rand.NewPCG(0x9014, 4)))
+	st := New()
+	var log strings.Builder
+	// The driver takes locks; an election's kinds, by hand, first.
+	hand := [][]Command{
+		{{Kind: KindLeaderStart, Owner: 1, Term: 2, Nonce: 0xfeed}},
+		{openCmd(901), openCmd(902)},
+		{{Kind: KindCampaign, Session: 2 << TokenShift, Seq: 1, Floor: 1, Name: "e", Value: "a", Wait: true, MaxHold: 5e9}},
+		{{Kind: KindCampaign, Session: 2<<TokenShift + 1, Seq: 1, Floor: 1, Name: "e", Value: "b", Wait: true}},
+		{{Kind: KindProclaim, Session: 2 << TokenShift, Seq: 2, Floor: 1, Name: "e", Value: "a2", Token: 3 << TokenShift}},
+		{{Kind: KindResign, Session: 2 << TokenShift, Seq: 3, Floor: 1, Name: "e", Token: 3 << TokenShift}},
+		{{Kind: KindExpireGrant, Election: true, Name: "e", Token: 6 << TokenShift, Mark: 1}},
+		{{Kind: KindUndelay, Name: "a", Token: 1, Mark: 1}},
+		{{Kind: KindKeepAliveBatch, Owner: 1, Renew: []Renewal{{Session: 2 << TokenShift, Floor: 4}, {Session: 2<<TokenShift + 1, Floor: 2}, {Session: 3 << TokenShift, Floor: 1}}}},
+	}
+	var i int
+	next := func(cmds []Command) Result {
+		i++
+		for j := range cmds {
+			if cmds[j].Kind == KindOpenSession && cmds[j].Name == "" {
+				cmds[j].Name = fmt.Sprintf("worker-%d@host", cmds[j].Nonce)
+			}
+		}
+		data := AppendBatchAt(nil, frozenAt+uint64(i)*1e7, cmds)
+		cmds, err := DecodeBatch(data, nil)
+		require.NoError(t, err)
+		rs, evs := st.Apply(uint64(i), cmds)
+		d.observe(cmds, rs, evs)
+		log.WriteString(hex.EncodeToString(data) + " " + hex.EncodeToString(AppendResults(nil, rs)) + "\n")
+		return rs[0]
+	}
+	for _, cmds := range hand {
+		next(cmds)
+	}
+	// Version 5's changes: a revoke that delays a lock, a resume whose
+	// TTL is not the session's.
+	delayed := next([]Command{{Kind: KindOpenSession, Nonce: 903, TTL: 1e9, Owner: 1, Delay: 5e9}}).Value
+	next([]Command{acqCmd(delayed, 1, "r", true)})
+	next([]Command{{Kind: KindRevoke, Name: "r"}})
+	next([]Command{{Kind: KindResume, Session: 2 << TokenShift, Nonce: 901, Owner: 2, Target: 7, TTL: 2e9}})
+	// Version 6's: a name that is not UTF-8 is refused.
+	next([]Command{{Kind: KindOpenSession, Nonce: 904, TTL: 1e9, Owner: 1, Name: "bad\xff"}})
+	for i < entries {
+		// Kinds the codec has no encoding for are the driver's test of
+		// Apply, not entries a log can hold.
+		cmds := slices.DeleteFunc(d.entry(), func(c Command) bool { return c.Kind == 0 || c.Kind > maxKind })
+		if len(cmds) > 0 {
+			next(cmds)
+		}
+	}
+	require.NoError(t, os.WriteFile(logFile, []byte(log.String()), 0o644))
+	require.NoError(t, os.WriteFile(snapFile, saveBytes(t, st), 0o644))
+}
+
+// replayFrozen applies the frozen log in file to a new state, calling
+// each with every entry's commands, results and events.
+func replayFrozen(t *testing.T, file string, each func([]Command, []Result, []Event)) {
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	st := New()
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		entry, _, _ := strings.Cut(line, " ")
+		b, err := hex.DecodeString(entry)
+		require.NoError(t, err)
+		cmds, err := DecodeBatch(b, nil)
+		require.NoError(t, err)
+		rs, evs := st.Apply(uint64(i+1), cmds)
+		each(cmds, rs, evs)
+	}
 }
 
 // checkFrozenLog replays the frozen log of version v to its frozen
@@ -237,8 +331,15 @@ func checkFrozenLog(t *testing.T, v byte, entries uint64, logFile, snapFile stri
 	st, restored := replayOldLog(t, logFile, v, entries, snapFile)
 	golden, err := os.ReadFile(snapFile)
 	require.NoError(t, err)
-	require.Equal(t, golden, saveBytes(t, st), "the log replays to the frozen snapshot")
-	require.Equal(t, golden, saveBytes(t, restored), "the frozen snapshot restores to itself")
+	if golden[len(snapshotMagic)] == snapshotVersion {
+		require.Equal(t, golden, saveBytes(t, st), "the log replays to the frozen snapshot")
+		require.Equal(t, golden, saveBytes(t, restored), "the frozen snapshot restores to itself")
+	} else {
+		// An older format is saved as today's: the replayed log and the
+		// restored snapshot must agree in it.
+		require.Equal(t, saveBytes(t, restored), saveBytes(t, st), "the log replays to the frozen snapshot's state")
+		require.Equal(t, viewOf(restored), viewOf(st))
+	}
 
 	data, err := os.ReadFile(logFile)
 	require.NoError(t, err)

@@ -347,8 +347,8 @@ func TestRevokeAppliesLockDelay(t *testing.T) {
 	})
 	t.Run("version 4 replayed", func(t *testing.T) {
 		h, _, b, tok := setup(t)
-		data := AppendBatch(nil, []Command{{Kind: KindRevoke, Name: "L", Token: tok}})
-		data[0] = 4 // a revoke's encoding did not change in version 5
+		// A revoke's encoding did not change in versions 5 and 6.
+		data := asVersion(AppendBatch(nil, []Command{{Kind: KindRevoke, Name: "L", Token: tok}}), 4)
 		cmds, err := DecodeBatch(data, nil)
 		require.NoError(t, err)
 		rs, _ := h.apply(cmds...)

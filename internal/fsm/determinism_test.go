@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -39,6 +40,7 @@ type driver struct {
 	ttl      map[uint64]uint64 // the TTL each session was opened with
 	grants   []Event           // recent grants, possibly outdated
 	delays   []Event           // recent lock-delays, possibly over
+	entries  uint64            // entries generated: the clock At is stamped from
 }
 
 var driverNames = []string{"a", "b", "c", "d/ü"}
@@ -207,10 +209,24 @@ func (d *driver) keepAliveBatch() Command {
 }
 
 // entry returns the commands of the next entry.
+//
+// Each is stamped with a time, as a proposer stamps its entries (every
+// seventh with none, as an old entry has), and each open with a name:
+// both from counts rather than draws, so that the program is the one the
+// seeds drew before entries had times.
 func (d *driver) entry() []Command {
 	cmds := make([]Command, 1+d.n(4))
+	d.entries++
+	var at uint64
+	if d.entries%7 != 0 {
+		at = 1_780_000_000_000_000_000 + d.entries*1e7
+	}
 	for i := range cmds {
 		cmds[i] = d.command()
+		cmds[i].At = at
+		if cmds[i].Kind == KindOpenSession {
+			cmds[i].Name = fmt.Sprintf("s%d@host-%d", cmds[i].Nonce, cmds[i].Owner)
+		}
 	}
 	return cmds
 }

@@ -103,7 +103,7 @@ func TestMachineCorruptEntry(t *testing.T) {
 	valid := AppendBatch(nil, []Command{acqCmd(a, 2, "M", false)})
 	// A good command, then garbage: nothing of the entry may be applied.
 	partial := AppendBatch(nil, []Command{closeCmd(a)})
-	partial[1] = 2
+	partial[2] = 2 // the count, after the version and the time (0)
 	partial = append(partial, 0xff)
 	for i, cmd := range [][]byte{
 		nil,

@@ -31,8 +31,8 @@ func (st *State) campaign(index uint64, s *session, c *Command) Result {
 	if !c.Wait {
 		return Result{Status: Locked}
 	}
-	w := &waiter{s: s, seq: c.Seq, value: c.Value, maxHold: c.MaxHold}
-	e.push(w)
+	w := &waiter{s: s, seq: c.Seq, value: c.Value, maxHold: c.MaxHold, at: st.at}
+	st.enqueue(e, w)
 	s.campaigns[c.Seq] = w
 	st.campaigning++
 	st.emit(Event{Kind: EventQueued, Session: s.id, Seq: c.Seq, Name: c.Name, Election: true})

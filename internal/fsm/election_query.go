@@ -9,6 +9,12 @@ type ElectionInfo struct {
 	Seq        uint64 // the leader's request number
 	Value      string // the leader's value
 	Candidates int    // candidates queued behind the leader
+	// SessionName is the leader's session's name ("" without a leader, or
+	// if it was opened without one).
+	SessionName string
+	// ElectedAt is when the leader was elected: the At of the command
+	// whose apply made the grant (see Holder.GrantedAt); 0: unknown.
+	ElectedAt uint64
 }
 
 // Election describes the election called name; one nobody leads or
@@ -18,9 +24,14 @@ func (st *State) Election(name string) ElectionInfo {
 	if e == nil {
 		return ElectionInfo{Name: name}
 	}
-	info := ElectionInfo{Name: name, Candidates: e.waiters()}
+	return e.electionInfo()
+}
+
+func (e *lock) electionInfo() ElectionInfo {
+	info := ElectionInfo{Name: e.name, Candidates: e.waiters()}
 	if h := e.oldest(); h != nil {
 		info.Led, info.Token, info.Session, info.Seq, info.Value = true, h.token, h.s.id, h.seq, e.value()
+		info.SessionName, info.ElectedAt = h.s.name, h.at
 	}
 	return info
 }
@@ -60,6 +71,9 @@ func (st *State) ElectionCounts() (elections, candidates int) {
 type Candidate struct {
 	Session, Seq, Owner uint64 // Owner: the replica its session lives on
 	Value               string
+	Name                string // its session's name
+	Place               int    // its place in the queue: 1 leads next
+	QueuedAt            uint64 // the At of its Campaign (see Holder.GrantedAt); 0: unknown
 }
 
 // Candidates returns up to limit of the election's queued candidates, in
@@ -74,7 +88,8 @@ func (st *State) Candidates(name string, limit int) []Candidate {
 		if len(out) == limit {
 			break
 		}
-		out = append(out, Candidate{Session: w.s.id, Seq: w.seq, Owner: w.s.owner, Value: w.value})
+		out = append(out, Candidate{Session: w.s.id, Seq: w.seq, Owner: w.s.owner, Value: w.value, Name: w.s.name,
+			Place: len(out) + 1, QueuedAt: w.at})
 	}
 	return out
 }

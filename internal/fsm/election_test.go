@@ -93,8 +93,13 @@ func (m leaderModel) matches(st *State) error {
 	}
 	for name, e := range m {
 		info := st.Election(name)
+		// Events carry no names or times: the name is the session's, and
+		// the time TestGrantTimes checks.
 		want := ElectionInfo{Name: name, Led: true, Token: e.Token, Session: e.Session, Seq: e.Seq,
-			Value: e.Value, Candidates: info.Candidates}
+			Value: e.Value, Candidates: info.Candidates, ElectedAt: info.ElectedAt}
+		if s := st.sessions[e.Session]; s != nil {
+			want.SessionName = s.name
+		}
 		if info != want {
 			return fmt.Errorf("election %q is %+v, events say %+v", name, info, e)
 		}
@@ -523,12 +528,18 @@ func appendElections(b []byte, elections []snapLock, version uint64) []byte {
 		if version >= 4 {
 			b = u(b, e.maxHold)
 		}
+		if version >= 5 {
+			b = u(b, e.at)
+		}
 		b = appendString(b, e.value)
 		b = u(b, uint64(len(e.queue)))
 		for i, w := range e.queue {
 			b = appendString(u(u(b, w[0]), w[1]), e.values[i])
 			if version >= 4 {
 				b = u(b, 0)
+			}
+			if version >= 5 {
+				b = u(b, e.queueAtOf(i))
 			}
 		}
 	}
@@ -597,6 +608,7 @@ func TestRestoreVersion1Snapshot(t *testing.T) {
 	now := validImage()
 	now.grants, now.elections, now.leaderMark, now.groupID = 0, nil, 0, 0
 	now.sessions[1].resumed = 0
+	now.sessions[0].name, now.locks[0].at, now.locks[0].queueAt = "", 0, nil // version 5's
 	require.Equal(t, now.bytes(), saveBytes(t, st), "it is saved as the current version")
 
 	v1 := im

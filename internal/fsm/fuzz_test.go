@@ -41,9 +41,19 @@ func FuzzDecodeBatch(f *testing.F) {
 		{Kind: KindOpenSession, Nonce: 9, TTL: 1},
 	}))
 	f.Add(AppendBatch(nil, []Command{{Kind: KindAcquire, Session: fuzzS2, Seq: 1, Name: "a", Wait: true}}))
-	f.Add([]byte{codecVersion, 1, byte(KindCloseSession), 0x80, 0x80, 0x04})
-	f.Add([]byte{codecVersion, 0})
+	f.Add([]byte{codecVersion, 0, 1, byte(KindCloseSession), 0x80, 0x80, 0x04})
+	f.Add([]byte{codecVersion, 0, 0})
 	f.Add([]byte{})
+	// Version 6: a stamped entry, named opens (one not UTF-8), an acquire
+	// and a release that passes a lock on at that time.
+	f.Add(AppendBatchAt(nil, 1_780_000_000_000_000_000, []Command{
+		{Kind: KindOpenSession, Nonce: 7, TTL: 1, Name: "reindex@worker-3"},
+		{Kind: KindOpenSession, Nonce: 8, TTL: 1, Name: "bad\xff"},
+		{Kind: KindAcquire, Session: fuzzS2, Seq: 2, Name: "a", Wait: true},
+		{Kind: KindRelease, Session: fuzzS0, Seq: 2, Name: "a", Token: 2 << TokenShift},
+	}))
+	// Version 5: an entry without a time.
+	f.Add(asVersion(AppendBatch(nil, []Command{{Kind: KindAcquire, Session: fuzzS2, Seq: 2, Name: "b", Wait: true}}), 5))
 	// Version 4: a resume without its TTL, a revoke.
 	f.Add([]byte{4, 2, byte(KindResume), 1, 2, 3, 4, byte(KindRevoke), 0, 0, 1, 'a'})
 	f.Fuzz(func(t *testing.T, data []byte) {

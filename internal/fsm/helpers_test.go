@@ -466,8 +466,8 @@ func checkInvariants(st *State, strict bool) error {
 				return fmt.Errorf("lock %q not in its holder's set", name)
 			case h.token == 0 || h.token > st.lastToken || h.token <= prevTok:
 				return fmt.Errorf("lock %q has token %d after %d, last %d", name, h.token, prevTok, st.lastToken)
-			case h.maxHold > MaxHoldLimit:
-				return fmt.Errorf("lock %q: grant %d has maximum hold %d", name, h.token, h.maxHold)
+			case h.maxHold() > MaxHoldLimit:
+				return fmt.Errorf("lock %q: grant %d has maximum hold %d", name, h.token, h.maxHold())
 			}
 			if other, dup := tokens[h.token]; dup && strict {
 				return fmt.Errorf("locks %q and %q share token %d", name, other, h.token)
@@ -513,6 +513,44 @@ func checkInvariants(st *State, strict bool) error {
 	}
 	if queued != st.waiting || waits != st.waiting {
 		return fmt.Errorf("waiting=%d, queues hold %d, sessions wait %d", st.waiting, queued, waits)
+	}
+	return checkContended(st)
+}
+
+// checkContended checks the index of contended locks: exactly the locks
+// (not elections) with a queue, each once, correctly linked.
+func checkContended(st *State) error {
+	want := 0
+	for l := range st.locks.all {
+		if l.waiters() > 0 {
+			want++
+		}
+	}
+	n := 0
+	var prev *lockMore
+	seen := map[*lock]bool{}
+	for m := st.contended.head; m != nil; m = m.hot.next {
+		switch {
+		case m.hot.prev != prev:
+			return fmt.Errorf("contended: broken links at %q", m.l.name)
+		case m.l == nil || m.l.more != m || m.l.election:
+			return fmt.Errorf("contended: a lockMore of no lock, or of an election")
+		case st.locks.get(m.l.name) != m.l || m.queue.n == 0:
+			return fmt.Errorf("contended: lock %q gone or without a queue", m.l.name)
+		case seen[m.l]:
+			return fmt.Errorf("contended: lock %q twice", m.l.name)
+		}
+		seen[m.l] = true
+		prev = m
+		n++
+	}
+	if n != want || n != st.contended.n || st.contended.tail != prev {
+		return fmt.Errorf("contended: %d indexed (count %d), %d locks have queues", n, st.contended.n, want)
+	}
+	for e := range st.elections.all {
+		if e.more != nil && (e.more.hot.prev != nil || e.more.hot.next != nil || st.contended.head == e.more) {
+			return fmt.Errorf("contended: election %q indexed", e.name)
+		}
 	}
 	return nil
 }

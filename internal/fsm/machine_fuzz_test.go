@@ -18,9 +18,11 @@ import (
 // snapshot). Never a panic, never half a state.
 func FuzzMachine(f *testing.F) {
 	f.Add(AppendBatch(nil, everyKind()), []byte(nil))
-	f.Add([]byte{codecVersion, 1, byte(KindOpenSession), 1, 1, 1, 0}, saveBytes(f, buildRich(f).st))
+	f.Add([]byte{codecVersion, 0, 1, byte(KindOpenSession), 1, 1, 1, 0, 0}, saveBytes(f, buildRich(f).st))
 	f.Add(AppendBatch(nil, []Command{{Kind: KindUndelay, Name: "delayed", Token: 6 << TokenShift}}), saveBytes(f, timedState(f)))
 	f.Add([]byte{0xff}, []byte("FLSN\x01"))
+	f.Add(AppendBatchAt(nil, 1_780_000_000_000_000_000, []Command{{Kind: KindOpenSession, Nonce: 9, TTL: 1, Name: "w@h"}}),
+		validImage().bytes())
 	f.Fuzz(func(t *testing.T, entry, snapshot []byte) {
 		m := NewStateMachine(nil)(1, 1)
 		base := update(t, m, 1, openCmd(1), openCmd(2))

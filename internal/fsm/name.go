@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,4 +15,38 @@ const MaxNameLen = 512
 func ValidName(name string) bool {
 	return name != "" && len(name) <= MaxNameLen && utf8.ValidString(name) &&
 		!strings.ContainsRune(name, 0)
+}
+
+// MaxSessionNameLen is the longest session name, in bytes.
+const MaxSessionNameLen = 256
+
+// InvalidSessionName is the Value of the Invalid result of an OpenSession
+// refused for its name, telling it apart from one refused for its TTL,
+// nonce or lock-delay (which carry 0).
+const InvalidSessionName = 1
+
+// ErrInvalidSessionName reports a session name CheckSessionName refuses.
+var ErrInvalidSessionName = errors.New("fsm: invalid session name")
+
+// ValidSessionName reports whether name may name a session: valid UTF-8
+// of at most MaxSessionNameLen bytes, without NUL. The empty name is
+// valid: a session opened before names existed has it.
+func ValidSessionName(name string) bool {
+	return len(name) <= MaxSessionNameLen && utf8.ValidString(name) && !strings.ContainsRune(name, 0)
+}
+
+// CheckSessionName returns nil if name may name a session, else an error
+// wrapping ErrInvalidSessionName that says why. A proposer checks a name
+// before it encodes an OpenSession: one longer than MaxSessionNameLen does
+// not fit the codec, and would make the whole entry undecodable.
+func CheckSessionName(name string) error {
+	switch {
+	case len(name) > MaxSessionNameLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidSessionName, len(name), MaxSessionNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: not UTF-8", ErrInvalidSessionName)
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("%w: contains NUL", ErrInvalidSessionName)
+	}
+	return nil
 }

@@ -12,6 +12,9 @@ type LockEntry struct {
 	LockInfo
 	Owner uint64   // the replica the oldest holder's session lives on; 0 if free (delayed)
 	Queue []uint64 // sessions of the first queued requests, head first
+	// Waiting is the same first queued requests with their sessions'
+	// names, places and times.
+	Waiting []Waiter
 }
 
 // LocksPage lists, in name order, up to limit locks whose names start with
@@ -38,7 +41,7 @@ func (st *State) LocksPage(prefix, after string, limit, queue int) (page []LockE
 	}
 	page = make([]LockEntry, len(locks))
 	for i, l := range locks {
-		page[i] = LockEntry{LockInfo: st.Lock(l.name), Queue: l.waiting(queue)}
+		page[i] = LockEntry{LockInfo: l.info(), Queue: l.waiting(queue), Waiting: l.waiterList(queue)}
 		if h := l.oldest(); h != nil { // a delayed lock may be free
 			page[i].Owner = h.s.owner
 		}
@@ -68,6 +71,98 @@ func (st *State) SessionsPage(after uint64, limit int) (page []SessionInfo, more
 		page[i] = s.info()
 	}
 	return page, more
+}
+
+// ElectionsPage lists, in name order, up to limit elections (those with
+// a leader or candidates) whose names start with prefix and sort after
+// after; more reports whether further elections match. It costs like
+// LocksPage, over the elections.
+func (st *State) ElectionsPage(prefix, after string, limit int) (page []ElectionInfo, more bool) {
+	if limit <= 0 {
+		return nil, false
+	}
+	sel := &topK[string, *lock]{k: limit + 1}
+	for e := range st.elections.all {
+		if e.name > after && strings.HasPrefix(e.name, prefix) {
+			sel.offer(e.name, e)
+		}
+	}
+	elections := sel.sorted()
+	if len(elections) > limit {
+		elections, more = elections[:limit], true
+	}
+	page = make([]ElectionInfo, len(elections))
+	for i, e := range elections {
+		page[i] = e.electionInfo()
+	}
+	return page, more
+}
+
+// MaxContended is the most locks Contended returns.
+const MaxContended = 100
+
+// Contended returns the n locks (at most MaxContended; none for n <= 0)
+// with the longest wait queues, longest first and, among queues of one
+// length, in name order, each as Lock describes it: its holders with
+// their names and grant times, and its queue's length. A lock nobody
+// waits for is never listed.
+//
+// The state keeps the locks anyone waits for apart from the rest, so a
+// query ranks only those: O(c log n) for c contended locks, whatever the
+// number of locks held, with O(n) memory. It runs on the apply goroutine.
+func (st *State) Contended(n int) []LockInfo {
+	n = min(n, MaxContended)
+	if n <= 0 {
+		return nil
+	}
+	r := make(ranking, 0, n)
+	for m := st.contended.head; m != nil; m = m.hot.next {
+		l := m.l
+		switch {
+		case len(r) < n:
+			heap.Push(&r, l)
+		case l.waiters() < r[0].waiters(): // one comparison rejects most
+		case ranksAbove(l, r[0]):
+			r[0] = l
+			heap.Fix(&r, 0)
+		}
+	}
+	slices.SortFunc(r, func(a, b *lock) int {
+		if ranksAbove(a, b) {
+			return -1
+		}
+		return 1 // names are unique: never equal
+	})
+	out := make([]LockInfo, len(r))
+	for i, l := range r {
+		out[i] = l.info()
+	}
+	return out
+}
+
+// ranksAbove reports whether a is more contended than b: a longer queue
+// or, as long, an earlier name. Names are unique, so the ranking is a
+// total order and the result does not depend on the order of the scan.
+func ranksAbove(a, b *lock) bool {
+	if wa, wb := a.waiters(), b.waiters(); wa != wb {
+		return wa > wb
+	}
+	return a.name < b.name
+}
+
+// ranking is a heap of locks whose root ranks lowest: the one a more
+// contended lock displaces.
+type ranking []*lock
+
+func (r ranking) Len() int           { return len(r) }
+func (r ranking) Less(i, j int) bool { return ranksAbove(r[j], r[i]) }
+func (r ranking) Swap(i, j int)      { r[i], r[j] = r[j], r[i] }
+func (r *ranking) Push(x any)        { *r = append(*r, x.(*lock)) }
+func (r *ranking) Pop() any {
+	old := *r
+	x := old[len(old)-1]
+	*r = old[:len(old)-1]
+	return x
 }
 
 // topK keeps the k smallest keys offered, in a max-heap, so that a key

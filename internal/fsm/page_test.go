@@ -115,13 +115,19 @@ func BenchmarkLocksPage(b *testing.B) {
 	idx := uint64(2)
 	for i := range n {
 		id := sessions[i/MaxLocksPerSession].ID
-		batch = append(batch, acqCmd(id, uint64(i+1), fmt.Sprintf("lock/%07d", i), false))
+		// Floor: the client has every earlier reply; else a session's
+		// MaxPendingPerSession unacknowledged replies refuse the rest.
+		c := acqCmd(id, uint64(i+1), fmt.Sprintf("lock/%07d", i), false)
+		c.Floor = c.Seq
+		batch = append(batch, c)
 		if len(batch) == MaxBatch || i == n-1 {
 			st.Apply(idx, batch)
 			idx++
 			batch = batch[:0]
 		}
 	}
+	_, locks, _ := st.Counts()
+	require.Equal(b, n, locks)
 	b.ResetTimer()
 	for b.Loop() {
 		page, _ := st.LocksPage("lock/", "lock/0500000", 1000, 16)

@@ -10,10 +10,14 @@ type LockInfo struct {
 	Token   uint64 // the oldest current grant's fencing token; 0 when free
 	Session uint64 // its holder's session; 0 when free
 	Seq     uint64 // its holder's request number
-	Waiters int
-	Shared  bool     // held in shared mode (a shared lock's holders, a semaphore's)
-	Permits uint64   // a semaphore's permit count; 0 for a lock
-	Holders []Holder // every current grant, oldest (lowest token) first; nil when free
+	// SessionName and GrantedAt are the oldest grant's session's name and
+	// the time it was made, as in Holders[0] (see Holder.GrantedAt).
+	SessionName string
+	GrantedAt   uint64
+	Waiters     int
+	Shared      bool     // held in shared mode (a shared lock's holders, a semaphore's)
+	Permits     uint64   // a semaphore's permit count; 0 for a lock
+	Holders     []Holder // every current grant, oldest (lowest token) first; nil when free
 	// Delayed: the lock is under a lock-delay (a session that held it
 	// expired, or an operator ended it): nobody is granted it until the
 	// leader ends the delay. Delay is its length in nanoseconds; when it
@@ -25,8 +29,27 @@ type LockInfo struct {
 // Holder is one current grant of a lock.
 type Holder struct {
 	Session, Seq, Token uint64
+	Name                string // the session's name ("" if it was opened without one)
 	Owner               uint64 // the replica the session lives on
 	MaxHold             uint64 // the grant's maximum hold, nanoseconds; 0: none
+	// GrantedAt is when the grant was made: the At of the command whose
+	// apply made it (the acquire, or the release, cancel, expiry or revoke
+	// that passed the lock on), in nanoseconds since the Unix epoch by its
+	// proposer's clock. 0: unknown (made by an entry older than version 6).
+	GrantedAt uint64
+}
+
+// Waiter is one queued request for a lock.
+type Waiter struct {
+	Session, Seq uint64
+	Name         string // the session's name
+	Owner        uint64 // the replica the session lives on
+	Shared       bool   // it asks for the lock in shared mode
+	// Place is its place in the queue: 1 at the head.
+	Place int
+	// QueuedAt is the At of the request that queued it (see
+	// Holder.GrantedAt); 0: unknown.
+	QueuedAt uint64
 }
 
 // Delay is a lock under a lock-delay, for the leader's timers: Token is
@@ -55,8 +78,8 @@ func (st *State) Timers() (delays []Delay, grants []TimedGrant) {
 	for _, table := range []*lockTable{st.locks, st.elections} {
 		for l := range table.all {
 			for h := range l.grants {
-				if h.maxHold != 0 {
-					grants = append(grants, TimedGrant{Name: l.name, Election: l.election, Token: h.token, MaxHold: h.maxHold})
+				if h.maxHold() != 0 {
+					grants = append(grants, TimedGrant{Name: l.name, Election: l.election, Token: h.token, MaxHold: h.maxHold()})
 				}
 			}
 		}
@@ -67,6 +90,7 @@ func (st *State) Timers() (delays []Delay, grants []TimedGrant) {
 // SessionInfo describes one session.
 type SessionInfo struct {
 	ID        uint64
+	Name      string // the name it was opened with (version 6; "" before)
 	TTL       uint64 // nanoseconds
 	Delay     uint64 // its lock-delay, nanoseconds
 	Owner     uint64 // replica ID the session lives on
@@ -81,15 +105,19 @@ func (st *State) Lock(name string) LockInfo {
 	if l == nil {
 		return LockInfo{Name: name}
 	}
+	return l.info()
+}
+
+func (l *lock) info() LockInfo {
 	delay, _ := l.delay()
-	info := LockInfo{Name: name, Waiters: l.waiters(), Shared: l.shared, Permits: l.permits(),
+	info := LockInfo{Name: l.name, Waiters: l.waiters(), Shared: l.shared, Permits: l.permits(),
 		Delayed: delay != 0, Delay: delay}
 	if h := l.oldest(); h != nil {
 		info.Held, info.Token, info.Session, info.Seq = true, h.token, h.s.id, h.seq
+		info.SessionName, info.GrantedAt = h.s.name, h.at
 		info.Holders = make([]Holder, 0, l.holders.n)
 		for h := range l.grants {
-			info.Holders = append(info.Holders, Holder{Session: h.s.id, Seq: h.seq, Token: h.token, Owner: h.s.owner,
-				MaxHold: h.maxHold})
+			info.Holders = append(info.Holders, h.holder())
 		}
 	}
 	return info
@@ -104,8 +132,14 @@ func (st *State) Session(id uint64) (SessionInfo, bool) {
 	return s.info(), true
 }
 
+// holder describes grant h.
+func (h *hold) holder() Holder {
+	return Holder{Session: h.s.id, Seq: h.seq, Token: h.token, Name: h.s.name, Owner: h.s.owner, MaxHold: h.maxHold(),
+		GrantedAt: h.at}
+}
+
 func (s *session) info() SessionInfo {
-	return SessionInfo{ID: s.id, TTL: s.ttl, Delay: s.delay, Owner: s.owner, KeepAlive: s.keepAlive,
+	return SessionInfo{ID: s.id, Name: s.name, TTL: s.ttl, Delay: s.delay, Owner: s.owner, KeepAlive: s.keepAlive,
 		Held: s.held.n, Waiting: len(s.waits)}
 }
 
@@ -156,6 +190,24 @@ func (st *State) Queue(name string, limit int) []uint64 {
 		return l.waiting(limit)
 	}
 	return nil
+}
+
+// Waiters returns up to limit of the requests waiting for lock name, head
+// first, with their places, names and when they queued.
+func (st *State) Waiters(name string, limit int) []Waiter {
+	if l := st.locks.get(name); l != nil {
+		return l.waiterList(limit)
+	}
+	return nil
+}
+
+func (l *lock) waiterList(limit int) []Waiter {
+	var out []Waiter
+	for w := l.next(); w != nil && len(out) < limit; w = w.link.next {
+		out = append(out, Waiter{Session: w.s.id, Seq: w.seq, Name: w.s.name, Owner: w.s.owner, Shared: w.shared,
+			Place: len(out) + 1, QueuedAt: w.at})
+	}
+	return out
 }
 
 func (l *lock) waiting(limit int) []uint64 {

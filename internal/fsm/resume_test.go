@@ -176,8 +176,7 @@ func TestResumeRefusesAnotherTTL(t *testing.T) {
 func TestResumeOfVersion4AppliesUnchecked(t *testing.T) {
 	h, a, _ := resumeFixture(t)
 	c := resumeCmd(a, 7, 3)
-	data := AppendBatch(nil, []Command{c})
-	data[0] = 4
+	data := asVersion(AppendBatch(nil, []Command{c}), 4)
 	data = data[:len(data)-len(binary.AppendUvarint(nil, c.TTL))] // version 4 had no TTL
 	cmds, err := DecodeBatch(data, nil)
 	require.NoError(t, err)

@@ -10,25 +10,28 @@ import (
 	"slices"
 )
 
-// The snapshot format (version 4), all numbers unsigned varints:
+// The snapshot format (version 5), all numbers unsigned varints:
 //
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  crc32:4 bytes
-//	session  = id nonce ttl owner keepAlive floor base resumed delay
+//	session  = id nonce ttl owner keepAlive floor base resumed delay name
 //	           replies:count (seq status value)*
 //	lock     = name permits shared:byte delay [delayToken, if delay > 0]
-//	           holders:count (session seq token maxHold)*
-//	           queue:count (session seq shared:byte maxHold)*
-//	election = name holder seq token maxHold value queue:count (session seq value maxHold)*
+//	           holders:count (session seq token maxHold at)*
+//	           queue:count (session seq shared:byte maxHold at)*
+//	election = name holder seq token maxHold at value
+//	           queue:count (session seq value maxHold at)*
 //
 // Names and values are a varint length and their bytes. Sessions are ordered
 // by ID, replies by seq, a lock's holders by token, locks and elections by
 // their (oldest) grant's token (a delayed lock nobody holds by its
 // delayToken), so equal states have equal snapshots on
 // every replica; Restore accepts any order of sessions, locks and elections.
-// The trailing CRC-32 covers everything before it. Versions 1 to 3 are
-// still read: version 3 had no session base, resumed and delay, no lock
+// The trailing CRC-32 covers everything before it. Versions 1 to 4 are
+// still read: version 4 had no session names and no times of grants and
+// queued requests (they restore as "" and 0, unknown, as the log of its
+// day applies them); version 3 had no session base, resumed and delay, no lock
 // delay and no maximum holds (they restore as 0: no session was ever
 // resumed, nothing is delayed or bounded) and wrote a lock as an election without its value (one
 // exclusive holder, name holder seq token queue:count (session seq)*: it
@@ -38,7 +41,7 @@ import (
 // version 1 neither grants nor elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
-const snapshotVersion = 4
+const snapshotVersion = 5
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
@@ -68,7 +71,7 @@ func (st *State) Save(w io.Writer) error {
 	for _, id := range ids {
 		s := st.sessions[id]
 		buf = u(u(u(u(u(u(u(u(buf, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor), s.base), s.resumed)
-		buf = u(buf, s.delay)
+		buf = appendString(u(buf, s.delay), s.name)
 		seqs = seqs[:0]
 		for seq := range s.replies {
 			seqs = append(seqs, seq)
@@ -99,7 +102,7 @@ func (st *State) Save(w io.Writer) error {
 			buf = appendString(buf, l.name)
 			if l.election {
 				h := l.oldest()
-				buf = u(u(u(u(buf, h.s.id), h.seq), h.token), h.maxHold)
+				buf = u(u(u(u(u(buf, h.s.id), h.seq), h.token), h.maxHold()), h.at)
 				buf = appendString(buf, l.value())
 			} else {
 				delay, token := l.delay()
@@ -109,7 +112,7 @@ func (st *State) Save(w io.Writer) error {
 				}
 				buf = u(buf, uint64(l.holders.n))
 				for h := range l.grants {
-					buf = u(u(u(u(buf, h.s.id), h.seq), h.token), h.maxHold)
+					buf = u(u(u(u(u(buf, h.s.id), h.seq), h.token), h.maxHold()), h.at)
 				}
 			}
 			buf = u(buf, uint64(l.waiters()))
@@ -120,7 +123,7 @@ func (st *State) Save(w io.Writer) error {
 				} else {
 					buf = append(buf, boolByte(w.shared))
 				}
-				buf = u(buf, w.maxHold)
+				buf = u(u(buf, w.maxHold), w.at)
 			}
 			var err error
 			if buf, err = flushIfFull(bw, buf); err != nil {
@@ -410,6 +413,9 @@ func (d *snapDecoder) sessions(st *State, v uint64) {
 		if v >= 4 {
 			s.base, s.resumed, s.delay = d.uvarint(), d.uvarint(), d.uvarint()
 		}
+		if v >= 5 {
+			s.name = d.string(MaxSessionNameLen, "session name")
+		}
 		switch {
 		case d.err != nil:
 			return
@@ -423,6 +429,8 @@ func (d *snapDecoder) sessions(st *State, v uint64) {
 			d.fail("base %d above floor %d in session %d", s.base, s.floor, s.id)
 		case s.delay > MaxLockDelay:
 			d.fail("lock-delay %d in session %d", s.delay, s.id)
+		case !ValidSessionName(s.name):
+			d.fail("bad name of session %d", s.id)
 		}
 		if d.err != nil {
 			return
@@ -521,12 +529,15 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 			if v >= 4 {
 				w.maxHold = d.uvarint()
 			}
+			if v >= 5 {
+				w.at = d.uvarint()
+			}
 			switch {
 			case d.err != nil:
+			case w.s == nil: // before anything that names the session
+				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.maxHold > MaxHoldLimit:
 				d.fail("request %d of session %d: maximum hold %d", w.seq, w.s.id, w.maxHold)
-			case w.s == nil:
-				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.s.queued(w.seq) != nil:
 				d.fail("request %d of session %d waits twice", w.seq, w.s.id)
 			case permits > 0 && !w.shared:
@@ -537,7 +548,7 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 			if d.err != nil {
 				return tokens
 			}
-			l.push(w)
+			st.enqueue(l, w)
 			if elections {
 				w.s.campaigns[w.seq] = w
 				st.campaigning++
@@ -554,9 +565,12 @@ func (d *snapDecoder) locks(st *State, tokens []uint64, elections bool, v uint64
 // come in token order.
 func (d *snapDecoder) hold(st *State, l *lock, tokens []uint64, v uint64) []uint64 {
 	holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
-	var maxHold uint64
+	var maxHold, at uint64
 	if v >= 4 {
 		maxHold = d.uvarint()
+	}
+	if v >= 5 {
+		at = d.uvarint()
 	}
 	if d.err != nil {
 		return tokens
@@ -579,7 +593,8 @@ func (d *snapDecoder) hold(st *State, l *lock, tokens []uint64, v uint64) []uint
 	if h.s != nil {
 		h = new(hold)
 	}
-	*h = hold{l: l, s: s, seq: seq, token: token, maxHold: maxHold}
+	*h = hold{l: l, s: s, seq: seq, token: token, at: at}
+	h.setMaxHold(maxHold)
 	l.holders.push((*peerHold)(h))
 	if l.election {
 		s.leads.push(h)

@@ -89,6 +89,9 @@ func (d *refDecoder) sessions(st *State, v uint64) {
 		if v >= 4 {
 			s.base, s.resumed, s.delay = d.uvarint(), d.uvarint(), d.uvarint()
 		}
+		if v >= 5 {
+			s.name = d.string(MaxSessionNameLen, "session name")
+		}
 		switch {
 		case d.err != nil:
 			return
@@ -102,6 +105,8 @@ func (d *refDecoder) sessions(st *State, v uint64) {
 			d.fail("base %d above floor %d in session %d", s.base, s.floor, s.id)
 		case s.delay > MaxLockDelay:
 			d.fail("lock-delay %d in session %d", s.delay, s.id)
+		case !ValidSessionName(s.name):
+			d.fail("bad name of session %d", s.id)
 		}
 		if d.err != nil {
 			return
@@ -188,12 +193,15 @@ func (d *refDecoder) locks(st *State, tokens []uint64, elections bool, v uint64)
 			if v >= 4 {
 				w.maxHold = d.uvarint()
 			}
+			if v >= 5 {
+				w.at = d.uvarint()
+			}
 			switch {
 			case d.err != nil:
+			case w.s == nil: // before anything that names the session
+				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.maxHold > MaxHoldLimit:
 				d.fail("request %d of session %d: maximum hold %d", w.seq, w.s.id, w.maxHold)
-			case w.s == nil:
-				d.fail("waiter of unknown session in lock %q", l.name)
 			case w.s.queued(w.seq) != nil:
 				d.fail("request %d of session %d waits twice", w.seq, w.s.id)
 			case permits > 0 && !w.shared:
@@ -204,7 +212,7 @@ func (d *refDecoder) locks(st *State, tokens []uint64, elections bool, v uint64)
 			if d.err != nil {
 				return tokens
 			}
-			l.push(w)
+			st.enqueue(l, w)
 			if elections {
 				w.s.campaigns[w.seq] = w
 				st.campaigning++
@@ -221,9 +229,12 @@ func (d *refDecoder) locks(st *State, tokens []uint64, elections bool, v uint64)
 // come in token order.
 func (d *refDecoder) hold(st *State, l *lock, tokens []uint64, v uint64) []uint64 {
 	holder, seq, token := d.uvarint(), d.uvarint(), d.uvarint()
-	var maxHold uint64
+	var maxHold, at uint64
 	if v >= 4 {
 		maxHold = d.uvarint()
+	}
+	if v >= 5 {
+		at = d.uvarint()
 	}
 	if d.err != nil {
 		return tokens
@@ -246,7 +257,8 @@ func (d *refDecoder) hold(st *State, l *lock, tokens []uint64, v uint64) []uint6
 	if h.s != nil {
 		h = new(hold)
 	}
-	*h = hold{l: l, s: s, seq: seq, token: token, maxHold: maxHold}
+	*h = hold{l: l, s: s, seq: seq, token: token, at: at}
+	h.setMaxHold(maxHold)
 	l.holders.push((*peerHold)(h))
 	if l.election {
 		s.leads.push(h)

@@ -17,7 +17,7 @@ import (
 
 // goldenSnapshots are the frozen snapshots of every format version.
 var goldenSnapshots = []string{"testdata/snapshot-v2.bin", "testdata/snapshot-v3.bin",
-	"testdata/snapshot-v3-sessions.bin", "testdata/snapshot-v4.bin"}
+	"testdata/snapshot-v3-sessions.bin", "testdata/snapshot-v4.bin", "testdata/snapshot-v5-log-v6.bin"}
 
 // largeState has a snapshot several times snapBuffer long, so that records
 // and varints straddle the decoder's refills, and a leader value of

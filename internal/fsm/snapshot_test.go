@@ -207,6 +207,7 @@ type snapImage struct {
 type snapSession struct {
 	id, nonce, ttl, owner, keepAlive, floor uint64
 	base, resumed, delay                    uint64 // version 4
+	name                                    string // version 5
 	replies                                 []snapReply
 }
 
@@ -227,6 +228,8 @@ type snapLock struct {
 	free               bool        // version 4: no holders (a delayed lock)
 	queue              [][2]uint64
 	queueShared        []bool   // version 4: per queue entry; nil: all exclusive
+	at                 uint64   // version 5: the (first) holder's grant time
+	queueAt            []uint64 // version 5: per queue entry; nil: all 0
 	value              string   // elections: the leader's
 	values             []string // elections: the candidates', one per queue entry
 }
@@ -250,6 +253,9 @@ func (im snapImage) body() []byte {
 		b = u(u(u(u(u(u(b, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor)
 		if im.version >= 4 {
 			b = u(u(u(b, s.base), s.resumed), s.delay)
+		}
+		if im.version >= 5 {
+			b = appendString(b, s.name)
 		}
 		b = u(b, uint64(len(s.replies)))
 		for _, r := range s.replies {
@@ -280,8 +286,14 @@ func (im snapImage) body() []byte {
 			}
 			if im.version >= 4 && !l.free {
 				b = u(b, l.maxHold)
+				if im.version >= 5 {
+					b = u(b, l.at)
+				}
 				for _, h := range l.more {
 					b = u(u(u(u(b, h[0]), h[1]), h[2]), 0)
+					if im.version >= 5 {
+						b = u(b, 0)
+					}
 				}
 			}
 			b = u(b, uint64(len(l.queue)))
@@ -290,6 +302,9 @@ func (im snapImage) body() []byte {
 				if im.version >= 4 {
 					b = append(b, boolByte(l.queueShared != nil && l.queueShared[i]), 0)
 				}
+				if im.version >= 5 {
+					b = u(b, l.queueAtOf(i))
+				}
 			}
 		}
 		if im.version >= 2 && !im.omitElections {
@@ -297,6 +312,14 @@ func (im snapImage) body() []byte {
 		}
 	}
 	return append(b, im.trailing...)
+}
+
+// queueAtOf is the time queue entry i was queued at.
+func (l snapLock) queueAtOf(i int) uint64 {
+	if i >= len(l.queueAt) {
+		return 0
+	}
+	return l.queueAt[i]
 }
 
 func (im snapImage) bytes() []byte { return withCRC(im.body()) }
@@ -313,16 +336,17 @@ const (
 // validImage is a consistent snapshot in canonical order.
 func validImage() snapImage {
 	return snapImage{
-		magic: "FLSN", version: 4, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
+		magic: "FLSN", version: 5, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
 		leaderMark: 95, groupID: 0xfeed,
 		sessions: []snapSession{
-			{id: imgA, nonce: 11, ttl: 1e9, owner: 1, keepAlive: 90, floor: 2, replies: []snapReply{
+			{id: imgA, nonce: 11, ttl: 1e9, owner: 1, keepAlive: 90, floor: 2, name: "reindex@worker-3", replies: []snapReply{
 				{seq: 2, status: byte(Granted), value: 100 << TokenShift}, {seq: 3, status: byte(Queued)}}},
 			{id: imgB, nonce: 12, ttl: 2e9, owner: 2, keepAlive: 100, resumed: 77, replies: []snapReply{
 				{seq: 1, status: byte(Queued)}, {seq: 9, status: byte(Cancelled)}}},
 		},
 		locks: []snapLock{
-			{name: "alpha", holder: imgA, seq: 2, token: 100 << TokenShift, queue: [][2]uint64{{imgB, 1}, {imgA, 3}}},
+			{name: "alpha", holder: imgA, seq: 2, token: 100 << TokenShift, queue: [][2]uint64{{imgB, 1}, {imgA, 3}},
+				at: 1_700_000_000_000_000_000, queueAt: []uint64{1_700_000_001_000_000_000, 0}},
 			{name: "beta", holder: imgB, seq: 4, token: 100<<TokenShift + 5},
 		},
 		elections: []snapLock{
@@ -338,9 +362,16 @@ func TestRestoreHandWrittenSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, checkInvariants(st, true))
 	require.Equal(t, data, saveBytes(t, st), "Save writes exactly the documented format")
-	require.Equal(t, LockInfo{Name: "alpha", Held: true, Token: 100 << TokenShift, Session: imgA, Seq: 2, Waiters: 2, Holders: []Holder{{Session: imgA, Seq: 2, Token: 100 << TokenShift, Owner: 1}}}, st.Lock("alpha"))
+	require.Equal(t, LockInfo{Name: "alpha", Held: true, Token: 100 << TokenShift, Session: imgA, Seq: 2, Waiters: 2,
+		SessionName: "reindex@worker-3", GrantedAt: 1_700_000_000_000_000_000,
+		Holders: []Holder{{Session: imgA, Seq: 2, Token: 100 << TokenShift, Owner: 1, Name: "reindex@worker-3",
+			GrantedAt: 1_700_000_000_000_000_000}}}, st.Lock("alpha"))
+	require.Equal(t, []Waiter{
+		{Session: imgB, Seq: 1, Owner: 2, Place: 1, QueuedAt: 1_700_000_001_000_000_000},
+		{Session: imgA, Seq: 3, Owner: 1, Place: 2, Name: "reindex@worker-3"},
+	}, st.Waiters("alpha", 10))
 	require.Equal(t, []SessionInfo{
-		{ID: imgA, TTL: 1e9, Owner: 1, KeepAlive: 90, Held: 1, Waiting: 1},
+		{ID: imgA, Name: "reindex@worker-3", TTL: 1e9, Owner: 1, KeepAlive: 90, Held: 1, Waiting: 1},
 		{ID: imgB, TTL: 2e9, Owner: 2, KeepAlive: 100, Held: 1, Waiting: 1},
 	}, st.Sessions())
 	require.True(t, st.Queued(imgB, 1))
@@ -366,7 +397,10 @@ func TestRestoreRejectsInconsistentSnapshots(t *testing.T) {
 	}{
 		{"bad magic", func(im *snapImage) { im.magic = "XLSN" }},
 		{"version 0", func(im *snapImage) { im.version = 0 }},
-		{"version 5", func(im *snapImage) { im.version = 5 }},
+		{"version 6", func(im *snapImage) { im.version = 6 }},
+		{"session name too long", func(im *snapImage) { im.sessions[1].name = strings.Repeat("n", MaxSessionNameLen+1) }},
+		{"session name not UTF-8", func(im *snapImage) { im.sessions[1].name = "w\xff" }},
+		{"NUL in a session name", func(im *snapImage) { im.sessions[0].name = "a\x00b" }},
 		{"base above the floor", func(im *snapImage) { im.sessions[0].base = 3 }},
 		{"leader mark beyond index", func(im *snapImage) { im.leaderMark = im.index + 1 }},
 		{"trailing bytes", func(im *snapImage) { im.trailing = []byte{0} }},

@@ -25,6 +25,14 @@ type State struct {
 	grants      uint64              // grants made, of locks and leaderships
 	leaderMark  uint64              // index of the last LeaderStart entry
 	groupID     uint64              // the first LeaderStart's nonce; 0 before it
+	// contended is the locks (not elections) anyone waits for, in no
+	// order that matters: what Contended ranks, so that it need not scan
+	// every lock. A lock joins when its queue grows from empty and leaves
+	// when it empties.
+	contended chain[lockMore, *lockMore]
+	// at is the At of the command being applied: the time a grant or a
+	// queued request records.
+	at uint64
 
 	events  []Event
 	results []Result
@@ -33,6 +41,7 @@ type State struct {
 // session is one holder: usually one per client process.
 type session struct {
 	id, nonce, ttl, owner uint64
+	name                  string // its name (version 6; "" before)
 	delay                 uint64 // its lock-delay, nanoseconds (0: none)
 	keepAlive             uint64 // index of the entry that last renewed it
 	floor                 uint64
@@ -79,7 +88,21 @@ type lockMore struct {
 	// delayToken, the token of the grant whose end began the delay.
 	delay, delayToken uint64
 	queue             waitQueue // FIFO queue of waiting requests
+	// l is the lock this belongs to, and hot its link in the state's
+	// contended locks while its queue is not empty (never an election's).
+	l   *lock
+	hot link[lockMore]
+	// firstMaxHold is the maximum hold of the lock's first grant (the
+	// one inside the lock), and maxHolds those of its other grants that
+	// have one. Maximum holds are rare, so a grant keeps none of its own:
+	// that kept a plain lock, its first grant inside it, within 128 bytes
+	// when grants gained a time. A lock held exclusively with a maximum
+	// hold pays for its lockMore instead.
+	firstMaxHold uint64
+	maxHolds     map[*hold]uint64
 }
+
+func (m *lockMore) chained() *link[lockMore] { return &m.hot }
 
 // waitQueue is a lock's queue of waiting requests, oldest first.
 type waitQueue = chain[waiter, *waiter]
@@ -87,7 +110,7 @@ type waitQueue = chain[waiter, *waiter]
 // ensure returns l's lockMore, allocating it if l has none yet.
 func (l *lock) ensure() *lockMore {
 	if l.more == nil {
-		l.more = new(lockMore)
+		l.more = &lockMore{l: l}
 	}
 	return l.more
 }
@@ -167,12 +190,55 @@ type hold struct {
 	l          *lock
 	s          *session
 	seq, token uint64
-	maxHold    uint64         // its maximum hold, nanoseconds (0: none)
+	at         uint64         // the At of the command that made it (0: unknown)
 	mine       link[hold]     // in the session's list
 	peers      link[peerHold] // in the lock's holders
 }
 
 func (h *hold) chained() *link[hold] { return &h.mine }
+
+// maxHold is the grant's maximum hold, nanoseconds (0: none).
+func (h *hold) maxHold() uint64 {
+	m := h.l.more
+	switch {
+	case m == nil:
+		return 0
+	case h == &h.l.first:
+		return m.firstMaxHold
+	case m.maxHolds != nil:
+		return m.maxHolds[h]
+	}
+	return 0
+}
+
+// setMaxHold records grant h's maximum hold d (0: none, recorded as
+// nothing).
+func (h *hold) setMaxHold(d uint64) {
+	if d == 0 {
+		return
+	}
+	m := h.l.ensure()
+	if h == &h.l.first {
+		m.firstMaxHold = d
+		return
+	}
+	if m.maxHolds == nil {
+		m.maxHolds = make(map[*hold]uint64)
+	}
+	m.maxHolds[h] = d
+}
+
+// clearMaxHold forgets grant h's maximum hold, as it ends.
+func (h *hold) clearMaxHold() {
+	m := h.l.more
+	switch {
+	case m == nil:
+	case h == &h.l.first:
+		m.firstMaxHold = 0
+	case m.maxHolds != nil:
+		delete(m.maxHolds, h)
+	}
+}
 
 // peerHold is a hold as an element of its lock's holders: the same
 // memory, linked through its other link.
@@ -261,6 +327,7 @@ type waiter struct {
 	value  string // Campaign: the value it will lead with
 	// maxHold is the maximum hold its grant will have, nanoseconds.
 	maxHold uint64
+	at      uint64 // the At of the command that queued it (0: unknown)
 	l       *lock
 	link    link[waiter]
 }
@@ -303,8 +370,23 @@ func (st *State) nextSessionID(index uint64) uint64 {
 	return st.lastSession
 }
 
-// push queues w behind the lock's other waiters.
-func (l *lock) push(w *waiter) {
+// enqueue queues w behind the other waiters of l; a lock's first waiter
+// makes it contended.
+func (st *State) enqueue(l *lock, w *waiter) {
 	w.l = l
-	l.ensure().queue.push(w)
+	m := l.ensure()
+	if m.queue.n == 0 && !l.election {
+		st.contended.push(m)
+	}
+	m.queue.push(w)
+}
+
+// dequeue takes w out of its lock's queue; a lock's last waiter leaving
+// makes it uncontended.
+func (st *State) dequeue(w *waiter) {
+	m := w.l.more // a lock anyone waits for has its lockMore
+	m.queue.remove(w)
+	if m.queue.n == 0 && !w.l.election {
+		st.contended.remove(m)
+	}
 }

@@ -54,10 +54,14 @@ var ErrBroken = errors.New("logstore: the raft log in Dir fails its format check
 func newDefault(cfg config.NodeHostConfig, cb config.LogDBCallback, dirs []string, walDirs []string) (raftio.ILogDB, error)
 
 // Factory makes Stores; set it as NodeHostConfig.Expert.LogDBFactory.
-type Factory struct{}
+type Factory struct {
+	// Opened, if set, is given each Store the factory opens: the replica
+	// keeps it to reach the Store's testing knobs (Crash).
+	Opened func(*Store)
+}
 
 // Create opens the default store on dirs and wraps it.
-func (Factory) Create(cfg config.NodeHostConfig, cb config.LogDBCallback, dirs []string, walDirs []string) (raftio.ILogDB, error) {
+func (f Factory) Create(cfg config.NodeHostConfig, cb config.LogDBCallback, dirs []string, walDirs []string) (raftio.ILogDB, error) {
 	db, err := newDefault(cfg, cb, dirs, walDirs)
 	if err != nil {
 		return nil, err
@@ -73,7 +77,11 @@ func (Factory) Create(cfg config.NodeHostConfig, cb config.LogDBCallback, dirs [
 			return nil, err
 		}
 	}
-	return Wrap(db), nil
+	s := Wrap(db)
+	if f.Opened != nil {
+		f.Opened(s)
+	}
+	return s, nil
 }
 
 // Name is Name.
@@ -96,6 +104,15 @@ type Store struct {
 	saved map[node]pb.State // the last state written, per replica
 	held  map[node]heldState
 	stats Stats
+	// crash is a test's knob (Crash); nil in production.
+	crash *crash
+}
+
+// crash is the state of a crash a test asked for: armed, then dead.
+type crash struct {
+	die  func()        // the replica's side of the death (its network)
+	dead bool          // the process is dead: Close drops what is held
+	done chan struct{} // closed when dead
 }
 
 type node struct{ shard, replica uint64 }
@@ -110,6 +127,7 @@ type Stats struct {
 	Saves    uint64 // SaveRaftState calls written to the wrapped store
 	Deferred uint64 // SaveRaftState calls that only moved commit indexes, kept in memory
 	Flushes  uint64 // deferred states written on their own (snapshot, compaction, close)
+	Dropped  uint64 // deferred states a Close after Crash dropped
 }
 
 // Stats returns the counts so far.
@@ -154,6 +172,7 @@ func (s *Store) SaveRaftState(updates []pb.Update, worker uint64) error {
 		if len(updates) > 0 {
 			s.stats.Deferred++
 		}
+		s.dieIfArmed()
 		return nil
 	}
 	// The wrapped store writes one batch per call, of one partition (a
@@ -280,7 +299,57 @@ func (s *Store) ImportSnapshot(ss pb.Snapshot, replicaID uint64) error {
 	return s.ILogDB.ImportSnapshot(ss, replicaID)
 }
 
-// Close writes every deferred state and closes the wrapped store.
+// Close writes every deferred state and closes the wrapped store; after
+// Crash it drops them instead.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.crash != nil {
+		s.dieLocked() // a crash armed and not yet dead dies now
+		s.stats.Dropped += uint64(len(s.held))
+		clear(s.held)
+	}
+	s.mu.Unlock()
 	return errors.Join(s.flushIf(func(node) bool { return true }), s.ILogDB.Close())
+}
+
+// Crash is for tests: it kills the process this store belongs to, as
+// SIGKILL or a power loss would, at a moment when it holds a deferred
+// commit index. It arms the crash and returns a channel closed when the
+// process is dead: at once if a commit-only save is held now, else at the
+// next one, or at Close. At death die is called (with the store's lock
+// held, so that no save comes in between): it cuts the replica off the
+// network, and from then on nothing it does reaches its peers. Close then
+// drops the deferred states instead of writing them, so the commit index on
+// disk is the last one a sync wrote; everything written before (entries,
+// terms, votes, snapshot records) stays, as it was synced when written.
+// Between death and Close the store writes on what the replica saves
+// without its peers (a leader's own proposals), as a process would in the
+// instant before it is killed. Production code never calls it.
+func (s *Store) Crash(die func()) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.crash == nil {
+		s.crash = &crash{die: die, done: make(chan struct{})}
+	}
+	if len(s.held) > 0 {
+		s.dieLocked()
+	}
+	return s.crash.done
+}
+
+func (s *Store) dieIfArmed() {
+	if s.crash != nil && len(s.held) > 0 {
+		s.dieLocked()
+	}
+}
+
+func (s *Store) dieLocked() {
+	if s.crash.dead {
+		return
+	}
+	s.crash.dead = true
+	if s.crash.die != nil {
+		s.crash.die()
+	}
+	close(s.crash.done)
 }

@@ -177,8 +177,15 @@ func TestDefaultStoreLinks(t *testing.T) {
 	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: entries(1, 6, 5)}}, 1))
 	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 6)}}, 1))
 	require.Equal(t, uint64(1), s.Stats().Deferred)
-	// A crash: the wrapped store closes without the deferred state.
-	require.NoError(t, s.ILogDB.Close())
+	// A crash: Close after Crash drops the deferred state.
+	select {
+	case <-s.Crash(nil):
+	default:
+		t.Fatal("a store that holds a deferred state dies at once")
+	}
+	require.NoError(t, s.Close())
+	require.Zero(t, s.Stats().Flushes, "a crash writes nothing that was deferred")
+	require.Equal(t, uint64(1), s.Stats().Dropped)
 
 	s = open()
 	rs, err := s.ReadRaftState(1, 1, 0)
@@ -189,11 +196,69 @@ func TestDefaultStoreLinks(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 6)
 
-	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 6)}}, 1))
+	// The same again, closed cleanly: the deferred commit index is written.
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: entries(7, 7, 5)}}, 1))
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 7)}}, 1))
+	require.Equal(t, uint64(1), s.Stats().Deferred)
 	require.NoError(t, s.Close())
+	require.Equal(t, uint64(1), s.Stats().Flushes)
 	s = open()
 	rs, err = s.ReadRaftState(1, 1, 0)
 	require.NoError(t, err)
-	require.Equal(t, state(5, 1, 6), rs.State, "a clean close writes the deferred commit index")
+	require.Equal(t, state(5, 1, 7), rs.State, "a clean close writes the deferred commit index")
 	require.NoError(t, s.Close())
+}
+
+// Crash kills the process when a commit-only save is held (at once, or at
+// the next), and Close then drops what is held; what the process saves
+// before it is killed is written.
+func TestCrashDiesWithADeferredStateAndCloseDropsIt(t *testing.T) {
+	r := &recorder{}
+	s := Wrap(r)
+	save := func(replica uint64, st pb.State, es []pb.Entry) {
+		t.Helper()
+		require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: replica, State: st, EntriesToSave: es}}, 1))
+	}
+	dead := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	save(2, state(2, 1, 1), entries(1, 4, 2))
+	died := 0
+	ch := s.Crash(func() { died++ })
+	require.False(t, dead(ch), "nothing is deferred: armed, not dead")
+	save(2, state(2, 1, 2), entries(5, 5, 2))
+	require.False(t, dead(ch))
+	require.Len(t, r.calls, 2)
+
+	save(2, state(2, 1, 4), nil) // deferred: the process dies with it
+	require.True(t, dead(ch))
+	require.Equal(t, 1, died)
+	require.Equal(t, ch, s.Crash(nil), "Crash again is the same crash")
+
+	save(2, state(2, 1, 5), nil) // deferred too, and lost
+	require.NoError(t, s.Close())
+	require.True(t, r.closed)
+	require.Len(t, r.calls, 2, "a crash writes nothing that was deferred")
+	require.Equal(t, uint64(2), r.lastCommit(t))
+	require.Equal(t, Stats{Saves: 2, Deferred: 2, Dropped: 1}, s.Stats())
+	require.Equal(t, 1, died)
+}
+
+// A crash armed when the store closes dies then, and drops nothing it did
+// not hold.
+func TestCrashArmedAtCloseDiesThere(t *testing.T) {
+	r := &recorder{}
+	s := Wrap(r)
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 2, State: state(2, 1, 1), EntriesToSave: entries(1, 1, 2)}}, 1))
+	died := false
+	ch := s.Crash(func() { died = true })
+	require.NoError(t, s.Close())
+	<-ch
+	require.True(t, died)
+	require.Equal(t, Stats{Saves: 1}, s.Stats())
 }

@@ -2,6 +2,7 @@ package peering
 
 import (
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -54,8 +55,43 @@ func FuzzUnmarshal(f *testing.F) {
 		}
 		require.NotZero(t, h.Replica)
 		require.NotEmpty(t, h.Addr)
+		require.LessOrEqual(t, len(h.Marshal()), MaxHello, "what was accepted is re-sent within the bound")
 		again, err := Unmarshal(h.Marshal())
 		require.NoError(t, err)
-		require.Equal(t, h.Replica, again.Replica)
+		require.Equal(t, normal(h), normal(again), "every field survives the round trip")
 	})
+}
+
+// What Marshal produces, Unmarshal returns unchanged, every field of it,
+// and what a sender may not send (no ID, no address) is refused.
+func FuzzHelloRoundTrip(f *testing.F) {
+	f.Add("g", uint64(1), "a:1", uint64(2), "b:1", uint64(7))
+	f.Add("", uint64(3), "127.0.0.1:7003", uint64(0), "", uint64(0))
+	f.Add("x", uint64(0), "a:1", uint64(1), "a:1", uint64(1))
+	f.Fuzz(func(t *testing.T, group string, replica uint64, addr string, member uint64, maddr string, groupID uint64) {
+		if !utf8.ValidString(group) || !utf8.ValidString(addr) || !utf8.ValidString(maddr) {
+			t.Skip("JSON carries text: identities and addresses are UTF-8")
+		}
+		h := Hello{Group: group, Replica: replica, Addr: addr, GroupID: groupID}
+		if member != 0 {
+			h.Members = map[uint64]string{member: maddr}
+		}
+		b := h.Marshal()
+		got, err := Unmarshal(b)
+		if replica == 0 || addr == "" || len(b) > MaxHello {
+			require.ErrorIs(t, err, ErrBadHello)
+			return
+		}
+		require.NoError(t, err)
+		require.Equal(t, h, got)
+	})
+}
+
+// normal is h with an empty Members map as nil: the wire does not tell
+// them apart, and neither does anything that reads a Hello.
+func normal(h Hello) Hello {
+	if len(h.Members) == 0 {
+		h.Members = nil
+	}
+	return h
 }

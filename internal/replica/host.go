@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,7 +62,9 @@ type Host struct {
 	byName  map[string]*Replica
 	byShard map[uint64]*Replica // fixed before the NodeHost starts: read without a lock
 
-	releaseDir func() // frees Dir for another Start in this process
+	releaseDir func()                         // frees Dir for another Start in this process
+	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
+	down       atomic.Bool                    // set by TestingCrash: the transport is cut off
 
 	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)
 	// before Close closes it: Dragonboat's Close and GetNodeHostInfo race.
@@ -182,7 +185,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		Expert: config.ExpertConfig{
 			LogDB: config.GetTinyMemLogDBConfig(),
 			// The default log store, syncing only what a restart needs.
-			LogDBFactory: logstore.Factory{},
+			LogDBFactory: logstore.Factory{Opened: h.store.Store},
 		},
 	}
 	tr := cfg.Transport
@@ -195,6 +198,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 	}
+	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		return fail(startError(cfg, "", err))
@@ -267,6 +271,9 @@ func CheckHostPort(addr string) error {
 	p, perr := strconv.Atoi(port)
 	if err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
 		return fmt.Errorf("address %q is not host:port with a port in 1-65535", truncate(addr, 64))
+	}
+	if !validHost(host) {
+		return fmt.Errorf("address %q: the host is neither an IP address nor a DNS name", truncate(addr, 64))
 	}
 	return nil
 }

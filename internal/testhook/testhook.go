@@ -5,6 +5,7 @@
 package testhook
 
 import (
+	"context"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/clock"
@@ -79,3 +80,19 @@ func RegisterSnapshots(f func(node any) Snapshots) { snapshots = f }
 
 // SnapshotStats reports the snapshots of a *fencelock.Node.
 func SnapshotStats(node any) Snapshots { return snapshots(node) }
+
+var crash func(ctx context.Context, node any) (lost uint64)
+
+// RegisterCrash installs Crash; only package fencelock calls it.
+func RegisterCrash(f func(ctx context.Context, node any) (lost uint64)) { crash = f }
+
+// Crash stops a *fencelock.Node as the death of its process would, where
+// Node.Close is a clean shutdown: it dies when its log store holds a
+// commit index it defers (at once, or at the next; at the latest when ctx
+// ends), cut off from its peers from that moment, and the store drops that
+// commit index instead of writing it (internal/logstore), so a restart on
+// the same Dir finds the older commit index on disk. Sessions end locally,
+// as they do on Close: nothing is closed at the group either way. It
+// returns how many deferred raft states (commit indexes) the crash lost: 0
+// when ctx ended first and the last save had written everything.
+func Crash(ctx context.Context, node any) (lost uint64) { return crash(ctx, node) }

@@ -1,0 +1,404 @@
+// Package kubernetes holds fencelock's Kubernetes manifests (fencelock.yaml)
+// and their test. It is a module of its own so that the library's users do
+// not pull in Kubernetes' modules.
+package kubernetes
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const manifestFile = "fencelock.yaml"
+
+// manifests is fencelock.yaml decoded into the typed API objects.
+type manifests struct {
+	services []*corev1.Service
+	sts      *appsv1.StatefulSet
+	pdb      *policyv1.PodDisruptionBudget
+}
+
+var docSep = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+// decode decodes every document of a manifest file strictly: a field the
+// Kubernetes API does not have (a typo, a field at the wrong level), a
+// duplicate field or a value of the wrong type is an error, as is a kind
+// this deployment does not use.
+func decode(data []byte) (manifests, error) {
+	var m manifests
+	for i, doc := range docSep.Split(string(data), -1) {
+		if strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			return m, fmt.Errorf("document %d: %w", i, err)
+		}
+		var obj any
+		switch tm.APIVersion + " " + tm.Kind {
+		case "v1 Service":
+			s := new(corev1.Service)
+			m.services = append(m.services, s)
+			obj = s
+		case "apps/v1 StatefulSet":
+			if m.sts != nil {
+				return m, fmt.Errorf("document %d: a second StatefulSet", i)
+			}
+			m.sts = new(appsv1.StatefulSet)
+			obj = m.sts
+		case "policy/v1 PodDisruptionBudget":
+			if m.pdb != nil {
+				return m, fmt.Errorf("document %d: a second PodDisruptionBudget", i)
+			}
+			m.pdb = new(policyv1.PodDisruptionBudget)
+			obj = m.pdb
+		default:
+			return m, fmt.Errorf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			return m, fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)
+		}
+	}
+	if m.sts == nil || m.pdb == nil || len(m.services) == 0 {
+		return m, fmt.Errorf("want a StatefulSet, a PodDisruptionBudget and Services")
+	}
+	return m, nil
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+func load(t *testing.T) manifests {
+	t.Helper()
+	data, err := os.ReadFile(manifestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := decode(data)
+	if err != nil {
+		t.Fatalf("%s: %v", manifestFile, err)
+	}
+	return m
+}
+
+// The decoder is strict: a misspelt field, a duplicate one, or a value of
+// the wrong type in the manifests fails this test rather than being dropped
+// (as a lenient decode, and an API server's default, would do).
+func TestDecodeIsStrict(t *testing.T) {
+	data, err := os.ReadFile(manifestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decode(data); err != nil {
+		t.Fatalf("%s: %v", manifestFile, err)
+	}
+	for _, c := range []struct{ name, from, to string }{
+		{"misspelt field", "podManagementPolicy: Parallel", "podManagmentPolicy: Parallel"},
+		{"field at the wrong level", "  serviceName: fencelock\n", "  serviceName: fencelock\n  clusterIP: None\n"},
+		{"duplicate field", "  replicas: 3\n", "  replicas: 3\n  replicas: 5\n"},
+		{"wrong type", "  replicas: 3\n", "  replicas: three\n"},
+		{"unknown kind", "kind: PodDisruptionBudget", "kind: PodDisruptionBudgets"},
+	} {
+		bad := bytes.Replace(data, []byte(c.from), []byte(c.to), 1)
+		if bytes.Equal(bad, data) {
+			t.Fatalf("%s: %q not found in %s", c.name, c.from, manifestFile)
+		}
+		if _, err := decode(bad); err == nil {
+			t.Errorf("%s: decoded without error", c.name)
+		}
+	}
+}
+
+func (m manifests) service(t *testing.T, name string) *corev1.Service {
+	t.Helper()
+	for _, s := range m.services {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no Service %q", name)
+	return nil
+}
+
+func servicePort(t *testing.T, s *corev1.Service, name string) int32 {
+	t.Helper()
+	for _, p := range s.Spec.Ports {
+		if p.Name == name {
+			return p.Port
+		}
+	}
+	t.Fatalf("Service %s has no port %q", s.Name, name)
+	return 0
+}
+
+func container(t *testing.T, sts *appsv1.StatefulSet) corev1.Container {
+	t.Helper()
+	cs := sts.Spec.Template.Spec.Containers
+	if len(cs) != 1 {
+		t.Fatalf("want one container, got %d", len(cs))
+	}
+	return cs[0]
+}
+
+func containerPort(t *testing.T, c corev1.Container, name string) int32 {
+	t.Helper()
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	t.Fatalf("container has no port %q", name)
+	return 0
+}
+
+// flags returns the container's `fencelock serve` flags, with $(VAR)
+// references expanded from its env as the kubelet does.
+func flags(t *testing.T, c corev1.Container) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = e.Value
+		}
+	}
+	ref := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	if len(c.Args) == 0 || c.Args[0] != "serve" {
+		t.Fatalf("args %q: want `serve` first", c.Args)
+	}
+	out := map[string]string{}
+	for _, a := range c.Args[1:] {
+		k, v, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !ok || !strings.HasPrefix(a, "--") {
+			t.Fatalf("arg %q: want --flag=value", a)
+		}
+		out[k] = ref.ReplaceAllStringFunc(v, func(r string) string {
+			if v, ok := env[r[2:len(r)-1]]; ok {
+				return v
+			}
+			return r // from the downward API: checked by the caller
+		})
+	}
+	return out
+}
+
+// parseIDMap parses "1=a,2=b" as `fencelock serve` does.
+func parseIDMap(t *testing.T, s string) map[uint64]string {
+	t.Helper()
+	m := map[uint64]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		id, err := strconv.ParseUint(k, 10, 64)
+		if !ok || err != nil || id == 0 || v == "" {
+			t.Fatalf("%q is not ID=ADDRESS", kv)
+		}
+		m[id] = v
+	}
+	return m
+}
+
+// The StatefulSet starts its pods in parallel with stable names and one
+// volume each, its pods are the ones the headless Service names, and its
+// replicas' flags agree with both.
+func TestStatefulSetAndServices(t *testing.T) {
+	m := load(t)
+	sts, pod := m.sts, m.sts.Spec.Template
+	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Errorf("podManagementPolicy %q: want Parallel (a new group becomes ready only with a quorum up)", sts.Spec.PodManagementPolicy)
+	}
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 3 {
+		t.Fatalf("replicas %v: want 3", sts.Spec.Replicas)
+	}
+	replicas := int(*sts.Spec.Replicas)
+	sel, err := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+		t.Fatalf("the StatefulSet's selector %v does not select its pods %v (%v)", sts.Spec.Selector, pod.Labels, err)
+	}
+
+	// The headless Service gives the pods their DNS names, before they
+	// are ready.
+	headless := m.service(t, sts.Spec.ServiceName)
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service %s: clusterIP %q, want None (headless)", headless.Name, headless.Spec.ClusterIP)
+	}
+	if !headless.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s: publishNotReadyAddresses must be true: peers must find a replica before it is ready", headless.Name)
+	}
+	for _, s := range m.services {
+		if len(s.Spec.Selector) == 0 || !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+			t.Errorf("Service %s selects %v, not the StatefulSet's pods %v", s.Name, s.Spec.Selector, pod.Labels)
+		}
+	}
+
+	// One PVC per pod, mounted where --dir points.
+	if n := len(sts.Spec.VolumeClaimTemplates); n != 1 {
+		t.Fatalf("%d volumeClaimTemplates: want one", n)
+	}
+	pvc := sts.Spec.VolumeClaimTemplates[0]
+	c := container(t, sts)
+	f := flags(t, c)
+	mounted := false
+	for _, vm := range c.VolumeMounts {
+		if vm.Name == pvc.Name && strings.HasPrefix(f["dir"]+"/", strings.TrimSuffix(vm.MountPath, "/")+"/") {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("--dir=%s is not on the volume %q", f["dir"], pvc.Name)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == pvc.Name {
+			t.Errorf("pod volume %q hides the claim template", v.Name)
+		}
+	}
+
+	// The replica ID is the pod's index, and the indices are the IDs in
+	// --peers: 1 to replicas.
+	start := 0
+	if sts.Spec.Ordinals != nil {
+		start = int(sts.Spec.Ordinals.Start)
+	}
+	if start < 1 {
+		t.Fatalf("ordinals start at %d: replica IDs start at 1", start)
+	}
+	var idFrom string
+	for _, e := range c.Env {
+		if "$("+e.Name+")" == f["id"] && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			idFrom = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if idFrom != "metadata.labels['apps.kubernetes.io/pod-index']" {
+		t.Errorf("--id=%s: want it from the pod-index label, got %q", f["id"], idFrom)
+	}
+
+	// --peers names each pod under the headless Service at the raft port,
+	// which the container exposes and --raft-listen binds.
+	raftPort := servicePort(t, headless, "raft")
+	if p := containerPort(t, c, "raft"); p != raftPort {
+		t.Errorf("container raft port %d, Service's %d", p, raftPort)
+	}
+	if _, port, err := net.SplitHostPort(f["raft-listen"]); err != nil || port != strconv.Itoa(int(raftPort)) {
+		t.Errorf("--raft-listen=%s: want the raft port %d", f["raft-listen"], raftPort)
+	}
+	peers := parseIDMap(t, f["peers"])
+	httpPeers := parseIDMap(t, f["http-peers"])
+	httpPort := containerPort(t, c, "http")
+	if len(peers) != replicas || len(httpPeers) != replicas {
+		t.Errorf("--peers has %d replicas, --http-peers %d: want %d", len(peers), len(httpPeers), replicas)
+	}
+	for i := start; i < start+replicas; i++ {
+		host := fmt.Sprintf("%s-%d.%s", sts.Name, i, headless.Name)
+		if want := net.JoinHostPort(host, strconv.Itoa(int(raftPort))); peers[uint64(i)] != want {
+			t.Errorf("--peers: replica %d is %q, want %q (pod %s-%d under Service %s)", i, peers[uint64(i)], want, sts.Name, i, headless.Name)
+		}
+		if want := fmt.Sprintf("http://%s:%d", host, httpPort); httpPeers[uint64(i)] != want {
+			t.Errorf("--http-peers: replica %d is %q, want %q", i, httpPeers[uint64(i)], want)
+		}
+	}
+	if _, port, err := net.SplitHostPort(f["http"]); err != nil || port != strconv.Itoa(int(httpPort)) {
+		t.Errorf("--http=%s: want the http port %d", f["http"], httpPort)
+	}
+}
+
+// Probes: ready is /readyz, alive is /livez, on the HTTP API's port.
+func TestProbes(t *testing.T) {
+	m := load(t)
+	c := container(t, m.sts)
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"readiness", c.ReadinessProbe, "/readyz"}, {"liveness", c.LivenessProbe, "/livez"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("%s probe: want an HTTP GET", p.name)
+			continue
+		}
+		g := p.probe.HTTPGet
+		if g.Path != p.path {
+			t.Errorf("%s probe path %q, want %q", p.name, g.Path, p.path)
+		}
+		if g.Port != intstr.FromString("http") && g.Port != intstr.FromInt32(containerPort(t, c, "http")) {
+			t.Errorf("%s probe port %v: want the container's http port", p.name, g.Port.String())
+		}
+	}
+}
+
+// The PodDisruptionBudget keeps a quorum of the StatefulSet's replicas up
+// through voluntary disruptions.
+func TestDisruptionBudgetKeepsQuorum(t *testing.T) {
+	m := load(t)
+	replicas := int(*m.sts.Spec.Replicas)
+	quorum := replicas/2 + 1
+	pdb := m.pdb.Spec
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(m.sts.Spec.Template.Labels)) {
+		t.Fatalf("the PDB's selector %v does not select the StatefulSet's pods (%v)", pdb.Selector, err)
+	}
+	var available int
+	switch {
+	case pdb.MaxUnavailable != nil && pdb.MinAvailable == nil:
+		n, err := intstr.GetScaledValueFromIntOrPercent(pdb.MaxUnavailable, replicas, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		available = replicas - n
+		if n < 1 {
+			t.Errorf("maxUnavailable %v blocks every drain", pdb.MaxUnavailable)
+		}
+	case pdb.MinAvailable != nil && pdb.MaxUnavailable == nil:
+		n, err := intstr.GetScaledValueFromIntOrPercent(pdb.MinAvailable, replicas, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		available = n
+	default:
+		t.Fatal("want exactly one of minAvailable and maxUnavailable")
+	}
+	if available < quorum {
+		t.Errorf("the PDB leaves %d of %d replicas up: a quorum needs %d", available, replicas, quorum)
+	}
+}
+
+// Stopping a pod gives `fencelock serve` time to hand leadership over: a
+// preStop pause (the client Service stops routing to the pod), then SIGTERM,
+// within the grace period.
+func TestGracefulStop(t *testing.T) {
+	m := load(t)
+	pod := m.sts.Spec.Template.Spec
+	c := container(t, m.sts)
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
+		t.Fatal("want a preStop sleep")
+	}
+	pause := c.Lifecycle.PreStop.Sleep.Seconds
+	if pause < 1 {
+		t.Errorf("preStop sleeps %ds", pause)
+	}
+	// After SIGTERM, serve gives calls in flight 5 s, then closes the
+	// replica, which hands leadership over within its own bound: leave
+	// 15 s for both.
+	if g := pod.TerminationGracePeriodSeconds; g == nil || *g < pause+15 {
+		t.Errorf("terminationGracePeriodSeconds %v: want at least %d (preStop %ds + 15 s)", g, pause+15, pause)
+	}
+}

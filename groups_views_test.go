@@ -1,0 +1,197 @@
+package fencelock
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The views describe one group: the name's or the prefix's "@group", or
+// the group passed by name; their session IDs are the IDs of the session's
+// parts in that group; EndSessionIn ends one part, EndSession the whole
+// session, whose node then closes its other parts at their groups.
+func TestGroupsViews(t *testing.T) {
+	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
+	n := c.node(2)
+
+	s, err := c.node(1).NewSession(ctx)
+	require.NoError(t, err)
+	_, ok := s.IDIn("a")
+	require.False(t, ok, "no part in a before a call names it")
+	id, ok := s.IDIn("")
+	require.True(t, ok)
+	require.Equal(t, s.ID(), id)
+	x, err := s.Acquire(ctx, "x")
+	require.NoError(t, err)
+	y, err := s.Acquire(ctx, "y@a")
+	require.NoError(t, err)
+	z, err := s.Acquire(ctx, "z@a")
+	require.NoError(t, err)
+	_, err = s.Campaign(ctx, "e@a", "v")
+	require.NoError(t, err)
+	idA, ok := s.IDIn("a")
+	require.True(t, ok)
+
+	// Inspect and Candidates: the name's group, the part's ID there.
+	info, err := n.Inspect(ctx, "y@a")
+	require.NoError(t, err)
+	require.Equal(t, idA, info.SessionID)
+	require.Equal(t, y.Token(), info.Token)
+	info, err = n.Inspect(ctx, "x")
+	require.NoError(t, err)
+	require.Equal(t, s.ID(), info.SessionID)
+	cands, err := n.Candidates(ctx, "e@a")
+	require.NoError(t, err)
+	require.Equal(t, idA, cands.Leader.SessionID)
+
+	// Locks: one group per page.
+	names := func(p LockPage) []string {
+		var out []string
+		for _, l := range p.Locks {
+			out = append(out, l.Name)
+		}
+		return out
+	}
+	page, err := n.Locks(ctx, "@a")
+	require.NoError(t, err)
+	require.Equal(t, "a", page.Group)
+	require.Equal(t, []string{"y@a", "z@a"}, names(page))
+	page, err = n.Locks(ctx, "z@a")
+	require.NoError(t, err)
+	require.Equal(t, []string{"z@a"}, names(page))
+	page, err = n.Locks(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, "", page.Group)
+	require.Equal(t, []string{"x"}, names(page))
+
+	// Sessions: per group, each part under its ID there.
+	ids := func(p SessionPage) []uint64 {
+		var out []uint64
+		for _, si := range p.Sessions {
+			out = append(out, si.ID)
+		}
+		return out
+	}
+	sp, err := n.SessionsIn(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "a", sp.Group)
+	require.Equal(t, []uint64{idA}, ids(sp))
+	require.Equal(t, 2, sp.Sessions[0].Held, "y@a and z@a (Held counts locks)")
+	sp, err = n.Sessions(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "", sp.Group)
+	require.Equal(t, []uint64{s.ID()}, ids(sp))
+	require.Equal(t, 1, sp.Sessions[0].Held)
+
+	// Members: per group.
+	m, err := n.MembersOf(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "a", m.Group)
+	require.Len(t, m.Voters, 3)
+	m, err = n.Members(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "", m.Group)
+
+	// Stats: one entry per group, named.
+	st := n.Stats()
+	require.Len(t, st.Groups, 2)
+	require.Equal(t, "a", st.Groups[1].Name)
+
+	// Unknown groups fail loudly everywhere.
+	_, err = n.SessionsIn(ctx, "nope")
+	require.ErrorIs(t, err, ErrUnknownGroup)
+	_, err = n.MembersOf(ctx, "nope")
+	require.ErrorIs(t, err, ErrUnknownGroup)
+	_, err = n.Locks(ctx, "@nope")
+	require.ErrorIs(t, err, ErrUnknownGroup)
+	require.ErrorIs(t, n.EndSessionIn(ctx, "nope", idA), ErrUnknownGroup)
+	_, err = n.Inspect(ctx, "y@nope")
+	require.ErrorIs(t, err, ErrUnknownGroup)
+
+	// EndSessionIn ends the part in a only.
+	require.NoError(t, n.EndSessionIn(ctx, "a", idA))
+	waitDone(t, ctx, y.Done(), "y@a")
+	require.ErrorIs(t, y.Err(), ErrRevoked)
+	waitDone(t, ctx, z.Done(), "z@a")
+	require.NoError(t, x.Err(), "the default part is untouched")
+	require.NoError(t, s.Err())
+	// The next call naming a opens a new part there.
+	z, err = s.Acquire(ctx, "z@a")
+	require.NoError(t, err)
+	idA2, ok := s.IDIn("a")
+	require.True(t, ok)
+	require.NotEqual(t, idA, idA2)
+
+	// EndSession of Session.ID ends the whole session, and its node closes
+	// its part in a at a: z@a frees without waiting for a TTL.
+	w := n.Watch(ctx, "z@a")
+	require.NoError(t, n.EndSession(ctx, s.ID()))
+	waitDone(t, ctx, s.Done(), "the session")
+	require.ErrorIs(t, s.Err(), ErrRevoked)
+	require.ErrorIs(t, x.Err(), ErrRevoked)
+	waitDone(t, ctx, z.Done(), "z@a")
+	for info := range w {
+		if !info.Held {
+			break
+		}
+	}
+	require.NoError(t, ctx.Err(), "z@a freed at a")
+	sp, err = n.SessionsIn(ctx, "a")
+	require.NoError(t, err)
+	require.False(t, slices.Contains(ids(sp), idA2), "the part in a is closed there")
+}
+
+func waitDone(t *testing.T, ctx context.Context, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("%s: still held: %v", what, ctx.Err())
+	}
+}
+
+// A resource is fenced by the locks of one group: once a grant of a keys
+// it, grants of the deployment's other groups are refused there with
+// ErrOtherGroup however large their tokens, by DoFence and by Claim with a
+// grant context, and the resource's mark is unchanged.
+func TestGroupsFenceOneGroup(t *testing.T) {
+	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return len(st.Groups) == 3 && allLeaders(st) })
+	s, err := c.node(1).NewSession(ctx)
+	require.NoError(t, err)
+	la, err := s.Acquire(ctx, "orders@a")
+	require.NoError(t, err)
+	fences := NewFencer()
+	require.NoError(t, fences.Claim(la.Context(ctx), "db/orders", la.Token()))
+	ga, _ := group(c.node(1).Status(), "a")
+	require.Equal(t, ga.GroupID, fences.Group("db/orders"), "the claim keyed the resource to a")
+
+	// Grants of the default group and of b, taken after la's (so that
+	// their tokens could pass for later ones if groups were not checked).
+	for _, name := range []string{"orders", "orders@b"} {
+		// Push the other group's token past la's, so that only the group
+		// check can refuse it.
+		var l *Lock
+		for l == nil || l.Token() <= la.Token() {
+			if l != nil {
+				require.NoError(t, l.Release(ctx))
+			}
+			l, err = s.Acquire(ctx, name)
+			require.NoError(t, err)
+		}
+		wrote := false
+		err = fences.DoFence("db/orders", l.Fence(), func() error { wrote = true; return nil })
+		require.ErrorIs(t, err, ErrOtherGroup, "%s's grant at a's resource", name)
+		require.False(t, wrote)
+		err = fences.Claim(l.Context(ctx), "db/orders", l.Token())
+		require.ErrorIs(t, err, ErrOtherGroup, "%s's claim at a's resource", name)
+		require.Equal(t, la.Token(), fences.Highest("db/orders"), "the mark is a's")
+	}
+	// a's own holder still writes.
+	require.NoError(t, fences.DoFence("db/orders", la.Fence(), func() error { return nil }))
+}

@@ -1,0 +1,192 @@
+package httpapi_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/httpapi"
+)
+
+// Over HTTP with two groups (the default one and b): one session_id takes
+// locks in both, each fenced by its own group; a heartbeat renews every
+// part; the views list one group each; status lists the groups; an
+// administrator ends one part with ?group=.
+func TestGroupsOverHTTP(t *testing.T) {
+	g := newGroupWith(t, func(c *fencelock.Config) {
+		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
+	}, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, other := g.urls[1], g.urls[2]
+
+	// Status lists the groups, each with its ID and leader.
+	ids := map[string]string{}
+	for len(ids) < 2 {
+		r := call(t, "GET", a+"/v1/status", nil)
+		require.Equal(t, 200, r.status, r.raw)
+		clear(ids)
+		groups, _ := r.body["groups"].([]any)
+		require.Len(t, groups, 2, r.raw)
+		for _, x := range groups {
+			gj := x.(map[string]any)
+			if gj["leader_id"].(float64) != 0 && gj["group_id"] != "0" {
+				ids[gj["name"].(string)] = gj["group_id"].(string)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("status never showed both groups led: %s", r.raw)
+		case <-time.After(20 * time.Millisecond): // status has no change notification
+		}
+	}
+	require.NotEqual(t, ids[""], ids["b"])
+	fenceGroup := func(r reply) string {
+		f, err := fencelock.ParseFence(r.str("fence"))
+		require.NoError(t, err, r.raw)
+		return strconv.FormatUint(f.Group, 16)
+	}
+
+	// One session_id takes a lock in each group, by the name's "@group"
+	// percent-encoded in the path.
+	const ttl = 1500 * time.Millisecond
+	sid := newSession(t, a, int(ttl.Milliseconds()))
+	rb := call(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid, "wait": false})
+	require.Equal(t, 200, rb.status, rb.raw)
+	require.Equal(t, true, rb.body["granted"], rb.raw)
+	require.Equal(t, ids["b"], fenceGroup(rb), "x@b is fenced by b")
+	partB := rb.str("holder_session")
+	require.NotEmpty(t, partB, rb.raw)
+	rd := call(t, "POST", lockURL(a, "y", "acquire"), map[string]any{"session_id": sid, "wait": false})
+	require.Equal(t, true, rd.body["granted"], rd.raw)
+	require.Equal(t, ids[""], fenceGroup(rd), "y is fenced by the default group")
+	require.Equal(t, sid, rd.str("holder_session"), "in the default group the session goes by session_id")
+	// The same call through another replica is forwarded to the owner
+	// and answers the same grant.
+	r := call(t, "POST", other+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid, "wait": false})
+	require.Equal(t, rb.str("fence"), r.str("fence"), r.raw)
+	r = call(t, "POST", lockURL(a, "q@nope", "acquire"), map[string]any{"session_id": sid, "wait": false})
+	require.Equal(t, 400, r.status, r.raw)
+	require.Equal(t, httpapi.CodeUnknownGroup, r.str("code"))
+
+	// Views: one group each.
+	names := func(r reply) []string {
+		var out []string
+		locks, _ := r.body["locks"].([]any)
+		for _, l := range locks {
+			out = append(out, l.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	r = call(t, "GET", other+"/v1/locks?group=b", nil)
+	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, "b", r.body["group"])
+	require.Equal(t, []string{"x@b"}, names(r))
+	r = call(t, "GET", other+"/v1/locks?prefix=x%40b", nil)
+	require.Equal(t, []string{"x@b"}, names(r), r.raw)
+	r = call(t, "GET", other+"/v1/locks?prefix=x%40b&group=c", nil)
+	require.Equal(t, 400, r.status, r.raw)
+	r = call(t, "GET", other+"/v1/locks", nil)
+	require.Equal(t, "", r.body["group"])
+	require.Equal(t, []string{"y"}, names(r))
+	r = call(t, "GET", other+"/v1/locks?group=nope", nil)
+	require.Equal(t, 400, r.status, r.raw)
+	require.Equal(t, httpapi.CodeUnknownGroup, r.str("code"))
+	r = call(t, "GET", other+"/v1/locks/x%40b", nil)
+	require.Equal(t, partB, r.str("holder_session"), r.raw)
+	sessions := func(r reply) []string {
+		var out []string
+		list, _ := r.body["sessions"].([]any)
+		for _, s := range list {
+			out = append(out, s.(map[string]any)["session_id"].(string))
+		}
+		return out
+	}
+	r = call(t, "GET", other+"/v1/sessions?group=b", nil)
+	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, "b", r.body["group"])
+	require.Equal(t, []string{partB}, sessions(r))
+	r = call(t, "GET", other+"/v1/sessions", nil)
+	require.Equal(t, []string{sid}, sessions(r), r.raw)
+
+	// Heartbeats alone keep both parts (the session renews itself only on
+	// them): after three TTLs both grants are still the same ones.
+	start := time.Now()
+	for time.Since(start) < 3*ttl {
+		r = call(t, "POST", other+"/v1/sessions/"+sid+"/heartbeat", nil)
+		require.Equal(t, 200, r.status, r.raw)
+		time.Sleep(ttl / 6) // the client's heartbeat period, not synchronisation
+	}
+	r = call(t, "GET", lockURL(other, "x@b", ""), nil)
+	require.Equal(t, rb.str("fencing_token"), r.str("fencing_token"), "x@b kept by heartbeats: %s", r.raw)
+	require.Equal(t, partB, r.str("holder_session"))
+	r = call(t, "GET", lockURL(other, "y", ""), nil)
+	require.Equal(t, rd.str("fencing_token"), r.str("fencing_token"), r.raw)
+
+	// With its secret, DELETE ends the whole session: ?group= (one part,
+	// an administrator's call) is refused, and nothing ends.
+	r = callWith(t, "DELETE", a+"/v1/sessions/"+sid+"?group=b", nil,
+		map[string]string{httpapi.SecretHeader: secretOf(a+"/v1/sessions/"+sid, nil)})
+	require.Equal(t, 400, r.status, "?group= with the secret: %s", r.raw)
+	r = call(t, "POST", a+"/v1/sessions/"+sid+"/heartbeat", nil)
+	require.Equal(t, 200, r.status, r.raw)
+
+	// Without heartbeats the parts end, x@b's too: its watch says expired.
+	events := sse(t, ctx, lockURL(other, "x@b", "watch"))
+	nextEvent(t, events, "state", func(e event) bool { return e.kind == "state" && e.data["held"] == true })
+	ev := nextEvent(t, events, "expired", func(e event) bool { return e.kind == "released" || e.kind == "expired" })
+	require.Equal(t, "expired", ev.kind, "x@b ended with its session: %v", ev.data)
+	require.Equal(t, partB, ev.data["previous_session"])
+}
+
+// An administrator ends one part of a session with ?group=: the locks held
+// in that group free, the others stay held and the session lives on. A
+// listing of a group is checked against the names it lists: their part
+// before "@group".
+func TestGroupsAdminOverHTTP(t *testing.T) {
+	acl, err := httpapi.ParseTokens([]byte("full\nadmin admin:* read:*\njobs lock:jobs/ read:jobs/\nodd read:jobs/@b\n"))
+	require.NoError(t, err)
+	g := newGroupWith(t, func(c *fencelock.Config) {
+		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
+	}, true, httpapi.WithACL(acl))
+	a, other := g.urls[1], g.urls[2]
+	sid, h := newSessionAs(t, a, "full")
+	r := callWith(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid}, h)
+	require.Equal(t, true, r.body["granted"], r.raw)
+	partB := r.str("holder_session")
+	r = callWith(t, "POST", lockURL(a, "y", "acquire"), map[string]any{"session_id": sid}, h)
+	require.Equal(t, true, r.body["granted"], r.raw)
+
+	admin := bearer("admin")
+	r = callWith(t, "DELETE", other+"/v1/sessions/"+partB+"?group=nope", nil, admin)
+	require.Equal(t, 400, r.status, r.raw)
+	require.Equal(t, httpapi.CodeUnknownGroup, r.str("code"))
+	r = callWith(t, "DELETE", other+"/v1/sessions/"+partB+"?group=b", nil, admin)
+	require.Equal(t, 204, r.status, r.raw)
+	r = callWith(t, "GET", lockURL(other, "x@b", ""), nil, admin)
+	require.Equal(t, false, r.body["held"], "the part in b ended at b: %s", r.raw)
+	r = callWith(t, "GET", lockURL(other, "y", ""), nil, admin)
+	require.Equal(t, sid, r.str("holder_session"), "the default part is untouched: %s", r.raw)
+	r = callWith(t, "POST", a+"/v1/sessions/"+sid+"/heartbeat", nil, h)
+	require.Equal(t, 200, r.status, "the session lives on: %s", r.raw)
+	// The session's next call naming b opens a new part there.
+	r = callWith(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid}, h)
+	require.Equal(t, true, r.body["granted"], r.raw)
+	require.NotEqual(t, partB, r.str("holder_session"))
+
+	// Listings: read:jobs/ may list jobs/ in b; a grant written with the
+	// group in it covers no listing of b, whose names end in "@b".
+	jobs, odd := bearer("jobs"), bearer("odd")
+	r = callWith(t, "GET", other+"/v1/locks?prefix=jobs%2F&group=b", nil, jobs)
+	require.Equal(t, 200, r.status, r.raw)
+	r = callWith(t, "GET", other+"/v1/locks?prefix=jobs%2F%40b", nil, jobs)
+	require.Equal(t, 200, r.status, r.raw)
+	r = callWith(t, "GET", other+"/v1/locks?group=b", nil, jobs)
+	require.Equal(t, 403, r.status, r.raw)
+	r = callWith(t, "GET", other+"/v1/locks?prefix=jobs%2F%40b", nil, odd)
+	require.Equal(t, 403, r.status, "jobs/x@b is not under the grant jobs/@b: %s", r.raw)
+}

@@ -1,0 +1,107 @@
+package replica
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"github.com/fencelock/fencelock/internal/logstore"
+)
+
+// TestingCrash is for tests: it kills the host (every group's replica on
+// it) as the death of its process would (SIGKILL, power loss) rather than
+// as Close's clean shutdown; the caller closes it next, as it would close a
+// dead process's resources. The death comes at a moment when the log store
+// holds a commit-only save it defers (at once, or at the next such save; at
+// the latest when ctx ends): from then on nothing the host does reaches its
+// peers or is heard from them, and its log store drops the deferred commit
+// indexes when the NodeHost closes it, instead of writing them
+// (logstore.Store.Crash). A restart on the same Dir then finds older commit
+// indexes on disk, replays the logs only up to them and learns the rest
+// from the groups. Nothing else differs from Close: entries, terms and
+// votes are synced as they are saved, and the state machines live in
+// memory. Production code never calls it.
+func (h *Host) TestingCrash(ctx context.Context) {
+	if s := h.store.Load(); s != nil {
+		select {
+		case <-s.Crash(func() { h.down.Store(true) }):
+		case <-ctx.Done():
+		}
+	}
+	h.down.Store(true)
+}
+
+// TestingLogStoreStats returns the counts of the host's log store (what
+// it wrote, deferred, flushed and, after a crash, dropped).
+func (h *Host) TestingLogStoreStats() logstore.Stats {
+	if s := h.store.Load(); s != nil {
+		return s.Stats()
+	}
+	return logstore.Stats{}
+}
+
+// gate wraps the host's transport so that TestingCrash can cut it off at
+// once: a dead process sends nothing and hears nothing. In production down
+// is never set and the gate only reads it.
+type gate struct {
+	config.TransportFactory
+	down *atomic.Bool
+}
+
+func (g gate) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raftio.ChunkHandler) raftio.ITransport {
+	return gatedTransport{g.TransportFactory.Create(nhc,
+		func(b pb.MessageBatch) {
+			if !g.down.Load() {
+				mh(b)
+			}
+		},
+		func(c pb.Chunk) bool { return !g.down.Load() && ch(c) }), g.down}
+}
+
+type gatedTransport struct {
+	raftio.ITransport
+	down *atomic.Bool
+}
+
+func (t gatedTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
+	c, err := t.ITransport.GetConnection(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return gatedConn{c, t.down}, nil
+}
+
+func (t gatedTransport) GetSnapshotConnection(ctx context.Context, target string) (raftio.ISnapshotConnection, error) {
+	c, err := t.ITransport.GetSnapshotConnection(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return gatedSnapshotConn{c, t.down}, nil
+}
+
+type gatedConn struct {
+	raftio.IConnection
+	down *atomic.Bool
+}
+
+func (c gatedConn) SendMessageBatch(b pb.MessageBatch) error {
+	if c.down.Load() {
+		return ErrClosed
+	}
+	return c.IConnection.SendMessageBatch(b)
+}
+
+type gatedSnapshotConn struct {
+	raftio.ISnapshotConnection
+	down *atomic.Bool
+}
+
+func (c gatedSnapshotConn) SendChunk(chunk pb.Chunk) error {
+	if c.down.Load() {
+		return ErrClosed
+	}
+	return c.ISnapshotConnection.SendChunk(chunk)
+}

@@ -397,6 +397,12 @@ type Status struct {
 	// gives the full membership as a linearizable read.
 	Voters            map[uint64]string
 	ConfigChangeIndex uint64
+	// Unreached are the other voters this replica has not heard from in
+	// the last few election timeouts (at least 3 s), sorted: each is down,
+	// or cut off from this replica. Only the leader and, while there is
+	// none, every voter can tell (a follower hears from the leader alone):
+	// on a follower of a group with a leader it is empty; ask the leader.
+	Unreached []uint64
 
 	// Groups are every group this replica runs, the default group (Name
 	// "") first, then Config.Groups in order; the fields above are the
@@ -423,6 +429,9 @@ type GroupStatus struct {
 	// group.
 	Removed           bool
 	LastSnapshotIndex uint64
+	// Unreached are the group's other voters this replica has not heard
+	// from lately (see Status.Unreached).
+	Unreached []uint64
 }
 
 // Status returns this replica's local view, without I/O. LeaderID is 0 when
@@ -434,6 +443,7 @@ func (n *Node) Status() Status {
 		Term: st.Term, AppliedIndex: st.AppliedIndex,
 		NonVoting: st.NonVoting, Removed: st.Removed, LastSnapshotIndex: st.LastSnapshotIndex,
 		GroupID: st.GroupID, Voters: st.Voters, ConfigChangeIndex: st.ConfigChangeIndex,
+		Unreached: st.Unreached,
 	}
 	for _, name := range n.host.Groups() {
 		gs := st
@@ -443,7 +453,7 @@ func (n *Node) Status() Status {
 		out.Groups = append(out.Groups, GroupStatus{
 			Name: name, GroupID: gs.GroupID, LeaderID: gs.LeaderID, IsLeader: gs.LeaderID == n.cfg.ReplicaID,
 			Voters: gs.Voters, Term: gs.Term, AppliedIndex: gs.AppliedIndex, NonVoting: gs.NonVoting,
-			Removed: gs.Removed, LastSnapshotIndex: gs.LastSnapshotIndex,
+			Removed: gs.Removed, LastSnapshotIndex: gs.LastSnapshotIndex, Unreached: gs.Unreached,
 		})
 	}
 	return out

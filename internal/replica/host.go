@@ -160,6 +160,7 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 		return nil, err
 	}
 
+	engine, logdb := engineConfigs(cfg.Dir)
 	nhc := config.NodeHostConfig{
 		NodeHostDir:         cfg.Dir,
 		RTTMillisecond:      uint64(cfg.RTT / time.Millisecond),
@@ -171,7 +172,10 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 		MaxSendQueueSize:    maxQueue,
 		MaxReceiveQueueSize: maxQueue,
 		Expert: config.ExpertConfig{
-			LogDB: config.GetTinyMemLogDBConfig(),
+			// One step worker and one log partition for a new Dir: every
+			// group's entries share one fsync (engine.go says why).
+			Engine: engine,
+			LogDB:  logdb,
 			// The default log store, syncing only what a restart needs.
 			LogDBFactory: logstore.Factory{Opened: h.store.Store},
 		},

@@ -121,3 +121,11 @@ func TestingNewDirShards(exec, logdb uint64) (restore func()) {
 func TestingRecordedShards(dir string) (exec, logdb uint64, ok bool) {
 	return recordedShards(dir)
 }
+
+// TestingEngineConfigs returns the engine and log store settings a host
+// starts a NodeHost on dir with (what dir records, or a new Dir's): a test
+// that opens a stopped replica's log store itself needs them, as
+// Dragonboat's partitioning of the shards depends on them.
+func TestingEngineConfigs(dir string) (config.EngineConfig, config.LogDBConfig) {
+	return engineConfigs(dir)
+}

@@ -172,6 +172,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		return nil, ran, err
 	}
 
+	engine, logdb := engineConfigs(cfg.Dir)
 	nhc := config.NodeHostConfig{
 		NodeHostDir:         cfg.Dir,
 		RTTMillisecond:      uint64(cfg.RTT / time.Millisecond),
@@ -183,7 +184,10 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		MaxSendQueueSize:    maxQueue,
 		MaxReceiveQueueSize: maxQueue,
 		Expert: config.ExpertConfig{
-			LogDB: config.GetTinyMemLogDBConfig(),
+			// One step worker and one log partition for a new Dir: every
+			// group's entries share one fsync (engine.go says why).
+			Engine: engine,
+			LogDB:  logdb,
 			// The default log store, syncing only what a restart needs.
 			LogDBFactory: logstore.Factory{Opened: h.store.Store},
 		},

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/testhook"
 	"github.com/fencelock/fencelock/transport"
 	"github.com/stretchr/testify/require"
 )
@@ -119,10 +120,12 @@ func (c *testCluster) start(id uint64) *Node {
 	return n
 }
 
-// stop closes replica id, as a crash of its process would end it.
+// stop closes replica id, as a crash of its process would end it: without
+// handing its leadership over (testhook.Crash). The tests of the graceful
+// Close call Node.Close themselves.
 func (c *testCluster) stop(id uint64) {
 	if n := c.nodes[id]; n != nil {
-		n.Close()
+		testhook.Crash(n)
 		delete(c.nodes, id)
 	}
 }

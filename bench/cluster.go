@@ -124,15 +124,36 @@ func (c *cluster) Leader(ctx context.Context) (int, error) {
 	}
 }
 
+// Stop stops replica i hard, as a crash would: it does not hand its
+// leadership over (W4 measures the election that follows a crash).
 func (c *cluster) Stop(i int) error {
+	n, err := c.take(i)
+	if err != nil {
+		return err
+	}
+	testhook.Crash(n)
+	return nil
+}
+
+// StopGracefully stops replica i with Node.Close, which hands the
+// leadership of its groups over first (W11).
+func (c *cluster) StopGracefully(_ context.Context, i int) error {
+	n, err := c.take(i)
+	if err != nil {
+		return err
+	}
+	return n.Close()
+}
+
+func (c *cluster) take(i int) (*fencelock.Node, error) {
 	c.mu.Lock()
 	n := c.nodes[i]
 	c.nodes[i] = nil
 	c.mu.Unlock()
 	if n == nil {
-		return fmt.Errorf("replica %d already stopped", i)
+		return nil, fmt.Errorf("replica %d already stopped", i)
 	}
-	return n.Close()
+	return n, nil
 }
 
 // Restart starts replica i again on its dir.

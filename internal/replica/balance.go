@@ -233,6 +233,12 @@ func (r *Replica) TransferLeadership(ctx context.Context, to uint64) error {
 	if _, ok := m.Nodes[r.cfg.ReplicaID]; !ok {
 		return fmt.Errorf("%w: replica %d does not vote in the group%s: call TransferLeadership on one of its voters", ErrMembership, r.cfg.ReplicaID, inGroup(r.name))
 	}
+	return r.transfer(ctx, to)
+}
+
+// transfer requests the transfer to voter to until this replica sees to
+// lead or ctx ends; the caller checked the membership.
+func (r *Replica) transfer(ctx context.Context, to uint64) error {
 	wait := 2 * time.Duration(r.cfg.ElectionTicks) * r.cfg.RTT
 	var last error
 	for {

@@ -67,7 +67,8 @@ type Host struct {
 	nhMu     sync.RWMutex
 	nhClosed bool
 
-	bal balancer
+	bal  balancer
+	prog progress // the followers' logs as acknowledged, for the handover
 
 	wg        sync.WaitGroup // the host's background work
 	closed    chan struct{}
@@ -182,6 +183,9 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 	}
 	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
+	}
+	if f := nhc.Expert.TransportFactory; f != nil {
+		nhc.Expert.TransportFactory = progressFactory{TransportFactory: f, p: &h.prog}
 	}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {

@@ -79,3 +79,13 @@ func RegisterSnapshots(f func(node any) Snapshots) { snapshots = f }
 
 // SnapshotStats reports the snapshots of a *fencelock.Node.
 func SnapshotStats(node any) Snapshots { return snapshots(node) }
+
+var crash func(node any)
+
+// RegisterCrash installs Crash; only package fencelock calls it.
+func RegisterCrash(f func(node any)) { crash = f }
+
+// Crash stops a *fencelock.Node as the crash of its process would: like
+// Close, but without handing the leadership of its groups over first, so
+// its peers wait an election timeout for a new leader (W4's hard stop).
+func Crash(node any) { crash(node) }

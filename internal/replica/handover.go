@@ -1,0 +1,150 @@
+package replica
+
+// The handover on Close. Dragonboat does not transfer leadership when a
+// NodeHost stops (lni/dragonboat#180): its followers wait an election
+// timeout for a leader that is gone, and every call waits with them. So a
+// host that closes first hands each group it leads to the voter whose log
+// is furthest along, waits for the new leader within a bound, and only then
+// stops.
+//
+// Dragonboat does not expose a leader's view of its followers' logs, so the
+// host reads it off the wire: every append a follower acknowledges
+// (ReplicateResp) carries the last index of its log, and a wrapper around
+// the transport's message handler keeps the highest per group and sender.
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+)
+
+// progress is the highest log index each peer acknowledged, per shard, as
+// seen by this host while it led (or received acknowledgements).
+type progress struct {
+	mu    sync.Mutex
+	acked map[uint64]map[uint64]uint64 // shard -> replica -> index
+}
+
+func (p *progress) observe(b pb.MessageBatch) {
+	for i := range b.Requests {
+		m := &b.Requests[i]
+		if m.Type != pb.ReplicateResp || m.Reject {
+			continue
+		}
+		p.mu.Lock()
+		if p.acked == nil {
+			p.acked = make(map[uint64]map[uint64]uint64)
+		}
+		s := p.acked[m.ShardID]
+		if s == nil {
+			s = make(map[uint64]uint64)
+			p.acked[m.ShardID] = s
+		}
+		if m.LogIndex > s[m.From] {
+			s[m.From] = m.LogIndex
+		}
+		p.mu.Unlock()
+	}
+}
+
+// index is the highest index replica id acknowledged in shard, 0 if none.
+func (p *progress) index(shard, id uint64) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acked[shard][id]
+}
+
+// progressFactory wraps a transport factory so that the host sees every
+// batch received before Dragonboat does.
+type progressFactory struct {
+	config.TransportFactory
+	p *progress
+}
+
+func (f progressFactory) Create(nhc config.NodeHostConfig, h raftio.MessageHandler, c raftio.ChunkHandler) raftio.ITransport {
+	return f.TransportFactory.Create(nhc, func(b pb.MessageBatch) {
+		f.p.observe(b)
+		h(b)
+	}, c)
+}
+
+// HandoverTimeout bounds the wait for one group's new leader at Close: the
+// target catches up and wins an election in a few round trips when the
+// group is healthy; past this, a transfer will not happen, and the host
+// stops anyway (its followers then elect a leader after an election timeout,
+// as after a crash).
+func (h *Host) HandoverTimeout() time.Duration {
+	return 3*h.electionTimeout() + 2*h.cfg.RTT
+}
+
+// Handover hands the leadership of every group this host leads to the most
+// caught-up voter it reached recently, concurrently for all groups, and
+// returns once each has a new leader or its bound (HandoverTimeout, and
+// ctx) passed. It never fails: a group with no voter to hand to (no quorum,
+// a group of one) is left as it is. It returns the groups handed over.
+func (h *Host) Handover(ctx context.Context) []string {
+	select {
+	case <-h.closed:
+		return nil
+	default:
+	}
+	self := h.cfg.ReplicaID
+	window := max(3*h.electionTimeout(), time.Second)
+	var (
+		mu     sync.Mutex
+		moved  []string
+		wg     sync.WaitGroup
+		bounds = h.HandoverTimeout()
+	)
+	for _, v := range h.views() {
+		if v.leader != self || !slices.Contains(v.voters, self) {
+			continue
+		}
+		to, ok := pickHandover(v.voters, self, func(id uint64) uint64 { return h.prog.index(v.r.shard, id) },
+			func(id uint64) bool { return h.peers.reached(id, window) })
+		if !ok {
+			v.r.log.Warn("fencelock: closing the leader with no reachable voter to hand the group to; the others elect one after an election timeout")
+			continue
+		}
+		wg.Add(1)
+		go func(r *Replica) {
+			defer wg.Done()
+			tctx, cancel := context.WithTimeout(ctx, bounds)
+			defer cancel()
+			start := time.Now()
+			if err := r.transfer(tctx, to); err != nil {
+				r.log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "to", to, "err", err)
+				return
+			}
+			r.log.Info("fencelock: leadership handed over before closing", "to", to, "took", time.Since(start).Round(time.Microsecond))
+			mu.Lock()
+			moved = append(moved, r.name)
+			mu.Unlock()
+		}(v.r)
+	}
+	wg.Wait()
+	return moved
+}
+
+// pickHandover chooses the voter to hand a group to: among the voters other
+// than self that were reached recently, the one whose log acknowledged the
+// highest index (the transfer waits for the target to catch up, so the
+// furthest along is the quickest), then the lowest ID.
+func pickHandover(voters []uint64, self uint64, acked func(uint64) uint64, reachable func(uint64) bool) (uint64, bool) {
+	var best, bestIdx uint64
+	found := false
+	for _, id := range slices.Sorted(slices.Values(voters)) {
+		if id == self || !reachable(id) {
+			continue
+		}
+		if idx := acked(id); !found || idx > bestIdx {
+			best, bestIdx, found = id, idx, true
+		}
+	}
+	return best, found
+}

@@ -1,0 +1,46 @@
+package replica
+
+import (
+	"testing"
+
+	pb "github.com/lni/dragonboat/v4/raftpb"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPickHandover(t *testing.T) {
+	acked := map[uint64]uint64{2: 10, 3: 12, 4: 12, 5: 99}
+	all := func(uint64) bool { return true }
+	idx := func(id uint64) uint64 { return acked[id] }
+
+	to, ok := pickHandover([]uint64{1, 2, 3, 4}, 1, idx, all)
+	require.True(t, ok)
+	require.Equal(t, uint64(3), to, "the furthest along, then the lowest ID")
+
+	to, ok = pickHandover([]uint64{1, 2, 3, 4}, 1, idx, func(id uint64) bool { return id == 2 })
+	require.True(t, ok)
+	require.Equal(t, uint64(2), to, "only reached voters")
+
+	to, ok = pickHandover([]uint64{5, 1, 2}, 5, idx, all)
+	require.True(t, ok)
+	require.Equal(t, uint64(2), to, "never self")
+
+	_, ok = pickHandover([]uint64{1}, 1, idx, all)
+	require.False(t, ok, "a group of one has nobody to hand to")
+	_, ok = pickHandover([]uint64{1, 2, 3}, 1, idx, func(uint64) bool { return false })
+	require.False(t, ok, "no voter reached")
+}
+
+func TestProgressObservesAcknowledgedAppends(t *testing.T) {
+	var p progress
+	p.observe(pb.MessageBatch{Requests: []pb.Message{
+		{Type: pb.ReplicateResp, ShardID: 1, From: 2, LogIndex: 7},
+		{Type: pb.ReplicateResp, ShardID: 1, From: 2, LogIndex: 5},               // older, out of order
+		{Type: pb.ReplicateResp, ShardID: 1, From: 3, LogIndex: 9, Reject: true}, // a rejection says nothing of the match
+		{Type: pb.Heartbeat, ShardID: 1, From: 3, LogIndex: 100},
+		{Type: pb.ReplicateResp, ShardID: 2, From: 3, LogIndex: 4},
+	}})
+	require.Equal(t, uint64(7), p.index(1, 2))
+	require.Equal(t, uint64(0), p.index(1, 3))
+	require.Equal(t, uint64(4), p.index(2, 3))
+	require.Equal(t, uint64(0), p.index(3, 1))
+}

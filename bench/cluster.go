@@ -91,7 +91,7 @@ func (c *cluster) NewClient(ctx context.Context, i int, ttl time.Duration) (lock
 	if err != nil {
 		return nil, err
 	}
-	return &client{s: s}, nil
+	return &client{s: s, c: c, i: i}, nil
 }
 
 // Leader waits until the running replicas agree on a leader. Polling the
@@ -156,7 +156,9 @@ func (c *cluster) take(i int) (*fencelock.Node, error) {
 	return n, nil
 }
 
-// Restart starts replica i again on its dir.
+// Restart starts replica i again on its dir, and returns once it knows a
+// leader and has applied what the other replicas had applied when it
+// started (W11's "caught up").
 func (c *cluster) Restart(ctx context.Context, i int) error {
 	n, err := fencelock.Start(ctx, c.cfgs[i])
 	if err != nil {
@@ -164,8 +166,23 @@ func (c *cluster) Restart(ctx context.Context, i int) error {
 	}
 	c.mu.Lock()
 	c.nodes[i] = n
+	var target uint64
+	for _, o := range c.nodes {
+		if o != nil && o != n {
+			target = max(target, o.Status().AppliedIndex)
+		}
+	}
 	c.mu.Unlock()
-	return nil
+	for {
+		if st := n.Status(); st.LeaderID != 0 && st.AppliedIndex >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond): // the local view has no event for "applied up to"
+		}
+	}
 }
 
 func (c *cluster) Close() error {
@@ -186,6 +203,31 @@ func (c *cluster) Close() error {
 type client struct {
 	s      *fencelock.Session
 	frozen bool
+
+	c      *cluster
+	i      int                   // its replica
+	resume fencelock.ResumeToken // set by Suspend
+}
+
+// Suspend keeps the session's resume token: the session survives its
+// replica's graceful stop at the group (Node.Close does not end it there).
+func (c *client) Suspend(context.Context) error {
+	c.resume = c.s.Resume()
+	return nil
+}
+
+// Resume takes the session back on the restarted replica, with its locks.
+func (c *client) Resume(ctx context.Context) error {
+	n := c.c.node(c.i)
+	if n == nil {
+		return fmt.Errorf("replica %d is stopped", c.i)
+	}
+	s, err := n.ResumeSession(ctx, c.resume)
+	if err != nil {
+		return err
+	}
+	c.s = s
+	return nil
 }
 
 func (c *client) Acquire(ctx context.Context, name string) (lockbench.Held, error) {

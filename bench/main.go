@@ -104,12 +104,12 @@ func run() error {
 		return redraw(f.charts, f.chartDir)
 	}
 	all := append(append([]string{}, lockbench.Workloads...), "W6")
-	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9"))
+	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9", "W11"))
 	if err != nil {
 		return err
 	}
 	if f.workload == "" || f.workload == "all" {
-		workloads = all // W9 holds 100,000 sessions for a minute: only when named
+		workloads = all // W9 holds 100,000 sessions for a minute, W11 restarts every replica: only when named
 	}
 	var sweeps []string
 	if f.sweep != "" {

@@ -116,6 +116,8 @@ func w11(ctx context.Context, c Cluster, o Options) (Result, error) {
 	type window struct {
 		replica    int
 		from, to   time.Time
+		stopped    time.Time // the graceful stop returned
+		started    time.Time // the restart returned (caught up)
 		stopMS     float64
 		restartMS  float64
 		wasLeader  bool
@@ -138,12 +140,14 @@ func w11(ctx context.Context, c Cluster, o Options) (Result, error) {
 		if err := rs.StopGracefully(ctx, i); err != nil {
 			return Result{}, fmt.Errorf("stop %d: %w", i, err)
 		}
-		win.stopMS = ms(time.Since(win.from))
+		win.stopped = time.Now()
+		win.stopMS = ms(win.stopped.Sub(win.from))
 		t1 := time.Now()
 		if err := rs.Restart(ctx, i); err != nil {
 			return Result{}, fmt.Errorf("restart %d: %w", i, err)
 		}
-		win.restartMS = ms(time.Since(t1))
+		win.started = time.Now()
+		win.restartMS = ms(win.started.Sub(t1))
 		mu.Lock()
 		n := len(calls)
 		mu.Unlock()
@@ -210,13 +214,32 @@ func w11(ctx context.Context, c Cluster, o Options) (Result, error) {
 	_ = probe.Close(ctx)
 	_ = cl.Close(ctx)
 
+	// where says in which step of the rolling restart a call started,
+	// to name what the longest wait coincided with.
+	where := func(t time.Time) string {
+		for _, win := range windows {
+			switch {
+			case t.Before(win.from):
+			case t.Before(win.stopped):
+				return fmt.Sprintf("r%d.stopping+%vms", win.replica, ms(t.Sub(win.from)))
+			case t.Before(win.started):
+				return fmt.Sprintf("r%d.restarting+%vms", win.replica, ms(t.Sub(win.stopped)))
+			case t.Before(win.to):
+				return fmt.Sprintf("r%d.restarted+%vms", win.replica, ms(t.Sub(win.started)))
+			}
+		}
+		return "between"
+	}
 	var all samples
 	var total, longest time.Duration
+	longestAt := "none"
 	for _, ct := range calls[aloneN:] {
 		all = append(all, ct.took)
 		e := max(ct.took-normal, 0)
 		total += e
-		longest = max(longest, e)
+		if e > longest {
+			longest, longestAt = e, where(ct.start)
+		}
 		for k := range windows {
 			end := ct.start.Add(ct.took)
 			if end.After(windows[k].from) && ct.start.Before(windows[k].to) {
@@ -227,8 +250,8 @@ func w11(ctx context.Context, c Cluster, o Options) (Result, error) {
 	}
 	a := all.sorted()
 	r := Result{Workers: 1, Ops: len(all), P50: a.pct(.5), P99: a.pct(.99), P999: a.pct(.999), Max: a.pct(1), Errors: failed}
-	r.addNote("normal_ms=%v longest_excess_ms=%v total_excess_ms=%v failed_acquires=%d locks_lost=%d worker_replica=%d own_restart_ms=%v resumed=%v",
-		ms(normal), ms(longest), ms(total), failed, lost, w, ownMS, canResume)
+	r.addNote("normal_ms=%v longest_excess_ms=%v longest_at=%s total_excess_ms=%v failed_acquires=%d locks_lost=%d worker_replica=%d own_restart_ms=%v resumed=%v",
+		ms(normal), ms(longest), longestAt, ms(total), failed, lost, w, ownMS, canResume)
 	for _, win := range windows {
 		r.addNote("r%d(leader=%v): excess_ms=%v longest_ms=%v stop_ms=%v restart_ms=%v",
 			win.replica, win.wasLeader, ms(win.excess), ms(win.longestExc), win.stopMS, win.restartMS)

@@ -24,15 +24,26 @@ import (
 )
 
 // progress is the highest log index each peer acknowledged, per shard, as
-// seen by this host while it led (or received acknowledgements).
+// seen by this host while it led (or received acknowledgements); and the
+// highest commit index a leader sent this host, per shard.
 type progress struct {
-	mu    sync.Mutex
-	acked map[uint64]map[uint64]uint64 // shard -> replica -> index
+	mu        sync.Mutex
+	acked     map[uint64]map[uint64]uint64 // shard -> replica -> index
+	committed map[uint64]uint64            // shard -> commit index heard
 }
 
 func (p *progress) observe(b pb.MessageBatch) {
 	for i := range b.Requests {
 		m := &b.Requests[i]
+		if m.Type == pb.Replicate || m.Type == pb.Heartbeat {
+			p.mu.Lock()
+			if p.committed == nil {
+				p.committed = make(map[uint64]uint64)
+			}
+			p.committed[m.ShardID] = max(p.committed[m.ShardID], m.Commit)
+			p.mu.Unlock()
+			continue
+		}
 		if m.Type != pb.ReplicateResp || m.Reject {
 			continue
 		}
@@ -52,6 +63,13 @@ func (p *progress) observe(b pb.MessageBatch) {
 	}
 }
 
+// commit is the highest commit index a leader of shard sent this host.
+func (p *progress) commit(shard uint64) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.committed[shard]
+}
+
 // index is the highest index replica id acknowledged in shard, 0 if none.
 func (p *progress) index(shard, id uint64) uint64 {
 	p.mu.Lock()
@@ -63,14 +81,55 @@ func (p *progress) index(shard, id uint64) uint64 {
 // batch received before Dragonboat does.
 type progressFactory struct {
 	config.TransportFactory
-	p *progress
+	h *Host
 }
 
 func (f progressFactory) Create(nhc config.NodeHostConfig, h raftio.MessageHandler, c raftio.ChunkHandler) raftio.ITransport {
 	return f.TransportFactory.Create(nhc, func(b pb.MessageBatch) {
-		f.p.observe(b)
+		f.h.prog.observe(b)
+		if f.h.holdTimeoutNow(b, h) {
+			return
+		}
 		h(b)
 	}, c)
+}
+
+// holdTimeoutNow delays a batch that tells this host to take a group's
+// leadership over (TimeoutNow, the last step of a transfer) until the
+// group's replica here has applied every entry it knows committed, at most
+// half an election timeout. Raft skips the campaign of a replica with
+// committed entries not yet applied (it could hide a membership change),
+// and the old leader then refuses proposals until it abandons the transfer
+// an election timeout later: under a steady load the target is nearly
+// always an entry or two behind in applying when the message arrives.
+// It reports whether it took the batch.
+func (h *Host) holdTimeoutNow(b pb.MessageBatch, deliver raftio.MessageHandler) bool {
+	var r *Replica
+	for i := range b.Requests {
+		if b.Requests[i].Type == pb.TimeoutNow {
+			r = h.byShard[b.Requests[i].ShardID]
+			break
+		}
+	}
+	if r == nil || r.appliedIndex.Load() >= h.prog.commit(r.shard) {
+		return false
+	}
+	// Handlers run until the NodeHost's transport stops, before Close
+	// waits for h.wg: the Add happens before the Wait.
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		deadline := time.Now().Add(h.electionTimeout() / 2)
+		for r.appliedIndex.Load() < h.prog.commit(r.shard) && time.Now().Before(deadline) {
+			select {
+			case <-h.closed:
+				return
+			case <-time.After(200 * time.Microsecond): // no event for "applied up to"
+			}
+		}
+		deliver(b)
+	}()
+	return true
 }
 
 // HandoverTimeout bounds the wait for one group's new leader at Close: the

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"testing"
+	"time"
 
 	pb "github.com/lni/dragonboat/v4/raftpb"
 	"github.com/stretchr/testify/require"
@@ -43,4 +44,33 @@ func TestProgressObservesAcknowledgedAppends(t *testing.T) {
 	require.Equal(t, uint64(0), p.index(1, 3))
 	require.Equal(t, uint64(4), p.index(2, 3))
 	require.Equal(t, uint64(0), p.index(3, 1))
+}
+
+// A TimeoutNow reaching a replica with committed entries it has not applied
+// yet waits until it has (raft would skip the campaign), and goes at once
+// when nothing is pending.
+func TestTimeoutNowWaitsForApply(t *testing.T) {
+	r := &Replica{shard: 7}
+	h := &Host{cfg: Config{ElectionTicks: 1000, RTT: time.Millisecond}, byShard: map[uint64]*Replica{7: r}, closed: make(chan struct{})}
+	defer h.wg.Wait()
+	defer close(h.closed)
+	h.prog.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.Replicate, ShardID: 7, Commit: 10}}})
+	r.appliedIndex.Store(9)
+
+	delivered := make(chan pb.MessageBatch, 1)
+	deliver := func(b pb.MessageBatch) { delivered <- b }
+	timeoutNow := pb.MessageBatch{Requests: []pb.Message{{Type: pb.TimeoutNow, ShardID: 7}}}
+	require.True(t, h.holdTimeoutNow(timeoutNow, deliver), "held while entry 10 is not applied")
+	select {
+	case <-delivered:
+		t.Fatal("delivered before the replica applied what it knows committed")
+	default:
+	}
+	r.appliedIndex.Store(10)
+	b := <-delivered
+	require.Equal(t, pb.TimeoutNow, b.Requests[0].Type)
+
+	require.False(t, h.holdTimeoutNow(timeoutNow, deliver), "nothing pending: delivered by the caller at once")
+	require.False(t, h.holdTimeoutNow(pb.MessageBatch{Requests: []pb.Message{{Type: pb.Replicate, ShardID: 7, Commit: 11}}}, deliver),
+		"only TimeoutNow is held")
 }

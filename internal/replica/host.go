@@ -185,7 +185,7 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 	}
 	if f := nhc.Expert.TransportFactory; f != nil {
-		nhc.Expert.TransportFactory = progressFactory{TransportFactory: f, p: &h.prog}
+		nhc.Expert.TransportFactory = progressFactory{TransportFactory: f, h: h}
 	}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {

@@ -157,8 +157,12 @@ func (c *cluster) take(i int) (*fencelock.Node, error) {
 }
 
 // Restart starts replica i again on its dir, and returns once it knows a
-// leader and has applied what the other replicas had applied when it
-// started (W11's "caught up").
+// leader and has applied what the other replicas have applied now (W11's
+// "caught up"). The target is read again at every check: under W11's
+// steady writes only a replica the leader replicates to keeps up with it,
+// while its log replayed from Dir can pass a target read once at the
+// start, before the leader sent it anything (a leader that found it
+// unreachable while it was down resumes slowly).
 func (c *cluster) Restart(ctx context.Context, i int) error {
 	n, err := fencelock.Start(ctx, c.cfgs[i])
 	if err != nil {
@@ -166,14 +170,16 @@ func (c *cluster) Restart(ctx context.Context, i int) error {
 	}
 	c.mu.Lock()
 	c.nodes[i] = n
-	var target uint64
-	for _, o := range c.nodes {
-		if o != nil && o != n {
-			target = max(target, o.Status().AppliedIndex)
-		}
-	}
 	c.mu.Unlock()
 	for {
+		c.mu.Lock()
+		var target uint64
+		for _, o := range c.nodes {
+			if o != nil && o != n {
+				target = max(target, o.Status().AppliedIndex)
+			}
+		}
+		c.mu.Unlock()
 		if st := n.Status(); st.LeaderID != 0 && st.AppliedIndex >= target {
 			return nil
 		}

@@ -176,7 +176,7 @@ func (c *cluster) StopGracefully(_ context.Context, i int) error {
 }
 
 // Restart starts member i again on its data dir and returns once it is
-// ready and has applied what the leader had committed when it started.
+// ready and has applied what the other members have applied now.
 func (c *cluster) Restart(ctx context.Context, i int) error {
 	cfg := *c.cfgs[i]
 	cfg.ClusterState = embed.ClusterStateFlagExisting
@@ -192,14 +192,20 @@ func (c *cluster) Restart(ctx context.Context, i int) error {
 	}
 	c.mu.Lock()
 	c.etcds[i] = e
-	var target uint64
-	for _, o := range c.etcds {
-		if o != nil && o != e {
-			target = max(target, o.Server.CommittedIndex())
-		}
-	}
 	c.mu.Unlock()
-	for e.Server.AppliedIndex() < target || e.Server.Leader() == 0 {
+	// The target is read again at every check, as fencelock's side does.
+	target := func() uint64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var t uint64
+		for _, o := range c.etcds {
+			if o != nil && o != e {
+				t = max(t, o.Server.AppliedIndex())
+			}
+		}
+		return t
+	}
+	for e.Server.AppliedIndex() < target() || e.Server.Leader() == 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

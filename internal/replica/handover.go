@@ -30,9 +30,34 @@ type progress struct {
 	mu        sync.Mutex
 	acked     map[uint64]map[uint64]uint64 // shard -> replica -> index
 	committed map[uint64]uint64            // shard -> commit index heard
+	// heard and upSince are, per replica, when this host last heard from
+	// it and since when without a silence longer than silentGap.
+	heard, upSince map[uint64]time.Time
 }
 
+// silentGap is a silence after which a peer counts as back from a restart.
+// Raft heartbeats come every few RTTs, so any gap this long is a stop.
+const silentGap = 500 * time.Millisecond
+
+// settle is how long a peer back from a restart is not chosen to take a
+// group over when another voter can: its peers' connections to it may
+// still be backing off (Dragonboat retries a failed peer after 0.5 to 1s),
+// and a leader its followers cannot reach stalls every call they forward.
+const settle = 1500 * time.Millisecond
+
 func (p *progress) observe(b pb.MessageBatch) {
+	if len(b.Requests) > 0 {
+		now, from := time.Now(), b.Requests[0].From
+		p.mu.Lock()
+		if p.heard == nil {
+			p.heard, p.upSince = make(map[uint64]time.Time), make(map[uint64]time.Time)
+		}
+		if last, ok := p.heard[from]; !ok || now.Sub(last) > silentGap {
+			p.upSince[from] = now
+		}
+		p.heard[from] = now
+		p.mu.Unlock()
+	}
 	for i := range b.Requests {
 		m := &b.Requests[i]
 		if m.Type == pb.Replicate || m.Type == pb.Heartbeat {
@@ -68,6 +93,15 @@ func (p *progress) commit(shard uint64) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.committed[shard]
+}
+
+// settled reports whether replica id has been heard from without a
+// silence for at least settle.
+func (p *progress) settled(id uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	up, ok := p.upSince[id]
+	return ok && time.Since(up) >= settle
 }
 
 // index is the highest index replica id acknowledged in shard, 0 if none.
@@ -165,7 +199,7 @@ func (h *Host) Handover(ctx context.Context) []string {
 			continue
 		}
 		to, ok := pickHandover(v.voters, self, func(id uint64) uint64 { return h.prog.index(v.r.shard, id) },
-			func(id uint64) bool { return h.peers.reached(id, window) })
+			func(id uint64) bool { return h.peers.reached(id, window) }, h.prog.settled)
 		if !ok {
 			v.r.log.Warn("fencelock: closing the leader with no reachable voter to hand the group to; the others elect one after an election timeout")
 			continue
@@ -191,18 +225,20 @@ func (h *Host) Handover(ctx context.Context) []string {
 }
 
 // pickHandover chooses the voter to hand a group to: among the voters other
-// than self that were reached recently, the one whose log acknowledged the
+// than self that were reached recently, a settled one (not just back from a
+// restart) before one that is not, then the one whose log acknowledged the
 // highest index (the transfer waits for the target to catch up, so the
 // furthest along is the quickest), then the lowest ID.
-func pickHandover(voters []uint64, self uint64, acked func(uint64) uint64, reachable func(uint64) bool) (uint64, bool) {
+func pickHandover(voters []uint64, self uint64, acked func(uint64) uint64, reachable, settled func(uint64) bool) (uint64, bool) {
 	var best, bestIdx uint64
-	found := false
+	bestSettled, found := false, false
 	for _, id := range slices.Sorted(slices.Values(voters)) {
 		if id == self || !reachable(id) {
 			continue
 		}
-		if idx := acked(id); !found || idx > bestIdx {
-			best, bestIdx, found = id, idx, true
+		idx, st := acked(id), settled(id)
+		if !found || st && !bestSettled || st == bestSettled && idx > bestIdx {
+			best, bestIdx, bestSettled, found = id, idx, st, true
 		}
 	}
 	return best, found

@@ -12,6 +12,9 @@ func TestPickHandover(t *testing.T) {
 	acked := map[uint64]uint64{2: 10, 3: 12, 4: 12, 5: 99}
 	all := func(uint64) bool { return true }
 	idx := func(id uint64) uint64 { return acked[id] }
+	pickHandover := func(voters []uint64, self uint64, acked func(uint64) uint64, reachable func(uint64) bool) (uint64, bool) {
+		return pickHandover(voters, self, acked, reachable, all)
+	}
 
 	to, ok := pickHandover([]uint64{1, 2, 3, 4}, 1, idx, all)
 	require.True(t, ok)
@@ -29,6 +32,33 @@ func TestPickHandover(t *testing.T) {
 	require.False(t, ok, "a group of one has nobody to hand to")
 	_, ok = pickHandover([]uint64{1, 2, 3}, 1, idx, func(uint64) bool { return false })
 	require.False(t, ok, "no voter reached")
+
+	to, ok = pickHandoverSettled([]uint64{1, 2, 3, 4}, 1, idx, all, func(id uint64) bool { return id == 2 })
+	require.True(t, ok)
+	require.Equal(t, uint64(2), to, "a settled voter before one just back from a restart, however far along")
+	to, ok = pickHandoverSettled([]uint64{1, 3, 4}, 1, idx, all, func(uint64) bool { return false })
+	require.True(t, ok)
+	require.Equal(t, uint64(3), to, "none settled: the furthest along still")
+}
+
+var pickHandoverSettled = pickHandover
+
+func TestProgressSettled(t *testing.T) {
+	var p progress
+	require.False(t, p.settled(2), "never heard")
+	p.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.HeartbeatResp, From: 2}}})
+	require.False(t, p.settled(2), "just heard")
+	p.mu.Lock()
+	p.upSince[2] = time.Now().Add(-settle)
+	p.heard[2] = time.Now().Add(-time.Millisecond)
+	p.mu.Unlock()
+	p.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.HeartbeatResp, From: 2}}})
+	require.True(t, p.settled(2), "heard without a silence for settle")
+	p.mu.Lock()
+	p.heard[2] = time.Now().Add(-2 * silentGap)
+	p.mu.Unlock()
+	p.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.HeartbeatResp, From: 2}}})
+	require.False(t, p.settled(2), "back after a silence: a restart")
 }
 
 func TestProgressObservesAcknowledgedAppends(t *testing.T) {

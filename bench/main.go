@@ -7,6 +7,7 @@
 //	go run ./bench -workload W1,W2 -peer etcd -runs 3  # interleaved with etcd, plus ratio lines
 //	go run ./bench -workload W1,W2,W3 -http            # also over the HTTP API, plus its ratio over in-process
 //	go run ./bench -workload W9 -w9-sessions 2000 -w9-idle 20s  # idle sessions (W9 runs only when named)
+//	go run ./bench -workload W11 -peer etcd -runs 3    # rolling restart (W11 runs only when named)
 //	go run ./bench -sweep W2,W6 -peer etcd             # sweeps: docs/perf/w2-sweep.json + .svg charts, w6-sweep.*
 //	go run ./bench -charts docs/perf/w2-sweep.json     # redraw a sweep's charts from its JSON
 //

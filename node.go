@@ -360,13 +360,32 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// Close stops this replica. Every session of this node ends: its Done
-// channel closes and Err returns ErrClosed. Close does not release their
-// locks at the group, as a crash would not: the group expires the sessions
-// after their TTL. Close sessions first (Session.Close) to free locks at
-// once. Close is idempotent and always returns nil.
-func (n *Node) Close() error {
+// Close stops this replica. It first hands the raft leadership of every
+// group this replica leads to the voter whose log is furthest along among
+// those it reaches, and waits for each new leader, at most a few election
+// timeouts (3 election timeouts and 2 RTTs, 470ms with the defaults): the other replicas then go on at once instead of waiting
+// an election timeout for a leader that is gone, and their calls see at
+// most the few round trips of the transfer. A group with no voter to hand
+// to (no quorum, a group of one) or whose transfer does not happen within
+// the bound is left as it is, and its other replicas elect a leader after
+// an election timeout, as after a crash; Close never waits longer.
+//
+// Then every session of this node ends: its Done channel closes and Err
+// returns ErrClosed. Close does not release their locks at the group, as a
+// crash would not: the group expires the sessions after their TTL, unless
+// the process comes back within it and resumes them (ResumeSession, with a
+// token from Session.ResumeToken kept across the restart). Close sessions
+// first (Session.Close) to free locks at once. Close is idempotent and
+// always returns nil.
+func (n *Node) Close() error { return n.close(true) }
+
+// close stops the node, handing its groups over first if handover (Close),
+// or as a crash would (testhook.Crash).
+func (n *Node) close(handover bool) error {
 	n.closeOnce.Do(func() {
+		if handover {
+			n.host.Handover(context.Background()) // bounded by HandoverTimeout per group
+		}
 		n.h.Close(ErrClosed)
 		n.host.Close() // waits for the background work too
 	})

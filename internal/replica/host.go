@@ -71,7 +71,8 @@ type Host struct {
 	nhMu     sync.RWMutex
 	nhClosed bool
 
-	bal balancer
+	bal  balancer
+	prog progress // the followers' logs as acknowledged, for the handover
 
 	wg        sync.WaitGroup // the host's background work
 	closed    chan struct{}
@@ -203,6 +204,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 	}
 	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down}
+	nhc.Expert.TransportFactory = progressFactory{TransportFactory: nhc.Expert.TransportFactory, h: h}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		return fail(startError(cfg, "", err))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/logstore"
+	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/internal/testhook"
 )
 
@@ -35,7 +36,8 @@ func diskCommit(t *testing.T, dir string, id uint64) uint64 {
 	require.NoError(t, err)
 	require.Len(t, found, 1, "one log store in %s", dir)
 	ldir := filepath.Dir(found[0])
-	cfg := config.NodeHostConfig{NodeHostDir: dir, Expert: config.ExpertConfig{LogDB: config.GetTinyMemLogDBConfig()}}
+	engine, logdb := replica.TestingEngineConfigs(dir)
+	cfg := config.NodeHostConfig{NodeHostDir: dir, Expert: config.ExpertConfig{Engine: engine, LogDB: logdb}}
 	require.NoError(t, cfg.Prepare())
 	db, err := logstore.Factory{}.Create(cfg, func(config.LogDBInfo) {}, []string{ldir}, []string{ldir})
 	require.NoError(t, err)

@@ -25,7 +25,10 @@
 // (AcquireSemaphore) no more holders than its permits; requests of all
 // modes are granted in one FIFO order (see AcquireShared). During
 // a partition the minority side cannot commit, so it refuses (calls fail with
-// ErrUnavailable when their context ends) and never grants: fencelock is CP.
+// ErrUnavailable when their context ends, or, once its group has had no
+// leader for about 20 election timeouts and this replica reaches too few
+// voters, with ErrNoQuorum at once, naming them) and never grants:
+// fencelock is CP.
 //
 // Fencing tokens. A grant's token is derived from the raft log index of the
 // entry that made it: the entry of the Acquire that found the lock free, or of

@@ -27,6 +27,15 @@ var (
 	// ErrUnavailable: the group could not be reached (no leader, no quorum)
 	// before the context ended. Nothing was granted to the caller.
 	ErrUnavailable = replica.ErrUnavailable
+	// ErrNoQuorum: the call's group has had no raft leader for a while
+	// (about 20 election timeouts, at least 2 s) and this replica reaches
+	// fewer than a quorum of its voters; the error says which voters it
+	// reaches and how many the group needs. It always comes with
+	// ErrUnavailable: nothing was granted, and the call can be retried once
+	// the voters are back (or on a replica that reaches them). A call whose
+	// context has a deadline gets it as soon as that is known; one whose
+	// context ends while the quorum is missing gets it with ctx.Err().
+	ErrNoQuorum = replica.ErrNoQuorum
 	// ErrInvalidName: a lock name is empty, longer than 512 bytes, not UTF-8,
 	// or contains NUL.
 	ErrInvalidName = errors.New("fencelock: invalid lock name")

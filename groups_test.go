@@ -390,7 +390,7 @@ func TestGroupsAddAndRemove(t *testing.T) {
 	cfg.Groups = []GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
 	_, err = Start(ctx, cfg)
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorContains(t, err, `group "a" is no longer configured but holds 1 lock(s) here`)
+	require.ErrorContains(t, err, `group "a" is no longer configured but holds 1 lock here`)
 	c.start(3)
 
 	// Release it; then the removal goes through and a is gone from this

@@ -360,13 +360,32 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// Close stops this replica. Every session of this node ends: its Done
-// channel closes and Err returns ErrClosed. Close does not release their
-// locks at the group, as a crash would not: the group expires the sessions
-// after their TTL. Close sessions first (Session.Close) to free locks at
-// once. Close is idempotent and always returns nil.
-func (n *Node) Close() error {
+// Close stops this replica. It first hands the raft leadership of every
+// group this replica leads to the voter whose log is furthest along among
+// those it reaches, and waits for each new leader, at most a few election
+// timeouts (3 election timeouts and 2 RTTs, 470ms with the defaults): the other replicas then go on at once instead of waiting
+// an election timeout for a leader that is gone, and their calls see at
+// most the few round trips of the transfer. A group with no voter to hand
+// to (no quorum, a group of one) or whose transfer does not happen within
+// the bound is left as it is, and its other replicas elect a leader after
+// an election timeout, as after a crash; Close never waits longer.
+//
+// Then every session of this node ends: its Done channel closes and Err
+// returns ErrClosed. Close does not release their locks at the group, as a
+// crash would not: the group expires the sessions after their TTL, unless
+// the process comes back within it and resumes them (ResumeSession, with a
+// token from Session.ResumeToken kept across the restart). Close sessions
+// first (Session.Close) to free locks at once. Close is idempotent and
+// always returns nil.
+func (n *Node) Close() error { return n.close(true) }
+
+// close stops the node, handing its groups over first if handover (Close),
+// or as a crash would (testhook.Crash).
+func (n *Node) close(handover bool) error {
 	n.closeOnce.Do(func() {
+		if handover {
+			n.host.Handover(context.Background()) // bounded by HandoverTimeout per group
+		}
 		n.h.Close(ErrClosed)
 		n.host.Close() // waits for the background work too
 	})
@@ -397,6 +416,12 @@ type Status struct {
 	// gives the full membership as a linearizable read.
 	Voters            map[uint64]string
 	ConfigChangeIndex uint64
+	// Unreached are the other voters this replica has not heard from in
+	// the last few election timeouts (at least 3 s), sorted: each is down,
+	// or cut off from this replica. Only the leader and, while there is
+	// none, every voter can tell (a follower hears from the leader alone):
+	// on a follower of a group with a leader it is empty; ask the leader.
+	Unreached []uint64
 
 	// Groups are every group this replica runs, the default group (Name
 	// "") first, then Config.Groups in order; the fields above are the
@@ -423,6 +448,9 @@ type GroupStatus struct {
 	// group.
 	Removed           bool
 	LastSnapshotIndex uint64
+	// Unreached are the group's other voters this replica has not heard
+	// from lately (see Status.Unreached).
+	Unreached []uint64
 }
 
 // Status returns this replica's local view, without I/O. LeaderID is 0 when
@@ -434,6 +462,7 @@ func (n *Node) Status() Status {
 		Term: st.Term, AppliedIndex: st.AppliedIndex,
 		NonVoting: st.NonVoting, Removed: st.Removed, LastSnapshotIndex: st.LastSnapshotIndex,
 		GroupID: st.GroupID, Voters: st.Voters, ConfigChangeIndex: st.ConfigChangeIndex,
+		Unreached: st.Unreached,
 	}
 	for _, name := range n.host.Groups() {
 		gs := st
@@ -443,7 +472,7 @@ func (n *Node) Status() Status {
 		out.Groups = append(out.Groups, GroupStatus{
 			Name: name, GroupID: gs.GroupID, LeaderID: gs.LeaderID, IsLeader: gs.LeaderID == n.cfg.ReplicaID,
 			Voters: gs.Voters, Term: gs.Term, AppliedIndex: gs.AppliedIndex, NonVoting: gs.NonVoting,
-			Removed: gs.Removed, LastSnapshotIndex: gs.LastSnapshotIndex,
+			Removed: gs.Removed, LastSnapshotIndex: gs.LastSnapshotIndex, Unreached: gs.Unreached,
 		})
 	}
 	return out

@@ -12,7 +12,7 @@ func init() {
 	testhook.RegisterCrash(func(ctx context.Context, node any) uint64 {
 		n := node.(*Node)
 		n.host.TestingCrash(ctx)
-		n.Close()
+		n.close(false) // a crash hands nothing over
 		return n.host.TestingLogStoreStats().Dropped
 	})
 }

@@ -91,7 +91,7 @@ func (c *cluster) NewClient(ctx context.Context, i int, ttl time.Duration) (lock
 	if err != nil {
 		return nil, err
 	}
-	return &client{s: s}, nil
+	return &client{s: s, c: c, i: i}, nil
 }
 
 // Leader waits until the running replicas agree on a leader. Polling the
@@ -124,18 +124,49 @@ func (c *cluster) Leader(ctx context.Context) (int, error) {
 	}
 }
 
+// Stop stops replica i hard, as a crash would: it does not hand its
+// leadership over (W4 measures the election that follows a crash).
 func (c *cluster) Stop(i int) error {
+	n, err := c.take(i)
+	if err != nil {
+		return err
+	}
+	// The crash waits for a commit index its log store defers, which W4's
+	// load brings at once; a second at most.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	testhook.Crash(ctx, n)
+	return nil
+}
+
+// StopGracefully stops replica i with Node.Close, which hands the
+// leadership of its groups over first (W11).
+func (c *cluster) StopGracefully(_ context.Context, i int) error {
+	n, err := c.take(i)
+	if err != nil {
+		return err
+	}
+	return n.Close()
+}
+
+func (c *cluster) take(i int) (*fencelock.Node, error) {
 	c.mu.Lock()
 	n := c.nodes[i]
 	c.nodes[i] = nil
 	c.mu.Unlock()
 	if n == nil {
-		return fmt.Errorf("replica %d already stopped", i)
+		return nil, fmt.Errorf("replica %d already stopped", i)
 	}
-	return n.Close()
+	return n, nil
 }
 
-// Restart starts replica i again on its dir.
+// Restart starts replica i again on its dir, and returns once it knows a
+// leader and has applied what the other replicas have applied now (W11's
+// "caught up"). The target is read again at every check: under W11's
+// steady writes only a replica the leader replicates to keeps up with it,
+// while its log replayed from Dir can pass a target read once at the
+// start, before the leader sent it anything (a leader that found it
+// unreachable while it was down resumes slowly).
 func (c *cluster) Restart(ctx context.Context, i int) error {
 	n, err := fencelock.Start(ctx, c.cfgs[i])
 	if err != nil {
@@ -144,7 +175,24 @@ func (c *cluster) Restart(ctx context.Context, i int) error {
 	c.mu.Lock()
 	c.nodes[i] = n
 	c.mu.Unlock()
-	return nil
+	for {
+		c.mu.Lock()
+		var target uint64
+		for _, o := range c.nodes {
+			if o != nil && o != n {
+				target = max(target, o.Status().AppliedIndex)
+			}
+		}
+		c.mu.Unlock()
+		if st := n.Status(); st.LeaderID != 0 && st.AppliedIndex >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond): // the local view has no event for "applied up to"
+		}
+	}
 }
 
 func (c *cluster) Close() error {
@@ -165,6 +213,31 @@ func (c *cluster) Close() error {
 type client struct {
 	s      *fencelock.Session
 	frozen bool
+
+	c      *cluster
+	i      int                   // its replica
+	resume fencelock.ResumeToken // set by Suspend
+}
+
+// Suspend keeps the session's resume token: the session survives its
+// replica's graceful stop at the group (Node.Close does not end it there).
+func (c *client) Suspend(context.Context) error {
+	c.resume = c.s.Resume()
+	return nil
+}
+
+// Resume takes the session back on the restarted replica, with its locks.
+func (c *client) Resume(ctx context.Context) error {
+	n := c.c.node(c.i)
+	if n == nil {
+		return fmt.Errorf("replica %d is stopped", c.i)
+	}
+	s, err := n.ResumeSession(ctx, c.resume)
+	if err != nil {
+		return err
+	}
+	c.s = s
+	return nil
 }
 
 func (c *client) Acquire(ctx context.Context, name string) (lockbench.Held, error) {

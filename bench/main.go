@@ -8,6 +8,7 @@
 //	go run ./bench -workload W1,W2,W3 -http            # also over the HTTP API, plus its ratio over in-process
 //	go run ./bench -workload W9 -w9-sessions 2000 -w9-idle 20s  # idle sessions (W9 runs only when named)
 //	go run ./bench -workload W10                       # many groups (only when named): W10a per G, W10b, a check line
+//	go run ./bench -workload W11 -peer etcd -runs 3    # rolling restart (W11 runs only when named)
 //	go run ./bench -sweep W2,W6 -peer etcd             # sweeps: docs/perf/w2-sweep.json + .svg charts, w6-sweep.*
 //	go run ./bench -sweep W10                          # W10 (a) at G = 1,2,4,8: docs/perf/w10-sweep.*
 //	go run ./bench -charts docs/perf/w2-sweep.json     # redraw a sweep's charts from its JSON
@@ -112,12 +113,12 @@ func run() error {
 		return redraw(f.charts, f.chartDir)
 	}
 	all := append(append([]string{}, lockbench.Workloads...), "W6")
-	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9", "W10"))
+	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9", "W10", "W11"))
 	if err != nil {
 		return err
 	}
 	if f.workload == "" || f.workload == "all" {
-		workloads = all // W9 holds 100,000 sessions for a minute, W10 runs clusters of its own shapes: only when named
+		workloads = all // W9 holds 100,000 sessions for a minute, W10 runs clusters of its own shapes, W11 restarts every replica: only when named
 	}
 	var sweeps []string
 	if f.sweep != "" {

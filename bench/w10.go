@@ -124,6 +124,7 @@ func w10a(ctx context.Context, f flags, dir string, groups int) (lockbench.Resul
 		workers = 64
 	}
 	cpu0, l0 := cpuTime(), time.Now()
+	applied0 := appliedEntries(c)
 	r, err := lockbench.Throughput(ctx, c, workers, f.duration, func(i int) string { return w10Name(i, groups) })
 	if err != nil {
 		return res, err
@@ -133,6 +134,16 @@ func w10a(ctx context.Context, f flags, dir string, groups int) (lockbench.Resul
 	// pairs/s follow the CPU the process gets, and CPU per pair says what
 	// a pair costs whatever the box's load.
 	loadCPU := cpuTime() - cpu0
+	// Raft entries per pair (warm-up included on both sides of the ratio
+	// only as far as the rate covers it): how well each group's proposer
+	// packs its commands. Every group's log takes the entries of its own
+	// workers only, so spreading the workers over G groups leaves each
+	// proposer fewer commands to share an entry.
+	entries := appliedEntries(c) - applied0
+	entriesPerPair := 0.0
+	if pairs := r.OpsPerS * time.Since(l0).Seconds(); pairs > 0 {
+		entriesPerPair = float64(entries) / pairs
+	}
 	loadCPUPct := loadCPU.Seconds() / time.Since(l0).Seconds() * 100
 	cpuPerPair := 0.0
 	if r.OpsPerS > 0 {
@@ -154,6 +165,7 @@ func w10a(ctx context.Context, f flags, dir string, groups int) (lockbench.Resul
 		kv("idle_cpu_pct", idleCPU), kv("idle_cpu_pct_per_group", idleCPU/float64(groups)),
 		kv("idle_s", f.w10Idle.Seconds()),
 		kv("load_cpu_pct", loadCPUPct), kv("cpu_us_per_pair", cpuPerPair),
+		kv("entries_per_pair", entriesPerPair),
 		kv("cluster_heap_mb", clusterHeap), kv("heap_mb_per_group", clusterHeap/float64(groups)),
 		kv("process_rss_mb", rss1), kv("settle_wait_s", f.w10Settle.Seconds()),
 		"names=bench/W10/i@g(i%G)_default_group_when_i%G=0 cpu_and_heap_are_the_process_3_replicas_idle_no_sessions")
@@ -162,6 +174,22 @@ func w10a(ctx context.Context, f flags, dir string, groups int) (lockbench.Resul
 		r.Errors++ // the balancer did not get the leaders within the bound in time
 	}
 	return r, nil
+}
+
+// appliedEntries is the sum over the groups of the raft index the first
+// running replica applied: the entries every group's log took, heartbeats'
+// no-ops and membership included.
+func appliedEntries(c *cluster) uint64 {
+	for i := range c.Replicas() {
+		if n := c.node(i); n != nil {
+			var sum uint64
+			for _, g := range n.Status().Groups {
+				sum += g.AppliedIndex
+			}
+			return sum
+		}
+	}
+	return 0
 }
 
 // leaders is who leads what, as the running replicas see it.

@@ -28,8 +28,10 @@ func chromium(t *testing.T) string {
 }
 
 // The dashboard, in a real headless browser: the page loads, shows the
-// members and the leader, and a lock taken through the API appears with its
-// holder, pushed by the watch stream.
+// members, the leader and every group with its leader, and a lock taken
+// through the API appears with its holder, pushed by the watch stream. With
+// two of three replicas stopped, the page marks both unreachable (not
+// "follower") and the group as having NO LEADER.
 func TestDashboard(t *testing.T) {
 	exe := chromium(t)
 	g := newGroup(t, true)
@@ -48,6 +50,9 @@ func TestDashboard(t *testing.T) {
 	err := chromedp.Do(ctx,
 		chromedp.Poll[chromedp.Void](`document.querySelector("#members")?.textContent.includes("leader")`,
 			chromedp.WithPollingTimeout(60*time.Second)),
+		// The default group's row names its leader.
+		chromedp.Poll[chromedp.Void](`/^\(default\)[0-9a-f]+[123]1, 2, 3/.test(document.querySelector('tr[data-group=""]')?.textContent)`,
+			chromedp.WithPollingTimeout(30*time.Second)),
 		chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-lock="`+name+`"]')?.textContent.includes("free")`,
 			chromedp.WithPollingTimeout(30*time.Second)),
 	)
@@ -72,6 +77,26 @@ func TestDashboard(t *testing.T) {
 	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-lock="other"]') !== null`,
 		chromedp.WithPollingTimeout(30*time.Second)))
 	require.NoError(t, err)
+	gone, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#members").textContent + document.querySelector("#noleader").textContent`))
+	require.NoError(t, err)
+	require.NotContains(t, gone, "unreachable")
+	require.NotContains(t, gone, "NO LEADER")
+
+	// Two of three replicas stop: the page of the third says so.
+	g.nodes[1].Close()
+	g.nodes[3].Close()
+	err = chromedp.Do(ctx,
+		chromedp.Poll[chromedp.Void](`["1", "3"].every(id => document.querySelector('tr[data-replica="' + id + '"]')?.textContent.includes("unreachable"))`,
+			chromedp.WithPollingTimeout(60*time.Second)),
+		chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-group=""]')?.textContent.includes("NO LEADER")`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`document.querySelector("#noleader").textContent.startsWith("NO LEADER in (default)")`,
+			chromedp.WithPollingTimeout(30*time.Second)))
+	require.NoError(t, err)
+	text, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#members").textContent`))
+	require.NoError(t, err)
+	require.NotContains(t, text, "leader", "no replica is shown as leader: %s", text)
+	t.Logf("members with two replicas stopped: %q", text)
 	cancelB() // the browser goes before the group does
 	cancelA()
 }

@@ -28,7 +28,8 @@ const (
 	CodeMisdirected      = "session_elsewhere"  // 421: the session lives on a replica this one cannot forward to
 	CodeLimitExceeded    = "limit_exceeded"     // 429: a group limit (sessions, locks per session, waiters)
 	CodeTooManyStreams   = "too_many_streams"   // 429: this replica's open watch and observe streams are at the bound
-	CodeUnavailable      = "unavailable"        // 503: no leader or quorum in time, replica closing
+	CodeUnavailable      = "unavailable"        // 503: no leader in time, replica closing
+	CodeNoQuorum         = "no_quorum"          // 503: the group has no leader and this replica reaches too few voters (the message names them)
 	CodeInternal         = "internal"           // 500
 )
 
@@ -84,6 +85,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusNotFound, CodeNotFound, "session not found: "+err.Error())
 	case errors.Is(err, fencelock.ErrLimitExceeded):
 		return newError(http.StatusTooManyRequests, CodeLimitExceeded, err.Error())
+	case errors.Is(err, fencelock.ErrNoQuorum):
+		return newError(http.StatusServiceUnavailable, CodeNoQuorum, err.Error())
 	case errors.Is(err, fencelock.ErrUnavailable), errors.Is(err, fencelock.ErrClosed),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return newError(http.StatusServiceUnavailable, CodeUnavailable, err.Error())

@@ -97,15 +97,15 @@ func WithForwardTransport(rt http.RoundTripper) Option {
 	return func(s *Server) { s.forwardRT = rt }
 }
 
-// WithBearerTokens makes every call but /healthz, /readyz and the dashboard's
-// page require "Authorization: Bearer T" with T one of tokens, each with
+// WithBearerTokens makes every call but /livez, /healthz, /readyz and the
+// dashboard's page require "Authorization: Bearer T" with T one of tokens, each with
 // every right. An empty list requires nothing.
 func WithBearerTokens(tokens []string) Option {
 	return func(s *Server) { s.SetACL(aclFromTokens(tokens)) }
 }
 
-// WithACL makes every call but /healthz, /readyz and the dashboard's page
-// require "Authorization: Bearer T" with T one of acl's tokens, and allows
+// WithACL makes every call but /livez, /healthz, /readyz and the dashboard's
+// page require "Authorization: Bearer T" with T one of acl's tokens, and allows
 // it only what T's rights allow (ParseTokens). A nil or empty acl requires
 // no token, and allows every call but the admin right's (revoke, ending a
 // session without its secret).
@@ -311,6 +311,7 @@ func (s *Server) routes() {
 	add("/metrics", false, hm{"GET": s.metrics.ServeHTTP}, nil)
 	add("/healthz", true, hm{"GET": s.healthz}, nil)
 	add("/readyz", true, hm{"GET": s.readyz}, nil)
+	add("/livez", true, hm{"GET": s.healthz}, nil)
 	add("/{$}", true, hm{"GET": s.dashboard}, nil)
 	for _, rt := range rs {
 		var allow []string
@@ -800,6 +801,11 @@ type StatusJSON struct {
 	Sessions     int               `json:"sessions"`
 	LocksHeld    int               `json:"locks_held"`
 	Waiters      int               `json:"waiters"`
+	// Unreachable are the voters this replica has not heard from in the
+	// last few election timeouts: down, or cut off from it. Known on the
+	// leader, and on every replica while the group has no leader; empty on
+	// a follower (fencelock.Status.Unreached).
+	Unreachable []uint64 `json:"unreachable"`
 	// HTTPSessions counts the sessions this replica's API owns.
 	HTTPSessions int `json:"http_sessions"`
 	// Groups are every group this replica runs, the default group (name
@@ -817,6 +823,8 @@ type GroupJSON struct {
 	Voters    []uint64 `json:"voters"`
 	Term      uint64   `json:"term"`
 	LocksHeld int      `json:"locks_held"`
+	// Unreachable are the group's voters this replica does not reach.
+	Unreachable []uint64 `json:"unreachable"`
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -824,14 +832,16 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	out := StatusJSON{ReplicaID: st.ReplicaID, LeaderID: st.LeaderID, IsLeader: st.IsLeader, Term: st.Term,
 		AppliedIndex: st.AppliedIndex, GroupID: strconv.FormatUint(st.GroupID, 16),
 		Voters: map[string]string{}, NonVoting: map[string]string{},
-		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters}
+		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters,
+		Unreachable: append([]uint64{}, st.Unreached...)}
 	for id, a := range st.Voters {
 		out.Voters[strconv.FormatUint(id, 10)] = a
 	}
 	for _, g := range st.Groups {
 		out.Groups = append(out.Groups, GroupJSON{Name: g.Name, GroupID: strconv.FormatUint(g.GroupID, 16),
 			LeaderID: g.LeaderID, IsLeader: g.IsLeader, NonVoting: g.NonVoting,
-			Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term, LocksHeld: g.LocksHeld})
+			Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term, LocksHeld: g.LocksHeld,
+			Unreachable: append([]uint64{}, g.Unreached...)})
 	}
 	// The full membership (non-voting replicas too) is a linearizable read;
 	// without a quorum the local view above is still worth showing.
@@ -848,13 +858,25 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// healthz answers /livez (and /healthz, its older name): the process
+// serves HTTP. It asks nothing of the groups: a replica without a quorum is
+// alive, and restarting it would not bring the quorum back.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyTimeout bounds /readyz's read, under the 1 s a Kubernetes probe
+// waits by default.
+const readyTimeout = 800 * time.Millisecond
+
+// readyz answers /readyz: 200 when this replica has caught up with a
+// leader it knows, in every group (fencelock.Node.Ready); else 503 with the
+// cause (code no_quorum when that is it).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if st := s.node.Status(); st.LeaderID == 0 || st.Removed {
-		writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable, "this replica sees no raft leader"))
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.node.Ready(ctx); err != nil {
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -109,7 +109,7 @@ func (n *Network) admit(src, dst string, local peering.Local, b *pb.MessageBatch
 	}
 	h := peer.Hello()
 	if err := local.Check(h); err != nil {
-		n.warnings.warn(fmt.Sprintf("fencelock: the replica at %s refused the replica at %s: %v", dst, src, err))
+		n.warnings.warn(src, fmt.Sprintf("the replica at %s refused the replica at %s: %v", dst, src, err))
 		return false
 	}
 	if h.Addr != src {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,28 +43,80 @@ func (f factory) Bind(l peering.Local) config.TransportFactory {
 	return f
 }
 
-// warnings rate-limits the handshake's warnings: each distinct one is logged
-// at most once a minute, so a misconfigured peer that redials every second
-// is reported, not flooded.
+// warnings rate-limits the handshake's warnings: at most one a minute per
+// peer (by its address), whatever the reason, so a misconfigured peer that
+// redials every second is reported, not flooded; the next warning about it
+// says how many were left out meanwhile.
 type warnings struct {
-	mu   sync.Mutex
-	last map[string]time.Time
+	mu    sync.Mutex
+	peers map[string]*peerWarnings
+	// now and out are time.Now and the transport's log, unless a test sets
+	// them.
+	now func() time.Time
+	out func(msg string)
 }
 
-func (w *warnings) warn(msg string) {
+type peerWarnings struct {
+	last       time.Time
+	suppressed int
+}
+
+// warnEvery is the least time between two warnings about one peer.
+const warnEvery = time.Minute
+
+// warn logs "fencelock: " + msg unless a warning about peer was logged
+// within warnEvery.
+func (w *warnings) warn(peer, msg string) {
 	w.mu.Lock()
 	now := time.Now()
-	if w.last == nil || len(w.last) > 256 {
-		w.last = make(map[string]time.Time)
+	if w.now != nil {
+		now = w.now()
 	}
-	t, seen := w.last[msg]
-	if seen && now.Sub(t) < time.Minute {
+	if w.peers == nil || len(w.peers) > 256 { // bounded: peers are few, scanners are not
+		w.peers = make(map[string]*peerWarnings)
+	}
+	p := w.peers[peer]
+	if p == nil {
+		p = &peerWarnings{}
+		w.peers[peer] = p
+	} else if now.Sub(p.last) < warnEvery {
+		p.suppressed++
 		w.mu.Unlock()
 		return
 	}
-	w.last[msg] = now
+	if p.suppressed > 0 {
+		msg += fmt.Sprintf(" (%s about %s left out since the last one)", plural(p.suppressed, "more warning"), peer)
+	}
+	p.last, p.suppressed = now, 0
+	out := w.out
 	w.mu.Unlock()
+	msg = "fencelock: " + strings.TrimPrefix(msg, "fencelock: ")
+	if out != nil {
+		out(msg)
+		return
+	}
 	plog.Errorf("%s", msg)
+}
+
+// plural is "1 more warning", "2 more warnings".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// refusedPeer is the key a refused dialer's warnings are limited by: the
+// address it claims if its hello was read, else its host (each dial comes
+// from a new port).
+func refusedPeer(h peering.Hello, from net.Addr) string {
+	if h.Addr != "" {
+		return h.Addr
+	}
+	if host, _, err := net.SplitHostPort(from.String()); err == nil {
+		return host
+	}
+	return from.String()
 }
 
 // greet runs the dialer's side on a fresh connection to target.
@@ -89,7 +142,7 @@ func (t *tcpTransport) greet(conn net.Conn, target string) error {
 	switch kind {
 	case kindRefuse:
 		err := fmt.Errorf("%w: the replica at %s refused this one: %s", errRefused, target, reply)
-		t.warnings.warn("fencelock: " + err.Error())
+		t.warnings.warn(target, err.Error())
 		return err
 	case kindWelcome:
 		peer, err := peering.Unmarshal(reply)
@@ -107,7 +160,7 @@ func (t *tcpTransport) greet(conn net.Conn, target string) error {
 		}
 		if err != nil {
 			err = fmt.Errorf("%w: refused the replica at %s: %v", errRefused, target, err)
-			t.warnings.warn("fencelock: " + err.Error())
+			t.warnings.warn(target, err.Error())
 			return err
 		}
 		t.local.Contact(peer.Replica)
@@ -140,7 +193,7 @@ func (t *tcpTransport) welcome(conn net.Conn, r *frameReader) (peering.Hello, bo
 		}
 		t.reply(conn, kindRefuse, why)
 		err = fmt.Errorf("%w: refused the replica connecting from %v: %v", errRefused, conn.RemoteAddr(), err)
-		t.warnings.warn("fencelock: " + err.Error())
+		t.warnings.warn(refusedPeer(peer, conn.RemoteAddr()), err.Error())
 		return peering.Hello{}, false, err
 	}
 	if err := t.reply(conn, kindWelcome, t.local.Hello().Marshal()); err != nil {

@@ -31,6 +31,7 @@ type cluster struct {
 	clients []string      // client URL per member
 	stopped []*embed.Etcd // hard-stopped, closed at the end
 	opened  []*clientv3.Client
+	cfgs    []*embed.Config // per member, to restart it on its dir (W11)
 }
 
 func freePort() (int, error) {
@@ -43,7 +44,7 @@ func freePort() (int, error) {
 }
 
 func start(ctx context.Context, dir string) (lockbench.Cluster, error) {
-	c := &cluster{etcds: make([]*embed.Etcd, members)}
+	c := &cluster{etcds: make([]*embed.Etcd, members), cfgs: make([]*embed.Config, members)}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -75,6 +76,7 @@ func start(ctx context.Context, dir string) (lockbench.Cluster, error) {
 		cfg.ClusterState = embed.ClusterStateFlagNew
 		cfg.LogLevel = "error"
 		cfg.LogOutputs = []string{filepath.Join(dir, cfg.Name+".log")}
+		c.cfgs[i] = cfg
 		wg.Go(func() {
 			e, err := embed.StartEtcd(cfg)
 			if err != nil {
@@ -155,6 +157,61 @@ func (c *cluster) Stop(i int) error {
 	c.stopped = append(c.stopped, e)
 	c.mu.Unlock()
 	e.Server.HardStop()
+	return nil
+}
+
+// StopGracefully closes member i as etcd does on SIGTERM: the server's
+// Stop transfers its leadership to a peer first when it leads
+// (etcd-io/etcd#8153), then it stops.
+func (c *cluster) StopGracefully(_ context.Context, i int) error {
+	c.mu.Lock()
+	e := c.etcds[i]
+	c.etcds[i] = nil
+	c.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("member %d already stopped", i)
+	}
+	e.Close()
+	return nil
+}
+
+// Restart starts member i again on its data dir and returns once it is
+// ready and has applied what the other members have applied now.
+func (c *cluster) Restart(ctx context.Context, i int) error {
+	cfg := *c.cfgs[i]
+	cfg.ClusterState = embed.ClusterStateFlagExisting
+	e, err := embed.StartEtcd(&cfg)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-ctx.Done():
+		e.Close()
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	c.etcds[i] = e
+	c.mu.Unlock()
+	// The target is read again at every check, as fencelock's side does.
+	target := func() uint64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var t uint64
+		for _, o := range c.etcds {
+			if o != nil && o != e {
+				t = max(t, o.Server.AppliedIndex())
+			}
+		}
+		return t
+	}
+	for e.Server.AppliedIndex() < target() || e.Server.Leader() == 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond): // no event for "applied up to"
+		}
+	}
 	return nil
 }
 

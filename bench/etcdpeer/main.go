@@ -36,7 +36,7 @@ func main() {
 }
 
 func run(workload, root string, o lockbench.Options) error {
-	workloads, err := lockbench.ParseWorkloads(workload, append(append([]string{}, lockbench.Workloads...), "W6"))
+	workloads, err := lockbench.ParseWorkloads(workload, append(append([]string{}, lockbench.Workloads...), "W6", "W11"))
 	if err != nil {
 		return err
 	}

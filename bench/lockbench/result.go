@@ -94,6 +94,12 @@ func Headline(r Result) map[string]float64 {
 		if v, ok := r.Note("overhead_ms"); ok {
 			h["overhead_ms"] = v
 		}
+	case "W11":
+		for _, k := range []string{"total_excess_ms", "longest_excess_ms", "failed_acquires", "locks_lost"} {
+			if v, ok := r.Note(k); ok {
+				h[k] = v
+			}
+		}
 	case "W7":
 		for _, k := range []string{"read_ops_per_s", "write_ops_per_s", "read_p50_ms", "read_p99_ms", "write_p50_ms", "write_p99_ms"} {
 			if v, ok := r.Note(k); ok {

@@ -80,6 +80,8 @@ func Run(ctx context.Context, o Options, workload string, start Starter, dir str
 		r, err = w7(ctx, c, o)
 	case "W8":
 		r, err = w8(ctx, c, o)
+	case "W11":
+		r, err = w11(ctx, c, o)
 	default:
 		err = fmt.Errorf("unknown workload %q", workload)
 	}

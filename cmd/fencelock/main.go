@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 )
 
 const usage = `usage:
@@ -68,7 +69,8 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
 	default:
-		fmt.Fprintln(os.Stderr, "fencelock:", err)
+		// The library's errors start with "fencelock: " already.
+		fmt.Fprintln(os.Stderr, "fencelock: "+strings.TrimPrefix(err.Error(), "fencelock: "))
 		os.Exit(1)
 	}
 }

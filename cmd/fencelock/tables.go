@@ -53,6 +53,9 @@ func printJSON(raw json.RawMessage) error {
 	return e.Encode(v)
 }
 
+// statusCmd prints one replica's view of the groups (the first of --http
+// that answers), whether each replica answers, and each group's leader. It
+// exits non-zero when a group has no leader: a script or a probe sees it.
 func statusCmd(args []string) error {
 	var f listFlags
 	rest, c, err := f.parse("status", "[flags]", args)
@@ -68,22 +71,41 @@ func statusCmd(args []string) error {
 	if err := c.do(ctx, "GET", "/v1/status", nil, &raw); err != nil {
 		return err
 	}
-	if f.output == "json" {
-		return printJSON(raw)
-	}
 	var st httpapi.StatusJSON
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return err
 	}
+	if f.output == "json" {
+		if err := printJSON(raw); err != nil {
+			return err
+		}
+		return noLeader(st)
+	}
+	answers := probe(ctx, c)
 	fmt.Printf("replica %d, group %s, term %d, applied index %d\n", st.ReplicaID, st.GroupID, st.Term, st.AppliedIndex)
-	fmt.Printf("%d sessions, %d locks held, %d waiting\n\n", st.Sessions, st.LocksHeld, st.Waiters)
+	fmt.Printf("%s, %s held, %d waiting\n\n", plural(st.Sessions, "session"), plural(st.LocksHeld, "lock"), st.Waiters)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REPLICA\tRAFT ADDRESS\tROLE")
+	fmt.Fprintln(tw, "REPLICA\tRAFT ADDRESS\tROLE\tHTTP")
 	type m struct{ id, addr, role string }
 	var ms []m
+	// Only a leader, or any replica while there is none, knows which
+	// voters it does not reach: a follower's view asks the leader's.
+	seen := st
+	if ld, ok := answers.status[st.LeaderID]; ok && st.LeaderID != st.ReplicaID {
+		seen = ld
+	}
+	unreached := map[string]bool{}
+	for _, id := range seen.Unreachable {
+		unreached[fmt.Sprint(id)] = true
+	}
 	for id, a := range st.Voters {
 		role := "follower"
-		if id == fmt.Sprint(st.LeaderID) {
+		switch {
+		case unreached[id]:
+			// This replica has not heard from it: whatever it was, it is
+			// not following this group now.
+			role = fmt.Sprintf("UNREACHABLE from %d", seen.ReplicaID)
+		case id == fmt.Sprint(st.LeaderID):
 			role = "leader"
 		}
 		ms = append(ms, m{id, a, role})
@@ -99,15 +121,99 @@ func statusCmd(args []string) error {
 		if x.id == fmt.Sprint(st.ReplicaID) {
 			this = " (this)"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\n", x.id, this, x.addr, x.role)
+		web := answers.byID[x.id]
+		if web == "" {
+			web = "-"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\n", x.id, this, x.addr, x.role, web)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return printGroups(st.Groups)
+	for _, d := range answers.dead {
+		fmt.Printf("NOT ANSWERING: %s\n", d)
+	}
+	if err := printGroups(st.Groups); err != nil {
+		return err
+	}
+	return noLeader(st)
 }
 
-// printGroups lists every group and its leader.
+// noLeader is the error of a status that shows a group without a leader.
+func noLeader(st httpapi.StatusJSON) error {
+	var none []string
+	for _, g := range st.Groups {
+		if g.LeaderID == 0 {
+			none = append(none, groupName(g.Name))
+		}
+	}
+	if len(st.Groups) == 0 && st.LeaderID == 0 { // a server from before groups
+		none = append(none, groupName(""))
+	}
+	if len(none) == 0 {
+		return nil
+	}
+	return fmt.Errorf("NO LEADER in %s (as replica %d sees it): calls to it fail until a quorum of its voters runs and reaches each other",
+		strings.Join(none, ", "), st.ReplicaID)
+}
+
+func groupName(name string) string {
+	if name == "" {
+		return "(default)"
+	}
+	return name
+}
+
+// answers are which of --http answer GET /v1/status: by replica ID, and
+// the bases that do not, with why.
+type answers struct {
+	byID   map[string]string
+	status map[uint64]httpapi.StatusJSON
+	dead   []string
+}
+
+// probe asks every --http base for its status, at once, each within a few
+// seconds: the point is to see which replicas answer, not to wait for them.
+func probe(ctx context.Context, c *client) answers {
+	out := answers{byID: map[string]string{}, status: map[uint64]httpapi.StatusJSON{}}
+	type res struct {
+		base string
+		st   httpapi.StatusJSON
+		err  error
+	}
+	ch := make(chan res, len(c.bases))
+	for _, base := range c.bases {
+		go func() {
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			var st httpapi.StatusJSON
+			err := c.once(pctx, base, "", "GET", "/v1/status", nil, &st)
+			ch <- res{base, st, err}
+		}()
+	}
+	for range c.bases {
+		r := <-ch
+		if r.err != nil {
+			out.dead = append(out.dead, fmt.Sprintf("%s: %v", r.base, r.err))
+			continue
+		}
+		out.byID[fmt.Sprint(r.st.ReplicaID)] = r.base
+		out.status[r.st.ReplicaID] = r.st
+	}
+	sort.Strings(out.dead)
+	return out
+}
+
+// plural is "1 lock", "2 locks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// printGroups lists every group and its leader; a group without one says
+// NO LEADER.
 func printGroups(groups []httpapi.GroupJSON) error {
 	if len(groups) == 0 {
 		return nil // a server from before groups
@@ -116,11 +222,7 @@ func printGroups(groups []httpapi.GroupJSON) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tGROUP ID\tLEADER\tVOTERS\tTHIS REPLICA\tLOCKS")
 	for _, g := range groups {
-		name := g.Name
-		if name == "" {
-			name = "(default)"
-		}
-		leader := "none"
+		leader := "NO LEADER"
 		if g.LeaderID != 0 {
 			leader = fmt.Sprint(g.LeaderID)
 		}
@@ -135,7 +237,7 @@ func printGroups(groups []httpapi.GroupJSON) error {
 		for i, v := range g.Voters {
 			voters[i] = fmt.Sprint(v)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", name, g.GroupID, leader, strings.Join(voters, ","), role, g.LocksHeld)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", groupName(g.Name), g.GroupID, leader, strings.Join(voters, ","), role, g.LocksHeld)
 	}
 	return tw.Flush()
 }

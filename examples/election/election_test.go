@@ -100,6 +100,38 @@ func TestRestartedPrimaryKeepsItsEpoch(t *testing.T) {
 	}
 }
 
+// With -keep-term, a primary stopped by SIGTERM (a rolling deploy) and
+// started again within its TTL keeps its term: it exits cleanly without
+// resigning, announces the same epoch again, nobody else is primary
+// meanwhile, and its records go on under that epoch.
+func TestGracefullyRestartedPrimaryKeepsItsEpoch(t *testing.T) {
+	const ttl = 20 * time.Second // far longer than a restart, even under -race
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g, resource := startThree(t, ttl, "-keep-term")
+	victim := g.waitPrimary(ctx, func(primary) bool { return true })
+	waitRecords(t, ctx, resource, victim.epoch, 3)
+	announced := g.count()
+	g.terminate(ctx, victim.id) // SIGTERM: a clean exit, the term kept
+	g.waitLine(ctx, victim.id, regexp.MustCompile(`stopped for a restart; the term is kept`))
+	stopped := time.Now()
+	g.restart(victim.id)
+
+	back := g.waitPrimary(ctx, func(primary) bool { return true }, announced)
+	require.Equal(t, victim, back, "the restarted primary resumed its term")
+	t.Logf("replica %d stopped by SIGTERM and restarted: primary again with epoch %d after %v (TTL %v)",
+		victim.id, back.epoch, time.Since(stopped).Round(time.Millisecond), ttl)
+	records, err := fencefile.Read(resource)
+	require.NoError(t, err)
+	waitRecords(t, ctx, resource, victim.epoch, countEpoch(records, victim.epoch)+3)
+	g.mu.Lock()
+	require.Equal(t, []primary{victim, victim}, g.primary, "nobody else was primary")
+	g.mu.Unlock()
+	for id := 1; id <= 3; id++ {
+		g.terminate(ctx, id)
+	}
+}
+
 // A frozen primary (SIGSTOP) loses its term by its own clock: another
 // process takes over, and once the frozen one thaws (SIGCONT) it reports
 // stepping down, and its late write under the old epoch is refused.
@@ -285,13 +317,13 @@ type primary struct {
 
 // startThree builds the example and starts it three times, as one group
 // with session TTL ttl writing to one resource, whose path it returns.
-func startThree(t *testing.T, ttl time.Duration) (*group, string) {
+func startThree(t *testing.T, ttl time.Duration, flags ...string) (*group, string) {
 	g := newGroup(t)
 	g.bin = buildExample(t)
 	dir := t.TempDir()
 	peers := freePeers(t, 3)
 	g.args = func(id int) []string {
-		return []string{"-id", strconv.Itoa(id), "-peers", peers, "-dir", dir, "-ttl", ttl.String(), "-every", "100ms"}
+		return append([]string{"-id", strconv.Itoa(id), "-peers", peers, "-dir", dir, "-ttl", ttl.String(), "-every", "100ms"}, flags...)
 	}
 	for id := 1; id <= 3; id++ {
 		g.restart(id)

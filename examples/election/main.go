@@ -40,6 +40,14 @@
 // admitted by the file. Ctrl-C resigns at once and hands over without
 // waiting for the TTL.
 //
+// With -keep-term, SIGTERM (and Ctrl-C) is a restart instead, as in a
+// rolling deploy that brings the process back within the TTL: the process
+// does not resign; it closes its replica (which hands the raft leadership
+// over, so the group does not wait an election timeout), keeps the resume
+// token under -dir and exits. Started again within the TTL, it resumes its
+// session and its term with the same epoch, and nobody else led meanwhile;
+// not started again, the next candidate takes over once the TTL has run out.
+//
 // Every line starts with the time; -log-level info shows the group's own
 // log too (raft leader changes among it).
 //
@@ -58,6 +66,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,6 +83,7 @@ type options struct {
 	resource string
 	ttl      time.Duration
 	every    time.Duration
+	keepTerm bool // SIGTERM keeps the term for a restart within the TTL
 	logLevel slog.Level
 }
 
@@ -99,12 +109,14 @@ func parseFlags(args []string) (options, error) {
 	resource := fs.String("resource", "", "the shared fenced file (default <dir>/resource.log)")
 	ttl := fs.Duration("ttl", 2*time.Second, "session TTL: how long a crashed primary keeps the role")
 	every := fs.Duration("every", 250*time.Millisecond, "how often the primary writes")
+	keep := fs.Bool("keep-term", false, "on SIGTERM keep the session and the term for a restart within -ttl, instead of resigning")
 	o := options{logLevel: slog.LevelWarn}
 	fs.TextVar(&o.logLevel, "log-level", o.logLevel, "the group's log: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	o.id, o.dir, o.resource, o.ttl, o.every, o.peers = *id, *dir, *resource, *ttl, *every, map[uint64]string{}
+	o.keepTerm = *keep
 	for _, p := range strings.Split(*peers, ",") {
 		k, addr, ok := strings.Cut(strings.TrimSpace(p), "=")
 		n, err := strconv.ParseUint(k, 10, 64)
@@ -148,6 +160,23 @@ func run(ctx context.Context, o options) error {
 	// restarts within the TTL, it takes that session and its term back.
 	resumeFile := filepath.Join(o.dir, fmt.Sprintf("replica-%d.resume", o.id))
 	saved, _ := loadResume(resumeFile)
+	// With -keep-term the signal does not end the election, which would
+	// resign: it closes the node, which hands the raft leadership over and
+	// ends this process's sessions here without ending them at the group.
+	electCtx, restarting := ctx, atomic.Bool{}
+	if o.keepTerm {
+		var cancel context.CancelFunc
+		electCtx, cancel = context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-ctx.Done():
+				restarting.Store(true)
+				node.Close()
+			case <-electCtx.Done():
+			}
+		}()
+	}
 	// The current or last term: only the callbacks touch them, one at a time.
 	var (
 		epoch uint64
@@ -177,6 +206,9 @@ func run(ctx context.Context, o options) error {
 			if err == nil {
 				return // resigned: the work returned, or this process is stopping
 			}
+			if restarting.Load() {
+				return // closed for a restart: the term goes on at the group
+			}
 			say("stepped down: replica %d, epoch %d: %v", o.id, epoch, err)
 			// A real primary stops here. To show that a write attempted
 			// after the term ended is safe when it goes through the term's
@@ -197,6 +229,10 @@ func run(ctx context.Context, o options) error {
 			say("leader: %s, epoch %d", info.Value, info.Token)
 		},
 	}, fencelock.WithTTL(o.ttl), fencelock.WithResume(saved))
+	if restarting.Load() {
+		say("replica %d: stopped for a restart; the term is kept for %v", o.id, o.ttl)
+		return nil
+	}
 	if ctx.Err() == nil {
 		return err
 	}

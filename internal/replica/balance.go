@@ -216,7 +216,7 @@ func (h *Host) TransferLeadership(ctx context.Context, group string, to uint64) 
 // TransferLeadership moves the group's leadership to replica to and waits
 // until this replica sees to lead. Dragonboat's transfer promises nothing
 // (the target may not catch up in time, or a third replica may win the
-// election), so the request is repeated, an election timeout or two apart,
+// election), so the request is repeated, an election timeout apart,
 // until the leader is to or ctx ends (then ErrUnavailable and ctx's error).
 // A target that is not a voter of the group is ErrMembership, and so is a
 // call on a host that does not vote in the group: raft drops a transfer
@@ -233,7 +233,15 @@ func (r *Replica) TransferLeadership(ctx context.Context, to uint64) error {
 	if _, ok := m.Nodes[r.cfg.ReplicaID]; !ok {
 		return fmt.Errorf("%w: replica %d does not vote in the group%s: call TransferLeadership on one of its voters", ErrMembership, r.cfg.ReplicaID, inGroup(r.name))
 	}
-	wait := 2 * time.Duration(r.cfg.ElectionTicks) * r.cfg.RTT
+	return r.transfer(ctx, to)
+}
+
+// transfer requests the transfer to voter to until this replica sees to
+// lead or ctx ends; the caller checked the membership.
+func (r *Replica) transfer(ctx context.Context, to uint64) error {
+	// Raft abandons a transfer that has not happened within an election
+	// timeout: ask again just after it does.
+	wait := time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT + 2*r.cfg.RTT
 	var last error
 	for {
 		if err := r.check(ctx, last); err != nil {

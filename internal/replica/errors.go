@@ -20,6 +20,7 @@ var (
 	ErrIDRemoved     = errors.New("fencelock: replica ID was removed from the group")
 	ErrRemoved       = errors.New("fencelock: this replica was removed from the group")
 	ErrUnknownGroup  = errors.New("fencelock: unknown group")
+	ErrNoQuorum      = errors.New("fencelock: no quorum")
 )
 
 // unavailableError is returned when the context ended before the group
@@ -37,6 +38,32 @@ func (e *unavailableError) Error() string {
 }
 
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.ctxErr} }
+
+// noQuorumError is returned when a call fails because its group has had no
+// leader for a while and this replica does not reach a quorum of its
+// voters: both errors.Is(err, ErrUnavailable) and errors.Is(err,
+// ErrNoQuorum) hold, and errors.Is(err, ctx.Err()) too when it is the
+// context's end that stopped the call. The message says which voters this
+// replica reaches, so that the caller learns what the server's log knows.
+type noQuorumError struct {
+	q      quorumView
+	ctxErr error // nil when the call failed before its context ended
+}
+
+func (e *noQuorumError) Error() string {
+	s := fmt.Sprintf("%v: %s", ErrNoQuorum, e.q)
+	if e.ctxErr != nil {
+		s += " (" + e.ctxErr.Error() + ")"
+	}
+	return s
+}
+
+func (e *noQuorumError) Unwrap() []error {
+	if e.ctxErr == nil {
+		return []error{ErrUnavailable, ErrNoQuorum}
+	}
+	return []error{ErrUnavailable, ErrNoQuorum, e.ctxErr}
+}
 
 // describe says what a raft error means, in the library's words: callers
 // should not have to know Dragonboat's.

@@ -209,8 +209,8 @@ func (h *Host) retire(leaving []*Replica, named []namedGroup) error {
 			return fmt.Errorf("%w: Groups: group %q, which this replica ran, is no longer configured, and its state here cannot be checked: %v", ErrInvalidConfig, r.name, err)
 		}
 		if locks > 0 {
-			return fmt.Errorf("%w: Groups: group %q is no longer configured but holds %d lock(s) here: release or revoke them, or keep the group in Groups",
-				ErrInvalidConfig, r.name, locks)
+			return fmt.Errorf("%w: Groups: group %q is no longer configured but holds %s here: release or revoke them, or keep the group in Groups",
+				ErrInvalidConfig, r.name, plural(locks, "lock"))
 		}
 	}
 	for _, r := range leaving {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -70,7 +71,8 @@ type Host struct {
 	nhMu     sync.RWMutex
 	nhClosed bool
 
-	bal balancer
+	bal  balancer
+	prog progress // the followers' logs as acknowledged, for the handover
 
 	wg        sync.WaitGroup // the host's background work
 	closed    chan struct{}
@@ -87,8 +89,16 @@ func Start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := start(cfg, sinks)
+	before, err := dirEntries(cfg.Dir)
 	if err != nil {
+		releaseDir()
+		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	}
+	h, ran, err := start(cfg, sinks)
+	if err != nil {
+		if !ran {
+			err = undoDir(cfg.Dir, before, err)
+		}
 		releaseDir()
 		return nil, err
 	}
@@ -96,14 +106,17 @@ func Start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 	return h, nil
 }
 
-func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
+// start starts the host; ran reports, when it fails, whether a shard was
+// started (and so may have taken part in its group: a vote, a log entry),
+// which makes the Dir's contents the replica's raft state, not debris.
+func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ error) {
 	g, err := loadGroup(&cfg)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	named, retired, err := loadGroups(cfg, g)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	dblog.Use(cfg.Logger)
 	h := &Host{
@@ -150,16 +163,17 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 		leaving = append(leaving, r)
 	}
 	h.peers = newPeers(h, g, named)
-	fail := func(err error) (*Host, error) {
+	fail := func(err error) (*Host, bool, error) {
 		for _, r := range h.byShard {
 			r.stop()
 		}
 		for _, r := range h.byShard {
 			r.wg.Wait()
 		}
-		return nil, err
+		return nil, ran, err
 	}
 
+	engine, logdb := engineConfigs(cfg.Dir)
 	nhc := config.NodeHostConfig{
 		NodeHostDir:         cfg.Dir,
 		RTTMillisecond:      uint64(cfg.RTT / time.Millisecond),
@@ -171,7 +185,10 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 		MaxSendQueueSize:    maxQueue,
 		MaxReceiveQueueSize: maxQueue,
 		Expert: config.ExpertConfig{
-			LogDB: config.GetTinyMemLogDBConfig(),
+			// One step worker and one log partition for a new Dir: every
+			// group's entries share one fsync (engine.go says why).
+			Engine: engine,
+			LogDB:  logdb,
 			// The default log store, syncing only what a restart needs.
 			LogDBFactory: logstore.Factory{Opened: h.store.Store},
 		},
@@ -187,16 +204,18 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 	}
 	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down}
+	nhc.Expert.TransportFactory = progressFactory{TransportFactory: nhc.Expert.TransportFactory, h: h}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
 		return fail(startError(cfg, "", err))
 	}
 	h.nh = nh
-	abort := func(err error) (*Host, error) {
+	abort := func(err error) (*Host, bool, error) {
 		h.closeNodeHost()
 		return fail(err)
 	}
 	for _, r := range append(slices.Clone(h.groups), leaving...) {
+		ran = true
 		if err := r.startShard(); err != nil {
 			return abort(startError(cfg, r.name, err))
 		}
@@ -212,7 +231,7 @@ func start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 		}()
 	}
 	h.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir, "groups", len(h.groups))
-	return h, nil
+	return h, true, nil
 }
 
 func (h *Host) add(r *Replica) {
@@ -234,6 +253,8 @@ func startError(cfg Config, group string, err error) error {
 		if group != "" {
 			why = "the group's voters do not match how this Dir's replica of it first started"
 		}
+	case strings.Contains(why, "failed to lock data directory"): // Dragonboat's ErrLockDirectory, internal to it
+		why = lockedDir(cfg.Dir)
 	case errors.Is(err, syscall.EADDRINUSE):
 		why = fmt.Sprintf("the raft address %s is in use by another process", cmp.Or(cfg.ListenAddr, cfg.Addr))
 	case errors.Is(err, syscall.EADDRNOTAVAIL):

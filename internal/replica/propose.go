@@ -80,6 +80,16 @@ func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 }
 
 // check returns the error that ends a retry loop, if any.
+//
+// A call fails with a no-quorum error (ErrUnavailable and ErrNoQuorum)
+// when its group has had no leader for patience() and this replica does
+// not reach a quorum of the voters: waiting longer cannot help until an
+// operator brings voters back, and the caller is better served by the cause
+// now (it may retry, or try another replica) than by its deadline later.
+// Failing never grants anything, so this keeps the group CP. Only a call
+// with a deadline fails early: one without asked to wait for the group (the
+// background work that must finish, such as a withdrawal, runs so), and
+// still learns the cause if its context ends.
 func (r *Replica) check(ctx context.Context, last error) error {
 	select {
 	case <-r.closed:
@@ -93,9 +103,25 @@ func (r *Replica) check(ctx context.Context, last error) error {
 		if last == nil {
 			return err // over before it began: the group was never asked
 		}
-		return &unavailableError{ctxErr: err, last: last}
+		return r.unavailable(err, last)
+	}
+	if _, ok := ctx.Deadline(); ok {
+		if q, lost := r.quorumLost(r.patience()); lost {
+			return &noQuorumError{q: q}
+		}
 	}
 	return nil
+}
+
+// unavailable is the error of a call whose context ended before the group
+// answered: the no-quorum error if that is why (the group has had no leader
+// for an election timeout and too few voters are reached), else ctxErr with
+// the last attempt's error.
+func (r *Replica) unavailable(ctxErr, last error) error {
+	if q, lost := r.quorumLost(r.electionTimeout()); lost {
+		return &noQuorumError{q: q, ctxErr: ctxErr}
+	}
+	return &unavailableError{ctxErr: ctxErr, last: last}
 }
 
 // errNoGroupID is why a proposal held back by awaitGroupID never went.
@@ -122,7 +148,7 @@ func (r *Replica) awaitGroupID(ctx context.Context) error {
 	case <-r.closed:
 		return ErrClosed
 	case <-ctx.Done():
-		return &unavailableError{ctxErr: ctx.Err(), last: errNoGroupID}
+		return r.unavailable(ctx.Err(), errNoGroupID)
 	}
 }
 

@@ -35,6 +35,8 @@ package replica
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,8 +102,14 @@ type Replica struct {
 	groupKnown    chan struct{} // closed once groupID is set (setGroupID)
 	groupOnce     sync.Once
 	restoredIndex atomic.Uint64 // the last snapshot the state was restored from
-	ops           ops
-	snaps         snapStats
+	// leaderlessSince is when the group was last seen to lose its leader
+	// (or the shard started), in unix nanoseconds; 0 while a leader is
+	// known. voterAddrs are the group's voters as last applied here
+	// (refreshed by the monitor). Both feed the no-quorum error.
+	leaderlessSince atomic.Int64
+	voterAddrs      atomic.Pointer[map[uint64]string]
+	ops             ops
+	snaps           snapStats
 
 	// leaderMu guards leaderUp, which is closed (and replaced) whenever a
 	// leader becomes known, so that retries waiting for one go at once.
@@ -179,6 +187,11 @@ func (r *Replica) startShard() error {
 	for id, addr := range r.bootstrap {
 		members[id] = addr
 	}
+	r.leaderlessSince.Store(time.Now().UnixNano())
+	if len(r.bootstrap) > 0 {
+		voters := maps.Clone(r.bootstrap)
+		r.voterAddrs.Store(&voters)
+	}
 	if err := r.nh.StartReplica(members, r.join, fsm.NewStateMachine(observer{r}), r.shardConfig()); err != nil {
 		return err
 	}
@@ -236,6 +249,11 @@ type Status struct {
 	NonVoting, Removed                    bool
 	LastSnapshotIndex, ConfigChangeIndex  uint64
 	Voters                                map[uint64]string
+	// Unreached are the other voters this replica has not heard from
+	// lately (reachWindow), sorted; known only where this replica leads the
+	// group or the group has no leader (a follower hears from the leader
+	// alone), empty elsewhere.
+	Unreached []uint64
 }
 
 // Status returns the replica's local view, without I/O.
@@ -247,6 +265,17 @@ func (r *Replica) Status() Status {
 		GroupID:      r.groupID.Load(),
 	}
 	r.opsStatus(&st)
+	// Every running voter talks to a leader (its answers) and, while there
+	// is none, to every other voter (its votes); a follower hears from the
+	// leader only, so it cannot tell.
+	if st.LeaderID != 0 && st.LeaderID != r.cfg.ReplicaID {
+		return st
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.Voters)) {
+		if id != r.cfg.ReplicaID && !r.host.peers.reached(id, r.reachWindow()) {
+			st.Unreached = append(st.Unreached, id)
+		}
+	}
 	return st
 }
 
@@ -293,6 +322,11 @@ func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
 		return
 	}
 	old := r.leader.Swap(info.LeaderID)
+	if info.LeaderID != 0 {
+		r.leaderlessSince.Store(0)
+	} else {
+		r.leaderlessSince.CompareAndSwap(0, time.Now().UnixNano())
+	}
 	r.term.Store(info.Term)
 	r.tracker.SetLeader(info.LeaderID == r.cfg.ReplicaID, info.Term)
 	if old != info.LeaderID {

@@ -105,3 +105,27 @@ func (c gatedSnapshotConn) SendChunk(chunk pb.Chunk) error {
 	}
 	return c.ISnapshotConnection.SendChunk(chunk)
 }
+
+// TestingNewDirShards makes the hosts started from now on create a new Dir
+// with exec step workers and logdb log partitions, as a build before the
+// single worker did (16 and 16), until restore is called: a test makes an
+// old Dir with it and checks it still opens. Production code never calls
+// it.
+func TestingNewDirShards(exec, logdb uint64) (restore func()) {
+	e, l := newDirExecShards.Swap(exec), newDirLogDBShards.Swap(logdb)
+	return func() { newDirExecShards.Store(e); newDirLogDBShards.Store(l) }
+}
+
+// TestingRecordedShards returns the step workers and log partitions that
+// the Dir records (ok false if it records none).
+func TestingRecordedShards(dir string) (exec, logdb uint64, ok bool) {
+	return recordedShards(dir)
+}
+
+// TestingEngineConfigs returns the engine and log store settings a host
+// starts a NodeHost on dir with (what dir records, or a new Dir's): a test
+// that opens a stopped replica's log store itself needs them, as
+// Dragonboat's partitioning of the shards depends on them.
+func TestingEngineConfigs(dir string) (config.EngineConfig, config.LogDBConfig) {
+	return engineConfigs(dir)
+}

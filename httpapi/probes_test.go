@@ -1,0 +1,44 @@
+package httpapi_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/httpapi"
+)
+
+// /livez answers while the process serves, without a token and whatever
+// the group's state; /readyz answers 200 once the replica has caught up
+// with a leader, and 503 with code no_quorum and the unreached voters when
+// two of three replicas are stopped.
+func TestReadyzAndLivez(t *testing.T) {
+	g := newGroup(t, false, httpapi.WithBearerTokens([]string{"sekret"}))
+	a := g.urls[2]
+	deadline := time.Now().Add(60 * time.Second)
+	for call(t, "GET", a+"/readyz", nil).status != 200 {
+		require.True(t, time.Now().Before(deadline), "never ready")
+		time.Sleep(20 * time.Millisecond) // polling a probe, as a load balancer does
+	}
+	r := call(t, "GET", a+"/livez", nil)
+	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, "ok", r.str("status"))
+
+	g.nodes[1].Close()
+	g.nodes[3].Close()
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		r = call(t, "GET", a+"/readyz", nil)
+		if r.str("code") == httpapi.CodeNoQuorum {
+			break
+		}
+		require.NotEqual(t, 200, r.status, "ready without a quorum: %s", r.raw)
+		require.True(t, time.Now().Before(deadline), "never no_quorum: %s", r.raw)
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, 503, r.status)
+	require.Contains(t, r.str("error"), "the default group")
+	require.Contains(t, r.str("error"), "this replica reaches 0 of the other 2 voters")
+	require.Equal(t, 200, call(t, "GET", a+"/livez", nil).status, "a replica without quorum is alive")
+}

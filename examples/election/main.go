@@ -183,7 +183,7 @@ func run(ctx context.Context, o options) error {
 		term  context.Context // the term's context: it carries the grant
 		lead  *fencelock.Leadership
 	)
-	err = node.RunElection(ctx, electionName, fmt.Sprintf("replica %d", o.id), fencelock.ElectionCallbacks{
+	err = node.RunElection(electCtx, electionName, fmt.Sprintf("replica %d", o.id), fencelock.ElectionCallbacks{
 		OnStartedLeading: func(ctx context.Context, l *fencelock.Leadership) {
 			if err := saveResume(resumeFile, l.Session().Resume()); err != nil {
 				say("replica %d: cannot save the resume token: %v", o.id, err)

@@ -69,6 +69,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, fencelock.ErrInvalidName):
 		return newError(http.StatusBadRequest, CodeInvalidName, err.Error())
+	case errors.Is(err, fencelock.ErrInvalidSessionName):
+		return newError(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, fencelock.ErrInvalidTTL):
 		return newError(http.StatusBadRequest, CodeInvalidTTL, err.Error())
 	case errors.Is(err, fencelock.ErrValueTooLarge):

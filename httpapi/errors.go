@@ -69,6 +69,10 @@ func classify(err error) *apiError {
 		return newError(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, fencelock.ErrInvalidName):
 		return newError(http.StatusBadRequest, CodeInvalidName, err.Error())
+	case errors.Is(err, fencelock.ErrUnknownGroup):
+		// A name or a group argument naming a group this deployment does
+		// not run: the caller's mistake, not the server's.
+		return newError(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, fencelock.ErrInvalidSessionName):
 		return newError(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, fencelock.ErrInvalidTTL):

@@ -110,7 +110,8 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 // MaxContended; 1 to MaxContended, else ErrInvalidConfig), longest first
 // and, among queues of one length, in name order: each with its holders,
 // their session names and grant times, and its queue's length (Waiters).
-// A lock nobody waits for is never listed. It is a linearizable read, like
+// Queue and Waiting name the first QueueListed waiters, as in Locks. A lock
+// nobody waits for is never listed. It is a linearizable read, like
 // Inspect, of the default group; ContendedIn reads another group.
 //
 // It answers "what is everyone waiting for?": the group keeps its
@@ -134,14 +135,29 @@ func (n *Node) ContendedIn(ctx context.Context, group string, count int) ([]Lock
 	if r == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
 	}
-	v, err := r.Read(ctx, func(st *fsm.State) any { return st.Contended(count) })
+	type ranked struct {
+		info    fsm.LockInfo
+		waiting []fsm.Waiter
+	}
+	v, err := r.Read(ctx, func(st *fsm.State) any {
+		locks := st.Contended(count)
+		out := make([]ranked, len(locks))
+		for i, l := range locks {
+			out[i] = ranked{l, st.Waiters(l.Name, QueueListed)}
+		}
+		return out
+	})
 	if err != nil {
 		return nil, err
 	}
-	got := v.([]fsm.LockInfo)
+	got := v.([]ranked)
 	out := make([]LockInfo, len(got))
 	for i, l := range got {
-		out[i] = lockInfo(l)
+		out[i] = lockInfo(l.info)
+		out[i].Waiting = waiters(l.waiting)
+		for _, w := range l.waiting {
+			out[i].Queue = append(out[i].Queue, w.Session)
+		}
 	}
 	return out, nil
 }

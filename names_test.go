@@ -116,6 +116,8 @@ func TestContended(t *testing.T) {
 		order = append(order, fmt.Sprintf("%s:%d", l.Name, l.Waiters))
 		require.Equal(t, "holder", l.Holders[0].Name)
 		require.False(t, l.GrantedAt.IsZero())
+		require.Len(t, l.Waiting, l.Waiters)
+		require.Equal(t, "w0", l.Waiting[0].Name, "the head of the queue, by name")
 	}
 	require.Equal(t, []string{"b:3", "a:1", "c:1"}, order)
 	got, err = c.node(3).Contended(ctx, 2)

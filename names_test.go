@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // A lock held by a session named reindex@worker-3 shows that name, and
@@ -186,4 +188,21 @@ func TestElectionsListing(t *testing.T) {
 	li, err := c.node(2).Leader(ctx, "payments/primary")
 	require.NoError(t, err)
 	require.Equal(t, "primary@db-1", li.SessionName)
+}
+
+// A grant or queued request from before the group recorded times (an
+// entry of codec version 5 or older, replayed or restored) shows no name
+// and an unknown time: the zero Time, no hold time; never 1970.
+func TestUnknownGrantTime(t *testing.T) {
+	info := lockInfo(fsm.LockInfo{Name: "old", Held: true, Token: 7, Session: 3,
+		Holders: []fsm.Holder{{Session: 3, Token: 7, Owner: 1}}})
+	require.True(t, info.GrantedAt.IsZero())
+	require.True(t, info.Holders[0].GrantedAt.IsZero())
+	require.Zero(t, info.Holders[0].HeldFor(time.Now()))
+	require.Empty(t, info.Holders[0].Name)
+	require.Nil(t, waiters(nil))
+	w := waiters([]fsm.Waiter{{Session: 4, Place: 1}})
+	require.True(t, w[0].QueuedAt.IsZero())
+	l := leaderInfo(fsm.ElectionInfo{Name: "e", Led: true, Token: 9, Session: 3})
+	require.True(t, l.ElectedAt.IsZero())
 }

@@ -206,3 +206,28 @@ func TestUnknownGrantTime(t *testing.T) {
 	l := leaderInfo(fsm.ElectionInfo{Name: "e", Led: true, Token: 9, Session: 3})
 	require.True(t, l.ElectedAt.IsZero())
 }
+
+// Every part of a session carries its name: the part opened lazily in
+// another group, and, after a resume without WithSessionName, the parts
+// the resumed session opens later, which keep the name the group stored
+// rather than the new process's.
+func TestSessionNameInEveryGroup(t *testing.T) {
+	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}},
+		GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	old := newSession(t, ctx, c.node(1), WithSessionName("reindex@worker-3"))
+	_, err := old.Acquire(ctx, "x@a")
+	require.NoError(t, err)
+	require.Equal(t, "reindex@worker-3", inspect(t, ctx, c.node(2), "x@a").Holders[0].Name)
+
+	// This node's copy of the default group must know the open for the
+	// resume to read the name there; a linearizable read on it waits for
+	// that.
+	_, err = c.node(2).Sessions(ctx)
+	require.NoError(t, err)
+	rs, err := c.node(2).ResumeSession(ctx, old.Resume())
+	require.NoError(t, err)
+	_, err = rs.Acquire(ctx, "y@b")
+	require.NoError(t, err)
+	require.Equal(t, "reindex@worker-3", inspect(t, ctx, c.node(3), "y@b").Holders[0].Name)
+}

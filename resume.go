@@ -221,9 +221,11 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	if !o.named {
 		// The parts this session opens later carry the name the group
 		// stored at the open, not this new process's "host:pid": the
-		// session is the same one. A read that fails leaves the default;
-		// the resume's own round trip reports the group's state.
-		if v, err := n.r.Read(ctx, func(st *fsm.State) any { info, _ := st.Session(t.session); return info.Name }); err == nil && v.(string) != "" {
+		// session is the same one. The name never changes, so this
+		// replica's copy serves, without a round trip that would spend the
+		// resume's time on a slow group; a copy that has not caught up
+		// with the open leaves the default.
+		if v, err := n.r.StaleRead(func(st *fsm.State) any { info, _ := st.Session(t.session); return info.Name }); err == nil && v.(string) != "" {
 			o.name = v.(string)
 		}
 	}

@@ -105,7 +105,11 @@ var defaultSessionName = sync.OnceValue(func() string {
 	if err != nil || host == "" {
 		host = "unknown-host"
 	}
-	return truncate(fmt.Sprintf("%s:%d", host, os.Getpid()), MaxSessionNameLen)
+	name := fmt.Sprintf("%s:%d", host, os.Getpid())
+	if len(name) > MaxSessionNameLen { // cut on a rune, so that it stays UTF-8
+		name = strings.ToValidUTF8(name[:MaxSessionNameLen], "")
+	}
+	return name
 })
 
 // check validates the options and fills in the default margin and name.

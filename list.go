@@ -50,7 +50,8 @@ func listOpts(opts []ListOption) (listOptions, error) {
 }
 
 // LockDetail describes a held lock in a listing: its Queue names the
-// sessions of the first QueueListed waiting requests, head first (Waiters
+// sessions of the first QueueListed waiting requests, head first, and
+// Waiting the same requests with their sessions' names and places (Waiters
 // counts them all).
 type LockDetail struct {
 	LockInfo        // name, holders, tokens, waiters

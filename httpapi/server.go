@@ -241,9 +241,10 @@ func needAnyRead(p *principal, r *http.Request) error {
 	return nil
 }
 
-// needListRead allows GET /v1/locks and GET /v1/elections only for a prefix the token may read
-// whole: a listing is refused rather than filtered, so that its pages and
-// "more" keep their meaning.
+// needListRead allows GET /v1/locks and GET /v1/elections only for a prefix
+// the token may read whole: a listing is refused rather than filtered, so
+// that its pages and "more" keep their meaning. GET /v1/locks?sort=waiters
+// takes no prefix, so it needs read on every name.
 func needListRead(p *principal, r *http.Request) error {
 	if prefix := r.URL.Query().Get("prefix"); !p.mayPrefix(RightRead, prefix) {
 		return errForbidden("this token has no read right on every name with prefix " + strconv.Quote(prefix) +

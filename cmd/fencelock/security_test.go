@@ -292,6 +292,8 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 // ages are the "how long ago" figures of a view: the reading replica's
 // clock, not the group's state.
-var ages = regexp.MustCompile(`"(held_for|waited|leading_for)_ms":[0-9]+,?`)
+// An age is never a JSON object's first field, so its leading comma goes
+// with it, whether a field follows or the object ends.
+var ages = regexp.MustCompile(`,"(held_for|waited|leading_for)_ms":[0-9]+`)
 
 func withoutAges(raw string) string { return ages.ReplaceAllString(raw, "") }

@@ -298,7 +298,7 @@ func locksCmd(args []string) error {
 	fs.StringVar(&f.output, "o", "table", "output: table or json")
 	fs.StringVar(&sortBy, "sort", "name", `"name": every held lock in name order; "waiters": the locks with the longest queues, longest first`)
 	fs.IntVar(&top, "n", 10, "with --sort waiters: how many locks (1 to 100)")
-	fs.StringVar(&group, "group", "", "with --sort waiters: the group to rank (default: the default group)")
+	fs.StringVar(&group, "group", "", "the group to list or rank (default: the default group; a PREFIX may also end in @group)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -329,12 +329,12 @@ func locksCmd(args []string) error {
 	ctx, cancel := callCtx()
 	defer cancel()
 	var all []httpapi.LockJSON
-	after, group := "", ""
+	after := ""
 	for {
 		var raw json.RawMessage
 		q := url.Values{"prefix": {prefix}}
-		if f.group != "" {
-			q.Set("group", f.group)
+		if group != "" {
+			q.Set("group", group)
 		}
 		if after != "" {
 			q.Set("after", after)

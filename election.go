@@ -3,6 +3,8 @@ package fencelock
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/session"
@@ -15,6 +17,13 @@ type LeaderInfo struct {
 	Value     string
 	Token     uint64 // the term's epoch: the fencing token of its grant
 	SessionID uint64 // the leader's session: its ID in the election's group (Session.IDIn)
+	// SessionName is the leader's session's name (WithSessionName) and
+	// ElectedAt when it was elected, by the clock of the replica that
+	// proposed the entry electing it (zero: unknown). Leader, Candidates
+	// and Elections fill them in; Observe, whose changes come from the
+	// log's events, leaves them empty.
+	SessionName string
+	ElectedAt   time.Time
 	// Err is set only in the one value Observe sends before it closes its
 	// channel for a mistake rather than ctx: ErrInvalidName for a name
 	// that cannot be an election's, ErrUnknownGroup for one whose group
@@ -22,7 +31,13 @@ type LeaderInfo struct {
 	Err error
 }
 
-func leaderInfo(e fsm.ElectionInfo) LeaderInfo { return fromLeader(session.LeaderOf(e)) }
+func leaderInfo(e fsm.ElectionInfo) LeaderInfo {
+	l := fromLeader(session.LeaderOf(e))
+	if e.Led {
+		l.SessionName, l.ElectedAt = e.SessionName, unixTime(e.ElectedAt)
+	}
+	return l
+}
 
 func fromLeader(l session.Leader) LeaderInfo {
 	return LeaderInfo{Election: l.Election, Value: l.Value, Token: l.Token, SessionID: l.Session}
@@ -176,6 +191,11 @@ type Candidate struct {
 	SessionID uint64
 	Value     string // the value it will lead with
 	Replica   uint64 // the replica its session lives on
+	Name      string // its session's name (WithSessionName)
+	Place     int    // its place in the queue: 1 leads next
+	// QueuedAt is when it campaigned, by its proposer's clock; the zero
+	// Time: unknown.
+	QueuedAt time.Time
 }
 
 // Candidates is an election's leader and its queued candidates, in the
@@ -216,7 +236,58 @@ func (n *Node) Candidates(ctx context.Context, election string, opts ...ListOpti
 	got := v.(read)
 	out := Candidates{Leader: leaderInfo(got.info), Total: got.info.Candidates, Queue: make([]Candidate, len(got.queue))}
 	for i, c := range got.queue {
-		out.Queue[i] = Candidate{SessionID: c.Session, Value: c.Value, Replica: c.Owner}
+		out.Queue[i] = Candidate{SessionID: c.Session, Value: c.Value, Replica: c.Owner, Name: c.Name, Place: c.Place,
+			QueuedAt: unixTime(c.QueuedAt)}
+	}
+	return out, nil
+}
+
+// ElectionDetail describes an election in a listing.
+type ElectionDetail struct {
+	LeaderInfo     // its leader: Token 0 without one
+	Candidates int // candidates queued behind the leader
+}
+
+// ElectionPage is one page of Elections.
+type ElectionPage struct {
+	Elections []ElectionDetail // in name order
+	More      bool             // more elections match: ask again with ListAfter(last name)
+}
+
+// Elections lists the elections whose names start with prefix (those that
+// have a leader or candidates), in name order, one page at a time, with
+// their leaders' session names and since when they lead. It is a
+// linearizable read, like Locks, and costs the group like it, over the
+// elections: prefix@group lists group's elections.
+func (n *Node) Elections(ctx context.Context, prefix string, opts ...ListOption) (ElectionPage, error) {
+	o, err := listOpts(opts)
+	if err != nil {
+		return ElectionPage{}, err
+	}
+	// As in Locks: the group stores each name whole, so prefix@group
+	// lists the names starting with prefix there.
+	base, r := prefix, n.r
+	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
+		if _, r, err = n.route(prefix); err != nil {
+			return ElectionPage{}, err
+		}
+		base = prefix[:i]
+	}
+	type page struct {
+		elections []fsm.ElectionInfo
+		more      bool
+	}
+	v, err := r.Read(ctx, func(st *fsm.State) any {
+		es, more := st.ElectionsPage(base, o.after, o.limit)
+		return page{es, more}
+	})
+	if err != nil {
+		return ElectionPage{}, err
+	}
+	p := v.(page)
+	out := ElectionPage{Elections: make([]ElectionDetail, len(p.elections)), More: p.more}
+	for i, e := range p.elections {
+		out.Elections[i] = ElectionDetail{LeaderInfo: leaderInfo(e), Candidates: e.Candidates}
 	}
 	return out, nil
 }

@@ -67,7 +67,7 @@ func leaderOf(t testing.TB, ctx context.Context, n *Node, name string) LeaderInf
 		return info
 	}
 	require.NoError(t, err)
-	return info
+	return unnamedLeader(t, info)
 }
 
 func infoOf(l *Leadership) LeaderInfo {
@@ -550,7 +550,7 @@ func TestCandidates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lead.Token(), got.Leader.Token)
 	require.Equal(t, 2, got.Total)
-	require.Equal(t, []Candidate{{SessionID: b.ID(), Value: fmt.Sprint("v", b.ID()), Replica: 2}, {SessionID: d.ID(), Value: fmt.Sprint("v", d.ID()), Replica: 3}}, got.Queue)
+	require.Equal(t, []Candidate{{SessionID: b.ID(), Value: fmt.Sprint("v", b.ID()), Replica: 2}, {SessionID: d.ID(), Value: fmt.Sprint("v", d.ID()), Replica: 3}}, unnamedCandidates(t, got.Queue))
 	one, err := c.node(3).Candidates(ctx, "primary", ListLimit(1))
 	require.NoError(t, err)
 	require.Len(t, one.Queue, 1)

@@ -39,6 +39,10 @@ var (
 	// ErrInvalidName: a lock name is empty, longer than 512 bytes, not UTF-8,
 	// or contains NUL.
 	ErrInvalidName = errors.New("fencelock: invalid lock name")
+	// ErrInvalidSessionName: a session name (WithSessionName) longer than
+	// MaxSessionNameLen bytes, not UTF-8, or containing NUL. Nothing was
+	// proposed.
+	ErrInvalidSessionName = errors.New("fencelock: invalid session name")
 	// ErrClosed: the node was closed.
 	ErrClosed = replica.ErrClosed
 	// ErrInvalidConfig: Start was given an unusable Config.

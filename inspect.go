@@ -22,6 +22,13 @@ type LockInfo struct {
 	Waiters   int    // requests queued behind the holders
 	Shared    bool   // held in shared mode: AcquireShared's holders, or a semaphore's
 	Permits   int    // a semaphore's permit count; 0 for a lock
+	// SessionName is the oldest current grant's session's name (see
+	// WithSessionName); "" when free, or for a session opened before
+	// sessions had names.
+	SessionName string
+	// GrantedAt is when the oldest current grant was made (see
+	// Holder.GrantedAt); zero when free or unknown.
+	GrantedAt time.Time
 	// Holders is every current grant, oldest (lowest token) first; nil when
 	// free.
 	Holders []Holder
@@ -29,6 +36,9 @@ type LockInfo struct {
 	// request's position is its index plus one. Inspect lists them all,
 	// Locks the first QueueListed; Watch lists none (Waiters counts them).
 	Queue []uint64
+	// Waiting is the same waiting requests as Queue, with their sessions'
+	// names, their places and when they queued. Watch lists none.
+	Waiting []Waiter
 	// Delayed: the lock is under a lock-delay (a session opened
 	// WithLockDelay that held it expired, or an operator ended it), and
 	// nobody is granted it until the delay ends. When that is, is the
@@ -46,14 +56,65 @@ type Holder struct {
 	Token     uint64
 	Owner     uint64        // the replica the holder's session lives on
 	MaxHold   time.Duration // the grant's maximum hold (WithMaxHold); 0: none
+	// Name is the holder's session's name (WithSessionName): who holds it.
+	// "" for a session opened before sessions had names.
+	Name string
+	// GrantedAt is when the grant was made, by the clock of the replica
+	// that proposed the entry granting it (the acquire, or the release or
+	// expiry that passed the lock on); time.Since(GrantedAt) is how long
+	// it has been held, as far as the clocks agree. The zero Time: unknown
+	// (a grant made before the group recorded times).
+	GrantedAt time.Time
+}
+
+// HeldFor returns how long the grant has been held by now's clock, or 0
+// if its grant time is unknown.
+func (h Holder) HeldFor(now time.Time) time.Duration {
+	if h.GrantedAt.IsZero() {
+		return 0
+	}
+	return max(now.Sub(h.GrantedAt), 0)
+}
+
+// Waiter is one request waiting for a lock.
+type Waiter struct {
+	SessionID uint64
+	Name      string // its session's name
+	Owner     uint64 // the replica its session lives on
+	Shared    bool   // it asks for the lock in shared mode
+	Place     int    // its place in the queue: 1 at the head
+	// QueuedAt is when it joined the queue, by its proposer's clock; the
+	// zero Time: unknown.
+	QueuedAt time.Time
+}
+
+// unixTime converts a time the group stored (nanoseconds since the Unix
+// epoch; 0 for unknown) to a Time, the zero Time for unknown.
+func unixTime(ns uint64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(ns))
+}
+
+func waiters(ws []fsm.Waiter) []Waiter {
+	if ws == nil {
+		return nil
+	}
+	out := make([]Waiter, len(ws))
+	for i, w := range ws {
+		out[i] = Waiter{SessionID: w.Session, Name: w.Name, Owner: w.Owner, Shared: w.Shared, Place: w.Place,
+			QueuedAt: unixTime(w.QueuedAt)}
+	}
+	return out
 }
 
 // equal reports whether a and b describe the same state.
 func (a LockInfo) equal(b LockInfo) bool {
 	return a.Name == b.Name && a.Held == b.Held && a.Token == b.Token && a.SessionID == b.SessionID &&
 		a.Waiters == b.Waiters && a.Shared == b.Shared && a.Permits == b.Permits && a.Err == b.Err &&
-		a.Delayed == b.Delayed &&
-		slices.Equal(a.Holders, b.Holders) && slices.Equal(a.Queue, b.Queue)
+		a.Delayed == b.Delayed && a.SessionName == b.SessionName && a.GrantedAt.Equal(b.GrantedAt) &&
+		slices.Equal(a.Holders, b.Holders) && slices.Equal(a.Queue, b.Queue) && slices.Equal(a.Waiting, b.Waiting)
 }
 
 // Inspect returns the lock's state in the group its name lives in. It is a
@@ -70,28 +131,31 @@ func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 		return LockInfo{}, err
 	}
 	type both struct {
-		info  fsm.LockInfo
-		queue []uint64
+		info    fsm.LockInfo
+		queue   []uint64
+		waiting []fsm.Waiter
 	}
 	v, err := r.Read(ctx, func(st *fsm.State) any {
-		return both{st.Lock(name), st.Queue(name, fsm.MaxWaitersPerLock)}
+		return both{st.Lock(name), st.Queue(name, fsm.MaxWaitersPerLock), st.Waiters(name, fsm.MaxWaitersPerLock)}
 	})
 	if err != nil {
 		return LockInfo{}, err
 	}
 	info := lockInfo(v.(both).info)
 	info.Queue = v.(both).queue
+	info.Waiting = waiters(v.(both).waiting)
 	return info, nil
 }
 
 func lockInfo(l fsm.LockInfo) LockInfo {
 	info := LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters,
-		Shared: l.Shared, Permits: int(l.Permits), Delayed: l.Delayed}
+		Shared: l.Shared, Permits: int(l.Permits), Delayed: l.Delayed, SessionName: l.SessionName,
+		GrantedAt: unixTime(l.GrantedAt)}
 	if l.Holders != nil {
 		info.Holders = make([]Holder, len(l.Holders))
 		for i, h := range l.Holders {
 			info.Holders[i] = Holder{SessionID: h.Session, Token: h.Token, Owner: h.Owner,
-				MaxHold: time.Duration(h.MaxHold)}
+				MaxHold: time.Duration(h.MaxHold), Name: h.Name, GrantedAt: unixTime(h.GrantedAt)}
 		}
 	}
 	return info

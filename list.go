@@ -50,7 +50,8 @@ func listOpts(opts []ListOption) (listOptions, error) {
 }
 
 // LockDetail describes a held lock in a listing: its Queue names the
-// sessions of the first QueueListed waiting requests, head first (Waiters
+// sessions of the first QueueListed waiting requests, head first, and
+// Waiting the same requests with their sessions' names and places (Waiters
 // counts them all).
 type LockDetail struct {
 	LockInfo        // name, holders, tokens, waiters
@@ -110,6 +111,63 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 	for i, l := range p.locks {
 		out.Locks[i] = LockDetail{LockInfo: lockInfo(l.LockInfo), Owner: l.Owner}
 		out.Locks[i].Queue = l.Queue
+		out.Locks[i].Waiting = waiters(l.Waiting)
+	}
+	return out, nil
+}
+
+// Contended returns the count locks with the longest queues (at most
+// MaxContended; 1 to MaxContended, else ErrInvalidConfig), longest first
+// and, among queues of one length, in name order: each with its holders,
+// their session names and grant times, and its queue's length (Waiters).
+// Queue and Waiting name the first QueueListed waiters, as in Locks. A lock
+// nobody waits for is never listed. It is a linearizable read, like
+// Inspect, of the default group; ContendedIn reads another group.
+//
+// It answers "what is everyone waiting for?": the group keeps its
+// contended locks apart from the rest, so it costs the group in proportion
+// to the locks anyone waits for, not to all the locks held.
+func (n *Node) Contended(ctx context.Context, count int) ([]LockInfo, error) {
+	return n.ContendedIn(ctx, "", count)
+}
+
+// MaxContended is the most locks Contended returns.
+const MaxContended = fsm.MaxContended
+
+// ContendedIn is Contended in the group called group ("" is the default
+// group); an error wrapping ErrUnknownGroup if this deployment has none
+// of that name.
+func (n *Node) ContendedIn(ctx context.Context, group string, count int) ([]LockInfo, error) {
+	if count < 1 || count > MaxContended {
+		return nil, fmt.Errorf("%w: contended count %d outside [1, %d]", ErrInvalidConfig, count, MaxContended)
+	}
+	r := n.groups().Group(group)
+	if r == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
+	}
+	type ranked struct {
+		info    fsm.LockInfo
+		waiting []fsm.Waiter
+	}
+	v, err := r.Read(ctx, func(st *fsm.State) any {
+		locks := st.Contended(count)
+		out := make([]ranked, len(locks))
+		for i, l := range locks {
+			out[i] = ranked{l, st.Waiters(l.Name, QueueListed)}
+		}
+		return out
+	})
+	if err != nil {
+		return nil, err
+	}
+	got := v.([]ranked)
+	out := make([]LockInfo, len(got))
+	for i, l := range got {
+		out[i] = lockInfo(l.info)
+		out[i].Waiting = waiters(l.waiting)
+		for _, w := range l.waiting {
+			out[i].Queue = append(out[i].Queue, w.Session)
+		}
 	}
 	return out, nil
 }
@@ -117,7 +175,11 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 // SessionInfo describes an open session: in a named group, one part of a
 // Session (see Session.IDIn), with the part's ID there.
 type SessionInfo struct {
-	ID    uint64
+	ID uint64
+	// Name is the session's name (WithSessionName; an HTTP session's
+	// "name", else its client's address); "" for a session opened before
+	// sessions had names.
+	Name  string
 	Owner uint64 // the replica the session lives on (where it was opened)
 	TTL   time.Duration
 	// KeepAliveIndex is the log index of the entry that last renewed it:
@@ -170,7 +232,7 @@ func (n *Node) SessionsIn(ctx context.Context, group string, opts ...ListOption)
 	p := v.(page)
 	out := SessionPage{Group: group, Sessions: make([]SessionInfo, len(p.sessions)), More: p.more}
 	for i, s := range p.sessions {
-		out.Sessions[i] = SessionInfo{ID: s.ID, Owner: s.Owner, TTL: time.Duration(s.TTL),
+		out.Sessions[i] = SessionInfo{ID: s.ID, Name: s.Name, Owner: s.Owner, TTL: time.Duration(s.TTL),
 			KeepAliveIndex: s.KeepAlive, Held: s.Held, Waiting: s.Waiting}
 	}
 	return out, nil

@@ -82,7 +82,7 @@ func TestAcquireReleaseSeenByEveryReplica(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		info := inspect(t, ctx, c.node(id), "jobs/reindex")
 		require.Equal(t, LockInfo{Name: "jobs/reindex", Held: true, Token: l.Token(), SessionID: s.ID(),
-			Holders: []Holder{{SessionID: s.ID(), Token: l.Token(), Owner: 1}}}, info)
+			Holders: []Holder{{SessionID: s.ID(), Token: l.Token(), Owner: 1}}}, unnamed(t, info))
 	}
 
 	require.NoError(t, l.Release(ctx))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/session"
 )
 
@@ -216,6 +217,17 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 	o.ttl = t.ttl
 	if err := o.check(); err != nil {
 		return nil, err
+	}
+	if !o.named {
+		// The parts this session opens later carry the name the group
+		// stored at the open, not this new process's "host:pid": the
+		// session is the same one. The name never changes, so this
+		// replica's copy serves, without a round trip that would spend the
+		// resume's time on a slow group; a copy that has not caught up
+		// with the open leaves the default.
+		if v, err := n.r.StaleRead(func(st *fsm.State) any { info, _ := st.Session(t.session); return info.Name }); err == nil && v.(string) != "" {
+			o.name = v.(string)
+		}
 	}
 	s := &Session{n: n}
 	in, err := n.h.Resume(ctx, parts, o.internal(), s)

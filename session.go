@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/session"
 )
 
@@ -17,6 +21,8 @@ type sessionOptions struct {
 	delay       time.Duration // lock-delay
 	resume      ResumeToken
 	external    bool                              // WithExternalKeepAlive
+	name        string                            // WithSessionName
+	named       bool                              // WithSessionName was given
 	route       func(session.Route) session.Route // tests: how background commands reach the group
 }
 
@@ -75,8 +81,45 @@ func WithExternalKeepAlive() SessionOption {
 	return func(o *sessionOptions) { o.external = true }
 }
 
-// check validates the options and fills in the default margin.
+// WithSessionName names the session, so that every view of a holder,
+// waiter, candidate or leader (Inspect, Locks, Contended, Candidates,
+// Sessions, the HTTP views, the CLI, the dashboard) shows who it is rather
+// than a number: "reindex@worker-3", say. The name is stored in the group
+// with the session (in each group it opens a part in); it identifies
+// nothing and need not be unique. The default is this process's
+// "host:pid". It must be valid UTF-8 of at most MaxSessionNameLen bytes
+// without NUL, else NewSession fails with ErrInvalidSessionName before
+// anything is proposed. A resumed session keeps the name the group
+// stored; the option names only the parts it opens later.
+func WithSessionName(name string) SessionOption {
+	return func(o *sessionOptions) { o.name, o.named = name, true }
+}
+
+// MaxSessionNameLen is the longest session name, in bytes.
+const MaxSessionNameLen = fsm.MaxSessionNameLen
+
+// defaultSessionName is "host:pid" of this process: enough for an
+// operator to find the process that holds a lock.
+var defaultSessionName = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	name := fmt.Sprintf("%s:%d", host, os.Getpid())
+	if len(name) > MaxSessionNameLen { // cut on a rune, so that it stays UTF-8
+		name = strings.ToValidUTF8(name[:MaxSessionNameLen], "")
+	}
+	return name
+})
+
+// check validates the options and fills in the default margin and name.
 func (o *sessionOptions) check() error {
+	if !o.named {
+		o.name = defaultSessionName()
+	}
+	if err := fsm.CheckSessionName(o.name); err != nil {
+		return fmt.Errorf("%w: %s", ErrInvalidSessionName, strings.TrimPrefix(err.Error(), fsm.ErrInvalidSessionName.Error()+": "))
+	}
 	if err := checkTTL(o.ttl); err != nil {
 		return err
 	}
@@ -97,7 +140,8 @@ func (o *sessionOptions) check() error {
 }
 
 func (o *sessionOptions) internal() session.Options {
-	return session.Options{TTL: o.ttl, Margin: o.margin, Delay: o.delay, External: o.external, Route: o.route}
+	return session.Options{TTL: o.ttl, Margin: o.margin, Delay: o.delay, External: o.external, Route: o.route,
+		Name: o.name}
 }
 
 // Session is a holder of locks, normally one per process. Its node renews

@@ -56,7 +56,7 @@ func TestWatchFollowsALock(t *testing.T) {
 	require.NotNil(t, next)
 	handed := until(t, ctx, ch, "the hand-over", func(i LockInfo) bool { return i.Token == next.Token() })
 	require.Equal(t, LockInfo{Name: "jobs/reindex", Held: true, Token: next.Token(), SessionID: b.ID(),
-		Holders: []Holder{{SessionID: b.ID(), Token: next.Token(), Owner: 2}}}, handed)
+		Holders: []Holder{{SessionID: b.ID(), Token: next.Token(), Owner: 2}}}, unnamed(t, handed))
 
 	require.NoError(t, c.node(1).Revoke(ctx, "jobs/reindex"))
 	until(t, ctx, ch, "the revocation", func(i LockInfo) bool { return !i.Held })

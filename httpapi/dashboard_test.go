@@ -77,6 +77,61 @@ func TestDashboard(t *testing.T) {
 	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-lock="other"]') !== null`,
 		chromedp.WithPollingTimeout(30*time.Second)))
 	require.NoError(t, err)
+
+	// Issue 27: a lock held by a session named reindex@worker-3 shows that
+	// name and how long it has been held; its waiter's name and place show
+	// in the queue and in the most contended; an election nobody typed in
+	// is listed with its leader's name; every table has a legend.
+	holder := newNamedSession(t, g.urls[1], "reindex@worker-3")
+	r = call(t, "POST", lockURL(g.urls[1], "jobs/reindex", "acquire"), map[string]any{"session_id": holder})
+	require.Equal(t, true, r.body["granted"], r.raw)
+	waiter := newNamedSession(t, g.urls[3], "backfill@worker-7")
+	r = call(t, "POST", lockURL(g.urls[3], "jobs/reindex", "acquire"), map[string]any{"session_id": waiter, "wait": true})
+	require.Equal(t, false, r.body["granted"], r.raw)
+	r = call(t, "POST", g.urls[2]+"/v1/elections/orders%2Fprimary/campaign", map[string]any{"session_id": holder, "value": "10.0.0.9"})
+	require.Equal(t, true, r.body["elected"], r.raw)
+	const reindexRow = `document.querySelector('tr[data-lock="jobs/reindex"]')?.textContent ?? ""`
+	// "held for" renders whole seconds: wait for it to pass 0s, so that the
+	// assertion sees a time that counts.
+	err = chromedp.Do(ctx,
+		chromedp.Poll[chromedp.Void](`(`+reindexRow+`).includes("reindex@worker-3") && /[1-9][0-9]*s/.test(`+
+			`document.querySelector('tr[data-lock="jobs/reindex"] td:nth-child(3)')?.textContent ?? "")`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`(document.querySelector('tr[data-contended="jobs/reindex"]')?.textContent ?? "").includes("backfill@worker-7")`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`(document.querySelector('tr[data-election="orders/primary"]')?.textContent ?? "").includes("reindex@worker-3")`,
+			chromedp.WithPollingTimeout(30*time.Second)),
+	)
+	if err != nil {
+		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		t.Fatalf("%v; the page:\n%s", err, page)
+	}
+	text, err = chromedp.Run(ctx, chromedp.Evaluate[string](reindexRow))
+	require.NoError(t, err)
+	require.Contains(t, text, "#1 backfill@worker-7", "the waiter, by name and place")
+	t.Logf("dashboard row: %q", text)
+	text, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr[data-election="orders/primary"]').textContent`))
+	require.NoError(t, err)
+	require.Contains(t, text, "10.0.0.9")
+	t.Logf("elections row: %q", text)
+	text, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr[data-session="`+holder+`"]')?.textContent ?? ""`))
+	require.NoError(t, err)
+	require.Contains(t, text, "reindex@worker-3")
+	// Every column of the locks, contended, elections and sessions tables
+	// has an entry in its legend.
+	missing, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+		const out = [];
+		for (const [table, legend] of [["locks", "locks-legend"], ["contended", "contended-legend"], ["elections", "elections-legend"], ["sessions", "sessions-legend"]]) {
+			const terms = [...document.querySelectorAll("#" + legend + " dt")].map(d => d.textContent);
+			for (const th of document.getElementById(table).closest("table").querySelectorAll("th")) {
+				if (!terms.some(term => term.split(/, /).some(x => th.textContent.startsWith(x)))) out.push(table + ": " + th.textContent);
+			}
+		}
+		return out.join("; ");
+	})()`))
+	require.NoError(t, err)
+	require.Empty(t, missing, "columns without a legend entry")
+
 	gone, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#members").textContent + document.querySelector("#noleader").textContent`))
 	require.NoError(t, err)
 	require.NotContains(t, gone, "unreachable")

@@ -52,6 +52,10 @@ func (id ID) String() string { return strconv.FormatUint(uint64(id), 10) }
 // CreateSessionRequest is the body of POST /v1/sessions; it may be empty.
 type CreateSessionRequest struct {
 	TTLMillis int64 `json:"ttl_ms,omitempty"`
+	// Name names the session in every view of its grants and waits (at
+	// most 256 bytes of UTF-8 without NUL); without it the session is
+	// named after the client's address.
+	Name string `json:"name,omitempty"`
 }
 
 // TTL is the requested TTL, 0 for the replica's default.
@@ -137,6 +141,10 @@ func DecodeCreateSession(b []byte) (CreateSessionRequest, error) {
 	}
 	if r.TTLMillis > int64(24*time.Hour/time.Millisecond) {
 		return r, fmt.Errorf("%w: ttl_ms %d is over 24h", fencelock.ErrInvalidTTL, r.TTLMillis)
+	}
+	if len(r.Name) > fencelock.MaxSessionNameLen || !utf8.ValidString(r.Name) || strings.ContainsRune(r.Name, 0) {
+		return r, fmt.Errorf("%w: name must be at most %d bytes of UTF-8 without NUL", fencelock.ErrInvalidSessionName,
+			fencelock.MaxSessionNameLen)
 	}
 	return r, nil
 }

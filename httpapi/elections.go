@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/fencelock/fencelock"
 )
@@ -188,15 +189,25 @@ func (s *Server) resign(w http.ResponseWriter, r *http.Request) {
 // LeaderJSON describes an election's leader.
 type LeaderJSON struct {
 	SessionID ID     `json:"session_id"`
+	Name      string `json:"name,omitempty"` // its session's name
 	Value     string `json:"value"`
 	Token     ID     `json:"token"`
+	// ElectedAt is when it was elected (RFC 3339), LeadingForMS how long
+	// ago by this replica's clock; absent when unknown (and in observe
+	// events, which come from the log and carry neither).
+	ElectedAt    string `json:"elected_at,omitempty"`
+	LeadingForMS int64  `json:"leading_for_ms,omitempty"`
 }
 
 // CandidateJSON is a queued candidate.
 type CandidateJSON struct {
 	SessionID ID     `json:"session_id"`
+	Name      string `json:"name"`
+	Place     int    `json:"place"` // 1 leads next
 	Value     string `json:"value"`
 	Replica   uint64 `json:"replica"`
+	QueuedAt  string `json:"queued_at,omitempty"`
+	WaitedMS  int64  `json:"waited_ms,omitempty"`
 }
 
 // ElectionJSON answers GET /v1/elections/{name}.
@@ -211,7 +222,54 @@ func leaderJSON(li fencelock.LeaderInfo) *LeaderJSON {
 	if li.Token == 0 {
 		return nil
 	}
-	return &LeaderJSON{SessionID: ID(li.SessionID), Value: li.Value, Token: ID(li.Token)}
+	l := &LeaderJSON{SessionID: ID(li.SessionID), Name: li.SessionName, Value: li.Value, Token: ID(li.Token)}
+	l.ElectedAt, l.LeadingForMS = stamp(li.ElectedAt, time.Now())
+	return l
+}
+
+// ElectionSummary is one election in GET /v1/elections.
+type ElectionSummary struct {
+	Name       string      `json:"name"`
+	Leader     *LeaderJSON `json:"leader"` // null without a leader
+	Candidates int         `json:"candidates"`
+}
+
+// ElectionList answers GET /v1/elections.
+type ElectionList struct {
+	Elections []ElectionSummary `json:"elections"`
+	More      bool              `json:"more"`
+	Next      string            `json:"next,omitempty"` // the "after" of the next page
+}
+
+// listElections answers GET /v1/elections, paged as GET /v1/locks: prefix,
+// after, limit.
+func (s *Server) listElections(w http.ResponseWriter, r *http.Request) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	opts := []fencelock.ListOption{fencelock.ListLimit(limit)}
+	if a := q.Get("after"); a != "" {
+		opts = append(opts, fencelock.ListAfter(a))
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	page, err := s.node.Elections(ctx, q.Get("prefix"), opts...)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := ElectionList{Elections: []ElectionSummary{}, More: page.More}
+	for _, e := range page.Elections {
+		out.Elections = append(out.Elections, ElectionSummary{Name: e.Election, Leader: leaderJSON(e.LeaderInfo),
+			Candidates: e.Candidates})
+	}
+	if page.More && len(page.Elections) > 0 {
+		out.Next = page.Elections[len(page.Elections)-1].Election
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
@@ -227,9 +285,12 @@ func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	now := time.Now()
 	out := ElectionJSON{Name: name, Leader: leaderJSON(c.Leader), Candidates: []CandidateJSON{}, Total: c.Total}
 	for _, q := range c.Queue {
-		out.Candidates = append(out.Candidates, CandidateJSON{SessionID: ID(q.SessionID), Value: q.Value, Replica: q.Replica})
+		cj := CandidateJSON{SessionID: ID(q.SessionID), Name: q.Name, Place: q.Place, Value: q.Value, Replica: q.Replica}
+		cj.QueuedAt, cj.WaitedMS = stamp(q.QueuedAt, now)
+		out.Candidates = append(out.Candidates, cj)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

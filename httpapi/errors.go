@@ -73,6 +73,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusBadRequest, CodeInvalidName, err.Error())
 	case errors.Is(err, fencelock.ErrUnknownGroup):
 		return newError(http.StatusBadRequest, CodeUnknownGroup, err.Error())
+	case errors.Is(err, fencelock.ErrInvalidSessionName):
+		return newError(http.StatusBadRequest, CodeBadRequest, err.Error())
 	case errors.Is(err, fencelock.ErrInvalidTTL):
 		return newError(http.StatusBadRequest, CodeInvalidTTL, err.Error())
 	case errors.Is(err, fencelock.ErrValueTooLarge):

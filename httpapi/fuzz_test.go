@@ -19,6 +19,8 @@ var seeds = []string{
 	`{"session_id":"1","wiat":true}`, `{"session_id":"1"} {}`, `{"session_id":"1"`, "\xff",
 	`{"ttl_ms":10000}`, `{"ttl_ms":-5}`, `{"ttl_ms":1e30}`, `{"session_id":"2","value":"a","wait":false}`,
 	`{"session_id":"2","token":"7","value":"x"}`, `{"session_id":"2","token":"0"}`,
+	`{"ttl_ms":10000,"name":"reindex@worker-3"}`, `{"name":"a\u0000b"}`, `{"name":"\ud800"}`, `{"name":""}`,
+	`{"name":"` + strings.Repeat("n", 257) + `"}`, `{"name":7}`,
 }
 
 func fuzzDecoder[T any](f *testing.F, decode func([]byte) (T, error)) {

@@ -354,8 +354,14 @@ type LockJSON struct {
 	Name          string `json:"name"`
 	Held          bool   `json:"held"`
 	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's
-	FencingToken  ID     `json:"fencing_token,omitempty"`  // the oldest holder's
-	Owner         uint64 `json:"owner,omitempty"`          // the replica the oldest holder's session lives on
+	HolderName    string `json:"holder_name,omitempty"`    // its session's name
+	// GrantedAt is when the oldest grant was made (RFC 3339, by the
+	// proposing replica's clock), HeldForMS how long ago that was by this
+	// replica's: both absent when free or unknown.
+	GrantedAt    string `json:"granted_at,omitempty"`
+	HeldForMS    int64  `json:"held_for_ms,omitempty"`
+	FencingToken ID     `json:"fencing_token,omitempty"` // the oldest holder's
+	Owner        uint64 `json:"owner,omitempty"`         // the replica the oldest holder's session lives on
 	// Shared and Permits tell a shared lock's or a semaphore's holders
 	// (taken in Go with AcquireShared, AcquireSemaphore); Holders lists
 	// every current grant, oldest first.
@@ -366,20 +372,57 @@ type LockJSON struct {
 	// Queue is the waiting sessions, head first: all of them from GET
 	// /v1/locks/{name}, the first 16 in a listing (Waiters counts them all).
 	Queue []ID `json:"queue"`
+	// Waiting is the same waiting requests with their sessions' names and
+	// places.
+	Waiting []WaiterJSON `json:"waiting"`
 }
 
 // HolderJSON is one current grant of a lock.
 type HolderJSON struct {
 	Session      ID     `json:"session_id"`
+	Name         string `json:"name"` // the holder's session's name
 	FencingToken ID     `json:"fencing_token"`
 	Owner        uint64 `json:"owner"`
+	GrantedAt    string `json:"granted_at,omitempty"`  // RFC 3339; absent: unknown
+	HeldForMS    int64  `json:"held_for_ms,omitempty"` // by this replica's clock
+}
+
+// WaiterJSON is one waiting request of a lock.
+type WaiterJSON struct {
+	Session  ID     `json:"session_id"`
+	Name     string `json:"name"`
+	Place    int    `json:"place"` // 1: next
+	Owner    uint64 `json:"owner"`
+	Shared   bool   `json:"shared,omitempty"`
+	QueuedAt string `json:"queued_at,omitempty"`
+	// WaitedMS is how long it has waited, by this replica's clock.
+	WaitedMS int64 `json:"waited_ms,omitempty"`
+}
+
+// stamp renders a time the group recorded, and how long ago it was: ""
+// and 0 for an unknown one.
+func stamp(t, now time.Time) (string, int64) {
+	if t.IsZero() {
+		return "", 0
+	}
+	return t.UTC().Format(time.RFC3339Nano), max(now.Sub(t), 0).Milliseconds()
 }
 
 func lockJSON(info fencelock.LockInfo) LockJSON {
+	now := time.Now()
 	out := LockJSON{Name: info.Name, Held: info.Held, HolderSession: ID(info.SessionID), FencingToken: ID(info.Token),
-		Shared: info.Shared, Permits: info.Permits, Holders: []HolderJSON{}, Waiters: info.Waiters, Queue: []ID{}}
+		Shared: info.Shared, Permits: info.Permits, Holders: []HolderJSON{}, Waiters: info.Waiters, Queue: []ID{},
+		HolderName: info.SessionName, Waiting: []WaiterJSON{}}
+	out.GrantedAt, out.HeldForMS = stamp(info.GrantedAt, now)
 	for _, h := range info.Holders {
-		out.Holders = append(out.Holders, HolderJSON{Session: ID(h.SessionID), FencingToken: ID(h.Token), Owner: h.Owner})
+		hj := HolderJSON{Session: ID(h.SessionID), Name: h.Name, FencingToken: ID(h.Token), Owner: h.Owner}
+		hj.GrantedAt, hj.HeldForMS = stamp(h.GrantedAt, now)
+		out.Holders = append(out.Holders, hj)
+	}
+	for _, wt := range info.Waiting {
+		wj := WaiterJSON{Session: ID(wt.SessionID), Name: wt.Name, Place: wt.Place, Owner: wt.Owner, Shared: wt.Shared}
+		wj.QueuedAt, wj.WaitedMS = stamp(wt.QueuedAt, now)
+		out.Waiting = append(out.Waiting, wj)
 	}
 	if len(info.Holders) > 0 {
 		out.Owner = info.Holders[0].Owner
@@ -417,12 +460,21 @@ type LockList struct {
 }
 
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	switch q.Get("sort") {
+	case "", "name":
+	case "waiters":
+		s.listContended(w, r)
+		return
+	default:
+		writeError(w, newError(http.StatusBadRequest, CodeBadRequest, `sort must be "name" or "waiters"`))
+		return
+	}
 	limit, err := pageLimit(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	q := r.URL.Query()
 	opts := []fencelock.ListOption{fencelock.ListLimit(limit)}
 	if a := q.Get("after"); a != "" {
 		opts = append(opts, fencelock.ListAfter(a))
@@ -575,4 +627,38 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		prev = &info
 	}
+}
+
+// listContended answers GET /v1/locks?sort=waiters: the limit (at most
+// fencelock.MaxContended, default 10) locks of group (the query's "group";
+// the default group without one) with the longest queues, longest first.
+// It is one page: More is always false.
+func (s *Server) listContended(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("after") != "" || q.Get("prefix") != "" {
+		writeError(w, newError(http.StatusBadRequest, CodeBadRequest, "sort=waiters takes no prefix or after: it ranks every lock of the group"))
+		return
+	}
+	limit := 10
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > fencelock.MaxContended {
+			writeError(w, newError(http.StatusBadRequest, CodeBadRequest,
+				"limit must be 1 to "+strconv.Itoa(fencelock.MaxContended)+" with sort=waiters"))
+			return
+		}
+		limit = n
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	locks, err := s.node.ContendedIn(ctx, q.Get("group"), limit)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := LockList{Locks: []LockJSON{}}
+	for _, l := range locks {
+		out.Locks = append(out.Locks, lockJSON(l))
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,18 +33,26 @@ func groupState(t *testing.T, base string, locks, elections []string, hdr map[st
 	for _, n := range locks {
 		r := callWith(t, "GET", lockURL(base, n, ""), nil, hdr)
 		require.Equal(t, 200, r.status, r.raw)
-		out["lock "+n] = r.raw
+		out["lock "+n] = withoutAges(r.raw)
 	}
 	for _, n := range elections {
 		r := callWith(t, "GET", base+"/v1/elections/"+strings.ReplaceAll(n, "/", "%2F"), nil, hdr)
 		require.Equal(t, 200, r.status, r.raw)
-		out["election "+n] = r.raw
+		out["election "+n] = withoutAges(r.raw)
 	}
 	r := callWith(t, "GET", base+"/v1/sessions", nil, hdr)
 	require.Equal(t, 200, r.status, r.raw)
-	out["sessions"] = r.raw
+	out["sessions"] = withoutAges(r.raw)
 	return out
 }
+
+// ages are the "how long ago" figures of a view: the reading replica's
+// clock, not the group's state.
+// An age is never a JSON object's first field, so its leading comma goes
+// with it, whether a field follows or the object ends.
+var ages = regexp.MustCompile(`,"(held_for|waited|leading_for)_ms":[0-9]+`)
+
+func withoutAges(raw string) string { return ages.ReplaceAllString(raw, "") }
 
 func TestSessionSecretShownOnce(t *testing.T) {
 	g := newGroup(t, true)
@@ -222,6 +231,11 @@ func TestACLMatrix(t *testing.T) {
 	forbidden(callWith(t, "GET", lockURL(a, "other/x", "watch"), nil, jh), "read")
 	forbidden(callWith(t, "GET", a+"/v1/locks", nil, jh), "read")
 	forbidden(callWith(t, "GET", a+"/v1/locks?prefix=other/", nil, jh), "read")
+	// The listings of issue 27 need read on every name they may show:
+	// the most contended ranks the whole group.
+	forbidden(callWith(t, "GET", a+"/v1/locks?sort=waiters", nil, jh), "read")
+	forbidden(callWith(t, "GET", a+"/v1/elections", nil, jh), "read")
+	forbidden(callWith(t, "GET", a+"/v1/elections?prefix=orders/", nil, jh), "read")
 	forbidden(callWith(t, "POST", a+"/v1/elections/orders%2Fp/campaign", map[string]any{"session_id": js, "value": "v"}, jh), "elect")
 	forbidden(callWith(t, "POST", lockURL(a, "jobs/a", "revoke"), nil, jh), "admin")
 	r = callWith(t, "GET", a+"/v1/locks?prefix=jobs/", nil, jh)
@@ -240,7 +254,8 @@ func TestACLMatrix(t *testing.T) {
 	forbidden(callWith(t, "POST", a+"/v1/sessions/"+js+"/heartbeat", nil, merge(jh, rd)), "lock")
 	forbidden(callWith(t, "POST", lockURL(a, "jobs/a", "revoke"), nil, rd), "admin")
 	forbidden(callWith(t, "DELETE", a+"/v1/sessions/"+js, nil, rd), "admin")
-	for _, u := range []string{a + "/v1/locks", lockURL(a, "other/x", ""), a + "/v1/sessions", a + "/v1/elections/orders%2Fp"} {
+	for _, u := range []string{a + "/v1/locks", lockURL(a, "other/x", ""), a + "/v1/sessions", a + "/v1/elections/orders%2Fp",
+		a + "/v1/elections", a + "/v1/locks?sort=waiters"} {
 		r := callWith(t, "GET", u, nil, rd)
 		require.Equal(t, 200, r.status, "%s: %s", u, r.raw)
 	}
@@ -253,6 +268,10 @@ func TestACLMatrix(t *testing.T) {
 	forbidden(callWith(t, "POST", a+"/v1/elections/other%2Fe/campaign", map[string]any{"session_id": es, "value": "e"}, eh), "elect")
 	forbidden(callWith(t, "POST", lockURL(a, "jobs/b", "acquire"), map[string]any{"session_id": es}, eh), "lock")
 	forbidden(callWith(t, "POST", a+"/v1/elections/orders%2Fp/revoke", nil, eh), "admin")
+	forbidden(callWith(t, "GET", a+"/v1/elections", nil, eh), "read")
+	r = callWith(t, "GET", a+"/v1/elections?prefix=orders/", nil, eh)
+	require.Equal(t, 200, r.status, r.raw)
+	require.Len(t, r.body["elections"], 1, r.raw)
 	before = state()
 
 	// Only admin revokes; admin:jobs/ only jobs/.

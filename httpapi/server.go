@@ -246,9 +246,10 @@ func needAnyRead(p *principal, r *http.Request) error {
 	return nil
 }
 
-// needListRead allows GET /v1/locks only for a prefix the token may read
-// whole: a listing is refused rather than filtered, so that its pages and
-// "more" keep their meaning.
+// needListRead allows GET /v1/locks and GET /v1/elections only for a prefix
+// the token may read whole: a listing is refused rather than filtered, so
+// that its pages and "more" keep their meaning. GET /v1/locks?sort=waiters
+// takes no prefix, so it needs read on every name.
 //
 // A listing covers one group, and its names all start with the prefix's
 // part before its "@group" (the group's names carry "@group" at their
@@ -301,6 +302,7 @@ func (s *Server) routes() {
 	add("/v1/locks/{name}/release", false, hm{"POST": s.release}, am{"POST": needName(RightLock)})
 	add("/v1/locks/{name}/watch", false, hm{"GET": s.watch}, am{"GET": needName(RightRead)})
 	add("/v1/locks/{name}/revoke", false, hm{"POST": s.revokeLock}, am{"POST": needName(RightAdmin)})
+	add("/v1/elections", false, hm{"GET": s.listElections}, am{"GET": needListRead})
 	add("/v1/elections/{name}", false, hm{"GET": s.getElection}, am{"GET": needName(RightRead)})
 	add("/v1/elections/{name}/campaign", false, hm{"POST": s.campaign}, am{"POST": needName(RightElect)})
 	add("/v1/elections/{name}/proclaim", false, hm{"POST": s.proclaim}, am{"POST": needName(RightElect)})
@@ -548,7 +550,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	opts := []fencelock.SessionOption{fencelock.WithExternalKeepAlive()}
+	// A session's name is who the operator sees holding a lock: the
+	// client's own, else its address, which at least finds the machine.
+	name := req.Name
+	if name == "" {
+		name = r.RemoteAddr
+	}
+	opts := []fencelock.SessionOption{fencelock.WithExternalKeepAlive(), fencelock.WithSessionName(name)}
 	if req.TTL() > 0 {
 		opts = append(opts, fencelock.WithTTL(req.TTL()))
 	}
@@ -722,11 +730,12 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 
 // SessionJSON describes a session in GET /v1/sessions.
 type SessionJSON struct {
-	SessionID ID    `json:"session_id"`
-	Owner     int64 `json:"owner"`
-	TimeoutMS int64 `json:"timeout_ms"`
-	Held      int   `json:"held"`
-	Waiting   int   `json:"waiting"`
+	SessionID ID     `json:"session_id"`
+	Name      string `json:"name"`
+	Owner     int64  `json:"owner"`
+	TimeoutMS int64  `json:"timeout_ms"`
+	Held      int    `json:"held"`
+	Waiting   int    `json:"waiting"`
 }
 
 // SessionList answers GET /v1/sessions.
@@ -777,7 +786,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := SessionList{Group: page.Group, Sessions: []SessionJSON{}, More: page.More}
 	for _, si := range page.Sessions {
-		out.Sessions = append(out.Sessions, SessionJSON{SessionID: ID(si.ID), Owner: int64(si.Owner),
+		out.Sessions = append(out.Sessions, SessionJSON{SessionID: ID(si.ID), Name: si.Name, Owner: int64(si.Owner),
 			TimeoutMS: si.TTL.Milliseconds(), Held: si.Held, Waiting: si.Waiting})
 	}
 	if page.More && len(page.Sessions) > 0 {

@@ -22,13 +22,25 @@ import (
 type holdFlags struct {
 	clientFlags
 	ttl, grace time.Duration
-	graceSet   bool // --grace was given: say so if it is lowered
+	graceSet   bool   // --grace was given: say so if it is lowered
+	name       string // the session's name, shown as the holder
+}
+
+// defaultHolderName names a lock's or elect's session after this process,
+// so that `fencelock locks` shows where the holder runs.
+func defaultHolderName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
 }
 
 func (f *holdFlags) parse(name, argsUsage string, args []string) ([]string, []string, error) {
 	fs := newFlags(name, argsUsage)
 	f.register(fs)
 	fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "the session's TTL: the lock frees this long after this process stops heartbeating")
+	fs.StringVar(&f.name, "name", defaultHolderName(), "the session's name, shown as the holder or waiter in locks, the dashboard and the HTTP views")
 	fs.DurationVar(&f.grace, "grace", 2*time.Second, "CMD gets SIGTERM this long before the lease ends (at most half the lease, TTL×0.6), and SIGKILL when it ends")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
@@ -92,10 +104,10 @@ type holder struct {
 	why      error
 }
 
-func (c *client) newHolder(ctx context.Context, ttl time.Duration) (*holder, error) {
+func (c *client) newHolder(ctx context.Context, ttl time.Duration, name string) (*holder, error) {
 	sent := bootNow()
 	var r httpapi.SessionResponse
-	if err := c.do(ctx, "POST", "/v1/sessions", httpapi.CreateSessionRequest{TTLMillis: ttl.Milliseconds()}, &r); err != nil {
+	if err := c.do(ctx, "POST", "/v1/sessions", httpapi.CreateSessionRequest{TTLMillis: ttl.Milliseconds(), Name: name}, &r); err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
 	h := &holder{c: c, id: r.SessionID.String(), home: c.bases[c.first()], secret: r.SessionSecret,
@@ -336,7 +348,7 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token, fence str
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	h, err := c.newHolder(ctx, f.ttl)
+	h, err := c.newHolder(ctx, f.ttl, f.name)
 	if err != nil {
 		return err
 	}

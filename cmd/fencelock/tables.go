@@ -242,11 +242,82 @@ func printGroups(groups []httpapi.GroupJSON) error {
 	return tw.Flush()
 }
 
+// heldFor renders how long ago a grant was made, or "?" when unknown.
+func heldFor(ms int64, at string) string {
+	if at == "" {
+		return "?"
+	}
+	return (time.Duration(ms) * time.Millisecond).Round(time.Second).String()
+}
+
+// holderNames lists a lock's holders by session name (the ID for one
+// without a name).
+func holderNames(l httpapi.LockJSON) string {
+	if len(l.Holders) == 0 {
+		return "-"
+	}
+	names := make([]string, len(l.Holders))
+	for i, h := range l.Holders {
+		names[i] = h.Name
+		if names[i] == "" {
+			names[i] = h.Session.String()
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// waiterNames lists a lock's listed waiters, head first, each by session
+// name (the ID for one without a name).
+func waiterNames(l httpapi.LockJSON) string {
+	if len(l.Waiting) == 0 { // a server from before names: the IDs
+		q := make([]string, len(l.Queue))
+		for i, id := range l.Queue {
+			q[i] = id.String()
+		}
+		return strings.Join(q, ",")
+	}
+	q := make([]string, len(l.Waiting))
+	for i, w := range l.Waiting {
+		q[i] = w.Name
+		if q[i] == "" {
+			q[i] = w.Session.String()
+		}
+	}
+	if len(l.Waiting) < l.Waiters {
+		q = append(q, fmt.Sprintf("…(+%d)", l.Waiters-len(l.Waiting)))
+	}
+	return strings.Join(q, ",")
+}
+
 func locksCmd(args []string) error {
 	var f listFlags
-	rest, c, err := f.parse("locks", "[flags] [PREFIX]", args)
+	var sortBy, group string
+	var top int
+	fs := newFlags("locks", "[flags] [PREFIX]")
+	f.register(fs)
+	fs.StringVar(&f.output, "o", "table", "output: table or json")
+	fs.StringVar(&sortBy, "sort", "name", `"name": every held lock in name order; "waiters": the locks with the longest queues, longest first`)
+	fs.IntVar(&top, "n", 10, "with --sort waiters: how many locks (1 to 100)")
+	fs.StringVar(&group, "group", "", "the group to list or rank (default: the default group; a PREFIX may also end in @group)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if f.output != "table" && f.output != "json" {
+		return fmt.Errorf("locks: -o %q: want table or json", f.output)
+	}
+	if sortBy != "name" && sortBy != "waiters" {
+		return fmt.Errorf("locks: --sort %q: want name or waiters", sortBy)
+	}
+	c, err := f.client()
 	if err != nil {
 		return err
+	}
+	rest := fs.Args()
+	if sortBy == "waiters" {
+		if len(rest) > 0 {
+			return fmt.Errorf("locks: --sort waiters ranks every lock of a group: no PREFIX (got %q)", rest[0])
+		}
+		return contendedCmd(c, f.output, group, top)
 	}
 	if len(rest) > 1 {
 		return fmt.Errorf("locks: want at most one PREFIX, got %d", len(rest))
@@ -258,12 +329,12 @@ func locksCmd(args []string) error {
 	ctx, cancel := callCtx()
 	defer cancel()
 	var all []httpapi.LockJSON
-	after, group := "", ""
+	after := ""
 	for {
 		var raw json.RawMessage
 		q := url.Values{"prefix": {prefix}}
-		if f.group != "" {
-			q.Set("group", f.group)
+		if group != "" {
+			q.Set("group", group)
 		}
 		if after != "" {
 			q.Set("after", after)
@@ -286,16 +357,40 @@ func locksCmd(args []string) error {
 		b, _ := json.Marshal(httpapi.LockList{Group: group, Locks: all})
 		return printJSON(b)
 	}
+	return printLocks(all)
+}
+
+// printLocks is the table of locks and contended.
+func printLocks(all []httpapi.LockJSON) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LOCK\tHOLDER SESSION\tTOKEN\tOWNER\tWAITERS\tQUEUE")
+	fmt.Fprintln(tw, "LOCK\tHOLDER\tHELD FOR\tHOLDER SESSION\tTOKEN\tOWNER\tWAITERS\tQUEUE (HEAD FIRST)")
 	for _, l := range all {
-		q := make([]string, len(l.Queue))
-		for i, id := range l.Queue {
-			q[i] = id.String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", l.Name, l.HolderSession, l.FencingToken, l.Owner, l.Waiters, strings.Join(q, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", l.Name, holderNames(l), heldFor(l.HeldForMS, l.GrantedAt),
+			l.HolderSession, l.FencingToken, l.Owner, l.Waiters, waiterNames(l))
 	}
 	return tw.Flush()
+}
+
+// contendedCmd is locks --sort waiters: GET /v1/locks?sort=waiters.
+func contendedCmd(c *client, output, group string, n int) error {
+	ctx, cancel := callCtx()
+	defer cancel()
+	q := url.Values{"sort": {"waiters"}, "limit": {fmt.Sprint(n)}}
+	if group != "" {
+		q.Set("group", group)
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/locks?"+q.Encode(), nil, &raw); err != nil {
+		return err
+	}
+	if output == "json" {
+		return printJSON(raw)
+	}
+	var page httpapi.LockList
+	if err := json.Unmarshal(raw, &page); err != nil {
+		return err
+	}
+	return printLocks(page.Locks)
 }
 
 func sessionsCmd(args []string) error {
@@ -338,9 +433,9 @@ func sessionsCmd(args []string) error {
 		return printJSON(b)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tOWNER\tTTL\tHELD\tWAITING")
+	fmt.Fprintln(tw, "SESSION\tNAME\tOWNER\tTTL\tHELD\tWAITING")
 	for _, s := range all {
-		fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%d\n", s.SessionID, s.Owner, time.Duration(s.TimeoutMS)*time.Millisecond, s.Held, s.Waiting)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%d\n", s.SessionID, s.Name, s.Owner, time.Duration(s.TimeoutMS)*time.Millisecond, s.Held, s.Waiting)
 	}
 	return tw.Flush()
 }

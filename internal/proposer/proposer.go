@@ -138,7 +138,10 @@ func (p *Proposer) loop() {
 		p.mu.Lock()
 		abandon := p.abandon
 		p.mu.Unlock()
-		rs, err := p.propose(fsm.AppendBatch(nil, cmds), p.cfg.Timeout)
+		// Each entry carries the proposer's time once, for the grant and queue
+		// times the state records (Holder.GrantedAt); the state machine only
+		// stores it, so a clock that jumps skews a view, never a decision.
+		rs, err := p.propose(fsm.AppendBatchAt(nil, uint64(time.Now().UnixNano()), cmds), p.cfg.Timeout)
 		if err != nil {
 			<-p.slots
 			finish(batch, nil, err)

@@ -209,6 +209,10 @@ type Options struct {
 	TTL, Margin time.Duration
 	Delay       time.Duration // lock-delay
 	External    bool          // renewed only by KeepAlive
+	// Name is the session's name, carried by the open of every part so
+	// that each group shows the same holder; checked by the caller
+	// (fsm.CheckSessionName).
+	Name string
 	// Route wraps how the session's background commands (keep-alives, the
 	// close of a part its holder gave up) reach a group: tests delay them.
 	Route func(Route) Route
@@ -402,12 +406,16 @@ func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
 		TTL:   uint64(s.o.TTL),
 		Owner: s.h.cfg.ReplicaID,
 		Delay: uint64(s.o.Delay),
+		Name:  s.o.Name,
 	})
 	if err != nil {
 		return nil, err
 	}
 	if res.Status == fsm.LimitExceeded {
 		return nil, fmt.Errorf("open session: %w", LimitError(res.Value))
+	}
+	if res.Status == fsm.Invalid && res.Value == fsm.InvalidSessionName {
+		return nil, fmt.Errorf("open session: %w: %q", fsm.ErrInvalidSessionName, s.o.Name)
 	}
 	if res.Status != fsm.OK {
 		return nil, fmt.Errorf("fencelock: open session: %v", res.Status)

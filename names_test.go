@@ -1,0 +1,280 @@
+package fencelock
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// A lock held by a session named reindex@worker-3 shows that name, and
+// when it was granted, in Inspect and Locks, seen from another replica; its
+// waiters show theirs with their places; Sessions names every session; a
+// session opened without a name is named after this process.
+func TestSessionNamesInViews(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	before := time.Now()
+	holder := newSession(t, ctx, c.node(1), WithSessionName("reindex@worker-3"))
+	l, err := holder.Acquire(ctx, "jobs/reindex")
+	require.NoError(t, err)
+	after := time.Now()
+	waiter := newSession(t, ctx, c.node(2), WithSessionName("backfill@worker-7"))
+	res := acquireAsync(ctx, waiter, "jobs/reindex")
+	waitWaiters(t, ctx, c.node(3), "jobs/reindex", 1)
+	anon := newSession(t, ctx, c.node(3))
+
+	info, err := c.node(3).Inspect(ctx, "jobs/reindex")
+	require.NoError(t, err)
+	require.Len(t, info.Holders, 1)
+	h := info.Holders[0]
+	require.Equal(t, "reindex@worker-3", h.Name)
+	require.Equal(t, "reindex@worker-3", info.SessionName)
+	require.Equal(t, l.Token(), h.Token)
+	// The grant time is the proposer's clock at the acquire: this process's.
+	require.False(t, h.GrantedAt.Before(before.Truncate(time.Nanosecond)), "granted at %v, before the acquire began at %v", h.GrantedAt, before)
+	require.False(t, h.GrantedAt.After(after), "granted at %v, after the acquire returned at %v", h.GrantedAt, after)
+	require.True(t, info.GrantedAt.Equal(h.GrantedAt))
+	require.Greater(t, h.HeldFor(time.Now()), time.Duration(0))
+	require.Zero(t, Holder{}.HeldFor(time.Now()), "an unknown grant time is no hold time")
+	require.Len(t, info.Waiting, 1)
+	require.Equal(t, Waiter{SessionID: waiter.ID(), Name: "backfill@worker-7", Owner: 2, Place: 1,
+		QueuedAt: info.Waiting[0].QueuedAt}, info.Waiting[0])
+	require.False(t, info.Waiting[0].QueuedAt.Before(h.GrantedAt), "it queued after the grant")
+
+	page, err := c.node(2).Locks(ctx, "jobs/")
+	require.NoError(t, err)
+	require.Len(t, page.Locks, 1)
+	require.Equal(t, "reindex@worker-3", page.Locks[0].Holders[0].Name)
+	require.True(t, page.Locks[0].Holders[0].GrantedAt.Equal(h.GrantedAt))
+	require.Equal(t, "backfill@worker-7", page.Locks[0].Waiting[0].Name)
+
+	sp, err := c.node(1).Sessions(ctx)
+	require.NoError(t, err)
+	names := map[uint64]string{}
+	for _, s := range sp.Sessions {
+		names[s.ID] = s.Name
+	}
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	require.Equal(t, map[uint64]string{holder.ID(): "reindex@worker-3", waiter.ID(): "backfill@worker-7",
+		anon.ID(): fmt.Sprintf("%s:%d", host, os.Getpid())}, names)
+
+	require.NoError(t, l.Release(ctx))
+	got := <-res
+	require.NoError(t, got.err)
+	info, err = c.node(1).Inspect(ctx, "jobs/reindex")
+	require.NoError(t, err)
+	require.Equal(t, "backfill@worker-7", info.Holders[0].Name, "the lock passed on, and so did the name shown")
+	require.False(t, info.Holders[0].GrantedAt.Before(h.GrantedAt))
+}
+
+// A bad session name is refused before anything is proposed: no session
+// is opened at the group.
+func TestInvalidSessionName(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := testCtx(t)
+	for _, name := range []string{strings.Repeat("x", MaxSessionNameLen+1), "a\x00b", "\xff"} {
+		_, err := c.node(1).NewSession(ctx, WithSessionName(name))
+		require.ErrorIs(t, err, ErrInvalidSessionName, "%q", name)
+	}
+	sp, err := c.node(1).Sessions(ctx)
+	require.NoError(t, err)
+	require.Empty(t, sp.Sessions)
+	s := newSession(t, ctx, c.node(1), WithSessionName(strings.Repeat("é", MaxSessionNameLen/2)))
+	sp, err = c.node(1).Sessions(ctx)
+	require.NoError(t, err)
+	require.Equal(t, strings.Repeat("é", MaxSessionNameLen/2), sp.Sessions[0].Name, "the longest name fits")
+	require.Equal(t, s.ID(), sp.Sessions[0].ID)
+}
+
+// Contended lists the locks with the longest queues, longest first, ties
+// by name, with their holders' names; a lock nobody waits for is left out.
+func TestContended(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	holder := newSession(t, ctx, c.node(1), WithSessionName("holder"))
+	for _, name := range []string{"a", "b", "c", "quiet"} {
+		_, err := holder.Acquire(ctx, name)
+		require.NoError(t, err)
+	}
+	queue := map[string]int{"a": 1, "b": 3, "c": 1}
+	for name, n := range queue {
+		for i := range n {
+			s := newSession(t, ctx, c.node(uint64(i%3+1)), WithSessionName(fmt.Sprintf("w%d", i)))
+			acquireAsync(ctx, s, name)
+			waitWaiters(t, ctx, c.node(1), name, i+1)
+		}
+	}
+	got, err := c.node(2).Contended(ctx, 10)
+	require.NoError(t, err)
+	var order []string
+	for _, l := range got {
+		order = append(order, fmt.Sprintf("%s:%d", l.Name, l.Waiters))
+		require.Equal(t, "holder", l.Holders[0].Name)
+		require.False(t, l.GrantedAt.IsZero())
+		require.Len(t, l.Waiting, l.Waiters)
+		require.Equal(t, "w0", l.Waiting[0].Name, "the head of the queue, by name")
+	}
+	require.Equal(t, []string{"b:3", "a:1", "c:1"}, order)
+	got, err = c.node(3).Contended(ctx, 2)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, "a", got[1].Name)
+	for _, n := range []int{0, MaxContended + 1} {
+		_, err = c.node(1).Contended(ctx, n)
+		require.ErrorIs(t, err, ErrInvalidConfig)
+	}
+	_, err = c.node(1).ContendedIn(ctx, "nosuch", 1)
+	require.ErrorIs(t, err, ErrUnknownGroup)
+}
+
+// Elections lists the elections with a leader or candidates, page by page,
+// with the leaders' names and terms; Candidates names the queue.
+func TestElectionsListing(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	s1 := newSession(t, ctx, c.node(1), WithSessionName("primary@db-1"))
+	s2 := newSession(t, ctx, c.node(2), WithSessionName("standby@db-2"))
+	tokens := map[string]uint64{}
+	for _, name := range []string{"orders/primary", "orders/replica", "payments/primary"} {
+		lead, err := s1.Campaign(ctx, name, "v-"+name)
+		require.NoError(t, err)
+		tokens[name] = lead.Token()
+	}
+	go func() { _, _ = s2.Campaign(ctx, "orders/primary", "v2") }()
+	waitUntil(t, ctx, "the candidate queued", func() bool {
+		cs, err := c.node(3).Candidates(ctx, "orders/primary")
+		return err == nil && cs.Total == 1
+	})
+
+	var names []string
+	var opts []ListOption
+	for pages := 1; ; pages++ {
+		page, err := c.node(3).Elections(ctx, "orders/", append(opts, ListLimit(1))...)
+		require.NoError(t, err)
+		require.Len(t, page.Elections, 1)
+		e := page.Elections[0]
+		names = append(names, e.Election)
+		require.Equal(t, "primary@db-1", e.SessionName)
+		require.Equal(t, tokens[e.Election], e.Token)
+		require.Equal(t, "v-"+e.Election, e.Value)
+		require.False(t, e.ElectedAt.IsZero())
+		require.Equal(t, map[string]int{"orders/primary": 1}[e.Election], e.Candidates)
+		if !page.More {
+			require.Equal(t, 2, pages)
+			break
+		}
+		opts = []ListOption{ListAfter(e.Election)}
+	}
+	require.Equal(t, []string{"orders/primary", "orders/replica"}, names)
+	all, err := c.node(1).Elections(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, all.Elections, 3)
+	require.False(t, all.More)
+
+	cs, err := c.node(1).Candidates(ctx, "orders/primary")
+	require.NoError(t, err)
+	require.Equal(t, "primary@db-1", cs.Leader.SessionName)
+	require.Len(t, cs.Queue, 1)
+	require.Equal(t, "standby@db-2", cs.Queue[0].Name)
+	require.Equal(t, 1, cs.Queue[0].Place)
+	require.False(t, cs.Queue[0].QueuedAt.IsZero())
+	li, err := c.node(2).Leader(ctx, "payments/primary")
+	require.NoError(t, err)
+	require.Equal(t, "primary@db-1", li.SessionName)
+}
+
+// A grant or queued request from before the group recorded times (an
+// entry of codec version 5 or older, replayed or restored) shows no name
+// and an unknown time: the zero Time, no hold time; never 1970.
+func TestUnknownGrantTime(t *testing.T) {
+	info := lockInfo(fsm.LockInfo{Name: "old", Held: true, Token: 7, Session: 3,
+		Holders: []fsm.Holder{{Session: 3, Token: 7, Owner: 1}}})
+	require.True(t, info.GrantedAt.IsZero())
+	require.True(t, info.Holders[0].GrantedAt.IsZero())
+	require.Zero(t, info.Holders[0].HeldFor(time.Now()))
+	require.Empty(t, info.Holders[0].Name)
+	require.Nil(t, waiters(nil))
+	w := waiters([]fsm.Waiter{{Session: 4, Place: 1}})
+	require.True(t, w[0].QueuedAt.IsZero())
+	l := leaderInfo(fsm.ElectionInfo{Name: "e", Led: true, Token: 9, Session: 3})
+	require.True(t, l.ElectedAt.IsZero())
+}
+
+// Every part of a session carries its name: the part opened lazily in
+// another group, and, after a resume without WithSessionName, the parts
+// the resumed session opens later, which keep the name the group stored
+// rather than the new process's.
+func TestSessionNameInEveryGroup(t *testing.T) {
+	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}},
+		GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	old := newSession(t, ctx, c.node(1), WithSessionName("reindex@worker-3"))
+	_, err := old.Acquire(ctx, "x@a")
+	require.NoError(t, err)
+	require.Equal(t, "reindex@worker-3", inspect(t, ctx, c.node(2), "x@a").Holders[0].Name)
+
+	// This node's copy of the default group must know the open for the
+	// resume to read the name there; a linearizable read on it waits for
+	// that.
+	_, err = c.node(2).Sessions(ctx)
+	require.NoError(t, err)
+	rs, err := c.node(2).ResumeSession(ctx, old.Resume())
+	require.NoError(t, err)
+	_, err = rs.Acquire(ctx, "y@b")
+	require.NoError(t, err)
+	require.Equal(t, "reindex@worker-3", inspect(t, ctx, c.node(3), "y@b").Holders[0].Name)
+}
+
+// The views' exact comparisons written before sessions had names compare
+// what they always did: these check that the names and times are there
+// (the default name, a grant time), then clear them.
+
+func unnamed(t testing.TB, info LockInfo) LockInfo {
+	t.Helper()
+	if info.Held {
+		require.Equal(t, defaultSessionName(), info.SessionName)
+		require.False(t, info.GrantedAt.IsZero(), "no grant time")
+	}
+	info.SessionName, info.GrantedAt = "", time.Time{}
+	if info.Holders != nil {
+		hs := make([]Holder, len(info.Holders))
+		for i, h := range info.Holders {
+			require.Equal(t, defaultSessionName(), h.Name)
+			require.False(t, h.GrantedAt.IsZero(), "no grant time")
+			h.Name, h.GrantedAt = "", time.Time{}
+			hs[i] = h
+		}
+		info.Holders = hs
+	}
+	return info
+}
+
+func unnamedLeader(t testing.TB, l LeaderInfo) LeaderInfo {
+	t.Helper()
+	if l.Token != 0 {
+		require.NotEmpty(t, l.SessionName)
+		require.False(t, l.ElectedAt.IsZero(), "no election time")
+	}
+	l.SessionName, l.ElectedAt = "", time.Time{}
+	return l
+}
+
+func unnamedCandidates(t testing.TB, cs []Candidate) []Candidate {
+	t.Helper()
+	out := make([]Candidate, len(cs))
+	for i, c := range cs {
+		require.Equal(t, defaultSessionName(), c.Name)
+		require.Equal(t, i+1, c.Place)
+		require.False(t, c.QueuedAt.IsZero(), "no queue time")
+		c.Name, c.Place, c.QueuedAt = "", 0, time.Time{}
+		out[i] = c
+	}
+	return out
+}

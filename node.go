@@ -486,6 +486,12 @@ func init() {
 	testhook.RegisterLastKeepAlive(func(s any) time.Time { return s.(*Session).s.Testing().LastKeepAlive() })
 	testhook.RegisterClock(func(cfg any, c clock.Clock) { cfg.(*Config).clock = c })
 	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
+	testhook.RegisterCrash(func(ctx context.Context, node any) uint64 {
+		n := node.(*Node)
+		n.host.TestingCrash(ctx)
+		n.close(false) // a crash hands nothing over
+		return n.host.TestingLogStoreStats().Dropped
+	})
 }
 
 // TransferLeadership hands the leadership of group ("" is the default

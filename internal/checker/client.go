@@ -185,7 +185,16 @@ func (c *client) run(ctx context.Context) {
 			continue
 		default:
 			c.e.h.end(i, Unknown, 0)
-			c.sleep(ctx, 20*time.Millisecond)
+			// A call the group may still apply stays open in the history
+			// for good. Told that its group has no quorum (which a replica
+			// says early, without waiting for the deadline), a client backs
+			// off as an application would, rather than fill the history
+			// with such calls and the model's search with their orders.
+			pause := 20 * time.Millisecond
+			if errors.Is(err, fencelock.ErrNoQuorum) {
+				pause = c.e.opTimeout
+			}
+			c.sleep(ctx, pause)
 			continue
 		}
 		c.held = c.e.granted(c, &belief{name: name, token: l.Token(), done: l.Done(), lock: l})

@@ -40,6 +40,13 @@ type Hello struct {
 	// that both run a group must agree on it; a group only one side runs
 	// is not compared (a rolling restart adds or removes it).
 	Groups []GroupHello `json:"gs,omitempty"`
+	// Dir is the random ID this replica's Dir got when the replica first
+	// took part in its groups; 0 before that. A replica that lost its Dir
+	// and starts empty under its old ID has another one.
+	Dir uint64 `json:"d,omitempty"`
+	// Dirs are the Dir IDs this replica has on record, by replica ID: its
+	// peers' (and its own), so that what one replica saw reaches the others.
+	Dirs map[uint64]uint64 `json:"ds,omitempty"`
 }
 
 // GroupHello is one named group as a replica runs it.

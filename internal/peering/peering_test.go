@@ -47,6 +47,8 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte("\x00\xff"))
 	f.Add(Hello{Replica: 1, Addr: "a:1", Groups: []GroupHello{{Name: "b", Group: "d", Voters: []uint64{1, 2, 3}, GroupID: 7}}}.Marshal())
 	f.Add([]byte(`{"r":1,"a":"x","gs":[{"n":"","g":"","v":null},{"v":[-1]}]}`))
+	f.Add(Hello{Replica: 2, Addr: "b:1", Dir: 9, Dirs: map[uint64]uint64{1: 7, 2: 9}}.Marshal())
+	f.Add([]byte(`{"r":1,"a":"x","d":-1,"ds":{"x":1}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := Unmarshal(b)
 		if err != nil {

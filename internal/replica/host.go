@@ -118,6 +118,10 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if err != nil {
 		return nil, false, err
 	}
+	dirs, err := loadDirIDs(cfg.Dir, cfg.ReplicaID)
+	if err != nil {
+		return nil, false, err
+	}
 	dblog.Use(cfg.Logger)
 	h := &Host{
 		cfg:     cfg,
@@ -162,7 +166,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		h.byShard[r.shard] = r
 		leaving = append(leaving, r)
 	}
-	h.peers = newPeers(h, g, named)
+	h.peers = newPeers(h, g, named, dirs)
 	fail := func(err error) (*Host, bool, error) {
 		for _, r := range h.byShard {
 			r.stop()
@@ -213,6 +217,11 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	abort := func(err error) (*Host, bool, error) {
 		h.closeNodeHost()
 		return fail(err)
+	}
+	// From here on the replica may vote and acknowledge entries: its
+	// peers learn its Dir ID, and refuse it should it come back without.
+	if err := dirs.keep(); err != nil {
+		return abort(err)
 	}
 	for _, r := range append(slices.Clone(h.groups), leaving...) {
 		ran = true

@@ -146,6 +146,7 @@ func writeFile(path string, data []byte) error {
 type peers struct {
 	h    *Host
 	path string
+	dirs *dirIDs // this Dir's ID and the peers' (dirid.go)
 
 	mu    sync.Mutex
 	hello peering.Hello // what this host says; Group set once known
@@ -157,8 +158,8 @@ type peers struct {
 	contact sync.Map // replica ID -> *atomic.Int64 (unix nanos of the last traffic)
 }
 
-func newPeers(h *Host, g groupFile, named []namedGroup) *peers {
-	p := &peers{h: h, path: filepath.Join(h.cfg.Dir, groupFileName), hello: peering.Hello{
+func newPeers(h *Host, g groupFile, named []namedGroup, dirs *dirIDs) *peers {
+	p := &peers{h: h, path: filepath.Join(h.cfg.Dir, groupFileName), dirs: dirs, hello: peering.Hello{
 		Group: g.Group, Replica: h.cfg.ReplicaID, Addr: h.cfg.Addr, Members: g.Members,
 	}}
 	for _, ng := range named {
@@ -173,6 +174,7 @@ func (p *peers) Hello() peering.Hello {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.hello
+	p.dirs.hello(&h)
 	h.GroupID = p.h.groups[0].groupID.Load()
 	if len(h.Groups) > 0 {
 		h.Groups = slices.Clone(h.Groups)
@@ -193,8 +195,9 @@ func (p *peers) group() string {
 
 // Check refuses a peer that belongs to another deployment's default group,
 // uses this replica's ID, claims an address the group gives another
-// replica, or runs a named group under the same name with other voters (or
-// another incarnation of it). A named group that only one side runs is no
+// replica, runs a named group under the same name with other voters (or
+// another incarnation of it), or lost its Dir since it was last seen
+// (dirid.go). A named group that only one side runs is no
 // reason to refuse: that is a rolling restart adding or removing a group,
 // and the group's traffic to a host without it is dropped until that host
 // runs it. The errors name the difference, for both sides' logs.
@@ -219,6 +222,9 @@ func (p *peers) Check(h peering.Hello) error {
 	}
 	if want, ok := (*p.members.Load())[h.Replica]; ok && want != h.Addr {
 		return fmt.Errorf("replica %d connects as %s, but the group has replica %d at %s", h.Replica, h.Addr, h.Replica, want)
+	}
+	if err := p.dirs.check(h, func(msg string) { p.h.log.Warn("fencelock: " + msg) }); err != nil {
+		return err
 	}
 	if self.Group == "" && h.Group != "" {
 		p.adopt(h)

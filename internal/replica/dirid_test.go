@@ -1,0 +1,154 @@
+package replica
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/peering"
+)
+
+// The Dir ID file comes from disk: whatever its bytes, decodeDirIDs returns
+// a record that survives being written and read again, or an error, and
+// never panics.
+func FuzzDecodeDirIDs(f *testing.F) {
+	good, _ := json.Marshal(dirIDFile{Version: 1, Self: 7, Known: map[uint64]uint64{2: 9, 3: 11}})
+	f.Add(good)
+	f.Add([]byte(`{"version":1,"self":1}`))
+	f.Add([]byte(`{"version":1,"self":0}`))
+	f.Add([]byte(`{"version":2,"self":1}`))
+	f.Add([]byte(`{"version":1,"self":1,"known":{"0":1}}`))
+	f.Add([]byte(`{"version":1,"self":1,"known":{"2":0}}`))
+	f.Add([]byte(`{"version":1,"self":1,"known":{"x":1}}`))
+	f.Add([]byte("\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := decodeDirIDs("f", b)
+		if err != nil {
+			return
+		}
+		require.NotZero(t, d.Self)
+		for id, dir := range d.Known {
+			require.NotZero(t, id)
+			require.NotZero(t, dir)
+		}
+		data, err := json.Marshal(d)
+		require.NoError(t, err)
+		again, err := decodeDirIDs("f", data)
+		require.NoError(t, err)
+		require.Equal(t, len(d.Known), len(again.Known))
+		require.Equal(t, d.Self, again.Self)
+	})
+}
+
+// A Dir's ID is told only once the replica takes part (keep), and is the
+// same at the next start.
+func TestDirIDIsKeptAndToldOnceKept(t *testing.T) {
+	dir := t.TempDir()
+	d, err := loadDirIDs(dir, 1)
+	require.NoError(t, err)
+	var h peering.Hello
+	d.hello(&h)
+	require.Zero(t, h.Dir, "told before the replica took part")
+	_, err = os.Stat(filepath.Join(dir, dirIDFileName))
+	require.ErrorIs(t, err, os.ErrNotExist, "written before the replica took part: a failed start would leave it")
+
+	require.NoError(t, d.keep())
+	d.hello(&h)
+	require.NotZero(t, h.Dir)
+	require.Equal(t, h.Dir, h.Dirs[1])
+
+	again, err := loadDirIDs(dir, 1)
+	require.NoError(t, err)
+	var h2 peering.Hello
+	again.hello(&h2)
+	require.Equal(t, h.Dir, h2.Dir)
+
+	other, err := loadDirIDs(t.TempDir(), 1)
+	require.NoError(t, err)
+	require.NoError(t, other.keep())
+	var h3 peering.Hello
+	other.hello(&h3)
+	require.NotEqual(t, h.Dir, h3.Dir, "two Dirs with one ID")
+}
+
+func TestDirIDCheck(t *testing.T) {
+	dir := t.TempDir()
+	d, err := loadDirIDs(dir, 1)
+	require.NoError(t, err)
+	require.NoError(t, d.keep())
+	var self peering.Hello
+	d.hello(&self)
+	var warned []string
+	warn := func(msg string) { warned = append(warned, msg) }
+
+	// A peer's Dir ID is recorded, in Dir, at first sight; the same again
+	// passes.
+	require.NoError(t, d.check(peering.Hello{Replica: 2, Addr: "b:1", Dir: 20}, warn))
+	require.NoError(t, d.check(peering.Hello{Replica: 2, Addr: "b:1", Dir: 20}, warn))
+	on, err := readDirIDs(filepath.Join(dir, dirIDFileName))
+	require.NoError(t, err)
+	require.Equal(t, map[uint64]uint64{2: 20}, on.Known)
+
+	// Replica 2 with another Dir is refused, naming the cure.
+	err = d.check(peering.Hello{Replica: 2, Addr: "b:1", Dir: 21}, warn)
+	require.ErrorContains(t, err, "is not the replica 2")
+	require.ErrorContains(t, err, "RemoveReplica")
+	// A replica that has not taken part yet says no Dir ID: nothing to
+	// compare.
+	require.NoError(t, d.check(peering.Hello{Replica: 2, Addr: "b:1"}, warn))
+
+	// A peer that knew this replica by another Dir refuses it: so does
+	// this replica, with the same words for its own log.
+	err = d.check(peering.Hello{Replica: 3, Addr: "c:1", Dir: 30, Dirs: map[uint64]uint64{1: self.Dir + 1}}, warn)
+	require.ErrorContains(t, err, "knew this replica (1) by another Dir")
+	require.NoError(t, d.check(peering.Hello{Replica: 3, Addr: "c:1", Dir: 30, Dirs: map[uint64]uint64{1: self.Dir}}, warn))
+
+	// What a peer has on record reaches this replica: replica 4, never
+	// met here, is refused with another Dir than the one 3 saw.
+	require.NoError(t, d.check(peering.Hello{Replica: 3, Addr: "c:1", Dir: 30, Dirs: map[uint64]uint64{4: 40}}, warn))
+	require.ErrorContains(t, d.check(peering.Hello{Replica: 4, Addr: "d:1", Dir: 41}, warn), "is not the replica 4")
+
+	// Two peers that disagree about a third: warned of (once a minute), the
+	// record kept, nobody refused for it.
+	require.Empty(t, warned)
+	require.NoError(t, d.check(peering.Hello{Replica: 5, Addr: "e:1", Dir: 50, Dirs: map[uint64]uint64{2: 22}}, warn))
+	require.NoError(t, d.check(peering.Hello{Replica: 5, Addr: "e:1", Dir: 50, Dirs: map[uint64]uint64{2: 22}}, warn))
+	require.Len(t, warned, 1)
+	require.Contains(t, warned[0], "for replica 2")
+	require.NoError(t, d.check(peering.Hello{Replica: 2, Addr: "b:1", Dir: 20}, warn))
+
+	// Told after the changes: the record, and this Dir.
+	var h peering.Hello
+	d.hello(&h)
+	require.Equal(t, map[uint64]uint64{1: self.Dir, 2: 20, 3: 30, 4: 40, 5: 50}, h.Dirs)
+}
+
+// A record that cannot be kept in Dir refuses the peer and is not kept in
+// memory either: the next check tries again.
+func TestDirIDRecordThatCannotBeWritten(t *testing.T) {
+	dir := t.TempDir()
+	d, err := loadDirIDs(dir, 1)
+	require.NoError(t, err)
+	require.NoError(t, d.keep())
+	blocker := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(blocker, nil, 0o600))
+	d.path = filepath.Join(blocker, dirIDFileName) // its parent is a file
+	err = d.check(peering.Hello{Replica: 2, Addr: "b:1", Dir: 20}, func(string) {})
+	require.ErrorContains(t, err, "cannot record replica 2's Dir ID")
+	d.path = filepath.Join(dir, dirIDFileName)
+	require.NoError(t, d.check(peering.Hello{Replica: 2, Addr: "b:1", Dir: 21}, func(string) {}),
+		"the failed record was kept: 21 was refused")
+}
+
+// A corrupt Dir ID file stops the start: the replica must not guess whether
+// its Dir is the one its peers knew.
+func TestCorruptDirIDFileIsAConfigError(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, dirIDFileName), []byte(`{"version":1,"self":0}`), 0o600))
+	_, err := loadDirIDs(dir, 1)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "is corrupt")
+}

@@ -19,9 +19,8 @@ type LeaderInfo struct {
 	SessionID uint64 // the leader's session: its ID in the election's group (Session.IDIn)
 	// SessionName is the leader's session's name (WithSessionName) and
 	// ElectedAt when it was elected, by the clock of the replica that
-	// proposed the entry electing it (zero: unknown). Leader, Candidates
-	// and Elections fill them in; Observe, whose changes come from the
-	// log's events, leaves them empty.
+	// proposed the entry electing it (zero: unknown, as for a term begun
+	// before the group's log recorded times).
 	SessionName string
 	ElectedAt   time.Time
 	// Err is set only in the one value Observe sends before it closes its
@@ -32,15 +31,12 @@ type LeaderInfo struct {
 }
 
 func leaderInfo(e fsm.ElectionInfo) LeaderInfo {
-	l := fromLeader(session.LeaderOf(e))
-	if e.Led {
-		l.SessionName, l.ElectedAt = e.SessionName, unixTime(e.ElectedAt)
-	}
-	return l
+	return fromLeader(session.LeaderOf(e))
 }
 
 func fromLeader(l session.Leader) LeaderInfo {
-	return LeaderInfo{Election: l.Election, Value: l.Value, Token: l.Token, SessionID: l.Session}
+	return LeaderInfo{Election: l.Election, Value: l.Value, Token: l.Token, SessionID: l.Session,
+		SessionName: l.Name, ElectedAt: unixTime(l.At)}
 }
 
 // Leadership is one term of leadership of an election, won by Campaign.

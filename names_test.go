@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -277,4 +278,72 @@ func unnamedCandidates(t testing.TB, cs []Candidate) []Candidate {
 		out[i] = c
 	}
 	return out
+}
+
+// Observe names the leader as the reads do: its session's name and when it
+// was elected come with every change, from the log's events as from the
+// first read, and a proclamation keeps both (the term goes on).
+func TestObserveNamesTheLeader(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	ch := c.node(3).Observe(ctx, "orders/primary")
+	first := observed(t, ctx, ch)
+	require.Zero(t, first.Token)
+	require.Empty(t, first.SessionName)
+	require.True(t, first.ElectedAt.IsZero())
+
+	s1 := newSession(t, ctx, c.node(1), WithSessionName("primary@db-1"))
+	s2 := newSession(t, ctx, c.node(2), WithSessionName("standby@db-2"))
+	lead, err := s1.Campaign(ctx, "orders/primary", "a")
+	require.NoError(t, err)
+	seen := observed(t, ctx, ch)
+	read, err := c.node(3).Leader(ctx, "orders/primary")
+	require.NoError(t, err)
+	require.Equal(t, lead.Token(), seen.Token)
+	require.Equal(t, "primary@db-1", seen.SessionName)
+	require.False(t, seen.ElectedAt.IsZero())
+	require.True(t, read.ElectedAt.Equal(seen.ElectedAt), "observed %v, read %v", seen.ElectedAt, read.ElectedAt)
+
+	require.NoError(t, lead.Proclaim(ctx, "a2"))
+	proclaimed := observed(t, ctx, ch)
+	require.Equal(t, "a2", proclaimed.Value)
+	require.Equal(t, "primary@db-1", proclaimed.SessionName)
+	require.True(t, proclaimed.ElectedAt.Equal(seen.ElectedAt), "a proclamation is the same term")
+
+	next := make(chan *Leadership, 1)
+	go func() {
+		l, err := s2.Campaign(ctx, "orders/primary", "b")
+		if err == nil {
+			next <- l
+		}
+		close(next)
+	}()
+	waitUntil(t, ctx, "the candidate queued", func() bool {
+		cs, err := c.node(3).Candidates(ctx, "orders/primary")
+		return err == nil && cs.Total == 1
+	})
+	require.NoError(t, lead.Resign(ctx))
+	l2, ok := <-next
+	require.True(t, ok, "the candidate was not elected")
+	handed := observed(t, ctx, ch)
+	require.Equal(t, l2.Token(), handed.Token)
+	require.Equal(t, "standby@db-2", handed.SessionName)
+	require.False(t, handed.ElectedAt.Before(seen.ElectedAt), "the next term was elected after the first")
+
+	late := observed(t, ctx, c.node(1).Observe(ctx, "orders/primary"))
+	require.Equal(t, "standby@db-2", late.SessionName, "a new observer's first read names the leader too")
+	require.True(t, late.ElectedAt.Equal(handed.ElectedAt))
+}
+
+// observed is the next observation on ch, as it came.
+func observed(t testing.TB, ctx context.Context, ch <-chan LeaderInfo) LeaderInfo {
+	t.Helper()
+	select {
+	case info, ok := <-ch:
+		require.True(t, ok, "the observer's channel closed")
+		return info
+	case <-ctx.Done():
+		t.Fatal("no observation")
+	}
+	return LeaderInfo{}
 }

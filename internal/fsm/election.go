@@ -58,7 +58,8 @@ func (st *State) proclaim(s *session, c *Command) Result {
 		return Result{Status: NotHeld}
 	}
 	h.l.setValue(c.Value)
-	st.emit(Event{Kind: EventProclaimed, Session: s.id, Seq: h.seq, Token: h.token, Name: h.l.name, Value: c.Value})
+	st.emit(Event{Kind: EventProclaimed, Session: s.id, Seq: h.seq, Token: h.token, Name: h.l.name, Value: c.Value,
+		SessionName: s.name, At: h.at})
 	return Result{Status: OK}
 }
 

@@ -12,6 +12,8 @@ import (
 type Leader struct {
 	Election, Value string
 	Token, Session  uint64
+	Name            string // the leader's session's name
+	At              uint64 // when it was elected, unix nanoseconds (0: unknown)
 }
 
 // LeaderOf is the leader an election's state names.
@@ -19,7 +21,7 @@ func LeaderOf(e fsm.ElectionInfo) Leader {
 	if !e.Led {
 		return Leader{Election: e.Name}
 	}
-	return Leader{Election: e.Name, Value: e.Value, Token: e.Token, Session: e.Session}
+	return Leader{Election: e.Name, Value: e.Value, Token: e.Token, Session: e.Session, Name: e.SessionName, At: e.ElectedAt}
 }
 
 // Observe runs one Observe of election in group until ctx ends or the Host
@@ -254,7 +256,7 @@ func (ws *watches) applied(index uint64, e *fsm.Event) {
 	}
 	info := Leader{Election: e.Name}
 	if e.Kind != fsm.EventDeposed {
-		info = Leader{Election: e.Name, Value: e.Value, Token: e.Token, Session: e.Session}
+		info = Leader{Election: e.Name, Value: e.Value, Token: e.Token, Session: e.Session, Name: e.SessionName, At: e.At}
 	}
 	if w.latest.index != index {
 		ws.dirty = append(ws.dirty, w)

@@ -29,7 +29,9 @@ type MembersJSON struct {
 // non-voting first); see fencelock.Node.AddReplica for why a replacement is
 // added non-voting, started, and promoted once it has caught up.
 type AddMemberRequest struct {
-	ID     ID     `json:"id"`
+	// ID is a JSON number, as replica IDs are everywhere in the API
+	// (small numbers an operator chose).
+	ID     uint64 `json:"id"`
 	Addr   string `json:"addr"`
 	Voting bool   `json:"voting,omitempty"`
 }
@@ -107,15 +109,15 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
 	if req.Voting {
-		err = s.node.AddReplica(ctx, uint64(req.ID), req.Addr)
+		err = s.node.AddReplica(ctx, req.ID, req.Addr)
 	} else {
-		err = s.node.AddNonVoting(ctx, uint64(req.ID), req.Addr)
+		err = s.node.AddNonVoting(ctx, req.ID, req.Addr)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.log.Info("httpapi: replica added", "member", uint64(req.ID), "addr", req.Addr, "voting", req.Voting)
+	s.log.Info("httpapi: replica added", "member", req.ID, "addr", req.Addr, "voting", req.Voting)
 	s.answerMembers(w, r)
 }
 

@@ -77,7 +77,7 @@ func TestMembersOverHTTP(t *testing.T) {
 
 	// Bodies and paths the API refuses before asking the group.
 	for _, b := range []string{``, `{}`, `{"id":4}`, `{"addr":"h:1"}`, `{"id":0,"addr":"h:1"}`, `{"id":4,"addr":""}`,
-		`{"id":4,"addr":"h:1","vote":true}`, `{"id":4,"addr":"h:1"} {}`, `{"id":-4,"addr":"h:1"}`,
+		`{"id":4,"addr":"h:1","vote":true}`, `{"id":4,"addr":"h:1"} {}`, `{"id":-4,"addr":"h:1"}`, `{"id":4.5,"addr":"h:1"}`,
 		`{"id":4,"addr":"nohost"}`, `{"id":4,"addr":"h:0"}`, `{"id":4,"addr":"h:99999"}`, `{"id":4,"addr":":7001"}`} {
 		r := callWith(t, "POST", base+"/v1/members", b, admin)
 		require.Equal(t, 400, r.status, "%s: %s", b, r.raw)
@@ -109,7 +109,7 @@ func TestMembersOverHTTP(t *testing.T) {
 	_, err = n4.Members(ctx) // a linearizable read on 4: it has caught up
 	require.NoError(t, err)
 	other := g.urls[f%3+1]
-	r = callWith(t, "POST", other+"/v1/members", map[string]any{"id": "4", "addr": g.net.Addr(4), "voting": true}, admin)
+	r = callWith(t, "POST", other+"/v1/members", map[string]any{"id": 4, "addr": g.net.Addr(4), "voting": true}, admin)
 	require.Equal(t, 200, r.status, r.raw)
 	m = members(base + "/v1/members")
 	require.Equal(t, g.net.Addr(4), m["voters"].(map[string]any)["4"], "4 is a voter: %v", m)

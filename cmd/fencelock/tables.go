@@ -562,7 +562,7 @@ func membersAddCmd(args []string) error {
 	ctx, cancel := callCtx()
 	defer cancel()
 	var resp httpapi.MemberChangeResponse
-	req := httpapi.AddMemberRequest{ID: httpapi.ID(*id), Addr: *addr, Voting: *voting}
+	req := httpapi.AddMemberRequest{ID: *id, Addr: *addr, Voting: *voting}
 	if err := c.do(ctx, "POST", "/v1/members", req, &resp); err != nil {
 		return err
 	}

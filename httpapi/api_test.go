@@ -29,6 +29,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // group is three replicas in this process, each serving the API.
 type group struct {
+	net   *transport.Network // the replicas' network: a joining replica takes net.Addr(id)
 	nodes map[uint64]*fencelock.Node
 	apis  map[uint64]*httpapi.Server
 	urls  map[uint64]string
@@ -44,7 +45,7 @@ func newGroupWith(t *testing.T, tune func(*fencelock.Config), forward bool, opts
 	t.Helper()
 	net := transport.NewNetwork(3)
 	members := map[uint64]string{1: net.Addr(1), 2: net.Addr(2), 3: net.Addr(3)}
-	g := &group{nodes: map[uint64]*fencelock.Node{}, apis: map[uint64]*httpapi.Server{}, urls: map[uint64]string{}}
+	g := &group{net: net, nodes: map[uint64]*fencelock.Node{}, apis: map[uint64]*httpapi.Server{}, urls: map[uint64]string{}}
 	servers := map[uint64]*httptest.Server{}
 	for id := uint64(1); id <= 3; id++ {
 		servers[id] = httptest.NewUnstartedServer(nil)

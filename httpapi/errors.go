@@ -24,11 +24,14 @@ const (
 	CodeStaleToken       = "stale_token"        // 409: release of a grant that is not current
 	CodeNotLeader        = "not_leader"         // 409: proclaim or resign of a term that is over
 	CodeLocked           = "locked"             // 409: (reserved) the lock is held
+	CodeIDRemoved        = "id_removed"         // 409: a membership change naming a replica ID that was removed (IDs are never reused)
+	CodeMembership       = "membership"         // 409: a membership change that cannot be made (ID or address in use, the last voter, not a member)
 	CodeTooLarge         = "too_large"          // 413: body over the bound
 	CodeMisdirected      = "session_elsewhere"  // 421: the session lives on a replica this one cannot forward to
 	CodeLimitExceeded    = "limit_exceeded"     // 429: a group limit (sessions, locks per session, waiters)
 	CodeTooManyStreams   = "too_many_streams"   // 429: this replica's open watch and observe streams are at the bound
 	CodeUnavailable      = "unavailable"        // 503: no leader in time, replica closing
+	CodeReplicaRemoved   = "replica_removed"    // 503: this replica was removed from the group: ask another
 	CodeNoQuorum         = "no_quorum"          // 503: the group has no leader and this replica reaches too few voters (the message names them)
 	CodeInternal         = "internal"           // 500
 )
@@ -85,6 +88,12 @@ func classify(err error) *apiError {
 		return newError(http.StatusConflict, CodeNotLeader, err.Error())
 	case errors.Is(err, fencelock.ErrSessionExpired), errors.Is(err, fencelock.ErrSessionClosed), errors.Is(err, fencelock.ErrRevoked):
 		return newError(http.StatusNotFound, CodeNotFound, "session not found: "+err.Error())
+	case errors.Is(err, fencelock.ErrIDRemoved):
+		return newError(http.StatusConflict, CodeIDRemoved, err.Error())
+	case errors.Is(err, fencelock.ErrMembership):
+		return newError(http.StatusConflict, CodeMembership, err.Error())
+	case errors.Is(err, fencelock.ErrRemoved):
+		return newError(http.StatusServiceUnavailable, CodeReplicaRemoved, err.Error())
 	case errors.Is(err, fencelock.ErrLimitExceeded):
 		return newError(http.StatusTooManyRequests, CodeLimitExceeded, err.Error())
 	case errors.Is(err, fencelock.ErrNoQuorum):

@@ -34,3 +34,21 @@ func TestNoQuorumBody(t *testing.T) {
 	}
 	require.Equal(t, "no_quorum", CodeNoQuorum)
 }
+
+// The membership errors map to their own codes: a removed ID is not just
+// any refused change, and a removed replica sends the client elsewhere.
+func TestMembershipErrorCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{fmt.Errorf("%w: replica 3", fencelock.ErrIDRemoved), http.StatusConflict, CodeIDRemoved},
+		{fmt.Errorf("%w: address a:1 belongs to replica 1", fencelock.ErrMembership), http.StatusConflict, CodeMembership},
+		{fmt.Errorf("%w: replica 3 was removed", fencelock.ErrRemoved), http.StatusServiceUnavailable, CodeReplicaRemoved},
+	} {
+		e := classify(tc.err)
+		require.Equal(t, tc.status, e.status, tc.err.Error())
+		require.Equal(t, tc.code, e.code, tc.err.Error())
+	}
+}

@@ -21,6 +21,9 @@ var seeds = []string{
 	`{"session_id":"2","token":"7","value":"x"}`, `{"session_id":"2","token":"0"}`,
 	`{"ttl_ms":10000,"name":"reindex@worker-3"}`, `{"name":"a\u0000b"}`, `{"name":"\ud800"}`, `{"name":""}`,
 	`{"name":"` + strings.Repeat("n", 257) + `"}`, `{"name":7}`,
+	`{"id":4,"addr":"fencelock-3.fencelock:7001","voting":false}`, `{"id":"4","addr":"10.0.0.4:7001","voting":true}`,
+	`{"id":0,"addr":"h:1"}`, `{"id":4,"addr":""}`, `{"id":4,"addr":"h:0"}`, `{"id":4,"addr":"[::1]:7001"}`,
+	`{"id":4,"addr":"h:1","vote":true}`,
 }
 
 func fuzzDecoder[T any](f *testing.F, decode func([]byte) (T, error)) {
@@ -75,7 +78,8 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-func FuzzDecodeRevoke(f *testing.F) { fuzzDecoder(f, DecodeRevoke) }
+func FuzzDecodeRevoke(f *testing.F)    { fuzzDecoder(f, DecodeRevoke) }
+func FuzzDecodeAddMember(f *testing.F) { fuzzDecoder(f, DecodeAddMember) }
 
 // A tokens file either parses, into tokens without spaces that have only
 // the four rights on non-empty prefixes, or is refused with

@@ -309,6 +309,8 @@ func (s *Server) routes() {
 	add("/v1/elections/{name}/resign", false, hm{"POST": s.resign}, am{"POST": needName(RightElect)})
 	add("/v1/elections/{name}/observe", false, hm{"GET": s.observe}, am{"GET": needName(RightRead)})
 	add("/v1/elections/{name}/revoke", false, hm{"POST": s.revokeElection}, am{"POST": needName(RightAdmin)})
+	add("/v1/members", false, hm{"GET": s.listMembers, "POST": s.addMember}, am{"GET": needAnyRead, "POST": needAdminAll})
+	add("/v1/members/{id}", false, hm{"DELETE": s.removeMember}, am{"DELETE": needAdminAll})
 	add("/v1/status", false, hm{"GET": s.status}, nil)
 	add("/metrics", false, hm{"GET": s.metrics.ServeHTTP}, nil)
 	add("/healthz", true, hm{"GET": s.healthz}, nil)

@@ -5,6 +5,7 @@
 //	fencelock lock [--http URL,URL,...] [--ttl 10s] [--grace 2s] NAME -- CMD ARGS...
 //	fencelock elect [--http URL,URL,...] NAME VALUE -- CMD ARGS...
 //	fencelock status | locks [PREFIX] | sessions   [--http URL,URL,...] [-o json]
+//	fencelock members [--group NAME] | members add --id N --addr HOST:PORT [--voting] | members remove ID
 //
 // The client commands take --http (or FENCELOCK_HTTP) as a list of replicas
 // and fail over to the next when one does not answer. lock and elect run CMD
@@ -26,11 +27,15 @@ import (
 
 const usage = `usage:
   fencelock serve --id N --peers ID=HOST:PORT,... --dir DIR [--group NAME=ID,ID,...]... [--http ADDR] [flags]
+  fencelock serve --join --id N --addr HOST:PORT --dir DIR [flags]   (or --id-file F: an ID not in --peers joins)
   fencelock lock [--http URL,...] [--ttl D] [--grace D] NAME -- CMD [ARGS...]
   fencelock elect [--http URL,...] [--ttl D] [--grace D] NAME VALUE -- CMD [ARGS...]
   fencelock status [--http URL,...] [-o json]
   fencelock locks [--http URL,...] [-o json] [PREFIX]
   fencelock sessions [--http URL,...] [-o json]
+  fencelock members [--http URL,...] [--group NAME] [-o json]
+  fencelock members add --id N --addr HOST:PORT [--voting] [--http URL,...]
+  fencelock members remove ID [--http URL,...]
 
 --http (env FENCELOCK_HTTP) lists the replicas' API URLs, comma-separated.
 
@@ -50,6 +55,7 @@ func main() {
 	cmds := map[string]func([]string) error{
 		"serve": serve, "lock": lockCmd, "elect": electCmd,
 		"status": statusCmd, "locks": locksCmd, "sessions": sessionsCmd,
+		"members": membersCmd,
 	}
 	cmd, ok := cmds[os.Args[1]]
 	if !ok {

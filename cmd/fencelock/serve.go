@@ -129,10 +129,100 @@ func (g *groupFlags) Set(s string) error {
 	return nil
 }
 
+// ErrIDFile: the --id-file exists but does not hold a replica ID.
+var ErrIDFile = errors.New("not a replica ID")
+
+// identity is who this replica is: its ID, whether it joins a running
+// group rather than bootstrapping one, and its raft address.
+type identity struct {
+	id       uint64
+	join     bool
+	addr     string
+	fromFile bool // id came from --id-file
+	implied  bool // join because the ID read from --id-file is not in --peers
+}
+
+// readIDFile reads the replica ID kept in path: a positive decimal integer,
+// surrounding whitespace allowed. A missing file is (0, nil): the caller
+// keeps --id. Any other failure names the file, so that a pod started with
+// a broken override refuses to start rather than start as the wrong replica.
+func readIDFile(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("serve: --id-file: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("serve: --id-file %s: %.40q: %w (want a positive decimal integer)", path, s, ErrIDFile)
+	}
+	return id, nil
+}
+
+// resolveIdentity decides who this replica is from --id, --id-file,
+// --join, --addr and --peers (members).
+//
+// An ID read from --id-file overrides --id; if it is not in --peers, the
+// replica joins (a replica bootstraps only as one of the bootstrap list):
+// that is how a StatefulSet pod whose volume was lost comes back under a
+// new ID. An --id not in --peers must say --join: a typo in --id must not
+// start a replica that waits for ever to be added.
+//
+// --join with an ID that is in --peers is allowed: a group grown with
+// `fencelock members add` may list its new replicas in the --peers every
+// pod shares. The replica joins (it must have been added first), and its
+// --peers entry is its default --addr. A Dir that holds a replica that
+// bootstrapped is refused by fencelock.Start (Join must match how the Dir
+// first started), so --join cannot turn a bootstrapped replica into
+// another.
+//
+// --addr is the raft address the other replicas dial; it defaults to the
+// ID's --peers entry, and a replica without one needs it. A bootstrapping
+// replica's --addr must be its --peers entry, as the group it bootstraps
+// records that address for it.
+func resolveIdentity(id uint64, idFile string, join bool, addr string, members map[uint64]string) (identity, error) {
+	who := identity{id: id, join: join, addr: addr}
+	if idFile != "" {
+		fid, err := readIDFile(idFile)
+		if err != nil {
+			return identity{}, err
+		}
+		if fid != 0 {
+			who.id, who.fromFile = fid, true
+		}
+	}
+	if who.id == 0 {
+		return identity{}, errors.New("serve: --id is required (or an --id-file that exists)")
+	}
+	peer, listed := members[who.id]
+	if !listed && !who.join {
+		if !who.fromFile {
+			return identity{}, fmt.Errorf("serve: replica %d is not in --peers: give --join (and --addr) to join a running group it was added to", who.id)
+		}
+		who.join, who.implied = true, true
+	}
+	switch {
+	case who.addr == "" && !listed:
+		return identity{}, fmt.Errorf("serve: replica %d is not in --peers, so it needs --addr, its own raft address HOST:PORT", who.id)
+	case who.addr == "":
+		who.addr = peer
+	case !who.join && !strings.EqualFold(strings.TrimSpace(who.addr), strings.TrimSpace(peer)):
+		return identity{}, fmt.Errorf("serve: --addr %s is not replica %d's --peers entry %s: a replica that bootstraps the group is at its --peers address",
+			who.addr, who.id, peer)
+	}
+	return who, nil
+}
+
 func serve(args []string) error {
 	fs := newFlags("serve", "--id N --peers ID=HOST:PORT,... --dir DIR [flags]")
-	id := fs.Uint64("id", 0, "this replica's ID (required)")
-	peers := fs.String("peers", "", "the group's voters, ID=HOST:PORT of raft, comma-separated, the same on every replica (required)")
+	id := fs.Uint64("id", 0, "this replica's ID (required unless --id-file exists)")
+	idFile := fs.String("id-file", "", "file holding this replica's ID, which overrides --id when the file exists (a missing file: --id); an ID not in --peers joins, as --join")
+	join := fs.Bool("join", false, "join a running group this replica was added to (fencelock members add) instead of bootstrapping one; --peers is then not its bootstrap list")
+	raftAddr := fs.String("addr", "", "this replica's raft address HOST:PORT, as its peers dial it (default: its --peers entry; required for a replica not in --peers)")
+	peers := fs.String("peers", "", "the group's bootstrap voters, ID=HOST:PORT of raft, comma-separated, the same on every replica (required)")
 	dir := fs.String("dir", "", "data directory: raft log and snapshots (required)")
 	httpAddr := fs.String("http", "127.0.0.1:7080", "address to serve the HTTP API on (loopback unless you mean otherwise)")
 	httpPeers := fs.String("http-peers", "", "the other replicas' HTTP base URLs, ID=URL comma-separated: calls for their sessions are forwarded there (else answered 421)")
@@ -170,10 +260,8 @@ func serve(args []string) error {
 		return err
 	}
 	switch {
-	case *id == 0:
-		return errors.New("serve: --id is required")
-	case len(members) == 0:
-		return errors.New("serve: --peers is required")
+	case len(members) == 0 && !*join && *idFile == "":
+		return errors.New("serve: --peers is required (unless --join)")
 	case *dir == "":
 		return errors.New("serve: --dir is required")
 	case (*raftCA != "" || *raftCert != "" || *raftKey != "") && (*raftCA == "" || *raftCert == "" || *raftKey == ""):
@@ -186,8 +274,25 @@ func serve(args []string) error {
 	if err := lim.check(); err != nil {
 		return err
 	}
-	cfg := fencelock.Config{ReplicaID: *id, Members: members, Dir: *dir, SessionTTL: *ttl,
+	who, err := resolveIdentity(*id, *idFile, *join, *raftAddr, members)
+	if err != nil {
+		return err
+	}
+	cfg := fencelock.Config{ReplicaID: who.id, Members: members, Addr: who.addr, Dir: *dir, SessionTTL: *ttl,
 		ListenAddr: *raftListen, Logger: log, Groups: groups}
+	if who.join {
+		// --peers bootstrapped the group; a joining replica learns the
+		// membership from it.
+		cfg.Members, cfg.Join = nil, true
+		why := "--join"
+		if who.implied {
+			why = "its ID, from --id-file, is not in --peers"
+		}
+		log.Info("fencelock: joining a running group", "replica", who.id, "addr", who.addr, "why", why)
+	}
+	if who.fromFile && who.id != *id {
+		log.Info("fencelock: replica ID from --id-file", "replica", who.id, "file", *idFile, "id_flag", *id)
+	}
 	if *raftCA != "" {
 		cfg.Transport = transport.MutualTLS(*raftCA, *raftCert, *raftKey)
 	}
@@ -258,7 +363,7 @@ func serve(args []string) error {
 	if tlsCfg != nil {
 		scheme = "https"
 	}
-	log.Info("fencelock: serving", "replica", *id, "http", scheme+"://"+ln.Addr().String(), "dir", *dir)
+	log.Info("fencelock: serving", "replica", who.id, "http", scheme+"://"+ln.Addr().String(), "dir", *dir)
 wait:
 	for {
 		select {

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -438,4 +441,176 @@ func sessionsCmd(args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%d\n", s.SessionID, s.Name, s.Owner, time.Duration(s.TimeoutMS)*time.Millisecond, s.Held, s.Waiting)
 	}
 	return tw.Flush()
+}
+
+// membersCmd is `fencelock members`: the default group's membership (or
+// --group's), and its subcommands add and remove, which change the default
+// group's (the deployment's replicas). Changes need a token with admin:*.
+func membersCmd(args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "add":
+			return membersAddCmd(args[1:])
+		case "remove", "rm":
+			return membersRemoveCmd(args[1:])
+		}
+	}
+	var f listFlags
+	rest, c, err := f.parse("members", "[--group NAME] [flags] | add --id N --addr HOST:PORT [--voting] | remove ID", args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("members: unexpected argument %q (want add or remove)", rest[0])
+	}
+	ctx, cancel := callCtx()
+	defer cancel()
+	path := "/v1/members"
+	if f.group != "" {
+		path += "?" + url.Values{"group": {f.group}}.Encode()
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", path, nil, &raw); err != nil {
+		return err
+	}
+	if f.output == "json" {
+		return printJSON(raw)
+	}
+	var m httpapi.MembersJSON
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return err
+	}
+	return printMembers(m)
+}
+
+// printMembers is the table of a group's members, by replica ID, and the
+// IDs removed from it.
+func printMembers(m httpapi.MembersJSON) error {
+	fmt.Printf("group %s, membership change index %d\n\n", groupName(m.Group), m.ConfigChangeIndex)
+	type row struct {
+		id         uint64
+		addr, role string
+	}
+	var rows []row
+	for id, a := range m.Voters {
+		rows = append(rows, row{id, a, "voter"})
+	}
+	for id, a := range m.NonVoting {
+		rows = append(rows, row{id, a, "non-voting"})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].id < rows[j].id })
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPLICA\tRAFT ADDRESS\tROLE")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", r.id, r.addr, r.role)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(m.Removed) > 0 {
+		ids := make([]string, len(m.Removed))
+		for i, id := range m.Removed {
+			ids[i] = fmt.Sprint(id)
+		}
+		fmt.Printf("\nremoved (never to be used again): %s\n", strings.Join(ids, ","))
+	}
+	return nil
+}
+
+// parseAll parses fs's flags wherever they are among args (`remove 3
+// --http URL` as well as `remove --http URL 3`) and returns the other
+// arguments in order.
+func parseAll(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return rest, nil
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// membersAddCmd is `fencelock members add --id N --addr HOST:PORT
+// [--voting]`: POST /v1/members.
+func membersAddCmd(args []string) error {
+	var f clientFlags
+	fs := newFlags("members add", "--id N --addr HOST:PORT [--voting] [flags]")
+	f.register(fs)
+	id := fs.Uint64("id", 0, "the new replica's ID: never one that was removed (required)")
+	addr := fs.String("addr", "", "the new replica's raft address, HOST:PORT (required)")
+	voting := fs.Bool("voting", false, "make it a voter (promote it once it has caught up); without it, it is added non-voting")
+	rest, err := parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) > 0:
+		return fmt.Errorf("members add: unexpected argument %q", rest[0])
+	case *id == 0:
+		return errors.New("members add: --id is required")
+	case *addr == "":
+		return errors.New("members add: --addr is required")
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := callCtx()
+	defer cancel()
+	var resp httpapi.MemberChangeResponse
+	req := httpapi.AddMemberRequest{ID: *id, Addr: *addr, Voting: *voting}
+	if err := c.do(ctx, "POST", "/v1/members", req, &resp); err != nil {
+		return err
+	}
+	role := "non-voting"
+	if *voting {
+		role = "voter"
+	}
+	fmt.Printf("replica %d is a %s at %s\n", *id, role, *addr)
+	return printChange(resp)
+}
+
+// membersRemoveCmd is `fencelock members remove ID`: DELETE
+// /v1/members/{id}.
+func membersRemoveCmd(args []string) error {
+	var f clientFlags
+	fs := newFlags("members remove", "ID [flags]")
+	f.register(fs)
+	rest, err := parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return fmt.Errorf("members remove: want one replica ID, got %d arguments", len(rest))
+	}
+	id, err := strconv.ParseUint(rest[0], 10, 64)
+	if err != nil || id == 0 {
+		return fmt.Errorf("members remove: %q is not a replica ID (a positive integer)", rest[0])
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := callCtx()
+	defer cancel()
+	var resp httpapi.MemberChangeResponse
+	if err := c.do(ctx, "DELETE", fmt.Sprintf("/v1/members/%d", id), nil, &resp); err != nil {
+		return err
+	}
+	fmt.Printf("replica %d is removed for good: its ID can never be used again\n", id)
+	return printChange(resp)
+}
+
+// printChange prints the membership a change answered with, if it came.
+func printChange(resp httpapi.MemberChangeResponse) error {
+	if resp.Members == nil {
+		fmt.Println("(the membership after the change could not be read: run fencelock members)")
+		return nil
+	}
+	fmt.Println()
+	return printMembers(*resp.Members)
 }

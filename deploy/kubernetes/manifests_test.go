@@ -402,3 +402,64 @@ func TestGracefulStop(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds %v: want at least %d (preStop %ds + 15 s)", g, pause+15, pause)
 	}
 }
+
+// A pod's replica ID can outlive its volume: --id-file names the pod's key
+// in the optional ConfigMap fencelock-ids, mounted read-only, so that pod
+// fencelock-3 can run replica 4 once replica 3 was replaced (README.md,
+// "Replacing a replica"). --addr is the pod's own name under the headless
+// Service, which for every pod of the bootstrap list is its --peers entry
+// (serve refuses a bootstrapping replica whose --addr is not), and for a
+// replacement the raft address it was added at.
+func TestIDFileOverride(t *testing.T) {
+	m := load(t)
+	sts, pod := m.sts, m.sts.Spec.Template.Spec
+	c := container(t, sts)
+	f := flags(t, c)
+	var podNameVar string
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name" {
+			podNameVar = "$(" + e.Name + ")"
+		}
+	}
+	if podNameVar == "" {
+		t.Fatal("no env var holds the pod's name (downward API metadata.name)")
+	}
+	dir, file := f["id-file"][:strings.LastIndexByte(f["id-file"], '/')+1], f["id-file"][strings.LastIndexByte(f["id-file"], '/')+1:]
+	if file != podNameVar {
+		t.Errorf("--id-file=%s: want the file named after the pod, %s", f["id-file"], podNameVar)
+	}
+	var mount *corev1.VolumeMount
+	for i, vm := range c.VolumeMounts {
+		if strings.TrimSuffix(vm.MountPath, "/")+"/" == dir {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil {
+		t.Fatalf("--id-file=%s: no volume mounted at %s", f["id-file"], dir)
+	}
+	if !mount.ReadOnly || mount.SubPath != "" {
+		t.Errorf("the ids volume: want it mounted read-only, whole (a subPath mount never sees a later key), got %+v", *mount)
+	}
+	var cm *corev1.ConfigMapVolumeSource
+	for _, v := range pod.Volumes {
+		if v.Name == mount.Name {
+			cm = v.ConfigMap
+		}
+	}
+	if cm == nil || cm.Name != "fencelock-ids" || cm.Optional == nil || !*cm.Optional || len(cm.Items) != 0 {
+		t.Fatalf("volume %q: want the optional ConfigMap fencelock-ids, every key, got %+v", mount.Name, cm)
+	}
+
+	headless := m.service(t, sts.Spec.ServiceName)
+	raftPort := strconv.Itoa(int(servicePort(t, headless, "raft")))
+	peers := parseIDMap(t, f["peers"])
+	for i := int(sts.Spec.Ordinals.Start); i < int(sts.Spec.Ordinals.Start)+int(*sts.Spec.Replicas); i++ {
+		name := fmt.Sprintf("%s-%d", sts.Name, i)
+		if got := strings.ReplaceAll(f["addr"], podNameVar, name); got != peers[uint64(i)] {
+			t.Errorf("pod %s: --addr=%s, but its --peers entry is %s", name, got, peers[uint64(i)])
+		}
+		if want := net.JoinHostPort(name+"."+headless.Name, raftPort); strings.ReplaceAll(f["addr"], podNameVar, name) != want {
+			t.Errorf("pod %s: --addr=%s, want %s", name, f["addr"], want)
+		}
+	}
+}

@@ -183,5 +183,6 @@ func (c *client) readLeader(ctx context.Context, name string) {
 // leaderOp is the record of a Leader read that returned info.
 func leaderOp(client int, node uint64, name string, info fencelock.LeaderInfo, call, ret int64) Op {
 	return Op{Client: client, Node: node, Kind: OpLeader, Lock: electionKey(name), Outcome: OK,
-		Held: info.Token != 0, Session: info.SessionID, Token: info.Token, Value: info.Value, Call: call, Return: ret}
+		Held: info.Token != 0, Session: info.SessionID, Token: info.Token, Value: info.Value, Call: call, Return: ret,
+		LeaderName: info.SessionName, ElectedAt: info.ElectedAt}
 }

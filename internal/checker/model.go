@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -96,8 +97,12 @@ type Op struct {
 	// so the read names its grant by Token alone (unique in its group).
 	PartSession bool
 	Value       string // campaign, proclaim: the leader's new value; leader: the value read
-	Call        int64
-	Return      int64
+	// leader: the leader session's name and when it was elected, as the
+	// read reported them (what every observer must end on too)
+	LeaderName string
+	ElectedAt  time.Time
+	Call       int64
+	Return     int64
 }
 
 // never is the return time of an operation whose outcome is unknown.

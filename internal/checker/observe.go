@@ -108,7 +108,7 @@ func observersCatchUp(ctx context.Context, e *env, reads []Op) {
 		want := final[electionKey(o.name)]
 		for {
 			ob, ok, changed := o.last()
-			if ok && ob.Info == want {
+			if ok && sameLeader(ob.Info, want) {
 				break
 			}
 			select {
@@ -127,11 +127,21 @@ func observersCatchUp(ctx context.Context, e *env, reads []Op) {
 	}
 }
 
+// sameLeader reports whether an observer's value is the read's: the same
+// term (token, session, value) named the same way and elected at the same
+// instant (times compared with Equal, as their locations may differ).
+func sameLeader(a, b fencelock.LeaderInfo) bool {
+	at, bt := a.ElectedAt, b.ElectedAt
+	a.ElectedAt, b.ElectedAt = time.Time{}, time.Time{}
+	return a == b && at.Equal(bt)
+}
+
 // leaderInfo is what Observe reports for the leader a Leader read saw.
 func leaderInfo(r Op) fencelock.LeaderInfo {
 	name := strings.TrimPrefix(r.Lock, electionPrefix)
 	if !r.Held {
 		return fencelock.LeaderInfo{Election: name}
 	}
-	return fencelock.LeaderInfo{Election: name, Value: r.Value, Token: r.Token, SessionID: r.Session}
+	return fencelock.LeaderInfo{Election: name, Value: r.Value, Token: r.Token, SessionID: r.Session,
+		SessionName: r.LeaderName, ElectedAt: r.ElectedAt}
 }

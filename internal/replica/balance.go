@@ -5,9 +5,12 @@ package replica
 // votes in. The rule, for G groups a host votes in and H hosts voting in
 // them: the host should lead at most ⌈G/H⌉ of them. Only a host over its
 // bound acts, and only by giving one group away to another voter of it that
-// is below its own bound and was heard from recently; so a transfer never
-// pushes its target over the bound, and two hosts cannot hand a group back
-// and forth. The choice is deterministic (the first group in Config order,
+// is below its own bound (so a transfer never pushes its target over the
+// bound, and two hosts cannot hand a group back and forth) and live (heard
+// from within a few heartbeats, and not just back from a restart). It sends
+// one transfer request: a pending transfer stops the group's proposals, so a
+// target that stopped a moment ago costs the group one election timeout at
+// most, once. The choice is deterministic (the first group in Config order,
 // the target leading fewest, then the lowest ID), at most one transfer is in
 // flight per host (the balancer runs on one goroutine and waits for each),
 // and every attempt, successful or not, is followed by a hold-off. Every host
@@ -99,14 +102,18 @@ func (h *Host) balance(ctx context.Context) {
 	}
 	self := h.cfg.ReplicaID
 	views := h.views()
-	window := max(3*h.electionTimeout(), 3*time.Second)
-	i, to, ok := pickTransfer(views, self, func(id uint64) bool { return h.peers.reached(id, window) })
+	i, to, ok := pickTransfer(views, self, h.live)
 	if !ok {
 		return
 	}
 	v := views[i]
-	tctx, cancel := context.WithTimeout(ctx, 4*h.electionTimeout()+h.cfg.ProposalTimeout)
-	err := v.r.TransferLeadership(tctx, to)
+	// One request, not TransferLeadership's retries: while a transfer is
+	// pending the group takes no proposals, and a target that does not take
+	// over within an election timeout (it went down since it was last heard
+	// from) must not stall the group again. The next round, after the
+	// hold-off, picks afresh.
+	tctx, cancel := context.WithTimeout(ctx, h.electionTimeout()+4*h.cfg.RTT)
+	err := v.r.transfer(tctx, to, 1)
 	cancel()
 	h.bal.holdUntil = time.Now().Add(h.holdOff())
 	if err != nil {
@@ -114,6 +121,23 @@ func (h *Host) balance(ctx context.Context) {
 		return
 	}
 	v.r.log.Info("fencelock: leadership handed over to spread the leaders", "to", to)
+}
+
+// live reports whether the balancer may hand a group to replica id: heard
+// from within a few heartbeats (this host leads a group id votes in, so id
+// answers its heartbeats) and without a silence for the last settle (not
+// just back from a restart). A peer that stopped a moment ago fails the
+// first test within a few heartbeats; a transfer to it would refuse the
+// group's proposals for an election timeout.
+func (h *Host) live(id uint64) bool {
+	return h.prog.heardWithin(id, h.freshness()) && h.prog.settled(id)
+}
+
+// freshness is how recently a peer must have been heard from to count as
+// up: a few heartbeat periods, and no less than 100 ms, so that a loaded
+// machine's late heartbeat does not count as a stop.
+func (h *Host) freshness() time.Duration {
+	return max(4*time.Duration(h.cfg.HeartbeatTicks)*h.cfg.RTT, 100*time.Millisecond)
 }
 
 // pickTransfer decides the balancer's next move for host self: the index
@@ -233,17 +257,19 @@ func (r *Replica) TransferLeadership(ctx context.Context, to uint64) error {
 	if _, ok := m.Nodes[r.cfg.ReplicaID]; !ok {
 		return fmt.Errorf("%w: replica %d does not vote in the group%s: call TransferLeadership on one of its voters", ErrMembership, r.cfg.ReplicaID, inGroup(r.name))
 	}
-	return r.transfer(ctx, to)
+	return r.transfer(ctx, to, 0)
 }
 
 // transfer requests the transfer to voter to until this replica sees to
-// lead or ctx ends; the caller checked the membership.
-func (r *Replica) transfer(ctx context.Context, to uint64) error {
+// lead or ctx ends; the caller checked the membership. With attempts > 0 it
+// gives up (ErrUnavailable) after that many requests went unanswered, each
+// an election timeout; 0 means no limit.
+func (r *Replica) transfer(ctx context.Context, to uint64, attempts int) error {
 	// Raft abandons a transfer that has not happened within an election
 	// timeout: ask again just after it does.
 	wait := time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT + 2*r.cfg.RTT
 	var last error
-	for {
+	for asked := 0; ; {
 		if err := r.check(ctx, last); err != nil {
 			return err
 		}
@@ -252,7 +278,11 @@ func (r *Replica) transfer(ctx context.Context, to uint64) error {
 		if cur == to {
 			return nil
 		}
+		if attempts > 0 && asked >= attempts {
+			return fmt.Errorf("%w: %v", ErrUnavailable, last)
+		}
 		if cur != 0 {
+			asked++
 			if err := r.nh.RequestLeaderTransfer(r.shard, to); err != nil {
 				if !retryable(err) {
 					return fmt.Errorf("%w: %s", ErrUnavailable, describe(err))

@@ -14,6 +14,7 @@ package replica
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -93,6 +94,14 @@ func (p *progress) commit(shard uint64) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.committed[shard]
+}
+
+// heardWithin reports whether replica id was heard from within d.
+func (p *progress) heardWithin(id uint64, d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last, ok := p.heard[id]
+	return ok && time.Since(last) < d
 }
 
 // settled reports whether replica id has been heard from without a
@@ -198,27 +207,52 @@ func (h *Host) Handover(ctx context.Context) []string {
 		if v.leader != self || !slices.Contains(v.voters, self) {
 			continue
 		}
-		to, ok := pickHandover(v.voters, self, func(id uint64) uint64 { return h.prog.index(v.r.shard, id) },
-			func(id uint64) bool { return h.peers.reached(id, window) }, h.prog.settled)
-		if !ok {
+		acked := func(id uint64) uint64 { return h.prog.index(v.r.shard, id) }
+		reachable := func(id uint64) bool { return h.peers.reached(id, window) }
+		if _, ok := pickHandover(v.voters, self, acked, reachable, h.prog.settled); !ok {
 			v.r.log.Warn("fencelock: closing the leader with no reachable voter to hand the group to; the others elect one after an election timeout")
 			continue
 		}
 		wg.Add(1)
-		go func(r *Replica) {
+		go func(r *Replica, voters []uint64) {
 			defer wg.Done()
 			tctx, cancel := context.WithTimeout(ctx, bounds)
 			defer cancel()
 			start := time.Now()
-			if err := r.transfer(tctx, to); err != nil {
-				r.log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "to", to, "err", err)
-				return
+			// One request per target, the best first: a voter heard from a
+			// moment ago may have stopped since (a rolling restart closes
+			// hosts one after the other), and waiting out the bound on it
+			// would leave the group to an election after all.
+			tried := map[uint64]bool{}
+			for {
+				to, ok := pickHandover(voters, self, acked, func(id uint64) bool { return !tried[id] && reachable(id) }, h.prog.settled)
+				if !ok && len(tried) > 0 {
+					clear(tried) // each was asked once: ask again, until the bound
+					to, ok = pickHandover(voters, self, acked, reachable, h.prog.settled)
+				}
+				if !ok {
+					r.log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "tried", slices.Sorted(maps.Keys(tried)))
+					return
+				}
+				tried[to] = true
+				err := r.transfer(tctx, to, 1)
+				if ld := r.leader.Load(); err != nil && ld != 0 && ld != self {
+					to, err = ld, nil // another voter won the election: handed over all the same
+				}
+				if err == nil {
+					r.log.Info("fencelock: leadership handed over before closing", "to", to, "took", time.Since(start).Round(time.Microsecond))
+					mu.Lock()
+					moved = append(moved, r.name)
+					mu.Unlock()
+					return
+				}
+				if tctx.Err() != nil {
+					r.log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "to", to, "err", err)
+					return
+				}
+				r.log.Info("fencelock: voter did not take the group over; handing it to another", "to", to, "err", err)
 			}
-			r.log.Info("fencelock: leadership handed over before closing", "to", to, "took", time.Since(start).Round(time.Microsecond))
-			mu.Lock()
-			moved = append(moved, r.name)
-			mu.Unlock()
-		}(v.r)
+		}(v.r, v.voters)
 	}
 	wg.Wait()
 	return moved

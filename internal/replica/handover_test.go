@@ -104,3 +104,27 @@ func TestTimeoutNowWaitsForApply(t *testing.T) {
 	require.False(t, h.holdTimeoutNow(pb.MessageBatch{Requests: []pb.Message{{Type: pb.Replicate, ShardID: 7, Commit: 11}}}, deliver),
 		"only TimeoutNow is held")
 }
+
+// A balancer target must answer now: a peer heard from a second ago (it
+// stopped since) is not live, though the handshake's window still counts it
+// as reached; one just back from a restart is not live either.
+func TestBalancerTargetIsLive(t *testing.T) {
+	h := &Host{cfg: Config{RTT: 10 * time.Millisecond, HeartbeatTicks: 2}}
+	require.Equal(t, 100*time.Millisecond, h.freshness(), "no less than 100 ms")
+	require.False(t, h.live(2), "never heard")
+
+	h.prog.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.HeartbeatResp, From: 2}}})
+	require.False(t, h.live(2), "back from a restart a moment ago: not settled")
+
+	h.prog.mu.Lock()
+	h.prog.upSince[2] = time.Now().Add(-2 * settle)
+	h.prog.heard[2] = time.Now()
+	h.prog.mu.Unlock()
+	require.True(t, h.live(2), "settled and heard from just now")
+
+	h.prog.mu.Lock()
+	h.prog.heard[2] = time.Now().Add(-time.Second)
+	h.prog.mu.Unlock()
+	require.False(t, h.live(2), "silent for a second: it stopped, whatever it was before")
+	require.True(t, h.prog.heardWithin(2, 3*time.Second))
+}

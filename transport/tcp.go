@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,7 +401,9 @@ func (t *tcpTransport) GetConnection(ctx context.Context, target string) (raftio
 	if err != nil {
 		return nil, err
 	}
-	return &sender{conn: conn}, nil
+	s := &sender{conn: conn, redial: func() (net.Conn, error) { return t.dial(ctx, target) }}
+	s.watch()
+	return s, nil
 }
 
 func (t *tcpTransport) GetSnapshotConnection(ctx context.Context, target string) (raftio.ISnapshotConnection, error) {
@@ -412,9 +415,54 @@ func (t *tcpTransport) GetSnapshotConnection(ctx context.Context, target string)
 }
 
 // sender writes frames to one peer; Dragonboat uses each from one goroutine.
+//
+// A message sender (redial set) hides from Dragonboat a connection that
+// broke while the peer itself is back: a peer that restarted closed it, and
+// Dragonboat keeps an idle connection for a minute. Reported, such a failure
+// trips Dragonboat's circuit breaker for the peer, which then drops every
+// message to it for 250 to 750 ms: a leader that just took over would lose
+// its quorum for that long at every rolling restart. So the sender watches
+// for the close (the acceptor never writes after the handshake, so any read
+// ending means the connection is gone), and before a write on a closed
+// connection, or after a write that failed, it dials once more and writes
+// there. Only a dial that fails reaches Dragonboat: the peer is down.
 type sender struct {
-	conn net.Conn
-	buf  []byte
+	conn   net.Conn
+	buf    []byte
+	redial func() (net.Conn, error) // nil: a snapshot stream, not redialled
+	closed chan struct{}            // closed once conn is known to be gone
+}
+
+// watch starts reading conn until it ends; closed tells when it did.
+func (s *sender) watch() {
+	s.closed = make(chan struct{})
+	go func(conn net.Conn, closed chan struct{}) {
+		var b [1]byte
+		conn.Read(b[:]) // returns when the peer or Close closes conn
+		close(closed)
+	}(s.conn, s.closed)
+}
+
+// gone reports whether the connection is known to be closed.
+func (s *sender) gone() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// reconnect replaces a broken connection by a new one to the same peer.
+func (s *sender) reconnect() error {
+	s.conn.Close()
+	conn, err := s.redial()
+	if err != nil {
+		return err
+	}
+	s.conn = conn
+	s.watch()
+	return nil
 }
 
 func (s *sender) Close() { s.conn.Close() }
@@ -451,5 +499,22 @@ func (s *sender) send(kind byte, frame []byte) error {
 		return fmt.Errorf("%w: %d bytes of kind %d exceed the bound", errFrame, len(frame)-headerSize, kind)
 	}
 	putHeader(frame, kind)
-	return writeFrame(s.conn, frame)
+	if s.redial == nil {
+		return writeFrame(s.conn, frame)
+	}
+	if s.gone() {
+		if err := s.reconnect(); err != nil {
+			return err
+		}
+	}
+	err := writeFrame(s.conn, frame)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		// A peer that is alive but stalled keeps its deadline error: a
+		// new connection would stall the same way.
+		if err := s.reconnect(); err != nil {
+			return err
+		}
+		err = writeFrame(s.conn, frame)
+	}
+	return err
 }

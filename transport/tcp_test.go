@@ -3,9 +3,12 @@ package transport
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lni/dragonboat/v4/config"
+	pb "github.com/lni/dragonboat/v4/raftpb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -37,4 +40,98 @@ func TestDialerBindsTheReplicasAddress(t *testing.T) {
 	// A wildcard listen address says nothing of where to dial from.
 	tr = &tcpTransport{nhc: config.NodeHostConfig{RaftAddress: "host.example:7001", ListenAddress: "0.0.0.0:7001"}}
 	require.Nil(t, tr.localAddr())
+}
+
+// peer accepts connections on ln and passes on the message batches it
+// reads; closing ln and every connection it accepted is a peer stopping.
+type peer struct {
+	ln    net.Listener
+	got   chan pb.MessageBatch
+	mu    sync.Mutex
+	conns []net.Conn
+	done  chan struct{}
+}
+
+func startPeer(t *testing.T, addr string) *peer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	p := &peer{ln: ln, got: make(chan pb.MessageBatch, 16), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c)
+			p.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := frameReader{conn: c}
+				for {
+					_, payload, err := r.next()
+					if err != nil {
+						return
+					}
+					var b pb.MessageBatch
+					if b.Unmarshal(payload) == nil {
+						p.got <- b
+					}
+				}
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *peer) stop() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	<-p.done
+}
+
+func batch(index uint64) pb.MessageBatch {
+	return pb.MessageBatch{Requests: []pb.Message{{Type: pb.Heartbeat, ShardID: 1, From: 1, To: 2, Commit: index}}}
+}
+
+// A connection a restarted peer closed is not Dragonboat's to see: it would
+// trip its circuit breaker and drop every message to the peer for up to
+// 750 ms. The next message goes to the peer's new process on a new
+// connection, and is not lost in the dead one; only a peer that is still
+// down fails the send.
+func TestSenderReconnectsToARestartedPeer(t *testing.T) {
+	first := startPeer(t, "127.0.0.1:0")
+	addr := first.ln.Addr().String()
+	tr := &tcpTransport{}
+	ic, err := tr.GetConnection(context.Background(), addr)
+	require.NoError(t, err)
+	s := ic.(*sender)
+	defer s.Close()
+	require.NoError(t, s.SendMessageBatch(batch(1)))
+	require.Equal(t, uint64(1), (<-first.got).Requests[0].Commit)
+
+	first.stop()
+	require.Eventually(t, s.gone, 10*time.Second, time.Millisecond, "the sender did not see its peer close the connection")
+	second := startPeer(t, addr)
+	defer second.stop()
+	require.NoError(t, s.SendMessageBatch(batch(2)))
+	select {
+	case b := <-second.got:
+		require.Equal(t, uint64(2), b.Requests[0].Commit)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the restarted peer did not get the message")
+	}
+
+	second.stop()
+	require.Eventually(t, s.gone, 10*time.Second, time.Millisecond)
+	require.Error(t, s.SendMessageBatch(batch(3)), "a peer that is down must fail the send")
 }

@@ -88,7 +88,7 @@ func NewCollector(node *fencelock.Node) *Collector {
 		keepAliveEntries: d("keep_alive_entries_total", "Raft entries carrying keep-alives that this replica applied."),
 		renewals:         d("session_renewals_total", "Session renewals in the keep-alives this replica applied."),
 		leaderChanges:    d("leader_changes_total", "Times this replica saw a new raft leader."),
-		connFailures:     d("peer_connection_failures_total", "Failed attempts of this replica to connect to a peer."),
+		connFailures:     d("peer_connection_failures_total", "Failed attempts of this replica to connect to a peer; a peer back within 2 s of a broken connection (a restart) is not counted."),
 		proposals:        d("proposal_duration_seconds", "Time calls on this replica waited for their commands to apply, retries included."),
 		role:             d("role", "This replica's role: 1 for the current one of leader, voter (a voting follower), non_voting, removed.", "role"),
 		hasLeader:        d("has_leader", "1 when this replica knows a raft leader."),

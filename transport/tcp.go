@@ -416,22 +416,32 @@ func (t *tcpTransport) GetSnapshotConnection(ctx context.Context, target string)
 
 // sender writes frames to one peer; Dragonboat uses each from one goroutine.
 //
-// A message sender (redial set) hides from Dragonboat a connection that
-// broke while the peer itself is back: a peer that restarted closed it, and
-// Dragonboat keeps an idle connection for a minute. Reported, such a failure
-// trips Dragonboat's circuit breaker for the peer, which then drops every
-// message to it for 250 to 750 ms: a leader that just took over would lose
-// its quorum for that long at every rolling restart. So the sender watches
-// for the close (the acceptor never writes after the handshake, so any read
-// ending means the connection is gone), and before a write on a closed
-// connection, or after a write that failed, it dials once more and writes
-// there. Only a dial that fails reaches Dragonboat: the peer is down.
+// A message sender (redial set) hides from Dragonboat a peer that is gone
+// for a moment, as at a restart. Dragonboat keeps an idle connection for a
+// minute, and a failure it is told of trips its circuit breaker for the
+// peer, which then drops every message to it for 250 ms to 1 s, at every
+// failed retry, and so for up to a second after the peer is back: a leader
+// would reach a restarted follower late, and one that just took over could
+// lose its quorum meanwhile. So the sender watches for the close (the
+// acceptor never writes after the handshake: any read ending means the
+// connection is gone); before a write on a closed connection, or after a
+// write that failed, it dials again, at most every redialEvery. While the
+// peer cannot be reached, for up to unreachableAfter, it drops the messages
+// as a lossy link would, and raft sends again what matters; only then does
+// it report the failure, and Dragonboat's own backoff takes over.
 type sender struct {
-	conn   net.Conn
+	conn   net.Conn // nil while the peer cannot be reached
 	buf    []byte
 	redial func() (net.Conn, error) // nil: a snapshot stream, not redialled
 	closed chan struct{}            // closed once conn is known to be gone
+	down   time.Time                // the first failed redial since conn broke
+	dialed time.Time                // the last redial
 }
+
+const (
+	redialEvery      = 50 * time.Millisecond
+	unreachableAfter = 2 * time.Second
+)
 
 // watch starts reading conn until it ends; closed tells when it did.
 func (s *sender) watch() {
@@ -443,29 +453,58 @@ func (s *sender) watch() {
 	}(s.conn, s.closed)
 }
 
-// gone reports whether the connection is known to be closed.
-func (s *sender) gone() bool {
-	select {
-	case <-s.closed:
-		return true
-	default:
+// usable reports whether conn is open, as far as the sender knows.
+func (s *sender) usable() bool {
+	if s.conn == nil {
 		return false
 	}
-}
-
-// reconnect replaces a broken connection by a new one to the same peer.
-func (s *sender) reconnect() error {
-	s.conn.Close()
-	conn, err := s.redial()
-	if err != nil {
-		return err
+	select {
+	case <-s.closed:
+		return false
+	default:
+		return true
 	}
-	s.conn = conn
-	s.watch()
-	return nil
 }
 
-func (s *sender) Close() { s.conn.Close() }
+// reconnect replaces a broken connection by a new one to the same peer. It
+// returns errUnreachable, to drop the message, while the peer has been
+// unreachable for less than unreachableAfter, and the dial's error after.
+func (s *sender) reconnect() error {
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn = nil
+	}
+	now := time.Now()
+	if s.down.IsZero() {
+		s.down = now
+	}
+	var err error
+	if now.Sub(s.dialed) >= redialEvery {
+		s.dialed = now
+		var conn net.Conn
+		if conn, err = s.redial(); err == nil {
+			s.conn, s.down = conn, time.Time{}
+			s.watch()
+			return nil
+		}
+	}
+	if now.Sub(s.down) < unreachableAfter {
+		return errUnreachable
+	}
+	if err == nil {
+		err = fmt.Errorf("%w for %v", errUnreachable, now.Sub(s.down).Round(time.Millisecond))
+	}
+	return err
+}
+
+// errUnreachable is a peer that cannot be reached yet.
+var errUnreachable = errors.New("peer unreachable")
+
+func (s *sender) Close() {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+}
 
 func (s *sender) SendMessageBatch(b pb.MessageBatch) error {
 	frame := s.frame(headerSize + b.SizeUpperLimit())
@@ -502,9 +541,9 @@ func (s *sender) send(kind byte, frame []byte) error {
 	if s.redial == nil {
 		return writeFrame(s.conn, frame)
 	}
-	if s.gone() {
+	if !s.usable() {
 		if err := s.reconnect(); err != nil {
-			return err
+			return dropped(err)
 		}
 	}
 	err := writeFrame(s.conn, frame)
@@ -512,9 +551,18 @@ func (s *sender) send(kind byte, frame []byte) error {
 		// A peer that is alive but stalled keeps its deadline error: a
 		// new connection would stall the same way.
 		if err := s.reconnect(); err != nil {
-			return err
+			return dropped(err)
 		}
 		err = writeFrame(s.conn, frame)
+	}
+	return err
+}
+
+// dropped is nil for a message dropped while the peer is briefly
+// unreachable, else err.
+func dropped(err error) error {
+	if err == errUnreachable {
+		return nil
 	}
 	return err
 }

@@ -56,7 +56,7 @@ func startPeer(t *testing.T, addr string) *peer {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
-	p := &peer{ln: ln, got: make(chan pb.MessageBatch, 16), done: make(chan struct{})}
+	p := &peer{ln: ln, got: make(chan pb.MessageBatch, 256), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		var wg sync.WaitGroup
@@ -104,10 +104,11 @@ func batch(index uint64) pb.MessageBatch {
 }
 
 // A connection a restarted peer closed is not Dragonboat's to see: it would
-// trip its circuit breaker and drop every message to the peer for up to
-// 750 ms. The next message goes to the peer's new process on a new
-// connection, and is not lost in the dead one; only a peer that is still
-// down fails the send.
+// trip its circuit breaker and drop every message to the peer for up to a
+// second. The next message goes to the peer's new process on a new
+// connection, and is not lost in the dead one. While the peer is down the
+// sender drops messages, as a lossy link would, and reaches the peer as soon
+// as it is back; only a peer down for unreachableAfter fails the send.
 func TestSenderReconnectsToARestartedPeer(t *testing.T) {
 	first := startPeer(t, "127.0.0.1:0")
 	addr := first.ln.Addr().String()
@@ -118,11 +119,11 @@ func TestSenderReconnectsToARestartedPeer(t *testing.T) {
 	defer s.Close()
 	require.NoError(t, s.SendMessageBatch(batch(1)))
 	require.Equal(t, uint64(1), (<-first.got).Requests[0].Commit)
+	closed := func() bool { return !s.usable() }
 
 	first.stop()
-	require.Eventually(t, s.gone, 10*time.Second, time.Millisecond, "the sender did not see its peer close the connection")
+	require.Eventually(t, closed, 10*time.Second, time.Millisecond, "the sender did not see its peer close the connection")
 	second := startPeer(t, addr)
-	defer second.stop()
 	require.NoError(t, s.SendMessageBatch(batch(2)))
 	select {
 	case b := <-second.got:
@@ -131,7 +132,28 @@ func TestSenderReconnectsToARestartedPeer(t *testing.T) {
 		t.Fatal("the restarted peer did not get the message")
 	}
 
+	// Down for a moment: messages are dropped, not failed, and the first
+	// one after the peer is back reaches it.
 	second.stop()
-	require.Eventually(t, s.gone, 10*time.Second, time.Millisecond)
-	require.Error(t, s.SendMessageBatch(batch(3)), "a peer that is down must fail the send")
+	require.Eventually(t, closed, 10*time.Second, time.Millisecond)
+	require.NoError(t, s.SendMessageBatch(batch(3)), "a peer down for a moment is a lossy link to Dragonboat")
+	third := startPeer(t, addr)
+	require.Eventually(t, func() bool {
+		require.NoError(t, s.SendMessageBatch(batch(4)))
+		select {
+		case b := <-third.got:
+			require.Equal(t, uint64(4), b.Requests[0].Commit)
+			return true
+		default:
+			return false
+		}
+	}, 10*time.Second, 10*time.Millisecond, "the peer back up did not get the messages sent to it")
+
+	// Down for longer: the send fails, and Dragonboat's backoff takes over.
+	third.stop()
+	require.Eventually(t, closed, 10*time.Second, time.Millisecond)
+	down := time.Now()
+	require.Eventually(t, func() bool { return s.SendMessageBatch(batch(5)) != nil }, 20*time.Second, 20*time.Millisecond,
+		"a peer down for good must fail the send")
+	require.GreaterOrEqual(t, time.Since(down), unreachableAfter)
 }

@@ -1,8 +1,10 @@
 package replica
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -79,4 +81,36 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// maxDirFile bounds what is read of each of the small JSON files fencelock
+// keeps in Dir (the group identity, the named groups, the Dir IDs): a
+// damaged or foreign file is refused, not read whole into memory.
+const maxDirFile = 1 << 20
+
+// readDirFile reads a small file of Dir, at most maxDirFile+1 bytes, so
+// that decodeDirFile can tell one too large.
+func readDirFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxDirFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return data, nil
+}
+
+// decodeDirFile decodes the JSON of a small file of Dir into v; an error
+// names the file and says it is corrupt.
+func decodeDirFile(path string, data []byte, v any) error {
+	if len(data) > maxDirFile {
+		return fmt.Errorf("%s: larger than %d bytes", path, maxDirFile)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s is corrupt: %v", path, err)
+	}
+	return nil
 }

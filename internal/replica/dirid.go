@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -100,14 +98,9 @@ func loadDirIDs(dir string, self uint64) (*dirIDs, error) {
 }
 
 func readDirIDs(path string) (dirIDFile, error) {
-	f, err := os.Open(path)
+	data, err := readDirFile(path)
 	if err != nil {
 		return dirIDFile{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxGroupFile+1))
-	if err != nil {
-		return dirIDFile{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return decodeDirIDs(path, data)
 }
@@ -115,11 +108,8 @@ func readDirIDs(path string) (dirIDFile, error) {
 // decodeDirIDs decodes the Dir ID file's bytes.
 func decodeDirIDs(path string, data []byte) (dirIDFile, error) {
 	var f dirIDFile
-	if len(data) > maxGroupFile {
-		return dirIDFile{}, fmt.Errorf("%s: larger than %d bytes", path, maxGroupFile)
-	}
-	if err := json.Unmarshal(data, &f); err != nil {
-		return dirIDFile{}, fmt.Errorf("%s is corrupt: %v", path, err)
+	if err := decodeDirFile(path, data, &f); err != nil {
+		return dirIDFile{}, err
 	}
 	if f.Version != 1 || f.Self == 0 || len(f.Known) > maxDirIDs {
 		return dirIDFile{}, fmt.Errorf("%s is corrupt: version %d, Dir ID %d, %d known", path, f.Version, f.Self, len(f.Known))

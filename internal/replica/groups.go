@@ -28,10 +28,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -80,11 +78,8 @@ type groupsFile struct {
 // list is an error.
 func decodeGroups(path string, data []byte) (groupsFile, error) {
 	var f groupsFile
-	if len(data) > maxGroupFile {
-		return groupsFile{}, fmt.Errorf("%s: larger than %d bytes", path, maxGroupFile)
-	}
-	if err := json.Unmarshal(data, &f); err != nil {
-		return groupsFile{}, fmt.Errorf("%s is corrupt: %v", path, err)
+	if err := decodeDirFile(path, data, &f); err != nil {
+		return groupsFile{}, err
 	}
 	if f.Version != 1 {
 		return groupsFile{}, fmt.Errorf("%s is corrupt: version %d", path, f.Version)
@@ -105,17 +100,12 @@ func decodeGroups(path string, data []byte) (groupsFile, error) {
 }
 
 func readGroups(path string) (groupsFile, error) {
-	f, err := os.Open(path)
+	data, err := readDirFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return groupsFile{Version: 1}, nil
 	}
 	if err != nil {
 		return groupsFile{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxGroupFile+1))
-	if err != nil {
-		return groupsFile{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return decodeGroups(path, data)
 }

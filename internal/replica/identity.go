@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -30,10 +29,6 @@ import (
 
 // groupFileName is the identity's file in Dir.
 const groupFileName = "fencelock-group.json"
-
-// maxGroupFile bounds what is read of the file: it holds one digest and a
-// membership.
-const maxGroupFile = 1 << 20
 
 type groupFile struct {
 	Version int               `json:"version"`
@@ -72,14 +67,9 @@ func loadGroup(cfg *Config) (groupFile, error) {
 }
 
 func readGroup(path string) (groupFile, error) {
-	f, err := os.Open(path)
+	data, err := readDirFile(path)
 	if err != nil {
 		return groupFile{}, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxGroupFile+1))
-	if err != nil {
-		return groupFile{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return decodeGroup(path, data)
 }
@@ -87,11 +77,8 @@ func readGroup(path string) (groupFile, error) {
 // decodeGroup decodes the identity file's bytes.
 func decodeGroup(path string, data []byte) (groupFile, error) {
 	var g groupFile
-	if len(data) > maxGroupFile {
-		return groupFile{}, fmt.Errorf("%s: larger than %d bytes", path, maxGroupFile)
-	}
-	if err := json.Unmarshal(data, &g); err != nil {
-		return groupFile{}, fmt.Errorf("%s is corrupt: %v", path, err)
+	if err := decodeDirFile(path, data, &g); err != nil {
+		return groupFile{}, err
 	}
 	if g.Version != 1 || (g.Group == "") != (len(g.Members) == 0) {
 		return groupFile{}, fmt.Errorf("%s is corrupt: version %d, group %q with %d members", path, g.Version, g.Group, len(g.Members))

@@ -6,6 +6,7 @@
 //	go run ./bench -workload all                  # fencelock alone
 //	go run ./bench -workload W1,W2 -peer etcd -runs 3  # interleaved with etcd, plus ratio lines
 //	go run ./bench -workload W1,W2,W3 -http            # also over the HTTP API, plus its ratio over in-process
+//	go run ./bench -workload W1,W2 -runs 5 -traced -before 81eb4ff^  # tracing on over off, and off over the build before tracing
 //	go run ./bench -workload W9 -w9-sessions 2000 -w9-idle 20s  # idle sessions (W9 runs only when named)
 //	go run ./bench -workload W10                       # many groups (only when named): W10a per G, W10b, a check line
 //	go run ./bench -workload W11 -peer etcd -runs 3    # rolling restart (W11 runs only when named)
@@ -33,6 +34,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock/bench/lockbench"
@@ -53,7 +55,8 @@ type flags struct {
 	cpuProfile, blockProfile, mutexProfile  string
 	duration                                time.Duration
 	workers, runs, iterations, replicas     int
-	keep, http                              bool
+	keep, http, traced                      bool
+	before                                  string
 	w6Locks, w6Sessions, w6Extra, w6Workers int
 
 	w9Sessions, w9Parallel int
@@ -78,6 +81,8 @@ func run() error {
 	flag.BoolVar(&f.keep, "keep", false, "keep the data dirs")
 	flag.StringVar(&f.peer, "peer", "", "also run this peer side by side: etcd")
 	flag.BoolVar(&f.http, "http", false, "also run W1-W3 through the HTTP API (system fencelock-http) and print its ratio over the in-process calls")
+	flag.BoolVar(&f.traced, "traced", false, "also run W1-W3 with every replica recording OpenTelemetry spans (the SDK, a batching exporter that counts them) and print the traced figures over the untraced ones")
+	flag.StringVar(&f.before, "before", "", "also run W1-W3 with this command built at these git revisions (a comma-separated list; temporary worktrees), interleaved, and print this build's figures over each one's (e.g. the last commit before a change)")
 	flag.StringVar(&f.peerDir, "peerdir", "", "source dir of the etcd peer (default: found next to this command)")
 	flag.IntVar(&f.runs, "runs", 1, "repeat every workload this many times (interleaved with the peer)")
 	flag.IntVar(&f.replicas, "replicas", 3, "replicas in the group (the workloads are specified for 3)")
@@ -135,6 +140,16 @@ func run() error {
 			defer os.RemoveAll(root)
 		}
 	}
+	var befores []*peer
+	if f.before != "" {
+		for i, rev := range strings.Split(f.before, ",") {
+			b, err := buildBefore(strings.TrimSpace(rev), root, i)
+			if err != nil {
+				return err
+			}
+			befores = append(befores, b)
+		}
+	}
 	var peer *peer
 	if f.peer != "" {
 		if f.peer != "etcd" {
@@ -176,9 +191,29 @@ func run() error {
 	ours := map[string][]lockbench.Result{}
 	theirs := map[string][]lockbench.Result{}
 	overHTTP := map[string][]lockbench.Result{}
+	traced := map[string][]lockbench.Result{}
+	earlier := make([]map[string][]lockbench.Result, len(befores)) // by befores' index
+	for i := range befores {
+		earlier[i] = map[string][]lockbench.Result{}
+	}
+	runBefores := func(w string, r int) error {
+		for i, b := range befores {
+			if err := b.run(ctx, f, w, r, earlier[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var spans atomic.Int64
 	for r := range f.runs {
 		for _, w := range workloads {
 			peerFirst := peer != nil && r%2 == 1 && !fencelockOnly(w)
+			beforeFirst := len(befores) > 0 && r%2 == 1 && tracedWorkload(w)
+			if beforeFirst {
+				if err := runBefores(w, r); err != nil {
+					return err
+				}
+			}
 			if peerFirst {
 				if err := peer.run(ctx, f, w, r, theirs); err != nil {
 					return err
@@ -233,6 +268,26 @@ func run() error {
 				fmt.Println(hr.JSON())
 				overHTTP[w] = append(overHTTP[w], hr)
 			}
+			if f.traced && tracedWorkload(w) {
+				to := o
+				to.System = "fencelock-traced"
+				spans.Store(0)
+				tr, err := lockbench.Run(ctx, to, w, tracedStarter(f.replicas, &spans), dir+"-traced")
+				if err != nil {
+					return fmt.Errorf("%s traced: %w", w, err)
+				}
+				if !f.keep {
+					os.RemoveAll(dir + "-traced")
+				}
+				tr.Notes = strings.TrimSpace(tr.Notes + fmt.Sprintf(" spans_exported=%d", spans.Load()))
+				fmt.Println(tr.JSON())
+				traced[w] = append(traced[w], tr)
+			}
+			if len(befores) > 0 && !beforeFirst && tracedWorkload(w) {
+				if err := runBefores(w, r); err != nil {
+					return err
+				}
+			}
 			if peer != nil && !peerFirst && !fencelockOnly(w) {
 				if err := peer.run(ctx, f, w, r, theirs); err != nil {
 					return err
@@ -245,6 +300,17 @@ func run() error {
 	for _, w := range workloads {
 		if len(overHTTP[w]) > 0 {
 			fmt.Println(lockbench.Compare("fencelock-inprocess", w, overHTTP[w], ours[w]).JSON())
+		}
+	}
+	// Tracing's cost: traced over untraced, and this build over -before's.
+	for _, w := range workloads {
+		if len(traced[w]) > 0 {
+			fmt.Println(lockbench.Compare("fencelock-untraced", w, traced[w], ours[w]).JSON())
+		}
+		for i, b := range befores {
+			if len(earlier[i][w]) > 0 {
+				fmt.Println(lockbench.Compare(b.name, w, ours[w], earlier[i][w]).JSON())
+			}
 		}
 	}
 	if peer != nil {
@@ -297,8 +363,14 @@ func profile(f flags) (func(), error) {
 	}, nil
 }
 
-// peer is the etcd peer's binary, built once.
-type peer struct{ bin, root string }
+// peer is the binary of a system run beside fencelock, built once: the etcd
+// peer, or this command at an earlier revision (-before).
+type peer struct {
+	bin, root string
+	// name labels its result lines ("etcd", "fencelock@REV"); dirPrefix
+	// starts the names of its data dirs.
+	name, dirPrefix string
+}
 
 func buildPeer(dir, root string) (*peer, error) {
 	if dir == "" {
@@ -320,23 +392,27 @@ func buildPeer(dir, root string) (*peer, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("build the etcd peer in %s: %w", dir, err)
 	}
-	return &peer{bin: bin, root: root}, nil
+	return &peer{bin: bin, root: root, name: "etcd", dirPrefix: "etcd"}, nil
 }
 
 func (p *peer) run(ctx context.Context, f flags, w string, r int, into map[string][]lockbench.Result) error {
 	cmd := exec.CommandContext(ctx, p.bin, "-workload", w,
 		"-duration", f.duration.String(), "-workers", fmt.Sprint(f.workers),
 		"-iterations", fmt.Sprint(f.iterations),
-		"-dir", filepath.Join(p.root, fmt.Sprintf("etcd-%s-%d", w, r)))
+		"-dir", filepath.Join(p.root, fmt.Sprintf("%s-%s-%d", p.dirPrefix, w, r)))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("etcd peer %s: %w", w, err)
+		return fmt.Errorf("%s %s: %w", p.name, w, err)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		res, err := lockbench.Parse(line)
 		if err != nil {
-			return fmt.Errorf("etcd peer printed %q: %w", line, err)
+			return fmt.Errorf("%s printed %q: %w", p.name, line, err)
+		}
+		if res.System != p.name { // an earlier fencelock calls itself fencelock
+			res.System = p.name
+			line = res.JSON()
 		}
 		fmt.Println(line)
 		into[w] = append(into[w], res)

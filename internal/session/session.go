@@ -453,8 +453,10 @@ func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
 func (s *Session) Request(ctx context.Context, group string, cmd fsm.Command, o RequestOptions) (*Grant, error) {
 	ctx, span := s.h.tracer.Start(ctx, spanName(&cmd))
 	defer span.End()
+	// The wait is a figure, not a lease: Now's monotonic reading, not the
+	// boot clock's system call (see Grant.since).
 	c := s.h.cfg.Clock
-	start := clock.Boot(c)
+	start := c.Now()
 	var lead *atomic.Int64
 	if cmd.Kind == fsm.KindCampaign {
 		lead = s.h.leading.of(group, cmd.Name)
@@ -464,7 +466,7 @@ func (s *Session) Request(ctx context.Context, group string, cmd fsm.Command, o 
 	if err == nil {
 		g, err = p.request(ctx, &cmd, o)
 	}
-	waited := clock.Boot(c).Sub(start)
+	waited := c.Now().Sub(start)
 	if lead != nil {
 		if g != nil {
 			g.lead(lead)

@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,7 @@ func main() {
 type flags struct {
 	workload, dir, peer, peerDir            string
 	cpuProfile, blockProfile, mutexProfile  string
+	execTrace                               string
 	duration                                time.Duration
 	workers, runs, iterations, replicas     int
 	keep, http, traced                      bool
@@ -112,6 +114,7 @@ func run() error {
 	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the fencelock runs here")
 	flag.StringVar(&f.blockProfile, "blockprofile", "", "write a block profile here")
 	flag.StringVar(&f.mutexProfile, "mutexprofile", "", "write a mutex profile here")
+	flag.StringVar(&f.execTrace, "trace", "", "write a Go execution trace of the fencelock runs here (go tool trace; -pprof=sched shows waits for a CPU)")
 	flag.Parse()
 
 	if f.charts != "" {
@@ -338,6 +341,16 @@ func profile(f flags) (func(), error) {
 			return nil, err
 		}
 		stops = append(stops, func() { pprof.StopCPUProfile(); out.Close() })
+	}
+	if f.execTrace != "" {
+		out, err := os.Create(f.execTrace)
+		if err != nil {
+			return nil, err
+		}
+		if err := trace.Start(out); err != nil {
+			return nil, err
+		}
+		stops = append(stops, func() { trace.Stop(); out.Close() })
 	}
 	write := func(name, path string) func() {
 		return func() {

@@ -112,6 +112,15 @@ func w11(ctx context.Context, c Cluster, o Options) (Result, error) {
 	aloneN := len(calls)
 	mu.Unlock()
 	normal := time.Duration(alone.sorted().pct(.5) * float64(time.Millisecond))
+	// What the same sum comes to with no restart at all: the alone phase's
+	// own excess per call (its calls slower than their median). A window's
+	// baseline is that times its calls, so a window can be read as its
+	// excess over what its calls would have waited anyway.
+	var aloneExcess time.Duration
+	for _, d := range alone {
+		aloneExcess += max(d-normal, 0)
+	}
+	perCall := aloneExcess / time.Duration(max(aloneN, 1))
 
 	type window struct {
 		replica    int
@@ -123,6 +132,7 @@ func w11(ctx context.Context, c Cluster, o Options) (Result, error) {
 		wasLeader  bool
 		excess     time.Duration
 		longestExc time.Duration
+		calls      int
 	}
 	var windows []window
 	order := []int{leader}
@@ -245,6 +255,7 @@ func w11(ctx context.Context, c Cluster, o Options) (Result, error) {
 			if end.After(windows[k].from) && ct.start.Before(windows[k].to) {
 				windows[k].excess += e
 				windows[k].longestExc = max(windows[k].longestExc, e)
+				windows[k].calls++
 			}
 		}
 	}
@@ -253,8 +264,10 @@ func w11(ctx context.Context, c Cluster, o Options) (Result, error) {
 	r.addNote("normal_ms=%v longest_excess_ms=%v longest_at=%s total_excess_ms=%v failed_acquires=%d locks_lost=%d worker_replica=%d own_restart_ms=%v resumed=%v",
 		ms(normal), ms(longest), longestAt, ms(total), failed, lost, w, ownMS, canResume)
 	for _, win := range windows {
-		r.addNote("r%d(leader=%v): excess_ms=%v longest_ms=%v stop_ms=%v restart_ms=%v",
-			win.replica, win.wasLeader, ms(win.excess), ms(win.longestExc), win.stopMS, win.restartMS)
+		base := perCall * time.Duration(win.calls)
+		r.addNote("r%d(leader=%v): excess_ms=%v longest_ms=%v stop_ms=%v restart_ms=%v calls=%d baseline_ms=%v over_baseline_ms=%v",
+			win.replica, win.wasLeader, ms(win.excess), ms(win.longestExc), win.stopMS, win.restartMS,
+			win.calls, ms(base), ms(win.excess-base))
 	}
 	return r, nil
 }

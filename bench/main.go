@@ -55,6 +55,7 @@ type flags struct {
 	workload, dir, peer, peerDir            string
 	cpuProfile, blockProfile, mutexProfile  string
 	execTrace                               string
+	handoff                                 int
 	duration                                time.Duration
 	workers, runs, iterations, replicas     int
 	keep, http, traced                      bool
@@ -115,8 +116,13 @@ func run() error {
 	flag.StringVar(&f.blockProfile, "blockprofile", "", "write a block profile here")
 	flag.StringVar(&f.mutexProfile, "mutexprofile", "", "write a mutex profile here")
 	flag.StringVar(&f.execTrace, "trace", "", "write a Go execution trace of the fencelock runs here (go tool trace; -pprof=sched shows waits for a CPU)")
+	flag.IntVar(&f.handoff, "handoff", 0, "only measure this many goroutine handoffs each way (a woken goroutine's delay to run; see handoff.go) and print their quantiles")
 	flag.Parse()
 
+	if f.handoff > 0 {
+		printHandoff(os.Stdout, f.handoff)
+		return nil
+	}
 	if f.charts != "" {
 		return redraw(f.charts, f.chartDir)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -246,4 +247,17 @@ func TestW10RunsBothPartsOnRealGroups(t *testing.T) {
 	require.Zero(t, aLeader)
 	require.True(t, chk.LeadersWithinBound)
 	require.Equal(t, 2, chk.AggregateAt)
+}
+
+func TestHandoffDelaysAreMeasuredAndSorted(t *testing.T) {
+	awake, blocking := handoffDelays(50, 200*time.Microsecond)
+	require.Len(t, awake, 50)
+	require.Len(t, blocking, 50)
+	require.True(t, slices.IsSorted(awake) && slices.IsSorted(blocking))
+	require.Positive(t, awake[0])
+	// The waker's busy loop ends by 200µs plus the deadline's slack, so the
+	// readied goroutine ran at the latest then; a far larger delay would
+	// mean the measurement waited on something else.
+	require.Less(t, quantile(awake, .5), time.Second)
+	require.LessOrEqual(t, quantile(blocking, .5), quantile(blocking, .99))
 }

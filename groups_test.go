@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -222,6 +223,49 @@ func TestGroupsLeadersSpread(t *testing.T) {
 	c.stop(2)
 	c.start(2)
 	spread("after replica 2 restarted")
+}
+
+// A host keeps one message stream to each peer, whatever the groups: the
+// groups' messages share its batches and its connection instead of being
+// split over Dragonboat's default four streams (a group's is its shard ID
+// modulo 4), each its own goroutine, batch and write.
+func TestGroupsShareOneStreamPerPeer(t *testing.T) {
+	var groups []GroupConfig
+	residues := map[uint64]bool{replica.GroupShardID("") % 4: true}
+	for i := range 7 {
+		name := fmt.Sprintf("g%d", i)
+		groups = append(groups, GroupConfig{Name: name, Voters: []uint64{1, 2, 3}})
+		residues[replica.GroupShardID(name)%4] = true
+	}
+	require.GreaterOrEqual(t, len(residues), 3, "the groups would use several of Dragonboat's default streams")
+	c := newCluster(t, 3, withGroups(groups...))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "every group has a leader", func(_ uint64, st Status) bool { return len(st.Groups) == 8 && allLeaders(st) })
+
+	// Every host proposes in every group, so each sends to every group's
+	// leader and each leader answers: every pair of hosts exchanges
+	// messages of the groups either of them leads.
+	for id, n := range c.nodes {
+		s, err := n.NewSession(ctx)
+		require.NoError(t, err)
+		for _, g := range append([]GroupConfig{{Name: ""}}, groups...) {
+			name := fmt.Sprintf("streams-%d", id)
+			if g.Name != "" {
+				name += "@" + g.Name
+			}
+			l, err := s.Acquire(ctx, name)
+			require.NoError(t, err)
+			require.NoError(t, l.Release(ctx))
+		}
+		require.NoError(t, s.Close(ctx))
+	}
+	for id, n := range c.nodes {
+		streams := n.host.TestingMessageStreams()
+		require.Len(t, streams, 2, "replica %d reaches both peers: %v", id, streams)
+		for target, k := range streams {
+			require.Equal(t, 1, k, "replica %d: message connections to %s: %v", id, target, streams)
+		}
+	}
 }
 
 // TransferLeadership moves a group's leader and waits for it; it refuses

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	_ "unsafe" // dragonboatStreamConnections is linked to Dragonboat's setting
 
 	"github.com/lni/dragonboat/v4/config"
 	pb "github.com/lni/dragonboat/v4/raftpb"
@@ -37,7 +38,25 @@ var (
 func init() {
 	newDirExecShards.Store(1)
 	newDirLogDBShards.Store(1)
+	dragonboatStreamConnections = 1
 }
+
+// dragonboatStreamConnections is how many message streams Dragonboat's
+// transport keeps to each peer host; a group's messages go on stream
+// shardID % count. Dragonboat's default is 4, which splits a step's
+// messages for the groups of one host into up to four batches, four send
+// goroutines and four connections, each woken and written on its own: with
+// many groups that multiplied the hand-offs per command (docs/performance.md,
+// W10 round 3) for no gain, since one connection carries a peer's every
+// group in one batch per write. One stream per peer, set before any NodeHost
+// starts, applies to every NodeHost of the process. It is a soft setting
+// that Dragonboat reads only from a file in the working directory, hence
+// the link; go.mod pins the version it comes from, and
+// TestGroupsShareOneStreamPerPeer fails if it stops taking effect.
+// Snapshots are streamed on connections of their own and are not affected.
+//
+//go:linkname dragonboatStreamConnections github.com/lni/dragonboat/v4.streamConnections
+var dragonboatStreamConnections uint64
 
 // flagFile is the file at the top of a Dir in which Dragonboat records the
 // settings the Dir was created with.

@@ -65,6 +65,7 @@ type Host struct {
 	releaseDir func()                         // frees Dir for another Start in this process
 	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
 	down       atomic.Bool                    // set by TestingCrash: the transport is cut off
+	streams    streamCount                    // message connections opened, by target (tests)
 
 	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)
 	// before Close closes it: Dragonboat's Close and GetNodeHostInfo race.
@@ -207,7 +208,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 	}
-	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down}
+	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down, &h.streams}
 	nhc.Expert.TransportFactory = progressFactory{TransportFactory: nhc.Expert.TransportFactory, h: h}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {

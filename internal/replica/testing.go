@@ -2,6 +2,8 @@ package replica
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"sync/atomic"
 
 	"github.com/lni/dragonboat/v4/config"
@@ -48,7 +50,33 @@ func (h *Host) TestingLogStoreStats() logstore.Stats {
 // is never set and the gate only reads it.
 type gate struct {
 	config.TransportFactory
-	down *atomic.Bool
+	down    *atomic.Bool
+	streams *streamCount
+}
+
+// streamCount counts the message connections the host's transport opened,
+// by target: one per stream Dragonboat keeps to a peer (and another after
+// one failed or idled out). Tests read it (TestingMessageStreams).
+type streamCount struct {
+	mu     sync.Mutex
+	opened map[string]int
+}
+
+func (s *streamCount) add(target string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opened == nil {
+		s.opened = map[string]int{}
+	}
+	s.opened[target]++
+}
+
+// TestingMessageStreams returns how many message connections this host's
+// transport opened to each target since the host started.
+func (h *Host) TestingMessageStreams() map[string]int {
+	h.streams.mu.Lock()
+	defer h.streams.mu.Unlock()
+	return maps.Clone(h.streams.opened)
 }
 
 func (g gate) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raftio.ChunkHandler) raftio.ITransport {
@@ -58,12 +86,13 @@ func (g gate) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raf
 				mh(b)
 			}
 		},
-		func(c pb.Chunk) bool { return !g.down.Load() && ch(c) }), g.down}
+		func(c pb.Chunk) bool { return !g.down.Load() && ch(c) }), g.down, g.streams}
 }
 
 type gatedTransport struct {
 	raftio.ITransport
-	down *atomic.Bool
+	down    *atomic.Bool
+	streams *streamCount
 }
 
 func (t gatedTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
@@ -71,6 +100,7 @@ func (t gatedTransport) GetConnection(ctx context.Context, target string) (rafti
 	if err != nil {
 		return nil, err
 	}
+	t.streams.add(target)
 	return gatedConn{c, t.down}, nil
 }
 

@@ -81,7 +81,7 @@ func (s *Session) campaign(ctx context.Context, election, value string, wait boo
 	if err != nil {
 		return nil, err
 	}
-	group, _, err := s.n.route(election)
+	group, _, err := s.n.host.Route(election)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (n *Node) Leader(ctx context.Context, election string) (LeaderInfo, error) 
 	if !fsm.ValidName(election) {
 		return LeaderInfo{}, invalidName(election)
 	}
-	_, r, err := n.route(election)
+	_, r, err := n.host.Route(election)
 	if err != nil {
 		return LeaderInfo{}, err
 	}
@@ -215,7 +215,7 @@ func (n *Node) Candidates(ctx context.Context, election string, opts ...ListOpti
 	if err != nil {
 		return Candidates{}, err
 	}
-	_, r, err := n.route(election)
+	_, r, err := n.host.Route(election)
 	if err != nil {
 		return Candidates{}, err
 	}
@@ -264,7 +264,7 @@ func (n *Node) Elections(ctx context.Context, prefix string, opts ...ListOption)
 	// lists the names starting with prefix there.
 	base, r := prefix, n.r
 	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
-		if _, r, err = n.route(prefix); err != nil {
+		if _, r, err = n.host.Route(prefix); err != nil {
 			return ElectionPage{}, err
 		}
 		base = prefix[:i]

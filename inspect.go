@@ -126,7 +126,7 @@ func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	if !fsm.ValidName(name) {
 		return LockInfo{}, invalidName(name)
 	}
-	_, r, err := n.route(name)
+	_, r, err := n.host.Route(name)
 	if err != nil {
 		return LockInfo{}, err
 	}

@@ -58,7 +58,7 @@ func (n *Node) RunElection(ctx context.Context, election, value string, cb Elect
 	if err := checkCampaign(election, value); err != nil {
 		return err
 	}
-	if _, _, err := n.route(election); err != nil {
+	if _, _, err := n.host.Route(election); err != nil {
 		return err
 	}
 	if cb.OnNewLeader != nil {

@@ -90,7 +90,7 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 	// with prefix there as it does here.
 	base, group, r := prefix, "", n.r
 	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
-		if group, r, err = n.route(prefix); err != nil {
+		if group, r, err = n.host.Route(prefix); err != nil {
 			return LockPage{}, err
 		}
 		base = prefix[:i]
@@ -141,9 +141,9 @@ func (n *Node) ContendedIn(ctx context.Context, group string, count int) ([]Lock
 	if count < 1 || count > MaxContended {
 		return nil, fmt.Errorf("%w: contended count %d outside [1, %d]", ErrInvalidConfig, count, MaxContended)
 	}
-	r := n.groups().Group(group)
-	if r == nil {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
+	r, err := n.host.Named(group)
+	if err != nil {
+		return nil, err
 	}
 	type ranked struct {
 		info    fsm.LockInfo
@@ -214,7 +214,7 @@ func (n *Node) SessionsIn(ctx context.Context, group string, opts ...ListOption)
 	if err != nil {
 		return SessionPage{}, err
 	}
-	r, err := n.group(group)
+	r, err := n.host.Named(group)
 	if err != nil {
 		return SessionPage{}, err
 	}

@@ -124,7 +124,7 @@ func (s *Session) acquireMode(ctx context.Context, name string, shared bool, per
 	if shared {
 		cmd.Kind, cmd.Permits = fsm.KindAcquireShared, uint64(permits)
 	}
-	group, _, err := s.n.route(name)
+	group, _, err := s.n.host.Route(name)
 	if err != nil {
 		return nil, err
 	}

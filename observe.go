@@ -25,7 +25,7 @@ func (n *Node) Observe(ctx context.Context, election string) <-chan LeaderInfo {
 	if !fsm.ValidName(election) {
 		return closedWith(LeaderInfo{Election: election, Err: invalidName(election)})
 	}
-	group, _, err := n.route(election)
+	group, _, err := n.host.Route(election)
 	if err != nil {
 		return closedWith(LeaderInfo{Election: election, Err: err})
 	}

@@ -49,7 +49,7 @@ func (n *Node) revoke(ctx context.Context, name string, token uint64, election b
 	if !fsm.ValidName(name) {
 		return invalidName(name)
 	}
-	_, r, err := n.route(name)
+	_, r, err := n.host.Route(name)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (n *Node) EndSession(ctx context.Context, id uint64) error {
 // session's next call naming the group opens a new part. A group this
 // deployment does not run fails with ErrUnknownGroup.
 func (n *Node) EndSessionIn(ctx context.Context, group string, id uint64) error {
-	r, err := n.group(group)
+	r, err := n.host.Named(group)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func (n *Node) Watch(ctx context.Context, name string) <-chan LockInfo {
 	if !fsm.ValidName(name) {
 		return closedWith(LockInfo{Name: name, Err: invalidName(name)})
 	}
-	group, _, err := n.route(name)
+	group, _, err := n.host.Route(name)
 	if err != nil {
 		return closedWith(LockInfo{Name: name, Err: err})
 	}

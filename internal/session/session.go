@@ -1,9 +1,10 @@
 // Package session is the client side of fencelock: everything a process
 // keeps about its sessions, their requests, grants, keep-alives and
 // watches. Package fencelock (the root) is its only caller: it checks the
-// arguments of each public call, splits a name's group off (`base@group`),
-// and calls in here; this package proposes commands to the group's
-// internal/replica, and hears back from it on that group's Sink.
+// arguments of each public call, has internal/replica route a name to its
+// group (`base@group`, Host.Route), and calls in here; this package
+// proposes commands to the group's internal/replica, and hears back from it
+// on that group's Sink.
 //
 // # Roles
 //

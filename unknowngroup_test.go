@@ -8,25 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestGroupOf(t *testing.T) {
-	for name, want := range map[string]struct {
-		group string
-		ok    bool
-	}{
-		"job":                  {"", true},
-		"jobs/reindex@billing": {"billing", true},
-		"a@b@c":                {"c", true}, // after the last '@'
-		"mail@example.com@eu":  {"eu", true},
-		"x@":                   {"", false}, // the default group has no name to write
-		"@":                    {"", false},
-		"@billing":             {"billing", true},
-	} {
-		group, ok := groupOf(name)
-		require.Equal(t, want.group, group, name)
-		require.Equal(t, want.ok, ok, name)
-	}
-}
-
 // With only the default group configured, every call that takes a lock or
 // election name refuses a name that names another group, loudly: nothing
 // is queued, held or read in the default group instead.

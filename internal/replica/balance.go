@@ -23,12 +23,18 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 )
 
 type balancer struct {
 	nudge     chan struct{} // a leader changed somewhere
 	holdUntil time.Time     // no transfer before; the run goroutine's own
+
+	// mu is held through each round, so that TestingPauseBalancer returns
+	// with no transfer of the balancer's in flight.
+	mu     sync.Mutex
+	paused bool // tests only (TestingPauseBalancer)
 }
 
 func newBalancer() balancer { return balancer{nudge: make(chan struct{}, 1)} }
@@ -97,7 +103,9 @@ type groupView struct {
 // balance makes at most one transfer, if this host leads more groups than
 // its bound.
 func (h *Host) balance(ctx context.Context) {
-	if len(h.groups) < 2 || time.Now().Before(h.bal.holdUntil) {
+	h.bal.mu.Lock()
+	defer h.bal.mu.Unlock()
+	if len(h.groups) < 2 || h.bal.paused || time.Now().Before(h.bal.holdUntil) {
 		return
 	}
 	self := h.cfg.ReplicaID

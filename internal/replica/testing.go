@@ -159,3 +159,12 @@ func TestingRecordedShards(dir string) (exec, logdb uint64, ok bool) {
 func TestingEngineConfigs(dir string) (config.EngineConfig, config.LogDBConfig) {
 	return engineConfigs(dir)
 }
+
+// TestingPauseBalancer stops (or restarts) the balancer of this host, for
+// tests that place leaders themselves; when it returns, no transfer the
+// balancer started is in flight.
+func (h *Host) TestingPauseBalancer(paused bool) {
+	h.bal.mu.Lock()
+	defer h.bal.mu.Unlock()
+	h.bal.paused = paused
+}

@@ -261,7 +261,8 @@ func (c *client) write(b *belief) bool {
 // paused simulates a stop-the-world pause of the client's process in the
 // middle of its critical section, longer than its TTL; on waking it writes
 // without looking at Done, as a process paused between its check and its
-// write would. The Fencer must refuse that write if anyone wrote after it.
+// write would, and its caller releases next. The Fencer must refuse that
+// write if anyone wrote after it.
 func (c *client) takePause() *pauseRequest {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -309,8 +310,15 @@ func (c *client) paused(ctx context.Context, p *pauseRequest) {
 	}
 	t.Stop()
 	testhook.Resume(c.sess)
-	c.e.update(b, func(b *belief) { b.paused = false })
+	// Awake, it writes and then releases without looking at Done: its
+	// belief stays exempt from "the holder stops first" until the release
+	// marks it, since its part learns of the deadline that passed in the
+	// pause only when the part's own goroutines run (the thaw runs the
+	// deadline check in the background, as a woken process's timers fire),
+	// and a grant returned meanwhile to another client is not the library's
+	// fault. The fencer judges the write.
 	c.write(b)
+	c.e.update(b, func(b *belief) { b.paused, b.releasing = false, true })
 }
 
 // release releases the lock, or resigns the leadership, c holds.

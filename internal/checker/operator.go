@@ -71,6 +71,7 @@ func (e *env) revokeLock(ctx context.Context, n *fencelock.Node, node uint64, na
 		err = n.Revoke(rctx, name)
 	}
 	cancel()
+	e.revocationApplied(ctx, n, groupOf(name))
 	done()
 	e.h.end(i, e.revoked(err, fencelock.ErrNotHeld), 0)
 }
@@ -83,6 +84,7 @@ func (e *env) revokeTerm(ctx context.Context, n *fencelock.Node, node uint64, na
 	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
 	err := n.RevokeLeadership(rctx, name)
 	cancel()
+	e.revocationApplied(ctx, n, groupOf(name))
 	done()
 	e.h.end(i, e.revoked(err, fencelock.ErrNotLeader), 0)
 }
@@ -121,6 +123,40 @@ func (e *env) endSession(ctx context.Context, n *fencelock.Node, rng *rand.Rand)
 		e.h.violation("session %d ended by the operator is still live for its holder after %v", s.ID(), settleBound)
 	case <-ctx.Done():
 	}
+}
+
+// revocationApplied returns once every running replica has applied
+// group's log as far as n had when a revocation through n returned, or a
+// TTL later. A grant the revocation ended can return to its holder after
+// the revocation returned (the holder's replica lags: it applied the grant,
+// not yet the revocation), and its holder learns of the end only when its
+// replica applies it: until then its belief stays marked. A holder whose
+// replica lags by more than a TTL cannot have renewed since before the
+// revocation, so its lease has ended by then.
+func (e *env) revocationApplied(ctx context.Context, n *fencelock.Node, group string) {
+	target := groupApplied(n, group)
+	deadline := time.Now().Add(e.ttl)
+	for _, id := range e.c.IDs() {
+		for {
+			m := e.c.Node(id)
+			if m == nil || groupApplied(m, group) >= target || time.Now().After(deadline) {
+				break
+			}
+			if wait(ctx, 5*time.Millisecond) != nil {
+				return
+			}
+		}
+	}
+}
+
+// groupApplied returns how far n's replica of group has applied its log.
+func groupApplied(n *fencelock.Node, group string) uint64 {
+	for _, g := range n.Status().Groups {
+		if g.Name == group {
+			return g.AppliedIndex
+		}
+	}
+	return 0
 }
 
 // revoking marks every belief that match selects as revoked, the ones

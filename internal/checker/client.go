@@ -258,11 +258,7 @@ func (c *client) write(b *belief) bool {
 	return true
 }
 
-// paused simulates a stop-the-world pause of the client's process in the
-// middle of its critical section, longer than its TTL; on waking it writes
-// without looking at Done, as a process paused between its check and its
-// write would, and its caller releases next. The Fencer must refuse that
-// write if anyone wrote after it.
+// takePause returns the pause a fault asked c for, if any, and clears it.
 func (c *client) takePause() *pauseRequest {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -298,6 +294,11 @@ func (c *client) requestPause(ctx context.Context, p *pauseRequest, d time.Durat
 	return true
 }
 
+// paused simulates a stop-the-world pause of the client's process in the
+// middle of its critical section, longer than its TTL; on waking it writes
+// without looking at Done, as a process paused between its check and its
+// write would, and its caller releases next. The Fencer must refuse that
+// write if anyone wrote after it.
 func (c *client) paused(ctx context.Context, p *pauseRequest) {
 	b := c.held
 	c.e.update(b, func(b *belief) { b.paused = true })

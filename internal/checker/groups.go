@@ -272,15 +272,18 @@ func leadersAway(ctx context.Context, e *env, groups []string, stop []uint64) er
 	return nil
 }
 
-// groupLeader returns the leader of group that n knows of, 0 if none.
-func groupLeader(n *fencelock.Node, group string) uint64 {
+// groupStatus returns n's view of group (zero if n has no such group).
+func groupStatus(n *fencelock.Node, group string) fencelock.GroupStatus {
 	for _, gs := range n.Status().Groups {
 		if gs.Name == group {
-			return gs.LeaderID
+			return gs
 		}
 	}
-	return 0
+	return fencelock.GroupStatus{}
 }
+
+// groupLeader returns the leader of group that n knows of, 0 if none.
+func groupLeader(n *fencelock.Node, group string) uint64 { return groupStatus(n, group).LeaderID }
 
 // atGroup returns base in group ("" is the default group).
 func atGroup(base, group string) string {

@@ -150,14 +150,7 @@ func (e *env) revocationApplied(ctx context.Context, n *fencelock.Node, group st
 }
 
 // groupApplied returns how far n's replica of group has applied its log.
-func groupApplied(n *fencelock.Node, group string) uint64 {
-	for _, g := range n.Status().Groups {
-		if g.Name == group {
-			return g.AppliedIndex
-		}
-	}
-	return 0
-}
+func groupApplied(n *fencelock.Node, group string) uint64 { return groupStatus(n, group).AppliedIndex }
 
 // revoking marks every belief that match selects as revoked, the ones
 // granted until done is called included: the revocation may hit them.

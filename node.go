@@ -92,7 +92,8 @@ type Config struct {
 	// value): set noop.NewTracerProvider() to keep to the least.
 	TracerProvider trace.TracerProvider
 
-	clock clock.Clock // tests only
+	clock   clock.Clock            // tests only
+	applied func(testhook.Applied) // tests only: testhook.ObserveApplied
 }
 
 // GroupConfig is one named group of a deployment.
@@ -349,7 +350,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
 		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
-		Groups: groups,
+		Groups: groups, OnApplied: cfg.applied,
 	}, n.h.Sink)
 	if err != nil {
 		n.h.Close(ErrClosed)
@@ -485,6 +486,7 @@ func init() {
 	testhook.RegisterPause(func(s any, paused bool) { s.(*Session).s.Testing().Pause(paused) })
 	testhook.RegisterLastKeepAlive(func(s any) time.Time { return s.(*Session).s.Testing().LastKeepAlive() })
 	testhook.RegisterClock(func(cfg any, c clock.Clock) { cfg.(*Config).clock = c })
+	testhook.RegisterObserveApplied(func(cfg any, f func(testhook.Applied)) { cfg.(*Config).applied = f })
 	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
 	testhook.RegisterCrash(func(ctx context.Context, node any) uint64 {
 		n := node.(*Node)

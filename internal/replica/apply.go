@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,6 +36,9 @@ type observer struct{ r *Replica }
 
 func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) {
 	o.r.countEntry(cmds)
+	if f := o.r.cfg.OnApplied; f != nil {
+		f(testhook.Applied{Group: o.r.name, Index: index, Cmds: slices.Clone(cmds), Events: cloneEvents(events)})
+	}
 	o.r.applied(index, events)
 }
 func (o observer) Restored(st *fsm.State) { o.r.restored(st) }
@@ -168,4 +172,14 @@ func (r *Replica) Snapshots() testhook.Snapshots {
 	r.snaps.mu.Lock()
 	defer r.snaps.mu.Unlock()
 	return r.snaps.s
+}
+
+// cloneEvents copies events for a hook that keeps them: the slice and the
+// sessions of an EventRenewed are the state machine's until the call ends.
+func cloneEvents(events []fsm.Event) []fsm.Event {
+	out := slices.Clone(events)
+	for i := range out {
+		out[i].Sessions = slices.Clone(out[i].Sessions)
+	}
+	return out
 }

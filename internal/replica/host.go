@@ -22,6 +22,7 @@ import (
 	"github.com/fencelock/fencelock/internal/dblog"
 	"github.com/fencelock/fencelock/internal/logstore"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/testhook"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	// Groups are the named groups beside the default one, validated by the
 	// root: unique names, voters from Members.
 	Groups []GroupConfig
+	// OnApplied, if set (tests only: internal/testhook.ObserveApplied),
+	// is called with every entry any group of the host applies.
+	OnApplied func(testhook.Applied)
 }
 
 // GroupConfig is one named group (the root's GroupConfig documents it).

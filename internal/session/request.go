@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/testhook"
 )
 
 // RequestOptions are the checked options of one Acquire or Campaign call.
@@ -85,6 +86,7 @@ func (p *Part) call(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 		return fsm.Result{}, err
 	}
 	cmd.Session, cmd.Seq, cmd.Floor = p.id, seq, p.floor()
+	testhook.Requested(ctx, p.rt.group, p.id, seq)
 	return p.propose(ctx, r, cmd)
 }
 
@@ -119,6 +121,7 @@ func (p *Part) request(ctx context.Context, cmd *fsm.Command, o RequestOptions) 
 		}
 	}()
 	cmd.Session, cmd.Seq, cmd.Floor, cmd.MaxHold = p.id, seq, p.floor(), uint64(o.MaxHold)
+	testhook.Requested(ctx, p.rt.group, p.id, seq)
 	res, err := p.propose(ctx, r, *cmd)
 	if err != nil {
 		// The request may be queued or even granted. If the group has a

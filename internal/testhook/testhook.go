@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // These are set by package fencelock.
@@ -96,3 +97,48 @@ func RegisterCrash(f func(ctx context.Context, node any) (lost uint64)) { crash 
 // returns how many deferred raft states (commit indexes) the crash lost: 0
 // when ctx ended first and the last save had written everything.
 func Crash(ctx context.Context, node any) (lost uint64) { return crash(ctx, node) }
+
+// Applied is what a replica applied: the entry at Index of group Group
+// ("" is the default group), its commands and the events they made. The
+// slices are the hook's own.
+type Applied struct {
+	Group  string
+	Index  uint64
+	Cmds   []fsm.Command
+	Events []fsm.Event
+}
+
+var observeApplied func(config any, f func(Applied))
+
+// RegisterObserveApplied installs ObserveApplied; only package fencelock
+// calls it.
+func RegisterObserveApplied(f func(config any, f func(Applied))) { observeApplied = f }
+
+// ObserveApplied makes the replica started with *fencelock.Config config
+// call f with every entry it applies, in every group, on its apply
+// goroutine (f must not block). A restart replays what its snapshot does
+// not cover, so an entry may be reported more than once; a snapshot
+// received from a peer is not reported entry by entry. The fault checker
+// reads the group's decisions from it: which calls of unknown outcome took
+// effect, and which grants an operator ended.
+func ObserveApplied(config any, f func(Applied)) { observeApplied(config, f) }
+
+// requestsKey is the context key of WithRequests.
+type requestsKey struct{}
+
+// WithRequests returns ctx carrying f, which the session machinery calls
+// with the group, the session's part ID in it and the request number of
+// every numbered request (Acquire, TryAcquire, Campaign, Release, Resign,
+// Proclaim) made with the context, before it is proposed: what the group's
+// applied log names the request by.
+func WithRequests(ctx context.Context, f func(group string, part, seq uint64)) context.Context {
+	return context.WithValue(ctx, requestsKey{}, f)
+}
+
+// Requested reports a request made with ctx to the function WithRequests
+// put there, if any.
+func Requested(ctx context.Context, group string, part, seq uint64) {
+	if f, ok := ctx.Value(requestsKey{}).(func(string, uint64, uint64)); ok {
+		f(group, part, seq)
+	}
+}

@@ -32,13 +32,15 @@ func (st *State) apply(index uint64, c *Command) Result {
 	case KindLeaderStart:
 		return st.leaderStart(index, c)
 	case KindRevoke:
-		return st.revoke(index, c)
+		return st.operator(c, func() Result { return st.revoke(index, c) })
 	case KindUndelay:
 		return st.undelay(index, c)
 	case KindExpireGrant:
 		return st.expireGrant(index, c)
 	case KindKeepAliveBatch:
 		return st.keepAliveBatch(index, c)
+	case KindEndSession:
+		return st.operator(c, func() Result { return st.endSessionCmd(index, c) })
 	}
 	s := st.sessions[c.Session]
 	if s == nil {
@@ -47,7 +49,7 @@ func (st *State) apply(index uint64, c *Command) Result {
 		}
 		return Result{Status: UnknownSession}
 	}
-	if c.Kind != KindExpire && c.Kind != KindEndSession && c.Kind != KindResume && c.Floor < s.base {
+	if c.Kind != KindExpire && c.Kind != KindResume && c.Floor < s.base {
 		// The session was resumed since this holder numbered its requests:
 		// the holder is its old incarnation, and its session is over.
 		return Result{Status: UnknownSession}
@@ -63,9 +65,6 @@ func (st *State) apply(index uint64, c *Command) Result {
 	case KindCloseSession:
 		st.endSession(index, s, ReasonClosed)
 		return Result{Status: OK}
-	case KindEndSession:
-		st.endSession(index, s, ReasonRevoked)
-		return Result{Status: OK}
 	case KindExpire:
 		// A newer keep-alive, or a newer leader (one that has not given the
 		// session a full TTL of its own yet), overrules the expiry.
@@ -80,6 +79,18 @@ func (st *State) apply(index uint64, c *Command) Result {
 		return st.cancel(index, s, c)
 	}
 	return Result{Status: Invalid}
+}
+
+// endSessionCmd ends session c.Session at an operator's request, whoever
+// owns it; a session that is over is UnknownSession. The session's floor
+// and base do not matter: the operator is not its holder.
+func (st *State) endSessionCmd(index uint64, c *Command) Result {
+	s := st.sessions[c.Session]
+	if s == nil {
+		return Result{Status: UnknownSession}
+	}
+	st.endSession(index, s, ReasonRevoked)
+	return Result{Status: OK}
 }
 
 // keepAliveBatch renews the sessions of c.Renew that replica c.Owner

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 6):
+// The wire format of a raft entry (version 7):
 //
 //	entry   = version:byte at:uvarint count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -69,7 +69,14 @@ import (
 // is how they applied before, so an old log replays to the state it
 // produced (with no names and unknown grant times, as a snapshot of that
 // version restores too).
-const codecVersion = 6
+//
+// Version 7 added the operation ID to Revoke (token election name op) and
+// EndSession (session op): see Command.Op. A command with an ID applies at
+// most once while the state remembers it (OpMemory), and a retry gets the
+// first outcome. Older entries' revokes and ends decode with Op 0, none,
+// and apply each time as they did, so an old log replays to the state it
+// produced; nothing else changed.
+const codecVersion = 7
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -143,9 +150,9 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = u(u(u(dst, c.Owner), c.Term), c.Nonce)
 	case KindRevoke:
 		dst = append(u(dst, c.Token), boolByte(c.Election))
-		dst = appendString(dst, c.Name)
+		dst = u(appendString(dst, c.Name), c.Op)
 	case KindEndSession:
-		dst = u(dst, c.Session)
+		dst = u(u(dst, c.Session), c.Op)
 	case KindResume:
 		dst = u(u(u(u(u(dst, c.Session), c.Nonce), c.Owner), c.Target), c.TTL)
 	case KindAcquireShared:
@@ -260,6 +267,9 @@ func (d *decoder) command(c *Command) {
 			c.Token, c.Election, c.Name = d.uvarint(), d.bool(), d.name()
 		} else {
 			c.Session = d.uvarint()
+		}
+		if d.version >= 7 {
+			c.Op = d.uvarint()
 		}
 	case KindResume:
 		if d.version < 3 {

@@ -35,6 +35,9 @@ func everyKind() []Command {
 		{Kind: KindRevoke, Token: 7, Name: "lock/r"},
 		{Kind: KindRevoke, Election: true, Name: "election/r"},
 		{Kind: KindEndSession, Session: math.MaxUint64},
+		{Kind: KindRevoke, Token: 8, Name: "lock/r", Op: math.MaxUint64},
+		{Kind: KindRevoke, Election: true, Name: "election/r", Op: 1},
+		{Kind: KindEndSession, Session: 2, Op: 1 << 40},
 		{Kind: KindCampaign, Session: 18, Seq: 19, Floor: 20, Wait: true, Name: "election/ü", Value: "10.0.0.1:7001"},
 		{Kind: KindCampaign, Session: 18, Seq: math.MaxUint64, Name: strings.Repeat("e", MaxNameLen), Value: strings.Repeat("v", MaxValueLen)},
 		{Kind: KindCampaign, Session: 18, Seq: 21, Name: "e", Value: ""},
@@ -102,7 +105,7 @@ func TestBatchRoundTrip(t *testing.T) {
 
 func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 	all := Command{Wait: true, Election: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8,
-		Term: 9, Mark: 10, Permits: 11, Delay: 12, MaxHold: 13, Name: "n", Value: "v", At: 14}
+		Term: 9, Mark: 10, Permits: 11, Delay: 12, MaxHold: 13, Name: "n", Value: "v", At: 14, Op: 15}
 	for _, tc := range []struct {
 		kind Kind
 		want Command
@@ -119,8 +122,8 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindProclaim, Command{Kind: KindProclaim, Session: 1, Seq: 2, Floor: 3, Token: 7, Name: "n", Value: "v"}},
 		{KindResume, Command{Kind: KindResume, Session: 1, Nonce: 4, Owner: 6, Target: 8, TTL: 5}},
 		{KindLeaderStart, Command{Kind: KindLeaderStart, Owner: 6, Term: 9, Nonce: 4}},
-		{KindRevoke, Command{Kind: KindRevoke, Token: 7, Election: true, Name: "n"}},
-		{KindEndSession, Command{Kind: KindEndSession, Session: 1}},
+		{KindRevoke, Command{Kind: KindRevoke, Token: 7, Election: true, Name: "n", Op: 15}},
+		{KindEndSession, Command{Kind: KindEndSession, Session: 1, Op: 15}},
 		{KindAcquireShared, Command{Kind: KindAcquireShared, Wait: true, Session: 1, Seq: 2, Floor: 3, Permits: 11, Name: "n", MaxHold: 13}},
 		{KindUndelay, Command{Kind: KindUndelay, Token: 7, Mark: 10, Name: "n"}},
 		{KindExpireGrant, Command{Kind: KindExpireGrant, Token: 7, Mark: 10, Election: true, Name: "n"}},
@@ -183,12 +186,26 @@ func TestBatchWireFormat(t *testing.T) {
 		require.Equal(t, 1, bytes.Count(v6, open))
 		v6 = bytes.Replace(v6, open, slices.Concat(open[:len(open)-1], []byte{0}, open[len(open)-1:]), 1)
 	}
-	require.Equal(t, v6, got, "version 6")
+	// Version 7 changed none of these kinds: only the version byte.
+	v7 := slices.Concat([]byte{7}, v6[1:])
+	require.Equal(t, v7, got, "version 7")
+	cmds, err := DecodeBatch(v6, nil)
+	require.NoError(t, err)
+	again, err := DecodeBatch(got, nil)
+	require.NoError(t, err)
+	require.Equal(t, again, cmds, "version 6 decodes to the same")
+	// Version 7 appended the operation ID to Revoke and EndSession; a
+	// version-6 entry's decode without one (0).
+	ops := AppendBatchAt(nil, 0, []Command{{Kind: KindRevoke, Token: 6, Name: "ab", Op: 300}, {Kind: KindEndSession, Session: 8, Op: 5}})
+	require.Equal(t, []byte{7, 0, 2, 12, 6, 0, 2, 'a', 'b', 0xac, 0x02, 13, 8, 5}, ops, "version 7's operation IDs")
+	cmds, err = DecodeBatch([]byte{6, 0, 2, 12, 6, 0, 2, 'a', 'b', 13, 8}, nil)
+	require.NoError(t, err)
+	require.Equal(t, []Command{{Kind: KindRevoke, Token: 6, Name: "ab"}, {Kind: KindEndSession, Session: 8}}, cmds)
 	named := AppendBatchAt(nil, 300, []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Delay: 5, Name: "w"},
 		{Kind: KindCloseSession, Session: 8, Floor: 7, At: 99}})
-	require.Equal(t, []byte{6, 0xac, 0x02, 2, 1, 0xac, 0x02, 1, 2, 5, 1, 'w', 3, 8, 7}, named,
+	require.Equal(t, []byte{7, 0xac, 0x02, 2, 1, 0xac, 0x02, 1, 2, 5, 1, 'w', 3, 8, 7}, named,
 		"the entry's time, whatever its commands carry; an open's name")
-	cmds, err := DecodeBatch(named, nil)
+	cmds, err = DecodeBatch(named, nil)
 	require.NoError(t, err)
 	require.Equal(t, []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Delay: 5, Name: "w", At: 300},
 		{Kind: KindCloseSession, Session: 8, Floor: 7, At: 300}}, cmds)
@@ -271,7 +288,9 @@ func TestDecodeBatchErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"version 7", append([]byte{7}, valid[1:]...)},
+		{"version 8", append([]byte{8}, valid[1:]...)},
+		{"revoke without its operation ID", []byte{codecVersion, 0, 1, byte(KindRevoke), 6, 0, 1, 'a'}},
+		{"end-session without its operation ID", []byte{codecVersion, 0, 1, byte(KindEndSession), 6}},
 		{"no time", []byte{codecVersion}},
 		{"session name longer than MaxSessionNameLen", AppendBatch(nil, []Command{{Kind: KindOpenSession, Nonce: 1, TTL: 1,
 			Name: strings.Repeat("n", MaxSessionNameLen+1)}})},

@@ -79,11 +79,12 @@ const (
 	// token order, before its queue is granted. From version 5, a lock
 	// whose holder's session has a lock-delay is delayed rather than
 	// granted, as when an operator ends the session (KindEndSession): the
-	// holder did not choose to stop. Older revokes free it at once.
+	// holder did not choose to stop. Older revokes free it at once. From
+	// version 7 it carries Op: see Command.Op.
 	KindRevoke Kind = 12
 	// KindEndSession is an operator's: it ends Session as an expiry would,
 	// freeing its locks and withdrawing its requests, whoever owns it.
-	// (Version 2.)
+	// (Version 2.) From version 7 it carries Op: see Command.Op.
 	KindEndSession Kind = 13
 	// KindResume is a restarted holder taking Session back: if Nonce is the
 	// nonce the session was opened with (its secret), the session moves to
@@ -242,6 +243,18 @@ type Command struct {
 	// At per entry (see AppendBatchAt), so every command decoded from an
 	// entry carries the same.
 	At uint64
+	// Op is an operator command's operation ID (Revoke, EndSession;
+	// version 7): a random number its caller draws once per call and keeps
+	// across its retries. The state remembers the outcome of the last
+	// OpMemory operations, and a command whose Op it remembers changes
+	// nothing and gets the first attempt's result. So a revoke by name
+	// that is proposed again after a leader change, while its first
+	// proposal committed, ends the grant that was current when it first
+	// applied and not the one that replaced it, and a retried revoke or
+	// end that took effect reports its success rather than NotHeld or
+	// UnknownSession. 0 is none: the command applies each time, as every
+	// command of an older entry does.
+	Op uint64
 	// Renew is a KeepAliveBatch's sessions, at most MaxRenewals, in
 	// ascending order of session ID (the codec relies on it). (Version 4.)
 	Renew []Renewal

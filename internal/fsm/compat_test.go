@@ -180,18 +180,14 @@ func TestVersion5LogReplays(t *testing.T) {
 // entry after is 10ms later.
 const frozenAt = 1_780_000_000_000_000_000
 
-// testdata/log-v6.txt and testdata/snapshot-v5-log-v6.bin freeze today's
-// formats (every kind, from the determinism driver; version 6 added the
-// entry's time and the session's name, and snapshot version 5 the names
-// and the times of grants and queued requests) so that the next version
-// is tested against them as this one is against versions 1 to 5.
-// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+// testdata/log-v6.txt and testdata/snapshot-v5-log-v6.bin froze the
+// formats of version 6 (every kind, from the determinism driver; version 6
+// added the entry's time and the session's name, and snapshot version 5
+// the names and the times of grants and queued requests). They were
+// written by writeFrozenLog as version 7's are now.
 func TestVersion6LogReplays(t *testing.T) {
 	const entries = 400
 	const logFile, snapFile = "testdata/log-v6.txt", "testdata/snapshot-v5-log-v6.bin"
-	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
-		writeFrozenLog(t, entries, logFile, snapFile)
-	}
 	checkFrozenLog(t, 6, entries, logFile, snapFile, maxKind)
 	// The frozen log holds what version 6 added: named sessions, an open
 	// refused for its name, and every grant and queued request timed by
@@ -248,6 +244,57 @@ func TestVersion6LogReplays(t *testing.T) {
 	require.Positive(t, queued, "queued requests with their times")
 }
 
+// testdata/log-v7.txt and testdata/snapshot-v6-log-v7.bin freeze today's
+// formats (every kind, from the determinism driver; version 7 added the
+// operation ID of Revoke and EndSession, and snapshot version 6 the
+// outcomes of the operations it remembers) so that the next version is
+// tested against them as this one is against versions 1 to 6.
+// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+func TestVersion7LogReplays(t *testing.T) {
+	const entries = 400
+	const logFile, snapFile = "testdata/log-v7.txt", "testdata/snapshot-v6-log-v7.bin"
+	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
+		writeFrozenLog(t, entries, logFile, snapFile)
+	}
+	checkFrozenLog(t, 7, entries, logFile, snapFile, maxKind)
+	// The frozen log holds what version 7 added: operator commands with
+	// an ID, some retried, each retry answered as its first attempt was
+	// and changing nothing; and some without an ID, as before.
+	first := map[uint64]Result{}
+	var withID, retried, withoutID int
+	replayFrozen(t, logFile, func(cmds []Command, rs []Result, evs []Event) {
+		for j, c := range cmds {
+			if c.Kind != KindRevoke && c.Kind != KindEndSession {
+				continue
+			}
+			if c.Op == 0 {
+				withoutID++
+				continue
+			}
+			r, seen := first[c.Op]
+			if !seen {
+				first[c.Op] = rs[j]
+				withID++
+				continue
+			}
+			retried++
+			require.Equal(t, r, rs[j], "a retry of operation %d gets the first outcome", c.Op)
+			if len(cmds) == 1 {
+				require.Empty(t, evs, "a retry of operation %d changes nothing", c.Op)
+			}
+		}
+	})
+	require.Positive(t, withID)
+	require.Positive(t, retried)
+	require.Positive(t, withoutID)
+
+	golden, err := os.ReadFile(snapFile)
+	require.NoError(t, err)
+	st, err := DecodeSnapshot(golden)
+	require.NoError(t, err)
+	require.Positive(t, st.ops.len(), "the snapshot remembers operations")
+}
+
 // writeFrozenLog writes the frozen log of today's version, entries long,
 // and the snapshot it replays to: hand-written entries for what the
 // driver does not do, then the driver's. Sessions are named after their
@@ -295,6 +342,17 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 	next([]Command{{Kind: KindResume, Session: 2 << TokenShift, Nonce: 901, Owner: 2, Target: 7, TTL: 2e9}})
 	// Version 6's: a name that is not UTF-8 is refused.
 	next([]Command{{Kind: KindOpenSession, Nonce: 904, TTL: 1e9, Owner: 1, Name: "bad\xff"}})
+	// Version 7's: a revoke by name with an operation ID, retried after
+	// it granted the lock on (the retry ends nothing), and an operator's
+	// end of a session, retried (OK again, not UnknownSession).
+	x, y := next([]Command{openCmd(905)}).Value, next([]Command{openCmd(906)}).Value
+	next([]Command{acqCmd(x, 1, "op", false), acqCmd(y, 1, "op", true)})
+	for range 2 {
+		next([]Command{{Kind: KindRevoke, Name: "op", Op: 0x39_0001}})
+	}
+	for range 2 {
+		next([]Command{{Kind: KindEndSession, Session: x, Op: 0x39_0002}})
+	}
 	for i < entries {
 		// Kinds the codec has no encoding for are the driver's test of
 		// Apply, not entries a log can hold.

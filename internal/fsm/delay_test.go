@@ -347,8 +347,10 @@ func TestRevokeAppliesLockDelay(t *testing.T) {
 	})
 	t.Run("version 4 replayed", func(t *testing.T) {
 		h, _, b, tok := setup(t)
-		// A revoke's encoding did not change in versions 5 and 6.
-		data := asVersion(AppendBatch(nil, []Command{{Kind: KindRevoke, Name: "L", Token: tok}}), 4)
+		// A revoke's encoding did not change in versions 5 and 6; version
+		// 7 appended its operation ID (0: one byte).
+		data := AppendBatch(nil, []Command{{Kind: KindRevoke, Name: "L", Token: tok}})
+		data = asVersion(data[:len(data)-1], 4)
 		cmds, err := DecodeBatch(data, nil)
 		require.NoError(t, err)
 		rs, _ := h.apply(cmds...)

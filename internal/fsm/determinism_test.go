@@ -41,6 +41,8 @@ type driver struct {
 	grants   []Event           // recent grants, possibly outdated
 	delays   []Event           // recent lock-delays, possibly over
 	entries  uint64            // entries generated: the clock At is stamped from
+	opCmds   uint64            // operator commands generated: their IDs are counted from it
+	lastOp   Command           // the last operator command with an ID, to retry
 }
 
 var driverNames = []string{"a", "b", "c", "d/ü"}
@@ -222,13 +224,32 @@ func (d *driver) entry() []Command {
 		at = 1_780_000_000_000_000_000 + d.entries*1e7
 	}
 	for i := range cmds {
-		cmds[i] = d.command()
+		cmds[i] = d.operation(d.command())
 		cmds[i].At = at
 		if cmds[i].Kind == KindOpenSession {
 			cmds[i].Name = fmt.Sprintf("s%d@host-%d", cmds[i].Nonce, cmds[i].Owner)
 		}
 	}
 	return cmds
+}
+
+// operation gives an operator command an operation ID (version 7), or
+// makes it a retry of the last one, or leaves it without, as an older
+// entry's: from counts rather than draws, like entry's times.
+func (d *driver) operation(c Command) Command {
+	if c.Kind != KindRevoke && c.Kind != KindEndSession {
+		return c
+	}
+	d.opCmds++
+	switch {
+	case d.opCmds%5 == 0:
+		return c
+	case d.opCmds%3 == 0 && d.lastOp.Op != 0:
+		return d.lastOp
+	}
+	c.Op = 0xf00d<<20 + d.opCmds
+	d.lastOp = c
+	return c
 }
 
 // observe learns session IDs, grants and keep-alives from an applied entry.

@@ -52,6 +52,14 @@ func FuzzDecodeBatch(f *testing.F) {
 		{Kind: KindAcquire, Session: fuzzS2, Seq: 2, Name: "a", Wait: true},
 		{Kind: KindRelease, Session: fuzzS0, Seq: 2, Name: "a", Token: 2 << TokenShift},
 	}))
+	// Version 7: operator commands with operation IDs, each twice (a
+	// retry); version 6: a revoke and an end without one.
+	f.Add(AppendBatch(nil, []Command{
+		{Kind: KindRevoke, Name: "a", Op: 1}, {Kind: KindRevoke, Name: "a", Op: 1},
+		{Kind: KindEndSession, Session: fuzzS2, Op: 2}, {Kind: KindEndSession, Session: fuzzS2, Op: 2},
+		{Kind: KindRevoke, Name: "b", Token: 2 << TokenShift, Op: 3}, {Kind: KindRevoke, Name: "b", Token: 2 << TokenShift, Op: 3},
+	}))
+	f.Add([]byte{6, 0, 2, byte(KindRevoke), 0, 0, 1, 'a', byte(KindEndSession), 0x80, 0x80, 0x04})
 	// Version 5: an entry without a time.
 	f.Add(asVersion(AppendBatch(nil, []Command{{Kind: KindAcquire, Session: fuzzS2, Seq: 2, Name: "b", Wait: true}}), 5))
 	// Version 4: a resume without its TTL, a revoke.

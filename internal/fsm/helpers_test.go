@@ -514,6 +514,9 @@ func checkInvariants(st *State, strict bool) error {
 	if queued != st.waiting || waits != st.waiting {
 		return fmt.Errorf("waiting=%d, queues hold %d, sessions wait %d", st.waiting, queued, waits)
 	}
+	if err := checkOps(&st.ops); err != nil {
+		return err
+	}
 	return checkContended(st)
 }
 
@@ -551,6 +554,22 @@ func checkContended(st *State) error {
 		if e.more != nil && (e.more.hot.prev != nil || e.more.hot.next != nil || st.contended.head == e.more) {
 			return fmt.Errorf("contended: election %q indexed", e.name)
 		}
+	}
+	return nil
+}
+
+// checkOps checks the memory of operator commands: at most OpMemory, each
+// ID once in the ring and in the map, none 0, the head inside a full ring.
+func checkOps(o *ops) error {
+	if len(o.ring) > OpMemory || len(o.ring) != len(o.results) || (o.head != 0 && len(o.ring) < OpMemory) || o.head >= max(len(o.ring), 1) {
+		return fmt.Errorf("ops: ring of %d (head %d), %d results", len(o.ring), o.head, len(o.results))
+	}
+	seen := make(map[uint64]bool, len(o.ring))
+	for op, r := range o.all {
+		if _, ok := o.results[op]; op == 0 || seen[op] || !ok || !r.Status.valid() {
+			return fmt.Errorf("ops: operation %d (%v)", op, r)
+		}
+		seen[op] = true
 	}
 	return nil
 }

@@ -10,11 +10,12 @@ import (
 	"slices"
 )
 
-// The snapshot format (version 5), all numbers unsigned varints:
+// The snapshot format (version 6), all numbers unsigned varints:
 //
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
 //	           sessions:count session*  locks:count lock*
-//	           elections:count election*  crc32:4 bytes
+//	           elections:count election*  ops:count (op status value)*
+//	           crc32:4 bytes
 //	session  = id nonce ttl owner keepAlive floor base resumed delay name
 //	           replies:count (seq status value)*
 //	lock     = name permits shared:byte delay [delayToken, if delay > 0]
@@ -26,10 +27,14 @@ import (
 // Names and values are a varint length and their bytes. Sessions are ordered
 // by ID, replies by seq, a lock's holders by token, locks and elections by
 // their (oldest) grant's token (a delayed lock nobody holds by its
-// delayToken), so equal states have equal snapshots on
-// every replica; Restore accepts any order of sessions, locks and elections.
-// The trailing CRC-32 covers everything before it. Versions 1 to 4 are
-// still read: version 4 had no session names and no times of grants and
+// delayToken), and the remembered operator commands (see OpMemory) in the
+// order they applied, oldest first, so equal states have equal snapshots on
+// every replica; Restore accepts any order of sessions, locks and elections
+// (the order of the operations is the order they are forgotten in).
+// The trailing CRC-32 covers everything before it. Versions 1 to 5 are
+// still read: version 5 had no remembered operations (they restore as
+// none: every command of a log of its day carried no operation ID);
+// version 4 had no session names and no times of grants and
 // queued requests (they restore as "" and 0, unknown, as the log of its
 // day applies them); version 3 had no session base, resumed and delay, no lock
 // delay and no maximum holds (they restore as 0: no session was ever
@@ -41,7 +46,7 @@ import (
 // version 1 neither grants nor elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
-const snapshotVersion = 5
+const snapshotVersion = 6
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
@@ -131,6 +136,10 @@ func (st *State) Save(w io.Writer) error {
 			}
 		}
 	}
+	buf = u(buf, uint64(st.ops.len()))
+	for op, r := range st.ops.all {
+		buf = u(append(u(buf, op), byte(r.Status)), r.Value)
+	}
 	if _, err := bw.Write(buf); err != nil {
 		return err
 	}
@@ -196,6 +205,9 @@ func Restore(r io.Reader) (*State, error) {
 	tokens = d.locks(st, tokens, false, v)
 	if v >= 2 {
 		tokens = d.locks(st, tokens, true, v)
+	}
+	if v >= 6 {
+		d.ops(st)
 	}
 	d.checksum()
 	d.uniqueTokens(tokens)
@@ -446,6 +458,26 @@ func (d *snapDecoder) sessions(st *State, v uint64) {
 			}
 			s.replies[seq] = Result{Status: status, Value: value}
 		}
+	}
+}
+
+// ops reads the remembered operator commands (version 6), oldest first:
+// at most OpMemory, each ID once and none 0, each with a valid status.
+func (d *snapDecoder) ops(st *State) {
+	n := d.count()
+	if d.err == nil && n > OpMemory {
+		d.fail("%d remembered operations", n)
+	}
+	for range n {
+		op, status, value := d.uvarint(), Status(d.byte()), d.uvarint()
+		if d.err != nil {
+			return
+		}
+		if _, dup := st.ops.result(op); op == 0 || dup || !status.valid() || status == Refused {
+			d.fail("bad remembered operation %d", op)
+			return
+		}
+		st.ops.remember(op, Result{Status: status, Value: value})
 	}
 }
 

@@ -54,6 +54,9 @@ func refDecodeSnapshot(data []byte) (*State, error) {
 	if v >= 2 {
 		tokens = d.locks(st, tokens, true, v)
 	}
+	if v >= 6 {
+		d.ops(st)
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
@@ -63,6 +66,26 @@ func refDecodeSnapshot(data []byte) (*State, error) {
 		return nil, d.err
 	}
 	return st, nil
+}
+
+// ops reads the remembered operator commands of snapshot version 6, the
+// one section the format gained since Restore replaced this decoder.
+func (d *refDecoder) ops(st *State) {
+	n := d.count()
+	if d.err == nil && n > OpMemory {
+		d.fail("%d remembered operations", n)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		op, status, value := d.uvarint(), Status(d.byte()), d.uvarint()
+		if d.err != nil {
+			return
+		}
+		if _, dup := st.ops.results[op]; op == 0 || dup || !status.valid() || status == Refused {
+			d.fail("bad remembered operation %d", op)
+			return
+		}
+		st.ops.remember(op, Result{Status: status, Value: value})
+	}
 }
 
 // uniqueTokens checks that no two grants share a token: tokens come from

@@ -197,10 +197,12 @@ type snapImage struct {
 	sessions                      []snapSession
 	sessionCount                  *uint64 // overrides len(sessions)
 	locks                         []snapLock
-	lockCount                     *uint64    // overrides len(locks)
-	omitLocks                     bool       // ends the body after the sessions
-	elections                     []snapLock // version 2; see election_test.go
-	omitElections                 bool       // ends a version 2 body after the locks
+	lockCount                     *uint64     // overrides len(locks)
+	omitLocks                     bool        // ends the body after the sessions
+	elections                     []snapLock  // version 2; see election_test.go
+	omitElections                 bool        // ends a version 2 body after the locks
+	ops                           []snapReply // version 6: remembered operations (seq is the op ID), oldest first
+	opCount                       *uint64     // overrides len(ops)
 	trailing                      []byte
 }
 
@@ -309,6 +311,16 @@ func (im snapImage) body() []byte {
 		}
 		if im.version >= 2 && !im.omitElections {
 			b = appendElections(b, im.elections, im.version)
+			if im.version >= 6 {
+				n = uint64(len(im.ops))
+				if im.opCount != nil {
+					n = *im.opCount
+				}
+				b = u(b, n)
+				for _, r := range im.ops {
+					b = u(append(u(b, r.seq), r.status), r.value)
+				}
+			}
 		}
 	}
 	return append(b, im.trailing...)
@@ -336,7 +348,7 @@ const (
 // validImage is a consistent snapshot in canonical order.
 func validImage() snapImage {
 	return snapImage{
-		magic: "FLSN", version: 5, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
+		magic: "FLSN", version: 6, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
 		leaderMark: 95, groupID: 0xfeed,
 		sessions: []snapSession{
 			{id: imgA, nonce: 11, ttl: 1e9, owner: 1, keepAlive: 90, floor: 2, name: "reindex@worker-3", replies: []snapReply{
@@ -353,6 +365,7 @@ func validImage() snapImage {
 			{name: "alpha", holder: imgB, seq: 5, token: 100<<TokenShift + 3, value: "b:7001",
 				queue: [][2]uint64{{imgA, 6}}, values: []string{"a:7001"}},
 		},
+		ops: []snapReply{{seq: 1 << 63, status: byte(OK)}, {seq: 7, status: byte(NotHeld)}, {seq: 3, status: byte(UnknownSession)}},
 	}
 }
 
@@ -397,7 +410,19 @@ func TestRestoreRejectsInconsistentSnapshots(t *testing.T) {
 	}{
 		{"bad magic", func(im *snapImage) { im.magic = "XLSN" }},
 		{"version 0", func(im *snapImage) { im.version = 0 }},
-		{"version 6", func(im *snapImage) { im.version = 6 }},
+		{"version 7", func(im *snapImage) { im.version = 7 }},
+		{"operation 0", func(im *snapImage) { im.ops[1].seq = 0 }},
+		{"an operation twice", func(im *snapImage) { im.ops[2].seq = im.ops[0].seq }},
+		{"operation status 0", func(im *snapImage) { im.ops[0].status = 0 }},
+		{"operation status unknown", func(im *snapImage) { im.ops[0].status = byte(Refused) + 1 }},
+		{"operation status refused", func(im *snapImage) { im.ops[0].status = byte(Refused) }},
+		{"operation count beyond the data", func(im *snapImage) { im.opCount = u64(4) }},
+		{"more operations than OpMemory", func(im *snapImage) {
+			im.ops = make([]snapReply, OpMemory+1)
+			for i := range im.ops {
+				im.ops[i] = snapReply{seq: uint64(i + 1), status: byte(OK)}
+			}
+		}},
 		{"session name too long", func(im *snapImage) { im.sessions[1].name = strings.Repeat("n", MaxSessionNameLen+1) }},
 		{"session name not UTF-8", func(im *snapImage) { im.sessions[1].name = "w\xff" }},
 		{"NUL in a session name", func(im *snapImage) { im.sessions[0].name = "a\x00b" }},

@@ -33,6 +33,9 @@ type State struct {
 	// at is the At of the command being applied: the time a grant or a
 	// queued request records.
 	at uint64
+	// ops is the outcomes of the last operator commands with an
+	// operation ID (version 7), for their retries.
+	ops ops
 
 	events  []Event
 	results []Result

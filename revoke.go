@@ -2,6 +2,8 @@ package fencelock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/fencelock/fencelock/internal/fsm"
@@ -23,13 +25,23 @@ import (
 // A lock held in shared mode, or a semaphore, loses every current holder
 // at once (in token order), and then its queue is granted; RevokeGrant
 // ends one holder's grant.
+//
+// It applies at most once, even across leader changes: a call whose
+// proposal is retried (the leader changed, or the attempt timed out, while
+// the first proposal may still commit) ends only the grant current when it
+// first applied, never the grant the head of the queue got from it, and
+// returns that first outcome. An error that is not ErrNotHeld leaves it
+// unknown whether the revocation applied; Inspect tells.
 func (n *Node) Revoke(ctx context.Context, name string) error {
 	return n.revoke(ctx, name, 0, false)
 }
 
 // RevokeGrant is Revoke of one grant: it frees lock name only while token
-// is its current grant's, so that an operator's late or retried call never
-// frees the successor's grant (ErrNotHeld then).
+// is its current grant's, so that an operator's late or repeated call never
+// frees the successor's grant (ErrNotHeld then). Like Revoke it applies at
+// most once, even across leader changes, and a call whose first attempt
+// took effect returns nil even when an internal retry found the grant
+// gone: ErrNotHeld means the grant had ended before this call.
 func (n *Node) RevokeGrant(ctx context.Context, name string, token uint64) error {
 	if token == 0 {
 		return fmt.Errorf("%w: %q: token 0", ErrNotHeld, name)
@@ -40,7 +52,9 @@ func (n *Node) RevokeGrant(ctx context.Context, name string, token uint64) error
 // RevokeLeadership ends the current term of election, whoever leads it, as
 // Revoke does for a lock: the next candidate leads, with a larger epoch,
 // and the deposed leader's Done closes with ErrRevoked. With no leader it
-// is ErrNotLeader. Elections have no lock-delay.
+// is ErrNotLeader. Elections have no lock-delay. Like Revoke it applies at
+// most once, even across leader changes: a retried call never deposes the
+// successor its first attempt made leader.
 func (n *Node) RevokeLeadership(ctx context.Context, election string) error {
 	return n.revoke(ctx, election, 0, true)
 }
@@ -53,7 +67,13 @@ func (n *Node) revoke(ctx context.Context, name string, token uint64, election b
 	if err != nil {
 		return err
 	}
-	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindRevoke, Name: name, Token: token, Election: election})
+	op, err := newOp()
+	if err != nil {
+		return err
+	}
+	// Propose retries this very command, op and all, so that the state
+	// machine answers a retry with the first attempt's outcome.
+	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindRevoke, Name: name, Token: token, Election: election, Op: op})
 	if err != nil {
 		return err
 	}
@@ -77,6 +97,11 @@ func (n *Node) revoke(ctx context.Context, name string, token uint64, election b
 // opened WithLockDelay delays its locks as if it had expired: its holder
 // did not choose to stop, and may be acting still.
 //
+// It applies at most once, even across leader changes: a call whose
+// proposal is retried after its first attempt ended the session returns
+// nil, not ErrSessionExpired, and ErrSessionExpired means the session was
+// over before this call.
+//
 // This ends a whole Session: its ID (Session.ID) is its default part's,
 // and a session whose default part ends is over (Session.Done), so its
 // node closes its parts in the other groups too. If that node is down it
@@ -88,7 +113,7 @@ func (n *Node) EndSession(ctx context.Context, id uint64) error {
 }
 
 // EndSessionIn is EndSession of the session with ID id in group ("" is the
-// default group). In a named group it ends only that part of a Session
+// default group), and applies at most once like it. In a named group it ends only that part of a Session
 // (Session.IDIn): the locks and leaderships held there are lost, with
 // ErrRevoked, and nothing the session holds in other groups is touched; the
 // session's next call naming the group opens a new part. A group this
@@ -98,7 +123,11 @@ func (n *Node) EndSessionIn(ctx context.Context, group string, id uint64) error 
 	if err != nil {
 		return err
 	}
-	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id})
+	op, err := newOp()
+	if err != nil {
+		return err
+	}
+	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id, Op: op})
 	if err != nil {
 		return err
 	}
@@ -109,4 +138,20 @@ func (n *Node) EndSessionIn(ctx context.Context, group string, id uint64) error 
 		return fmt.Errorf("%w: session %d", ErrSessionExpired, id)
 	}
 	return fmt.Errorf("fencelock: end session %d: unexpected reply %v", id, res.Status)
+}
+
+// newOp draws the operation ID of one operator call (fsm.Command.Op): the
+// group remembers the outcomes of the last operations it applied by their
+// IDs, so the retries of one call, which share its ID, apply once. Random,
+// so that no two calls share one, from any node; never 0, which is none.
+func newOp() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("fencelock: draw an operation ID: %w", err)
+		}
+		if op := binary.LittleEndian.Uint64(b[:]); op != 0 {
+			return op, nil
+		}
+	}
 }

@@ -34,6 +34,9 @@ func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 		}
 		leader := r.leaderKnown()
 		res, err := r.prop.Propose(ctx, cmd)
+		if err == nil && r.loseReply(cmd.Kind) {
+			err = proposer.ErrLeaderChanged // a test's: see TestingLoseReplies
+		}
 		if err == nil {
 			return res, nil
 		}

@@ -110,6 +110,9 @@ type Replica struct {
 	voterAddrs      atomic.Pointer[map[uint64]string]
 	ops             ops
 	snaps           snapStats
+	// lostReplies is set only by tests (TestingLoseReplies): kinds whose
+	// next committed proposals Propose reports as lost to a leader change.
+	lostReplies atomic.Pointer[lostReplies]
 
 	// leaderMu guards leaderUp, which is closed (and replaced) whenever a
 	// leader becomes known, so that retries waiting for one go at once.

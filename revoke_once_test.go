@@ -2,12 +2,16 @@ package fencelock
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/testhook"
+	"github.com/fencelock/fencelock/transport"
 )
 
 // Issue 39: an operator's call goes through Propose, which proposes again
@@ -151,4 +155,75 @@ func requireStillHolds(t *testing.T, ctx context.Context, c *testCluster, name s
 	}
 	time.Sleep(100 * time.Millisecond) // events reach the session after the apply
 	require.False(t, closed(l.Done()), "the successor's grant is not revoked: %v", l.Err())
+}
+
+// The same with a real leader change rather than the hook: the operator's
+// replica proposes a revoke by name, the leader commits it (the waiter is
+// granted) but its messages to the operator's replica are slow, and the
+// leadership moves before the operator's replica hears of the commit. Its
+// proposer fails the revoke in flight with a leader change, Propose
+// proposes it again, and the group applies it twice. The race is real, so
+// a round whose revoke happened to complete first proves nothing: rounds
+// repeat until one applied the revoke twice (the group's log says), and
+// every round checks that the successor holds still.
+func TestRevokeAppliesOnceAcrossALeaderTransfer(t *testing.T) {
+	var mu sync.Mutex
+	revokes := map[string]int{} // lock name -> revoke commands replica 1 applied
+	c := newCluster(t, 3, func(cfg *Config) {
+		if cfg.ReplicaID != 1 {
+			return
+		}
+		testhook.ObserveApplied(cfg, func(a testhook.Applied) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, cmd := range a.Cmds {
+				if cmd.Kind == fsm.KindRevoke {
+					revokes[cmd.Name]++
+				}
+			}
+		})
+	})
+	ctx := testCtx(t)
+	for _, n := range c.nodes {
+		n.host.TestingPauseBalancer(true)
+	}
+	applied := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return revokes[name]
+	}
+
+	const rounds = 4
+	twice := 0
+	for round := range rounds {
+		leader := c.leader(ctx)
+		op, next := leader%3+1, (leader+1)%3+1 // the operator's replica; the next leader
+		name := fmt.Sprintf("job-%d", round)
+		a, b := newSession(t, ctx, c.node(leader)), newSession(t, ctx, c.node(next))
+		la, err := a.Acquire(ctx, name)
+		require.NoError(t, err)
+		res := acquireAsync(ctx, b, name)
+		waitWaiters(t, ctx, c.node(op), name, 1)
+
+		c.net.SetLink(c.members[leader], c.members[op], transport.LinkFault{Delay: 500 * time.Millisecond})
+		revoked := make(chan error, 1)
+		go func() { revoked <- c.node(op).Revoke(ctx, name) }()
+		got := <-res // the leader and the next have applied the revoke
+		require.NoError(t, got.err)
+		require.NoError(t, c.node(leader).TransferLeadership(ctx, "", next))
+		require.NoError(t, <-revoked)
+		c.net.Heal()
+
+		<-la.Done()
+		require.ErrorIs(t, la.Err(), ErrRevoked)
+		requireStillHolds(t, ctx, c, name, got.l, b.ID())
+		require.NoError(t, got.l.Release(ctx))
+		require.NoError(t, a.Close(ctx))
+		require.NoError(t, b.Close(ctx))
+		if applied(name) >= 2 {
+			twice++
+		}
+		t.Logf("round %d: leader %d -> %d, operator %d: the revoke applied %d times", round, leader, next, op, applied(name))
+	}
+	require.Positive(t, twice, "no round's revoke was proposed twice: the test did not test the retry")
 }

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -124,6 +121,12 @@ func settle(ctx context.Context, e *env) ([]Op, error) {
 func check(e *env, reads []Op) Report {
 	ops, writes, windows, violations := e.h.snapshot()
 	r := Report{Ops: len(ops), Violations: violations}
+	for _, op := range ops {
+		if op.Outcome == Unknown {
+			r.Unknown++
+		}
+	}
+	ops = resolve(e.applied, ops)
 	e.h.mu.Lock()
 	r.Refused = e.h.refused
 	e.h.mu.Unlock()
@@ -146,9 +149,20 @@ func check(e *env, reads []Op) Report {
 	// every other check runs on all operations.
 	mutexOps, recipeOps := splitRecipes(ops)
 	mutexReads, recipeReads := splitRecipes(reads)
+	for _, op := range ops {
+		if op.Outcome == Unknown && op.Kind != OpKept { // a Kept of unknown outcome changes nothing
+			r.Open++
+		}
+	}
 	history := append(append(append([]Op(nil), mutexOps...), loses(e, mutexOps, end)...), mutexReads...)
-	r.Violations = append(r.Violations, linearizable(history, LockModel)...)
-	r.Violations = append(r.Violations, linearizable(sharedHistory(recipeOps, recipeReads), SharedModel)...)
+	for _, h := range [...]struct {
+		ops   []Op
+		model porcupine.NondeterministicModel
+	}{{history, LockModel}, {sharedHistory(recipeOps, recipeReads), SharedModel}} {
+		v, timedOut := checkLinearizable(h.ops, h.model, e.dumps.history(h.model))
+		r.Violations = append(r.Violations, v...)
+		r.TimedOut = append(r.TimedOut, timedOut...)
+	}
 	r.Violations = append(r.Violations, sections(recipeOps)...)
 	r.Recipes = recipeCounts(recipeOps)
 	r.Violations = append(r.Violations, readsFenced(recipeOps, e.h.readsSnapshot())...)
@@ -163,10 +177,17 @@ func check(e *env, reads []Op) Report {
 
 // loses adds the group's frees that no client call made: for every grant
 // (term) not released (resigned) with OK whose holder's session ended (or
-// whose release failed), a Lose between the grant and the next grant of the
-// lock (election) or the end; for every acquire or campaign whose outcome
-// was unknown, a Lose of the phantom grant it may have made, at any time
-// until the end.
+// whose release failed, or whose caller never learned of it: resolve), a
+// Lose between the grant's call and the next grant of the lock (election)
+// or the end; for every acquire or campaign whose outcome is still
+// unknown, a Lose of the phantom grant it may have made, at any time until
+// the end.
+//
+// A Lose may take effect from the grant's call on, not only from its
+// return: a grant can end (its session expired, an operator ended it)
+// before the lagging replica that applied it told the caller, and the next
+// grant can return before that caller's does. The model frees only a
+// current grant, so a Lose taken before its grant frees nothing.
 func loses(e *env, ops []Op, end int64) []Op {
 	released := map[grantKey]Outcome{} // grant -> release outcome
 	releasedAt := map[grantKey]int64{}
@@ -190,7 +211,7 @@ func loses(e *env, ops []Op, end int64) []Op {
 			if how && out2 == OK {
 				continue
 			}
-			if !how && e.live(g.Session) && !e.lost(g) && i == len(gs)-1 {
+			if !how && !g.Resolved && e.live(g.Session) && !e.lost(g) && i == len(gs)-1 {
 				continue // still held: the final read must show it
 			}
 			ret := end
@@ -201,7 +222,7 @@ func loses(e *env, ops []Op, end int64) []Op {
 				ret = min(ret, releasedAt[keyOf(g)])
 			}
 			out = append(out, Op{Client: g.Client, Kind: OpLose, Lock: name, Session: g.Session,
-				Token: g.Token, Outcome: OK, Call: g.Return, Return: max(ret, g.Return)})
+				Token: g.Token, Outcome: OK, Call: g.Call, Return: max(ret, g.Return)})
 		}
 	}
 	for _, op := range ops {
@@ -214,47 +235,47 @@ func loses(e *env, ops []Op, end int64) []Op {
 }
 
 // linearizable checks a history with porcupine against model, one
-// partition (lock) at a time, so that a failure names its lock. With
-// FENCELOCK_CHECKER_DUMP set to a directory, each failing (or timed-out)
-// history is written there for a reader to replay.
+// partition (lock) at a time, so that a failure names its lock, and
+// returns its violations and timed-out checks together (the unit tests'
+// form of checkLinearizable).
 func linearizable(history []Op, model porcupine.NondeterministicModel) []string {
+	v, timedOut := checkLinearizable(history, model, nil)
+	return append(v, timedOut...)
+}
+
+// linearizeBound is how long porcupine may search one partition. A search
+// that runs out is reported as a timed-out check, neither a pass nor a
+// violation.
+const linearizeBound = 2 * time.Minute
+
+// checkLinearizable checks history against model, one partition (lock) at
+// a time, and returns the partitions that are not linearizable
+// (violations) and those whose check timed out, apart. Each of them is
+// handed to dump, if set, with porcupine's account of how far it got.
+func checkLinearizable(history []Op, model porcupine.NondeterministicModel,
+	dump func(name string, part []porcupine.Operation, info porcupine.LinearizationInfo)) (violations, timedOut []string) {
 	ops := make([]porcupine.Operation, len(history))
 	for i, op := range history {
 		ops[i] = porcupine.Operation{ClientId: max(op.Client, 0), Input: op, Output: op.Outcome,
 			Call: op.Call, Return: op.Return}
 	}
-	var v []string
 	for _, part := range model.Partition(ops) {
-		res, _ := porcupine.CheckOperationsVerbose(model.ToModel(), part, 2*time.Minute)
+		res, info := porcupine.CheckOperationsVerbose(model.ToModel(), part, linearizeBound)
 		if res == porcupine.Ok {
 			continue
 		}
 		name := part[0].Input.(Op).Lock
 		if res == porcupine.Unknown {
-			v = append(v, fmt.Sprintf("linearizability check of %q (%d operations) timed out", name, len(part)))
+			timedOut = append(timedOut, fmt.Sprintf("linearizability check of %q (%d operations) timed out after %v",
+				name, len(part), linearizeBound))
 		} else {
-			v = append(v, fmt.Sprintf("history of %q (%d operations) is not linearizable", name, len(part)))
+			violations = append(violations, fmt.Sprintf("history of %q (%d operations) is not linearizable", name, len(part)))
 		}
-		if dir := os.Getenv("FENCELOCK_CHECKER_DUMP"); dir != "" {
-			dump(filepath.Join(dir, strings.ReplaceAll(name, "/", "_")+".txt"), part)
+		if dump != nil {
+			dump(name, part, info)
 		}
 	}
-	return v
-}
-
-// dump writes a failing history, one operation a line in call order.
-func dump(path string, part []porcupine.Operation) {
-	ops := make([]Op, len(part))
-	for i, p := range part {
-		ops[i] = p.Input.(Op)
-	}
-	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
-	var b strings.Builder
-	for _, op := range ops {
-		fmt.Fprintf(&b, "%d..%d c%d %v sh=%v p=%d s%d t%d ph%d id%d %v %v %q\n", op.Call, op.Return, op.Client, op.Kind,
-			op.Shared, op.Permits, op.Session, op.Token, op.Phantom, op.ID, op.Outcome, op.Holders, op.Value)
-	}
-	_ = os.WriteFile(path, []byte(b.String()), 0o644)
+	return violations, timedOut
 }
 
 // fencing checks the resource's log: per lock, the admitted tokens never go
@@ -373,7 +394,8 @@ func nothingLost(e *env, ops []Op, reads []Op) []string {
 	defer e.beliefs.mu.Unlock()
 	for name, bs := range e.beliefs.m {
 		for _, b := range bs {
-			if !e.live(b.session) || b.releasing || b.revoked || closed(b.done) {
+			if !e.live(b.session) || b.releasing || closed(b.done) ||
+				b.revoked && e.applied.endedByOperator(name, b.token) {
 				continue
 			}
 			r := final[name]

@@ -87,8 +87,13 @@ func (e *env) granted(c *client, b *belief) *belief {
 		// Only an earlier grant (a lower token) must have stopped. A call
 		// can return a grant the group already ended and passed on (its
 		// replica applied the grant, not yet its end): that grant is the
-		// stale one, and its own Done closes once the end is applied.
-		if id == c.id || o.paused || o.releasing || o.revoked || o.token > b.token {
+		// stale one, and its own Done closes once the end is applied. A
+		// holder an operator's revocation (or session end) ended may learn
+		// of it after the next grant: exempt are only the grants the
+		// group's log shows an operator ended, never a successor a
+		// revocation in flight saw granted.
+		if id == c.id || o.paused || o.releasing || o.token > b.token ||
+			o.revoked && e.applied.endedByOperator(name, o.token) {
 			continue
 		}
 		select {
@@ -102,6 +107,7 @@ func (e *env) granted(c *client, b *belief) *belief {
 		case !b.shared || !o.shared:
 			e.h.violation("holder does not stop first: client %d granted %q token %d (shared=%v) while client %d still holds token %d (shared=%v)",
 				c.id, name, b.token, b.shared, id, o.token, o.shared)
+			e.h.suspectGrants(name, o.token, b.token)
 		}
 	}
 	if b.permits > 0 && holding >= b.permits {
@@ -111,7 +117,7 @@ func (e *env) granted(c *client, b *belief) *belief {
 	if e.beliefs.m[name] == nil {
 		e.beliefs.m[name] = map[int]*belief{}
 	}
-	b.c, b.session, b.node, b.at = c, c.sess.ID(), c.node, time.Now()
+	b.c, b.session, b.node, b.at = c, c.sessionID(), c.node, time.Now()
 	for _, match := range e.beliefs.revoking {
 		if (*match)(b) {
 			b.revoked = true
@@ -119,6 +125,14 @@ func (e *env) granted(c *client, b *belief) *belief {
 	}
 	e.beliefs.m[name][c.id] = b
 	return b
+}
+
+// sessionID returns the ID of c's session, 0 if it has none.
+func (c *client) sessionID() uint64 {
+	if c.sess == nil {
+		return 0
+	}
+	return c.sess.ID()
 }
 
 func (e *env) update(b *belief, f func(*belief)) {
@@ -167,7 +181,7 @@ func (c *client) run(ctx context.Context) {
 		if c.slow { // the other slow client may hold the lock for 2 TTLs
 			timeout = 4 * c.e.ttl
 		}
-		actx, cancel := context.WithTimeout(ctx, timeout)
+		actx, cancel := context.WithTimeout(c.e.h.track(ctx, i), timeout)
 		var l *fencelock.Lock
 		var err error
 		if kind == OpTryAcquire {
@@ -332,7 +346,7 @@ func (c *client) release(ctx context.Context) {
 		kind = OpResign
 	}
 	i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: kind, Lock: b.name, Session: c.sess.ID(), Token: b.token})
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.e.opTimeout)
+	rctx, cancel := context.WithTimeout(c.e.h.track(context.WithoutCancel(ctx), i), c.e.opTimeout)
 	var err error
 	if b.lead != nil {
 		err = b.lead.Resign(rctx)

@@ -52,7 +52,7 @@ func (c *client) campaignLoop(ctx context.Context) {
 		i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: kind, Lock: key, Session: c.sess.ID(), Value: value})
 		// Candidates wait for the terms before theirs: a leader cut off
 		// keeps its term until the group expires its session.
-		actx, cancel := context.WithTimeout(ctx, 4*c.e.ttl)
+		actx, cancel := context.WithTimeout(c.e.h.track(ctx, i), 4*c.e.ttl)
 		var l *fencelock.Leadership
 		var err error
 		if kind == OpTryCampaign {
@@ -131,7 +131,7 @@ func (c *client) proclaim(ctx context.Context, b *belief) bool {
 	// A leader acts for as long as its term lasts: the call gives up when
 	// Done closes, not after a timeout shorter than the TTL, so a leader
 	// that never learns its term ended goes on acting, as it would.
-	pctx, cancel := termContext(ctx, b.done, 4*c.e.ttl)
+	pctx, cancel := termContext(c.e.h.track(ctx, i), b.done, 4*c.e.ttl)
 	err := b.lead.Proclaim(pctx, value)
 	cancel()
 	switch {

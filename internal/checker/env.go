@@ -23,6 +23,8 @@ type env struct {
 	clients   []*client
 	observers []*observer
 	beliefs   beliefs
+	applied   *appliedLog // every group's applied log
+	dumps     *dumps      // what a violation wrote for its reader
 
 	holderIsolations int // HolderIsolated faults so far; only the nemesis uses it
 

@@ -1,9 +1,12 @@
 package checker
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/testhook"
 )
 
 // History records what every client did, when, and what the resource
@@ -19,6 +22,27 @@ type History struct {
 	violations []string           // found while running
 	windows    []Window           // partitions, for the minority check
 	notes      []string           // what a fault saw, for the test log
+	suspects   []suspect          // grants a violation names, for its reader (dump.go)
+}
+
+// suspect is two grants of a lock (election key) that a violation names.
+type suspect struct {
+	name   string
+	tokens [2]uint64
+}
+
+// suspectGrants records two grants a violation names, so that the group's
+// applied commands around them are written for its reader.
+func (h *History) suspectGrants(name string, a, b uint64) {
+	h.mu.Lock()
+	h.suspects = append(h.suspects, suspect{name, [2]uint64{a, b}})
+	h.mu.Unlock()
+}
+
+func (h *History) suspectsSnapshot() []suspect {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]suspect(nil), h.suspects...)
 }
 
 // Write is one write the resource admitted.
@@ -58,6 +82,16 @@ func (h *History) begin(op Op) int {
 	op.ID = len(h.ops) + 1
 	h.ops = append(h.ops, op)
 	return len(h.ops) - 1
+}
+
+// track returns ctx recording in operation i the numbered request a call
+// made with it (testhook.WithRequests).
+func (h *History) track(ctx context.Context, i int) context.Context {
+	return testhook.WithRequests(ctx, func(group string, part, seq uint64) {
+		h.mu.Lock()
+		h.ops[i].Req = reqRef{Group: group, Part: part, Seq: seq}
+		h.mu.Unlock()
+	})
 }
 
 // add records a completed operation whose call and return times are set:

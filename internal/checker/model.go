@@ -103,6 +103,12 @@ type Op struct {
 	ElectedAt  time.Time
 	Call       int64
 	Return     int64
+	// Req is the numbered request the call made (testhook.WithRequests),
+	// by which the group's applied log names it; zero if it made none.
+	Req reqRef
+	// Resolved marks a call that ended in an error whose outcome the
+	// applied log told (resolve): its caller never learned it.
+	Resolved bool
 }
 
 // never is the return time of an operation whose outcome is unknown.

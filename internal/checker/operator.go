@@ -25,20 +25,35 @@ func operator(ctx context.Context, e *env, seed uint64) {
 		if wait(ctx, e.ttl/2+time.Duration(rng.Int64N(int64(e.ttl)))) != nil {
 			return
 		}
-		id, err := e.c.Leader(ctx)
-		n := e.c.Node(id)
-		if err != nil || n == nil {
-			continue
-		}
-		switch rng.IntN(4) {
-		case 0, 1:
-			name := e.locks[rng.IntN(len(e.locks))]
-			e.revokeLock(ctx, n, id, name, rng.IntN(2) == 0)
-		case 2:
-			e.revokeTerm(ctx, n, id, e.elections[rng.IntN(len(e.elections))])
-		case 3:
-			e.endSession(ctx, n, rng)
-		}
+		e.operate(ctx, rng, false)
+	}
+}
+
+// operate is one act of the operator, through the default group's leader:
+// a revocation of a lock's grant (in any group), of an election's term, or
+// the end of a session; with parts, also the end of a session's part in a
+// named group (EndSessionIn).
+func (e *env) operate(ctx context.Context, rng *rand.Rand, parts bool) {
+	id, err := e.c.Leader(ctx)
+	n := e.c.Node(id)
+	if err != nil || n == nil {
+		return
+	}
+	acts := 4
+	if parts {
+		acts = 5
+	}
+	switch rng.IntN(acts) {
+	case 0, 1:
+		name := e.locks[rng.IntN(len(e.locks))]
+		e.revokeLock(ctx, n, id, name, rng.IntN(2) == 0)
+	case 2:
+		e.revokeTerm(ctx, n, id, e.elections[rng.IntN(len(e.elections))])
+	case 3:
+		e.endSession(ctx, n, rng)
+	case 4:
+		groups := e.c.groupNames()[1:]
+		e.endPart(ctx, n, rng, groups[rng.IntN(len(groups))])
 	}
 }
 
@@ -108,6 +123,7 @@ func (e *env) endSession(ctx context.Context, n *fencelock.Node, rng *rand.Rand)
 	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
 	err := n.EndSession(rctx, s.ID())
 	cancel()
+	e.revocationApplied(ctx, n, "")
 	done()
 	if err != nil {
 		return
@@ -122,6 +138,68 @@ func (e *env) endSession(ctx context.Context, n *fencelock.Node, rng *rand.Rand)
 	case <-t.C:
 		e.h.violation("session %d ended by the operator is still live for its holder after %v", s.ID(), settleBound)
 	case <-ctx.Done():
+	}
+}
+
+// endPart ends a live client session's part in the named group (by its ID
+// there, as an operator reads it from SessionsIn); the holders of its
+// grants there must then find them over (Done closed) within settleBound,
+// while the session lives on.
+func (e *env) endPart(ctx context.Context, n *fencelock.Node, rng *rand.Rand, group string) {
+	type target struct {
+		s    *fencelock.Session
+		part uint64
+	}
+	e.mu.Lock()
+	var live []target
+	for _, id := range slices.Sorted(maps.Keys(e.sessions)) {
+		s := e.sessions[id]
+		if part, ok := s.IDIn(group); ok && s.Err() == nil {
+			live = append(live, target{s, part})
+		}
+	}
+	e.mu.Unlock()
+	if len(live) == 0 {
+		return
+	}
+	t := live[rng.IntN(len(live))]
+	match := func(b *belief) bool { return b.session == t.s.ID() && groupOf(b.name) == group }
+	done := e.revoking(match)
+	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
+	err := n.EndSessionIn(rctx, group, t.part)
+	cancel()
+	e.revocationApplied(ctx, n, group)
+	done()
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	e.revokes++
+	e.mu.Unlock()
+	// Every grant the part held when the end applied is over for its
+	// holder by now or soon: its replica has applied the end, or will.
+	var held []*belief
+	e.beliefs.mu.Lock()
+	for _, bs := range e.beliefs.m {
+		for _, b := range bs {
+			if match(b) && e.applied.endedByOperator(b.name, b.token) {
+				held = append(held, b)
+			}
+		}
+	}
+	e.beliefs.mu.Unlock()
+	deadline := time.NewTimer(settleBound)
+	defer deadline.Stop()
+	for _, b := range held {
+		select {
+		case <-b.done:
+		case <-deadline.C:
+			e.h.violation("%q token %d, ended by the operator with its session's part in group %q, is still held for its holder after %v",
+				b.name, b.token, group, settleBound)
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

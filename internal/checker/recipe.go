@@ -77,7 +77,7 @@ func (c *client) recipeLoop(ctx context.Context) {
 		}
 		i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: kind, Lock: name, Session: c.sess.ID(),
 			Shared: shared, Permits: permits})
-		actx, cancel := context.WithTimeout(ctx, c.e.opTimeout)
+		actx, cancel := context.WithTimeout(c.e.h.track(ctx, i), c.e.opTimeout)
 		l, err := c.acquireRecipe(actx, kind == OpTryAcquire, name, permits)
 		cancel()
 		switch {

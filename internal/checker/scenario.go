@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/testhook"
 )
 
 // Scenario is one run: a cluster, clients working on a few locks, and a
@@ -39,13 +40,24 @@ type Report struct {
 	ByGroup    map[string]int // grants by group ("" the default)
 	Notes      []string       // what the faults saw, for the test log
 	Violations []string
-	Duration   time.Duration
+	// TimedOut are the linearizability checks that ran out of time: they
+	// proved nothing either way.
+	TimedOut []string
+	// Unknown counts the calls that ended in an error, and Open those of
+	// them whose outcome the group's applied log could not tell (an
+	// operator's revocation): they stay open in the history. (A resume's
+	// Kept of unknown outcome is in Unknown, not Open: it changes nothing.)
+	Unknown, Open int
+	// Dumps are the files written for the reader of a violation or a
+	// timed-out check (dump.go).
+	Dumps    []string
+	Duration time.Duration
 }
 
 // Line is the scenario's one-line summary.
 func (r Report) Line() string {
-	return fmt.Sprintf("scenario=%s ops=%d faults=%d violations=%d duration=%.1fs",
-		r.Name, r.Ops, r.Faults, len(r.Violations), r.Duration.Seconds())
+	return fmt.Sprintf("scenario=%s ops=%d faults=%d violations=%d timeouts=%d unknown=%d open=%d duration=%.1fs",
+		r.Name, r.Ops, r.Faults, len(r.Violations), len(r.TimedOut), r.Unknown, r.Open, r.Duration.Seconds())
 }
 
 const (
@@ -70,16 +82,19 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	if sc.Clients == 0 {
 		sc.Clients = 6
 	}
+	h := newHistory()
+	applied := newAppliedLog(h.now)
 	c, err := newCluster(sc.Replicas, dir, sc.Seed, func(cfg *fencelock.Config) {
 		cfg.SessionTTL = ttl
 		cfg.ProposalTimeout = 500 * time.Millisecond
 		cfg.SnapshotEntries, cfg.CompactionOverhead = snapshotEntries, compactionOverhead
+		testhook.ObserveApplied(cfg, applied.record)
 	})
 	if err != nil {
 		return Report{}, err
 	}
 	defer c.StopAll()
-	e := &env{c: c, h: newHistory(), fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock), recipes: recipeNames,
+	e := &env{c: c, h: h, applied: applied, dumps: &dumps{scenario: sc.Name, log: applied}, fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock), recipes: recipeNames,
 		elections: electionNames, ttl: ttl,
 		opTimeout: opTimeout, rng: rand.New(rand.NewPCG(sc.Seed, 1)),
 		beliefs: beliefs{m: map[string]map[int]*belief{}}, sessions: map[uint64]*fencelock.Session{}}
@@ -151,6 +166,10 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	r.Resumed, r.Revoked = e.resumed, e.revokes
 	r.Crashes, r.Lost = c.Crashes()
 	r.ByGroup = e.h.grantsSince(-1)
+	for _, s := range e.h.suspectsSnapshot() {
+		e.dumps.grants(s.name, s.tokens[:]...)
+	}
+	r.Dumps = e.dumps.files()
 	e.h.mu.Lock()
 	r.Notes = append([]string(nil), e.h.notes...)
 	e.h.mu.Unlock()

@@ -97,11 +97,10 @@ func TestOperatorCommandAppliesOnce(t *testing.T) {
 		}
 	})
 	t.Run("one ID, two commands in one entry", func(t *testing.T) {
-		h, a, b := setup(t)
+		h, _, b := setup(t)
 		rs, _ := h.apply(Command{Kind: KindRevoke, Name: "L", Op: 11}, Command{Kind: KindRevoke, Name: "L", Op: 11})
 		require.Equal(t, []Result{{Status: OK}, {Status: OK}}, rs)
 		require.Equal(t, b, h.st.Lock("L").Session)
-		_ = a
 	})
 }
 

@@ -54,7 +54,11 @@
 // (RevokeLeadership), or ends a random live session (EndSession), whose
 // holder must then find it over within 30s. A holder it revokes is not
 // bound to stop first (its replica may apply the revocation after the
-// next holder's does), but the Fencer must refuse its late writes.
+// next holder's does), but the Fencer must refuse its late writes. Which
+// grants a revocation ended is read from the group's applied log
+// (applied.go), so the exemption covers those alone: a successor granted
+// while the revocation was in flight, the one it granted included, is
+// checked in full.
 //
 // Four election clients (elect.go; sessions like the others) campaign in
 // two elections, so candidates queue behind leaders. Each loop: one time in
@@ -83,7 +87,10 @@
 // (testhook.Pause: its whole process, timers and all; on waking it writes
 // without looking at Done), full-cluster restart, a follower that catches
 // up by snapshot, wall-clock jumps of +1h and -2h on every replica and
-// client, and one group's quorum lost (one-group-quorum, on 5 replicas):
+// client, one lagging replica (every message into it delayed 60ms) while
+// the groups' leaderships move and the operator revokes and ends sessions
+// and parts in step with each transfer (lagging.go), and one group's
+// quorum lost (one-group-quorum, on 5 replicas):
 // the replicas a named group needs for its quorum (1 and 2 for group a)
 // stop while the other groups keep theirs (their leaders moved off 1 and 2
 // first, so that the fault is the one group's alone). That fault checks that the
@@ -124,13 +131,19 @@
 //     it names (or the current one) and is refused only when there is
 //     none, a resumed session keeps exactly the grants it held, Proclaim refused only when the term is over, and every
 //     Leader read shows the leader, epoch and value of the moment. A call
-//     that failed or timed out is Unknown: it returns "never" and may or
-//     may not have happened, as porcupine handles indeterminate operations
-//     (a campaign of unknown outcome may have made a phantom leader, which a
-//     Leader read may show, with its epoch). The group's frees that no call
-//     made (session expiry, a withdrawn grant or candidate) are Lose
-//     operations bounded by the next grant (term), and the final
-//     linearizable read of every lock and election closes the history.
+//     that failed or timed out is resolved from the group's applied log
+//     (applied.go, resolve): its request's part and number name it there,
+//     so it is recorded as done (granted with its token, released or not,
+//     returning when its entry was first applied) or left out (it never
+//     took effect). Only an operator's revocation of unknown outcome stays
+//     Unknown: it returns "never" and may or may not have happened, as
+//     porcupine handles indeterminate operations. The group's frees that no
+//     call made (session expiry, an operator's end, a withdrawn grant or
+//     candidate) are Lose operations from the grant's call (a lagging
+//     replica may tell its caller of a grant already over) to the next
+//     grant (term), and the final linearizable read of every lock and
+//     election closes the history. A check that runs out of time is
+//     reported as timed out, apart from the violations.
 //  2. Fencing: per lock and election, the tokens the Fencer admitted never
 //     go down, so no two critical sections (terms) interleave, and every
 //     admitted token was granted to its writer. And the holder stops first:
@@ -205,8 +218,12 @@
 //
 // Each scenario prints one line:
 //
-//	scenario=<name> ops=<n> faults=<n> violations=0 duration=<s>
+//	scenario=<name> ops=<n> faults=<n> violations=0 timeouts=0 unknown=<n> open=<n> duration=<s>
 //
-// The scenario's test log adds grants, terms of leadership, late writes the
-// Fencer refused and values observed.
+// (unknown: calls that ended in an error; open: those the applied log
+// could not resolve.) The scenario's test log adds grants, terms of
+// leadership, late writes the Fencer refused and values observed. A
+// violation or a timed-out check writes porcupine's HTML visualisation and
+// the group's applied commands around the grants it names (dump.go); the
+// log names the files.
 package checker

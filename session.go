@@ -77,6 +77,9 @@ func WithLockDelay(d time.Duration) SessionOption {
 // session up: a renewal made for a heartbeat is sent after the client sent
 // that heartbeat, so stopping at the heartbeat's send + TTL − 2·margin by the
 // client's clock leaves it margin for its clock's rate against this replica's.
+// That holds for every group the session uses: KeepAlive returns nil only if
+// it renewed each part that holds something, so answer a heartbeat as
+// renewed only on nil.
 func WithExternalKeepAlive() SessionOption {
 	return func(o *sessionOptions) { o.external = true }
 }
@@ -235,11 +238,72 @@ func (s *Session) Err() error { return s.s.Err() }
 // when its TTL runs out. Closing a session that is over returns nil.
 func (s *Session) Close(ctx context.Context) error { return s.s.Close(ctx) }
 
-// KeepAlive renews the session at the group now, with one keep-alive, and
-// returns once the group applied it: the holder's deadline then lies at least
-// TTL − margin after this call began. It fails with ErrSessionExpired (or
-// the session's error) if the session is over, and with ctx's error or
-// ErrUnavailable if the group could not be reached in time, in which case the
-// deadline is unchanged. Any session may call it; a session made with
+// KeepAlive renews the session now, with one keep-alive to each group it has
+// a part in, and returns once each group has answered. It returns nil only
+// if every part that holds a lock, a leadership or a request (queued, or
+// not answered yet), and the default group's part, was renewed by this
+// call: the holder's deadline for each of them then lies at least TTL −
+// margin after this call began, so a lease timed from the call's start (or
+// from before it) by TTL − margin covers every group. Otherwise the deadline
+// of a part not renewed is unchanged, and KeepAlive fails: with
+// ErrSessionExpired (or the session's error) if the session is over, else
+// with an error that wraps ErrUnavailable (and ctx's error or ErrNoQuorum
+// when that was the cause) and names each group not renewed; what the
+// session holds there lasts only until that part's own deadline. A part
+// that holds nothing and could not be renewed fails nothing: it ends by its
+// own deadline, and the next call naming its group opens a new one.
+//
+// The default group's keep-alive may take up to TTL − margin, within ctx;
+// another group's counts as not renewed if it is not answered within TTL/3
+// (a keep-alive period), so that a group that cannot commit does not hold
+// the call, and the caller's next one, past the deadline of the parts it
+// renewed. Any session may call it; a session made with
 // WithExternalKeepAlive is renewed only by it.
 func (s *Session) KeepAlive(ctx context.Context) error { return s.s.KeepAlive(ctx) }
+
+// GroupLease is what one KeepAliveGroups round did for the session's part in
+// one group.
+type GroupLease struct {
+	Group string // "" is the default group
+	// Holds: the part held a lock, a leadership or a request when the round
+	// began or when it ended. The default group's part always counts: the
+	// session ends with it.
+	Holds bool
+	// Renewed: the round renewed the part, so its deadline lies at least
+	// TTL − margin after the round began.
+	Renewed bool
+	// Lease is how long after the round began the holder keeps the part:
+	// until the send of its last acknowledged renewal + TTL − margin, by the
+	// holder's clock; 0 if that has passed or the part ended.
+	Lease time.Duration
+	// Err is why the part was not renewed; nil when Renewed.
+	Err error
+}
+
+// KeepAliveGroups is KeepAlive, with what the round did for each part that
+// was live when it began: the default group's first, then by group name.
+// The error is KeepAlive's; on an error other than the session's the list
+// says which parts were renewed. The lease the round allows is the shortest
+// Lease of the parts that hold something (see MinLease).
+func (s *Session) KeepAliveGroups(ctx context.Context) ([]GroupLease, error) {
+	r, err := s.s.Renew(ctx)
+	out := make([]GroupLease, len(r.Parts))
+	for i, p := range r.Parts {
+		out[i] = GroupLease{Group: p.Group, Holds: p.Holds, Renewed: p.Renewed, Lease: p.Left, Err: p.Err}
+	}
+	return out, err
+}
+
+// MinLease returns the shortest Lease of the parts in leases that hold
+// something: the time after the round began for which all that the session
+// holds is kept. It returns 0 if none holds anything.
+func MinLease(leases []GroupLease) time.Duration {
+	var lease time.Duration
+	found := false
+	for _, l := range leases {
+		if l.Holds && (!found || l.Lease < lease) {
+			lease, found = l.Lease, true
+		}
+	}
+	return lease
+}

@@ -528,16 +528,61 @@ type SessionResponse struct {
 	SessionSecret string `json:"session_secret,omitempty"`
 	TimeoutMS     int64  `json:"timeout_ms"`
 	// LeaseMS is how long after sending the heartbeat (or the create) whose
-	// answer this is the client may act as holder: stop acting by then
-	// unless a later heartbeat was answered.
+	// answer this is the client may act as holder of everything the session
+	// holds, in every group: stop acting by then unless a later heartbeat
+	// was answered. It is the shortest of Leases over the groups where the
+	// session holds a lock, a leadership or a request (and the default
+	// group): a heartbeat that could not renew such a group fails instead.
 	LeaseMS int64 `json:"lease_ms"`
+	// Leases is the lease of the session's part in each group it has one
+	// in, by group name ("" the default group), in milliseconds from the
+	// send of the heartbeat: TTL − 2·margin for a part this heartbeat
+	// renewed, 0 for one it did not (it promises nothing, and ends by its
+	// own deadline at the replica).
+	Leases map[string]int64 `json:"leases,omitempty"`
 }
 
-func sessionResponse(fs *fencelock.Session, withID bool) SessionResponse {
-	r := SessionResponse{TimeoutMS: fs.TTL().Milliseconds(), LeaseMS: (fs.TTL() - 2*fs.SafetyMargin()).Milliseconds()}
+// sessionResponse is the answer to a create (leases nil: only the default
+// part, just opened) or to a heartbeat (leases: what its KeepAliveGroups
+// round did).
+func sessionResponse(fs *fencelock.Session, withID bool, leases []fencelock.GroupLease) SessionResponse {
+	r := leaseResponse(fs.TTL(), fs.SafetyMargin(), leases)
 	if withID {
 		r.SessionID = ID(fs.ID())
 	}
+	return r
+}
+
+// leaseResponse is the timing of a session's answer: each part's lease, and
+// lease_ms the shortest over the parts that hold something.
+//
+// A part's lease counts from the client's send, which came before the round
+// began: a renewed part's deadline lies TTL − margin after that begin at
+// least, and the lease, TTL − 2·margin, leaves a margin more for the
+// client's clock rate against this replica's. A part not renewed promises
+// nothing from this send: 0.
+func leaseResponse(ttl, margin time.Duration, leases []fencelock.GroupLease) SessionResponse {
+	full := (ttl - 2*margin).Milliseconds()
+	r := SessionResponse{TimeoutMS: ttl.Milliseconds(), LeaseMS: full, Leases: map[string]int64{"": full}}
+	if leases == nil {
+		return r
+	}
+	clear(r.Leases)
+	least, found := int64(0), false
+	for _, l := range leases {
+		var ms int64
+		if l.Renewed {
+			ms = full
+		}
+		r.Leases[l.Group] = ms
+		if l.Holds && (!found || ms < least) {
+			least, found = ms, true
+		}
+	}
+	if !found { // the default part always counts; without it, nothing is promised
+		least = r.Leases[""]
+	}
+	r.LeaseMS = least
 	return r
 }
 
@@ -595,7 +640,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		case <-s.ctx.Done():
 		}
 	}()
-	resp := sessionResponse(fs, true)
+	resp := sessionResponse(fs, true, nil)
 	resp.SessionSecret = secret
 	writeJSON(w, http.StatusCreated, resp)
 }
@@ -663,14 +708,19 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
-	if err := hs.s.KeepAlive(ctx); err != nil {
+	// A heartbeat answered OK promises its lease for every group where the
+	// session holds something: KeepAliveGroups fails (503, naming the
+	// groups) when one of them was not renewed, so no lease_ms outlasts a
+	// part whose group may already be passing its locks on.
+	leases, err := hs.s.KeepAliveGroups(ctx)
+	if err != nil {
 		if hs.s.Err() != nil {
 			s.drop(hs)
 		}
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionResponse(hs.s, false))
+	writeJSON(w, http.StatusOK, sessionResponse(hs.s, false, leases))
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {

@@ -233,10 +233,14 @@ func (h *holder) answer(b beat) {
 		fmt.Fprintln(os.Stderr, "fencelock: heartbeat answered again")
 	}
 	h.failing = nil
-	if b.r.LeaseMS > 0 {
-		h.lease = time.Duration(b.r.LeaseMS) * time.Millisecond
+	// The answer's lease_ms is what it promises, for every group where the
+	// session holds something (a group not renewed fails the heartbeat
+	// instead, 503): one of 0 promises nothing, and extends nothing.
+	lease := time.Duration(b.r.LeaseMS) * time.Millisecond
+	if lease > 0 {
+		h.lease = lease
 	}
-	if d := b.sent.Add(h.lease); d.After(h.deadline) {
+	if d := b.sent.Add(lease); d.After(h.deadline) {
 		h.deadline = d
 	}
 }

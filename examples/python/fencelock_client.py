@@ -98,12 +98,14 @@ class Session:
 
     def _heartbeat(self):
         # Every TTL/3; the holder may act until lease_ms after the send of
-        # the last heartbeat answered, and must stop then.
+        # the last heartbeat answered, and must stop then. Each answer's
+        # lease_ms covers every group the session holds something in (one
+        # that could not be renewed fails the heartbeat with 503).
         while not self.lost.wait(self.ttl / 3):
             sent = now()
             try:
-                self.call("POST", f"/v1/sessions/{self.id}/heartbeat")
-                self.deadline = max(self.deadline, sent + self.lease)
+                r = self.call("POST", f"/v1/sessions/{self.id}/heartbeat")
+                self.deadline = max(self.deadline, sent + r.get("lease_ms", 0) / 1000)
             except APIError as e:
                 if e.status == 404:  # the session is over
                     self.lost.set()

@@ -180,6 +180,21 @@ func (p *Part) heldSince() clock.Instant {
 	return p.lease.deadline.Add(-p.lease.life)
 }
 
+// holds reports whether the part holds a grant, or a request that may yet
+// be granted: one waiting in a queue, or one sent and not answered yet.
+func (p *Part) holds() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.grants) > 0 || len(p.waiters) > 0 || len(p.pending) > 0
+}
+
+// deadline returns the holder's deadline for the part, by the boot clock.
+func (p *Part) deadline() clock.Instant {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lease.deadline
+}
+
 // ended reports whether the part is over for its holder.
 func (p *Part) ended() bool {
 	select {

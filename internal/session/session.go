@@ -62,9 +62,11 @@ package session
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -510,33 +512,157 @@ func (s *Session) Close(ctx context.Context) error {
 	return first
 }
 
-// KeepAlive renews every live part of s now, one keep-alive each, and
-// returns the default part's outcome: another part that cannot be renewed
-// ends by its own deadline.
-func (s *Session) KeepAlive(ctx context.Context) error {
-	if err := s.Err(); err != nil {
-		return err
+// PartRenewal is what one KeepAlive round did for one part of the session.
+type PartRenewal struct {
+	Group string // "" is the default group
+	// Holds: the part held a grant, or a request that may yet be granted
+	// (queued, or not answered yet), when the round began or when it
+	// ended. The default part always counts: its end is the session's.
+	Holds bool
+	// Renewed: the round's keep-alive for the part was acknowledged and the
+	// part is still live, so its deadline lies at least TTL − margin after
+	// the round began.
+	Renewed bool
+	// Left is how long after the round began the holder keeps the part: its
+	// deadline, the send of its last acknowledged renewal (or open) + TTL −
+	// margin, by the boot clock; 0 if that has passed or the part ended.
+	Left time.Duration
+	// Err is why the part was not renewed; nil when Renewed.
+	Err error
+}
+
+// Renewal is the outcome of one KeepAlive round: a PartRenewal for each part
+// that was live when it began, the default part first, the others by group
+// name.
+type Renewal struct {
+	Parts []PartRenewal
+}
+
+// NotRenewedError is KeepAlive's error when a part that holds a grant or a
+// request was not renewed: the session lives on (its default part was
+// renewed, or that part's error is the session's), but what those parts
+// hold lasts only until their own deadlines. It wraps ErrUnavailable
+// (replica's), and each part's cause except those that end a part
+// (ErrSessionExpired and the like): they speak of the whole session when
+// errors.Is finds them, and here only a part ended.
+type NotRenewedError struct {
+	Groups []string // the groups not renewed, "" for the default one, sorted
+	Errs   []error  // why, one per group
+}
+
+func (e *NotRenewedError) Error() string {
+	var b strings.Builder
+	b.WriteString(replica.ErrUnavailable.Error())
+	b.WriteString(": keep-alive did not renew the session in ")
+	for i, g := range e.Groups {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if g == "" {
+			b.WriteString("the default group")
+		} else {
+			fmt.Fprintf(&b, "group %q", g)
+		}
+		if i < len(e.Errs) && e.Errs[i] != nil {
+			fmt.Fprintf(&b, " (%v)", e.Errs[i])
+		}
 	}
+	b.WriteString("; what it holds there lasts only until its deadline there")
+	return b.String()
+}
+
+// Unwrap makes errors.Is find ErrUnavailable, and the parts' causes that do
+// not speak of the whole session.
+func (e *NotRenewedError) Unwrap() []error {
+	out := []error{replica.ErrUnavailable}
+	for _, err := range e.Errs {
+		if err != nil && !endsPart(err) {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// endsPart reports whether err says a part is over: from a named part it
+// must not read as the end of the whole session.
+func endsPart(err error) bool {
+	return errors.Is(err, ErrSessionExpired) || errors.Is(err, ErrSessionClosed) ||
+		errors.Is(err, ErrRevoked) || errors.Is(err, replica.ErrClosed)
+}
+
+// KeepAlive renews every live part of s now, one keep-alive each. It
+// returns nil only if every part that holds a grant or a request (and the
+// default part, whose end is the session's) was renewed by this call, so
+// that each of their deadlines lies at least TTL − margin after the call
+// began. If the session is over it returns the session's error; else, if
+// such a part was not renewed, a *NotRenewedError naming its groups, which
+// wraps ErrUnavailable. A part that holds nothing and could not be renewed
+// fails nothing: it ends by its own deadline. The default part's keep-alive
+// may take up to TTL − margin, as ever; another part's counts as not
+// renewed if its group does not answer within TTL/3, a keep-alive period.
+func (s *Session) KeepAlive(ctx context.Context) error {
+	_, err := s.Renew(ctx)
+	return err
+}
+
+// Renew is KeepAlive, with what it did for each part: the HTTP API reports
+// a lease per group from it.
+func (s *Session) Renew(ctx context.Context) (Renewal, error) {
+	if err := s.Err(); err != nil {
+		return Renewal{}, err
+	}
+	start := clock.Boot(s.h.cfg.Clock)
+	parts := s.liveParts()
+	out := Renewal{Parts: make([]PartRenewal, len(parts))}
 	var wg sync.WaitGroup
-	for _, p := range s.liveParts() {
+	for i, p := range parts {
+		// What a part holds is read before its renewal as well as after:
+		// a part that held a grant when the round began and lost it
+		// meanwhile (its group expired it) was not kept by this round.
+		out.Parts[i] = PartRenewal{Group: p.rt.group, Holds: p == s.def || p.holds()}
 		if p == s.def {
-			continue
+			continue // renewed on this goroutine, below
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = p.renew(ctx)
+			// A group that does not answer within a keep-alive period
+			// counts as not renewed: waiting longer (up to TTL − margin)
+			// would hold the round, and the holder's next one, past the
+			// deadline of the parts that were renewed at its start; a
+			// session renewed only by KeepAlive would lose its default
+			// part to a group where it may hold nothing.
+			pctx, cancel := context.WithTimeout(ctx, p.ttl/3)
+			defer cancel()
+			out.Parts[i].Err = p.renew(pctx)
 		}()
 	}
-	err := s.def.renew(ctx)
+	out.Parts[0].Err = s.def.renew(ctx)
 	wg.Wait()
-	if err != nil {
-		if serr := s.Err(); serr != nil {
-			return serr
+	var failed NotRenewedError
+	for i, p := range parts {
+		r := &out.Parts[i]
+		r.Holds = r.Holds || p.holds()
+		if r.Err == nil && p.ended() { // acknowledged after the holder gave it up
+			r.Err = p.Err()
 		}
-		return err
+		r.Renewed = r.Err == nil
+		r.Left = max(0, p.deadline().Sub(start))
+		if p.ended() {
+			r.Left = 0
+		}
+		if r.Holds && !r.Renewed {
+			failed.Groups = append(failed.Groups, r.Group)
+			failed.Errs = append(failed.Errs, r.Err)
+		}
 	}
-	return nil
+	if err := s.Err(); err != nil {
+		return out, err
+	}
+	if len(failed.Groups) > 0 {
+		return out, &failed
+	}
+	return out, nil
 }
 
 // liveParts returns s's parts that have not ended, default first.

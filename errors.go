@@ -33,8 +33,13 @@ var (
 	// reaches and how many the group needs. It always comes with
 	// ErrUnavailable: nothing was granted, and the call can be retried once
 	// the voters are back (or on a replica that reaches them). A call whose
-	// context has a deadline gets it as soon as that is known; one whose
-	// context ends while the quorum is missing gets it with ctx.Err().
+	// context has a deadline gets it as soon as that is known, and so does
+	// every Acquire, TryAcquire and Campaign (and their shared and semaphore
+	// forms) with or without one: waiting for a lock is not waiting for the
+	// voters to come back (a request the group had queued before keeps its
+	// place, and ends with its session's part if the quorum stays away past
+	// the part's TTL). Any other call whose context ends while the quorum is
+	// missing gets it with ctx.Err().
 	ErrNoQuorum = replica.ErrNoQuorum
 	// ErrInvalidName: a lock name is empty, longer than 512 bytes, not UTF-8,
 	// or contains NUL.

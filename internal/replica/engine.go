@@ -100,15 +100,40 @@ func recordedShards(dir string) (exec, logdb uint64, ok bool) {
 // record no counts, yield the defaults given; it never panics (the file
 // comes from disk: FuzzDecodeFlagFile).
 func decodeFlagFile(data []byte, defExec, defLogDB uint64) (exec, logdb uint64) {
-	if len(data) < 8 {
-		return defExec, defLogDB
-	}
-	sum := md5.Sum(data[8:])
-	var s pb.RaftDataStatus
-	if !bytes.Equal(data[:8], sum[8:]) || s.Unmarshal(data[8:]) != nil || s.StepWorkerCount == 0 || s.LogdbShardCount == 0 {
+	s, ok := decodeFlagStatus(data)
+	if !ok || s.StepWorkerCount == 0 || s.LogdbShardCount == 0 {
 		return defExec, defLogDB
 	}
 	return s.StepWorkerCount, s.LogdbShardCount
+}
+
+// decodeFlagStatus checks a flag file's checksum and decodes the rest; ok
+// is false for bytes that fail either. It never panics.
+func decodeFlagStatus(data []byte) (s pb.RaftDataStatus, ok bool) {
+	if len(data) < 8 {
+		return s, false
+	}
+	sum := md5.Sum(data[8:])
+	if !bytes.Equal(data[:8], sum[8:]) || s.Unmarshal(data[8:]) != nil {
+		return pb.RaftDataStatus{}, false
+	}
+	return s, true
+}
+
+// recordedAddress returns the raft address Dragonboat recorded in dir's
+// flag file when the Dir was first used: it refuses to open the Dir under
+// any other. ok is false when dir has no flag file, or one that does not
+// decode or records no address.
+func recordedAddress(dir string) (addr string, ok bool) {
+	data, err := os.ReadFile(filepath.Join(dir, flagFile))
+	if err != nil {
+		return "", false
+	}
+	s, ok := decodeFlagStatus(data)
+	if !ok || s.Address == "" {
+		return "", false
+	}
+	return s.Address, true
 }
 
 // engineConfigs are the NodeHost's engine and log store settings for dir.

@@ -269,12 +269,31 @@ func startError(cfg Config, group string, err error) error {
 		}
 	case strings.Contains(why, "failed to lock data directory"): // Dragonboat's ErrLockDirectory, internal to it
 		why = lockedDir(cfg.Dir)
+	case strings.Contains(why, "not the owner of the data directory"): // Dragonboat's ErrNotOwner, internal to it
+		why = changedAddress(cfg)
 	case errors.Is(err, syscall.EADDRINUSE):
 		why = fmt.Sprintf("the raft address %s is in use by another process", cmp.Or(cfg.ListenAddr, cfg.Addr))
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
 		why = fmt.Sprintf("the raft address %s is not an address of this host (set ListenAddr to bind another)", cmp.Or(cfg.ListenAddr, cfg.Addr))
 	}
 	return fmt.Errorf("%w: start replica %d%s: %s", ErrInvalidConfig, cfg.ReplicaID, inGroup(group), why)
+}
+
+// changedAddress says why a Dir refuses this start's raft address: the
+// replica's address is fixed when its Dir is first used (Dragonboat keeps
+// it in the Dir, and the group's members know the replica by it), and this
+// start names another. The cure is in the words: the old address, or a new
+// replica under a new ID.
+func changedAddress(cfg Config) string {
+	old, ok := recordedAddress(cfg.Dir)
+	if !ok {
+		old = "another address"
+	}
+	return fmt.Sprintf("this replica's Dir %s belongs to replica %d at raft address %s, and this start gives it %s: "+
+		"a replica keeps the address its Dir was first used with, the one its group knows it by. "+
+		"Start it with its old address (its entry in Members, or serve's --peers/--addr), or move it: "+
+		"remove ID %d from the group and add the new host under a new ID with an empty Dir (docs/operations.md, \"Replacing a host\")",
+		cfg.Dir, cfg.ReplicaID, old, cfg.Addr, cfg.ReplicaID)
 }
 
 func inGroup(group string) string {

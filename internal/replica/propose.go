@@ -90,9 +90,10 @@ func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 // operator brings voters back, and the caller is better served by the cause
 // now (it may retry, or try another replica) than by its deadline later.
 // Failing never grants anything, so this keeps the group CP. Only a call
-// with a deadline fails early: one without asked to wait for the group (the
-// background work that must finish, such as a withdrawal, runs so), and
-// still learns the cause if its context ends.
+// with a deadline, or whose context FailFast marked, fails early: one
+// without asked to wait for the group (the background work that must
+// finish, such as a withdrawal, runs so), and still learns the cause if its
+// context ends.
 func (r *Replica) check(ctx context.Context, last error) error {
 	select {
 	case <-r.closed:
@@ -108,13 +109,29 @@ func (r *Replica) check(ctx context.Context, last error) error {
 		}
 		return r.unavailable(err, last)
 	}
-	if _, ok := ctx.Deadline(); ok {
+	if _, ok := ctx.Deadline(); ok || failFast(ctx) {
 		if q, lost := r.quorumLost(r.patience()); lost {
 			return &noQuorumError{q: q}
 		}
 	}
 	return nil
 }
+
+type failFastKey struct{}
+
+// FailFast returns ctx marked so that Propose and Read on it fail with the
+// no-quorum error (ErrUnavailable and ErrNoQuorum) as soon as a call with a
+// deadline would, even if ctx has no deadline. A caller's own request (an
+// Acquire or a Campaign, which may wait long for its lock but not for a
+// group that has lost its quorum) is marked so: a context without a
+// deadline must not turn "wait for the lock" into "wait, silent, until an
+// operator brings the voters back". Work that must finish whatever happens
+// meanwhile (a withdrawal, a close) stays unmarked.
+func FailFast(ctx context.Context) context.Context {
+	return context.WithValue(ctx, failFastKey{}, true)
+}
+
+func failFast(ctx context.Context) bool { return ctx.Value(failFastKey{}) != nil }
 
 // unavailable is the error of a call whose context ended before the group
 // answered: the no-quorum error if that is why (the group has had no leader

@@ -456,6 +456,10 @@ func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
 func (s *Session) Request(ctx context.Context, group string, cmd fsm.Command, o RequestOptions) (*Grant, error) {
 	ctx, span := s.h.tracer.Start(ctx, spanName(&cmd))
 	defer span.End()
+	// Waiting for the lock is not waiting for the group: with no quorum the
+	// request fails with the cause as a call with a deadline does, even on
+	// a context without one (an HTTP wait runs on such a context).
+	ctx = replica.FailFast(ctx)
 	// The wait is a figure, not a lease: Now's monotonic reading, not the
 	// boot clock's system call (see Grant.since).
 	c := s.h.cfg.Clock

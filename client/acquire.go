@@ -1,0 +1,319 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+var (
+	_ fencelock.Locker    = (*Session)(nil)
+	_ fencelock.LockGrant = (*Lock)(nil)
+	_ fencelock.Term      = (*Leadership)(nil)
+)
+
+// Acquire waits until lock name is granted to this session, then returns it
+// with its fencing token. The replica queues the request at the group, in
+// the lock's FIFO queue; the client asks it for the request's state until
+// it is granted, on another endpoint when one stops answering (the API
+// answers a repeated acquire of a session and lock with the first one's
+// state: it never queues twice).
+//
+// If ctx ends first, the request is withdrawn (a grant that raced ahead is
+// released) and the error wraps ctx.Err(), and ErrUnavailable too if no
+// endpoint answered the last ask. If the session ends meanwhile, its error
+// is returned. A second Acquire of a name by the same session waits until
+// the first one's grant (or call) ends, as a second embedded waiter would.
+// Options: fencelock.WithQueuePosition (called on this goroutine, as the
+// place changes); fencelock.WithMaxHold is not served by the API and fails
+// with errors.ErrUnsupported.
+func (s *Session) Acquire(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
+	g, err := s.request(ctx, false, name, "", true, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{g}, nil
+}
+
+// TryAcquire takes the lock if it is free, and fails at once with an error
+// wrapping ErrLocked if it is held (by this session too); it never queues.
+func (s *Session) TryAcquire(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
+	g, err := s.request(ctx, false, name, "", false, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{g}, nil
+}
+
+// AcquireShared is the embedded Session.AcquireShared. The HTTP API does
+// not serve shared grants yet: it fails with errors.ErrUnsupported, having
+// asked nothing.
+func (s *Session) AcquireShared(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
+	return nil, fmt.Errorf("%w: shared locks through the HTTP API", errors.ErrUnsupported)
+}
+
+// AcquireSemaphore is the embedded Session.AcquireSemaphore. The HTTP API
+// does not serve semaphores yet: it fails with ErrInvalidPermits for a
+// count outside 1..MaxHoldersPerLock, else with errors.ErrUnsupported,
+// having asked nothing.
+func (s *Session) AcquireSemaphore(ctx context.Context, name string, permits int, opts ...fencelock.AcquireOption) (*Lock, error) {
+	if permits < 1 || permits > fencelock.MaxHoldersPerLock {
+		return nil, fmt.Errorf("%w: %d, allowed 1 to %d", fencelock.ErrInvalidPermits, permits, fencelock.MaxHoldersPerLock)
+	}
+	return nil, fmt.Errorf("%w: semaphores through the HTTP API", errors.ErrUnsupported)
+}
+
+// Campaign enters the session as a candidate in election with value (at
+// most 4096 bytes), and waits until it leads. Waiting, failover,
+// cancellation (the candidacy is withdrawn) and the session's end behave as
+// for Acquire.
+func (s *Session) Campaign(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (*Leadership, error) {
+	g, err := s.request(ctx, true, election, value, true, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Leadership{g}, nil
+}
+
+// TryCampaign makes the session the election's leader if it has none, and
+// otherwise fails at once with an error wrapping ErrElectionTaken without
+// queuing.
+func (s *Session) TryCampaign(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (*Leadership, error) {
+	g, err := s.request(ctx, true, election, value, false, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Leadership{g}, nil
+}
+
+// Lock is Acquire for a fencelock.Locker; on an error the LockGrant is nil.
+func (s *Session) Lock(ctx context.Context, name string, opts ...fencelock.AcquireOption) (fencelock.LockGrant, error) {
+	l, err := s.Acquire(ctx, name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// TryLock is TryAcquire for a fencelock.Locker; on an error the LockGrant
+// is nil.
+func (s *Session) TryLock(ctx context.Context, name string, opts ...fencelock.AcquireOption) (fencelock.LockGrant, error) {
+	l, err := s.TryAcquire(ctx, name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Lead is Campaign for a fencelock.Locker; on an error the Term is nil.
+func (s *Session) Lead(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (fencelock.Term, error) {
+	l, err := s.Campaign(ctx, election, value, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// TryLead is TryCampaign for a fencelock.Locker; on an error the Term is
+// nil.
+func (s *Session) TryLead(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (fencelock.Term, error) {
+	l, err := s.TryCampaign(ctx, election, value, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// answerState is an acquire's or a campaign's answer.
+type answerState struct {
+	granted  bool
+	token    uint64
+	fence    string
+	value    string
+	position int
+}
+
+// request runs Acquire, TryAcquire, Campaign and TryCampaign.
+func (s *Session) request(ctx context.Context, election bool, name, value string, wait bool,
+	opts []fencelock.AcquireOption) (*grant, error) {
+	if !fsm.ValidName(name) {
+		return nil, fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(name, 64))
+	}
+	if election && len(value) > fsm.MaxValueLen {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", fencelock.ErrValueTooLarge, len(value), fsm.MaxValueLen)
+	}
+	set := fencelock.ReadAcquireOptions(opts...)
+	if set.MaxHold != 0 {
+		return nil, fmt.Errorf("%w: WithMaxHold through the HTTP API", errors.ErrUnsupported)
+	}
+	key := "lock:" + name
+	if election {
+		key = "election:" + name
+	}
+	free, ok, err := s.acquireSlot(ctx, key, !wait)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if election {
+			return nil, fmt.Errorf("%w: %q is led or campaigned for by this session", fencelock.ErrElectionTaken, clean(name, 64))
+		}
+		return nil, fmt.Errorf("%w: %q is held or waited for by this session", fencelock.ErrLocked, clean(name, 64))
+	}
+	g, err := s.ask(ctx, election, name, value, wait, set.QueuePosition, free)
+	if err != nil {
+		free()
+	}
+	return g, err
+}
+
+// spec is the call that asks for (or about) the request.
+func (s *Session) spec(election bool, name, value string, wait bool) callSpec {
+	type acquire struct {
+		SessionID wid  `json:"session_id"`
+		Wait      bool `json:"wait"`
+	}
+	type campaign struct {
+		SessionID wid    `json:"session_id"`
+		Value     string `json:"value"`
+		Wait      bool   `json:"wait"`
+	}
+	if election {
+		return callSpec{method: "POST", path: electionPath(name, "campaign"), secret: s.secret, session: true,
+			in: campaign{wid(s.id), value, wait}}
+	}
+	return callSpec{method: "POST", path: lockPath(name, "acquire"), secret: s.secret, session: true,
+		in: acquire{wid(s.id), wait}}
+}
+
+// once asks once.
+func (s *Session) once(ctx context.Context, election bool, name, value string, wait bool) (answerState, error) {
+	sp := s.spec(election, name, value, wait)
+	if election {
+		var a campaignAnswer
+		err := s.c.call(ctx, sp, &a)
+		return answerState{a.Elected, uint64(a.Token), a.Fence, a.Value, a.QueuePosition}, err
+	}
+	var a acquireAnswer
+	err := s.c.call(ctx, sp, &a)
+	return answerState{a.Granted, uint64(a.FencingToken), a.Fence, "", a.QueuePosition}, err
+}
+
+// ask asks until the request is granted (or refused, for a try), ctx ends
+// or the session does.
+func (s *Session) ask(ctx context.Context, election bool, name, value string, wait bool, position func(int),
+	free func()) (*grant, error) {
+	backoff := pollMin
+	last := 0
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		a, err := s.once(ctx, election, name, value, wait)
+		switch {
+		case err == nil && a.granted:
+			f, ferr := fenceOf(a.fence, a.token)
+			if ferr != nil {
+				// Granted, but unreadable: give it back rather than hold
+				// a lock nobody can fence with.
+				s.abandon(election, name)
+				return nil, &badAnswerError{endpoint: "grant", err: ferr}
+			}
+			if !election {
+				a.value = ""
+			} else if a.value == "" {
+				a.value = value
+			}
+			g := newGrant(s, name, a.token, f, election, a.value, free)
+			if !s.add(g) {
+				return nil, g.err
+			}
+			return g, nil
+		case err == nil && !wait:
+			if election {
+				return nil, fmt.Errorf("%w: %q", fencelock.ErrElectionTaken, clean(name, 64))
+			}
+			return nil, fmt.Errorf("%w: %q", fencelock.ErrLocked, clean(name, 64))
+		case err == nil:
+			if a.position > 0 && a.position != last {
+				last, backoff = a.position, pollMin
+				if position != nil {
+					position(a.position)
+				}
+			}
+		case errors.Is(err, fencelock.ErrSessionExpired):
+			s.end(fmt.Errorf("%w: the session ended at the group: %w", fencelock.ErrSessionExpired, err))
+			return nil, err
+		case !errors.Is(err, fencelock.ErrUnavailable):
+			return nil, err // an answer that will not change: a bad name, no right, a limit
+		case ctx.Err() != nil || !wait:
+			// Unanswered, and the call is over: the request may stand at
+			// the group (the answer was lost), so take it back.
+			s.abandon(election, name)
+			return nil, err
+		}
+		// Waiting (or the group unreachable for now): ask again.
+		timer.Reset(backoff)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			s.abandon(election, name)
+			return nil, ctx.Err()
+		case <-s.done:
+			return nil, s.Err()
+		}
+		backoff = min(2*backoff, pollMax)
+	}
+}
+
+// abandon takes back what a call that ends without a grant may have left
+// at the group: a queued request (withdrawn) or a grant that raced ahead of
+// the withdrawal (released). It tries for at most 5s, or the lease's end;
+// what it cannot take back ends with the session.
+func (s *Session) abandon(election bool, name string) {
+	left := s.left()
+	if left <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.c.ctx, min(5*time.Second, left))
+	defer cancel()
+	type withdraw struct {
+		SessionID wid `json:"session_id"`
+	}
+	path := lockPath(name, "release")
+	if election {
+		path = electionPath(name, "resign")
+	}
+	for range 3 {
+		err := s.c.call(ctx, callSpec{method: "POST", path: path, secret: s.secret, session: true, in: withdraw{wid(s.id)}}, nil)
+		if err == nil || !errors.Is(err, fencelock.ErrNotHeld) {
+			return // withdrawn, or it cannot be: the session's end frees it
+		}
+		// Nothing queued: granted in the meantime, or nothing at all. A
+		// try says which; a grant it finds (or makes) is given back.
+		a, err := s.once(ctx, election, name, "", false)
+		if err != nil || !a.granted {
+			return
+		}
+		if election {
+			type resign struct {
+				SessionID wid `json:"session_id"`
+				Token     wid `json:"token"`
+			}
+			err = s.c.call(ctx, callSpec{method: "POST", path: path, secret: s.secret, session: true, in: resign{wid(s.id), wid(a.token)}}, nil)
+		} else {
+			type release struct {
+				SessionID    wid `json:"session_id"`
+				FencingToken wid `json:"fencing_token"`
+			}
+			err = s.c.call(ctx, callSpec{method: "POST", path: path, secret: s.secret, session: true, in: release{wid(s.id), wid(a.token)}}, nil)
+		}
+		if err == nil || errors.Is(err, fencelock.ErrNotHeld) || errors.Is(err, fencelock.ErrNotLeader) {
+			return
+		}
+	}
+}

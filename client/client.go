@@ -1,0 +1,330 @@
+// Package client is fencelock for a process that is no replica: it speaks
+// the HTTP API of `fencelock serve` (docs/http.md) and offers the embedded
+// library's own API, so that one program runs on either.
+//
+//	c, err := client.New(ctx, client.Config{Endpoints: []string{"http://10.0.0.1:7080", "http://10.0.0.2:7080"}})
+//	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second))
+//	l, err := s.Acquire(ctx, "jobs/report")
+//	... write with l.Fence(), stop when <-l.Done() ...
+//	err = l.Release(ctx)
+//
+// A Session's methods have the names and meanings of *fencelock.Session's,
+// its Lock and Leadership those of *fencelock.Lock and *fencelock.Leadership,
+// and its errors are the root package's sentinels (errors.Is(err,
+// fencelock.ErrLocked)). Both session types satisfy fencelock.Locker.
+//
+// # Failover
+//
+// A Client keeps to the endpoint that last answered and moves on to the
+// next when one does not answer (a connection refused, reset or timed out),
+// answers 503 (closing, no quorum, cannot reach what the call needs) or 421
+// (the session lives elsewhere). Every call it retries on another endpoint
+// is one the API makes safe to send twice: an acquire or campaign names its
+// session and lock, and the API answers a second one for the same pair
+// with the first one's state and never queues twice.
+//
+// # The lease
+//
+// A session heartbeats on its own goroutine. Its Done closes, by this
+// process's boot clock (CLOCK_BOOTTIME on Linux, which counts a suspend),
+// lease_ms after the send of the last heartbeat (or the create) a replica
+// answered OK, whatever the network does meanwhile: the replica gives the
+// session up only a margin after that, so the holder stops first, as an
+// embedded session's holder does.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// Config configures New.
+type Config struct {
+	// Endpoints are the replicas' API base URLs ("http://host:7080"), in
+	// the order to try them. At least one.
+	Endpoints []string
+	// Token is the bearer token (serve --tokens-file); "" for none.
+	Token string
+	// TLS configures HTTPS (the CA, a client certificate); nil: Go's
+	// defaults.
+	TLS *tls.Config
+	// AttemptTimeout bounds one endpoint's answer while others remain to be
+	// tried, so that a replica that accepts connections but does not answer
+	// leaves time for the others. 0: 5s. A heartbeat uses a shorter bound
+	// of its own, half its period.
+	AttemptTimeout time.Duration
+}
+
+// SecretHeader is the header that carries a session's secret.
+const SecretHeader = "Fencelock-Session-Secret"
+
+// maxAnswer bounds the body of an answer read into memory; a lock's full
+// queue is the largest the API sends.
+const maxAnswer = 32 << 20
+
+// Client calls the API of a group's replicas. Its methods are safe for
+// concurrent use.
+type Client struct {
+	bases   []string
+	token   string
+	hc      *http.Client
+	tr      *http.Transport
+	attempt time.Duration
+
+	ctx    context.Context // ends with Close: every background goroutine's
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	cur      int // the endpoint to try first: the last that answered
+	closed   bool
+	sessions map[*Session]struct{}
+}
+
+// New returns a client of the replicas at cfg.Endpoints, once one of them
+// answers (GET /livez), so that a wrong address fails here.
+//
+// It fails with an error wrapping ErrBadEndpoint for an endpoint that is not
+// an http:// or https:// base URL, and with one wrapping
+// fencelock.ErrUnavailable (and ctx's error) if no endpoint answered before
+// ctx ended.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, fmt.Errorf("%w: no endpoints", ErrBadEndpoint)
+	}
+	var bases []string
+	for _, e := range cfg.Endpoints {
+		u, err := url.Parse(strings.TrimSpace(e))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, fmt.Errorf("%w: %q", ErrBadEndpoint, e)
+		}
+		bases = append(bases, u.Scheme+"://"+u.Host)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if cfg.TLS != nil {
+		tr.TLSClientConfig = cfg.TLS.Clone()
+	}
+	c := &Client{bases: bases, token: cfg.Token, tr: tr, hc: &http.Client{Transport: tr},
+		attempt: cfg.AttemptTimeout, sessions: map[*Session]struct{}{}}
+	if c.attempt <= 0 {
+		c.attempt = 5 * time.Second
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if err := c.call(ctx, callSpec{method: "GET", path: "/livez"}, nil); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close ends every session the client opened (each is over for its holder
+// at once, Err ErrClosed; the client asks the group to end it, waiting at
+// most 2s, after which the group expires it one TTL later), stops their
+// heartbeats and the Observe streams, and closes idle connections. Calls
+// in flight fail. Closing a closed Client does nothing.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	var ss []*Session
+	for s := range c.sessions {
+		ss = append(ss, s)
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.close(ctx, fmt.Errorf("%w: the client was closed", fencelock.ErrClosed))
+		}()
+	}
+	wg.Wait()
+	cancel()
+	c.cancel()
+	c.wg.Wait()
+	c.tr.CloseIdleConnections()
+}
+
+// first returns the index of the endpoint to try first.
+func (c *Client) first() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
+}
+
+func (c *Client) answered(i int) {
+	c.mu.Lock()
+	c.cur = i
+	c.mu.Unlock()
+}
+
+// callSpec is one call of the API.
+type callSpec struct {
+	method, path string
+	in           any    // the JSON body; nil for none
+	secret       string // the session's, for a call acting on one
+	// session: a 404 means the session is over (ErrSessionExpired).
+	session bool
+	// attempt bounds each endpoint's answer while others remain; 0: the
+	// client's.
+	attempt time.Duration
+}
+
+// failover reports whether err, from one endpoint, is a reason to ask the
+// next: it did not answer, or answered that it cannot serve the call now.
+func failover(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		switch e.Status {
+		case http.StatusServiceUnavailable, http.StatusMisdirectedRequest, http.StatusBadGateway, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	var bad *badAnswerError
+	return !errors.As(err, &bad) // no answer: refused, reset, timed out
+}
+
+// call makes the call on the endpoints in turn, from the last that
+// answered, until one answers or all were tried; out receives a 2xx
+// answer's JSON. The error is an *Error for an answer, or wraps
+// fencelock.ErrUnavailable (and ctx's error if it ended) when no endpoint
+// answered.
+func (c *Client) call(ctx context.Context, sp callSpec, out any) error {
+	var body []byte
+	if sp.in != nil {
+		b, err := json.Marshal(sp.in)
+		if err != nil {
+			return err
+		}
+		body = b
+	}
+	attempt := sp.attempt
+	if attempt == 0 {
+		attempt = c.attempt
+	}
+	start := c.first()
+	var errs []error
+	for k := range c.bases {
+		i := (start + k) % len(c.bases)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if k < len(c.bases)-1 {
+			actx, cancel = context.WithTimeout(ctx, attempt)
+		}
+		err := c.once(actx, c.bases[i], sp, body, out)
+		cancel()
+		if err == nil {
+			c.answered(i)
+			return nil
+		}
+		if !failover(err) {
+			c.answered(i) // it answered: it is up
+			return err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return unavailable(ctx, errs)
+}
+
+// unavailable is the error of a call no endpoint answered: it wraps
+// fencelock.ErrUnavailable, ctx's error if ctx ended, every endpoint's error
+// (so that errors.Is finds fencelock.ErrNoQuorum when a replica said so),
+// and keeps their messages.
+func unavailable(ctx context.Context, errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	wrapped := []error{fencelock.ErrUnavailable}
+	if ctx.Err() != nil {
+		wrapped = append(wrapped, ctx.Err())
+	}
+	wrapped = append(wrapped, errs...)
+	return &multiError{msg: "fencelock: no endpoint answered: " + strings.Join(msgs, "; "), errs: wrapped}
+}
+
+type multiError struct {
+	msg  string
+	errs []error
+}
+
+func (e *multiError) Error() string   { return e.msg }
+func (e *multiError) Unwrap() []error { return e.errs }
+
+// once makes the call on one endpoint.
+func (c *Client) once(ctx context.Context, base string, sp callSpec, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, sp.method, base+sp.path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c.auth(req)
+	if sp.secret != "" {
+		req.Header.Set(SecretHeader, sp.secret)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp.StatusCode, b, sp.session, base)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := decodeAnswer(b, out); err != nil {
+		return &badAnswerError{endpoint: base, err: err}
+	}
+	return nil
+}
+
+func (c *Client) auth(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+// badAnswerError is a 2xx answer this client cannot read: not retried on
+// another endpoint (the call may have taken effect), reported as ErrBadAnswer.
+type badAnswerError struct {
+	endpoint string
+	err      error
+}
+
+func (e *badAnswerError) Error() string {
+	return fmt.Sprintf("fencelock: malformed answer from %s: %v", e.endpoint, e.err)
+}
+func (e *badAnswerError) Is(target error) bool { return target == ErrBadAnswer }
+func (e *badAnswerError) Unwrap() error        { return e.err }

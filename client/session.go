@@ -1,0 +1,398 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// now reads the clock the lease is timed on, as the embedded session's: the
+// boot clock (CLOCK_BOOTTIME on Linux), which counts a suspend where Go's
+// monotonic clock stops; a deadline on the latter would move later by every
+// suspend, past the moment the group frees the locks.
+func now() clock.Instant { return clock.Boot(clock.Real) }
+
+// maxSleep caps every wait for the deadline: the runtime's timers run on
+// the monotonic clock and fire late after a suspend, so the deadline is
+// re-checked on the boot clock at least this often.
+const maxSleep = 250 * time.Millisecond
+
+// TTL bounds, as the library's (WithTTL).
+const (
+	minTTL = 100 * time.Millisecond
+	maxTTL = 24 * time.Hour
+)
+
+// Session is a session of the group held through the API: the remote
+// counterpart of *fencelock.Session, with its methods' names and meanings.
+// It heartbeats on a goroutine of its own, to whichever endpoint answers.
+//
+// The holder stops first: with t the send time of the last heartbeat (or
+// the create) a replica answered OK, Done closes and Err returns
+// ErrSessionExpired at t + lease_ms by this process's boot clock unless a
+// later heartbeat is answered first, even while no endpoint answers; the
+// replica gives the session up only a margin later. A session that is done
+// stays done; open a new one.
+//
+// Its methods are safe for concurrent use.
+type Session struct {
+	c      *Client
+	id     uint64
+	secret string
+	ttl    time.Duration
+	every  time.Duration // between heartbeats
+	stop   chan struct{} // closed by end: stops the heartbeat loop
+
+	mu       sync.Mutex
+	lease    time.Duration // the last lease_ms answered
+	deadline clock.Instant // the holder's: the last OK send + lease
+	lastOK   clock.Instant // the send of the last heartbeat (or create) answered OK
+	done     chan struct{}
+	err      error
+	grants   map[*grant]struct{}
+	// busy holds a slot per lock (and election) name this session has a
+	// call or a grant on: the API keeps one request per session and name
+	// (a second acquire reports the first's state), so a second Acquire of
+	// the same name waits here for the first's grant to end, as a second
+	// embedded waiter of one session waits behind the first.
+	busy map[string]chan struct{}
+}
+
+// NewSession opens a session on the group through the first endpoint that
+// answers, and starts its heartbeats.
+//
+// It takes the root package's session options that the API serves:
+// fencelock.WithTTL (default: the replica's --ttl) and
+// fencelock.WithSessionName (default: this process's "host:pid"). Options
+// the API does not serve (WithSafetyMargin, WithLockDelay, WithResume,
+// WithExternalKeepAlive) fail with an error wrapping errors.ErrUnsupported
+// rather than being ignored; a bad TTL or name fails with
+// fencelock.ErrInvalidTTL or ErrInvalidSessionName before any call. A
+// create whose answer was lost and that was sent again leaves a session
+// nobody heartbeats, which the group expires one TTL later.
+func (c *Client) NewSession(ctx context.Context, opts ...fencelock.SessionOption) (*Session, error) {
+	o := fencelock.ReadSessionOptions(opts...)
+	switch {
+	case o.Margin != 0:
+		return nil, fmt.Errorf("%w: WithSafetyMargin (the HTTP API fixes the margin at TTL/5)", errors.ErrUnsupported)
+	case o.LockDelay != 0:
+		return nil, fmt.Errorf("%w: WithLockDelay through the HTTP API", errors.ErrUnsupported)
+	case o.Resume:
+		return nil, fmt.Errorf("%w: WithResume through the HTTP API", errors.ErrUnsupported)
+	case o.ExternalKeepAlive:
+		return nil, fmt.Errorf("%w: WithExternalKeepAlive (a client session heartbeats on its own)", errors.ErrUnsupported)
+	}
+	if o.TTL != 0 && (o.TTL < minTTL || o.TTL > maxTTL) {
+		return nil, fmt.Errorf("%w: %v outside [%v, %v]", fencelock.ErrInvalidTTL, o.TTL, minTTL, maxTTL)
+	}
+	name := o.Name
+	if !o.Named {
+		name = defaultName()
+	}
+	if err := fsm.CheckSessionName(name); err != nil {
+		return nil, fmt.Errorf("%w: %v", fencelock.ErrInvalidSessionName, err)
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%w: the client was closed", fencelock.ErrClosed)
+	}
+	type create struct {
+		TTLMillis int64  `json:"ttl_ms,omitempty"`
+		Name      string `json:"name,omitempty"`
+	}
+	sent := now()
+	var a sessionAnswer
+	if err := c.call(ctx, callSpec{method: "POST", path: "/v1/sessions", in: create{o.TTL.Milliseconds(), name}}, &a); err != nil {
+		return nil, err
+	}
+	if a.SessionID == 0 || a.SessionSecret == "" || a.TimeoutMS <= 0 || a.LeaseMS <= 0 || a.LeaseMS > a.TimeoutMS {
+		return nil, &badAnswerError{endpoint: "create", err: fmt.Errorf("session answer without an ID, a secret or a sane lease: %+v",
+			sessionAnswer{SessionID: a.SessionID, TimeoutMS: a.TimeoutMS, LeaseMS: a.LeaseMS})}
+	}
+	s := &Session{c: c, id: uint64(a.SessionID), secret: a.SessionSecret,
+		ttl: time.Duration(a.TimeoutMS) * time.Millisecond, lease: time.Duration(a.LeaseMS) * time.Millisecond,
+		lastOK: sent, stop: make(chan struct{}), done: make(chan struct{}), grants: map[*grant]struct{}{},
+		busy: map[string]chan struct{}{}}
+	s.deadline = sent.Add(s.lease)
+	// The API's lease is TTL − 2·margin (3/5 of the TTL): a period of a
+	// third of it leaves two more heartbeats after one that went
+	// unanswered before the lease runs out, where TTL/3 would leave none.
+	s.every = max(min(s.ttl/3, s.lease/3), 10*time.Millisecond)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		s.end(fmt.Errorf("%w: the client was closed", fencelock.ErrClosed))
+		return nil, fencelock.ErrClosed
+	}
+	c.sessions[s] = struct{}{}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go s.run()
+	return s, nil
+}
+
+// defaultName is "host:pid", as the library's default session name.
+var defaultName = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	name := fmt.Sprintf("%s:%d", host, os.Getpid())
+	if len(name) > fencelock.MaxSessionNameLen {
+		name = strings.ToValidUTF8(name[:fencelock.MaxSessionNameLen], "")
+	}
+	return name
+})
+
+// ID returns the session's ID, the API's session_id: unique in the default
+// group for good.
+func (s *Session) ID() uint64 { return s.id }
+
+// TTL returns the session's time to live, as the replica set it.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Done is closed when the session is over for its holder: closed, expired
+// or not renewed within its lease by this process's clock, ended at the
+// group (a heartbeat answered 404), or its Client closed. Every lock and
+// leadership it held is lost then.
+//
+// Done (like Err, Lock.Done and Lock.Err) also checks the deadline when
+// called, so a process that wakes from a pause past it finds it closed on
+// its first look.
+func (s *Session) Done() <-chan struct{} {
+	s.check()
+	return s.done
+}
+
+// Err returns nil before Done is closed and why the session ended after:
+// ErrSessionExpired, ErrSessionClosed or ErrClosed (wrapped, with why).
+func (s *Session) Err() error {
+	s.check()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close ends the session at the group, releasing all its locks, each to the
+// head of its queue. The session is over for its holder at once (Err
+// ErrSessionClosed); if no endpoint confirms the end before ctx ends, the
+// error says so and the group frees the locks when the TTL runs out.
+// Closing a session that is over returns nil.
+func (s *Session) Close(ctx context.Context) error {
+	return s.close(ctx, fencelock.ErrSessionClosed)
+}
+
+func (s *Session) close(ctx context.Context, why error) error {
+	s.check()
+	s.mu.Lock()
+	over := s.err != nil
+	s.mu.Unlock()
+	if over {
+		return nil
+	}
+	// Over for the holder first: nothing may act on its grants while the
+	// delete is in flight.
+	s.end(why)
+	err := s.c.call(ctx, callSpec{method: "DELETE", path: s.path(), secret: s.secret, session: true}, nil)
+	if errors.Is(err, fencelock.ErrSessionExpired) {
+		return nil // ended at the group already
+	}
+	return err
+}
+
+func (s *Session) path() string { return "/v1/sessions/" + strconv.FormatUint(s.id, 10) }
+
+// check ends the session if its deadline passed by the holder's clock.
+func (s *Session) check() {
+	s.mu.Lock()
+	passed := s.err == nil && !now().Before(s.deadline)
+	lease := s.lease
+	s.mu.Unlock()
+	if passed {
+		s.end(fmt.Errorf("%w: no heartbeat answered within the lease (%v) by this process's clock", fencelock.ErrSessionExpired, lease))
+	}
+}
+
+// end makes the session over for its holder, with why, and every grant it
+// holds with it. The first reason stays.
+func (s *Session) end(why error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = why
+	close(s.done)
+	close(s.stop)
+	gs := s.grants
+	s.grants = nil
+	s.mu.Unlock()
+	for g := range gs {
+		g.end(why)
+	}
+	s.c.mu.Lock()
+	delete(s.c.sessions, s)
+	s.c.mu.Unlock()
+}
+
+// left is the time left of the lease by the holder's clock.
+func (s *Session) left() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline.Sub(now())
+}
+
+type beat struct {
+	sent clock.Instant
+	a    sessionAnswer
+	err  error
+}
+
+// run heartbeats every s.every until the session ends or the client closes,
+// and ends the session at its deadline.
+func (s *Session) run() {
+	defer s.c.wg.Done()
+	tick := time.NewTicker(s.every)
+	defer tick.Stop()
+	check := time.NewTimer(min(max(s.left(), 0), maxSleep))
+	defer check.Stop()
+	answers := make(chan beat, 1)
+	inFlight := false
+	for {
+		select {
+		case <-s.c.ctx.Done():
+			return
+		case <-s.stop:
+			return
+		case <-tick.C:
+			if inFlight {
+				break // the previous one is still out: its answer decides
+			}
+			inFlight = true
+			go func() {
+				b := beat{sent: now()}
+				// A heartbeat ends before the next is due; an endpoint
+				// that holds it leaves half of that to the others.
+				ctx, cancel := context.WithTimeout(s.c.ctx, s.every)
+				defer cancel()
+				b.err = s.c.call(ctx, callSpec{method: "POST", path: s.path() + "/heartbeat", secret: s.secret,
+					session: true, attempt: s.every / 2}, &b.a)
+				answers <- b
+			}()
+		case b := <-answers:
+			inFlight = false
+			s.answer(b)
+		case <-check.C:
+		}
+		s.check()
+		left := s.left()
+		if left <= 0 {
+			return // check ended it
+		}
+		check.Reset(min(left, maxSleep))
+	}
+}
+
+// answer takes a heartbeat's answer: a later deadline, or the session's
+// end when the group says it is over.
+func (s *Session) answer(b beat) {
+	var e *Error
+	if errors.As(b.err, &e) && (e.Code == "not_found" || e.Status == 404 || e.Status == 403) {
+		// 404: the group ended the session (expired, deleted, revoked).
+		// 403: the replica no longer accepts its secret or the token's
+		// right to it: it cannot be renewed either way.
+		s.end(fmt.Errorf("%w: the session ended at the group: %w", fencelock.ErrSessionExpired, b.err))
+		return
+	}
+	if b.err != nil {
+		return // the lease runs on from the last answered one
+	}
+	// lease_ms is what the answer promises for everything the session
+	// holds, timed from this heartbeat's send; 0 promises nothing.
+	lease := time.Duration(b.a.LeaseMS) * time.Millisecond
+	if lease <= 0 || lease > s.ttl {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	s.lease = lease
+	if d := b.sent.Add(lease); d.After(s.deadline) {
+		s.deadline, s.lastOK = d, b.sent
+	}
+}
+
+// acquireSlot waits until no other call or grant of this session uses name
+// (kind "lock" or "election"), and takes the slot; try: do not wait, report
+// false. The slot is given back by the returned func.
+func (s *Session) acquireSlot(ctx context.Context, key string, try bool) (func(), bool, error) {
+	for {
+		s.mu.Lock()
+		if s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return nil, false, err
+		}
+		ch := s.busy[key]
+		if ch == nil {
+			mine := make(chan struct{})
+			s.busy[key] = mine
+			s.mu.Unlock()
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					s.mu.Lock()
+					if s.busy[key] == mine {
+						delete(s.busy, key)
+					}
+					s.mu.Unlock()
+					close(mine)
+				})
+			}, true, nil
+		}
+		s.mu.Unlock()
+		if try {
+			return nil, false, nil
+		}
+		select {
+		case <-ch:
+		case <-s.done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// add registers g as held by the session; false if the session is over (g
+// is then ended with its reason).
+func (s *Session) add(g *grant) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		g.end(err)
+		return false
+	}
+	s.grants[g] = struct{}{}
+	s.mu.Unlock()
+	return true
+}
+
+func (s *Session) remove(g *grant) {
+	s.mu.Lock()
+	delete(s.grants, g)
+	s.mu.Unlock()
+}

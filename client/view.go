@@ -1,0 +1,229 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// Inspect returns the lock's state as the group sees it (GET
+// /v1/locks/{name}, a linearizable read on the replica): its holders with
+// their tokens and its whole queue. It fails with ErrInvalidName for a bad
+// name, ErrUnknownGroup for a group the deployment does not run, and an
+// error wrapping ErrUnavailable when no endpoint answered.
+func (c *Client) Inspect(ctx context.Context, name string) (fencelock.LockInfo, error) {
+	if !fsm.ValidName(name) {
+		return fencelock.LockInfo{}, fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(name, 64))
+	}
+	var l lockJSON
+	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/locks/" + url.PathEscape(name)}, &l); err != nil {
+		return fencelock.LockInfo{}, err
+	}
+	info := l.info()
+	info.Name = name
+	return info, nil
+}
+
+// Leader returns the election's current leader (GET /v1/elections/{name}),
+// or an error wrapping ErrNoLeader when it has none.
+func (c *Client) Leader(ctx context.Context, election string) (fencelock.LeaderInfo, error) {
+	if !fsm.ValidName(election) {
+		return fencelock.LeaderInfo{}, fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(election, 64))
+	}
+	var e electionJSON
+	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/elections/" + url.PathEscape(election)}, &e); err != nil {
+		return fencelock.LeaderInfo{}, err
+	}
+	li := e.Leader.info(election)
+	if li.Token == 0 {
+		return li, fmt.Errorf("%w: %q", fencelock.ErrNoLeader, clean(election, 64))
+	}
+	return li, nil
+}
+
+// Stream bounds: a stream's headers must come within streamOpen (the
+// replica starts it with a linearizable read), and one that carries
+// nothing, not even the API's ping every 15s, for streamIdle is taken for a
+// replica that stopped answering and reopened elsewhere.
+var (
+	streamOpen = 10 * time.Second
+	streamIdle = 40 * time.Second
+)
+
+// Observe reports the election's leader as the group changes it: first the
+// current leader, then each change (an election without a leader as a
+// LeaderInfo with Token 0). Like the embedded Node.Observe it may skip
+// intermediate states but the value waiting to be received is always the
+// latest known. The stream follows the endpoints: one that ends or goes
+// silent is reopened on the next that answers, and begins with the current
+// state. The channel is closed when ctx ends or the Client closes; for a
+// name the API refuses (ErrInvalidName, ErrUnknownGroup, no read right) it
+// carries one LeaderInfo whose Err says why, and is closed.
+func (c *Client) Observe(ctx context.Context, election string) <-chan fencelock.LeaderInfo {
+	out := make(chan fencelock.LeaderInfo, 1)
+	if !fsm.ValidName(election) {
+		out <- fencelock.LeaderInfo{Election: election, Err: fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(election, 64))}
+		close(out)
+		return out
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		defer close(out)
+		stop := context.AfterFunc(c.ctx, cancel)
+		defer stop()
+		// latest keeps only the newest value for the receiver.
+		latest := func(li fencelock.LeaderInfo) {
+			select {
+			case <-out:
+			default:
+			}
+			out <- li
+		}
+		path := "/v1/elections/" + url.PathEscape(election) + "/observe"
+		backoff := 100 * time.Millisecond
+		for ctx.Err() == nil {
+			err := c.follow(ctx, path, func(ev sseEvent) bool {
+				backoff = 100 * time.Millisecond
+				switch ev.kind {
+				case "state", "leader", "no_leader", "proclaimed":
+					var oe observeEvent
+					if json.Unmarshal(ev.data, &oe) != nil {
+						return false // garbage: reopen
+					}
+					latest(oe.Leader.info(election))
+				case "error":
+					var ee errorEvent
+					_ = json.Unmarshal(ev.data, &ee)
+					latest(fencelock.LeaderInfo{Election: election, Err: &Error{Status: 200, Code: clean(ee.Code, 64),
+						Message: clean(ee.Message, 4096)}})
+					cancel()
+					return false
+				}
+				return true
+			})
+			var e *Error
+			if errors.As(err, &e) && !failover(err) {
+				latest(fencelock.LeaderInfo{Election: election, Err: err})
+				return
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}()
+	return out
+}
+
+// sseEvent is one Server-Sent Event.
+type sseEvent struct {
+	kind string
+	data []byte
+}
+
+// follow opens the stream on the endpoints in turn and passes its events to
+// emit until the stream ends, emit returns false or ctx ends. The error is
+// the last endpoint's when none opened it (an *Error for an answer).
+func (c *Client) follow(ctx context.Context, path string, emit func(sseEvent) bool) error {
+	start := c.first()
+	var last error
+	for k := range c.bases {
+		i := (start + k) % len(c.bases)
+		body, stop, err := c.openStream(ctx, c.bases[i], path)
+		if err != nil {
+			last = err
+			if ctx.Err() != nil || !failover(err) {
+				return err
+			}
+			continue
+		}
+		c.answered(i)
+		scanEvents(body, stop, emit)
+		return nil
+	}
+	return last
+}
+
+// openStream opens one stream; stop must be called when done with body.
+// The returned touch-based watchdog ends a stream that goes silent.
+func (c *Client) openStream(ctx context.Context, base, path string) (io.Reader, func(bool), error) {
+	sctx, cancel := context.WithCancel(ctx)
+	// Cancelling the request is the one way to give up on a body that
+	// stops arriving: the watchdog does it when nothing came in time.
+	watchdog := time.AfterFunc(streamOpen, cancel)
+	req, err := http.NewRequestWithContext(sctx, "GET", base+path, nil)
+	if err != nil {
+		watchdog.Stop()
+		cancel()
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	c.auth(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		watchdog.Stop()
+		cancel()
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		watchdog.Stop()
+		cancel()
+		return nil, nil, decodeError(resp.StatusCode, b, false, base)
+	}
+	watchdog.Reset(streamIdle)
+	done := func(more bool) {
+		if more {
+			watchdog.Reset(streamIdle)
+			return
+		}
+		watchdog.Stop()
+		resp.Body.Close()
+		cancel()
+	}
+	return resp.Body, done, nil
+}
+
+// scanEvents reads Server-Sent Events from r until it ends, fails, or emit
+// returns false; touch(true) is called for every line read, pings
+// included, and touch(false) at the end. Lines over 1 MiB end the stream
+// (the API's largest event is far smaller). Events without an event: line
+// are skipped; other lines (": ping") are ignored.
+func scanEvents(r io.Reader, touch func(bool), emit func(sseEvent) bool) {
+	defer touch(false)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var ev sseEvent
+	for sc.Scan() {
+		touch(true)
+		l := sc.Text()
+		switch {
+		case strings.HasPrefix(l, "event:"):
+			ev.kind = strings.TrimSpace(l[len("event:"):])
+		case strings.HasPrefix(l, "data:"):
+			ev.data = append(ev.data, strings.TrimPrefix(l[len("data:"):], " ")...)
+		case l == "":
+			if ev.kind != "" && !emit(ev) {
+				return
+			}
+			ev = sseEvent{}
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// The API's JSON, as this client reads it. Unknown fields are ignored, so
+// that a replica of a later version, which adds fields, is still understood;
+// every field is checked where it is used, so that a garbage answer is an
+// error and never a panic.
+
+// wid is a 64-bit ID or token: a decimal string, or a JSON number.
+type wid uint64
+
+func (id wid) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + strconv.FormatUint(uint64(id), 10) + `"`), nil
+}
+
+func (id *wid) UnmarshalJSON(b []byte) error {
+	s := string(bytes.TrimSpace(b))
+	if s == "null" {
+		return nil
+	}
+	if strings.HasPrefix(s, `"`) {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		s = str
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("not a decimal 64-bit unsigned integer: %.40q", s)
+	}
+	*id = wid(v)
+	return nil
+}
+
+type sessionAnswer struct {
+	SessionID     wid              `json:"session_id"`
+	SessionSecret string           `json:"session_secret"`
+	TimeoutMS     int64            `json:"timeout_ms"`
+	LeaseMS       int64            `json:"lease_ms"`
+	Leases        map[string]int64 `json:"leases"`
+}
+
+type acquireAnswer struct {
+	Granted       bool   `json:"granted"`
+	FencingToken  wid    `json:"fencing_token"`
+	Fence         string `json:"fence"`
+	QueuePosition int    `json:"queue_position"`
+	HolderSession wid    `json:"holder_session"`
+}
+
+type campaignAnswer struct {
+	Elected       bool   `json:"elected"`
+	Token         wid    `json:"token"`
+	Fence         string `json:"fence"`
+	Value         string `json:"value"`
+	QueuePosition int    `json:"queue_position"`
+	HolderSession wid    `json:"holder_session"`
+}
+
+type holderJSON struct {
+	Session      wid    `json:"session_id"`
+	Name         string `json:"name"`
+	FencingToken wid    `json:"fencing_token"`
+	Owner        uint64 `json:"owner"`
+	GrantedAt    string `json:"granted_at"`
+}
+
+type waiterJSON struct {
+	Session  wid    `json:"session_id"`
+	Name     string `json:"name"`
+	Place    int    `json:"place"`
+	Owner    uint64 `json:"owner"`
+	Shared   bool   `json:"shared"`
+	QueuedAt string `json:"queued_at"`
+}
+
+type lockJSON struct {
+	Name          string       `json:"name"`
+	Held          bool         `json:"held"`
+	HolderSession wid          `json:"holder_session"`
+	HolderName    string       `json:"holder_name"`
+	GrantedAt     string       `json:"granted_at"`
+	FencingToken  wid          `json:"fencing_token"`
+	Shared        bool         `json:"shared"`
+	Permits       int          `json:"permits"`
+	Holders       []holderJSON `json:"holders"`
+	Waiters       int          `json:"waiters"`
+	Queue         []wid        `json:"queue"`
+	Waiting       []waiterJSON `json:"waiting"`
+}
+
+type leaderJSON struct {
+	SessionID wid    `json:"session_id"`
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Token     wid    `json:"token"`
+	ElectedAt string `json:"elected_at"`
+}
+
+type observeEvent struct {
+	Name   string      `json:"name"`
+	Leader *leaderJSON `json:"leader"`
+}
+
+type electionJSON struct {
+	Name   string      `json:"name"`
+	Leader *leaderJSON `json:"leader"`
+}
+
+type errorEvent struct {
+	Message string `json:"error"`
+	Code    string `json:"code"`
+}
+
+// decodeAnswer reads one JSON value into out.
+func decodeAnswer(b []byte, out any) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return fmt.Errorf("empty body")
+	}
+	return json.Unmarshal(b, out)
+}
+
+// parseTime reads an RFC 3339 time the API sent; the zero Time for "" or
+// garbage (a time is shown, never acted on).
+func parseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// fenceOf reads a grant's fence: "GROUP:TOKEN", or the bare token when the
+// answer has no fence. Its token must be the answer's.
+func fenceOf(s string, token uint64) (fencelock.Fence, error) {
+	if token == 0 {
+		return fencelock.Fence{}, fmt.Errorf("a grant without a token")
+	}
+	if s == "" {
+		return fencelock.Fence{Token: token}, nil
+	}
+	f, err := fencelock.ParseFence(s)
+	if err != nil {
+		return fencelock.Fence{}, err
+	}
+	if f.Token != token {
+		return fencelock.Fence{}, fmt.Errorf("fence %q does not carry token %d", clean(s, 64), token)
+	}
+	return f, nil
+}
+
+func (l lockJSON) info() fencelock.LockInfo {
+	out := fencelock.LockInfo{Name: l.Name, Held: l.Held, Token: uint64(l.FencingToken), SessionID: uint64(l.HolderSession),
+		Waiters: l.Waiters, Shared: l.Shared, Permits: l.Permits, SessionName: l.HolderName, GrantedAt: parseTime(l.GrantedAt)}
+	for _, h := range l.Holders {
+		out.Holders = append(out.Holders, fencelock.Holder{SessionID: uint64(h.Session), Token: uint64(h.FencingToken),
+			Owner: h.Owner, Name: h.Name, GrantedAt: parseTime(h.GrantedAt)})
+	}
+	for _, q := range l.Queue {
+		out.Queue = append(out.Queue, uint64(q))
+	}
+	for _, w := range l.Waiting {
+		out.Waiting = append(out.Waiting, fencelock.Waiter{SessionID: uint64(w.Session), Name: w.Name, Place: w.Place,
+			Owner: w.Owner, Shared: w.Shared, QueuedAt: parseTime(w.QueuedAt)})
+	}
+	return out
+}
+
+func (l *leaderJSON) info(election string) fencelock.LeaderInfo {
+	if l == nil {
+		return fencelock.LeaderInfo{Election: election}
+	}
+	return fencelock.LeaderInfo{Election: election, Value: l.Value, Token: uint64(l.Token), SessionID: uint64(l.SessionID),
+		SessionName: l.Name, ElectedAt: parseTime(l.ElectedAt)}
+}

@@ -428,6 +428,10 @@ type Status struct {
 	// "") first, then Config.Groups in order; the fields above are the
 	// default group's.
 	Groups []GroupStatus
+
+	// Version is what this replica runs (BuildVersion): the library's
+	// build, and the log and snapshot formats it writes.
+	Version Version
 }
 
 // GroupStatus is this replica's local view of one group.
@@ -463,7 +467,7 @@ func (n *Node) Status() Status {
 		Term: st.Term, AppliedIndex: st.AppliedIndex,
 		NonVoting: st.NonVoting, Removed: st.Removed, LastSnapshotIndex: st.LastSnapshotIndex,
 		GroupID: st.GroupID, Voters: st.Voters, ConfigChangeIndex: st.ConfigChangeIndex,
-		Unreached: st.Unreached,
+		Unreached: st.Unreached, Version: BuildVersion(),
 	}
 	for _, name := range n.host.Groups() {
 		gs := st

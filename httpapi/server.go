@@ -872,6 +872,8 @@ type StatusJSON struct {
 	// Groups are every group this replica runs, the default group (name
 	// "") first; the fields above are the default group's.
 	Groups []GroupJSON `json:"groups"`
+	// Version is what this replica runs: build and log formats.
+	Version VersionJSON `json:"version"`
 }
 
 // GroupJSON is one group in StatusJSON.
@@ -894,7 +896,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		AppliedIndex: st.AppliedIndex, GroupID: strconv.FormatUint(st.GroupID, 16),
 		Voters: map[string]string{}, NonVoting: map[string]string{},
 		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters,
-		Unreachable: append([]uint64{}, st.Unreached...)}
+		Unreachable: append([]uint64{}, st.Unreached...), Version: NewVersionJSON(st.Version)}
 	for id, a := range st.Voters {
 		out.Voters[strconv.FormatUint(id, 10)] = a
 	}

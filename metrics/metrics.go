@@ -42,6 +42,10 @@
 //     and its holder (docs/operations.md).
 //   - sum by (election) (fencelock_election_is_leader) over every process
 //     that campaigns at 0 for longer than a TTL: nobody leads.
+//
+// fencelock_build_info is 1 with labels version, commit, codec and snapshot
+// (the log and snapshot formats the replica writes): count by (version)
+// shows which replicas an upgrade has reached.
 package metrics
 
 import (
@@ -69,6 +73,7 @@ type descs struct {
 	wait, hold                               *prometheus.Desc
 	acquired, timeouts, cancellations        *prometheus.Desc
 	isLeader                                 *prometheus.Desc
+	buildInfo                                *prometheus.Desc
 }
 
 // NewCollector returns the collector of node's figures.
@@ -102,6 +107,10 @@ func NewCollector(node *fencelock.Node) *Collector {
 		timeouts:         d("acquire_timeouts_total", "This process's lock calls whose context's deadline passed before a grant."),
 		cancellations:    d("acquire_cancellations_total", "This process's lock calls whose context was cancelled before a grant."),
 		isLeader:         d("election_is_leader", "1 while a session of this process leads the election, 0 while it only campaigns in it.", "election"),
+		// Per replica, not per group: every group of a process runs one build.
+		buildInfo: prometheus.NewDesc("fencelock_build_info",
+			"Always 1; the labels say what this replica runs: the fencelock version and commit, and the log (codec) and snapshot format versions it writes.",
+			[]string{"version", "commit", "codec", "snapshot"}, labels),
 	}}
 }
 
@@ -110,7 +119,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.descs
 	for _, desc := range []*prometheus.Desc{d.sessions, d.locks, d.waiters, d.grants, d.releases,
 		d.expiries, d.entries, d.keepAliveEntries, d.renewals, d.leaderChanges, d.connFailures, d.proposals, d.role, d.hasLeader, d.term,
-		d.applied, d.snapshot, d.voters, d.wait, d.hold, d.acquired, d.timeouts, d.cancellations, d.isLeader} {
+		d.applied, d.snapshot, d.voters, d.wait, d.hold, d.acquired, d.timeouts, d.cancellations, d.isLeader, d.buildInfo} {
 		ch <- desc
 	}
 }
@@ -118,6 +127,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.node.Stats()
+	v := st.Version
+	ch <- prometheus.MustNewConstMetric(c.descs.buildInfo, prometheus.GaugeValue, 1,
+		v.Version, v.Commit, strconv.Itoa(v.Codec), strconv.Itoa(v.Snapshot))
 	for _, g := range st.Groups {
 		c.collect(ch, &g)
 	}

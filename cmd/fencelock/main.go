@@ -6,6 +6,7 @@
 //	fencelock elect [--http URL,URL,...] NAME VALUE -- CMD ARGS...
 //	fencelock status | locks [PREFIX] | sessions   [--http URL,URL,...] [-o json]
 //	fencelock members [--group NAME] | members add --id N --addr HOST:PORT [--voting] | members remove ID
+//	fencelock version [-o json]
 //
 // The client commands take --http (or FENCELOCK_HTTP) as a list of replicas
 // and fail over to the next when one does not answer. lock and elect run CMD
@@ -36,6 +37,7 @@ const usage = `usage:
   fencelock members [--http URL,...] [--group NAME] [-o json]
   fencelock members add --id N --addr HOST:PORT [--voting] [--http URL,...]
   fencelock members remove ID [--http URL,...]
+  fencelock version [-o json]
 
 --http (env FENCELOCK_HTTP) lists the replicas' API URLs, comma-separated.
 
@@ -55,7 +57,7 @@ func main() {
 	cmds := map[string]func([]string) error{
 		"serve": serve, "lock": lockCmd, "elect": electCmd,
 		"status": statusCmd, "locks": locksCmd, "sessions": sessionsCmd,
-		"members": membersCmd,
+		"members": membersCmd, "version": versionCmd,
 	}
 	cmd, ok := cmds[os.Args[1]]
 	if !ok {

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/httpapi"
+)
+
+// versionCmd prints what this binary is: the fencelock version and commit
+// it was built from, and the log and snapshot formats it writes and reads,
+// which decide whether it can join a group whose other replicas run
+// another build. It asks no replica: `fencelock status` shows what each
+// running replica reports.
+func versionCmd(args []string) error {
+	fs := newFlags("version", "[-o text|json]")
+	output := fs.String("o", "text", "output: text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
+	}
+	return printVersion(os.Stdout, fencelock.BuildVersion(), *output)
+}
+
+// printVersion writes v as text (one fact a line) or as the JSON of GET
+// /v1/status's version.
+func printVersion(w io.Writer, v fencelock.Version, output string) error {
+	switch output {
+	case "json":
+		b, err := json.MarshalIndent(httpapi.NewVersionJSON(v), "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "text", "":
+	default:
+		return fmt.Errorf("version: -o must be text or json, not %q", output)
+	}
+	commit := v.Commit
+	if commit == "" {
+		commit = "unknown"
+	}
+	_, err := fmt.Fprintf(w, "fencelock %s\ncommit:          %s\nlog format:      %d (reads 1 to %d)\nsnapshot format: %d (reads 1 to %d)\ngo:              %s %s/%s\n",
+		v.Version, commit, v.Codec, v.Codec, v.Snapshot, v.Snapshot, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return err
+}

@@ -1,0 +1,59 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+)
+
+// fencelock_build_info is one series per replica, 1, whose labels say what
+// it runs: the build's version and commit and the log and snapshot formats
+// (fencelock.BuildVersion), and it passes Prometheus' lint.
+func TestBuildInfo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	n, err := fencelock.Start(ctx, fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
+		Logger: slog.New(slog.DiscardHandler), Groups: []fencelock.GroupConfig{{Name: "billing", Voters: []uint64{1}}}})
+	require.NoError(t, err)
+	defer n.Close()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(n))
+	problems, err := testutil.GatherAndLint(reg, "fencelock_build_info")
+	require.NoError(t, err)
+	require.Empty(t, problems)
+
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	v := fencelock.BuildVersion()
+	want := map[string]string{"replica": "1", "version": v.Version, "commit": v.Commit,
+		"codec": strconv.Itoa(v.Codec), "snapshot": strconv.Itoa(v.Snapshot)}
+	found := 0
+	for _, f := range families {
+		if f.GetName() != "fencelock_build_info" {
+			continue
+		}
+		for _, m := range f.Metric {
+			found++
+			require.Equal(t, 1.0, m.Gauge.GetValue())
+			got := map[string]string{"commit": ""} // Prometheus drops an empty label
+			for _, l := range m.Label {
+				got[l.GetName()] = l.GetValue()
+			}
+			require.Equal(t, want, got)
+		}
+	}
+	require.Equal(t, 1, found, "one series per replica, not per group")
+}

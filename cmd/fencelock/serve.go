@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/httpapi"
 	"github.com/fencelock/fencelock/transport"
@@ -251,6 +253,8 @@ func serve(args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	log.Info("fencelock: " + fencelock.BuildVersion().String())
+	setMemoryLimit(log, memlimit.FromCgroup)
 	members, err := parseIDMap("peers", *peers)
 	if err != nil {
 		return err

@@ -43,6 +43,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -91,6 +92,7 @@ type Client struct {
 	cur      int // the endpoint to try first: the last that answered
 	closed   bool
 	sessions map[*Session]struct{}
+	ids      map[uint64]int // replica ID → endpoint index, learnt on a 421
 }
 
 // New returns a client of the replicas at cfg.Endpoints, once one of them
@@ -118,7 +120,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		tr.TLSClientConfig = cfg.TLS.Clone()
 	}
 	c := &Client{bases: bases, token: cfg.Token, tr: tr, hc: &http.Client{Transport: tr},
-		attempt: cfg.AttemptTimeout, sessions: map[*Session]struct{}{}}
+		attempt: cfg.AttemptTimeout, sessions: map[*Session]struct{}{}, ids: map[uint64]int{}}
 	if c.attempt <= 0 {
 		c.attempt = 5 * time.Second
 	}
@@ -221,12 +223,16 @@ func (c *Client) call(ctx context.Context, sp callSpec, out any) error {
 	if attempt == 0 {
 		attempt = c.attempt
 	}
+	order := make([]int, len(c.bases))
 	start := c.first()
+	for k := range order {
+		order[k] = (start + k) % len(c.bases)
+	}
 	var errs []error
-	for k := range c.bases {
-		i := (start + k) % len(c.bases)
+	for k := 0; k < len(order); k++ {
+		i := order[k]
 		actx, cancel := ctx, context.CancelFunc(func() {})
-		if k < len(c.bases)-1 {
+		if k < len(order)-1 {
 			actx, cancel = context.WithTimeout(ctx, attempt)
 		}
 		err := c.once(actx, c.bases[i], sp, body, out)
@@ -243,8 +249,54 @@ func (c *Client) call(ctx context.Context, sp callSpec, out any) error {
 		if ctx.Err() != nil {
 			break
 		}
+		var e *Error
+		if errors.As(err, &e) && e.Status == http.StatusMisdirectedRequest && e.Owner != 0 {
+			// The session lives on replica Owner: ask its endpoint next.
+			if j := c.endpointOf(ctx, e.Owner, attempt); j >= 0 {
+				if at := slices.Index(order[k+1:], j); at >= 0 {
+					order = append(order[:k+1], append([]int{j}, slices.Delete(slices.Clone(order[k+1:]), at, at+1)...)...)
+				}
+			}
+		}
 	}
 	return unavailable(ctx, errs)
+}
+
+// endpointOf returns the index of the endpoint of replica id, -1 if none
+// is known. The replicas' IDs are learnt from their GET /v1/status, asked
+// the first time a 421 names an owner (and again for an ID not learnt),
+// each within attempt.
+func (c *Client) endpointOf(ctx context.Context, id uint64, attempt time.Duration) int {
+	c.mu.Lock()
+	j, ok := c.ids[id]
+	c.mu.Unlock()
+	if ok {
+		return j
+	}
+	var wg sync.WaitGroup
+	for i, base := range c.bases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, attempt)
+			defer cancel()
+			var st struct {
+				ReplicaID uint64 `json:"replica_id"`
+			}
+			if c.once(actx, base, callSpec{method: "GET", path: "/v1/status"}, nil, &st) == nil && st.ReplicaID != 0 {
+				c.mu.Lock()
+				c.ids[st.ReplicaID] = i
+				c.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if j, ok := c.ids[id]; ok {
+		return j
+	}
+	return -1
 }
 
 // unavailable is the error of a call no endpoint answered: it wraps

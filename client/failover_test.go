@@ -142,3 +142,23 @@ func TestOwnerReplicaStops(t *testing.T) {
 		t.Log("the session outlived the replica that created it")
 	}
 }
+
+// A 421 that names the session's owner sends the call to the owner's
+// endpoint next, learnt from the replicas' /v1/status, past the others.
+func TestMisdirectedFollowsOwner(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	a, b, c3 := newFront(t, g.apis[1]), newFront(t, g.apis[2]), newFront(t, g.apis[3])
+	c := newClient(t, a.url, b.url, c3.url)
+	s, err := c.NewSession(ctx, fencelock.WithTTL(5*time.Second))
+	require.NoError(t, err)
+	a.owner.Store(g.nodes[3].Status().ReplicaID)
+	a.mode.Store("421")
+	c.answered(0)
+	before, beforeB := c3.calls.Load(), b.calls.Load()
+	l, err := s.Acquire(ctx, "jobs/owner-hint")
+	require.NoError(t, err)
+	require.Greater(t, c3.calls.Load(), before)
+	require.Equal(t, beforeB, b.calls.Load(), "the owner's endpoint was asked before the one between")
+	require.NoError(t, l.Release(ctx))
+}

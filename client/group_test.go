@@ -94,16 +94,24 @@ func (g *group) stop(id uint64) {
 type front struct {
 	srv  *httptest.Server
 	mode atomic.Value // "ok", "503", "421"
-	hits atomic.Int64
-	url  string
+	hits  atomic.Int64  // every request
+	calls atomic.Int64  // every request but GET /v1/status
+	owner atomic.Uint64 // the owner a 421 names
+	url   string
 	once sync.Once
 }
 
 func newFront(t *testing.T, h http.Handler) *front {
 	f := &front{}
 	f.mode.Store("ok")
+	f.owner.Store(9)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.hits.Add(1)
+		if r.URL.Path == "/v1/status" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		f.calls.Add(1)
 		switch f.mode.Load().(string) {
 		case "503":
 			w.Header().Set("Content-Type", "application/json")
@@ -112,7 +120,7 @@ func newFront(t *testing.T, h http.Handler) *front {
 		case "421":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(421)
-			io.WriteString(w, `{"error":"session lives on replica 9","code":"session_elsewhere","owner":9}`)
+			fmt.Fprintf(w, `{"error":"session lives on replica %d","code":"session_elsewhere","owner":%d}`, f.owner.Load(), f.owner.Load())
 		default:
 			h.ServeHTTP(w, r)
 		}

@@ -280,7 +280,9 @@ func (s *Session) run() {
 				break // the previous one is still out: its answer decides
 			}
 			inFlight = true
+			s.c.wg.Add(1) // run holds a count: Close waits for this one too
 			go func() {
+				defer s.c.wg.Done()
 				b := beat{sent: now()}
 				// A heartbeat ends before the next is due; an endpoint
 				// that holds it leaves half of that to the others.

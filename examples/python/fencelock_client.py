@@ -5,7 +5,8 @@
 
 opens a session on the first replica of --http that answers (default: the
 FENCELOCK_HTTP environment variable, as for the fencelock command, else
-http://127.0.0.1:7080), heartbeating in a thread; takes the lock NAME with
+http://127.0.0.1:7080), heartbeating in a thread and failing over to the
+next replica of the list when one does not answer; takes the lock NAME with
 wait (queued server-side; the grant arrives on the watch stream); appends a
 line with its fence to the file OUT; releases, and closes the session. It
 prints the result as JSON. A replica that cannot be reached, or an API
@@ -48,45 +49,80 @@ class Unreachable(Exception):
 
 
 class Session:
-    """A session on the first replica of bases that answers. It lives on
-    that replica (docs/http.md): the other replicas forward its calls there,
-    and it ends if that replica dies."""
+    """A session opened through the first replica of bases that answers.
+
+    Every call goes to the replica that answered last and fails over to the
+    next in bases when one does not answer (refused, reset, timed out) or
+    answers 503 (closing, no quorum), 421 (the session lives elsewhere),
+    502 or 504: the API answers a repeated acquire of a session and lock
+    with the first one's state and never queues twice, so a call retried on
+    another replica is safe. Where the session itself lives is the
+    server's business (docs/http.md); the holder's deadline is not: it
+    stops acting lease_ms after the send of the last heartbeat answered."""
+
+    FAILOVER = (421, 502, 503, 504)
 
     def __init__(self, bases, ttl_ms=10000):
         self.token = ""
         if os.environ.get("FENCELOCK_TOKEN_FILE"):
             with open(os.environ["FENCELOCK_TOKEN_FILE"]) as f:
                 self.token = f.readline().strip()
-        self.secret = None
-        errors = []
-        for base in bases:
-            self.base = base.rstrip("/")
-            sent = now()
-            try:
-                r = self.call("POST", "/v1/sessions", {"ttl_ms": ttl_ms})
-                break
-            except OSError as e:  # refused, reset, timed out: try the next
-                errors.append(f"{base}: {getattr(e, 'reason', e)}")
-            except APIError as e:
-                if e.status != 503:
-                    raise
-                errors.append(f"{base}: {e}")
-        else:
-            raise Unreachable("no replica answered: " + "; ".join(errors))
+        self.bases, self.cur, self.secret = [b.rstrip("/") for b in bases], 0, None
+        sent = now()
+        r = self.call("POST", "/v1/sessions", {"ttl_ms": ttl_ms})
         self.id, self.ttl, self.lease = r["session_id"], r["timeout_ms"] / 1000, r["lease_ms"] / 1000
         self.secret = r["session_secret"]  # shown once: no other answer has it
         self.deadline, self.lost = sent + self.lease, threading.Event()
         threading.Thread(target=self._heartbeat, daemon=True).start()
 
-    def call(self, method, path, body=None):
+    @property
+    def base(self):
+        return self.bases[self.cur]
+
+    def call(self, method, path, body=None, timeout=30):
+        """Makes the call on the replicas in turn, from the last that
+        answered; raises APIError for an answer that is no reason to ask
+        another, Unreachable when none answered. Each replica but the last
+        gets at most 5s (or timeout, if less), so that one that accepts
+        connections but does not answer leaves time for the others."""
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method, headers=self.headers())
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                raw = resp.read()
-                return json.loads(raw) if raw else {}
-        except urllib.error.HTTPError as e:
-            raise APIError(method, path, e.code, e.read().decode(errors="replace")) from None
+        errors, n = [], len(self.bases)
+        for k in range(n):
+            i = (self.cur + k) % n
+            req = urllib.request.Request(self.bases[i] + path, data=data, method=method, headers=self.headers())
+            try:
+                with urllib.request.urlopen(req, timeout=timeout if k == n - 1 else min(5, timeout)) as resp:
+                    raw = resp.read()
+                    self.cur = i
+                    return json.loads(raw) if raw else {}
+            except urllib.error.HTTPError as e:
+                err = APIError(method, path, e.code, e.read().decode(errors="replace"))
+                if e.code not in self.FAILOVER:
+                    self.cur = i
+                    raise err from None
+                errors.append(f"{self.bases[i]}: {err}")
+            except (OSError, ValueError) as e:  # refused, reset, timed out; a garbled answer
+                errors.append(f"{self.bases[i]}: {getattr(e, 'reason', e)}")
+        raise Unreachable("no replica answered: " + "; ".join(errors))
+
+    def watch(self, path):
+        """Opens the lock's watch stream on the replicas in turn."""
+        errors, n = [], len(self.bases)
+        for k in range(n):
+            i = (self.cur + k) % n
+            try:
+                req = urllib.request.Request(self.bases[i] + path + "/watch", headers=self.headers())
+                stream = urllib.request.urlopen(req, timeout=60)  # the API pings every 15s
+                self.cur = i
+                return stream
+            except urllib.error.HTTPError as e:
+                err = APIError("GET", path + "/watch", e.code, e.read().decode(errors="replace"))
+                if e.code not in self.FAILOVER:
+                    raise err from None
+                errors.append(f"{self.bases[i]}: {err}")
+            except OSError as e:
+                errors.append(f"{self.bases[i]}: {getattr(e, 'reason', e)}")
+        raise Unreachable("no replica answered: " + "; ".join(errors))
 
     def headers(self):
         h = {"Content-Type": "application/json"}
@@ -97,42 +133,61 @@ class Session:
         return h
 
     def _heartbeat(self):
-        # Every TTL/3; the holder may act until lease_ms after the send of
-        # the last heartbeat answered, and must stop then. Each answer's
-        # lease_ms covers every group the session holds something in (one
-        # that could not be renewed fails the heartbeat with 503).
-        while not self.lost.wait(self.ttl / 3):
+        # Every lease/3 (the lease is 3/5 of the TTL): a heartbeat that goes
+        # unanswered leaves two more before the lease runs out. The holder
+        # may act until lease_ms after the send of the last heartbeat
+        # answered, and must stop then. Each answer's lease_ms covers every
+        # group the session holds something in (one that could not be
+        # renewed fails the heartbeat with 503).
+        every = max(min(self.ttl, self.lease) / 3, 0.01)
+        while not self.lost.wait(every):
             sent = now()
             try:
-                r = self.call("POST", f"/v1/sessions/{self.id}/heartbeat")
+                r = self.call("POST", f"/v1/sessions/{self.id}/heartbeat", timeout=every)
                 self.deadline = max(self.deadline, sent + r.get("lease_ms", 0) / 1000)
             except APIError as e:
-                if e.status == 404:  # the session is over
+                if e.status in (403, 404):  # the session is over
                     self.lost.set()
-            except OSError:
-                pass  # the replica is unreachable: the deadline decides
+            except Unreachable:
+                pass  # no replica answered: the deadline decides
 
     def holding(self):
         return not self.lost.is_set() and now() < self.deadline
 
     def acquire(self, name):
-        """Waits in the lock's queue; returns (token, fence, first queue position)."""
+        """Waits in the lock's queue; returns (token, fence, first queue position).
+
+        A watch stream that ends (its replica stopped) is reopened on
+        another replica and the acquire asked again there: the API answers
+        it with the request's state and never queues it twice."""
         path = "/v1/locks/" + urllib.parse.quote(name, safe="")
-        # Watch first: the stream begins with the current state, so a grant
-        # between the acquire's answer and the stream's start is not missed.
-        watch = urllib.request.urlopen(urllib.request.Request(self.base + path + "/watch", headers=self.headers()), timeout=300)
-        try:
-            r = self.call("POST", path + "/acquire", {"session_id": self.id, "wait": True})
-            position = r.get("queue_position", 0)
-            for line in watch:
+        position = None
+        while self.holding():
+            # Watch first: the stream begins with the current state, so a
+            # grant between the acquire's answer and the stream's start is
+            # not missed.
+            try:
+                watch = self.watch(path)
+            except Unreachable:
+                time.sleep(0.2)
+                continue
+            try:
+                r = self.call("POST", path + "/acquire", {"session_id": self.id, "wait": True})
+                if position is None:
+                    position = r.get("queue_position", 0)
+                for line in watch:
+                    if r["granted"]:
+                        return r["fencing_token"], r.get("fence", ""), position
+                    line = line.decode().strip()
+                    if line.startswith("data: ") and json.loads(line[6:]).get("holder_session") == self.id:
+                        r = self.call("POST", path + "/acquire", {"session_id": self.id, "wait": True})
                 if r["granted"]:
                     return r["fencing_token"], r.get("fence", ""), position
-                line = line.decode().strip()
-                if line.startswith("data: ") and json.loads(line[6:]).get("holder_session") == self.id:
-                    r = self.call("POST", path + "/acquire", {"session_id": self.id, "wait": True})
-            raise Unreachable("the watch stream ended: its replica went away")
-        finally:
-            watch.close()
+            except (OSError, ValueError, Unreachable):
+                pass  # the stream's replica went away: ask another
+            finally:
+                watch.close()
+        raise Unreachable("the session was lost while waiting (no heartbeat answered within its lease)")
 
     def release(self, name, token):
         path = "/v1/locks/" + urllib.parse.quote(name, safe="")

@@ -10,6 +10,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,13 +116,13 @@ func TestPythonClientErrors(t *testing.T) {
 	}
 }
 
-func TestPythonClient(t *testing.T) {
-	py := python3(t)
+// startThree starts three `fencelock serve` processes and returns their
+// API base URLs once each is ready.
+func startThree(t *testing.T) map[int]string {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fencelock")
 	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/fencelock").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-
 	var peers []string
 	urls := map[int]string{}
 	httpAddr := map[int]string{}
@@ -145,6 +148,13 @@ func TestPythonClient(t *testing.T) {
 	for id := 1; id <= 3; id++ {
 		waitFor(t, "readyz", func() bool { _, err := get(urls[id] + "/readyz"); return err == nil })
 	}
+	return urls
+}
+
+func TestPythonClient(t *testing.T) {
+	py := python3(t)
+	urls := startThree(t)
+	dir := t.TempDir()
 
 	// A holder in Go makes the Python client queue.
 	const name = "reports/daily"
@@ -154,6 +164,7 @@ func TestPythonClient(t *testing.T) {
 	require.Equal(t, true, g["granted"])
 
 	outFile := filepath.Join(dir, "out.txt")
+	var err error
 	// The list's first replica is down: the client opens its session on
 	// the next one.
 	pyCmd := exec.Command(py, "fencelock_client.py", "--http", "http://"+freePort(t)+","+urls[2], name, outFile)
@@ -205,4 +216,64 @@ func listenBelowEphemeral(t testing.TB) net.Listener {
 	}
 	t.Fatal("no free loopback port below the ephemeral range")
 	return nil
+}
+
+// The endpoint the Python client waits through stops: its watch stream
+// ends, and it asks again through the next endpoint of its list, where its
+// request is found queued once (never twice), and is granted there.
+func TestPythonClientFailsOver(t *testing.T) {
+	py := python3(t)
+	urls := startThree(t)
+	dir := t.TempDir()
+	const name = "reports/failover"
+	held := post(t, urls[1]+"/v1/sessions", "", map[string]any{"ttl_ms": 30000})
+	sid, secret := held["session_id"].(string), held["session_secret"].(string)
+	g := post(t, urls[1]+"/v1/locks/reports%2Ffailover/acquire", secret, map[string]any{"session_id": sid})
+	require.Equal(t, true, g["granted"])
+
+	// A front of replica 2 (a load balancer, say) is the first endpoint;
+	// replica 2 itself the second. Sessions live on a replica, so the
+	// client's session (created through the front, on replica 2) outlives
+	// the front.
+	target, err := url.Parse(urls[2])
+	require.NoError(t, err)
+	front := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		FlushInterval: -1,
+	})
+	defer front.Close()
+
+	outFile := filepath.Join(dir, "out.txt")
+	pyCmd := exec.Command(py, "fencelock_client.py", "--ttl", "3", "--http", front.URL+","+urls[2], name, outFile)
+	var stdout, stderr bytes.Buffer
+	pyCmd.Stdout, pyCmd.Stderr = &stdout, &stderr
+	require.NoError(t, pyCmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- pyCmd.Wait() }()
+	waitFor(t, "the Python client to queue", func() bool {
+		l, err := get(urls[3] + "/v1/locks/reports%2Ffailover")
+		return err == nil && l["waiters"] == float64(1)
+	})
+	front.CloseClientConnections()
+	front.Close()
+	time.Sleep(3 * time.Second) // a TTL: heartbeats and the wait go on through replica 2
+	l, err := get(urls[3] + "/v1/locks/reports%2Ffailover")
+	require.NoError(t, err)
+	require.Equal(t, float64(1), l["waiters"], "queued once, still: %v", l)
+	post(t, urls[1]+"/v1/locks/reports%2Ffailover/release", secret, map[string]any{"session_id": sid, "fencing_token": g["fencing_token"]})
+
+	select {
+	case err := <-done:
+		require.NoError(t, err, "stderr: %s", stderr.String())
+	case <-time.After(60 * time.Second):
+		_ = pyCmd.Process.Kill()
+		<-done
+		t.Fatalf("the Python client did not finish; stderr: %s", stderr.String())
+	}
+	var res map[string]any
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), stdout.String())
+	require.Equal(t, float64(1), res["queue_position"])
+	l, err = get(urls[3] + "/v1/locks/reports%2Ffailover")
+	require.NoError(t, err)
+	require.Equal(t, false, l["held"], l)
 }

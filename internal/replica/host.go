@@ -79,6 +79,8 @@ type Host struct {
 	bal  balancer
 	prog progress // the followers' logs as acknowledged, for the handover
 
+	restored restoredFile // the groups a restore imported into Dir (backup.go)
+
 	wg        sync.WaitGroup // the host's background work
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -127,6 +129,10 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if err != nil {
 		return nil, false, err
 	}
+	restored, err := readRestored(cfg.Dir)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	}
 	dblog.Use(cfg.Logger)
 	h := &Host{
 		cfg:     cfg,
@@ -134,6 +140,8 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		byName:  make(map[string]*Replica),
 		byShard: make(map[uint64]*Replica),
 		closed:  make(chan struct{}),
+
+		restored: restored,
 	}
 	h.bal = newBalancer()
 	def := newReplica(h, "", defaultShard, sinks(""))

@@ -187,7 +187,7 @@ func (r *Replica) shardConfig() config.Config {
 func (r *Replica) startShard() error {
 	r.nh = r.host.nh
 	members := make(map[uint64]dragonboat.Target, len(r.bootstrap))
-	for id, addr := range r.bootstrap {
+	for id, addr := range restoredMembers(r.host.restored, r.name, r.bootstrap) {
 		members[id] = addr
 	}
 	r.leaderlessSince.Store(time.Now().UnixNano())

@@ -1,0 +1,207 @@
+package fencelock
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/backup"
+	"github.com/fencelock/fencelock/internal/replica"
+)
+
+// ErrInvalidBackup: a backup file that is truncated, damaged, not a
+// fencelock backup, or of a newer format than this build reads. Snapshot
+// never writes one (a backup it could not finish is an error, and its
+// partial bytes fail the checksum); Restore and ReadBackup refuse one
+// before they change anything.
+var ErrInvalidBackup = backup.ErrCorrupt
+
+// BackupInfo describes a backup: the deployment it was taken of and every
+// group in it.
+type BackupInfo struct {
+	// DeploymentID is the deployment's Config.DeploymentID.
+	DeploymentID uint64
+	// TakenAt is the wall-clock time of the replica that took it, and
+	// TakenBy its ID: for people; nothing depends on them.
+	TakenAt time.Time
+	TakenBy uint64
+	// Groups are the groups in the backup, the default group (Name "")
+	// first.
+	Groups []BackupGroup
+}
+
+// BackupGroup is one group of a backup.
+type BackupGroup struct {
+	Name string // "" for the default group
+	// GroupID is the group's ID, which its fences carry (Fence.Group). A
+	// restored group keeps it, so that resources keyed to the group go on
+	// accepting its fences, whose tokens continue above LastToken.
+	GroupID uint64
+	// Index and Term are the raft log index and term of the group's copy:
+	// it holds every entry up to Index. A restored group's log continues
+	// after Index.
+	Index, Term uint64
+	// LastToken is the last fencing token granted in the copy: every
+	// token it holds is at most LastToken, and every token the restored
+	// group grants is larger.
+	LastToken uint64
+	// Voters are the group's voters at Index.
+	Voters map[uint64]string
+	// Sessions, Locks and Elections count what the copy holds.
+	Sessions, Locks, Elections int
+}
+
+func backupInfo(h backup.Header) BackupInfo {
+	info := BackupInfo{DeploymentID: h.DeploymentID, TakenAt: h.TakenAt, TakenBy: h.TakenBy}
+	for _, g := range h.Groups {
+		info.Groups = append(info.Groups, BackupGroup{
+			Name: g.Name, GroupID: g.GroupID, Index: g.Index, Term: g.Term, LastToken: g.LastToken,
+			Voters: g.Voters, Sessions: g.Sessions, Locks: g.Locks, Elections: g.Elections,
+		})
+	}
+	return info
+}
+
+// Snapshot writes a backup of every group this node runs to w: one file
+// with a header naming the deployment (DeploymentID, each group's name, ID,
+// voters and log index) and a SHA-256 over the whole.
+//
+// Each group's copy is linearizable: a read barrier through the group's
+// leader comes first, so the copy holds every grant, release and session
+// committed before Snapshot was called, as of a log index reported in the
+// header (between the call and its return). Groups are copied one after
+// another, each at its own index: no operation spans two groups, so each
+// is consistent on its own.
+//
+// It needs a quorum of every group: it fails with ErrUnavailable (and
+// ctx's error, or ErrNoQuorum) if a group cannot be read before ctx ends.
+// Dragonboat writes each copy to disk first, in a directory under Dir that
+// is removed before Snapshot returns, so it needs free space in Dir for
+// one copy of the state. The file holds the sessions' secrets (their
+// resume credentials): keep it as private as Dir. A failed Snapshot may
+// have written part of the file to w; that part fails the checksum
+// (ErrInvalidBackup) if restored.
+func (n *Node) Snapshot(ctx context.Context, w io.Writer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(n.cfg.Dir, ".snapshot-export-")
+	if err != nil {
+		return fmt.Errorf("fencelock: snapshot: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	h := backup.Header{DeploymentID: n.cfg.DeploymentID, TakenAt: time.Now().UTC(), TakenBy: n.cfg.ReplicaID}
+	var files []string
+	var metas [][]byte
+	for i, name := range n.host.Groups() {
+		dir := fmt.Sprintf("%s/%d", tmp, i)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return fmt.Errorf("fencelock: snapshot: %w", err)
+		}
+		ex, err := n.host.Group(name).Export(ctx, dir)
+		if err != nil {
+			return fmt.Errorf("fencelock: snapshot of %s: %w", groupLabel(name), err)
+		}
+		g := backup.GroupOf(ex.Snapshot, ex.Meta, ex.State)
+		g.Name, g.Voters = name, ex.Snapshot.Membership.Addresses
+		h.Groups = append(h.Groups, g)
+		files, metas = append(files, ex.File), append(metas, ex.Meta)
+	}
+	src := make([]backup.Source, len(files))
+	for i, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return fmt.Errorf("fencelock: snapshot: %w", err)
+		}
+		defer fh.Close()
+		src[i] = backup.Source{Meta: metas[i], File: fh}
+	}
+	if err := backup.Encode(w, h, src); err != nil {
+		return fmt.Errorf("fencelock: snapshot: %w", err)
+	}
+	return nil
+}
+
+func groupLabel(name string) string {
+	if name == "" {
+		return "the default group"
+	}
+	return fmt.Sprintf("group %q", name)
+}
+
+// ReadBackup reads a whole backup from r and checks it: the checksum, and
+// every group's copy down to its state, as Restore does before it writes
+// anything. A file that is not an intact backup is ErrInvalidBackup.
+func ReadBackup(r io.Reader) (BackupInfo, error) {
+	b, err := backup.Read(r)
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	return backupInfo(b.Header), nil
+}
+
+// Restore seeds cfg.Dir, which must be absent or empty, from a backup read
+// from r, so that Start(ctx, cfg) then runs every group of the backup from
+// its state: this is how a new deployment is made from a backup, each of
+// its replicas restored with the Config it will be started with (the same
+// Members and Groups on every one, as for any new deployment).
+//
+// What the restored deployment continues:
+//
+//   - Each group keeps its group ID, so resources fenced by the group
+//     (Fence.Group) accept its fences, and its raft log continues after
+//     the backup's index, so every token it grants is larger than every
+//     token in the backup (BackupGroup.LastToken): no token is handed out
+//     twice, as long as the old deployment is gone for good (two live
+//     deployments restored from one backup would grant the same tokens).
+//   - Every lock, queue, election and session of the backup is there, with
+//     its tokens. Sessions are held for them from the first leader's
+//     election: each gets a full TTL, within which its holder resumes it
+//     (Node.ResumeSession, or HTTP, with its ResumeToken); a session not
+//     resumed within its TTL expires and its locks pass on, as after any
+//     leader change.
+//   - A group's voters are the restored deployment's (Members, and the
+//     named groups' Voters), not the backup's.
+//
+// The backup must name exactly the groups cfg runs, or a subset of them (a
+// group not in it starts empty, as a new group does). A replica that does
+// not vote in a named group is given that group's state by its leader. The
+// whole file is checked before anything is written (ErrInvalidBackup);
+// any other failure wraps ErrInvalidConfig and leaves Dir as it was.
+func Restore(r io.Reader, cfg Config) (BackupInfo, error) {
+	if err := cfg.normalize(); err != nil {
+		return BackupInfo{}, err
+	}
+	b, err := backup.Read(r)
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	groups := make([]replica.ImportGroup, len(b.Sections))
+	for i, s := range b.Sections {
+		groups[i] = replica.ImportGroup{Name: s.Name, Meta: s.Meta, Snapshot: s.Snapshot, File: s.File}
+	}
+	if err := replica.Import(replicaConfig(cfg), groups); err != nil {
+		return BackupInfo{}, err
+	}
+	return backupInfo(b.Header), nil
+}
+
+// replicaConfig is what Start gives the replica for cfg (normalized).
+func replicaConfig(cfg Config) replica.Config {
+	groups := make([]replica.GroupConfig, len(cfg.Groups))
+	for i, g := range cfg.Groups {
+		groups[i] = replica.GroupConfig{Name: g.Name, Voters: slices.Clone(g.Voters)}
+	}
+	return replica.Config{
+		ReplicaID: cfg.ReplicaID, Members: cfg.Members, Join: cfg.Join,
+		Addr: cfg.Addr, ListenAddr: cfg.ListenAddr, Dir: cfg.Dir,
+		RTT: cfg.RTT, ProposalTimeout: cfg.ProposalTimeout,
+		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
+		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
+		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
+		Groups: groups,
+	}
+}

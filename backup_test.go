@@ -1,0 +1,206 @@
+package fencelock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/transport"
+)
+
+// restoredCluster makes a new deployment of size replicas (a new network,
+// so new addresses, and new Dirs) whose every replica is first seeded from
+// the backup by Restore, as docs/operations.md's disaster recovery does, and
+// then started.
+func restoredCluster(t *testing.T, file []byte, size int, tune func(*Config)) *testCluster {
+	t.Helper()
+	net := transport.NewNetwork(uint64(size) + 100)
+	c := &testCluster{t: t, net: net, members: map[uint64]string{}, dirs: map[uint64]string{},
+		nodes: map[uint64]*Node{}, tune: tune}
+	base := t.TempDir()
+	for id := uint64(1); id <= uint64(size); id++ {
+		c.members[id] = c.addr(id)
+		c.dirs[id] = filepath.Join(base, fmt.Sprint(id))
+	}
+	t.Cleanup(c.closeAll)
+	for id := range c.members {
+		_, err := Restore(bytes.NewReader(file), c.config(id))
+		require.NoError(t, err)
+	}
+	c.startAll()
+	return c
+}
+
+// TestBackupUnderLoadRestoresIntoNewDeployment takes a backup of a
+// three-replica deployment with a named group while sessions hold locks and
+// a writer loops acquire/release, then makes a new three-replica deployment
+// from it (new addresses, new Dirs): every lock of the backup is held there
+// by the same session with the same token and group ID, the sessions resume
+// within their TTL with their ResumeTokens (one not resumed ends at its
+// TTL, its locks passing on), and the first grants are above every token
+// in the backup.
+func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
+	ctx := testCtx(t)
+	groups := withGroups(GroupConfig{Name: "billing", Voters: []uint64{1, 2, 3}})
+	src := newCluster(t, 3, groups)
+
+	keeper, err := src.node(1).NewSession(ctx, WithTTL(20*time.Second), WithSessionName("keeper"))
+	require.NoError(t, err)
+	quitter, err := src.node(2).NewSession(ctx, WithTTL(2*time.Second), WithSessionName("quitter"))
+	require.NoError(t, err)
+	held := map[string]*Lock{}
+	for _, name := range []string{"jobs/a", "jobs/b", "inv@billing"} {
+		l, err := keeper.Acquire(ctx, name)
+		require.NoError(t, err)
+		held[name] = l
+	}
+	ql, err := quitter.Acquire(ctx, "jobs/q")
+	require.NoError(t, err)
+	keeperToken := keeper.Resume()
+
+	// The writer loops acquire/release on a lock of each group until the
+	// backup is taken.
+	writer, err := src.node(3).NewSession(ctx, WithTTL(20*time.Second), WithSessionName("writer"))
+	require.NoError(t, err)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var grants atomic.Int64
+	for _, name := range []string{"hot", "hot@billing"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				l, err := writer.Acquire(ctx, name)
+				if err != nil {
+					t.Errorf("writer: %v", err)
+					return
+				}
+				grants.Add(1)
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("writer: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	for grants.Load() < 20 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var file bytes.Buffer
+	require.NoError(t, src.node(2).Snapshot(ctx, &file))
+	before := grants.Load()
+	for grants.Load() < before+20 { // the load goes on after the backup
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+
+	info, err := ReadBackup(bytes.NewReader(file.Bytes()))
+	require.NoError(t, err)
+	require.Len(t, info.Groups, 2)
+	require.Equal(t, "", info.Groups[0].Name)
+	require.Equal(t, "billing", info.Groups[1].Name)
+	srcStatus := src.node(1).Status()
+	for i, g := range info.Groups {
+		require.Equal(t, srcStatus.Groups[i].GroupID, g.GroupID, "group %q", g.Name)
+		require.Len(t, g.Voters, 3)
+		require.NotZero(t, g.Index)
+		require.GreaterOrEqual(t, g.Sessions, 2) // keeper and writer (and quitter in the default group)
+	}
+	require.GreaterOrEqual(t, info.Groups[0].Locks, 3) // jobs/a, jobs/b, jobs/q (and hot, if held then)
+	for name, l := range held {
+		g := info.Groups[0]
+		if name == "inv@billing" {
+			g = info.Groups[1]
+		}
+		require.LessOrEqual(t, l.Token(), g.LastToken, name)
+	}
+
+	// Session IDs in each group, taken before the sessions end with their
+	// node.
+	keeperBilling, _ := keeper.IDIn("billing")
+	writerBilling, _ := writer.IDIn("billing")
+	require.NotZero(t, keeperBilling)
+
+	// The disaster: the whole deployment is gone.
+	src.closeAll()
+
+	dst := restoredCluster(t, file.Bytes(), 3, groups)
+	dst.leader(ctx)
+	n := dst.node(3)
+	st := n.Status()
+	for i, g := range info.Groups {
+		require.Equal(t, g.GroupID, st.Groups[i].GroupID, "group %q keeps its ID", g.Name)
+	}
+	// Every lock of the backup is held, by its session, with its token.
+	for name, l := range held {
+		li, err := n.Inspect(ctx, name)
+		require.NoError(t, err)
+		require.True(t, li.Held, name)
+		require.Equal(t, l.Token(), li.Token, name)
+		id := keeper.ID()
+		if name == "inv@billing" {
+			id = keeperBilling
+		}
+		require.Equal(t, id, li.SessionID, name)
+	}
+	li, err := n.Inspect(ctx, "jobs/q")
+	require.NoError(t, err)
+	require.True(t, li.Held)
+	require.Equal(t, ql.Token(), li.Token)
+	for _, name := range []string{"hot", "hot@billing"} { // held by the writer at the backup, or free
+		li, err := n.Inspect(ctx, name)
+		require.NoError(t, err)
+		if li.Held {
+			id := writer.ID()
+			if name == "hot@billing" {
+				id = writerBilling
+			}
+			require.Equal(t, id, li.SessionID, name)
+		}
+	}
+
+	// The keeper resumes its session with its token: the same grants.
+	resumed, err := dst.node(1).ResumeSession(ctx, keeperToken)
+	require.NoError(t, err)
+	got := map[string]uint64{}
+	for _, l := range resumed.Locks() {
+		got[l.Name()] = l.Token()
+		if l.Name() == "inv@billing" {
+			require.Equal(t, info.Groups[1].GroupID, l.Fence().Group)
+		} else {
+			require.Equal(t, info.Groups[0].GroupID, l.Fence().Group)
+		}
+	}
+	for name, l := range held {
+		require.Equal(t, l.Token(), got[name], name)
+	}
+
+	// New grants are above every token of the backup, in each group.
+	fresh, err := n.NewSession(ctx)
+	require.NoError(t, err)
+	for i, name := range []string{"fresh", "fresh@billing"} {
+		l, err := fresh.Acquire(ctx, name)
+		require.NoError(t, err)
+		require.Greater(t, l.Token(), info.Groups[i].LastToken, name)
+	}
+	// The quitter never resumes: its session ends at its TTL, and its lock
+	// passes to the next waiter.
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	next, err := fresh.Acquire(waitCtx, "jobs/q")
+	require.NoError(t, err)
+	require.Greater(t, next.Token(), info.Groups[0].LastToken)
+	_, err = dst.node(2).ResumeSession(ctx, quitter.Resume())
+	require.True(t, errors.Is(err, ErrSessionExpired), "%v", err)
+	require.NoError(t, resumed.Close(ctx))
+	require.NoError(t, fresh.Close(ctx))
+}

@@ -1,0 +1,316 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/config"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+	"github.com/lni/dragonboat/v4/tools"
+
+	"github.com/fencelock/fencelock/internal/backup"
+	"github.com/fencelock/fencelock/internal/dblog"
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/logstore"
+	"github.com/fencelock/fencelock/transport"
+)
+
+// Backup and restore of a group go through Dragonboat's exported snapshots
+// and tools.ImportSnapshot: an import is the one way Dragonboat offers to
+// give a shard a state at a log index other than its own log's, and the
+// index is what keeps tokens rising (a token is at least index<<16, so a
+// restored group whose log continued from 1 would grant tokens it granted
+// before, which the fsm's lastToken alone would hide only until its first
+// snapshot restores the index: the log index has to continue, not only the
+// token counter).
+
+// Exported is one group's snapshot as Dragonboat exported it, checked.
+type Exported struct {
+	Meta     []byte      // the metadata record (protobuf)
+	Snapshot pb.Snapshot // what Meta decodes to
+	File     string      // the snapshot file's path, under the export's directory
+	State    *fsm.State  // the state in File, restored from it to check it
+}
+
+// Export writes a snapshot of the group's state into dir (which must
+// exist and be empty), and checks it. It is linearizable: a read barrier
+// through the group's leader comes first, so the snapshot holds at least
+// every entry committed before Export was called, at an index reported in
+// Snapshot.Index. It needs the group's quorum for the barrier, and fails
+// with ErrUnavailable (and ctx's error) if ctx ends first.
+func (r *Replica) Export(ctx context.Context, dir string) (Exported, error) {
+	v, err := r.Read(ctx, func(st *fsm.State) any { return st.Index() })
+	if err != nil {
+		return Exported{}, err
+	}
+	barrier := v.(uint64)
+	var index uint64
+	for b := newBackoff(r.cfg.RTT); ; {
+		if err := r.check(ctx, err); err != nil {
+			return Exported{}, err
+		}
+		// Dragonboat needs a deadline; the snapshot of a large table takes
+		// as long as writing it does.
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); !ok {
+			sctx, cancel = context.WithTimeout(ctx, 10*time.Minute)
+		}
+		index, err = r.nh.SyncRequestSnapshot(sctx, r.shard, dragonboat.SnapshotOption{ExportPath: dir, Exported: true})
+		cancel()
+		if err == nil {
+			break
+		}
+		// Busy: another snapshot of the group is being written.
+		if !retryable(err) && !errors.Is(err, dragonboat.ErrRejected) {
+			return Exported{}, fmt.Errorf("%w: export a snapshot of group %q: %s", ErrUnavailable, r.name, describe(err))
+		}
+		b.wait(ctx, r.closed, nil)
+	}
+	if index < barrier {
+		return Exported{}, fmt.Errorf("%w: group %q exported its snapshot at index %d, before the read barrier's %d", ErrUnavailable, r.name, index, barrier)
+	}
+	return readExport(dir, index)
+}
+
+// readExport reads and checks the snapshot Dragonboat exported into dir.
+func readExport(dir string, index uint64) (Exported, error) {
+	sub := filepath.Join(dir, fmt.Sprintf("snapshot-%016X", index))
+	meta, err := os.ReadFile(filepath.Join(sub, backup.MetadataFile))
+	if err != nil {
+		return Exported{}, fmt.Errorf("exported snapshot: %w", err)
+	}
+	rec, ss, err := backup.DecodeMetadata(meta)
+	if err != nil {
+		return Exported{}, err
+	}
+	file := filepath.Join(sub, filepath.Base(ss.Filepath))
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return Exported{}, fmt.Errorf("exported snapshot: %w", err)
+	}
+	payload, err := backup.StatePayload(data, ss.Checksum)
+	if err != nil {
+		return Exported{}, err
+	}
+	st, err := fsm.Restore(strings.NewReader(string(payload)))
+	if err != nil {
+		return Exported{}, err
+	}
+	if ss.Index != index || ss.FileSize != uint64(len(data)) {
+		return Exported{}, fmt.Errorf("exported snapshot: index %d and %d bytes, expected index %d and %d bytes", ss.Index, ss.FileSize, index, len(data))
+	}
+	return Exported{Meta: rec, Snapshot: ss, File: file, State: st}, nil
+}
+
+// restoredFileName lists, in Dir, the groups whose state a restore
+// imported (Import). Dragonboat records an imported shard as one that
+// joined, with no members, and refuses a start that gives it members; so
+// the groups listed here start with none, their membership being the one
+// the import wrote.
+const restoredFileName = "fencelock-restored.json"
+
+type restoredFile struct {
+	Version int `json:"version"`
+	// Groups are the imported groups' names, with the index each was
+	// imported at.
+	Groups map[string]uint64 `json:"groups"`
+}
+
+func readRestored(dir string) (restoredFile, error) {
+	path := filepath.Join(dir, restoredFileName)
+	data, err := readDirFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return restoredFile{}, nil
+	}
+	if err != nil {
+		return restoredFile{}, err
+	}
+	var f restoredFile
+	if err := decodeDirFile(path, data, &f); err != nil {
+		return restoredFile{}, err
+	}
+	if f.Version != 1 {
+		return restoredFile{}, fmt.Errorf("%s is corrupt: version %d", path, f.Version)
+	}
+	return f, nil
+}
+
+// ImportGroup is one group's state to seed a Dir with.
+type ImportGroup struct {
+	Name string
+	// Meta is the snapshot's metadata record (protobuf) and File its
+	// snapshot file, both checked by the caller (backup.Decode).
+	Meta     []byte
+	Snapshot pb.Snapshot
+	File     []byte
+}
+
+// Import seeds cfg.Dir, which must be absent or empty, so that Start(cfg)
+// runs every group of groups from its state, at its log index, with the
+// group's voters of cfg (the default group's Members, a named group's
+// Voters) as its membership: a new deployment restored from a backup. A
+// group cfg runs that groups lacks starts empty, as a new group does; a
+// group this replica does not vote in is not imported, as its leader adds
+// this replica as non-voting and sends it the state. Every group of groups
+// must be one cfg runs. On failure the Dir is removed again; every error
+// wraps ErrInvalidConfig.
+func Import(cfg Config, groups []ImportGroup) (err error) {
+	if cfg.Join {
+		return fmt.Errorf("%w: restore: a joining replica gets its state from the group; restore the replicas of Members", ErrInvalidConfig)
+	}
+	entries, err := os.ReadDir(cfg.Dir)
+	existed := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: restore: Dir: %v", ErrInvalidConfig, err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%w: restore: Dir %s is not empty: a restore seeds a new replica's Dir, never one in use (move it away first)", ErrInvalidConfig, cfg.Dir)
+	}
+	release, err := claimDir(cfg.Dir)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// A failed restore leaves the Dir as it found it: absent, or empty.
+	defer func() {
+		if err != nil {
+			if existed {
+				err = undoDir(cfg.Dir, map[string]bool{}, err)
+			} else {
+				err = undoDir(cfg.Dir, nil, err)
+			}
+		}
+	}()
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return fmt.Errorf("%w: restore: Dir: %v", ErrInvalidConfig, err)
+	}
+	g, err := loadGroup(&cfg)
+	if err != nil {
+		return err
+	}
+	named, _, err := loadGroups(cfg, g)
+	if err != nil {
+		return err
+	}
+	bootstrap := map[string]map[uint64]string{"": g.Members}
+	for _, ng := range named {
+		bootstrap[ng.Name] = ng.Bootstrap
+	}
+	for _, ig := range groups {
+		if _, ok := bootstrap[ig.Name]; !ok {
+			return fmt.Errorf("%w: restore: the backup has group %q, which Groups does not name: restore into a deployment with the same groups", ErrInvalidConfig, ig.Name)
+		}
+		if ig.Snapshot.ShardID != GroupShardID(ig.Name) {
+			return fmt.Errorf("%w: restore: group %q's snapshot is of shard %d, not %d", ErrInvalidConfig, ig.Name, ig.Snapshot.ShardID, GroupShardID(ig.Name))
+		}
+	}
+	dblog.Use(cfg.Logger)
+	nhc, err := importConfig(cfg)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(cfg.Dir)), ".fencelock-restore-")
+	if err != nil {
+		return fmt.Errorf("%w: restore: %v", ErrInvalidConfig, err)
+	}
+	defer os.RemoveAll(tmp)
+	done := restoredFile{Version: 1, Groups: map[string]uint64{}}
+	for i, ig := range groups {
+		members := bootstrap[ig.Name]
+		if len(members) == 0 {
+			continue // not a voter here: it joins, and gets the state from the group
+		}
+		src := filepath.Join(tmp, fmt.Sprint(i))
+		if err := writeSnapshotDir(src, ig); err != nil {
+			return fmt.Errorf("%w: restore: %v", ErrInvalidConfig, err)
+		}
+		if err := tools.ImportSnapshot(nhc, src, maps.Clone(members), cfg.ReplicaID); err != nil {
+			return fmt.Errorf("%w: restore: import group %q: %v", ErrInvalidConfig, ig.Name, err)
+		}
+		done.Groups[ig.Name] = ig.Snapshot.Index
+	}
+	data, err := json.Marshal(done)
+	if err == nil {
+		err = writeFile(filepath.Join(cfg.Dir, restoredFileName), data)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: restore: %v", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// writeSnapshotDir writes ig as Dragonboat's exported snapshot directory,
+// with its membership emptied: ImportSnapshot sets the one it is given,
+// and refuses IDs the old membership had at other addresses, which a new
+// deployment may well reuse.
+func writeSnapshotDir(dir string, ig ImportGroup) error {
+	ss := ig.Snapshot
+	ss.Membership = pb.Membership{}
+	rec, err := ss.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, backup.MetadataFile), backup.EncodeMetadata(rec), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, filepath.Base(ss.Filepath)), ig.File, 0o600)
+}
+
+// importConfig is the NodeHost configuration Start uses for cfg, as far as
+// Dragonboat records it in the Dir (address, DeploymentID, log store, its
+// partitions and step workers): an import under any other is refused at
+// the next start.
+func importConfig(cfg Config) (config.NodeHostConfig, error) {
+	engine, logdb := engineConfigs(cfg.Dir)
+	nhc := config.NodeHostConfig{
+		NodeHostDir:    cfg.Dir,
+		RTTMillisecond: uint64(cfg.RTT / time.Millisecond),
+		RaftAddress:    cfg.Addr,
+		ListenAddress:  cfg.ListenAddr,
+		DeploymentID:   cfg.DeploymentID,
+		Expert: config.ExpertConfig{
+			Engine:       engine,
+			LogDB:        logdb,
+			LogDBFactory: logstore.Factory{},
+		},
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = transport.TCP()
+	}
+	if err := tr.Configure(&nhc); err != nil {
+		return config.NodeHostConfig{}, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
+	}
+	return nhc, nil
+}
+
+// restoredMembers returns the members a group's shard starts with: none
+// for a group imported into this Dir (see restoredFileName).
+func restoredMembers(restored restoredFile, name string, members map[uint64]string) map[uint64]string {
+	if _, ok := restored.Groups[name]; ok {
+		return nil
+	}
+	return members
+}
+
+// RestoredGroups returns the names of the groups a restore imported into
+// dir, sorted; none for a Dir that was not restored.
+func RestoredGroups(dir string) ([]string, error) {
+	f, err := readRestored(dir)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(f.Groups)), nil
+}

@@ -109,6 +109,12 @@ func (l *Lock) Fence() fencelock.Fence { return l.g.fence }
 // Done is closed when the holder must stop acting: the lock was released,
 // or the session is over (see Session.Done), which by this process's clock
 // is no later than the group could grant the lock to another.
+//
+// An operator's revoke of this one grant (POST /v1/locks/{name}/revoke)
+// while the session lives is not seen here: the API tells a holder of it
+// only on the lock's watch stream. The resource's fence refuses this
+// holder once the next holder's token has reached it, and Release then
+// fails with ErrNotHeld.
 func (l *Lock) Done() <-chan struct{} { return l.g.Done() }
 
 // Err returns nil while the lock is held and, once Done is closed, why:
@@ -116,9 +122,11 @@ func (l *Lock) Done() <-chan struct{} { return l.g.Done() }
 func (l *Lock) Err() error { return l.g.Err() }
 
 // Context returns a context derived from parent that ends when the lock's
-// grant does, so that the holder's calls stop when it loses the lock. It
-// does not carry the grant for fencelock.TokenFrom (see the package doc of
-// the root's Lock.Context): pass Fence along.
+// grant does (its cause is Err's reason), so that the holder's calls stop
+// when it loses the lock; its Done and Err check the deadline when called.
+// Unlike the embedded Lock.Context's, it does not carry the grant for
+// fencelock.TokenFrom, FenceFrom and GrantErr, which know only embedded
+// grants: pass Fence to the fencing helpers.
 func (l *Lock) Context(parent context.Context) context.Context { return l.g.Context(parent) }
 
 // Release frees the lock; the head of its queue, if any, is granted in the

@@ -92,13 +92,13 @@ func (g *group) stop(id uint64) {
 // front is an endpoint in front of a replica's API whose behaviour a test
 // switches: pass calls through, answer 503 or 421, or stop (closed port).
 type front struct {
-	srv  *httptest.Server
-	mode atomic.Value // "ok", "503", "421"
+	srv   *httptest.Server
+	mode  atomic.Value  // "ok", "503", "421"
 	hits  atomic.Int64  // every request
 	calls atomic.Int64  // every request but GET /v1/status
 	owner atomic.Uint64 // the owner a 421 names
 	url   string
-	once sync.Once
+	once  sync.Once
 }
 
 func newFront(t *testing.T, h http.Handler) *front {

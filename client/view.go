@@ -76,8 +76,16 @@ func (c *Client) Observe(ctx context.Context, election string) <-chan fencelock.
 		close(out)
 		return out
 	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		out <- fencelock.LeaderInfo{Election: election, Err: fmt.Errorf("%w: the client was closed", fencelock.ErrClosed)}
+		close(out)
+		return out
+	}
+	c.wg.Add(1) // under c.mu: Close waits only once no more can start
+	c.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
-	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer cancel()

@@ -24,6 +24,7 @@ type sessionOptions struct {
 	name        string                            // WithSessionName
 	named       bool                              // WithSessionName was given
 	route       func(session.Route) session.Route // tests: how background commands reach the group
+	nonce       func(group string) uint64         // servicehook.DerivedNonces: each part's resume secret
 }
 
 // WithTTL sets the session's time to live: how long the group keeps it, and
@@ -144,7 +145,7 @@ func (o *sessionOptions) check() error {
 
 func (o *sessionOptions) internal() session.Options {
 	return session.Options{TTL: o.ttl, Margin: o.margin, Delay: o.delay, External: o.external, Route: o.route,
-		Name: o.name}
+		Name: o.name, Nonce: o.nonce}
 }
 
 // Session is a holder of locks, normally one per process. Its node renews

@@ -33,6 +33,7 @@ type group struct {
 	nodes map[uint64]*fencelock.Node
 	apis  map[uint64]*httpapi.Server
 	urls  map[uint64]string
+	srvs  map[uint64]*httptest.Server
 }
 
 func newGroup(t *testing.T, forward bool, opts ...httpapi.Option) *group {
@@ -86,6 +87,7 @@ func newGroupWith(t *testing.T, tune func(*fencelock.Config), forward bool, opts
 		servers[id].Config.Handler = g.apis[id]
 		servers[id].Start()
 	}
+	g.srvs = servers
 	t.Cleanup(func() {
 		for id := uint64(1); id <= 3; id++ {
 			g.apis[id].Close()
@@ -379,8 +381,8 @@ func TestBadInput(t *testing.T) {
 		{"GET", a + "/v1/nothing", nil, 404, "not_found"},
 		{"POST", a + "/v1/elections/e/campaign", map[string]any{"session_id": s, "value": strings.Repeat("v", 4097)}, 400, "value_too_large"},
 		{"GET", a + "/v1/locks?limit=0", nil, 400, "bad_request"},
-		// A session of replica 1 called on replica 2, which has no peers.
-		{"POST", lockURL(b, "x", "acquire"), map[string]any{"session_id": s}, 421, "session_elsewhere"},
+		// A session of replica 1 called on replica 2 without its secret.
+		{"POST", lockURL(b, "x", "release"), `{"session_id": "` + s + `", "fencing_token": "1"}`, 403, "forbidden"},
 	}
 	for _, tc := range cases {
 		r := call(t, tc.method, tc.url, tc.body)

@@ -33,7 +33,8 @@ func electedResponse(l *fencelock.Leadership) CampaignResponse {
 
 // sessionCall decodes the common parts of a call on a lock or an election
 // for a session: the name, the body, and the session (forwarding the call
-// if another replica owns it). ok false: the response was written.
+// to the replica serving it, or adopting it: see lookup). ok false: the
+// response was written.
 func (s *Server) sessionCall(w http.ResponseWriter, r *http.Request, decode func([]byte) (ID, error)) (string, *session, bool) {
 	name := r.PathValue("name")
 	b, err := body(r)
@@ -77,6 +78,13 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		delete(hs.elections, name)
 		wt = nil
 	}
+	if wt == nil {
+		// A term kept by an adoption: the re-issued campaign gets it back.
+		if l := hs.heldTerm(name); l != nil {
+			wt = grantedWait(nil, l)
+			hs.elections[name] = wt
+		}
+	}
 	if wt == nil && !req.Wait {
 		l, err := hs.s.TryCampaign(ctx, name, req.Value)
 		if err == nil {
@@ -86,6 +94,7 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, fencelock.ErrElectionTaken):
 			writeJSON(w, http.StatusOK, CampaignResponse{Elected: false})
+		case s.retryLost(w, r, hs, err, s.campaign):
 		case err != nil:
 			writeError(w, err)
 		default:
@@ -107,9 +116,11 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		hs.elections[name] = wt
 	}
 	hs.mu.Unlock()
-	pos, ok := awaitQueued(ctx, w, hs, true, name, wt)
+	pos, err := awaitQueued(ctx, hs, true, name, wt)
 	switch {
-	case !ok:
+	case s.retryLost(w, r, hs, err, s.campaign):
+	case err != nil:
+		writeError(w, err)
 	case pos == 0:
 		writeJSON(w, http.StatusOK, electedResponse(wt.lead))
 	default:
@@ -123,6 +134,10 @@ func term(hs *session, name string, token ID) (*fencelock.Leadership, error) {
 	wt := hs.elections[name]
 	hs.mu.Unlock()
 	if wt == nil || !wt.isDone() || wt.lead == nil || wt.lead.Token() != uint64(token) {
+		// A term kept by an adoption has no call here.
+		if l := hs.heldTerm(name); l != nil && l.Token() == uint64(token) {
+			return l, nil
+		}
 		return nil, newError(http.StatusConflict, CodeNotLeader, "token "+token.String()+" is not the session's current term of this election")
 	}
 	return wt.lead, nil
@@ -143,6 +158,9 @@ func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := s.callCtx(r)
 		defer cancel()
 		err = l.Proclaim(ctx, req.Value)
+	}
+	if s.retryLost(w, r, hs, err, s.proclaim) {
+		return
 	}
 	if err != nil {
 		writeError(w, err)
@@ -178,6 +196,9 @@ func (s *Server) resign(w http.ResponseWriter, r *http.Request) {
 			delete(hs.elections, name)
 			hs.mu.Unlock()
 		}
+	}
+	if s.retryLost(w, r, hs, err, s.resign) {
+		return
 	}
 	if err != nil {
 		writeError(w, err)

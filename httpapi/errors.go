@@ -27,7 +27,7 @@ const (
 	CodeIDRemoved        = "id_removed"         // 409: a membership change naming a replica ID that was removed (IDs are never reused)
 	CodeMembership       = "membership"         // 409: a membership change that cannot be made (ID or address in use, the last voter, not a member)
 	CodeTooLarge         = "too_large"          // 413: body over the bound
-	CodeMisdirected      = "session_elsewhere"  // 421: the session lives on a replica this one cannot forward to
+	CodeMisdirected      = "session_elsewhere"  // 421: no longer answered (any replica serves any session); kept for clients that retry on it
 	CodeLimitExceeded    = "limit_exceeded"     // 429: a group limit (sessions, locks per session, waiters)
 	CodeTooManyStreams   = "too_many_streams"   // 429: this replica's open watch and observe streams are at the bound
 	CodeUnavailable      = "unavailable"        // 503: no leader in time, replica closing

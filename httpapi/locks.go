@@ -2,12 +2,10 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,23 +13,6 @@ import (
 
 	"github.com/fencelock/fencelock"
 )
-
-// session is an HTTP session this replica owns, with the acquires and
-// campaigns it made, one per lock or election name: a second acquire of the
-// same lock by the same session reports the first's state and never queues
-// again.
-type session struct {
-	s *fencelock.Session
-	// digest is the SHA-256 of the session's secret. It lives only in
-	// this process, as the session does: a restarted replica no longer
-	// renews its sessions, so neither needs to survive it, and neither is
-	// ever written to the group's log.
-	digest [sha256.Size]byte
-
-	mu        sync.Mutex
-	locks     map[string]*wait
-	elections map[string]*wait
-}
 
 // wait is one Acquire or Campaign made for a session: in flight (the server
 // waits in the queue on the client's behalf), granted, or failed.
@@ -191,6 +172,15 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		delete(hs.locks, name)
 		wt = nil
 	}
+	if wt == nil {
+		// A lock the session holds with no call here was granted through
+		// another replica and kept when this one adopted the session: the
+		// client re-issues its acquire, and gets that grant back.
+		if l := hs.heldLock(name); l != nil {
+			wt = grantedWait(l, nil)
+			hs.locks[name] = wt
+		}
+	}
 	if wt == nil && !req.Wait {
 		// Held under hs.mu: a concurrent acquire of the same lock by the
 		// same session waits for this one and then sees its grant.
@@ -202,6 +192,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, fencelock.ErrLocked):
 			writeJSON(w, http.StatusOK, AcquireResponse{Granted: false})
+		case s.retryLost(w, r, hs, err, s.acquire):
 		case err != nil:
 			writeError(w, err)
 		default:
@@ -224,9 +215,11 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		hs.locks[name] = wt
 	}
 	hs.mu.Unlock()
-	pos, ok := awaitQueued(ctx, w, hs, false, name, wt)
+	pos, err := awaitQueued(ctx, hs, false, name, wt)
 	switch {
-	case !ok:
+	case s.retryLost(w, r, hs, err, s.acquire):
+	case err != nil:
+		writeError(w, err)
 	case pos == 0:
 		writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(wt.lock.Token()), Fence: wt.lock.Fence().String(),
 			HolderSession: holderSession(hs, name)})
@@ -238,16 +231,15 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 // awaitQueued waits until the call wt makes for a session on lock name
 // (with election, election name) is queued or has returned, and reports its
 // place in the queue: 0 if it returned with a grant. A call that failed is
-// forgotten from the session's waits, and its error written, as is ctx's if
-// it ends first (the request then stays in flight at the group, and a
-// later call reports its state); ok is then false.
-func awaitQueued(ctx context.Context, w http.ResponseWriter, hs *session, election bool, name string, wt *wait) (pos int, ok bool) {
+// forgotten from the session's waits, and its error returned, as is ctx's
+// if it ends first (the request then stays in flight at the group, and a
+// later call reports its state).
+func awaitQueued(ctx context.Context, hs *session, election bool, name string, wt *wait) (pos int, err error) {
 	select {
 	case <-wt.queued:
 	case <-wt.done:
 	case <-ctx.Done():
-		writeError(w, ctx.Err())
-		return 0, false
+		return 0, ctx.Err()
 	}
 	pos = int(wt.position.Load())
 	if !wt.isDone() && hs.holds(name, election) {
@@ -258,12 +250,11 @@ func awaitQueued(ctx context.Context, w http.ResponseWriter, hs *session, electi
 		select {
 		case <-wt.done:
 		case <-ctx.Done():
-			writeError(w, ctx.Err())
-			return 0, false
+			return 0, ctx.Err()
 		}
 	}
 	if !wt.isDone() { // still waiting
-		return pos, true
+		return pos, nil
 	}
 	if wt.err != nil {
 		hs.mu.Lock()
@@ -275,10 +266,9 @@ func awaitQueued(ctx context.Context, w http.ResponseWriter, hs *session, electi
 			delete(table, name)
 		}
 		hs.mu.Unlock()
-		writeError(w, wt.err)
-		return 0, false
+		return 0, wt.err
 	}
-	return 0, true
+	return 0, nil
 }
 
 // ReleaseResponse answers a release.
@@ -307,9 +297,14 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wt == nil || !wt.isDone() || wt.lock == nil || wt.lock.Token() != uint64(req.FencingToken) {
-		writeError(w, newError(http.StatusConflict, CodeStaleToken,
-			"fencing token "+req.FencingToken.String()+" is not the session's current grant of this lock"))
-		return
+		// A grant kept by an adoption has no call here.
+		l := hs.heldLock(name)
+		if l == nil || l.Token() != uint64(req.FencingToken) {
+			writeError(w, newError(http.StatusConflict, CodeStaleToken,
+				"fencing token "+req.FencingToken.String()+" is not the session's current grant of this lock"))
+			return
+		}
+		wt = grantedWait(l, nil)
 	}
 	err := wt.lock.Release(ctx)
 	if err == nil || errors.Is(err, fencelock.ErrNotHeld) {
@@ -318,6 +313,9 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 			delete(hs.locks, name)
 		}
 		hs.mu.Unlock()
+	}
+	if s.retryLost(w, r, hs, err, s.release) {
+		return
 	}
 	if err != nil {
 		writeError(w, err)

@@ -2,13 +2,19 @@
 // replica, so that clients in any language take locks and run elections
 // through any replica of a group.
 //
-// A session made over HTTP is a fencelock.Session of the replica that
-// created it, made with fencelock.WithExternalKeepAlive: it is renewed at the
-// group only when its client heartbeats, so a crashed client's locks pass on
-// within one TTL of its last heartbeat, as a crashed Go holder's do. Calls
-// naming a session owned by another replica are forwarded to it when its HTTP
-// address is known (WithPeers), and answered with 421 session_elsewhere
-// otherwise.
+// A session made over HTTP belongs to the group, not to the replica that
+// created it: any replica serves every call for it. Each replica that
+// serves it holds a fencelock.Session made with
+// fencelock.WithExternalKeepAlive, renewed at the group only when its
+// client heartbeats, so a crashed client's locks pass on within one TTL of
+// its last heartbeat, as a crashed Go holder's do. A call for a session
+// served by another replica is forwarded to it while it answers (WithPeers:
+// an optimisation, so that a session does not move at every call); when it
+// does not (stopped, crashed, restarted, unknown), this replica adopts the
+// session: it resumes it at the group with every lock and term it holds,
+// their fencing tokens unchanged, and serves the call. So a replica's stop,
+// crash or restart loses no session whose client goes on calling another
+// replica within its TTL.
 //
 // A session answers only to its creator: its create response carries a
 // secret, which every call acting on it must send in the
@@ -23,16 +29,11 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"slices"
 	"strconv"
@@ -79,8 +80,10 @@ const forwardedHeader = "Fencelock-Forwarded"
 type Option func(*Server)
 
 // WithPeers gives the HTTP base URLs of the other replicas by replica ID
-// ("http://10.0.0.2:7080"), so that calls for sessions they own are
-// forwarded to them. Without a URL for the owner such calls get 421.
+// ("http://10.0.0.2:7080"), so that calls for sessions they serve are
+// forwarded to them. Without a URL for a session's replica, or when it
+// does not answer, this replica adopts the session instead (see the
+// package doc): forwarding is never needed for a call to succeed.
 func WithPeers(peers map[uint64]string) Option {
 	return func(s *Server) {
 		for id, u := range peers {
@@ -163,9 +166,9 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	sessions map[ID]*session     // the HTTP sessions this replica owns
-	owners   map[ID]uint64       // learnt owners of other replicas' sessions
-	ends     map[endKey]*endKind // how grants ended, by group and token (grantEnd)
+	sessions map[ID]*session      // this replica's copies of HTTP sessions: the ones it serves
+	adopting map[ID]chan struct{} // adoptions in progress, closed when done (lockAdoption)
+	ends     map[endKey]*endKind  // how grants ended, by group and token (grantEnd)
 	closed   bool
 }
 
@@ -175,7 +178,7 @@ func New(node *fencelock.Node, opts ...Option) *Server {
 		node: node, mux: http.NewServeMux(), peers: map[uint64]*url.URL{},
 		maxBody: MaxBodyBytes, timeout: 10 * time.Second,
 		bodyTimeout: DefaultBodyTimeout, maxStreams: DefaultMaxStreams, streamWrite: DefaultStreamWriteTimeout,
-		sessions: map[ID]*session{}, owners: map[ID]uint64{}, ends: map[endKey]*endKind{},
+		sessions: map[ID]*session{}, adopting: map[ID]chan struct{}{}, ends: map[endKey]*endKind{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -193,9 +196,10 @@ func New(node *fencelock.Node, opts ...Option) *Server {
 
 // Close ends the Server's waiting acquires and campaigns (withdrawing them
 // from their queues) and its watch streams. It does not close the sessions
-// at the group: their clients cannot heartbeat to a closed replica, so the
-// group expires them one TTL later, after the clients stopped acting, as
-// when a Go holder's process exits.
+// at the group: their clients go on calling other replicas, which adopt
+// them with every lock and token (a re-issued acquire finds its grant, or
+// queues again); a session whose client stops calling expires one TTL
+// later, as when a Go holder's process exits.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -432,419 +436,6 @@ func body(r *http.Request) ([]byte, error) {
 // callCtx bounds a call to the group.
 func (s *Server) callCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), s.timeout)
-}
-
-// lookup finds the HTTP session id named by a call. A session this replica
-// owns is returned; one another replica owns is forwarded there (forwarded
-// true: the response is written), or refused with 421; an unknown or ended
-// one is errNoSession.
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id ID) (hs *session, forwarded bool, err error) {
-	s.mu.Lock()
-	hs = s.sessions[id]
-	owner, known := s.owners[id]
-	s.mu.Unlock()
-	if hs != nil {
-		if err := hs.checkSecret(r); err != nil {
-			return nil, false, err
-		}
-		if hs.s.Err() != nil {
-			s.drop(hs)
-			return nil, false, errNoSession
-		}
-		return hs, false, nil
-	}
-	me := s.node.Status().ReplicaID
-	if !known {
-		ctx, cancel := s.callCtx(r)
-		defer cancel()
-		page, err := s.node.Sessions(ctx, fencelock.ListAfterSession(uint64(id)-1), fencelock.ListLimit(1))
-		if err != nil {
-			return nil, false, err
-		}
-		if len(page.Sessions) == 0 || page.Sessions[0].ID != uint64(id) {
-			return nil, false, errNoSession
-		}
-		owner = page.Sessions[0].Owner
-		if owner != me {
-			s.mu.Lock()
-			if len(s.owners) > 10000 { // a bound, not a cache policy: owners never change, relearning is cheap
-				clear(s.owners)
-			}
-			s.owners[id] = owner
-			s.mu.Unlock()
-		}
-	}
-	if owner == me {
-		// Open at the group, but not among this process's sessions: it
-		// was made before this replica restarted, and nobody renews it.
-		return nil, false, errNoSession
-	}
-	peer := s.peers[owner]
-	if peer == nil || r.Header.Get(forwardedHeader) != "" {
-		e := newError(http.StatusMisdirectedRequest, CodeMisdirected,
-			"session "+id.String()+" lives on replica "+strconv.FormatUint(owner, 10)+": call that replica")
-		e.owner = owner
-		return nil, false, e
-	}
-	s.forward(w, r, id, peer)
-	return nil, true, nil
-}
-
-// forward proxies r to peer, streams included. Its headers go along, the
-// bearer token and the session's secret among them: the owner checks both.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, id ID, peer *url.URL) {
-	p := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(peer)
-			pr.Out.Header.Set(forwardedHeader, strconv.FormatUint(s.node.Status().ReplicaID, 10))
-		},
-		Transport:     s.forwardRT,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			// The owner is down: once the group has expired its sessions,
-			// this one is simply over.
-			if !s.sessionOpen(r.Context(), "", uint64(id)) {
-				s.mu.Lock()
-				delete(s.owners, id)
-				s.mu.Unlock()
-				writeError(w, errNoSession)
-				return
-			}
-			writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable,
-				"the replica that owns the session cannot be reached: "+err.Error()))
-		},
-	}
-	p.ServeHTTP(w, r)
-}
-
-// --- sessions ---
-
-// SessionResponse answers POST /v1/sessions and heartbeats.
-type SessionResponse struct {
-	SessionID ID `json:"session_id,omitempty"`
-	// SessionSecret is the session's credential, in the create response
-	// only: every call acting on the session sends it in the
-	// Fencelock-Session-Secret header. No other answer shows it.
-	SessionSecret string `json:"session_secret,omitempty"`
-	TimeoutMS     int64  `json:"timeout_ms"`
-	// LeaseMS is how long after sending the heartbeat (or the create) whose
-	// answer this is the client may act as holder of everything the session
-	// holds, in every group: stop acting by then unless a later heartbeat
-	// was answered. It is the shortest of Leases over the groups where the
-	// session holds a lock, a leadership or a request (and the default
-	// group): a heartbeat that could not renew such a group fails instead.
-	LeaseMS int64 `json:"lease_ms"`
-	// Leases is the lease of the session's part in each group it has one
-	// in, by group name ("" the default group), in milliseconds from the
-	// send of the heartbeat: TTL − 2·margin for a part this heartbeat
-	// renewed, 0 for one it did not (it promises nothing, and ends by its
-	// own deadline at the replica).
-	Leases map[string]int64 `json:"leases,omitempty"`
-}
-
-// sessionResponse is the answer to a create (leases nil: only the default
-// part, just opened) or to a heartbeat (leases: what its KeepAliveGroups
-// round did).
-func sessionResponse(fs *fencelock.Session, withID bool, leases []fencelock.GroupLease) SessionResponse {
-	r := leaseResponse(fs.TTL(), fs.SafetyMargin(), leases)
-	if withID {
-		r.SessionID = ID(fs.ID())
-	}
-	return r
-}
-
-// leaseResponse is the timing of a session's answer: each part's lease, and
-// lease_ms the shortest over the parts that hold something.
-//
-// A part's lease counts from the client's send, which came before the round
-// began: a renewed part's deadline lies TTL − margin after that begin at
-// least, and the lease, TTL − 2·margin, leaves a margin more for the
-// client's clock rate against this replica's. A part not renewed promises
-// nothing from this send: 0.
-func leaseResponse(ttl, margin time.Duration, leases []fencelock.GroupLease) SessionResponse {
-	full := (ttl - 2*margin).Milliseconds()
-	r := SessionResponse{TimeoutMS: ttl.Milliseconds(), LeaseMS: full, Leases: map[string]int64{"": full}}
-	if leases == nil {
-		return r
-	}
-	clear(r.Leases)
-	least, found := int64(0), false
-	for _, l := range leases {
-		var ms int64
-		if l.Renewed {
-			ms = full
-		}
-		r.Leases[l.Group] = ms
-		if l.Holds && (!found || ms < least) {
-			least, found = ms, true
-		}
-	}
-	if !found { // the default part always counts; without it, nothing is promised
-		least = r.Leases[""]
-	}
-	r.LeaseMS = least
-	return r
-}
-
-func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
-	b, err := body(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	req, err := DecodeCreateSession(b)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	// A session's name is who the operator sees holding a lock: the
-	// client's own, else its address, which at least finds the machine.
-	name := req.Name
-	if name == "" {
-		name = r.RemoteAddr
-	}
-	opts := []fencelock.SessionOption{fencelock.WithExternalKeepAlive(), fencelock.WithSessionName(name)}
-	if req.TTL() > 0 {
-		opts = append(opts, fencelock.WithTTL(req.TTL()))
-	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	fs, err := s.node.NewSession(ctx, opts...)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	secret, digest, err := newSecret()
-	if err != nil {
-		_ = fs.Close(ctx)
-		writeError(w, err)
-		return
-	}
-	hs := &session{s: fs, digest: digest, locks: map[string]*wait{}, elections: map[string]*wait{}}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		_ = fs.Close(ctx)
-		writeError(w, fencelock.ErrClosed)
-		return
-	}
-	s.sessions[ID(fs.ID())] = hs
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		// Forget the session once it ends, however it ends.
-		defer s.wg.Done()
-		select {
-		case <-fs.Done():
-			s.drop(hs)
-		case <-s.ctx.Done():
-		}
-	}()
-	resp := sessionResponse(fs, true, nil)
-	resp.SessionSecret = secret
-	writeJSON(w, http.StatusCreated, resp)
-}
-
-// secretBytes is the size of a session secret: 256 bits from crypto/rand,
-// more than the 128 anyone could guess at.
-const secretBytes = 32
-
-// newSecret makes a session secret, and the digest the session keeps of it
-// (the replica keeps no copy of the secret itself).
-func newSecret() (secret string, digest [sha256.Size]byte, err error) {
-	var b [secretBytes]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", digest, err
-	}
-	secret = base64.RawURLEncoding.EncodeToString(b[:])
-	return secret, sha256.Sum256([]byte(secret)), nil
-}
-
-// checkSecret refuses a call that does not carry the session's secret,
-// comparing digests in constant time so that timing tells nothing of it.
-func (hs *session) checkSecret(r *http.Request) error {
-	got := r.Header.Get(SecretHeader)
-	if got == "" {
-		return errForbidden("the session's secret is required: send its session_secret in the " + SecretHeader + " header")
-	}
-	d := sha256.Sum256([]byte(got))
-	if subtle.ConstantTimeCompare(d[:], hs.digest[:]) != 1 {
-		return errForbidden("wrong session secret (" + SecretHeader + ") for this session")
-	}
-	return nil
-}
-
-func (s *Server) drop(hs *session) {
-	s.mu.Lock()
-	if s.sessions[ID(hs.s.ID())] == hs {
-		delete(s.sessions, ID(hs.s.ID()))
-	}
-	s.mu.Unlock()
-	hs.cancelAll()
-}
-
-func (s *Server) sessionFromPath(w http.ResponseWriter, r *http.Request) (*session, bool) {
-	id, err := parseID(r.PathValue("id"))
-	if err != nil {
-		writeError(w, err)
-		return nil, false
-	}
-	hs, fwd, err := s.lookup(w, r, id)
-	if err != nil {
-		writeError(w, err)
-		return nil, false
-	}
-	return hs, !fwd
-}
-
-func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
-	if _, err := body(r); err != nil { // any body is ignored, but bounded
-		writeError(w, err)
-		return
-	}
-	hs, ok := s.sessionFromPath(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	// A heartbeat answered OK promises its lease for every group where the
-	// session holds something: KeepAliveGroups fails (503, naming the
-	// groups) when one of them was not renewed, so no lease_ms outlasts a
-	// part whose group may already be passing its locks on.
-	leases, err := hs.s.KeepAliveGroups(ctx)
-	if err != nil {
-		if hs.s.Err() != nil {
-			s.drop(hs)
-		}
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, sessionResponse(hs.s, false, leases))
-}
-
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get(SecretHeader) == "" {
-		// guard let it through: the caller is an administrator.
-		s.endSession(w, r)
-		return
-	}
-	if r.URL.Query().Has("group") {
-		writeError(w, newError(http.StatusBadRequest, CodeBadRequest,
-			"?group= ends one part of a session, an administrator's call (no "+SecretHeader+"); with the secret, DELETE ends the whole session"))
-		return
-	}
-	hs, ok := s.sessionFromPath(w, r)
-	if !ok {
-		return
-	}
-	hs.cancelAll()
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	err := hs.s.Close(ctx)
-	s.drop(hs)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// endSession ends any session at the group, without its secret, as an
-// expiry would (Node.EndSession: a lock-delay applies, for its holder did
-// not choose to stop). Any replica can: the owner need not be up. With
-// ?group= it ends the session with that ID in that group
-// (Node.EndSessionIn): one part of a session, whose other parts live on.
-func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
-	id, err := parseID(r.PathValue("id"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	group := r.URL.Query().Get("group")
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	if err := s.node.EndSessionIn(ctx, group, uint64(id)); err != nil {
-		writeError(w, err)
-		return
-	}
-	if group == "" {
-		s.mu.Lock()
-		hs := s.sessions[id]
-		s.mu.Unlock()
-		if hs != nil {
-			s.drop(hs)
-		}
-	}
-	s.log.Info("httpapi: session ended by an administrator", "session", uint64(id), "group", group)
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// SessionJSON describes a session in GET /v1/sessions.
-type SessionJSON struct {
-	SessionID ID     `json:"session_id"`
-	Name      string `json:"name"`
-	Owner     int64  `json:"owner"`
-	TimeoutMS int64  `json:"timeout_ms"`
-	Held      int    `json:"held"`
-	Waiting   int    `json:"waiting"`
-}
-
-// SessionList answers GET /v1/sessions.
-type SessionList struct {
-	// Group is the group listed (?group=; "" is the default group, whose
-	// IDs are the session_ids of the API). In a named group each entry is
-	// a session's part there, under its ID in that group.
-	Group    string        `json:"group"`
-	Sessions []SessionJSON `json:"sessions"`
-	More     bool          `json:"more"`
-	// Next is the "after" of the next page, when More.
-	Next string `json:"next,omitempty"`
-}
-
-func pageLimit(r *http.Request) (int, error) {
-	q := r.URL.Query().Get("limit")
-	if q == "" {
-		return fencelock.DefaultListLimit, nil
-	}
-	n, err := strconv.Atoi(q)
-	if err != nil || n < 1 || n > fencelock.MaxListLimit {
-		return 0, newError(http.StatusBadRequest, CodeBadRequest, "limit must be 1 to "+strconv.Itoa(fencelock.MaxListLimit))
-	}
-	return n, nil
-}
-
-func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	limit, err := pageLimit(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	opts := []fencelock.ListOption{fencelock.ListLimit(limit)}
-	if a := r.URL.Query().Get("after"); a != "" {
-		id, err := parseID(a)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		opts = append(opts, fencelock.ListAfterSession(uint64(id)))
-	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	page, err := s.node.SessionsIn(ctx, r.URL.Query().Get("group"), opts...)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	out := SessionList{Group: page.Group, Sessions: []SessionJSON{}, More: page.More}
-	for _, si := range page.Sessions {
-		out.Sessions = append(out.Sessions, SessionJSON{SessionID: ID(si.ID), Name: si.Name, Owner: int64(si.Owner),
-			TimeoutMS: si.TTL.Milliseconds(), Held: si.Held, Waiting: si.Waiting})
-	}
-	if page.More && len(page.Sessions) > 0 {
-		out.Next = ID(page.Sessions[len(page.Sessions)-1].ID).String()
-	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 // --- status, health ---

@@ -219,6 +219,12 @@ type Options struct {
 	// Route wraps how the session's background commands (keep-alives, the
 	// close of a part its holder gave up) reach a group: tests delay them.
 	Route func(Route) Route
+	// Nonce, if set, gives the nonce each part opens with (its resume
+	// secret) from its group's name, instead of a random one: the HTTP
+	// service derives it from its client's secret, so that any replica
+	// given that secret can resume the session (see Adopt). It must never
+	// return 0, and two sessions must never share a nonce in a group.
+	Nonce func(group string) uint64
 }
 
 // Session is one process-wide session: a part per group it has used.
@@ -403,6 +409,9 @@ func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
 	// The nonce identifies retries of this open, and is the secret that
 	// lets a restarted holder resume the session (a resume token); never 0.
 	nonce := newNonce()
+	if s.o.Nonce != nil {
+		nonce = s.o.Nonce(group)
+	}
 	res, err := r.Propose(ctx, fsm.Command{
 		Kind:  fsm.KindOpenSession,
 		Nonce: nonce,

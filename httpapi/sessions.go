@@ -1,0 +1,635 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servicehook"
+)
+
+// A session belongs to the group, not to the replica that created it. Its
+// client's secret never leaves the client and this replica's memory: the
+// group keeps only nonces derived from a digest of it (sessionNonces),
+// which its resume checks. So any replica given the secret can take the
+// session over (adopt it: fencelock's resume, in every group) with every
+// grant and its token, and serve the call itself; no replica's stop,
+// crash or restart loses a session whose client goes on calling another.
+//
+// A replica serves the sessions it holds a copy of (s.sessions). A call
+// for another live session is forwarded to the replica the group names as
+// its owner while that one answers (so that a client spreading its calls
+// over the replicas does not move its session at each call), and adopted
+// here when it does not.
+
+// session is an HTTP session this replica serves, with the acquires and
+// campaigns it made here, one per lock or election name: a second acquire
+// of the same lock by the same session reports the first's state and never
+// queues again.
+type session struct {
+	s *fencelock.Session
+	// digest is the SHA-256 of the session's secret, compared with the
+	// digest of each call's secret. Only this replica's memory holds it,
+	// never the group's log: the group keeps the nonces, other digests.
+	digest [sha256.Size]byte
+
+	mu        sync.Mutex
+	locks     map[string]*wait
+	elections map[string]*wait
+}
+
+func newSession(fs *fencelock.Session, digest [sha256.Size]byte) *session {
+	return &session{s: fs, digest: digest, locks: map[string]*wait{}, elections: map[string]*wait{}}
+}
+
+// heldLock returns the session's grant of lock name, if it holds it: one
+// kept by an adoption has no wait here, and a re-issued acquire answers it
+// rather than queue behind its own session.
+func (hs *session) heldLock(name string) *fencelock.Lock {
+	for _, l := range hs.s.Locks() {
+		if l.Name() == name {
+			return l
+		}
+	}
+	return nil
+}
+
+// heldTerm returns the session's term of election name, if it leads it.
+func (hs *session) heldTerm(name string) *fencelock.Leadership {
+	for _, l := range hs.s.Leaderships() {
+		if l.Election() == name {
+			return l
+		}
+	}
+	return nil
+}
+
+// secretBytes is the size of a session secret: 256 bits from crypto/rand,
+// more than the 128 anyone could guess at.
+const secretBytes = 32
+
+// newSecret makes a session secret, and the digest the session keeps of it
+// (the replica keeps no copy of the secret itself).
+func newSecret() (secret string, digest [sha256.Size]byte, err error) {
+	var b [secretBytes]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", digest, err
+	}
+	secret = base64.RawURLEncoding.EncodeToString(b[:])
+	return secret, sha256.Sum256([]byte(secret)), nil
+}
+
+// sessionNonces returns the nonce each part of the session with secret
+// opens with in its group: the first 8 bytes of a SHA-256 over a digest of
+// the secret and the group's name. The group keeps the nonce, and its
+// resume accepts only the same one, so a replica checks a caller's secret
+// against the group by deriving it again; the nonce gives nothing back of
+// the secret, and one group's tells nothing of another's. The closure keeps
+// only the digest.
+func sessionNonces(secret string) func(group string) uint64 {
+	key := sha256.Sum256([]byte("fencelock-session-key\x00" + secret))
+	return func(group string) uint64 {
+		h := sha256.New()
+		h.Write([]byte("fencelock-session-nonce\x00"))
+		h.Write(key[:])
+		h.Write([]byte(group))
+		var sum [sha256.Size]byte
+		return binary.LittleEndian.Uint64(h.Sum(sum[:0])[:8]) | 1 // never 0
+	}
+}
+
+// errSecretRequired refuses a session's call without its secret.
+var errSecretRequired = errForbidden("the session's secret is required: send its session_secret in the " + SecretHeader + " header")
+
+// errWrongSecret refuses a session's call with another secret.
+var errWrongSecret = errForbidden("wrong session secret (" + SecretHeader + ") for this session")
+
+// checkSecret refuses a call that does not carry the session's secret,
+// comparing digests in constant time so that timing tells nothing of it.
+func (hs *session) checkSecret(r *http.Request) error {
+	got := r.Header.Get(SecretHeader)
+	if got == "" {
+		return errSecretRequired
+	}
+	d := sha256.Sum256([]byte(got))
+	if subtle.ConstantTimeCompare(d[:], hs.digest[:]) != 1 {
+		return errWrongSecret
+	}
+	return nil
+}
+
+// keep makes hs one of the sessions this replica serves, until it ends
+// here, however it ends (expired, closed, or taken over by another
+// replica: its next command fails).
+func (s *Server) keep(hs *session) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fencelock.ErrClosed
+	}
+	id := ID(hs.s.ID())
+	old := s.sessions[id]
+	s.sessions[id] = hs
+	s.wg.Add(1)
+	s.mu.Unlock()
+	if old != nil && old != hs {
+		old.cancelAll()
+	}
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-hs.s.Done():
+			s.drop(hs)
+		case <-s.ctx.Done():
+		}
+	}()
+	return nil
+}
+
+func (s *Server) drop(hs *session) {
+	s.mu.Lock()
+	if s.sessions[ID(hs.s.ID())] == hs {
+		delete(s.sessions, ID(hs.s.ID()))
+	}
+	s.mu.Unlock()
+	hs.cancelAll()
+}
+
+// local returns this replica's copy of session id, if it has one.
+func (s *Server) local(id ID) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+// lookup finds the session a call names and checks the caller's secret.
+// This replica's live copy serves it. Otherwise, if the session is open at
+// the group: a call not forwarded already goes to the replica the group
+// names as the session's owner, when that one is known (WithPeers) and
+// answers (forwarded true: the response is written); failing that, this
+// replica adopts the session, which checks the secret at the group. A
+// session that is over, or never was, is errNoSession; a wrong secret is
+// errWrongSecret, and adopts nothing.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id ID) (hs *session, forwarded bool, err error) {
+	if hs := s.local(id); hs != nil {
+		if err := hs.checkSecret(r); err != nil {
+			return nil, false, err
+		}
+		if hs.s.Err() == nil {
+			return hs, false, nil
+		}
+		// Over here: expired, closed, or taken over by another replica,
+		// which the group's record tells apart.
+		s.drop(hs)
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	page, err := s.node.Sessions(ctx, fencelock.ListAfterSession(uint64(id)-1), fencelock.ListLimit(1))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(page.Sessions) == 0 || page.Sessions[0].ID != uint64(id) {
+		return nil, false, errNoSession
+	}
+	secret := r.Header.Get(SecretHeader)
+	if secret == "" {
+		return nil, false, errSecretRequired
+	}
+	owner := page.Sessions[0].Owner
+	if owner != s.node.Status().ReplicaID && r.Header.Get(forwardedHeader) == "" {
+		if peer := s.peers[owner]; peer != nil && s.forward(w, r, peer) {
+			return nil, true, nil
+		}
+	}
+	hs, err = s.adopt(ctx, r, id, secret)
+	return hs, false, err
+}
+
+// errOwnerCannotServe makes forward give a call back when the owner
+// answered that it cannot serve it (it is stopping, or runs a version
+// that answers 421): this replica then adopts the session.
+var errOwnerCannotServe = errors.New("httpapi: the owner cannot serve the call")
+
+// forward proxies r to peer, the session's owner, and reports whether it
+// answered: false, with nothing written, when it could not be reached or
+// answered 503 or 421. Its headers go along, the bearer token and the
+// session's secret among them: the owner checks both.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, peer *url.URL) bool {
+	b, err := body(r)
+	if err != nil {
+		return false
+	}
+	failed := false
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(peer)
+			pr.Out.Header.Set(forwardedHeader, strconv.FormatUint(s.node.Status().ReplicaID, 10))
+		},
+		Transport:     s.forwardRT,
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusMisdirectedRequest {
+				return errOwnerCannotServe
+			}
+			return nil
+		},
+		ErrorHandler: func(http.ResponseWriter, *http.Request, error) { failed = true },
+	}
+	p.ServeHTTP(w, r)
+	r.Body = io.NopCloser(bytes.NewReader(b)) // for this replica to serve it after all
+	return !failed
+}
+
+// adopt takes session id over from the replica that held it, if secret is
+// its own, and serves it from then on (see servicehook.Adopt): its locks
+// and terms stay held with their tokens, its queued requests are withdrawn
+// (their calls are re-issued by their clients), and it is renewed at once.
+// Adoptions of one session on this replica run one at a time, and one that
+// finds the session adopted meanwhile uses that copy.
+func (s *Server) adopt(ctx context.Context, r *http.Request, id ID, secret string) (*session, error) {
+	unlock, err := s.lockAdoption(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if hs := s.local(id); hs != nil && hs.s.Err() == nil {
+		return hs, hs.checkSecret(r)
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fencelock.ErrClosed
+	}
+	v, err := servicehook.Adopt(ctx, s.node, uint64(id), sessionNonces(secret), fencelock.WithExternalKeepAlive())
+	if errors.Is(err, fencelock.ErrSessionExpired) {
+		// The group refuses a wrong nonce as it refuses a session that is
+		// over, telling nothing: the record tells which it was.
+		if s.sessionOpen(ctx, "", uint64(id)) {
+			return nil, errWrongSecret
+		}
+		return nil, errNoSession
+	}
+	if err != nil {
+		return nil, err
+	}
+	hs := newSession(v.(*fencelock.Session), sha256.Sum256([]byte(secret)))
+	if err := s.keep(hs); err != nil {
+		// This Server is closing, and its Node with it, which ends the
+		// copy here without closing the session at the group: another
+		// replica adopts it at its client's next call.
+		return nil, err
+	}
+	s.log.Info("httpapi: session adopted from another replica", "session", uint64(id))
+	return hs, nil
+}
+
+// lockAdoption makes this replica's adoptions of session id run one at a
+// time; call the returned func when done.
+func (s *Server) lockAdoption(ctx context.Context, id ID) (unlock func(), err error) {
+	for {
+		s.mu.Lock()
+		ch := s.adopting[id]
+		if ch == nil {
+			ch = make(chan struct{})
+			s.adopting[id] = ch
+			s.mu.Unlock()
+			return func() {
+				s.mu.Lock()
+				delete(s.adopting, id)
+				s.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// retriedKey marks a call re-run after this replica's copy of its session
+// was lost during it.
+type retriedKey struct{}
+
+// retryLost re-runs call h once, and reports that it did, when the call
+// failed because this replica's copy of its session ended meanwhile: most
+// often another replica took the session over (its client called there
+// while this one seemed down), and the re-run finds it there, forwarding
+// or adopting it back; a session that is over is then a plain 404. The
+// bound of one re-run per call keeps two replicas from passing a session
+// back and forth for ever.
+func (s *Server) retryLost(w http.ResponseWriter, r *http.Request, hs *session, err error, h http.HandlerFunc) bool {
+	if err == nil || hs.s.Err() == nil || r.Context().Value(retriedKey{}) != nil {
+		return false
+	}
+	s.drop(hs)
+	h(w, r.WithContext(context.WithValue(r.Context(), retriedKey{}, true)))
+	return true
+}
+
+// --- sessions ---
+
+// SessionResponse answers POST /v1/sessions and heartbeats.
+type SessionResponse struct {
+	SessionID ID `json:"session_id,omitempty"`
+	// SessionSecret is the session's credential, in the create response
+	// only: every call acting on the session sends it in the
+	// Fencelock-Session-Secret header. No other answer shows it.
+	SessionSecret string `json:"session_secret,omitempty"`
+	TimeoutMS     int64  `json:"timeout_ms"`
+	// LeaseMS is how long after sending the heartbeat (or the create) whose
+	// answer this is the client may act as holder of everything the session
+	// holds, in every group: stop acting by then unless a later heartbeat
+	// was answered. It is the shortest of Leases over the groups where the
+	// session holds a lock, a leadership or a request (and the default
+	// group): a heartbeat that could not renew such a group fails instead.
+	LeaseMS int64 `json:"lease_ms"`
+	// Leases is the lease of the session's part in each group it has one
+	// in, by group name ("" the default group), in milliseconds from the
+	// send of the heartbeat: TTL − 2·margin for a part this heartbeat
+	// renewed, 0 for one it did not (it promises nothing, and ends by its
+	// own deadline at the replica).
+	Leases map[string]int64 `json:"leases,omitempty"`
+}
+
+// sessionResponse is the answer to a create (leases nil: only the default
+// part, just opened) or to a heartbeat (leases: what its KeepAliveGroups
+// round did).
+func sessionResponse(fs *fencelock.Session, withID bool, leases []fencelock.GroupLease) SessionResponse {
+	r := leaseResponse(fs.TTL(), fs.SafetyMargin(), leases)
+	if withID {
+		r.SessionID = ID(fs.ID())
+	}
+	return r
+}
+
+// leaseResponse is the timing of a session's answer: each part's lease, and
+// lease_ms the shortest over the parts that hold something.
+//
+// A part's lease counts from the client's send, which came before the round
+// began: a renewed part's deadline lies TTL − margin after that begin at
+// least, and the lease, TTL − 2·margin, leaves a margin more for the
+// client's clock rate against this replica's. A part not renewed promises
+// nothing from this send: 0.
+func leaseResponse(ttl, margin time.Duration, leases []fencelock.GroupLease) SessionResponse {
+	full := (ttl - 2*margin).Milliseconds()
+	r := SessionResponse{TimeoutMS: ttl.Milliseconds(), LeaseMS: full, Leases: map[string]int64{"": full}}
+	if leases == nil {
+		return r
+	}
+	clear(r.Leases)
+	least, found := int64(0), false
+	for _, l := range leases {
+		var ms int64
+		if l.Renewed {
+			ms = full
+		}
+		r.Leases[l.Group] = ms
+		if l.Holds && (!found || ms < least) {
+			least, found = ms, true
+		}
+	}
+	if !found { // the default part always counts; without it, nothing is promised
+		least = r.Leases[""]
+	}
+	r.LeaseMS = least
+	return r
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	b, err := body(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := DecodeCreateSession(b)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	secret, digest, err := newSecret()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// A session's name is who the operator sees holding a lock: the
+	// client's own, else its address, which at least finds the machine.
+	name := req.Name
+	if name == "" {
+		name = r.RemoteAddr
+	}
+	// Its parts open with nonces derived from the secret, so that any
+	// replica the client calls with it can adopt the session.
+	opts := []fencelock.SessionOption{fencelock.WithExternalKeepAlive(), fencelock.WithSessionName(name),
+		servicehook.DerivedNonces(sessionNonces(secret)).(fencelock.SessionOption)}
+	if req.TTL() > 0 {
+		opts = append(opts, fencelock.WithTTL(req.TTL()))
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	fs, err := s.node.NewSession(ctx, opts...)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.keep(newSession(fs, digest)); err != nil {
+		_ = fs.Close(ctx)
+		writeError(w, err)
+		return
+	}
+	resp := sessionResponse(fs, true, nil)
+	resp.SessionSecret = secret
+	writeJSON(w, http.StatusCreated, resp)
+}
+
+func (s *Server) sessionFromPath(w http.ResponseWriter, r *http.Request) (*session, bool) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	hs, fwd, err := s.lookup(w, r, id)
+	if err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	return hs, !fwd
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	if _, err := body(r); err != nil { // any body is ignored, but bounded
+		writeError(w, err)
+		return
+	}
+	hs, ok := s.sessionFromPath(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	// A heartbeat answered OK promises its lease for every group where the
+	// session holds something: KeepAliveGroups fails (503, naming the
+	// groups) when one of them was not renewed, so no lease_ms outlasts a
+	// part whose group may already be passing its locks on. A copy taken
+	// over by another replica renews nothing: its keep-alive is refused.
+	leases, err := hs.s.KeepAliveGroups(ctx)
+	if err != nil {
+		if s.retryLost(w, r, hs, err, s.heartbeat) {
+			return
+		}
+		if hs.s.Err() != nil {
+			s.drop(hs)
+		}
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionResponse(hs.s, false, leases))
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(SecretHeader) == "" {
+		// guard let it through: the caller is an administrator.
+		s.endSession(w, r)
+		return
+	}
+	if r.URL.Query().Has("group") {
+		writeError(w, newError(http.StatusBadRequest, CodeBadRequest,
+			"?group= ends one part of a session, an administrator's call (no "+SecretHeader+"); with the secret, DELETE ends the whole session"))
+		return
+	}
+	hs, ok := s.sessionFromPath(w, r)
+	if !ok {
+		return
+	}
+	hs.cancelAll()
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	err := hs.s.Close(ctx)
+	s.drop(hs)
+	if err == nil && r.Context().Value(retriedKey{}) == nil && s.sessionOpen(ctx, "", hs.s.ID()) {
+		// This copy had been taken over by another replica (its close was
+		// refused there): close the session where it lives.
+		err = fencelock.ErrSessionExpired
+	}
+	if s.retryLost(w, r, hs, err, s.deleteSession) {
+		return
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// endSession ends any session at the group, without its secret, as an
+// expiry would (Node.EndSession: a lock-delay applies, for its holder did
+// not choose to stop). Any replica can: the owner need not be up. With
+// ?group= it ends the session with that ID in that group
+// (Node.EndSessionIn): one part of a session, whose other parts live on.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
+	id, err := parseID(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	group := r.URL.Query().Get("group")
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	if err := s.node.EndSessionIn(ctx, group, uint64(id)); err != nil {
+		writeError(w, err)
+		return
+	}
+	if group == "" {
+		s.mu.Lock()
+		hs := s.sessions[id]
+		s.mu.Unlock()
+		if hs != nil {
+			s.drop(hs)
+		}
+	}
+	s.log.Info("httpapi: session ended by an administrator", "session", uint64(id), "group", group)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// SessionJSON describes a session in GET /v1/sessions.
+type SessionJSON struct {
+	SessionID ID     `json:"session_id"`
+	Name      string `json:"name"`
+	Owner     int64  `json:"owner"`
+	TimeoutMS int64  `json:"timeout_ms"`
+	Held      int    `json:"held"`
+	Waiting   int    `json:"waiting"`
+}
+
+// SessionList answers GET /v1/sessions.
+type SessionList struct {
+	// Group is the group listed (?group=; "" is the default group, whose
+	// IDs are the session_ids of the API). In a named group each entry is
+	// a session's part there, under its ID in that group.
+	Group    string        `json:"group"`
+	Sessions []SessionJSON `json:"sessions"`
+	More     bool          `json:"more"`
+	// Next is the "after" of the next page, when More.
+	Next string `json:"next,omitempty"`
+}
+
+func pageLimit(r *http.Request) (int, error) {
+	q := r.URL.Query().Get("limit")
+	if q == "" {
+		return fencelock.DefaultListLimit, nil
+	}
+	n, err := strconv.Atoi(q)
+	if err != nil || n < 1 || n > fencelock.MaxListLimit {
+		return 0, newError(http.StatusBadRequest, CodeBadRequest, "limit must be 1 to "+strconv.Itoa(fencelock.MaxListLimit))
+	}
+	return n, nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	opts := []fencelock.ListOption{fencelock.ListLimit(limit)}
+	if a := r.URL.Query().Get("after"); a != "" {
+		id, err := parseID(a)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		opts = append(opts, fencelock.ListAfterSession(uint64(id)))
+	}
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	page, err := s.node.SessionsIn(ctx, r.URL.Query().Get("group"), opts...)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := SessionList{Group: page.Group, Sessions: []SessionJSON{}, More: page.More}
+	for _, si := range page.Sessions {
+		out.Sessions = append(out.Sessions, SessionJSON{SessionID: ID(si.ID), Name: si.Name, Owner: int64(si.Owner),
+			TimeoutMS: si.TTL.Milliseconds(), Held: si.Held, Waiting: si.Waiting})
+	}
+	if page.More && len(page.Sessions) > 0 {
+		out.Next = ID(page.Sessions[len(page.Sessions)-1].ID).String()
+	}
+	writeJSON(w, http.StatusOK, out)
+}

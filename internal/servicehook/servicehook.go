@@ -1,0 +1,38 @@
+// Package servicehook gives the HTTP service (package httpapi) the two
+// things it needs of package fencelock to serve any session from any
+// replica, without widening the public API: sessions whose parts open
+// with nonces derived from the client's secret, and the adoption of such a
+// session by another replica. Package fencelock registers the
+// implementations at init.
+package servicehook
+
+import "context"
+
+// These are set by package fencelock.
+var (
+	nonces func(f func(group string) uint64) any
+	adopt  func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error)
+)
+
+// Register installs DerivedNonces and Adopt; only package fencelock calls it.
+func Register(n func(f func(group string) uint64) any,
+	a func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error)) {
+	nonces, adopt = n, a
+}
+
+// DerivedNonces returns a fencelock.SessionOption that makes the session
+// open each part with nonce f(group) (its resume secret, the only thing the
+// group keeps of it) instead of a random one. f must never return 0, and
+// must give each session its own nonces.
+func DerivedNonces(f func(group string) uint64) any { return nonces(f) }
+
+// Adopt takes session id over on node (a *fencelock.Node) from the replica
+// that held it, as fencelock.Node.ResumeSession does, in every group the
+// node runs: the session must have been opened with DerivedNonces(nonce).
+// opts are fencelock.SessionOptions (WithExternalKeepAlive, say). It
+// returns a *fencelock.Session holding every grant with its token, or
+// fencelock.ErrSessionExpired if the session is over or nonce is not its
+// own (the two are not told apart, so a wrong secret learns nothing).
+func Adopt(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts ...any) (any, error) {
+	return adopt(ctx, node, id, nonce, opts)
+}

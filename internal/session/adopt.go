@@ -1,0 +1,79 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// Adopt takes over session id, whose parts were opened with the nonces
+// o.Nonce derives (o.Nonce must be set), from whichever replica held it: a
+// resume of its default part first, which is what checks the nonce, and so
+// the caller's secret, at the group; then, in each of groups (the named
+// groups this process runs), a resume of the session's part there, if it
+// has one. The session keeps every grant with its token; requests its
+// earlier holder had queued are withdrawn (fsm.KindResume).
+//
+// A wrong nonce, or a session that is over, fails with ErrSessionExpired
+// and changes nothing: no group but the default one is asked anything.
+// Any other failure ends the parts resumed so far here, without closing
+// them at their groups, so that another attempt can take them.
+func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options, owner any) (*Session, error) {
+	if o.Nonce == nil {
+		return nil, fmt.Errorf("%w: no nonces to adopt with", ErrInvalidResumeToken)
+	}
+	s, err := h.Resume(ctx, []PartToken{{Session: id, Secret: o.Nonce("")}}, o, owner)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		if g == "" {
+			continue
+		}
+		pid, err := s.findPart(ctx, g)
+		if err == nil {
+			var p *Part
+			p, err = s.resumePart(ctx, PartToken{Group: g, Session: pid, Secret: o.Nonce(g)})
+			if err == nil {
+				s.mu.Lock()
+				s.parts[g] = p
+				s.mu.Unlock()
+				continue
+			}
+			if errors.Is(err, ErrSessionExpired) {
+				continue // the part ended meanwhile: the next call naming g opens a new one
+			}
+		}
+		s.end(err, false)
+		return nil, err
+	}
+	return s, nil
+}
+
+// findPart returns the ID of s's part in group g: an open with the nonce
+// that part was opened with answers the live session holding it, changing
+// nothing (a retried open, fsm.KindOpenSession), and opens one, as the
+// session's next call naming g would, if it has none. The part it names
+// must be resumed before anything else is sent to it: a part found this
+// way may hold an earlier holder's requests, whose numbers only a resume
+// moves past.
+func (s *Session) findPart(ctx context.Context, g string) (uint64, error) {
+	r, err := s.h.Replica(g)
+	if err != nil {
+		return 0, err
+	}
+	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindOpenSession, Nonce: s.o.Nonce(g), TTL: uint64(s.o.TTL),
+		Owner: s.h.cfg.ReplicaID, Delay: uint64(s.o.Delay), Name: s.o.Name})
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case res.Status == fsm.LimitExceeded:
+		return 0, fmt.Errorf("open session: %w", LimitError(res.Value))
+	case res.Status != fsm.OK:
+		return 0, fmt.Errorf("fencelock: open session: %v", res.Status)
+	}
+	return res.Value, nil
+}

@@ -15,9 +15,9 @@ import (
 type Version struct {
 	// Version is the fencelock module's version as the Go toolchain
 	// stamped it into the binary: a release ("v1.4.0") or a
-	// pseudo-version of the commit it was built from. "devel" when the
-	// build carries none (go run of a file list, a test, a replaced module
-	// on a local path).
+	// pseudo-version of the commit it was built from, or what the build
+	// set with -ldflags -X (see linkedVersion). "devel" when the build
+	// carries none (go run, a test, a replaced module on a local path).
 	Version string
 	// Commit is the VCS revision the binary was built from ("+dirty" when
 	// the tree had uncommitted changes), known only when fencelock is the
@@ -53,8 +53,22 @@ var buildVersion = sync.OnceValue(func() Version {
 	if !ok {
 		bi = nil
 	}
-	return versionOf(bi)
+	v := versionOf(bi)
+	if linkedVersion != "" {
+		v.Version = linkedVersion
+	}
+	if linkedCommit != "" {
+		v.Commit = linkedCommit
+	}
+	return v
 })
+
+// linkedVersion and linkedCommit, when set at link time
+// (-ldflags "-X github.com/fencelock/fencelock.linkedVersion=v1.4.0 -X
+// github.com/fencelock/fencelock.linkedCommit=..."), are the Version's
+// Version and Commit: a build whose sources carry no VCS metadata (a
+// container build, whose context leaves .git out) says what it is so.
+var linkedVersion, linkedCommit string
 
 // modulePath is this library's module, looked up in the build information.
 const modulePath = "github.com/fencelock/fencelock"

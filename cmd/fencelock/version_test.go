@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -41,6 +42,23 @@ func TestVersionCommand(t *testing.T) {
 		require.ErrorAs(t, err, &ee, "%v: %s", args, out)
 		require.Equal(t, 1, ee.ExitCode(), "%v: %s", args, out)
 	}
+}
+
+// A build without VCS metadata (the container's: its context leaves .git
+// out) reports the version and commit linked in with -ldflags -X, as
+// deploy/kubernetes/Dockerfile builds it.
+func TestVersionLinkedIn(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fencelock")
+	build := exec.Command("go", "build", "-buildvcs=false", "-o", bin, "-ldflags",
+		"-X github.com/fencelock/fencelock.linkedVersion=v9.8.7 -X github.com/fencelock/fencelock.linkedCommit=0123abc", ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	out, err = exec.Command(bin, "version", "-o", "json").CombinedOutput()
+	require.NoError(t, err, string(out))
+	var v httpapi.VersionJSON
+	require.NoError(t, json.Unmarshal(out, &v), string(out))
+	require.Equal(t, "v9.8.7", v.Version)
+	require.Equal(t, "0123abc", v.Commit)
 }
 
 func TestPrintVersion(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -25,13 +26,21 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const manifestFile = "fencelock.yaml"
+const (
+	manifestFile = "fencelock.yaml"
+	// secretFile is the tokens Secret's template, applied once and apart:
+	// re-applying fencelock.yaml (an upgrade) must not reset the tokens.
+	secretFile = "fencelock-tokens.yaml"
+)
 
-// manifests is fencelock.yaml decoded into the typed API objects.
+// manifests is fencelock.yaml (and fencelock-tokens.yaml) decoded into the
+// typed API objects.
 type manifests struct {
 	services []*corev1.Service
 	sts      *appsv1.StatefulSet
 	pdb      *policyv1.PodDisruptionBudget
+	netpol   *networkingv1.NetworkPolicy
+	secrets  []*corev1.Secret
 }
 
 var docSep = regexp.MustCompile(`(?m)^---[ \t]*$`)
@@ -42,13 +51,24 @@ var docSep = regexp.MustCompile(`(?m)^---[ \t]*$`)
 // this deployment does not use.
 func decode(data []byte) (manifests, error) {
 	var m manifests
+	if err := m.decode(data); err != nil {
+		return m, err
+	}
+	if m.sts == nil || m.pdb == nil || m.netpol == nil || len(m.services) == 0 {
+		return m, fmt.Errorf("want a StatefulSet, a PodDisruptionBudget, a NetworkPolicy and Services")
+	}
+	return m, nil
+}
+
+// decode adds the documents of data to m, as the function decode does.
+func (m *manifests) decode(data []byte) error {
 	for i, doc := range docSep.Split(string(data), -1) {
 		if strings.TrimSpace(stripComments(doc)) == "" {
 			continue
 		}
 		var tm metav1.TypeMeta
 		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
-			return m, fmt.Errorf("document %d: %w", i, err)
+			return fmt.Errorf("document %d: %w", i, err)
 		}
 		var obj any
 		switch tm.APIVersion + " " + tm.Kind {
@@ -56,29 +76,36 @@ func decode(data []byte) (manifests, error) {
 			s := new(corev1.Service)
 			m.services = append(m.services, s)
 			obj = s
+		case "v1 Secret":
+			s := new(corev1.Secret)
+			m.secrets = append(m.secrets, s)
+			obj = s
+		case "networking.k8s.io/v1 NetworkPolicy":
+			if m.netpol != nil {
+				return fmt.Errorf("document %d: a second NetworkPolicy", i)
+			}
+			m.netpol = new(networkingv1.NetworkPolicy)
+			obj = m.netpol
 		case "apps/v1 StatefulSet":
 			if m.sts != nil {
-				return m, fmt.Errorf("document %d: a second StatefulSet", i)
+				return fmt.Errorf("document %d: a second StatefulSet", i)
 			}
 			m.sts = new(appsv1.StatefulSet)
 			obj = m.sts
 		case "policy/v1 PodDisruptionBudget":
 			if m.pdb != nil {
-				return m, fmt.Errorf("document %d: a second PodDisruptionBudget", i)
+				return fmt.Errorf("document %d: a second PodDisruptionBudget", i)
 			}
 			m.pdb = new(policyv1.PodDisruptionBudget)
 			obj = m.pdb
 		default:
-			return m, fmt.Errorf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
+			return fmt.Errorf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
 		}
 		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			return m, fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)
+			return fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)
 		}
 	}
-	if m.sts == nil || m.pdb == nil || len(m.services) == 0 {
-		return m, fmt.Errorf("want a StatefulSet, a PodDisruptionBudget and Services")
-	}
-	return m, nil
+	return nil
 }
 
 func stripComments(doc string) string {
@@ -101,6 +128,21 @@ func load(t *testing.T) manifests {
 	if err != nil {
 		t.Fatalf("%s: %v", manifestFile, err)
 	}
+	if len(m.secrets) != 0 {
+		t.Fatalf("%s ships a Secret: re-applying it (an upgrade) would reset the tokens; keep it in %s", manifestFile, secretFile)
+	}
+	data, err = os.ReadFile(secretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := manifests{}
+	if err := only.decode(data); err != nil {
+		t.Fatalf("%s: %v", secretFile, err)
+	}
+	if len(only.secrets) != 1 || only.sts != nil || only.pdb != nil || only.netpol != nil || len(only.services) != 0 {
+		t.Fatalf("%s: want the tokens Secret alone", secretFile)
+	}
+	m.secrets = only.secrets
 	return m
 }
 
@@ -341,6 +383,192 @@ func TestProbes(t *testing.T) {
 		}
 		if g.Port != intstr.FromString("http") && g.Port != intstr.FromInt32(containerPort(t, c, "http")) {
 			t.Errorf("%s probe port %v: want the container's http port", p.name, g.Port.String())
+		}
+		// /readyz takes up to 800 ms (a read through each group's
+		// leader): Kubernetes' default timeout, 1 s, left a loaded node
+		// no slack, and a probe that times out counts as a failure.
+		if p.probe.TimeoutSeconds < 2 {
+			t.Errorf("%s probe timeoutSeconds %d: want at least 2 (/readyz may take 800 ms)", p.name, p.probe.TimeoutSeconds)
+		}
+		if period := max(p.probe.PeriodSeconds, 10); p.probe.TimeoutSeconds > period {
+			t.Errorf("%s probe timeoutSeconds %d exceeds its period %d", p.name, p.probe.TimeoutSeconds, period)
+		}
+	}
+}
+
+// The image is a version, never :latest, and the Dockerfile's and
+// README.md's build commands tag and stamp that same version.
+func TestImagePinned(t *testing.T) {
+	m := load(t)
+	image := container(t, m.sts).Image
+	name, tag, ok := strings.Cut(image, ":")
+	if strings.Contains(image, "@sha256:") {
+		return // a digest pins it exactly
+	}
+	if !ok || tag == "" || tag == "latest" || strings.Contains(tag, "/") {
+		t.Fatalf("image %q: want a version tag, not latest", image)
+	}
+	for _, f := range []string{"Dockerfile", "README.md"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"-t " + name + ":" + tag, "VERSION=" + tag} {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("%s: no %q: its build command must tag and stamp the version fencelock.yaml pins", f, want)
+			}
+		}
+		if strings.Contains(string(data), name+":latest") {
+			t.Errorf("%s still names %s:latest", f, name)
+		}
+	}
+}
+
+// admits reports whether ingress rule r opens port (a container port's
+// name, or its number) at all: a rule without ports opens every port.
+func admits(r networkingv1.NetworkPolicyIngressRule, c corev1.Container, port string) bool {
+	if len(r.Ports) == 0 {
+		return true
+	}
+	for _, p := range r.Ports {
+		if p.Port == nil {
+			return true
+		}
+		if p.Port.String() == port {
+			return true
+		}
+		for _, cp := range c.Ports {
+			if cp.Name == port && p.Port.Type == intstr.Int && p.Port.IntVal == cp.ContainerPort {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The NetworkPolicy covers the pods; the raft port admits the group's own
+// pods alone (no other pod, namespace or address: a raft message from
+// elsewhere is at best noise), and the HTTP port admits them too, for the
+// forwarding of --http-peers.
+func TestNetworkPolicy(t *testing.T) {
+	m := load(t)
+	pod := m.sts.Spec.Template
+	np := m.netpol.Spec
+	sel, err := metav1.LabelSelectorAsSelector(&np.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+		t.Fatalf("the NetworkPolicy's podSelector %v does not select the StatefulSet's pods %v (%v)", np.PodSelector, pod.Labels, err)
+	}
+	ingress := len(np.PolicyTypes) == 0
+	for _, pt := range np.PolicyTypes {
+		ingress = ingress || pt == networkingv1.PolicyTypeIngress
+	}
+	if !ingress {
+		t.Fatal("the NetworkPolicy does not restrict ingress")
+	}
+	c := container(t, m.sts)
+	group := func(p networkingv1.NetworkPolicyPeer) bool {
+		if p.PodSelector == nil || p.NamespaceSelector != nil || p.IPBlock != nil {
+			return false
+		}
+		s, err := metav1.LabelSelectorAsSelector(p.PodSelector)
+		return err == nil && !s.Empty() && s.Matches(labels.Set(pod.Labels)) &&
+			labels.SelectorFromSet(pod.Labels).Matches(labels.Set(p.PodSelector.MatchLabels))
+	}
+	httpFromGroup := false
+	for i, r := range np.Ingress {
+		if admits(r, c, "raft") {
+			if len(r.From) == 0 {
+				t.Errorf("ingress rule %d admits the raft port from everywhere", i)
+			}
+			for _, p := range r.From {
+				if !group(p) {
+					t.Errorf("ingress rule %d admits the raft port from %+v, not only the group's pods", i, p)
+				}
+			}
+		}
+		if admits(r, c, "http") {
+			for _, p := range r.From {
+				httpFromGroup = httpFromGroup || group(p) || (p.PodSelector != nil && len(p.PodSelector.MatchLabels) == 0 &&
+					len(p.PodSelector.MatchExpressions) == 0 && p.NamespaceSelector == nil)
+			}
+			httpFromGroup = httpFromGroup || len(r.From) == 0
+		}
+	}
+	if !httpFromGroup {
+		t.Error("the group's pods may not reach each other's HTTP port: --http-peers forwarding would fail")
+	}
+}
+
+// The API runs with a tokens file from the shipped Secret, mounted
+// read-only and not optional (a pod waits for the Secret rather than serve
+// an open API), and the Secret as shipped holds no token, so a template
+// applied unedited makes serve refuse to start instead of accepting a
+// published token.
+func TestTokensSecret(t *testing.T) {
+	m := load(t)
+	c := container(t, m.sts)
+	f := flags(t, c)
+	path := f["tokens-file"]
+	if path == "" {
+		t.Fatal("no --tokens-file: the API would take calls from anyone who reaches it")
+	}
+	dir, key := path[:strings.LastIndexByte(path, '/')+1], path[strings.LastIndexByte(path, '/')+1:]
+	var mount *corev1.VolumeMount
+	for i, vm := range c.VolumeMounts {
+		if strings.TrimSuffix(vm.MountPath, "/")+"/" == dir {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || !mount.ReadOnly || mount.SubPath != "" {
+		t.Fatalf("--tokens-file=%s: want a whole volume mounted read-only at %s, got %+v", path, dir, mount)
+	}
+	var src *corev1.SecretVolumeSource
+	for _, v := range m.sts.Spec.Template.Spec.Volumes {
+		if v.Name == mount.Name {
+			src = v.Secret
+		}
+	}
+	if src == nil || (src.Optional != nil && *src.Optional) || len(src.Items) != 0 {
+		t.Fatalf("volume %q: want a Secret, not optional, every key; got %+v", mount.Name, src)
+	}
+	secret := m.secrets[0]
+	if secret.Name != src.SecretName {
+		t.Fatalf("%s ships Secret %q, the pods mount %q", secretFile, secret.Name, src.SecretName)
+	}
+	for _, k := range []string{key, "admin"} {
+		if _, ok := secret.StringData[k]; !ok {
+			t.Errorf("Secret %s: no key %q", secret.Name, k)
+		}
+	}
+	for n, l := range strings.Split(secret.StringData[key], "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			t.Errorf("%s: line %d of %q is a token, %q: a published token would be accepted", secretFile, n+1, key, l)
+		}
+	}
+	if strings.TrimSpace(secret.StringData["admin"]) != "" {
+		t.Errorf("%s: the admin token is set as shipped", secretFile)
+	}
+}
+
+// The image's build context leaves out what is large, private or local:
+// the git history, benchmark results, built test binaries, data dirs.
+func TestDockerignore(t *testing.T) {
+	data, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]bool{}
+	for _, l := range strings.Split(string(data), "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, want := range []string{".git", "bench/results", "**/*.test", "**/data"} {
+		if !lines[want] {
+			t.Errorf(".dockerignore does not exclude %s", want)
+		}
+	}
+	for _, keep := range []string{"go.mod", "go.sum", "*.go", "**/*.go", "cmd", "httpapi", "internal"} {
+		if lines[keep] || lines["/"+keep] {
+			t.Errorf(".dockerignore excludes %s, which the build needs", keep)
 		}
 	}
 }

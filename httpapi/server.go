@@ -316,6 +316,7 @@ func (s *Server) routes() {
 	add("/v1/members", false, hm{"GET": s.listMembers, "POST": s.addMember}, am{"GET": needAnyRead, "POST": needAdminAll})
 	add("/v1/members/{id}", false, hm{"DELETE": s.removeMember}, am{"DELETE": needAdminAll})
 	add("/v1/status", false, hm{"GET": s.status}, nil)
+	add(SnapshotPath, false, hm{"GET": s.snapshot}, am{"GET": needBackup}) // snapshot.go
 	add("/metrics", false, hm{"GET": s.metrics.ServeHTTP}, nil)
 	add("/healthz", true, hm{"GET": s.healthz}, nil)
 	add("/readyz", true, hm{"GET": s.readyz}, nil)

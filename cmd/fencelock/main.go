@@ -38,6 +38,7 @@ const usage = `usage:
   fencelock members add --id N --addr HOST:PORT [--voting] [--http URL,...]
   fencelock members remove ID [--http URL,...]
   fencelock version [-o json]
+  fencelock snapshot save [--http URL,...] FILE | snapshot restore FILE --dir DIR --id N --peers ... | snapshot info FILE
 
 --http (env FENCELOCK_HTTP) lists the replicas' API URLs, comma-separated.
 
@@ -58,6 +59,7 @@ func main() {
 		"serve": serve, "lock": lockCmd, "elect": electCmd,
 		"status": statusCmd, "locks": locksCmd, "sessions": sessionsCmd,
 		"members": membersCmd, "version": versionCmd,
+		"snapshot": snapshotCmd, // snapshot.go
 	}
 	cmd, ok := cmds[os.Args[1]]
 	if !ok {

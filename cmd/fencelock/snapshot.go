@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/httpapi"
+)
+
+const snapshotUsage = `usage:
+  fencelock snapshot save [--http URL,...] [--token-file F] FILE
+  fencelock snapshot restore FILE --dir DIR --id N --peers ID=HOST:PORT,... [--group NAME=ID,ID,...]... [--addr HOST:PORT] [--raft-listen ADDR]
+  fencelock snapshot info FILE [-o json]
+`
+
+// snapshotCmd saves a backup of a running deployment (GET /v1/snapshot, an
+// admin token), restores one into a new replica's Dir, or checks one.
+func snapshotCmd(args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, snapshotUsage)
+		return exitError{2}
+	}
+	switch args[0] {
+	case "save":
+		return snapshotSave(args[1:])
+	case "restore":
+		return snapshotRestore(args[1:])
+	case "info":
+		return snapshotInfo(args[1:])
+	case "-h", "--help", "help":
+		fmt.Print(snapshotUsage)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "fencelock: unknown snapshot command %q\n%s", args[0], snapshotUsage)
+	return exitError{2}
+}
+
+// splitFile takes FILE from before or after the flags: flag parsing stops
+// at the first argument that is not a flag.
+func splitFile(name string, args []string) (string, []string, error) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:], nil
+	}
+	return "", args, nil
+}
+
+// snapshotSave downloads a backup from the first replica that answers, into
+// FILE.partial, checks it whole (fencelock.ReadBackup), and only then
+// renames it to FILE: FILE is never a file that would not restore.
+func snapshotSave(args []string) error {
+	file, args, _ := splitFile("save", args)
+	fs := newFlags("snapshot save", "[flags] FILE")
+	var cf clientFlags
+	cf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 || file == "" {
+		return errors.New("snapshot save: want one FILE")
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tmp := file + ".partial"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	defer f.Close()
+	var errs []error
+	saved := false
+	for _, base := range c.bases {
+		if err := c.download(ctx, base, f); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", base, err))
+			if ctx.Err() != nil || !failover(err) {
+				break
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+			if err := f.Truncate(0); err != nil {
+				return err
+			}
+			continue
+		}
+		saved = true
+		break
+	}
+	if !saved {
+		return fmt.Errorf("snapshot save: %w", errors.Join(errs...))
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	info, err := fencelock.ReadBackup(f)
+	if err != nil {
+		return fmt.Errorf("snapshot save: the replica's answer is not a whole backup: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return err
+	}
+	printBackup(os.Stdout, file, info)
+	return nil
+}
+
+// download writes the backup base answers to w.
+func (c *client) download(ctx context.Context, base string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+httpapi.SnapshotPath, nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		e := &apiError{status: resp.StatusCode}
+		if json.Unmarshal(b, &e.body) != nil || e.body.Code == "" {
+			e.body.Message, e.body.Code = strings.TrimSpace(string(b)), "http"
+		}
+		return e
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return fmt.Errorf("the answer was cut short: %d of %d bytes", n, resp.ContentLength)
+	}
+	return nil
+}
+
+// snapshotRestore seeds a new replica's Dir from a backup: run it once per
+// replica of the new deployment, each with the flags it will be served
+// with, then start every replica with serve.
+func snapshotRestore(args []string) error {
+	file, args, _ := splitFile("restore", args)
+	fs := newFlags("snapshot restore", "FILE --dir DIR --id N --peers ID=HOST:PORT,... [flags]")
+	id := fs.Uint64("id", 0, "the replica's ID in the new deployment (required)")
+	peers := fs.String("peers", "", "the new deployment's voters, ID=HOST:PORT of raft, comma-separated, as serve's --peers (required)")
+	fs.StringVar(peers, "members", "", "the same as --peers")
+	dir := fs.String("dir", "", "the new replica's data directory: absent or empty (required)")
+	raftAddr := fs.String("addr", "", "this replica's raft address, as serve's --addr (default: its --peers entry)")
+	raftListen := fs.String("raft-listen", "", "as serve's --raft-listen")
+	var groups groupFlags
+	fs.Var(&groups, "group", "a named group, NAME=ID,ID,... of its voters, as serve's --group (repeatable): every group of the backup")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 || file == "" {
+		return errors.New("snapshot restore: want one FILE")
+	}
+	members, err := parseIDMap("peers", *peers)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *id == 0:
+		return errors.New("snapshot restore: --id is required")
+	case len(members) == 0:
+		return errors.New("snapshot restore: --peers is required")
+	case *dir == "":
+		return errors.New("snapshot restore: --dir is required")
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cfg := fencelock.Config{ReplicaID: *id, Members: members, Addr: *raftAddr, ListenAddr: *raftListen, Dir: *dir, Groups: groups}
+	info, err := fencelock.Restore(f, cfg)
+	if err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(*dir)
+	fmt.Printf("restored replica %d's Dir %s from %s; start it with serve and the same --id, --peers and --group flags\n", *id, abs, file)
+	printBackup(os.Stdout, file, info)
+	return nil
+}
+
+// snapshotInfo checks a backup whole and describes it.
+func snapshotInfo(args []string) error {
+	file, args, _ := splitFile("info", args)
+	fs := newFlags("snapshot info", "FILE [-o text|json]")
+	output := fs.String("o", "text", "output: text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 || file == "" {
+		return errors.New("snapshot info: want one FILE")
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := fencelock.ReadBackup(f)
+	if err != nil {
+		return err
+	}
+	if *output == "json" {
+		return json.NewEncoder(os.Stdout).Encode(info)
+	}
+	printBackup(os.Stdout, file, info)
+	return nil
+}
+
+func printBackup(w io.Writer, file string, info fencelock.BackupInfo) {
+	fmt.Fprintf(w, "%s: deployment %d, taken %s by replica %d\n", file, info.DeploymentID, info.TakenAt.Format("2006-01-02T15:04:05Z07:00"), info.TakenBy)
+	fmt.Fprintf(w, "%-12s %-16s %10s %8s %18s %8s %6s %9s\n", "GROUP", "GROUP ID", "INDEX", "TERM", "LAST TOKEN", "SESSIONS", "LOCKS", "ELECTIONS")
+	for _, g := range info.Groups {
+		name := g.Name
+		if name == "" {
+			name = "(default)"
+		}
+		fmt.Fprintf(w, "%-12s %016x %10d %8d %18d %8d %6d %9d\n", name, g.GroupID, g.Index, g.Term, g.LastToken, g.Sessions, g.Locks, g.Elections)
+	}
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/httpapi"
+)
+
+// TestSnapshotSaveAndRestore is docs/operations.md's disaster recovery with
+// the shipped commands: `snapshot save` from a running deployment (an admin
+// token; a reader's is refused), the deployment lost, `snapshot restore`
+// into three new Dirs with new addresses, `serve` on each: the lock is held
+// by its session with its token, and the next grant's token is above the
+// backup's last one. A damaged file is refused and leaves the Dir absent.
+func TestSnapshotSaveAndRestore(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	require.NoError(t, os.WriteFile(tokens, []byte("ops\nreader read:*\n"), 0o600))
+	readerToken := filepath.Join(dir, "reader")
+	require.NoError(t, os.WriteFile(readerToken, []byte("reader\n"), 0o600))
+	p := startProcs(t, "--tokens-file", tokens)
+	all := strings.Join([]string{p.urls[1], p.urls[2], p.urls[3]}, ",")
+
+	s := callAs(t, "ops", "POST", p.urls[1]+"/v1/sessions", map[string]any{"ttl_ms": 30000}, nil)
+	require.Equal(t, 201, s.status, s.raw)
+	sid, secret := s.str("session_id"), s.str("session_secret")
+	r := callAs(t, "ops", "POST", lockPath(p.urls[1], "jobs/nightly", "acquire"), map[string]any{"session_id": sid, "wait": false},
+		map[string]string{httpapi.SecretHeader: secret})
+	require.Equal(t, 200, r.status, r.raw)
+	token := r.str("fencing_token")
+	require.NotEmpty(t, token, r.raw)
+
+	file := filepath.Join(dir, "backup.flb")
+	out, err := exec.Command(p.bin, "snapshot", "save", "--http", all, "--token-file", readerToken, file).CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "admin")
+	_, err = os.Stat(file)
+	require.True(t, os.IsNotExist(err))
+	out, err = exec.Command(p.bin, "snapshot", "save", "--http", all, "--token-file", tokens, file).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "(default)")
+	out, err = exec.Command(p.bin, "snapshot", "info", file, "-o", "json").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	p.stopAll() // the disaster
+	p.cmds = nil
+
+	// A damaged file is refused, and the Dir is left absent.
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	bad := filepath.Join(dir, "bad.flb")
+	require.NoError(t, os.WriteFile(bad, data[:len(data)-100], 0o600))
+	out, err = exec.Command(p.bin, "snapshot", "restore", bad, "--dir", filepath.Join(dir, "x"), "--id", "1",
+		"--peers", "1=127.0.0.1:1").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "invalid backup file")
+	_, err = os.Stat(filepath.Join(dir, "x"))
+	require.True(t, os.IsNotExist(err))
+
+	// The new deployment: new addresses, new Dirs, each seeded first.
+	q := &procs{t: t, bin: p.bin, args: map[uint64][]string{}, cmds: map[uint64]*exec.Cmd{}, urls: map[uint64]string{},
+		logs: p.logs}
+	var peers, httpPeers []string
+	httpAddrs := map[uint64]string{}
+	for id := uint64(1); id <= 3; id++ {
+		httpAddrs[id] = freePort(t)
+		q.urls[id] = "http://" + httpAddrs[id]
+		peers = append(peers, fmt.Sprintf("%d=%s", id, freePort(t)))
+		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, q.urls[id]))
+	}
+	newDir := t.TempDir()
+	for id := uint64(1); id <= 3; id++ {
+		d := filepath.Join(newDir, fmt.Sprint(id))
+		out, err := exec.Command(p.bin, "snapshot", "restore", file, "--dir", d, "--id", fmt.Sprint(id),
+			"--peers", strings.Join(peers, ",")).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		q.args[id] = []string{"serve", "--id", fmt.Sprint(id), "--peers", strings.Join(peers, ","),
+			"--http-peers", strings.Join(httpPeers, ","), "--dir", d, "--http", httpAddrs[id], "--log-level", "warn",
+			"--tokens-file", tokens}
+		q.start(id)
+	}
+	t.Cleanup(q.stopAll)
+	for id := uint64(1); id <= 3; id++ {
+		q.waitReady(id)
+	}
+	r = callAs(t, "ops", "GET", lockPath(q.urls[2], "jobs/nightly", ""), nil, nil)
+	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, token, r.str("fencing_token"), r.raw)
+	require.Equal(t, sid, r.str("holder_session"), r.raw)
+
+	s2 := callAs(t, "ops", "POST", q.urls[3]+"/v1/sessions", map[string]any{"ttl_ms": 30000}, nil)
+	require.Equal(t, 201, s2.status, s2.raw)
+	r = callAs(t, "ops", "POST", lockPath(q.urls[3], "jobs/other", "acquire"), map[string]any{"session_id": s2.str("session_id"), "wait": false},
+		map[string]string{httpapi.SecretHeader: s2.str("session_secret")})
+	require.Equal(t, 200, r.status, r.raw)
+	require.NotEmpty(t, r.str("fencing_token"), r.raw)
+	var oldTok, newTok uint64
+	fmt.Sscan(token, &oldTok)
+	fmt.Sscan(r.str("fencing_token"), &newTok)
+	require.Greater(t, newTok, oldTok)
+}

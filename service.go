@@ -28,6 +28,11 @@ func init() {
 				}
 			}
 			return n.adoptSession(ctx, id, nonce, so...)
+		},
+		func(s any) {
+			if fs, ok := s.(*Session); ok && fs != nil && fs.s != nil {
+				fs.s.Abandon(ErrSessionExpired)
+			}
 		})
 }
 

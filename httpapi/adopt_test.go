@@ -2,11 +2,16 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/httpapi"
 	"github.com/fencelock/fencelock/internal/testhook"
 )
@@ -113,4 +118,78 @@ func TestSessionOutlivesItsReplica(t *testing.T) {
 			require.Equal(t, false, r.body["held"], r.raw)
 		})
 	}
+}
+
+// TestAdoptionKeepsEveryGroup: a session holding a lock in the default
+// group and one in a named group keeps both, with their tokens, when the
+// replica that made it stops; the adopting replica's heartbeats renew both
+// parts.
+func TestAdoptionKeepsEveryGroup(t *testing.T) {
+	g := newGroupWith(t, func(c *fencelock.Config) {
+		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
+	}, true)
+	one, two, three := g.urls[1], g.urls[2], g.urls[3]
+	s := newSession(t, one, 6000)
+	o := newSession(t, three, 6000)
+	var tokens [2]string
+	for i, name := range []string{"x@b", "y"} {
+		var r reply
+		require.Eventually(t, func() bool { // group b may still be electing its leader
+			r = call(t, "POST", lockURL(one, name, "acquire"), map[string]any{"session_id": s, "wait": false})
+			return r.status == 200
+		}, 20*time.Second, 50*time.Millisecond)
+		require.Equal(t, true, r.body["granted"], r.raw)
+		tokens[i] = r.str("fencing_token")
+	}
+	partB := call(t, "GET", lockURL(two, "x@b", ""), nil).str("holder_session")
+
+	g.apis[1].Close()
+	g.srvs[1].Close()
+	require.NoError(t, g.nodes[1].Close())
+
+	// Replicas 2 and 3 both called at once: they race to adopt it, and
+	// whichever loses finds where it went. No call says it is gone.
+	var wg sync.WaitGroup
+	statuses := make(chan string, 40)
+	for round := 0; round < 10; round++ {
+		for _, at := range []string{two, three} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, _ := http.NewRequest("POST", at+"/v1/sessions/"+s+"/heartbeat", nil)
+				req.Header.Set(httpapi.SecretHeader, secretOf(req.URL.Path, nil))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					statuses <- err.Error()
+					return
+				}
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				statuses <- fmt.Sprint(resp.StatusCode, " ", string(raw))
+			}()
+		}
+		wg.Wait()
+	}
+	close(statuses)
+	for st := range statuses {
+		require.NotContains(t, st, "404", "a racing adoption said the session is gone")
+	}
+	r := call(t, "POST", three+"/v1/sessions/"+s+"/heartbeat", nil)
+	require.Equal(t, 200, r.status, r.raw)
+	leases := r.body["leases"].(map[string]any)
+	require.Greater(t, leases["b"].(float64), float64(0), r.raw)
+	require.Greater(t, leases[""].(float64), float64(0), r.raw)
+	for i, name := range []string{"x@b", "y"} {
+		r = call(t, "GET", lockURL(two, name, ""), nil)
+		require.Equal(t, tokens[i], r.str("fencing_token"), r.raw)
+		r = call(t, "POST", lockURL(two, name, "acquire"), map[string]any{"session_id": s, "wait": false})
+		require.Equal(t, true, r.body["granted"], r.raw)
+		require.Equal(t, tokens[i], r.str("fencing_token"), r.raw)
+		r = call(t, "POST", lockURL(two, name, "acquire"), map[string]any{"session_id": o, "wait": false})
+		require.Equal(t, false, r.body["granted"], r.raw)
+	}
+	require.Equal(t, partB, call(t, "GET", lockURL(two, "x@b", ""), nil).str("holder_session"))
+	// Released through the replica that adopted it, by the kept token.
+	r = call(t, "POST", lockURL(three, "x@b", "release"), map[string]any{"session_id": s, "fencing_token": tokens[0]})
+	require.Equal(t, 200, r.status, r.raw)
 }

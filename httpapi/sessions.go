@@ -328,15 +328,29 @@ func (s *Server) lockAdoption(ctx context.Context, id ID) (unlock func(), err er
 type retriedKey struct{}
 
 // retryLost re-runs call h once, and reports that it did, when the call
-// failed because this replica's copy of its session ended meanwhile: most
-// often another replica took the session over (its client called there
-// while this one seemed down), and the re-run finds it there, forwarding
-// or adopting it back; a session that is over is then a plain 404. The
+// failed because this replica's copy of its session was lost during it:
+// most often another replica took the session over (its client called
+// there while this one seemed down), and the re-run finds it there,
+// forwarding or adopting it back; a session that is over is then a plain
+// 404. A copy whose default part lives but which lost a part in a named
+// group (two replicas adopting at once can leave it to the other) is
+// abandoned here, without closing anything at the groups, and the re-run
+// adopts the session again, taking that part back with its grants. The
 // bound of one re-run per call keeps two replicas from passing a session
 // back and forth for ever.
-func (s *Server) retryLost(w http.ResponseWriter, r *http.Request, hs *session, err error, h http.HandlerFunc) bool {
-	if err == nil || hs.s.Err() == nil || r.Context().Value(retriedKey{}) != nil {
+func (s *Server) retryLost(w http.ResponseWriter, r *http.Request, hs *session, err error, h http.HandlerFunc, leases ...fencelock.GroupLease) bool {
+	if err == nil || r.Context().Value(retriedKey{}) != nil {
 		return false
+	}
+	if hs.s.Err() == nil {
+		lost := errors.Is(err, fencelock.ErrSessionExpired)
+		for _, l := range leases {
+			lost = lost || (l.Group != "" && errors.Is(l.Err, fencelock.ErrSessionExpired))
+		}
+		if !lost {
+			return false
+		}
+		servicehook.Abandon(hs.s)
 	}
 	s.drop(hs)
 	h(w, r.WithContext(context.WithValue(r.Context(), retriedKey{}, true)))
@@ -490,7 +504,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	// over by another replica renews nothing: its keep-alive is refused.
 	leases, err := hs.s.KeepAliveGroups(ctx)
 	if err != nil {
-		if s.retryLost(w, r, hs, err, s.heartbeat) {
+		if s.retryLost(w, r, hs, err, s.heartbeat, leases...) {
 			return
 		}
 		if hs.s.Err() != nil {

@@ -10,15 +10,23 @@ import "context"
 
 // These are set by package fencelock.
 var (
-	nonces func(f func(group string) uint64) any
-	adopt  func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error)
+	nonces  func(f func(group string) uint64) any
+	adopt   func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error)
+	abandon func(session any)
 )
 
-// Register installs DerivedNonces and Adopt; only package fencelock calls it.
+// Register installs DerivedNonces, Adopt and Abandon; only package
+// fencelock calls it.
 func Register(n func(f func(group string) uint64) any,
-	a func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error)) {
-	nonces, adopt = n, a
+	a func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error),
+	ab func(session any)) {
+	nonces, adopt, abandon = n, a, ab
 }
+
+// Abandon ends a *fencelock.Session in this process only: nothing is closed
+// at any group, so that the replica that took the session over, or this
+// one adopting it again, keeps everything it holds.
+func Abandon(session any) { abandon(session) }
 
 // DerivedNonces returns a fencelock.SessionOption that makes the session
 // open each part with nonce f(group) (its resume secret, the only thing the

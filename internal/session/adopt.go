@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica"
 )
 
 // Adopt takes over session id, whose parts were opened with the nonces
@@ -19,7 +20,8 @@ import (
 // A wrong nonce, or a session that is over, fails with ErrSessionExpired
 // and changes nothing: no group but the default one is asked anything.
 // Any other failure ends the parts resumed so far here, without closing
-// them at their groups, so that another attempt can take them.
+// them at their groups, so that another attempt can take them; so does
+// losing a race with another adopter (see stillOwn).
 func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options, owner any) (*Session, error) {
 	if o.Nonce == nil {
 		return nil, fmt.Errorf("%w: no nonces to adopt with", ErrInvalidResumeToken)
@@ -46,10 +48,61 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 				continue // the part ended meanwhile: the next call naming g opens a new one
 			}
 		}
-		s.end(err, false)
+		s.Abandon(err)
 		return nil, err
 	}
+	if len(groups) > 0 {
+		if err := s.stillOwn(ctx); err != nil {
+			s.Abandon(err)
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// Abandon ends s in this process only, with err: nothing is closed at any
+// group, and its parts are forgotten here, so that this process can adopt
+// the session again. For a copy another replica may have taken over (a
+// part of it resumed elsewhere): its parts may be another holder's now.
+func (s *Session) Abandon(err error) {
+	s.end(err, false)
+	s.mu.Lock()
+	parts := make([]*Part, 0, len(s.parts)+1)
+	for _, p := range s.parts {
+		parts = append(parts, p)
+	}
+	if s.def != nil {
+		parts = append(parts, s.def)
+	}
+	s.mu.Unlock()
+	for _, p := range parts {
+		p.rt.forget(p)
+	}
+}
+
+// stillOwn checks, after the other parts were resumed, that no other
+// adopter resumed the default part meanwhile: a keep-alive above this
+// resume's floor is refused once another resume moved it. Then the loser
+// of two adoptions at once ends its copy here without closing any part at
+// its group (they may be the winner's). It does not settle every race: a
+// loser's resume of a named part may still land after the winner's, so
+// the winner finds that part over at its next call and adopts the session
+// again (httpapi's retryLost), taking the part back with its grants.
+func (s *Session) stillOwn(ctx context.Context) error {
+	r, err := s.h.Replica("")
+	if err != nil {
+		return err
+	}
+	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindKeepAlive, Session: s.def.id, Floor: s.def.floor()})
+	if err != nil {
+		return err
+	}
+	if res.Status != fsm.OK {
+		// Not ErrSessionExpired, which the caller reads as a wrong
+		// secret: the session lives on, and a retry finds where.
+		return fmt.Errorf("%w: the session was adopted by another replica meanwhile; try again", replica.ErrUnavailable)
+	}
+	return nil
 }
 
 // findPart returns the ID of s's part in group g: an open with the nonce

@@ -94,6 +94,10 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	require.Equal(t, token, r.str("fencing_token"), r.raw)
 	require.Equal(t, sid, r.str("holder_session"), r.raw)
 
+	// The HTTP session goes on: a heartbeat with its secret renews it on
+	// the new deployment.
+	hb := callAs(t, "ops", "POST", q.urls[1]+"/v1/sessions/"+sid+"/heartbeat", nil, map[string]string{httpapi.SecretHeader: secret})
+	require.Equal(t, 200, hb.status, hb.raw)
 	s2 := callAs(t, "ops", "POST", q.urls[3]+"/v1/sessions", map[string]any{"ttl_ms": 30000}, nil)
 	require.Equal(t, 201, s2.status, s2.raw)
 	r = callAs(t, "ops", "POST", lockPath(q.urls[3], "jobs/other", "acquire"), map[string]any{"session_id": s2.str("session_id"), "wait": false},

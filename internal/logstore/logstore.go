@@ -89,7 +89,7 @@ func (Factory) Name() string { return Name }
 
 // Wrap returns a store that writes through db but defers commit-only saves.
 func Wrap(db raftio.ILogDB) *Store {
-	return &Store{ILogDB: db, saved: map[node]pb.State{}, held: map[node]heldState{}}
+	return &Store{ILogDB: db, saved: map[node]pb.State{}, held: map[node]heldState{}, last: map[node]uint64{}}
 }
 
 // Store is an ILogDB that defers commit-only saves (see the package doc).
@@ -103,6 +103,12 @@ type Store struct {
 	mu    sync.Mutex
 	saved map[node]pb.State // the last state written, per replica
 	held  map[node]heldState
+	// last is, per replica, an upper bound of its log's last index: the
+	// highest of what it had when Dragonboat read it at the replica's
+	// start, the entries saved since, and its snapshots. It only rises
+	// (an overwritten suffix leaves it where it was): it is compared with
+	// what the leader says the replica acknowledged (LastIndex).
+	last map[node]uint64
 	stats Stats
 	// crash is a test's knob (Crash); nil in production.
 	crash *crash
@@ -156,6 +162,9 @@ func (s *Store) commitOnly(ud pb.Update) bool {
 func (s *Store) SaveRaftState(updates []pb.Update, worker uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, ud := range updates {
+		s.noteLast(ud)
+	}
 	deferrable := true
 	for _, ud := range updates {
 		if !s.commitOnly(ud) {
@@ -245,11 +254,52 @@ func (s *Store) SaveSnapshots(updates []pb.Update) error {
 }
 
 // ReadRaftState reads the state as it would be after a clean close.
+// Dragonboat calls it when it starts a replica, with the index of the
+// replica's latest snapshot as lastIndex: what it returns gives the log's
+// last index from which LastIndex starts.
 func (s *Store) ReadRaftState(shardID, replicaID, lastIndex uint64) (raftio.RaftState, error) {
 	if err := s.flush(shardID, replicaID); err != nil {
 		return raftio.RaftState{}, err
 	}
-	return s.ILogDB.ReadRaftState(shardID, replicaID, lastIndex)
+	rs, err := s.ILogDB.ReadRaftState(shardID, replicaID, lastIndex)
+	if err == nil || errors.Is(err, raftio.ErrNoSavedLog) {
+		last := lastIndex
+		if err == nil && rs.EntryCount > 0 {
+			last = max(last, rs.FirstIndex+rs.EntryCount-1)
+		}
+		s.mu.Lock()
+		n := node{shardID, replicaID}
+		s.last[n] = max(s.last[n], last)
+		s.mu.Unlock()
+	}
+	return rs, err
+}
+
+// noteLast raises the replica's LastIndex by what ud saves; s.mu is held.
+func (s *Store) noteLast(ud pb.Update) {
+	n := node{ud.ShardID, ud.ReplicaID}
+	cur, ok := s.last[n]
+	if !ok {
+		return // not read yet: the replica's start sets it
+	}
+	if k := len(ud.EntriesToSave); k > 0 {
+		cur = max(cur, ud.EntriesToSave[k-1].Index)
+	}
+	s.last[n] = max(cur, ud.Snapshot.Index)
+}
+
+// LastIndex returns an upper bound of the last index in the replica's
+// log, and false until Dragonboat has read the replica's log at its start.
+// An intact log holds every entry its replica acknowledged, so a leader
+// that counts an index above it as acknowledged by this replica (a
+// heartbeat's commit index is at most what the replica acknowledged) has
+// found a log that lost entries: a Dir restored from an older copy of
+// itself, or a disk that lost acknowledged writes.
+func (s *Store) LastIndex(shardID, replicaID uint64) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last, ok := s.last[node{shardID, replicaID}]
+	return last, ok
 }
 
 // RemoveEntriesTo writes the replica's deferred state first, so that the
@@ -294,6 +344,7 @@ func (s *Store) ImportSnapshot(ss pb.Snapshot, replicaID uint64) error {
 		s.mu.Lock()
 		delete(s.held, node{ss.ShardID, replicaID})
 		delete(s.saved, node{ss.ShardID, replicaID})
+		delete(s.last, node{ss.ShardID, replicaID})
 		s.mu.Unlock()
 	}()
 	return s.ILogDB.ImportSnapshot(ss, replicaID)

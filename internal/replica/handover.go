@@ -129,6 +129,10 @@ type progressFactory struct {
 
 func (f progressFactory) Create(nhc config.NodeHostConfig, h raftio.MessageHandler, c raftio.ChunkHandler) raftio.ITransport {
 	return f.TransportFactory.Create(nhc, func(b pb.MessageBatch) {
+		b, whole := f.h.screen(b) // oldcopy.go
+		if !whole && len(b.Requests) == 0 {
+			return
+		}
 		f.h.prog.observe(b)
 		if f.h.holdTimeoutNow(b, h) {
 			return

@@ -103,6 +103,9 @@ func (r *Replica) check(ctx context.Context, last error) error {
 	if r.ops.removed.Load() {
 		return ErrRemoved
 	}
+	if e := r.refused.Load(); e != nil {
+		return *e
+	}
 	if err := ctx.Err(); err != nil {
 		if last == nil {
 			return err // over before it began: the group was never asked

@@ -108,6 +108,9 @@ type Replica struct {
 	// (refreshed by the monitor). Both feed the no-quorum error.
 	leaderlessSince atomic.Int64
 	voterAddrs      atomic.Pointer[map[uint64]string]
+	// refused is set once this replica found its log lost entries it had
+	// acknowledged (oldcopy.go): calls fail with it.
+	refused atomic.Pointer[error]
 	ops             ops
 	snaps           snapStats
 	// lostReplies is set only by tests (TestingLoseReplies): kinds whose

@@ -1,0 +1,68 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDirRestoredFromOlderCopyIsRefused: replica 3's Dir is copied while it
+// is stopped, replica 3 runs on and acknowledges more entries, then is
+// stopped and started on the old copy (an operator copying back
+// yesterday's Dir). The leader, which remembers what replica 3
+// acknowledged, tells it in its first heartbeat; replica 3 stops taking
+// part and its calls fail with ErrInvalidConfig naming the cause, instead
+// of rejoining with a log that lost acknowledged entries (which would crash
+// the process in Dragonboat: "invalid commitTo index"). The other two go on
+// granting.
+func TestDirRestoredFromOlderCopyIsRefused(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t, 3, nil)
+	if c.leader(ctx) == 3 {
+		require.NoError(t, c.node(3).TransferLeadership(ctx, "", 1))
+	}
+	leader := c.leader(ctx)
+	s, err := c.node(leader).NewSession(ctx)
+	require.NoError(t, err)
+	grant := func(n int) {
+		for range n {
+			l, err := s.Acquire(ctx, "jobs/a")
+			require.NoError(t, err)
+			require.NoError(t, l.Release(ctx))
+		}
+	}
+	grant(5)
+	c.stop(3)
+	old := c.dirs[3] + ".copy"
+	require.NoError(t, os.CopyFS(old, os.DirFS(c.dirs[3])))
+	c.start(3)
+	grant(30)
+	// Replica 3 has acknowledged the entries of the grants (it applies
+	// them, after appending them).
+	want := c.node(leader).Status().AppliedIndex
+	for c.node(3).Status().AppliedIndex < want {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, leader, c.leader(ctx), "the leader, which remembers replica 3's progress, stays")
+	c.stop(3)
+	require.NoError(t, os.RemoveAll(c.dirs[3]))
+	require.NoError(t, os.Rename(old, c.dirs[3]))
+
+	n := c.start(3)
+	var last error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, last = n.Inspect(cctx, "jobs/a")
+		cancel()
+		if errors.Is(last, ErrInvalidConfig) {
+			break
+		}
+	}
+	require.ErrorIs(t, last, ErrInvalidConfig)
+	require.Contains(t, last.Error(), "older copy")
+	grant(3) // the other two go on
+}

@@ -162,3 +162,86 @@ func TestMisdirectedFollowsOwner(t *testing.T) {
 	require.Equal(t, beforeB, b.calls.Load(), "the owner's endpoint was asked before the one between")
 	require.NoError(t, l.Release(ctx))
 }
+
+// A waiting Acquire whose endpoint stops is asked again through the next:
+// the API answers it with the same request's state (queued once, never
+// twice), and the grant comes through the endpoint left.
+func TestWaitingAcquireFailsOver(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	a, b := newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	holder := newClient(t, g.urls[3])
+	hs, err := holder.NewSession(ctx, fencelock.WithTTL(5*time.Second))
+	require.NoError(t, err)
+	held, err := hs.Acquire(ctx, "jobs/wait")
+	require.NoError(t, err)
+
+	c := newClient(t, a.url, b.url)
+	s, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second))
+	require.NoError(t, err)
+	queued := make(chan int, 8)
+	got := make(chan error, 1)
+	var l *Lock
+	go func() {
+		var err error
+		l, err = s.Acquire(ctx, "jobs/wait", fencelock.WithQueuePosition(func(p int) { queued <- p }))
+		got <- err
+	}()
+	require.Equal(t, 1, <-queued)
+	a.stop()
+	before := b.calls.Load()
+	time.Sleep(time.Second)
+	require.Greater(t, b.calls.Load(), before, "the wait went on through the next endpoint")
+	info, err := holder.Inspect(ctx, "jobs/wait")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{s.ID()}, info.Queue, "queued once")
+	require.NoError(t, held.Release(ctx))
+	require.NoError(t, <-got)
+	require.Greater(t, l.Token(), held.Token())
+	require.NoError(t, l.Release(ctx))
+}
+
+// A waiting Acquire whose session's replica stops entirely: with sessions
+// owned by the group, the wait goes on through another replica, queued
+// once, and is granted; on a server without that, the session ends by the
+// client's clock at its lease's end and Acquire returns its error.
+func TestWaitingAcquireOwnerStops(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	holder := newClient(t, g.urls[3])
+	hs, err := holder.NewSession(ctx, fencelock.WithTTL(5*time.Second))
+	require.NoError(t, err)
+	held, err := hs.Acquire(ctx, "jobs/owner-wait")
+	require.NoError(t, err)
+
+	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
+	s, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second))
+	require.NoError(t, err)
+	queued := make(chan int, 8)
+	got := make(chan error, 1)
+	var l *Lock
+	go func() {
+		var err error
+		l, err = s.Acquire(ctx, "jobs/owner-wait", fencelock.WithQueuePosition(func(p int) { queued <- p }))
+		got <- err
+	}()
+	require.Equal(t, 1, <-queued)
+	g.stop(1)
+	time.Sleep(3 * time.Second) // past the lease: over, unless another replica serves the session
+	if s.Err() != nil {
+		require.ErrorIs(t, <-got, fencelock.ErrSessionExpired)
+		t.Logf("today's server: the waiting session ended with its replica: %v", s.Err())
+		return
+	}
+	info, err := holder.Inspect(ctx, "jobs/owner-wait")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{s.ID()}, info.Queue, "queued once after the failover")
+	require.NoError(t, held.Release(ctx))
+	require.NoError(t, <-got)
+	require.Greater(t, l.Token(), held.Token())
+	info, err = holder.Inspect(ctx, "jobs/owner-wait")
+	require.NoError(t, err)
+	require.Equal(t, l.Token(), info.Token)
+	require.Empty(t, info.Queue)
+	require.NoError(t, l.Release(ctx))
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -133,6 +134,8 @@ func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
 	// The disaster: the whole deployment is gone.
 	src.closeAll()
 
+	restoreRefusals(t, file.Bytes(), groups)
+
 	dst := restoredCluster(t, file.Bytes(), 3, groups)
 	dst.leader(ctx)
 	n := dst.node(3)
@@ -201,6 +204,64 @@ func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
 	require.Greater(t, next.Token(), info.Groups[0].LastToken)
 	_, err = dst.node(2).ResumeSession(ctx, quitter.Resume())
 	require.True(t, errors.Is(err, ErrSessionExpired), "%v", err)
+
+	// A restored replica restarts on its Dir like any other (its imported
+	// groups start without a members list: fencelock-restored.json).
+	dst.stop(2)
+	dst.start(2)
+	li, err = dst.node(2).Inspect(ctx, "inv@billing")
+	require.NoError(t, err)
+	require.Equal(t, held["inv@billing"].Token(), li.Token)
 	require.NoError(t, resumed.Close(ctx))
 	require.NoError(t, fresh.Close(ctx))
+	dst.closeAll()
+
+	// Restored with other voters for billing (replica 1 alone): replicas 2
+	// and 3 do not import it, and get it from its leader as non-voting
+	// replicas.
+	other := restoredCluster(t, file.Bytes(), 3, withGroups(GroupConfig{Name: "billing", Voters: []uint64{1}}))
+	li, err = other.node(3).Inspect(ctx, "inv@billing")
+	require.NoError(t, err)
+	require.True(t, li.Held)
+	require.Equal(t, held["inv@billing"].Token(), li.Token)
+	require.Equal(t, keeperBilling, li.SessionID)
+}
+
+// restoreRefusals: a damaged or truncated file is refused with
+// ErrInvalidBackup, a Dir in use or a deployment without the backup's
+// groups with ErrInvalidConfig; each leaves the Dir as it was.
+func restoreRefusals(t *testing.T, file []byte, groups func(*Config)) {
+	t.Helper()
+	net := transport.NewNetwork(7)
+	cfg := Config{ReplicaID: 1, Members: map[uint64]string{1: net.Addr(1)}, Dir: filepath.Join(t.TempDir(), "r"),
+		Transport: net, Logger: quietLogger}
+	groups(&cfg)
+	cfg.Groups = []GroupConfig{{Name: cfg.Groups[0].Name, Voters: []uint64{1}}} // a copy: the tune's slice is shared
+	for _, bad := range [][]byte{file[:len(file)-1], file[:len(file)/2], append(bytes.Clone(file[:100]), 0xff)} {
+		_, err := Restore(bytes.NewReader(bad), cfg)
+		require.ErrorIs(t, err, ErrInvalidBackup)
+		_, err = os.Stat(cfg.Dir)
+		require.True(t, os.IsNotExist(err), "%v", err)
+	}
+	damaged := bytes.Clone(file)
+	damaged[len(damaged)/3] ^= 1
+	_, err := Restore(bytes.NewReader(damaged), cfg)
+	require.ErrorIs(t, err, ErrInvalidBackup)
+
+	noBilling := cfg
+	noBilling.Groups = nil
+	_, err = Restore(bytes.NewReader(file), noBilling)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.Contains(t, err.Error(), `group "billing"`)
+	_, err = os.Stat(cfg.Dir)
+	require.True(t, os.IsNotExist(err), "%v", err)
+
+	require.NoError(t, os.MkdirAll(cfg.Dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(cfg.Dir, "x"), nil, 0o600))
+	_, err = Restore(bytes.NewReader(file), cfg)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.Contains(t, err.Error(), "not empty")
+	entries, err := os.ReadDir(cfg.Dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
 }

@@ -10,6 +10,7 @@
 //	go run ./bench -workload W9 -w9-sessions 2000 -w9-idle 20s  # idle sessions (W9 runs only when named)
 //	go run ./bench -workload W10                       # many groups (only when named): W10a per G, W10b, a check line
 //	go run ./bench -workload W11 -peer etcd -runs 3    # rolling restart (W11 runs only when named)
+//	go run ./bench -workload W12 -peer etcd -runs 1    # the service's rolling restart under its clients (only when named)
 //	go run ./bench -sweep W2,W6 -peer etcd             # sweeps: docs/perf/w2-sweep.json + .svg charts, w6-sweep.*
 //	go run ./bench -sweep W10                          # W10 (a) at G = 1,2,4,8: docs/perf/w10-sweep.*
 //	go run ./bench -charts docs/perf/w2-sweep.json     # redraw a sweep's charts from its JSON
@@ -68,6 +69,8 @@ type flags struct {
 	w10Groups          string
 	w10Idle, w10Settle time.Duration
 
+	w12Clients, w12Rounds int
+
 	sweep, sweepWorkers, sweepLocks, sweepOut, charts, chartDir string
 	sweepDuration                                               time.Duration
 	w6MemLimit, w6HeapProfile                                   string
@@ -100,6 +103,8 @@ func run() error {
 	flag.StringVar(&f.w10Groups, "w10-groups", "1,2,4,8", "W10 (a): the counts of groups over 3 replicas")
 	flag.DurationVar(&f.w10Idle, "w10-idle", 3*time.Second, "W10 (a): the idle window whose process CPU is measured at each count of groups")
 	flag.DurationVar(&f.w10Settle, "w10-settle", 30*time.Second, "W10: how long to wait for the leader balancer to spread the leaders before measuring anyway")
+	flag.IntVar(&f.w12Clients, "w12-clients", 16, "W12: client sessions, each cycling its own lock and holding another")
+	flag.IntVar(&f.w12Rounds, "w12-rounds", 2, "W12: rolling restarts (SIGTERM) of every replica before the SIGKILL")
 	flag.StringVar(&f.sweep, "sweep", "", "run sweeps instead of workloads: W2, W6, W10, or a list (W2 also on the -peer; W10 measures -duration a point)")
 	flag.StringVar(&f.sweepWorkers, "sweep-workers", "1,2,4,8,16,32,64,128,256", "W2 sweep: worker counts")
 	flag.DurationVar(&f.sweepDuration, "sweep-duration", 5*time.Second, "W2 sweep: measured time per point and system (after a 2s warm-up)")
@@ -127,12 +132,12 @@ func run() error {
 		return redraw(f.charts, f.chartDir)
 	}
 	all := append(append([]string{}, lockbench.Workloads...), "W6")
-	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9", "W10", "W11"))
+	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9", "W10", "W11", "W12"))
 	if err != nil {
 		return err
 	}
 	if f.workload == "" || f.workload == "all" {
-		workloads = all // W9 holds 100,000 sessions for a minute, W10 runs clusters of its own shapes, W11 restarts every replica: only when named
+		workloads = all // W9 holds 100,000 sessions for a minute, W10 runs clusters of its own shapes, W11 and W12 restart every replica: only when named
 	}
 	var sweeps []string
 	if f.sweep != "" {
@@ -234,6 +239,8 @@ func run() error {
 			switch w {
 			case "W6":
 				res, err = w6(ctx, f, dir)
+			case "W12":
+				res, err = w12(ctx, f, dir, w12Options(f))
 			case "W9":
 				var chk w9Check
 				res, chk, err = w9(ctx, f, dir)
@@ -415,10 +422,14 @@ func buildPeer(dir, root string) (*peer, error) {
 }
 
 func (p *peer) run(ctx context.Context, f flags, w string, r int, into map[string][]lockbench.Result) error {
-	cmd := exec.CommandContext(ctx, p.bin, "-workload", w,
+	args := []string{"-workload", w,
 		"-duration", f.duration.String(), "-workers", fmt.Sprint(f.workers),
 		"-iterations", fmt.Sprint(f.iterations),
-		"-dir", filepath.Join(p.root, fmt.Sprintf("%s-%s-%d", p.dirPrefix, w, r)))
+		"-dir", filepath.Join(p.root, fmt.Sprintf("%s-%s-%d", p.dirPrefix, w, r))}
+	if w == "W12" { // only builds that know W12 know its flags
+		args = append(args, "-w12-clients", fmt.Sprint(f.w12Clients), "-w12-rounds", fmt.Sprint(f.w12Rounds))
+	}
+	cmd := exec.CommandContext(ctx, p.bin, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

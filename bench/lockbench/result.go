@@ -100,6 +100,12 @@ func Headline(r Result) map[string]float64 {
 				h[k] = v
 			}
 		}
+	case "W12":
+		for _, k := range w12Headline {
+			if v, ok := r.Note(k); ok {
+				h[k] = v
+			}
+		}
 	case "W7":
 		for _, k := range []string{"read_ops_per_s", "write_ops_per_s", "read_p50_ms", "read_p99_ms", "write_p50_ms", "write_p99_ms"} {
 			if v, ok := r.Note(k); ok {

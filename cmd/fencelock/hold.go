@@ -83,15 +83,15 @@ const maxSleep = 250 * time.Millisecond
 // the lease the API grants (lease_ms after the send of the last one
 // answered), by the boot clock.
 //
-// A session lives on the replica that created it (docs/http.md): the other
-// replicas forward its calls there, and answer 503 while it is down. It
-// cannot outlive that replica, so if the replica dies the heartbeats go
-// unanswered whichever replica they are sent to, and the session is lost at
-// its deadline: the command is stopped then, and lock or elect exits.
+// Any replica serves the session (docs/http.md): if the one serving it
+// dies, a heartbeat to another adopts it with its lock, and the command
+// runs on. Only if no replica renews it (no quorum) do the heartbeats go
+// unanswered, and the session is lost at its deadline: the command is
+// stopped then, and lock or elect exits.
 type holder struct {
 	c      *client
 	id     string
-	home   string // the replica that created the session, which owns it
+	home   string // the replica that created the session, named in a loss
 	secret string // the session's, sent with every call acting on it
 	ttl    time.Duration
 	every  time.Duration // between heartbeats
@@ -202,7 +202,7 @@ func (h *holder) run(ctx context.Context) {
 			h.mu.Lock()
 			why := "no heartbeat answered within the lease (" + h.lease.String() + "): the group may free the lock from now on"
 			if h.failing != nil {
-				why += fmt.Sprintf("; the session lives on the replica that created it (%s) and ends with it; last error: %v", h.home, h.failing)
+				why += fmt.Sprintf("; no replica renewed the session (made on %s); last error: %v", h.home, h.failing)
 			}
 			h.mu.Unlock()
 			h.lose(errors.New(why))

@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// StatusJSON answers GET /v1/status: this replica's view of the group.
+type StatusJSON struct {
+	ReplicaID    uint64            `json:"replica_id"`
+	LeaderID     uint64            `json:"leader_id"`
+	IsLeader     bool              `json:"is_leader"`
+	Term         uint64            `json:"term"`
+	AppliedIndex uint64            `json:"applied_index"`
+	GroupID      string            `json:"group_id"`
+	Voters       map[string]string `json:"voters"`
+	NonVoting    map[string]string `json:"non_voting"`
+	Sessions     int               `json:"sessions"`
+	LocksHeld    int               `json:"locks_held"`
+	Waiters      int               `json:"waiters"`
+	// Unreachable are the voters this replica has not heard from in the
+	// last few election timeouts: down, or cut off from it. Known on the
+	// leader, and on every replica while the group has no leader; empty on
+	// a follower (fencelock.Status.Unreached).
+	Unreachable []uint64 `json:"unreachable"`
+	// HTTPSessions counts the sessions this replica's API owns.
+	HTTPSessions int `json:"http_sessions"`
+	// Groups are every group this replica runs, the default group (name
+	// "") first; the fields above are the default group's.
+	Groups []GroupJSON `json:"groups"`
+	// Version is what this replica runs: build and log formats.
+	Version VersionJSON `json:"version"`
+}
+
+// GroupJSON is one group in StatusJSON.
+type GroupJSON struct {
+	Name      string   `json:"name"`
+	GroupID   string   `json:"group_id"`
+	LeaderID  uint64   `json:"leader_id"`
+	IsLeader  bool     `json:"is_leader"`
+	NonVoting bool     `json:"non_voting"`
+	Voters    []uint64 `json:"voters"`
+	Term      uint64   `json:"term"`
+	LocksHeld int      `json:"locks_held"`
+	// Unreachable are the group's voters this replica does not reach.
+	Unreachable []uint64 `json:"unreachable"`
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st := s.node.Stats()
+	out := StatusJSON{ReplicaID: st.ReplicaID, LeaderID: st.LeaderID, IsLeader: st.IsLeader, Term: st.Term,
+		AppliedIndex: st.AppliedIndex, GroupID: strconv.FormatUint(st.GroupID, 16),
+		Voters: map[string]string{}, NonVoting: map[string]string{},
+		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters,
+		Unreachable: append([]uint64{}, st.Unreached...), Version: NewVersionJSON(st.Version)}
+	for id, a := range st.Voters {
+		out.Voters[strconv.FormatUint(id, 10)] = a
+	}
+	for _, g := range st.Groups {
+		out.Groups = append(out.Groups, GroupJSON{Name: g.Name, GroupID: strconv.FormatUint(g.GroupID, 16),
+			LeaderID: g.LeaderID, IsLeader: g.IsLeader, NonVoting: g.NonVoting,
+			Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term, LocksHeld: g.LocksHeld,
+			Unreachable: append([]uint64{}, g.Unreached...)})
+	}
+	// The full membership (non-voting replicas too) is a linearizable read;
+	// without a quorum the local view above is still worth showing.
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if m, err := s.node.Members(ctx); err == nil {
+		for id, a := range m.NonVoting {
+			out.NonVoting[strconv.FormatUint(id, 10)] = a
+		}
+	}
+	s.mu.Lock()
+	out.HTTPSessions = len(s.sessions)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// healthz answers /livez (and /healthz, its older name): the process
+// serves HTTP. It asks nothing of the groups: a replica without a quorum is
+// alive, and restarting it would not bring the quorum back.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyTimeout bounds /readyz's read, under the 1 s a Kubernetes probe
+// waits by default.
+const readyTimeout = 800 * time.Millisecond
+
+// readyz answers /readyz: 200 when this replica has caught up with a
+// leader it knows, in every group (fencelock.Node.Ready); else 503 with the
+// cause (code no_quorum when that is it).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.node.Ready(ctx); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

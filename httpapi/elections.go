@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -70,75 +69,36 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	hs.mu.Lock()
-	wt := hs.elections[name]
-	if wt != nil && wt.over() {
-		delete(hs.elections, name)
-		wt = nil
-	}
-	if wt == nil {
-		// A term kept by an adoption: the re-issued campaign gets it back.
-		if l := hs.heldTerm(name); l != nil {
-			wt = grantedWait(nil, l)
-			hs.elections[name] = wt
-		}
-	}
-	if wt == nil && !req.Wait {
-		l, err := hs.s.TryCampaign(ctx, name, req.Value)
-		if err == nil {
-			hs.elections[name] = grantedWait(nil, l)
-		}
-		hs.mu.Unlock()
-		switch {
-		case errors.Is(err, fencelock.ErrElectionTaken):
-			writeJSON(w, http.StatusOK, CampaignResponse{Elected: false})
-		case s.retryLost(w, r, hs, err, s.campaign):
-		case err != nil:
-			writeError(w, err)
-		default:
-			writeJSON(w, http.StatusOK, electedResponse(l))
-		}
-		return
-	}
-	if wt == nil {
-		var err error
-		wt, err = s.startWait(r.Context(), func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
+	s.request(w, r, hs, name, grantCall{
+		election: true,
+		wait:     req.Wait,
+		try: func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error) {
+			l, err := hs.s.TryCampaign(ctx, name, req.Value)
+			return nil, l, err
+		},
+		start: func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
 			l, err := hs.s.Campaign(ctx, name, req.Value, position)
 			return nil, l, err
-		})
-		if err != nil {
-			hs.mu.Unlock()
-			writeError(w, err)
-			return
-		}
-		hs.elections[name] = wt
-	}
-	hs.mu.Unlock()
-	pos, err := awaitQueued(ctx, hs, true, name, wt)
-	switch {
-	case s.retryLost(w, r, hs, err, s.campaign):
-	case err != nil:
-		writeError(w, err)
-	case pos == 0:
-		writeJSON(w, http.StatusOK, electedResponse(wt.lead))
-	default:
-		writeJSON(w, http.StatusOK, CampaignResponse{Elected: false, QueuePosition: pos, HolderSession: holderSession(hs, name)})
-	}
+		},
+		taken:   fencelock.ErrElectionTaken,
+		refused: CampaignResponse{Elected: false},
+		granted: func(wt *wait) any { return electedResponse(wt.lead) },
+		queued: func(pos int) any {
+			return CampaignResponse{Elected: false, QueuePosition: pos, HolderSession: holderSession(hs, name)}
+		},
+	}, s.campaign)
 }
 
-// term returns the session's current term of name with token, or a 409.
+// term returns the session's current term of name with token (one won
+// here, or kept by an adoption), or a 409.
 func term(hs *session, name string, token ID) (*fencelock.Leadership, error) {
 	hs.mu.Lock()
 	wt := hs.elections[name]
 	hs.mu.Unlock()
 	if wt == nil || !wt.isDone() || wt.lead == nil || wt.lead.Token() != uint64(token) {
-		// A term kept by an adoption has no call here.
-		if l := hs.heldTerm(name); l != nil && l.Token() == uint64(token) {
-			return l, nil
+		if wt = hs.held(name, true); wt == nil || wt.lead.Token() != uint64(token) {
+			return nil, newError(http.StatusConflict, CodeNotLeader, "token "+token.String()+" is not the session's current term of this election")
 		}
-		return nil, newError(http.StatusConflict, CodeNotLeader, "token "+token.String()+" is not the session's current term of this election")
 	}
 	return wt.lead, nil
 }
@@ -179,32 +139,14 @@ func (s *Server) resign(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	if req.Token == 0 {
-		hs.mu.Lock()
-		wt := hs.elections[name]
-		hs.mu.Unlock()
-		s.withdraw(w, ctx, hs, hs.elections, name, wt)
-		return
-	}
-	l, err := term(hs, name, req.Token)
-	if err == nil {
-		err = l.Resign(ctx)
-		if err == nil || errors.Is(err, fencelock.ErrNotLeader) {
-			hs.mu.Lock()
-			delete(hs.elections, name)
-			hs.mu.Unlock()
-		}
-	}
-	if s.retryLost(w, r, hs, err, s.resign) {
-		return
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]bool{"resigned": true})
+	s.finish(w, r, hs, name, endCall{
+		election: true,
+		token:    req.Token,
+		notHeld:  fencelock.ErrNotLeader,
+		stale:    newError(http.StatusConflict, CodeNotLeader, "token "+req.Token.String()+" is not the session's current term of this election"),
+		end:      func(ctx context.Context, wt *wait) error { return wt.lead.Resign(ctx) },
+		answer:   map[string]bool{"resigned": true},
+	}, s.resign)
 }
 
 // LeaderJSON describes an election's leader.

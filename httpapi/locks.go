@@ -2,124 +2,13 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencelock/fencelock"
 )
-
-// wait is one Acquire or Campaign made for a session: in flight (the server
-// waits in the queue on the client's behalf), granted, or failed.
-type wait struct {
-	cancel context.CancelFunc
-	queued chan struct{} // closed when the group queued the request
-	// position is the request's place in the queue (1: next), as this
-	// replica last applied it; 0 before it queued.
-	position atomic.Int64
-	done     chan struct{} // closed when the call returned; then:
-	lock     *fencelock.Lock
-	lead     *fencelock.Leadership
-	err      error
-}
-
-func (wt *wait) isDone() bool {
-	select {
-	case <-wt.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// over reports a wait whose call failed or whose grant ended: a new acquire
-// starts afresh.
-func (wt *wait) over() bool {
-	if !wt.isDone() {
-		return false
-	}
-	switch {
-	case wt.lock != nil:
-		return wt.lock.Err() != nil
-	case wt.lead != nil:
-		return wt.lead.Err() != nil
-	}
-	return true
-}
-
-// holds reports whether the session holds lock name (with election, leads
-// election name).
-func (hs *session) holds(name string, election bool) bool {
-	if election {
-		for _, l := range hs.s.Leaderships() {
-			if l.Election() == name {
-				return true
-			}
-		}
-		return false
-	}
-	for _, l := range hs.s.Locks() {
-		if l.Name() == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (hs *session) cancelAll() {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	for _, wt := range hs.locks {
-		wt.cancel()
-	}
-	for _, wt := range hs.elections {
-		wt.cancel()
-	}
-}
-
-// grantedWait is the wait of a call that returned at once.
-func grantedWait(l *fencelock.Lock, lead *fencelock.Leadership) *wait {
-	wt := &wait{cancel: func() {}, queued: make(chan struct{}), done: make(chan struct{}), lock: l, lead: lead}
-	close(wt.done)
-	return wt
-}
-
-// startWait runs call in the background, on the server's context, so that
-// it waits in the queue after the HTTP request that asked for it returned;
-// call passes the option it is given, which keeps the wait's queue position.
-// The call's span (see fencelock.Config.TracerProvider) is a child of the
-// trace span of req, the context of the request that started it (from its
-// traceparent header), though it outlives it. hs.mu is held.
-func (s *Server) startWait(req context.Context, call func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error)) (*wait, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, fencelock.ErrClosed
-	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	if sc := trace.SpanContextFromContext(req); sc.IsValid() {
-		ctx = trace.ContextWithSpanContext(ctx, sc)
-	}
-	wt := &wait{cancel: cancel, queued: make(chan struct{}), done: make(chan struct{})}
-	position := fencelock.WithQueuePosition(func(p int) {
-		if wt.position.Swap(int64(p)) == 0 {
-			close(wt.queued)
-		}
-	})
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer cancel()
-		wt.lock, wt.lead, wt.err = call(ctx, position)
-		close(wt.done)
-	}()
-	return wt, nil
-}
 
 // --- locks ---
 
@@ -163,112 +52,26 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-
-	hs.mu.Lock()
-	wt := hs.locks[name]
-	if wt != nil && wt.over() {
-		delete(hs.locks, name)
-		wt = nil
-	}
-	if wt == nil {
-		// A lock the session holds with no call here was granted through
-		// another replica and kept when this one adopted the session: the
-		// client re-issues its acquire, and gets that grant back.
-		if l := hs.heldLock(name); l != nil {
-			wt = grantedWait(l, nil)
-			hs.locks[name] = wt
-		}
-	}
-	if wt == nil && !req.Wait {
-		// Held under hs.mu: a concurrent acquire of the same lock by the
-		// same session waits for this one and then sees its grant.
-		l, err := hs.s.TryAcquire(ctx, name)
-		if err == nil {
-			hs.locks[name] = grantedWait(l, nil)
-		}
-		hs.mu.Unlock()
-		switch {
-		case errors.Is(err, fencelock.ErrLocked):
-			writeJSON(w, http.StatusOK, AcquireResponse{Granted: false})
-		case s.retryLost(w, r, hs, err, s.acquire):
-		case err != nil:
-			writeError(w, err)
-		default:
-			writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(l.Token()), Fence: l.Fence().String(),
-				HolderSession: holderSession(hs, name)})
-		}
-		return
-	}
-	if wt == nil {
-		var err error
-		wt, err = s.startWait(r.Context(), func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
+	s.request(w, r, hs, name, grantCall{
+		wait: req.Wait,
+		try: func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error) {
+			l, err := hs.s.TryAcquire(ctx, name)
+			return l, nil, err
+		},
+		start: func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
 			l, err := hs.s.Acquire(ctx, name, position)
 			return l, nil, err
-		})
-		if err != nil {
-			hs.mu.Unlock()
-			writeError(w, err)
-			return
-		}
-		hs.locks[name] = wt
-	}
-	hs.mu.Unlock()
-	pos, err := awaitQueued(ctx, hs, false, name, wt)
-	switch {
-	case s.retryLost(w, r, hs, err, s.acquire):
-	case err != nil:
-		writeError(w, err)
-	case pos == 0:
-		writeJSON(w, http.StatusOK, AcquireResponse{Granted: true, FencingToken: ID(wt.lock.Token()), Fence: wt.lock.Fence().String(),
-			HolderSession: holderSession(hs, name)})
-	default:
-		writeJSON(w, http.StatusOK, AcquireResponse{Granted: false, QueuePosition: pos, HolderSession: holderSession(hs, name)})
-	}
-}
-
-// awaitQueued waits until the call wt makes for a session on lock name
-// (with election, election name) is queued or has returned, and reports its
-// place in the queue: 0 if it returned with a grant. A call that failed is
-// forgotten from the session's waits, and its error returned, as is ctx's
-// if it ends first (the request then stays in flight at the group, and a
-// later call reports its state).
-func awaitQueued(ctx context.Context, hs *session, election bool, name string, wt *wait) (pos int, err error) {
-	select {
-	case <-wt.queued:
-	case <-wt.done:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	pos = int(wt.position.Load())
-	if !wt.isDone() && hs.holds(name, election) {
-		// The session holds it already (the grant was applied here, and
-		// what a client learns it from, a watch or observe stream, is
-		// written after): the call returns at once; answer with its grant
-		// rather than with the place it had.
-		select {
-		case <-wt.done:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	if !wt.isDone() { // still waiting
-		return pos, nil
-	}
-	if wt.err != nil {
-		hs.mu.Lock()
-		table := hs.locks
-		if election {
-			table = hs.elections
-		}
-		if table[name] == wt {
-			delete(table, name)
-		}
-		hs.mu.Unlock()
-		return 0, wt.err
-	}
-	return 0, nil
+		},
+		taken:   fencelock.ErrLocked,
+		refused: AcquireResponse{Granted: false},
+		granted: func(wt *wait) any {
+			return AcquireResponse{Granted: true, FencingToken: ID(wt.lock.Token()), Fence: wt.lock.Fence().String(),
+				HolderSession: holderSession(hs, name)}
+		},
+		queued: func(pos int) any {
+			return AcquireResponse{Granted: false, QueuePosition: pos, HolderSession: holderSession(hs, name)}
+		},
+	}, s.acquire)
 }
 
 // ReleaseResponse answers a release.
@@ -287,64 +90,14 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	hs.mu.Lock()
-	wt := hs.locks[name]
-	hs.mu.Unlock()
-	if req.FencingToken == 0 {
-		s.withdraw(w, ctx, hs, hs.locks, name, wt)
-		return
-	}
-	if wt == nil || !wt.isDone() || wt.lock == nil || wt.lock.Token() != uint64(req.FencingToken) {
-		// A grant kept by an adoption has no call here.
-		l := hs.heldLock(name)
-		if l == nil || l.Token() != uint64(req.FencingToken) {
-			writeError(w, newError(http.StatusConflict, CodeStaleToken,
-				"fencing token "+req.FencingToken.String()+" is not the session's current grant of this lock"))
-			return
-		}
-		wt = grantedWait(l, nil)
-	}
-	err := wt.lock.Release(ctx)
-	if err == nil || errors.Is(err, fencelock.ErrNotHeld) {
-		hs.mu.Lock()
-		if hs.locks[name] == wt {
-			delete(hs.locks, name)
-		}
-		hs.mu.Unlock()
-	}
-	if s.retryLost(w, r, hs, err, s.release) {
-		return
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, ReleaseResponse{Released: true})
-}
-
-// withdraw takes a session's waiting request out of its queue (ctx ends the
-// Acquire or Campaign, which withdraws it and gives back a grant that raced
-// ahead), and answers once it has.
-func (s *Server) withdraw(w http.ResponseWriter, ctx context.Context, hs *session, m map[string]*wait, name string, wt *wait) {
-	if wt == nil || wt.isDone() {
-		writeError(w, newError(http.StatusConflict, CodeStaleToken, "the session has no queued request for "+name+" to withdraw; to release a grant, send its token"))
-		return
-	}
-	wt.cancel()
-	select {
-	case <-wt.done:
-	case <-ctx.Done():
-		writeError(w, ctx.Err())
-		return
-	}
-	hs.mu.Lock()
-	if m[name] == wt {
-		delete(m, name)
-	}
-	hs.mu.Unlock()
-	writeJSON(w, http.StatusOK, ReleaseResponse{Withdrawn: true})
+	s.finish(w, r, hs, name, endCall{
+		token:   req.FencingToken,
+		notHeld: fencelock.ErrNotHeld,
+		stale: newError(http.StatusConflict, CodeStaleToken,
+			"fencing token "+req.FencingToken.String()+" is not the session's current grant of this lock"),
+		end:    func(ctx context.Context, wt *wait) error { return wt.lock.Release(ctx) },
+		answer: ReleaseResponse{Released: true},
+	}, s.release)
 }
 
 // LockJSON describes a lock.

@@ -1,0 +1,352 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencelock/fencelock"
+)
+
+// The calls that ask for a grant (acquire, campaign) and that end one
+// (release, resign) are one handler each, request and finish: a lock and
+// an election differ only in the calls they make and the answers they
+// write (grantCall, endCall).
+
+// wait is one Acquire or Campaign made for a session: in flight (the server
+// waits in the queue on the client's behalf), granted, or failed.
+type wait struct {
+	cancel context.CancelFunc
+	queued chan struct{} // closed when the group queued the request
+	// position is the request's place in the queue (1: next), as this
+	// replica last applied it; 0 before it queued.
+	position atomic.Int64
+	done     chan struct{} // closed when the call returned; then:
+	lock     *fencelock.Lock
+	lead     *fencelock.Leadership
+	err      error
+}
+
+func (wt *wait) isDone() bool {
+	select {
+	case <-wt.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// over reports a wait whose call failed or whose grant ended: a new acquire
+// starts afresh.
+func (wt *wait) over() bool {
+	if !wt.isDone() {
+		return false
+	}
+	switch {
+	case wt.lock != nil:
+		return wt.lock.Err() != nil
+	case wt.lead != nil:
+		return wt.lead.Err() != nil
+	}
+	return true
+}
+
+// holds reports whether the session holds lock name (with election, leads
+// election name).
+func (hs *session) holds(name string, election bool) bool {
+	if election {
+		for _, l := range hs.s.Leaderships() {
+			if l.Election() == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, l := range hs.s.Locks() {
+		if l.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (hs *session) cancelAll() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	for _, wt := range hs.locks {
+		wt.cancel()
+	}
+	for _, wt := range hs.elections {
+		wt.cancel()
+	}
+}
+
+// grantedWait is the wait of a call that returned at once.
+func grantedWait(l *fencelock.Lock, lead *fencelock.Leadership) *wait {
+	wt := &wait{cancel: func() {}, queued: make(chan struct{}), done: make(chan struct{}), lock: l, lead: lead}
+	close(wt.done)
+	return wt
+}
+
+// startWait runs call in the background, on the server's context, so that
+// it waits in the queue after the HTTP request that asked for it returned;
+// call passes the option it is given, which keeps the wait's queue position.
+// The call's span (see fencelock.Config.TracerProvider) is a child of the
+// trace span of req, the context of the request that started it (from its
+// traceparent header), though it outlives it. hs.mu is held.
+func (s *Server) startWait(req context.Context, call func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error)) (*wait, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fencelock.ErrClosed
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	if sc := trace.SpanContextFromContext(req); sc.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, sc)
+	}
+	wt := &wait{cancel: cancel, queued: make(chan struct{}), done: make(chan struct{})}
+	position := fencelock.WithQueuePosition(func(p int) {
+		if wt.position.Swap(int64(p)) == 0 {
+			close(wt.queued)
+		}
+	})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		wt.lock, wt.lead, wt.err = call(ctx, position)
+		close(wt.done)
+	}()
+	return wt, nil
+}
+
+// awaitQueued waits until the call wt makes for a session on lock name
+// (with election, election name) is queued or has returned, and reports its
+// place in the queue: 0 if it returned with a grant. A call that failed is
+// forgotten from the session's waits, and its error returned, as is ctx's
+// if it ends first (the request then stays in flight at the group, and a
+// later call reports its state).
+func awaitQueued(ctx context.Context, hs *session, election bool, name string, wt *wait) (pos int, err error) {
+	select {
+	case <-wt.queued:
+	case <-wt.done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	pos = int(wt.position.Load())
+	if !wt.isDone() && hs.holds(name, election) {
+		// The session holds it already (the grant was applied here, and
+		// what a client learns it from, a watch or observe stream, is
+		// written after): the call returns at once; answer with its grant
+		// rather than with the place it had.
+		select {
+		case <-wt.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if !wt.isDone() { // still waiting
+		return pos, nil
+	}
+	if wt.err != nil {
+		hs.mu.Lock()
+		table := hs.locks
+		if election {
+			table = hs.elections
+		}
+		if table[name] == wt {
+			delete(table, name)
+		}
+		hs.mu.Unlock()
+		return 0, wt.err
+	}
+	return 0, nil
+}
+
+// withdraw takes a session's waiting request out of its queue (ctx ends the
+// Acquire or Campaign, which withdraws it and gives back a grant that raced
+// ahead), and answers once it has.
+func (s *Server) withdraw(w http.ResponseWriter, ctx context.Context, hs *session, m map[string]*wait, name string, wt *wait) {
+	if wt == nil || wt.isDone() {
+		writeError(w, newError(http.StatusConflict, CodeStaleToken, "the session has no queued request for "+name+" to withdraw; to release a grant, send its token"))
+		return
+	}
+	wt.cancel()
+	select {
+	case <-wt.done:
+	case <-ctx.Done():
+		writeError(w, ctx.Err())
+		return
+	}
+	hs.mu.Lock()
+	if m[name] == wt {
+		delete(m, name)
+	}
+	hs.mu.Unlock()
+	writeJSON(w, http.StatusOK, ReleaseResponse{Withdrawn: true})
+}
+
+// table returns the session's waits for locks, or with election for
+// elections. hs.mu is held.
+func (hs *session) table(election bool) map[string]*wait {
+	if election {
+		return hs.elections
+	}
+	return hs.locks
+}
+
+// held returns the session's grant of lock (with election, term of
+// election) name as a granted wait, if it holds one: a grant kept by an
+// adoption has no call here.
+func (hs *session) held(name string, election bool) *wait {
+	if election {
+		if l := hs.heldTerm(name); l != nil {
+			return grantedWait(nil, l)
+		}
+		return nil
+	}
+	if l := hs.heldLock(name); l != nil {
+		return grantedWait(l, nil)
+	}
+	return nil
+}
+
+// grantCall is what an acquire and a campaign differ in.
+type grantCall struct {
+	election bool
+	wait     bool // the client's "wait": queue, rather than try once
+	// try asks once; taken is its error when another holds the grant, and
+	// refused the answer then.
+	try     func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error)
+	taken   error
+	refused any
+	// start waits in the queue, on the Server's context (startWait).
+	start func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error)
+	// granted and queued are the answers with a grant, and with a place.
+	granted func(wt *wait) any
+	queued  func(pos int) any
+}
+
+// request asks for lock or election name for session hs, once per name: a
+// call the session made already (in flight, queued or granted) is reported
+// rather than made again, and so is a grant the session holds without a
+// call here (one kept when this replica adopted the session): a re-issued
+// acquire or campaign answers the grant it already has, and never queues
+// behind its own session. self is the handler, for retryLost.
+func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, name string, c grantCall, self http.HandlerFunc) {
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	hs.mu.Lock()
+	table := hs.table(c.election)
+	wt := table[name]
+	if wt != nil && wt.over() {
+		delete(table, name)
+		wt = nil
+	}
+	if wt == nil {
+		if wt = hs.held(name, c.election); wt != nil {
+			table[name] = wt
+		}
+	}
+	if wt == nil && !c.wait {
+		// Held under hs.mu: a concurrent call for the same name by the
+		// same session waits for this one and then sees its grant.
+		l, lead, err := c.try(ctx)
+		if err == nil {
+			wt = grantedWait(l, lead)
+			table[name] = wt
+		}
+		hs.mu.Unlock()
+		switch {
+		case errors.Is(err, c.taken):
+			writeJSON(w, http.StatusOK, c.refused)
+		case s.retryLost(w, r, hs, err, self):
+		case err != nil:
+			writeError(w, err)
+		default:
+			writeJSON(w, http.StatusOK, c.granted(wt))
+		}
+		return
+	}
+	if wt == nil {
+		var err error
+		if wt, err = s.startWait(r.Context(), c.start); err != nil {
+			hs.mu.Unlock()
+			writeError(w, err)
+			return
+		}
+		table[name] = wt
+	}
+	hs.mu.Unlock()
+	pos, err := awaitQueued(ctx, hs, c.election, name, wt)
+	switch {
+	case s.retryLost(w, r, hs, err, self):
+	case err != nil:
+		writeError(w, err)
+	case pos == 0:
+		writeJSON(w, http.StatusOK, c.granted(wt))
+	default:
+		writeJSON(w, http.StatusOK, c.queued(pos))
+	}
+}
+
+// endCall is what a release and a resign differ in.
+type endCall struct {
+	election bool
+	token    ID    // the grant's; 0 withdraws the session's queued request
+	notHeld  error // end's error for a grant already over: forgotten too
+	stale    error // the answer when token is not the session's grant
+	end      func(ctx context.Context, wt *wait) error
+	answer   any
+}
+
+// finish ends the session's grant of name with c.token (one made here, or
+// kept by an adoption), or with token 0 withdraws its queued request.
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, hs *session, name string, c endCall, self http.HandlerFunc) {
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	hs.mu.Lock()
+	table := hs.table(c.election)
+	wt := table[name]
+	hs.mu.Unlock()
+	if c.token == 0 {
+		s.withdraw(w, ctx, hs, table, name, wt)
+		return
+	}
+	if wt == nil || !wt.isDone() || wt.token() != uint64(c.token) {
+		if wt = hs.held(name, c.election); wt == nil || wt.token() != uint64(c.token) {
+			writeError(w, c.stale)
+			return
+		}
+	}
+	err := c.end(ctx, wt)
+	if err == nil || errors.Is(err, c.notHeld) {
+		hs.mu.Lock()
+		if table[name] == wt {
+			delete(table, name)
+		}
+		hs.mu.Unlock()
+	}
+	if s.retryLost(w, r, hs, err, self) {
+		return
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c.answer)
+}
+
+// token is the fencing token (or epoch) of wt's grant; 0 without one.
+func (wt *wait) token() uint64 {
+	switch {
+	case wt.lock != nil:
+		return wt.lock.Token()
+	case wt.lead != nil:
+		return wt.lead.Token()
+	}
+	return 0
+}

@@ -139,7 +139,9 @@ func startServeGroup(ctx context.Context, bin, dir string, n int, logf func(stri
 	return g, nil
 }
 
-func (g *serveGroup) logPath(i int) string { return filepath.Join(g.dir, fmt.Sprintf("replica-%d.log", i+1)) }
+func (g *serveGroup) logPath(i int) string {
+	return filepath.Join(g.dir, fmt.Sprintf("replica-%d.log", i+1))
+}
 
 func (g *serveGroup) start(i int) error {
 	if err := os.MkdirAll(g.dir, 0o755); err != nil {

@@ -26,17 +26,21 @@ func main() {
 		workers  = flag.Int("workers", 0, "workers of W2, W3 and W4 (0: as specified)")
 		iters    = flag.Int("iterations", 2000, "W1 pairs")
 		dir      = flag.String("dir", "", "where the members' data dirs go (default: a new temp dir, removed after)")
+		w12c     = flag.Int("w12-clients", 16, "W12: client sessions, each cycling its own lock and holding another")
+		w12r     = flag.Int("w12-rounds", 2, "W12: rolling restarts (graceful stops) of every member before the kill")
 	)
 	flag.Parse()
+	w12o := lockbench.W12Options{Clients: *w12c, Rounds: *w12r,
+		Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "etcdpeer: "+format+"\n", args...) }}
 	if err := run(*workload, *dir, lockbench.Options{System: "etcd", Duration: *duration,
-		Workers: *workers, Iterations: *iters}); err != nil {
+		Workers: *workers, Iterations: *iters}, w12o); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdpeer:", err)
 		os.Exit(1)
 	}
 }
 
-func run(workload, root string, o lockbench.Options) error {
-	workloads, err := lockbench.ParseWorkloads(workload, append(append([]string{}, lockbench.Workloads...), "W6", "W11"))
+func run(workload, root string, o lockbench.Options, w12o lockbench.W12Options) error {
+	workloads, err := lockbench.ParseWorkloads(workload, append(append([]string{}, lockbench.Workloads...), "W6", "W11", "W12"))
 	if err != nil {
 		return err
 	}
@@ -53,6 +57,14 @@ func run(workload, root string, o lockbench.Options) error {
 			fmt.Println(r.JSON())
 			continue
 		}
+		if w == "W12" {
+			res, err := w12(context.Background(), filepath.Join(root, w), w12o)
+			if err != nil {
+				return fmt.Errorf("%s: %w", w, err)
+			}
+			fmt.Println(res.JSON())
+			continue
+		}
 		res, err := lockbench.Run(context.Background(), o, w, start, filepath.Join(root, w))
 		if err != nil {
 			return fmt.Errorf("%s: %w", w, err)
@@ -60,4 +72,13 @@ func run(workload, root string, o lockbench.Options) error {
 		fmt.Println(res.JSON())
 	}
 	return nil
+}
+
+func w12(ctx context.Context, dir string, o lockbench.W12Options) (lockbench.Result, error) {
+	s, err := startService(ctx, dir)
+	if err != nil {
+		return lockbench.Result{}, fmt.Errorf("start cluster: %w", err)
+	}
+	defer s.Close()
+	return lockbench.W12(ctx, s, "etcd", o)
 }

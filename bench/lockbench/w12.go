@@ -177,7 +177,26 @@ type w12run struct {
 	failures []string
 	cycles   atomic.Int64
 
-	sessionsLost, heldLost, doubles, stale int
+	sessionsLost, stale int
+	lost                map[string]bool // long-held locks lost: their holder told, or a probe got them
+	doubled             map[string]bool // locks seen with two holders, or a stale write refused by the fencer
+}
+
+// markLost records name as lost and says whether it was news.
+func (r *w12run) markLost(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lost[name] {
+		return false
+	}
+	r.lost[name] = true
+	return true
+}
+
+func (r *w12run) isLost(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost[name]
 }
 
 func (r *w12run) at() string {
@@ -199,7 +218,7 @@ func (r *w12run) enter(name, who string) {
 	r.holding[name]++
 	n := r.holding[name]
 	if n > 1 {
-		r.doubles++
+		r.doubled[name] = true
 	}
 	r.mu.Unlock()
 	if n > 1 {
@@ -219,26 +238,39 @@ func (r *w12run) admit(name string, token uint64, who string) {
 	if err := r.o.Fencer.Admit(name, token); err != nil {
 		r.mu.Lock()
 		r.stale++
-		r.doubles++
+		r.doubled[name] = true
 		r.mu.Unlock()
 		r.event("DOUBLE HOLDER (fencer): %s wrote %s with token %d: %v", who, name, token, err)
 	}
 }
 
-func (r *w12run) took(d time.Duration, what string, err error) {
+// now returns the step running now, to label a call by when it started.
+func (r *w12run) now() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.step
+}
+
+// took records a call that started in step and took d: a failed call
+// counts as failed, and its wait as a stall like any other call's.
+func (r *w12run) took(d time.Duration, what, step string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d > r.longest {
+		r.longest, r.longAt = d, fmt.Sprintf("%s(%s)", strings.ReplaceAll(step, " ", "_"), what)
+		if err != nil {
+			r.longAt += "(failed)"
+		}
+	}
 	if err != nil {
 		r.failed++
 		if len(r.failures) < 20 {
-			r.failures = append(r.failures, fmt.Sprintf("%s %s after %v: %v", r.at(), what, d.Round(time.Millisecond), err))
+			r.failures = append(r.failures, fmt.Sprintf("t=%.1fs %s: %s after %v: %v",
+				time.Since(r.start).Seconds()-d.Seconds(), step, what, d.Round(time.Millisecond), err))
 		}
 		return
 	}
 	r.durs = append(r.durs, d)
-	if d > r.longest {
-		r.longest, r.longAt = d, fmt.Sprintf("%s(%s)", strings.ReplaceAll(r.step, " ", "_"), what)
-	}
 }
 
 // w12holder is one client: a session, its long-held lock, and its cycle
@@ -264,7 +296,8 @@ func (h *w12holder) cycleName() string { return fmt.Sprintf("bench/W12/cycle/%d"
 // lock: a grant is a lock lost.
 func W12(ctx context.Context, svc Service, system string, o W12Options) (res Result, err error) {
 	o = o.defaults()
-	r := &w12run{o: o, start: time.Now(), step: "setup", holding: map[string]int{}}
+	r := &w12run{o: o, start: time.Now(), step: "setup", holding: map[string]int{},
+		lost: map[string]bool{}, doubled: map[string]bool{}}
 	res = Result{System: system, Workload: "W12", Workers: o.Clients}
 	if _, err := svc.Leader(ctx); err != nil {
 		return res, err
@@ -348,9 +381,7 @@ func W12(ctx context.Context, svc Service, system string, o W12Options) (res Res
 				return
 			default:
 			}
-			r.mu.Lock()
-			r.heldLost++
-			r.mu.Unlock()
+			r.markLost(h.heldName())
 			r.leave(h.heldName())
 			h.mu.Lock()
 			h.held = nil
@@ -432,7 +463,11 @@ func W12(ctx context.Context, svc Service, system string, o W12Options) (res Res
 			if g != nil {
 				r.admit(h.heldName(), h.heldTok, fmt.Sprintf("client %d", h.i))
 			}
-			r.probe(ctx, probe, h.heldName(), g)
+			var told <-chan struct{}
+			if g != nil {
+				told = g.Done()
+			}
+			r.probe(ctx, probe, h.heldName(), told)
 		}
 		for _, x := range exts {
 			extMu.Lock()
@@ -441,7 +476,7 @@ func W12(ctx context.Context, svc Service, system string, o W12Options) (res Res
 			if !lost {
 				r.admit(x.name, x.e.Token(), x.kind)
 			}
-			r.probe(ctx, probe, x.name, nil)
+			r.probe(ctx, probe, x.name, x.e.Exited())
 		}
 	}
 
@@ -529,7 +564,7 @@ func W12(ctx context.Context, svc Service, system string, o W12Options) (res Res
 	for _, x := range exts {
 		ok, detail := x.e.Finish(ctx)
 		extMu.Lock()
-		lost := extLost[x.kind]
+		lost := extLost[x.kind] || r.isLost(x.name)
 		extMu.Unlock()
 		if !ok || lost {
 			ended++
@@ -547,14 +582,18 @@ func W12(ctx context.Context, svc Service, system string, o W12Options) (res Res
 		r.admit(h.heldName(), h.heldTok, fmt.Sprintf("client %d", h.i))
 		r.leave(h.heldName())
 		rctx, cancel := context.WithTimeout(ctx, w12call)
-		t0 := time.Now()
+		t0, step := time.Now(), r.now()
 		err := g.Release(rctx)
 		cancel()
-		r.took(time.Since(t0), "release held", err)
+		r.took(time.Since(t0), "release held", step, err)
 	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	heldLost := 0
+	for _, h := range hs {
+		heldLost += b2i(r.lost[h.heldName()])
+	}
 	a := r.durs.sorted()
 	res.Ops = int(r.cycles.Load())
 	res.DurationS = round1(time.Since(r.start).Seconds())
@@ -564,7 +603,7 @@ func W12(ctx context.Context, svc Service, system string, o W12Options) (res Res
 	res.P50, res.P99, res.P999, res.Max = a.pct(.5), a.pct(.99), a.pct(.999), a.pct(1)
 	res.Errors = r.failed
 	res.addNote("sessions_lost=%d held_lost=%d double_holders=%d stale_writes=%d failed_calls=%d longest_stall_ms=%v longest_at=%s",
-		r.sessionsLost, r.heldLost, r.doubles, r.stale, r.failed, ms(r.longest), r.longAt)
+		r.sessionsLost, heldLost, len(r.doubled), r.stale, r.failed, ms(r.longest), r.longAt)
 	if len(extNotes) > 0 {
 		res.addNote("%s externals_ended_early=%d", strings.Join(extNotes, " "), ended)
 	} else {
@@ -584,9 +623,12 @@ func W12(ctx context.Context, svc Service, system string, o W12Options) (res Res
 }
 
 // probe tries to take name on the probe session: a grant is a lost lock,
-// and a double holder if its holder (g, nil for none known) had not been
-// told it lost it.
-func (r *w12run) probe(ctx context.Context, probe ServiceSession, name string, g ServiceGrant) {
+// and a double holder unless its holder had been told it lost it (told
+// closed; nil: no holder is known). A lock known lost is not probed again.
+func (r *w12run) probe(ctx context.Context, probe ServiceSession, name string, told <-chan struct{}) {
+	if r.isLost(name) {
+		return
+	}
 	pctx, cancel := context.WithTimeout(ctx, w12call)
 	defer cancel()
 	got, err := probe.TryAcquire(pctx, name)
@@ -596,23 +638,22 @@ func (r *w12run) probe(ctx context.Context, probe ServiceSession, name string, g
 		}
 		return
 	}
-	told := g == nil
-	if g != nil {
+	wasTold := told == nil
+	if told != nil {
 		select {
-		case <-g.Done():
-			told = true
+		case <-told:
+			wasTold = true
 		default:
 		}
 	}
-	r.enter(name, "the probe")
+	r.markLost(name)
 	r.admit(name, got.Token(), "the probe")
-	r.leave(name)
-	if !told {
+	if !wasTold {
 		r.mu.Lock()
-		r.doubles++
+		r.doubled[name] = true
 		r.mu.Unlock()
 	}
-	r.event("PROBE GOT %s (token %d): a held lock was free; its holder told: %v", name, got.Token(), told)
+	r.event("PROBE GOT %s (token %d): a held lock was free; its holder had been told it lost it: %v", name, got.Token(), wasTold)
 	_ = got.Release(pctx)
 }
 
@@ -633,7 +674,7 @@ func (r *w12run) cycle(ctx context.Context, svc Service, h *w12holder, count *at
 			r.event("SESSION LOST: %s's session: %v", who, s.Err())
 			ns, err := svc.Open(ctx, r.o.TTL)
 			if err != nil {
-				r.took(0, "reopen session", err)
+				r.took(0, "reopen session", r.now(), err)
 				time.Sleep(100 * time.Millisecond) // before trying again
 				continue
 			}
@@ -645,7 +686,7 @@ func (r *w12run) cycle(ctx context.Context, svc Service, h *w12holder, count *at
 		}
 		name := h.cycleName()
 		actx, cancel := context.WithTimeout(ctx, w12call)
-		t0 := time.Now()
+		t0, step := time.Now(), r.now()
 		g, err := s.Acquire(actx, name)
 		if ctx.Err() != nil {
 			cancel()
@@ -656,7 +697,7 @@ func (r *w12run) cycle(ctx context.Context, svc Service, h *w12holder, count *at
 			}
 			return
 		}
-		r.took(time.Since(t0), "acquire", err)
+		r.took(time.Since(t0), "acquire", step, err)
 		if err != nil {
 			cancel()
 			continue
@@ -669,9 +710,9 @@ func (r *w12run) cycle(ctx context.Context, svc Service, h *w12holder, count *at
 		cancel()
 		// Not under ctx: the end of the run must not fail a release.
 		rctx, c2 := context.WithTimeout(context.Background(), w12call)
-		t1 := time.Now()
+		t1, step := time.Now(), r.now()
 		err = g.Release(rctx)
-		r.took(time.Since(t1), "release", err)
+		r.took(time.Since(t1), "release", step, err)
 		c2()
 		if err == nil {
 			r.cycles.Add(1)

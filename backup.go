@@ -50,7 +50,8 @@ type BackupGroup struct {
 	LastToken uint64
 	// Voters are the group's voters at Index.
 	Voters map[uint64]string
-	// Sessions, Locks and Elections count what the copy holds.
+	// Sessions, Locks and Elections count what the group held when its
+	// copy was taken (at the read barrier before it: for people).
 	Sessions, Locks, Elections int
 }
 
@@ -105,7 +106,7 @@ func (n *Node) Snapshot(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("fencelock: snapshot of %s: %w", groupLabel(name), err)
 		}
-		g := backup.GroupOf(ex.Snapshot, ex.Meta, ex.State)
+		g := backup.GroupOf(ex.Snapshot, ex.Meta, ex.Head, ex.Sessions, ex.Locks, ex.Elections)
 		g.Name, g.Voters = name, ex.Snapshot.Membership.Addresses
 		h.Groups = append(h.Groups, g)
 		files, metas = append(files, ex.File), append(metas, ex.Meta)

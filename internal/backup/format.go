@@ -82,7 +82,9 @@ type Group struct {
 	LastToken uint64 `json:"last_token"`
 	// Voters are the group's voters at Index (ID → raft address).
 	Voters map[uint64]string `json:"voters"`
-	// Sessions, Locks and Elections count what the state holds.
+	// Sessions, Locks and Elections count what the group held at the
+	// read barrier before its snapshot (for people: the snapshot, at the
+	// same or a later index, may differ by what was applied in between).
 	Sessions  int `json:"sessions"`
 	Locks     int `json:"locks"`
 	Elections int `json:"elections"`
@@ -269,13 +271,13 @@ func validName(name string) bool {
 	return true
 }
 
-// GroupOf fills in what a group's header entry says of its state and
-// snapshot: the caller sets Name and Voters.
-func GroupOf(ss pb.Snapshot, meta []byte, st *fsm.State) Group {
-	sessions, locks, _ := st.Counts()
-	elections, _ := st.ElectionCounts()
+// GroupOf fills in what a group's header entry says of its snapshot: ss
+// and meta are Dragonboat's record of it, head what its state's first
+// fields say, and the counts what the state holds. The caller sets Name
+// and Voters.
+func GroupOf(ss pb.Snapshot, meta []byte, head fsm.SnapshotHead, sessions, locks, elections int) Group {
 	return Group{
-		ShardID: ss.ShardID, GroupID: st.GroupID(), Index: ss.Index, Term: ss.Term, LastToken: st.LastToken(),
+		ShardID: ss.ShardID, GroupID: head.GroupID, Index: ss.Index, Term: ss.Term, LastToken: head.LastToken,
 		Sessions: sessions, Locks: locks, Elections: elections,
 		MetaSize: uint64(len(meta)), FileSize: ss.FileSize,
 	}

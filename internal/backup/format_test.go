@@ -33,7 +33,11 @@ func sampleSection(t testing.TB, name string, shard uint64, st *fsm.State, index
 		Membership: pb.Membership{Addresses: map[uint64]string{1: "a:1", 2: "b:1", 3: "c:1"}}}
 	meta, err := ss.Marshal()
 	require.NoError(t, err)
-	g := GroupOf(ss, meta, st)
+	head, err := fsm.PeekSnapshot(bytes.NewReader(state.Bytes()))
+	require.NoError(t, err)
+	sessions, locks, _ := st.Counts()
+	elections, _ := st.ElectionCounts()
+	g := GroupOf(ss, meta, head, sessions, locks, elections)
 	g.Name, g.Voters = name, ss.Membership.Addresses
 	return g, Source{Meta: meta, File: bytes.NewReader(file)}
 }

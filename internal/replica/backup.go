@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -35,10 +35,13 @@ import (
 
 // Exported is one group's snapshot as Dragonboat exported it, checked.
 type Exported struct {
-	Meta     []byte      // the metadata record (protobuf)
-	Snapshot pb.Snapshot // what Meta decodes to
-	File     string      // the snapshot file's path, under the export's directory
-	State    *fsm.State  // the state in File, restored from it to check it
+	Meta     []byte           // the metadata record (protobuf)
+	Snapshot pb.Snapshot      // what Meta decodes to
+	File     string           // the snapshot file's path, under the export's directory
+	Head     fsm.SnapshotHead // what the state's first fields say
+	// Sessions, Locks and Elections are what the state held at the read
+	// barrier (the snapshot is at the same or a later index).
+	Sessions, Locks, Elections int
 }
 
 // Export writes a snapshot of the group's state into dir (which must
@@ -48,11 +51,17 @@ type Exported struct {
 // Snapshot.Index. It needs the group's quorum for the barrier, and fails
 // with ErrUnavailable (and ctx's error) if ctx ends first.
 func (r *Replica) Export(ctx context.Context, dir string) (Exported, error) {
-	v, err := r.Read(ctx, func(st *fsm.State) any { return st.Index() })
+	type atBarrier struct{ index, sessions, locks, elections int }
+	v, err := r.Read(ctx, func(st *fsm.State) any {
+		sessions, locks, _ := st.Counts()
+		elections, _ := st.ElectionCounts()
+		return atBarrier{int(st.Index()), sessions, locks, elections}
+	})
 	if err != nil {
 		return Exported{}, err
 	}
-	barrier := v.(uint64)
+	at := v.(atBarrier)
+	barrier := uint64(at.index)
 	var index uint64
 	for b := newBackoff(r.cfg.RTT); ; {
 		if err := r.check(ctx, err); err != nil {
@@ -78,10 +87,16 @@ func (r *Replica) Export(ctx context.Context, dir string) (Exported, error) {
 	if index < barrier {
 		return Exported{}, fmt.Errorf("%w: group %q exported its snapshot at index %d, before the read barrier's %d", ErrUnavailable, r.name, index, barrier)
 	}
-	return readExport(dir, index)
+	ex, err := readExport(dir, index)
+	ex.Sessions, ex.Locks, ex.Elections = at.sessions, at.locks, at.elections
+	return ex, err
 }
 
-// readExport reads and checks the snapshot Dragonboat exported into dir.
+// readExport reads and checks the snapshot Dragonboat exported into dir:
+// its metadata, every block of its file, and the first fields of the state
+// in it. The state itself is not restored here, so that a backup of a
+// large table does not hold a second copy of it in the serving replica's
+// memory; ReadBackup and Restore restore it, before anything relies on it.
 func readExport(dir string, index uint64) (Exported, error) {
 	sub := filepath.Join(dir, fmt.Sprintf("snapshot-%016X", index))
 	meta, err := os.ReadFile(filepath.Join(sub, backup.MetadataFile))
@@ -101,14 +116,15 @@ func readExport(dir string, index uint64) (Exported, error) {
 	if err != nil {
 		return Exported{}, err
 	}
-	st, err := fsm.Restore(strings.NewReader(string(payload)))
+	head, err := fsm.PeekSnapshot(bytes.NewReader(payload))
 	if err != nil {
 		return Exported{}, err
 	}
-	if ss.Index != index || ss.FileSize != uint64(len(data)) {
-		return Exported{}, fmt.Errorf("exported snapshot: index %d and %d bytes, expected index %d and %d bytes", ss.Index, ss.FileSize, index, len(data))
+	if ss.Index != index || ss.FileSize != uint64(len(data)) || head.Index > index {
+		return Exported{}, fmt.Errorf("exported snapshot: index %d (state's %d) and %d bytes, expected index %d and %d bytes",
+			ss.Index, head.Index, ss.FileSize, index, len(data))
 	}
-	return Exported{Meta: rec, Snapshot: ss, File: file, State: st}, nil
+	return Exported{Meta: rec, Snapshot: ss, File: file, Head: head}, nil
 }
 
 // restoredFileName lists, in Dir, the groups whose state a restore

@@ -81,7 +81,9 @@ func backupInfo(h backup.Header) BackupInfo {
 // ctx's error, or ErrNoQuorum) if a group cannot be read before ctx ends.
 // Dragonboat writes each copy to disk first, in a directory under Dir that
 // is removed before Snapshot returns, so it needs free space in Dir for
-// one copy of the state. The file holds the sessions' secrets (their
+// one copy of the state (a process killed during Snapshot leaves that
+// directory, named .snapshot-export-*, behind: delete it). The file holds
+// the sessions' secrets (their
 // resume credentials): keep it as private as Dir. A failed Snapshot may
 // have written part of the file to w; that part fails the checksum
 // (ErrInvalidBackup) if restored.
@@ -171,7 +173,9 @@ func ReadBackup(r io.Reader) (BackupInfo, error) {
 // group not in it starts empty, as a new group does). A replica that does
 // not vote in a named group is given that group's state by its leader. The
 // whole file is checked before anything is written (ErrInvalidBackup);
-// any other failure wraps ErrInvalidConfig and leaves Dir as it was.
+// any other failure wraps ErrInvalidConfig and leaves Dir as it was. It
+// holds the whole file in memory, and every group's state while it checks
+// them: restore on a host with room for that.
 func Restore(r io.Reader, cfg Config) (BackupInfo, error) {
 	if err := cfg.normalize(); err != nil {
 		return BackupInfo{}, err

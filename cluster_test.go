@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/servetest"
 	"github.com/fencelock/fencelock/transport"
 	"github.com/stretchr/testify/require"
 )
@@ -34,7 +33,7 @@ var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l := listenBelowEphemeral(t)
+	l := servetest.ListenBelowEphemeral(t)
 	defer l.Close()
 	return l.Addr().String()
 }
@@ -165,20 +164,4 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// listenBelowEphemeral listens on a free loopback port below Linux's
-// ephemeral range (32768-60999), so that once it is closed and handed to a
-// replica, no kernel-chosen port (an outgoing connection's source port, a
-// ":0" listener of another process) can take it in the meantime.
-func listenBelowEphemeral(t testing.TB) net.Listener {
-	t.Helper()
-	for range 1000 {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
-		if err == nil {
-			return l
-		}
-	}
-	t.Fatal("no free loopback port below the ephemeral range")
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/httpapi"
+	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 // follower returns a replica of g that is not the raft leader, once there
@@ -18,7 +19,7 @@ import (
 func (g *group) follower(t *testing.T) uint64 {
 	t.Helper()
 	var leader uint64
-	waitFor(t, "a raft leader", func() bool {
+	servetest.WaitFor(t, "a raft leader", func() bool {
 		leader = g.nodes[1].Status().LeaderID
 		return leader != 0
 	})

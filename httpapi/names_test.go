@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/servetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -57,7 +58,7 @@ func TestNamesInHTTPViews(t *testing.T) {
 		require.NotEmpty(t, w["queued_at"])
 	}
 	var one reply
-	waitFor(t, "the held lock to be held for a while", func() bool {
+	servetest.WaitFor(t, "the held lock to be held for a while", func() bool {
 		one = call(t, "GET", lockURL(g.urls[3], "jobs/reindex", ""), nil)
 		v, _ := one.body["held_for_ms"].(float64)
 		return v > 0
@@ -100,7 +101,7 @@ func TestContendedHTTP(t *testing.T) {
 		require.Equal(t, false, r.body["granted"], r.raw)
 	}
 	var got []string
-	waitFor(t, "both queues", func() bool {
+	servetest.WaitFor(t, "both queues", func() bool {
 		r := call(t, "GET", g.urls[2]+"/v1/locks?sort=waiters", nil)
 		require.Equal(t, 200, r.status, r.raw)
 		got = nil
@@ -157,16 +158,4 @@ func TestElectionsHTTP(t *testing.T) {
 	require.Equal(t, []string{"orders/p", "orders/q", "orders/r"}, names)
 	r := call(t, "GET", a+"/v1/elections?limit=0", nil)
 	require.Equal(t, 400, r.status, r.raw)
-}
-
-// waitFor polls cond until it holds, failing after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

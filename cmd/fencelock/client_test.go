@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/servetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -79,7 +80,7 @@ func TestCallFailsOver(t *testing.T) {
 }
 
 // deadAddr is a loopback address nothing listens on.
-func deadAddr(t *testing.T) string { return freePort(t) }
+func deadAddr(t *testing.T) string { return servetest.FreePort(t) }
 
 // A stream that ends (its replica went) is reopened on the next replica
 // that answers, which starts with the current state; one refused for a

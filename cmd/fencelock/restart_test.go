@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 // call makes one call to the first of urls that answers it at all (a
@@ -120,7 +122,7 @@ func TestRollingRestartKeepsSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts three processes")
 	}
-	p := startProcs(t)
+	p := servetest.Start(t)
 	var mu sync.Mutex
 	up := map[uint64]bool{1: true, 2: true, 3: true}
 	// upURLs lists the running replicas, each step's first choice first:
@@ -131,17 +133,17 @@ func TestRollingRestartKeepsSessions(t *testing.T) {
 		var out []string
 		for id := uint64(1); id <= 3; id++ {
 			if up[id] {
-				out = append(out, p.urls[id])
+				out = append(out, p.URLs[id])
 			}
 		}
 		return out
 	}
 	const ttl = 6000
-	r := do(t, "POST", p.urls[1]+"/v1/sessions", map[string]any{"ttl_ms": ttl, "name": "holder"})
+	r := do(t, "POST", p.URLs[1]+"/v1/sessions", map[string]any{"ttl_ms": ttl, "name": "holder"})
 	require.Equal(t, 201, r.status, r.raw)
 	holder, holderSecret := r.str("session_id"), r.str("session_secret")
 	lease := time.Duration(r.body["lease_ms"].(float64)) * time.Millisecond
-	r = do(t, "POST", p.urls[3]+"/v1/sessions", map[string]any{"ttl_ms": ttl, "name": "other"})
+	r = do(t, "POST", p.URLs[3]+"/v1/sessions", map[string]any{"ttl_ms": ttl, "name": "other"})
 	require.Equal(t, 201, r.status, r.raw)
 	other, otherSecret := r.str("session_id"), r.str("session_secret")
 
@@ -160,7 +162,7 @@ func TestRollingRestartKeepsSessions(t *testing.T) {
 	}
 	defer stopHeartbeats()
 
-	r, err := call("POST", []string{p.urls[2]}, "/v1/locks/jobs%2Fx/acquire", holderSecret, map[string]any{"session_id": holder, "wait": false})
+	r, err := call("POST", []string{p.URLs[2]}, "/v1/locks/jobs%2Fx/acquire", holderSecret, map[string]any{"session_id": holder, "wait": false})
 	require.NoError(t, err)
 	require.Equal(t, true, r.body["granted"], r.raw)
 	token := r.str("fencing_token")
@@ -212,23 +214,19 @@ func TestRollingRestartKeepsSessions(t *testing.T) {
 		mu.Lock()
 		up[id] = false
 		mu.Unlock()
-		c := p.cmds[id]
-		require.NoError(t, c.Process.Signal(sig))
-		_ = c.Wait()
-		delete(p.cmds, id)
+		p.Stop(id, sig)
 	}
 	restart := func(id uint64) {
-		p.start(id)
-		p.waitReady(id)
+		p.Restart(id)
 		mu.Lock()
 		up[id] = true
 		mu.Unlock()
 	}
 	for _, id := range []uint64{1, 2, 3} {
 		stop(id, syscall.SIGTERM)
-		check("replica " + p.urls[id] + " stopped (SIGTERM)")
+		check("replica " + p.URLs[id] + " stopped (SIGTERM)")
 		restart(id)
-		check("replica " + p.urls[id] + " restarted")
+		check("replica " + p.URLs[id] + " restarted")
 	}
 	stop(1, syscall.SIGKILL)
 	check("replica 1 killed (SIGKILL)")

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/httpapi"
+	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 // lockedBuffer is a log a process writes while the test reads it.
@@ -47,8 +48,8 @@ func (l *lockedBuffer) String() string {
 // and waits until it is ready.
 func startOne(t *testing.T, extra ...string) (base string, cmd *exec.Cmd, logs *lockedBuffer) {
 	t.Helper()
-	addr := freePort(t)
-	args := append([]string{"serve", "--id", "1", "--peers", "1=" + freePort(t), "--dir", filepath.Join(t.TempDir(), "data"),
+	addr := servetest.FreePort(t)
+	args := append([]string{"serve", "--id", "1", "--peers", "1=" + servetest.FreePort(t), "--dir", filepath.Join(t.TempDir(), "data"),
 		"--http", addr, "--log-level", "info"}, extra...)
 	cmd = exec.Command(binary(t), args...)
 	logs = &lockedBuffer{}
@@ -62,7 +63,7 @@ func startOne(t *testing.T, extra ...string) (base string, cmd *exec.Cmd, logs *
 		}
 	})
 	base = "http://" + addr
-	waitFor(t, "the replica to be ready", func() bool {
+	servetest.WaitFor(t, "the replica to be ready", func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
@@ -256,7 +257,7 @@ func TestServeTokensReload(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(file, []byte("# rotated\nnew read:* lock:jobs/\n"), 0o600))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
-	waitFor(t, "the new token", func() bool { return status("new") == 200 })
+	servetest.WaitFor(t, "the new token", func() bool { return status("new") == 200 })
 	require.Equal(t, 401, status("old"))
 	req, _ := http.NewRequest("POST", base+"/v1/locks/other%2Fx/revoke", nil)
 	req.Header.Set("Authorization", "Bearer new")
@@ -267,7 +268,7 @@ func TestServeTokensReload(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(file, []byte("new\nbroken write:x\n"), 0o600))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
-	waitFor(t, "the reload's refusal in the log", func() bool { return strings.Contains(logs.String(), "not reloaded") })
+	servetest.WaitFor(t, "the reload's refusal in the log", func() bool { return strings.Contains(logs.String(), "not reloaded") })
 	require.Contains(t, logs.String(), "line 2")
 	require.Equal(t, 200, status("new"), "a bad file replaced the tokens")
 	require.Equal(t, 401, status("broken"))

@@ -7,11 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,43 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/servetest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
-)
-
 // binary builds this command once per test run.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "fencelock-bin-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "fencelock")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, buildErr)
-	return binPath
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l := listenBelowEphemeral(t)
-	defer l.Close()
-	return l.Addr().String()
-}
+func binary(t *testing.T) string { return servetest.Binary(t) }
 
 // procs is three `fencelock serve` processes on loopback.
 type procs struct {
@@ -77,7 +46,7 @@ func startProcs(t *testing.T, extra ...string) *procs {
 	raft, httpAddrs := map[uint64]string{}, map[uint64]string{}
 	var peers, httpPeers []string
 	for id := uint64(1); id <= 3; id++ {
-		raft[id], httpAddrs[id] = freePort(t), freePort(t)
+		raft[id], httpAddrs[id] = servetest.FreePort(t), servetest.FreePort(t)
 		p.urls[id] = "http://" + httpAddrs[id]
 		peers = append(peers, fmt.Sprintf("%d=%s", id, raft[id]))
 		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, p.urls[id]))
@@ -422,20 +391,4 @@ func TestServe(t *testing.T) {
 	require.Equal(t, true, r.body["granted"], r.raw)
 	r = do(t, "POST", A+"/v1/sessions/"+dead+"/heartbeat", nil)
 	require.Equal(t, 404, r.status, r.raw)
-}
-
-// listenBelowEphemeral listens on a free loopback port below Linux's
-// ephemeral range (32768-60999), so that once it is closed and handed to a
-// replica, no kernel-chosen port (an outgoing connection's source port, a
-// ":0" listener of another process) can take it in the meantime.
-func listenBelowEphemeral(t testing.TB) net.Listener {
-	t.Helper()
-	for range 1000 {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
-		if err == nil {
-			return l
-		}
-	}
-	t.Fatal("no free loopback port below the ephemeral range")
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/httpapi"
+	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 // TestSnapshotSaveAndRestore is docs/operations.md's disaster recovery with
@@ -69,9 +70,9 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	var peers, httpPeers []string
 	httpAddrs := map[uint64]string{}
 	for id := uint64(1); id <= 3; id++ {
-		httpAddrs[id] = freePort(t)
+		httpAddrs[id] = servetest.FreePort(t)
 		q.urls[id] = "http://" + httpAddrs[id]
-		peers = append(peers, fmt.Sprintf("%d=%s", id, freePort(t)))
+		peers = append(peers, fmt.Sprintf("%d=%s", id, servetest.FreePort(t)))
 		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, q.urls[id]))
 	}
 	newDir := t.TempDir()

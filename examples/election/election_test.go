@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/fencefile"
+	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 // Three OS processes elect a primary; SIGKILL the primary and another
@@ -595,25 +594,9 @@ func freePeers(t *testing.T, n int) string {
 	t.Helper()
 	var peers []string
 	for id := 1; id <= n; id++ {
-		l := listenBelowEphemeral(t)
+		l := servetest.ListenBelowEphemeral(t)
 		defer l.Close() // held until all are chosen, so they differ
 		peers = append(peers, fmt.Sprintf("%d=%s", id, l.Addr()))
 	}
 	return strings.Join(peers, ",")
-}
-
-// listenBelowEphemeral listens on a free loopback port below Linux's
-// ephemeral range (32768-60999), so that once it is closed and handed to a
-// replica, no kernel-chosen port (an outgoing connection's source port, a
-// ":0" listener of another process) can take it in the meantime.
-func listenBelowEphemeral(t testing.TB) net.Listener {
-	t.Helper()
-	for range 1000 {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
-		if err == nil {
-			return l
-		}
-	}
-	t.Fatal("no free loopback port below the ephemeral range")
-	return nil
 }

@@ -1,0 +1,251 @@
+// Package servetest starts `fencelock serve` processes on free loopback
+// ports for the tests of every package that needs real processes (the
+// command's, the clients', the examples'), so that each does not carry its
+// own copy of the port picking, the build and the readiness wait.
+package servetest
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ListenBelowEphemeral listens on a free loopback port below Linux's
+// ephemeral range (32768-60999), so that once it is closed and handed to a
+// replica, no kernel-chosen port (an outgoing connection's source port, a
+// ":0" listener of another process) can take it in the meantime.
+func ListenBelowEphemeral(t testing.TB) net.Listener {
+	t.Helper()
+	for range 1000 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		if err == nil {
+			return l
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return nil
+}
+
+// FreePort returns "127.0.0.1:PORT" of a port free now (ListenBelowEphemeral).
+func FreePort(t testing.TB) string {
+	t.Helper()
+	l := ListenBelowEphemeral(t)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// WaitFor polls cond every 20ms until it holds, failing the test after 30s.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds cmd/fencelock once per test process and returns its path.
+// The file lives in a temporary directory left to the OS's cleanup: every
+// test of the process shares it.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fencelock-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "fencelock")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/fencelock/fencelock/cmd/fencelock").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Cluster is three `fencelock serve` processes on loopback, IDs 1 to 3,
+// each with the others' HTTP URLs (--http-peers) and its own --dir.
+type Cluster struct {
+	t    testing.TB
+	bin  string
+	args map[uint64][]string
+	// URLs are the replicas' HTTP base URLs, by ID.
+	URLs map[uint64]string
+
+	mu   sync.Mutex
+	cmds map[uint64]*exec.Cmd
+	logs map[uint64]*lockedBuffer
+}
+
+// lockedBuffer is a process's output, read while the process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Start starts three replicas with extra flags after the common ones and
+// waits until each is ready (/readyz); the test's cleanup stops them
+// (SIGTERM, then SIGKILL after 10s) and, if it failed, logs their output.
+func Start(t testing.TB, extra ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: Binary(t), args: map[uint64][]string{}, URLs: map[uint64]string{},
+		cmds: map[uint64]*exec.Cmd{}, logs: map[uint64]*lockedBuffer{}}
+	raft, httpAddrs := map[uint64]string{}, map[uint64]string{}
+	var peers, httpPeers []string
+	for id := uint64(1); id <= 3; id++ {
+		raft[id], httpAddrs[id] = FreePort(t), FreePort(t)
+		c.URLs[id] = "http://" + httpAddrs[id]
+		peers = append(peers, fmt.Sprintf("%d=%s", id, raft[id]))
+		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, c.URLs[id]))
+	}
+	dir := t.TempDir()
+	for id := uint64(1); id <= 3; id++ {
+		c.args[id] = append([]string{"serve", "--id", fmt.Sprint(id), "--peers", strings.Join(peers, ","),
+			"--http-peers", strings.Join(httpPeers, ","), "--dir", filepath.Join(dir, fmt.Sprint(id)),
+			"--http", httpAddrs[id], "--log-level", "warn"}, extra...)
+		c.Run(id)
+	}
+	t.Cleanup(c.StopAll)
+	for id := uint64(1); id <= 3; id++ {
+		c.WaitReady(id)
+	}
+	return c
+}
+
+// Bin returns the path of the fencelock binary the replicas run.
+func (c *Cluster) Bin() string { return c.bin }
+
+// Run starts replica id's process (again, after Stop or Kill: on the same
+// --dir) without waiting for it to be ready.
+func (c *Cluster) Run(id uint64) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, c.args[id]...)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.cmds[id], c.logs[id] = cmd, logs
+	c.mu.Unlock()
+}
+
+// Restart runs replica id again and waits until it is ready.
+func (c *Cluster) Restart(id uint64) {
+	c.t.Helper()
+	c.Run(id)
+	c.WaitReady(id)
+}
+
+// Cmd returns replica id's running process, nil if it is not running.
+func (c *Cluster) Cmd(id uint64) *exec.Cmd {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cmds[id]
+}
+
+// Stop sends sig to replica id (SIGTERM: a graceful stop, SIGKILL: a
+// crash) and waits for its process to exit.
+func (c *Cluster) Stop(id uint64, sig syscall.Signal) {
+	c.mu.Lock()
+	cmd := c.cmds[id]
+	delete(c.cmds, id)
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process must run to exit
+	_ = cmd.Process.Signal(sig)
+	_ = cmd.Wait()
+}
+
+// Kill is Stop with SIGKILL.
+func (c *Cluster) Kill(id uint64) { c.Stop(id, syscall.SIGKILL) }
+
+// Logs returns what replica id's latest process wrote so far.
+func (c *Cluster) Logs(id uint64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.logs[id]; b != nil {
+		return b.String()
+	}
+	return ""
+}
+
+// StopAll stops every running replica (SIGTERM, SIGKILL after 10s); if
+// the test failed it logs their output.
+func (c *Cluster) StopAll() {
+	c.mu.Lock()
+	cmds := c.cmds
+	c.cmds = map[uint64]*exec.Cmd{}
+	c.mu.Unlock()
+	for id, cmd := range cmds {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if c.t.Failed() {
+			c.t.Logf("replica %d log:\n%s", id, c.Logs(id))
+		}
+	}
+}
+
+// WaitReady polls replica id's /readyz, as a load balancer would, until it
+// says ready; it fails the test after 60s.
+func (c *Cluster) WaitReady(id uint64) {
+	c.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(c.URLs[id] + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("replica %d never ready: %v\n%s", id, err, c.Logs(id))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

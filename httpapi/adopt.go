@@ -140,7 +140,7 @@ func (s *Server) adopt(ctx context.Context, r *http.Request, id ID, secret strin
 		// The group refuses a wrong nonce as it refuses a session that is
 		// over, telling nothing: the record tells which it was.
 		if s.sessionOpen(ctx, "", uint64(id)) {
-			return nil, errWrongSecret
+			return nil, errWrongSecretElsewhere
 		}
 		return nil, errNoSession
 	}
@@ -157,6 +157,13 @@ func (s *Server) adopt(ctx context.Context, r *http.Request, id ID, secret strin
 	s.log.Info("httpapi: session adopted from another replica", "session", uint64(id))
 	return hs, nil
 }
+
+// errWrongSecretElsewhere refuses a call that a replica not serving the
+// session could not adopt it for: the group refused the secret. A session
+// made by a replica of a version before adoption has no nonces derived
+// from its secret, and is refused alike: only its own replica serves it.
+var errWrongSecretElsewhere = errForbidden("wrong session secret (" + SecretHeader + ") for this session" +
+	" (or a session made by an older replica, which only that replica can serve)")
 
 // lockAdoption makes this replica's adoptions of session id run one at a
 // time; call the returned func when done.

@@ -252,10 +252,15 @@ func (r *w12run) now() string {
 }
 
 // took records a call that started in step and took d: a failed call
-// counts as failed, and its wait as a stall like any other call's.
+// counts as failed, and its wait as a stall like any other call's. A call
+// is labelled by the step it started in, and the one it ended in if not
+// the same ("start..end").
 func (r *w12run) took(d time.Duration, what, step string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.step != step {
+		step += ".." + r.step
+	}
 	if d > r.longest {
 		r.longest, r.longAt = d, fmt.Sprintf("%s(%s)", strings.ReplaceAll(step, " ", "_"), what)
 		if err != nil {

@@ -1,4 +1,4 @@
-// Command etcdpeer runs the lockbench workloads W1-W5, W7 and W8 against an embedded
+// Command etcdpeer runs the lockbench workloads W1-W5, W7, W8, W11 and W12 against an embedded
 // 3-member etcd cluster (etcd 3.7.3, durability as shipped) on loopback,
 // with etcd's own lock recipe (client/v3/concurrency: Session + Mutex; for
 // W7 the RWMutex of client/v3/experimental/recipes, for W8 a semaphore by

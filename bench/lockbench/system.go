@@ -1,4 +1,4 @@
-// Package lockbench runs the lockbench workloads (W1-W5, W7, W8 and W11 of WORKLOADS.md)
+// Package lockbench runs the lockbench workloads (W1-W5, W7, W8, W11 and W12 of WORKLOADS.md)
 // against any lock service that implements Cluster, and prints one JSON line
 // per workload. It imports nothing but the standard library, so that both
 // fencelock's benchmark and the etcd peer (a module of its own) drive the

@@ -198,7 +198,9 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 	if top > 1<<63 {
 		return Result{Status: Invalid} // no room left to number requests
 	}
-	st.withdrawAll(index, s)
+	if !c.Keep {
+		st.withdrawAll(index, s)
+	}
 	// A grant with a maximum hold is not kept: the new incarnation cannot
 	// tell how long the old one has held it, so it could not stop before
 	// the group frees it. It ends now, as its hold would have.
@@ -220,7 +222,22 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 	st.emit(Event{Kind: EventResumed, Session: s.id, Target: c.Target})
 	st.emit(Event{Kind: EventTouched, Session: s.id, Index: index, TTL: s.ttl})
 	st.events = s.kept(st.events)
+	st.events = s.keptQueued(st.events)
 	return Result{Status: OK, Value: s.base}
+}
+
+// keptQueued appends an EventKeptQueued for each request s has queued (its
+// lock requests, then its candidacies, each in request order): after a
+// resume with Keep, the requests its new holder waits for again.
+func (s *session) keptQueued(evs []Event) []Event {
+	for _, waits := range []map[uint64]*waiter{s.waits, s.campaigns} {
+		for _, seq := range slices.Sorted(maps.Keys(waits)) {
+			w := waits[seq]
+			evs = append(evs, Event{Kind: EventKeptQueued, Session: s.id, Seq: seq, Name: w.l.name,
+				Election: w.l.election, Shared: w.shared, Permits: w.l.permits(), MaxHold: w.maxHold})
+		}
+	}
+	return evs
 }
 
 // kept appends an EventKept for each grant s holds: its locks, then its

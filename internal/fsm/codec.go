@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 7):
+// The wire format of a raft entry (version 8):
 //
 //	entry   = version:byte at:uvarint count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -76,7 +76,12 @@ import (
 // first outcome. Older entries' revokes and ends decode with Op 0, none,
 // and apply each time as they did, so an old log replays to the state it
 // produced; nothing else changed.
-const codecVersion = 7
+//
+// Version 8 added the keep flag to Resume (session nonce owner target ttl
+// keep): see Command.Keep. Older entries' resumes decode without it and
+// withdraw the session's queued requests as they did, so an old log
+// replays to the state it produced; nothing else changed.
+const codecVersion = 8
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -155,6 +160,7 @@ func appendCommand(dst []byte, c *Command) []byte {
 		dst = u(u(dst, c.Session), c.Op)
 	case KindResume:
 		dst = u(u(u(u(u(dst, c.Session), c.Nonce), c.Owner), c.Target), c.TTL)
+		dst = append(dst, boolByte(c.Keep))
 	case KindAcquireShared:
 		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
 		dst = append(dst, boolByte(c.Wait))
@@ -279,6 +285,9 @@ func (d *decoder) command(c *Command) {
 		c.Session, c.Nonce, c.Owner, c.Target = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
 		if d.version >= 5 {
 			c.TTL = d.uvarint()
+		}
+		if d.version >= 8 {
+			c.Keep = d.bool()
 		}
 	case KindAcquireShared:
 		if d.version < 3 {

@@ -188,7 +188,19 @@ func TestBatchWireFormat(t *testing.T) {
 	}
 	// Version 7 changed none of these kinds: only the version byte.
 	v7 := slices.Concat([]byte{7}, v6[1:])
-	require.Equal(t, v7, got, "version 7")
+	// Version 8 appended the keep flag to Resume, after its TTL.
+	resumeV7 := slices.Concat(resumeV3, []byte{7})
+	require.Equal(t, 1, bytes.Count(v7, resumeV7))
+	at8 := bytes.Index(v7, resumeV7) + len(resumeV7)
+	v8 := slices.Concat([]byte{8}, v7[1:at8], []byte{0}, v7[at8:])
+	require.Equal(t, v8, got, "version 8")
+	v7cmds, err := DecodeBatch(v7, nil)
+	require.NoError(t, err)
+	v8cmds, err := DecodeBatch(v8, nil)
+	require.NoError(t, err)
+	require.Equal(t, v8cmds, v7cmds, "version 7 decodes to the same, without keep")
+	kept := AppendBatchAt(nil, 0, []Command{{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2, Target: 5, TTL: 7, Keep: true}})
+	require.Equal(t, []byte{8, 0, 1, 14, 8, 0xac, 0x02, 2, 5, 7, 1}, kept, "version 8's keep flag")
 	cmds, err := DecodeBatch(v6, nil)
 	require.NoError(t, err)
 	again, err := DecodeBatch(got, nil)
@@ -197,13 +209,13 @@ func TestBatchWireFormat(t *testing.T) {
 	// Version 7 appended the operation ID to Revoke and EndSession; a
 	// version-6 entry's decode without one (0).
 	ops := AppendBatchAt(nil, 0, []Command{{Kind: KindRevoke, Token: 6, Name: "ab", Op: 300}, {Kind: KindEndSession, Session: 8, Op: 5}})
-	require.Equal(t, []byte{7, 0, 2, 12, 6, 0, 2, 'a', 'b', 0xac, 0x02, 13, 8, 5}, ops, "version 7's operation IDs")
+	require.Equal(t, []byte{codecVersion, 0, 2, 12, 6, 0, 2, 'a', 'b', 0xac, 0x02, 13, 8, 5}, ops, "version 7's operation IDs")
 	cmds, err = DecodeBatch([]byte{6, 0, 2, 12, 6, 0, 2, 'a', 'b', 13, 8}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []Command{{Kind: KindRevoke, Token: 6, Name: "ab"}, {Kind: KindEndSession, Session: 8}}, cmds)
 	named := AppendBatchAt(nil, 300, []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Delay: 5, Name: "w"},
 		{Kind: KindCloseSession, Session: 8, Floor: 7, At: 99}})
-	require.Equal(t, []byte{7, 0xac, 0x02, 2, 1, 0xac, 0x02, 1, 2, 5, 1, 'w', 3, 8, 7}, named,
+	require.Equal(t, []byte{codecVersion, 0xac, 0x02, 2, 1, 0xac, 0x02, 1, 2, 5, 1, 'w', 3, 8, 7}, named,
 		"the entry's time, whatever its commands carry; an open's name")
 	cmds, err = DecodeBatch(named, nil)
 	require.NoError(t, err)
@@ -288,7 +300,9 @@ func TestDecodeBatchErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"version 8", append([]byte{8}, valid[1:]...)},
+		{"version 9", append([]byte{9}, valid[1:]...)},
+		{"resume with a bad keep flag", []byte{codecVersion, 0, 1, byte(KindResume), 1, 2, 3, 4, 5, 2}},
+		{"resume in a version-8 entry without its keep flag", []byte{codecVersion, 0, 1, byte(KindResume), 1, 2, 3, 4, 5}},
 		{"revoke without its operation ID", []byte{codecVersion, 0, 1, byte(KindRevoke), 6, 0, 1, 'a'}},
 		{"end-session without its operation ID", []byte{codecVersion, 0, 1, byte(KindEndSession), 6}},
 		{"no time", []byte{codecVersion}},

@@ -102,6 +102,7 @@ const (
 	// TTL (from its resume token): unless it is the session's, nothing
 	// changes and the reply is Conflict with the session's TTL as Value, so
 	// a holder never times a lease by a TTL the group does not keep.
+	// From version 8 it carries Keep: see Command.Keep.
 	KindResume Kind = 14
 
 	// KindAcquireShared asks, like Acquire, for lock Name on behalf of
@@ -255,6 +256,20 @@ type Command struct {
 	// UnknownSession. 0 is none: the command applies each time, as every
 	// command of an older entry does.
 	Op uint64
+	// Keep is a Resume's (version 8): the session keeps its queued
+	// requests and candidacies in their places instead of withdrawing
+	// them, for a replica that adopts a session whose clients still wait
+	// (each re-issues its call there and is answered by the request it
+	// made). Each kept request is reported by an EventKeptQueued, after
+	// the kept grants' EventKept events, and is granted later, in its
+	// turn, under its own request number (EventGranted or EventElected
+	// with its Seq), although that number lies below the floor the
+	// resume set: the floor refuses the old incarnation's new requests,
+	// not its queued ones. A Cancel naming a kept request's number
+	// withdraws it (or gives its grant back) as it would any other.
+	// Without Keep (a restarted holder's resume, and every resume of an
+	// older entry) they are withdrawn: nobody waits for them any more.
+	Keep bool
 	// Renew is a KeepAliveBatch's sessions, at most MaxRenewals, in
 	// ascending order of session ID (the codec relies on it). (Version 4.)
 	Renew []Renewal

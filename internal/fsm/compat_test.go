@@ -244,18 +244,14 @@ func TestVersion6LogReplays(t *testing.T) {
 	require.Positive(t, queued, "queued requests with their times")
 }
 
-// testdata/log-v7.txt and testdata/snapshot-v6-log-v7.bin freeze today's
-// formats (every kind, from the determinism driver; version 7 added the
-// operation ID of Revoke and EndSession, and snapshot version 6 the
-// outcomes of the operations it remembers) so that the next version is
-// tested against them as this one is against versions 1 to 6.
-// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+// testdata/log-v7.txt and testdata/snapshot-v6-log-v7.bin froze the
+// formats of version 7 (every kind, from the determinism driver; version 7
+// added the operation ID of Revoke and EndSession, and snapshot version 6
+// the outcomes of the operations it remembers). They were written by
+// writeFrozenLog as version 8's are now.
 func TestVersion7LogReplays(t *testing.T) {
 	const entries = 400
 	const logFile, snapFile = "testdata/log-v7.txt", "testdata/snapshot-v6-log-v7.bin"
-	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
-		writeFrozenLog(t, entries, logFile, snapFile)
-	}
 	checkFrozenLog(t, 7, entries, logFile, snapFile, maxKind)
 	// The frozen log holds what version 7 added: operator commands with
 	// an ID, some retried, each retry answered as its first attempt was
@@ -293,6 +289,50 @@ func TestVersion7LogReplays(t *testing.T) {
 	st, err := DecodeSnapshot(golden)
 	require.NoError(t, err)
 	require.Positive(t, st.ops.len(), "the snapshot remembers operations")
+}
+
+// testdata/log-v8.txt and testdata/snapshot-v6-log-v8.bin freeze today's
+// formats (every kind, from the determinism driver; version 8 added the
+// keep flag of Resume, and changed no snapshot) so that the next version
+// is tested against them as this one is against versions 1 to 7.
+// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+func TestVersion8LogReplays(t *testing.T) {
+	const entries = 400
+	const logFile, snapFile = "testdata/log-v8.txt", "testdata/snapshot-v6-log-v8.bin"
+	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
+		writeFrozenLog(t, entries, logFile, snapFile)
+	}
+	checkFrozenLog(t, 8, entries, logFile, snapFile, maxKind)
+	// The frozen log holds what version 8 added: resumes that keep the
+	// session's queued requests, each of which is granted later under its
+	// own number; and resumes that withdraw them, as before.
+	kept := map[[2]uint64]bool{}
+	var keeps, withdraws, keptGranted int
+	replayFrozen(t, logFile, func(cmds []Command, rs []Result, evs []Event) {
+		for j, c := range cmds {
+			if c.Kind == KindResume && rs[j].Status == OK {
+				if c.Keep {
+					keeps++
+				} else {
+					withdraws++
+				}
+			}
+		}
+		for _, e := range evs {
+			switch e.Kind {
+			case EventKeptQueued:
+				kept[[2]uint64{e.Session, e.Seq}] = true
+			case EventGranted, EventElected:
+				if kept[[2]uint64{e.Session, e.Seq}] {
+					keptGranted++
+				}
+			}
+		}
+	})
+	require.Positive(t, keeps)
+	require.Positive(t, withdraws)
+	require.NotEmpty(t, kept, "queued requests kept by a resume")
+	require.Positive(t, keptGranted, "a kept request granted later")
 }
 
 // writeFrozenLog writes the frozen log of today's version, entries long,
@@ -353,6 +393,15 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 	for range 2 {
 		next([]Command{{Kind: KindEndSession, Session: x, Op: 0x39_0002}})
 	}
+	// Version 8's: a resume that keeps the session's queued request, which
+	// is granted later under its own number.
+	p, q := next([]Command{openCmd(907)}).Value, next([]Command{openCmd(908)}).Value
+	held := next([]Command{acqCmd(p, 1, "keep", false)}).Value
+	next([]Command{acqCmd(q, 1, "keep", true)})
+	next([]Command{{Kind: KindResume, Session: q, Nonce: 908, Owner: 2, Target: 9, TTL: openCmd(0).TTL, Keep: true}})
+	next([]Command{relCmd(p, 2, "keep", held)})
+	next([]Command{acqCmd(p, 3, "keep", true)})
+	next([]Command{{Kind: KindResume, Session: p, Nonce: 907, Owner: 3, Target: 10, TTL: openCmd(0).TTL}}) // withdraws it
 	for i < entries {
 		// Kinds the codec has no encoding for are the driver's test of
 		// Apply, not entries a log can hold.

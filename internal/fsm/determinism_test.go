@@ -43,16 +43,29 @@ type driver struct {
 	entries  uint64            // entries generated: the clock At is stamped from
 	opCmds   uint64            // operator commands generated: their IDs are counted from it
 	lastOp   Command           // the last operator command with an ID, to retry
+	waiting  map[uint64]int    // requests each session had answered Queued
 }
 
 var driverNames = []string{"a", "b", "c", "d/ü"}
 
 func newDriver(src source) *driver {
 	return &driver{src: src, nextSeq: map[uint64]uint64{}, floor: map[uint64]uint64{}, keep: map[uint64]uint64{},
-		nonce: map[uint64]uint64{}, ttl: map[uint64]uint64{}}
+		nonce: map[uint64]uint64{}, ttl: map[uint64]uint64{}, waiting: map[uint64]int{}}
 }
 
 func (d *driver) n(n uint64) uint64 { return d.src.Uint64N(n) }
+
+// waitingFrom returns the first session, from s on in the order they were
+// seen, that had a request queued (it may have left); s if none had.
+func (d *driver) waitingFrom(s uint64) uint64 {
+	at := max(slices.Index(d.sessions, s), 0)
+	for i := range d.sessions {
+		if id := d.sessions[(at+i)%len(d.sessions)]; d.waiting[id] > 0 {
+			return id
+		}
+	}
+	return s
+}
 
 func (d *driver) session() uint64 {
 	if len(d.sessions) == 0 || d.n(40) == 0 {
@@ -179,7 +192,15 @@ func (d *driver) command() Command {
 				break
 			}
 			s := d.session()
-			c := Command{Kind: KindResume, Session: s, Nonce: d.nonce[s], Owner: 1 + d.n(3), Target: 1 + d.n(4), TTL: d.ttl[s]}
+			owner, target := 1+d.n(3), 1+d.n(4)
+			// Half keep their queues (an adoption's), by the attempt's ID,
+			// so that the draws are those of older versions; those resume
+			// a session that waits, if one does.
+			keep := target%2 == 0
+			if keep {
+				s = d.waitingFrom(s)
+			}
+			c := Command{Kind: KindResume, Session: s, Nonce: d.nonce[s], Owner: owner, Target: target, TTL: d.ttl[s], Keep: keep}
 			switch d.n(6) {
 			case 0:
 				c.Nonce++
@@ -262,6 +283,11 @@ func (d *driver) observe(cmds []Command, rs []Result, evs []Event) {
 		}
 		// Mostly the new incarnation numbers on from the resume's floor;
 		// else the old one goes on, and is refused.
+		// The queue events do not reach the driver: a request answered
+		// Queued may have left its queue since.
+		if rs[i].Status == Queued {
+			d.waiting[c.Session]++
+		}
 		if c.Kind == KindResume && rs[i].Status == OK && d.n(4) != 0 {
 			d.nextSeq[c.Session] = max(d.nextSeq[c.Session], rs[i].Value-1)
 			d.floor[c.Session] = max(d.floor[c.Session], rs[i].Value)
@@ -274,6 +300,8 @@ func (d *driver) observe(cmds []Command, rs []Result, evs []Event) {
 			if len(d.grants) > 16 {
 				d.grants = d.grants[1:]
 			}
+		case EventSessionEnded:
+			delete(d.waiting, e.Session)
 		case EventTouched:
 			d.keep[e.Session] = e.Index
 		case EventRenewed:
@@ -335,13 +363,14 @@ func TestReplayIsDeterministic(t *testing.T) {
 	for _, seed := range []uint64{0x5eed, 0x5eee, 0x5ef1} {
 		replayProgram(t, seed, cov)
 	}
+	t.Logf("coverage: resumed %d, kept queued %d", cov.events[EventResumed], cov.events[EventKeptQueued])
 	t.Logf("coverage: delays %d, undelays %d, max holds ended %d, semaphores full %d, grants %d",
 		cov.events[EventDelayed], cov.events[EventUndelayed], cov.reasons[ReasonMaxHold], cov.semaphoreFull, cov.events[EventGranted])
 	// The programs reached every outcome, so the checks mean something.
 	for _, s := range []Status{OK, Granted, Queued, Locked, NotHeld, UnknownSession, Cancelled, Stale, Invalid, NotApplied, Conflict, Refused} {
 		require.Positive(t, cov.statuses[s], "status %v never seen", s)
 	}
-	for _, k := range []EventKind{EventTouched, EventGranted, EventFreed, EventSessionEnded, EventDelayed, EventUndelayed, EventResumed, EventKept, EventRenewed} {
+	for _, k := range []EventKind{EventTouched, EventGranted, EventFreed, EventSessionEnded, EventDelayed, EventUndelayed, EventResumed, EventKept, EventKeptQueued, EventRenewed} {
 		require.Positive(t, cov.events[k], "event %d never seen", k)
 	}
 	for _, r := range []Reason{ReasonReleased, ReasonCancelled, ReasonExpired, ReasonClosed, ReasonMaxHold} {

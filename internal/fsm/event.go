@@ -60,6 +60,12 @@ const (
 	// each would have (their TTLs are those they were opened with). The
 	// slice is the event's own. (Version 4.)
 	EventRenewed
+	// EventKeptQueued: Session was resumed with Keep and keeps request
+	// Seq in the queue of lock Name (with Election, as a candidate in
+	// election Name), in its place, in shared mode if Shared (Permits:
+	// the semaphore's count), with maximum hold MaxHold. Reported after
+	// the resume's EventKept events, in request order. (Version 8.)
+	EventKeptQueued
 )
 
 // Reason says why a grant or a session ended.
@@ -106,7 +112,7 @@ type Event struct {
 	Owner    uint64 // EventLeaderStarted: the leader's replica ID
 	Term     uint64 // EventLeaderStarted: its raft term
 	Group    uint64 // EventLeaderStarted: the group's ID
-	Election bool   // EventKept, EventQueued, EventUnqueued: Name is an election
+	Election bool   // EventKept, EventKeptQueued, EventQueued, EventUnqueued: Name is an election
 	Name     string
 	Value    string // EventElected, EventProclaimed: the leader's value
 	// SessionName and At are an EventElected's or EventProclaimed's

@@ -52,6 +52,17 @@ func FuzzDecodeBatch(f *testing.F) {
 		{Kind: KindAcquire, Session: fuzzS2, Seq: 2, Name: "a", Wait: true},
 		{Kind: KindRelease, Session: fuzzS0, Seq: 2, Name: "a", Token: 2 << TokenShift},
 	}))
+	// Version 8: a resume that keeps the waiter of "a" in its place, and
+	// the release that grants it under its old number; one that does not
+	// keep; and a version-7 resume, which has no keep flag.
+	f.Add(AppendBatch(nil, []Command{
+		{Kind: KindResume, Session: fuzzS1, Nonce: 2, Owner: 2, Target: 1, TTL: openCmd(0).TTL, Keep: true},
+		{Kind: KindRelease, Session: fuzzS0, Seq: 2, Name: "a", Token: 2 << TokenShift},
+		{Kind: KindCancel, Session: fuzzS1, Target: 1, Floor: 1, Name: "a"},
+		{Kind: KindResume, Session: fuzzS2, Nonce: 3, Owner: 3, Target: 2, TTL: openCmd(0).TTL},
+	}))
+	v7 := AppendBatch(nil, []Command{{Kind: KindResume, Session: fuzzS1, Nonce: 2, Owner: 2, Target: 1, TTL: openCmd(0).TTL}})
+	f.Add(append([]byte{7}, v7[1:len(v7)-1]...)) // without the keep flag
 	// Version 7: operator commands with operation IDs, each twice (a
 	// retry); version 6: a revoke and an end without one.
 	f.Add(AppendBatch(nil, []Command{

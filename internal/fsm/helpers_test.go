@@ -196,6 +196,10 @@ func (m queueModel) observe(evs []Event, st *State) error {
 				return fmt.Errorf("queue %q: %v granted from place %d of its queue", key, req, at)
 			}
 			m[key] = slices.Delete(q, at, at+1)
+		case EventKeptQueued:
+			if !slices.Contains(m[key], req) {
+				return fmt.Errorf("queue %q: %v kept by a resume but not in the queue %v", key, req, m[key])
+			}
 		case EventGranted:
 			fromQueue := i > 0 && evs[i-1].Kind == EventUnqueued && evs[i-1].Session == e.Session && evs[i-1].Seq == e.Seq
 			if !fromQueue && len(m[e.Name]) > 0 {
@@ -339,7 +343,7 @@ func (m holderModel) observe(evs []Event) error {
 				}
 			}
 		case EventTouched, EventRenewed, EventResumed, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued,
-			EventDelayed, EventUndelayed: // not about holders
+			EventDelayed, EventUndelayed, EventKeptQueued: // not about holders
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}

@@ -144,15 +144,17 @@ func (s *session) info() SessionInfo {
 }
 
 // Kept returns the ID of the last attempt that resumed session id (0 if
-// none did) and an EventKept for each grant the session holds now, in the
-// order a resume reports them: what a replica whose snapshot covered the
-// resume never saw reported.
+// none did), an EventKept for each grant the session holds now and an
+// EventKeptQueued for each request it has queued now, in the order a
+// resume reports them: what a replica whose snapshot covered the resume
+// never saw reported. (Only a resume with Keep reports queued requests;
+// after one without, the session has none until its new holder asks.)
 func (st *State) Kept(id uint64) (resumed uint64, kept []Event) {
 	s := st.sessions[id]
 	if s == nil {
 		return 0, nil
 	}
-	return s.resumed, s.kept(nil)
+	return s.resumed, s.keptQueued(s.kept(nil))
 }
 
 // Sessions returns every session, ordered by ID.

@@ -177,10 +177,102 @@ func TestResumeOfVersion4AppliesUnchecked(t *testing.T) {
 	h, a, _ := resumeFixture(t)
 	c := resumeCmd(a, 7, 3)
 	data := asVersion(AppendBatch(nil, []Command{c}), 4)
-	data = data[:len(data)-len(binary.AppendUvarint(nil, c.TTL))] // version 4 had no TTL
+	data = data[:len(data)-1-len(binary.AppendUvarint(nil, c.TTL))] // version 4 had no TTL (nor keep flag)
 	cmds, err := DecodeBatch(data, nil)
 	require.NoError(t, err)
 	require.Zero(t, cmds[0].TTL)
 	rs, _ := h.apply(cmds...)
 	require.Equal(t, OK, rs[0].Status)
+}
+
+// A resume with Keep (an adoption's) leaves the session's queued requests
+// and candidacies in their places: each is reported, granted later in its
+// turn under its own number (below the new floor), and withdrawn by the
+// new incarnation's Cancel; the old incarnation's commands are still
+// refused.
+func TestResumeWithKeepKeepsTheQueue(t *testing.T) {
+	h, a, b := resumeFixture(t)
+	c := h.open(9)
+	r, _ := h.one(acqCmd(c, 1, "M", true)) // behind a's request 3
+	require.Equal(t, Queued, r.Status)
+	r, _ = h.one(campaignCmd(c, 2, "F", "c")) // behind a's candidacy 4
+	require.Equal(t, Queued, r.Status)
+	l, e := h.st.Lock("L"), h.st.Election("E")
+
+	keep := resumeCmd(a, 7, 3)
+	keep.Keep = true
+	rs, evs := h.apply(keep)
+	require.Equal(t, OK, rs[0].Status)
+	base := rs[0].Value
+	require.Greater(t, base, uint64(4)+resumeGap-1)
+	queued := []Event{
+		{Kind: EventKeptQueued, Session: a, Seq: 3, Name: "M"},
+		{Kind: EventKeptQueued, Session: a, Seq: 4, Name: "F", Election: true},
+	}
+	require.Equal(t, []Event{
+		{Kind: EventResumed, Session: a, Target: 1003},
+		{Kind: EventTouched, Session: a, Index: h.idx, TTL: 1e9},
+		{Kind: EventKept, Session: a, Seq: 1, Name: "L", Token: l.Token},
+		{Kind: EventKept, Session: a, Seq: 2, Name: "E", Token: e.Token, Value: "a", Election: true},
+		queued[0], queued[1],
+	}, evs)
+	_, kept := h.st.Kept(a)
+	require.Equal(t, evs[2:], kept, "a restored replica learns the same")
+	require.Equal(t, 1, h.st.Position(a, 3), "a's request keeps its place in M's queue")
+	require.Equal(t, 2, h.st.Position(c, 1))
+	require.Equal(t, 1, h.st.Position(a, 4), "a's candidacy keeps its place in F's queue")
+	require.Equal(t, 2, h.st.Position(c, 2))
+	info, _ := h.st.Session(a)
+	require.Equal(t, uint64(3), info.Owner)
+	require.Equal(t, 1, info.Waiting)
+
+	// A retry of the resume changes nothing.
+	before := stateBody(t, h.st)
+	r, evs = h.one(keep)
+	require.Equal(t, Result{Status: OK, Value: base}, r)
+	require.Empty(t, evs)
+	// The old incarnation is refused, its cancel of the kept request too.
+	for _, cmd := range []Command{
+		keepAliveCmd(a, 5),
+		{Kind: KindAcquire, Session: a, Seq: 9, Floor: 5, Name: "X"},
+		{Kind: KindAcquire, Session: a, Seq: 3, Floor: 3, Name: "M", Wait: true},
+		{Kind: KindCancel, Session: a, Target: 3, Floor: 5, Name: "M"},
+	} {
+		r, evs := h.one(cmd)
+		require.Equal(t, UnknownSession, r.Status, cmd.Kind.String())
+		require.Empty(t, evs)
+	}
+	// The new incarnation's retry of the old number is stale: it does not
+	// queue a second time.
+	r, evs = h.one(Command{Kind: KindAcquire, Session: a, Seq: 3, Floor: base, Name: "M", Wait: true})
+	require.Equal(t, Stale, r.Status)
+	require.Empty(t, evs)
+	require.Equal(t, before, stateBody(t, h.st), "nothing changed but the index")
+
+	// b releases M: a's kept request is granted, under its own number,
+	// before c's.
+	rs, evs = h.apply(relCmd(b, 9, "M", h.st.Lock("M").Token))
+	require.Equal(t, OK, rs[0].Status)
+	m := h.st.Lock("M")
+	require.Equal(t, a, m.Session)
+	require.Equal(t, grantedEv(a, 3, "M", m.Token), evs[1])
+	require.Equal(t, 1, h.st.Position(c, 1))
+	name, token, ok := h.st.Grant(a, 3)
+	require.True(t, ok)
+	require.Equal(t, "M", name)
+	require.Equal(t, m.Token, token)
+
+	// The new incarnation withdraws the kept candidacy by its number.
+	r, _ = h.one(Command{Kind: KindCancel, Session: a, Target: 4, Floor: base, Name: "F", Election: true})
+	require.Equal(t, Cancelled, r.Status)
+	require.Zero(t, h.st.Position(a, 4))
+	require.Equal(t, 1, h.st.Position(c, 2))
+	// And releases the kept request's grant with its token.
+	r, _ = h.one(Command{Kind: KindRelease, Session: a, Seq: base, Floor: base, Name: "M", Token: m.Token})
+	require.Equal(t, OK, r.Status)
+	require.Equal(t, c, h.st.Lock("M").Session)
+
+	// A restore keeps everything alike.
+	h2 := harnessFor(t, roundTrip(t, h.st))
+	require.Equal(t, viewOf(h.st), viewOf(h2.st))
 }

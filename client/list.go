@@ -1,0 +1,328 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock"
+)
+
+// The list calls: what `fencelock status`, `locks` and `sessions` show.
+// Their types are the API's JSON (docs/http.md) field for field, with the
+// same tags, so that a tool that prints them as JSON prints what the API
+// sent.
+
+// ID is a session ID or a fencing token in a listing: a uint64, sent as a
+// decimal string (a JSON number is read too).
+type ID uint64
+
+// MarshalJSON writes the decimal string the API sends.
+func (id ID) MarshalJSON() ([]byte, error) { return wid(id).MarshalJSON() }
+
+// UnmarshalJSON reads a decimal string or number; anything else (a
+// negative, a fraction, over 64 bits) is an error.
+func (id *ID) UnmarshalJSON(b []byte) error { return (*wid)(id).UnmarshalJSON(b) }
+
+// String is the decimal ID.
+func (id ID) String() string { return strconv.FormatUint(uint64(id), 10) }
+
+// ReplicaStatus is one replica's GET /v1/status: its local view, without a
+// round of the group (a replica cut off from the others answers it too,
+// with what it last knew). The fields above Groups are the default
+// group's.
+type ReplicaStatus struct {
+	ReplicaID    uint64 `json:"replica_id"`
+	LeaderID     uint64 `json:"leader_id"` // 0: no leader known
+	IsLeader     bool   `json:"is_leader"`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"applied_index"`
+	GroupID      string `json:"group_id"`
+	// Voters and NonVoting map a replica ID (decimal) to its raft address.
+	Voters    map[string]string `json:"voters"`
+	NonVoting map[string]string `json:"non_voting"`
+	Sessions  int               `json:"sessions"`
+	LocksHeld int               `json:"locks_held"`
+	Waiters   int               `json:"waiters"`
+	// Unreachable are the voters this replica has not heard from lately:
+	// known on the leader, and on every replica while there is none; empty
+	// on a follower. It lags a replica's death by a few election timeouts.
+	Unreachable []uint64       `json:"unreachable"`
+	Groups      []GroupStatus  `json:"groups"`
+	Version     ReplicaVersion `json:"version"`
+	// Raw is the answer as the replica sent it, fields this client does not
+	// know included: what a tool prints for `-o json`.
+	Raw json.RawMessage `json:"-"`
+}
+
+// GroupStatus is one group a replica runs, in ReplicaStatus.Groups.
+type GroupStatus struct {
+	Name        string   `json:"name"` // "": the default group
+	GroupID     string   `json:"group_id"`
+	LeaderID    uint64   `json:"leader_id"` // 0: no leader known
+	IsLeader    bool     `json:"is_leader"`
+	NonVoting   bool     `json:"non_voting"`
+	Voters      []uint64 `json:"voters"`
+	Term        uint64   `json:"term"`
+	LocksHeld   int      `json:"locks_held"`
+	Unreachable []uint64 `json:"unreachable"`
+}
+
+// ReplicaVersion is what a replica runs.
+type ReplicaVersion struct {
+	Version  string `json:"version"`
+	Commit   string `json:"commit,omitempty"`
+	Codec    int    `json:"codec"`
+	Snapshot int    `json:"snapshot"`
+}
+
+// EndpointStatus is one endpoint's answer to Replicas: its status, or why
+// it gave none.
+type EndpointStatus struct {
+	Endpoint string // the base URL asked
+	Status   ReplicaStatus
+	Err      error // nil when Status is its answer
+}
+
+// LockList is every held lock a Locks call listed, or a Contended ranking.
+type LockList struct {
+	// Group is the group listed ("" is the default group): every session
+	// ID in Locks is an ID in it.
+	Group string      `json:"group"`
+	Locks []LockEntry `json:"locks"`
+}
+
+// LockEntry is one lock of a listing.
+type LockEntry struct {
+	Name          string `json:"name"`
+	Held          bool   `json:"held"`
+	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's
+	HolderName    string `json:"holder_name,omitempty"`
+	// GrantedAt is when the oldest grant was made (RFC 3339, by the
+	// proposing replica's clock), HeldForMS how long ago by the answering
+	// replica's: both absent when unknown.
+	GrantedAt    string        `json:"granted_at,omitempty"`
+	HeldForMS    int64         `json:"held_for_ms,omitempty"`
+	FencingToken ID            `json:"fencing_token,omitempty"` // the oldest holder's
+	Owner        uint64        `json:"owner,omitempty"`
+	Shared       bool          `json:"shared,omitempty"`
+	Permits      int           `json:"permits,omitempty"`
+	Holders      []HolderEntry `json:"holders"`
+	Waiters      int           `json:"waiters"` // every waiting request
+	// Queue and Waiting are the first waiting requests, head first (a
+	// listing names the first 16; Waiters counts them all).
+	Queue   []ID          `json:"queue"`
+	Waiting []WaiterEntry `json:"waiting"`
+}
+
+// HolderEntry is one current grant of a listed lock.
+type HolderEntry struct {
+	Session      ID     `json:"session_id"`
+	Name         string `json:"name"`
+	FencingToken ID     `json:"fencing_token"`
+	Owner        uint64 `json:"owner"`
+	GrantedAt    string `json:"granted_at,omitempty"`
+	HeldForMS    int64  `json:"held_for_ms,omitempty"`
+}
+
+// WaiterEntry is one waiting request of a listed lock.
+type WaiterEntry struct {
+	Session  ID     `json:"session_id"`
+	Name     string `json:"name"`
+	Place    int    `json:"place"` // 1: the head of the queue
+	Owner    uint64 `json:"owner"`
+	Shared   bool   `json:"shared,omitempty"`
+	QueuedAt string `json:"queued_at,omitempty"`
+	// WaitedMS is how long it has waited, by the answering replica's clock.
+	WaitedMS int64 `json:"waited_ms,omitempty"`
+}
+
+// SessionList is every open session a Sessions call listed.
+type SessionList struct {
+	Group    string         `json:"group"` // "": the default group
+	Sessions []SessionEntry `json:"sessions"`
+}
+
+// SessionEntry is one open session of a listing. In a named group it is
+// the part a session opened there, under its ID in that group.
+type SessionEntry struct {
+	SessionID ID     `json:"session_id"`
+	Name      string `json:"name"`
+	Owner     int64  `json:"owner"`
+	TimeoutMS int64  `json:"timeout_ms"`
+	Held      int    `json:"held"`
+	Waiting   int    `json:"waiting"`
+}
+
+// TTL returns the session's time to live.
+func (s SessionEntry) TTL() time.Duration { return time.Duration(s.TimeoutMS) * time.Millisecond }
+
+// Status returns the status of the first endpoint that answers (GET
+// /v1/status), failing over as every call does. It fails with an error
+// wrapping fencelock.ErrUnavailable when no endpoint answered, and with
+// ErrBadAnswer for an answer that is not a status.
+func (c *Client) Status(ctx context.Context) (ReplicaStatus, error) {
+	var raw json.RawMessage
+	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/status"}, &raw); err != nil {
+		return ReplicaStatus{}, err
+	}
+	return readStatus(raw, "status")
+}
+
+// readStatus decodes a status answer, keeping it as Raw. A status without
+// a replica ID is no status of this API.
+func readStatus(raw json.RawMessage, endpoint string) (ReplicaStatus, error) {
+	var st ReplicaStatus
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return ReplicaStatus{}, &badAnswerError{endpoint: endpoint, err: err}
+	}
+	if st.ReplicaID == 0 {
+		return ReplicaStatus{}, &badAnswerError{endpoint: endpoint, err: fmt.Errorf("a status without replica_id")}
+	}
+	st.Raw = raw
+	return st, nil
+}
+
+// Replicas asks every endpoint for its status at once, each within within
+// (0: the client's AttemptTimeout), and returns their answers in the
+// order of Config.Endpoints: the point is which endpoints answer now, so it
+// neither fails over nor retries. It never fails as a whole; each
+// EndpointStatus says whether its endpoint answered.
+func (c *Client) Replicas(ctx context.Context, within time.Duration) []EndpointStatus {
+	if within <= 0 {
+		within = c.attempt
+	}
+	out := make([]EndpointStatus, len(c.bases))
+	var wg sync.WaitGroup
+	for i, base := range c.bases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, within)
+			defer cancel()
+			out[i].Endpoint = base
+			var raw json.RawMessage
+			if err := c.once(actx, base, callSpec{method: "GET", path: "/v1/status"}, nil, &raw); err != nil {
+				out[i].Err = err
+				return
+			}
+			out[i].Status, out[i].Err = readStatus(raw, base)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// lockPage and sessionPage are one page of GET /v1/locks and /v1/sessions.
+type lockPage struct {
+	Group string      `json:"group"`
+	Locks []LockEntry `json:"locks"`
+	More  bool        `json:"more"`
+	Next  string      `json:"next"`
+}
+
+type sessionPage struct {
+	Group    string         `json:"group"`
+	Sessions []SessionEntry `json:"sessions"`
+	More     bool           `json:"more"`
+	Next     string         `json:"next"`
+}
+
+// Locks lists every held lock whose name starts with prefix, in name
+// order, in group (GET /v1/locks, page after page; a linearizable read on
+// the replica). group "" is the default group, unless prefix ends in
+// "@group" (as the embedded Node.Locks reads it). Each page costs the group
+// a pass over its lock table: list sparingly.
+//
+// It fails with fencelock.ErrUnknownGroup for a group the deployment does
+// not run, ErrBadRequest for a prefix whose "@group" is not group, an
+// error wrapping
+// fencelock.ErrUnavailable when no endpoint answered, and ErrBadAnswer for
+// pages that do not move forward (a listing that would never end).
+func (c *Client) Locks(ctx context.Context, prefix, group string) (LockList, error) {
+	var all LockList
+	after := ""
+	for {
+		q := url.Values{"prefix": {prefix}}
+		if group != "" {
+			q.Set("group", group)
+		}
+		if after != "" {
+			q.Set("after", after)
+		}
+		var page lockPage
+		if err := c.call(ctx, callSpec{method: "GET", path: "/v1/locks?" + q.Encode()}, &page); err != nil {
+			return LockList{}, err
+		}
+		all.Locks = append(all.Locks, page.Locks...)
+		all.Group = page.Group
+		if !page.More || page.Next == "" {
+			return all, nil
+		}
+		if page.Next <= after {
+			// Names are listed in order: a page that does not start after
+			// the last would repeat forever.
+			return LockList{}, &badAnswerError{endpoint: "locks", err: fmt.Errorf("page after %q continues at %q", clean(after, 64), clean(page.Next, 64))}
+		}
+		after = page.Next
+	}
+}
+
+// Contended returns the n locks of group ("" the default group) with the
+// longest queues, longest first (GET /v1/locks?sort=waiters): what everyone
+// waits for. n is 1 to fencelock.MaxContended, else it fails with
+// fencelock.ErrInvalidConfig before any call; otherwise it fails as Locks.
+func (c *Client) Contended(ctx context.Context, group string, n int) (LockList, error) {
+	if n < 1 || n > fencelock.MaxContended {
+		return LockList{}, fmt.Errorf("%w: %d locks: want 1 to %d", fencelock.ErrInvalidConfig, n, fencelock.MaxContended)
+	}
+	q := url.Values{"sort": {"waiters"}, "limit": {strconv.Itoa(n)}}
+	if group != "" {
+		q.Set("group", group)
+	}
+	var page lockPage
+	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/locks?" + q.Encode()}, &page); err != nil {
+		return LockList{}, err
+	}
+	return LockList{Group: page.Group, Locks: page.Locks}, nil
+}
+
+// Sessions lists every open session of group ("" the default group) in ID
+// order, wherever it was opened (GET /v1/sessions, page after page; a
+// linearizable read, costing like Locks). It fails as Locks does.
+func (c *Client) Sessions(ctx context.Context, group string) (SessionList, error) {
+	all := SessionList{Group: group}
+	var after uint64
+	for {
+		q := url.Values{}
+		if group != "" {
+			q.Set("group", group)
+		}
+		if after != 0 {
+			q.Set("after", strconv.FormatUint(after, 10))
+		}
+		path := "/v1/sessions"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		var page sessionPage
+		if err := c.call(ctx, callSpec{method: "GET", path: path}, &page); err != nil {
+			return SessionList{}, err
+		}
+		all.Sessions = append(all.Sessions, page.Sessions...)
+		if !page.More || page.Next == "" {
+			return all, nil
+		}
+		next, err := strconv.ParseUint(page.Next, 10, 64)
+		if err != nil || next <= after {
+			// IDs are listed in order: a page that does not start after
+			// the last would repeat forever.
+			return SessionList{}, &badAnswerError{endpoint: "sessions", err: fmt.Errorf("page after %d continues at %q", after, clean(page.Next, 64))}
+		}
+		after = next
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	apiclient "github.com/fencelock/fencelock/client"
 	"github.com/fencelock/fencelock/httpapi"
 )
 
@@ -92,35 +93,67 @@ func (f *clientFlags) client() (*client, error) {
 		// overloaded) must leave time for the others.
 		c.attempt = 5 * time.Second
 	}
-	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
-		}
-		c.token = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	token, tc, err := f.credentials()
+	if err != nil {
+		return nil, err
 	}
-	if f.ca != "" || f.cert != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if f.ca != "" {
-			pem, err := os.ReadFile(f.ca)
-			if err != nil {
-				return nil, fmt.Errorf("--cacert: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--cacert %s holds no PEM certificate", f.ca)
-			}
-		}
-		if f.cert != "" {
-			cert, err := tls.LoadX509KeyPair(f.cert, f.key)
-			if err != nil {
-				return nil, fmt.Errorf("--cert: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
+	c.token = token
+	if tc != nil {
 		c.hc.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	return c, nil
+}
+
+// apiClient returns a client of the fencelock client package for the
+// flags (--http, --token-file, --cacert, --cert, --key), once one of the
+// replicas answers; it fails with ErrBadURL for a bad --http, and with the
+// client's error (wrapping fencelock.ErrUnavailable) when no replica
+// answered before ctx ended.
+func (f *clientFlags) apiClient(ctx context.Context) (*apiclient.Client, error) {
+	bases, err := parseBases(f.url)
+	if err != nil {
+		return nil, err
+	}
+	token, tc, err := f.credentials()
+	if err != nil {
+		return nil, err
+	}
+	return apiclient.New(ctx, apiclient.Config{Endpoints: bases, Token: token, TLS: tc})
+}
+
+// credentials reads the bearer token (the first line of --token-file, ""
+// without one) and the TLS configuration (nil without --cacert or --cert).
+func (f *clientFlags) credentials() (string, *tls.Config, error) {
+	var token string
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return "", nil, fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	}
+	if f.ca == "" && f.cert == "" {
+		return token, nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return "", nil, fmt.Errorf("--cacert: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return "", nil, fmt.Errorf("--cacert %s holds no PEM certificate", f.ca)
+		}
+	}
+	if f.cert != "" {
+		cert, err := tls.LoadX509KeyPair(f.cert, f.key)
+		if err != nil {
+			return "", nil, fmt.Errorf("--cert: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return token, tc, nil
 }
 
 // apiError is an error answer of the API.

@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fencelock/fencelock"
+	apiclient "github.com/fencelock/fencelock/client"
 	"github.com/fencelock/fencelock/httpapi"
 )
 
@@ -24,7 +26,7 @@ type listFlags struct {
 	group  string // locks and sessions: the group listed
 }
 
-func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, *client, error) {
+func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, error) {
 	fs := newFlags(name, argsUsage)
 	f.register(fs)
 	fs.StringVar(&f.output, "o", "table", "output: table or json")
@@ -32,13 +34,12 @@ func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, *cli
 		fs.StringVar(&f.group, "group", "", "the group to list (default: the default group; a PREFIX may also end in @group)")
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if f.output != "table" && f.output != "json" {
-		return nil, nil, fmt.Errorf("%s: -o %q: want table or json", name, f.output)
+		return nil, fmt.Errorf("%s: -o %q: want table or json", name, f.output)
 	}
-	c, err := f.client()
-	return fs.Args(), c, err
+	return fs.Args(), nil
 }
 
 func callCtx() (context.Context, context.CancelFunc) {
@@ -56,12 +57,21 @@ func printJSON(raw json.RawMessage) error {
 	return e.Encode(v)
 }
 
+// printValue writes v as printJSON does.
+func printValue(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return printJSON(b)
+}
+
 // statusCmd prints one replica's view of the groups (the first of --http
 // that answers), whether each replica answers, and each group's leader. It
 // exits non-zero when a group has no leader: a script or a probe sees it.
 func statusCmd(args []string) error {
 	var f listFlags
-	rest, c, err := f.parse("status", "[flags]", args)
+	rest, err := f.parse("status", "[flags]", args)
 	if err != nil {
 		return err
 	}
@@ -70,16 +80,17 @@ func statusCmd(args []string) error {
 	}
 	ctx, cancel := callCtx()
 	defer cancel()
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/status", nil, &raw); err != nil {
+	c, err := f.apiClient(ctx)
+	if err != nil {
 		return err
 	}
-	var st httpapi.StatusJSON
-	if err := json.Unmarshal(raw, &st); err != nil {
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
 		return err
 	}
 	if f.output == "json" {
-		if err := printJSON(raw); err != nil {
+		if err := printJSON(st.Raw); err != nil {
 			return err
 		}
 		return noLeader(st)
@@ -136,14 +147,14 @@ func statusCmd(args []string) error {
 	for _, d := range answers.dead {
 		fmt.Printf("NOT ANSWERING: %s\n", d)
 	}
-	if err := printGroups(st.Groups); err != nil {
+	if err := printGroups(st.Groups, nil); err != nil {
 		return err
 	}
 	return noLeader(st)
 }
 
 // noLeader is the error of a status that shows a group without a leader.
-func noLeader(st httpapi.StatusJSON) error {
+func noLeader(st apiclient.ReplicaStatus) error {
 	var none []string
 	for _, g := range st.Groups {
 		if g.LeaderID == 0 {
@@ -171,37 +182,21 @@ func groupName(name string) string {
 // the bases that do not, with why.
 type answers struct {
 	byID   map[string]string
-	status map[uint64]httpapi.StatusJSON
+	status map[uint64]apiclient.ReplicaStatus
 	dead   []string
 }
 
 // probe asks every --http base for its status, at once, each within a few
 // seconds: the point is to see which replicas answer, not to wait for them.
-func probe(ctx context.Context, c *client) answers {
-	out := answers{byID: map[string]string{}, status: map[uint64]httpapi.StatusJSON{}}
-	type res struct {
-		base string
-		st   httpapi.StatusJSON
-		err  error
-	}
-	ch := make(chan res, len(c.bases))
-	for _, base := range c.bases {
-		go func() {
-			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			var st httpapi.StatusJSON
-			err := c.once(pctx, base, "", "GET", "/v1/status", nil, &st)
-			ch <- res{base, st, err}
-		}()
-	}
-	for range c.bases {
-		r := <-ch
-		if r.err != nil {
-			out.dead = append(out.dead, fmt.Sprintf("%s: %v", r.base, r.err))
+func probe(ctx context.Context, c *apiclient.Client) answers {
+	out := answers{byID: map[string]string{}, status: map[uint64]apiclient.ReplicaStatus{}}
+	for _, r := range c.Replicas(ctx, 3*time.Second) {
+		if r.Err != nil {
+			out.dead = append(out.dead, fmt.Sprintf("%s: %v", r.Endpoint, r.Err))
 			continue
 		}
-		out.byID[fmt.Sprint(r.st.ReplicaID)] = r.base
-		out.status[r.st.ReplicaID] = r.st
+		out.byID[fmt.Sprint(r.Status.ReplicaID)] = r.Endpoint
+		out.status[r.Status.ReplicaID] = r.Status
 	}
 	sort.Strings(out.dead)
 	return out
@@ -216,8 +211,8 @@ func plural(n int, noun string) string {
 }
 
 // printGroups lists every group and its leader; a group without one says
-// NO LEADER.
-func printGroups(groups []httpapi.GroupJSON) error {
+// NO LEADER, and a leader in notReached (by ID) says how it is not.
+func printGroups(groups []apiclient.GroupStatus, notReached map[string]string) error {
 	if len(groups) == 0 {
 		return nil // a server from before groups
 	}
@@ -228,6 +223,9 @@ func printGroups(groups []httpapi.GroupJSON) error {
 		leader := "NO LEADER"
 		if g.LeaderID != 0 {
 			leader = fmt.Sprint(g.LeaderID)
+			if why, ok := notReached[leader]; ok {
+				leader += " (" + why + ")"
+			}
 		}
 		role := "follower"
 		switch {
@@ -255,7 +253,7 @@ func heldFor(ms int64, at string) string {
 
 // holderNames lists a lock's holders by session name (the ID for one
 // without a name).
-func holderNames(l httpapi.LockJSON) string {
+func holderNames(l apiclient.LockEntry) string {
 	if len(l.Holders) == 0 {
 		return "-"
 	}
@@ -271,7 +269,7 @@ func holderNames(l httpapi.LockJSON) string {
 
 // waiterNames lists a lock's listed waiters, head first, each by session
 // name (the ID for one without a name).
-func waiterNames(l httpapi.LockJSON) string {
+func waiterNames(l apiclient.LockEntry) string {
 	if len(l.Waiting) == 0 { // a server from before names: the IDs
 		q := make([]string, len(l.Queue))
 		for i, id := range l.Queue {
@@ -311,16 +309,12 @@ func locksCmd(args []string) error {
 	if sortBy != "name" && sortBy != "waiters" {
 		return fmt.Errorf("locks: --sort %q: want name or waiters", sortBy)
 	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
 	rest := fs.Args()
-	if sortBy == "waiters" {
-		if len(rest) > 0 {
-			return fmt.Errorf("locks: --sort waiters ranks every lock of a group: no PREFIX (got %q)", rest[0])
-		}
-		return contendedCmd(c, f.output, group, top)
+	if sortBy == "waiters" && len(rest) > 0 {
+		return fmt.Errorf("locks: --sort waiters ranks every lock of a group: no PREFIX (got %q)", rest[0])
+	}
+	if sortBy == "waiters" && (top < 1 || top > fencelock.MaxContended) {
+		return fmt.Errorf("locks: -n %d: want 1 to %d", top, fencelock.MaxContended)
 	}
 	if len(rest) > 1 {
 		return fmt.Errorf("locks: want at most one PREFIX, got %d", len(rest))
@@ -331,40 +325,42 @@ func locksCmd(args []string) error {
 	}
 	ctx, cancel := callCtx()
 	defer cancel()
-	var all []httpapi.LockJSON
-	after := ""
-	for {
-		var raw json.RawMessage
-		q := url.Values{"prefix": {prefix}}
-		if group != "" {
-			q.Set("group", group)
-		}
-		if after != "" {
-			q.Set("after", after)
-		}
-		if err := c.do(ctx, "GET", "/v1/locks?"+q.Encode(), nil, &raw); err != nil {
-			return err
-		}
-		var page httpapi.LockList
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return err
-		}
-		all = append(all, page.Locks...)
-		group = page.Group
-		if !page.More || page.Next == "" {
-			break
-		}
-		after = page.Next
+	c, err := f.apiClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var list apiclient.LockList
+	if sortBy == "waiters" {
+		list, err = c.Contended(ctx, group, top)
+	} else {
+		list, err = c.Locks(ctx, prefix, group)
+	}
+	if err != nil {
+		return err
 	}
 	if f.output == "json" {
-		b, _ := json.Marshal(httpapi.LockList{Group: group, Locks: all})
-		return printJSON(b)
+		return printValue(lockListJSON{Group: list.Group, Locks: list.Locks})
 	}
-	return printLocks(all)
+	return printLocks(list.Locks)
+}
+
+// lockListJSON and sessionListJSON are what -o json prints: the API's page,
+// for every entry.
+type lockListJSON struct {
+	Group string                `json:"group"`
+	Locks []apiclient.LockEntry `json:"locks"`
+	More  bool                  `json:"more"`
+}
+
+type sessionListJSON struct {
+	Group    string                   `json:"group"`
+	Sessions []apiclient.SessionEntry `json:"sessions"`
+	More     bool                     `json:"more"`
 }
 
 // printLocks is the table of locks and contended.
-func printLocks(all []httpapi.LockJSON) error {
+func printLocks(all []apiclient.LockEntry) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LOCK\tHOLDER\tHELD FOR\tHOLDER SESSION\tTOKEN\tOWNER\tWAITERS\tQUEUE (HEAD FIRST)")
 	for _, l := range all {
@@ -374,31 +370,9 @@ func printLocks(all []httpapi.LockJSON) error {
 	return tw.Flush()
 }
 
-// contendedCmd is locks --sort waiters: GET /v1/locks?sort=waiters.
-func contendedCmd(c *client, output, group string, n int) error {
-	ctx, cancel := callCtx()
-	defer cancel()
-	q := url.Values{"sort": {"waiters"}, "limit": {fmt.Sprint(n)}}
-	if group != "" {
-		q.Set("group", group)
-	}
-	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/locks?"+q.Encode(), nil, &raw); err != nil {
-		return err
-	}
-	if output == "json" {
-		return printJSON(raw)
-	}
-	var page httpapi.LockList
-	if err := json.Unmarshal(raw, &page); err != nil {
-		return err
-	}
-	return printLocks(page.Locks)
-}
-
 func sessionsCmd(args []string) error {
 	var f listFlags
-	rest, c, err := f.parse("sessions", "[flags]", args)
+	rest, err := f.parse("sessions", "[flags]", args)
 	if err != nil {
 		return err
 	}
@@ -407,38 +381,22 @@ func sessionsCmd(args []string) error {
 	}
 	ctx, cancel := callCtx()
 	defer cancel()
-	var all []httpapi.SessionJSON
-	after := ""
-	for {
-		q := url.Values{}
-		if f.group != "" {
-			q.Set("group", f.group)
-		}
-		if after != "" {
-			q.Set("after", after)
-		}
-		path := "/v1/sessions"
-		if len(q) > 0 {
-			path += "?" + q.Encode()
-		}
-		var page httpapi.SessionList
-		if err := c.do(ctx, "GET", path, nil, &page); err != nil {
-			return err
-		}
-		all = append(all, page.Sessions...)
-		if !page.More || page.Next == "" {
-			break
-		}
-		after = page.Next
+	c, err := f.apiClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	list, err := c.Sessions(ctx, f.group)
+	if err != nil {
+		return err
 	}
 	if f.output == "json" {
-		b, _ := json.Marshal(httpapi.SessionList{Group: f.group, Sessions: all})
-		return printJSON(b)
+		return printValue(sessionListJSON{Group: f.group, Sessions: list.Sessions})
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tNAME\tOWNER\tTTL\tHELD\tWAITING")
-	for _, s := range all {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%d\n", s.SessionID, s.Name, s.Owner, time.Duration(s.TimeoutMS)*time.Millisecond, s.Held, s.Waiting)
+	for _, s := range list.Sessions {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%d\n", s.SessionID, s.Name, s.Owner, s.TTL(), s.Held, s.Waiting)
 	}
 	return tw.Flush()
 }
@@ -456,7 +414,11 @@ func membersCmd(args []string) error {
 		}
 	}
 	var f listFlags
-	rest, c, err := f.parse("members", "[--group NAME] [flags] | add --id N --addr HOST:PORT [--voting] | remove ID", args)
+	rest, err := f.parse("members", "[--group NAME] [flags] | add --id N --addr HOST:PORT [--voting] | remove ID", args)
+	if err != nil {
+		return err
+	}
+	c, err := f.client()
 	if err != nil {
 		return err
 	}

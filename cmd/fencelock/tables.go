@@ -6,11 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -67,8 +69,15 @@ func printValue(v any) error {
 }
 
 // statusCmd prints one replica's view of the groups (the first of --http
-// that answers), whether each replica answers, and each group's leader. It
-// exits non-zero when a group has no leader: a script or a probe sees it.
+// that answers), whether each replica answers, and each group's leader.
+//
+// It never shows a voter it cannot reach as leader or follower: one that
+// answers no --http URL while some --http URL does not answer may be the
+// one that does not, so it is shown as a leader or follower only if its
+// raft port accepts a connection; one whose raft port refuses is NOT
+// RUNNING, one that cannot be told UNCONFIRMED. It exits non-zero when a
+// group has no leader or a voter is unreachable, not running or
+// unconfirmed: a script or a probe sees it (with -o json too).
 func statusCmd(args []string) error {
 	var f listFlags
 	rest, err := f.parse("status", "[flags]", args)
@@ -89,48 +98,19 @@ func statusCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	answers := probe(ctx, c)
+	rows, notReached, missing := voterRoles(st, answers, dialRaft)
 	if f.output == "json" {
 		if err := printJSON(st.Raw); err != nil {
 			return err
 		}
-		return noLeader(st)
+		return errors.Join(noLeader(st), missing)
 	}
-	answers := probe(ctx, c)
 	fmt.Printf("replica %d, group %s, term %d, applied index %d\n", st.ReplicaID, st.GroupID, st.Term, st.AppliedIndex)
 	fmt.Printf("%s, %s held, %d waiting\n\n", plural(st.Sessions, "session"), plural(st.LocksHeld, "lock"), st.Waiters)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REPLICA\tRAFT ADDRESS\tROLE\tHTTP")
-	type m struct{ id, addr, role string }
-	var ms []m
-	// Only a leader, or any replica while there is none, knows which
-	// voters it does not reach: a follower's view asks the leader's.
-	seen := st
-	if ld, ok := answers.status[st.LeaderID]; ok && st.LeaderID != st.ReplicaID {
-		seen = ld
-	}
-	unreached := map[string]bool{}
-	for _, id := range seen.Unreachable {
-		unreached[fmt.Sprint(id)] = true
-	}
-	for id, a := range st.Voters {
-		role := "follower"
-		switch {
-		case unreached[id]:
-			// This replica has not heard from it: whatever it was, it is
-			// not following this group now.
-			role = fmt.Sprintf("UNREACHABLE from %d", seen.ReplicaID)
-		case id == fmt.Sprint(st.LeaderID):
-			role = "leader"
-		}
-		ms = append(ms, m{id, a, role})
-	}
-	for id, a := range st.NonVoting {
-		ms = append(ms, m{id, a, "non-voting"})
-	}
-	sort.Slice(ms, func(i, j int) bool {
-		return len(ms[i].id) < len(ms[j].id) || len(ms[i].id) == len(ms[j].id) && ms[i].id < ms[j].id
-	})
-	for _, x := range ms {
+	for _, x := range rows {
 		this := ""
 		if x.id == fmt.Sprint(st.ReplicaID) {
 			this = " (this)"
@@ -147,10 +127,107 @@ func statusCmd(args []string) error {
 	for _, d := range answers.dead {
 		fmt.Printf("NOT ANSWERING: %s\n", d)
 	}
-	if err := printGroups(st.Groups, nil); err != nil {
+	if err := printGroups(st.Groups, notReached); err != nil {
 		return err
 	}
-	return noLeader(st)
+	return errors.Join(noLeader(st), missing)
+}
+
+// roleRow is one member in status's table.
+type roleRow struct{ id, addr, role string }
+
+// reach is how a voter's raft port answered a connection.
+type reach int
+
+const (
+	reachOK      reach = iota // accepted: a process listens there
+	reachRefused              // refused: its host runs nothing there
+	reachUnknown              // timed out, no route, a bad address: cannot tell
+)
+
+// ErrVoterNotReached: status shows a voter that is unreachable, not
+// running, or that it cannot confirm.
+var ErrVoterNotReached = errors.New("voters not reached")
+
+// voterRoles returns the members' rows, in ID order, the voters shown as
+// not reached (by ID: "UNREACHABLE", "NOT RUNNING" or "UNCONFIRMED"), and
+// an error wrapping ErrVoterNotReached naming them (nil if none).
+//
+// A voter's role is the view of st's replica (or, if st's is a follower's,
+// of the leader when it answered: only a leader, or any replica while there
+// is none, knows which voters it does not hear from). That view lags a
+// voter's death by a few election timeouts, so a voter that answered no
+// --http URL, while some --http URL did not answer, is shown as a leader or
+// follower only if dial finds its raft port open.
+func voterRoles(st apiclient.ReplicaStatus, ans answers, dial func(addr string) reach) ([]roleRow, map[string]string, error) {
+	seen := st
+	if ld, ok := ans.status[st.LeaderID]; ok && st.LeaderID != st.ReplicaID {
+		seen = ld
+	}
+	unreached := map[string]bool{}
+	for _, id := range seen.Unreachable {
+		unreached[fmt.Sprint(id)] = true
+	}
+	var rows []roleRow
+	var bad []string
+	notReached := map[string]string{}
+	for id, a := range st.Voters {
+		role := "follower"
+		if id == fmt.Sprint(st.LeaderID) {
+			role = "leader"
+		}
+		_, answered := ans.byID[id]
+		switch {
+		case unreached[id]:
+			// This replica has not heard from it: whatever it was, it is
+			// not following this group now.
+			role = fmt.Sprintf("UNREACHABLE from %d", seen.ReplicaID)
+			bad = append(bad, id+" (unreachable)")
+			notReached[id] = "UNREACHABLE"
+		case answered || len(ans.dead) == 0:
+			// It answered; or every --http URL answered, so it is one
+			// outside --http and the view above is all there is.
+		default:
+			switch dial(a) {
+			case reachOK:
+			case reachRefused:
+				role = "NOT RUNNING (its raft port refuses)"
+				bad = append(bad, id+" (not running)")
+				notReached[id] = "NOT RUNNING"
+			default:
+				role = "UNCONFIRMED (" + role + " as " + fmt.Sprint(st.ReplicaID) + " sees it)"
+				bad = append(bad, id+" (unconfirmed: no answer on --http, raft port not reached)")
+				notReached[id] = "UNCONFIRMED"
+			}
+		}
+		rows = append(rows, roleRow{id, a, role})
+	}
+	for id, a := range st.NonVoting {
+		rows = append(rows, roleRow{id, a, "non-voting"})
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		return len(rows[i].id) < len(rows[j].id) || len(rows[i].id) == len(rows[j].id) && rows[i].id < rows[j].id
+	})
+	if len(bad) == 0 {
+		return rows, nil, nil
+	}
+	sort.Strings(bad)
+	return rows, notReached, fmt.Errorf("%w: replica %s", ErrVoterNotReached, strings.Join(bad, ", replica "))
+}
+
+// dialRaft tries addr's TCP port for a second: a connection refused means
+// its host is up and runs no replica there; no answer cannot tell (a
+// firewall may keep this host off the raft port).
+func dialRaft(addr string) reach {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		conn.Close()
+		return reachOK
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return reachRefused
+	}
+	return reachUnknown
 }
 
 // noLeader is the error of a status that shows a group without a leader.

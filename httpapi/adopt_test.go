@@ -92,8 +92,8 @@ func TestSessionOutlivesItsReplica(t *testing.T) {
 			require.Equal(t, float64(1), r.body["http_sessions"], "replica 3 serves o alone: %s", r.raw)
 
 			// The waiting acquire of jobs/b, re-issued on replica 3: the
-			// adoption withdrew it, so it queues again, and is granted
-			// once, when o releases.
+			// adoption kept it in its place, and it is granted once, when
+			// o releases.
 			r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
 			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
 			r = call(t, "POST", lockURL(three, "jobs/b", "release"), map[string]any{"session_id": o, "fencing_token": otherToken})
@@ -192,4 +192,94 @@ func TestAdoptionKeepsEveryGroup(t *testing.T) {
 	// Released through the replica that adopted it, by the kept token.
 	r = call(t, "POST", lockURL(three, "x@b", "release"), map[string]any{"session_id": s, "fencing_token": tokens[0]})
 	require.Equal(t, 200, r.status, r.raw)
+}
+
+// TestAdoptionKeepsQueuedAcquires: session a holds L; b waits for L on
+// replica 1 (its wait runs there), c behind it on replica 2. Replica 1
+// stops, gracefully and, separately, by a crash. b's client re-issues its
+// acquire on replica 2, which adopts b: b keeps its place ahead of c, is
+// granted L when a releases it, once, and c is not.
+func TestAdoptionKeepsQueuedAcquires(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		name := "graceful"
+		if crash {
+			name = "crash"
+		}
+		t.Run(name, func(t *testing.T) {
+			g := newGroup(t, true)
+			one, two, three := g.urls[1], g.urls[2], g.urls[3]
+			a := newSession(t, three, 6000)
+			b := newSession(t, one, 6000)
+			c := newSession(t, two, 6000)
+			r := call(t, "POST", lockURL(three, "L", "acquire"), map[string]any{"session_id": a, "wait": false})
+			require.Equal(t, true, r.body["granted"], r.raw)
+			aToken := r.str("fencing_token")
+			r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
+			require.Equal(t, float64(2), r.body["queue_position"], r.raw)
+			queue := func(at string, want ...string) {
+				t.Helper()
+				r := call(t, "GET", lockURL(at, "L", ""), nil)
+				require.Equal(t, 200, r.status, r.raw)
+				require.Equal(t, fmt.Sprint(want), fmt.Sprint(r.body["queue"]), r.raw)
+			}
+			queue(three, b, c)
+
+			if crash {
+				testhook.Crash(context.Background(), g.nodes[1])
+				g.srvs[1].CloseClientConnections()
+				g.srvs[1].Close()
+				g.apis[1].Close()
+			} else {
+				g.apis[1].Close()
+				g.srvs[1].Close()
+				require.NoError(t, g.nodes[1].Close())
+			}
+
+			// b's client re-issues its waiting acquire on replica 2, which
+			// adopts b: its request keeps its place, and no second one
+			// queues.
+			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+			require.Equal(t, 200, r.status, r.raw)
+			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+			queue(two, b, c)
+			queue(three, b, c)
+			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+			require.Equal(t, float64(1), r.body["queue_position"], "asked again: %s", r.raw)
+			queue(three, b, c)
+
+			// a releases L: b is granted, not c.
+			r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
+			require.Equal(t, 200, r.status, r.raw)
+			var bToken string
+			require.Eventually(t, func() bool {
+				r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+				bToken = r.str("fencing_token")
+				return r.body["granted"] == true
+			}, 10*time.Second, 50*time.Millisecond, r.raw)
+			r = call(t, "GET", lockURL(three, "L", ""), nil)
+			require.Equal(t, b, r.str("holder_session"), r.raw)
+			require.Equal(t, bToken, r.str("fencing_token"), r.raw)
+			require.Len(t, r.body["holders"], 1, r.raw)
+			queue(three, c)
+			// Exactly one grant: asked anywhere, b's acquire answers it.
+			for _, at := range []string{two, three} {
+				r = call(t, "POST", lockURL(at, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+				require.Equal(t, true, r.body["granted"], r.raw)
+				require.Equal(t, bToken, r.str("fencing_token"), r.raw)
+			}
+			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
+			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+			queue(three, c)
+
+			// b releases by its token: c is granted.
+			r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b, "fencing_token": bToken})
+			require.Equal(t, 200, r.status, r.raw)
+			require.Eventually(t, func() bool {
+				r = call(t, "GET", lockURL(three, "L", ""), nil)
+				return r.str("holder_session") == c
+			}, 10*time.Second, 50*time.Millisecond, r.raw)
+		})
+	}
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servicehook"
 	"github.com/fencelock/fencelock/metrics"
 )
 
@@ -122,16 +123,29 @@ func New(node *fencelock.Node, opts ...Option) *Server {
 	return s
 }
 
-// Close ends the Server's waiting acquires and campaigns (withdrawing them
-// from their queues) and its watch streams. It does not close the sessions
-// at the group: their clients go on calling other replicas, which adopt
-// them with every lock and token (a re-issued acquire finds its grant, or
-// queues again); a session whose client stops calling expires one TTL
-// later, as when a Go holder's process exits.
+// Close ends the Server's waiting acquires and campaigns and its watch
+// streams, and gives up its copies of the sessions it serves, in this
+// process only. It closes no session at the group and withdraws no
+// request: their clients go on calling other replicas, which adopt them
+// with every lock and token and every queued request in its place (a
+// re-issued acquire or campaign is answered by its request's grant, never
+// queued a second time); a session whose client stops calling expires one
+// TTL later, as when a Go holder's process exits, and its requests leave
+// their queues then.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
+	copies := make([]*session, 0, len(s.sessions))
+	for _, hs := range s.sessions {
+		copies = append(copies, hs)
+	}
 	s.mu.Unlock()
+	// Given up before the waits' context ends: a wait whose session is
+	// over here returns without withdrawing its request, which a cancel
+	// would.
+	for _, hs := range copies {
+		servicehook.Abandon(hs.s)
+	}
 	s.cancel()
 	s.wg.Wait()
 	return nil

@@ -14,8 +14,12 @@ import (
 // resume of its default part first, which is what checks the nonce, and so
 // the caller's secret, at the group; then, in each of groups (the named
 // groups this process runs), a resume of the session's part there, if it
-// has one. The session keeps every grant with its token; requests its
-// earlier holder had queued are withdrawn (fsm.KindResume).
+// has one. The session keeps every grant with its token, and every request
+// its earlier holder had queued stays queued in its place (fsm.Command.Keep):
+// a call that asks for the same lock or election again (Request, with
+// Wait) waits for that request's grant, and is answered by it, instead of
+// queuing a second time; a grant to a kept request made before such a
+// call is held by the session meanwhile, as one its resume kept is.
 //
 // A wrong nonce, or a session that is over, fails with ErrSessionExpired
 // and changes nothing: no group but the default one is asked anything.
@@ -26,7 +30,7 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 	if o.Nonce == nil {
 		return nil, fmt.Errorf("%w: no nonces to adopt with", ErrInvalidResumeToken)
 	}
-	s, err := h.Resume(ctx, []PartToken{{Session: id, Secret: o.Nonce("")}}, o, owner)
+	s, err := h.resume(ctx, []PartToken{{Session: id, Secret: o.Nonce("")}}, o, owner, true)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +41,7 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 		pid, err := s.findPart(ctx, g)
 		if err == nil {
 			var p *Part
-			p, err = s.resumePart(ctx, PartToken{Group: g, Session: pid, Secret: o.Nonce(g)})
+			p, err = s.resumePart(ctx, PartToken{Group: g, Session: pid, Secret: o.Nonce(g)}, true)
 			if err == nil {
 				s.mu.Lock()
 				s.parts[g] = p

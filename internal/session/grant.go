@@ -319,6 +319,7 @@ func (p *Part) grantEnded(token uint64, why error) {
 	p.mu.Lock()
 	g := p.grants[token]
 	delete(p.grants, token)
+	p.forgetKept(token)
 	p.mu.Unlock()
 	if g != nil {
 		g.lose(why)

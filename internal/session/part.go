@@ -142,6 +142,13 @@ type Part struct {
 	// resume is the ID of the resume attempt that has not been applied
 	// yet, 0 once it has (or for a part this process opened).
 	resume atomic.Uint64
+	// keeps marks a part resumed by an adoption, with fsm.Command.Keep:
+	// it takes the requests its resume kept queued (EventKeptQueued) as
+	// waiters with no call yet. keptSent, by the boot clock, precedes the
+	// resume's send, and so the apply of every grant to a kept request.
+	// Both are set before the resume is sent, under mu.
+	keeps    bool
+	keptSent clock.Instant
 
 	pause atomic.Pointer[pause] // tests only: see pause.go
 }
@@ -152,6 +159,13 @@ type waiter struct {
 	grant   *Grant
 	maxHold time.Duration // WithMaxHold's; 0: none
 	sent    clock.Instant // when the request was sent, by the boot clock
+	// kept marks a request an earlier holder made and an adoption kept in
+	// its queue (fsm.EventKeptQueued): no call of this process made it,
+	// and the call that re-issues it (claimed) waits for it instead of
+	// asking again. name and mode are what such a call must ask for.
+	kept, claimed bool
+	name          string
+	mode          grantMode
 }
 
 // newNonce returns a secret for an open or a resume attempt; never 0.

@@ -102,7 +102,16 @@ func (p *Part) call(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 //
 // cmd is filled in with the request's session and number, for the caller's
 // span.
+//
+// A waiting call for what a request kept by the part's adoption asks for
+// (see Adopt) is answered by that request instead: it waits for the kept
+// request's grant, or returns it at once if it came first.
 func (p *Part) request(ctx context.Context, cmd *fsm.Command, o RequestOptions) (*Grant, error) {
+	if cmd.Wait {
+		if seq, w := p.rejoin(cmd); w != nil {
+			return p.awaitKept(ctx, cmd, seq, w, o)
+		}
+	}
 	r, err := p.rt.replica()
 	if err != nil {
 		return nil, err

@@ -41,6 +41,13 @@ func (s *Session) Tokens() []PartToken {
 // resumed so far end here without being closed at their groups, so that
 // the same token can be tried again.
 func (h *Host) Resume(ctx context.Context, parts []PartToken, o Options, owner any) (*Session, error) {
+	return h.resume(ctx, parts, o, owner, false)
+}
+
+// resume is Resume; with keep (an adoption's, see Adopt) each part keeps
+// its queued requests in their places (fsm.Command.Keep) instead of
+// withdrawing them.
+func (h *Host) resume(ctx context.Context, parts []PartToken, o Options, owner any, keep bool) (*Session, error) {
 	if len(parts) == 0 || parts[0].Group != "" {
 		return nil, fmt.Errorf("%w: no default part", ErrInvalidResumeToken)
 	}
@@ -54,7 +61,7 @@ func (h *Host) Resume(ctx context.Context, parts []PartToken, o Options, owner a
 		return nil, err
 	}
 	for i, t := range parts {
-		p, err := s.resumePart(ctx, t)
+		p, err := s.resumePart(ctx, t, keep)
 		if err != nil {
 			if i > 0 && errors.Is(err, ErrSessionExpired) {
 				h.log.Info("fencelock: a part of the resumed session is over", "group", t.Group, "session", t.Session)
@@ -75,8 +82,9 @@ func (h *Host) Resume(ctx context.Context, parts []PartToken, o Options, owner a
 	return s, nil
 }
 
-// resumePart resumes one part of s.
-func (s *Session) resumePart(ctx context.Context, t PartToken) (*Part, error) {
+// resumePart resumes one part of s; with keep, its queued requests stay
+// queued (fsm.Command.Keep), each a waiter with no call yet.
+func (s *Session) resumePart(ctx context.Context, t PartToken, keep bool) (*Part, error) {
 	r, err := s.h.Replica(t.Group)
 	if err != nil {
 		return nil, err
@@ -89,6 +97,7 @@ func (s *Session) resumePart(ctx context.Context, t PartToken) (*Part, error) {
 	c := s.h.cfg.Clock
 	sent, sentAt := clock.Boot(c), c.Now()
 	p.lease.deadline, p.acked = sent.Add(p.lease.life), sentAt
+	p.keeps, p.keptSent = keep, sent
 	// Registered before the resume applies, so that the grants it keeps,
 	// reported as it applies, reach p, and so does everything after; what
 	// this replica applies before it (it may be replaying its log after the
@@ -115,7 +124,7 @@ func (s *Session) resumePart(ctx context.Context, t PartToken) (*Part, error) {
 	// session's, so the deadline set above is never later than the group's
 	// own expiry allows.
 	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindResume, Session: p.id, Nonce: t.Secret,
-		Owner: s.h.cfg.ReplicaID, Target: attempt, TTL: uint64(p.ttl)})
+		Owner: s.h.cfg.ReplicaID, Target: attempt, TTL: uint64(p.ttl), Keep: keep})
 	if err == nil && res.Status != fsm.OK {
 		switch res.Status {
 		case fsm.UnknownSession:
@@ -198,7 +207,11 @@ func (p *Part) reconcileResume(st *fsm.State) {
 	p.later(func() {
 		if p.resume.CompareAndSwap(attempt, 0) {
 			for i := range kept {
-				p.kept(&kept[i])
+				if kept[i].Kind == fsm.EventKeptQueued {
+					p.keptQueued(&kept[i])
+				} else {
+					p.kept(&kept[i])
+				}
 			}
 		}
 	})

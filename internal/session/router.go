@@ -204,6 +204,8 @@ func (p *Part) applyEvent(e *fsm.Event, since clock.Instant) {
 		p.proclaimed(e.Token, e.Value)
 	case fsm.EventKept:
 		p.kept(e)
+	case fsm.EventKeptQueued:
+		p.keptQueued(e)
 	}
 }
 

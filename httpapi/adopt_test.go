@@ -283,3 +283,34 @@ func TestAdoptionKeepsQueuedAcquires(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptionWithdrawsAKeptRequest: a waiting acquire re-issued on the
+// adopting replica, then withdrawn by its client, leaves the queue: the
+// lock is not granted to it when its holder releases.
+func TestAdoptionWithdrawsAKeptRequest(t *testing.T) {
+	g := newGroup(t, true)
+	one, two, three := g.urls[1], g.urls[2], g.urls[3]
+	a := newSession(t, three, 6000)
+	b := newSession(t, one, 6000)
+	r := call(t, "POST", lockURL(three, "L", "acquire"), map[string]any{"session_id": a, "wait": false})
+	require.Equal(t, true, r.body["granted"], r.raw)
+	aToken := r.str("fencing_token")
+	r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	testhook.Crash(context.Background(), g.nodes[1])
+	g.srvs[1].CloseClientConnections()
+	g.srvs[1].Close()
+	g.apis[1].Close()
+
+	r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
+	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, true, r.body["withdrawn"], r.raw)
+	r = call(t, "GET", lockURL(three, "L", ""), nil)
+	require.Equal(t, float64(0), r.body["waiters"], r.raw)
+	r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
+	require.Equal(t, 200, r.status, r.raw)
+	r = call(t, "GET", lockURL(two, "L", ""), nil)
+	require.Equal(t, false, r.body["held"], r.raw)
+}

@@ -49,13 +49,17 @@ type Session struct {
 	id     uint64
 	secret string
 	ttl    time.Duration
-	every  time.Duration // between heartbeats
 	stop   chan struct{} // closed by end: stops the heartbeat loop
+	// reperiod wakes the heartbeat loop when SetHeartbeatPeriod changed
+	// every.
+	reperiod chan struct{}
 
 	mu       sync.Mutex
 	lease    time.Duration // the last lease_ms answered
 	deadline clock.Instant // the holder's: the last OK send + lease
 	lastOK   clock.Instant // the send of the last heartbeat (or create) answered OK
+	every    time.Duration // between heartbeats
+	onBeat   func(err error, left time.Duration)
 	done     chan struct{}
 	err      error
 	grants   map[*grant]struct{}
@@ -122,8 +126,8 @@ func (c *Client) NewSession(ctx context.Context, opts ...fencelock.SessionOption
 	}
 	s := &Session{c: c, id: uint64(a.SessionID), secret: a.SessionSecret,
 		ttl: time.Duration(a.TimeoutMS) * time.Millisecond, lease: time.Duration(a.LeaseMS) * time.Millisecond,
-		lastOK: sent, stop: make(chan struct{}), done: make(chan struct{}), grants: map[*grant]struct{}{},
-		busy: map[string]chan struct{}{}}
+		lastOK: sent, stop: make(chan struct{}), reperiod: make(chan struct{}, 1), done: make(chan struct{}),
+		grants: map[*grant]struct{}{}, busy: map[string]chan struct{}{}}
 	s.deadline = sent.Add(s.lease)
 	// The API's lease is TTL − 2·margin (3/5 of the TTL): a period of a
 	// third of it leaves two more heartbeats after one that went
@@ -253,6 +257,76 @@ func (s *Session) left() time.Duration {
 	return s.deadline.Sub(now())
 }
 
+// Lease returns the lease the last answered heartbeat (or the create)
+// promised: how long after a heartbeat's send the session and its grants
+// are sure to live, a margin short of the TTL.
+func (s *Session) Lease() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease
+}
+
+// LeaseLeft returns the time left, by this process's boot clock, until the
+// holder's deadline: Lease after the send of the last heartbeat (or the
+// create) a replica answered OK. The deadline only moves later, by an
+// answered heartbeat, and never once the session is over; at 0 or below
+// Done is closed (LeaseLeft checks it, as Done does). A process that must
+// stop acting before the group may grant its locks to another stops by
+// then.
+func (s *Session) LeaseLeft() time.Duration {
+	s.check()
+	return s.left()
+}
+
+// MinHeartbeatPeriod is the shortest period SetHeartbeatPeriod takes.
+const MinHeartbeatPeriod = 10 * time.Millisecond
+
+// SetHeartbeatPeriod sets the time between heartbeats (by default a third
+// of the lease), from the next one on; a heartbeat also gives up after d,
+// and leaves each endpoint d/2 while others remain. A shorter period leaves
+// more heartbeats between one that went unanswered and the lease's end: a
+// holder that stops a grace before the deadline wants (Lease − grace)/2 or
+// less, so that one missed heartbeat never brings it there. The deadline's
+// rule does not depend on it. It fails with fencelock.ErrInvalidConfig for
+// d below MinHeartbeatPeriod or above half the lease (one missed heartbeat
+// would then end the session), changing nothing.
+func (s *Session) SetHeartbeatPeriod(d time.Duration) error {
+	s.mu.Lock()
+	if d < MinHeartbeatPeriod || d > s.lease/2 {
+		lease := s.lease
+		s.mu.Unlock()
+		return fmt.Errorf("%w: heartbeat period %v outside [%v, %v] (half the lease)", fencelock.ErrInvalidConfig, d, MinHeartbeatPeriod, lease/2)
+	}
+	s.every = d
+	s.mu.Unlock()
+	select {
+	case s.reperiod <- struct{}{}:
+	default: // a wake-up is pending already: it reads the new period
+	}
+	return nil
+}
+
+// OnHeartbeat sets f (nil: none) to be called after each heartbeat's
+// answer has been taken: err is nil when a replica answered OK (its
+// lease_ms moved the deadline, unless it promised no lease), else why not
+// (no endpoint answered, or the group refused it: then the session is
+// over), and left is LeaseLeft after the answer. It is how a holder reports
+// failing heartbeats while the lease runs down. f runs on the session's
+// heartbeat goroutine: it must return quickly and must not call the
+// session's blocking methods.
+func (s *Session) OnHeartbeat(f func(err error, left time.Duration)) {
+	s.mu.Lock()
+	s.onBeat = f
+	s.mu.Unlock()
+}
+
+// period returns the heartbeat period.
+func (s *Session) period() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.every
+}
+
 type beat struct {
 	sent clock.Instant
 	a    sessionAnswer
@@ -263,7 +337,8 @@ type beat struct {
 // and ends the session at its deadline.
 func (s *Session) run() {
 	defer s.c.wg.Done()
-	tick := time.NewTicker(s.every)
+	every := s.period()
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	check := time.NewTimer(min(max(s.left(), 0), maxSleep))
 	defer check.Stop()
@@ -275,26 +350,39 @@ func (s *Session) run() {
 			return
 		case <-s.stop:
 			return
+		case <-s.reperiod:
+			if e := s.period(); e != every {
+				every = e
+				tick.Reset(every)
+			}
 		case <-tick.C:
 			if inFlight {
 				break // the previous one is still out: its answer decides
 			}
 			inFlight = true
 			s.c.wg.Add(1) // run holds a count: Close waits for this one too
+			every := every // the loop may change its own
 			go func() {
 				defer s.c.wg.Done()
 				b := beat{sent: now()}
 				// A heartbeat ends before the next is due; an endpoint
 				// that holds it leaves half of that to the others.
-				ctx, cancel := context.WithTimeout(s.c.ctx, s.every)
+				ctx, cancel := context.WithTimeout(s.c.ctx, every)
 				defer cancel()
 				b.err = s.c.call(ctx, callSpec{method: "POST", path: s.path() + "/heartbeat", secret: s.secret,
-					session: true, attempt: s.every / 2}, &b.a)
+					session: true, attempt: every / 2}, &b.a)
 				answers <- b
 			}()
 		case b := <-answers:
 			inFlight = false
 			s.answer(b)
+			s.mu.Lock()
+			f := s.onBeat
+			s.mu.Unlock()
+			if f != nil {
+				s.check()
+				f(b.err, s.left())
+			}
 		case <-check.C:
 		}
 		s.check()

@@ -139,6 +139,89 @@ func (c *Client) Observe(ctx context.Context, election string) <-chan fencelock.
 	return out
 }
 
+// Watch reports lock name as the group changes it: first its state, then
+// each change (granted, released, expired, revoked, a waiter queued or
+// gone), as the embedded Node.Watch does; it may skip intermediate states
+// but the value waiting to be received is always the latest known, and
+// Queue and Waiting are not listed (Waiters counts them). The stream follows
+// the endpoints: one that ends or goes silent is reopened on the next that
+// answers, and begins with the current state. The channel is closed when
+// ctx ends or the Client closes; for a name the API refuses
+// (ErrInvalidName, ErrUnknownGroup, no read right) it carries one LockInfo
+// whose Err says why, and is closed.
+func (c *Client) Watch(ctx context.Context, name string) <-chan fencelock.LockInfo {
+	out := make(chan fencelock.LockInfo, 1)
+	if !fsm.ValidName(name) {
+		out <- fencelock.LockInfo{Name: name, Err: fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(name, 64))}
+		close(out)
+		return out
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		out <- fencelock.LockInfo{Name: name, Err: fmt.Errorf("%w: the client was closed", fencelock.ErrClosed)}
+		close(out)
+		return out
+	}
+	c.wg.Add(1) // under c.mu: Close waits only once no more can start
+	c.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		defer close(out)
+		stop := context.AfterFunc(c.ctx, cancel)
+		defer stop()
+		// latest keeps only the newest value for the receiver.
+		latest := func(li fencelock.LockInfo) {
+			select {
+			case <-out:
+			default:
+			}
+			out <- li
+		}
+		path := lockPath(name, "watch")
+		backoff := 100 * time.Millisecond
+		for ctx.Err() == nil {
+			err := c.follow(ctx, path, func(ev sseEvent) bool {
+				backoff = 100 * time.Millisecond
+				switch ev.kind {
+				case "state", "granted", "released", "expired", "revoked", "queue":
+					var l lockJSON
+					if json.Unmarshal(ev.data, &l) != nil {
+						return false // garbage: reopen
+					}
+					info := l.info()
+					info.Name = name
+					info.Queue, info.Waiting = nil, nil
+					latest(info)
+				case "error":
+					var ee errorEvent
+					_ = json.Unmarshal(ev.data, &ee)
+					latest(fencelock.LockInfo{Name: name, Err: &Error{Status: 200, Code: clean(ee.Code, 64),
+						Message: clean(ee.Message, 4096)}})
+					cancel()
+					return false
+				}
+				return true
+			})
+			var e *Error
+			if errors.As(err, &e) && !failover(err) {
+				latest(fencelock.LockInfo{Name: name, Err: err})
+				return
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}()
+	return out
+}
+
 // sseEvent is one Server-Sent Event.
 type sseEvent struct {
 	kind string

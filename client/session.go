@@ -360,7 +360,7 @@ func (s *Session) run() {
 				break // the previous one is still out: its answer decides
 			}
 			inFlight = true
-			s.c.wg.Add(1) // run holds a count: Close waits for this one too
+			s.c.wg.Add(1)  // run holds a count: Close waits for this one too
 			every := every // the loop may change its own
 			go func() {
 				defer s.c.wg.Done()

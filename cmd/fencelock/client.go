@@ -415,3 +415,49 @@ func scanEvents(r io.Reader, line func(), emit func(sseEvent) bool) {
 		}
 	}
 }
+
+// follow keeps a stream open on whichever replica answers, from first (open
+// already), until ctx ends: a stream that ends while ctx lives (its replica
+// closed or died, or it went silent) is reopened on the next replica that
+// answers, and begins with the current state, so nothing but intermediate
+// states is missed. The channel closes when ctx ends, or with *errp set when
+// a replica refuses the stream for a reason another would share (a token
+// without the read right, say).
+func (c *client) follow(ctx context.Context, path string, first <-chan sseEvent, errp *error) <-chan sseEvent {
+	out := make(chan sseEvent)
+	go func() {
+		defer close(out)
+		ch := first
+		backoff := 100 * time.Millisecond
+		for {
+			for ev := range ch {
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+			for {
+				if ctx.Err() != nil {
+					return
+				}
+				var err error
+				if ch, err = c.stream(ctx, path); err == nil {
+					backoff = 100 * time.Millisecond
+					break
+				}
+				if ctx.Err() == nil && !failover(err) {
+					*errp = err
+					return
+				}
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+					return
+				}
+				backoff = min(2*backoff, 2*time.Second)
+			}
+		}
+	}()
+	return out
+}

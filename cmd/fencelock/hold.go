@@ -2,19 +2,19 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock/httpapi"
+	"github.com/fencelock/fencelock"
+	apiclient "github.com/fencelock/fencelock/client"
 	"github.com/fencelock/fencelock/internal/clock"
 )
 
@@ -66,367 +66,203 @@ func (f *holdFlags) parse(name, argsUsage string, args []string) ([]string, []st
 	return ops, cmd, nil
 }
 
-// bootNow reads the clock a holder's deadline is measured on, as the
-// library's sessions do: CLOCK_BOOTTIME on Linux, which counts the time the
-// machine was suspended, where Go's monotonic clock stops. A deadline on the
-// monotonic clock would move later by every suspend, and the command would
-// run on after the group had freed its lock.
+// bootNow reads the clock the session's deadline is measured on
+// (client.Session.LeaseLeft): CLOCK_BOOTTIME on Linux, which counts the time
+// the machine was suspended, where Go's monotonic clock stops; the grace
+// after a SIGTERM is timed on it too.
 func bootNow() clock.Instant { return clock.Boot(clock.Real) }
 
 // maxSleep caps every wait for a deadline: the runtime's timers run on the
 // monotonic clock and fire late after a suspend, so each wait is re-checked
-// against the boot clock at least this often.
+// against the session's boot clock (LeaseLeft) at least this often.
 const maxSleep = 250 * time.Millisecond
 
-// holder keeps an HTTP session alive and tells when it is lost: when a
-// heartbeat says the session is over, or when no heartbeat was answered for
-// the lease the API grants (lease_ms after the send of the last one
-// answered), by the boot clock.
-//
-// Any replica serves the session (docs/http.md): if the one serving it
-// dies, a heartbeat to another adopts it with its lock, and the command
-// runs on. Only if no replica renews it (no quorum) do the heartbeats go
-// unanswered, and the session is lost at its deadline: the command is
-// stopped then, and lock or elect exits.
-type holder struct {
-	c      *client
-	id     string
-	home   string // the replica that created the session, named in a loss
-	secret string // the session's, sent with every call acting on it
-	ttl    time.Duration
-	every  time.Duration // between heartbeats
-
-	mu       sync.Mutex
-	lease    time.Duration
-	deadline clock.Instant
-	failing  error // the last heartbeat's error, nil once one is answered
-	lost     chan struct{}
-	why      error
+// grantKind is how lock and elect take their grant and follow it.
+type grantKind struct {
+	what string // "lock NAME", for messages
+	// take waits for the grant of session s; ctx ending withdraws the
+	// request.
+	take func(ctx context.Context, s *apiclient.Session) (heldGrant, error)
+	// watch follows the grant at the group: each value says whether the
+	// group shows it (session sid, token) held, or why the stream ended
+	// (err, then the channel closes).
+	watch func(ctx context.Context, c *apiclient.Client, sid, token uint64) <-chan shown
+	// env is what CMD gets in its environment.
+	env func(g heldGrant) []string
 }
 
-func (c *client) newHolder(ctx context.Context, ttl time.Duration, name string) (*holder, error) {
-	sent := bootNow()
-	var r httpapi.SessionResponse
-	if err := c.do(ctx, "POST", "/v1/sessions", httpapi.CreateSessionRequest{TTLMillis: ttl.Milliseconds(), Name: name}, &r); err != nil {
-		return nil, fmt.Errorf("open session: %w", err)
-	}
-	h := &holder{c: c, id: r.SessionID.String(), home: c.bases[c.first()], secret: r.SessionSecret,
-		ttl: time.Duration(r.TimeoutMS) * time.Millisecond, lease: time.Duration(r.LeaseMS) * time.Millisecond,
-		lost: make(chan struct{})}
-	h.deadline = sent.Add(h.lease)
-	return h, nil
+// heldGrant is a lock's or a leadership's grant.
+type heldGrant interface {
+	Token() uint64
+	Fence() fencelock.Fence
+	Done() <-chan struct{}
+	Err() error
 }
 
-// setGrace returns the grace to use with this session's lease, and sets the
-// heartbeat period so that a healthy session's time left never falls to
-// it: SIGTERM comes only when a heartbeat has gone unanswered.
-func (h *holder) setGrace(grace time.Duration, said bool) time.Duration {
-	if max := h.lease / 2; grace > max {
-		if said {
-			fmt.Fprintf(os.Stderr, "fencelock: --grace %v is over half the session's lease (%v): using %v\n", grace, h.lease, max)
-		}
-		grace = max
-	}
-	h.every = max(min(h.ttl/3, (h.lease-grace)/2), 10*time.Millisecond)
-	return grace
-}
-
-// left returns the time left before the deadline by the boot clock.
-func (h *holder) left() time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.deadline.Sub(bootNow())
-}
-
-func (h *holder) lose(why error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.why == nil {
-		h.why = why
-		close(h.lost)
-	}
-}
-
-func (h *holder) reason() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.why
-}
-
-type beat struct {
-	sent clock.Instant
-	r    httpapi.SessionResponse
+// shown is one state of a grant as a watch stream shows it.
+type shown struct {
+	held bool
 	err  error
 }
 
-// run heartbeats every h.every until ctx ends or the session is lost, to
-// whichever replica answers (the others forward to the session's).
-func (h *holder) run(ctx context.Context) {
-	tick := time.NewTicker(h.every)
-	defer tick.Stop()
-	check := time.NewTimer(min(h.left(), maxSleep))
-	defer check.Stop()
-	answers := make(chan beat, 1)
-	inFlight := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.lost:
-			return
-		case <-tick.C:
-			if inFlight {
-				break // the previous one is still out: its answer decides
-			}
-			inFlight = true
-			go func() {
-				b := beat{sent: bootNow()}
-				// Each heartbeat ends before the next is due; a replica that
-				// holds it leaves half of that to the others.
-				bctx, cancel := context.WithTimeout(ctx, h.every)
-				defer cancel()
-				var attempt time.Duration
-				if len(h.c.bases) > 1 {
-					attempt = h.every / 2
-				}
-				b.err = h.c.call(bctx, attempt, h.secret, "POST", "/v1/sessions/"+h.id+"/heartbeat", nil, &b.r)
-				answers <- b
-			}()
-		case b := <-answers:
-			inFlight = false
-			h.answer(b)
-		case <-check.C:
+// graceFor returns the grace to use with a lease, said on stderr when it
+// is lowered, and the heartbeat period that keeps a healthy session's time
+// left above it: SIGTERM comes only when a heartbeat has gone unanswered.
+func graceFor(grace, lease, ttl time.Duration, said bool) (time.Duration, time.Duration) {
+	if max := lease / 2; grace > max {
+		if said {
+			fmt.Fprintf(os.Stderr, "fencelock: --grace %v is over half the session's lease (%v): using %v\n", grace, lease, max)
 		}
-		left := h.left()
-		if left <= 0 {
-			h.mu.Lock()
-			why := "no heartbeat answered within the lease (" + h.lease.String() + "): the group may free the lock from now on"
-			if h.failing != nil {
-				why += fmt.Sprintf("; no replica renewed the session (made on %s); last error: %v", h.home, h.failing)
-			}
-			h.mu.Unlock()
-			h.lose(errors.New(why))
-			return
-		}
-		check.Reset(min(left, maxSleep))
+		grace = max
 	}
+	every := max(min(ttl/3, (lease-grace)/2), apiclient.MinHeartbeatPeriod)
+	return grace, min(every, max(lease/2, apiclient.MinHeartbeatPeriod))
 }
 
-// answer takes a heartbeat's answer: a new deadline, or why it failed.
-func (h *holder) answer(b beat) {
-	var ae *apiError
-	if errors.As(b.err, &ae) && (ae.status == 404 || ae.status == 403) {
-		h.lose(fmt.Errorf("session ended at the group: %w", b.err))
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if b.err != nil {
-		if h.failing == nil {
+// beats reports the session's heartbeats on stderr: the first that goes
+// unanswered, with the time left, and the first answered after; and keeps
+// the last error, for the message of a loss.
+type beats struct {
+	mu   sync.Mutex
+	last error // the last heartbeat's error, nil once one is answered
+}
+
+func (b *beats) report(err error, left time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		if b.last == nil && !errors.Is(err, fencelock.ErrSessionExpired) {
 			fmt.Fprintf(os.Stderr, "fencelock: heartbeat not answered (%v); the lease ends in %v unless one is\n",
-				b.err, h.deadline.Sub(bootNow()).Round(time.Millisecond))
+				err, left.Round(time.Millisecond))
 		}
-		h.failing = b.err
+		b.last = err
 		return
 	}
-	if h.failing != nil {
+	if b.last != nil {
 		fmt.Fprintln(os.Stderr, "fencelock: heartbeat answered again")
 	}
-	h.failing = nil
-	// The answer's lease_ms is what it promises, for every group where the
-	// session holds something (a group not renewed fails the heartbeat
-	// instead, 503): one of 0 promises nothing, and extends nothing.
-	lease := time.Duration(b.r.LeaseMS) * time.Millisecond
-	if lease > 0 {
-		h.lease = lease
+	b.last = nil
+}
+
+func (b *beats) failing() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
+// lossOf is why the session is over, with the last heartbeat's error.
+func lossOf(s *apiclient.Session, b *beats) error {
+	err := s.Err()
+	if err == nil {
+		return nil
 	}
-	if d := b.sent.Add(lease); d.After(h.deadline) {
-		h.deadline = d
+	if last := b.failing(); last != nil && !errors.Is(last, fencelock.ErrSessionExpired) {
+		return fmt.Errorf("%w; no replica renewed the session; last error: %v", err, last)
 	}
+	return err
 }
 
-// close ends the session at the group, releasing what it holds. A lost
-// session is over, and one whose heartbeats fail has its replica
-// unreachable: there is nothing to wait for, and the group frees its locks
-// when it expires. Otherwise it waits at most until the lease ends, after
-// which its replica gives the session up anyway.
-func (h *holder) close() {
-	select {
-	case <-h.lost:
-		return
-	default:
-	}
-	h.mu.Lock()
-	failing := h.failing != nil
-	h.mu.Unlock()
-	left := h.left()
-	if failing || left <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, left))
-	defer cancel()
-	_ = h.do(ctx, "DELETE", "/v1/sessions/"+h.id, nil, nil)
-}
-
-// do calls the API as the session's creator: with its secret.
-func (h *holder) do(ctx context.Context, method, path string, in, out any) error {
-	return h.c.doSession(ctx, h.secret, method, path, in, out)
-}
-
-// follow keeps a stream open on whichever replica answers, from first (open
-// already), until ctx ends: a stream that ends while ctx lives (its replica
-// closed or died, or it went silent) is reopened on the next replica that
-// answers, and begins with the current state, so nothing but intermediate
-// states is missed. The channel closes when ctx ends, or with *errp set when
-// a replica refuses the stream for a reason another would share (a token
-// without the read right, say).
-func (c *client) follow(ctx context.Context, path string, first <-chan sseEvent, errp *error) <-chan sseEvent {
-	out := make(chan sseEvent)
-	go func() {
-		defer close(out)
-		ch := first
-		backoff := 100 * time.Millisecond
-		for {
-			for ev := range ch {
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-			for {
-				if ctx.Err() != nil {
-					return
-				}
-				var err error
-				if ch, err = c.stream(ctx, path); err == nil {
-					backoff = 100 * time.Millisecond
-					break
-				}
-				if ctx.Err() == nil && !failover(err) {
-					*errp = err
-					return
-				}
-				select {
-				case <-time.After(backoff):
-				case <-ctx.Done():
-					return
-				}
-				backoff = min(2*backoff, 2*time.Second)
-			}
-		}
-	}()
-	return out
-}
-
-// grantWatch is how lock and elect take their grant and follow it.
-type grantWatch struct {
-	what   string                                                     // "lock NAME", for messages
-	stream string                                                     // the SSE path to follow
-	take   func(ctx context.Context) (token, fence string, err error) // "" while queued
-	mine   func(ev sseEvent, token string) (ours, held bool)          // does an event show our grant?
-}
-
-// repoll is how often a waiting command asks for its grant even without an
-// event: a stream can stay open on a replica that no longer applies the
-// group's entries.
-const repoll = 10 * time.Second
-
-// hold takes a grant for a new session, runs cmd while it lasts, and
-// returns cmd's exit status.
+// hold takes a grant for a new client.Session, runs cmd while it lasts,
+// and returns cmd's exit status.
 //
-// CMD gets SIGTERM when the lease has grace left (a heartbeat failed to
-// extend it), or at once when the grant is known lost, and its process
-// group SIGKILL when the lease ends by this process's boot clock, or grace
-// after the SIGTERM if that is earlier. The replica gives the session up a
-// margin after the lease, and only then can the group grant the lock to
-// another: so the command is killed before.
-func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token, fence string) []string, cmd []string) error {
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
+// The session heartbeats on its own, to whichever replica answers, and
+// its deadline (LeaseLeft) is lease_ms after the send of the last heartbeat
+// a replica answered OK, by this process's boot clock. CMD gets SIGTERM
+// when the lease has grace left (a heartbeat failed to extend it), or at
+// once when the grant is known lost (the session ended, or the watch shows
+// the grant ended), and its process group SIGKILL when the lease ends, or
+// grace after the SIGTERM if that is earlier. The replica gives the session
+// up a margin after the lease, and only then can the group grant the lock
+// to another: so the command is killed before.
+func hold(f *holdFlags, k grantKind, cmd []string) error {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	h, err := c.newHolder(ctx, f.ttl, f.name)
+	octx, ocancel := context.WithTimeout(ctx, 15*time.Second)
+	c, err := f.apiClient(octx)
 	if err != nil {
+		ocancel()
 		return err
 	}
-	defer h.close()
-	grace := h.setGrace(f.grace, f.graceSet)
-	go h.run(ctx)
-	w := gw(h)
-	// Follow the stream from before the request, so that a grant made
-	// between the request's answer and the stream's start is not missed:
-	// the stream begins with the current state.
-	first, err := c.stream(ctx, w.stream)
+	defer c.Close()
+	s, err := c.NewSession(octx, fencelock.WithTTL(f.ttl), fencelock.WithSessionName(f.name))
+	ocancel()
 	if err != nil {
+		return fmt.Errorf("open session: %w", err)
+	}
+	var b beats
+	s.OnHeartbeat(b.report)
+	grace, every := graceFor(f.grace, s.Lease(), s.TTL(), f.graceSet)
+	if err := s.SetHeartbeatPeriod(every); err != nil {
 		return err
 	}
-	var streamErr error
-	events := c.follow(ctx, w.stream, first, &streamErr)
-	var again <-chan time.Time // set to ask again soon
-	ahead := false             // the stream showed the grant before the request reported it
-	poll := time.NewTicker(repoll)
-	defer poll.Stop()
-	// take asks for the grant; no replica answering is not the end of the
-	// wait (the session's deadline decides that): it asks again shortly.
-	take := func() (string, string, error) {
-		token, fence, err := w.take(ctx)
-		if err != nil && ctx.Err() == nil && failover(err) {
-			fmt.Fprintf(os.Stderr, "fencelock: %v; asking again\n", err)
-			again = time.After(time.Second)
-			return "", "", nil
+	defer func() {
+		// Ends the session at the group, releasing what it holds, waiting
+		// at most until the lease ends, after which the replica gives the
+		// session up anyway. One whose heartbeats fail has no replica to
+		// tell: it is ended here only (a Close whose context is over asks
+		// nothing), so that neither this nor the client's Close keeps lock
+		// from exiting; the group frees its locks when it expires.
+		var cctx context.Context
+		var cancel context.CancelFunc
+		if left := s.LeaseLeft(); b.failing() == nil && left > 0 {
+			cctx, cancel = context.WithTimeout(context.Background(), min(5*time.Second, left))
+		} else {
+			cctx, cancel = context.WithCancel(context.Background())
+			cancel()
 		}
-		return token, fence, err
+		_ = s.Close(cctx)
+		cancel()
+	}()
+
+	// Wait for the grant, or the session's end, or a signal.
+	type taken struct {
+		g   heldGrant
+		err error
 	}
-	token, fence, err := take()
-	for err == nil && token == "" {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return fmt.Errorf("the watch stream ended while waiting: %w", streamErr)
+	tctx, tcancel := context.WithCancel(ctx)
+	defer tcancel()
+	got := make(chan taken, 1)
+	go func() {
+		g, err := k.take(tctx, s)
+		got <- taken{g, err}
+	}()
+	var g heldGrant
+	select {
+	case t := <-got:
+		if t.err != nil {
+			if s.Err() != nil {
+				return fmt.Errorf("session lost while waiting: %w", lossOf(s, &b))
 			}
-			if ours, _ := w.mine(ev, ""); ours {
-				ahead = true
-				token, fence, err = take() // the same request: it reports its grant
-				if err == nil && token == "" && again == nil {
-					// The stream ran ahead of the replica's answer: ask
-					// again shortly, for no further event need come.
-					again = time.After(50 * time.Millisecond)
-				}
-			}
-		case <-again:
-			again = nil
-			token, fence, err = take()
-			if err == nil && token == "" && again == nil && ahead {
-				again = time.After(50 * time.Millisecond)
-			}
-		case <-poll.C:
-			token, fence, err = take()
-		case <-h.lost:
-			return fmt.Errorf("session lost while waiting: %w", h.reason())
-		case s := <-sigs:
-			return exitError{128 + int(s.(syscall.Signal))}
+			return t.err
 		}
+		g = t.g
+	case <-s.Done():
+		tcancel()
+		<-got
+		return fmt.Errorf("session lost while waiting: %w", lossOf(s, &b))
+	case sig := <-sigs:
+		tcancel()
+		<-got // the request is withdrawn (a grant that raced it released)
+		return exitError{128 + int(sig.(syscall.Signal))}
 	}
-	if err != nil {
-		return err
-	}
-	poll.Stop()
-	if h.left() <= grace {
+	if left := s.LeaseLeft(); left <= grace {
 		// Granted, but the lease is about over (the heartbeats fail): CMD
 		// would be stopped as soon as it started.
-		return fmt.Errorf("granted %s with %v of the lease left: not running the command", w.what, h.left())
+		return fmt.Errorf("granted %s with %v of the lease left: not running the command", k.what, left)
 	}
+	// Follow the grant at the group, so that one it ended (revoked, say) is
+	// known at once rather than at the lease's end.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	events := k.watch(wctx, c, s.ID(), g.Token())
 
 	child := exec.Command(cmd[0], cmd[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(), env(token, fence)...)
+	child.Env = append(os.Environ(), k.env(g)...)
 	// Its own process group, so that SIGTERM reaches what a shell started.
 	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := child.Start(); err != nil {
@@ -435,9 +271,10 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token, fence str
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
 	signalGroup := func(s syscall.Signal) { _ = syscall.Kill(-child.Process.Pid, s) }
-	lost := h.lost
+	lost := g.Done()
+	var lostWhy error // the grant ended at the group, as the watch showed
 	confirmed := false
-	var termed clock.Instant // when CMD got our SIGTERM; zero before
+	var termed clock.Instant // when CMD got our SIGTERM, by the boot clock; zero before
 	killed := false
 	wake := time.NewTimer(0)
 	defer wake.Stop()
@@ -445,50 +282,60 @@ func hold(f *holdFlags, gw func(h *holder) grantWatch, env func(token, fence str
 		select {
 		case err := <-exited:
 			return exitStatus(err)
-		case s := <-sigs:
-			signalGroup(s.(syscall.Signal))
+		case sig := <-sigs:
+			signalGroup(sig.(syscall.Signal))
 		case ev, ok := <-events:
-			if !ok {
+			if !ok || ev.err != nil {
 				events = nil // a token without read, say: the heartbeats decide
-				fmt.Fprintf(os.Stderr, "fencelock: no watch stream for %s (%v): the heartbeats alone decide\n", w.what, streamErr)
+				if ev.err != nil {
+					fmt.Fprintf(os.Stderr, "fencelock: no watch stream for %s (%v): the heartbeats alone decide\n", k.what, ev.err)
+				}
 				continue
 			}
-			// Events from before the grant (the stream's first state, the
-			// queue) show someone else: only once one has shown this grant
-			// does a later one without it mean the grant ended.
-			if _, held := w.mine(ev, token); held {
+			// Events from before the grant showed someone else: only once
+			// one has shown this grant does a later one without it mean
+			// the grant ended.
+			if ev.held {
 				confirmed = true
-			} else if confirmed {
-				h.lose(errors.New("the grant ended at the group (" + ev.Kind + ")"))
+			} else if confirmed && lostWhy == nil {
+				lostWhy = errors.New("the grant ended at the group")
 			}
 		case <-lost:
 			lost = nil
 		case <-wake.C:
 		}
-		now, left := bootNow(), h.left()
+		left := s.LeaseLeft()
+		now := bootNow()
 		if termed == (clock.Instant{}) {
 			var why error
-			select {
-			case <-h.lost:
-				why = h.reason()
-			default:
-				if left <= grace {
-					why = fmt.Errorf("the lease ends in %v and no heartbeat was answered to extend it", left.Round(time.Millisecond))
+			switch {
+			case lostWhy != nil:
+				why = lostWhy
+			case g.Err() != nil:
+				why = g.Err()
+				if s.Err() != nil {
+					why = lossOf(s, &b)
+				}
+			case left <= grace:
+				why = fmt.Errorf("the lease ends in %v and no heartbeat was answered to extend it", left.Round(time.Millisecond))
+				if last := b.failing(); last != nil {
+					why = fmt.Errorf("%w; last error: %v", why, last)
 				}
 			}
 			if why != nil {
-				fmt.Fprintf(os.Stderr, "fencelock: lost %s: %v; sending SIGTERM to the command\n", w.what, why)
+				fmt.Fprintf(os.Stderr, "fencelock: lost %s: %v; sending SIGTERM to the command\n", k.what, why)
 				signalGroup(syscall.SIGTERM)
 				termed = now
 			}
 		}
 		if termed != (clock.Instant{}) && !killed {
-			// At the end of the lease at the latest: the deadline cannot
+			// At the end of the lease at the latest (LeaseLeft, on the
+			// boot clock), or grace after the SIGTERM: the deadline cannot
 			// move later than it was when the SIGTERM went, as the lease
 			// was running out or lost then.
 			until := min(left, termed.Add(grace).Sub(now))
 			if until <= 0 {
-				fmt.Fprintf(os.Stderr, "fencelock: %s: the command did not exit; sending SIGKILL to its process group\n", w.what)
+				fmt.Fprintf(os.Stderr, "fencelock: %s: the command did not exit; sending SIGKILL to its process group\n", k.what)
 				signalGroup(syscall.SIGKILL)
 				killed = true
 			} else {
@@ -528,35 +375,36 @@ func lockCmd(args []string) error {
 		return fmt.Errorf("lock: want one lock NAME before --, got %d operands", len(ops))
 	}
 	name := ops[0]
-	path := "/v1/locks/" + url.PathEscape(name)
-	position := -1
-	return hold(&f, func(h *holder) grantWatch {
-		return grantWatch{
-			what:   "lock " + name,
-			stream: path + "/watch",
-			take: func(ctx context.Context) (string, string, error) {
-				var r httpapi.AcquireResponse
-				if err := h.do(ctx, "POST", path+"/acquire", httpapi.AcquireRequest{SessionID: mustID(h.id), Wait: true}, &r); err != nil {
-					return "", "", fmt.Errorf("acquire %s: %w", name, err)
-				}
-				if !r.Granted {
-					if r.QueuePosition != position {
-						position = r.QueuePosition
-						fmt.Fprintf(os.Stderr, "fencelock: waiting for %s (position %d)\n", name, r.QueuePosition)
+	return hold(&f, grantKind{
+		what: "lock " + name,
+		take: func(ctx context.Context, s *apiclient.Session) (heldGrant, error) {
+			l, err := s.Acquire(ctx, name, fencelock.WithQueuePosition(func(n int) {
+				fmt.Fprintf(os.Stderr, "fencelock: waiting for %s (position %d)\n", name, n)
+			}))
+			if err != nil {
+				return nil, fmt.Errorf("acquire %s: %w", name, err)
+			}
+			return l, nil
+		},
+		watch: func(ctx context.Context, c *apiclient.Client, sid, token uint64) <-chan shown {
+			out := make(chan shown)
+			go func() {
+				defer close(out)
+				for li := range c.Watch(ctx, name) {
+					ev := shown{held: li.Held && li.SessionID == sid && li.Token == token, err: li.Err}
+					select {
+					case out <- ev:
+					case <-ctx.Done():
+						return
 					}
-					return "", "", nil
 				}
-				return r.FencingToken.String(), r.Fence, nil
-			},
-			mine: func(ev sseEvent, token string) (bool, bool) {
-				var e httpapi.LockEvent
-				_ = json.Unmarshal(ev.Data, &e)
-				ours := e.Held && e.HolderSession.String() == h.id
-				return ours, ours && (token == "" || e.FencingToken.String() == token)
-			},
-		}
-	}, func(token, fence string) []string {
-		return []string{"FENCELOCK_TOKEN=" + token, "FENCELOCK_FENCE=" + fence, "FENCELOCK_LOCK=" + name}
+			}()
+			return out
+		},
+		env: func(g heldGrant) []string {
+			return []string{"FENCELOCK_TOKEN=" + strconv.FormatUint(g.Token(), 10), "FENCELOCK_FENCE=" + g.Fence().String(),
+				"FENCELOCK_LOCK=" + name}
+		},
 	}, cmd)
 }
 
@@ -570,40 +418,35 @@ func electCmd(args []string) error {
 		return fmt.Errorf("elect: want NAME VALUE before --, got %d operands", len(ops))
 	}
 	name, value := ops[0], ops[1]
-	path := "/v1/elections/" + url.PathEscape(name)
-	position := -1
-	return hold(&f, func(h *holder) grantWatch {
-		return grantWatch{
-			what:   "leadership of " + name,
-			stream: path + "/observe",
-			take: func(ctx context.Context) (string, string, error) {
-				var r httpapi.CampaignResponse
-				if err := h.do(ctx, "POST", path+"/campaign", httpapi.CampaignRequest{SessionID: mustID(h.id), Value: value, Wait: true}, &r); err != nil {
-					return "", "", fmt.Errorf("campaign %s: %w", name, err)
-				}
-				if !r.Elected {
-					if r.QueuePosition != position {
-						position = r.QueuePosition
-						fmt.Fprintf(os.Stderr, "fencelock: waiting to lead %s (position %d)\n", name, r.QueuePosition)
+	return hold(&f, grantKind{
+		what: "leadership of " + name,
+		take: func(ctx context.Context, s *apiclient.Session) (heldGrant, error) {
+			l, err := s.Campaign(ctx, name, value, fencelock.WithQueuePosition(func(n int) {
+				fmt.Fprintf(os.Stderr, "fencelock: waiting to lead %s (position %d)\n", name, n)
+			}))
+			if err != nil {
+				return nil, fmt.Errorf("campaign %s: %w", name, err)
+			}
+			return l, nil
+		},
+		watch: func(ctx context.Context, c *apiclient.Client, sid, token uint64) <-chan shown {
+			out := make(chan shown)
+			go func() {
+				defer close(out)
+				for li := range c.Observe(ctx, name) {
+					ev := shown{held: li.SessionID == sid && li.Token == token, err: li.Err}
+					select {
+					case out <- ev:
+					case <-ctx.Done():
+						return
 					}
-					return "", "", nil
 				}
-				return r.Token.String(), r.Fence, nil
-			},
-			mine: func(ev sseEvent, token string) (bool, bool) {
-				var e httpapi.ObserveEvent
-				_ = json.Unmarshal(ev.Data, &e)
-				ours := e.Leader != nil && e.Leader.SessionID.String() == h.id
-				return ours, ours && (token == "" || e.Leader.Token.String() == token)
-			},
-		}
-	}, func(token, fence string) []string {
-		return []string{"FENCELOCK_TOKEN=" + token, "FENCELOCK_FENCE=" + fence, "FENCELOCK_ELECTION=" + name}
+			}()
+			return out
+		},
+		env: func(g heldGrant) []string {
+			return []string{"FENCELOCK_TOKEN=" + strconv.FormatUint(g.Token(), 10), "FENCELOCK_FENCE=" + g.Fence().String(),
+				"FENCELOCK_ELECTION=" + name}
+		},
 	}, cmd)
-}
-
-func mustID(s string) httpapi.ID {
-	var id httpapi.ID
-	_ = id.UnmarshalJSON([]byte(s))
-	return id
 }

@@ -213,14 +213,20 @@ func (l *appliedLog) around(group, name string, tokens ...uint64) string {
 //   - a Release, Resign or Proclaim that was applied returns then, OK if
 //     it took effect and NotHeld if not;
 //   - a call whose request never took effect (never applied, applied but
-//     not granted, or none was made) is left out: it changed nothing.
+//     not granted, or none was made) is left out: it changed nothing;
+//   - a Kept of unknown outcome is left out: it changes nothing and
+//     constrains nothing, and a dozen of them open until the final read
+//     made porcupine's search of a shared lock's history run out of time.
 //
-// Operations without a request of their own (an operator's Revoke, a
-// Kept) stay Unknown.
+// An operator's Revoke of unknown outcome, which has no request of its
+// own, stays Unknown.
 func resolve(l *appliedLog, ops []Op) []Op {
 	out := ops[:0:0]
 	for _, op := range ops {
-		if op.Outcome != Unknown || op.Kind == OpRevoke || op.Kind == OpKept {
+		if op.Outcome == Unknown && op.Kind == OpKept {
+			continue
+		}
+		if op.Outcome != Unknown || op.Kind == OpRevoke {
 			out = append(out, op)
 			continue
 		}

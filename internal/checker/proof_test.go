@@ -102,6 +102,7 @@ func TestResolveUnknownOutcomes(t *testing.T) {
 		unknown(OpRelease, 3, 6<<16),  // took effect
 		unknown(OpRelease, 4, 1<<16),  // applied, found another grant
 		unknown(OpRevoke, 0, 0),       // the log cannot tell: stays open
+		unknown(OpKept, 0, 0),         // changes nothing: left out
 		grant(0, 1, 10<<16, 100, 110), // known outcomes stay as they are
 	})
 	require.Len(t, got, 5)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,73 +71,16 @@ var (
 // name the API refuses (ErrInvalidName, ErrUnknownGroup, no read right) it
 // carries one LeaderInfo whose Err says why, and is closed.
 func (c *Client) Observe(ctx context.Context, election string) <-chan fencelock.LeaderInfo {
-	out := make(chan fencelock.LeaderInfo, 1)
-	if !fsm.ValidName(election) {
-		out <- fencelock.LeaderInfo{Election: election, Err: fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(election, 64))}
-		close(out)
-		return out
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		out <- fencelock.LeaderInfo{Election: election, Err: fmt.Errorf("%w: the client was closed", fencelock.ErrClosed)}
-		close(out)
-		return out
-	}
-	c.wg.Add(1) // under c.mu: Close waits only once no more can start
-	c.mu.Unlock()
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		defer c.wg.Done()
-		defer cancel()
-		defer close(out)
-		stop := context.AfterFunc(c.ctx, cancel)
-		defer stop()
-		// latest keeps only the newest value for the receiver.
-		latest := func(li fencelock.LeaderInfo) {
-			select {
-			case <-out:
-			default:
+	fail := func(err error) fencelock.LeaderInfo { return fencelock.LeaderInfo{Election: election, Err: err} }
+	path := "/v1/elections/" + url.PathEscape(election) + "/observe"
+	return followLatest(ctx, c, election, path, fail, []string{"state", "leader", "no_leader", "proclaimed"},
+		func(data []byte) (fencelock.LeaderInfo, error) {
+			var oe observeEvent
+			if err := json.Unmarshal(data, &oe); err != nil {
+				return fencelock.LeaderInfo{}, err
 			}
-			out <- li
-		}
-		path := "/v1/elections/" + url.PathEscape(election) + "/observe"
-		backoff := 100 * time.Millisecond
-		for ctx.Err() == nil {
-			err := c.follow(ctx, path, func(ev sseEvent) bool {
-				backoff = 100 * time.Millisecond
-				switch ev.kind {
-				case "state", "leader", "no_leader", "proclaimed":
-					var oe observeEvent
-					if json.Unmarshal(ev.data, &oe) != nil {
-						return false // garbage: reopen
-					}
-					latest(oe.Leader.info(election))
-				case "error":
-					var ee errorEvent
-					_ = json.Unmarshal(ev.data, &ee)
-					latest(fencelock.LeaderInfo{Election: election, Err: &Error{Status: 200, Code: clean(ee.Code, 64),
-						Message: clean(ee.Message, 4096)}})
-					cancel()
-					return false
-				}
-				return true
-			})
-			var e *Error
-			if errors.As(err, &e) && !failover(err) {
-				latest(fencelock.LeaderInfo{Election: election, Err: err})
-				return
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-			backoff = min(2*backoff, 5*time.Second)
-		}
-	}()
-	return out
+			return oe.Leader.info(election), nil
+		})
 }
 
 // Watch reports lock name as the group changes it: first its state, then
@@ -150,16 +94,40 @@ func (c *Client) Observe(ctx context.Context, election string) <-chan fencelock.
 // (ErrInvalidName, ErrUnknownGroup, no read right) it carries one LockInfo
 // whose Err says why, and is closed.
 func (c *Client) Watch(ctx context.Context, name string) <-chan fencelock.LockInfo {
-	out := make(chan fencelock.LockInfo, 1)
+	fail := func(err error) fencelock.LockInfo { return fencelock.LockInfo{Name: name, Err: err} }
+	return followLatest(ctx, c, name, lockPath(name, "watch"), fail, []string{"state", "granted", "released", "expired", "revoked", "queue"},
+		func(data []byte) (fencelock.LockInfo, error) {
+			var l lockJSON
+			if err := json.Unmarshal(data, &l); err != nil {
+				return fencelock.LockInfo{}, err
+			}
+			info := l.info()
+			info.Name = name
+			info.Queue, info.Waiting = nil, nil
+			return info, nil
+		})
+}
+
+// followLatest is Observe's and Watch's common body. For an invalid name or
+// a closed Client the channel carries fail(why) and is closed. Otherwise a
+// goroutine follows the stream at path, reopening it (with a backoff of
+// 100ms doubling up to 5s) until ctx ends or the Client closes: an event of
+// one of kinds becomes decode(its data) (undecodable data reopens the
+// stream), an "error" event or a refusal the API will not fail over
+// becomes fail(that error) and ends it. The channel holds only the latest
+// value.
+func followLatest[T any](ctx context.Context, c *Client, name, path string, fail func(error) T, kinds []string,
+	decode func(data []byte) (T, error)) <-chan T {
+	out := make(chan T, 1)
 	if !fsm.ValidName(name) {
-		out <- fencelock.LockInfo{Name: name, Err: fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(name, 64))}
+		out <- fail(fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(name, 64)))
 		close(out)
 		return out
 	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		out <- fencelock.LockInfo{Name: name, Err: fmt.Errorf("%w: the client was closed", fencelock.ErrClosed)}
+		out <- fail(fmt.Errorf("%w: the client was closed", fencelock.ErrClosed))
 		close(out)
 		return out
 	}
@@ -173,33 +141,28 @@ func (c *Client) Watch(ctx context.Context, name string) <-chan fencelock.LockIn
 		stop := context.AfterFunc(c.ctx, cancel)
 		defer stop()
 		// latest keeps only the newest value for the receiver.
-		latest := func(li fencelock.LockInfo) {
+		latest := func(v T) {
 			select {
 			case <-out:
 			default:
 			}
-			out <- li
+			out <- v
 		}
-		path := lockPath(name, "watch")
 		backoff := 100 * time.Millisecond
 		for ctx.Err() == nil {
 			err := c.follow(ctx, path, func(ev sseEvent) bool {
 				backoff = 100 * time.Millisecond
-				switch ev.kind {
-				case "state", "granted", "released", "expired", "revoked", "queue":
-					var l lockJSON
-					if json.Unmarshal(ev.data, &l) != nil {
+				switch {
+				case slices.Contains(kinds, ev.kind):
+					v, err := decode(ev.data)
+					if err != nil {
 						return false // garbage: reopen
 					}
-					info := l.info()
-					info.Name = name
-					info.Queue, info.Waiting = nil, nil
-					latest(info)
-				case "error":
+					latest(v)
+				case ev.kind == "error":
 					var ee errorEvent
 					_ = json.Unmarshal(ev.data, &ee)
-					latest(fencelock.LockInfo{Name: name, Err: &Error{Status: 200, Code: clean(ee.Code, 64),
-						Message: clean(ee.Message, 4096)}})
+					latest(fail(&Error{Status: 200, Code: clean(ee.Code, 64), Message: clean(ee.Message, 4096)}))
 					cancel()
 					return false
 				}
@@ -207,7 +170,7 @@ func (c *Client) Watch(ctx context.Context, name string) <-chan fencelock.LockIn
 			})
 			var e *Error
 			if errors.As(err, &e) && !failover(err) {
-				latest(fencelock.LockInfo{Name: name, Err: err})
+				latest(fail(err))
 				return
 			}
 			t := time.NewTimer(backoff)

@@ -5,12 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,21 +39,9 @@ type procs struct {
 
 func startProcs(t *testing.T, extra ...string) *procs {
 	t.Helper()
-	p := &procs{t: t, bin: binary(t), args: map[uint64][]string{}, cmds: map[uint64]*exec.Cmd{},
-		urls: map[uint64]string{}, logs: map[uint64]*bytes.Buffer{}, extra: extra}
-	raft, httpAddrs := map[uint64]string{}, map[uint64]string{}
-	var peers, httpPeers []string
+	p := &procs{t: t, bin: binary(t), cmds: map[uint64]*exec.Cmd{}, logs: map[uint64]*bytes.Buffer{}, extra: extra}
+	p.args, p.urls = servetest.ServeArgs(t, extra...)
 	for id := uint64(1); id <= 3; id++ {
-		raft[id], httpAddrs[id] = servetest.FreePort(t), servetest.FreePort(t)
-		p.urls[id] = "http://" + httpAddrs[id]
-		peers = append(peers, fmt.Sprintf("%d=%s", id, raft[id]))
-		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, p.urls[id]))
-	}
-	dir := t.TempDir()
-	for id := uint64(1); id <= 3; id++ {
-		p.args[id] = append([]string{"serve", "--id", fmt.Sprint(id), "--peers", strings.Join(peers, ","),
-			"--http-peers", strings.Join(httpPeers, ","), "--dir", filepath.Join(dir, fmt.Sprint(id)),
-			"--http", httpAddrs[id], "--log-level", "warn"}, extra...)
 		p.start(id)
 	}
 	t.Cleanup(p.stopAll)

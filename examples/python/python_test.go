@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -22,13 +20,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/servetest"
 )
 
-func freePort(t *testing.T) string {
-	l := listenBelowEphemeral(t)
-	defer l.Close()
-	return l.Addr().String()
-}
+func freePort(t *testing.T) string { return servetest.FreePort(t) }
 
 func post(t *testing.T, u, secret string, body any) map[string]any {
 	t.Helper()
@@ -151,6 +147,36 @@ func startThree(t *testing.T) map[int]string {
 	return urls
 }
 
+// startQueued starts the Python client pyCmd and waits until the lock at
+// lockURL counts it as its one waiter. finish waits (60s at the most) for
+// the client to end well and returns the JSON result it printed.
+func startQueued(t *testing.T, pyCmd *exec.Cmd, lockURL string) (finish func() map[string]any) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	pyCmd.Stdout, pyCmd.Stderr = &stdout, &stderr
+	require.NoError(t, pyCmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- pyCmd.Wait() }()
+	waitFor(t, "the Python client to queue", func() bool {
+		l, err := get(lockURL)
+		return err == nil && l["waiters"] == float64(1)
+	})
+	return func() map[string]any {
+		t.Helper()
+		select {
+		case err := <-done:
+			require.NoError(t, err, "stderr: %s", stderr.String())
+		case <-time.After(60 * time.Second):
+			_ = pyCmd.Process.Kill()
+			<-done
+			t.Fatalf("the Python client did not finish; stderr: %s", stderr.String())
+		}
+		var res map[string]any
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), stdout.String())
+		return res
+	}
+}
+
 func TestPythonClient(t *testing.T) {
 	py := python3(t)
 	urls := startThree(t)
@@ -168,29 +194,12 @@ func TestPythonClient(t *testing.T) {
 	// The list's first replica is down: the client opens its session on
 	// the next one.
 	pyCmd := exec.Command(py, "fencelock_client.py", "--http", "http://"+freePort(t)+","+urls[2], name, outFile)
-	var stdout, stderr bytes.Buffer
-	pyCmd.Stdout, pyCmd.Stderr = &stdout, &stderr
-	require.NoError(t, pyCmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- pyCmd.Wait() }()
-	waitFor(t, "the Python client to queue", func() bool {
-		l, err := get(urls[3] + "/v1/locks/reports%2Fdaily")
-		return err == nil && l["waiters"] == float64(1)
-	})
+	finish := startQueued(t, pyCmd, urls[3]+"/v1/locks/reports%2Fdaily")
 	_, err = os.Stat(outFile)
 	require.True(t, os.IsNotExist(err), "the Python client wrote while another session held the lock")
 	post(t, urls[1]+"/v1/locks/reports%2Fdaily/release", secret, map[string]any{"session_id": sid, "fencing_token": g["fencing_token"]})
 
-	select {
-	case err := <-done:
-		require.NoError(t, err, "stderr: %s", stderr.String())
-	case <-time.After(60 * time.Second):
-		_ = pyCmd.Process.Kill()
-		<-done
-		t.Fatalf("the Python client did not finish; stderr: %s", stderr.String())
-	}
-	var res map[string]any
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), stdout.String())
+	res := finish()
 	require.Equal(t, float64(1), res["queue_position"])
 	written, err := os.ReadFile(outFile)
 	require.NoError(t, err)
@@ -200,22 +209,6 @@ func TestPythonClient(t *testing.T) {
 	l, err := get(urls[3] + "/v1/locks/reports%2Fdaily")
 	require.NoError(t, err)
 	require.Equal(t, false, l["held"], l)
-}
-
-// listenBelowEphemeral listens on a free loopback port below Linux's
-// ephemeral range (32768-60999), so that once it is closed and handed to a
-// replica, no kernel-chosen port (an outgoing connection's source port, a
-// ":0" listener of another process) can take it in the meantime.
-func listenBelowEphemeral(t testing.TB) net.Listener {
-	t.Helper()
-	for range 1000 {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
-		if err == nil {
-			return l
-		}
-	}
-	t.Fatal("no free loopback port below the ephemeral range")
-	return nil
 }
 
 // The endpoint the Python client waits through stops: its watch stream
@@ -245,15 +238,7 @@ func TestPythonClientFailsOver(t *testing.T) {
 
 	outFile := filepath.Join(dir, "out.txt")
 	pyCmd := exec.Command(py, "fencelock_client.py", "--ttl", "3", "--http", front.URL+","+urls[2], name, outFile)
-	var stdout, stderr bytes.Buffer
-	pyCmd.Stdout, pyCmd.Stderr = &stdout, &stderr
-	require.NoError(t, pyCmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- pyCmd.Wait() }()
-	waitFor(t, "the Python client to queue", func() bool {
-		l, err := get(urls[3] + "/v1/locks/reports%2Ffailover")
-		return err == nil && l["waiters"] == float64(1)
-	})
+	finish := startQueued(t, pyCmd, urls[3]+"/v1/locks/reports%2Ffailover")
 	front.CloseClientConnections()
 	front.Close()
 	time.Sleep(3 * time.Second) // a TTL: heartbeats and the wait go on through replica 2
@@ -262,16 +247,7 @@ func TestPythonClientFailsOver(t *testing.T) {
 	require.Equal(t, float64(1), l["waiters"], "queued once, still: %v", l)
 	post(t, urls[1]+"/v1/locks/reports%2Ffailover/release", secret, map[string]any{"session_id": sid, "fencing_token": g["fencing_token"]})
 
-	select {
-	case err := <-done:
-		require.NoError(t, err, "stderr: %s", stderr.String())
-	case <-time.After(60 * time.Second):
-		_ = pyCmd.Process.Kill()
-		<-done
-		t.Fatalf("the Python client did not finish; stderr: %s", stderr.String())
-	}
-	var res map[string]any
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), stdout.String())
+	res := finish()
 	require.Equal(t, float64(1), res["queue_position"])
 	l, err = get(urls[3] + "/v1/locks/reports%2Ffailover")
 	require.NoError(t, err)

@@ -96,22 +96,22 @@ type Cluster struct {
 
 	mu   sync.Mutex
 	cmds map[uint64]*exec.Cmd
-	logs map[uint64]*lockedBuffer
+	logs map[uint64]*LockedBuffer
 }
 
-// lockedBuffer is a process's output, read while the process writes it.
-type lockedBuffer struct {
+// LockedBuffer is a process's output, read while the process writes it.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
@@ -122,21 +122,9 @@ func (l *lockedBuffer) String() string {
 // (SIGTERM, then SIGKILL after 10s) and, if it failed, logs their output.
 func Start(t testing.TB, extra ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: Binary(t), args: map[uint64][]string{}, URLs: map[uint64]string{},
-		cmds: map[uint64]*exec.Cmd{}, logs: map[uint64]*lockedBuffer{}}
-	raft, httpAddrs := map[uint64]string{}, map[uint64]string{}
-	var peers, httpPeers []string
+	c := &Cluster{t: t, bin: Binary(t), cmds: map[uint64]*exec.Cmd{}, logs: map[uint64]*LockedBuffer{}}
+	c.args, c.URLs = ServeArgs(t, extra...)
 	for id := uint64(1); id <= 3; id++ {
-		raft[id], httpAddrs[id] = FreePort(t), FreePort(t)
-		c.URLs[id] = "http://" + httpAddrs[id]
-		peers = append(peers, fmt.Sprintf("%d=%s", id, raft[id]))
-		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, c.URLs[id]))
-	}
-	dir := t.TempDir()
-	for id := uint64(1); id <= 3; id++ {
-		c.args[id] = append([]string{"serve", "--id", fmt.Sprint(id), "--peers", strings.Join(peers, ","),
-			"--http-peers", strings.Join(httpPeers, ","), "--dir", filepath.Join(dir, fmt.Sprint(id)),
-			"--http", httpAddrs[id], "--log-level", "warn"}, extra...)
 		c.Run(id)
 	}
 	t.Cleanup(c.StopAll)
@@ -144,6 +132,30 @@ func Start(t testing.TB, extra ...string) *Cluster {
 		c.WaitReady(id)
 	}
 	return c
+}
+
+// ServeArgs picks free loopback ports for three replicas, IDs 1 to 3, and
+// returns each one's `fencelock serve` arguments (the common flags, each
+// with the others' HTTP URLs in --http-peers and its own --dir in a
+// temporary directory, then extra) and its HTTP base URL.
+func ServeArgs(t testing.TB, extra ...string) (args map[uint64][]string, urls map[uint64]string) {
+	t.Helper()
+	args, urls = map[uint64][]string{}, map[uint64]string{}
+	raft, httpAddrs := map[uint64]string{}, map[uint64]string{}
+	var peers, httpPeers []string
+	for id := uint64(1); id <= 3; id++ {
+		raft[id], httpAddrs[id] = FreePort(t), FreePort(t)
+		urls[id] = "http://" + httpAddrs[id]
+		peers = append(peers, fmt.Sprintf("%d=%s", id, raft[id]))
+		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, urls[id]))
+	}
+	dir := t.TempDir()
+	for id := uint64(1); id <= 3; id++ {
+		args[id] = append([]string{"serve", "--id", fmt.Sprint(id), "--peers", strings.Join(peers, ","),
+			"--http-peers", strings.Join(httpPeers, ","), "--dir", filepath.Join(dir, fmt.Sprint(id)),
+			"--http", httpAddrs[id], "--log-level", "warn"}, extra...)
+	}
+	return args, urls
 }
 
 // Bin returns the path of the fencelock binary the replicas run.
@@ -154,7 +166,7 @@ func (c *Cluster) Bin() string { return c.bin }
 func (c *Cluster) Run(id uint64) {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, c.args[id]...)
-	logs := &lockedBuffer{}
+	logs := &LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -188,6 +189,18 @@ type callSpec struct {
 	// attempt bounds each endpoint's answer while others remain; 0: the
 	// client's.
 	attempt time.Duration
+	// unsure, if set, is set to true when an attempt that failed over may
+	// have taken effect: the request may have reached a replica whose
+	// answer was lost (reset, timed out, 502/503/504), as opposed to a
+	// connection that was never made.
+	unsure *bool
+}
+
+// neverSent reports whether err is a failure to connect: the request never
+// reached the endpoint, so it cannot have taken effect there.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // failover reports whether err, from one endpoint, is a reason to ask the
@@ -246,6 +259,9 @@ func (c *Client) call(ctx context.Context, sp callSpec, out any) error {
 			return err
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
+		if sp.unsure != nil && !neverSent(err) {
+			*sp.unsure = true
+		}
 		if ctx.Err() != nil {
 			break
 		}

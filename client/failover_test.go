@@ -245,3 +245,38 @@ func TestWaitingAcquireOwnerStops(t *testing.T) {
 	require.Empty(t, info.Queue)
 	require.NoError(t, l.Release(ctx))
 }
+
+// A release whose answer is lost after the replica applied it (the replica
+// died) is asked again on another, which finds the grant over: the
+// release took effect, and says so (W12 saw ErrNotHeld here after a
+// SIGKILL). A release of a grant that was over before the call still
+// reports ErrNotHeld.
+func TestReleaseAskedAgainAfterALostAnswer(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	losing, spare := newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	c := newClient(t, losing.url, spare.url)
+	s, err := c.NewSession(ctx, fencelock.WithTTL(5*time.Second))
+	require.NoError(t, err)
+	l, err := s.Acquire(ctx, "jobs/lost-answer")
+	require.NoError(t, err)
+
+	losing.mode.Store("lose")
+	require.NoError(t, l.Release(ctx))
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done open after a release that took effect")
+	}
+	require.Positive(t, spare.calls.Load(), "asked again on the other endpoint")
+
+	other, err := c.NewSession(ctx, fencelock.WithTTL(5*time.Second))
+	require.NoError(t, err)
+	l2, err := other.TryAcquire(ctx, "jobs/lost-answer")
+	require.NoError(t, err, "the first attempt freed the lock")
+
+	// Without a lost answer, a grant already over is ErrNotHeld.
+	losing.mode.Store("ok")
+	require.NoError(t, g.nodes[1].Revoke(ctx, "jobs/lost-answer"))
+	require.ErrorIs(t, l2.Release(ctx), fencelock.ErrNotHeld)
+}

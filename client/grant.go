@@ -135,6 +135,12 @@ func (l *Lock) Context(parent context.Context) context.Context { return l.g.Cont
 // late release never frees a successor's lock. Done is closed once a
 // replica answered; if none did, the error wraps ErrUnavailable, the lock
 // may still be held, and Release may be called again.
+//
+// A release asked again on another replica because the first one's answer
+// was lost (it stopped or was killed meanwhile) returns nil when the grant
+// is found over: the first attempt may have ended it, and the grant is
+// over either way. ErrNotHeld then means only that the grant had ended
+// before this call reached any replica.
 func (l *Lock) Release(ctx context.Context) error {
 	g := l.g
 	if err := g.Err(); err != nil {
@@ -144,9 +150,21 @@ func (l *Lock) Release(ctx context.Context) error {
 		SessionID    wid `json:"session_id"`
 		FencingToken wid `json:"fencing_token"`
 	}
+	var unsure bool
 	err := g.s.c.call(ctx, callSpec{method: "POST", path: lockPath(g.name, "release"), secret: g.s.secret, session: true,
-		in: release{wid(g.s.id), wid(g.token)}}, nil)
-	return g.s.settle(g, err, fencelock.ErrNotHeld)
+		in: release{wid(g.s.id), wid(g.token)}, unsure: &unsure}, nil)
+	return g.s.settle(g, forgiveRetry(err, unsure, fencelock.ErrNotHeld), fencelock.ErrNotHeld)
+}
+
+// forgiveRetry is nil for a release or resign that found its grant over
+// (notHeld) after an earlier attempt of the same call may have taken effect
+// (unsure): the outcome the caller asked for, which that attempt may have
+// brought about. Any other err is returned as it is.
+func forgiveRetry(err error, unsure bool, notHeld error) error {
+	if unsure && errors.Is(err, notHeld) && !errors.Is(err, fencelock.ErrSessionExpired) {
+		return nil
+	}
+	return err
 }
 
 // settle ends g after a release or resign: for good when a replica
@@ -235,7 +253,8 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 // term was already over at the group, nothing changes and the error wraps
 // ErrNotLeader, so a late Resign never deposes a successor. Done is closed
 // once a replica answered; if none did, the error wraps ErrUnavailable and
-// Resign may be called again.
+// Resign may be called again. Like Release, a resign asked again after a
+// lost answer returns nil when it finds the term over.
 func (l *Leadership) Resign(ctx context.Context) error {
 	g := l.g
 	if err := g.Err(); err != nil {
@@ -245,9 +264,10 @@ func (l *Leadership) Resign(ctx context.Context) error {
 		SessionID wid `json:"session_id"`
 		Token     wid `json:"token"`
 	}
+	var unsure bool
 	err := g.s.c.call(ctx, callSpec{method: "POST", path: electionPath(g.name, "resign"), secret: g.s.secret, session: true,
-		in: resign{wid(g.s.id), wid(g.token)}}, nil)
-	return g.s.settle(g, err, fencelock.ErrNotLeader)
+		in: resign{wid(g.s.id), wid(g.token)}, unsure: &unsure}, nil)
+	return g.s.settle(g, forgiveRetry(err, unsure, fencelock.ErrNotLeader), fencelock.ErrNotLeader)
 }
 
 func lockPath(name, verb string) string {

@@ -117,6 +117,14 @@ func newFront(t *testing.T, h http.Handler) *front {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(503)
 			io.WriteString(w, `{"error":"replica closing","code":"unavailable"}`)
+		case "lose": // served, then the answer is lost: the replica died after applying it
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					conn.Close()
+				}
+			}
 		case "421":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(421)

@@ -33,6 +33,17 @@ func init() {
 			if fs, ok := s.(*Session); ok && fs != nil && fs.s != nil {
 				fs.s.Abandon(ErrSessionExpired)
 			}
+		},
+		func(s any, name string, election bool) int {
+			fs, ok := s.(*Session)
+			if !ok || fs == nil || fs.s == nil {
+				return 0
+			}
+			group, _, err := fs.n.host.Route(name)
+			if err != nil {
+				return 0
+			}
+			return fs.s.WithdrawKept(group, name, election)
 		})
 }
 

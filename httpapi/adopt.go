@@ -116,8 +116,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, peer *url.URL) 
 
 // adopt takes session id over from the replica that held it, if secret is
 // its own, and serves it from then on (see servicehook.Adopt): its locks
-// and terms stay held with their tokens, its queued requests are withdrawn
-// (their calls are re-issued by their clients), and it is renewed at once.
+// and terms stay held with their tokens, its queued requests stay queued
+// in their places (a re-issued call claims its own, and a withdraw with no
+// call here finds it: see request and withdraw), and it is renewed at once.
 // Adoptions of one session on this replica run one at a time, and one that
 // finds the session adopted meanwhile uses that copy.
 func (s *Server) adopt(ctx context.Context, r *http.Request, id ID, secret string) (*session, error) {

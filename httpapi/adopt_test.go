@@ -314,3 +314,122 @@ func TestAdoptionWithdrawsAKeptRequest(t *testing.T) {
 	r = call(t, "GET", lockURL(two, "L", ""), nil)
 	require.Equal(t, false, r.body["held"], r.raw)
 }
+
+// stopOne crashes replica 1 of g, or with graceful stops it as fencelock
+// serve does on SIGTERM.
+func stopOne(t *testing.T, g *group, graceful bool) {
+	t.Helper()
+	if graceful {
+		g.apis[1].Close()
+		g.srvs[1].Close()
+		require.NoError(t, g.nodes[1].Close())
+		return
+	}
+	testhook.Crash(context.Background(), g.nodes[1])
+	g.srvs[1].CloseClientConnections()
+	g.srvs[1].Close()
+	g.apis[1].Close()
+}
+
+// TestAdoptionWithdrawsAKeptRequestWithoutReissue: b waits for lock L and
+// is a candidate in election E on replica 1, which stops; b's client then
+// withdraws both on replica 2 without re-issuing its calls first. The
+// adoption kept them queued, and the withdrawals take them out by their
+// own numbers: when a releases L and resigns E, nobody is granted either.
+func TestAdoptionWithdrawsAKeptRequestWithoutReissue(t *testing.T) {
+	for _, graceful := range []bool{true, false} {
+		name := "crash"
+		if graceful {
+			name = "graceful"
+		}
+		t.Run(name, func(t *testing.T) {
+			g := newGroup(t, true)
+			one, two, three := g.urls[1], g.urls[2], g.urls[3]
+			a := newSession(t, three, 6000)
+			b := newSession(t, one, 6000)
+			el := "/v1/elections/E"
+			r := call(t, "POST", lockURL(three, "L", "acquire"), map[string]any{"session_id": a, "wait": false})
+			require.Equal(t, true, r.body["granted"], r.raw)
+			aToken := r.str("fencing_token")
+			r = call(t, "POST", three+el+"/campaign", map[string]any{"session_id": a, "value": "a", "wait": false})
+			require.Equal(t, true, r.body["elected"], r.raw)
+			aTerm := r.str("token")
+			r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+			r = call(t, "POST", one+el+"/campaign", map[string]any{"session_id": b, "value": "b", "wait": true})
+			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+			stopOne(t, g, graceful)
+
+			r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
+			require.Equal(t, 200, r.status, r.raw)
+			require.Equal(t, true, r.body["withdrawn"], r.raw)
+			r = call(t, "GET", lockURL(three, "L", ""), nil)
+			require.Equal(t, float64(0), r.body["waiters"], r.raw)
+			r = call(t, "POST", two+el+"/resign", map[string]any{"session_id": b})
+			require.Equal(t, 200, r.status, r.raw)
+			require.Equal(t, true, r.body["withdrawn"], r.raw)
+			r = call(t, "GET", three+el, nil)
+			require.Len(t, r.body["candidates"], 0, r.raw)
+			// Withdrawn already: a second withdraw finds nothing.
+			r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
+			require.Equal(t, 409, r.status, r.raw)
+
+			r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
+			require.Equal(t, 200, r.status, r.raw)
+			r = call(t, "POST", three+el+"/resign", map[string]any{"session_id": a, "token": aTerm})
+			require.Equal(t, 200, r.status, r.raw)
+			time.Sleep(200 * time.Millisecond) // a grant to b, if one were made, would be applied by now
+			for _, at := range []string{two, three} {
+				r = call(t, "GET", lockURL(at, "L", ""), nil)
+				require.Equal(t, false, r.body["held"], r.raw)
+				r = call(t, "GET", at+el, nil)
+				require.Nil(t, r.body["leader"], r.raw)
+			}
+			// b asks afresh, and is granted at once.
+			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+			require.Equal(t, true, r.body["granted"], r.raw)
+		})
+	}
+}
+
+// TestAdoptionReissuedCampaignKeepsItsValue: a campaign re-issued on the
+// adopting replica with another value is answered by the candidacy the
+// adoption kept, as a campaign re-issued on the same replica is by the
+// session's candidacy: elected, it leads with the value it was queued
+// with, and proclaim changes it.
+func TestAdoptionReissuedCampaignKeepsItsValue(t *testing.T) {
+	g := newGroup(t, true)
+	one, two, three := g.urls[1], g.urls[2], g.urls[3]
+	a := newSession(t, three, 6000)
+	b := newSession(t, one, 6000)
+	el := "/v1/elections/E"
+	r := call(t, "POST", three+el+"/campaign", map[string]any{"session_id": a, "value": "a", "wait": false})
+	require.Equal(t, true, r.body["elected"], r.raw)
+	aTerm := r.str("token")
+	r = call(t, "POST", one+el+"/campaign", map[string]any{"session_id": b, "value": "queued", "wait": true})
+	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	stopOne(t, g, false)
+
+	r = call(t, "POST", two+el+"/campaign", map[string]any{"session_id": b, "value": "reissued", "wait": true})
+	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	r = call(t, "GET", three+el, nil)
+	require.Len(t, r.body["candidates"], 1, r.raw)
+	require.Equal(t, "queued", r.body["candidates"].([]any)[0].(map[string]any)["value"], r.raw)
+
+	r = call(t, "POST", three+el+"/resign", map[string]any{"session_id": a, "token": aTerm})
+	require.Equal(t, 200, r.status, r.raw)
+	require.Eventually(t, func() bool {
+		r = call(t, "POST", two+el+"/campaign", map[string]any{"session_id": b, "value": "reissued", "wait": true})
+		return r.body["elected"] == true
+	}, 10*time.Second, 50*time.Millisecond, r.raw)
+	require.Equal(t, "queued", r.str("value"), r.raw)
+	bTerm := r.str("token")
+	r = call(t, "GET", three+el, nil)
+	require.Equal(t, "queued", r.body["leader"].(map[string]any)["value"], r.raw)
+	r = call(t, "POST", two+el+"/proclaim", map[string]any{"session_id": b, "token": bTerm, "value": "reissued"})
+	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, "reissued", r.str("value"), r.raw)
+	r = call(t, "GET", three+el, nil)
+	require.Equal(t, "reissued", r.body["leader"].(map[string]any)["value"], r.raw)
+}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servicehook"
 )
 
 // The calls that ask for a grant (acquire, campaign) and that end one
@@ -168,9 +169,16 @@ func awaitQueued(ctx context.Context, hs *session, election bool, name string, w
 
 // withdraw takes a session's waiting request out of its queue (ctx ends the
 // Acquire or Campaign, which withdraws it and gives back a grant that raced
-// ahead), and answers once it has.
-func (s *Server) withdraw(w http.ResponseWriter, ctx context.Context, hs *session, m map[string]*wait, name string, wt *wait) {
+// ahead), and answers once it has. A session adopted here may have a
+// request with no call here: one its earlier replica queued, which the
+// adoption kept, and which its client withdraws without re-issuing its
+// call first; it is cancelled by its own number (servicehook.WithdrawKept).
+func (s *Server) withdraw(w http.ResponseWriter, ctx context.Context, hs *session, m map[string]*wait, name string, election bool, wt *wait) {
 	if wt == nil || wt.isDone() {
+		if servicehook.WithdrawKept(hs.s, name, election) > 0 {
+			writeJSON(w, http.StatusOK, ReleaseResponse{Withdrawn: true})
+			return
+		}
 		writeError(w, newError(http.StatusConflict, CodeStaleToken, "the session has no queued request for "+name+" to withdraw; to release a grant, send its token"))
 		return
 	}
@@ -313,7 +321,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, hs *session, nam
 	wt := table[name]
 	hs.mu.Unlock()
 	if c.token == 0 {
-		s.withdraw(w, ctx, hs, table, name, wt)
+		s.withdraw(w, ctx, hs, table, name, c.election, wt)
 		return
 	}
 	if wt == nil || !wt.isDone() || wt.token() != uint64(c.token) {

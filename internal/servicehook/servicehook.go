@@ -1,8 +1,9 @@
-// Package servicehook gives the HTTP service (package httpapi) the two
+// Package servicehook gives the HTTP service (package httpapi) the
 // things it needs of package fencelock to serve any session from any
 // replica, without widening the public API: sessions whose parts open
-// with nonces derived from the client's secret, and the adoption of such a
-// session by another replica. Package fencelock registers the
+// with nonces derived from the client's secret, the adoption of such a
+// session by another replica, and the withdrawal of a request the adoption
+// kept queued that no call re-issued. Package fencelock registers the
 // implementations at init.
 package servicehook
 
@@ -13,15 +14,25 @@ var (
 	nonces  func(f func(group string) uint64) any
 	adopt   func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error)
 	abandon func(session any)
+	kept    func(session any, name string, election bool) int
 )
 
-// Register installs DerivedNonces, Adopt and Abandon; only package
-// fencelock calls it.
+// Register installs DerivedNonces, Adopt, Abandon and WithdrawKept; only
+// package fencelock calls it.
 func Register(n func(f func(group string) uint64) any,
 	a func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error),
-	ab func(session any)) {
-	nonces, adopt, abandon = n, a, ab
+	ab func(session any), k func(session any, name string, election bool) int) {
+	nonces, adopt, abandon, kept = n, a, ab, k
 }
+
+// WithdrawKept withdraws the requests for lock name (with election, for
+// election name) that the adoption of session (a *fencelock.Session) kept
+// in their queue and that no call re-issued since: the withdraw of a
+// client that does not re-issue its waiting call first. Each is cancelled
+// by its own number; a kept request granted already is left alone (its
+// grant is the session's, released by its token). It reports how many it
+// withdrew: 0 for a session not adopted, or with none for name.
+func WithdrawKept(session any, name string, election bool) int { return kept(session, name, election) }
 
 // Abandon ends a *fencelock.Session in this process only: nothing is closed
 // at any group, so that the replica that took the session over, or this

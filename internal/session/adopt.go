@@ -19,7 +19,8 @@ import (
 // a call that asks for the same lock or election again (Request, with
 // Wait) waits for that request's grant, and is answered by it, instead of
 // queuing a second time; a grant to a kept request made before such a
-// call is held by the session meanwhile, as one its resume kept is.
+// call is held by the session meanwhile, as one its resume kept is. WithdrawKept
+// withdraws a kept request that no such call claimed.
 //
 // A wrong nonce, or a session that is over, fails with ErrSessionExpired
 // and changes nothing: no group but the default one is asked anything.

@@ -99,3 +99,41 @@ func (p *Part) forgetKept(token uint64) {
 		}
 	}
 }
+
+// WithdrawKept withdraws the requests for lock name (with election, for
+// election name) that s's part in group kept at its adoption (see Adopt)
+// and that no call claimed: each is cancelled by its own number, as a call
+// that gives up on its request withdraws it (a grant that races ahead of
+// the cancel is given back by it). A kept request granted already is not
+// withdrawn: the session holds its grant, which its token releases. It
+// tries for up to the proposal timeout, then goes on in the background
+// (see withdraw), and reports how many requests it withdrew.
+func (s *Session) WithdrawKept(group, name string, election bool) int {
+	s.mu.Lock()
+	p := s.parts[group]
+	s.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return p.withdrawKept(name, election)
+}
+
+func (p *Part) withdrawKept(name string, election bool) int {
+	p.mu.Lock()
+	var seqs []uint64
+	for seq, w := range p.waiters {
+		if w.kept && !w.claimed && w.grant == nil && w.name == name && w.mode.election == election {
+			w.claimed = true // no call claims it now
+			seqs = append(seqs, seq)
+		}
+	}
+	p.mu.Unlock()
+	kind := fsm.KindAcquire
+	if election {
+		kind = fsm.KindCampaign
+	}
+	for _, seq := range seqs {
+		p.withdraw(seq, fsm.Command{Kind: kind, Name: name}, p.rt.h.cfg.ProposalTimeout)
+	}
+	return len(seqs)
+}

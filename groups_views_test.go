@@ -60,13 +60,31 @@ func TestGroupsViews(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "a", page.Group)
 	require.Equal(t, []string{"y@a", "z@a"}, names(page))
+	require.False(t, page.AllGroups)
+	require.Equal(t, "a", page.Locks[0].Group)
 	page, err = n.Locks(ctx, "z@a")
 	require.NoError(t, err)
 	require.Equal(t, []string{"z@a"}, names(page))
+	// Without '@', every group, merged in name order, each lock with its
+	// group; paging goes on across groups.
 	page, err = n.Locks(ctx, "")
 	require.NoError(t, err)
-	require.Equal(t, "", page.Group)
-	require.Equal(t, []string{"x"}, names(page))
+	require.True(t, page.AllGroups)
+	require.Equal(t, []string{"x", "y@a", "z@a"}, names(page))
+	require.Equal(t, []string{"", "a", "a"}, []string{page.Locks[0].Group, page.Locks[1].Group, page.Locks[2].Group})
+	require.Equal(t, s.ID(), page.Locks[0].SessionID)
+	require.Equal(t, idA, page.Locks[1].SessionID, "a named group's lock: the part's ID there")
+	page, err = n.Locks(ctx, "", ListLimit(2))
+	require.NoError(t, err)
+	require.Equal(t, []string{"x", "y@a"}, names(page))
+	require.True(t, page.More)
+	page, err = n.Locks(ctx, "", ListLimit(2), ListAfter("y@a"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"z@a"}, names(page))
+	require.False(t, page.More)
+	page, err = n.Locks(ctx, "z")
+	require.NoError(t, err)
+	require.Equal(t, []string{"z@a"}, names(page), "a prefix without '@' matches in every group")
 
 	// Sessions: per group, each part under its ID there.
 	ids := func(p SessionPage) []uint64 {

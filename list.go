@@ -3,10 +3,12 @@ package fencelock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica"
 )
 
 // ListOption configures Locks and Sessions.
@@ -56,30 +58,42 @@ func listOpts(opts []ListOption) (listOptions, error) {
 type LockDetail struct {
 	LockInfo        // name, holders, tokens, waiters
 	Owner    uint64 // the replica the oldest holder's session lives on
+	// Group is the group the lock lives in ("" is the default group): its
+	// tokens are that group's, and its session IDs are IDs in it (in a
+	// named group, the holder's part there: Session.IDIn).
+	Group string
 }
 
 // LockPage is one page of Locks.
 type LockPage struct {
 	// Group is the group listed: the prefix's "@group", "" for the
-	// default group. Every session ID in the page is an ID in it.
+	// default group or, with AllGroups, for every group. Every session ID
+	// in the page is an ID in its lock's Group.
 	Group string
-	Locks []LockDetail // in name order
-	More  bool         // more locks match: ask again with ListAfter(last name)
+	// AllGroups: the prefix named no group, and the page lists the locks
+	// of every group this deployment runs, each with its Group.
+	AllGroups bool
+	Locks     []LockDetail // in name order
+	More      bool         // more locks match: ask again with ListAfter(last name)
 }
 
 // Locks lists the held locks whose names start with prefix, in name order,
 // one page at a time. It is a linearizable read, like Inspect.
 //
-// A page lists one group: the group after the prefix's last '@' ("@billing"
-// lists all of billing's locks, "jobs/@billing" those starting "jobs/"),
-// the default group for a prefix without '@'. A group this deployment does
-// not run fails with ErrUnknownGroup. The page's Group says which group it
-// lists, and its names carry their "@group" as the caller wrote them.
+// A prefix with an '@' lists one group: the group after its last '@'
+// ("@billing" lists all of billing's locks, "jobs/@billing" those
+// starting "jobs/"); a group this deployment does not run fails with
+// ErrUnknownGroup. A prefix without '@' ("" lists everything) lists every
+// group the deployment runs, merged in name order (AllGroups): a named
+// group's names carry their "@group", so the default group's "jobs/a"
+// and billing's "jobs/a@billing" are both listed, and each lock's Group
+// says where it lives. Such a page needs every group's quorum, and fails
+// with the error of a group it could not read (its name in the message).
 //
-// A page costs the group one pass over its whole lock table, on every
-// replica's apply path, during which that replica applies nothing (see
-// docs/performance.md for the cost). List sparingly on a large group, with
-// large pages.
+// A page costs each group it lists one pass over its whole lock table, on
+// every replica's apply path, during which that replica applies nothing
+// (see docs/performance.md for the cost). List sparingly on a large
+// group, with large pages; name the group when you know it.
 func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (LockPage, error) {
 	o, err := listOpts(opts)
 	if err != nil {
@@ -88,32 +102,69 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 	// prefix@group lists group's locks whose names start with prefix; the
 	// group stores each name whole, group suffix and all, so a name starts
 	// with prefix there as it does here.
-	base, group, r := prefix, "", n.r
 	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
-		if group, r, err = n.host.Route(prefix); err != nil {
+		group, r, err := n.host.Route(prefix)
+		if err != nil {
 			return LockPage{}, err
 		}
-		base = prefix[:i]
+		locks, more, err := locksPage(ctx, r, group, prefix[:i], o)
+		if err != nil {
+			return LockPage{}, err
+		}
+		return LockPage{Group: group, Locks: locks, More: more}, nil
 	}
+	// Every group: each group's first page after o.after, merged. Names
+	// are unique across groups (a named group's end in its "@group", the
+	// default group's have no '@'), so ListAfter(last name) pages through
+	// all of them alike.
+	out := LockPage{AllGroups: true}
+	for _, group := range n.host.Groups() {
+		r, err := n.host.Named(group)
+		if err != nil {
+			return LockPage{}, err
+		}
+		locks, more, err := locksPage(ctx, r, group, prefix, o)
+		if err != nil {
+			if group != "" {
+				err = fmt.Errorf("group %q: %w", group, err)
+			}
+			return LockPage{}, err
+		}
+		out.Locks = append(out.Locks, locks...)
+		out.More = out.More || more
+	}
+	slices.SortFunc(out.Locks, func(a, b LockDetail) int { return strings.Compare(a.Name, b.Name) })
+	if len(out.Locks) > o.limit {
+		out.Locks, out.More = out.Locks[:o.limit], true
+	}
+	if out.Locks == nil {
+		out.Locks = []LockDetail{}
+	}
+	return out, nil
+}
+
+// locksPage reads one page of group's locks (replica r) starting with
+// prefix.
+func locksPage(ctx context.Context, r *replica.Replica, group, prefix string, o listOptions) ([]LockDetail, bool, error) {
 	type page struct {
 		locks []fsm.LockEntry
 		more  bool
 	}
 	v, err := r.Read(ctx, func(st *fsm.State) any {
-		locks, more := st.LocksPage(base, o.after, o.limit, QueueListed)
+		locks, more := st.LocksPage(prefix, o.after, o.limit, QueueListed)
 		return page{locks, more}
 	})
 	if err != nil {
-		return LockPage{}, err
+		return nil, false, err
 	}
 	p := v.(page)
-	out := LockPage{Group: group, Locks: make([]LockDetail, len(p.locks)), More: p.more}
+	out := make([]LockDetail, len(p.locks))
 	for i, l := range p.locks {
-		out.Locks[i] = LockDetail{LockInfo: lockInfo(l.LockInfo), Owner: l.Owner}
-		out.Locks[i].Queue = l.Queue
-		out.Locks[i].Waiting = waiters(l.Waiting)
+		out[i] = LockDetail{LockInfo: lockInfo(l.LockInfo), Owner: l.Owner, Group: group}
+		out[i].Queue = l.Queue
+		out[i].Waiting = waiters(l.Waiting)
 	}
-	return out, nil
+	return out, p.more, nil
 }
 
 // Contended returns the count locks with the longest queues (at most

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,15 +91,24 @@ type EndpointStatus struct {
 
 // LockList is every held lock a Locks call listed, or a Contended ranking.
 type LockList struct {
-	// Group is the group listed ("" is the default group): every session
-	// ID in Locks is an ID in it.
-	Group string      `json:"group"`
-	Locks []LockEntry `json:"locks"`
+	// Group is the group listed ("" is the default group, or with
+	// AllGroups every group): each lock's session IDs are IDs in its
+	// Group.
+	Group string `json:"group"`
+	// AllGroups: Locks was given no group, and lists every group's locks
+	// in name order, each with its Group.
+	AllGroups bool        `json:"all_groups,omitempty"`
+	Locks     []LockEntry `json:"locks"`
 }
 
 // LockEntry is one lock of a listing.
 type LockEntry struct {
-	Name          string `json:"name"`
+	Name string `json:"name"`
+	// Group is the group the lock lives in, its name's "@group" ("": the
+	// default group): its tokens and session IDs are that group's (in a
+	// named group, the holder's part there). Locks fills it from the
+	// name for a server that sends none.
+	Group         string `json:"group"`
 	Held          bool   `json:"held"`
 	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's
 	HolderName    string `json:"holder_name,omitempty"`
@@ -219,10 +229,11 @@ func (c *Client) Replicas(ctx context.Context, within time.Duration) []EndpointS
 
 // lockPage and sessionPage are one page of GET /v1/locks and /v1/sessions.
 type lockPage struct {
-	Group string      `json:"group"`
-	Locks []LockEntry `json:"locks"`
-	More  bool        `json:"more"`
-	Next  string      `json:"next"`
+	Group     string      `json:"group"`
+	AllGroups bool        `json:"all_groups"`
+	Locks     []LockEntry `json:"locks"`
+	More      bool        `json:"more"`
+	Next      string      `json:"next"`
 }
 
 type sessionPage struct {
@@ -234,9 +245,11 @@ type sessionPage struct {
 
 // Locks lists every held lock whose name starts with prefix, in name
 // order, in group (GET /v1/locks, page after page; a linearizable read on
-// the replica). group "" is the default group, unless prefix ends in
-// "@group" (as the embedded Node.Locks reads it). Each page costs the group
-// a pass over its lock table: list sparingly.
+// the replica). A prefix ending in "@group" lists that group (as the
+// embedded Node.Locks reads it); with group "" and a prefix without '@' it
+// lists every group the deployment runs (AllGroups, each lock with its
+// Group). Each page costs each group it lists a pass over its lock table:
+// list sparingly.
 //
 // It fails with fencelock.ErrUnknownGroup for a group the deployment does
 // not run, ErrBadRequest for a prefix whose "@group" is not group, an
@@ -258,8 +271,13 @@ func (c *Client) Locks(ctx context.Context, prefix, group string) (LockList, err
 		if err := c.call(ctx, callSpec{method: "GET", path: "/v1/locks?" + q.Encode()}, &page); err != nil {
 			return LockList{}, err
 		}
+		for i, l := range page.Locks {
+			if j := strings.LastIndexByte(l.Name, '@'); l.Group == "" && j >= 0 {
+				page.Locks[i].Group = l.Name[j+1:]
+			}
+		}
 		all.Locks = append(all.Locks, page.Locks...)
-		all.Group = page.Group
+		all.Group, all.AllGroups = page.Group, page.AllGroups
 		if !page.More || page.Next == "" {
 			return all, nil
 		}

@@ -71,6 +71,8 @@ func TestListCalls(t *testing.T) {
 	all, err := c.Locks(ctx, "", "")
 	require.NoError(t, err)
 	require.Len(t, all.Locks, 2)
+	require.True(t, all.AllGroups, "no group: every group's locks")
+	require.Equal(t, "", all.Locks[0].Group)
 
 	top, err := c.Contended(ctx, "", 5)
 	require.NoError(t, err)
@@ -167,6 +169,7 @@ func TestListPagesAndBadAnswers(t *testing.T) {
 	require.Equal(t, "billing", ls.Group)
 	require.Len(t, ls.Locks, 2)
 	require.Equal(t, ID(6), ls.Locks[1].FencingToken, "a JSON number is read too")
+	require.False(t, ls.AllGroups)
 	ss, err := c.Sessions(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, ss.Sessions, 2)

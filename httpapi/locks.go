@@ -102,7 +102,11 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 
 // LockJSON describes a lock.
 type LockJSON struct {
-	Name          string `json:"name"`
+	Name string `json:"name"`
+	// Group is the group the lock lives in, its name's "@group" ("": the
+	// default group): its tokens are that group's, and its session IDs are
+	// IDs in it (in a named group, the holder's part there).
+	Group         string `json:"group"`
 	Held          bool   `json:"held"`
 	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's
 	HolderName    string `json:"holder_name,omitempty"`    // its session's name
@@ -161,7 +165,7 @@ func stamp(t, now time.Time) (string, int64) {
 
 func lockJSON(info fencelock.LockInfo) LockJSON {
 	now := time.Now()
-	out := LockJSON{Name: info.Name, Held: info.Held, HolderSession: ID(info.SessionID), FencingToken: ID(info.Token),
+	out := LockJSON{Name: info.Name, Group: groupOf(info.Name), Held: info.Held, HolderSession: ID(info.SessionID), FencingToken: ID(info.Token),
 		Shared: info.Shared, Permits: info.Permits, Holders: []HolderJSON{}, Waiters: info.Waiters, Queue: []ID{},
 		HolderName: info.SessionName, Waiting: []WaiterJSON{}}
 	out.GrantedAt, out.HeldForMS = stamp(info.GrantedAt, now)
@@ -202,12 +206,16 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 
 // LockList answers GET /v1/locks.
 type LockList struct {
-	// Group is the group listed ("" is the default group): its session
-	// IDs are IDs in that group.
-	Group string     `json:"group"`
-	Locks []LockJSON `json:"locks"`
-	More  bool       `json:"more"`
-	Next  string     `json:"next,omitempty"` // the "after" of the next page
+	// Group is the group listed ("" is the default group, or with
+	// AllGroups every group): each lock's session IDs are IDs in its
+	// group.
+	Group string `json:"group"`
+	// AllGroups: neither ?group nor the prefix named a group, and the
+	// page lists every group's locks in name order, each with its group.
+	AllGroups bool       `json:"all_groups,omitempty"`
+	Locks     []LockJSON `json:"locks"`
+	More      bool       `json:"more"`
+	Next      string     `json:"next,omitempty"` // the "after" of the next page
 }
 
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
@@ -242,7 +250,7 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out := LockList{Group: page.Group, Locks: []LockJSON{}, More: page.More}
+	out := LockList{Group: page.Group, AllGroups: page.AllGroups, Locks: []LockJSON{}, More: page.More}
 	for _, d := range page.Locks {
 		out.Locks = append(out.Locks, lockJSON(d.LockInfo))
 	}

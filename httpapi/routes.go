@@ -47,9 +47,10 @@ func needAnyRead(p *principal, r *http.Request) error {
 // that its pages and "more" keep their meaning. GET /v1/locks?sort=waiters
 // takes no prefix, so it needs read on every name.
 //
-// A listing covers one group, and its names all start with the prefix's
-// part before its "@group" (the group's names carry "@group" at their
-// end): that part is what the token must cover.
+// A listing's names all start with the prefix's part before its "@group"
+// (a named group's names carry "@group" at their end; a prefix without
+// one lists every group's names that start with it): that part is what
+// the token must cover.
 func needListRead(p *principal, r *http.Request) error {
 	prefix := r.URL.Query().Get("prefix")
 	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {

@@ -67,9 +67,17 @@ func TestServeGroups(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 		require.Contains(t, string(out), "inv@billing", "%v: %s", args, out)
 	}
+	// Without a group, every group's locks, with a GROUP column.
 	out, err = exec.Command(p.bin, "locks", "--http", p.urls[2]).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.NotContains(t, string(out), "inv@billing", "the default group's locks: %s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, lines, 2, "%s", out)
+	require.Equal(t, []string{"GROUP", "LOCK", "HOLDER"}, strings.Fields(lines[0])[:3], "%s", out)
+	require.Equal(t, []string{"billing", "inv@billing"}, strings.Fields(lines[1])[:2], "%s", out)
+	out, err = exec.Command(p.bin, "locks", "-o", "json", "--http", p.urls[2]).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), `"all_groups": true`, "%s", out)
+	require.Contains(t, string(out), `"group": "billing"`, "%s", out)
 	out, err = exec.Command(p.bin, "sessions", "--group", "billing", "--http", p.urls[2]).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), part, "%s", out)

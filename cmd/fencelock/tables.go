@@ -376,7 +376,7 @@ func locksCmd(args []string) error {
 	fs.StringVar(&f.output, "o", "table", "output: table or json")
 	fs.StringVar(&sortBy, "sort", "name", `"name": every held lock in name order; "waiters": the locks with the longest queues, longest first`)
 	fs.IntVar(&top, "n", 10, "with --sort waiters: how many locks (1 to 100)")
-	fs.StringVar(&group, "group", "", "the group to list or rank (default: the default group; a PREFIX may also end in @group)")
+	fs.StringVar(&group, "group", "", "the group to list or rank (default: list every group, rank the default group's; a PREFIX may also end in @group)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -417,17 +417,18 @@ func locksCmd(args []string) error {
 		return err
 	}
 	if f.output == "json" {
-		return printValue(lockListJSON{Group: list.Group, Locks: list.Locks})
+		return printValue(lockListJSON{Group: list.Group, AllGroups: list.AllGroups, Locks: list.Locks})
 	}
-	return printLocks(list.Locks)
+	return printLocks(list)
 }
 
 // lockListJSON and sessionListJSON are what -o json prints: the API's page,
 // for every entry.
 type lockListJSON struct {
-	Group string                `json:"group"`
-	Locks []apiclient.LockEntry `json:"locks"`
-	More  bool                  `json:"more"`
+	Group     string                `json:"group"`
+	AllGroups bool                  `json:"all_groups,omitempty"`
+	Locks     []apiclient.LockEntry `json:"locks"`
+	More      bool                  `json:"more"`
 }
 
 type sessionListJSON struct {
@@ -436,11 +437,24 @@ type sessionListJSON struct {
 	More     bool                     `json:"more"`
 }
 
-// printLocks is the table of locks and contended.
-func printLocks(all []apiclient.LockEntry) error {
+// printLocks is the table of locks and contended. A listing of every
+// group that holds a named group's lock has a GROUP column first, and a
+// named group's HOLDER SESSION is its holder's ID in that group.
+func printLocks(list apiclient.LockList) error {
+	named := false
+	for _, l := range list.Locks {
+		named = named || (list.AllGroups && l.Group != "")
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LOCK\tHOLDER\tHELD FOR\tHOLDER SESSION\tTOKEN\tOWNER\tWAITERS\tQUEUE (HEAD FIRST)")
-	for _, l := range all {
+	head := "LOCK\tHOLDER\tHELD FOR\tHOLDER SESSION\tTOKEN\tOWNER\tWAITERS\tQUEUE (HEAD FIRST)"
+	if named {
+		head = "GROUP\t" + head
+	}
+	fmt.Fprintln(tw, head)
+	for _, l := range list.Locks {
+		if named {
+			fmt.Fprintf(tw, "%s\t", groupName(l.Group))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", l.Name, holderNames(l), heldFor(l.HeldForMS, l.GrantedAt),
 			l.HolderSession, l.FencingToken, l.Owner, l.Waiters, waiterNames(l))
 	}

@@ -108,8 +108,12 @@ type Store struct {
 	// start, the entries saved since, and its snapshots. It only rises
 	// (an overwritten suffix leaves it where it was): it is compared with
 	// what the leader says the replica acknowledged (LastIndex).
-	last map[node]uint64
-	stats Stats
+	// It has a mutex of its own: LastIndex runs on the transport's receive
+	// path (every heartbeat), which must never wait for a save's fsync, as
+	// it would behind mu.
+	lastMu sync.Mutex
+	last   map[node]uint64
+	stats  Stats
 	// crash is a test's knob (Crash); nil in production.
 	crash *crash
 }
@@ -160,11 +164,13 @@ func (s *Store) commitOnly(ud pb.Update) bool {
 // SaveRaftState writes updates, deferring them if they only move commit
 // indexes; a write carries the deferred states of its shards with it.
 func (s *Store) SaveRaftState(updates []pb.Update, worker uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lastMu.Lock()
 	for _, ud := range updates {
 		s.noteLast(ud)
 	}
+	s.lastMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	deferrable := true
 	for _, ud := range updates {
 		if !s.commitOnly(ud) {
@@ -267,15 +273,15 @@ func (s *Store) ReadRaftState(shardID, replicaID, lastIndex uint64) (raftio.Raft
 		if err == nil && rs.EntryCount > 0 {
 			last = max(last, rs.FirstIndex+rs.EntryCount-1)
 		}
-		s.mu.Lock()
+		s.lastMu.Lock()
 		n := node{shardID, replicaID}
 		s.last[n] = max(s.last[n], last)
-		s.mu.Unlock()
+		s.lastMu.Unlock()
 	}
 	return rs, err
 }
 
-// noteLast raises the replica's LastIndex by what ud saves; s.mu is held.
+// noteLast raises the replica's LastIndex by what ud saves; s.lastMu is held.
 func (s *Store) noteLast(ud pb.Update) {
 	n := node{ud.ShardID, ud.ReplicaID}
 	cur, ok := s.last[n]
@@ -296,8 +302,8 @@ func (s *Store) noteLast(ud pb.Update) {
 // found a log that lost entries: a Dir restored from an older copy of
 // itself, or a disk that lost acknowledged writes.
 func (s *Store) LastIndex(shardID, replicaID uint64) (uint64, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lastMu.Lock()
+	defer s.lastMu.Unlock()
 	last, ok := s.last[node{shardID, replicaID}]
 	return last, ok
 }
@@ -344,8 +350,10 @@ func (s *Store) ImportSnapshot(ss pb.Snapshot, replicaID uint64) error {
 		s.mu.Lock()
 		delete(s.held, node{ss.ShardID, replicaID})
 		delete(s.saved, node{ss.ShardID, replicaID})
-		delete(s.last, node{ss.ShardID, replicaID})
 		s.mu.Unlock()
+		s.lastMu.Lock()
+		delete(s.last, node{ss.ShardID, replicaID})
+		s.lastMu.Unlock()
 	}()
 	return s.ILogDB.ImportSnapshot(ss, replicaID)
 }

@@ -111,8 +111,8 @@ type Replica struct {
 	// refused is set once this replica found its log lost entries it had
 	// acknowledged (oldcopy.go): calls fail with it.
 	refused atomic.Pointer[error]
-	ops             ops
-	snaps           snapStats
+	ops     ops
+	snaps   snapStats
 	// lostReplies is set only by tests (TestingLoseReplies): kinds whose
 	// next committed proposals Propose reports as lost to a leader change.
 	lostReplies atomic.Pointer[lostReplies]

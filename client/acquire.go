@@ -29,10 +29,12 @@ var (
 // is returned. A second Acquire of a name by the same session waits until
 // the first one's grant (or call) ends, as a second embedded waiter would.
 // Options: fencelock.WithQueuePosition (called on this goroutine, as the
-// place changes); fencelock.WithMaxHold is not served by the API and fails
-// with errors.ErrUnsupported.
+// place changes) and fencelock.WithMaxHold ("max_hold_ms": the Lock's Done
+// closes, with ErrMaxHoldExceeded, a safety margin (TTL/5) before the
+// group frees the grant). Campaign does not take WithMaxHold: the API
+// serves it for locks only (errors.ErrUnsupported).
 func (s *Session) Acquire(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
-	g, err := s.request(ctx, false, name, "", true, opts)
+	g, err := s.request(ctx, false, name, "", true, lockMode{}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -42,29 +44,71 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...fencelock.Ac
 // TryAcquire takes the lock if it is free, and fails at once with an error
 // wrapping ErrLocked if it is held (by this session too); it never queues.
 func (s *Session) TryAcquire(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
-	g, err := s.request(ctx, false, name, "", false, opts)
+	g, err := s.request(ctx, false, name, "", false, lockMode{}, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &Lock{g}, nil
 }
 
-// AcquireShared is the embedded Session.AcquireShared. The HTTP API does
-// not serve shared grants yet: it fails with errors.ErrUnsupported, having
-// asked nothing.
+// AcquireShared is the embedded Session.AcquireShared: it waits until
+// lock name is granted to this session in shared mode ("shared": true in
+// the acquire's body). Waiting, failover and cancellation behave as for
+// Acquire; a name held or waited for as a semaphore fails with an error
+// wrapping ErrPermitConflict, as does a name this session holds or waits
+// for in another mode.
 func (s *Session) AcquireShared(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
-	return nil, fmt.Errorf("%w: shared locks through the HTTP API", errors.ErrUnsupported)
+	g, err := s.request(ctx, false, name, "", true, lockMode{shared: true}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{g}, nil
 }
 
-// AcquireSemaphore is the embedded Session.AcquireSemaphore. The HTTP API
-// does not serve semaphores yet: it fails with ErrInvalidPermits for a
-// count outside 1..MaxHoldersPerLock, else with errors.ErrUnsupported,
-// having asked nothing.
+// TryAcquireShared takes lock name in shared mode if the holders admit it
+// and nobody waits before it, and fails at once with an error wrapping
+// ErrLocked otherwise; it never queues.
+func (s *Session) TryAcquireShared(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
+	g, err := s.request(ctx, false, name, "", false, lockMode{shared: true}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{g}, nil
+}
+
+// AcquireSemaphore is the embedded Session.AcquireSemaphore: it waits
+// until one of the permits of semaphore name is granted to this session
+// ("permits" in the acquire's body). A count outside 1..MaxHoldersPerLock
+// fails with ErrInvalidPermits having asked nothing; another count than
+// the semaphore's, or a lock's name, with an error wrapping
+// ErrPermitConflict.
 func (s *Session) AcquireSemaphore(ctx context.Context, name string, permits int, opts ...fencelock.AcquireOption) (*Lock, error) {
+	return s.semaphore(ctx, name, permits, true, opts)
+}
+
+// TryAcquireSemaphore takes a permit of semaphore name if one is free and
+// nobody waits before it, and fails at once with an error wrapping
+// ErrLocked otherwise; it never queues.
+func (s *Session) TryAcquireSemaphore(ctx context.Context, name string, permits int, opts ...fencelock.AcquireOption) (*Lock, error) {
+	return s.semaphore(ctx, name, permits, false, opts)
+}
+
+func (s *Session) semaphore(ctx context.Context, name string, permits int, wait bool, opts []fencelock.AcquireOption) (*Lock, error) {
 	if permits < 1 || permits > fencelock.MaxHoldersPerLock {
 		return nil, fmt.Errorf("%w: %d, allowed 1 to %d", fencelock.ErrInvalidPermits, permits, fencelock.MaxHoldersPerLock)
 	}
-	return nil, fmt.Errorf("%w: semaphores through the HTTP API", errors.ErrUnsupported)
+	g, err := s.request(ctx, false, name, "", wait, lockMode{shared: true, permits: permits}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{g}, nil
+}
+
+// lockMode is an acquire's mode and maximum hold, as its body sends them.
+type lockMode struct {
+	shared  bool
+	permits int
+	maxHold time.Duration
 }
 
 // Campaign enters the session as a candidate in election with value (at
@@ -72,7 +116,7 @@ func (s *Session) AcquireSemaphore(ctx context.Context, name string, permits int
 // cancellation (the candidacy is withdrawn) and the session's end behave as
 // for Acquire.
 func (s *Session) Campaign(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (*Leadership, error) {
-	g, err := s.request(ctx, true, election, value, true, opts)
+	g, err := s.request(ctx, true, election, value, true, lockMode{}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +127,7 @@ func (s *Session) Campaign(ctx context.Context, election, value string, opts ...
 // otherwise fails at once with an error wrapping ErrElectionTaken without
 // queuing.
 func (s *Session) TryCampaign(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (*Leadership, error) {
-	g, err := s.request(ctx, true, election, value, false, opts)
+	g, err := s.request(ctx, true, election, value, false, lockMode{}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +182,7 @@ type answerState struct {
 }
 
 // request runs Acquire, TryAcquire, Campaign and TryCampaign.
-func (s *Session) request(ctx context.Context, election bool, name, value string, wait bool,
+func (s *Session) request(ctx context.Context, election bool, name, value string, wait bool, mode lockMode,
 	opts []fencelock.AcquireOption) (*grant, error) {
 	if !fsm.ValidName(name) {
 		return nil, fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(name, 64))
@@ -147,9 +191,14 @@ func (s *Session) request(ctx context.Context, election bool, name, value string
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", fencelock.ErrValueTooLarge, len(value), fsm.MaxValueLen)
 	}
 	set := fencelock.ReadAcquireOptions(opts...)
-	if set.MaxHold != 0 {
-		return nil, fmt.Errorf("%w: WithMaxHold through the HTTP API", errors.ErrUnsupported)
+	if set.MaxHold != 0 && election {
+		return nil, fmt.Errorf("%w: WithMaxHold of a campaign through the HTTP API", errors.ErrUnsupported)
 	}
+	if set.MaxHold < 0 || set.MaxHold > fencelock.MaxHoldLimit || (set.MaxHold > 0 && set.MaxHold < 2*s.margin()) {
+		return nil, fmt.Errorf("%w: %v must lie in [%v, %v] (twice the safety margin)", fencelock.ErrInvalidMaxHold,
+			set.MaxHold, 2*s.margin(), fencelock.MaxHoldLimit)
+	}
+	mode.maxHold = set.MaxHold
 	key := "lock:" + name
 	if election {
 		key = "election:" + name
@@ -164,7 +213,7 @@ func (s *Session) request(ctx context.Context, election bool, name, value string
 		}
 		return nil, fmt.Errorf("%w: %q is held or waited for by this session", fencelock.ErrLocked, clean(name, 64))
 	}
-	g, err := s.ask(ctx, election, name, value, wait, set.QueuePosition, free)
+	g, err := s.ask(ctx, election, name, value, wait, mode, set.QueuePosition, free)
 	if err != nil {
 		free()
 	}
@@ -172,10 +221,13 @@ func (s *Session) request(ctx context.Context, election bool, name, value string
 }
 
 // spec is the call that asks for (or about) the request.
-func (s *Session) spec(election bool, name, value string, wait bool) callSpec {
+func (s *Session) spec(election bool, name, value string, wait bool, mode lockMode) callSpec {
 	type acquire struct {
-		SessionID wid  `json:"session_id"`
-		Wait      bool `json:"wait"`
+		SessionID wid   `json:"session_id"`
+		Wait      bool  `json:"wait"`
+		Shared    bool  `json:"shared,omitempty"`
+		Permits   int   `json:"permits,omitempty"`
+		MaxHoldMS int64 `json:"max_hold_ms,omitempty"`
 	}
 	type campaign struct {
 		SessionID wid    `json:"session_id"`
@@ -187,12 +239,12 @@ func (s *Session) spec(election bool, name, value string, wait bool) callSpec {
 			in: campaign{wid(s.id), value, wait}}
 	}
 	return callSpec{method: "POST", path: lockPath(name, "acquire"), secret: s.secret, session: true,
-		in: acquire{wid(s.id), wait}}
+		in: acquire{wid(s.id), wait, mode.shared, mode.permits, mode.maxHold.Milliseconds()}}
 }
 
 // once asks once.
-func (s *Session) once(ctx context.Context, election bool, name, value string, wait bool) (answerState, error) {
-	sp := s.spec(election, name, value, wait)
+func (s *Session) once(ctx context.Context, election bool, name, value string, wait bool, mode lockMode) (answerState, error) {
+	sp := s.spec(election, name, value, wait, mode)
 	if election {
 		var a campaignAnswer
 		err := s.c.call(ctx, sp, &a)
@@ -205,22 +257,30 @@ func (s *Session) once(ctx context.Context, election bool, name, value string, w
 
 // ask asks until the request is granted (or refused, for a try), ctx ends
 // or the session does.
-func (s *Session) ask(ctx context.Context, election bool, name, value string, wait bool, position func(int),
-	free func()) (*grant, error) {
+func (s *Session) ask(ctx context.Context, election bool, name, value string, wait bool, mode lockMode,
+	position func(int), free func()) (*grant, error) {
 	backoff := pollMin
 	last := 0
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	// since is a time before the group granted the request: the send of
+	// the last ask answered without a grant (else of the first); a
+	// maximum hold is timed from it.
+	since := now()
 	for {
-		a, err := s.once(ctx, election, name, value, wait)
+		sent := now()
+		a, err := s.once(ctx, election, name, value, wait, mode)
+		if err == nil && !a.granted {
+			since = sent
+		}
 		switch {
 		case err == nil && a.granted:
 			f, ferr := fenceOf(a.fence, a.token)
 			if ferr != nil {
 				// Granted, but unreadable: give it back rather than hold
 				// a lock nobody can fence with.
-				s.abandon(election, name)
+				s.abandon(election, name, mode)
 				return nil, &badAnswerError{endpoint: "grant", err: ferr}
 			}
 			if !election {
@@ -231,6 +291,9 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 			g := newGrant(s, name, a.token, f, election, a.value, free)
 			if !s.add(g) {
 				return nil, g.err
+			}
+			if mode.maxHold > 0 {
+				g.bound(since.Add(mode.maxHold - s.margin()))
 			}
 			return g, nil
 		case err == nil && !wait:
@@ -253,7 +316,7 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 		case ctx.Err() != nil || !wait:
 			// Unanswered, and the call is over: the request may stand at
 			// the group (the answer was lost), so take it back.
-			s.abandon(election, name)
+			s.abandon(election, name, mode)
 			return nil, err
 		}
 		// Waiting (or the group unreachable for now): ask again.
@@ -261,7 +324,7 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			s.abandon(election, name)
+			s.abandon(election, name, mode)
 			return nil, ctx.Err()
 		case <-s.done:
 			return nil, s.Err()
@@ -274,7 +337,7 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 // at the group: a queued request (withdrawn) or a grant that raced ahead of
 // the withdrawal (released). It tries for at most 5s, or the lease's end;
 // what it cannot take back ends with the session.
-func (s *Session) abandon(election bool, name string) {
+func (s *Session) abandon(election bool, name string, mode lockMode) {
 	left := s.left()
 	if left <= 0 {
 		return
@@ -295,7 +358,7 @@ func (s *Session) abandon(election bool, name string) {
 		}
 		// Nothing queued: granted in the meantime, or nothing at all. A
 		// try says which; a grant it finds (or makes) is given back.
-		a, err := s.once(ctx, election, name, "", false)
+		a, err := s.once(ctx, election, name, "", false, lockMode{shared: mode.shared, permits: mode.permits})
 		if err != nil || !a.granted {
 			return
 		}

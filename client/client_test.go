@@ -222,11 +222,11 @@ func TestErrorsAreRootSentinels(t *testing.T) {
 	require.ErrorIs(t, err, fencelock.ErrUnknownGroup)
 	_, err = s.Campaign(ctx, "e", string(make([]byte, 5000)))
 	require.ErrorIs(t, err, fencelock.ErrValueTooLarge)
-	_, err = s.AcquireShared(ctx, "x")
-	require.ErrorIs(t, err, errors.ErrUnsupported)
 	_, err = s.AcquireSemaphore(ctx, "x", 0)
 	require.ErrorIs(t, err, fencelock.ErrInvalidPermits)
-	_, err = s.Acquire(ctx, "x", fencelock.WithMaxHold(time.Minute))
+	_, err = s.Acquire(ctx, "x", fencelock.WithMaxHold(time.Millisecond))
+	require.ErrorIs(t, err, fencelock.ErrInvalidMaxHold)
+	_, err = s.Campaign(ctx, "e", "v", fencelock.WithMaxHold(time.Minute))
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	_, err = c.NewSession(ctx, fencelock.WithTTL(time.Millisecond))
 	require.ErrorIs(t, err, fencelock.ErrInvalidTTL)
@@ -264,6 +264,8 @@ func TestCodeSentinels(t *testing.T) {
 		"limit_exceeded": fencelock.ErrLimitExceeded, "too_many_streams": ErrTooManyStreams,
 		"unavailable": fencelock.ErrUnavailable, "replica_removed": fencelock.ErrUnavailable,
 		"no_quorum": fencelock.ErrNoQuorum, "internal": ErrServer,
+		"invalid_permits": fencelock.ErrInvalidPermits, "permit_conflict": fencelock.ErrPermitConflict,
+		"max_hold_exceeded": fencelock.ErrMaxHoldExceeded,
 	} {
 		e := decodeError(400, []byte(`{"error":"the server's words","code":"`+code+`"}`), false, "x")
 		require.ErrorIs(t, e, want, code)

@@ -91,6 +91,12 @@ func (e *Error) sentinels() []error {
 		return []error{fencelock.ErrNotHeld}
 	case "not_leader":
 		return []error{fencelock.ErrNotLeader}
+	case "invalid_permits":
+		return []error{fencelock.ErrInvalidPermits}
+	case "permit_conflict":
+		return []error{fencelock.ErrPermitConflict}
+	case "max_hold_exceeded":
+		return []error{fencelock.ErrMaxHoldExceeded, fencelock.ErrNotHeld}
 	case "locked":
 		return []error{fencelock.ErrLocked}
 	case "id_removed":

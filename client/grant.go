@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
@@ -25,6 +26,20 @@ type grant struct {
 	value string // a term's value
 	done  chan struct{}
 	err   error
+	timer *time.Timer // ends the grant at its maximum hold; nil: none
+}
+
+// bound ends the grant with ErrMaxHoldExceeded at deadline, by this
+// process's clock.
+func (g *grant) bound(deadline clock.Instant) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err != nil {
+		return
+	}
+	g.timer = time.AfterFunc(max(deadline.Sub(now()), 0), func() {
+		g.end(fmt.Errorf("%w: %q token %d", fencelock.ErrMaxHoldExceeded, g.name, g.token))
+	})
 }
 
 func newGrant(s *Session, name string, token uint64, f fencelock.Fence, election bool, value string, free func()) *grant {
@@ -41,6 +56,9 @@ func (g *grant) end(why error) {
 	}
 	g.err = why
 	close(g.done)
+	if g.timer != nil {
+		g.timer.Stop()
+	}
 	g.mu.Unlock()
 	g.s.remove(g)
 	g.free()

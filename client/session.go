@@ -250,6 +250,9 @@ func (s *Session) end(why error) {
 	s.c.mu.Unlock()
 }
 
+// margin is the session's safety margin, which the API fixes at TTL/5.
+func (s *Session) margin() time.Duration { return s.ttl / 5 }
+
 // left is the time left of the lease by the holder's clock.
 func (s *Session) left() time.Duration {
 	s.mu.Lock()

@@ -67,6 +67,20 @@ func (r CreateSessionRequest) TTL() time.Duration {
 type AcquireRequest struct {
 	SessionID ID   `json:"session_id"`
 	Wait      bool `json:"wait"`
+	// Shared asks for the lock in shared mode (Session.AcquireShared).
+	Shared bool `json:"shared,omitempty"`
+	// Permits, if not 0, asks for one permit of a counting semaphore of
+	// that many permits (Session.AcquireSemaphore; shared is implied): 1
+	// to fencelock.MaxHoldersPerLock.
+	Permits int `json:"permits,omitempty"`
+	// MaxHoldMillis, if not 0, bounds how long the grant lasts
+	// (fencelock.WithMaxHold).
+	MaxHoldMillis int64 `json:"max_hold_ms,omitempty"`
+}
+
+// MaxHold is the requested maximum hold, 0 for none.
+func (r AcquireRequest) MaxHold() time.Duration {
+	return time.Duration(r.MaxHoldMillis) * time.Millisecond
 }
 
 // ReleaseRequest is the body of POST /v1/locks/{name}/release. A zero
@@ -154,6 +168,14 @@ func DecodeAcquire(b []byte) (AcquireRequest, error) {
 	var r AcquireRequest
 	if err := decodeJSON(b, &r, false); err != nil {
 		return r, err
+	}
+	if r.Permits < 0 || r.Permits > fencelock.MaxHoldersPerLock {
+		return r, fmt.Errorf("%w: permits %d, allowed 1 to %d", fencelock.ErrInvalidPermits, r.Permits,
+			fencelock.MaxHoldersPerLock)
+	}
+	if r.MaxHoldMillis < 0 || r.MaxHoldMillis > int64(fencelock.MaxHoldLimit/time.Millisecond) {
+		return r, fmt.Errorf("%w: max_hold_ms %d, allowed 0 (none) to %d", errBadRequest, r.MaxHoldMillis,
+			int64(fencelock.MaxHoldLimit/time.Millisecond))
 	}
 	return r, needSession(r.SessionID)
 }

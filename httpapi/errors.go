@@ -24,6 +24,9 @@ const (
 	CodeStaleToken       = "stale_token"        // 409: release of a grant that is not current
 	CodeNotLeader        = "not_leader"         // 409: proclaim or resign of a term that is over
 	CodeLocked           = "locked"             // 409: (reserved) the lock is held
+	CodeInvalidPermits   = "invalid_permits"    // 400: an acquire's permits out of 1..MaxHoldersPerLock
+	CodePermitConflict   = "permit_conflict"    // 409: a semaphore's other permit count, a lock's name for a semaphore (or back), or a re-issued acquire in another mode
+	CodeMaxHoldExceeded  = "max_hold_exceeded"  // 409: the grant's max_hold_ms ran out: it is over
 	CodeIDRemoved        = "id_removed"         // 409: a membership change naming a replica ID that was removed (IDs are never reused)
 	CodeMembership       = "membership"         // 409: a membership change that cannot be made (ID or address in use, the last voter, not a member)
 	CodeTooLarge         = "too_large"          // 413: body over the bound
@@ -82,6 +85,14 @@ func classify(err error) *apiError {
 		return newError(http.StatusBadRequest, CodeInvalidTTL, err.Error())
 	case errors.Is(err, fencelock.ErrValueTooLarge):
 		return newError(http.StatusBadRequest, CodeValueTooLarge, err.Error())
+	case errors.Is(err, fencelock.ErrInvalidPermits):
+		return newError(http.StatusBadRequest, CodeInvalidPermits, err.Error())
+	case errors.Is(err, fencelock.ErrInvalidMaxHold):
+		return newError(http.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.Is(err, fencelock.ErrPermitConflict):
+		return newError(http.StatusConflict, CodePermitConflict, err.Error())
+	case errors.Is(err, fencelock.ErrMaxHoldExceeded):
+		return newError(http.StatusConflict, CodeMaxHoldExceeded, err.Error())
 	case errors.Is(err, fencelock.ErrNotHeld):
 		return newError(http.StatusConflict, CodeStaleToken, err.Error())
 	case errors.Is(err, fencelock.ErrNotLeader):

@@ -24,6 +24,11 @@ var seeds = []string{
 	`{"id":4,"addr":"fencelock-3.fencelock:7001","voting":false}`, `{"id":"4","addr":"10.0.0.4:7001","voting":true}`,
 	`{"id":0,"addr":"h:1"}`, `{"id":4,"addr":""}`, `{"id":4,"addr":"h:0"}`, `{"id":4,"addr":"[::1]:7001"}`,
 	`{"id":4,"addr":"h:1","vote":true}`,
+	`{"session_id":"1","wait":true,"shared":true}`, `{"session_id":"1","permits":3}`,
+	`{"session_id":"1","shared":true,"permits":2,"max_hold_ms":5000}`, `{"session_id":"1","permits":0}`,
+	`{"session_id":"1","permits":-1}`, `{"session_id":"1","permits":1e9}`, `{"session_id":"1","permits":1.5}`,
+	`{"session_id":"1","max_hold_ms":-1}`, `{"session_id":"1","max_hold_ms":99999999999999}`,
+	`{"session_id":"1","shared":"yes"}`, `{"session_id":"1","maxhold":1}`,
 }
 
 func fuzzDecoder[T any](f *testing.F, decode func([]byte) (T, error)) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
@@ -29,6 +30,34 @@ type wait struct {
 	lock     *fencelock.Lock
 	lead     *fencelock.Leadership
 	err      error
+	// mode is the lock mode the call asked for (a grant kept by an
+	// adoption: the mode it has); a re-issued acquire must name it.
+	mode lockMode
+}
+
+// lockMode is an acquire's mode: exclusive (the zero value), shared, or a
+// semaphore's permit (permits > 0, shared).
+type lockMode struct {
+	shared  bool
+	permits int
+}
+
+func (m lockMode) String() string {
+	switch {
+	case m.permits > 0:
+		return "a semaphore of " + strconv.Itoa(m.permits) + " permits"
+	case m.shared:
+		return "shared"
+	}
+	return "exclusive"
+}
+
+// modeOf is the mode of a grant of a lock.
+func modeOf(l *fencelock.Lock) lockMode {
+	if l == nil || !l.Shared() {
+		return lockMode{}
+	}
+	return lockMode{shared: true, permits: l.Permits()}
 }
 
 func (wt *wait) isDone() bool {
@@ -87,7 +116,7 @@ func (hs *session) cancelAll() {
 
 // grantedWait is the wait of a call that returned at once.
 func grantedWait(l *fencelock.Lock, lead *fencelock.Leadership) *wait {
-	wt := &wait{cancel: func() {}, queued: make(chan struct{}), done: make(chan struct{}), lock: l, lead: lead}
+	wt := &wait{cancel: func() {}, queued: make(chan struct{}), done: make(chan struct{}), lock: l, lead: lead, mode: modeOf(l)}
 	close(wt.done)
 	return wt
 }
@@ -98,7 +127,7 @@ func grantedWait(l *fencelock.Lock, lead *fencelock.Leadership) *wait {
 // The call's span (see fencelock.Config.TracerProvider) is a child of the
 // trace span of req, the context of the request that started it (from its
 // traceparent header), though it outlives it. hs.mu is held.
-func (s *Server) startWait(req context.Context, call func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error)) (*wait, error) {
+func (s *Server) startWait(req context.Context, mode lockMode, call func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error)) (*wait, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -108,7 +137,7 @@ func (s *Server) startWait(req context.Context, call func(ctx context.Context, p
 	if sc := trace.SpanContextFromContext(req); sc.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, sc)
 	}
-	wt := &wait{cancel: cancel, queued: make(chan struct{}), done: make(chan struct{})}
+	wt := &wait{cancel: cancel, queued: make(chan struct{}), done: make(chan struct{}), mode: mode}
 	position := fencelock.WithQueuePosition(func(p int) {
 		if wt.position.Swap(int64(p)) == 0 {
 			close(wt.queued)
@@ -226,6 +255,9 @@ func (hs *session) held(name string, election bool) *wait {
 type grantCall struct {
 	election bool
 	wait     bool // the client's "wait": queue, rather than try once
+	// mode is an acquire's lock mode: the session's call (or grant) for
+	// the name must have it, else the answer is permit_conflict.
+	mode lockMode
 	// try asks once; taken is its error when another holds the grant, and
 	// refused the answer then.
 	try     func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error)
@@ -259,6 +291,12 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 			table[name] = wt
 		}
 	}
+	if wt != nil && !c.election && wt.mode != c.mode {
+		hs.mu.Unlock()
+		writeError(w, newError(http.StatusConflict, CodePermitConflict, "the session's request for "+name+" is "+
+			wt.mode.String()+", not "+c.mode.String()+": release or withdraw it first"))
+		return
+	}
 	if wt == nil && !c.wait {
 		// Held under hs.mu: a concurrent call for the same name by the
 		// same session waits for this one and then sees its grant.
@@ -281,7 +319,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 	}
 	if wt == nil {
 		var err error
-		if wt, err = s.startWait(r.Context(), c.start); err != nil {
+		if wt, err = s.startWait(r.Context(), c.mode, c.start); err != nil {
 			hs.mu.Unlock()
 			writeError(w, err)
 			return
@@ -331,7 +369,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, hs *session, nam
 		}
 	}
 	err := c.end(ctx, wt)
-	if err == nil || errors.Is(err, c.notHeld) {
+	if err == nil || errors.Is(err, c.notHeld) || errors.Is(err, fencelock.ErrMaxHoldExceeded) {
 		hs.mu.Lock()
 		if table[name] == wt {
 			delete(table, name)

@@ -52,14 +52,39 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	mode := lockMode{shared: req.Shared || req.Permits > 0, permits: req.Permits}
+	var opts []fencelock.AcquireOption
+	if req.MaxHoldMillis != 0 {
+		opts = append(opts, fencelock.WithMaxHold(req.MaxHold()))
+	}
 	s.request(w, r, hs, name, grantCall{
 		wait: req.Wait,
+		mode: mode,
 		try: func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error) {
-			l, err := hs.s.TryAcquire(ctx, name)
+			var l *fencelock.Lock
+			var err error
+			switch {
+			case mode.permits > 0:
+				l, err = hs.s.TryAcquireSemaphore(ctx, name, mode.permits, opts...)
+			case mode.shared:
+				l, err = hs.s.TryAcquireShared(ctx, name, opts...)
+			default:
+				l, err = hs.s.TryAcquire(ctx, name, opts...)
+			}
 			return l, nil, err
 		},
 		start: func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
-			l, err := hs.s.Acquire(ctx, name, position)
+			o := append(append([]fencelock.AcquireOption(nil), opts...), position)
+			var l *fencelock.Lock
+			var err error
+			switch {
+			case mode.permits > 0:
+				l, err = hs.s.AcquireSemaphore(ctx, name, mode.permits, o...)
+			case mode.shared:
+				l, err = hs.s.AcquireShared(ctx, name, o...)
+			default:
+				l, err = hs.s.Acquire(ctx, name, o...)
+			}
 			return l, nil, err
 		},
 		taken:   fencelock.ErrLocked,

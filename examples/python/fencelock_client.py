@@ -143,7 +143,11 @@ class Session:
         while not self.lost.wait(every):
             sent = now()
             try:
-                r = self.call("POST", f"/v1/sessions/{self.id}/heartbeat", timeout=every)
+                # A heartbeat may take up to half the lease to be answered
+                # (a busy replica, a leader change): the deadline counts
+                # from its send, and one given up sooner is cancelled at
+                # the replica too, so none would renew the session.
+                r = self.call("POST", f"/v1/sessions/{self.id}/heartbeat", timeout=max(every, self.lease / 2))
                 self.deadline = max(self.deadline, sent + r.get("lease_ms", 0) / 1000)
             except APIError as e:
                 if e.status in (403, 404):  # the session is over

@@ -368,12 +368,17 @@ func (s *Session) run() {
 			go func() {
 				defer s.c.wg.Done()
 				b := beat{sent: now()}
-				// A heartbeat ends before the next is due; an endpoint
-				// that holds it leaves half of that to the others.
-				ctx, cancel := context.WithTimeout(s.c.ctx, every)
+				// A heartbeat may take up to half the lease (a busy
+				// replica, a leader change): the deadline counts from its
+				// send, the next waits for it, and one given up sooner is
+				// cancelled at the replica too, so under load none would
+				// renew the session. An endpoint that holds it leaves half
+				// of that to the others.
+				bound := max(every, s.Lease()/2)
+				ctx, cancel := context.WithTimeout(s.c.ctx, bound)
 				defer cancel()
 				b.err = s.c.call(ctx, callSpec{method: "POST", path: s.path() + "/heartbeat", secret: s.secret,
-					session: true, attempt: every / 2}, &b.a)
+					session: true, attempt: bound / 2}, &b.a)
 				answers <- b
 			}()
 		case b := <-answers:

@@ -8,6 +8,10 @@
 // elections; lets a nemesis inject faults, records every operation with its
 // call and return times, and checks the history.
 //
+// It is a test harness, not part of the API: it drives the public package as
+// a user's program does (with internal/testhook for the faults), so it sits
+// beside the root rather than under internal/, below it.
+//
 // # Groups
 //
 // Every scenario runs two named groups beside the default one (groups.go):

@@ -213,12 +213,18 @@ func (p *Part) applyEvent(e *fsm.Event, since clock.Instant) {
 // entries it covered were never applied here, so their grants, frees and
 // proclamations were never reported.
 func (p *Part) reconcile(st *fsm.State) {
-	if _, ok := st.Session(p.id); !ok {
-		p.later(p.expired)
-		return
-	}
+	// A part waiting for its resume is checked first: a replica that lags
+	// (restarted, catching up) may restore a snapshot from before the
+	// session was even opened, and a part expired for that would miss the
+	// grants its resume keeps a moment later (it applies after the
+	// snapshot), leaving a Session without a lock its group holds for it.
+	// Whether the session lives is its resume's reply to say.
 	if p.resume.Load() != 0 {
 		p.reconcileResume(st)
+		return
+	}
+	if _, ok := st.Session(p.id); !ok {
+		p.later(p.expired)
 		return
 	}
 	p.mu.Lock()

@@ -1,7 +1,6 @@
 package fencelock
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/session"
@@ -47,18 +46,12 @@ func WithMaxHold(d time.Duration) AcquireOption {
 	return func(o *acquireOptions) { o.maxHold = d }
 }
 
-// acquireOpts applies opts for a request of s.
-func (s *Session) acquireOpts(opts []AcquireOption) (session.RequestOptions, error) {
+// acquireOpts folds opts into a request's options; the request checks
+// them (internal/session).
+func acquireOpts(opts []AcquireOption) session.RequestOptions {
 	var o acquireOptions
 	for _, f := range opts {
 		f(&o)
 	}
-	// Below twice the margin the holder would stop within a margin of its
-	// grant, or before it: it could not use the lock.
-	margin := s.SafetyMargin()
-	if o.maxHold != 0 && (o.maxHold < 2*margin || o.maxHold > MaxHoldLimit) {
-		return session.RequestOptions{}, fmt.Errorf("%w: %v must lie in [%v, %v] (twice the safety margin)",
-			ErrInvalidMaxHold, o.maxHold, 2*margin, MaxHoldLimit)
-	}
-	return session.RequestOptions{MaxHold: o.maxHold, Position: o.position}, nil
+	return session.RequestOptions{MaxHold: o.maxHold, Position: o.position}
 }

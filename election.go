@@ -3,10 +3,8 @@ package fencelock
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/session"
 )
 
@@ -30,7 +28,7 @@ type LeaderInfo struct {
 	Err error
 }
 
-func leaderInfo(e fsm.ElectionInfo) LeaderInfo {
+func leaderInfo(e session.ElectionInfo) LeaderInfo {
 	return fromLeader(session.LeaderOf(e))
 }
 
@@ -74,32 +72,11 @@ func (s *Session) TryCampaign(ctx context.Context, election, value string, opts 
 }
 
 func (s *Session) campaign(ctx context.Context, election, value string, wait bool, opts []AcquireOption) (*Leadership, error) {
-	if err := checkCampaign(election, value); err != nil {
-		return nil, err
-	}
-	o, err := s.acquireOpts(opts)
-	if err != nil {
-		return nil, err
-	}
-	group, _, err := s.n.host.Route(election)
-	if err != nil {
-		return nil, err
-	}
-	g, err := s.s.Request(ctx, group, fsm.Command{Kind: fsm.KindCampaign, Name: election, Value: value, Wait: wait}, o)
+	g, err := s.s.Campaign(ctx, election, value, wait, acquireOpts(opts))
 	if err != nil {
 		return nil, err
 	}
 	return &Leadership{grant: g}, nil
-}
-
-func checkCampaign(election, value string) error {
-	if !fsm.ValidName(election) {
-		return invalidName(election)
-	}
-	if len(value) > fsm.MaxValueLen {
-		return valueTooLarge(value)
-	}
-	return nil
 }
 
 // Session returns the session that leads; nil for the zero Leadership.
@@ -139,9 +116,6 @@ func (l *Leadership) Err() error { return l.g().Err() }
 // ErrSessionExpired), say): the term may still last at the group for a
 // while, but this leader has stopped.
 func (l *Leadership) Proclaim(ctx context.Context, value string) error {
-	if len(value) > fsm.MaxValueLen {
-		return valueTooLarge(value)
-	}
 	return l.g().Proclaim(ctx, value)
 }
 
@@ -164,18 +138,11 @@ func (l *Leadership) g() *session.Grant {
 // linearizable read: it reflects every change completed before it began,
 // wherever it was made.
 func (n *Node) Leader(ctx context.Context, election string) (LeaderInfo, error) {
-	if !fsm.ValidName(election) {
-		return LeaderInfo{}, invalidName(election)
-	}
-	_, r, err := n.host.Route(election)
+	e, err := n.h.Election(ctx, election)
 	if err != nil {
 		return LeaderInfo{}, err
 	}
-	v, err := r.Read(ctx, func(st *fsm.State) any { return st.Election(election) })
-	if err != nil {
-		return LeaderInfo{}, err
-	}
-	info := leaderInfo(v.(fsm.ElectionInfo))
+	info := leaderInfo(e)
 	if info.Token == 0 {
 		return info, fmt.Errorf("%w: %q", ErrNoLeader, truncate(election, 64))
 	}
@@ -208,30 +175,12 @@ type Candidates struct {
 // getParticipants). It is a linearizable read: it reflects every campaign,
 // resignation and expiry completed before it began.
 func (n *Node) Candidates(ctx context.Context, election string, opts ...ListOption) (Candidates, error) {
-	if !fsm.ValidName(election) {
-		return Candidates{}, invalidName(election)
-	}
-	o, err := listOpts(opts)
+	e, queue, err := n.h.Candidates(ctx, election, listOpts(opts))
 	if err != nil {
 		return Candidates{}, err
 	}
-	_, r, err := n.host.Route(election)
-	if err != nil {
-		return Candidates{}, err
-	}
-	type read struct {
-		info  fsm.ElectionInfo
-		queue []fsm.Candidate
-	}
-	v, err := r.Read(ctx, func(st *fsm.State) any {
-		return read{st.Election(election), st.Candidates(election, o.limit)}
-	})
-	if err != nil {
-		return Candidates{}, err
-	}
-	got := v.(read)
-	out := Candidates{Leader: leaderInfo(got.info), Total: got.info.Candidates, Queue: make([]Candidate, len(got.queue))}
-	for i, c := range got.queue {
+	out := Candidates{Leader: leaderInfo(e), Total: e.Candidates, Queue: make([]Candidate, len(queue))}
+	for i, c := range queue {
 		out.Queue[i] = Candidate{SessionID: c.Session, Value: c.Value, Replica: c.Owner, Name: c.Name, Place: c.Place,
 			QueuedAt: unixTime(c.QueuedAt)}
 	}
@@ -256,33 +205,12 @@ type ElectionPage struct {
 // linearizable read, like Locks, and costs the group like it, over the
 // elections: prefix@group lists group's elections.
 func (n *Node) Elections(ctx context.Context, prefix string, opts ...ListOption) (ElectionPage, error) {
-	o, err := listOpts(opts)
+	es, more, err := n.h.Elections(ctx, prefix, listOpts(opts))
 	if err != nil {
 		return ElectionPage{}, err
 	}
-	// As in Locks: the group stores each name whole, so prefix@group
-	// lists the names starting with prefix there.
-	base, r := prefix, n.r
-	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
-		if _, r, err = n.host.Route(prefix); err != nil {
-			return ElectionPage{}, err
-		}
-		base = prefix[:i]
-	}
-	type page struct {
-		elections []fsm.ElectionInfo
-		more      bool
-	}
-	v, err := r.Read(ctx, func(st *fsm.State) any {
-		es, more := st.ElectionsPage(base, o.after, o.limit)
-		return page{es, more}
-	})
-	if err != nil {
-		return ElectionPage{}, err
-	}
-	p := v.(page)
-	out := ElectionPage{Elections: make([]ElectionDetail, len(p.elections)), More: p.more}
-	for i, e := range p.elections {
+	out := ElectionPage{Elections: make([]ElectionDetail, len(es)), More: more}
+	for i, e := range es {
 		out.Elections[i] = ElectionDetail{LeaderInfo: leaderInfo(e), Candidates: e.Candidates}
 	}
 	return out, nil

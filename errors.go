@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/internal/session"
 )
@@ -43,11 +42,11 @@ var (
 	ErrNoQuorum = replica.ErrNoQuorum
 	// ErrInvalidName: a lock name is empty, longer than 512 bytes, not UTF-8,
 	// or contains NUL.
-	ErrInvalidName = errors.New("fencelock: invalid lock name")
+	ErrInvalidName = session.ErrInvalidName
 	// ErrInvalidSessionName: a session name (WithSessionName) longer than
 	// MaxSessionNameLen bytes, not UTF-8, or containing NUL. Nothing was
 	// proposed.
-	ErrInvalidSessionName = errors.New("fencelock: invalid session name")
+	ErrInvalidSessionName = session.ErrInvalidSessionName
 	// ErrClosed: the node was closed.
 	ErrClosed = replica.ErrClosed
 	// ErrInvalidConfig: Start was given an unusable Config.
@@ -70,7 +69,7 @@ var (
 	// over (resigned, or the session ended and the next candidate leads).
 	ErrNotLeader = session.ErrNotLeader
 	// ErrValueTooLarge: a leader's value is longer than 4096 bytes.
-	ErrValueTooLarge = errors.New("fencelock: election value too large")
+	ErrValueTooLarge = session.ErrValueTooLarge
 	// ErrPermitConflict: AcquireSemaphore named another permit count than
 	// the semaphore has (its count is fixed by the request that created it,
 	// for as long as anyone holds or waits for it), or named a lock, or
@@ -84,7 +83,7 @@ var (
 	ErrInvalidLockDelay = errors.New("fencelock: invalid lock-delay")
 	// ErrInvalidMaxHold: a maximum hold (WithMaxHold) below twice the
 	// session's safety margin or above MaxHoldLimit.
-	ErrInvalidMaxHold = errors.New("fencelock: invalid maximum hold")
+	ErrInvalidMaxHold = session.ErrInvalidMaxHold
 	// ErrMaxHoldExceeded: the grant's maximum hold (WithMaxHold) ran out:
 	// by the holder's clock, or at the group. The lock passes on.
 	ErrMaxHoldExceeded = session.ErrMaxHoldExceeded
@@ -121,14 +120,6 @@ func (e *StaleTokenError) Error() string {
 
 // Is makes errors.Is(err, ErrStaleToken) true.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
-
-func invalidName(name string) error {
-	return fmt.Errorf("%w: %q", ErrInvalidName, truncate(name, 64))
-}
-
-func valueTooLarge(value string) error {
-	return fmt.Errorf("%w: %d bytes, at most %d", ErrValueTooLarge, len(value), fsm.MaxValueLen)
-}
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

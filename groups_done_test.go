@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -36,7 +35,7 @@ func TestGroupsDoneWhen(t *testing.T) {
 	for _, name := range []string{"x@a", "y@b", "z"} {
 		l, err := s1.Acquire(ctx, name)
 		require.NoError(t, err, name)
-		g, _ := replica.SplitName(name)
+		_, g, _ := SplitName(name)
 		require.Equal(t, ids[g], l.Fence().Group, "%s is fenced by group %q", name, g)
 		require.NotContains(t, seen, l.Fence().Group, "%s and %s share a group", name, seen[l.Fence().Group])
 		seen[l.Fence().Group] = name

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // LockInfo describes a lock as its group sees it: the group its Name's
@@ -97,7 +97,7 @@ func unixTime(ns uint64) time.Time {
 	return time.Unix(0, int64(ns))
 }
 
-func waiters(ws []fsm.Waiter) []Waiter {
+func waiters(ws []session.Waiter) []Waiter {
 	if ws == nil {
 		return nil
 	}
@@ -123,31 +123,22 @@ func (a LockInfo) equal(b LockInfo) bool {
 // only. A name whose "@group" the deployment does not run fails with
 // ErrUnknownGroup.
 func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
-	if !fsm.ValidName(name) {
-		return LockInfo{}, invalidName(name)
-	}
-	_, r, err := n.host.Route(name)
+	v, err := n.h.Inspect(ctx, name)
 	if err != nil {
 		return LockInfo{}, err
 	}
-	type both struct {
-		info    fsm.LockInfo
-		queue   []uint64
-		waiting []fsm.Waiter
-	}
-	v, err := r.Read(ctx, func(st *fsm.State) any {
-		return both{st.Lock(name), st.Queue(name, fsm.MaxWaitersPerLock), st.Waiters(name, fsm.MaxWaitersPerLock)}
-	})
-	if err != nil {
-		return LockInfo{}, err
-	}
-	info := lockInfo(v.(both).info)
-	info.Queue = v.(both).queue
-	info.Waiting = waiters(v.(both).waiting)
-	return info, nil
+	return lockView(v), nil
 }
 
-func lockInfo(l fsm.LockInfo) LockInfo {
+// lockView is a lock with its waiting requests.
+func lockView(v session.LockView) LockInfo {
+	info := lockInfo(v.Info)
+	info.Queue = v.Queue
+	info.Waiting = waiters(v.Waiting)
+	return info
+}
+
+func lockInfo(l session.LockInfo) LockInfo {
 	info := LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters,
 		Shared: l.Shared, Permits: int(l.Permits), Delayed: l.Delayed, SessionName: l.SessionName,
 		GrantedAt: unixTime(l.GrantedAt)}

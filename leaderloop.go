@@ -55,10 +55,7 @@ func (n *Node) RunElection(ctx context.Context, election, value string, cb Elect
 	if cb.OnStartedLeading == nil {
 		return fmt.Errorf("%w: RunElection needs OnStartedLeading", ErrInvalidConfig)
 	}
-	if err := checkCampaign(election, value); err != nil {
-		return err
-	}
-	if _, _, err := n.host.Route(election); err != nil {
+	if err := n.h.CheckCampaign(election, value); err != nil {
 		return err
 	}
 	if cb.OnNewLeader != nil {

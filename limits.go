@@ -3,7 +3,7 @@ package fencelock
 import (
 	"time"
 
-	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // The group's limits. They are constants of the replicated state machine, the
@@ -12,25 +12,25 @@ import (
 // applied, so it ships as a new state-machine version.
 const (
 	// MaxSessions is the most sessions a group keeps at once (ErrTooManySessions).
-	MaxSessions = fsm.MaxSessions
+	MaxSessions = session.MaxSessions
 	// MaxLocksPerSession is the most locks and elections one session holds
 	// and waits for together (ErrTooManyLocks).
-	MaxLocksPerSession = fsm.MaxLocksPerSession
+	MaxLocksPerSession = session.MaxLocksPerSession
 	// MaxWaitersPerLock is the longest a lock's or an election's queue grows
 	// (ErrTooManyWaiters).
-	MaxWaitersPerLock = fsm.MaxWaitersPerLock
+	MaxWaitersPerLock = session.MaxWaitersPerLock
 	// MaxPendingPerSession is the most requests one session has in flight
 	// at once, counted from its oldest unanswered one (ErrTooManyPending):
 	// the group keeps each one's reply, so that a retry never applies twice.
-	MaxPendingPerSession = fsm.MaxPendingPerSession
+	MaxPendingPerSession = session.MaxPendingPerSession
 	// MaxHoldersPerLock is the most holders a lock has at once in shared
 	// mode, and the largest permit count of a semaphore (ErrInvalidPermits).
 	// A shared request beyond it waits like one the holders do not admit.
-	MaxHoldersPerLock = fsm.MaxHoldersPerLock
+	MaxHoldersPerLock = session.MaxHoldersPerLock
 	// MaxNameLen is the longest lock or election name, in bytes (ErrInvalidName).
-	MaxNameLen = fsm.MaxNameLen
+	MaxNameLen = session.MaxNameLen
 	// MaxValueLen is the longest leader value, in bytes (ErrValueTooLarge).
-	MaxValueLen = fsm.MaxValueLen
+	MaxValueLen = session.MaxValueLen
 )
 
 // The bounds of the timed options.
@@ -38,8 +38,8 @@ const (
 	// MaxLockDelay is the longest lock-delay (WithLockDelay,
 	// ErrInvalidLockDelay): 60s, as in Consul. A delay makes a lock
 	// unavailable to everyone, and a leader change restarts it in full.
-	MaxLockDelay time.Duration = fsm.MaxLockDelay
+	MaxLockDelay time.Duration = session.MaxLockDelay
 	// MaxHoldLimit is the longest maximum hold (WithMaxHold,
 	// ErrInvalidMaxHold): 24h, the longest session TTL.
-	MaxHoldLimit time.Duration = fsm.MaxHoldLimit
+	MaxHoldLimit time.Duration = session.MaxHoldLimit
 )

@@ -2,13 +2,9 @@ package fencelock
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/fsm"
-	"github.com/fencelock/fencelock/internal/replica"
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // ListOption configures Locks and Sessions.
@@ -23,9 +19,9 @@ type listOptions struct {
 // The page sizes of Locks and Sessions, and how many waiting sessions a
 // LockDetail names.
 const (
-	DefaultListLimit = 1000
-	MaxListLimit     = 10000
-	QueueListed      = 16
+	DefaultListLimit = session.DefaultListLimit
+	MaxListLimit     = session.MaxListLimit
+	QueueListed      = session.QueueListed
 )
 
 // ListLimit sets how many entries a page holds: 1 to MaxListLimit, default
@@ -40,15 +36,14 @@ func ListAfter(name string) ListOption { return func(o *listOptions) { o.after =
 // last ID of the previous page.
 func ListAfterSession(id uint64) ListOption { return func(o *listOptions) { o.afterID = id } }
 
-func listOpts(opts []ListOption) (listOptions, error) {
+// listOpts folds opts into a page's query; the listing checks it
+// (internal/session).
+func listOpts(opts []ListOption) session.ListQuery {
 	o := listOptions{limit: DefaultListLimit}
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.limit < 1 || o.limit > MaxListLimit {
-		return o, fmt.Errorf("%w: list limit %d outside [1, %d]", ErrInvalidConfig, o.limit, MaxListLimit)
-	}
-	return o, nil
+	return session.ListQuery{Limit: o.limit, After: o.after, AfterID: o.afterID}
 }
 
 // LockDetail describes a held lock in a listing: its Queue names the
@@ -95,76 +90,17 @@ type LockPage struct {
 // (see docs/performance.md for the cost). List sparingly on a large
 // group, with large pages; name the group when you know it.
 func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (LockPage, error) {
-	o, err := listOpts(opts)
+	p, err := n.h.Locks(ctx, prefix, listOpts(opts))
 	if err != nil {
 		return LockPage{}, err
 	}
-	// prefix@group lists group's locks whose names start with prefix; the
-	// group stores each name whole, group suffix and all, so a name starts
-	// with prefix there as it does here.
-	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
-		group, r, err := n.host.Route(prefix)
-		if err != nil {
-			return LockPage{}, err
-		}
-		locks, more, err := locksPage(ctx, r, group, prefix[:i], o)
-		if err != nil {
-			return LockPage{}, err
-		}
-		return LockPage{Group: group, Locks: locks, More: more}, nil
-	}
-	// Every group: each group's first page after o.after, merged. Names
-	// are unique across groups (a named group's end in its "@group", the
-	// default group's have no '@'), so ListAfter(last name) pages through
-	// all of them alike.
-	out := LockPage{AllGroups: true}
-	for _, group := range n.host.Groups() {
-		r, err := n.host.Named(group)
-		if err != nil {
-			return LockPage{}, err
-		}
-		locks, more, err := locksPage(ctx, r, group, prefix, o)
-		if err != nil {
-			if group != "" {
-				err = fmt.Errorf("group %q: %w", group, err)
-			}
-			return LockPage{}, err
-		}
-		out.Locks = append(out.Locks, locks...)
-		out.More = out.More || more
-	}
-	slices.SortFunc(out.Locks, func(a, b LockDetail) int { return strings.Compare(a.Name, b.Name) })
-	if len(out.Locks) > o.limit {
-		out.Locks, out.More = out.Locks[:o.limit], true
-	}
-	if out.Locks == nil {
-		out.Locks = []LockDetail{}
+	out := LockPage{Group: p.Group, AllGroups: p.AllGroups, Locks: make([]LockDetail, len(p.Locks)), More: p.More}
+	for i, l := range p.Locks {
+		out.Locks[i] = LockDetail{LockInfo: lockInfo(l.LockInfo), Owner: l.Owner, Group: l.Group}
+		out.Locks[i].Queue = l.Queue
+		out.Locks[i].Waiting = waiters(l.Waiting)
 	}
 	return out, nil
-}
-
-// locksPage reads one page of group's locks (replica r) starting with
-// prefix.
-func locksPage(ctx context.Context, r *replica.Replica, group, prefix string, o listOptions) ([]LockDetail, bool, error) {
-	type page struct {
-		locks []fsm.LockEntry
-		more  bool
-	}
-	v, err := r.Read(ctx, func(st *fsm.State) any {
-		locks, more := st.LocksPage(prefix, o.after, o.limit, QueueListed)
-		return page{locks, more}
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	p := v.(page)
-	out := make([]LockDetail, len(p.locks))
-	for i, l := range p.locks {
-		out[i] = LockDetail{LockInfo: lockInfo(l.LockInfo), Owner: l.Owner, Group: group}
-		out[i].Queue = l.Queue
-		out[i].Waiting = waiters(l.Waiting)
-	}
-	return out, p.more, nil
 }
 
 // Contended returns the count locks with the longest queues (at most
@@ -183,42 +119,19 @@ func (n *Node) Contended(ctx context.Context, count int) ([]LockInfo, error) {
 }
 
 // MaxContended is the most locks Contended returns.
-const MaxContended = fsm.MaxContended
+const MaxContended = session.MaxContended
 
 // ContendedIn is Contended in the group called group ("" is the default
 // group); an error wrapping ErrUnknownGroup if this deployment has none
 // of that name.
 func (n *Node) ContendedIn(ctx context.Context, group string, count int) ([]LockInfo, error) {
-	if count < 1 || count > MaxContended {
-		return nil, fmt.Errorf("%w: contended count %d outside [1, %d]", ErrInvalidConfig, count, MaxContended)
-	}
-	r, err := n.host.Named(group)
+	got, err := n.h.Contended(ctx, group, count)
 	if err != nil {
 		return nil, err
 	}
-	type ranked struct {
-		info    fsm.LockInfo
-		waiting []fsm.Waiter
-	}
-	v, err := r.Read(ctx, func(st *fsm.State) any {
-		locks := st.Contended(count)
-		out := make([]ranked, len(locks))
-		for i, l := range locks {
-			out[i] = ranked{l, st.Waiters(l.Name, QueueListed)}
-		}
-		return out
-	})
-	if err != nil {
-		return nil, err
-	}
-	got := v.([]ranked)
 	out := make([]LockInfo, len(got))
 	for i, l := range got {
-		out[i] = lockInfo(l.info)
-		out[i].Waiting = waiters(l.waiting)
-		for _, w := range l.waiting {
-			out[i].Queue = append(out[i].Queue, w.Session)
-		}
+		out[i] = lockView(l)
 	}
 	return out, nil
 }
@@ -261,28 +174,12 @@ func (n *Node) Sessions(ctx context.Context, opts ...ListOption) (SessionPage, e
 // session that never used the group has no entry in it. A group this
 // deployment does not run fails with ErrUnknownGroup.
 func (n *Node) SessionsIn(ctx context.Context, group string, opts ...ListOption) (SessionPage, error) {
-	o, err := listOpts(opts)
+	sessions, more, err := n.h.Sessions(ctx, group, listOpts(opts))
 	if err != nil {
 		return SessionPage{}, err
 	}
-	r, err := n.host.Named(group)
-	if err != nil {
-		return SessionPage{}, err
-	}
-	type page struct {
-		sessions []fsm.SessionInfo
-		more     bool
-	}
-	v, err := r.Read(ctx, func(st *fsm.State) any {
-		s, more := st.SessionsPage(o.afterID, o.limit)
-		return page{s, more}
-	})
-	if err != nil {
-		return SessionPage{}, err
-	}
-	p := v.(page)
-	out := SessionPage{Group: group, Sessions: make([]SessionInfo, len(p.sessions)), More: p.more}
-	for i, s := range p.sessions {
+	out := SessionPage{Group: group, Sessions: make([]SessionInfo, len(sessions)), More: more}
+	for i, s := range sessions {
 		out.Sessions[i] = SessionInfo{ID: s.ID, Name: s.Name, Owner: s.Owner, TTL: time.Duration(s.TTL),
 			KeepAliveIndex: s.KeepAlive, Held: s.Held, Waiting: s.Waiting}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/session"
 )
 
@@ -113,22 +112,7 @@ func checkPermits(permits int) error {
 // or AcquireSemaphore (shared, permits > 0) and their Try forms.
 func (s *Session) acquireMode(ctx context.Context, name string, shared bool, permits int, wait bool,
 	opts []AcquireOption) (*Lock, error) {
-	if !fsm.ValidName(name) {
-		return nil, invalidName(name)
-	}
-	o, err := s.acquireOpts(opts)
-	if err != nil {
-		return nil, err
-	}
-	cmd := fsm.Command{Kind: fsm.KindAcquire, Name: name, Wait: wait}
-	if shared {
-		cmd.Kind, cmd.Permits = fsm.KindAcquireShared, uint64(permits)
-	}
-	group, _, err := s.n.host.Route(name)
-	if err != nil {
-		return nil, err
-	}
-	g, err := s.s.Request(ctx, group, cmd, o)
+	g, err := s.s.Acquire(ctx, name, shared, permits, wait, acquireOpts(opts))
 	if err != nil {
 		return nil, err
 	}

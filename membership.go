@@ -36,11 +36,7 @@ func (n *Node) Members(ctx context.Context) (Membership, error) {
 // quorum, not the default group's. A group this deployment does not run
 // fails with ErrUnknownGroup.
 func (n *Node) MembersOf(ctx context.Context, group string) (Membership, error) {
-	r, err := n.host.Named(group)
-	if err != nil {
-		return Membership{}, err
-	}
-	m, err := r.Members(ctx)
+	m, err := n.h.Members(ctx, group)
 	if err != nil {
 		return Membership{}, err
 	}

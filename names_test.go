@@ -347,3 +347,28 @@ func observed(t testing.TB, ctx context.Context, ch <-chan LeaderInfo) LeaderInf
 	}
 	return LeaderInfo{}
 }
+
+// SplitName is the rule every call routes a name by: the group is what
+// follows the last '@', the default group's names have none, and a name
+// ending in '@' is in no group.
+func TestSplitName(t *testing.T) {
+	for name, want := range map[string]struct {
+		base, group string
+		ok          bool
+	}{
+		"job":                  {"job", "", true},
+		"":                     {"", "", true},
+		"jobs/reindex@billing": {"jobs/reindex", "billing", true},
+		"a@b@c":                {"a@b", "c", true}, // after the last '@'
+		"mail@example.com@eu":  {"mail@example.com", "eu", true},
+		"x@":                   {"x", "", false}, // the default group has no name to write
+		"@":                    {"", "", false},
+		"@billing":             {"", "billing", true},
+	} {
+		base, group, ok := SplitName(name)
+		require.Equal(t, want, struct {
+			base, group string
+			ok          bool
+		}{base, group, ok}, name)
+	}
+}

@@ -317,6 +317,9 @@ type nodeGroups struct{ n *Node }
 // not run.
 func (g nodeGroups) Group(name string) *replica.Replica { return g.n.host.Group(name) }
 
+// Names returns the groups this node runs, the default group first.
+func (g nodeGroups) Names() []string { return g.n.host.Groups() }
+
 func (n *Node) groups() session.Groups { return nodeGroups{n} }
 
 // Start starts this replica and returns once it runs: it has recovered its

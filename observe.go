@@ -3,7 +3,6 @@ package fencelock
 import (
 	"context"
 
-	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/session"
 )
 
@@ -22,14 +21,7 @@ import (
 // sent. A replica cut off from its group applies nothing, so its observers
 // see no change until it catches up; Leader gives a linearizable answer.
 func (n *Node) Observe(ctx context.Context, election string) <-chan LeaderInfo {
-	if !fsm.ValidName(election) {
-		return closedWith(LeaderInfo{Election: election, Err: invalidName(election)})
-	}
-	group, _, err := n.host.Route(election)
-	if err != nil {
-		return closedWith(LeaderInfo{Election: election, Err: err})
-	}
-	out, err := session.Observe(n.h, ctx, group, election, fromLeader)
+	out, err := session.Observe(n.h, ctx, election, fromLeader)
 	if err != nil {
 		return closedWith(LeaderInfo{Election: election, Err: err})
 	}

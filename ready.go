@@ -1,12 +1,6 @@
 package fencelock
 
-import (
-	"context"
-	"fmt"
-	"sync"
-
-	"github.com/fencelock/fencelock/internal/fsm"
-)
+import "context"
 
 // Ready reports whether this replica serves every group it runs with the
 // group's current state: it knows the group's raft leader and has applied
@@ -19,28 +13,5 @@ import (
 // is the cause, and ctx's error when ctx ended first), ErrRemoved or
 // ErrClosed.
 func (n *Node) Ready(ctx context.Context) error {
-	names := n.host.Groups()
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := n.host.Group(name).Read(ctx, func(*fsm.State) any { return nil })
-			if err != nil {
-				label := "the default group"
-				if name != "" {
-					label = fmt.Sprintf("group %q", name)
-				}
-				errs[i] = fmt.Errorf("%s is not ready here: %w", label, err)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return n.h.Ready(ctx)
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/session"
 )
 
@@ -225,8 +224,8 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 		// replica's copy serves, without a round trip that would spend the
 		// resume's time on a slow group; a copy that has not caught up
 		// with the open leaves the default.
-		if v, err := n.r.StaleRead(func(st *fsm.State) any { info, _ := st.Session(t.session); return info.Name }); err == nil && v.(string) != "" {
-			o.name = v.(string)
+		if name := n.h.SessionName(t.session); name != "" {
+			o.name = name
 		}
 	}
 	s := &Session{n: n}

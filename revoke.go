@@ -2,11 +2,7 @@ package fencelock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
-
-	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // Revoke frees lock name, whoever holds it: the head of its queue is
@@ -60,33 +56,7 @@ func (n *Node) RevokeLeadership(ctx context.Context, election string) error {
 }
 
 func (n *Node) revoke(ctx context.Context, name string, token uint64, election bool) error {
-	if !fsm.ValidName(name) {
-		return invalidName(name)
-	}
-	_, r, err := n.host.Route(name)
-	if err != nil {
-		return err
-	}
-	op, err := newOp()
-	if err != nil {
-		return err
-	}
-	// Propose retries this very command, op and all, so that the state
-	// machine answers a retry with the first attempt's outcome.
-	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindRevoke, Name: name, Token: token, Election: election, Op: op})
-	if err != nil {
-		return err
-	}
-	switch res.Status {
-	case fsm.OK:
-		return nil
-	case fsm.NotHeld:
-		if election {
-			return fmt.Errorf("%w: %q", ErrNotLeader, name)
-		}
-		return fmt.Errorf("%w: %q", ErrNotHeld, name)
-	}
-	return fmt.Errorf("fencelock: revoke %q: unexpected reply %v", name, res.Status)
+	return n.h.Revoke(ctx, name, token, election)
 }
 
 // EndSession ends session id at the default group, whoever owns it, as an
@@ -119,39 +89,5 @@ func (n *Node) EndSession(ctx context.Context, id uint64) error {
 // session's next call naming the group opens a new part. A group this
 // deployment does not run fails with ErrUnknownGroup.
 func (n *Node) EndSessionIn(ctx context.Context, group string, id uint64) error {
-	r, err := n.host.Named(group)
-	if err != nil {
-		return err
-	}
-	op, err := newOp()
-	if err != nil {
-		return err
-	}
-	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id, Op: op})
-	if err != nil {
-		return err
-	}
-	switch res.Status {
-	case fsm.OK:
-		return nil
-	case fsm.UnknownSession:
-		return fmt.Errorf("%w: session %d", ErrSessionExpired, id)
-	}
-	return fmt.Errorf("fencelock: end session %d: unexpected reply %v", id, res.Status)
-}
-
-// newOp draws the operation ID of one operator call (fsm.Command.Op): the
-// group remembers the outcomes of the last operations it applied by their
-// IDs, so the retries of one call, which share its ID, apply once. Random,
-// so that no two calls share one, from any node; never 0, which is none.
-func newOp() (uint64, error) {
-	var b [8]byte
-	for {
-		if _, err := rand.Read(b[:]); err != nil {
-			return 0, fmt.Errorf("fencelock: draw an operation ID: %w", err)
-		}
-		if op := binary.LittleEndian.Uint64(b[:]); op != 0 {
-			return op, nil
-		}
-	}
+	return n.h.EndSession(ctx, group, id)
 }

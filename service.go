@@ -39,11 +39,7 @@ func init() {
 			if !ok || fs == nil || fs.s == nil {
 				return 0
 			}
-			group, _, err := fs.n.host.Route(name)
-			if err != nil {
-				return 0
-			}
-			return fs.s.WithdrawKept(group, name, election)
+			return fs.s.WithdrawKept(name, election)
 		})
 }
 

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/session"
 )
 
@@ -100,7 +99,7 @@ func WithSessionName(name string) SessionOption {
 }
 
 // MaxSessionNameLen is the longest session name, in bytes.
-const MaxSessionNameLen = fsm.MaxSessionNameLen
+const MaxSessionNameLen = session.MaxSessionNameLen
 
 // defaultSessionName is "host:pid" of this process: enough for an
 // operator to find the process that holds a lock.
@@ -121,8 +120,8 @@ func (o *sessionOptions) check() error {
 	if !o.named {
 		o.name = defaultSessionName()
 	}
-	if err := fsm.CheckSessionName(o.name); err != nil {
-		return fmt.Errorf("%w: %s", ErrInvalidSessionName, strings.TrimPrefix(err.Error(), fsm.ErrInvalidSessionName.Error()+": "))
+	if err := session.CheckSessionName(o.name); err != nil {
+		return err
 	}
 	if err := checkTTL(o.ttl); err != nil {
 		return err

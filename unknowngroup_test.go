@@ -34,6 +34,7 @@ func TestUnknownGroupFailsEveryCall(t *testing.T) {
 		calls["RevokeGrant"] = n.RevokeGrant(ctx, name, 1)
 		calls["RevokeLeadership"] = n.RevokeLeadership(ctx, name)
 		_, calls["Locks"] = n.Locks(ctx, name)
+		_, calls["Elections"] = n.Elections(ctx, name)
 		calls["RunElection"] = n.RunElection(ctx, name, "v", ElectionCallbacks{
 			OnStartedLeading: func(context.Context, *Leadership) { t.Error("led an election in an unknown group") },
 		})

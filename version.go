@@ -5,7 +5,7 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/session"
 )
 
 // Version says what a replica runs: the build of this library, and the
@@ -76,7 +76,7 @@ const modulePath = "github.com/fencelock/fencelock"
 // versionOf reads the Version from bi; a nil bi (a binary built without
 // module support) yields "devel" and no commit.
 func versionOf(bi *debug.BuildInfo) Version {
-	v := Version{Version: "devel", Codec: fsm.CodecVersion(), Snapshot: fsm.SnapshotVersion()}
+	v := Version{Version: "devel", Codec: session.CodecVersion(), Snapshot: session.SnapshotVersion()}
 	if bi == nil {
 		return v
 	}

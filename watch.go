@@ -3,7 +3,6 @@ package fencelock
 import (
 	"context"
 
-	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/session"
 )
 
@@ -18,15 +17,8 @@ import (
 // ErrInvalidName, and is closed. A replica cut off from its group applies
 // nothing, so its watchers see no change until it catches up.
 func (n *Node) Watch(ctx context.Context, name string) <-chan LockInfo {
-	if !fsm.ValidName(name) {
-		return closedWith(LockInfo{Name: name, Err: invalidName(name)})
-	}
-	group, _, err := n.host.Route(name)
-	if err != nil {
-		return closedWith(LockInfo{Name: name, Err: err})
-	}
 	first := func(ctx context.Context) (LockInfo, error) { return n.Inspect(ctx, name) }
-	out, err := session.WatchLock(n.h, ctx, group, name, first, lockInfo, LockInfo.equal)
+	out, err := session.WatchLock(n.h, ctx, name, first, lockInfo, LockInfo.equal)
 	if err != nil {
 		return closedWith(LockInfo{Name: name, Err: err})
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -27,13 +26,11 @@ func groupsFor(size int) []fencelock.GroupConfig {
 	return []fencelock.GroupConfig{{Name: "a", Voters: all}, {Name: "b", Voters: slices.Clone(all)}}
 }
 
-// groupOf returns the group a lock's name (or election key) lives in: what
-// follows its last '@', "" for the default group.
+// groupOf returns the group a lock's name (or election key) lives in
+// (fencelock.SplitName): "" for the default group.
 func groupOf(name string) string {
-	if i := strings.LastIndexByte(name, '@'); i >= 0 {
-		return name[i+1:]
-	}
-	return ""
+	_, group, _ := fencelock.SplitName(name)
+	return group
 }
 
 // groupNames returns "" (the default group) and every named group.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -272,8 +271,8 @@ func (c *Client) Locks(ctx context.Context, prefix, group string) (LockList, err
 			return LockList{}, err
 		}
 		for i, l := range page.Locks {
-			if j := strings.LastIndexByte(l.Name, '@'); l.Group == "" && j >= 0 {
-				page.Locks[i].Group = l.Name[j+1:]
+			if l.Group == "" {
+				_, page.Locks[i].Group, _ = fencelock.SplitName(l.Name)
 			}
 		}
 		all.Locks = append(all.Locks, page.Locks...)

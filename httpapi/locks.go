@@ -27,13 +27,11 @@ type AcquireResponse struct {
 	HolderSession ID `json:"holder_session,omitempty"`
 }
 
-// groupOf returns the group a lock or election name lives in: the part
-// after its last '@'; "" (the default group) for a name without one.
+// groupOf returns the group a lock or election name lives in
+// (fencelock.SplitName): "" (the default group) for a name without '@'.
 func groupOf(name string) string {
-	if i := strings.LastIndexByte(name, '@'); i >= 0 {
-		return name[i+1:]
-	}
-	return ""
+	_, group, _ := fencelock.SplitName(name)
+	return group
 }
 
 // holderSession is the ID hs goes by in name's group (AcquireResponse).

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/fencelock/fencelock"
 )
 
 // access decides whether the caller p (nil without tokens) may make call r:
@@ -52,10 +54,7 @@ func needAnyRead(p *principal, r *http.Request) error {
 // one lists every group's names that start with it): that part is what
 // the token must cover.
 func needListRead(p *principal, r *http.Request) error {
-	prefix := r.URL.Query().Get("prefix")
-	if i := strings.LastIndexByte(prefix, '@'); i >= 0 {
-		prefix = prefix[:i]
-	}
+	prefix, _, _ := fencelock.SplitName(r.URL.Query().Get("prefix"))
 	if !p.mayPrefix(RightRead, prefix) {
 		return errForbidden("this token has no read right on every name with prefix " + strconv.Quote(prefix) +
 			": list with a prefix it may read")

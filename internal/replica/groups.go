@@ -32,7 +32,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -328,40 +327,4 @@ func (h *Host) reconcile(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// SplitName returns the group a lock or election name lives in: the part
-// after its last '@' (a base may contain '@' itself), or the default group
-// ("") for a name without one. ok is false for a name that ends in '@': the
-// default group has no name to write.
-func SplitName(name string) (group string, ok bool) {
-	i := strings.LastIndexByte(name, '@')
-	if i < 0 {
-		return "", true
-	}
-	return name[i+1:], i+1 < len(name)
-}
-
-// Route returns the group name lives in (SplitName) and this host's replica
-// of it, or an error wrapping ErrUnknownGroup if that is not a group of the
-// deployment. Every call that takes a lock or election name routes by it.
-func (h *Host) Route(name string) (string, *Replica, error) {
-	group, ok := SplitName(name)
-	var r *Replica
-	if ok {
-		r = h.Group(group)
-	}
-	if r == nil {
-		return "", nil, fmt.Errorf("%w: %q in %q", ErrUnknownGroup, group, truncate(name, 64))
-	}
-	return group, r, nil
-}
-
-// Named returns this host's replica of group ("" is the default group), or
-// an error wrapping ErrUnknownGroup: for the calls that take a group by name.
-func (h *Host) Named(group string) (*Replica, error) {
-	if r := h.Group(group); r != nil {
-		return r, nil
-	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
 }

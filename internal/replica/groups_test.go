@@ -44,25 +44,6 @@ func FuzzDecodeGroups(f *testing.F) {
 	})
 }
 
-func TestSplitName(t *testing.T) {
-	for name, want := range map[string]struct {
-		group string
-		ok    bool
-	}{
-		"job":                  {"", true},
-		"jobs/reindex@billing": {"billing", true},
-		"a@b@c":                {"c", true}, // after the last '@'
-		"mail@example.com@eu":  {"eu", true},
-		"x@":                   {"", false}, // the default group has no name to write
-		"@":                    {"", false},
-		"@billing":             {"billing", true},
-	} {
-		group, ok := SplitName(name)
-		require.Equal(t, want.group, group, name)
-		require.Equal(t, want.ok, ok, name)
-	}
-}
-
 func TestGroupShardID(t *testing.T) {
 	require.Equal(t, uint64(1), GroupShardID(""), "the default group keeps the shard it always had")
 	require.Equal(t, GroupShardID("billing"), GroupShardID("billing"))

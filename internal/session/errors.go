@@ -23,6 +23,13 @@ var (
 	ErrPermitConflict     = errors.New("fencelock: permit count conflicts with the lock's")
 	ErrMaxHoldExceeded    = errors.New("fencelock: maximum hold exceeded")
 
+	// The errors of the arguments the front door checks (names.go,
+	// calls.go, limits.go).
+	ErrInvalidName        = errors.New("fencelock: invalid lock name")
+	ErrInvalidSessionName = errors.New("fencelock: invalid session name")
+	ErrValueTooLarge      = errors.New("fencelock: election value too large")
+	ErrInvalidMaxHold     = errors.New("fencelock: invalid maximum hold")
+
 	ErrLimitExceeded   = errors.New("fencelock: limit exceeded")
 	ErrTooManySessions = fmt.Errorf("%w: too many sessions in the group", ErrLimitExceeded)
 	ErrTooManyLocks    = fmt.Errorf("%w: too many locks in the session", ErrLimitExceeded)

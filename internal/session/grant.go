@@ -243,8 +243,12 @@ func (g *Grant) giveBack(ctx context.Context, kind fsm.Kind) error {
 	return p.replyErr(cmd, res, fsm.OK)
 }
 
-// Proclaim replaces a leadership's value at the group.
+// Proclaim replaces a leadership's value at the group; a value longer
+// than MaxValueLen is ErrValueTooLarge, whether or not the term is over.
 func (g *Grant) Proclaim(ctx context.Context, value string) error {
+	if err := checkValue(value); err != nil {
+		return err
+	}
 	if err := g.Err(); err != nil {
 		return fmt.Errorf("%w: %q term %d is over: %w", ErrNotLeader, g.name, g.token, err)
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +36,12 @@ func (g *testGroups) Group(name string) *replica.Replica {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.m[name]
+}
+
+func (g *testGroups) Names() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return slices.Sorted(maps.Keys(g.m)) // "" first
 }
 
 // nopSink is the sink of a replica that runs no sessions of the test's.

@@ -101,14 +101,19 @@ func (p *Part) forgetKept(token uint64) {
 }
 
 // WithdrawKept withdraws the requests for lock name (with election, for
-// election name) that s's part in group kept at its adoption (see Adopt)
-// and that no call claimed: each is cancelled by its own number, as a call
-// that gives up on its request withdraws it (a grant that races ahead of
-// the cancel is given back by it). A kept request granted already is not
-// withdrawn: the session holds its grant, which its token releases. It
-// tries for up to the proposal timeout, then goes on in the background
-// (see withdraw), and reports how many requests it withdrew.
-func (s *Session) WithdrawKept(group, name string, election bool) int {
+// election name) that s's part in name's group kept at its adoption (see
+// Adopt) and that no call claimed: each is cancelled by its own number, as
+// a call that gives up on its request withdraws it (a grant that races
+// ahead of the cancel is given back by it). A kept request granted already
+// is not withdrawn: the session holds its grant, which its token releases.
+// It tries for up to the proposal timeout, then goes on in the background
+// (see withdraw), and reports how many requests it withdrew: none for a
+// name in no group of the deployment.
+func (s *Session) WithdrawKept(name string, election bool) int {
+	group, _, err := s.h.Route(name)
+	if err != nil {
+		return 0
+	}
 	s.mu.Lock()
 	p := s.parts[group]
 	s.mu.Unlock()

@@ -24,12 +24,13 @@ func LeaderOf(e fsm.ElectionInfo) Leader {
 	return Leader{Election: e.Name, Value: e.Value, Token: e.Token, Session: e.Session, Name: e.SessionName, At: e.ElectedAt}
 }
 
-// Observe runs one Observe of election in group until ctx ends or the Host
-// closes, then closes the channel: the leader from a linearizable read,
-// then every change this replica applies, each converted by conv, the
-// value waiting to be received always the latest.
-func Observe[T comparable](h *Host, ctx context.Context, group, election string, conv func(Leader) T) (<-chan T, error) {
-	r, err := h.Replica(group)
+// Observe runs one Observe of election, in the group it lives in, until
+// ctx ends or the Host closes, then closes the channel: the leader from a
+// linearizable read, then every change this replica applies, each
+// converted by conv, the value waiting to be received always the latest.
+// An invalid name or one in no group of the deployment is its error.
+func Observe[T comparable](h *Host, ctx context.Context, election string, conv func(Leader) T) (<-chan T, error) {
+	group, r, err := h.route(election)
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,13 @@
 // Package session is the client side of fencelock: everything a process
 // keeps about its sessions, their requests, grants, keep-alives and
-// watches. Package fencelock (the root) is its only caller: it checks the
-// arguments of each public call, has internal/replica route a name to its
-// group (`base@group`, Host.Route), and calls in here; this package
-// proposes commands to the group's internal/replica, and hears back from it
-// on that group's Sink.
+// watches, and the one home of routing. Package fencelock (the root) is
+// its only caller and its front door: each public call folds its options
+// and calls in here, where its arguments are checked, its name is taken to
+// its group (`base@group`, SplitName and Host.Route), its command is built
+// or its read made; this package proposes commands to and reads from the
+// group's internal/replica, and hears back from it on that group's Sink.
+// The root never sees internal/fsm: the constants and views it publishes
+// are named here (limits.go, views.go).
 //
 // # Roles
 //
@@ -33,12 +36,20 @@
 //	          timeouts, cancellations; per Host, the elections campaigned
 //	          in and whether they are led (contention.go). Counted by the
 //	          caller's side, read by the root's Stats.
+//	front door  what each public call of the root does here: names.go
+//	          (checking a name, SplitName, Route, Replica), calls.go
+//	          (Acquire, Campaign: their checks and commands), views.go
+//	          (Inspect, Locks, Contended, Sessions, Election, Candidates,
+//	          Elections, Ready: reads of a group's state), admin.go
+//	          (Revoke, EndSession, Members), limits.go (the state
+//	          machine's constants and formats, as the root publishes them).
 //
 // # Data flow
 //
-//	fencelock (root: API, argument checks, name -> group)
-//	     │ Session.Request(group, cmd)        ▲ Grant / Done / Err
-//	     ▼                                    │
+//	fencelock (root: API, options, public types)
+//	     │ Session.Acquire(name, …),          ▲ Grant / Done / Err,
+//	     │ Host.Inspect(name), …              │ views
+//	     ▼ names.go: name -> group            │
 //	  Session ──parts[group]──► Part ──► replica.Propose   (internal/replica)
 //	                             ▲                            │ applies (internal/fsm)
 //	                             └── router (replica.Sink) ◄──┘ events of that group
@@ -80,10 +91,12 @@ import (
 )
 
 // Groups resolves a group's name to the replica of it that this process
-// runs; "" is the default group. It returns nil for a group it does not
-// know. fencelock.Node implements it.
+// runs; "" is the default group. Group returns nil for a group it does not
+// know; Names lists the groups it runs, the default group first.
+// fencelock.Node implements it.
 type Groups interface {
 	Group(name string) *replica.Replica
+	Names() []string
 }
 
 // Config is what a Host needs of its Node.
@@ -197,14 +210,6 @@ func (h *Host) Go(group string, f func()) bool {
 	}
 	r := h.cfg.Groups.Group(group)
 	return r != nil && r.Go(f)
-}
-
-// Replica returns group's replica, or an error wrapping UnknownGroup.
-func (h *Host) Replica(group string) (*replica.Replica, error) {
-	if r := h.cfg.Groups.Group(group); r != nil {
-		return r, nil
-	}
-	return nil, fmt.Errorf("%w: %q", h.cfg.UnknownGroup, group)
 }
 
 // Options are a session's settings, checked by the caller.

@@ -7,13 +7,15 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
-// WatchLock runs one Watch of lock name in group until ctx ends or the Host
-// closes, then closes out: it sends first(ctx) (a linearizable read), then
-// local(the lock as this replica applied it) after each change, skipping a
-// value same as the last one sent. The root converts to its own type.
-func WatchLock[T any](h *Host, ctx context.Context, group, name string, first func(context.Context) (T, error),
-	local func(fsm.LockInfo) T, same func(a, b T) bool) (<-chan T, error) {
-	r, err := h.Replica(group)
+// WatchLock runs one Watch of lock name, in the group it lives in, until
+// ctx ends or the Host closes, then closes out: it sends first(ctx) (a
+// linearizable read), then local(the lock as this replica applied it)
+// after each change, skipping a value same as the last one sent. The root
+// converts to its own type. An invalid name or one in no group of the
+// deployment is its error.
+func WatchLock[T any](h *Host, ctx context.Context, name string, first func(context.Context) (T, error),
+	local func(LockInfo) T, same func(a, b T) bool) (<-chan T, error) {
+	group, r, err := h.route(name)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,101 @@
+package session
+
+// Names and routing: the one place where a lock or election name is
+// checked and taken to its group. A name lives in the group after its last
+// '@' (SplitName; the root publishes the rule as fencelock.SplitName for
+// the packages above it), and in the default group ("") without one; a
+// group the deployment does not run is an error wrapping the Config's
+// UnknownGroup, never a fall back to another group.
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica"
+)
+
+// SplitName splits a lock or election name into its base and the group it
+// lives in: what follows its last '@' (a base may hold '@' itself), or ""
+// (the default group) for a name without '@', whose base is the whole
+// name. ok is false for a name that ends in '@': the default group has no
+// name to write, so such a name is in no group.
+func SplitName(name string) (base, group string, ok bool) {
+	i := strings.LastIndexByte(name, '@')
+	if i < 0 {
+		return name, "", true
+	}
+	return name[:i], name[i+1:], i+1 < len(name)
+}
+
+// checkName refuses a name that cannot be a lock's or an election's:
+// ErrInvalidName.
+func checkName(name string) error {
+	if !fsm.ValidName(name) {
+		return fmt.Errorf("%w: %q", ErrInvalidName, truncate(name, 64))
+	}
+	return nil
+}
+
+// checkValue refuses a leader's value longer than MaxValueLen:
+// ErrValueTooLarge.
+func checkValue(value string) error {
+	if len(value) > MaxValueLen {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrValueTooLarge, len(value), MaxValueLen)
+	}
+	return nil
+}
+
+// Route returns the group name lives in (SplitName) and this process's
+// replica of it, or an error wrapping UnknownGroup if that is not a group
+// of the deployment. It does not check the name: the calls check it first.
+func (h *Host) Route(name string) (string, *replica.Replica, error) {
+	_, group, ok := SplitName(name)
+	var r *replica.Replica
+	if ok {
+		r = h.cfg.Groups.Group(group)
+	}
+	if r == nil {
+		return "", nil, fmt.Errorf("%w: %q in %q", h.cfg.UnknownGroup, group, truncate(name, 64))
+	}
+	return group, r, nil
+}
+
+// route checks name, then routes it.
+func (h *Host) route(name string) (string, *replica.Replica, error) {
+	if err := checkName(name); err != nil {
+		return "", nil, err
+	}
+	return h.Route(name)
+}
+
+// routePrefix takes a listing's prefix to the group it names: named is
+// false for a prefix without '@' (base is then the prefix), else base is
+// the part before its last '@' and r the group's replica. A group stores
+// each name whole, "@group" and all, so a name there starts with base as
+// it starts with the prefix here.
+func (h *Host) routePrefix(prefix string) (base, group string, r *replica.Replica, named bool, err error) {
+	base, _, _ = SplitName(prefix)
+	if base == prefix {
+		return prefix, "", nil, false, nil
+	}
+	group, r, err = h.Route(prefix)
+	return base, group, r, true, err
+}
+
+// Replica returns group's replica ("" is the default group), or an error
+// wrapping UnknownGroup: for the calls that take a group by name.
+func (h *Host) Replica(group string) (*replica.Replica, error) {
+	if r := h.cfg.Groups.Group(group); r != nil {
+		return r, nil
+	}
+	return nil, fmt.Errorf("%w: %q", h.cfg.UnknownGroup, truncate(group, 64))
+}
+
+// truncate shortens s to n bytes for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

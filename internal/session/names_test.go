@@ -1,0 +1,52 @@
+package session
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/replica"
+)
+
+// Route takes a name to the group after its last '@' and that group's
+// replica here; a group this process does not run, or a name ending in
+// '@', is the Config's UnknownGroup, never the default group.
+func TestRoute(t *testing.T) {
+	def, b := &replica.Replica{}, &replica.Replica{} // only compared, never run
+	h := NewHost(Config{Log: quiet, Groups: &testGroups{m: map[string]*replica.Replica{"": def, "b": b}}, UnknownGroup: errUnknown})
+	defer h.Close(replica.ErrClosed)
+	for name, want := range map[string]struct {
+		group string
+		r     *replica.Replica
+	}{
+		"x":       {"", def},
+		"x@b":     {"b", b},
+		"a@c@b":   {"b", b},
+		"mail@b@": {"", nil},
+		"x@c":     {"", nil},
+		"x@B":     {"", nil},
+	} {
+		group, r, err := h.Route(name)
+		if want.r == nil {
+			require.ErrorIs(t, err, errUnknown, name)
+			require.Contains(t, err.Error(), name, "the error names the name")
+			continue
+		}
+		require.NoError(t, err, name)
+		require.Equal(t, want.group, group, name)
+		require.Same(t, want.r, r, name)
+	}
+	_, err := h.Replica(strings.Repeat("g", 100))
+	require.ErrorIs(t, err, errUnknown)
+	require.Contains(t, err.Error(), strings.Repeat("g", 64)+"…", "a long group name is cut")
+
+	// The calls that take a name check it before they route it.
+	for _, name := range []string{"", "a\x00b@b", strings.Repeat("n", MaxNameLen+1)} {
+		_, _, err := h.route(name)
+		require.ErrorIs(t, err, ErrInvalidName, "%q", name)
+	}
+	require.ErrorIs(t, h.CheckCampaign("e@b", strings.Repeat("v", MaxValueLen+1)), ErrValueTooLarge)
+	require.ErrorIs(t, h.CheckCampaign("e@c", "v"), errUnknown)
+	require.NoError(t, h.CheckCampaign("e@b", strings.Repeat("v", MaxValueLen)))
+}

@@ -104,6 +104,19 @@ var (
 	// flight whose replies the group keeps for retries; wait for some to
 	// finish.
 	ErrTooManyPending = session.ErrTooManyPending
+
+	// ErrVersionGated: the call needs a newer log format than its group
+	// writes yet (GroupStatus.Writes), because some voter or non-voting
+	// member of the group runs an older build; nothing was proposed. The
+	// error names the format needed, the group and the replicas it waits
+	// for. It succeeds once they are upgraded and the group's leader has
+	// raised the group's formats, within seconds of the last upgrade.
+	ErrVersionGated = fsm.ErrVersionGated
+	// ErrVersionTooNew: Start refused a Dir whose groups write a newer log
+	// or snapshot format than this build reads (a downgrade past the
+	// formats the groups write); run a build that reads them. A running
+	// replica that meets such an entry stops on it, saying so in its log.
+	ErrVersionTooNew = fsm.ErrVersionTooNew
 )
 
 // StaleTokenError is the error of a Fencer that refused a token.

@@ -348,7 +348,7 @@ func TestNoGroupsIsTheDefaultGroup(t *testing.T) {
 	require.Len(t, st.Groups, 1)
 	g := st.Groups[0]
 	require.Equal(t, GroupStatus{Name: "", GroupID: st.GroupID, LeaderID: st.LeaderID, IsLeader: st.IsLeader,
-		Voters: st.Voters, Term: g.Term, AppliedIndex: g.AppliedIndex, LastSnapshotIndex: g.LastSnapshotIndex}, g)
+		Voters: st.Voters, Term: g.Term, AppliedIndex: g.AppliedIndex, LastSnapshotIndex: g.LastSnapshotIndex, Writes: st.Writes}, g)
 	require.Equal(t, []string{""}, c.node(1).host.Groups())
 	require.Nil(t, c.node(1).host.Group("a"))
 }

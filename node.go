@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/internal/session"
 	"github.com/fencelock/fencelock/internal/testhook"
@@ -94,6 +95,7 @@ type Config struct {
 
 	clock   clock.Clock            // tests only
 	applied func(testhook.Applied) // tests only: testhook.ObserveApplied
+	reads   fsm.Gate               // tests only: testhook.Announce
 }
 
 // GroupConfig is one named group of a deployment.
@@ -353,7 +355,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
 		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
-		Groups: groups, OnApplied: cfg.applied,
+		Groups: groups, OnApplied: cfg.applied, Reads: cfg.reads,
 	}, n.h.Sink)
 	if err != nil {
 		n.h.Close(ErrClosed)
@@ -433,9 +435,16 @@ type Status struct {
 	Groups []GroupStatus
 
 	// Version is what this replica runs (BuildVersion): the library's
-	// build, and the log and snapshot formats it writes.
+	// build, and the newest log and snapshot formats it reads.
 	Version Version
+	// Writes is the log entry and snapshot formats the default group
+	// writes (its version gate), as applied here: see GroupStatus.Writes.
+	Writes Formats
 }
+
+// Formats is a pair of format versions: of the raft log's entries (Codec)
+// and of the snapshots (Snapshot).
+type Formats struct{ Codec, Snapshot int }
 
 // GroupStatus is this replica's local view of one group.
 type GroupStatus struct {
@@ -459,6 +468,13 @@ type GroupStatus struct {
 	// Unreached are the group's other voters this replica has not heard
 	// from lately (see Status.Unreached).
 	Unreached []uint64
+	// Writes is the log entry and snapshot formats the group writes (its
+	// version gate), as applied here: log 8 and snapshot 6 until every
+	// voter and non-voting member of the group runs a build that reads
+	// newer ones, then raised by the group's leader, for good
+	// (docs/operations.md, "Upgrading"). A call that needs a newer log
+	// format fails with ErrVersionGated until then.
+	Writes Formats
 }
 
 // Status returns this replica's local view, without I/O. LeaderID is 0 when
@@ -470,7 +486,7 @@ func (n *Node) Status() Status {
 		Term: st.Term, AppliedIndex: st.AppliedIndex,
 		NonVoting: st.NonVoting, Removed: st.Removed, LastSnapshotIndex: st.LastSnapshotIndex,
 		GroupID: st.GroupID, Voters: st.Voters, ConfigChangeIndex: st.ConfigChangeIndex,
-		Unreached: st.Unreached, Version: BuildVersion(),
+		Unreached: st.Unreached, Version: BuildVersion(), Writes: formats(st.Gate),
 	}
 	for _, name := range n.host.Groups() {
 		gs := st
@@ -481,10 +497,13 @@ func (n *Node) Status() Status {
 			Name: name, GroupID: gs.GroupID, LeaderID: gs.LeaderID, IsLeader: gs.LeaderID == n.cfg.ReplicaID,
 			Voters: gs.Voters, Term: gs.Term, AppliedIndex: gs.AppliedIndex, NonVoting: gs.NonVoting,
 			Removed: gs.Removed, LastSnapshotIndex: gs.LastSnapshotIndex, Unreached: gs.Unreached,
+			Writes: formats(gs.Gate),
 		})
 	}
 	return out
 }
+
+func formats(g fsm.Gate) Formats { return Formats{Codec: g.Codec, Snapshot: g.Snapshot} }
 
 // The test hooks (internal/testhook) reach into a Node, a Config and a
 // Session through these; internal/testhook cannot import this package.
@@ -494,6 +513,7 @@ func init() {
 	testhook.RegisterLastKeepAlive(func(s any) time.Time { return s.(*Session).s.Testing().LastKeepAlive() })
 	testhook.RegisterClock(func(cfg any, c clock.Clock) { cfg.(*Config).clock = c })
 	testhook.RegisterObserveApplied(func(cfg any, f func(testhook.Applied)) { cfg.(*Config).applied = f })
+	testhook.RegisterAnnounce(func(cfg any, reads fsm.Gate) { cfg.(*Config).reads = reads })
 	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
 	testhook.RegisterCrash(func(ctx context.Context, node any) uint64 {
 		n := node.(*Node)

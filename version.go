@@ -25,11 +25,14 @@ type Version struct {
 	// embedder's binary is stamped with the embedder's revision, not the
 	// library's: Version names the library's).
 	Commit string
-	// Codec is the version of the log entry format this build writes; it
-	// reads every version from 1 up to Codec.
+	// Codec is the newest version of the log entry format this build
+	// reads (every version from 1 up to Codec); it writes it once its
+	// group's version gate allows, that is once every member of the group
+	// reads it (GroupStatus.Writes).
 	Codec int
-	// Snapshot is the version of the snapshot format this build writes; it
-	// restores every version from 1 up to Snapshot.
+	// Snapshot is the newest version of the snapshot format this build
+	// restores (every version from 1 up to Snapshot); it writes it once its
+	// group's version gate allows.
 	Snapshot int
 }
 
@@ -39,7 +42,7 @@ func (v Version) String() string {
 	if v.Commit != "" {
 		s += " (commit " + v.Commit + ")"
 	}
-	return s + fmt.Sprintf(", log format %d, snapshot format %d", v.Codec, v.Snapshot)
+	return s + fmt.Sprintf(", reads log format %d, snapshot format %d", v.Codec, v.Snapshot)
 }
 
 // BuildVersion returns the Version of this binary. It never fails: what

@@ -54,6 +54,9 @@ type ReplicaStatus struct {
 	Unreachable []uint64       `json:"unreachable"`
 	Groups      []GroupStatus  `json:"groups"`
 	Version     ReplicaVersion `json:"version"`
+	// Writes is the log and snapshot formats the default group writes (its
+	// version gate); zero from a server of a build before the gate.
+	Writes Formats `json:"writes"`
 	// Raw is the answer as the replica sent it, fields this client does not
 	// know included: what a tool prints for `-o json`.
 	Raw json.RawMessage `json:"-"`
@@ -70,9 +73,20 @@ type GroupStatus struct {
 	Term        uint64   `json:"term"`
 	LocksHeld   int      `json:"locks_held"`
 	Unreachable []uint64 `json:"unreachable"`
+	// Writes is the log and snapshot formats the group writes (its version
+	// gate); zero from a server of a build before the gate.
+	Writes Formats `json:"writes"`
 }
 
-// ReplicaVersion is what a replica runs.
+// Formats is a pair of format versions: of the log entries and of the
+// snapshots.
+type Formats struct {
+	Codec    int `json:"codec"`
+	Snapshot int `json:"snapshot"`
+}
+
+// ReplicaVersion is what a replica runs: its build, and the newest log and
+// snapshot formats it reads.
 type ReplicaVersion struct {
 	Version  string `json:"version"`
 	Commit   string `json:"commit,omitempty"`

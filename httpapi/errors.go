@@ -29,6 +29,7 @@ const (
 	CodeMaxHoldExceeded  = "max_hold_exceeded"  // 409: the grant's max_hold_ms ran out: it is over
 	CodeIDRemoved        = "id_removed"         // 409: a membership change naming a replica ID that was removed (IDs are never reused)
 	CodeMembership       = "membership"         // 409: a membership change that cannot be made (ID or address in use, the last voter, not a member)
+	CodeVersionGated     = "version_gated"      // 409: the call needs a newer log format than its group writes yet (a member runs an older build)
 	CodeTooLarge         = "too_large"          // 413: body over the bound
 	CodeMisdirected      = "session_elsewhere"  // 421: no longer answered (any replica serves any session); kept for clients that retry on it
 	CodeLimitExceeded    = "limit_exceeded"     // 429: a group limit (sessions, locks per session, waiters)
@@ -103,6 +104,8 @@ func classify(err error) *apiError {
 		return newError(http.StatusConflict, CodeIDRemoved, err.Error())
 	case errors.Is(err, fencelock.ErrMembership):
 		return newError(http.StatusConflict, CodeMembership, err.Error())
+	case errors.Is(err, fencelock.ErrVersionGated):
+		return newError(http.StatusConflict, CodeVersionGated, err.Error())
 	case errors.Is(err, fencelock.ErrRemoved):
 		return newError(http.StatusServiceUnavailable, CodeReplicaRemoved, err.Error())
 	case errors.Is(err, fencelock.ErrLimitExceeded):

@@ -36,7 +36,8 @@ func TestNoQuorumBody(t *testing.T) {
 }
 
 // The membership errors map to their own codes: a removed ID is not just
-// any refused change, and a removed replica sends the client elsewhere.
+// any refused change, and a removed replica sends the client elsewhere; so
+// does a call the group's version gate does not allow yet.
 func TestMembershipErrorCodes(t *testing.T) {
 	for _, tc := range []struct {
 		err    error
@@ -46,6 +47,7 @@ func TestMembershipErrorCodes(t *testing.T) {
 		{fmt.Errorf("%w: replica 3", fencelock.ErrIDRemoved), http.StatusConflict, CodeIDRemoved},
 		{fmt.Errorf("%w: address a:1 belongs to replica 1", fencelock.ErrMembership), http.StatusConflict, CodeMembership},
 		{fmt.Errorf("%w: replica 3 was removed", fencelock.ErrRemoved), http.StatusServiceUnavailable, CodeReplicaRemoved},
+		{fmt.Errorf("%w: it waits for replica 3", fencelock.ErrVersionGated), http.StatusConflict, CodeVersionGated},
 	} {
 		e := classify(tc.err)
 		require.Equal(t, tc.status, e.status, tc.err.Error())

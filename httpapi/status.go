@@ -34,6 +34,9 @@ type StatusJSON struct {
 	Groups []GroupJSON `json:"groups"`
 	// Version is what this replica runs: build and log formats.
 	Version VersionJSON `json:"version"`
+	// Writes is the log and snapshot formats the default group writes
+	// (fencelock.Status.Writes).
+	Writes FormatsJSON `json:"writes"`
 }
 
 // GroupJSON is one group in StatusJSON.
@@ -48,6 +51,9 @@ type GroupJSON struct {
 	LocksHeld int      `json:"locks_held"`
 	// Unreachable are the group's voters this replica does not reach.
 	Unreachable []uint64 `json:"unreachable"`
+	// Writes is the log and snapshot formats the group writes
+	// (fencelock.GroupStatus.Writes): its version gate.
+	Writes FormatsJSON `json:"writes"`
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -56,7 +62,8 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		AppliedIndex: st.AppliedIndex, GroupID: strconv.FormatUint(st.GroupID, 16),
 		Voters: map[string]string{}, NonVoting: map[string]string{},
 		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters,
-		Unreachable: append([]uint64{}, st.Unreached...), Version: NewVersionJSON(st.Version)}
+		Unreachable: append([]uint64{}, st.Unreached...), Version: NewVersionJSON(st.Version),
+		Writes: newFormatsJSON(st.Writes)}
 	for id, a := range st.Voters {
 		out.Voters[strconv.FormatUint(id, 10)] = a
 	}
@@ -64,7 +71,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		out.Groups = append(out.Groups, GroupJSON{Name: g.Name, GroupID: strconv.FormatUint(g.GroupID, 16),
 			LeaderID: g.LeaderID, IsLeader: g.IsLeader, NonVoting: g.NonVoting,
 			Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term, LocksHeld: g.LocksHeld,
-			Unreachable: append([]uint64{}, g.Unreached...)})
+			Unreachable: append([]uint64{}, g.Unreached...), Writes: newFormatsJSON(g.Writes)})
 	}
 	// The full membership (non-voting replicas too) is a linearizable read;
 	// without a quorum the local view above is still worth showing.

@@ -10,10 +10,22 @@ type VersionJSON struct {
 	Version string `json:"version"`
 	// Commit is the VCS revision of the build; empty when unknown.
 	Commit string `json:"commit,omitempty"`
-	// Codec and Snapshot are the log entry and snapshot format versions
-	// the replica writes; it reads every version from 1 up to each.
+	// Codec and Snapshot are the newest log entry and snapshot format
+	// versions the replica reads (every version from 1 up to each); what
+	// each group writes is its "writes".
 	Codec    int `json:"codec"`
 	Snapshot int `json:"snapshot"`
+}
+
+// FormatsJSON is the formats a group writes (fencelock.Formats): its
+// version gate.
+type FormatsJSON struct {
+	Codec    int `json:"codec"`
+	Snapshot int `json:"snapshot"`
+}
+
+func newFormatsJSON(f fencelock.Formats) FormatsJSON {
+	return FormatsJSON{Codec: f.Codec, Snapshot: f.Snapshot}
 }
 
 // NewVersionJSON returns v as the API shows it.

@@ -56,4 +56,36 @@ func TestBuildInfo(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, found, "one series per replica, not per group")
+
+	// The formats each group writes: a group of one, whose one member
+	// reads this build's, raises its gate to them within seconds.
+	written := func(family, group string) float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() != family {
+				continue
+			}
+			for _, m := range f.Metric {
+				for _, l := range m.Label {
+					if l.GetName() == "group" && l.GetValue() == group {
+						return m.Gauge.GetValue()
+					}
+				}
+			}
+		}
+		t.Fatalf("no %s{group=%q}", family, group)
+		return 0
+	}
+	require.Eventually(t, func() bool {
+		for _, g := range []string{"", "billing"} {
+			if written("fencelock_log_format_written", g) != float64(v.Codec) || written("fencelock_snapshot_format_written", g) != float64(v.Snapshot) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond)
+	problems, err = testutil.GatherAndLint(reg, "fencelock_log_format_written", "fencelock_snapshot_format_written")
+	require.NoError(t, err)
+	require.Empty(t, problems)
 }

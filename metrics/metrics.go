@@ -44,8 +44,12 @@
 //     that campaigns at 0 for longer than a TTL: nobody leads.
 //
 // fencelock_build_info is 1 with labels version, commit, codec and snapshot
-// (the log and snapshot formats the replica writes): count by (version)
-// shows which replicas an upgrade has reached.
+// (the newest log and snapshot formats the replica reads): count by
+// (version) shows which replicas an upgrade has reached.
+// fencelock_log_format_written and fencelock_snapshot_format_written are
+// the formats each group writes (its version gate): they rise once every
+// replica of the group runs the new build (docs/operations.md,
+// "Upgrading").
 package metrics
 
 import (
@@ -74,6 +78,7 @@ type descs struct {
 	acquired, timeouts, cancellations        *prometheus.Desc
 	isLeader                                 *prometheus.Desc
 	buildInfo                                *prometheus.Desc
+	writesCodec, writesSnapshot              *prometheus.Desc
 }
 
 // NewCollector returns the collector of node's figures.
@@ -106,10 +111,12 @@ func NewCollector(node *fencelock.Node) *Collector {
 		acquired:         d("acquire_grants_total", "This process's lock calls granted."),
 		timeouts:         d("acquire_timeouts_total", "This process's lock calls whose context's deadline passed before a grant."),
 		cancellations:    d("acquire_cancellations_total", "This process's lock calls whose context was cancelled before a grant."),
+		writesCodec:      d("log_format_written", "The log entry format version the group writes (its version gate), as applied on this replica."),
+		writesSnapshot:   d("snapshot_format_written", "The snapshot format version the group writes (its version gate), as applied on this replica."),
 		isLeader:         d("election_is_leader", "1 while a session of this process leads the election, 0 while it only campaigns in it.", "election"),
 		// Per replica, not per group: every group of a process runs one build.
 		buildInfo: prometheus.NewDesc("fencelock_build_info",
-			"Always 1; the labels say what this replica runs: the fencelock version and commit, and the log (codec) and snapshot format versions it writes.",
+			"Always 1; the labels say what this replica runs: the fencelock version and commit, and the newest log (codec) and snapshot format versions it reads.",
 			[]string{"version", "commit", "codec", "snapshot"}, labels),
 	}}
 }
@@ -119,7 +126,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.descs
 	for _, desc := range []*prometheus.Desc{d.sessions, d.locks, d.waiters, d.grants, d.releases,
 		d.expiries, d.entries, d.keepAliveEntries, d.renewals, d.leaderChanges, d.connFailures, d.proposals, d.role, d.hasLeader, d.term,
-		d.applied, d.snapshot, d.voters, d.wait, d.hold, d.acquired, d.timeouts, d.cancellations, d.isLeader, d.buildInfo} {
+		d.applied, d.snapshot, d.voters, d.wait, d.hold, d.acquired, d.timeouts, d.cancellations, d.isLeader, d.buildInfo,
+		d.writesCodec, d.writesSnapshot} {
 		ch <- desc
 	}
 }
@@ -194,6 +202,8 @@ func (c *Collector) collect(ch chan<- prometheus.Metric, st *fencelock.GroupStat
 	gauge(d.applied, float64(st.AppliedIndex))
 	gauge(d.snapshot, float64(st.LastSnapshotIndex))
 	gauge(d.voters, float64(len(st.Voters)))
+	gauge(d.writesCodec, float64(st.Writes.Codec))
+	gauge(d.writesSnapshot, float64(st.Writes.Snapshot))
 }
 
 func b2f(b bool) float64 {

@@ -56,6 +56,13 @@ func TestServeGroups(t *testing.T) {
 	require.Equal(t, []string{"solo", "2", "2"}, []string{solo[0], solo[2], solo[3]}, "solo is led by its only voter 2: %s", out)
 	require.Equal(t, "non-voting", solo[4], "replica 1 runs solo non-voting: %s", out)
 	require.Equal(t, "1,2,3", strings.Fields(rows[1])[3])
+	// Each group's WRITES: log 9 and snapshot 7 once its leader has heard
+	// every replica read them (at once here, all running this build).
+	require.Eventually(t, func() bool {
+		out, err = exec.Command(p.bin, "status", "--http", p.urls[1]).CombinedOutput()
+		return err == nil && strings.Count(string(out), "  log 9, snapshot 7\n") == 3 && // the table's rows
+			strings.Contains(string(out), "reads log formats up to 9 and snapshots up to 7; the default group writes log 9, snapshot 7\n")
+	}, 30*time.Second, 100*time.Millisecond, "every group writes this build's formats: %s", &out)
 
 	// locks and sessions list one group: --group, or a PREFIX's @group.
 	sid := session(t, p.urls[1], 10000)

@@ -107,6 +107,8 @@ func statusCmd(args []string) error {
 		return errors.Join(noLeader(st), missing)
 	}
 	fmt.Printf("replica %d, group %s, term %d, applied index %d\n", st.ReplicaID, st.GroupID, st.Term, st.AppliedIndex)
+	fmt.Printf("runs %s, reads log formats up to %d and snapshots up to %d; the default group writes %s\n",
+		st.Version.Version, st.Version.Codec, st.Version.Snapshot, writes(st.Writes))
 	fmt.Printf("%s, %s held, %d waiting\n\n", plural(st.Sessions, "session"), plural(st.LocksHeld, "lock"), st.Waiters)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REPLICA\tRAFT ADDRESS\tROLE\tHTTP")
@@ -295,7 +297,7 @@ func printGroups(groups []apiclient.GroupStatus, notReached map[string]string) e
 	}
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tGROUP ID\tLEADER\tVOTERS\tTHIS REPLICA\tLOCKS")
+	fmt.Fprintln(tw, "GROUP\tGROUP ID\tLEADER\tVOTERS\tTHIS REPLICA\tLOCKS\tWRITES")
 	for _, g := range groups {
 		leader := "NO LEADER"
 		if g.LeaderID != 0 {
@@ -315,9 +317,19 @@ func printGroups(groups []apiclient.GroupStatus, notReached map[string]string) e
 		for i, v := range g.Voters {
 			voters[i] = fmt.Sprint(v)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", groupName(g.Name), g.GroupID, leader, strings.Join(voters, ","), role, g.LocksHeld)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", groupName(g.Name), g.GroupID, leader, strings.Join(voters, ","), role, g.LocksHeld, writes(g.Writes))
 	}
 	return tw.Flush()
+}
+
+// writes renders the formats a group writes: "log 9, snapshot 7"; "?"
+// from a server of a build before the version gate, which writes the
+// newest it knows.
+func writes(f apiclient.Formats) string {
+	if f.Codec == 0 {
+		return "?"
+	}
+	return fmt.Sprintf("log %d, snapshot %d", f.Codec, f.Snapshot)
 }
 
 // heldFor renders how long ago a grant was made, or "?" when unknown.

@@ -12,9 +12,9 @@ import (
 )
 
 // versionCmd prints what this binary is: the fencelock version and commit
-// it was built from, and the log and snapshot formats it writes and reads,
+// it was built from, and the newest log and snapshot formats it reads,
 // which decide whether it can join a group whose other replicas run
-// another build. It asks no replica: `fencelock status` shows what each
+// another build (a group writes what all its members read). It asks no replica: `fencelock status` shows what each
 // running replica reports.
 func versionCmd(args []string) error {
 	fs := newFlags("version", "[-o text|json]")
@@ -47,7 +47,8 @@ func printVersion(w io.Writer, v fencelock.Version, output string) error {
 	if commit == "" {
 		commit = "unknown"
 	}
-	_, err := fmt.Fprintf(w, "fencelock %s\ncommit:          %s\nlog format:      %d (reads 1 to %d)\nsnapshot format: %d (reads 1 to %d)\ngo:              %s %s/%s\n",
-		v.Version, commit, v.Codec, v.Codec, v.Snapshot, v.Snapshot, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	_, err := fmt.Fprintf(w, "fencelock %s\ncommit:          %s\nlog format:      reads 1 to %d\nsnapshot format: reads 1 to %d\n"+
+		"writes:          what each group's members all read (fencelock status, WRITES)\ngo:              %s %s/%s\n",
+		v.Version, commit, v.Codec, v.Snapshot, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return err
 }

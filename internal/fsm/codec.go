@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 8):
+// The wire format of a raft entry (version 9):
 //
 //	entry   = version:byte at:uvarint count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -20,19 +20,21 @@ import (
 // the replica that applied the entry, so their encoding has no versions.
 //
 // A change to the fields of a kind means a new version: a replica must decode
-// every entry in its log, so old versions stay readable for good. New kinds
-// (campaign, resign and proclaim joined version 1 before its release) leave
-// old entries' encoding alone, but a replica that does not know a kind skips
-// its entry as corrupt: upgrade every replica before anyone uses a new kind.
+// every entry in its log, so old versions stay readable for good. A new kind
+// means a new version too (minversion.go lists each kind's first): a build
+// before the gate (version 9) skipped an entry of a kind it did not know as
+// corrupt, so a kind may appear only in entries of a version every member
+// of the group reads.
 //
 // Version 2 added LeaderStart (owner term nonce), the leader mark to Expire
 // (session target mark), the wait flag to Campaign (after floor), Revoke
 // (token election name) and EndSession (session), and changed how Apply bounds a session's replies.
 // Version-1 entries still decode, and apply by version-1 rules (see
-// Command.v1), so an old log replays to the state it produced. Writers
-// write the newest version only: stop every replica of an older group,
-// upgrade them all, then start them. So every entry of an older version
-// precedes, in the log, every entry of a newer one.
+// Command.v1), so an old log replays to the state it produced. Up to
+// version 8, writers wrote the newest version only, so an upgrade stopped
+// every replica of a group; from version 9 they write their group's gate
+// (version.go). Either way every entry of an older version precedes, in
+// the log, every entry of a newer one.
 //
 // Version 3 added Resume (session nonce owner target), the floor to
 // CloseSession (session floor), AcquireShared (session seq floor wait
@@ -81,7 +83,17 @@ import (
 // keep): see Command.Keep. Older entries' resumes decode without it and
 // withdraw the session's queued requests as they did, so an old log
 // replays to the state it produced; nothing else changed.
-const codecVersion = 8
+//
+// Version 9 added the version gate: KindGate (kind 19: codec snapshot), the
+// first entry a group writes at a new version, and the rule that a group
+// writes the version of its gate (8 until a KindGate raises it) and a kind
+// only from its version on (minversion.go). Its layout is version 8's: a
+// version-8 entry is a version-9 entry with the first byte 8 and no kind
+// newer than 8, which is what a group whose gate is the baseline writes.
+// An entry of a version newer than this build reads is refused with
+// ErrVersionTooNew (it was ErrCorrupt, and skipped) and stops the replica:
+// skipping it would leave the replica with another state than its group's.
+const codecVersion = 9
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -106,9 +118,42 @@ func AppendBatch(dst []byte, cmds []Command) []byte {
 // at as the time of the entry, whatever At its commands carry: the proposer
 // stamps an entry with its clock (nanoseconds since the Unix epoch) when it
 // proposes it, and every command decoded from the entry has At at. 0 means
-// unknown.
+// unknown. The entry has the newest version, as a group whose gate has
+// reached it writes (AppendEntry writes a group's gate).
 func AppendBatchAt(dst []byte, at uint64, cmds []Command) []byte {
-	dst = append(dst, codecVersion)
+	return appendEntry(dst, codecVersion, at, cmds)
+}
+
+// AppendEntry appends the encoding of cmds, one raft entry stamped at (see
+// AppendBatchAt), to dst, at the log version of gate g, the group's: an
+// entry that carries a KindGate is written at the version that command
+// raises the gate to (the first entry of the new version; every member
+// reads it, or the leader would not have proposed it). A command whose
+// kind needs a newer version (NeedsCodec) is an error wrapping
+// ErrVersionGated, and so is a gate this build cannot write (below the
+// baseline, beyond CodecVersion); dst is then returned unchanged.
+func AppendEntry(dst []byte, g Gate, at uint64, cmds []Command) ([]byte, error) {
+	v := g.Codec
+	for i := range cmds {
+		if cmds[i].Kind == KindGate {
+			v = max(v, cmds[i].Gate.Codec)
+		}
+	}
+	if v < Baseline.Codec || v > codecVersion {
+		return dst, fmt.Errorf("%w: this build writes log versions %d to %d, not %d", ErrVersionGated, Baseline.Codec, codecVersion, v)
+	}
+	for i := range cmds {
+		if need := NeedsCodec(&cmds[i]); need == 0 || need > v {
+			return dst, fmt.Errorf("%w: %v needs log version %d; the group writes %d", ErrVersionGated, cmds[i].Kind, need, v)
+		}
+	}
+	return appendEntry(dst, byte(v), at, cmds), nil
+}
+
+// appendEntry writes cmds as an entry of version v: version 8 and 9 share
+// one layout, and no older one is ever written again.
+func appendEntry(dst []byte, v byte, at uint64, cmds []Command) []byte {
+	dst = append(dst, v)
 	dst = binary.AppendUvarint(dst, at)
 	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
 	for i := range cmds {
@@ -177,6 +222,8 @@ func appendCommand(dst []byte, c *Command) []byte {
 			dst = u(u(dst, r.Session-prev), r.Floor)
 			prev = r.Session
 		}
+	case KindGate:
+		dst = u(u(dst, uint64(c.Gate.Codec)), uint64(c.Gate.Snapshot))
 	}
 	return dst
 }
@@ -186,8 +233,13 @@ func appendCommand(dst []byte, c *Command) []byte {
 func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 	d := decoder{b: data}
 	v := d.byte()
-	if v < 1 || v > codecVersion {
-		return dst, fmt.Errorf("%w: entry version %d", ErrCorrupt, v)
+	switch {
+	case d.err != nil:
+		return dst, d.err
+	case v == 0:
+		return dst, fmt.Errorf("%w: entry version 0", ErrCorrupt)
+	case v > codecVersion:
+		return dst, tooNewLog(uint64(v))
 	}
 	d.v1, d.version = v == 1, v
 	if v >= 6 {
@@ -214,6 +266,16 @@ func DecodeBatch(data []byte, dst []Command) ([]Command, error) {
 func (d *decoder) command(c *Command) {
 	c.Kind = Kind(d.byte())
 	c.v1, c.pre5, c.At = d.v1, d.version < 5, d.at
+	switch need := MinCodec(c.Kind); {
+	case d.err != nil:
+		return
+	case need == 0:
+		d.fail("unknown command kind %d", c.Kind)
+		return
+	case int(d.version) < need:
+		d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
+		return
+	}
 	switch c.Kind {
 	case KindOpenSession:
 		c.Nonce, c.TTL, c.Owner = d.uvarint(), d.uvarint(), d.uvarint()
@@ -259,16 +321,8 @@ func (d *decoder) command(c *Command) {
 		c.Session, c.Seq, c.Floor, c.Token = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
 		c.Name, c.Value = d.name(), d.value()
 	case KindLeaderStart:
-		if d.v1 {
-			d.fail("command kind %d in a version-1 entry", c.Kind)
-			return
-		}
 		c.Owner, c.Term, c.Nonce = d.uvarint(), d.uvarint(), d.uvarint()
 	case KindRevoke, KindEndSession:
-		if d.v1 {
-			d.fail("command kind %d in a version-1 entry", c.Kind)
-			return
-		}
 		if c.Kind == KindRevoke {
 			c.Token, c.Election, c.Name = d.uvarint(), d.bool(), d.name()
 		} else {
@@ -278,10 +332,6 @@ func (d *decoder) command(c *Command) {
 			c.Op = d.uvarint()
 		}
 	case KindResume:
-		if d.version < 3 {
-			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
-			return
-		}
 		c.Session, c.Nonce, c.Owner, c.Target = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
 		if d.version >= 5 {
 			c.TTL = d.uvarint()
@@ -290,32 +340,40 @@ func (d *decoder) command(c *Command) {
 			c.Keep = d.bool()
 		}
 	case KindAcquireShared:
-		if d.version < 3 {
-			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
-			return
-		}
 		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()
 		c.Wait = d.bool()
 		c.Permits, c.Name = d.uvarint(), d.name()
 		d.maxHold(c)
 	case KindUndelay, KindExpireGrant:
-		if d.version < 3 {
-			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
-			return
-		}
 		c.Token, c.Mark = d.uvarint(), d.uvarint()
 		if c.Kind == KindExpireGrant {
 			c.Election = d.bool()
 		}
 		c.Name = d.name()
 	case KindKeepAliveBatch:
-		if d.version < 4 {
-			d.fail("command kind %d in a version-%d entry", c.Kind, d.version)
-			return
-		}
 		d.renewals(c)
+	case KindGate:
+		d.gate(c)
 	default:
 		d.fail("unknown command kind %d", c.Kind)
+	}
+}
+
+// gate reads a KindGate's versions. One this build does not read stops the
+// decoding with ErrVersionTooNew, not ErrCorrupt: the group writes them,
+// and this replica cannot follow it.
+func (d *decoder) gate(c *Command) {
+	codec, snap := d.uvarint(), d.uvarint()
+	if d.err != nil {
+		return
+	}
+	switch {
+	case codec > codecVersion:
+		d.err, d.b = tooNewLog(codec), nil
+	case snap > snapshotVersion:
+		d.err, d.b = tooNewSnapshot(snap), nil
+	default:
+		c.Gate = Gate{Codec: int(codec), Snapshot: int(snap)}
 	}
 }
 

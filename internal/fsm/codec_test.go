@@ -56,6 +56,9 @@ func everyKind() []Command {
 		{Kind: KindKeepAliveBatch, Owner: math.MaxUint64, Renew: []Renewal{{Session: 7, Floor: 1}}},
 		{Kind: KindOpenSession, Nonce: 3, TTL: 4, Owner: 5, Name: "reindex@worker-3"},
 		{Kind: KindOpenSession, Nonce: 4, TTL: 4, Owner: 5, Name: strings.Repeat("é", MaxSessionNameLen/2)},
+		{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}},
+		{Kind: KindGate, Gate: Baseline},
+		{Kind: KindGate}, // invalid for Apply, fine for the codec
 	}
 }
 
@@ -105,7 +108,7 @@ func TestBatchRoundTrip(t *testing.T) {
 
 func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 	all := Command{Wait: true, Election: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8,
-		Term: 9, Mark: 10, Permits: 11, Delay: 12, MaxHold: 13, Name: "n", Value: "v", At: 14, Op: 15}
+		Term: 9, Mark: 10, Permits: 11, Delay: 12, MaxHold: 13, Name: "n", Value: "v", At: 14, Op: 15, Gate: Gate{Codec: 9, Snapshot: 7}}
 	for _, tc := range []struct {
 		kind Kind
 		want Command
@@ -128,6 +131,7 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindUndelay, Command{Kind: KindUndelay, Token: 7, Mark: 10, Name: "n"}},
 		{KindExpireGrant, Command{Kind: KindExpireGrant, Token: 7, Mark: 10, Election: true, Name: "n"}},
 		{KindKeepAliveBatch, Command{Kind: KindKeepAliveBatch, Owner: 6, Renew: []Renewal{{Session: 1, Floor: 3}}}},
+		{KindGate, Command{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}}},
 	} {
 		c := all
 		if tc.kind == KindKeepAliveBatch {
@@ -193,14 +197,31 @@ func TestBatchWireFormat(t *testing.T) {
 	require.Equal(t, 1, bytes.Count(v7, resumeV7))
 	at8 := bytes.Index(v7, resumeV7) + len(resumeV7)
 	v8 := slices.Concat([]byte{8}, v7[1:at8], []byte{0}, v7[at8:])
-	require.Equal(t, v8, got, "version 8")
+	// Version 9 changed no layout: a group whose gate is the baseline
+	// writes version 8 byte for byte, one whose gate is 9 the same with
+	// its version.
+	v9 := slices.Concat([]byte{9}, v8[1:])
+	require.Equal(t, v9, got, "version 9")
+	cmds8, err := DecodeBatch(got, nil)
+	require.NoError(t, err)
+	baseline, err := AppendEntry(nil, Baseline, 0, cmds8)
+	require.NoError(t, err)
+	require.Equal(t, v8, baseline, "version 8, at the baseline gate")
+	gated, err := AppendEntry(nil, Gate{Codec: 9, Snapshot: 7}, 0, cmds8)
+	require.NoError(t, err)
+	require.Equal(t, v9, gated, "version 9, at gate 9")
+	v9cmds, err := DecodeBatch(v9, nil)
+	require.NoError(t, err)
+	require.Equal(t, v9cmds, cmds8)
+	raise := AppendBatchAt(nil, 0, []Command{{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}}})
+	require.Equal(t, []byte{9, 0, 1, 19, 9, 7}, raise, "version 9's gate")
 	v7cmds, err := DecodeBatch(v7, nil)
 	require.NoError(t, err)
 	v8cmds, err := DecodeBatch(v8, nil)
 	require.NoError(t, err)
 	require.Equal(t, v8cmds, v7cmds, "version 7 decodes to the same, without keep")
 	kept := AppendBatchAt(nil, 0, []Command{{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2, Target: 5, TTL: 7, Keep: true}})
-	require.Equal(t, []byte{8, 0, 1, 14, 8, 0xac, 0x02, 2, 5, 7, 1}, kept, "version 8's keep flag")
+	require.Equal(t, []byte{codecVersion, 0, 1, 14, 8, 0xac, 0x02, 2, 5, 7, 1}, kept, "version 8's keep flag")
 	cmds, err := DecodeBatch(v6, nil)
 	require.NoError(t, err)
 	again, err := DecodeBatch(got, nil)
@@ -300,7 +321,8 @@ func TestDecodeBatchErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"version 0", append([]byte{0}, valid[1:]...)},
-		{"version 9", append([]byte{9}, valid[1:]...)},
+		{"gate in a version-8 entry", []byte{8, 0, 1, byte(KindGate), 9, 7}},
+		{"gate without its snapshot version", []byte{codecVersion, 0, 1, byte(KindGate), 9}},
 		{"resume with a bad keep flag", []byte{codecVersion, 0, 1, byte(KindResume), 1, 2, 3, 4, 5, 2}},
 		{"resume in a version-8 entry without its keep flag", []byte{codecVersion, 0, 1, byte(KindResume), 1, 2, 3, 4, 5}},
 		{"revoke without its operation ID", []byte{codecVersion, 0, 1, byte(KindRevoke), 6, 0, 1, 'a'}},
@@ -345,6 +367,25 @@ func TestDecodeBatchErrors(t *testing.T) {
 	for i := range len(valid) {
 		_, err := DecodeBatch(valid[:i], nil)
 		require.ErrorIs(t, err, ErrCorrupt, "truncated to %d bytes", i)
+	}
+	// What this build does not read is not corrupt: it is too new, and
+	// says which version it is.
+	for _, tc := range []struct {
+		name, msg string
+		data      []byte
+	}{
+		{"version 10", "log version 10; this build reads up to 9", append([]byte{codecVersion + 1}, valid[1:]...)},
+		{"version 255", "log version 255", append([]byte{255}, valid[1:]...)},
+		{"gate to log version 10", "log version 10; this build reads up to 9", []byte{codecVersion, 0, 1, byte(KindGate), 10, 7}},
+		{"gate to snapshot version 8", "snapshot version 8; this build reads up to 7", []byte{codecVersion, 0, 1, byte(KindGate), 9, 8}},
+		{"gate to a huge version", "log version", append(u([]byte{codecVersion, 0, 1, byte(KindGate)}, math.MaxUint64), 7)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeBatch(tc.data, nil)
+			require.ErrorIs(t, err, ErrVersionTooNew)
+			require.NotErrorIs(t, err, ErrCorrupt)
+			require.ErrorContains(t, err, tc.msg)
+		})
 	}
 	// Sanity: the bad-flag builder makes a valid entry with a good flag.
 	for _, flag := range []byte{0, 1} {

@@ -146,8 +146,15 @@ const (
 	// holds, so the group's keep-alive traffic grows with its replicas, not
 	// its sessions. (Version 4.)
 	KindKeepAliveBatch Kind = 18
+	// KindGate raises the group's version gate (State.Gate) to Gate: from
+	// this entry on, the group writes Gate's log and snapshot versions. The
+	// leader proposes it once every member of the group has announced that
+	// it reads them, in the first entry of the new log version; a gate
+	// never falls, so an older or equal Gate changes nothing (OK), and one
+	// a group may not write (Gate.Valid) is refused (Invalid). (Version 9.)
+	KindGate Kind = 19
 
-	maxKind = KindKeepAliveBatch
+	maxKind = KindGate
 )
 
 // MaxRenewals is the most sessions one KeepAliveBatch may renew; a replica
@@ -177,6 +184,7 @@ var kindNames = [...]string{
 	KindUndelay:        "undelay",
 	KindExpireGrant:    "expire-grant",
 	KindKeepAliveBatch: "keep-alive-batch",
+	KindGate:           "gate",
 }
 
 func (k Kind) String() string {
@@ -273,6 +281,9 @@ type Command struct {
 	// Renew is a KeepAliveBatch's sessions, at most MaxRenewals, in
 	// ascending order of session ID (the codec relies on it). (Version 4.)
 	Renew []Renewal
+	// Gate is a KindGate's: the versions the group writes from its entry
+	// on. (Version 9.)
+	Gate Gate
 
 	// pre5 marks a command decoded from an entry of a version before 5.
 	// Apply keeps the older rules for it: a Resume is not checked against

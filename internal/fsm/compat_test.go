@@ -63,9 +63,17 @@ func replayOldLog(t *testing.T, file string, v byte, n uint64, snapshot string) 
 		require.True(t, ok)
 		data, err := hex.DecodeString(entry)
 		require.NoError(t, err)
-		require.Equal(t, v, data[0], "a version-%d entry", v)
 		cmds, err := DecodeBatch(data, nil)
 		require.NoError(t, err)
+		if v < 9 {
+			require.Equal(t, v, data[0], "a version-%d entry", v)
+		} else {
+			// From version 9 a group writes its gate's version, and the
+			// entry that raises it the version it raises it to.
+			written, err := AppendEntry(nil, st.Gate(), 0, cmds)
+			require.NoError(t, err)
+			require.Equal(t, written[0], data[0], "entry %d is written at the group's gate", index+1)
+		}
 		index++
 		rs, _ := st.Apply(index, cmds)
 		require.Equal(t, results, hex.EncodeToString(AppendResults(nil, rs)), "entry %d applies as it did", index)
@@ -145,7 +153,7 @@ func TestVersion3LogReplays(t *testing.T) {
 // Its revokes of a delayed session's lock free it at once, and its resumes
 // carry no TTL: replayed today, they must still reach the frozen state.
 func TestVersion4LogReplays(t *testing.T) {
-	checkFrozenLog(t, 4, 400, "testdata/log-v4.txt", "testdata/snapshot-v4-log-v4.bin", maxKind)
+	checkFrozenLog(t, 4, 400, "testdata/log-v4.txt", "testdata/snapshot-v4-log-v4.bin", KindKeepAliveBatch)
 }
 
 // testdata/log-v5.txt and testdata/snapshot-v4-log-v5.bin froze the
@@ -156,7 +164,7 @@ func TestVersion4LogReplays(t *testing.T) {
 func TestVersion5LogReplays(t *testing.T) {
 	const entries = 400
 	const logFile, snapFile = "testdata/log-v5.txt", "testdata/snapshot-v4-log-v5.bin"
-	checkFrozenLog(t, 5, entries, logFile, snapFile, maxKind)
+	checkFrozenLog(t, 5, entries, logFile, snapFile, KindKeepAliveBatch)
 	// The frozen log holds what version 5 changed: resumes refused for
 	// their TTL, and revokes that delayed a lock.
 	var refused, delayedByRevoke int
@@ -188,7 +196,7 @@ const frozenAt = 1_780_000_000_000_000_000
 func TestVersion6LogReplays(t *testing.T) {
 	const entries = 400
 	const logFile, snapFile = "testdata/log-v6.txt", "testdata/snapshot-v5-log-v6.bin"
-	checkFrozenLog(t, 6, entries, logFile, snapFile, maxKind)
+	checkFrozenLog(t, 6, entries, logFile, snapFile, KindKeepAliveBatch)
 	// The frozen log holds what version 6 added: named sessions, an open
 	// refused for its name, and every grant and queued request timed by
 	// its entry.
@@ -252,7 +260,7 @@ func TestVersion6LogReplays(t *testing.T) {
 func TestVersion7LogReplays(t *testing.T) {
 	const entries = 400
 	const logFile, snapFile = "testdata/log-v7.txt", "testdata/snapshot-v6-log-v7.bin"
-	checkFrozenLog(t, 7, entries, logFile, snapFile, maxKind)
+	checkFrozenLog(t, 7, entries, logFile, snapFile, KindKeepAliveBatch)
 	// The frozen log holds what version 7 added: operator commands with
 	// an ID, some retried, each retry answered as its first attempt was
 	// and changing nothing; and some without an ID, as before.
@@ -291,18 +299,28 @@ func TestVersion7LogReplays(t *testing.T) {
 	require.Positive(t, st.ops.len(), "the snapshot remembers operations")
 }
 
-// testdata/log-v8.txt and testdata/snapshot-v6-log-v8.bin freeze today's
-// formats (every kind, from the determinism driver; version 8 added the
-// keep flag of Resume, and changed no snapshot) so that the next version
-// is tested against them as this one is against versions 1 to 7.
-// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+// testdata/log-v8.txt and testdata/snapshot-v6-log-v8.bin froze the
+// formats of version 8 (every kind, from the determinism driver; version 8
+// added the keep flag of Resume, and changed no snapshot). They were
+// written by writeFrozenLog as version 9's are now; version 9 writes
+// exactly this log, and this snapshot, while its gate is the baseline.
 func TestVersion8LogReplays(t *testing.T) {
 	const entries = 400
 	const logFile, snapFile = "testdata/log-v8.txt", "testdata/snapshot-v6-log-v8.bin"
-	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
-		writeFrozenLog(t, entries, logFile, snapFile)
+	checkFrozenLog(t, 8, entries, logFile, snapFile, KindKeepAliveBatch)
+	// At the baseline, version 9 writes the entries of version 8 byte for
+	// byte.
+	data, err := os.ReadFile(logFile)
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
+		require.NoError(t, err)
+		cmds, err := DecodeBatch(b, nil)
+		require.NoError(t, err)
+		again, err := AppendEntry(nil, Baseline, cmds[0].At, cmds)
+		require.NoError(t, err)
+		require.Equal(t, b, again)
 	}
-	checkFrozenLog(t, 8, entries, logFile, snapFile, maxKind)
 	// The frozen log holds what version 8 added: resumes that keep the
 	// session's queued requests, each of which is granted later under its
 	// own number; and resumes that withdraw them, as before.
@@ -335,6 +353,68 @@ func TestVersion8LogReplays(t *testing.T) {
 	require.Positive(t, keptGranted, "a kept request granted later")
 }
 
+// testdata/log-v9.txt and testdata/snapshot-v7-log-v9.bin freeze today's
+// formats (every kind, from the determinism driver; version 9 added the
+// gate, and snapshot version 7 keeps it) so that the next version is
+// tested against them as this one is against versions 1 to 8. The log is
+// written as a group writes it: at the baseline, version 8, until the
+// gate is raised, in the first entry of version 9.
+// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+func TestVersion9LogReplays(t *testing.T) {
+	const entries = 400
+	const logFile, snapFile = "testdata/log-v9.txt", "testdata/snapshot-v7-log-v9.bin"
+	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
+		writeFrozenLog(t, entries, logFile, snapFile)
+	}
+	checkFrozenLog(t, 9, entries, logFile, snapFile, maxKind)
+	// The frozen log holds what version 9 added: the raise, in the first
+	// entry of version 9 (the ones before it are version 8), a raise to
+	// what the gate is already, which changes nothing, and one to a gate
+	// the group may not write, refused.
+	data, err := os.ReadFile(logFile)
+	require.NoError(t, err)
+	var versions []byte
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
+		require.NoError(t, err)
+		versions = append(versions, b[0])
+	}
+	first := slices.Index(versions, 9)
+	require.Positive(t, first, "entries of version 8 before the raise")
+	require.Equal(t, slices.Repeat([]byte{8}, first), versions[:first])
+	require.Equal(t, slices.Repeat([]byte{9}, len(versions)-first), versions[first:])
+	var raised, unchanged, refused int
+	i := 0
+	replayFrozen(t, logFile, func(cmds []Command, rs []Result, evs []Event) {
+		for j, c := range cmds {
+			if c.Kind != KindGate {
+				continue
+			}
+			switch {
+			case rs[j].Status == Invalid:
+				refused++
+			case len(evs) == 1 && evs[0].Kind == EventGateRaised:
+				require.Equal(t, first, i, "the raise is the first entry of version 9")
+				require.Equal(t, Gate{Codec: 9, Snapshot: 7}, evs[0].Gate)
+				raised++
+			default:
+				require.Equal(t, OK, rs[j].Status)
+				require.Empty(t, evs)
+				unchanged++
+			}
+		}
+		i++
+	})
+	require.Equal(t, []int{1, 1, 1}, []int{raised, unchanged, refused})
+
+	golden, err := os.ReadFile(snapFile)
+	require.NoError(t, err)
+	require.Equal(t, byte(7), golden[len(snapshotMagic)], "a snapshot of version 7")
+	st, err := DecodeSnapshot(golden)
+	require.NoError(t, err)
+	require.Equal(t, Gate{Codec: 9, Snapshot: 7}, st.Gate())
+}
+
 // writeFrozenLog writes the frozen log of today's version, entries long,
 // and the snapshot it replays to: hand-written entries for what the
 // driver does not do, then the driver's. Sessions are named after their
@@ -363,8 +443,9 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 				cmds[j].Name = fmt.Sprintf("worker-%d@host", cmds[j].Nonce)
 			}
 		}
-		data := AppendBatchAt(nil, frozenAt+uint64(i)*1e7, cmds)
-		cmds, err := DecodeBatch(data, nil)
+		data, err := AppendEntry(nil, st.Gate(), frozenAt+uint64(i)*1e7, cmds)
+		require.NoError(t, err)
+		cmds, err = DecodeBatch(data, nil)
 		require.NoError(t, err)
 		rs, evs := st.Apply(uint64(i), cmds)
 		d.observe(cmds, rs, evs)
@@ -402,6 +483,12 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 	next([]Command{relCmd(p, 2, "keep", held)})
 	next([]Command{acqCmd(p, 3, "keep", true)})
 	next([]Command{{Kind: KindResume, Session: p, Nonce: 907, Owner: 3, Target: 10, TTL: openCmd(0).TTL}}) // withdraws it
+	// Version 9's: the gate raised, in the first entry of version 9; a
+	// raise to what it is already; one to a gate the group may not write
+	// (a snapshot of version 6 cannot hold a raised log version).
+	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}}})
+	next([]Command{{Kind: KindGate, Gate: Baseline}})
+	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 6}}})
 	for i < entries {
 		// Kinds the codec has no encoding for are the driver's test of
 		// Apply, not entries a log can hold.
@@ -438,12 +525,12 @@ func checkFrozenLog(t *testing.T, v byte, entries uint64, logFile, snapFile stri
 	st, restored := replayOldLog(t, logFile, v, entries, snapFile)
 	golden, err := os.ReadFile(snapFile)
 	require.NoError(t, err)
-	if golden[len(snapshotMagic)] == snapshotVersion {
+	if int(golden[len(snapshotMagic)]) == st.Gate().Snapshot {
 		require.Equal(t, golden, saveBytes(t, st), "the log replays to the frozen snapshot")
 		require.Equal(t, golden, saveBytes(t, restored), "the frozen snapshot restores to itself")
 	} else {
-		// An older format is saved as today's: the replayed log and the
-		// restored snapshot must agree in it.
+		// An older format is saved as today's at the baseline: the
+		// replayed log and the restored snapshot must agree in it.
 		require.Equal(t, saveBytes(t, restored), saveBytes(t, st), "the log replays to the frozen snapshot's state")
 		require.Equal(t, viewOf(restored), viewOf(st))
 	}

@@ -9,6 +9,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"time"
@@ -34,8 +35,19 @@ type Observer interface {
 type Query func(st *State) any
 
 // CorruptEntry is the Result.Value of an entry that did not decode. Every
-// replica sees the same bytes and skips the entry alike.
+// replica sees the same bytes and skips the entry alike. An entry of a
+// version this build does not read is not corrupt, and is not skipped:
+// see Update.
 const CorruptEntry = ^uint64(0)
+
+// TooNewObserver may be implemented by an Observer to learn that its
+// replica met an entry or a snapshot of a version this build does not read
+// (ErrVersionTooNew), just before the replica stops on it: the observer
+// can say so in its own words, and keep a record that refuses the next
+// start before the log is replayed to it again.
+type TooNewObserver interface {
+	TooNew(index uint64, err error)
+}
 
 // ErrBadQuery is returned for a Lookup that is not a Query.
 var ErrBadQuery = errors.New("fsm: lookup is not a fsm.Query")
@@ -64,6 +76,18 @@ func (m *machine) Update(e sm.Entry) (sm.Result, error) {
 	}
 	cmds, err := DecodeBatch(e.Cmd, m.cmds[:0])
 	m.cmds = cmds[:0]
+	if errors.Is(err, ErrVersionTooNew) {
+		// The group writes what this build cannot read: applying the
+		// entries after it would give this replica another state than
+		// its group's, so it stops here. Dragonboat stops the replica
+		// (its process) on an error from Update, and the entry stays
+		// unapplied for a build that reads it.
+		err = fmt.Errorf("entry %d: %w", e.Index, err)
+		if o, ok := m.obs.(TooNewObserver); ok {
+			o.TooNew(e.Index, err)
+		}
+		return sm.Result{}, err
+	}
 	if err != nil {
 		m.st.index = e.Index
 		return sm.Result{Value: CorruptEntry}, nil
@@ -150,6 +174,9 @@ func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan
 	runtime.GC()
 	st, err := Restore(r)
 	if err != nil {
+		if o, ok := m.obs.(TooNewObserver); ok && errors.Is(err, ErrVersionTooNew) {
+			o.TooNew(0, err)
+		}
 		return err
 	}
 	if so, ok := m.obs.(SnapshotObserver); ok {

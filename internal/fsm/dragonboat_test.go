@@ -108,7 +108,6 @@ func TestMachineCorruptEntry(t *testing.T) {
 	for i, cmd := range [][]byte{
 		nil,
 		{},
-		{codecVersion + 1, 1, byte(KindCloseSession), 1},
 		append(slices.Clone(valid), 0),
 		valid[:len(valid)-1],
 		partial,
@@ -134,6 +133,62 @@ func TestMachineCorruptEntry(t *testing.T) {
 	// The machine goes on normally.
 	rs = update(t, m, 20, acqCmd(a, 2, "M", false))
 	require.Equal(t, Result{Status: Granted, Value: 20 << TokenShift}, rs[0])
+}
+
+// tooNewRecorder is a recorder that is also told of what is too new.
+type tooNewRecorder struct {
+	recorder
+	tooNew []error
+	at     []uint64
+}
+
+func (r *tooNewRecorder) TooNew(index uint64, err error) {
+	r.tooNew, r.at = append(r.tooNew, err), append(r.at, index)
+}
+
+// An entry of a log version this build does not read, or one that raises
+// the gate beyond it, is no corruption to skip: the group writes it, and a
+// replica that went on without it would hold another state than its
+// group's. Update fails, which stops the replica (Dragonboat stops on an
+// error from Update), and changes nothing; the observer hears of it first.
+// A snapshot too new fails its restore alike.
+func TestMachineStopsAtWhatIsTooNew(t *testing.T) {
+	obs := &tooNewRecorder{}
+	m := newMachine(t, obs)
+	a := update(t, m, 1, openCmd(1))[0].Value
+	update(t, m, 2, acqCmd(a, 1, "L", false))
+	before := saveBytes(t, lookupState(t, m))
+	for i, tc := range []struct {
+		entry []byte
+		msg   string
+	}{
+		{[]byte{codecVersion + 1, 0, 1, byte(KindCloseSession), 1}, "entry 3: log version 10; this build reads up to 9"},
+		{[]byte{codecVersion, 0, 1, byte(KindGate), codecVersion + 1, 7}, "entry 4: log version 10; this build reads up to 9"},
+		{[]byte{codecVersion, 0, 1, byte(KindGate), codecVersion, snapshotVersion + 1}, "entry 5: snapshot version 8; this build reads up to 7"},
+	} {
+		index := uint64(3 + i)
+		_, err := m.Update(sm.Entry{Index: index, Cmd: tc.entry})
+		require.ErrorIs(t, err, ErrVersionTooNew)
+		require.NotErrorIs(t, err, ErrCorrupt)
+		require.EqualError(t, err, tc.msg)
+		require.Equal(t, before, saveBytes(t, lookupState(t, m)), "nothing applied, not even the index")
+		require.Len(t, obs.tooNew, i+1)
+		require.Equal(t, err, obs.tooNew[i])
+		require.Equal(t, index, obs.at[i])
+	}
+	require.Len(t, obs.applied, 2, "nothing reported applied")
+
+	var buf bytes.Buffer
+	raised := New()
+	raised.Apply(1, []Command{{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}}})
+	require.NoError(t, raised.Save(&buf))
+	future := slices.Clone(buf.Bytes())
+	future[len(snapshotMagic)] = snapshotVersion + 1
+	err := m.RecoverFromSnapshot(bytes.NewReader(future), nil, nil)
+	require.ErrorIs(t, err, ErrVersionTooNew)
+	require.EqualError(t, err, "snapshot version 8; this build reads up to 7")
+	require.Len(t, obs.tooNew, 4)
+	require.Equal(t, uint64(0), obs.at[3])
 }
 
 func TestMachineSnapshotRoundTrip(t *testing.T) {

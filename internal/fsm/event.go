@@ -66,6 +66,9 @@ const (
 	// the semaphore's count), with maximum hold MaxHold. Reported after
 	// the resume's EventKept events, in request order. (Version 8.)
 	EventKeptQueued
+	// EventGateRaised: the group writes the versions of Gate from the entry
+	// at Index on (KindGate). (Version 9.)
+	EventGateRaised
 )
 
 // Reason says why a grant or a session ended.
@@ -131,4 +134,6 @@ type Event struct {
 	MaxHold uint64
 	// Sessions are an EventRenewed's sessions, in the batch's order.
 	Sessions []uint64
+	// Gate is an EventGateRaised's: the versions the group now writes.
+	Gate Gate
 }

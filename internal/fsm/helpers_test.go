@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -343,7 +344,7 @@ func (m holderModel) observe(evs []Event) error {
 				}
 			}
 		case EventTouched, EventRenewed, EventResumed, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued,
-			EventDelayed, EventUndelayed, EventKeptQueued: // not about holders
+			EventDelayed, EventUndelayed, EventKeptQueued, EventGateRaised: // not about holders
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}
@@ -696,4 +697,15 @@ func (t *lockTable) byName() map[string]*lock {
 		panic(fmt.Sprintf("lock table: %d locks, %d names, count %d", t.len(), len(m), t.len()))
 	}
 	return m
+}
+
+// requireRefused requires err to be a decoder's refusal: corrupt bytes, or
+// a version this build does not read (never both).
+func requireRefused(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, ErrVersionTooNew) {
+		require.NotErrorIs(t, err, ErrCorrupt)
+		return
+	}
+	require.ErrorIs(t, err, ErrCorrupt)
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"testing"
 
@@ -11,7 +12,8 @@ import (
 
 // FuzzMachine drives the Dragonboat adapter with bytes as they would arrive
 // from the log or from a peer's snapshot stream: an entry that does not
-// decode is skipped (only the applied index moves), one that does is
+// decode is skipped (only the applied index moves), one of a version this
+// build does not read is an error that changes nothing, one that does is
 // applied exactly as State.Apply would, and a snapshot that does not decode
 // is an error that leaves the machine with no state, refusing everything
 // after (RecoverFromSnapshot lets the old state go before it reads the
@@ -21,6 +23,8 @@ func FuzzMachine(f *testing.F) {
 	f.Add([]byte{codecVersion, 0, 1, byte(KindOpenSession), 1, 1, 1, 0, 0}, saveBytes(f, buildRich(f).st))
 	f.Add(AppendBatch(nil, []Command{{Kind: KindUndelay, Name: "delayed", Token: 6 << TokenShift}}), saveBytes(f, timedState(f)))
 	f.Add([]byte{0xff}, []byte("FLSN\x01"))
+	f.Add(AppendBatch(nil, []Command{{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}}}), saveBytes(f, raisedState(f)))
+	f.Add([]byte{codecVersion + 1, 0, 1, byte(KindCloseSession), 1}, gatedImage().bytes())
 	f.Add(AppendBatchAt(nil, 1_780_000_000_000_000_000, []Command{{Kind: KindOpenSession, Nonce: 9, TTL: 1, Name: "w@h"}}),
 		validImage().bytes())
 	f.Fuzz(func(t *testing.T, entry, snapshot []byte) {
@@ -32,8 +36,15 @@ func FuzzMachine(f *testing.F) {
 		twin, err := DecodeSnapshot(before)
 		require.NoError(t, err)
 		res, err := m.Update(sm.Entry{Index: 3, Cmd: entry})
+		cmds, derr := DecodeBatch(entry, nil)
+		if errors.Is(derr, ErrVersionTooNew) {
+			// Not skipped: the replica stops there, its state untouched.
+			require.ErrorIs(t, err, ErrVersionTooNew)
+			require.Equal(t, before, saveBytes(t, lookupState(t, m)))
+			return
+		}
 		require.NoError(t, err)
-		if cmds, derr := DecodeBatch(entry, nil); derr != nil {
+		if derr != nil {
 			require.Equal(t, CorruptEntry, res.Value)
 			twin.index = 3
 		} else {

@@ -19,7 +19,8 @@ type SnapshotHead struct {
 // holds without a second copy of a large state in memory. It checks only
 // what it reads (not the checksum, which trails the snapshot): a stream
 // that is not a snapshot, or is cut short there, is an error wrapping
-// ErrCorrupt.
+// ErrCorrupt, and one of a version this build does not restore wraps
+// ErrVersionTooNew.
 func PeekSnapshot(r io.Reader) (SnapshotHead, error) {
 	d := newSnapDecoder(r)
 	var magic [len(snapshotMagic)]byte
@@ -33,8 +34,12 @@ func PeekSnapshot(r io.Reader) (SnapshotHead, error) {
 		return SnapshotHead{}, fmt.Errorf("%w: not a snapshot", ErrCorrupt)
 	}
 	h := SnapshotHead{Version: d.uvarint()}
-	if d.err == nil && (h.Version == 0 || h.Version > snapshotVersion) {
-		return SnapshotHead{}, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, h.Version)
+	switch {
+	case d.err != nil:
+	case h.Version == 0:
+		return SnapshotHead{}, fmt.Errorf("%w: snapshot version 0", ErrCorrupt)
+	case h.Version > snapshotVersion:
+		return SnapshotHead{}, tooNewSnapshot(h.Version)
 	}
 	h.Index, h.LastToken, _ = d.uvarint(), d.uvarint(), d.uvarint()
 	if h.Version >= 2 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,7 +16,18 @@ func TestPeekSnapshot(t *testing.T) {
 	require.NoError(t, h.st.Save(&buf))
 	head, err := PeekSnapshot(bytes.NewReader(buf.Bytes()))
 	require.NoError(t, err)
+	require.Equal(t, SnapshotHead{Version: uint64(Baseline.Snapshot), Index: h.st.Index(), LastToken: h.st.LastToken(), GroupID: h.st.GroupID()}, head)
+	// Raised, the gate is saved in version 7, after the fields peeked.
+	h.apply(Command{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}})
+	var raised bytes.Buffer
+	require.NoError(t, h.st.Save(&raised))
+	head, err = PeekSnapshot(bytes.NewReader(raised.Bytes()))
+	require.NoError(t, err)
 	require.Equal(t, SnapshotHead{Version: snapshotVersion, Index: h.st.Index(), LastToken: h.st.LastToken(), GroupID: h.st.GroupID()}, head)
+	future := slices.Clone(raised.Bytes())
+	future[len(snapshotMagic)] = snapshotVersion + 1
+	_, err = PeekSnapshot(bytes.NewReader(future))
+	require.ErrorIs(t, err, ErrVersionTooNew)
 	old, err := os.ReadFile("testdata/snapshot-v2.bin")
 	require.NoError(t, err)
 	st, err := Restore(bytes.NewReader(old))
@@ -36,11 +48,12 @@ func FuzzPeekSnapshot(f *testing.F) {
 	require.NoError(f, New().Save(&buf))
 	f.Add(buf.Bytes())
 	f.Add([]byte("FLSN\x07"))
+	f.Add(saveBytes(f, raisedState(f)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		head, err := PeekSnapshot(bytes.NewReader(data))
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error without ErrCorrupt: %v", err)
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersionTooNew) {
+				t.Fatalf("error without ErrCorrupt or ErrVersionTooNew: %v", err)
 			}
 			return
 		}

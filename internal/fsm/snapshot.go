@@ -10,9 +10,10 @@ import (
 	"slices"
 )
 
-// The snapshot format (version 6), all numbers unsigned varints:
+// The snapshot format (version 7), all numbers unsigned varints:
 //
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
+//	           gateCodec gateSnapshot
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  ops:count (op status value)*
 //	           crc32:4 bytes
@@ -31,8 +32,16 @@ import (
 // order they applied, oldest first, so equal states have equal snapshots on
 // every replica; Restore accepts any order of sessions, locks and elections
 // (the order of the operations is the order they are forgotten in).
-// The trailing CRC-32 covers everything before it. Versions 1 to 5 are
-// still read: version 5 had no remembered operations (they restore as
+// The trailing CRC-32 covers everything before it.
+//
+// A state is saved at its group's gate (State.Gate): version 7 once the
+// gate's snapshot version is 7, version 6 (the same but for the gate, which
+// it restores as Baseline) while the gate is the baseline, which every
+// replica that announces nothing reads; a snapshot of a version this build
+// does not restore is refused with ErrVersionTooNew. Versions 1 to 6 are
+// still read: version 6 had no gate (it restores as Baseline: a group
+// writing version 6 snapshots had never raised it); version 5 had no
+// remembered operations (they restore as
 // none: every command of a log of its day carried no operation ID);
 // version 4 had no session names and no times of grants and
 // queued requests (they restore as "" and 0, unknown, as the log of its
@@ -46,7 +55,7 @@ import (
 // version 1 neither grants nor elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
-const snapshotVersion = 6
+const snapshotVersion = 7
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
@@ -57,14 +66,19 @@ const maxSnapshot int64 = 4 << 30
 // log comes near it (2^48 entries).
 const maxIndex = 1 << (64 - TokenShift)
 
-// Save writes the whole state to w.
+// Save writes the whole state to w, at the snapshot version of the
+// group's gate (see above).
 func (st *State) Save(w io.Writer) error {
 	crc := crc32.NewIEEE()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
 	u := binary.AppendUvarint
+	v := uint64(min(st.gate.Snapshot, snapshotVersion))
 	buf := append(snapshotMagic[:0:0], snapshotMagic[:]...)
-	buf = u(u(u(u(u(buf, snapshotVersion), st.index), st.lastToken), st.lastSession), st.grants)
+	buf = u(u(u(u(u(buf, v), st.index), st.lastToken), st.lastSession), st.grants)
 	buf = u(u(buf, st.leaderMark), st.groupID)
+	if v >= gateSnapshot {
+		buf = u(u(buf, uint64(st.gate.Codec)), uint64(st.gate.Snapshot))
+	}
 
 	ids := make([]uint64, 0, len(st.sessions))
 	for id := range st.sessions {
@@ -183,8 +197,12 @@ func Restore(r io.Reader) (*State, error) {
 		return nil, fmt.Errorf("%w: not a snapshot", ErrCorrupt)
 	}
 	v := d.uvarint()
-	if d.err == nil && (v == 0 || v > snapshotVersion) {
-		return nil, fmt.Errorf("%w: snapshot version %d", ErrCorrupt, v)
+	switch {
+	case d.err != nil:
+	case v == 0:
+		return nil, fmt.Errorf("%w: snapshot version 0", ErrCorrupt)
+	case v > snapshotVersion:
+		return nil, tooNewSnapshot(v)
 	}
 	st := New()
 	st.index, st.lastToken, st.lastSession = d.uvarint(), d.uvarint(), d.uvarint()
@@ -198,6 +216,11 @@ func Restore(r io.Reader) (*State, error) {
 		st.leaderMark, st.groupID = d.uvarint(), d.uvarint()
 		if d.err == nil && st.leaderMark > st.index {
 			d.fail("leader mark %d beyond index %d", st.leaderMark, st.index)
+		}
+	}
+	if v >= gateSnapshot {
+		if err := d.gate(st, v); err != nil {
+			return nil, err
 		}
 	}
 	d.sessions(st, v)
@@ -216,6 +239,26 @@ func Restore(r io.Reader) (*State, error) {
 		return nil, d.err
 	}
 	return st, nil
+}
+
+// gate reads the group's gate (version 7), which must be one the group may
+// write and the snapshot's own version; one this build cannot honour is
+// ErrVersionTooNew, returned rather than kept, since it is not corruption.
+func (d *snapDecoder) gate(st *State, v uint64) error {
+	codec, snap := d.uvarint(), d.uvarint()
+	switch {
+	case d.err != nil:
+	case codec > codecVersion:
+		return tooNewLog(codec)
+	case snap != v:
+		d.fail("gate of snapshot version %d in a version-%d snapshot", snap, v)
+	default:
+		st.gate = Gate{Codec: int(codec), Snapshot: int(snap)}
+		if !st.gate.Valid() {
+			d.fail("gate %v", st.gate)
+		}
+	}
+	return nil
 }
 
 // DecodeSnapshot is Restore on a snapshot held in memory.

@@ -77,6 +77,8 @@ func FuzzRestoreStream(f *testing.F) {
 		d.observe(cmds, rs, evs)
 	}
 	f.Add(saveBytes(f, h.st))
+	f.Add(saveBytes(f, raisedState(f)))
+	f.Add(gatedImage().bytes())
 	f.Add([]byte("FLSN"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -102,7 +104,7 @@ func checkStreamed(t *testing.T, in []byte) {
 		}
 	}
 	if err != nil {
-		require.ErrorIs(t, err, ErrCorrupt)
+		requireRefused(t, err)
 		require.Nil(t, st)
 		return
 	}

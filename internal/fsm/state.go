@@ -36,6 +36,9 @@ type State struct {
 	// ops is the outcomes of the last operator commands with an
 	// operation ID (version 7), for their retries.
 	ops ops
+	// gate is the log and snapshot versions the group writes (version 9;
+	// Baseline before: see version.go).
+	gate Gate
 
 	events  []Event
 	results []Result
@@ -344,6 +347,7 @@ func New() *State {
 		nonces:    make(map[uint64]*session),
 		locks:     new(lockTable),
 		elections: new(lockTable),
+		gate:      Baseline,
 	}
 }
 

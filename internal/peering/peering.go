@@ -1,7 +1,11 @@
 // Package peering is what two replicas tell each other when they connect, so
 // that a replica started with the wrong Members, the wrong ID or the wrong
 // address is refused by its peers with a message naming the mistake, instead
-// of joining the wrong group, splitting the group or crashing a peer.
+// of joining the wrong group, splitting the group or crashing a peer; and
+// which log and snapshot versions each reads, so that a group writes a new
+// version only once every member reads it (the version gate, internal/fsm),
+// and a replica that cannot read what its groups write is refused with the
+// versions named.
 //
 // The transport carries a Hello each way when a connection opens; each side
 // checks the other's with its Local and closes the connection if either
@@ -47,6 +51,13 @@ type Hello struct {
 	// Dirs are the Dir IDs this replica has on record, by replica ID: its
 	// peers' (and its own), so that what one replica saw reaches the others.
 	Dirs map[uint64]uint64 `json:"ds,omitempty"`
+	// Codec and Snapshot are the newest log entry and snapshot versions
+	// this replica reads. 0 (absent) is a replica of a build from before
+	// they were announced, which reads log version 8 and snapshot version 6
+	// (fsm.Baseline); such a build ignores them in a peer's Hello, as JSON
+	// decoding ignores fields it does not know.
+	Codec    uint8 `json:"cv,omitempty"`
+	Snapshot uint8 `json:"sv,omitempty"`
 }
 
 // GroupHello is one named group as a replica runs it.

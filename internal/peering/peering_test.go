@@ -1,6 +1,7 @@
 package peering
 
 import (
+	"encoding/json"
 	"testing"
 	"unicode/utf8"
 
@@ -19,6 +20,45 @@ func TestHelloRoundTrip(t *testing.T) {
 	got, err = Unmarshal(h.Marshal())
 	require.NoError(t, err)
 	require.Equal(t, h, got)
+	h.Codec, h.Snapshot = 9, 7
+	got, err = Unmarshal(h.Marshal())
+	require.NoError(t, err)
+	require.Equal(t, h, got)
+	require.Contains(t, string(h.Marshal()), `"cv":9,"sv":7`)
+}
+
+// A Hello of a build from before the versions were announced has none:
+// they decode as 0. The other way round, such a build (b096aa6, the last)
+// decodes a Hello with plain json.Unmarshal into a Hello of the fields in
+// before below, which ignores the fields it does not know: decoding
+// today's Hello into them is what it reads.
+func TestHelloVersionsAcrossBuilds(t *testing.T) {
+	old := []byte(`{"g":"abc","r":3,"a":"127.0.0.1:7003","id":7}`)
+	h, err := Unmarshal(old)
+	require.NoError(t, err)
+	require.Zero(t, h.Codec)
+	require.Zero(t, h.Snapshot)
+
+	var before struct {
+		Group   string            `json:"g,omitempty"`
+		Replica uint64            `json:"r"`
+		Addr    string            `json:"a"`
+		Members map[uint64]string `json:"m,omitempty"`
+		GroupID uint64            `json:"id,omitempty"`
+		Groups  []GroupHello      `json:"gs,omitempty"`
+		Dir     uint64            `json:"d,omitempty"`
+		Dirs    map[uint64]uint64 `json:"ds,omitempty"`
+	}
+	today := Hello{Group: "abc", Replica: 3, Addr: "127.0.0.1:7003", GroupID: 7, Codec: 9, Snapshot: 7}
+	require.NoError(t, json.Unmarshal(today.Marshal(), &before))
+	require.Equal(t, uint64(3), before.Replica)
+	require.Equal(t, "127.0.0.1:7003", before.Addr)
+	require.Equal(t, uint64(7), before.GroupID)
+
+	for _, b := range []string{`{"r":1,"a":"x:1","cv":-1}`, `{"r":1,"a":"x:1","cv":256}`, `{"r":1,"a":"x:1","sv":"7"}`} {
+		_, err := Unmarshal([]byte(b))
+		require.ErrorIs(t, err, ErrBadHello, b)
+	}
 }
 
 func TestUnmarshalRefusesMalformed(t *testing.T) {
@@ -49,6 +89,8 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte(`{"r":1,"a":"x","gs":[{"n":"","g":"","v":null},{"v":[-1]}]}`))
 	f.Add(Hello{Replica: 2, Addr: "b:1", Dir: 9, Dirs: map[uint64]uint64{1: 7, 2: 9}}.Marshal())
 	f.Add([]byte(`{"r":1,"a":"x","d":-1,"ds":{"x":1}}`))
+	f.Add(Hello{Replica: 3, Addr: "c:1", Codec: 9, Snapshot: 7}.Marshal())
+	f.Add([]byte(`{"r":1,"a":"x","cv":255,"sv":0}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := Unmarshal(b)
 		if err != nil {

@@ -37,6 +37,10 @@ type Config struct {
 	Timeout  time.Duration // per entry
 	MaxBatch int           // commands per entry
 	InFlight int           // entries in flight
+	// Gate returns the versions the group writes (fsm.State.Gate as
+	// applied locally): every entry is written at its log version. nil:
+	// this build's newest (tests of the proposer alone).
+	Gate func() fsm.Gate
 }
 
 // Proposer batches commands into entries.
@@ -141,7 +145,20 @@ func (p *Proposer) loop() {
 		// Each entry carries the proposer's time once, for the grant and queue
 		// times the state records (Holder.GrantedAt); the state machine only
 		// stores it, so a clock that jumps skews a view, never a decision.
-		rs, err := p.propose(fsm.AppendBatchAt(nil, uint64(time.Now().UnixNano()), cmds), p.cfg.Timeout)
+		gate := fsm.Reads()
+		if p.cfg.Gate != nil {
+			gate = p.cfg.Gate()
+		}
+		// A command the gate does not allow fails its batch: the replica
+		// refuses such commands before they get here (ErrVersionGated),
+		// so only a gate the state lowered could (and it never falls).
+		entry, err := fsm.AppendEntry(nil, gate, uint64(time.Now().UnixNano()), cmds)
+		if err != nil {
+			<-p.slots
+			finish(batch, nil, err)
+			continue
+		}
+		rs, err := p.propose(entry, p.cfg.Timeout)
 		if err != nil {
 			<-p.slots
 			finish(batch, nil, err)

@@ -28,8 +28,8 @@ type Sink interface {
 	Removed()
 }
 
-// observer is the state machine's view of its replica (fsm.Observer and
-// fsm.SnapshotObserver). It is unexported, and so is the package, so that
+// observer is the state machine's view of its replica (fsm.Observer,
+// fsm.SnapshotObserver and fsm.TooNewObserver). It is unexported, and so is the package, so that
 // nothing outside the library can feed the expiry timers or the sessions
 // an event the log never held.
 type observer struct{ r *Replica }
@@ -41,7 +41,8 @@ func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) 
 	}
 	o.r.applied(index, events)
 }
-func (o observer) Restored(st *fsm.State) { o.r.restored(st) }
+func (o observer) Restored(st *fsm.State)         { o.r.restored(st) }
+func (o observer) TooNew(index uint64, err error) { o.r.tooNew(index, err) }
 func (o observer) SnapshotSaved(index uint64, bytes int64, took time.Duration) {
 	o.r.snapshotSaved(index)
 	o.r.snaps.saved(index, bytes, took)
@@ -78,6 +79,8 @@ func (r *Replica) applied(index uint64, events []fsm.Event) {
 			r.tracker.Delayed(expiry.Delay{Name: e.Name, Token: e.Token, D: time.Duration(e.TTL)})
 		case fsm.EventUndelayed:
 			r.tracker.Undelayed(e.Name, e.Token)
+		case fsm.EventGateRaised:
+			r.setGate(e.Gate)
 		}
 	}
 	r.sink.Applied(index, events)
@@ -89,6 +92,7 @@ func (r *Replica) restored(st *fsm.State) {
 	if id := st.GroupID(); id != 0 {
 		r.setGroupID(id)
 	}
+	r.setGate(st.Gate())
 	infos := st.Sessions()
 	sessions := make([]expiry.Session, len(infos))
 	for i, s := range infos {

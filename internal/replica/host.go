@@ -20,6 +20,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/dblog"
+	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/logstore"
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/testhook"
@@ -46,6 +47,10 @@ type Config struct {
 	// OnApplied, if set (tests only: internal/testhook.ObserveApplied),
 	// is called with every entry any group of the host applies.
 	OnApplied func(testhook.Applied)
+	// Reads, if set (tests only), is what this host announces it reads in
+	// place of its build's (fsm.Reads): a host that announces
+	// fsm.Baseline stands for a build from before the version gate.
+	Reads fsm.Gate
 }
 
 // GroupConfig is one named group (the root's GroupConfig documents it).
@@ -79,7 +84,8 @@ type Host struct {
 	bal  balancer
 	prog progress // the followers' logs as acknowledged, for the handover
 
-	restored restoredFile // the groups a restore imported into Dir (backup.go)
+	restored restoredFile   // the groups a restore imported into Dir (backup.go)
+	versions *versionRecord // the versions each group writes, kept in Dir (versions.go)
 
 	wg        sync.WaitGroup // the host's background work
 	closed    chan struct{}
@@ -133,6 +139,14 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
 	}
+	names := []string{""}
+	for _, ng := range named {
+		names = append(names, ng.Name)
+	}
+	versions, err := loadVersions(cfg.Dir, names)
+	if err != nil {
+		return nil, false, err
+	}
 	dblog.Use(cfg.Logger)
 	h := &Host{
 		cfg:     cfg,
@@ -142,6 +156,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		closed:  make(chan struct{}),
 
 		restored: restored,
+		versions: versions,
 	}
 	h.bal = newBalancer()
 	def := newReplica(h, "", defaultShard, sinks(""))

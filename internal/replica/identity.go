@@ -143,11 +143,14 @@ type peers struct {
 	// checked.
 	members atomic.Pointer[map[uint64]string]
 	contact sync.Map // replica ID -> *atomic.Int64 (unix nanos of the last traffic)
+	reads   sync.Map // replica ID -> fsm.Gate it last announced it reads (versions.go)
 }
 
 func newPeers(h *Host, g groupFile, named []namedGroup, dirs *dirIDs) *peers {
+	reads := h.reads()
 	p := &peers{h: h, path: filepath.Join(h.cfg.Dir, groupFileName), dirs: dirs, hello: peering.Hello{
 		Group: g.Group, Replica: h.cfg.ReplicaID, Addr: h.cfg.Addr, Members: g.Members,
+		Codec: uint8(reads.Codec), Snapshot: uint8(reads.Snapshot),
 	}}
 	for _, ng := range named {
 		p.hello.Groups = append(p.hello.Groups, peering.GroupHello{Name: ng.Name, Group: ng.Group, Voters: ng.Voters})
@@ -184,10 +187,10 @@ func (p *peers) group() string {
 // uses this replica's ID, claims an address the group gives another
 // replica, runs a named group under the same name with other voters (or
 // another incarnation of it), or lost its Dir since it was last seen
-// (dirid.go). A named group that only one side runs is no
-// reason to refuse: that is a rolling restart adding or removing a group,
-// and the group's traffic to a host without it is dropped until that host
-// runs it. The errors name the difference, for both sides' logs.
+// (dirid.go), or reads less than a group it runs writes (versions.go). A
+// named group that only one side runs is no reason to refuse: that is a
+// rolling restart adding or removing a group, and the group's traffic to a
+// host without it is dropped until that host runs it. The errors name the difference, for both sides' logs.
 func (p *peers) Check(h peering.Hello) error {
 	self := p.Hello()
 	if h.Replica == self.Replica {
@@ -211,6 +214,10 @@ func (p *peers) Check(h peering.Hello) error {
 		return fmt.Errorf("replica %d connects as %s, but the group has replica %d at %s", h.Replica, h.Addr, h.Replica, want)
 	}
 	if err := p.dirs.check(h, func(msg string) { p.h.log.Warn("fencelock: " + msg) }); err != nil {
+		return err
+	}
+	p.recordReads(h.Replica, announced(h))
+	if err := p.checkReads(h); err != nil {
 		return err
 	}
 	if self.Group == "" && h.Group != "" {

@@ -89,8 +89,14 @@ func (r *Replica) AddNonVoting(ctx context.Context, id uint64, addr string) erro
 }
 
 // addNonVoting adds id as a non-voting replica unless it is one already, or,
-// when toVoter is set, a voter already.
+// when toVoter is set, a voter already. A replica known to read less than
+// the group writes (versions.go) is not added: it could not read the
+// group's entries.
 func (r *Replica) addNonVoting(ctx context.Context, id uint64, addr string, toVoter bool) error {
+	if reads, ok := r.host.peers.readsOf(id); ok && !reads.Covers(r.Gate()) {
+		return fmt.Errorf("%w: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %v: "+
+			"run a build on it that reads them, then add it", ErrMembership, id, reads.Codec, reads.Snapshot, groupName(r.name), r.Gate())
+	}
 	return r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
 		if a, ok := m.NonVotings[id]; ok && sameAddr(a, addr) {
 			return true, nil

@@ -20,7 +20,21 @@ import (
 // Until this replica has applied the group's ID, only LeaderStart (whose
 // first application sets it) is proposed; every other command waits (see
 // awaitGroupID).
+//
+// A command whose kind needs a newer log version than the group writes
+// (its version gate, as applied here) fails at once with an error wrapping
+// fsm.ErrVersionGated that names the members the group waits for: nothing
+// is proposed.
 func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	if err := r.gated(ctx, &cmd); err != nil {
+		return fsm.Result{}, err
+	}
+	return r.propose(ctx, cmd)
+}
+
+// propose is Propose without the gate's check: the leader's raise of the
+// gate is the one command allowed beyond it.
+func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	defer r.ops.proposals.since(time.Now())
 	if cmd.Kind != fsm.KindLeaderStart {
 		if err := r.awaitGroupID(ctx); err != nil {
@@ -44,6 +58,9 @@ func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 		if !retryable(err) {
 			if errors.Is(err, proposer.ErrClosed) {
 				return fsm.Result{}, ErrClosed
+			}
+			if errors.Is(err, fsm.ErrVersionGated) {
+				return fsm.Result{}, err
 			}
 			return fsm.Result{}, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}

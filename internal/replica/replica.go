@@ -23,6 +23,10 @@
 //   - identity.go: the default group's identity kept in Dir, the host's
 //     side of the handshake (internal/peering) for every group it runs,
 //     and the no-quorum warning.
+//   - versions.go: the version gate: what each peer reads, the leader's
+//     raise of the versions its group writes, the refusal of a command
+//     the group cannot write yet and of a peer that cannot read what it
+//     writes.
 //   - membership.go: membership changes and linearizable membership reads.
 //   - ops.go: counters and the proposal latency histogram.
 //
@@ -111,8 +115,14 @@ type Replica struct {
 	// refused is set once this replica found its log lost entries it had
 	// acknowledged (oldcopy.go): calls fail with it.
 	refused atomic.Pointer[error]
-	ops     ops
-	snaps   snapStats
+	// gate is the versions the group writes as applied here; gateNudge
+	// wakes the leader's loop that raises it, and gateView is the
+	// membership a gated call names (versions.go).
+	gate      atomic.Pointer[fsm.Gate]
+	gateNudge chan struct{}
+	gateView  atomic.Pointer[gateView]
+	ops       ops
+	snaps     snapStats
 	// lostReplies is set only by tests (TestingLoseReplies): kinds whose
 	// next committed proposals Propose reports as lost to a leader change.
 	lostReplies atomic.Pointer[lostReplies]
@@ -146,7 +156,10 @@ func newReplica(h *Host, name string, shard uint64, sink Sink) *Replica {
 		leaderUp: make(chan struct{}),
 
 		groupKnown: make(chan struct{}),
+		gateNudge:  make(chan struct{}, 1),
 	}
+	baseline := fsm.Baseline
+	r.gate.Store(&baseline)
 	if name != "" {
 		r.log = r.log.With("group", name)
 	}
@@ -157,7 +170,7 @@ func newReplica(h *Host, name string, shard uint64, sink Sink) *Replica {
 	// it proposes nothing until the first call, made after Start returns.
 	r.prop = proposer.New(func(cmd []byte, timeout time.Duration) (*dragonboat.RequestState, error) {
 		return r.nh.Propose(r.nh.GetNoOPSession(r.shard), cmd, timeout)
-	}, proposer.Config{Timeout: cfg.ProposalTimeout, MaxBatch: 256, InFlight: 16})
+	}, proposer.Config{Timeout: cfg.ProposalTimeout, MaxBatch: 256, InFlight: 16, Gate: r.Gate})
 	return r
 }
 
@@ -201,10 +214,14 @@ func (r *Replica) startShard() error {
 	if err := r.nh.StartReplica(members, r.join, fsm.NewStateMachine(observer{r}), r.shardConfig()); err != nil {
 		return err
 	}
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
 		r.tracker.Run(r.closed)
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.runGate(r.closed)
 	}()
 	go func() {
 		defer r.wg.Done()
@@ -260,6 +277,8 @@ type Status struct {
 	// group or the group has no leader (a follower hears from the leader
 	// alone), empty elsewhere.
 	Unreached []uint64
+	// Gate is the versions the group writes, as applied here.
+	Gate fsm.Gate
 }
 
 // Status returns the replica's local view, without I/O.
@@ -269,6 +288,7 @@ func (r *Replica) Status() Status {
 		Term:         r.term.Load(),
 		AppliedIndex: r.appliedIndex.Load(),
 		GroupID:      r.groupID.Load(),
+		Gate:         r.Gate(),
 	}
 	r.opsStatus(&st)
 	// Every running voter talks to a leader (its answers) and, while there

@@ -94,9 +94,12 @@ type Cluster struct {
 	// URLs are the replicas' HTTP base URLs, by ID.
 	URLs map[uint64]string
 
-	mu   sync.Mutex
-	cmds map[uint64]*exec.Cmd
-	logs map[uint64]*LockedBuffer
+	mu    sync.Mutex
+	cmds  map[uint64]*exec.Cmd
+	done  map[uint64]chan struct{} // closed when the process exits
+	logs  map[uint64]*LockedBuffer
+	bins  map[uint64]string // a binary of replica's own (SetBinary), else bin
+	kills map[uint64]bool   // the process was stopped by Stop or StopAll
 }
 
 // LockedBuffer is a process's output, read while the process writes it.
@@ -122,7 +125,15 @@ func (l *LockedBuffer) String() string {
 // (SIGTERM, then SIGKILL after 10s) and, if it failed, logs their output.
 func Start(t testing.TB, extra ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: Binary(t), cmds: map[uint64]*exec.Cmd{}, logs: map[uint64]*LockedBuffer{}}
+	return StartBinary(t, Binary(t), extra...)
+}
+
+// StartBinary is Start with the fencelock binary at bin: another build
+// (see SetBinary to run one replica on yet another).
+func StartBinary(t testing.TB, bin string, extra ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: bin, cmds: map[uint64]*exec.Cmd{}, done: map[uint64]chan struct{}{},
+		logs: map[uint64]*LockedBuffer{}, bins: map[uint64]string{}, kills: map[uint64]bool{}}
 	c.args, c.URLs = ServeArgs(t, extra...)
 	for id := uint64(1); id <= 3; id++ {
 		c.Run(id)
@@ -161,19 +172,54 @@ func ServeArgs(t testing.TB, extra ...string) (args map[uint64][]string, urls ma
 // Bin returns the path of the fencelock binary the replicas run.
 func (c *Cluster) Bin() string { return c.bin }
 
+// SetBinary makes replica id's next Run start the fencelock binary at bin
+// (an upgrade, or a downgrade) with the same arguments.
+func (c *Cluster) SetBinary(id uint64, bin string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bins[id] = bin
+}
+
+// Args returns replica id's `fencelock serve` arguments.
+func (c *Cluster) Args(id uint64) []string { return append([]string(nil), c.args[id]...) }
+
 // Run starts replica id's process (again, after Stop or Kill: on the same
 // --dir) without waiting for it to be ready.
 func (c *Cluster) Run(id uint64) {
 	c.t.Helper()
-	cmd := exec.Command(c.bin, c.args[id]...)
+	c.mu.Lock()
+	bin := c.bins[id]
+	c.mu.Unlock()
+	if bin == "" {
+		bin = c.bin
+	}
+	cmd := exec.Command(bin, c.args[id]...)
 	logs := &LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
 	c.mu.Lock()
-	c.cmds[id], c.logs[id] = cmd, logs
+	c.cmds[id], c.logs[id], c.done[id], c.kills[id] = cmd, logs, done, false
 	c.mu.Unlock()
+}
+
+// Exited returns a channel closed when replica id's latest process exits,
+// and whether it was Stop (or StopAll) that ended it; nil if it never ran.
+func (c *Cluster) Exited(id uint64) (<-chan struct{}, func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	done := c.done[id]
+	if done == nil {
+		return nil, nil
+	}
+	return done, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.kills[id]
+	}
 }
 
 // Restart runs replica id again and waits until it is ready.
@@ -191,18 +237,21 @@ func (c *Cluster) Cmd(id uint64) *exec.Cmd {
 }
 
 // Stop sends sig to replica id (SIGTERM: a graceful stop, SIGKILL: a
-// crash) and waits for its process to exit.
-func (c *Cluster) Stop(id uint64, sig syscall.Signal) {
+// crash) and waits for its process to exit, returning its exit code (-1
+// for a process a signal ended, 0 if none ran).
+func (c *Cluster) Stop(id uint64, sig syscall.Signal) int {
 	c.mu.Lock()
-	cmd := c.cmds[id]
+	cmd, done := c.cmds[id], c.done[id]
 	delete(c.cmds, id)
+	c.kills[id] = true
 	c.mu.Unlock()
 	if cmd == nil {
-		return
+		return 0
 	}
 	_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process must run to exit
 	_ = cmd.Process.Signal(sig)
-	_ = cmd.Wait()
+	<-done
+	return cmd.ProcessState.ExitCode()
 }
 
 // Kill is Stop with SIGKILL.
@@ -224,12 +273,16 @@ func (c *Cluster) StopAll() {
 	c.mu.Lock()
 	cmds := c.cmds
 	c.cmds = map[uint64]*exec.Cmd{}
+	for id := range cmds {
+		c.kills[id] = true
+	}
 	c.mu.Unlock()
 	for id, cmd := range cmds {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
+		c.mu.Lock()
+		done := c.done[id]
+		c.mu.Unlock()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):

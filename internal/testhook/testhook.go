@@ -123,6 +123,17 @@ func RegisterObserveApplied(f func(config any, f func(Applied))) { observeApplie
 // effect, and which grants an operator ended.
 func ObserveApplied(config any, f func(Applied)) { observeApplied(config, f) }
 
+var announce func(config any, reads fsm.Gate)
+
+// RegisterAnnounce installs Announce; only package fencelock calls it.
+func RegisterAnnounce(f func(config any, reads fsm.Gate)) { announce = f }
+
+// Announce makes the replica started with *fencelock.Config config
+// announce to its peers that it reads reads, in place of its build's
+// (fsm.Reads): one that announces fsm.Baseline stands for a build from
+// before the version gate, which holds the gate of its groups there.
+func Announce(config any, reads fsm.Gate) { announce(config, reads) }
+
 // requestsKey is the context key of WithRequests.
 type requestsKey struct{}
 

@@ -1,0 +1,154 @@
+package fencelock
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+// The version gate, in process: a group writes log version 8 (snapshots 6)
+// while one member announces it reads no more, as a build from before the
+// gate does, and a command that needs version 9 fails before it is
+// proposed with ErrVersionGated naming that member. No public call needs
+// version 9 yet, so the command is the gate's own raise, proposed as a
+// caller's would be (Replica.Propose). Once the member runs this build
+// (restarted on its Dir), the leader of each group raises its gate, the
+// named group's too, where that member does not vote: every replica
+// writes 9 and 7 from then on, keeps it in Dir, and the command goes
+// through. The member restarted as the older build again is refused by
+// its peers, the versions named; and a build that cannot read what a
+// Dir's groups write refuses to start on it. (cmd/fencelock's
+// TestRollingUpgradeAcrossLogVersions does this with the released build
+// itself, over real processes.)
+func TestVersionGate(t *testing.T) {
+	rec := newRecorder()
+	logger := slog.New(rec)
+	var mu sync.Mutex
+	old := map[uint64]bool{3: true}
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.Logger = logger
+		cfg.Groups = []GroupConfig{{Name: "jobs", Voters: []uint64{1}}} // 2 and 3 run it non-voting
+		mu.Lock()
+		defer mu.Unlock()
+		if old[cfg.ReplicaID] {
+			testhook.Announce(cfg, fsm.Baseline)
+		}
+	})
+	ctx := testCtx(t)
+	baseline, raised := Formats{Codec: 8, Snapshot: 6}, Formats{Codec: 9, Snapshot: 7}
+	writes := func(want Formats) func() bool {
+		return func() bool {
+			for _, n := range c.nodes {
+				st := n.Status()
+				if st.Writes != want {
+					return false
+				}
+				for _, g := range st.Groups {
+					if g.Writes != want {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+	groupLeader := func(name string) *Node {
+		for {
+			for _, n := range c.nodes {
+				if st := n.host.Group(name).Status(); st.LeaderID == n.cfg.ReplicaID {
+					return n
+				}
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("group %q has no leader", name)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	raise := fsm.Command{Kind: fsm.KindGate, Gate: fsm.Gate{Codec: 9, Snapshot: 7}}
+
+	// Mixed: the leaders have heard what every member reads (their
+	// refusals name it), and hold the gate for several of their rounds.
+	s := newSession(t, ctx, c.node(1))
+	l, err := s.Acquire(ctx, "x@jobs")
+	require.NoError(t, err)
+	for _, name := range []string{"", "jobs"} {
+		require.Eventually(t, func() bool {
+			_, err := groupLeader(name).host.Group(name).Propose(ctx, raise)
+			require.ErrorIs(t, err, ErrVersionGated)
+			return strings.Contains(err.Error(), "gate needs log version 9; "+map[string]string{"": "the default group", "jobs": `group "jobs"`}[name]+
+				" writes log version 8 until every member reads 9; it waits for replica 3 (reads up to 8): upgrade them")
+		}, 30*time.Second, 20*time.Millisecond)
+	}
+	for range 3 {
+		time.Sleep(gateRound) // nothing to wait for: the gate must not move
+		require.True(t, writes(baseline)(), "a group writes the baseline while a member reads no more")
+	}
+
+	// Upgraded: the last member announces version 9, and both leaders
+	// raise their gates.
+	c.stop(3)
+	mu.Lock()
+	old[3] = false
+	mu.Unlock()
+	c.start(3)
+	require.Eventually(t, writes(raised), 30*time.Second, 20*time.Millisecond, "every group writes 9 once every member reads it")
+	for _, name := range []string{"", "jobs"} {
+		r, err := groupLeader(name).host.Group(name).Propose(ctx, raise)
+		require.NoError(t, err, "the same command, once the gate allows it")
+		require.Equal(t, fsm.Result{Status: fsm.OK, Value: 9}, r)
+	}
+	require.NoError(t, l.Release(ctx), "locks go on across the raise")
+	for id := range c.nodes {
+		kept, err := os.ReadFile(filepath.Join(c.dirs[id], "fencelock-versions.json"))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"version":1,"groups":{"":{"codec":9,"snapshot":7},"jobs":{"codec":9,"snapshot":7}}}`, string(kept))
+	}
+
+	// Downgraded: its peers refuse it, and say why.
+	c.stop(3)
+	mu.Lock()
+	old[3] = true
+	mu.Unlock()
+	c.start(3)
+	require.Eventually(t, func() bool {
+		for _, r := range rec.all() {
+			if strings.Contains(r.msg, "replica 3 at "+c.members[3]+" reads log versions up to 8 and snapshot versions up to 6, "+
+				"but the default group writes log version 9, snapshot version 7: it cannot read the group's entries. Run a build on replica 3 that reads them") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "the refusal is logged with the versions")
+
+	// A build that reads less than a Dir's groups write does not start.
+	c.stop(1)
+	require.NoError(t, os.WriteFile(filepath.Join(c.dirs[1], "fencelock-versions.json"),
+		[]byte(`{"version":1,"groups":{"":{"codec":9,"snapshot":7},"jobs":{"codec":10,"snapshot":7}}}`), 0o600))
+	n, err := Start(ctx, c.config(1))
+	if n != nil {
+		n.Close()
+	}
+	require.ErrorIs(t, err, ErrVersionTooNew)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, `group "jobs" writes log version 10, snapshot version 7`)
+	require.ErrorContains(t, err, "this build reads up to log version 9, snapshot version 7: upgrade this replica")
+	require.True(t, errors.Is(err, fsm.ErrVersionTooNew))
+	require.NotContains(t, fmt.Sprint(err), "corrupt")
+}
+
+// gateRound is how often a group's leader looks whether it may raise the
+// gate (replica's gateEvery), with room to spare.
+const gateRound = 1500 * time.Millisecond

@@ -1,0 +1,429 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/peering"
+)
+
+// The version gate (internal/fsm/version.go), as a replica takes part in it:
+//
+//   - each host announces in its Hello the newest log and snapshot versions
+//     it reads (peering.Hello.Codec, Snapshot; absent: fsm.Baseline), and
+//     keeps what each peer announced (peers.reads);
+//   - the leader of each group raises the group's gate (proposes
+//     fsm.KindGate) once every voter and non-voting member of the group
+//     has announced more than the gate: raiseGate, on a timer and whenever
+//     a peer announces something new;
+//   - every entry is written at the group's gate as applied here
+//     (proposer), and a command whose kind needs more fails before it is
+//     proposed with fsm.ErrVersionGated, naming the replicas the group
+//     waits for (gatedError);
+//   - a peer that announces less than a group it runs already writes is
+//     refused in the handshake (checkReads), so a downgraded replica is told
+//     why instead of failing on entries it cannot read;
+//   - a replica that meets an entry or a snapshot it cannot read stops on
+//     it (fsm's Update fails) and says so in our words first (tooNew); the
+//     gates it has seen are kept in Dir (versionsFileName), so that a build
+//     that cannot read them refuses to start instead of replaying its log
+//     up to that entry again.
+
+// gateEvery is how often each group's leader looks whether it may raise
+// the gate, besides when a peer announces new versions.
+const gateEvery = time.Second
+
+// reads is what this host announces it reads: its build's, unless a test
+// set Config.Reads to stand for an older build.
+func (h *Host) reads() fsm.Gate {
+	if h.cfg.Reads != (fsm.Gate{}) {
+		return h.cfg.Reads
+	}
+	return fsm.Reads()
+}
+
+// announced returns what a Hello says its replica reads; a field it leaves
+// out is the baseline's.
+func announced(h peering.Hello) fsm.Gate {
+	g := fsm.Baseline
+	if h.Codec != 0 {
+		g.Codec = int(h.Codec)
+	}
+	if h.Snapshot != 0 {
+		g.Snapshot = int(h.Snapshot)
+	}
+	return g
+}
+
+// recordReads keeps what replica id announced, and wakes the groups'
+// leaders when it changed. The handshake calls it for every connection (the
+// in-process network for every batch), so an unchanged announcement costs a
+// map read.
+func (p *peers) recordReads(id uint64, g fsm.Gate) {
+	if old, ok := p.reads.Load(id); ok && old.(fsm.Gate) == g {
+		return
+	}
+	p.reads.Store(id, g)
+	for _, r := range p.h.groups {
+		select {
+		case r.gateNudge <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// readsOf returns what replica id last announced, if it was heard from.
+func (p *peers) readsOf(id uint64) (fsm.Gate, bool) {
+	v, ok := p.reads.Load(id)
+	if !ok {
+		return fsm.Gate{}, false
+	}
+	return v.(fsm.Gate), true
+}
+
+// checkReads refuses a peer that reads less than a group it runs (the
+// default group, and the named groups its Hello lists) writes as applied
+// here: it could not read the group's entries, and a build before the gate
+// would skip them as corrupt.
+func (p *peers) checkReads(h peering.Hello) error {
+	reads := announced(h)
+	for _, r := range p.h.groups {
+		if r.name != "" && !slices.ContainsFunc(h.Groups, func(g peering.GroupHello) bool { return g.Name == r.name }) {
+			continue
+		}
+		if g := r.Gate(); !reads.Covers(g) {
+			return fmt.Errorf("replica %d at %s reads log versions up to %d and snapshot versions up to %d, but %s writes %v: "+
+				"it cannot read the group's entries. Run a build on replica %d that reads them "+
+				"(a replica cannot go back to a build older than what its groups write: docs/operations.md, \"Upgrading\")",
+				h.Replica, h.Addr, reads.Codec, reads.Snapshot, groupName(r.name), g, h.Replica)
+		}
+	}
+	return nil
+}
+
+func groupName(name string) string {
+	if name == "" {
+		return "the default group"
+	}
+	return fmt.Sprintf("group %q", name)
+}
+
+// Gate returns the log and snapshot versions the group writes, as applied
+// on this replica (fsm.State.Gate).
+func (r *Replica) Gate() fsm.Gate { return *r.gate.Load() }
+
+// setGate records the gate applied here (a KindGate, or a snapshot). The
+// state's gate never falls, and neither does this view of it: the
+// proposer writes at it.
+func (r *Replica) setGate(g fsm.Gate) {
+	var old *fsm.Gate
+	for {
+		old = r.gate.Load()
+		if old.Covers(g) {
+			return
+		}
+		next := old.Max(g)
+		if r.gate.CompareAndSwap(old, &next) {
+			g = next
+			break
+		}
+	}
+	r.log.Info("fencelock: "+groupName(r.name)+" writes "+g.String(), "was", old.String())
+	if err := r.host.versions.keep(r.name, g); err != nil {
+		r.log.Warn("fencelock: cannot keep the versions the group writes in Dir; a build that cannot read them is refused by its peers rather than at its start", "err", err)
+	}
+}
+
+// runGate raises the group's gate whenever this replica leads it and every
+// member reads more than it: see raiseGate.
+func (r *Replica) runGate(stop <-chan struct{}) {
+	t := time.NewTicker(gateEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-r.gateNudge:
+		}
+		r.raiseGate()
+	}
+}
+
+// raiseGate proposes a KindGate when this replica leads the group, the
+// group writes less than this build could, and every voter and non-voting
+// member (gateMembers) has announced that it reads more: the gate rises to what all of them read, this replica
+// included. It only proposes; the state decides, and every replica learns
+// the new gate when it applies the command. A member that has not been
+// heard from since this replica started holds the gate where it is.
+func (r *Replica) raiseGate() {
+	if r.leader.Load() != r.cfg.ReplicaID {
+		return
+	}
+	cur, own := r.Gate(), r.host.reads()
+	if cur.Covers(own) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.ProposalTimeout)
+	defer cancel()
+	ids, err := r.gateMembers(ctx)
+	if err != nil {
+		return
+	}
+	r.gateView.Store(&gateView{at: time.Now(), members: ids})
+	target := own
+	for _, id := range ids {
+		if id == r.cfg.ReplicaID {
+			continue
+		}
+		g, ok := r.host.peers.readsOf(id)
+		if !ok {
+			return
+		}
+		target = target.Min(g)
+	}
+	next := cur.Max(target)
+	if next == cur || !next.Valid() || next.Codec < fsm.MinCodec(fsm.KindGate) {
+		return
+	}
+	r.log.Info("fencelock: every member of "+groupName(r.name)+" reads "+next.String()+": raising the versions the group writes",
+		"members", ids, "was", cur.String())
+	if _, err := r.propose(ctx, fsm.Command{Kind: fsm.KindGate, Gate: next}); err != nil {
+		r.log.Debug("fencelock: the gate's raise was not applied; the leader tries again", "err", err)
+	}
+}
+
+// gateMembers are the replicas that must read what the group writes, in
+// ID order: its voters and non-voting members (a linearizable read), and,
+// for a named group, every host of the deployment (the default group's
+// members), which the group's leader adds as non-voting members as it
+// learns of them (reconcile): a host that joins after the gate rose would
+// get entries it cannot read.
+func (r *Replica) gateMembers(ctx context.Context) ([]uint64, error) {
+	m, err := r.membership(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := memberIDs(m)
+	if def := r.host.groups[0]; def != r {
+		dm, err := def.membership(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, memberIDs(dm)...)
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+	}
+	return ids, nil
+}
+
+// memberIDs are the voters and non-voting members of m, in ID order.
+func memberIDs(m *dragonboat.Membership) []uint64 {
+	ids := slices.Collect(maps.Keys(m.Nodes))
+	ids = append(ids, slices.Collect(maps.Keys(m.NonVotings))...)
+	ids = append(ids, slices.Collect(maps.Keys(m.Witnesses))...)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// gateView is the membership a gated error names the members of: the last
+// one the gate's leader loop or a gated call read.
+type gateView struct {
+	at      time.Time
+	members []uint64
+}
+
+// gateViewAge is how long a gated call reuses the membership another read:
+// a caller retrying a gated command must not cost a raft read each time.
+const gateViewAge = 5 * time.Second
+
+// gated checks cmd against the group's gate: nil if its kind may be
+// written, else an error wrapping fsm.ErrVersionGated that says what it
+// needs and which members the group waits for.
+func (r *Replica) gated(ctx context.Context, cmd *fsm.Command) error {
+	need, g := fsm.NeedsCodec(cmd), r.Gate()
+	if need != 0 && need <= g.Codec {
+		return nil
+	}
+	e := &gatedError{kind: cmd.Kind, need: need, group: r.name, writes: g}
+	if need == 0 {
+		return e
+	}
+	view := r.gateView.Load()
+	if view == nil || time.Since(view.at) > gateViewAge {
+		rctx, cancel := context.WithTimeout(ctx, max(r.cfg.ProposalTimeout/4, time.Second))
+		ids, err := r.gateMembers(rctx)
+		cancel()
+		if err == nil {
+			view = &gateView{at: time.Now(), members: ids}
+			r.gateView.Store(view)
+		}
+	}
+	if view == nil {
+		e.unread = true
+		return e
+	}
+	for _, id := range view.members {
+		their, ok := r.host.reads(), true
+		if id != r.cfg.ReplicaID {
+			their, ok = r.host.peers.readsOf(id)
+		}
+		switch {
+		case !ok:
+			e.waiting = append(e.waiting, fmt.Sprintf("replica %d (not heard from)", id))
+		case their.Codec < need:
+			e.waiting = append(e.waiting, fmt.Sprintf("replica %d (reads up to %d)", id, their.Codec))
+		}
+	}
+	return e
+}
+
+// gatedError is a command refused by the gate (fsm.ErrVersionGated).
+type gatedError struct {
+	kind    fsm.Kind
+	need    int
+	group   string
+	writes  fsm.Gate
+	waiting []string // the members that do not read need, as "replica 2 (reads up to 8)"
+	unread  bool     // the membership could not be read
+}
+
+func (e *gatedError) Error() string {
+	if e.need == 0 {
+		return fmt.Sprintf("%v: command kind %d is unknown to this build", fsm.ErrVersionGated, e.kind)
+	}
+	s := fmt.Sprintf("%v: %v needs log version %d; %s writes log version %d until every member reads %d",
+		fsm.ErrVersionGated, e.kind, e.need, groupName(e.group), e.writes.Codec, e.need)
+	switch {
+	case e.unread:
+		s += " (its membership could not be read to name who does not)"
+	case len(e.waiting) > 0:
+		s += "; it waits for " + strings.Join(e.waiting, ", ") + ": upgrade them"
+	default:
+		s += "; every member reads it now, and the group's leader raises the gate within seconds"
+	}
+	return s
+}
+
+func (e *gatedError) Unwrap() error { return fsm.ErrVersionGated }
+
+// tooNew runs when the state machine met an entry or a snapshot this build
+// cannot read, just before the replica stops on it: it says so in our
+// words, and keeps it in Dir so that this build refuses the next start
+// rather than replay the log up to the same entry.
+func (r *Replica) tooNew(index uint64, err error) {
+	var tn *fsm.TooNewError
+	g := r.Gate()
+	if errors.As(err, &tn) {
+		if tn.What == "snapshot" {
+			g.Snapshot = max(g.Snapshot, tn.Version)
+		} else {
+			g.Codec = max(g.Codec, tn.Version)
+		}
+	}
+	at := ""
+	if index != 0 {
+		at = fmt.Sprintf(" at log index %d", index)
+	}
+	r.log.Error(fmt.Sprintf("fencelock: %s writes %s%s; this build reads up to %v: upgrade this replica. It stops now: "+
+		"going on without the entry would leave it with another state than its group's", groupName(r.name), tooNewWhat(err), at, fsm.Reads()))
+	if kerr := r.host.versions.keep(r.name, g); kerr != nil {
+		r.log.Warn("fencelock: cannot keep the versions the group writes in Dir", "err", kerr)
+	}
+}
+
+// tooNewWhat is "log version 10" from a TooNewError, or the error itself.
+func tooNewWhat(err error) string {
+	var tn *fsm.TooNewError
+	if errors.As(err, &tn) {
+		return fmt.Sprintf("%s version %d", tn.What, tn.Version)
+	}
+	return err.Error()
+}
+
+// versionsFileName keeps in Dir the versions each group was last seen to
+// write, so that a build that cannot read them refuses to start.
+const versionsFileName = "fencelock-versions.json"
+
+type versionsFile struct {
+	Version int                     `json:"version"`
+	Groups  map[string]gateInDirRec `json:"groups"` // by group name; "" is the default group
+}
+
+type gateInDirRec struct {
+	Codec    int `json:"codec"`
+	Snapshot int `json:"snapshot"`
+}
+
+// versionRecord is the host's copy of versionsFileName.
+type versionRecord struct {
+	path string
+	mu   sync.Mutex
+	f    versionsFile
+}
+
+// loadVersions reads the record in dir (none yet: empty) and refuses a
+// start whose build cannot read what one of the groups it runs writes.
+func loadVersions(dir string, groups []string) (*versionRecord, error) {
+	v := &versionRecord{path: filepath.Join(dir, versionsFileName), f: versionsFile{Version: 1, Groups: map[string]gateInDirRec{}}}
+	data, err := readDirFile(v.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return v, nil
+	case err != nil:
+		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	}
+	if err := decodeDirFile(v.path, data, &v.f); err != nil {
+		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	}
+	if v.f.Version != 1 {
+		return nil, fmt.Errorf("%w: Dir: %s has version %d, which this build does not know: upgrade this replica", ErrInvalidConfig, v.path, v.f.Version)
+	}
+	if v.f.Groups == nil {
+		v.f.Groups = map[string]gateInDirRec{}
+	}
+	reads := fsm.Reads()
+	for _, name := range groups {
+		rec, ok := v.f.Groups[name]
+		g := fsm.Gate{Codec: rec.Codec, Snapshot: rec.Snapshot}
+		if ok && !reads.Covers(g) {
+			return nil, fmt.Errorf("%w: %w: %s writes %v (as this replica last saw, %s); this build reads up to %v: "+
+				"upgrade this replica to a build that reads it (a replica cannot go back to a build older than what its groups write)",
+				ErrInvalidConfig, fsm.ErrVersionTooNew, groupName(name), g, v.path, reads)
+		}
+	}
+	return v, nil
+}
+
+// keep records that group name writes g, unless a record says as much.
+func (v *versionRecord) keep(name string, g fsm.Gate) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old, ok := v.f.Groups[name]
+	if ok && (fsm.Gate{Codec: old.Codec, Snapshot: old.Snapshot}).Covers(g) {
+		return nil
+	}
+	next := maps.Clone(v.f.Groups)
+	next[name] = gateInDirRec{Codec: max(old.Codec, g.Codec), Snapshot: max(old.Snapshot, g.Snapshot)}
+	data, err := json.Marshal(versionsFile{Version: 1, Groups: next})
+	if err != nil {
+		return err
+	}
+	if err := writeFile(v.path, data); err != nil {
+		return err
+	}
+	v.f.Groups = next
+	return nil
+}

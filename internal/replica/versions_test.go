@@ -1,0 +1,120 @@
+package replica
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/peering"
+)
+
+// hostWithGates is a Host of the groups named, each writing the gate given,
+// for the handshake's checks.
+func hostWithGates(gates map[string]fsm.Gate) (*Host, *peers) {
+	h := &Host{}
+	for _, name := range []string{"", "jobs"} {
+		g, ok := gates[name]
+		if !ok {
+			continue
+		}
+		r := &Replica{name: name, gateNudge: make(chan struct{}, 1)}
+		r.gate.Store(&g)
+		h.groups = append(h.groups, r)
+	}
+	return h, &peers{h: h}
+}
+
+func TestAnnounced(t *testing.T) {
+	require.Equal(t, fsm.Baseline, announced(peering.Hello{Replica: 1, Addr: "a:1"}), "a build before the gate announces nothing")
+	require.Equal(t, fsm.Gate{Codec: 9, Snapshot: 7}, announced(peering.Hello{Codec: 9, Snapshot: 7}))
+	require.Equal(t, fsm.Gate{Codec: 9, Snapshot: 6}, announced(peering.Hello{Codec: 9}))
+}
+
+// A peer that reads less than a group it runs writes is refused, the
+// versions named; one that reads as much, or does not run the group, is
+// not; what it announced is kept, and wakes the groups' leaders.
+func TestCheckReads(t *testing.T) {
+	raised := fsm.Gate{Codec: 9, Snapshot: 7}
+	old := peering.Hello{Replica: 3, Addr: "c:1"}
+	newer := peering.Hello{Replica: 3, Addr: "c:1", Codec: 9, Snapshot: 7}
+
+	_, p := hostWithGates(map[string]fsm.Gate{"": fsm.Baseline, "jobs": fsm.Baseline})
+	require.NoError(t, p.checkReads(old), "everything writes the baseline")
+
+	_, p = hostWithGates(map[string]fsm.Gate{"": raised})
+	require.EqualError(t, p.checkReads(old), "replica 3 at c:1 reads log versions up to 8 and snapshot versions up to 6, "+
+		"but the default group writes log version 9, snapshot version 7: it cannot read the group's entries. "+
+		`Run a build on replica 3 that reads them (a replica cannot go back to a build older than what its groups write: docs/operations.md, "Upgrading")`)
+	require.NoError(t, p.checkReads(newer))
+
+	_, p = hostWithGates(map[string]fsm.Gate{"": fsm.Baseline, "jobs": raised})
+	require.NoError(t, p.checkReads(old), "it does not run jobs")
+	old.Groups = []peering.GroupHello{{Name: "jobs"}}
+	require.ErrorContains(t, p.checkReads(old), `group "jobs" writes log version 9, snapshot version 7`)
+
+	h, p := hostWithGates(map[string]fsm.Gate{"": fsm.Baseline, "jobs": fsm.Baseline})
+	_, ok := p.readsOf(3)
+	require.False(t, ok)
+	p.recordReads(3, fsm.Baseline)
+	got, ok := p.readsOf(3)
+	require.True(t, ok)
+	require.Equal(t, fsm.Baseline, got)
+	for _, r := range h.groups {
+		select {
+		case <-r.gateNudge:
+		default:
+			t.Fatalf("group %q's leader was not woken", r.name)
+		}
+	}
+	p.recordReads(3, fsm.Baseline)
+	for _, r := range h.groups {
+		require.Empty(t, r.gateNudge, "nothing new, nobody woken")
+	}
+	p.recordReads(3, raised)
+	got, _ = p.readsOf(3)
+	require.Equal(t, raised, got, "a restart with another build is heard")
+}
+
+func TestGatedError(t *testing.T) {
+	e := &gatedError{kind: fsm.KindGate, need: 9, group: "jobs", writes: fsm.Baseline,
+		waiting: []string{"replica 2 (not heard from)", "replica 3 (reads up to 8)"}}
+	require.ErrorIs(t, e, fsm.ErrVersionGated)
+	require.EqualError(t, e, `fencelock: the group does not write the log version this needs yet: gate needs log version 9; `+
+		`group "jobs" writes log version 8 until every member reads 9; it waits for replica 2 (not heard from), replica 3 (reads up to 8): upgrade them`)
+	e.waiting = nil
+	require.ErrorContains(t, e, "every member reads it now, and the group's leader raises the gate within seconds")
+	e.unread = true
+	require.ErrorContains(t, e, "its membership could not be read")
+}
+
+// The versions each group was seen to write are kept in Dir, only ever
+// rising, and a build that cannot read them refuses the Dir at start.
+func TestVersionRecord(t *testing.T) {
+	dir := t.TempDir()
+	v, err := loadVersions(dir, []string{"", "jobs"})
+	require.NoError(t, err, "no record: a Dir of a build before the gate, or a new one")
+	require.NoError(t, v.keep("", fsm.Gate{Codec: 9, Snapshot: 7}))
+	require.NoError(t, v.keep("", fsm.Baseline), "never lower")
+	require.NoError(t, v.keep("jobs", fsm.Gate{Codec: fsm.CodecVersion() + 1, Snapshot: 7}))
+	data, err := os.ReadFile(filepath.Join(dir, versionsFileName))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"version":1,"groups":{"":{"codec":9,"snapshot":7},"jobs":{"codec":10,"snapshot":7}}}`, string(data))
+
+	_, err = loadVersions(dir, []string{""})
+	require.NoError(t, err, "a group this replica no longer runs does not matter")
+	_, err = loadVersions(dir, []string{"", "jobs"})
+	require.ErrorIs(t, err, fsm.ErrVersionTooNew)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, `group "jobs" writes log version 10, snapshot version 7 (as this replica last saw, `)
+	require.ErrorContains(t, err, "this build reads up to log version 9, snapshot version 7: upgrade this replica")
+
+	for _, bad := range []string{"{", `{"version":2,"groups":{}}`} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, versionsFileName), []byte(bad), 0o600))
+		_, err = loadVersions(dir, []string{""})
+		require.ErrorIs(t, err, ErrInvalidConfig, bad)
+		require.NotErrorIs(t, err, fsm.ErrVersionTooNew, bad)
+	}
+}

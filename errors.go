@@ -111,12 +111,12 @@ var (
 	// error names the format needed, the group and the replicas it waits
 	// for. It succeeds once they are upgraded and the group's leader has
 	// raised the group's formats, within seconds of the last upgrade.
-	ErrVersionGated = fsm.ErrVersionGated
+	ErrVersionGated = session.ErrVersionGated
 	// ErrVersionTooNew: Start refused a Dir whose groups write a newer log
 	// or snapshot format than this build reads (a downgrade past the
 	// formats the groups write); run a build that reads them. A running
 	// replica that meets such an entry stops on it, saying so in its log.
-	ErrVersionTooNew = fsm.ErrVersionTooNew
+	ErrVersionTooNew = session.ErrVersionTooNew
 )
 
 // StaleTokenError is the error of a Fencer that refused a token.

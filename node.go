@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencelock/fencelock/internal/clock"
-	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/internal/session"
 	"github.com/fencelock/fencelock/internal/testhook"
@@ -95,7 +94,7 @@ type Config struct {
 
 	clock   clock.Clock            // tests only
 	applied func(testhook.Applied) // tests only: testhook.ObserveApplied
-	reads   fsm.Gate               // tests only: testhook.Announce
+	reads   session.Gate           // tests only: testhook.Announce
 }
 
 // GroupConfig is one named group of a deployment.
@@ -503,7 +502,7 @@ func (n *Node) Status() Status {
 	return out
 }
 
-func formats(g fsm.Gate) Formats { return Formats{Codec: g.Codec, Snapshot: g.Snapshot} }
+func formats(g session.Gate) Formats { return Formats{Codec: g.Codec, Snapshot: g.Snapshot} }
 
 // The test hooks (internal/testhook) reach into a Node, a Config and a
 // Session through these; internal/testhook cannot import this package.
@@ -513,7 +512,7 @@ func init() {
 	testhook.RegisterLastKeepAlive(func(s any) time.Time { return s.(*Session).s.Testing().LastKeepAlive() })
 	testhook.RegisterClock(func(cfg any, c clock.Clock) { cfg.(*Config).clock = c })
 	testhook.RegisterObserveApplied(func(cfg any, f func(testhook.Applied)) { cfg.(*Config).applied = f })
-	testhook.RegisterAnnounce(func(cfg any, reads fsm.Gate) { cfg.(*Config).reads = reads })
+	testhook.RegisterAnnounce(func(cfg any, reads session.Gate) { cfg.(*Config).reads = reads })
 	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
 	testhook.RegisterCrash(func(ctx context.Context, node any) uint64 {
 		n := node.(*Node)

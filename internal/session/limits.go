@@ -42,3 +42,12 @@ func CheckSessionName(name string) error {
 	}
 	return nil
 }
+
+// Gate is the pair of formats a group writes (its version gate).
+type Gate = fsm.Gate
+
+// The version gate's errors (see fencelock's errors.go).
+var (
+	ErrVersionGated  = fsm.ErrVersionGated
+	ErrVersionTooNew = fsm.ErrVersionTooNew
+)

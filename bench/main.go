@@ -5,6 +5,7 @@
 //
 //	go run ./bench -workload all                  # fencelock alone
 //	go run ./bench -workload W1,W2 -peer etcd -runs 3  # interleaved with etcd, plus ratio lines
+//	go run ./bench -workload W1,W2,W3 -peer redis -runs 3  # interleaved with one fsync'd Redis (a floor), plus ratio lines
 //	go run ./bench -workload W1,W2,W3 -http            # also over the HTTP API, plus its ratio over in-process
 //	go run ./bench -workload W1,W2 -runs 5 -traced -before 81eb4ff^  # tracing on over off, and off over the build before tracing
 //	go run ./bench -workload W9 -w9-sessions 2000 -w9-idle 20s  # idle sessions (W9 runs only when named)
@@ -23,6 +24,9 @@
 // library never depends on etcd) is built once and run for the same
 // workload right after (or, every other run, right before) fencelock, and a
 // final line per workload gives fencelock's median figures over etcd's.
+// -peer redis does the same with bench/redispeer: one redis-server it
+// starts with appendfsync always, locked with redsync (W1-W3; a floor to
+// measure against, not a peer: no replica, no fencing token).
 package main
 
 import (
@@ -85,11 +89,11 @@ func run() error {
 	flag.IntVar(&f.iterations, "iterations", 2000, "W1 pairs")
 	flag.StringVar(&f.dir, "dir", "", "where the replicas' data dirs go (default: a new temp dir, removed after)")
 	flag.BoolVar(&f.keep, "keep", false, "keep the data dirs")
-	flag.StringVar(&f.peer, "peer", "", "also run this peer side by side: etcd")
+	flag.StringVar(&f.peer, "peer", "", "also run this peer side by side: etcd, or redis (one fsync'd redis-server with redsync: a floor, W1-W3 only)")
 	flag.BoolVar(&f.http, "http", false, "also run W1-W3 through the HTTP API (system fencelock-http) and print its ratio over the in-process calls")
 	flag.BoolVar(&f.traced, "traced", false, "also run W1-W3 with every replica recording OpenTelemetry spans (the SDK, a batching exporter that counts them) and print the traced figures over the untraced ones")
 	flag.StringVar(&f.before, "before", "", "also run W1-W3 with this command built at these git revisions (a comma-separated list; temporary worktrees), interleaved, and print this build's figures over each one's (e.g. the last commit before a change)")
-	flag.StringVar(&f.peerDir, "peerdir", "", "source dir of the etcd peer (default: found next to this command)")
+	flag.StringVar(&f.peerDir, "peerdir", "", "source dir of the peer (default: bench/etcdpeer or bench/redispeer, found next to this command)")
 	flag.IntVar(&f.runs, "runs", 1, "repeat every workload this many times (interleaved with the peer)")
 	flag.IntVar(&f.replicas, "replicas", 3, "replicas in the group (the workloads are specified for 3)")
 	flag.IntVar(&f.w6Locks, "w6-locks", 1_000_000, "W6: locks held")
@@ -166,10 +170,10 @@ func run() error {
 	}
 	var peer *peer
 	if f.peer != "" {
-		if f.peer != "etcd" {
-			return fmt.Errorf("unknown peer %q (have: etcd)", f.peer)
+		if f.peer != "etcd" && f.peer != "redis" {
+			return fmt.Errorf("unknown peer %q (have: etcd, redis)", f.peer)
 		}
-		if peer, err = buildPeer(f.peerDir, root); err != nil {
+		if peer, err = buildPeer(f.peer, f.peerDir, root); err != nil {
 			return err
 		}
 	}
@@ -398,27 +402,30 @@ type peer struct {
 	name, dirPrefix string
 }
 
-func buildPeer(dir, root string) (*peer, error) {
+// buildPeer builds the peer named kind ("etcd" or "redis") from its module,
+// bench/<kind>peer (or dir).
+func buildPeer(kind, dir, root string) (*peer, error) {
+	mod := kind + "peer"
 	if dir == "" {
 		_, self, _, _ := runtime.Caller(0)
-		for _, d := range []string{"bench/etcdpeer", "etcdpeer", filepath.Join(filepath.Dir(self), "etcdpeer")} {
+		for _, d := range []string{filepath.Join("bench", mod), mod, filepath.Join(filepath.Dir(self), mod)} {
 			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
 				dir = d
 				break
 			}
 		}
 		if dir == "" {
-			return nil, fmt.Errorf("cannot find bench/etcdpeer: run from the repository root or pass -peerdir")
+			return nil, fmt.Errorf("cannot find bench/%s: run from the repository root or pass -peerdir", mod)
 		}
 	}
-	bin := filepath.Join(root, "etcdpeer")
+	bin := filepath.Join(root, mod)
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("build the etcd peer in %s: %w", dir, err)
+		return nil, fmt.Errorf("build the %s peer in %s: %w", kind, dir, err)
 	}
-	return &peer{bin: bin, root: root, name: "etcd", dirPrefix: "etcd"}, nil
+	return &peer{bin: bin, root: root, name: kind, dirPrefix: kind}, nil
 }
 
 func (p *peer) run(ctx context.Context, f flags, w string, r int, into map[string][]lockbench.Result) error {

@@ -36,7 +36,7 @@ func host() string {
 	return fmt.Sprintf("%d cpus %s/%s %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
-// sweepW2 runs W2 at each worker count, fencelock and (with a peer) etcd
+// sweepW2 runs W2 at each worker count, fencelock and (with a peer) the peer
 // interleaved per point: at every other point the peer goes first, so
 // neither system always runs on the box the other just warmed or loaded.
 func sweepW2(ctx context.Context, f flags, root string, peer *peer) (sweepFile, error) {
@@ -59,7 +59,7 @@ func sweepW2(ctx context.Context, f flags, root string, peer *peer) (sweepFile, 
 				return err
 			}
 			if len(got["W2"]) != 1 {
-				return fmt.Errorf("etcd peer W2 at %d workers printed %d lines", workers, len(got["W2"]))
+				return fmt.Errorf("%s peer W2 at %d workers printed %d lines", peer.name, workers, len(got["W2"]))
 			}
 			pt.Results[got["W2"][0].System] = got["W2"][0]
 			return nil

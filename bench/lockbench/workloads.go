@@ -245,7 +245,9 @@ func Throughput(ctx context.Context, c Cluster, workers int, d time.Duration, na
 		P50:     a.pct(.5), P99: a.pct(.99), P999: a.pct(.999), Max: a.pct(1), Errors: errs}, nil
 }
 
-// W3: every worker loops on one lock; the figures are the waits.
+// W3: every worker loops on one lock; the figures are the waits. Tokens
+// must rise from grant to grant; a grant with token 0 (a system that has
+// none) is counted as untokened instead of checked.
 func w3(ctx context.Context, c Cluster, o Options) (Result, error) {
 	workers, d := o.workers(16), o.duration()
 	cs, err := clients(ctx, c, workers, sessionTTL)
@@ -262,6 +264,7 @@ func w3(ctx context.Context, c Cluster, o Options) (Result, error) {
 		inside     atomic.Int32
 		lastToken  uint64
 		tokenFalls int
+		untokened  int // grants with no token (0): nothing to check
 		perWorker  = make([]int, workers)
 		wg         sync.WaitGroup
 		starts     = make(chan struct{})
@@ -285,10 +288,14 @@ func w3(ctx context.Context, c Cluster, o Options) (Result, error) {
 					overlaps.Add(1)
 				}
 				mu.Lock()
-				if h.Token() <= lastToken {
-					tokenFalls++
+				if tok := h.Token(); tok == 0 { // a system without fencing tokens (redsync)
+					untokened++
+				} else {
+					if tok <= lastToken {
+						tokenFalls++
+					}
+					lastToken = tok
 				}
-				lastToken = h.Token()
 				if t0.After(measureFrom) && time.Now().Before(stop) {
 					waits = append(waits, wait)
 					grants++
@@ -316,6 +323,9 @@ func w3(ctx context.Context, c Cluster, o Options) (Result, error) {
 		Errors: errs + int(overlaps.Load()) + tokenFalls}
 	res.addNote("overlaps=%d token_not_rising=%d grants_per_worker_min=%d grants_per_worker_max=%d",
 		overlaps.Load(), tokenFalls, lo, hi)
+	if untokened > 0 {
+		res.addNote("untokened_grants=%d", untokened)
+	}
 	return res, nil
 }
 

@@ -1,0 +1,20 @@
+module github.com/fencelock/fencelock/bench/redispeer
+
+go 1.26.0
+
+require (
+	github.com/fencelock/fencelock v0.0.0
+	github.com/go-redsync/redsync/v4 v4.18.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
+
+replace github.com/fencelock/fencelock => ../..

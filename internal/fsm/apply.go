@@ -41,6 +41,8 @@ func (st *State) apply(index uint64, c *Command) Result {
 		return st.keepAliveBatch(index, c)
 	case KindEndSession:
 		return st.operator(c, func() Result { return st.endSessionCmd(index, c) })
+	case KindGroupSeed, KindGroupCreate, KindGroupDrop, KindGroupSetVoters:
+		return st.applyGroupTable(index, c)
 	}
 	s := st.sessions[c.Session]
 	if s == nil {

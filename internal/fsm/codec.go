@@ -81,7 +81,11 @@ import (
 // keep): see Command.Keep. Older entries' resumes decode without it and
 // withdraw the session's queued requests as they did, so an old log
 // replays to the state it produced; nothing else changed.
-const codecVersion = 8
+//
+// Version 9 added the group table's kinds (32 to 35: grouptable.go has
+// their fields), which only the default group's log holds; no other kind
+// changed.
+const codecVersion = 9
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -170,6 +174,8 @@ func appendCommand(dst []byte, c *Command) []byte {
 	case KindExpireGrant:
 		dst = append(u(u(dst, c.Token), c.Mark), boolByte(c.Election))
 		dst = appendString(dst, c.Name)
+	case KindGroupSeed, KindGroupCreate, KindGroupDrop, KindGroupSetVoters:
+		dst = appendGroupCommand(dst, c)
 	case KindKeepAliveBatch:
 		dst = u(u(dst, c.Owner), uint64(len(c.Renew)))
 		var prev uint64
@@ -314,6 +320,8 @@ func (d *decoder) command(c *Command) {
 			return
 		}
 		d.renewals(c)
+	case KindGroupSeed, KindGroupCreate, KindGroupDrop, KindGroupSetVoters:
+		d.groupCommand(c)
 	default:
 		d.fail("unknown command kind %d", c.Kind)
 	}

@@ -180,6 +180,9 @@ var kindNames = [...]string{
 }
 
 func (k Kind) String() string {
+	if n := groupTableKindName(k); n != "" {
+		return n
+	}
 	if k == 0 || k > maxKind || kindNames[k] == "" {
 		return "unknown"
 	}
@@ -273,6 +276,8 @@ type Command struct {
 	// Renew is a KeepAliveBatch's sessions, at most MaxRenewals, in
 	// ascending order of session ID (the codec relies on it). (Version 4.)
 	Renew []Renewal
+	// Groups are a group table command's groups (version 9; grouptable.go).
+	Groups []GroupSpec
 
 	// pre5 marks a command decoded from an entry of a version before 5.
 	// Apply keeps the older rules for it: a Resume is not checked against

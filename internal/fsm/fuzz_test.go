@@ -75,6 +75,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(asVersion(AppendBatch(nil, []Command{{Kind: KindAcquire, Session: fuzzS2, Seq: 2, Name: "b", Wait: true}}), 5))
 	// Version 4: a resume without its TTL, a revoke.
 	f.Add([]byte{4, 2, byte(KindResume), 1, 2, 3, 4, byte(KindRevoke), 0, 0, 1, 'a'})
+	f.Add(AppendBatch(nil, groupTableCommands())) // version 9's group table
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmds, err := DecodeBatch(data, nil)
 		if err != nil {
@@ -141,6 +142,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(random[:len(random)-4])
 	f.Add([]byte("FLSN"))
 	f.Add(saveBytes(f, timedState(f)))
+	f.Add(saveBytes(f, groupTableState(f))) // version 7's group table
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, in := range [][]byte{data, withCRC(slices.Clone(data))} {
 			st, err := DecodeSnapshot(in)

@@ -10,12 +10,12 @@ import (
 	"slices"
 )
 
-// The snapshot format (version 6), all numbers unsigned varints:
+// The snapshot format (version 7), all numbers unsigned varints:
 //
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  ops:count (op status value)*
-//	           crc32:4 bytes
+//	           table  crc32:4 bytes
 //	session  = id nonce ttl owner keepAlive floor base resumed delay name
 //	           replies:count (seq status value)*
 //	lock     = name permits shared:byte delay [delayToken, if delay > 0]
@@ -31,8 +31,9 @@ import (
 // order they applied, oldest first, so equal states have equal snapshots on
 // every replica; Restore accepts any order of sessions, locks and elections
 // (the order of the operations is the order they are forgotten in).
-// The trailing CRC-32 covers everything before it. Versions 1 to 5 are
-// still read: version 5 had no remembered operations (they restore as
+// The trailing CRC-32 covers everything before it. The table is the
+// group table (grouptable.go), which version 7 added: older snapshots
+// restore with none, never set. Versions 1 to 6 are still read: version 5 had no remembered operations (they restore as
 // none: every command of a log of its day carried no operation ID);
 // version 4 had no session names and no times of grants and
 // queued requests (they restore as "" and 0, unknown, as the log of its
@@ -46,7 +47,7 @@ import (
 // version 1 neither grants nor elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
-const snapshotVersion = 6
+const snapshotVersion = 7
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
@@ -140,6 +141,7 @@ func (st *State) Save(w io.Writer) error {
 	for op, r := range st.ops.all {
 		buf = u(append(u(buf, op), byte(r.Status)), r.Value)
 	}
+	buf = appendGroupTable(buf, st) // version 7
 	if _, err := bw.Write(buf); err != nil {
 		return err
 	}
@@ -208,6 +210,9 @@ func Restore(r io.Reader) (*State, error) {
 	}
 	if v >= 6 {
 		d.ops(st)
+	}
+	if v >= 7 {
+		d.groupTable(st)
 	}
 	d.checksum()
 	d.uniqueTokens(tokens)

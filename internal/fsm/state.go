@@ -36,6 +36,8 @@ type State struct {
 	// ops is the outcomes of the last operator commands with an
 	// operation ID (version 7), for their retries.
 	ops ops
+	// table is the group table (grouptable.go), the default group's.
+	table groupTable
 
 	events  []Event
 	results []Result

@@ -99,12 +99,13 @@ func (n *Node) Snapshot(ctx context.Context, w io.Writer) error {
 	h := backup.Header{DeploymentID: n.cfg.DeploymentID, TakenAt: time.Now().UTC(), TakenBy: n.cfg.ReplicaID}
 	var files []string
 	var metas [][]byte
-	for i, name := range n.host.Groups() {
+	for i, r := range n.host.Replicas() {
+		name := r.Name()
 		dir := fmt.Sprintf("%s/%d", tmp, i)
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return fmt.Errorf("fencelock: snapshot: %w", err)
 		}
-		ex, err := n.host.Group(name).Export(ctx, dir)
+		ex, err := r.Export(ctx, dir)
 		if err != nil {
 			return fmt.Errorf("fencelock: snapshot of %s: %w", groupLabel(name), err)
 		}

@@ -469,10 +469,10 @@ func (n *Node) Status() Status {
 		GroupID: st.GroupID, Voters: st.Voters, ConfigChangeIndex: st.ConfigChangeIndex,
 		Unreached: st.Unreached, Version: BuildVersion(),
 	}
-	for _, name := range n.host.Groups() {
-		gs := st
+	for _, r := range n.host.Replicas() {
+		name, gs := r.Name(), st
 		if name != "" {
-			gs = n.host.Group(name).Status()
+			gs = r.Status()
 		}
 		out.Groups = append(out.Groups, GroupStatus{
 			Name: name, GroupID: gs.GroupID, LeaderID: gs.LeaderID, IsLeader: gs.LeaderID == n.cfg.ReplicaID,

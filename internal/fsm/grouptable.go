@@ -576,3 +576,18 @@ func increasing(ids []uint64) bool {
 	}
 	return true
 }
+
+// Holding counts the grants of locks and leaderships the group's sessions
+// hold (a lock under a lock-delay, held by nobody, is not one), and lists,
+// by ID, the sessions that hold or wait for anything: what dropping a
+// group would end.
+func (st *State) Holding() (grants int, sessions []uint64) {
+	for _, s := range st.sessions {
+		grants += s.held.n + s.leads.n
+		if s.held.n+s.leads.n+len(s.waits)+len(s.campaigns) > 0 {
+			sessions = append(sessions, s.id)
+		}
+	}
+	slices.Sort(sessions)
+	return grants, sessions
+}

@@ -501,6 +501,8 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 				if _, voter := m.Nodes[to]; voter && h.live(to) {
 					if err := r.transfer(ctx, to, 1); err != nil {
 						r.log.Debug("fencelock: handing the group over before leaving its voters; retried", "to", to, "err", err)
+					} else {
+						r.log.Info("fencelock: group handed over before leaving its voters, as the group table says", "to", to)
 					}
 					return true
 				}

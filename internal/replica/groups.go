@@ -411,24 +411,67 @@ func SplitName(name string) (group string, ok bool) {
 
 // Route returns the group name lives in (SplitName) and this host's replica
 // of it, or an error wrapping ErrUnknownGroup if that is not a group of the
-// deployment. Every call that takes a lock or election name routes by it.
+// deployment (ErrGroupMoved if it is one this host was taken off). Every
+// call that takes a lock or election name routes by it.
 func (h *Host) Route(name string) (string, *Replica, error) {
 	group, ok := SplitName(name)
-	var r *Replica
-	if ok {
-		r = h.Group(group)
-	}
-	if r == nil {
+	if !ok {
 		return "", nil, fmt.Errorf("%w: %q in %q", ErrUnknownGroup, group, truncate(name, 64))
+	}
+	r, err := h.lookup(group)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w in %q", err, truncate(name, 64))
 	}
 	return group, r, nil
 }
 
 // Named returns this host's replica of group ("" is the default group), or
-// an error wrapping ErrUnknownGroup: for the calls that take a group by name.
-func (h *Host) Named(group string) (*Replica, error) {
+// an error wrapping ErrUnknownGroup (or ErrGroupMoved): for the calls that
+// take a group by name.
+func (h *Host) Named(group string) (*Replica, error) { return h.lookup(group) }
+
+// lookupLimit bounds how long a call naming a group this host does not run
+// waits for the group table: for the table to be read, and, if the group is
+// one of it, for this host to start it.
+const lookupLimit = 5 * time.Second
+
+// lookup returns this host's replica of group. A group it does not run may
+// be one the table created a moment ago, which this host has not started
+// yet (CreateGroup returns once the replica it was called on runs the
+// group; the others follow within moments): the table is read (a
+// linearizable read, so it has every group created before the call began),
+// and if it has the group, the call waits for this host to start it. So a
+// group created through one replica is usable through any other right
+// after; a name that is no group costs one read of the table before it is
+// refused.
+func (h *Host) lookup(group string) (*Replica, error) {
 	if r := h.Group(group); r != nil {
 		return r, nil
 	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
+	unknown := fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
+	if group == "" || !fsm.ValidGroupName(group) {
+		return nil, unknown
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lookupLimit)
+	defer cancel()
+	v, err := h.readTable(ctx)
+	if err != nil {
+		return nil, unknown
+	}
+	e, ok := v.find(group)
+	switch {
+	case !ok:
+		return nil, unknown
+	case slices.Contains(e.Removed, h.cfg.ReplicaID):
+		return nil, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it; use a replica that runs it", ErrGroupMoved, group, h.cfg.ReplicaID)
+	}
+	h.tab.changed()
+	for {
+		if r := h.Group(group); r != nil && r.shard == e.Shard {
+			return r, nil
+		}
+		if h.pause(ctx) != nil {
+			return nil, unknown
+		}
+	}
 }

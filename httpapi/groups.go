@@ -74,6 +74,15 @@ func groupJSON(g fencelock.GroupInfo) TableGroupJSON {
 	return out
 }
 
+// needAdminGroups is the right to change the group table: admin on every
+// name, for a group's names are every name that ends in its "@group".
+func needAdminGroups(p *principal, r *http.Request) error {
+	if !p.may(RightAdmin, AllNames) {
+		return errNoRight(p, RightAdmin, ` on "*" (changing the group table)`)
+	}
+	return nil
+}
+
 // groupChangeCtx bounds a change of the group table.
 func (s *Server) groupChangeCtx(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), max(s.timeout, GroupChangeTimeout))

@@ -174,8 +174,8 @@ func TestReplaceReplicaInEveryGroup(t *testing.T) {
 // SetVoters moving a group off a live replica that leads it: the leader
 // hands the group over before it leaves, the move keeps the locks, and the
 // replica it left stops running the group for good (its part there ends
-// with ErrGroupMoved, calls naming the group fail there), even across a
-// restart; other groups on it are untouched.
+// with ErrGroupMoved, and so do calls naming the group there), even across
+// a restart; other groups on it are untouched.
 func TestSetVotersOffLiveLeader(t *testing.T) {
 	tap := newLogTap()
 	c := newCluster(t, 4, func(cfg *Config) {
@@ -213,7 +213,7 @@ func TestSetVotersOffLiveLeader(t *testing.T) {
 	require.NoError(t, s3.Err(), "the session lives on")
 	waitUntil(t, ctx, "3 no longer runs a", func() bool { return c.node(3).host.Group("a") == nil })
 	_, err = s3.TryAcquire(ctx, "other@a")
-	require.ErrorIs(t, err, ErrUnknownGroup)
+	require.ErrorIs(t, err, ErrGroupMoved, "a call naming the group says where it went")
 	_, err = s3.Acquire(ctx, "default-still")
 	require.NoError(t, err)
 

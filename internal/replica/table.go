@@ -460,7 +460,7 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			addr, ok = m.NonVotings[id]
 		}
 		if !ok {
-			r.log.Warn("fencelock: a voter the group table names is not a member of the deployment; add it first", "member", id)
+			r.log.Debug("fencelock: a voter the group table names is not a member of the deployment; add it first", "member", id)
 			continue
 		}
 		if _, ok := m.NonVotings[id]; !ok {

@@ -316,15 +316,20 @@ func (h *Host) stopGroup(r *Replica, why error) {
 		r.log.Warn("fencelock: stopping a group that no longer runs here", "err", err)
 	}
 	r.wg.Wait()
+	// Dir forgets the group before its data goes: a crash in between
+	// leaves data nothing starts again, never a record that would start
+	// the group afresh, on empty data, under this replica's old ID.
+	if err := h.updateGroupsFile(func(f *groupsFile) {
+		f.Groups = slices.DeleteFunc(f.Groups, func(g namedGroup) bool { return g.Name == r.name && g.shard() == r.shard })
+	}); err != nil {
+		r.log.Warn("fencelock: cannot forget in Dir a group that no longer runs here; its raft data stays", "err", err)
+		r.log.Info("fencelock: group stopped here for good", "why", why)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), removeDataLimit)
 	defer cancel()
 	if err := h.nh.SyncRemoveData(ctx, r.shard, h.cfg.ReplicaID); err != nil {
 		r.log.Warn("fencelock: the raft data of a group that no longer runs here stays in Dir", "err", err)
-	}
-	if err := h.updateGroupsFile(func(f *groupsFile) {
-		f.Groups = slices.DeleteFunc(f.Groups, func(g namedGroup) bool { return g.Name == r.name && g.shard() == r.shard })
-	}); err != nil {
-		r.log.Warn("fencelock: cannot forget in Dir a group that no longer runs here", "err", err)
 	}
 	r.log.Info("fencelock: group stopped here for good", "why", why)
 }

@@ -33,7 +33,8 @@ import (
 // (the order of the operations is the order they are forgotten in).
 // The trailing CRC-32 covers everything before it. The table is the
 // group table (grouptable.go), which version 7 added: older snapshots
-// restore with none, never set. Versions 1 to 6 are still read: version 5 had no remembered operations (they restore as
+// restore with none, never set. Versions 1 to 6 are still read: version 5
+// had no remembered operations (they restore as
 // none: every command of a log of its day carried no operation ID);
 // version 4 had no session names and no times of grants and
 // queued requests (they restore as "" and 0, unknown, as the log of its

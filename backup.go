@@ -99,12 +99,13 @@ func (n *Node) Snapshot(ctx context.Context, w io.Writer) error {
 	h := backup.Header{DeploymentID: n.cfg.DeploymentID, TakenAt: time.Now().UTC(), TakenBy: n.cfg.ReplicaID}
 	var files []string
 	var metas [][]byte
-	for i, name := range n.host.Groups() {
+	for i, r := range n.host.Replicas() {
+		name := r.Name()
 		dir := fmt.Sprintf("%s/%d", tmp, i)
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return fmt.Errorf("fencelock: snapshot: %w", err)
 		}
-		ex, err := n.host.Group(name).Export(ctx, dir)
+		ex, err := r.Export(ctx, dir)
 		if err != nil {
 			return fmt.Errorf("fencelock: snapshot of %s: %w", groupLabel(name), err)
 		}
@@ -166,11 +167,17 @@ func ReadBackup(r io.Reader) (BackupInfo, error) {
 //     (Node.ResumeSession, or HTTP, with its ResumeToken); a session not
 //     resumed within its TTL expires and its locks pass on, as after any
 //     leader change.
-//   - A group's voters are the restored deployment's (Members, and the
-//     named groups' Voters), not the backup's.
+//   - The default group's voters are the restored deployment's Members.
+//     The named groups are the backup's group table's, the groups
+//     CreateGroup made among them: each is voted by the voters the table
+//     gives it, at their Members addresses (they must be among Members),
+//     whatever cfg.Groups says (SetVoters changes them afterwards). A backup
+//     of a deployment that had no table yet is restored with cfg.Groups'
+//     voters, and must name exactly the groups cfg runs, or a subset of
+//     them (a group not in it starts empty, as a new group does).
 //
-// The backup must name exactly the groups cfg runs, or a subset of them (a
-// group not in it starts empty, as a new group does). A replica that does
+// Take the backup on a replica that runs every group (any replica but one
+// that SetVoters moved off a group). A replica that does
 // not vote in a named group is given that group's state by its leader. The
 // whole file is checked before anything is written (ErrInvalidBackup);
 // any other failure wraps ErrInvalidConfig and leaves Dir as it was. It

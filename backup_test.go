@@ -216,15 +216,78 @@ func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
 	require.NoError(t, fresh.Close(ctx))
 	dst.closeAll()
 
-	// Restored with other voters for billing (replica 1 alone): replicas 2
-	// and 3 do not import it, and get it from its leader as non-voting
-	// replicas.
+	// Restored with other voters for billing in Groups (replica 1 alone):
+	// the backup's group table rules, so billing is voted by 1, 2 and 3 as
+	// the table says; SetVoters then gives it replica 1 alone, and 2 and 3
+	// stop running it.
 	other := restoredCluster(t, file.Bytes(), 3, withGroups(GroupConfig{Name: "billing", Voters: []uint64{1}}))
+	m, err := other.node(1).MembersOf(ctx, "billing")
+	require.NoError(t, err)
+	require.Len(t, m.Voters, 3, "the table's voters")
 	li, err = other.node(3).Inspect(ctx, "inv@billing")
 	require.NoError(t, err)
 	require.True(t, li.Held)
 	require.Equal(t, held["inv@billing"].Token(), li.Token)
 	require.Equal(t, keeperBilling, li.SessionID)
+	require.NoError(t, other.node(1).SetVoters(ctx, "billing", []uint64{1}))
+	li, err = other.node(1).Inspect(ctx, "inv@billing")
+	require.NoError(t, err)
+	require.Equal(t, held["inv@billing"].Token(), li.Token)
+}
+
+// A group CreateGroup made (its shard ID drawn at random, not derived from
+// its name) is in the backup and in its group table: Restore brings it back
+// with no Groups in the Config, its locks held with their tokens, and it
+// grants above them. A deployment whose Members lack the group's voters is
+// refused.
+func TestBackupRestoresCreatedGroup(t *testing.T) {
+	ctx := testCtx(t)
+	src := newCluster(t, 3, nil)
+	src.leader(ctx)
+	require.NoError(t, src.node(1).CreateGroup(ctx, GroupConfig{Name: "payments", Voters: []uint64{1, 2, 3}}))
+	s, err := src.node(2).NewSession(ctx, WithTTL(20*time.Second))
+	require.NoError(t, err)
+	pay, err := s.Acquire(ctx, "refund/1@payments")
+	require.NoError(t, err)
+	payID, ok := s.IDIn("payments")
+	require.True(t, ok)
+	groups, err := src.node(1).Groups(ctx)
+	require.NoError(t, err)
+	var file bytes.Buffer
+	require.NoError(t, src.node(3).Snapshot(ctx, &file))
+	info, err := ReadBackup(bytes.NewReader(file.Bytes()))
+	require.NoError(t, err)
+	require.Len(t, info.Groups, 2)
+	require.Equal(t, "payments", info.Groups[1].Name)
+	src.closeAll()
+
+	// Members without the group's voter 3: refused, naming the group.
+	net := transport.NewNetwork(9)
+	small := Config{ReplicaID: 1, Members: map[uint64]string{1: net.Addr(1), 2: net.Addr(2)}, Dir: filepath.Join(t.TempDir(), "r"),
+		Transport: net, Logger: quietLogger}
+	_, err = Restore(bytes.NewReader(file.Bytes()), small)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, `group "payments"`)
+	_, err = os.Stat(small.Dir)
+	require.True(t, os.IsNotExist(err), "%v", err)
+
+	dst := restoredCluster(t, file.Bytes(), 3, nil)
+	dst.leader(ctx)
+	restored, err := dst.node(1).Groups(ctx)
+	require.NoError(t, err)
+	require.Equal(t, groups, restored, "the group table, shard IDs and all")
+	li, err := dst.node(3).Inspect(ctx, "refund/1@payments")
+	require.NoError(t, err)
+	require.True(t, li.Held)
+	require.Equal(t, pay.Token(), li.Token)
+	require.Equal(t, payID, li.SessionID)
+	fresh, err := dst.node(1).NewSession(ctx)
+	require.NoError(t, err)
+	l, err := fresh.Acquire(ctx, "refund/2@payments")
+	require.NoError(t, err)
+	require.Greater(t, l.Token(), info.Groups[1].LastToken)
+	require.Equal(t, info.Groups[1].GroupID, l.Fence().Group, "the group keeps its ID")
+	require.NoError(t, fresh.Close(ctx))
 }
 
 // restoreRefusals: a damaged or truncated file is refused with

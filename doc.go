@@ -169,6 +169,12 @@
 // carry "@group"). A group stores each name whole, suffix and all, so
 // Inspect, Locks and Watch report the name the caller used.
 //
+// The deployment's named groups are its group table, replicated by the
+// default group: Config.Groups seeds it, and Node.CreateGroup, DropGroup
+// and SetVoters change it online; every replica starts and stops groups as
+// it applies a change, with no restart (docs/operations.md, "Many
+// groups").
+//
 // One Session spans the groups. NewSession opens its part in the default
 // group (its ID, and the open's errors, are the Session's); the first call
 // naming another group opens the session's part there, one round trip.

@@ -154,7 +154,32 @@ var (
 	// delete its Dir.
 	ErrRemoved = replica.ErrRemoved
 	// ErrUnknownGroup: a call named a group (Node.TransferLeadership, a
-	// name's "@group") that the Config does not list. A typo fails loudly
-	// rather than fall back to a group where the lock would exclude nothing.
+	// name's "@group") that this replica does not run: not in the group
+	// table (or, before it is set, not in Config.Groups), or not started
+	// here yet. A typo fails loudly rather than fall back to a group where
+	// the lock would exclude nothing.
 	ErrUnknownGroup = replica.ErrUnknownGroup
+)
+
+// The errors of the group table (Node.CreateGroup, DropGroup, SetVoters,
+// ReplaceReplica).
+var (
+	// ErrGroupExists: CreateGroup named a group the table has.
+	ErrGroupExists = replica.ErrGroupExists
+	// ErrInvalidGroupName: a group name that is not 1 to 32 of [a-z0-9-].
+	ErrInvalidGroupName = replica.ErrInvalidGroupName
+	// ErrInvalidVoters: voters that are not 1, 3 or 5 distinct replica
+	// IDs, or name a replica that is not a member of the deployment, or one
+	// SetVoters took off the group before (removed IDs never come back).
+	ErrInvalidVoters = replica.ErrInvalidVoters
+	// ErrGroupHoldsLocks: DropGroup without ForceDrop found the group
+	// holding a lock or a leadership. Nothing changed.
+	ErrGroupHoldsLocks = replica.ErrGroupHoldsLocks
+	// ErrGroupDropped: the group was dropped (DropGroup): its grants and
+	// calls in flight end with it.
+	ErrGroupDropped = replica.ErrGroupDropped
+	// ErrGroupMoved: SetVoters took this replica off the group, which it
+	// no longer runs: its grants there end with it, and its calls fail.
+	// Use a replica that runs the group.
+	ErrGroupMoved = replica.ErrGroupMoved
 )

@@ -2,6 +2,7 @@ package fencelock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -18,9 +19,11 @@ import (
 // in "@billing" lives in group billing; a name without '@' in the default
 // group. One Session holds locks in any of them.
 //
-// Every replica of a deployment lists the same Groups; here one replica
-// runs a default group and billing, both voted by replica 1. A real
-// deployment runs 3 or 5 replicas, with 1, 3 or 5 voters per group.
+// Config.Groups seeds the deployment's group table when it first starts;
+// from then on the table rules (CreateGroup, DropGroup and SetVoters change
+// it online, and every replica follows). Here one replica runs a default
+// group and billing, both voted by replica 1. A real deployment runs 3 or 5
+// replicas, with 1, 3 or 5 voters per group.
 func ExampleConfig_groups() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -82,4 +85,78 @@ func ExampleConfig_groups() {
 	// invoice/7@billing: group "billing", held by worker-1
 	// jobs/reindex: group "", held by worker-1
 	// group "billing": 1 lock
+}
+
+// CreateGroup adds a group to a running deployment, with no restart: every
+// replica starts it as soon as it applies the change, and a name ending in
+// "@payments" lives in it from then on. DropGroup removes it again (refused
+// while it holds a lock, unless ForceDrop); SetVoters moves its voters one
+// change at a time.
+func ExampleNode_CreateGroup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "fencelock-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a free loopback port
+	if err != nil {
+		log.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	node, err := fencelock.Start(ctx, fencelock.Config{
+		ReplicaID: 1,
+		Members:   map[uint64]string{1: addr},
+		Dir:       dir,
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close()
+
+	// One call: the group runs on this replica when it returns.
+	if err := node.CreateGroup(ctx, fencelock.GroupConfig{Name: "payments", Voters: []uint64{1}}); err != nil {
+		log.Fatal(err)
+	}
+	groups, err := node.Groups(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, g := range groups {
+		fmt.Printf("group %s, voters %v\n", g.Name, g.Voters)
+	}
+	err = node.CreateGroup(ctx, fencelock.GroupConfig{Name: "payments", Voters: []uint64{1}})
+	fmt.Println("created twice:", errors.Is(err, fencelock.ErrGroupExists))
+
+	session, err := node.NewSession(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer session.Close(ctx)
+	lock, err := session.Acquire(ctx, "refund/42@payments")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("held:", lock.Err() == nil)
+
+	// A group that holds a lock is not dropped by accident.
+	err = node.DropGroup(ctx, "payments")
+	fmt.Println("dropped while held:", errors.Is(err, fencelock.ErrGroupHoldsLocks))
+	if err := lock.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if err := node.DropGroup(ctx, "payments"); err != nil {
+		log.Fatal(err)
+	}
+	_, err = session.TryAcquire(ctx, "refund/42@payments")
+	fmt.Println("after the drop:", errors.Is(err, fencelock.ErrUnknownGroup))
+	// Output:
+	// group payments, voters [1]
+	// created twice: true
+	// held: true
+	// dropped while held: true
+	// after the drop: true
 }

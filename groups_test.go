@@ -2,7 +2,6 @@ package fencelock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -353,9 +352,11 @@ func TestNoGroupsIsTheDefaultGroup(t *testing.T) {
 	require.Nil(t, c.node(1).host.Group("a"))
 }
 
-// A replica restarted with other voters for a group is refused by its own
-// Dir; one started with other voters from an empty Dir is refused by its
-// peers, and both sides log the difference.
+// Config.Groups only seeds the group table: a replica restarted with
+// other voters for a group runs the table's group, and logs the difference.
+// One started with other voters from an empty Dir (no table known yet: it
+// bootstraps its Config's groups) is refused by its peers, and both sides
+// log the difference.
 func TestGroupIdentityIsChecked(t *testing.T) {
 	tap := newLogTap()
 	ctx := testCtx(t)
@@ -364,14 +365,20 @@ func TestGroupIdentityIsChecked(t *testing.T) {
 		cfg.Groups = []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
 	})
 	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
+	c.waitTable(ctx)
 
-	// Restart 3 with other voters for a: its Dir refuses.
+	// Restart 3 with other voters for a: it runs the table's a, with its
+	// peers, and says what differs.
 	c.stop(3)
 	cfg := c.config(3)
 	cfg.Groups = []GroupConfig{{Name: "a", Voters: []uint64{3}}}
-	_, err := Start(ctx, cfg)
-	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorContains(t, err, `"a": Voters [3] differ from the voters [1 2 3]`)
+	n3, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	c.nodes[3] = n3
+	tap.wait(t, ctx, "Config.Groups differs from the deployment's group table", "a: voters [3] in Config.Groups, [1 2 3] in the table")
+	_, err = openSession(ctx, n3, "a", time.Minute)
+	require.NoError(t, err, "3 runs the table's a with 1 and 2")
+	c.stop(3)
 
 	// From an empty Dir, the peers refuse it and say why.
 	cfg.Dir = filepath.Join(t.TempDir(), "3")
@@ -388,22 +395,33 @@ func TestGroupIdentityIsChecked(t *testing.T) {
 	}
 }
 
-// Groups are added by a rolling restart with the longer list: a group
-// starts once a quorum of its voters runs it, and the old groups' locks
-// stay held throughout. A group removed from the list is refused while it
-// holds locks; once they are gone, the removal goes through.
-func TestGroupsAddAndRemove(t *testing.T) {
+// waitTable waits until every running replica follows the group table.
+func (c *testCluster) waitTable(ctx context.Context) {
+	c.t.Helper()
+	for id, n := range c.nodes {
+		for !n.host.FollowsTable() {
+			select {
+			case <-ctx.Done():
+				c.t.Fatalf("replica %d does not follow the group table: %v", id, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// Config.Groups only seeds the group table. Restarted with a longer or a
+// shorter list, a replica runs the table's groups, and the locks stay
+// held; groups are added and dropped by the table (CreateGroup,
+// DropGroup), with no restart.
+func TestConfigGroupsOnlySeed(t *testing.T) {
 	net := transport.NewNetwork(3)
 	c := startCluster(t, net, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
 	ctx := testCtx(t)
 	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
+	c.waitTable(ctx)
 	sa, err := openSession(ctx, c.node(1), "a", time.Hour)
 	require.NoError(t, err)
 	tokenA, err := acquireIn(ctx, c.node(1), "a", sa, 1, "held@a")
-	require.NoError(t, err)
-	sd, err := openSession(ctx, c.node(2), "", time.Hour)
-	require.NoError(t, err)
-	tokenD, err := acquireIn(ctx, c.node(2), "", sd, 1, "held")
 	require.NoError(t, err)
 	holds := func(n *Node, group string, session uint64, name string, token uint64) bool {
 		v, err := n.host.Group(group).Read(ctx, fsm.Query(func(s *fsm.State) any { return s.Holds(session, name, token) }))
@@ -411,53 +429,55 @@ func TestGroupsAddAndRemove(t *testing.T) {
 		return v.(bool)
 	}
 
-	// Rolling restart adding b: the old groups' locks stay held at every
-	// step, and b runs once a majority of its voters does.
-	c.tune = withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}})
-	for id := uint64(1); id <= 3; id++ {
-		c.stop(id)
-		n := c.start(id)
-		require.Equal(t, []string{"", "a", "b"}, n.host.Groups())
-		other := c.node(id%3 + 1)
-		require.True(t, holds(other, "a", sa, "held@a", tokenA), "after restarting %d", id)
-		require.True(t, holds(other, "", sd, "held", tokenD), "after restarting %d", id)
-		if id == 2 {
-			// Two of b's three voters run it: it elects a leader and
-			// commits, while replica 3 does not know it yet.
-			_, err := openSession(ctx, c.node(1), "b", time.Minute)
-			require.NoError(t, err)
-			require.Equal(t, []string{"", "a"}, c.node(3).host.Groups())
+	// A rolling restart with b added, then with a removed: nothing
+	// changes but the logs.
+	for _, groups := range [][]GroupConfig{
+		{{Name: "a", Voters: []uint64{1, 2, 3}}, {Name: "b", Voters: []uint64{1, 2, 3}}},
+		{{Name: "b", Voters: []uint64{1, 2, 3}}},
+	} {
+		c.tune = withGroups(groups...)
+		for id := uint64(1); id <= 3; id++ {
+			c.stop(id)
+			n := c.start(id)
+			require.Equal(t, []string{"", "a"}, n.host.Groups())
+			require.True(t, holds(c.node(id%3+1), "a", sa, "held@a", tokenA), "after restarting %d", id)
 		}
 	}
+	require.True(t, holds(c.node(3), "a", sa, "held@a", tokenA))
+
+	// The table adds b, with no restart.
+	require.NoError(t, c.node(2).CreateGroup(ctx, GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
 	c.waitStatus(ctx, "b runs everywhere", func(_ uint64, st Status) bool { return len(st.Groups) == 3 && allLeaders(st) })
 	_, err = openSession(ctx, c.node(3), "b", time.Minute)
 	require.NoError(t, err)
+	// A restart keeps what the table says.
+	c.stop(1)
+	require.Equal(t, []string{"", "a", "b"}, c.start(1).host.Groups())
+	require.True(t, holds(c.node(1), "a", sa, "held@a", tokenA))
+}
 
-	// Removing a while it holds a lock is refused, and the replica does
-	// not start.
-	c.stop(3)
-	cfg := c.config(3)
-	cfg.Groups = []GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
-	_, err = Start(ctx, cfg)
-	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorContains(t, err, `group "a" is no longer configured but holds 1 lock here`)
-	c.start(3)
-
-	// Release it; then the removal goes through and a is gone from this
-	// replica.
-	res, err := c.node(1).host.Group("a").Propose(ctx, fsm.Command{Kind: fsm.KindRelease, Session: sa, Seq: 2, Name: "held@a", Token: tokenA})
+// A deployment whose table was never set (its replicas ran without Groups)
+// gets one from the first replica restarted with Groups: the others start
+// the group at once, with no restart, where a rolling restart adding it
+// stalled (the first restarted replica's group waited for a quorum of
+// voters that only the next restarts would bring).
+func TestFirstGroupsSeedTheTable(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	c.leader(ctx)
+	for _, n := range c.nodes {
+		_, set, err := n.host.GroupTable(ctx)
+		require.NoError(t, err)
+		require.False(t, set, "no Groups, no table")
+	}
+	c.tune = withGroups(GroupConfig{Name: "billing", Voters: []uint64{1, 2, 3}})
+	c.stop(1)
+	n1 := c.start(1)
+	// 2 and 3, not restarted, start billing from the table.
+	c.waitStatus(ctx, "billing runs everywhere", func(_ uint64, st Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
+	_, err := openSession(ctx, c.node(2), "billing", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, fsm.OK, res.Status)
-	c.waitStatus(ctx, "released everywhere", func(id uint64, st Status) bool {
-		g, _ := group(st, "a")
-		return g.AppliedIndex >= c.node(1).host.Group("a").Status().AppliedIndex
-	})
-	c.stop(3)
-	n, err := Start(ctx, cfg)
-	require.NoError(t, err)
-	c.nodes[3] = n
-	require.Equal(t, []string{"", "b"}, n.host.Groups())
-	require.True(t, errors.Is(n.TransferLeadership(ctx, "a", 1), ErrUnknownGroup))
+	require.NoError(t, n1.Ready(ctx))
 }
 
 // A replica that joins the deployment runs every named group as a
@@ -470,6 +490,14 @@ func TestJoiningReplicaRunsTheGroups(t *testing.T) {
 	cfg4 := joinConfig(t, c, 4)
 	require.NoError(t, c.node(1).AddNonVoting(ctx, 4, cfg4.Addr))
 	n4 := startJoined(t, c, cfg4)
+	// It learns its groups from the table.
+	for n4.host.Group("a") == nil {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the joined replica does not run a")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	s, err := openSession(ctx, n4, "a", time.Minute)
 	require.NoError(t, err, "the joined replica proposes to a locally")
 	_, err = acquireIn(ctx, n4, "a", s, 1, "j@a")

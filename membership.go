@@ -20,19 +20,18 @@ type Membership struct {
 }
 
 // Members returns the default group's membership: the deployment's
-// replicas. A named group's voters are fixed by Config.Groups, and every
-// other member of the deployment runs it non-voting. It is a linearizable
-// read: it
-// reflects every change completed before it began. On a replica that is
+// replicas. A named group's voters are the group table's (SetVoters), and
+// every other member of the deployment runs it non-voting. It is a
+// linearizable read: it reflects every change completed before it began. On a replica that is
 // catching up it returns once the replica has caught up to that point.
 func (n *Node) Members(ctx context.Context) (Membership, error) {
 	return n.MembersOf(ctx, "")
 }
 
 // MembersOf returns group's membership ("" is the default group, as
-// Members): a named group's Voters are its Config.Groups voters, and its
-// NonVoting the deployment's other replicas once that group's leader added
-// them. It is a linearizable read of that group, so it needs that group's
+// Members): a named group's Voters are the group table's voters once
+// SetVoters' moves are done, and its NonVoting the deployment's other
+// replicas once that group's leader added them. It is a linearizable read of that group, so it needs that group's
 // quorum, not the default group's. A group this deployment does not run
 // fails with ErrUnknownGroup.
 func (n *Node) MembersOf(ctx context.Context, group string) (Membership, error) {
@@ -52,9 +51,11 @@ func toMembership(m replica.Membership) Membership {
 // AddReplica makes replica id, reachable at addr, a voting member. A new ID
 // is first added as a non-voting replica, then promoted; an ID that is
 // already a non-voting replica is promoted (addr must be its address).
-// Start the new replica with Config{Join: true} and the deployment's
-// Groups: it runs every named group as a non-voting replica, which each
-// group's leader adds once the replica is a member of the default group.
+// Start the new replica with Config{Join: true}: it runs every named group
+// of the group table as a non-voting replica, which each group's leader
+// adds once the replica is a member of the default group. To make it a
+// voter of named groups too, use SetVoters, or ReplaceReplica to take a
+// dead replica's place in every group at once.
 //
 // A voter that has not caught up counts toward the quorum without being able
 // to acknowledge anything. When the group is already short of a replica
@@ -87,7 +88,8 @@ func (n *Node) AddNonVoting(ctx context.Context, id uint64, addr string) error {
 // RemoveReplica removes replica id, voting or not, from the default group
 // for good: its ID can never be used again. Each named group's leader then
 // removes it from the group where it runs non-voting; a voter of a named
-// group stays one (a group's voters are fixed by Config.Groups). The removed replica stops taking part at
+// group stays one until SetVoters moves the group off it (ReplaceReplica
+// does both). The removed replica stops taking part at
 // once; if it is still running, its sessions end and its calls fail with
 // ErrRemoved, and its process should Close it and delete its Dir.
 //

@@ -66,19 +66,19 @@ type Config struct {
 	// Logger receives fencelock's and Dragonboat's logs; nil means
 	// slog.Default(). Raft chatter is logged at debug level.
 	Logger *slog.Logger
-	// Groups are the named groups beside the default one (whose voters are
-	// Members and whose name is ""): each its own raft group, so a quorum
-	// loss, a hot lock or a leader change in one touches no other. Every
-	// replica is started with the same Groups and runs every group: as a
-	// voter where the group's Voters name it, else as a non-voting replica
-	// (it stores and applies the group's log, so its sessions propose and
-	// hear events locally; availability depends only on the voters). The
-	// names and voters are the groups' identity: a replica started with
-	// other Voters for a group is refused by its peers, and on restart by
-	// its own Dir. Add a group by a rolling restart with the longer list
-	// (a group runs once a quorum of its voters runs it); a group removed
-	// from the list is refused at Start while this replica's copy of it
-	// holds locks. See docs/operations.md.
+	// Groups seed the named groups beside the default one (whose voters
+	// are Members and whose name is ""): each its own raft group, so a
+	// quorum loss, a hot lock or a leader change in one touches no other.
+	// The deployment's groups are its group table, replicated by the
+	// default group: the first replica to start with Groups seeds it, and
+	// from then on the table rules. CreateGroup, DropGroup and SetVoters
+	// change it with no restart; a replica restarted with other Groups runs
+	// the table's and logs the difference, and a joining replica needs
+	// none. Every replica runs every group: as a voter where the group's
+	// voters name it, else as a non-voting replica (it stores and applies
+	// the group's log, so its sessions propose and hear events locally;
+	// availability depends only on the voters). See docs/operations.md,
+	// "Many groups".
 	Groups []GroupConfig
 	// TracerProvider makes the OpenTelemetry spans of this node's sessions:
 	// one per Acquire, TryAcquire (every mode), Campaign, TryCampaign,
@@ -101,9 +101,10 @@ type Config struct {
 type GroupConfig struct {
 	// Name is 1 to 32 of [a-z0-9-], unique among the Groups.
 	Name string
-	// Voters are the IDs, from Members, of the replicas that vote in the
-	// group: 1, 3 or 5 of them, no duplicates. The group is available while
-	// a majority of them runs.
+	// Voters are the IDs of the replicas that vote in the group: 1, 3 or 5
+	// of them, no duplicates; in Config.Groups, from Members, for
+	// CreateGroup any members of the deployment. The group is available
+	// while a majority of them runs.
 	Voters []uint64
 }
 
@@ -318,6 +319,10 @@ type nodeGroups struct{ n *Node }
 // not run.
 func (g nodeGroups) Group(name string) *replica.Replica { return g.n.host.Group(name) }
 
+// Lookup returns the replica of group name, waiting for one the group table
+// created a moment ago (see replica.Host.Lookup).
+func (g nodeGroups) Lookup(name string) (*replica.Replica, error) { return g.n.host.Lookup(name) }
+
 // Names returns the groups this node runs, the default group first.
 func (g nodeGroups) Names() []string { return g.n.host.Groups() }
 
@@ -429,8 +434,8 @@ type Status struct {
 	Unreached []uint64
 
 	// Groups are every group this replica runs, the default group (Name
-	// "") first, then Config.Groups in order; the fields above are the
-	// default group's.
+	// "") first, then the named groups in name order; the fields above are
+	// the default group's.
 	Groups []GroupStatus
 
 	// Version is what this replica runs (BuildVersion): the library's
@@ -487,10 +492,10 @@ func (n *Node) Status() Status {
 		GroupID: st.GroupID, Voters: st.Voters, ConfigChangeIndex: st.ConfigChangeIndex,
 		Unreached: st.Unreached, Version: BuildVersion(), Writes: formats(st.Gate),
 	}
-	for _, name := range n.host.Groups() {
-		gs := st
+	for _, r := range n.host.Replicas() {
+		name, gs := r.Name(), st
 		if name != "" {
-			gs = n.host.Group(name).Status()
+			gs = r.Status()
 		}
 		out.Groups = append(out.Groups, GroupStatus{
 			Name: name, GroupID: gs.GroupID, LeaderID: gs.LeaderID, IsLeader: gs.LeaderID == n.cfg.ReplicaID,

@@ -115,7 +115,11 @@ func (n *Node) Stats() Stats {
 	st := n.Status()
 	out := Stats{Status: st}
 	for i, gs := range st.Groups {
-		c := n.host.Group(gs.Name).Counters()
+		r := n.host.Group(gs.Name)
+		if r == nil {
+			continue // dropped since Status read it
+		}
+		c := r.Counters()
 		cont := n.h.Contention(gs.Name)
 		g := GroupStats{
 			GroupStatus: gs,

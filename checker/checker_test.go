@@ -25,11 +25,12 @@ var shortSchedule = []Scenario{
 	{Name: "misconfigured-replica", Replicas: 3, Faults: []Fault{MisconfiguredReplica}},
 	{Name: "one-group-quorum", Replicas: 5, Faults: []Fault{OneGroupQuorum}},
 	{Name: "lagging-replica", Replicas: 3, Faults: []Fault{LaggingReplica}},
+	{Name: "group-voters", Replicas: 5, Faults: []Fault{GroupVoters, OneGroupQuorum}},
 }
 
 var allFaults = []Fault{LeaderCrash, FollowerCrash, LeaderIsolated, HolderIsolated, PartitionLeaderInMinority,
 	PartitionLeaderInMajority, LossyLinks, SlowLinks, ClientFreeze, FullRestart, SnapshotCatchUp, ClockJump, MisconfiguredReplica,
-	OneGroupQuorum, LaggingReplica}
+	OneGroupQuorum, LaggingReplica, GroupVoters}
 
 func TestScenarios(t *testing.T) {
 	if soak := os.Getenv("FENCELOCK_SOAK"); soak != "" {

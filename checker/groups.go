@@ -293,7 +293,8 @@ func atGroup(base, group string) string {
 // quorumLossPlan picks the named group to take down and the fewest of its
 // voters that take its quorum, preferring voters of the fewest other
 // groups, so that the most groups survive; survivors are the groups whose
-// quorum is left. target is "" when no group can fall alone.
+// quorum is left, the default group's among them. target is "" when no
+// group can fall alone.
 func quorumLossPlan(c *Cluster) (target string, stop []uint64, survivors []string) {
 	votesIn := func(id uint64) int {
 		n := 0
@@ -320,7 +321,10 @@ func quorumLossPlan(c *Cluster) (target string, stop []uint64, survivors []strin
 				alive = append(alive, o)
 			}
 		}
-		if len(alive) > 0 {
+		// The default group must be among them: every session lives there
+		// (a group whose voters are every replica, after group-voters,
+		// falls only with it).
+		if slices.Contains(alive, "") && len(alive) > 1 {
 			slices.Sort(take)
 			return g.Name, take, alive
 		}

@@ -30,6 +30,12 @@ const (
 	CodeIDRemoved        = "id_removed"         // 409: a membership change naming a replica ID that was removed (IDs are never reused)
 	CodeMembership       = "membership"         // 409: a membership change that cannot be made (ID or address in use, the last voter, not a member)
 	CodeVersionGated     = "version_gated"      // 409: the call needs a newer log format than its group writes yet (a member runs an older build)
+	CodeGroupExists      = "group_exists"       // 409: POST /v1/groups/{name} of a group the table has
+	CodeInvalidGroup     = "invalid_group"      // 400: a group name that is not 1 to 32 of [a-z0-9-]
+	CodeInvalidVoters    = "invalid_voters"     // 400: voters that are not 1, 3 or 5 distinct members of the deployment, or one taken off the group before
+	CodeGroupHoldsLocks  = "group_holds_locks"  // 409: DELETE /v1/groups/{name} of a group holding locks, without force=true
+	CodeGroupDropped     = "group_dropped"      // 409: the call's group was dropped while it ran
+	CodeGroupMoved       = "group_moved"        // 421: this replica no longer runs the group (SetVoters moved it off): ask a replica that runs it
 	CodeTooLarge         = "too_large"          // 413: body over the bound
 	CodeMisdirected      = "session_elsewhere"  // 421: no longer answered (any replica serves any session); kept for clients that retry on it
 	CodeLimitExceeded    = "limit_exceeded"     // 429: a group limit (sessions, locks per session, waiters)
@@ -100,6 +106,18 @@ func classify(err error) *apiError {
 		return newError(http.StatusConflict, CodeNotLeader, err.Error())
 	case errors.Is(err, fencelock.ErrSessionExpired), errors.Is(err, fencelock.ErrSessionClosed), errors.Is(err, fencelock.ErrRevoked):
 		return newError(http.StatusNotFound, CodeNotFound, "session not found: "+err.Error())
+	case errors.Is(err, fencelock.ErrGroupExists):
+		return newError(http.StatusConflict, CodeGroupExists, err.Error())
+	case errors.Is(err, fencelock.ErrInvalidGroupName):
+		return newError(http.StatusBadRequest, CodeInvalidGroup, err.Error())
+	case errors.Is(err, fencelock.ErrInvalidVoters):
+		return newError(http.StatusBadRequest, CodeInvalidVoters, err.Error())
+	case errors.Is(err, fencelock.ErrGroupHoldsLocks):
+		return newError(http.StatusConflict, CodeGroupHoldsLocks, err.Error())
+	case errors.Is(err, fencelock.ErrGroupDropped):
+		return newError(http.StatusConflict, CodeGroupDropped, err.Error())
+	case errors.Is(err, fencelock.ErrGroupMoved):
+		return newError(http.StatusMisdirectedRequest, CodeGroupMoved, err.Error())
 	case errors.Is(err, fencelock.ErrIDRemoved):
 		return newError(http.StatusConflict, CodeIDRemoved, err.Error())
 	case errors.Is(err, fencelock.ErrMembership):

@@ -107,6 +107,10 @@ func (s *Server) routes() {
 	add("/v1/elections/{name}/revoke", false, hm{"POST": s.revokeElection}, am{"POST": needName(RightAdmin)})
 	add("/v1/members", false, hm{"GET": s.listMembers, "POST": s.addMember}, am{"GET": needAnyRead, "POST": needAdminAll})
 	add("/v1/members/{id}", false, hm{"DELETE": s.removeMember}, am{"DELETE": needAdminAll})
+	add("/v1/members/{id}/replace", false, hm{"POST": s.replaceMember}, am{"POST": needAdminAll})
+	add("/v1/groups", false, hm{"GET": s.listGroups}, am{"GET": needAnyRead})
+	add("/v1/groups/{name}", false, hm{"POST": s.createGroup, "DELETE": s.dropGroup}, am{"POST": needAdminGroups, "DELETE": needAdminGroups})
+	add("/v1/groups/{name}/voters", false, hm{"PUT": s.setVoters}, am{"PUT": needAdminGroups})
 	add("/v1/status", false, hm{"GET": s.status}, nil)
 	add(SnapshotPath, false, hm{"GET": s.snapshot}, am{"GET": needBackup}) // snapshot.go
 	add("/metrics", false, hm{"GET": s.metrics.ServeHTTP}, nil)

@@ -5,7 +5,8 @@
 //	fencelock lock [--http URL,URL,...] [--ttl 10s] [--grace 2s] NAME -- CMD ARGS...
 //	fencelock elect [--http URL,URL,...] NAME VALUE -- CMD ARGS...
 //	fencelock status | locks [PREFIX] | sessions   [--http URL,URL,...] [-o json]
-//	fencelock members [--group NAME] | members add --id N --addr HOST:PORT [--voting] | members remove ID
+//	fencelock members [--group NAME] | members add --id N --addr HOST:PORT [--voting] | members remove ID | members replace OLD NEW
+//	fencelock groups [list] | groups create NAME ID,ID,... | groups drop NAME [--force] | groups set-voters NAME ID,ID,...
 //	fencelock version [-o json]
 //
 // The client commands take --http (or FENCELOCK_HTTP) as a list of replicas
@@ -37,6 +38,11 @@ const usage = `usage:
   fencelock members [--http URL,...] [--group NAME] [-o json]
   fencelock members add --id N --addr HOST:PORT [--voting] [--http URL,...]
   fencelock members remove ID [--http URL,...]
+  fencelock members replace OLD NEW [--http URL,...]   (every group moves off OLD onto NEW, then OLD is removed)
+  fencelock groups [list] [--http URL,...] [-o json]
+  fencelock groups create NAME ID,ID,... [--http URL,...]
+  fencelock groups drop NAME [--force] [--http URL,...]
+  fencelock groups set-voters NAME ID,ID,... [--http URL,...]
   fencelock version [-o json]
   fencelock snapshot save [--http URL,...] FILE | snapshot restore FILE --dir DIR --id N --peers ... | snapshot info FILE
 
@@ -58,7 +64,7 @@ func main() {
 	cmds := map[string]func([]string) error{
 		"serve": serve, "lock": lockCmd, "elect": electCmd,
 		"status": statusCmd, "locks": locksCmd, "sessions": sessionsCmd,
-		"members": membersCmd, "version": versionCmd,
+		"members": membersCmd, "groups": groupsCmd, "version": versionCmd,
 		"snapshot": snapshotCmd, // snapshot.go
 	}
 	cmd, ok := cmds[os.Args[1]]

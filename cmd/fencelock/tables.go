@@ -514,10 +514,12 @@ func membersCmd(args []string) error {
 			return membersAddCmd(args[1:])
 		case "remove", "rm":
 			return membersRemoveCmd(args[1:])
+		case "replace":
+			return membersReplaceCmd(args[1:]) // groups.go
 		}
 	}
 	var f listFlags
-	rest, err := f.parse("members", "[--group NAME] [flags] | add --id N --addr HOST:PORT [--voting] | remove ID", args)
+	rest, err := f.parse("members", "[--group NAME] [flags] | add --id N --addr HOST:PORT [--voting] | remove ID | replace OLD NEW", args)
 	if err != nil {
 		return err
 	}
@@ -526,7 +528,7 @@ func membersCmd(args []string) error {
 		return err
 	}
 	if len(rest) > 0 {
-		return fmt.Errorf("members: unexpected argument %q (want add or remove)", rest[0])
+		return fmt.Errorf("members: unexpected argument %q (want add, remove or replace)", rest[0])
 	}
 	ctx, cancel := callCtx()
 	defer cancel()

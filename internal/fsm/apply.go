@@ -43,6 +43,8 @@ func (st *State) apply(index uint64, c *Command) Result {
 		return st.operator(c, func() Result { return st.endSessionCmd(index, c) })
 	case KindGate:
 		return st.raiseGate(index, c)
+	case KindGroupSeed, KindGroupCreate, KindGroupDrop, KindGroupSetVoters:
+		return st.applyGroupTable(index, c)
 	}
 	s := st.sessions[c.Session]
 	if s == nil {

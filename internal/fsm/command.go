@@ -188,6 +188,9 @@ var kindNames = [...]string{
 }
 
 func (k Kind) String() string {
+	if n := groupTableKindName(k); n != "" {
+		return n
+	}
 	if k == 0 || k > maxKind || kindNames[k] == "" {
 		return "unknown"
 	}
@@ -284,6 +287,8 @@ type Command struct {
 	// Gate is a KindGate's: the versions the group writes from its entry
 	// on. (Version 9.)
 	Gate Gate
+	// Groups are a group table command's groups (version 9; grouptable.go).
+	Groups []GroupSpec
 
 	// pre5 marks a command decoded from an entry of a version before 5.
 	// Apply keeps the older rules for it: a Resume is not checked against

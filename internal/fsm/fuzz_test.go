@@ -85,6 +85,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add([]byte{8, 0, 1, byte(KindGate), 9, 7})
 	f.Add([]byte{codecVersion, 0, 1, byte(KindGate), codecVersion + 1, 7})
 	f.Add([]byte{codecVersion + 1, 0, 1, byte(KindCloseSession), 1})
+	f.Add(AppendBatch(nil, groupTableCommands())) // version 9's group table
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmds, err := DecodeBatch(data, nil)
 		if err != nil {
@@ -162,6 +163,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(saveBytes(f, timedState(f)))
 	f.Add(saveBytes(f, raisedState(f))) // version 7
 	f.Add(gatedImage().bytes())
+	f.Add(saveBytes(f, groupTableState(f))) // version 7's group table
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, in := range [][]byte{data, withCRC(slices.Clone(data))} {
 			st, err := DecodeSnapshot(in)

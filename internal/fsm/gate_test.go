@@ -89,7 +89,8 @@ func TestRestoreGate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Gate{Codec: 9, Snapshot: 7}, st.Gate())
 	require.Equal(t, data, saveBytes(t, st), "Save writes exactly the documented format")
-	old := validImage() // version 6: no gate
+	old := validImage()
+	old.version, old.table = 6, nil // version 6: no gate, no table
 	st, err = DecodeSnapshot(old.bytes())
 	require.NoError(t, err)
 	require.Equal(t, Baseline, st.Gate())

@@ -26,6 +26,10 @@ var minCodec = [...]uint8{
 	KindExpireGrant:    3,
 	KindKeepAliveBatch: 4,
 	KindGate:           9,
+	KindGroupSeed:      9,
+	KindGroupCreate:    9,
+	KindGroupDrop:      9,
+	KindGroupSetVoters: 9,
 }
 
 // MinCodec returns the first log version whose entries may carry kind k,

@@ -16,7 +16,7 @@ import (
 //	           gateCodec gateSnapshot
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  ops:count (op status value)*
-//	           crc32:4 bytes
+//	           table  crc32:4 bytes
 //	session  = id nonce ttl owner keepAlive floor base resumed delay name
 //	           replies:count (seq status value)*
 //	lock     = name permits shared:byte delay [delayToken, if delay > 0]
@@ -32,7 +32,9 @@ import (
 // order they applied, oldest first, so equal states have equal snapshots on
 // every replica; Restore accepts any order of sessions, locks and elections
 // (the order of the operations is the order they are forgotten in).
-// The trailing CRC-32 covers everything before it.
+// The trailing CRC-32 covers everything before it. The table is the group
+// table (grouptable.go), which version 7 added: older snapshots restore with
+// none, never set.
 //
 // A state is saved at its group's gate (State.Gate): version 7 once the
 // gate's snapshot version is 7, version 6 (the same but for the gate, which
@@ -154,6 +156,9 @@ func (st *State) Save(w io.Writer) error {
 	for op, r := range st.ops.all {
 		buf = u(append(u(buf, op), byte(r.Status)), r.Value)
 	}
+	if v >= 7 { // a table is set only by version-9 commands, which a gate below 9/7 refuses
+		buf = appendGroupTable(buf, st)
+	}
 	if _, err := bw.Write(buf); err != nil {
 		return err
 	}
@@ -231,6 +236,9 @@ func Restore(r io.Reader) (*State, error) {
 	}
 	if v >= 6 {
 		d.ops(st)
+	}
+	if v >= 7 {
+		d.groupTable(st)
 	}
 	d.checksum()
 	d.uniqueTokens(tokens)

@@ -60,6 +60,13 @@ func refDecodeSnapshot(data []byte) (*State, error) {
 	if v >= 6 {
 		d.ops(st)
 	}
+	if v >= 7 {
+		// The group table, version 7's section: its reading is the
+		// stream's own (readGroupTable), fed from memory here.
+		if t, ok := readGroupTable(&d, st.index); ok {
+			st.table = t
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
@@ -370,6 +377,8 @@ type refDecoder struct {
 	// each (snapshot restore: a million locks, a million names).
 	text string
 }
+
+func (d *refDecoder) failed() bool { return d.err != nil }
 
 func (d *refDecoder) fail(format string, args ...any) {
 	if d.err == nil {

@@ -222,6 +222,7 @@ type snapImage struct {
 	omitElections                 bool        // ends a version 2 body after the locks
 	ops                           []snapReply // version 6: remembered operations (seq is the op ID), oldest first
 	opCount                       *uint64     // overrides len(ops)
+	table                         []byte      // version 7: the group table's bytes; nil: none, never set
 	trailing                      []byte
 }
 
@@ -343,6 +344,12 @@ func (im snapImage) body() []byte {
 					b = u(append(u(b, r.seq), r.status), r.value)
 				}
 			}
+			if im.version >= 7 {
+				if im.table == nil {
+					b = append(b, 0, 0) // not set, no groups
+				}
+				b = append(b, im.table...)
+			}
 		}
 	}
 	return append(b, im.trailing...)
@@ -370,8 +377,8 @@ const (
 // validImage is a consistent snapshot in canonical order.
 func validImage() snapImage {
 	return snapImage{
-		magic: "FLSN", version: 6, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
-		leaderMark: 95, groupID: 0xfeed,
+		magic: "FLSN", version: 7, index: 100, lastToken: 100<<TokenShift + 5, lastSession: 3 << TokenShift, grants: 9,
+		leaderMark: 95, groupID: 0xfeed, gate: [2]uint64{9, 7},
 		sessions: []snapSession{
 			{id: imgA, nonce: 11, ttl: 1e9, owner: 1, keepAlive: 90, floor: 2, name: "reindex@worker-3", replies: []snapReply{
 				{seq: 2, status: byte(Granted), value: 100 << TokenShift}, {seq: 3, status: byte(Queued)}}},
@@ -388,6 +395,10 @@ func validImage() snapImage {
 				queue: [][2]uint64{{imgA, 6}}, values: []string{"a:7001"}},
 		},
 		ops: []snapReply{{seq: 1 << 63, status: byte(OK)}, {seq: 7, status: byte(NotHeld)}, {seq: 3, status: byte(UnknownSession)}},
+		// set; one group "billing", shard 0x1234, created at 40, voters
+		// 1,2,6, removed 3, bootstrapped by 1,2,3.
+		table: []byte{1, 1, 7, 'b', 'i', 'l', 'l', 'i', 'n', 'g', 0xb4, 0x24, 40, 3, 1, 2, 6, 1, 3,
+			3, 1, 3, 'a', ':', '1', 2, 3, 'b', ':', '2', 3, 3, 'c', ':', '3'},
 	}
 }
 
@@ -432,7 +443,6 @@ func TestRestoreRejectsInconsistentSnapshots(t *testing.T) {
 	}{
 		{"bad magic", func(im *snapImage) { im.magic = "XLSN" }},
 		{"version 0", func(im *snapImage) { im.version = 0 }},
-		{"version 7", func(im *snapImage) { im.version = 7 }},
 		{"operation 0", func(im *snapImage) { im.ops[1].seq = 0 }},
 		{"an operation twice", func(im *snapImage) { im.ops[2].seq = im.ops[0].seq }},
 		{"operation status 0", func(im *snapImage) { im.ops[0].status = 0 }},

@@ -39,6 +39,8 @@ type State struct {
 	// gate is the log and snapshot versions the group writes (version 9;
 	// Baseline before: see version.go).
 	gate Gate
+	// table is the group table (grouptable.go), the default group's.
+	table groupTable
 
 	events  []Event
 	results []Result

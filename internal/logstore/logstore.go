@@ -332,6 +332,9 @@ func (s *Store) RemoveNodeData(shardID, replicaID uint64) error {
 	delete(s.held, node{shardID, replicaID})
 	delete(s.saved, node{shardID, replicaID})
 	s.mu.Unlock()
+	s.lastMu.Lock()
+	delete(s.last, node{shardID, replicaID})
+	s.lastMu.Unlock()
 	return s.ILogDB.RemoveNodeData(shardID, replicaID)
 }
 

@@ -39,10 +39,11 @@ type Hello struct {
 	// once this replica applied it: it tells apart two incarnations of a
 	// group bootstrapped with the same members.
 	GroupID uint64 `json:"id,omitempty"`
-	// Groups are the named groups this replica runs, in its Config's
-	// order. A named group's identity is its name and voters: two replicas
-	// that both run a group must agree on it; a group only one side runs
-	// is not compared (a rolling restart adds or removes it).
+	// Groups are the named groups this replica runs. A named group's
+	// identity is its name and the voters it was bootstrapped with: two
+	// replicas that both run a group (the same name on the same shard)
+	// must agree on it; a group only one side runs is not compared (the
+	// group table, or a rolling restart, adds or removes it).
 	Groups []GroupHello `json:"gs,omitempty"`
 	// Dir is the random ID this replica's Dir got when the replica first
 	// took part in its groups; 0 before that. A replica that lost its Dir
@@ -68,6 +69,11 @@ type GroupHello struct {
 	Voters []uint64 `json:"v"`
 	// GroupID is the group's ID once this replica applied it.
 	GroupID uint64 `json:"id,omitempty"`
+	// Shard is the group's Dragonboat shard ID (the group table gives a
+	// group created again under an old name another one); absent from a
+	// peer of a version before the table, whose groups are on the shard
+	// their names give.
+	Shard uint64 `json:"s,omitempty"`
 }
 
 // Local is one replica's side of the handshake.

@@ -28,6 +28,15 @@ type Sink interface {
 	Removed()
 }
 
+// Dropper is implemented by a Sink that wants to know why its group
+// stopped running on this host for good (the group table dropped the
+// group, or moved its voters off this host): err wraps ErrGroupDropped or
+// ErrGroupMoved. A Sink without it is told Removed. It may be called more
+// than once, and not on the apply goroutine.
+type Dropper interface {
+	Dropped(err error)
+}
+
 // observer is the state machine's view of its replica (fsm.Observer,
 // fsm.SnapshotObserver and fsm.TooNewObserver). It is unexported, and so is the package, so that
 // nothing outside the library can feed the expiry timers or the sessions
@@ -36,13 +45,27 @@ type observer struct{ r *Replica }
 
 func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) {
 	o.r.countEntry(cmds)
+	if o.r.shard == defaultShard {
+		for i := range events {
+			if events[i].Kind == fsm.EventGroupTable {
+				o.r.host.tab.changed()
+				break
+			}
+		}
+	}
 	if f := o.r.cfg.OnApplied; f != nil {
 		f(testhook.Applied{Group: o.r.name, Index: index, Cmds: slices.Clone(cmds), Events: cloneEvents(events)})
 	}
 	o.r.applied(index, events)
 }
-func (o observer) Restored(st *fsm.State)         { o.r.restored(st) }
+func (o observer) Restored(st *fsm.State) {
+	if o.r.shard == defaultShard {
+		o.r.host.tab.changed()
+	}
+	o.r.restored(st)
+}
 func (o observer) TooNew(index uint64, err error) { o.r.tooNew(index, err) }
+
 func (o observer) SnapshotSaved(index uint64, bytes int64, took time.Duration) {
 	o.r.snapshotSaved(index)
 	o.r.snaps.saved(index, bytes, took)

@@ -213,20 +213,30 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 	if err != nil {
 		return err
 	}
-	named, _, err := loadGroups(cfg, g)
+	table, err := backupTable(groups)
+	if err != nil {
+		return err
+	}
+	var named []namedGroup
+	if table.set {
+		named, err = tableImports(cfg, table)
+	} else {
+		named, _, err = loadGroups(cfg, g)
+	}
 	if err != nil {
 		return err
 	}
 	bootstrap := map[string]map[uint64]string{"": g.Members}
+	shards := map[string]uint64{"": defaultShard}
 	for _, ng := range named {
-		bootstrap[ng.Name] = ng.Bootstrap
+		bootstrap[ng.Name], shards[ng.Name] = ng.Bootstrap, ng.shard()
 	}
 	for _, ig := range groups {
 		if _, ok := bootstrap[ig.Name]; !ok {
 			return fmt.Errorf("%w: restore: the backup has group %q, which Groups does not name: restore into a deployment with the same groups", ErrInvalidConfig, ig.Name)
 		}
-		if ig.Snapshot.ShardID != GroupShardID(ig.Name) {
-			return fmt.Errorf("%w: restore: group %q's snapshot is of shard %d, not %d", ErrInvalidConfig, ig.Name, ig.Snapshot.ShardID, GroupShardID(ig.Name))
+		if ig.Snapshot.ShardID != shards[ig.Name] {
+			return fmt.Errorf("%w: restore: group %q's snapshot is of shard %d, not %d", ErrInvalidConfig, ig.Name, ig.Snapshot.ShardID, shards[ig.Name])
 		}
 	}
 	dblog.Use(cfg.Logger)
@@ -262,6 +272,65 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 		return fmt.Errorf("%w: restore: %v", ErrInvalidConfig, err)
 	}
 	return nil
+}
+
+// backupTable reads the group table from the default group's state in
+// groups (a backup taken before the table has none, never set).
+func backupTable(groups []ImportGroup) (tableView, error) {
+	for _, ig := range groups {
+		if ig.Name != "" {
+			continue
+		}
+		payload, err := backup.StatePayload(ig.File, ig.Snapshot.Checksum)
+		if err != nil {
+			return tableView{}, fmt.Errorf("%w: restore: the default group's state: %v", ErrInvalidConfig, err)
+		}
+		st, err := fsm.DecodeSnapshot(payload)
+		if err != nil {
+			return tableView{}, fmt.Errorf("%w: restore: the default group's state: %v", ErrInvalidConfig, err)
+		}
+		groups, set := st.GroupTable()
+		return tableView{set: set, groups: groups}, nil
+	}
+	return tableView{}, nil
+}
+
+// tableImports returns the named groups of a backup whose deployment had a
+// group table, as the restored replica runs them, and records them in Dir
+// with the table's marker: the restored deployment's groups are the
+// backup's table, whatever cfg.Groups says, each voted by the voters the
+// table gives it, which must be among cfg's Members (their addresses are
+// Members'). A group this replica votes in is imported with those voters
+// as its membership; the others it joins.
+func tableImports(cfg Config, table tableView) ([]namedGroup, error) {
+	var named []namedGroup
+	for _, e := range table.groups {
+		ng := namedGroup{Name: e.Name, Shard: e.Shard}
+		for _, m := range e.Bootstrap {
+			ng.Voters = append(ng.Voters, m.ID)
+		}
+		ng.Group = namedDigest(cfg.DeploymentID, e.Name, ng.Voters)
+		if ng.Shard == GroupShardID(ng.Name) {
+			ng.Shard = 0
+		}
+		members := make(map[uint64]string, len(e.Voters))
+		for _, v := range e.Voters {
+			addr, ok := cfg.Members[v]
+			if !ok {
+				return nil, fmt.Errorf("%w: restore: group %q of the backup's group table is voted by %v, and %d is not one of Members: restore into a deployment whose Members include every group's voters",
+					ErrInvalidConfig, e.Name, e.Voters, v)
+			}
+			members[v] = addr
+		}
+		if slices.Contains(e.Voters, cfg.ReplicaID) {
+			ng.Bootstrap = members
+		}
+		named = append(named, ng)
+	}
+	if err := writeGroups(filepath.Join(cfg.Dir, groupsFileName), groupsFile{Version: 1, Table: true, Groups: named}); err != nil {
+		return nil, fmt.Errorf("%w: restore: Dir: %v", ErrInvalidConfig, err)
+	}
+	return named, nil
 }
 
 // writeSnapshotDir writes ig as Dragonboat's exported snapshot directory,

@@ -60,9 +60,9 @@ func (h *Host) holdOff() time.Duration { return max(3*h.electionTimeout(), 500*t
 // to add as non-voting replicas, besides after every leader change.
 const reconcileEvery = 2 * time.Second
 
-// run is the host's background work when it runs named groups: their
-// non-voting replicas, and the balancer. A host of the default group alone
-// has none.
+// run is the host's background work for its named groups: their
+// membership (reconcile), and the balancer. A host of the default group
+// alone does nothing in it but wait for a group to start.
 func (h *Host) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -74,6 +74,7 @@ func (h *Host) run() {
 	defer t.Stop()
 	h.bal.holdUntil = time.Now().Add(h.holdOff())
 	var reconciled time.Time
+	busy := false // a membership change is under way: reconcile at every tick
 	for {
 		nudged := false
 		select {
@@ -83,9 +84,9 @@ func (h *Host) run() {
 		case <-h.bal.nudge:
 			nudged = true
 		}
-		if nudged || time.Since(reconciled) >= reconcileEvery {
+		if nudged || busy || time.Since(reconciled) >= reconcileEvery {
 			rctx, rcancel := context.WithTimeout(ctx, 2*h.cfg.ProposalTimeout)
-			h.reconcile(rctx)
+			busy = h.reconcile(rctx)
 			rcancel()
 			reconciled = time.Now()
 		}
@@ -105,7 +106,7 @@ type groupView struct {
 func (h *Host) balance(ctx context.Context) {
 	h.bal.mu.Lock()
 	defer h.bal.mu.Unlock()
-	if len(h.groups) < 2 || h.bal.paused || time.Now().Before(h.bal.holdUntil) {
+	if len(h.groups()) < 2 || h.bal.paused || time.Now().Before(h.bal.holdUntil) {
 		return
 	}
 	self := h.cfg.ReplicaID
@@ -186,14 +187,15 @@ func pickTransfer(views []groupView, self uint64, reachable func(uint64) bool) (
 // views is the local view of every group's voters and leader.
 func (h *Host) views() []groupView {
 	info := h.nodeHostInfo()
-	views := make([]groupView, 0, len(h.groups))
-	for _, r := range h.groups {
-		v := groupView{r: r, voters: r.voters, leader: r.leader.Load()}
-		if r.shard == defaultShard && info != nil {
-			// The default group's voters change with AddReplica and
-			// RemoveReplica: use the membership as applied here.
+	rs := h.groups()
+	views := make([]groupView, 0, len(rs))
+	for _, r := range rs {
+		v := groupView{r: r, voters: r.ConfiguredVoters(), leader: r.leader.Load()}
+		if info != nil {
+			// The voters change (AddReplica and RemoveReplica, the group
+			// table's moves): use the membership as applied here.
 			for _, s := range info.ShardInfoList {
-				if s.ShardID == defaultShard && !s.Pending {
+				if s.ShardID == r.shard && !s.Pending {
 					v.voters = slices.Sorted(maps.Keys(s.Replicas))
 				}
 			}

@@ -21,6 +21,14 @@ var (
 	ErrRemoved       = errors.New("fencelock: this replica was removed from the group")
 	ErrUnknownGroup  = errors.New("fencelock: unknown group")
 	ErrNoQuorum      = errors.New("fencelock: no quorum")
+
+	// The group table's (table.go, tableops.go).
+	ErrGroupExists      = errors.New("fencelock: group exists")
+	ErrInvalidGroupName = errors.New("fencelock: invalid group name")
+	ErrInvalidVoters    = errors.New("fencelock: invalid voters")
+	ErrGroupHoldsLocks  = errors.New("fencelock: group holds locks")
+	ErrGroupDropped     = errors.New("fencelock: group dropped")
+	ErrGroupMoved       = errors.New("fencelock: group moved off this replica")
 )
 
 // unavailableError is returned when the context ended before the group

@@ -1,24 +1,31 @@
 package replica
 
-// Named groups. Every host runs every group of its Config: a voter of a
-// group bootstraps it with the addresses of the group's voters (from the
-// default group's bootstrap Members); every other host starts it as a
-// non-voting replica that joins, and the group's leader adds it
-// (SyncRequestAddNonVoting) once the host is in the default group's
+// Named groups. Every host runs every named group: a voter of a group
+// bootstraps it with the addresses of the group's voters; every other host
+// starts it as a non-voting replica that joins, and the group's leader adds
+// it (SyncRequestAddNonVoting) once the host is in the default group's
 // membership. So a session on any host proposes and reads locally and gets
 // the group's apply events locally, while the group's availability depends
 // only on its voters' quorum. The cost: every host stores and applies every
 // group's log, and every group's leader sends its entries to every host.
 //
-// A group's identity is its name and its voters (with the DeploymentID):
-// its shard ID is a hash of the name, so every host agrees without
-// coordination, and the handshake compares the identity of every group both
-// sides run. The identities are kept in Dir (groupsFileName): a restart with
-// other voters for a group is refused. Adding a group is a rolling restart
-// with the new Groups list: a host that does not know the group yet ignores
-// its traffic, and the group elects a leader once a quorum of its voters
-// runs it. Removing a group is refused at Start while this host's copy of
-// the group holds locks (retire).
+// Which groups there are is the group table's to say (table.go), once it
+// is set: Config.Groups only seeds it. Before that (a new deployment, or
+// one upgraded from a version without the table), a host runs the groups
+// of its Config.Groups, as below.
+//
+// A group's identity is its name and the voters it was bootstrapped with
+// (with the DeploymentID), and its shard ID: a hash of the name for a
+// group of Config.Groups, so every host agrees without coordination, and
+// the table's own for a group created online. The handshake compares the
+// identity of every group both sides run. The identities are kept in Dir
+// (groupsFileName), with the table's marker once this host follows the
+// table. Without the marker, a restart with other voters for a group is
+// refused, a group new to Groups starts (it elects a leader once a quorum
+// of its voters runs it), and removing a group is refused at Start while
+// this host's copy of the group holds locks (retire). With it, the Dir's
+// groups start, whatever Config.Groups says, and the table then starts and
+// stops groups (table.go).
 
 import (
 	"context"
@@ -61,17 +68,33 @@ func namedDigest(deployment uint64, name string, voters []uint64) string {
 }
 
 type namedGroup struct {
-	Name   string   `json:"name"`
+	Name string `json:"name"`
+	// Group is the identity (namedDigest) of the group: Voters are the
+	// voters it was bootstrapped with.
 	Group  string   `json:"group"`
 	Voters []uint64 `json:"voters"`
 	// Bootstrap is the members map this host bootstrapped the group with,
-	// as a voter; nil on a host that runs it non-voting.
+	// as a voter; nil on a host that joined it non-voting.
 	Bootstrap map[uint64]string `json:"bootstrap,omitempty"`
+	// Shard is the group's shard ID when it is not GroupShardID(Name): a
+	// group the table created.
+	Shard uint64 `json:"shard,omitempty"`
+}
+
+// shard is the group's shard ID.
+func (g namedGroup) shard() uint64 {
+	if g.Shard != 0 {
+		return g.Shard
+	}
+	return GroupShardID(g.Name)
 }
 
 type groupsFile struct {
 	Version int          `json:"version"`
 	Groups  []namedGroup `json:"groups"`
+	// Table is set once this host follows the group table: its groups are
+	// the table's, whatever Config.Groups says.
+	Table bool `json:"table,omitempty"`
 }
 
 // decodeGroups decodes the groups file's bytes: anything but a consistent
@@ -85,11 +108,12 @@ func decodeGroups(path string, data []byte) (groupsFile, error) {
 		return groupsFile{}, fmt.Errorf("%s is corrupt: version %d", path, f.Version)
 	}
 	seen := make(map[string]bool, len(f.Groups))
+	shards := make(map[uint64]bool, len(f.Groups))
 	for _, g := range f.Groups {
-		if g.Name == "" || seen[g.Name] || g.Group == "" || len(g.Voters) == 0 {
+		if g.Name == "" || seen[g.Name] || g.Group == "" || len(g.Voters) == 0 || g.Shard == 1 || shards[g.shard()] {
 			return groupsFile{}, fmt.Errorf("%s is corrupt: group %q", path, truncate(g.Name, 40))
 		}
-		seen[g.Name] = true
+		seen[g.Name], shards[g.shard()] = true, true
 		for id := range g.Bootstrap {
 			if !slices.Contains(g.Voters, id) {
 				return groupsFile{}, fmt.Errorf("%s is corrupt: group %q bootstraps with %d, not a voter", path, truncate(g.Name, 40), id)
@@ -116,6 +140,35 @@ func writeGroups(path string, f groupsFile) error {
 		return err
 	}
 	return writeFile(path, data)
+}
+
+// loadNamed returns the named groups this host starts with: with the
+// table's marker in Dir, the groups kept there (tableMode); else those of
+// cfg (loadGroups), and those to retire. A joining replica new to the
+// deployment starts none: it runs what the table says, once it learns it.
+func loadNamed(cfg Config, def groupFile) (named, retired []namedGroup, tableMode bool, err error) {
+	path := filepath.Join(cfg.Dir, groupsFileName)
+	file, err := readGroups(path)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+	}
+	if file.Table {
+		return file.Groups, nil, true, nil
+	}
+	if cfg.Join {
+		cfg.Groups = nil // its groups come from the table
+	}
+	named, retired, err = loadGroups(cfg, def)
+	return named, retired, false, err
+}
+
+// namedReplica prepares this host's replica of ng, reporting to sink.
+func namedReplica(h *Host, ng namedGroup, sink Sink) *Replica {
+	r := newReplica(h, ng.Name, ng.shard(), sink)
+	r.voters = ng.Voters
+	r.ident, r.identVoters = ng.Group, ng.Voters
+	r.bootstrap, r.join = ng.Bootstrap, ng.Bootstrap == nil
+	return r
 }
 
 // loadGroups returns the named groups cfg runs, in its order, with their
@@ -167,6 +220,11 @@ func loadGroups(cfg Config, def groupFile) (named, retired []namedGroup, err err
 		if !slices.ContainsFunc(named, func(n namedGroup) bool { return n.Name == g.Name }) {
 			retired = append(retired, g)
 		}
+	}
+	if cfg.Join {
+		// A joining replica keeps what it ran: its groups come from the
+		// table.
+		named, retired = append(named, retired...), nil
 	}
 	if changed {
 		if err := writeGroups(path, groupsFile{Version: 1, Groups: append(slices.Clone(named), retired...)}); err != nil {
@@ -272,23 +330,26 @@ func proposalsAfter(lr dragonboat.ReadonlyLogReader, from, to uint64) bool {
 }
 
 // reconcile keeps, on the leader of each named group, the group's
-// non-voting replicas in step with the deployment's hosts (the default
-// group's members): a host that is not yet a member of the group is added
-// as a non-voting replica, and a non-voting replica whose host was removed
-// from the default group is removed from the group too. One change per
-// call; the next call goes on.
-func (h *Host) reconcile(ctx context.Context) {
-	def := h.groups[0]
+// membership in step with the deployment: a non-voting replica whose host
+// was removed from the default group is removed from the group too; the
+// voters move to the group table's (moveVoters); a host that is not yet a
+// member of the group is added as a non-voting replica, unless the table
+// removed it from the group. One change per call; the next call goes on.
+// busy reports that a change is under way, or waits (a new voter catching
+// up), so that the caller comes back soon.
+func (h *Host) reconcile(ctx context.Context) (busy bool) {
+	rs := h.groups()
+	def := rs[0]
 	var hosts map[uint64]string
 	var gone map[uint64]struct{}
-	for _, r := range h.groups[1:] {
+	for _, r := range rs[1:] {
 		if r.leader.Load() != h.cfg.ReplicaID {
 			continue
 		}
 		if hosts == nil {
 			m, err := def.membership(ctx)
 			if err != nil {
-				return
+				return true
 			}
 			hosts = make(map[uint64]string, len(m.Nodes)+len(m.NonVotings))
 			for id, a := range m.Nodes {
@@ -301,6 +362,7 @@ func (h *Host) reconcile(ctx context.Context) {
 		}
 		m, err := r.membership(ctx)
 		if err != nil {
+			busy = true
 			continue
 		}
 		for _, id := range slices.Sorted(maps.Keys(m.NonVotings)) {
@@ -310,13 +372,17 @@ func (h *Host) reconcile(ctx context.Context) {
 			if err := r.RemoveReplica(ctx, id); err != nil {
 				r.log.Debug("fencelock: removing a host removed from the deployment from the group; retried", "member", id, "err", err)
 			}
-			return
+			return true
+		}
+		entry, inTable := h.tab.entry(r)
+		if inTable && h.moveVoters(ctx, r, m, entry, hosts) {
+			return true
 		}
 		for _, id := range slices.Sorted(maps.Keys(hosts)) {
 			_, voter := m.Nodes[id]
 			_, nonVoting := m.NonVotings[id]
 			_, removed := m.Removed[id]
-			if voter || nonVoting || removed {
+			if voter || nonVoting || removed || inTable && slices.Contains(entry.Removed, id) {
 				continue
 			}
 			if err := r.addNonVoting(ctx, id, hosts[id], false); err != nil {
@@ -324,7 +390,57 @@ func (h *Host) reconcile(ctx context.Context) {
 			} else {
 				r.log.Info("fencelock: host added as a non-voting replica of the group", "member", id)
 			}
-			return
+			return true
+		}
+	}
+	return busy
+}
+
+// lookupLimit bounds how long a call naming a group this host does not run
+// waits for the group table: for the table to be read, and, if the group is
+// one of it, for this host to start it.
+const lookupLimit = 5 * time.Second
+
+// Lookup returns this host's replica of group ("" is the default group), or
+// an error wrapping ErrUnknownGroup (ErrGroupMoved for a group this host was
+// taken off): the session machinery routes every name through it. A group
+// it does not run may
+// be one the table created a moment ago, which this host has not started
+// yet (CreateGroup returns once the replica it was called on runs the
+// group; the others follow within moments): the table is read (a
+// linearizable read, so it has every group created before the call began),
+// and if it has the group, the call waits for this host to start it. So a
+// group created through one replica is usable through any other right
+// after; a name that is no group costs one read of the table before it is
+// refused.
+func (h *Host) Lookup(group string) (*Replica, error) {
+	if r := h.Group(group); r != nil {
+		return r, nil
+	}
+	unknown := fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
+	if group == "" || !fsm.ValidGroupName(group) {
+		return nil, unknown
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lookupLimit)
+	defer cancel()
+	v, err := h.readTable(ctx)
+	if err != nil {
+		return nil, unknown
+	}
+	e, ok := v.find(group)
+	switch {
+	case !ok:
+		return nil, unknown
+	case slices.Contains(e.Removed, h.cfg.ReplicaID):
+		return nil, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it; use a replica that runs it", ErrGroupMoved, group, h.cfg.ReplicaID)
+	}
+	h.tab.changed()
+	for {
+		if r := h.Group(group); r != nil && r.shard == e.Shard {
+			return r, nil
+		}
+		if h.pause(ctx) != nil {
+			return nil, unknown
 		}
 	}
 }

@@ -23,6 +23,8 @@ func FuzzDecodeGroups(f *testing.F) {
 	f.Add([]byte(`{"version":2,"groups":[]}`))
 	f.Add([]byte(`{"version":1,"groups":[{"name":"a","group":"x","voters":[1]},{"name":"a","group":"y","voters":[1]}]}`))
 	f.Add([]byte(`{"version":1,"groups":[{"name":"a","group":"x","voters":[1],"bootstrap":{"2":"b:1"}}]}`))
+	f.Add([]byte(`{"version":1,"table":true,"groups":[{"name":"a","group":"x","voters":[1],"shard":7},{"name":"b","group":"y","voters":[1],"shard":7}]}`))
+	f.Add([]byte(`{"version":1,"table":true,"groups":[{"name":"a","group":"x","voters":[1],"shard":1}]}`))
 	f.Add([]byte("\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g, err := decodeGroups("f", b)
@@ -31,7 +33,11 @@ func FuzzDecodeGroups(f *testing.F) {
 		}
 		require.Equal(t, 1, g.Version)
 		seen := map[string]bool{}
+		shards := map[uint64]bool{}
 		for _, x := range g.Groups {
+			require.Greater(t, x.shard(), uint64(1))
+			require.False(t, shards[x.shard()], "two groups on one shard")
+			shards[x.shard()] = true
 			require.NotEmpty(t, x.Name)
 			require.NotEmpty(t, x.Group)
 			require.NotEmpty(t, x.Voters)
@@ -106,6 +112,17 @@ func TestCheckGroups(t *testing.T) {
 	here.Groups[1].GroupID = 6
 	err = checkGroups(peering.Hello{Replica: 2, Addr: "b:1", Groups: []peering.GroupHello{inc}}, here)
 	require.ErrorContains(t, err, "another incarnation of group \"b\"")
+
+	// The same name on another shard is a group dropped and created again,
+	// one side not knowing yet: not compared, whatever its voters. A peer
+	// that names no shard runs the group on the shard its name gives.
+	again := g("a", 4)
+	again.Shard = 77
+	require.NoError(t, checkGroups(peering.Hello{Replica: 2, Addr: "b:1", Groups: []peering.GroupHello{again}}, here))
+	named := g("a", 1, 2, 4)
+	named.Shard = GroupShardID("a")
+	err = checkGroups(peering.Hello{Replica: 2, Addr: "b:1", Groups: []peering.GroupHello{named}}, here)
+	require.ErrorContains(t, err, `runs group "a" with voters [1 2 4]`)
 }
 
 // The bound is ⌈G/H⌉ per host, over the groups it votes in.

@@ -154,7 +154,7 @@ func (h *Host) holdTimeoutNow(b pb.MessageBatch, deliver raftio.MessageHandler) 
 	var r *Replica
 	for i := range b.Requests {
 		if b.Requests[i].Type == pb.TimeoutNow {
-			r = h.byShard[b.Requests[i].ShardID]
+			r = h.byShard(b.Requests[i].ShardID)
 			break
 		}
 	}

@@ -81,7 +81,8 @@ func TestProgressObservesAcknowledgedAppends(t *testing.T) {
 // when nothing is pending.
 func TestTimeoutNowWaitsForApply(t *testing.T) {
 	r := &Replica{shard: 7}
-	h := &Host{cfg: Config{ElectionTicks: 1000, RTT: time.Millisecond}, byShard: map[uint64]*Replica{7: r}, closed: make(chan struct{})}
+	h := &Host{cfg: Config{ElectionTicks: 1000, RTT: time.Millisecond}, closed: make(chan struct{})}
+	h.gset.Store(&groupSet{byShard: map[uint64]*Replica{7: r}})
 	defer h.wg.Wait()
 	defer close(h.closed)
 	h.prog.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.Replicate, ShardID: 7, Commit: 10}}})

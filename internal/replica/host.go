@@ -63,13 +63,18 @@ type GroupConfig struct {
 // its transport, its Dir and its log store, with one shard per group. Its
 // methods are safe for concurrent use.
 type Host struct {
-	cfg     Config
-	log     *slog.Logger
-	nh      *dragonboat.NodeHost
-	peers   *peers
-	groups  []*Replica // the default group first, then Config.Groups in order
-	byName  map[string]*Replica
-	byShard map[uint64]*Replica // fixed before the NodeHost starts: read without a lock
+	cfg   Config
+	log   *slog.Logger
+	nh    *dragonboat.NodeHost
+	peers *peers
+	sinks func(group string) Sink
+
+	// gset is the groups this host runs, replaced whole (under setMu)
+	// when the group table starts or stops one, so that the listeners on
+	// Dragonboat's goroutines read it without a lock.
+	setMu sync.Mutex
+	gset  atomic.Pointer[groupSet]
+	tab   tableState // the group table as last read (table.go)
 
 	releaseDir func()                         // frees Dir for another Start in this process
 	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
@@ -127,7 +132,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if err != nil {
 		return nil, false, err
 	}
-	named, retired, err := loadGroups(cfg, g)
+	named, retired, tableMode, err := loadNamed(cfg, g)
 	if err != nil {
 		return nil, false, err
 	}
@@ -149,15 +154,15 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	}
 	dblog.Use(cfg.Logger)
 	h := &Host{
-		cfg:     cfg,
-		log:     cfg.Logger.With("replica", cfg.ReplicaID),
-		byName:  make(map[string]*Replica),
-		byShard: make(map[uint64]*Replica),
-		closed:  make(chan struct{}),
+		cfg:    cfg,
+		log:    cfg.Logger.With("replica", cfg.ReplicaID),
+		sinks:  sinks,
+		closed: make(chan struct{}),
 
 		restored: restored,
 		versions: versions,
 	}
+	h.tab.init(tableMode)
 	h.bal = newBalancer()
 	def := newReplica(h, "", defaultShard, sinks(""))
 	defMembers := g.Members
@@ -177,29 +182,27 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 			"differences", peering.DiffMembers(cfg.Members, g.Members))
 		def.bootstrap = g.Members
 	}
-	h.add(def)
+	set := &groupSet{byName: map[string]*Replica{}, byShard: map[uint64]*Replica{}}
+	set.add(def)
 	for _, ng := range named {
-		r := newReplica(h, ng.Name, GroupShardID(ng.Name), sinks(ng.Name))
-		r.voters = ng.Voters
-		r.bootstrap, r.join = ng.Bootstrap, ng.Bootstrap == nil
-		h.add(r)
+		set.add(namedReplica(h, ng, sinks(ng.Name)))
 	}
 	// A group being removed runs until the removal check is done, with
 	// nobody listening to what it applies.
 	var leaving []*Replica
 	for _, ng := range retired {
-		r := newReplica(h, ng.Name, GroupShardID(ng.Name), discard{})
-		r.voters = ng.Voters
-		r.bootstrap, r.join = ng.Bootstrap, ng.Bootstrap == nil
-		h.byShard[r.shard] = r
+		r := namedReplica(h, ng, discard{})
+		set.byShard[r.shard] = r
 		leaving = append(leaving, r)
 	}
-	h.peers = newPeers(h, g, named, dirs)
+	set.sort()
+	h.gset.Store(set)
+	h.peers = newPeers(h, g, dirs)
 	fail := func(err error) (*Host, bool, error) {
-		for _, r := range h.byShard {
+		for _, r := range h.gset.Load().byShard {
 			r.stop()
 		}
-		for _, r := range h.byShard {
+		for _, r := range h.gset.Load().byShard {
 			r.wg.Wait()
 		}
 		return nil, ran, err
@@ -251,7 +254,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if err := dirs.keep(); err != nil {
 		return abort(err)
 	}
-	for _, r := range append(slices.Clone(h.groups), leaving...) {
+	for _, r := range append(slices.Clone(h.groups()), leaving...) {
 		ran = true
 		if err := r.startShard(); err != nil {
 			return abort(startError(cfg, r.name, err))
@@ -260,22 +263,65 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if err := h.retire(leaving, named); err != nil {
 		return abort(err)
 	}
-	if len(h.groups) > 1 {
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			h.run()
-		}()
-	}
-	h.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir, "groups", len(h.groups))
+	h.wg.Add(2)
+	go func() {
+		defer h.wg.Done()
+		h.run()
+	}()
+	go func() {
+		defer h.wg.Done()
+		h.watchTable()
+	}()
+	h.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir, "groups", len(h.groups()))
 	return h, true, nil
 }
 
-func (h *Host) add(r *Replica) {
-	h.groups = append(h.groups, r)
-	h.byName[r.name] = r
-	h.byShard[r.shard] = r
+// groupSet is the groups a host runs at one time; it is never changed once
+// published, only replaced.
+type groupSet struct {
+	list    []*Replica // the default group first, then the named ones by name
+	byName  map[string]*Replica
+	byShard map[uint64]*Replica // list's, and a group's being retired at Start
 }
+
+func (s *groupSet) add(r *Replica) {
+	s.list = append(s.list, r)
+	s.byName[r.name] = r
+	s.byShard[r.shard] = r
+}
+
+// sort puts the named groups in name order, after the default group.
+func (s *groupSet) sort() {
+	slices.SortStableFunc(s.list[1:], func(a, b *Replica) int { return strings.Compare(a.name, b.name) })
+}
+
+// with returns a copy of s with r added, or, with add false, removed.
+func (s *groupSet) with(r *Replica, add bool) *groupSet {
+	out := &groupSet{byName: maps.Clone(s.byName), byShard: maps.Clone(s.byShard)}
+	for _, x := range s.list {
+		if x != r {
+			out.list = append(out.list, x)
+		}
+	}
+	if add {
+		out.add(r)
+		out.sort()
+		return out
+	}
+	if out.byName[r.name] == r {
+		delete(out.byName, r.name)
+	}
+	if out.byShard[r.shard] == r {
+		delete(out.byShard, r.shard)
+	}
+	return out
+}
+
+// groups returns the replicas this host runs: the default group's first.
+func (h *Host) groups() []*Replica { return h.gset.Load().list }
+
+// byShard returns the replica of a shard this host runs, nil for another.
+func (h *Host) byShard(shard uint64) *Replica { return h.gset.Load().byShard[shard] }
 
 // startError says why Dragonboat refused to start a group's replica, in the
 // library's words. Every such failure is a matter of configuration (or of
@@ -347,19 +393,26 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// Group returns the replica of the named group ("" is the default group),
-// or nil if the Config does not name it.
-func (h *Host) Group(name string) *Replica { return h.byName[name] }
+// Group returns this host's replica of the named group ("" is the default
+// group), or nil if it runs no such group.
+func (h *Host) Group(name string) *Replica { return h.gset.Load().byName[name] }
 
 // Groups returns the names of the groups this host runs: "" (the default
-// group) first, then Config.Groups in order.
+// group) first, then the named groups in name order. A group the table
+// creates or drops joins or leaves the list as this host starts or stops
+// it.
 func (h *Host) Groups() []string {
-	names := make([]string, len(h.groups))
-	for i, r := range h.groups {
+	rs := h.groups()
+	names := make([]string, len(rs))
+	for i, r := range rs {
 		names[i] = r.name
 	}
 	return names
 }
+
+// Replicas returns the replicas this host runs, the default group's first,
+// then the named groups' in name order.
+func (h *Host) Replicas() []*Replica { return slices.Clone(h.groups()) }
 
 // Close stops every group's replica and their background work, then the
 // NodeHost. Calls in flight fail with ErrClosed. It is idempotent and
@@ -367,12 +420,17 @@ func (h *Host) Groups() []string {
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		close(h.closed)
-		for _, r := range h.byShard {
+		// No group starts or stops from here on: the table's watcher
+		// takes setMu for every change and checks h.closed first.
+		h.setMu.Lock()
+		set := h.gset.Load()
+		h.setMu.Unlock()
+		for _, r := range set.byShard {
 			r.stop()
 		}
 		h.closeNodeHost()
 		h.wg.Wait()
-		for _, r := range h.byShard {
+		for _, r := range set.byShard {
 			r.wg.Wait()
 		}
 		if h.releaseDir != nil {

@@ -146,33 +146,29 @@ type peers struct {
 	reads   sync.Map // replica ID -> fsm.Gate it last announced it reads (versions.go)
 }
 
-func newPeers(h *Host, g groupFile, named []namedGroup, dirs *dirIDs) *peers {
+func newPeers(h *Host, g groupFile, dirs *dirIDs) *peers {
 	reads := h.reads()
 	p := &peers{h: h, path: filepath.Join(h.cfg.Dir, groupFileName), dirs: dirs, hello: peering.Hello{
 		Group: g.Group, Replica: h.cfg.ReplicaID, Addr: h.cfg.Addr, Members: g.Members,
 		Codec: uint8(reads.Codec), Snapshot: uint8(reads.Snapshot),
 	}}
-	for _, ng := range named {
-		p.hello.Groups = append(p.hello.Groups, peering.GroupHello{Name: ng.Name, Group: ng.Group, Voters: ng.Voters})
-	}
 	m := maps.Clone(g.Members)
 	p.members.Store(&m)
 	return p
 }
 
+// Hello says which groups this host runs as it runs them now: the group
+// table starts and stops them.
 func (p *peers) Hello() peering.Hello {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.hello
 	p.dirs.hello(&h)
-	h.GroupID = p.h.groups[0].groupID.Load()
-	if len(h.Groups) > 0 {
-		h.Groups = slices.Clone(h.Groups)
-		for i := range h.Groups {
-			if r := p.h.byName[h.Groups[i].Name]; r != nil {
-				h.Groups[i].GroupID = r.groupID.Load()
-			}
-		}
+	rs := p.h.groups()
+	h.GroupID = rs[0].groupID.Load()
+	for _, r := range rs[1:] {
+		h.Groups = append(h.Groups, peering.GroupHello{Name: r.name, Group: r.ident, Voters: r.identVoters,
+			GroupID: r.groupID.Load(), Shard: r.shard})
 	}
 	return h
 }
@@ -226,10 +222,22 @@ func (p *peers) Check(h peering.Hello) error {
 	return nil
 }
 
-// checkGroups compares the named groups both sides run.
+// checkGroups compares the named groups both sides run: the same name on
+// the same shard. The same name on two shards is two incarnations of a
+// group dropped and created again, one side not having applied the change
+// yet: no message of one reaches the other (a shard's traffic is its own),
+// and refusing the connection would keep that side from learning of it.
+// A peer that does not say a group's shard (a version before the group
+// table) runs it on the shard its name gives.
 func checkGroups(there, here peering.Hello) error {
+	shard := func(g peering.GroupHello) uint64 {
+		if g.Shard != 0 {
+			return g.Shard
+		}
+		return GroupShardID(g.Name)
+	}
 	for _, g := range there.Groups {
-		i := slices.IndexFunc(here.Groups, func(m peering.GroupHello) bool { return m.Name == g.Name })
+		i := slices.IndexFunc(here.Groups, func(m peering.GroupHello) bool { return m.Name == g.Name && shard(m) == shard(g) })
 		if i < 0 {
 			continue
 		}

@@ -51,7 +51,7 @@ func (h *Host) screen(b pb.MessageBatch) (_ pb.MessageBatch, ok bool) {
 	for i := range b.Requests {
 		m := &b.Requests[i]
 		drop := false
-		if r := h.byShard[m.ShardID]; r != nil && m.To == h.cfg.ReplicaID {
+		if r := h.byShard(m.ShardID); r != nil && m.To == h.cfg.ReplicaID {
 			if r.refused.Load() != nil {
 				drop = true
 			} else if m.Type == pb.Heartbeat {

@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +104,22 @@ func (r *Replica) removedFromGroup() {
 	if r.ops.removed.Swap(true) {
 		return
 	}
+	if e, ok := r.host.tab.entry(r); ok && slices.Contains(e.Removed, r.cfg.ReplicaID) {
+		// The group table moved the group's voters off this host: the
+		// host runs on, without this group (table.go stops it).
+		err := fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.name, r.cfg.ReplicaID)
+		r.gone.Store(&err)
+		r.log.Info("fencelock: the group moved its voters off this replica, as the group table says; it stops here")
+		if d, ok := r.sink.(Dropper); ok {
+			d.Dropped(err)
+		} else {
+			r.sink.Removed()
+		}
+		r.tracker.SetLeader(false, 0)
+		r.prop.LeaderChanged()
+		r.host.tab.changed()
+		return
+	}
 	r.log.Warn("fencelock: this replica was removed from the group; close it and delete its Dir")
 	r.sink.Removed()
 	r.tracker.SetLeader(false, 0)
@@ -113,7 +131,7 @@ func (r *Replica) removedFromGroup() {
 type systemListener struct{ h *Host }
 
 func (l systemListener) NodeDeleted(info raftio.NodeInfo) {
-	if r := l.h.byShard[info.ShardID]; r != nil && info.ReplicaID == r.cfg.ReplicaID {
+	if r := l.h.byShard(info.ShardID); r != nil && info.ReplicaID == r.cfg.ReplicaID {
 		r.removedFromGroup()
 	}
 }
@@ -132,11 +150,11 @@ func (r *Replica) snapshotSaved(index uint64) {
 // ConnectionFailed counts on the default group: a connection carries every
 // group's traffic between two hosts.
 func (l systemListener) ConnectionFailed(info raftio.ConnectionInfo) {
-	l.h.groups[0].ops.connFailures.Add(1)
+	l.h.groups()[0].ops.connFailures.Add(1)
 }
 
 func (l systemListener) MembershipChanged(info raftio.NodeInfo) {
-	if r := l.h.byShard[info.ShardID]; r != nil {
+	if r := l.h.byShard(info.ShardID); r != nil {
 		r.log.Debug("fencelock: membership changed")
 	}
 }

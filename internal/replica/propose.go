@@ -57,7 +57,7 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 		last = err
 		if !retryable(err) {
 			if errors.Is(err, proposer.ErrClosed) {
-				return fsm.Result{}, ErrClosed
+				return fsm.Result{}, r.closedErr()
 			}
 			if errors.Is(err, fsm.ErrVersionGated) {
 				return fsm.Result{}, err
@@ -114,8 +114,11 @@ func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 func (r *Replica) check(ctx context.Context, last error) error {
 	select {
 	case <-r.closed:
-		return ErrClosed
+		return r.closedErr()
 	default:
+	}
+	if e := r.gone.Load(); e != nil {
+		return *e
 	}
 	if r.ops.removed.Load() {
 		return ErrRemoved
@@ -186,7 +189,7 @@ func (r *Replica) awaitGroupID(ctx context.Context) error {
 	case <-r.groupKnown:
 		return nil
 	case <-r.closed:
-		return ErrClosed
+		return r.closedErr()
 	case <-ctx.Done():
 		return r.unavailable(ctx.Err(), errNoGroupID)
 	}

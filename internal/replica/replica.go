@@ -93,11 +93,21 @@ type Replica struct {
 	tracker *expiry.Tracker
 
 	// voters are the group's configured voters (the default group's are
-	// its bootstrap Members); bootstrap is the members map the shard starts
-	// with, nil for a non-voting host, which joins.
+	// its bootstrap Members; a named group's the table's, once it is set:
+	// setVoters); bootstrap is the members map the shard starts with, nil
+	// for a non-voting host, which joins.
 	voters    []uint64
+	votersP   atomic.Pointer[[]uint64] // replaces voters once set
 	bootstrap map[uint64]string
 	join      bool
+	// ident and identVoters are a named group's identity (namedDigest)
+	// and the voters it was bootstrapped with, for the handshake.
+	ident       string
+	identVoters []uint64
+	// gone is set once the group stopped running on this host for good
+	// (the table dropped it, or moved it off this host): calls fail with
+	// it.
+	gone atomic.Pointer[error]
 
 	leader        atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
 	term          atomic.Uint64
@@ -262,9 +272,30 @@ func (r *Replica) Name() string { return r.name }
 func (r *Replica) ShardID() uint64 { return r.shard }
 
 // ConfiguredVoters returns the group's voters as configured: a named
-// group's Voters, or the default group's bootstrap Members (its current
-// voters are in Status, as AddReplica and RemoveReplica change them).
-func (r *Replica) ConfiguredVoters() []uint64 { return append([]uint64(nil), r.voters...) }
+// group's voters as the group table (or, before it, Config.Groups) gives
+// them, or the default group's bootstrap Members (its current voters are
+// in Status, as AddReplica and RemoveReplica change them).
+func (r *Replica) ConfiguredVoters() []uint64 {
+	if p := r.votersP.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return slices.Clone(r.voters)
+}
+
+// setVoters records the voters the group table gives the group.
+func (r *Replica) setVoters(voters []uint64) {
+	v := slices.Clone(voters)
+	r.votersP.Store(&v)
+}
+
+// closedErr is what a call fails with once the replica stopped: the reason
+// the group stopped running here, or ErrClosed.
+func (r *Replica) closedErr() error {
+	if e := r.gone.Load(); e != nil {
+		return *e
+	}
+	return ErrClosed
+}
 
 // Status is the replica's local view (the root's Status documents it).
 type Status struct {
@@ -343,7 +374,7 @@ func (r *Replica) Go(f func()) bool {
 type leaderListener struct{ h *Host }
 
 func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
-	r := l.h.byShard[info.ShardID]
+	r := l.h.byShard(info.ShardID)
 	if r == nil {
 		return
 	}

@@ -76,7 +76,7 @@ func (p *peers) recordReads(id uint64, g fsm.Gate) {
 		return
 	}
 	p.reads.Store(id, g)
-	for _, r := range p.h.groups {
+	for _, r := range p.h.groups() {
 		select {
 		case r.gateNudge <- struct{}{}:
 		default:
@@ -99,7 +99,7 @@ func (p *peers) readsOf(id uint64) (fsm.Gate, bool) {
 // would skip them as corrupt.
 func (p *peers) checkReads(h peering.Hello) error {
 	reads := announced(h)
-	for _, r := range p.h.groups {
+	for _, r := range p.h.groups() {
 		if r.name != "" && !slices.ContainsFunc(h.Groups, func(g peering.GroupHello) bool { return g.Name == r.name }) {
 			continue
 		}
@@ -217,7 +217,7 @@ func (r *Replica) gateMembers(ctx context.Context) ([]uint64, error) {
 		return nil, err
 	}
 	ids := memberIDs(m)
-	if def := r.host.groups[0]; def != r {
+	if def := r.host.groups()[0]; def != r {
 		dm, err := def.membership(ctx)
 		if err != nil {
 			return nil, err

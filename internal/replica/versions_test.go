@@ -15,6 +15,7 @@ import (
 // for the handshake's checks.
 func hostWithGates(gates map[string]fsm.Gate) (*Host, *peers) {
 	h := &Host{}
+	set := &groupSet{byName: map[string]*Replica{}, byShard: map[uint64]*Replica{}}
 	for _, name := range []string{"", "jobs"} {
 		g, ok := gates[name]
 		if !ok {
@@ -22,8 +23,10 @@ func hostWithGates(gates map[string]fsm.Gate) (*Host, *peers) {
 		}
 		r := &Replica{name: name, gateNudge: make(chan struct{}, 1)}
 		r.gate.Store(&g)
-		h.groups = append(h.groups, r)
+		set.list = append(set.list, r)
+		set.byName[name] = r
 	}
+	h.gset.Store(set)
 	return h, &peers{h: h}
 }
 
@@ -62,7 +65,7 @@ func TestCheckReads(t *testing.T) {
 	got, ok := p.readsOf(3)
 	require.True(t, ok)
 	require.Equal(t, fsm.Baseline, got)
-	for _, r := range h.groups {
+	for _, r := range h.groups() {
 		select {
 		case <-r.gateNudge:
 		default:
@@ -70,7 +73,7 @@ func TestCheckReads(t *testing.T) {
 		}
 	}
 	p.recordReads(3, fsm.Baseline)
-	for _, r := range h.groups {
+	for _, r := range h.groups() {
 		require.Empty(t, r.gateNudge, "nothing new, nobody woken")
 	}
 	p.recordReads(3, raised)

@@ -38,6 +38,13 @@ func (g *testGroups) Group(name string) *replica.Replica {
 	return g.m[name]
 }
 
+func (g *testGroups) Lookup(name string) (*replica.Replica, error) {
+	if r := g.Group(name); r != nil {
+		return r, nil
+	}
+	return nil, fmt.Errorf("%w: %q", errUnknown, name)
+}
+
 func (g *testGroups) Names() []string {
 	g.mu.RLock()
 	defer g.mu.RUnlock()

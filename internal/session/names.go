@@ -51,12 +51,12 @@ func checkValue(value string) error {
 // of the deployment. It does not check the name: the calls check it first.
 func (h *Host) Route(name string) (string, *replica.Replica, error) {
 	_, group, ok := SplitName(name)
-	var r *replica.Replica
-	if ok {
-		r = h.cfg.Groups.Group(group)
-	}
-	if r == nil {
+	if !ok {
 		return "", nil, fmt.Errorf("%w: %q in %q", h.cfg.UnknownGroup, group, truncate(name, 64))
+	}
+	r, err := h.cfg.Groups.Lookup(group)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w in %q", err, truncate(name, 64))
 	}
 	return group, r, nil
 }
@@ -86,10 +86,7 @@ func (h *Host) routePrefix(prefix string) (base, group string, r *replica.Replic
 // Replica returns group's replica ("" is the default group), or an error
 // wrapping UnknownGroup: for the calls that take a group by name.
 func (h *Host) Replica(group string) (*replica.Replica, error) {
-	if r := h.cfg.Groups.Group(group); r != nil {
-		return r, nil
-	}
-	return nil, fmt.Errorf("%w: %q", h.cfg.UnknownGroup, truncate(group, 64))
+	return h.cfg.Groups.Lookup(group)
 }
 
 // truncate shortens s to n bytes for an error message.

@@ -44,7 +44,7 @@ func Observe[T comparable](h *Host, ctx context.Context, election string, conv f
 		defer rt.watches.remove(w)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		defer context.AfterFunc(h.ctx, cancel)() // Close cancels h.ctx
+		defer context.AfterFunc(rt.ctx, cancel)() // Close cancels it, and so does the group's drop
 		cur, err := rt.firstRead(ctx, r, w)
 		if err != nil {
 			return
@@ -106,7 +106,7 @@ func (rt *router) firstRead(ctx context.Context, r *replica.Replica, w *watch) (
 // startRead runs the shared read sr of w, then the next one if observers
 // joined it meanwhile.
 func (rt *router) startRead(r *replica.Replica, w *watch, sr *sharedRead) {
-	ctx, cancel := context.WithCancel(rt.h.ctx)
+	ctx, cancel := context.WithCancel(rt.ctx)
 	rt.watches.started(sr, cancel)
 	ok := rt.goBackground(func() {
 		defer cancel()

@@ -75,7 +75,7 @@ func (r *renewer) wake() {
 
 // run renews until the Host closes.
 func (r *renewer) run() {
-	ctx, cancel := context.WithCancel(r.rt.h.ctx)
+	ctx, cancel := context.WithCancel(r.rt.ctx)
 	var inFlight sync.WaitGroup
 	defer inFlight.Wait()
 	defer cancel() // runs first: it ends the batches still in flight

@@ -17,6 +17,8 @@ import (
 type router struct {
 	h           *Host
 	group       string
+	ctx         context.Context // the Host's, cancelled too once the group is dropped here
+	cancel      context.CancelFunc
 	renew       *renewer     // keeps the group's parts alive, in batches
 	watches     *watches     // Observe calls by election
 	lockWatches *lockWatches // Watch calls by lock (and queue positions)
@@ -32,6 +34,7 @@ var _ replica.Sink = (*router)(nil)
 func newRouter(h *Host, group string) *router {
 	rt := &router{h: h, group: group, watches: newWatches(), lockWatches: newLockWatches(),
 		parts: make(map[uint64]*Part)}
+	rt.ctx, rt.cancel = context.WithCancel(h.ctx)
 	rt.renew = newRenewer(rt)
 	return rt
 }
@@ -171,6 +174,24 @@ func (rt *router) Removed() {
 		p.end(replica.ErrRemoved)
 		rt.forget(p)
 	}
+}
+
+// Dropped ends everything local once the group stopped running here for
+// good (the group table dropped it, or moved it off this replica): the
+// parts with err, and the router's background work; a group created again
+// under the name gets a router of its own. The replica of the group waits
+// for that work before it stops.
+func (rt *router) Dropped(err error) {
+	rt.cancel()
+	for _, p := range rt.localParts() {
+		p.end(err)
+		rt.forget(p)
+	}
+	rt.h.mu.Lock()
+	if rt.h.routers[rt.group] == rt {
+		delete(rt.h.routers, rt.group)
+	}
+	rt.h.mu.Unlock()
 }
 
 // deliver applies one event to the local part it concerns (at the end of a

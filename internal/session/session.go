@@ -96,6 +96,11 @@ import (
 // fencelock.Node implements it.
 type Groups interface {
 	Group(name string) *replica.Replica
+	// Lookup is Group for a call that names the group: a group this host
+	// has not started yet but the group table has (created a moment ago)
+	// is waited for, and the error says why there is none (wrapping
+	// replica.ErrUnknownGroup, or replica.ErrGroupMoved).
+	Lookup(name string) (*replica.Replica, error)
 	Names() []string
 }
 

@@ -280,19 +280,23 @@ func (h *Host) Elections(ctx context.Context, prefix string, q ListQuery) ([]Ele
 }
 
 // Ready reads every group at once, and returns the error of the first (in
-// Names order) that could not be read, naming it.
+// Names order) that could not be read, naming it. A named group that has
+// not elected its first leader here (no group ID yet: just created, or
+// just started on this host) is not read: a new group never makes a
+// replica unready.
 func (h *Host) Ready(ctx context.Context) error {
 	names := h.cfg.Groups.Names()
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
+		r := h.cfg.Groups.Group(name)
+		if r == nil || (name != "" && r.GroupID() == 0) {
+			continue // dropped meanwhile, or not yet led here
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := h.Replica(name)
-			if err == nil {
-				_, err = r.Read(ctx, func(*fsm.State) any { return nil })
-			}
+			_, err := r.Read(ctx, func(*fsm.State) any { return nil })
 			if err != nil {
 				label := "the default group"
 				if name != "" {

@@ -29,7 +29,7 @@ func WatchLock[T any](h *Host, ctx context.Context, name string, first func(cont
 		defer rt.lockWatches.remove(name, w)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		defer context.AfterFunc(h.ctx, cancel)() // Close cancels h.ctx
+		defer context.AfterFunc(rt.ctx, cancel)() // Close cancels it, and so does the group's drop
 		cur, err := first(ctx)
 		if err != nil {
 			return
@@ -173,7 +173,7 @@ func (p *Part) reportPositions(stop <-chan struct{}, name string, election bool,
 			case <-w.changed:
 			case <-stop:
 				return
-			case <-rt.h.ctx.Done():
+			case <-rt.ctx.Done():
 				return
 			}
 		}

@@ -1,0 +1,262 @@
+package main
+
+// fencelock groups and fencelock members replace: the group table over the
+// HTTP API (docs/http.md, "Groups").
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fencelock/fencelock/httpapi"
+)
+
+// changeCtx bounds a change of the group table: the server bounds it by
+// httpapi.GroupChangeTimeout, and answers a change still under way then.
+func changeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), httpapi.GroupChangeTimeout+15*time.Second)
+}
+
+// groupsCmd is `fencelock groups [list|create|drop|set-voters]`.
+func groupsCmd(args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "list", "ls":
+			args = args[1:]
+		case "create":
+			return groupsCreateCmd(args[1:])
+		case "drop":
+			return groupsDropCmd(args[1:])
+		case "set-voters":
+			return groupsSetVotersCmd(args[1:])
+		}
+	}
+	var f listFlags
+	fs := newFlags("groups", "[list] [flags] | create NAME ID,ID,... | drop NAME [--force] | set-voters NAME ID,ID,...")
+	f.register(fs)
+	fs.StringVar(&f.output, "o", "table", "output: table or json")
+	rest, err := parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if f.output != "table" && f.output != "json" {
+		return fmt.Errorf("groups: -o %q: want table or json", f.output)
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("groups: unexpected argument %q (want list, create, drop or set-voters)", rest[0])
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := callCtx()
+	defer cancel()
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/v1/groups", nil, &raw); err != nil {
+		return err
+	}
+	if f.output == "json" {
+		return printJSON(raw)
+	}
+	var gs httpapi.GroupsJSON
+	if err := json.Unmarshal(raw, &gs); err != nil {
+		return err
+	}
+	if len(gs.Groups) == 0 {
+		fmt.Println("no named groups: every name is in the default group (create one: fencelock groups create NAME ID,ID,...)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tVOTERS\tREMOVED\tSHARD")
+	for _, g := range gs.Groups {
+		removed := ids(g.Removed)
+		if removed == "" {
+			removed = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Name, ids(g.Voters), removed, g.ShardID)
+	}
+	return tw.Flush()
+}
+
+// ids writes replica IDs as "1,2,3".
+func ids(v []uint64) string {
+	s := make([]string, len(v))
+	for i, id := range v {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	return strings.Join(s, ",")
+}
+
+// parseIDs reads "1,2,3" (spaces allowed) as positive replica IDs.
+func parseIDs(what, s string) ([]uint64, error) {
+	var out []uint64
+	for _, x := range strings.Split(s, ",") {
+		id, err := strconv.ParseUint(strings.TrimSpace(x), 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("%s: %q is not a positive replica ID", what, x)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// groupAndVoters parses the NAME ID,ID,... of create and set-voters.
+func groupAndVoters(name string, args []string) (*clientFlags, string, []uint64, error) {
+	var f clientFlags
+	fs := newFlags("groups "+name, "NAME ID,ID,... [flags]")
+	f.register(fs)
+	rest, err := parseAll(fs, args)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if len(rest) != 2 {
+		return nil, "", nil, fmt.Errorf("groups %s: want NAME and its voters (ID,ID,...), got %d arguments", name, len(rest))
+	}
+	voters, err := parseIDs("groups "+name, rest[1])
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return &f, rest[0], voters, nil
+}
+
+// groupsCreateCmd is `fencelock groups create NAME ID,ID,...`: POST
+// /v1/groups/{name}.
+func groupsCreateCmd(args []string) error {
+	f, name, voters, err := groupAndVoters("create", args)
+	if err != nil {
+		return err
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := changeCtx()
+	defer cancel()
+	var g httpapi.TableGroupJSON
+	err = c.call(ctx, 0, "", "POST", "/v1/groups/"+url.PathEscape(name), httpapi.VotersRequest{Voters: voters}, &g)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.body.Code == httpapi.CodeGroupExists {
+		// A create that applied and whose answer was lost, asked again of
+		// another replica: done, if the group is the one asked for.
+		if g, ok := findGroup(ctx, c, name); ok && ids(g.Voters) == ids(slices.Sorted(slices.Values(voters))) {
+			fmt.Printf("group %s runs, voters %s\n", name, ids(g.Voters))
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("group %s created, voters %s: names ending in @%s live in it\n", g.Name, ids(g.Voters), g.Name)
+	return nil
+}
+
+// findGroup reads the table and returns group name, if it has it.
+func findGroup(ctx context.Context, c *client, name string) (httpapi.TableGroupJSON, bool) {
+	var gs httpapi.GroupsJSON
+	if err := c.do(ctx, "GET", "/v1/groups", nil, &gs); err != nil {
+		return httpapi.TableGroupJSON{}, false
+	}
+	for _, g := range gs.Groups {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return httpapi.TableGroupJSON{}, false
+}
+
+// groupsDropCmd is `fencelock groups drop NAME [--force]`: DELETE
+// /v1/groups/{name}.
+func groupsDropCmd(args []string) error {
+	var f clientFlags
+	fs := newFlags("groups drop", "NAME [--force] [flags]")
+	f.register(fs)
+	force := fs.Bool("force", false, "drop it even though it holds locks: their sessions' parts in the group are ended first (their holders see their locks revoked)")
+	rest, err := parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return fmt.Errorf("groups drop: want one group name, got %d arguments", len(rest))
+	}
+	name := rest[0]
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := changeCtx()
+	defer cancel()
+	path := "/v1/groups/" + url.PathEscape(name)
+	if *force {
+		path += "?force=true"
+	}
+	var resp httpapi.DropResponse
+	if err := c.call(ctx, 0, "", "DELETE", path, nil, &resp); err != nil {
+		return err
+	}
+	fmt.Printf("group %s dropped: its raft data is removed from every replica\n", name)
+	return nil
+}
+
+// groupsSetVotersCmd is `fencelock groups set-voters NAME ID,ID,...`: PUT
+// /v1/groups/{name}/voters.
+func groupsSetVotersCmd(args []string) error {
+	f, name, voters, err := groupAndVoters("set-voters", args)
+	if err != nil {
+		return err
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := changeCtx()
+	defer cancel()
+	var g httpapi.TableGroupJSON
+	if err := c.call(ctx, 0, "", "PUT", "/v1/groups/"+url.PathEscape(name)+"/voters", httpapi.VotersRequest{Voters: voters}, &g); err != nil {
+		return err
+	}
+	fmt.Printf("group %s votes on %s", g.Name, ids(g.Voters))
+	if len(g.Removed) > 0 {
+		fmt.Printf(" (taken off it for good: %s)", ids(g.Removed))
+	}
+	fmt.Println()
+	return nil
+}
+
+// membersReplaceCmd is `fencelock members replace OLD NEW`: POST
+// /v1/members/{old}/replace.
+func membersReplaceCmd(args []string) error {
+	var f clientFlags
+	fs := newFlags("members replace", "OLD NEW [flags]")
+	f.register(fs)
+	rest, err := parseAll(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 2 {
+		return fmt.Errorf("members replace: want OLD and NEW replica IDs, got %d arguments", len(rest))
+	}
+	pair, err := parseIDs("members replace", rest[0]+","+rest[1])
+	if err != nil {
+		return err
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := changeCtx()
+	defer cancel()
+	var resp httpapi.MemberChangeResponse
+	if err := c.call(ctx, 0, "", "POST", fmt.Sprintf("/v1/members/%d/replace", pair[0]), httpapi.ReplaceRequest{New: pair[1]}, &resp); err != nil {
+		return err
+	}
+	fmt.Printf("replica %d took replica %d's place in every group; %d is removed for good: delete its Dir\n", pair[1], pair[0], pair[0])
+	return printChange(resp)
+}

@@ -1,0 +1,548 @@
+package replica
+
+// The group table (internal/fsm/grouptable.go) in the default group's
+// state says which named groups the deployment runs, with their voters.
+// Every host watches it: the default group's apply nudges the watcher when
+// a table command applied (or a snapshot replaced the state), and the
+// watcher, after a linearizable read of the table (so that it never acts on
+// a state replayed only part way), starts the groups the host does not run
+// yet and stops, for good, those the table dropped, without a restart.
+//
+// Until the table is set, a host runs the groups of its Config.Groups (the
+// way of versions before the table), and proposes a Seed of them: the first
+// seed applied sets the table, any later one changes nothing, so a replica
+// started with another Config.Groups never makes a second table. Once this
+// host has seen the table set, it keeps a marker in Dir (groups.go): from
+// then on its groups are the table's, and a Config.Groups that differs is
+// logged, never obeyed.
+//
+// A group's voters move to the table's one change at a time, on the
+// group's leader (moveVoters, from reconcile): a new voter is added as a
+// non-voting replica (every host of the deployment is one already), is
+// promoted once it has caught up, and only when every new voter votes are
+// the old ones removed, each only after the table, read again, still
+// removes it: a removed replica ID can never come back.
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// tableState is the host's view of the group table.
+type tableState struct {
+	cur   atomic.Pointer[tableView] // as last read; nil before the first read
+	mode  atomic.Bool               // the Dir's groups follow the table
+	nudge chan struct{}             // a table command applied, or a snapshot restored
+
+	mu       sync.Mutex
+	diff     string               // the Config.Groups difference last logged
+	failed   map[uint64]time.Time // shards whose start failed here, and when
+	seedDone bool                 // this host's seed was answered (or is not needed)
+	seedOp   uint64               // the seed's operation ID, kept across its retries
+}
+
+// tableView is the table as one linearizable read found it.
+type tableView struct {
+	set    bool
+	groups []fsm.GroupEntry
+}
+
+func (t *tableState) init(mode bool) {
+	t.mode.Store(mode)
+	t.nudge = make(chan struct{}, 1)
+	t.failed = make(map[uint64]time.Time)
+}
+
+// changed wakes the watcher; it runs on the default group's apply
+// goroutine and never blocks.
+func (t *tableState) changed() {
+	select {
+	case t.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// entry returns the table's entry for r's group, if the table is set and
+// has r's group on r's shard.
+func (t *tableState) entry(r *Replica) (fsm.GroupEntry, bool) {
+	v := t.cur.Load()
+	if v == nil || !v.set {
+		return fsm.GroupEntry{}, false
+	}
+	e, ok := v.find(r.name)
+	return e, ok && e.Shard == r.shard
+}
+
+func (v *tableView) find(name string) (fsm.GroupEntry, bool) {
+	i := slices.IndexFunc(v.groups, func(e fsm.GroupEntry) bool { return e.Name == name })
+	if i < 0 {
+		return fsm.GroupEntry{}, false
+	}
+	return v.groups[i], true
+}
+
+// Timing of the watcher: a table change nudges it at once; it reads the
+// table again every tableRefresh anyway (a nudge lost to a read that
+// failed, a start that failed), and sooner while a seed is pending or the
+// last read failed.
+const (
+	tableRefresh   = 5 * time.Second
+	tableRetry     = time.Second
+	tableReadLimit = 10 * time.Second
+	// startRetry is how long a group whose start failed here waits before
+	// the next attempt.
+	startRetry = 30 * time.Second
+	// removeDataLimit bounds the removal of a stopped group's raft data.
+	removeDataLimit = 30 * time.Second
+)
+
+// watchTable is the host's watcher of the group table; it returns when the
+// host closes.
+func (h *Host) watchTable() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-h.closed
+		cancel()
+	}()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.closed:
+			return
+		case <-h.tab.nudge:
+		case <-t.C:
+		}
+		next := tableRefresh
+		if !h.refreshTable(ctx) {
+			next = tableRetry
+		}
+		t.Reset(next)
+	}
+}
+
+// refreshTable reads the table and acts on it; false means it should be
+// tried again soon.
+func (h *Host) refreshTable(ctx context.Context) bool {
+	rctx, cancel := context.WithTimeout(ctx, tableReadLimit)
+	defer cancel()
+	v, err := h.readTable(rctx)
+	if err != nil {
+		h.log.Debug("fencelock: reading the group table failed; retried", "err", err)
+		return false
+	}
+	if !v.set {
+		return h.seed(rctx)
+	}
+	h.followTable(ctx, v)
+	return true
+}
+
+// readTable reads the table linearizably.
+func (h *Host) readTable(ctx context.Context) (tableView, error) {
+	res, err := h.groups()[0].Read(ctx, func(st *fsm.State) any {
+		groups, set := st.GroupTable()
+		return tableView{set: set, groups: groups}
+	})
+	if err != nil {
+		return tableView{}, err
+	}
+	return res.(tableView), nil
+}
+
+// followTable makes the groups this host runs the table's v.
+func (h *Host) followTable(ctx context.Context, v tableView) {
+	if !h.tab.mode.Load() {
+		h.setMu.Lock()
+		err := h.updateGroupsFile(func(f *groupsFile) { f.Table = true })
+		h.setMu.Unlock()
+		if err != nil {
+			h.log.Warn("fencelock: cannot keep in Dir that this replica follows the group table; retried", "err", err)
+			return
+		}
+		h.tab.mode.Store(true)
+		h.log.Info("fencelock: the deployment's named groups are the group table's from now on; Config.Groups only seeded it", "groups", len(v.groups))
+	}
+	h.tab.cur.Store(&v)
+	h.logConfigDiff(v)
+	for _, r := range h.groups()[1:] {
+		e, ok := v.find(r.name)
+		switch {
+		case !ok || e.Shard != r.shard:
+			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.name))
+		case r.ops.removed.Load() && slices.Contains(e.Removed, h.cfg.ReplicaID):
+			h.stopGroup(r, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.name, h.cfg.ReplicaID))
+		default:
+			r.setVoters(e.Voters)
+		}
+	}
+	for _, e := range v.groups {
+		if h.Group(e.Name) == nil && !slices.Contains(e.Removed, h.cfg.ReplicaID) {
+			h.startGroup(e)
+		}
+	}
+	h.leadersChanged() // the group leaders' reconcile moves the voters
+}
+
+// logConfigDiff logs, once per difference, how this host's Config.Groups
+// differs from the table, which rules.
+func (h *Host) logConfigDiff(v tableView) {
+	var parts []string
+	for _, gc := range h.cfg.Groups {
+		e, ok := v.find(gc.Name)
+		voters := slices.Sorted(slices.Values(gc.Voters))
+		switch {
+		case !ok:
+			parts = append(parts, fmt.Sprintf("%s: in Config.Groups, not in the table", gc.Name))
+		case !slices.Equal(voters, e.Voters):
+			parts = append(parts, fmt.Sprintf("%s: voters %v in Config.Groups, %v in the table", gc.Name, voters, e.Voters))
+		}
+	}
+	for _, e := range v.groups {
+		if !slices.ContainsFunc(h.cfg.Groups, func(gc GroupConfig) bool { return gc.Name == e.Name }) {
+			parts = append(parts, fmt.Sprintf("%s: in the table, not in Config.Groups", e.Name))
+		}
+	}
+	diff := strings.Join(parts, "; ")
+	h.tab.mu.Lock()
+	defer h.tab.mu.Unlock()
+	if diff == h.tab.diff {
+		return
+	}
+	h.tab.diff = diff
+	if diff != "" && len(h.cfg.Groups) > 0 {
+		h.log.Warn("fencelock: Config.Groups differs from the deployment's group table, which rules (change groups with CreateGroup, DropGroup and SetVoters)",
+			"differences", diff)
+	}
+}
+
+// startGroup starts this host's replica of table entry e: as one of its
+// bootstrap voters, or else as a non-voting replica that joins (the
+// group's leader adds it).
+func (h *Host) startGroup(e fsm.GroupEntry) {
+	h.setMu.Lock()
+	defer h.setMu.Unlock()
+	select {
+	case <-h.closed:
+		return
+	default:
+	}
+	if h.Group(e.Name) != nil {
+		return
+	}
+	h.tab.mu.Lock()
+	failedAt, failed := h.tab.failed[e.Shard]
+	h.tab.mu.Unlock()
+	if failed && time.Since(failedAt) < startRetry {
+		return
+	}
+	ng := namedGroup{Name: e.Name, Shard: e.Shard}
+	for _, m := range e.Bootstrap {
+		ng.Voters = append(ng.Voters, m.ID)
+	}
+	ng.Group = namedDigest(h.cfg.DeploymentID, e.Name, ng.Voters)
+	if slices.Contains(ng.Voters, h.cfg.ReplicaID) {
+		ng.Bootstrap = make(map[uint64]string, len(e.Bootstrap))
+		for _, m := range e.Bootstrap {
+			ng.Bootstrap[m.ID] = m.Addr
+		}
+	}
+	if ng.Shard == GroupShardID(ng.Name) {
+		ng.Shard = 0
+	}
+	// Dir first: once the shard started, a restart must find it there.
+	if err := h.updateGroupsFile(func(f *groupsFile) { f.Groups = setNamed(f.Groups, ng) }); err != nil {
+		h.log.Warn("fencelock: cannot keep a new group in Dir; not started here, retried", "group", e.Name, "err", err)
+		return
+	}
+	r := namedReplica(h, ng, h.sinks(e.Name))
+	r.voters = slices.Clone(e.Voters)
+	if err := r.startShard(); err != nil {
+		r.stop()
+		r.wg.Wait()
+		h.tab.mu.Lock()
+		h.tab.failed[e.Shard] = time.Now()
+		h.tab.mu.Unlock()
+		h.log.Warn("fencelock: a group of the table could not start here; retried later", "group", e.Name, "err", startError(h.cfg, e.Name, err))
+		return
+	}
+	h.gset.Store(h.gset.Load().with(r, true))
+	role := "non-voting"
+	if ng.Bootstrap != nil {
+		role = "voter"
+	}
+	r.log.Info("fencelock: group started here, as the group table says", "as", role, "voters", e.Voters)
+}
+
+// stopGroup stops this host's replica r for good: its calls and its
+// sessions' parts end with why, its shard stops and its raft data is
+// removed, and Dir forgets it.
+func (h *Host) stopGroup(r *Replica, why error) {
+	h.setMu.Lock()
+	defer h.setMu.Unlock()
+	select {
+	case <-h.closed:
+		return
+	default:
+	}
+	if h.Group(r.name) != r {
+		return
+	}
+	h.gset.Store(h.gset.Load().with(r, false))
+	r.gone.Store(&why)
+	if d, ok := r.sink.(Dropper); ok {
+		d.Dropped(why)
+	} else {
+		r.sink.Removed()
+	}
+	r.stop()
+	if err := h.nh.StopShard(r.shard); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
+		r.log.Warn("fencelock: stopping a group that no longer runs here", "err", err)
+	}
+	r.wg.Wait()
+	// Dir forgets the group before its data goes: a crash in between
+	// leaves data nothing starts again, never a record that would start
+	// the group afresh, on empty data, under this replica's old ID.
+	if err := h.updateGroupsFile(func(f *groupsFile) {
+		f.Groups = slices.DeleteFunc(f.Groups, func(g namedGroup) bool { return g.Name == r.name && g.shard() == r.shard })
+	}); err != nil {
+		r.log.Warn("fencelock: cannot forget in Dir a group that no longer runs here; its raft data stays", "err", err)
+		r.log.Info("fencelock: group stopped here for good", "why", why)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), removeDataLimit)
+	defer cancel()
+	if err := h.nh.SyncRemoveData(ctx, r.shard, h.cfg.ReplicaID); err != nil {
+		r.log.Warn("fencelock: the raft data of a group that no longer runs here stays in Dir", "err", err)
+	}
+	r.log.Info("fencelock: group stopped here for good", "why", why)
+}
+
+// updateGroupsFile changes the groups file of Dir; the caller holds setMu.
+func (h *Host) updateGroupsFile(change func(*groupsFile)) error {
+	path := filepath.Join(h.cfg.Dir, groupsFileName)
+	f, err := readGroups(path)
+	if err != nil {
+		return err
+	}
+	change(&f)
+	return writeGroups(path, f)
+}
+
+// setNamed returns groups with ng in place of the group of its name.
+func setNamed(groups []namedGroup, ng namedGroup) []namedGroup {
+	out := slices.DeleteFunc(slices.Clone(groups), func(g namedGroup) bool { return g.Name == ng.Name })
+	return append(out, ng)
+}
+
+// seed proposes, once, that the table be this host's Config.Groups, if it
+// has any and does not follow the table yet; false means it should be
+// tried again soon.
+func (h *Host) seed(ctx context.Context) bool {
+	h.tab.mu.Lock()
+	done := h.tab.seedDone || h.tab.mode.Load() || len(h.cfg.Groups) == 0
+	if h.tab.seedOp == 0 {
+		h.tab.seedOp = newOpID()
+	}
+	op := h.tab.seedOp
+	h.tab.mu.Unlock()
+	if done {
+		return true
+	}
+	specs, err := h.seedSpecs(ctx)
+	if err != nil {
+		h.log.Warn("fencelock: cannot seed the group table from Config.Groups; retried", "err", err)
+		return false
+	}
+	res, err := h.groups()[0].Propose(ctx, fsm.Command{Kind: fsm.KindGroupSeed, Op: op, Groups: specs})
+	if err != nil {
+		h.log.Debug("fencelock: seeding the group table failed; retried", "err", err)
+		return false
+	}
+	h.tab.mu.Lock()
+	h.tab.seedDone = true
+	h.tab.mu.Unlock()
+	switch res.Status {
+	case fsm.OK:
+		h.log.Info("fencelock: group table seeded from Config.Groups", "groups", len(specs))
+	case fsm.NotApplied: // another replica's seed, or a create, came first
+	default:
+		h.log.Warn("fencelock: the group table refused this replica's Config.Groups as its seed", "status", res.Status, "value", res.Value)
+	}
+	h.tab.changed()
+	return true
+}
+
+// seedSpecs are this host's Config.Groups as the table's seed: each on the
+// shard its name gives, with its voters' addresses as this host
+// bootstrapped them, or as the deployment has them.
+func (h *Host) seedSpecs(ctx context.Context) ([]fsm.GroupSpec, error) {
+	m, err := h.groups()[0].membership(ctx)
+	if err != nil {
+		return nil, err
+	}
+	addrs := make(map[uint64]string, len(m.Nodes)+len(m.NonVotings))
+	maps.Copy(addrs, m.NonVotings)
+	maps.Copy(addrs, m.Nodes)
+	for _, r := range h.groups()[1:] {
+		maps.Copy(addrs, r.bootstrap)
+	}
+	specs := make([]fsm.GroupSpec, 0, len(h.cfg.Groups))
+	for _, gc := range h.cfg.Groups {
+		g := fsm.GroupSpec{Name: gc.Name, Shard: GroupShardID(gc.Name), Voters: slices.Sorted(slices.Values(gc.Voters))}
+		for _, id := range g.Voters {
+			addr, ok := addrs[id]
+			if !ok {
+				return nil, fmt.Errorf("group %q: voter %d is not a member of the deployment", gc.Name, id)
+			}
+			g.Bootstrap = append(g.Bootstrap, fsm.GroupMember{ID: id, Addr: addr})
+		}
+		specs = append(specs, g)
+	}
+	return specs, nil
+}
+
+// newOpID draws an operation ID (fsm.Command.Op): random, never 0.
+func newOpID() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+		if op := binary.LittleEndian.Uint64(b[:]); op != 0 {
+			return op
+		}
+	}
+}
+
+// newShardID draws the shard ID of a group created under name: a hash of
+// the name and a random number, so that a group created again under an
+// old name gets another shard than its predecessor; never 0 or 1, nor the
+// shard the name alone gives (a group of Config.Groups).
+func newShardID(name string) uint64 {
+	for {
+		var nonce [8]byte
+		_, _ = rand.Read(nonce[:])
+		sum := sha256.Sum256(append([]byte("fencelock created group\n"+name+"\n"), nonce[:]...))
+		if id := binary.BigEndian.Uint64(sum[:8]); id > 1 && id != GroupShardID(name) {
+			return id
+		}
+	}
+}
+
+// catchUpSlack is how far behind the leader's applied index a new voter's
+// acknowledged log may be when it is promoted: a voter that has not caught
+// up counts toward the quorum without being able to acknowledge, but under
+// load a follower is always a few entries behind.
+const catchUpSlack = 64
+
+// moveVoters makes one change toward entry's voters in r's group, whose
+// leader this host is, with membership m; hosts are the deployment's
+// replicas and addresses. It reports whether it made a change or waits for
+// one (a new voter catching up).
+func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Membership, e fsm.GroupEntry, hosts map[uint64]string) bool {
+	self := h.cfg.ReplicaID
+	for _, id := range e.Voters {
+		if _, ok := m.Nodes[id]; ok {
+			continue
+		}
+		addr, ok := hosts[id]
+		if !ok {
+			addr, ok = m.NonVotings[id]
+		}
+		if !ok {
+			r.log.Debug("fencelock: a voter the group table names is not a member of the deployment; add it first", "member", id)
+			continue
+		}
+		if _, ok := m.NonVotings[id]; !ok {
+			if err := r.addNonVoting(ctx, id, addr, true); err != nil {
+				r.log.Debug("fencelock: adding a new voter as a non-voting replica first; retried", "member", id, "err", err)
+			} else {
+				r.log.Info("fencelock: new voter added as a non-voting replica; promoted once it has caught up", "member", id)
+			}
+			return true
+		}
+		if !h.caughtUp(r, id) {
+			return true
+		}
+		err := r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
+			_, ok := m.Nodes[id]
+			return ok, nil
+		}, func(ctx context.Context, ccid uint64) error {
+			return r.nh.SyncRequestAddReplica(ctx, r.shard, id, addr, ccid)
+		})
+		if err != nil {
+			r.log.Debug("fencelock: promoting a new voter; retried", "member", id, "err", err)
+		} else {
+			r.log.Info("fencelock: new voter promoted, as the group table says", "member", id)
+		}
+		return true
+	}
+	for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
+		if slices.Contains(e.Voters, id) {
+			continue
+		}
+		if !h.tableRemoves(ctx, r, id) {
+			return true
+		}
+		if id == self {
+			// The leader hands the group to a voter that stays, which
+			// then removes this one.
+			for _, to := range e.Voters {
+				if _, voter := m.Nodes[to]; voter && h.live(to) {
+					if err := r.transfer(ctx, to, 1); err != nil {
+						r.log.Debug("fencelock: handing the group over before leaving its voters; retried", "to", to, "err", err)
+					} else {
+						r.log.Info("fencelock: group handed over before leaving its voters, as the group table says", "to", to)
+					}
+					return true
+				}
+			}
+			return true
+		}
+		if err := r.RemoveReplica(ctx, id); err != nil {
+			r.log.Debug("fencelock: removing a voter the group table no longer names; retried", "member", id, "err", err)
+		} else {
+			r.log.Info("fencelock: voter removed, as the group table says", "member", id)
+		}
+		return true
+	}
+	return false
+}
+
+// caughtUp reports whether replica id of r's group, which this host leads,
+// was heard from lately and has acknowledged the log up to about what the
+// leader applied.
+func (h *Host) caughtUp(r *Replica, id uint64) bool {
+	return h.prog.heardWithin(id, h.freshness()) && h.prog.index(r.shard, id)+catchUpSlack >= r.appliedIndex.Load()
+}
+
+// tableRemoves reads the table again and reports whether it still removes
+// replica id from r's group: a removal cannot be undone, so it is never
+// made on a view of the table that may have changed since.
+func (h *Host) tableRemoves(ctx context.Context, r *Replica, id uint64) bool {
+	v, err := h.readTable(ctx)
+	if err != nil {
+		return false
+	}
+	e, ok := v.find(r.name)
+	return ok && e.Shard == r.shard && !slices.Contains(e.Voters, id) && slices.Contains(e.Removed, id)
+}
+
+// FollowsTable reports whether this host runs the group table's groups
+// (it has seen the table set), rather than its Config.Groups.
+func (h *Host) FollowsTable() bool { return h.tab.mode.Load() }

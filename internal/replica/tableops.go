@@ -1,0 +1,377 @@
+package replica
+
+// The group table's operations: create, drop and re-vote a named group,
+// and move every group off a replica. Each proposes its change to the
+// default group (any replica takes it: a proposal is forwarded to the
+// leader), with an operation ID that makes its retries apply once, and
+// then waits until the change is in place as far as this host can see:
+// the group runs here (create), no longer runs here (drop), or its raft
+// membership is the table's (set voters).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// ErrTooManyGroups wraps a create refused because the table holds
+// fsm.MaxGroups groups already.
+var ErrTooManyGroups = errors.New("fencelock: too many groups")
+
+// pollEvery is how often an operation looks whether its change is in
+// place: the membership and the running groups have no change signal that
+// reaches a caller.
+const pollEvery = 50 * time.Millisecond
+
+// GroupTable returns the group table as of a linearizable read of the
+// default group: its groups in name order, and whether it was ever set.
+// Before it is set, the deployment runs its replicas' Config.Groups.
+func (h *Host) GroupTable(ctx context.Context) ([]fsm.GroupEntry, bool, error) {
+	v, err := h.readTable(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	return v.groups, v.set, nil
+}
+
+// checkVoters returns voters sorted, or an error wrapping ErrInvalidVoters:
+// 1, 3 or 5 distinct non-zero IDs. An even count is refused: it tolerates
+// no more failures than the odd count below it, and needs a larger quorum.
+func checkVoters(voters []uint64) ([]uint64, error) {
+	vs := slices.Sorted(slices.Values(voters))
+	switch len(vs) {
+	case 1, 3, 5:
+	default:
+		return nil, fmt.Errorf("%w: %d voters; want 1, 3 or 5 (an even count tolerates no more failures than one fewer)", ErrInvalidVoters, len(vs))
+	}
+	for i, id := range vs {
+		if id == 0 {
+			return nil, fmt.Errorf("%w: replica ID 0", ErrInvalidVoters)
+		}
+		if i > 0 && vs[i-1] == id {
+			return nil, fmt.Errorf("%w: replica %d listed twice", ErrInvalidVoters, id)
+		}
+	}
+	return vs, nil
+}
+
+// deploymentAddrs returns the default group's members, voting or not, and
+// their addresses (a linearizable read).
+func (h *Host) deploymentAddrs(ctx context.Context) (map[uint64]string, *dragonboat.Membership, error) {
+	m, err := h.groups()[0].membership(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	addrs := make(map[uint64]string, len(m.Nodes)+len(m.NonVotings))
+	maps.Copy(addrs, m.NonVotings)
+	maps.Copy(addrs, m.Nodes)
+	return addrs, m, nil
+}
+
+// membersOf checks that every voter is a member of the deployment, and
+// returns them with their addresses.
+func membersOf(voters []uint64, addrs map[uint64]string) ([]fsm.GroupMember, error) {
+	out := make([]fsm.GroupMember, 0, len(voters))
+	for _, id := range voters {
+		addr, ok := addrs[id]
+		if !ok {
+			return nil, fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: AddNonVoting, then start it)", ErrInvalidVoters, id)
+		}
+		out = append(out, fsm.GroupMember{ID: id, Addr: addr})
+	}
+	return out, nil
+}
+
+// ensureTable seeds the table from this host's Config.Groups if it was
+// never set, so that a change made before any seed does not make a table
+// without the groups the deployment runs.
+func (h *Host) ensureTable(ctx context.Context) (tableView, error) {
+	v, err := h.readTable(ctx)
+	if err != nil || v.set {
+		return v, err
+	}
+	specs, err := h.seedSpecs(ctx)
+	if err != nil {
+		return v, fmt.Errorf("%w: the group table was never set, and this replica cannot seed it from its Config.Groups: %v", ErrInvalidVoters, err)
+	}
+	if _, err := h.groups()[0].Propose(ctx, fsm.Command{Kind: fsm.KindGroupSeed, Op: newOpID(), Groups: specs}); err != nil {
+		return v, err
+	}
+	h.tab.changed()
+	return h.readTable(ctx)
+}
+
+// CreateGroup adds group name with voters to the table, and returns once
+// this host runs it (the root's CreateGroup documents the contract).
+func (h *Host) CreateGroup(ctx context.Context, name string, voters []uint64) error {
+	if !fsm.ValidGroupName(name) {
+		return fmt.Errorf("%w: %q: want 1 to %d of [a-z0-9-]", ErrInvalidGroupName, truncate(name, 40), fsm.MaxGroupNameLen)
+	}
+	vs, err := checkVoters(voters)
+	if err != nil {
+		return err
+	}
+	addrs, _, err := h.deploymentAddrs(ctx)
+	if err != nil {
+		return err
+	}
+	boot, err := membersOf(vs, addrs)
+	if err != nil {
+		return err
+	}
+	v, err := h.ensureTable(ctx)
+	if err != nil {
+		return err
+	}
+	if e, ok := v.find(name); ok {
+		return fmt.Errorf("%w: %q, with voters %v", ErrGroupExists, name, e.Voters)
+	}
+	def := h.groups()[0]
+	for range 3 { // a shard ID taken by another group: draw another
+		spec := fsm.GroupSpec{Name: name, Shard: newShardID(name), Voters: vs, Bootstrap: boot}
+		res, err := def.Propose(ctx, fsm.Command{Kind: fsm.KindGroupCreate, Op: newOpID(), Groups: []fsm.GroupSpec{spec}})
+		if err != nil {
+			return err
+		}
+		switch {
+		case res.Status == fsm.OK:
+			h.log.Info("fencelock: group created", "group", name, "voters", vs)
+			return h.awaitGroup(ctx, name, func(r *Replica) bool { return r != nil && r.shard == res.Value })
+		case res.Status == fsm.Conflict:
+			return fmt.Errorf("%w: %q", ErrGroupExists, name)
+		case res.Status == fsm.LimitExceeded:
+			return fmt.Errorf("%w: the deployment has %d groups", ErrTooManyGroups, fsm.MaxGroups)
+		case res.Status == fsm.Invalid && res.Value == fsm.GroupShardTaken:
+			continue
+		default:
+			return fmt.Errorf("%w: the group table refused group %q: %v", ErrInvalidVoters, name, res.Status)
+		}
+	}
+	return fmt.Errorf("fencelock: create group %q: no free shard ID found", name)
+}
+
+// DropGroup removes group name from the table, and returns once it no
+// longer runs on this host (the root's DropGroup documents the contract).
+// With force, every session of the group is ended first (their locks and
+// leaderships are revoked), until none holds anything.
+func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
+	v, err := h.readTable(ctx)
+	if err != nil {
+		return err
+	}
+	e, ok := v.find(name)
+	if !v.set || !ok {
+		return fmt.Errorf("%w: %q is not a group of the table", ErrUnknownGroup, truncate(name, 64))
+	}
+	r := h.Group(name)
+	if r == nil || r.shard != e.Shard {
+		return fmt.Errorf("%w: %q does not run on replica %d: call DropGroup on a replica that runs it", ErrGroupMoved, name, h.cfg.ReplicaID)
+	}
+	for {
+		held, sessions, err := groupHolds(ctx, r)
+		if err != nil {
+			return err
+		}
+		if held == 0 && (!force || len(sessions) == 0) {
+			break
+		}
+		if !force {
+			return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, name, plural(held, "lock or leadership"))
+		}
+		for _, id := range sessions {
+			if _, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id, Op: newOpID()}); err != nil {
+				return err
+			}
+		}
+		h.log.Info("fencelock: sessions of a group being dropped ended, their locks revoked", "group", name, "sessions", len(sessions))
+	}
+	res, err := h.groups()[0].Propose(ctx, fsm.Command{Kind: fsm.KindGroupDrop, Op: newOpID(), Groups: []fsm.GroupSpec{{Name: name}}})
+	if err != nil {
+		return err
+	}
+	if res.Status != fsm.OK || res.Value != e.Shard {
+		return fmt.Errorf("%w: %q was dropped by another call", ErrUnknownGroup, name)
+	}
+	h.log.Info("fencelock: group dropped", "group", name)
+	return h.awaitGroup(ctx, name, func(x *Replica) bool { return x != r })
+}
+
+// groupHolds counts the locks and leaderships held in r's group, and lists
+// the sessions that hold or wait for any (a linearizable read).
+func groupHolds(ctx context.Context, r *Replica) (held int, sessions []uint64, err error) {
+	type holds struct {
+		held     int
+		sessions []uint64
+	}
+	v, err := r.Read(ctx, func(st *fsm.State) any {
+		n, ids := st.Holding()
+		return holds{held: n, sessions: ids}
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	hv := v.(holds)
+	return hv.held, hv.sessions, nil
+}
+
+// SetVoters makes voters group name's voters in the table, and returns once
+// the group's raft membership has moved to them (the root's SetVoters
+// documents the contract).
+func (h *Host) SetVoters(ctx context.Context, name string, voters []uint64) error {
+	vs, err := checkVoters(voters)
+	if err != nil {
+		return err
+	}
+	v, err := h.readTable(ctx)
+	if err != nil {
+		return err
+	}
+	e, ok := v.find(name)
+	if !v.set || !ok {
+		return fmt.Errorf("%w: %q is not a group of the table", ErrUnknownGroup, truncate(name, 64))
+	}
+	addrs, _, err := h.deploymentAddrs(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := membersOf(vs, addrs); err != nil {
+		return err
+	}
+	for _, id := range vs {
+		if slices.Contains(e.Removed, id) {
+			return fmt.Errorf("%w: replica %d was removed from group %q, and a removed replica never comes back: use a new replica ID", ErrInvalidVoters, id, name)
+		}
+	}
+	res, err := h.groups()[0].Propose(ctx, fsm.Command{Kind: fsm.KindGroupSetVoters, Op: newOpID(),
+		Groups: []fsm.GroupSpec{{Name: name, Voters: vs}}})
+	if err != nil {
+		return err
+	}
+	switch {
+	case res.Status == fsm.NotApplied:
+		return fmt.Errorf("%w: %q was dropped meanwhile", ErrUnknownGroup, name)
+	case res.Status == fsm.Invalid && res.Value == fsm.GroupVoterRemoved:
+		return fmt.Errorf("%w: a voter of %v was removed from group %q meanwhile", ErrInvalidVoters, vs, name)
+	case res.Status != fsm.OK:
+		return fmt.Errorf("%w: the group table refused voters %v for %q: %v", ErrInvalidVoters, vs, name, res.Status)
+	}
+	if !slices.Equal(vs, e.Voters) {
+		h.log.Info("fencelock: group's voters set; they move one change at a time", "group", name, "from", e.Voters, "to", vs)
+	}
+	h.tab.changed()
+	return h.awaitVoters(ctx, name, res.Value, vs)
+}
+
+// awaitVoters waits until group name on shard has exactly voters, as a
+// linearizable read of its membership shows; or, if this host is one of
+// the voters the move removes, until the group stopped running here (its
+// removal is the move's last step for it: it comes after every new voter
+// votes).
+func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voters []uint64) error {
+	for {
+		r := h.Group(name)
+		if r == nil || r.shard != shard {
+			if slices.Contains(voters, h.cfg.ReplicaID) {
+				return fmt.Errorf("%w: %q no longer runs here", ErrGroupDropped, name)
+			}
+			return nil // moved off this host: every new voter votes
+		}
+		if e := r.gone.Load(); e != nil && errors.Is(*e, ErrGroupMoved) {
+			return nil
+		}
+		m, err := r.membership(ctx)
+		if err != nil {
+			if e := r.gone.Load(); e != nil && errors.Is(*e, ErrGroupMoved) {
+				return nil
+			}
+			return err
+		}
+		if slices.Equal(slices.Sorted(maps.Keys(m.Nodes)), voters) {
+			return nil
+		}
+		if err := h.pause(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitGroup waits until done holds for this host's replica of group name
+// (nil if it runs none), nudging the table's watcher.
+func (h *Host) awaitGroup(ctx context.Context, name string, done func(*Replica) bool) error {
+	h.tab.changed()
+	for !done(h.Group(name)) {
+		if err := h.pause(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pause waits pollEvery, or fails with ctx's end (ErrUnavailable and
+// ctx's error) or the host's closing.
+func (h *Host) pause(ctx context.Context) error {
+	t := time.NewTimer(pollEvery)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-h.closed:
+		return ErrClosed
+	case <-ctx.Done():
+		return &unavailableError{ctxErr: ctx.Err(), last: errors.New("the change is under way; it goes on without this call")}
+	}
+}
+
+// ReplaceReplica moves every group off replica old onto replica new, then
+// removes old from the deployment (the root's ReplaceReplica documents the
+// contract).
+func (h *Host) ReplaceReplica(ctx context.Context, old, new uint64) error {
+	if old == 0 || new == 0 || old == new {
+		return fmt.Errorf("%w: replace %d with %d", ErrInvalidVoters, old, new)
+	}
+	addrs, m, err := h.deploymentAddrs(ctx)
+	if err != nil {
+		return err
+	}
+	addr, ok := addrs[new]
+	if !ok {
+		return fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: AddNonVoting, then start it)", ErrInvalidVoters, new)
+	}
+	if _, removed := m.Removed[old]; removed {
+		return fmt.Errorf("%w: replica %d", ErrIDRemoved, old)
+	}
+	v, err := h.ensureTable(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range v.groups {
+		if !slices.Contains(e.Voters, old) {
+			continue
+		}
+		voters := slices.DeleteFunc(slices.Clone(e.Voters), func(id uint64) bool { return id == old })
+		if !slices.Contains(voters, new) {
+			voters = append(voters, new)
+		}
+		if err := h.SetVoters(ctx, e.Name, voters); err != nil {
+			return fmt.Errorf("group %q: %w", e.Name, err)
+		}
+	}
+	def := h.groups()[0]
+	if _, voter := m.Nodes[old]; voter {
+		if err := def.AddReplica(ctx, new, addr); err != nil {
+			return fmt.Errorf("the default group: %w", err)
+		}
+	}
+	if err := def.RemoveReplica(ctx, old); err != nil {
+		return fmt.Errorf("the default group: %w", err)
+	}
+	h.log.Info("fencelock: replica replaced in every group", "old", old, "new", new)
+	return nil
+}

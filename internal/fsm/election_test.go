@@ -610,7 +610,7 @@ func TestRestoreVersion1Snapshot(t *testing.T) {
 	now.sessions[1].resumed = 0
 	now.sessions[0].name, now.locks[0].at, now.locks[0].queueAt = "", 0, nil // version 5's
 	now.ops = nil                                                            // version 6's
-	now.version, now.table = 6, nil // version 7's gate and table: a restored version-1 group writes the baseline
+	now.version, now.table = 6, nil                                          // version 7's gate and table: a restored version-1 group writes the baseline
 	require.Equal(t, now.bytes(), saveBytes(t, st), "it is saved at its gate's version, the baseline")
 
 	v1 := im

@@ -42,7 +42,7 @@ func (g *testGroups) Lookup(name string) (*replica.Replica, error) {
 	if r := g.Group(name); r != nil {
 		return r, nil
 	}
-	return nil, fmt.Errorf("%w: %q", errUnknown, name)
+	return nil, fmt.Errorf("%w: %q", errUnknown, truncate(name, 64)) // as replica.Host.Lookup words it
 }
 
 func (g *testGroups) Names() []string {

@@ -52,6 +52,14 @@ func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
 	ctx := testCtx(t)
 	groups := withGroups(GroupConfig{Name: "billing", Voters: []uint64{1, 2, 3}})
 	src := newCluster(t, 3, groups)
+	// The backup is to carry the group table: the deployment seeds it from
+	// Config.Groups once its gate is raised (version-9 commands), a moment
+	// after start. (A backup from before that restores with the restoring
+	// deployment's Config.Groups, as one from before the table did.)
+	waitUntil(t, ctx, "the group table is seeded", func() bool {
+		_, set, err := src.node(1).host.GroupTable(ctx)
+		return err == nil && set
+	})
 
 	keeper, err := src.node(1).NewSession(ctx, WithTTL(20*time.Second), WithSessionName("keeper"))
 	require.NoError(t, err)

@@ -162,7 +162,10 @@ func (h *Host) CreateGroup(ctx context.Context, name string, voters []uint64) er
 // With force, every session of the group is ended first (their locks and
 // leaderships are revoked), until none holds anything.
 func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
-	v, err := h.readTable(ctx)
+	// A deployment whose table was never set (its gate not raised yet, or
+	// just raised) names its Config.Groups: seed them first, as a create
+	// does, so that a drop made right after start finds the group.
+	v, err := h.ensureTable(ctx)
 	if err != nil {
 		return err
 	}
@@ -229,7 +232,7 @@ func (h *Host) SetVoters(ctx context.Context, name string, voters []uint64) erro
 	if err != nil {
 		return err
 	}
-	v, err := h.readTable(ctx)
+	v, err := h.ensureTable(ctx) // as DropGroup: the Config's groups first
 	if err != nil {
 		return err
 	}

@@ -275,6 +275,7 @@ func (r *Replica) gated(ctx context.Context, cmd *fsm.Command) error {
 		e.unread = true
 		return e
 	}
+	older := false // a member is known to read less: no wait helps
 	for _, id := range view.members {
 		their, ok := r.host.reads(), true
 		if id != r.cfg.ReplicaID {
@@ -284,10 +285,44 @@ func (r *Replica) gated(ctx context.Context, cmd *fsm.Command) error {
 		case !ok:
 			e.waiting = append(e.waiting, fmt.Sprintf("replica %d (not heard from)", id))
 		case their.Codec < need:
+			older = true
 			e.waiting = append(e.waiting, fmt.Sprintf("replica %d (reads up to %d)", id, their.Codec))
 		}
 	}
+	// Every member reads it, or has not been heard from yet (a deployment
+	// just started): the leader raises the gate as soon as it hears from
+	// them, so wait for that rather than fail a call made right after start.
+	if !older && r.awaitGate(ctx, need) {
+		return nil
+	}
 	return e
+}
+
+// gateRaiseWait bounds how long a command that no member is known to be
+// unable to read waits for the group's leader to raise the gate to it: a
+// deployment just started (or just upgraded) raises it within a second or
+// two of its replicas connecting, and a call made meanwhile (a group
+// created right after start) should wait for that rather than fail. A
+// member that stays unheard from fails the call after it.
+const gateRaiseWait = 10 * time.Second
+
+// awaitGate waits until the group writes codec version need, for up to
+// gateRaiseWait or until ctx ends; it reports whether it does.
+func (r *Replica) awaitGate(ctx context.Context, need int) bool {
+	ctx, cancel := context.WithTimeout(ctx, gateRaiseWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for r.Gate().Codec < need {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-r.closed:
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
 }
 
 // gatedError is a command refused by the gate (fsm.ErrVersionGated).

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/servicehook"
 )
 
@@ -40,6 +42,29 @@ func init() {
 				return 0
 			}
 			return fs.s.WithdrawKept(name, election)
+		})
+	// A grant's answer over HTTP carries a lease bounded by its part's
+	// time left: a part its heartbeats could not renew while it held
+	// nothing may be near its deadline when a grant is made in it.
+	servicehook.RegisterLease(
+		func(node any) clock.Instant {
+			if n, ok := node.(*Node); ok && n != nil && n.h != nil {
+				return n.h.Now()
+			}
+			return clock.Boot(clock.Real)
+		},
+		func(grant any, at clock.Instant) time.Duration {
+			switch g := grant.(type) {
+			case *Lock:
+				if g != nil && g.grant != nil {
+					return g.grant.PartLeft(at)
+				}
+			case *Leadership:
+				if g != nil && g.grant != nil {
+					return g.grant.PartLeft(at)
+				}
+			}
+			return 0
 		})
 }
 

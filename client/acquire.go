@@ -179,6 +179,7 @@ type answerState struct {
 	fence    string
 	value    string
 	position int
+	lease    *int64 // lease_ms with a grant; nil: none given
 }
 
 // request runs Acquire, TryAcquire, Campaign and TryCampaign.
@@ -248,11 +249,11 @@ func (s *Session) once(ctx context.Context, election bool, name, value string, w
 	if election {
 		var a campaignAnswer
 		err := s.c.call(ctx, sp, &a)
-		return answerState{a.Elected, uint64(a.Token), a.Fence, a.Value, a.QueuePosition}, err
+		return answerState{a.Elected, uint64(a.Token), a.Fence, a.Value, a.QueuePosition, a.LeaseMS}, err
 	}
 	var a acquireAnswer
 	err := s.c.call(ctx, sp, &a)
-	return answerState{a.Granted, uint64(a.FencingToken), a.Fence, "", a.QueuePosition}, err
+	return answerState{a.Granted, uint64(a.FencingToken), a.Fence, "", a.QueuePosition, a.LeaseMS}, err
 }
 
 // ask asks until the request is granted (or refused, for a try), ctx ends
@@ -287,6 +288,12 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 				a.value = ""
 			} else if a.value == "" {
 				a.value = value
+			}
+			if a.lease != nil {
+				// The grant lasts no longer than its group's part of the
+				// session, which the last heartbeat may have left out:
+				// the deadline comes no later than this call's lease.
+				s.grantLease(sent, now(), time.Duration(*a.lease)*time.Millisecond)
 			}
 			g := newGrant(s, name, a.token, f, election, a.value, free)
 			if !s.add(g) {

@@ -30,7 +30,9 @@
 // lease_ms after the send of the last heartbeat (or the create) a replica
 // answered OK, whatever the network does meanwhile: the replica gives the
 // session up only a margin after that, so the holder stops first, as an
-// embedded session's holder does.
+// embedded session's holder does. An answer that grants (an acquire, a
+// campaign) carries a lease_ms of its own, from the grant's group: Done
+// closes at the earlier of the two (see Session.LeaseLeft).
 package client
 
 import (

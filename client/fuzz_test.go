@@ -12,6 +12,8 @@ func FuzzDecodeAnswers(f *testing.F) {
 	for _, seed := range []string{
 		`{"session_id":"393216","session_secret":"s3cr3t","timeout_ms":10000,"lease_ms":6000,"leases":{"":6000}}`,
 		`{"granted":true,"fencing_token":"7","fence":"00000000000000ab:7","holder_session":"393216"}`,
+		`{"granted":true,"fencing_token":"7","fence":"00000000000000ab:7","holder_session":"393216","lease_ms":5400}`,
+		`{"granted":true,"lease_ms":"x"}`, `{"elected":true,"token":"9","lease_ms":-1}`,
 		`{"granted":false,"queue_position":2,"holder_session":12}`,
 		`{"elected":true,"token":"9","fence":"00000000000000ab:9","value":"10.0.0.1:80"}`,
 		`{"name":"jobs/a","held":true,"holder_session":"1","fencing_token":"5","holders":[{"session_id":"1","fencing_token":"5","owner":1,"granted_at":"2026-01-02T03:04:05Z"}],"waiters":1,"queue":["2"],"waiting":[{"session_id":"2","place":1,"queued_at":"x"}]}`,

@@ -40,8 +40,9 @@ const (
 // the create) a replica answered OK, Done closes and Err returns
 // ErrSessionExpired at t + lease_ms by this process's boot clock unless a
 // later heartbeat is answered first, even while no endpoint answers; the
-// replica gives the session up only a margin later. A session that is done
-// stays done; open a new one.
+// replica gives the session up only a margin later. A grant's answer
+// (Acquire, Campaign) can bring that deadline earlier: see LeaseLeft. A
+// session that is done stays done; open a new one.
 //
 // Its methods are safe for concurrent use.
 type Session struct {
@@ -51,18 +52,25 @@ type Session struct {
 	ttl    time.Duration
 	stop   chan struct{} // closed by end: stops the heartbeat loop
 	// reperiod wakes the heartbeat loop when SetHeartbeatPeriod changed
-	// every.
-	reperiod chan struct{}
+	// every, lowered when a grant's lease brought the deadline earlier.
+	reperiod, lowered chan struct{}
 
 	mu       sync.Mutex
 	lease    time.Duration // the last lease_ms answered
 	deadline clock.Instant // the holder's: the last OK send + lease
 	lastOK   clock.Instant // the send of the last heartbeat (or create) answered OK
-	every    time.Duration // between heartbeats
-	onBeat   func(err error, left time.Duration)
-	done     chan struct{}
-	err      error
-	grants   map[*grant]struct{}
+	// capped: a grant's answer bounded the deadline by capDL (the
+	// earliest such bound), and a heartbeat sent before capAt (when the
+	// last such answer arrived) may have left the grant's part out, so
+	// it moves the deadline no later than capDL. The first heartbeat
+	// sent after capAt and answered OK lifts the bound.
+	capped       bool
+	capDL, capAt clock.Instant
+	every        time.Duration // between heartbeats
+	onBeat       func(err error, left time.Duration)
+	done         chan struct{}
+	err          error
+	grants       map[*grant]struct{}
 	// busy holds a slot per lock (and election) name this session has a
 	// call or a grant on: the API keeps one request per session and name
 	// (a second acquire reports the first's state), so a second Acquire of
@@ -126,7 +134,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...fencelock.SessionOption
 	}
 	s := &Session{c: c, id: uint64(a.SessionID), secret: a.SessionSecret,
 		ttl: time.Duration(a.TimeoutMS) * time.Millisecond, lease: time.Duration(a.LeaseMS) * time.Millisecond,
-		lastOK: sent, stop: make(chan struct{}), reperiod: make(chan struct{}, 1), done: make(chan struct{}),
+		lastOK: sent, stop: make(chan struct{}), reperiod: make(chan struct{}, 1), lowered: make(chan struct{}, 1), done: make(chan struct{}),
 		grants: map[*grant]struct{}{}, busy: map[string]chan struct{}{}}
 	s.deadline = sent.Add(s.lease)
 	// The API's lease is TTL − 2·margin (3/5 of the TTL): a period of a
@@ -221,11 +229,61 @@ func (s *Session) path() string { return "/v1/sessions/" + strconv.FormatUint(s.
 func (s *Session) check() {
 	s.mu.Lock()
 	passed := s.err == nil && !now().Before(s.deadline)
-	lease := s.lease
+	lease, byGrant := s.lease, s.capped && s.deadline == s.capDL
 	s.mu.Unlock()
-	if passed {
+	switch {
+	case passed && byGrant:
+		s.end(fmt.Errorf("%w: a grant's lease ran out by this process's clock before a heartbeat renewed the session in its group",
+			fencelock.ErrSessionExpired))
+	case passed:
 		s.end(fmt.Errorf("%w: no heartbeat answered within the lease (%v) by this process's clock", fencelock.ErrSessionExpired, lease))
 	}
+}
+
+// grantLease takes the lease_ms of a grant's answer, to a call sent at
+// sent and answered at got: the grant lives in the session's part in its
+// group, which lasts no longer than sent + lease, and which a heartbeat
+// could leave out while it held nothing. The deadline becomes the earlier
+// of the two, and a heartbeat sent before got moves it no later than that
+// (see answer); the heartbeat loop is woken to time the new deadline, and
+// to heartbeat at once if it comes before the next heartbeat is due.
+func (s *Session) grantLease(sent, got clock.Instant, lease time.Duration) {
+	d := sent.Add(max(lease, 0))
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	if !s.capped || d.Before(s.capDL) {
+		s.capDL = d
+	}
+	s.capped = true
+	if got.After(s.capAt) {
+		s.capAt = got
+	}
+	lowered := d.Before(s.deadline)
+	if lowered {
+		s.deadline = d
+	}
+	s.mu.Unlock()
+	if lowered {
+		select {
+		case s.lowered <- struct{}{}:
+		default: // a wake-up is pending already: it reads the deadline
+		}
+	}
+}
+
+// beatSoon reports whether the deadline is bounded by a grant's lease and
+// comes before a heartbeat every from now would be answered, while the
+// last heartbeat, sent at last, went out before that grant's answer
+// arrived (so it cannot lift the bound): one is sent at once rather than
+// on the schedule. Once per grant: a failed one is not sent again sooner
+// than the schedule's.
+func (s *Session) beatSoon(every time.Duration, last clock.Instant) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err == nil && s.capped && last.Before(s.capAt) && s.deadline.Sub(now()) < every
 }
 
 // end makes the session over for its holder, with why, and every grant it
@@ -271,11 +329,15 @@ func (s *Session) Lease() time.Duration {
 
 // LeaseLeft returns the time left, by this process's boot clock, until the
 // holder's deadline: Lease after the send of the last heartbeat (or the
-// create) a replica answered OK. The deadline only moves later, by an
-// answered heartbeat, and never once the session is over; at 0 or below
-// Done is closed (LeaseLeft checks it, as Done does). A process that must
-// stop acting before the group may grant its locks to another stops by
-// then.
+// create) a replica answered OK, or, if earlier, the lease_ms of a grant's
+// answer after that call's send (a grant in a group the heartbeats could
+// not renew while the session held nothing there lasts only as long as
+// the session's part in that group). An answered heartbeat moves it later,
+// but past a grant's bound only if it was sent after that grant's answer
+// arrived (it then renewed the grant's group); never once the session is
+// over. At 0 or below Done is closed (LeaseLeft checks it, as Done does).
+// A process that must stop acting before the group may grant its locks to
+// another stops by then.
 func (s *Session) LeaseLeft() time.Duration {
 	s.check()
 	return s.left()
@@ -347,6 +409,29 @@ func (s *Session) run() {
 	defer check.Stop()
 	answers := make(chan beat, 1)
 	inFlight := false
+	var last clock.Instant // the last heartbeat's send
+	send := func() {
+		inFlight = true
+		last = now()
+		s.c.wg.Add(1)  // run holds a count: Close waits for this one too
+		every := every // the loop may change its own
+		go func(sent clock.Instant) {
+			defer s.c.wg.Done()
+			b := beat{sent: sent}
+			// A heartbeat may take up to half the lease (a busy
+			// replica, a leader change): the deadline counts from its
+			// send, the next waits for it, and one given up sooner is
+			// cancelled at the replica too, so under load none would
+			// renew the session. An endpoint that holds it leaves half
+			// of that to the others.
+			bound := max(every, s.Lease()/2)
+			ctx, cancel := context.WithTimeout(s.c.ctx, bound)
+			defer cancel()
+			b.err = s.c.call(ctx, callSpec{method: "POST", path: s.path() + "/heartbeat", secret: s.secret,
+				session: true, attempt: bound / 2}, &b.a)
+			answers <- b
+		}(last)
+	}
 	for {
 		select {
 		case <-s.c.ctx.Done():
@@ -358,29 +443,12 @@ func (s *Session) run() {
 				every = e
 				tick.Reset(every)
 			}
+		case <-s.lowered: // a grant's lease: the deadline is earlier
 		case <-tick.C:
 			if inFlight {
 				break // the previous one is still out: its answer decides
 			}
-			inFlight = true
-			s.c.wg.Add(1)  // run holds a count: Close waits for this one too
-			every := every // the loop may change its own
-			go func() {
-				defer s.c.wg.Done()
-				b := beat{sent: now()}
-				// A heartbeat may take up to half the lease (a busy
-				// replica, a leader change): the deadline counts from its
-				// send, the next waits for it, and one given up sooner is
-				// cancelled at the replica too, so under load none would
-				// renew the session. An endpoint that holds it leaves half
-				// of that to the others.
-				bound := max(every, s.Lease()/2)
-				ctx, cancel := context.WithTimeout(s.c.ctx, bound)
-				defer cancel()
-				b.err = s.c.call(ctx, callSpec{method: "POST", path: s.path() + "/heartbeat", secret: s.secret,
-					session: true, attempt: bound / 2}, &b.a)
-				answers <- b
-			}()
+			send()
 		case b := <-answers:
 			inFlight = false
 			s.answer(b)
@@ -397,6 +465,12 @@ func (s *Session) run() {
 		left := s.left()
 		if left <= 0 {
 			return // check ended it
+		}
+		if !inFlight && s.beatSoon(every, last) {
+			// A grant's lease ends before the next heartbeat is due: one
+			// sent now renews its group (the part holds the grant), as
+			// the scheduled one would too late.
+			send()
 		}
 		check.Reset(min(left, maxSleep))
 	}
@@ -428,7 +502,19 @@ func (s *Session) answer(b beat) {
 		return
 	}
 	s.lease = lease
-	if d := b.sent.Add(lease); d.After(s.deadline) {
+	d := b.sent.Add(lease)
+	if s.capped {
+		if b.sent.Before(s.capAt) {
+			// Sent before a grant's answer arrived: its round may have
+			// left that grant's part out (it held nothing yet).
+			if s.capDL.Before(d) {
+				d = s.capDL
+			}
+		} else {
+			s.capped = false // it renewed every part holding a grant
+		}
+	}
+	if d.After(s.deadline) {
 		s.deadline, s.lastOK = d, b.sent
 	}
 }

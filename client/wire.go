@@ -51,12 +51,16 @@ type sessionAnswer struct {
 	Leases        map[string]int64 `json:"leases"`
 }
 
+// acquireAnswer and campaignAnswer: LeaseMS, with a grant, is how long
+// after the call's send the grant may be acted on; nil from a server
+// before it.
 type acquireAnswer struct {
 	Granted       bool   `json:"granted"`
 	FencingToken  wid    `json:"fencing_token"`
 	Fence         string `json:"fence"`
 	QueuePosition int    `json:"queue_position"`
 	HolderSession wid    `json:"holder_session"`
+	LeaseMS       *int64 `json:"lease_ms"`
 }
 
 type campaignAnswer struct {
@@ -66,6 +70,7 @@ type campaignAnswer struct {
 	Value         string `json:"value"`
 	QueuePosition int    `json:"queue_position"`
 	HolderSession wid    `json:"holder_session"`
+	LeaseMS       *int64 `json:"lease_ms"`
 }
 
 type holderJSON struct {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servicehook"
 )
 
 // CampaignResponse answers a campaign.
@@ -19,6 +20,9 @@ type CampaignResponse struct {
 	// HolderSession is the session's ID in the election's group, as
 	// AcquireResponse's: what the election's views name it by.
 	HolderSession ID `json:"holder_session,omitempty"`
+	// LeaseMS, in a campaign's answer that elects, is AcquireResponse's:
+	// how long after sending the call the client may act as leader.
+	LeaseMS *int64 `json:"lease_ms,omitempty"`
 }
 
 func electedResponse(l *fencelock.Leadership) CampaignResponse {
@@ -60,6 +64,7 @@ func (s *Server) sessionCall(w http.ResponseWriter, r *http.Request, decode func
 }
 
 func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
+	arrived := servicehook.Now(s.node) // before the session's lookup, which may adopt it
 	var req CampaignRequest
 	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
 		var err error
@@ -82,7 +87,11 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		},
 		taken:   fencelock.ErrElectionTaken,
 		refused: CampaignResponse{Elected: false},
-		granted: func(wt *wait) any { return electedResponse(wt.lead) },
+		granted: func(wt *wait) any {
+			resp := electedResponse(wt.lead)
+			resp.LeaseMS = grantLease(hs.s, wt.lead, arrived)
+			return resp
+		},
 		queued: func(pos int) any {
 			return CampaignResponse{Elected: false, QueuePosition: pos, HolderSession: holderSession(hs, name)}
 		},

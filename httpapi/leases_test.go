@@ -52,3 +52,30 @@ func TestLeaseResponse(t *testing.T) {
 		require.Contains(t, back, "lease_ms", tc.what)
 	}
 }
+
+// A grant's lease is its part's time left at the call's arrival, less a
+// margin, at most a heartbeat's lease, and never below 0.
+func TestGrantLeaseMS(t *testing.T) {
+	const ttl, margin = 3 * time.Second, 600 * time.Millisecond
+	for _, tc := range []struct {
+		left time.Duration
+		want int64
+	}{
+		{ttl - margin, (ttl - 2*margin).Milliseconds()},         // renewed at the arrival
+		{ttl, (ttl - 2*margin).Milliseconds()},                  // renewed after it: no more than a heartbeat's
+		{time.Second, 400},                                      // a part near its deadline
+		{margin + 1500*time.Microsecond, 1},                     // rounded down
+		{margin, 0}, {margin / 2, 0}, {0, 0}, {-time.Second, 0}, // nothing promised
+	} {
+		got := grantLeaseMS(tc.left, ttl, margin)
+		require.NotNil(t, got)
+		require.Equal(t, tc.want, *got, "left %v", tc.left)
+	}
+	// Present when 0: a granting answer always says how long it lasts.
+	j, err := json.Marshal(AcquireResponse{Granted: true, LeaseMS: grantLeaseMS(0, ttl, margin)})
+	require.NoError(t, err)
+	require.Contains(t, string(j), `"lease_ms":0`)
+	j, err = json.Marshal(AcquireResponse{Granted: false, QueuePosition: 1})
+	require.NoError(t, err)
+	require.NotContains(t, string(j), "lease_ms")
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/servicehook"
 )
 
 // --- locks ---
@@ -25,6 +26,15 @@ type AcquireResponse struct {
 	// it by. It is session_id in the default group; in a named group
 	// ("name@group") it is the ID of the session's part there.
 	HolderSession ID `json:"holder_session,omitempty"`
+	// LeaseMS, in an answer that grants, is how long after sending this
+	// call the client may act as holder of the grant: the time its
+	// session's part in the lock's group had left when the call arrived,
+	// less a margin, at most a heartbeat's lease_ms. The client acts on
+	// everything its session holds until the earlier of this and its
+	// heartbeats' lease; a heartbeat sent after this answer arrived, and
+	// answered OK, renews that part too (it now holds something). Absent
+	// without a grant (and from servers before it).
+	LeaseMS *int64 `json:"lease_ms,omitempty"`
 }
 
 // groupOf returns the group a lock or election name lives in
@@ -41,6 +51,7 @@ func holderSession(hs *session, name string) ID {
 }
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
+	arrived := servicehook.Now(s.node) // before the session's lookup, which may adopt it
 	var req AcquireRequest
 	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
 		var err error
@@ -89,7 +100,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		refused: AcquireResponse{Granted: false},
 		granted: func(wt *wait) any {
 			return AcquireResponse{Granted: true, FencingToken: ID(wt.lock.Token()), Fence: wt.lock.Fence().String(),
-				HolderSession: holderSession(hs, name)}
+				HolderSession: holderSession(hs, name), LeaseMS: grantLease(hs.s, wt.lock, arrived)}
 		},
 		queued: func(pos int) any {
 			return AcquireResponse{Granted: false, QueuePosition: pos, HolderSession: holderSession(hs, name)}

@@ -58,7 +58,10 @@ class Session:
     with the first one's state and never queues twice, so a call retried on
     another replica is safe. Where the session itself lives is the
     server's business (docs/http.md); the holder's deadline is not: it
-    stops acting lease_ms after the send of the last heartbeat answered."""
+    stops acting lease_ms after the send of the last heartbeat answered, or
+    earlier if a grant's answer says so (its own lease_ms, from that call's
+    send: the grant lasts only as long as the session's part in its group,
+    which a heartbeat may have left out while it held nothing)."""
 
     FAILOVER = (421, 502, 503, 504)
 
@@ -73,6 +76,11 @@ class Session:
         self.id, self.ttl, self.lease = r["session_id"], r["timeout_ms"] / 1000, r["lease_ms"] / 1000
         self.secret = r["session_secret"]  # shown once: no other answer has it
         self.deadline, self.lost = sent + self.lease, threading.Event()
+        # A grant's lease bounds the deadline by cap; a heartbeat sent before
+        # cap_at (when the last such answer arrived) may have left that
+        # grant's group out, and moves the deadline no later than cap.
+        self.cap = self.cap_at = None
+        self.mu, self.wake = threading.Lock(), threading.Event()
         threading.Thread(target=self._heartbeat, daemon=True).start()
 
     @property
@@ -139,8 +147,15 @@ class Session:
         # answered, and must stop then. Each answer's lease_ms covers every
         # group the session holds something in (one that could not be
         # renewed fails the heartbeat with 503).
+        # A grant whose lease ends before the next heartbeat is due wakes
+        # the thread early (grant_lease): the heartbeat then renews the
+        # grant's group too.
         every = max(min(self.ttl, self.lease) / 3, 0.01)
-        while not self.lost.wait(every):
+        while True:
+            self.wake.wait(every)
+            self.wake.clear()
+            if self.lost.is_set():
+                return
             sent = now()
             try:
                 # A heartbeat may take up to half the lease to be answered
@@ -148,12 +163,41 @@ class Session:
                 # from its send, and one given up sooner is cancelled at
                 # the replica too, so none would renew the session.
                 r = self.call("POST", f"/v1/sessions/{self.id}/heartbeat", timeout=max(every, self.lease / 2))
-                self.deadline = max(self.deadline, sent + r.get("lease_ms", 0) / 1000)
+                self.renewed(sent, r.get("lease_ms", 0) / 1000)
             except APIError as e:
                 if e.status in (403, 404):  # the session is over
                     self.lost.set()
             except Unreachable:
                 pass  # no replica answered: the deadline decides
+
+    def renewed(self, sent, lease):
+        """Takes a heartbeat's answer, sent at sent: the deadline moves to
+        sent + lease if later, but no later than a grant's bound if it was
+        sent before that grant's answer arrived; one sent after lifts it."""
+        if lease <= 0:
+            return  # promises nothing
+        with self.mu:
+            d = sent + lease
+            if self.cap is not None:
+                if sent < self.cap_at:
+                    d = min(d, self.cap)
+                else:
+                    self.cap = self.cap_at = None
+            self.deadline = max(self.deadline, d)
+
+    def grant_lease(self, sent, got, lease):
+        """Takes a grant's lease_ms (lease, in seconds) from a call sent at
+        sent whose answer arrived at got: the deadline becomes no later than
+        sent + lease. If that comes before the next heartbeat is due, one is
+        sent at once."""
+        with self.mu:
+            d = sent + max(lease, 0)
+            self.cap = d if self.cap is None else min(self.cap, d)
+            self.cap_at = got if self.cap_at is None else max(self.cap_at, got)
+            self.deadline = min(self.deadline, d)
+            soon = self.deadline - now() < max(min(self.ttl, self.lease) / 3, 0.01)
+        if soon:
+            self.wake.set()
 
     def holding(self):
         return not self.lost.is_set() and now() < self.deadline
@@ -176,7 +220,7 @@ class Session:
                 time.sleep(0.2)
                 continue
             try:
-                r = self.call("POST", path + "/acquire", {"session_id": self.id, "wait": True})
+                r = self.ask(path)
                 if position is None:
                     position = r.get("queue_position", 0)
                 for line in watch:
@@ -184,7 +228,7 @@ class Session:
                         return r["fencing_token"], r.get("fence", ""), position
                     line = line.decode().strip()
                     if line.startswith("data: ") and json.loads(line[6:]).get("holder_session") == self.id:
-                        r = self.call("POST", path + "/acquire", {"session_id": self.id, "wait": True})
+                        r = self.ask(path)
                 if r["granted"]:
                     return r["fencing_token"], r.get("fence", ""), position
             except (OSError, ValueError, Unreachable):
@@ -193,12 +237,23 @@ class Session:
                 watch.close()
         raise Unreachable("the session was lost while waiting (no heartbeat answered within its lease)")
 
+    def ask(self, path):
+        """Asks for the lock (or its request's state); an answer that grants
+        bounds the deadline by its lease_ms, from this call's send (an
+        answer without one, from an older server, changes nothing)."""
+        sent = now()
+        r = self.call("POST", path + "/acquire", {"session_id": self.id, "wait": True})
+        if r.get("granted") and isinstance(r.get("lease_ms"), (int, float)):
+            self.grant_lease(sent, now(), r["lease_ms"] / 1000)
+        return r
+
     def release(self, name, token):
         path = "/v1/locks/" + urllib.parse.quote(name, safe="")
         self.call("POST", path + "/release", {"session_id": self.id, "fencing_token": token})
 
     def close(self):
         self.lost.set()
+        self.wake.set()
         self.call("DELETE", f"/v1/sessions/{self.id}")
 
 

@@ -253,3 +253,16 @@ func TestPythonClientFailsOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, false, l["held"], l)
 }
+
+// The client's deadline with a grant's lease_ms (test_fencelock_client.py,
+// against a fake API): a grant's lease ends holding() early, a heartbeat
+// sent after the grant lifts it, an answer without the field changes
+// nothing, and a heartbeat sent before the grant's answer stays within it.
+func TestPythonClientGrantLease(t *testing.T) {
+	py := python3(t)
+	cmd := exec.Command(py, "-m", "unittest", "-v", "test_fencelock_client")
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // no __pycache__ in the tree
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "Ran 4 tests", "%s", out)
+}

@@ -3,11 +3,17 @@
 // replica, without widening the public API: sessions whose parts open
 // with nonces derived from the client's secret, the adoption of such a
 // session by another replica, and the withdrawal of a request the adoption
-// kept queued that no call re-issued. Package fencelock registers the
-// implementations at init.
+// kept queued that no call re-issued, and the time left of the part that
+// holds a grant, which bounds the lease a grant's answer gives. Package
+// fencelock registers the implementations at init.
 package servicehook
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/clock"
+)
 
 // These are set by package fencelock.
 var (
@@ -15,6 +21,8 @@ var (
 	adopt   func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error)
 	abandon func(session any)
 	kept    func(session any, name string, election bool) int
+	now     func(node any) clock.Instant
+	left    func(grant any, at clock.Instant) time.Duration
 )
 
 // Register installs DerivedNonces, Adopt, Abandon and WithdrawKept; only
@@ -24,6 +32,22 @@ func Register(n func(f func(group string) uint64) any,
 	ab func(session any), k func(session any, name string, election bool) int) {
 	nonces, adopt, abandon, kept = n, a, ab, k
 }
+
+// RegisterLease installs Now and PartLeft; only package fencelock calls it.
+func RegisterLease(n func(node any) clock.Instant, l func(grant any, at clock.Instant) time.Duration) {
+	now, left = n, l
+}
+
+// Now reads the clock node (a *fencelock.Node) measures its holders'
+// deadlines on (the boot clock), for PartLeft.
+func Now(node any) clock.Instant { return now(node) }
+
+// PartLeft returns how long after at (a Now reading of the grant's node)
+// the holder keeps the session's part that holds grant (a *fencelock.Lock
+// or *fencelock.Leadership): until that part's deadline, its last
+// acknowledged renewal + TTL − margin. It is 0 if that is not after at, if
+// the part has ended, or for anything else than a grant.
+func PartLeft(grant any, at clock.Instant) time.Duration { return left(grant, at) }
 
 // WithdrawKept withdraws the requests for lock name (with election, for
 // election name) that the adoption of session (a *fencelock.Session) kept

@@ -1,0 +1,130 @@
+package client
+
+import (
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+)
+
+// shortLease serves h, but gives an acquire's answer that grants the
+// lease_ms lease, as a replica does for a grant whose session's part in
+// its group is near its deadline; with failAfter, every call but
+// GET /v1/status is answered 503 from that answer on (the group, and every
+// replica, out of reach).
+func shortLease(t *testing.T, h http.Handler, lease int64, failAfter bool) string {
+	var failing atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/status" && failing.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(503)
+			io.WriteString(w, `{"error":"unreachable","code":"unavailable"}`)
+			return
+		}
+		if !strings.HasSuffix(r.URL.Path, "/acquire") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := rec.Body.Bytes()
+		var m map[string]any
+		if rec.Code == 200 && json.Unmarshal(body, &m) == nil && m["granted"] == true {
+			if _, ok := m["lease_ms"]; !ok {
+				t.Errorf("the replica's answer has no lease_ms: %s", body)
+			}
+			m["lease_ms"] = lease
+			body, _ = json.Marshal(m)
+			failing.Store(failAfter)
+		}
+		maps.Copy(w.Header(), rec.Header())
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// A grant's lease_ms shorter than the heartbeats' brings LeaseLeft down to
+// it, and, with no heartbeat answered after, Done closes by it (not by the
+// heartbeats' lease, 6s), the lock's with it.
+func TestGrantLeaseBringsDoneEarlier(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	c := newClient(t, shortLease(t, g.apis[1], 800, true))
+	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second))
+	require.NoError(t, err)
+	require.Greater(t, s.LeaseLeft(), 5*time.Second)
+	sent := now()
+	l, err := s.Acquire(ctx, "jobs/short")
+	require.NoError(t, err)
+	got := now()
+	left := s.LeaseLeft()
+	require.LessOrEqual(t, left, 800*time.Millisecond, "LeaseLeft is the grant's lease")
+	require.Greater(t, left, 800*time.Millisecond-got.Sub(sent), "counted from the acquire's send")
+	s.mu.Lock()
+	deadline := s.deadline
+	s.mu.Unlock()
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done still open 10s after a grant's lease of 800ms")
+	}
+	ended := now()
+	require.False(t, ended.Before(deadline), "Done closed %v before the grant's lease ended", deadline.Sub(ended))
+	require.Less(t, ended.Sub(deadline), 300*time.Millisecond, "Done closed %v after the grant's lease ended", ended.Sub(deadline))
+	require.ErrorIs(t, s.Err(), fencelock.ErrSessionExpired)
+	require.Contains(t, s.Err().Error(), "a grant's lease ran out")
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("the lock outlived its grant's lease")
+	}
+}
+
+// A grant's lease that ends before the next heartbeat is due makes the
+// session heartbeat at once: the heartbeat renews the grant's group (its
+// part now holds the grant), and lifts the deadline past the grant's
+// lease. The session lives on.
+func TestGrantLeaseHeartbeatsAtOnce(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	c := newClient(t, shortLease(t, g.apis[1], 1000, false))
+	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second)) // lease 6s
+	require.NoError(t, err)
+	require.NoError(t, s.SetHeartbeatPeriod(3*time.Second)) // none due for 3s
+	var mu sync.Mutex
+	var beats []error
+	s.OnHeartbeat(func(err error, _ time.Duration) {
+		mu.Lock()
+		beats = append(beats, err)
+		mu.Unlock()
+	})
+	l, err := s.Acquire(ctx, "jobs/renewed")
+	require.NoError(t, err)
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended: %v", s.Err())
+	case <-time.After(1500 * time.Millisecond): // past the grant's lease
+	}
+	require.NoError(t, s.Err())
+	require.NoError(t, l.Err())
+	require.Greater(t, s.LeaseLeft(), 3*time.Second, "a heartbeat sent after the grant lifted the deadline")
+	mu.Lock()
+	require.NotEmpty(t, beats, "a heartbeat was sent before the period's")
+	require.NoError(t, beats[0])
+	mu.Unlock()
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, s.Close(ctx))
+}

@@ -70,7 +70,6 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 // the session again. For a copy another replica may have taken over (a
 // part of it resumed elsewhere): its parts may be another holder's now.
 func (s *Session) Abandon(err error) {
-	s.end(err, false)
 	s.mu.Lock()
 	parts := make([]*Part, 0, len(s.parts)+1)
 	for _, p := range s.parts {
@@ -80,6 +79,13 @@ func (s *Session) Abandon(err error) {
 		parts = append(parts, s.def)
 	}
 	s.mu.Unlock()
+	// Marked before the end, which wakes the waits: a wait that also sees
+	// its context end (the service cancels its waits right after) must not
+	// withdraw the request the adopter is to keep (see withdraw).
+	for _, p := range parts {
+		p.abandoned.Store(true)
+	}
+	s.end(err, false)
 	for _, p := range parts {
 		p.rt.forget(p)
 	}

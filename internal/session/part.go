@@ -128,6 +128,9 @@ type Part struct {
 	route  Route    // keep-alives and closeAtGroup go through it
 	sched  renewals // its keep-alive schedule, guarded by the renewer's mu
 	done   chan struct{}
+	// abandoned: given up in this process only (Session.Abandon), for
+	// another replica to adopt: its requests stay queued at the group.
+	abandoned atomic.Bool
 
 	mu      sync.Mutex
 	nextSeq uint64

@@ -192,6 +192,14 @@ func (p *Part) request(ctx context.Context, cmd *fsm.Command, o RequestOptions) 
 // then keeps trying in the background; until it succeeds a grant to the
 // request is held by nobody, and the cancel will release it.
 func (p *Part) withdraw(seq uint64, req fsm.Command, wait time.Duration) {
+	if p.abandoned.Load() {
+		// Given up here for another replica to adopt (Abandon): the
+		// request stays queued, and the adoption keeps it in its place for
+		// the client's re-issued call. A wait woken by both the part's end
+		// and its context's would otherwise withdraw it, as select may pick
+		// either.
+		return
+	}
 	h := p.rt.h
 	cancel := func(ctx context.Context) bool {
 		r, err := p.rt.replica()

@@ -92,7 +92,10 @@ type Host struct {
 	restored restoredFile   // the groups a restore imported into Dir (backup.go)
 	versions *versionRecord // the versions each group writes, kept in Dir (versions.go)
 
-	wg        sync.WaitGroup // the host's background work
+	wg sync.WaitGroup // the host's background work
+	// tabWG is the group table's watcher, waited for apart: before the
+	// NodeHost closes, as its reads must not be in flight then.
+	tabWG     sync.WaitGroup
 	closed    chan struct{}
 	closeOnce sync.Once
 }
@@ -263,13 +266,14 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if err := h.retire(leaving, named); err != nil {
 		return abort(err)
 	}
-	h.wg.Add(2)
+	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		h.run()
 	}()
+	h.tabWG.Add(1)
 	go func() {
-		defer h.wg.Done()
+		defer h.tabWG.Done()
 		h.watchTable()
 	}()
 	h.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir, "groups", len(h.groups()))
@@ -420,6 +424,11 @@ func (h *Host) Replicas() []*Replica { return slices.Clone(h.groups()) }
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		close(h.closed)
+		// The table's watcher ends first (its context ends with h.closed):
+		// a read of its in flight while the NodeHost destroys the shard's
+		// state machine is a data race inside Dragonboat (its Lookup reads
+		// the flag that Close sets), which the race detector caught.
+		h.tabWG.Wait()
 		// No group starts or stops from here on: the table's watcher
 		// takes setMu for every change and checks h.closed first.
 		h.setMu.Lock()

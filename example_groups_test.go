@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"net"
-	"os"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -27,17 +25,8 @@ import (
 func ExampleConfig_groups() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "fencelock-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	l, err := net.Listen("tcp", "127.0.0.1:0") // a free loopback port
-	if err != nil {
-		log.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	dir, addr, remove := exampleReplica()
+	defer remove()
 	node, err := fencelock.Start(ctx, fencelock.Config{
 		ReplicaID: 1,
 		Members:   map[uint64]string{1: addr},
@@ -95,27 +84,8 @@ func ExampleConfig_groups() {
 func ExampleNode_CreateGroup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "fencelock-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	l, err := net.Listen("tcp", "127.0.0.1:0") // a free loopback port
-	if err != nil {
-		log.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	node, err := fencelock.Start(ctx, fencelock.Config{
-		ReplicaID: 1,
-		Members:   map[uint64]string{1: addr},
-		Dir:       dir,
-		Logger:    slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer node.Close()
+	node, stop := startOne(ctx)
+	defer stop()
 
 	// One call: the group runs on this replica when it returns.
 	if err := node.CreateGroup(ctx, fencelock.GroupConfig{Name: "payments", Voters: []uint64{1}}); err != nil {

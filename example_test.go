@@ -16,16 +16,7 @@ import (
 // startOne starts a one-replica group for the examples; a real deployment
 // runs 3 or 5 replicas on separate hosts, each with the same Members.
 func startOne(ctx context.Context) (*fencelock.Node, func()) {
-	dir, err := os.MkdirTemp("", "fencelock-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0") // a free loopback port
-	if err != nil {
-		log.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	dir, addr, remove := exampleReplica()
 	node, err := fencelock.Start(ctx, fencelock.Config{
 		ReplicaID: 1,
 		Members:   map[uint64]string{1: addr},
@@ -35,7 +26,23 @@ func startOne(ctx context.Context) (*fencelock.Node, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	return node, func() { node.Close(); os.RemoveAll(dir) }
+	return node, func() { node.Close(); remove() }
+}
+
+// exampleReplica returns a new Dir and a free loopback address for an
+// example's replica, and a func that removes the Dir.
+func exampleReplica() (dir, addr string, remove func()) {
+	dir, err := os.MkdirTemp("", "fencelock-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a free loopback port
+	if err != nil {
+		log.Fatal(err)
+	}
+	addr = l.Addr().String()
+	l.Close()
+	return dir, addr, func() { os.RemoveAll(dir) }
 }
 
 // Acquire a lock and write to the protected resource under its fencing

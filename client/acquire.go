@@ -293,7 +293,7 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 				// The grant lasts no longer than its group's part of the
 				// session, which the last heartbeat may have left out:
 				// the deadline comes no later than this call's lease.
-				s.grantLease(sent, now(), time.Duration(*a.lease)*time.Millisecond)
+				s.grantLease(s.renewShort(ctx, sent, now(), time.Duration(*a.lease)*time.Millisecond))
 			}
 			g := newGrant(s, name, a.token, f, election, a.value, free)
 			if !s.add(g) {

@@ -128,3 +128,34 @@ func TestGrantLeaseHeartbeatsAtOnce(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 	require.NoError(t, s.Close(ctx))
 }
+
+// A grant whose lease_ms is 0 (its part in the grant's group promises
+// nothing from the call's send) does not end the session: the session
+// heartbeats at once, before Acquire returns, and that heartbeat, which
+// renewed the part holding the grant, times the deadline. The session and
+// the lock live on.
+func TestGrantLeaseZeroRenewsAtOnce(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	c := newClient(t, shortLease(t, g.apis[1], 0, false))
+	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second)) // lease 6s
+	require.NoError(t, err)
+	require.NoError(t, s.SetHeartbeatPeriod(3*time.Second)) // none due for 3s
+	var beats atomic.Int64
+	s.OnHeartbeat(func(err error, _ time.Duration) {
+		if err == nil {
+			beats.Add(1)
+		}
+	})
+	start := now()
+	l, err := s.Acquire(ctx, "jobs/zero")
+	require.NoError(t, err)
+	require.NoError(t, s.Err(), "a grant's lease_ms of 0 ended the session")
+	require.NoError(t, l.Err())
+	require.Equal(t, int64(1), beats.Load(), "one heartbeat, sent before Acquire returned")
+	left := s.LeaseLeft()
+	require.LessOrEqual(t, left, 6*time.Second)
+	require.GreaterOrEqual(t, left, 6*time.Second-now().Sub(start), "the heartbeat's lease, sent after the call began, times the deadline")
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, s.Close(ctx))
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -274,6 +275,26 @@ func (s *Session) grantLease(sent, got clock.Instant, lease time.Duration) {
 	}
 }
 
+// renewShort takes a grant's lease, to a call sent at sent and answered at
+// got, and returns the bound grantLease is to apply. A lease that ends
+// before a heartbeat as slow as that call would be answered (lease_ms 0
+// promises nothing at all) would end the session before the heartbeat
+// loop could renew the grant's part: a heartbeat is sent now instead, and
+// if it is answered OK with a lease its send and lease bound the grant
+// (the part held the grant when it was renewed). Else the grant's own
+// lease stands, and the session ends by it.
+func (s *Session) renewShort(ctx context.Context, sent, got clock.Instant, lease time.Duration) (clock.Instant, clock.Instant, time.Duration) {
+	if sent.Add(lease).After(got.Add(got.Sub(sent))) {
+		return sent, got, lease
+	}
+	b := s.heartbeat(ctx, s.period(), now())
+	s.take(b)
+	if b.err != nil || b.a.LeaseMS <= 0 {
+		return sent, got, lease
+	}
+	return b.sent, now(), time.Duration(b.a.LeaseMS) * time.Millisecond
+}
+
 // beatSoon reports whether the deadline is bounded by a grant's lease and
 // comes before a heartbeat every from now would be answered, while the
 // last heartbeat, sent at last, went out before that grant's answer
@@ -417,19 +438,7 @@ func (s *Session) run() {
 		every := every // the loop may change its own
 		go func(sent clock.Instant) {
 			defer s.c.wg.Done()
-			b := beat{sent: sent}
-			// A heartbeat may take up to half the lease (a busy
-			// replica, a leader change): the deadline counts from its
-			// send, the next waits for it, and one given up sooner is
-			// cancelled at the replica too, so under load none would
-			// renew the session. An endpoint that holds it leaves half
-			// of that to the others.
-			bound := max(every, s.Lease()/2)
-			ctx, cancel := context.WithTimeout(s.c.ctx, bound)
-			defer cancel()
-			b.err = s.c.call(ctx, callSpec{method: "POST", path: s.path() + "/heartbeat", secret: s.secret,
-				session: true, attempt: bound / 2}, &b.a)
-			answers <- b
+			answers <- s.heartbeat(s.c.ctx, every, sent)
 		}(last)
 	}
 	for {
@@ -451,14 +460,7 @@ func (s *Session) run() {
 			send()
 		case b := <-answers:
 			inFlight = false
-			s.answer(b)
-			s.mu.Lock()
-			f := s.onBeat
-			s.mu.Unlock()
-			if f != nil {
-				s.check()
-				f(b.err, s.left())
-			}
+			s.take(b)
 		case <-check.C:
 		}
 		s.check()
@@ -474,6 +476,76 @@ func (s *Session) run() {
 		}
 		check.Reset(min(left, maxSleep))
 	}
+}
+
+// heartbeat sends one heartbeat, at sent, with a heartbeat period of every.
+func (s *Session) heartbeat(ctx context.Context, every time.Duration, sent clock.Instant) beat {
+	b := beat{sent: sent}
+	// A heartbeat may take up to half the lease (a busy replica, a leader
+	// change): the deadline counts from its send, the next waits for it,
+	// and one given up sooner is cancelled at the replica too, so under
+	// load none would renew the session. An endpoint that holds it leaves
+	// half of that to the others.
+	bound := max(every, s.Lease()/2)
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	b.err = s.c.call(ctx, callSpec{method: "POST", path: s.path() + "/heartbeat", secret: s.secret,
+		session: true, attempt: bound / 2}, &b.a)
+	return b
+}
+
+// take takes a heartbeat's answer (answer), and tells OnHeartbeat's f.
+func (s *Session) take(b beat) {
+	s.answer(b)
+	s.mu.Lock()
+	f := s.onBeat
+	s.mu.Unlock()
+	if f != nil {
+		s.check()
+		f(b.err, s.left())
+	}
+}
+
+// KeepAlive heartbeats now, off the schedule, and returns once the
+// heartbeat is answered. It returns nil when a replica answered OK with a
+// lease: everything the session holds was renewed, and the deadline
+// (LeaseLeft) lies that lease after this call began, unless a grant
+// answered meanwhile bounds it. Otherwise the deadline is unchanged and it
+// fails: with the session's error (ErrSessionExpired) if the group says
+// the session is over, else with an error that wraps
+// fencelock.ErrUnavailable.
+func (s *Session) KeepAlive(ctx context.Context) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	b := s.heartbeat(ctx, s.period(), now())
+	s.take(b)
+	switch {
+	case s.Err() != nil:
+		return s.Err()
+	case b.err != nil:
+		if errors.Is(b.err, fencelock.ErrUnavailable) {
+			return b.err
+		}
+		return fmt.Errorf("%w: heartbeat: %w", fencelock.ErrUnavailable, b.err)
+	case b.a.LeaseMS <= 0:
+		return fmt.Errorf("%w: the heartbeat was answered without a lease (groups not renewed: %v)",
+			fencelock.ErrUnavailable, notRenewed(b.a.Leases))
+	}
+	return nil
+}
+
+// notRenewed names the groups a heartbeat's answer gives no lease, in
+// order ("" is the default group).
+func notRenewed(leases map[string]int64) []string {
+	var out []string
+	for g, ms := range leases {
+		if ms <= 0 {
+			out = append(out, g)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // answer takes a heartbeat's answer: a later deadline, or the session's

@@ -123,23 +123,41 @@ func (s *Server) answerGroup(w http.ResponseWriter, r *http.Request, name string
 	writeError(w, fmt.Errorf("%w: %q was dropped meanwhile", fencelock.ErrUnknownGroup, name))
 }
 
+// groupChange reads the body of a change of the group table with decode
+// (unless the path was bad: pathErr), makes the change within
+// groupChangeCtx, and reports whether it was made; if not, it has answered
+// why.
+func groupChange[T any](s *Server, w http.ResponseWriter, r *http.Request, pathErr error,
+	decode func([]byte) (T, error), change func(context.Context, T) error) (T, bool) {
+	b, err := body(r)
+	if pathErr != nil {
+		err = pathErr
+	}
+	var req T
+	if err == nil {
+		req, err = decode(b)
+	}
+	if err != nil {
+		writeError(w, err)
+		return req, false
+	}
+	ctx, cancel := s.groupChangeCtx(r)
+	defer cancel()
+	if err := change(ctx, req); err != nil {
+		writeError(w, err)
+		return req, false
+	}
+	return req, true
+}
+
 // createGroup adds a group to the running deployment (Node.CreateGroup):
 // the admin right's call, on every name.
 func (s *Server) createGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	b, err := body(r)
-	var req VotersRequest
-	if err == nil {
-		req, err = DecodeVoters(b)
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ctx, cancel := s.groupChangeCtx(r)
-	defer cancel()
-	if err := s.node.CreateGroup(ctx, fencelock.GroupConfig{Name: name, Voters: req.Voters}); err != nil {
-		writeError(w, err)
+	req, ok := groupChange(s, w, r, nil, DecodeVoters, func(ctx context.Context, req VotersRequest) error {
+		return s.node.CreateGroup(ctx, fencelock.GroupConfig{Name: name, Voters: req.Voters})
+	})
+	if !ok {
 		return
 	}
 	s.log.Info("httpapi: group created", "group", name, "voters", req.Voters)
@@ -182,19 +200,10 @@ func (s *Server) dropGroup(w http.ResponseWriter, r *http.Request) {
 // its membership moved to them.
 func (s *Server) setVoters(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	b, err := body(r)
-	var req VotersRequest
-	if err == nil {
-		req, err = DecodeVoters(b)
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ctx, cancel := s.groupChangeCtx(r)
-	defer cancel()
-	if err := s.node.SetVoters(ctx, name, req.Voters); err != nil {
-		writeError(w, err)
+	req, ok := groupChange(s, w, r, nil, DecodeVoters, func(ctx context.Context, req VotersRequest) error {
+		return s.node.SetVoters(ctx, name, req.Voters)
+	})
+	if !ok {
 		return
 	}
 	s.log.Info("httpapi: group's voters set", "group", name, "voters", req.Voters)
@@ -204,23 +213,15 @@ func (s *Server) setVoters(w http.ResponseWriter, r *http.Request) {
 // replaceMember moves every group off one replica onto another
 // (Node.ReplaceReplica), and answers the default group's membership after.
 func (s *Server) replaceMember(w http.ResponseWriter, r *http.Request) {
-	b, err := body(r)
-	old, perr := strconv.ParseUint(r.PathValue("id"), 10, 64)
-	if perr != nil || old == 0 {
-		err = fmt.Errorf("%w: %.40q is not a replica ID (a positive decimal integer)", errBadRequest, r.PathValue("id"))
+	var pathErr error
+	old, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil || old == 0 {
+		pathErr = fmt.Errorf("%w: %.40q is not a replica ID (a positive decimal integer)", errBadRequest, r.PathValue("id"))
 	}
-	var req ReplaceRequest
-	if err == nil {
-		req, err = DecodeReplace(b)
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ctx, cancel := s.groupChangeCtx(r)
-	defer cancel()
-	if err := s.node.ReplaceReplica(ctx, old, req.New); err != nil {
-		writeError(w, err)
+	req, ok := groupChange(s, w, r, pathErr, DecodeReplace, func(ctx context.Context, req ReplaceRequest) error {
+		return s.node.ReplaceReplica(ctx, old, req.New)
+	})
+	if !ok {
 		return
 	}
 	s.log.Info("httpapi: replica replaced in every group", "old", old, "new", req.New)

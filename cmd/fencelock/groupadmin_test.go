@@ -1,15 +1,12 @@
 package main
 
 import (
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -25,17 +22,8 @@ func TestGroupsCLIAndMembersReplace(t *testing.T) {
 	require.NoError(t, os.WriteFile(tokens, []byte("ops\nreader read:*\n"), 0o600))
 	p := startProcs(t, "--group", "a=1,2,3", "--tokens-file", tokens)
 	all := strings.Join([]string{p.urls[1], p.urls[2], p.urls[3]}, ",")
-	cli := func(args ...string) (string, error) {
-		t.Helper()
-		out, err := exec.Command(p.bin, append(args, "--http", all, "--token-file", tokens)...).CombinedOutput()
-		return string(out), err
-	}
-	mustCLI := func(args ...string) string {
-		t.Helper()
-		out, err := cli(args...)
-		require.NoError(t, err, "%v: %s", args, out)
-		return out
-	}
+	admin := adminCLI{t: t, bin: p.bin, urls: all, tokens: tokens}
+	cli, mustCLI := admin.run, admin.must
 	fails := func(want string, args ...string) {
 		t.Helper()
 		out, err := cli(args...)
@@ -70,36 +58,7 @@ func TestGroupsCLIAndMembersReplace(t *testing.T) {
 	require.NoError(t, os.WriteFile(idFile, []byte("4\n"), 0o600))
 	args := append([]string{}, p.args[1]...)
 	args = append(args, "--id-file", idFile, "--addr", raft4, "--http", web4, "--dir", filepath.Join(t.TempDir(), "4"))
-	cmd4 := exec.Command(p.bin, args...)
-	logs4 := &lockedBuffer{}
-	cmd4.Stdout, cmd4.Stderr = logs4, logs4
-	require.NoError(t, cmd4.Start())
-	t.Cleanup(func() {
-		_ = cmd4.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd4.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd4.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("replica 4 log:\n%s", logs4)
-		}
-	})
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get("http://" + web4 + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		require.True(t, time.Now().Before(deadline), "replica 4 never ready: %v\n%s", err, logs4)
-		time.Sleep(100 * time.Millisecond)
-	}
+	startReplacement(t, p.bin, args, web4)
 
 	out = mustCLI("members", "replace", "1", "4")
 	require.Contains(t, out, "replica 4 took replica 1's place in every group")

@@ -108,46 +108,62 @@ func parseIDs(what, s string) ([]uint64, error) {
 	return out, nil
 }
 
-// groupAndVoters parses the NAME ID,ID,... of create and set-voters.
-func groupAndVoters(name string, args []string) (*clientFlags, string, []uint64, error) {
+// votersChange is the NAME ID,ID,... of create and set-voters, and the
+// client to send it with.
+type votersChange struct {
+	c      *client
+	name   string
+	voters []uint64
+}
+
+// parseVotersChange parses the arguments of groups sub (create or
+// set-voters) and makes the client.
+func parseVotersChange(sub string, args []string) (votersChange, error) {
 	var f clientFlags
-	fs := newFlags("groups "+name, "NAME ID,ID,... [flags]")
+	fs := newFlags("groups "+sub, "NAME ID,ID,... [flags]")
 	f.register(fs)
 	rest, err := parseAll(fs, args)
 	if err != nil {
-		return nil, "", nil, err
+		return votersChange{}, err
 	}
 	if len(rest) != 2 {
-		return nil, "", nil, fmt.Errorf("groups %s: want NAME and its voters (ID,ID,...), got %d arguments", name, len(rest))
+		return votersChange{}, fmt.Errorf("groups %s: want NAME and its voters (ID,ID,...), got %d arguments", sub, len(rest))
 	}
-	voters, err := parseIDs("groups "+name, rest[1])
+	voters, err := parseIDs("groups "+sub, rest[1])
 	if err != nil {
-		return nil, "", nil, err
+		return votersChange{}, err
 	}
-	return &f, rest[0], voters, nil
+	c, err := f.client()
+	if err != nil {
+		return votersChange{}, err
+	}
+	return votersChange{c: c, name: rest[0], voters: voters}, nil
+}
+
+// send sends the voters with method to the group's path, /v1/groups/NAME
+// and suffix, and returns the group as the table has it after.
+func (v votersChange) send(ctx context.Context, method, suffix string) (httpapi.TableGroupJSON, error) {
+	var g httpapi.TableGroupJSON
+	err := v.c.call(ctx, 0, "", method, "/v1/groups/"+url.PathEscape(v.name)+suffix, httpapi.VotersRequest{Voters: v.voters}, &g)
+	return g, err
 }
 
 // groupsCreateCmd is `fencelock groups create NAME ID,ID,...`: POST
 // /v1/groups/{name}.
 func groupsCreateCmd(args []string) error {
-	f, name, voters, err := groupAndVoters("create", args)
-	if err != nil {
-		return err
-	}
-	c, err := f.client()
+	v, err := parseVotersChange("create", args)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := changeCtx()
 	defer cancel()
-	var g httpapi.TableGroupJSON
-	err = c.call(ctx, 0, "", "POST", "/v1/groups/"+url.PathEscape(name), httpapi.VotersRequest{Voters: voters}, &g)
+	g, err := v.send(ctx, "POST", "")
 	var ae *apiError
 	if errors.As(err, &ae) && ae.body.Code == httpapi.CodeGroupExists {
 		// A create that applied and whose answer was lost, asked again of
 		// another replica: done, if the group is the one asked for.
-		if g, ok := findGroup(ctx, c, name); ok && ids(g.Voters) == ids(slices.Sorted(slices.Values(voters))) {
-			fmt.Printf("group %s runs, voters %s\n", name, ids(g.Voters))
+		if g, ok := findGroup(ctx, v.c, v.name); ok && ids(g.Voters) == ids(slices.Sorted(slices.Values(v.voters))) {
+			fmt.Printf("group %s runs, voters %s\n", v.name, ids(g.Voters))
 			return nil
 		}
 	}
@@ -208,18 +224,14 @@ func groupsDropCmd(args []string) error {
 // groupsSetVotersCmd is `fencelock groups set-voters NAME ID,ID,...`: PUT
 // /v1/groups/{name}/voters.
 func groupsSetVotersCmd(args []string) error {
-	f, name, voters, err := groupAndVoters("set-voters", args)
-	if err != nil {
-		return err
-	}
-	c, err := f.client()
+	v, err := parseVotersChange("set-voters", args)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := changeCtx()
 	defer cancel()
-	var g httpapi.TableGroupJSON
-	if err := c.call(ctx, 0, "", "PUT", "/v1/groups/"+url.PathEscape(name)+"/voters", httpapi.VotersRequest{Voters: voters}, &g); err != nil {
+	g, err := v.send(ctx, "PUT", "/voters")
+	if err != nil {
 		return err
 	}
 	fmt.Printf("group %s votes on %s", g.Name, ids(g.Voters))

@@ -249,10 +249,8 @@ func hold(f *holdFlags, k grantKind, cmd []string) error {
 		<-got // the request is withdrawn (a grant that raced it released)
 		return exitError{128 + int(sig.(syscall.Signal))}
 	}
-	if left := s.LeaseLeft(); left <= grace {
-		// Granted, but the lease is about over (the heartbeats fail): CMD
-		// would be stopped as soon as it started.
-		return fmt.Errorf("granted %s with %v of the lease left: not running the command", k.what, left)
+	if err := leaseBeyondGrace(ctx, s, grace); err != nil {
+		return fmt.Errorf("granted %s, but %w: not running the command", k.what, err)
 	}
 	// Follow the grant at the group, so that one it ended (revoked, say) is
 	// known at once rather than at the lease's end.
@@ -347,6 +345,27 @@ func hold(f *holdFlags, k grantKind, cmd []string) error {
 			wake.Reset(max(min(left-grace, maxSleep), time.Millisecond))
 		}
 	}
+}
+
+// leaseBeyondGrace returns nil once more than grace of the lease is left,
+// heartbeating at once if it is not yet: a grant's lease_ms (the part of
+// its group nearer its deadline than the heartbeats' lease) can bring the
+// deadline within the grace, and a heartbeat sent after the grant renews
+// that part. Else CMD would be stopped as soon as it started: the error
+// says how much is left and why.
+func leaseBeyondGrace(ctx context.Context, s *apiclient.Session, grace time.Duration) error {
+	if s.LeaseLeft() > grace {
+		return nil
+	}
+	err := s.KeepAlive(ctx) // bounded as a heartbeat is: half the lease at most
+	left := s.LeaseLeft()
+	switch {
+	case left > grace:
+		return nil
+	case err != nil:
+		return fmt.Errorf("%v of the lease is left, within --grace %v, and a heartbeat to renew it failed: %w", left.Round(time.Millisecond), grace, err)
+	}
+	return fmt.Errorf("%v of the lease is left after a heartbeat renewed it, within --grace %v", left.Round(time.Millisecond), grace)
 }
 
 // exitStatus turns the command's end into ours: its status, or 128+N for a

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -129,17 +128,8 @@ func TestServeMembersReplaceLostReplica(t *testing.T) {
 	require.NoError(t, err)
 	lostDir := flagOf(t, p.args[3], "dir")
 	all := strings.Join([]string{p.urls[1], p.urls[2], p.urls[3]}, ",")
-	cli := func(args ...string) (string, error) {
-		t.Helper()
-		out, err := exec.Command(bin, append(args, "--http", all, "--token-file", tokens)...).CombinedOutput()
-		return string(out), err
-	}
-	mustCLI := func(args ...string) string {
-		t.Helper()
-		out, err := cli(args...)
-		require.NoError(t, err, "%v: %s", args, out)
-		return out
-	}
+	admin := adminCLI{t: t, bin: bin, urls: all, tokens: tokens}
+	cli, mustCLI := admin.run, admin.must
 
 	// A lock held across the replacement, by a session that outlives it.
 	r := callAs(t, "ops", "POST", p.urls[2]+"/v1/sessions", map[string]any{"ttl_ms": 600000, "name": "keeper"}, nil)
@@ -189,36 +179,7 @@ func TestServeMembersReplaceLostReplica(t *testing.T) {
 	url4 := "http://" + web4
 	args := append([]string{}, p.args[3]...)
 	args = append(args, "--id-file", idFile, "--addr", peers[3], "--http", web4, "--log-level", "info")
-	cmd4 := exec.Command(bin, args...)
-	logs4 := &lockedBuffer{}
-	cmd4.Stdout, cmd4.Stderr = logs4, logs4
-	require.NoError(t, cmd4.Start())
-	t.Cleanup(func() {
-		_ = cmd4.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd4.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd4.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("replica 4 log:\n%s", logs4)
-		}
-	})
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get(url4 + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		require.True(t, time.Now().Before(deadline), "replica 4 never ready: %v\n%s", err, logs4)
-		time.Sleep(100 * time.Millisecond)
-	}
+	logs4 := startReplacement(t, bin, args, web4)
 	require.Contains(t, logs4.String(), "joining a running group")
 	require.Contains(t, logs4.String(), "replica=4")
 
@@ -248,7 +209,7 @@ func TestServeMembersReplaceLostReplica(t *testing.T) {
 	// Voters 2 and 4 are a quorum without 1.
 	p.kill(1)
 	r = callAs(t, "ops", "POST", url4+"/v1/sessions", map[string]any{"ttl_ms": 60000}, nil)
-	deadline = time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for r.status != 201 && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 		r = callAs(t, "ops", "POST", url4+"/v1/sessions", map[string]any{"ttl_ms": 60000}, nil)

@@ -70,16 +70,7 @@ func (p *procs) kill(id uint64) {
 
 func (p *procs) stopAll() {
 	for id, c := range p.cmds {
-		_ = c.Process.Signal(syscall.SIGCONT)
-		_ = c.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = c.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = c.Process.Kill()
-			<-done
-		}
+		stopServe(c)
 		if p.t.Failed() {
 			p.t.Logf("replica %d log:\n%s", id, p.logs[id])
 		}

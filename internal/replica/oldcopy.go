@@ -91,7 +91,9 @@ func (r *Replica) refuse(leader, acked, last uint64) {
 	}
 	r.log.Error("fencelock: " + err.Error())
 	go func() {
-		// The Host's Close may be stopping it too; either way it stops.
+		// The Host's Close may be stopping it too; either way it stops,
+		// once no read of its state machine is in flight (calls.go).
+		r.calls.close()
 		_ = r.host.stopShard(r.shard)
 	}()
 }

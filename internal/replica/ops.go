@@ -252,13 +252,8 @@ func (r *Replica) Counters() Counters {
 		ConnectionFailures: r.ops.connFailures.Load(),
 		ProposalLatency:    r.ops.proposals.snapshot(),
 	}
-	select {
-	case <-r.closed:
-		return c
-	default:
-	}
 	type counts struct{ sessions, locks, waiting int }
-	v, err := r.nh.StaleRead(r.shard, fsm.Query(func(s *fsm.State) any {
+	v, err := r.StaleRead(fsm.Query(func(s *fsm.State) any {
 		var n counts
 		n.sessions, n.locks, n.waiting = s.Counts()
 		return n

@@ -82,9 +82,17 @@ func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 			return nil, err
 		}
 		leader := r.leaderKnown()
+		if !r.calls.enter() {
+			return nil, r.stoppedErr()
+		}
 		actx, cancel := context.WithTimeout(ctx, attempt)
+		// stop waits for the reads in flight (calls.go): its cancel ends
+		// this one's wait for the group.
+		unhook := context.AfterFunc(r.ctx, cancel)
 		v, err := r.nh.SyncRead(actx, r.shard, q)
+		unhook()
 		cancel()
+		r.calls.exit()
 		if err == nil {
 			return v, nil
 		}
@@ -224,12 +232,17 @@ func (b *backoff) wait(ctx context.Context, closed, leader <-chan struct{}) {
 }
 
 // StaleRead runs q on this replica's copy of the state, without asking the
-// group: it may lag behind the leader.
+// group: it may lag behind the leader. Once the replica stopped it fails
+// with ErrClosed, or why the group stopped here (ErrGroupDropped, ...).
 func (r *Replica) StaleRead(q fsm.Query) (any, error) {
 	select {
 	case <-r.closed:
-		return nil, ErrClosed
+		return nil, r.closedErr()
 	default:
 	}
+	if !r.calls.enter() {
+		return nil, r.stoppedErr()
+	}
+	defer r.calls.exit()
 	return r.nh.StaleRead(r.shard, q)
 }

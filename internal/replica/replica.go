@@ -17,6 +17,8 @@
 //     groups' leaders over the hosts by rate-limited transfers.
 //   - propose.go: Propose and Read, retried through leader changes and
 //     timeouts until the caller's context ends.
+//   - calls.go: the fence that lets a shard stop only once no read of its
+//     state machine is in flight.
 //   - apply.go: what the state machine applies, in order: the replica's own
 //     bookkeeping (the leader's expiry timers, counters, the group's ID)
 //     takes its part, then the Sink (the root) gets the events.
@@ -145,6 +147,9 @@ type Replica struct {
 	mu      sync.Mutex
 	closing bool
 	wg      sync.WaitGroup // background goroutines
+	// calls are the reads of the shard's state machine in flight, which
+	// stop waits for before the shard may stop (calls.go).
+	calls callFence
 
 	closed   chan struct{}
 	stopOnce sync.Once
@@ -240,16 +245,18 @@ func (r *Replica) startShard() error {
 	return nil
 }
 
-// stop ends the replica's own work before the NodeHost closes: calls in
-// flight fail with ErrClosed.
+// stop ends the replica's own work before its shard stops or the NodeHost
+// closes: calls in flight fail with ErrClosed (or why the group stopped
+// here), and when stop returns none is inside Dragonboat any more.
 func (r *Replica) stop() {
 	r.stopOnce.Do(func() {
 		r.mu.Lock()
 		r.closing = true
 		r.mu.Unlock()
 		close(r.closed)
-		r.cancel()
+		r.cancel() // ends the reads in flight (Read)
 		r.prop.Close()
+		r.calls.close()
 	})
 }
 

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -58,7 +59,14 @@ func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) 
 	}
 	o.r.applied(index, events)
 }
+
+// Entry feeds the mirrors this replica serves (servemirror.go).
+func (o observer) Entry(index uint64, data []byte) { o.r.subs.publish(index, data) }
+
 func (o observer) Restored(st *fsm.State) {
+	// The mirrors it feeds miss the entries the snapshot covered: they
+	// subscribe again, for a snapshot of their own.
+	o.r.subs.end(errors.New("the serving replica restored a snapshot"))
 	if o.r.shard == defaultShard {
 		o.r.host.tab.changed()
 	}

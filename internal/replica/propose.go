@@ -26,6 +26,9 @@ import (
 // fsm.ErrVersionGated that names the members the group waits for: nothing
 // is proposed.
 func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	if r.mirror != nil {
+		return r.mirror.propose(ctx, cmd)
+	}
 	if err := r.gated(ctx, &cmd); err != nil {
 		return fsm.Result{}, err
 	}
@@ -75,6 +78,9 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 // see its answer), so the first attempts are short, about two election
 // timeouts, and the wait doubles from there up to ProposalTimeout.
 func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
+	if r.mirror != nil {
+		return r.mirror.read(ctx, q)
+	}
 	var last error
 	attempt := min(2*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT, r.cfg.ProposalTimeout)
 	for b := newBackoff(r.cfg.RTT); ; attempt = min(2*attempt, r.cfg.ProposalTimeout) {
@@ -226,6 +232,9 @@ func (b *backoff) wait(ctx context.Context, closed, leader <-chan struct{}) {
 // StaleRead runs q on this replica's copy of the state, without asking the
 // group: it may lag behind the leader.
 func (r *Replica) StaleRead(q fsm.Query) (any, error) {
+	if r.mirror != nil {
+		return r.mirror.staleRead(q)
+	}
 	select {
 	case <-r.closed:
 		return nil, ErrClosed

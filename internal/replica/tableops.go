@@ -173,7 +173,7 @@ func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 	if !v.set || !ok {
 		return fmt.Errorf("%w: %q is not a group of the table", ErrUnknownGroup, truncate(name, 64))
 	}
-	r := h.Group(name)
+	r := h.running(name)
 	if r == nil || r.shard != e.Shard {
 		return fmt.Errorf("%w: %q does not run on replica %d: call DropGroup on a replica that runs it", ErrGroupMoved, name, h.cfg.ReplicaID)
 	}
@@ -279,7 +279,19 @@ func (h *Host) SetVoters(ctx context.Context, name string, voters []uint64) erro
 // votes).
 func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voters []uint64) error {
 	for {
-		r := h.Group(name)
+		r := h.running(name)
+		if r == nil && h.own() {
+			// A host that runs only its own groups watches the move where
+			// it is one of the new voters, once it runs the group; else
+			// the move goes on at the group's leader, unwatched here.
+			if !slices.Contains(voters, h.cfg.ReplicaID) {
+				return nil
+			}
+			if err := h.pause(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if r == nil || r.shard != shard {
 			if slices.Contains(voters, h.cfg.ReplicaID) {
 				return fmt.Errorf("%w: %q no longer runs here", ErrGroupDropped, name)
@@ -309,7 +321,7 @@ func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voter
 // (nil if it runs none), nudging the table's watcher.
 func (h *Host) awaitGroup(ctx context.Context, name string, done func(*Replica) bool) error {
 	h.tab.changed()
-	for !done(h.Group(name)) {
+	for !done(h.running(name)) {
 		if err := h.pause(ctx); err != nil {
 			return err
 		}

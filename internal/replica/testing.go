@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
@@ -221,4 +222,27 @@ func (r *Replica) loseReply(kind fsm.Kind) bool {
 	}
 	l.kinds[kind]--
 	return true
+}
+
+// TestingLogShards returns the shards whose raft data this host's log
+// store holds, for tests of placement.
+func (h *Host) TestingLogShards() []uint64 {
+	info := h.nodeHostInfoWithLogs()
+	if info == nil {
+		return nil
+	}
+	var out []uint64
+	for _, li := range info.LogInfo {
+		out = append(out, li.ShardID)
+	}
+	return out
+}
+
+func (h *Host) nodeHostInfoWithLogs() *dragonboat.NodeHostInfo {
+	h.nhMu.RLock()
+	defer h.nhMu.RUnlock()
+	if h.nhClosed {
+		return nil
+	}
+	return h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{})
 }

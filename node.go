@@ -534,6 +534,7 @@ func init() {
 	testhook.RegisterObserveApplied(func(cfg any, f func(testhook.Applied)) { cfg.(*Config).applied = f })
 	testhook.RegisterAnnounce(func(cfg any, reads session.Gate) { cfg.(*Config).reads = reads })
 	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
+	testhook.RegisterMirrors(func(node any) map[string]uint64 { return node.(*Node).host.MirrorsApplied() })
 	testhook.RegisterCrash(func(ctx context.Context, node any) uint64 {
 		n := node.(*Node)
 		n.host.TestingCrash(ctx)

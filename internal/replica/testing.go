@@ -246,3 +246,15 @@ func (h *Host) nodeHostInfoWithLogs() *dragonboat.NodeHostInfo {
 	}
 	return h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{})
 }
+
+// MirrorsApplied returns the index each mirror of this host applied, by
+// group name, for the benchmark.
+func (h *Host) MirrorsApplied() map[string]uint64 {
+	out := map[string]uint64{}
+	if p := h.mirrors.Load(); p != nil {
+		for name, r := range *p {
+			out[name] = r.appliedIndex.Load()
+		}
+	}
+	return out
+}

@@ -310,6 +310,27 @@ func (m *mirror) follow(id uint64, addr string) error {
 		m.connMu.Unlock()
 	}()
 	r.log.Debug("fencelock: mirror subscribed", "server", id, "index", st.Index())
+	// The server gives up a stream it hears nothing on (a mirror gone
+	// without a word, behind a dead link): pings say it is still wanted.
+	var pings sync.WaitGroup
+	defer pings.Wait()
+	defer conn.close()
+	pings.Go(func() {
+		t := time.NewTicker(mirrorPing)
+		defer t.Stop()
+		ping := (&wireMsg{Kind: wirePing}).encode(nil)
+		for {
+			select {
+			case <-t.C:
+				if c.Send(ping) != nil {
+					conn.close()
+					return
+				}
+			case <-conn.broken:
+				return
+			}
+		}
+	})
 	for {
 		b, err := c.Recv()
 		if err != nil {

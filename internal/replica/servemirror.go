@@ -218,6 +218,7 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 		return
 	}
 	r.log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
+	c.SetIdle(mirrorIdle) // the mirror pings every mirrorPing
 	ctx, cancel := context.WithCancel(r.ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -235,6 +236,9 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 			return
 		}
 		m, err := decodeWire(b)
+		if err == nil && m.Kind == wirePing {
+			continue
+		}
 		if err != nil || (m.Kind != wirePropose && m.Kind != wireRead) {
 			sub.end(fmt.Errorf("a malformed request: %v", err))
 			return

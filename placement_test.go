@@ -242,6 +242,13 @@ func TestPlacementMixed(t *testing.T) {
 	require.NotNil(t, l5)
 	require.Greater(t, l5.Token(), l4.Token())
 	require.NoError(t, l5.Release(ctx))
+	// The serving side: a replica that runs g feeds a mirror; one that
+	// does not refuses, and says so.
+	idx, err := c.node(5).host.TestingSubscribe(ctx, c.addr(1), "g")
+	require.NoError(t, err)
+	require.NotZero(t, idx)
+	_, err = c.node(1).host.TestingSubscribe(ctx, c.addr(5), "g")
+	require.ErrorContains(t, err, `replica 5 does not run group "g"`)
 	_, err = c.node(5).MembersOf(ctx, "g")
 	require.True(t, errors.Is(err, ErrUnavailable), "membership is asked of a replica that runs the group: %v", err)
 	require.False(t, runs(c.node(5), "g"))

@@ -2,6 +2,8 @@ package replica
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -257,4 +259,36 @@ func (h *Host) MirrorsApplied() map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// TestingSubscribe opens a mirror's subscription to group name on the
+// replica at addr, as a mirror of this host would, and returns the index
+// of the snapshot it got, or the refusal: for tests of the serving side.
+func (h *Host) TestingSubscribe(ctx context.Context, addr, name string) (uint64, error) {
+	if h.calls == nil {
+		return 0, errors.New("no calls")
+	}
+	c, err := h.calls.DialCall(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	sub := wireMsg{Kind: wireSubscribe, Shard: GroupShardID(name), Name: name}
+	if err := c.Send(sub.encode(nil)); err != nil {
+		return 0, err
+	}
+	b, err := c.Recv()
+	if err != nil {
+		return 0, err
+	}
+	m, err := decodeWire(b)
+	switch {
+	case err != nil:
+		return 0, err
+	case m.Kind == wireRefuse:
+		return 0, fmt.Errorf("refused (code %d): %s", m.Code, m.Text)
+	case m.Kind != wireSnapshot:
+		return 0, fmt.Errorf("kind %d", m.Kind)
+	}
+	return m.Index, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/replica"
+	"github.com/fencelock/fencelock/transport"
 )
 
 func withPlacement(p Placement, groups ...GroupConfig) func(*Config) {
@@ -252,4 +253,47 @@ func TestPlacementMixed(t *testing.T) {
 	_, err = c.node(5).MembersOf(ctx, "g")
 	require.True(t, errors.Is(err, ErrUnavailable), "membership is asked of a replica that runs the group: %v", err)
 	require.False(t, runs(c.node(5), "g"))
+}
+
+// Over TCP with mutual TLS: a replica that runs only its own groups
+// reaches another through the raft port, its TLS and its handshake.
+func TestPlacementOverMutualTLS(t *testing.T) {
+	ca := newTestCA(t, "group")
+	trs := map[uint64]transport.Transport{}
+	for id := uint64(1); id <= 4; id++ {
+		cert, key := ca.issue("replica" + string(rune('0'+id)))
+		trs[id] = transport.MutualTLS(ca.file, cert, key)
+	}
+	c := newTCPCluster(t, 4, func(cfg *Config) {
+		cfg.Transport = trs[cfg.ReplicaID]
+		cfg.Placement = PlaceOwnGroups
+		cfg.Groups = []GroupConfig{{Name: "g", Voters: []uint64{1, 2, 3}}}
+	})
+	ctx := testCtx(t)
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "g runs on its voters only, with a leader", func(id uint64, st Status) bool {
+		_, has := group(st, "g")
+		return has == (id <= 3) && allLeaders(st)
+	})
+	s4, s1 := newSession(t, ctx, c.node(4)), newSession(t, ctx, c.node(1))
+	l4, err := s4.Acquire(ctx, "x@g")
+	require.NoError(t, err)
+	require.NotZero(t, mirrorServer(c.node(4), "g"), "4 reaches g through a mirror")
+	require.False(t, runs(c.node(4), "g"))
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := s1.Acquire(ctx, "x@g")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	require.Eventually(t, func() bool {
+		info, err := c.node(4).Inspect(ctx, "x@g")
+		return err == nil && info.Waiters == 1
+	}, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, l4.Release(ctx))
+	l1 := <-got
+	require.NotNil(t, l1)
+	require.Greater(t, l1.Token(), l4.Token())
 }

@@ -297,3 +297,36 @@ func TestPlacementOverMutualTLS(t *testing.T) {
 	require.NotNil(t, l1)
 	require.Greater(t, l1.Token(), l4.Token())
 }
+
+// A mirror nothing uses any more stops (no parts, no watches, no calls
+// for replica.MirrorIdle), and the next call naming its group starts
+// another.
+func TestPlacementIdleMirrorStops(t *testing.T) {
+	old := replica.MirrorIdle
+	replica.MirrorIdle = 300 * time.Millisecond
+	t.Cleanup(func() { replica.MirrorIdle = old }) // after the cluster's close, registered next
+	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "g runs on its voters, with a leader", func(id uint64, st Status) bool {
+		_, has := group(st, "g")
+		return has == (id <= 3) && allLeaders(st)
+	})
+	n4 := c.node(4)
+	s := newSession(t, ctx, n4)
+	l, err := s.Acquire(ctx, "x@g")
+	require.NoError(t, err)
+	first := n4.host.Group("g")
+	require.NotNil(t, first)
+	// In use (a part lives here): it stays past the idle time.
+	require.Never(t, func() bool { return n4.host.Group("g") != first }, 3*replica.MirrorIdle, 20*time.Millisecond)
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, s.Close(ctx))
+	require.Eventually(t, func() bool { return n4.host.Group("g") == nil }, 30*time.Second, 20*time.Millisecond,
+		"the unused mirror stops")
+	s = newSession(t, ctx, n4)
+	l, err = s.Acquire(ctx, "x@g")
+	require.NoError(t, err, "a new mirror serves the next call")
+	require.NotSame(t, first, n4.host.Group("g"))
+	require.NoError(t, l.Release(ctx))
+}

@@ -38,6 +38,14 @@ type Dropper interface {
 	Dropped(err error)
 }
 
+// Idler may be implemented by a Sink: Idle reports that nothing uses the
+// group on this host now (no session's part, no watch), so that a mirror
+// of it (mirror.go) may stop until the group is used again. A Sink without
+// it keeps its mirror for the host's life.
+type Idler interface {
+	Idle() bool
+}
+
 // observer is the state machine's view of its replica (fsm.Observer,
 // fsm.SnapshotObserver and fsm.TooNewObserver). It is unexported, and so is the package, so that
 // nothing outside the library can feed the expiry timers or the sessions

@@ -26,9 +26,11 @@ package replica
 // the same command (never renumbered): commands carry their session and
 // sequence or operation IDs, so the group applies each at most once.
 //
-// A mirror lives as long as its host, or until the group runs here (the
-// table made this host a voter: the shard takes over, handover.go) or is
-// dropped.
+// A mirror starts at the first call that names its group, and stops when
+// the group runs here (the table made this host a voter: the shard takes
+// over, mirrorswap.go), when it is dropped, or after MirrorIdle with no
+// call, no session's part and no watch on it here (its Sink is an Idler):
+// a call that meets a mirror stopping so goes to a new one.
 
 import (
 	"bytes"
@@ -44,6 +46,14 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/transport"
 )
+
+// MirrorIdle is how long a mirror stays without use before it stops; a
+// variable for tests only.
+var MirrorIdle = time.Minute
+
+// errMirrorIdle is why a call on a mirror that stopped unused fails: the
+// call goes to a new mirror (Replica.Propose, Read, StaleRead).
+var errMirrorIdle = errors.New("the mirror stopped, unused")
 
 const (
 	// mirrorIdle is how long a stream may stay silent before the mirror
@@ -79,9 +89,70 @@ type mirror struct {
 	server atomic.Uint64 // the replica serving the stream; 0 while none
 	next   int           // the next voter to try (run's own)
 	ids    atomic.Uint64
-	// successor is the shard that took over (handover.go): calls waiting
-	// for an index wait for it there.
+	// successor is the shard that took over (mirrorswap.go): calls
+	// waiting for an index wait for it there.
 	successor atomic.Pointer[Replica]
+	// lastUse (unix nanos) and inUse are the calls', for the idle stop.
+	lastUse atomic.Int64
+	inUse   atomic.Int64
+}
+
+// use counts a call on the mirror until the returned function is called.
+func (m *mirror) use() func() {
+	m.inUse.Add(1)
+	m.lastUse.Store(time.Now().UnixNano())
+	return func() {
+		m.lastUse.Store(time.Now().UnixNano())
+		m.inUse.Add(-1)
+	}
+}
+
+// idle reports whether the mirror has had no call for MirrorIdle and its
+// Sink says nothing here uses the group.
+func (m *mirror) idle() bool {
+	if m.inUse.Load() > 0 || time.Since(time.Unix(0, m.lastUse.Load())) < MirrorIdle {
+		return false
+	}
+	i, ok := m.r.sink.(Idler)
+	return ok && i.Idle()
+}
+
+// watchIdle stops the mirror once it is idle.
+func (m *mirror) watchIdle() {
+	t := time.NewTicker(max(MirrorIdle/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-m.r.closed:
+			return
+		case <-t.C:
+		}
+		if m.idle() && m.h.retireIdle(m.r) {
+			return
+		}
+	}
+}
+
+// retireIdle stops idle mirror r unless it is in use again, the host is
+// closing, or it is no longer the group's mirror; it reports whether it
+// did. Close waits for the stop.
+func (h *Host) retireIdle(r *Replica) bool {
+	h.setMu.Lock()
+	defer h.setMu.Unlock()
+	if h.mirror(r.name) != r || !r.mirror.idle() {
+		return false
+	}
+	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.name, errMirrorIdle)
+	r.gone.Store(&why)
+	if !h.goBackground(func() {
+		r.stop()
+		r.wg.Wait()
+	}) {
+		return false // closing: Close stops it
+	}
+	h.setMirror(r.name, nil)
+	r.log.Debug("fencelock: mirror stopped, unused")
+	return true
 }
 
 // mirrorConn is one stream and the calls waiting on it.
@@ -135,10 +206,15 @@ func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *Repli
 	m := &mirror{r: r, h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
 	r.mirror = m
 	r.appliedIndex.Store(delivered)
-	r.wg.Add(1)
+	m.lastUse.Store(time.Now().UnixNano())
+	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
 		m.run()
+	}()
+	go func() {
+		defer r.wg.Done()
+		m.watchIdle()
 	}()
 	r.log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
 	return r
@@ -390,7 +466,22 @@ func (m *mirror) note(st *fsm.State) {
 	if id := st.GroupID(); id != 0 {
 		m.r.setGroupID(id)
 	}
-	m.r.setGate(st.Gate())
+	m.gate(st.Gate())
+}
+
+// gate records the versions the group writes as the mirror applied them:
+// a view only; the host keeps in Dir the versions of the groups it runs.
+func (m *mirror) gate(g fsm.Gate) {
+	for {
+		old := m.r.gate.Load()
+		if old.Covers(g) {
+			return
+		}
+		next := old.Max(g)
+		if m.r.gate.CompareAndSwap(old, &next) {
+			return
+		}
+	}
 }
 
 // apply applies a stream's entries in order.
@@ -421,7 +512,7 @@ func (m *mirror) apply(es []wireEntry) error {
 					m.r.setGroupID(ev.Group)
 				}
 			case fsm.EventGateRaised:
-				m.r.setGate(ev.Gate)
+				m.gate(ev.Gate)
 			}
 		}
 		m.r.appliedIndex.Store(e.Index)
@@ -586,6 +677,7 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 
 // propose is Propose in mirror mode.
 func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	defer m.use()()
 	defer m.r.ops.proposals.since(time.Now())
 	data := fsm.AppendBatch(nil, []fsm.Command{cmd})
 	res, err := m.call(ctx, wireMsg{Kind: wirePropose, Data: data})
@@ -600,6 +692,7 @@ func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, erro
 
 // read is Read in mirror mode.
 func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
+	defer m.use()()
 	res, err := m.call(ctx, wireMsg{Kind: wireRead})
 	if err != nil {
 		return nil, err
@@ -615,6 +708,12 @@ func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 
 // staleRead is StaleRead in mirror mode.
 func (m *mirror) staleRead(q fsm.Query) (any, error) {
+	defer m.use()()
+	select {
+	case <-m.r.closed:
+		return nil, m.r.closedErr()
+	default:
+	}
 	if s := m.successor.Load(); s != nil {
 		return s.StaleRead(q)
 	}

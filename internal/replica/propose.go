@@ -27,7 +27,11 @@ import (
 // is proposed.
 func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	if r.mirror != nil {
-		return r.mirror.propose(ctx, cmd)
+		res, err := r.mirror.propose(ctx, cmd)
+		if r2 := r.replaced(err); r2 != nil {
+			return r2.Propose(ctx, cmd) // the same command: applied at most once
+		}
+		return res, err
 	}
 	if err := r.gated(ctx, &cmd); err != nil {
 		return fsm.Result{}, err
@@ -79,7 +83,11 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 // timeouts, and the wait doubles from there up to ProposalTimeout.
 func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 	if r.mirror != nil {
-		return r.mirror.read(ctx, q)
+		v, err := r.mirror.read(ctx, q)
+		if r2 := r.replaced(err); r2 != nil {
+			return r2.Read(ctx, q)
+		}
+		return v, err
 	}
 	var last error
 	attempt := min(2*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT, r.cfg.ProposalTimeout)
@@ -103,6 +111,20 @@ func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 		}
 		b.wait(ctx, r.closed, leader)
 	}
+}
+
+// replaced returns, for a call that failed on a mirror stopped unused, the
+// group's replica now (a new mirror, or the shard); nil for any other
+// failure.
+func (r *Replica) replaced(err error) *Replica {
+	if !errors.Is(err, errMirrorIdle) {
+		return nil
+	}
+	r2, lerr := r.host.Lookup(r.name)
+	if lerr != nil || r2 == r {
+		return nil
+	}
+	return r2
 }
 
 // check returns the error that ends a retry loop, if any.
@@ -233,7 +255,11 @@ func (b *backoff) wait(ctx context.Context, closed, leader <-chan struct{}) {
 // group: it may lag behind the leader.
 func (r *Replica) StaleRead(q fsm.Query) (any, error) {
 	if r.mirror != nil {
-		return r.mirror.staleRead(q)
+		v, err := r.mirror.staleRead(q)
+		if r2 := r.replaced(err); r2 != nil {
+			return r2.StaleRead(q)
+		}
+		return v, err
 	}
 	select {
 	case <-r.closed:

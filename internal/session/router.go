@@ -173,6 +173,22 @@ func (rt *router) Restored(st *fsm.State) {
 	rt.lockWatches.touchAll()
 }
 
+// Idle reports whether nothing of this process uses the group now: no
+// part lives here and nobody observes or watches in it (replica.Idler: a
+// mirror of the group may then stop until the group is used again).
+func (rt *router) Idle() bool {
+	rt.mu.RLock()
+	parts := len(rt.parts)
+	rt.mu.RUnlock()
+	rt.watches.mu.Lock()
+	watches := len(rt.watches.m)
+	rt.watches.mu.Unlock()
+	rt.lockWatches.mu.Lock()
+	lockWatches := len(rt.lockWatches.m)
+	rt.lockWatches.mu.Unlock()
+	return parts == 0 && watches == 0 && lockWatches == 0
+}
+
 // Removed ends everything local once the group removed this replica.
 func (rt *router) Removed() {
 	for _, p := range rt.localParts() {

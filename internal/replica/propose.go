@@ -36,7 +36,11 @@ func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 	if err := r.gated(ctx, &cmd); err != nil {
 		return fsm.Result{}, err
 	}
-	return r.propose(ctx, cmd)
+	res, err := r.propose(ctx, cmd)
+	if r2 := r.replaced(err); r2 != nil {
+		return r2.Propose(ctx, cmd) // the shard moved off: through its mirror now
+	}
+	return res, err
 }
 
 // propose is Propose without the gate's check: the leader's raise of the
@@ -89,6 +93,15 @@ func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 		}
 		return v, err
 	}
+	v, err := r.read(ctx, q)
+	if r2 := r.replaced(err); r2 != nil {
+		return r2.Read(ctx, q)
+	}
+	return v, err
+}
+
+// read is Read on the shard.
+func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 	var last error
 	attempt := min(2*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT, r.cfg.ProposalTimeout)
 	for b := newBackoff(r.cfg.RTT); ; attempt = min(2*attempt, r.cfg.ProposalTimeout) {
@@ -113,11 +126,13 @@ func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 	}
 }
 
-// replaced returns, for a call that failed on a mirror stopped unused, the
-// group's replica now (a new mirror, or the shard); nil for any other
-// failure.
+// replaced returns, for a call that failed because the group's replica
+// here was replaced (a mirror stopped unused, a shard whose voters moved
+// off this host, a mirror whose group now runs here), the group's replica
+// now; nil for any other failure. The call is then made again there, the
+// same command: the group applies it at most once.
 func (r *Replica) replaced(err error) *Replica {
-	if !errors.Is(err, errMirrorIdle) {
+	if err == nil || !errors.Is(err, errMirrorIdle) && !errors.Is(err, errMovedOff) && !errors.Is(err, errMovedHere) {
 		return nil
 	}
 	r2, lerr := r.host.Lookup(r.name)

@@ -186,11 +186,9 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 		switch {
 		case !ok || e.Shard != r.shard:
 			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.name), false)
+		case h.own() && slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.ops.removed.Load() || r.removedUnheard()):
+			h.stopGroup(r, movedOff(r.name), true)
 		case r.ops.removed.Load() && slices.Contains(e.Removed, h.cfg.ReplicaID):
-			if h.own() {
-				h.stopGroup(r, movedOff(r.name), true)
-				continue
-			}
 			h.stopGroup(r, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.name, h.cfg.ReplicaID), false)
 		default:
 			r.setVoters(e.Voters)
@@ -206,6 +204,16 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 		}
 	}
 	h.leadersChanged() // the group leaders' reconcile moves the voters
+}
+
+// removedUnheard reports whether r, whose voters the table moved off this
+// host, has heard no leader for a long while: a replica the leader removed
+// may never learn of it (the entry that removes it commits without it),
+// and a host that runs only its own groups then reaches the group through
+// a mirror instead of a shard that no longer hears it.
+func (r *Replica) removedUnheard() bool {
+	since := r.leaderlessSince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) > 2*r.patience()
 }
 
 // logConfigDiff logs, once per difference, how this host's Config.Groups

@@ -298,12 +298,18 @@ func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voter
 			}
 			return nil // moved off this host: every new voter votes
 		}
-		if e := r.gone.Load(); e != nil && errors.Is(*e, ErrGroupMoved) {
+		if e := r.gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
 			return nil
 		}
 		m, err := r.membership(ctx)
 		if err != nil {
-			if e := r.gone.Load(); e != nil && errors.Is(*e, ErrGroupMoved) {
+			if e := r.gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
+				return nil
+			}
+			if h.own() && !slices.Contains(voters, h.cfg.ReplicaID) {
+				// Removed from the group, this replica may never hear the
+				// group again (nor of its own removal): the move goes on at
+				// the group's leader, and the table stops the group here.
 				return nil
 			}
 			return err

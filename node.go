@@ -74,12 +74,24 @@ type Config struct {
 	// from then on the table rules. CreateGroup, DropGroup and SetVoters
 	// change it with no restart; a replica restarted with other Groups runs
 	// the table's and logs the difference, and a joining replica needs
-	// none. Every replica runs every group: as a voter where the group's
-	// voters name it, else as a non-voting replica (it stores and applies
-	// the group's log, so its sessions propose and hear events locally;
-	// availability depends only on the voters). See docs/operations.md,
-	// "Many groups".
+	// none. By default (Placement) every replica runs every group: as a
+	// voter where the group's voters name it, else as a non-voting replica
+	// (it stores and applies the group's log, so its sessions propose and
+	// hear events locally; availability depends only on the voters). See
+	// docs/operations.md, "Many groups".
 	Groups []GroupConfig
+	// Placement is which named groups this replica runs. PlaceEveryGroup
+	// (the zero value) runs every group, a non-voting replica where it
+	// does not vote: choose it for a few groups, or when most sessions use
+	// most groups, as every call is then local. PlaceOwnGroups runs only
+	// the groups this replica votes in and reaches the others through a
+	// replica that runs them: choose it for many groups spread over many
+	// replicas, where each replica should pay only for the groups it
+	// serves (docs/operations.md, "Placement: when to choose which").
+	// Replicas of one deployment may differ; a replica restarted with
+	// PlaceOwnGroups keeps the non-voting replicas it already runs. Any
+	// other value is refused (ErrInvalidConfig).
+	Placement Placement
 	// TracerProvider makes the OpenTelemetry spans of this node's sessions:
 	// one per Acquire, TryAcquire (every mode), Campaign, TryCampaign,
 	// Release and Resign, a child of the span in the call's context, with a
@@ -248,6 +260,9 @@ func (c *Config) normalize() error {
 	if err := c.checkGroups(); err != nil {
 		return err
 	}
+	if err := c.checkPlacement(); err != nil {
+		return err
+	}
 	if c.Addr == "" {
 		c.Addr = c.Members[c.ReplicaID]
 	}
@@ -359,7 +374,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
 		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
-		Groups: groups, OnApplied: cfg.applied, Reads: cfg.reads,
+		Groups: groups, OnApplied: cfg.applied, Reads: cfg.reads, Placement: cfg.Placement.replicaPlacement(),
 	}, n.h.Sink)
 	if err != nil {
 		n.h.Close(ErrClosed)
@@ -519,6 +534,7 @@ func init() {
 	testhook.RegisterObserveApplied(func(cfg any, f func(testhook.Applied)) { cfg.(*Config).applied = f })
 	testhook.RegisterAnnounce(func(cfg any, reads session.Gate) { cfg.(*Config).reads = reads })
 	testhook.RegisterSnapshots(func(node any) testhook.Snapshots { return node.(*Node).r.Snapshots() })
+	testhook.RegisterMirrors(func(node any) map[string]uint64 { return node.(*Node).host.MirrorsApplied() })
 	testhook.RegisterCrash(func(ctx context.Context, node any) uint64 {
 		n := node.(*Node)
 		n.host.TestingCrash(ctx)

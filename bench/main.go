@@ -12,6 +12,7 @@
 //	go run ./bench -workload W10                       # many groups (only when named): W10a per G, W10b, a check line
 //	go run ./bench -workload W11 -peer etcd -runs 3    # rolling restart (W11 runs only when named)
 //	go run ./bench -workload W12 -peer etcd -runs 1    # the service's rolling restart under its clients (only when named)
+//	go run ./bench -workload W13                       # placement (only when named): 9 replicas, every group vs own groups
 //	go run ./bench -sweep W2,W6 -peer etcd             # sweeps: docs/perf/w2-sweep.json + .svg charts, w6-sweep.*
 //	go run ./bench -sweep W10                          # W10 (a) at G = 1,2,4,8: docs/perf/w10-sweep.*
 //	go run ./bench -charts docs/perf/w2-sweep.json     # redraw a sweep's charts from its JSON
@@ -136,7 +137,7 @@ func run() error {
 		return redraw(f.charts, f.chartDir)
 	}
 	all := append(append([]string{}, lockbench.Workloads...), "W6")
-	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9", "W10", "W11", "W12"))
+	workloads, err := lockbench.ParseWorkloads(f.workload, append(all, "W9", "W10", "W11", "W12", "W13"))
 	if err != nil {
 		return err
 	}
@@ -249,6 +250,15 @@ func run() error {
 				var chk w9Check
 				res, chk, err = w9(ctx, f, dir)
 				check = chk.JSON()
+			case "W13": // prints its lines as it goes: one per placement
+				_, err = w13(ctx, f, dir)
+				if !f.keep {
+					os.RemoveAll(dir)
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", w, err)
+				}
+				continue
 			case "W10": // prints its lines as it goes: one per point and part
 				var chk w10Check
 				if _, chk, err = w10(ctx, f, dir); err == nil {
@@ -344,7 +354,7 @@ func run() error {
 }
 
 // fencelockOnly are the workloads the etcd peer has no counterpart of.
-func fencelockOnly(w string) bool { return w == "W6" || w == "W9" || w == "W10" }
+func fencelockOnly(w string) bool { return w == "W6" || w == "W9" || w == "W10" || w == "W13" }
 
 // profile starts the profiles asked for and returns what writes them.
 func profile(f flags) (func(), error) {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/fencelock/fencelock"
 )
 
 // shortSchedule is what CI runs: every fault at least once, on small
@@ -26,6 +28,10 @@ var shortSchedule = []Scenario{
 	{Name: "one-group-quorum", Replicas: 5, Faults: []Fault{OneGroupQuorum}},
 	{Name: "lagging-replica", Replicas: 3, Faults: []Fault{LaggingReplica}},
 	{Name: "group-voters", Replicas: 5, Faults: []Fault{GroupVoters, OneGroupQuorum}},
+	// Replicas that run only the groups they vote in: clients on the others
+	// reach a group through mirrors, across a leader's isolation (which
+	// cuts the mirrors it feeds) and a move of a group onto every replica.
+	{Name: "own-groups", Replicas: 5, Placement: fencelock.PlaceOwnGroups, Faults: []Fault{LeaderIsolated, GroupVoters, FollowerCrash}},
 }
 
 var allFaults = []Fault{LeaderCrash, FollowerCrash, LeaderIsolated, HolderIsolated, PartitionLeaderInMinority,
@@ -74,6 +80,9 @@ func run(t *testing.T, sc Scenario) {
 		t.Logf("%s: %s", sc.Name, note)
 	}
 	t.Logf("%s: grants by group: %v", sc.Name, r.ByGroup)
+	if sc.Placement == fencelock.PlaceOwnGroups && r.Mirrors == 0 {
+		t.Errorf("%s: no client reached a group through a mirror: the scenario did not exercise placement", sc.Name)
+	}
 	for _, g := range []string{"", "a", "b"} {
 		if r.ByGroup[g] == 0 {
 			t.Errorf("%s: no lock of group %q was ever granted: the workload did not run in every group", sc.Name, g)

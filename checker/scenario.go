@@ -21,6 +21,10 @@ type Scenario struct {
 	Faults   []Fault // applied in order, with Quiet between them
 	Soak     time.Duration
 	Seed     uint64
+	// Placement is every replica's (fencelock.Config.Placement): with
+	// PlaceOwnGroups the clients at replicas that do not vote in a group
+	// reach it through a replica that runs it.
+	Placement fencelock.Placement
 }
 
 // Report is the outcome of a scenario.
@@ -38,6 +42,7 @@ type Report struct {
 	Crashes    int            // replicas crashed (Cluster.Crash)
 	Lost       uint64         // deferred commit indexes those crashes lost
 	ByGroup    map[string]int // grants by group ("" the default)
+	Mirrors    int            // groups reached through mirrors (Placement), over the replicas, at the end
 	Notes      []string       // what the faults saw, for the test log
 	Violations []string
 	// TimedOut are the linearizability checks that ran out of time: they
@@ -88,6 +93,7 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 		cfg.SessionTTL = ttl
 		cfg.ProposalTimeout = 500 * time.Millisecond
 		cfg.SnapshotEntries, cfg.CompactionOverhead = snapshotEntries, compactionOverhead
+		cfg.Placement = sc.Placement
 		testhook.ObserveApplied(cfg, applied.record)
 	})
 	if err != nil {
@@ -166,6 +172,11 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	r.Resumed, r.Revoked = e.resumed, e.revokes
 	r.Crashes, r.Lost = c.Crashes()
 	r.ByGroup = e.h.grantsSince(-1)
+	for _, id := range c.IDs() {
+		if n := c.Node(id); n != nil {
+			r.Mirrors += len(testhook.MirrorsApplied(n))
+		}
+	}
 	for _, s := range e.h.suspectsSnapshot() {
 		e.dumps.grants(s.name, s.tokens[:]...)
 	}

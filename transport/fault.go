@@ -44,6 +44,9 @@ type Network struct {
 	stats    map[string]*counters // by receiving replica
 	locals   map[string]peering.Local
 
+	callOnce sync.Once
+	calls    *netCalls // faultcall.go
+
 	warnings warnings
 }
 
@@ -154,6 +157,7 @@ func validAddr(addr string) bool {
 // a replica in no group is cut from all. It replaces the previous partition;
 // isolation and link faults stay.
 func (n *Network) Partition(groups ...[]string) {
+	defer n.breakCalls() // after the unlock
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.group = make(map[string]int)
@@ -166,6 +170,7 @@ func (n *Network) Partition(groups ...[]string) {
 
 // Isolate cuts addr from every other replica, both ways.
 func (n *Network) Isolate(addr string) {
+	defer n.breakCalls() // after the unlock
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.isolated[addr] = true
@@ -178,6 +183,7 @@ func (n *Network) Cut(from, to string) { n.SetLink(from, to, LinkFault{Cut: true
 // SetLink sets the faults of the link from one replica to another (one way);
 // the zero LinkFault restores it.
 func (n *Network) SetLink(from, to string, f LinkFault) {
+	defer n.breakCalls() // after the unlock
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if f.healthy() {

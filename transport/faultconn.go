@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4/config"
@@ -28,18 +29,25 @@ const maxQueued = 4096
 type faultFactory struct {
 	n     *Network
 	local peering.Local // nil: no identity checks
+	// self is the address of the transport Create made (set by Bind),
+	// for DialCall.
+	self *atomic.Pointer[string]
 }
 
 // Bind implements peering.Binder. A Network has no connections to open
 // with a handshake, so it checks the sender's Hello on every batch, as the
 // TCP transport's handshake would have when the connection opened.
 func (f *faultFactory) Bind(l peering.Local) config.TransportFactory {
-	return &faultFactory{n: f.n, local: l}
+	return &faultFactory{n: f.n, local: l, self: new(atomic.Pointer[string])}
 }
 
 func (f *faultFactory) Create(nhc config.NodeHostConfig, handler raftio.MessageHandler,
 	chunks raftio.ChunkHandler) raftio.ITransport {
-	t := &faultTransport{n: f.n, self: nhc.RaftAddress, stop: make(chan struct{})}
+	t := &faultTransport{n: f.n, self: nhc.RaftAddress, local: f.local, stop: make(chan struct{})}
+	if f.self != nil {
+		self := nhc.RaftAddress
+		f.self.Store(&self)
+	}
 	in := f.n.counters(t.self)
 	f.n.bind(t.self, f.local)
 	recv := func(b pb.MessageBatch) {
@@ -69,7 +77,9 @@ func (f *faultFactory) Validate(addr string) bool { return validAddr(addr) }
 type faultTransport struct {
 	n     *Network
 	self  string
+	local peering.Local
 	inner raftio.ITransport
+	calls sync.WaitGroup // call handlers (faultcall.go)
 
 	mu      sync.Mutex
 	stopped bool
@@ -79,7 +89,13 @@ type faultTransport struct {
 
 func (t *faultTransport) Name() string { return "fencelock-fault-network" }
 
-func (t *faultTransport) Start() error { return t.inner.Start() }
+func (t *faultTransport) Start() error {
+	if err := t.inner.Start(); err != nil {
+		return err
+	}
+	t.n.startCalls(t)
+	return nil
+}
 
 func (t *faultTransport) Close() error {
 	t.mu.Lock()
@@ -88,6 +104,7 @@ func (t *faultTransport) Close() error {
 		close(t.stop)
 	}
 	t.mu.Unlock()
+	t.n.stopCalls(t)
 	t.wg.Wait()
 	return t.inner.Close()
 }

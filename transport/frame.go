@@ -37,6 +37,10 @@ const (
 	kindHello   byte = 3
 	kindWelcome byte = 4
 	kindRefuse  byte = 5
+	// Calls (call.go): the first frame of a call connection after the
+	// handshake, and its acceptance; then one message per call frame.
+	kindCallOpen byte = 6
+	kindCall     byte = 7
 
 	maxRefusal = 4 << 10
 
@@ -73,6 +77,10 @@ func maxFrame(kind byte) int {
 		return peering.MaxHello
 	case kindRefuse:
 		return maxRefusal
+	case kindCallOpen:
+		return 16
+	case kindCall:
+		return MaxCallMessage
 	}
 	return 0
 }
@@ -101,12 +109,22 @@ type frameReader struct {
 	conn   net.Conn
 	header [headerSize]byte
 	buf    []byte
+	// idle is how long next waits for a frame to begin: 0 is
+	// frameIdleTime, negative for ever (a call connection, SetIdle).
+	idle time.Duration
 }
 
 // next reads the next frame and returns its kind and payload, which stays
 // valid until the next call.
 func (r *frameReader) next() (byte, []byte, error) {
-	if err := r.conn.SetReadDeadline(time.Now().Add(frameIdleTime)); err != nil {
+	var deadline time.Time
+	switch {
+	case r.idle == 0:
+		deadline = time.Now().Add(frameIdleTime)
+	case r.idle > 0:
+		deadline = time.Now().Add(r.idle)
+	}
+	if err := r.conn.SetReadDeadline(deadline); err != nil {
 		return 0, nil, err
 	}
 	if _, err := io.ReadFull(r.conn, r.header[:]); err != nil {

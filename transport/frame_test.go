@@ -143,6 +143,11 @@ func FuzzFrame(f *testing.F) {
 	f.Add(frameOf(f, pb.MessageBatch{Requests: []pb.Message{{Type: pb.Heartbeat, Entries: []pb.Entry{{Cmd: []byte{1}}}}}}))
 	f.Add([]byte{0xF1, 0x0C, 1, 2, 0, 0, 0, 3, 0, 0, 0, 0, 0x52, 0x01, 0x00})
 	f.Add([]byte{0xAE, 0x7D, 0, 100, 0x40, 0, 0, 0, 0, 0, 0, 0})
+	for _, kind := range []byte{kindCallOpen, kindCall} { // a call connection's frames
+		frame := append(make([]byte, headerSize), callOpen...)
+		putHeader(frame, kind)
+		f.Add(frame)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := frameReader{conn: &conn{r: bytes.NewReader(data)}}
 		read := 0

@@ -40,6 +40,7 @@ var errRefused = errors.New("transport: peer refused")
 // Bind implements peering.Binder.
 func (f factory) Bind(l peering.Local) config.TransportFactory {
 	f.local = l
+	f.cell = &tcpCell{}
 	return f
 }
 

@@ -48,12 +48,15 @@ type lookupFunc = func(ctx context.Context, host string) ([]string, error)
 type factory struct {
 	local  peering.Local
 	lookup lookupFunc // nil: the system's resolver
+	cell   *tcpCell   // set by Bind: the transport Create made, for DialCall
 }
 
 func (f factory) Create(nhc config.NodeHostConfig, handler raftio.MessageHandler,
 	chunks raftio.ChunkHandler) raftio.ITransport {
-	return &tcpTransport{nhc: nhc, handler: handler, chunks: chunks, local: f.local, lookup: f.lookup,
+	t := &tcpTransport{nhc: nhc, handler: handler, chunks: chunks, local: f.local, lookup: f.lookup,
 		conns: make(map[net.Conn]struct{}), slots: make(chan struct{}, MaxInboundConns)}
+	f.cell.set(t)
+	return t
 }
 
 // Validate accepts host:port addresses with a non-empty host and a numeric
@@ -197,12 +200,16 @@ func (t *tcpTransport) serve(conn net.Conn) {
 		}
 		return
 	}
-	for {
+	for first := true; ; first = false {
 		kind, payload, err := r.next()
 		if err != nil {
 			if errors.Is(err, errFrame) {
 				t.refuse(conn.RemoteAddr(), err)
 			}
+			return
+		}
+		if first && kind == kindCallOpen {
+			t.takeCall(conn, r, peer, verified)
 			return
 		}
 		if kind != kindBatch && kind != kindChunk {

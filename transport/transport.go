@@ -7,6 +7,8 @@
 // MutualTLS is the same transport with mutual TLS between replicas, and
 // TCPConfig spells out its options (the TLS files, a DNS lookup hook).
 // Peer addresses may be DNS names, resolved at every dial (see TCPConfig).
+// Besides raft traffic, both TCP and Network carry calls between replicas
+// (call.go: CallDialer, CallHandler), on the same port and checks.
 package transport
 
 import (

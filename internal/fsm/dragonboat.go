@@ -74,7 +74,7 @@ func (m *machine) Update(e sm.Entry) (sm.Result, error) {
 	if m.st == nil {
 		return sm.Result{}, errNoState
 	}
-	cmds, err := DecodeBatch(e.Cmd, m.cmds[:0])
+	cmds, results, events, err := ApplyEntry(m.st, e.Index, e.Cmd, m.cmds[:0])
 	m.cmds = cmds[:0]
 	if errors.Is(err, ErrVersionTooNew) {
 		// The group writes what this build cannot read: applying the
@@ -88,16 +88,46 @@ func (m *machine) Update(e sm.Entry) (sm.Result, error) {
 		}
 		return sm.Result{}, err
 	}
+	if o, ok := m.obs.(EntryObserver); ok {
+		o.Entry(e.Index, e.Cmd)
+	}
 	if err != nil {
-		m.st.index = e.Index
 		return sm.Result{Value: CorruptEntry}, nil
 	}
-	results, events := m.st.Apply(e.Index, cmds)
 	if m.obs != nil {
 		m.obs.Applied(e.Index, cmds, events)
 	}
 	data := AppendResults(make([]byte, 0, 1+3*len(results)), results)
 	return sm.Result{Value: uint64(len(results)), Data: data}, nil
+}
+
+// ApplyEntry applies the raft entry at index, whose bytes are data, to st,
+// exactly as a replica's state machine does: a copy of a group's state fed
+// the group's entries in order (a mirror, internal/replica) stays equal to
+// the group's. It returns the decoded commands (appended to dst), their
+// results and events (both reused by st's next call), and an error: one
+// wrapping ErrVersionTooNew leaves st unchanged (the entry must not be
+// applied by this build), any other (a corrupt entry) only moves st's index
+// to index, as every replica skips such an entry alike.
+func ApplyEntry(st *State, index uint64, data []byte, dst []Command) ([]Command, []Result, []Event, error) {
+	cmds, err := DecodeBatch(data, dst)
+	if errors.Is(err, ErrVersionTooNew) {
+		return cmds, nil, nil, err
+	}
+	if err != nil {
+		st.index = index
+		return cmds, nil, nil, err
+	}
+	results, events := st.Apply(index, cmds)
+	return cmds, results, events, nil
+}
+
+// EntryObserver may be implemented by an Observer to learn the bytes of
+// every entry its replica applies (corrupt ones included, after the state
+// took them, before Applied): what a copy of the state fed by ApplyEntry
+// needs. data is valid only during the call.
+type EntryObserver interface {
+	Entry(index uint64, data []byte)
 }
 
 func (m *machine) Lookup(q any) (any, error) {

@@ -59,7 +59,16 @@ type Hello struct {
 	// decoding ignores fields it does not know.
 	Codec    uint8 `json:"cv,omitempty"`
 	Snapshot uint8 `json:"sv,omitempty"`
+	// Place is how this replica places the named groups: PlaceOwn runs a
+	// group only where it is one of the group's voters (a group's leader
+	// must not add it as a non-voting replica); "" (absent, as from every
+	// build before it was announced) runs every group.
+	Place string `json:"pl,omitempty"`
 }
+
+// PlaceOwn is Hello.Place of a replica that runs only the named groups it
+// votes in.
+const PlaceOwn = "own"
 
 // GroupHello is one named group as a replica runs it.
 type GroupHello struct {

@@ -38,6 +38,7 @@ func TestHelloVersionsAcrossBuilds(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, h.Codec)
 	require.Zero(t, h.Snapshot)
+	require.Empty(t, h.Place, "an older build runs every group")
 
 	var before struct {
 		Group   string            `json:"g,omitempty"`
@@ -49,7 +50,7 @@ func TestHelloVersionsAcrossBuilds(t *testing.T) {
 		Dir     uint64            `json:"d,omitempty"`
 		Dirs    map[uint64]uint64 `json:"ds,omitempty"`
 	}
-	today := Hello{Group: "abc", Replica: 3, Addr: "127.0.0.1:7003", GroupID: 7, Codec: 9, Snapshot: 7}
+	today := Hello{Group: "abc", Replica: 3, Addr: "127.0.0.1:7003", GroupID: 7, Codec: 9, Snapshot: 7, Place: PlaceOwn}
 	require.NoError(t, json.Unmarshal(today.Marshal(), &before))
 	require.Equal(t, uint64(3), before.Replica)
 	require.Equal(t, "127.0.0.1:7003", before.Addr)
@@ -91,6 +92,8 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte(`{"r":1,"a":"x","d":-1,"ds":{"x":1}}`))
 	f.Add(Hello{Replica: 3, Addr: "c:1", Codec: 9, Snapshot: 7}.Marshal())
 	f.Add([]byte(`{"r":1,"a":"x","cv":255,"sv":0}`))
+	f.Add(Hello{Replica: 4, Addr: "d:1", Place: PlaceOwn}.Marshal())
+	f.Add([]byte(`{"r":1,"a":"x","pl":7}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := Unmarshal(b)
 		if err != nil {

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -37,6 +38,14 @@ type Dropper interface {
 	Dropped(err error)
 }
 
+// Idler may be implemented by a Sink: Idle reports that nothing uses the
+// group on this host now (no session's part, no watch), so that a mirror
+// of it (mirror.go) may stop until the group is used again. A Sink without
+// it keeps its mirror for the host's life.
+type Idler interface {
+	Idle() bool
+}
+
 // observer is the state machine's view of its replica (fsm.Observer,
 // fsm.SnapshotObserver and fsm.TooNewObserver). It is unexported, and so is the package, so that
 // nothing outside the library can feed the expiry timers or the sessions
@@ -58,7 +67,14 @@ func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) 
 	}
 	o.r.applied(index, events)
 }
+
+// Entry feeds the mirrors this replica serves (servemirror.go).
+func (o observer) Entry(index uint64, data []byte) { o.r.subs.publish(index, data) }
+
 func (o observer) Restored(st *fsm.State) {
+	// The mirrors it feeds miss the entries the snapshot covered: they
+	// subscribe again, for a snapshot of their own.
+	o.r.subs.end(errors.New("the serving replica restored a snapshot"))
 	if o.r.shard == defaultShard {
 		o.r.host.tab.changed()
 	}

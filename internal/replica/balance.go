@@ -240,7 +240,7 @@ func leaderBound(views []groupView, id uint64) int {
 // group) to replica to, and returns once this host sees to lead it. An
 // unknown group is ErrUnknownGroup.
 func (h *Host) TransferLeadership(ctx context.Context, group string, to uint64) error {
-	r := h.Group(group)
+	r := h.running(group)
 	if r == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
 	}

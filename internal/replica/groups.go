@@ -1,6 +1,7 @@
 package replica
 
-// Named groups. Every host runs every named group: a voter of a group
+// Named groups. Every host runs every named group (unless its Placement
+// is PlaceOwn: placement.go, mirror.go): a voter of a group
 // bootstraps it with the addresses of the group's voters; every other host
 // starts it as a non-voting replica that joins, and the group's leader adds
 // it (SyncRequestAddNonVoting) once the host is in the default group's
@@ -202,6 +203,9 @@ func loadGroups(cfg Config, def groupFile) (named, retired []namedGroup, err err
 			named = append(named, old)
 			continue
 		}
+		if cfg.Placement == PlaceOwn && !slices.Contains(voters, cfg.ReplicaID) {
+			continue // reached through a mirror (placement.go)
+		}
 		ng := namedGroup{Name: gc.Name, Group: digest, Voters: voters}
 		if slices.Contains(voters, cfg.ReplicaID) {
 			ng.Bootstrap = make(map[uint64]string, len(voters))
@@ -385,6 +389,10 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 			if voter || nonVoting || removed || inTable && slices.Contains(entry.Removed, id) {
 				continue
 			}
+			if every, known := h.runsEveryGroup(ctx, id, hosts[id]); !every {
+				busy = busy || !known
+				continue // it runs only its own groups, or cannot be asked yet
+			}
 			if err := r.addNonVoting(ctx, id, hosts[id], false); err != nil {
 				r.log.Debug("fencelock: adding a host as a non-voting replica of the group; retried", "member", id, "err", err)
 			} else {
@@ -414,7 +422,7 @@ const lookupLimit = 5 * time.Second
 // after; a name that is no group costs one read of the table before it is
 // refused.
 func (h *Host) Lookup(group string) (*Replica, error) {
-	if r := h.Group(group); r != nil {
+	if r := h.running(group); r != nil {
 		return r, nil
 	}
 	unknown := fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
@@ -427,10 +435,27 @@ func (h *Host) Lookup(group string) (*Replica, error) {
 	if err != nil {
 		return nil, unknown
 	}
+	for !v.set && h.own() && slices.ContainsFunc(h.cfg.Groups, func(g GroupConfig) bool { return g.Name == group }) {
+		// The table is about to be seeded from Config.Groups; a mirror
+		// needs its entry.
+		if h.pause(ctx) != nil {
+			return nil, unknown
+		}
+		if v, err = h.readTable(ctx); err != nil {
+			return nil, unknown
+		}
+	}
 	e, ok := v.find(group)
 	switch {
 	case !ok:
 		return nil, unknown
+	case h.own() && !slices.Contains(e.Voters, h.cfg.ReplicaID):
+		// This host runs only its own groups: it reaches the others
+		// through a replica that runs them.
+		if r := h.mirrorOf(e); r != nil {
+			return r, nil
+		}
+		return nil, ErrClosed
 	case slices.Contains(e.Removed, h.cfg.ReplicaID):
 		return nil, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it; use a replica that runs it", ErrGroupMoved, group, h.cfg.ReplicaID)
 	}

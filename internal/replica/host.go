@@ -51,6 +51,8 @@ type Config struct {
 	// place of its build's (fsm.Reads): a host that announces
 	// fsm.Baseline stands for a build from before the version gate.
 	Reads fsm.Gate
+	// Placement is which named groups this host runs (placement.go).
+	Placement Placement
 }
 
 // GroupConfig is one named group (the root's GroupConfig documents it).
@@ -68,6 +70,16 @@ type Host struct {
 	nh    *dragonboat.NodeHost
 	peers *peers
 	sinks func(group string) Sink
+	calls transport.CallDialer // the transport's calls; nil without (placement.go)
+
+	// mirrors are the groups this host reaches through a replica that runs
+	// them (mirror.go), by name; guarded by setMu, read without it.
+	mirrors atomic.Pointer[map[string]*Replica]
+	// bg is the sessions' background work on named groups and mirrors
+	// (Replica.Go): it outlives a group's shard or mirror that stops while
+	// the group goes on elsewhere; Close waits for it.
+	bgMu sync.Mutex
+	bg   sync.WaitGroup
 
 	// gset is the groups this host runs, replaced whole (under setMu)
 	// when the group table starts or stops one, so that the listeners on
@@ -240,6 +252,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	}
 	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
+		h.calls = callDialer(nhc.Expert.TransportFactory)
 	}
 	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down, &h.streams}
 	nhc.Expert.TransportFactory = progressFactory{TransportFactory: nhc.Expert.TransportFactory, h: h}
@@ -398,8 +411,21 @@ func truncate(s string, n int) string {
 }
 
 // Group returns this host's replica of the named group ("" is the default
-// group), or nil if it runs no such group.
-func (h *Host) Group(name string) *Replica { return h.gset.Load().byName[name] }
+// group), or its mirror of it (placement.go) while it has one, or nil.
+func (h *Host) Group(name string) *Replica {
+	r := h.running(name)
+	if r != nil && !r.waiting() {
+		return r
+	}
+	if m := h.mirror(name); m != nil {
+		return m // until the shard took over from it (mirrorswap.go)
+	}
+	return r
+}
+
+// running returns the replica of the named group whose shard this host
+// runs, or nil.
+func (h *Host) running(name string) *Replica { return h.gset.Load().byName[name] }
 
 // Groups returns the names of the groups this host runs: "" (the default
 // group) first, then the named groups in name order. A group the table
@@ -433,7 +459,11 @@ func (h *Host) Close() error {
 		// takes setMu for every change and checks h.closed first.
 		h.setMu.Lock()
 		set := h.gset.Load()
+		mirrors := h.mirrorList()
 		h.setMu.Unlock()
+		for _, m := range mirrors {
+			m.stop()
+		}
 		for _, r := range set.byShard {
 			r.stop()
 		}
@@ -442,6 +472,12 @@ func (h *Host) Close() error {
 		for _, r := range set.byShard {
 			r.wg.Wait()
 		}
+		for _, m := range mirrors {
+			m.wg.Wait()
+		}
+		h.bgMu.Lock()
+		h.bgMu.Unlock() // no Go passes its check from here on: h.closed is closed
+		h.bg.Wait()
 		if h.releaseDir != nil {
 			h.releaseDir()
 		}

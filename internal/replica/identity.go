@@ -144,6 +144,7 @@ type peers struct {
 	members atomic.Pointer[map[uint64]string]
 	contact sync.Map // replica ID -> *atomic.Int64 (unix nanos of the last traffic)
 	reads   sync.Map // replica ID -> fsm.Gate it last announced it reads (versions.go)
+	places  sync.Map // replica ID -> its Hello's Place (placement.go)
 }
 
 func newPeers(h *Host, g groupFile, dirs *dirIDs) *peers {
@@ -152,6 +153,9 @@ func newPeers(h *Host, g groupFile, dirs *dirIDs) *peers {
 		Group: g.Group, Replica: h.cfg.ReplicaID, Addr: h.cfg.Addr, Members: g.Members,
 		Codec: uint8(reads.Codec), Snapshot: uint8(reads.Snapshot),
 	}}
+	if h.own() {
+		p.hello.Place = peering.PlaceOwn
+	}
 	m := maps.Clone(g.Members)
 	p.members.Store(&m)
 	return p
@@ -213,6 +217,7 @@ func (p *peers) Check(h peering.Hello) error {
 		return err
 	}
 	p.recordReads(h.Replica, announced(h))
+	p.recordPlace(h.Replica, h.Place)
 	if err := p.checkReads(h); err != nil {
 		return err
 	}

@@ -26,6 +26,10 @@ type Membership struct {
 
 // Members reads the membership linearizably.
 func (r *Replica) Members(ctx context.Context) (Membership, error) {
+	if r.mirror != nil {
+		return Membership{}, fmt.Errorf("%w: group %q does not run on replica %d (it runs only its own groups): ask one of its voters %v",
+			ErrUnavailable, r.name, r.cfg.ReplicaID, r.ConfiguredVoters())
+	}
 	m, err := r.membership(ctx)
 	if err != nil {
 		return Membership{}, err

@@ -104,6 +104,17 @@ func (r *Replica) removedFromGroup() {
 	if r.ops.removed.Swap(true) {
 		return
 	}
+	if e, ok := r.host.tab.entry(r); ok && slices.Contains(e.Removed, r.cfg.ReplicaID) && r.host.own() {
+		// The group table moved the group's voters off this host, which
+		// runs only its own groups: a mirror takes over (table.go).
+		err := movedOff(r.name)
+		r.gone.Store(&err)
+		r.log.Info("fencelock: the group moved its voters off this replica, as the group table says; it is reached through a replica that runs it from now on")
+		r.tracker.SetLeader(false, 0)
+		r.prop.LeaderChanged()
+		r.host.tab.changed()
+		return
+	}
 	if e, ok := r.host.tab.entry(r); ok && slices.Contains(e.Removed, r.cfg.ReplicaID) {
 		// The group table moved the group's voters off this host: the
 		// host runs on, without this group (table.go stops it).

@@ -26,10 +26,21 @@ import (
 // fsm.ErrVersionGated that names the members the group waits for: nothing
 // is proposed.
 func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	if r.mirror != nil {
+		res, err := r.mirror.propose(ctx, cmd)
+		if r2 := r.replaced(err); r2 != nil {
+			return r2.Propose(ctx, cmd) // the same command: applied at most once
+		}
+		return res, err
+	}
 	if err := r.gated(ctx, &cmd); err != nil {
 		return fsm.Result{}, err
 	}
-	return r.propose(ctx, cmd)
+	res, err := r.propose(ctx, cmd)
+	if r2 := r.replaced(err); r2 != nil {
+		return r2.Propose(ctx, cmd) // the shard moved off: through its mirror now
+	}
+	return res, err
 }
 
 // propose is Propose without the gate's check: the leader's raise of the
@@ -75,6 +86,22 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 // see its answer), so the first attempts are short, about two election
 // timeouts, and the wait doubles from there up to ProposalTimeout.
 func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
+	if r.mirror != nil {
+		v, err := r.mirror.read(ctx, q)
+		if r2 := r.replaced(err); r2 != nil {
+			return r2.Read(ctx, q)
+		}
+		return v, err
+	}
+	v, err := r.read(ctx, q)
+	if r2 := r.replaced(err); r2 != nil {
+		return r2.Read(ctx, q)
+	}
+	return v, err
+}
+
+// read is Read on the shard.
+func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 	var last error
 	attempt := min(2*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT, r.cfg.ProposalTimeout)
 	for b := newBackoff(r.cfg.RTT); ; attempt = min(2*attempt, r.cfg.ProposalTimeout) {
@@ -105,6 +132,22 @@ func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 		}
 		b.wait(ctx, r.closed, leader)
 	}
+}
+
+// replaced returns, for a call that failed because the group's replica
+// here was replaced (a mirror stopped unused, a shard whose voters moved
+// off this host, a mirror whose group now runs here), the group's replica
+// now; nil for any other failure. The call is then made again there, the
+// same command: the group applies it at most once.
+func (r *Replica) replaced(err error) *Replica {
+	if err == nil || !errors.Is(err, errMirrorIdle) && !errors.Is(err, errMovedOff) && !errors.Is(err, errMovedHere) {
+		return nil
+	}
+	r2, lerr := r.host.Lookup(r.name)
+	if lerr != nil || r2 == r {
+		return nil
+	}
+	return r2
 }
 
 // check returns the error that ends a retry loop, if any.
@@ -235,6 +278,22 @@ func (b *backoff) wait(ctx context.Context, closed, leader <-chan struct{}) {
 // group: it may lag behind the leader. Once the replica stopped it fails
 // with ErrClosed, or why the group stopped here (ErrGroupDropped, ...).
 func (r *Replica) StaleRead(q fsm.Query) (any, error) {
+	if r.mirror != nil {
+		v, err := r.mirror.staleRead(q)
+		if r2 := r.replaced(err); r2 != nil {
+			return r2.StaleRead(q)
+		}
+		return v, err
+	}
+	v, err := r.staleRead(q)
+	if r2 := r.replaced(err); r2 != nil {
+		return r2.StaleRead(q) // the shard moved off: through its mirror now
+	}
+	return v, err
+}
+
+// staleRead is StaleRead on the shard.
+func (r *Replica) staleRead(q fsm.Query) (any, error) {
 	select {
 	case <-r.closed:
 		return nil, r.closedErr()

@@ -30,6 +30,14 @@
 //     the group cannot write yet and of a peer that cannot read what it
 //     writes.
 //   - membership.go: membership changes and linearizable membership reads.
+//   - placement.go: Placement, which named groups a host runs a shard of,
+//     and what its peers announced of theirs.
+//   - mirror.go: a Replica in mirror mode: a group this host does not run,
+//     reached through a replica that does (its proposals, reads, events).
+//   - servemirror.go: the replica's side of the mirrors it feeds, over the
+//     transport's call connections; mirrorwire.go their messages.
+//   - mirrorswap.go: a mirror and a shard of one group taking over from
+//     each other as the group table moves the group's voters.
 //   - ops.go: counters and the proposal latency histogram.
 //
 // Data flows one way: the root proposes commands and reads queries
@@ -40,6 +48,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -135,6 +144,14 @@ type Replica struct {
 	gateView  atomic.Pointer[gateView]
 	ops       ops
 	snaps     snapStats
+	// mirror is set on a mirror of a group this host does not run
+	// (mirror.go): then there is no shard, and the calls go to the mirror.
+	mirror *mirror
+	// held holds a new shard's events back while the group's mirror
+	// feeds its Sink (mirrorswap.go); nil otherwise.
+	held *holdSink
+	// subs are the mirrors this replica feeds (servemirror.go).
+	subs subscribers
 	// lostReplies is set only by tests (TestingLoseReplies): kinds whose
 	// next committed proposals Propose reports as lost to a leader change.
 	lostReplies atomic.Pointer[lostReplies]
@@ -257,6 +274,7 @@ func (r *Replica) stop() {
 		r.cancel() // ends the reads in flight (Read)
 		r.prop.Close()
 		r.calls.close()
+		r.subs.end(errors.New("the replica stopped"))
 	})
 }
 
@@ -317,10 +335,16 @@ type Status struct {
 	Unreached []uint64
 	// Gate is the versions the group writes, as applied here.
 	Gate fsm.Gate
+	// Mirror is, on a mirror of a group this host does not run, the
+	// replica that feeds it (0 while none does); 0 on a shard.
+	Mirror uint64
 }
 
 // Status returns the replica's local view, without I/O.
 func (r *Replica) Status() Status {
+	if r.mirror != nil {
+		return r.mirror.status()
+	}
 	st := Status{
 		LeaderID:     r.leader.Load(),
 		Term:         r.term.Load(),
@@ -363,6 +387,12 @@ func (r *Replica) Group() string { return r.host.peers.group() }
 // for it. The root's background work (keep-alives, withdrawals) runs here
 // too, so that one Close waits for everything.
 func (r *Replica) Go(f func()) bool {
+	if r.name != "" {
+		// A named group's shard may stop while the group goes on here
+		// through a mirror, or the other way round: the sessions' work on
+		// it is the host's.
+		return r.host.goBackground(f)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {

@@ -185,19 +185,35 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 		e, ok := v.find(r.name)
 		switch {
 		case !ok || e.Shard != r.shard:
-			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.name))
+			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.name), false)
+		case h.own() && slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.ops.removed.Load() || r.removedUnheard()):
+			h.stopGroup(r, movedOff(r.name), true)
 		case r.ops.removed.Load() && slices.Contains(e.Removed, h.cfg.ReplicaID):
-			h.stopGroup(r, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.name, h.cfg.ReplicaID))
+			h.stopGroup(r, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.name, h.cfg.ReplicaID), false)
 		default:
 			r.setVoters(e.Voters)
 		}
 	}
+	h.followMirrors(v)
 	for _, e := range v.groups {
-		if h.Group(e.Name) == nil && !slices.Contains(e.Removed, h.cfg.ReplicaID) {
+		if h.running(e.Name) == nil && !slices.Contains(e.Removed, h.cfg.ReplicaID) {
+			if h.own() && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
+				continue // reached through a mirror, when used
+			}
 			h.startGroup(e)
 		}
 	}
 	h.leadersChanged() // the group leaders' reconcile moves the voters
+}
+
+// removedUnheard reports whether r, whose voters the table moved off this
+// host, has heard no leader for a long while: a replica the leader removed
+// may never learn of it (the entry that removes it commits without it),
+// and a host that runs only its own groups then reaches the group through
+// a mirror instead of a shard that no longer hears it.
+func (r *Replica) removedUnheard() bool {
+	since := r.leaderlessSince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) > 2*r.patience()
 }
 
 // logConfigDiff logs, once per difference, how this host's Config.Groups
@@ -243,7 +259,7 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 		return
 	default:
 	}
-	if h.Group(e.Name) != nil {
+	if h.running(e.Name) != nil {
 		return
 	}
 	h.tab.mu.Lock()
@@ -271,7 +287,17 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 		h.log.Warn("fencelock: cannot keep a new group in Dir; not started here, retried", "group", e.Name, "err", err)
 		return
 	}
-	r := namedReplica(h, ng, h.sinks(e.Name))
+	sink := h.sinks(e.Name)
+	mr := h.mirror(e.Name)
+	var held *holdSink
+	if mr != nil {
+		// The mirror feeds the group's Sink until the shard has caught
+		// up with it (handover.go).
+		held = &holdSink{inner: sink}
+		sink = held
+	}
+	r := namedReplica(h, ng, sink)
+	r.held = held
 	r.voters = slices.Clone(e.Voters)
 	if err := r.startShard(); err != nil {
 		r.stop()
@@ -283,6 +309,13 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 		return
 	}
 	h.gset.Store(h.gset.Load().with(r, true))
+	if mr != nil {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			h.handover(mr, r)
+		}()
+	}
 	role := "non-voting"
 	if ng.Bootstrap != nil {
 		role = "voter"
@@ -292,8 +325,11 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 
 // stopGroup stops this host's replica r for good: its calls and its
 // sessions' parts end with why, its shard stops and its raft data is
-// removed, and Dir forgets it.
-func (h *Host) stopGroup(r *Replica, why error) {
+// removed, and Dir forgets it. With mirror (a host that runs only its own
+// groups, which the table moved off this one), the sessions' parts go on:
+// a mirror of the group takes over from the shard, its calls in flight
+// fail with why (ErrUnavailable: retried, they go through the mirror).
+func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
 	select {
@@ -301,14 +337,16 @@ func (h *Host) stopGroup(r *Replica, why error) {
 		return
 	default:
 	}
-	if h.Group(r.name) != r {
+	if h.running(r.name) != r {
 		return
 	}
 	h.gset.Store(h.gset.Load().with(r, false))
 	r.gone.Store(&why)
-	if d, ok := r.sink.(Dropper); ok {
+	switch d, ok := r.sink.(Dropper); {
+	case mirror:
+	case ok:
 		d.Dropped(why)
-	} else {
+	default:
 		r.sink.Removed()
 	}
 	r.stop()
@@ -316,6 +354,12 @@ func (h *Host) stopGroup(r *Replica, why error) {
 		r.log.Warn("fencelock: stopping a group that no longer runs here", "err", err)
 	}
 	r.wg.Wait()
+	if mirror {
+		if e, ok := h.tab.entry(r); ok {
+			m := h.newMirror(namedGroup{Name: r.name, Shard: r.shard}, e.Voters, r.appliedIndex.Load())
+			h.setMirror(r.name, m)
+		}
+	}
 	// Dir forgets the group before its data goes: a crash in between
 	// leaves data nothing starts again, never a record that would start
 	// the group afresh, on empty data, under this replica's old ID.

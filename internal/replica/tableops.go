@@ -173,7 +173,7 @@ func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 	if !v.set || !ok {
 		return fmt.Errorf("%w: %q is not a group of the table", ErrUnknownGroup, truncate(name, 64))
 	}
-	r := h.Group(name)
+	r := h.running(name)
 	if r == nil || r.shard != e.Shard {
 		return fmt.Errorf("%w: %q does not run on replica %d: call DropGroup on a replica that runs it", ErrGroupMoved, name, h.cfg.ReplicaID)
 	}
@@ -279,19 +279,37 @@ func (h *Host) SetVoters(ctx context.Context, name string, voters []uint64) erro
 // votes).
 func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voters []uint64) error {
 	for {
-		r := h.Group(name)
+		r := h.running(name)
+		if r == nil && h.own() {
+			// A host that runs only its own groups watches the move where
+			// it is one of the new voters, once it runs the group; else
+			// the move goes on at the group's leader, unwatched here.
+			if !slices.Contains(voters, h.cfg.ReplicaID) {
+				return nil
+			}
+			if err := h.pause(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if r == nil || r.shard != shard {
 			if slices.Contains(voters, h.cfg.ReplicaID) {
 				return fmt.Errorf("%w: %q no longer runs here", ErrGroupDropped, name)
 			}
 			return nil // moved off this host: every new voter votes
 		}
-		if e := r.gone.Load(); e != nil && errors.Is(*e, ErrGroupMoved) {
+		if e := r.gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
 			return nil
 		}
 		m, err := r.membership(ctx)
 		if err != nil {
-			if e := r.gone.Load(); e != nil && errors.Is(*e, ErrGroupMoved) {
+			if e := r.gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
+				return nil
+			}
+			if h.own() && !slices.Contains(voters, h.cfg.ReplicaID) {
+				// Removed from the group, this replica may never hear the
+				// group again (nor of its own removal): the move goes on at
+				// the group's leader, and the table stops the group here.
 				return nil
 			}
 			return err
@@ -309,7 +327,7 @@ func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voter
 // (nil if it runs none), nudging the table's watcher.
 func (h *Host) awaitGroup(ctx context.Context, name string, done func(*Replica) bool) error {
 	h.tab.changed()
-	for !done(h.Group(name)) {
+	for !done(h.running(name)) {
 		if err := h.pause(ctx); err != nil {
 			return err
 		}

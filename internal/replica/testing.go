@@ -2,10 +2,13 @@ package replica
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"sync/atomic"
 
+	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
@@ -221,4 +224,71 @@ func (r *Replica) loseReply(kind fsm.Kind) bool {
 	}
 	l.kinds[kind]--
 	return true
+}
+
+// TestingLogShards returns the shards whose raft data this host's log
+// store holds, for tests of placement.
+func (h *Host) TestingLogShards() []uint64 {
+	info := h.nodeHostInfoWithLogs()
+	if info == nil {
+		return nil
+	}
+	var out []uint64
+	for _, li := range info.LogInfo {
+		out = append(out, li.ShardID)
+	}
+	return out
+}
+
+func (h *Host) nodeHostInfoWithLogs() *dragonboat.NodeHostInfo {
+	h.nhMu.RLock()
+	defer h.nhMu.RUnlock()
+	if h.nhClosed {
+		return nil
+	}
+	return h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{})
+}
+
+// MirrorsApplied returns the index each mirror of this host applied, by
+// group name, for the benchmark.
+func (h *Host) MirrorsApplied() map[string]uint64 {
+	out := map[string]uint64{}
+	if p := h.mirrors.Load(); p != nil {
+		for name, r := range *p {
+			out[name] = r.appliedIndex.Load()
+		}
+	}
+	return out
+}
+
+// TestingSubscribe opens a mirror's subscription to group name on the
+// replica at addr, as a mirror of this host would, and returns the index
+// of the snapshot it got, or the refusal: for tests of the serving side.
+func (h *Host) TestingSubscribe(ctx context.Context, addr, name string) (uint64, error) {
+	if h.calls == nil {
+		return 0, errors.New("no calls")
+	}
+	c, err := h.calls.DialCall(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	sub := wireMsg{Kind: wireSubscribe, Shard: GroupShardID(name), Name: name}
+	if err := c.Send(sub.encode(nil)); err != nil {
+		return 0, err
+	}
+	b, err := c.Recv()
+	if err != nil {
+		return 0, err
+	}
+	m, err := decodeWire(b)
+	switch {
+	case err != nil:
+		return 0, err
+	case m.Kind == wireRefuse:
+		return 0, fmt.Errorf("refused (code %d): %s", m.Code, m.Text)
+	case m.Kind != wireSnapshot:
+		return 0, fmt.Errorf("kind %d", m.Kind)
+	}
+	return m.Index, nil
 }

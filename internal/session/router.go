@@ -24,6 +24,13 @@ type router struct {
 	lockWatches *lockWatches // Watch calls by lock (and queue positions)
 	contention  contention   // this process's lock calls in the group
 
+	// route is how the group's parts' background commands reach it: the
+	// group's replica of the moment (a shard, or a mirror where this
+	// replica does not run the group), looked up at each call, so that a
+	// group moving on or off this replica keeps its parts alive. One value
+	// for every part, so the renewer batches them.
+	route Route
+
 	mu    sync.RWMutex
 	parts map[uint64]*Part // the parts that live on this replica, by ID
 	ran   bool             // the renewer was started
@@ -36,6 +43,13 @@ func newRouter(h *Host, group string) *router {
 		parts: make(map[uint64]*Part)}
 	rt.ctx, rt.cancel = context.WithCancel(h.ctx)
 	rt.renew = newRenewer(rt)
+	rt.route = RouteFunc(func(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+		r, err := rt.replica()
+		if err != nil {
+			return fsm.Result{}, err
+		}
+		return r.Propose(ctx, cmd)
+	})
 	return rt
 }
 
@@ -49,16 +63,7 @@ func (rt *router) goBackground(f func()) bool { return rt.h.Go(rt.group, f) }
 // newPart makes the holder's side of s's session id in this group, opened
 // with nonce.
 func (rt *router) newPart(s *Session, id, nonce uint64) *Part {
-	var route Route = RouteFunc(func(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-		r, err := rt.replica()
-		if err != nil {
-			return fsm.Result{}, err
-		}
-		return r.Propose(ctx, cmd)
-	})
-	if r, err := rt.replica(); err == nil {
-		route = r // the part was opened through it: it is known
-	}
+	route := rt.route
 	if s.o.Route != nil {
 		route = s.o.Route(route)
 	}
@@ -166,6 +171,22 @@ func (rt *router) Restored(st *fsm.State) {
 	}
 	rt.watches.restored(st)
 	rt.lockWatches.touchAll()
+}
+
+// Idle reports whether nothing of this process uses the group now: no
+// part lives here and nobody observes or watches in it (replica.Idler: a
+// mirror of the group may then stop until the group is used again).
+func (rt *router) Idle() bool {
+	rt.mu.RLock()
+	parts := len(rt.parts)
+	rt.mu.RUnlock()
+	rt.watches.mu.Lock()
+	watches := len(rt.watches.m)
+	rt.watches.mu.Unlock()
+	rt.lockWatches.mu.Lock()
+	lockWatches := len(rt.lockWatches.m)
+	rt.lockWatches.mu.Unlock()
+	return parts == 0 && watches == 0 && lockWatches == 0
 }
 
 // Removed ends everything local once the group removed this replica.

@@ -16,7 +16,10 @@
 //	router    one per group: replica.Sink for that group (events come
 //	          back here, on its apply goroutine), the parts living in the
 //	          group by session ID, the group's renewer, its election and
-//	          lock watches. (router.go, renew.go, watch.go, observe.go)
+//	          lock watches, and the one route its parts' background
+//	          commands take to the group's replica of the moment (a shard,
+//	          or a mirror where this process does not run the group).
+//	          (router.go, renew.go, watch.go, observe.go)
 //	Session   one per fencelock.Session: its parts by group name, opened
 //	          lazily, and the rule for when the whole session is over.
 //	Part      the session in one group: its ID there, request numbers,

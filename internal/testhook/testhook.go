@@ -153,3 +153,12 @@ func Requested(ctx context.Context, group string, part, seq uint64) {
 		f(group, part, seq)
 	}
 }
+
+var mirrors func(node any) map[string]uint64
+
+// RegisterMirrors installs MirrorsApplied; only package fencelock calls it.
+func RegisterMirrors(f func(node any) map[string]uint64) { mirrors = f }
+
+// MirrorsApplied reports, for a *fencelock.Node that runs only its own
+// groups, the index each of its mirrors applied, by group name.
+func MirrorsApplied(node any) map[string]uint64 { return mirrors(node) }

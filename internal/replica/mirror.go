@@ -1,0 +1,841 @@
+package replica
+
+// A mirror is how a host that runs only its own groups (PlaceOwn) reaches
+// a group it does not run: a Replica in mirror mode, which the session
+// machinery uses as it uses a shard's (Propose, Read, StaleRead, its Sink),
+// and which is fed by a replica that runs the group (servemirror.go).
+//
+// It subscribes over a call connection to one of the group's voters (the
+// group table's, tried in turn), receives the state as a snapshot at some
+// applied index and then every entry the server applies after it, and
+// applies them to a state of its own with the state machine's code
+// (fsm.ApplyEntry): its Sink (the group's session router) gets Restored and
+// Applied as from a local shard. Propose sends the command to the server,
+// which proposes it on its shard; the answer carries an index the server
+// has applied the entry by, and Propose returns once the mirror has
+// applied that far too, so the proposer's side has seen the entry's events
+// when Propose returns, as with a local shard. Read asks the server for
+// its linearizable read point, waits until the mirror applied it, and runs
+// the query on the mirror's state.
+//
+// A stream that breaks (the server stopped, was cut off, or stopped
+// running the group) is replaced by one from the next server: its snapshot
+// reaches the Sink as Restored once the mirror's state is at least as new
+// as what the Sink has seen (a lagging server's entries are applied
+// quietly until then). A call in flight on a broken stream is sent again,
+// the same command (never renumbered): commands carry their session and
+// sequence or operation IDs, so the group applies each at most once.
+//
+// A mirror starts at the first call that names its group, and stops when
+// the group runs here (the table made this host a voter: the shard takes
+// over, mirrorswap.go), when it is dropped, or after MirrorIdle with no
+// call, no session's part and no watch on it here (its Sink is an Idler):
+// a call that meets a mirror stopping so goes to a new one.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/transport"
+)
+
+// MirrorIdle is how long a mirror stays without use before it stops; a
+// variable for tests only.
+var MirrorIdle = time.Minute
+
+// errMirrorIdle is why a call on a mirror that stopped unused fails: the
+// call goes to a new mirror (Replica.Propose, Read, StaleRead).
+var errMirrorIdle = errors.New("the mirror stopped, unused")
+
+const (
+	// mirrorIdle is how long a stream may stay silent before the mirror
+	// gives it up: the server pings every mirrorPing.
+	mirrorIdle = 15 * time.Second
+	mirrorPing = 5 * time.Second
+	// mirrorRetryMax bounds the wait between two attempts to subscribe.
+	mirrorRetryMax = time.Second
+)
+
+// mirror is a Replica's mirror mode: the group's state as fed by a server.
+type mirror struct {
+	r *Replica
+	h *Host
+
+	mu        sync.RWMutex // st; held while an entry applies and its events reach the Sink
+	st        *fsm.State
+	live      bool   // the Sink follows st
+	delivered uint64 // the Sink has seen the state up to here
+	retired   bool   // the shard took over: nothing more reaches the Sink
+	scratch   []fsm.Command
+
+	// applyMu guards appliedUp, closed and replaced whenever the mirror
+	// applied more (or went live).
+	applyMu   sync.Mutex
+	appliedUp chan struct{}
+
+	connMu sync.Mutex
+	conn   *mirrorConn   // the live stream; nil while none
+	connUp chan struct{} // closed and replaced when a stream goes live
+	last   error         // why the last attempt to subscribe failed
+
+	server atomic.Uint64 // the replica serving the stream; 0 while none
+	next   int           // the next voter to try (run's own)
+	ids    atomic.Uint64
+	// successor is the shard that took over (mirrorswap.go): calls
+	// waiting for an index wait for it there.
+	successor atomic.Pointer[Replica]
+	// lastUse (unix nanos) and inUse are the calls', for the idle stop.
+	lastUse atomic.Int64
+	inUse   atomic.Int64
+}
+
+// use counts a call on the mirror until the returned function is called.
+func (m *mirror) use() func() {
+	m.inUse.Add(1)
+	m.lastUse.Store(time.Now().UnixNano())
+	return func() {
+		m.lastUse.Store(time.Now().UnixNano())
+		m.inUse.Add(-1)
+	}
+}
+
+// idle reports whether the mirror has had no call for MirrorIdle and its
+// Sink says nothing here uses the group.
+func (m *mirror) idle() bool {
+	if m.inUse.Load() > 0 || time.Since(time.Unix(0, m.lastUse.Load())) < MirrorIdle {
+		return false
+	}
+	i, ok := m.r.sink.(Idler)
+	return ok && i.Idle()
+}
+
+// watchIdle stops the mirror once it is idle.
+func (m *mirror) watchIdle() {
+	t := time.NewTicker(max(MirrorIdle/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-m.r.closed:
+			return
+		case <-t.C:
+		}
+		if m.idle() && m.h.retireIdle(m.r) {
+			return
+		}
+	}
+}
+
+// retireIdle stops idle mirror r unless it is in use again, the host is
+// closing, or it is no longer the group's mirror; it reports whether it
+// did. Close waits for the stop.
+func (h *Host) retireIdle(r *Replica) bool {
+	h.setMu.Lock()
+	defer h.setMu.Unlock()
+	if h.mirror(r.name) != r || !r.mirror.idle() {
+		return false
+	}
+	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.name, errMirrorIdle)
+	r.gone.Store(&why)
+	if !h.goBackground(func() {
+		r.stop()
+		r.wg.Wait()
+	}) {
+		return false // closing: Close stops it
+	}
+	h.setMirror(r.name, nil)
+	r.log.Debug("fencelock: mirror stopped, unused")
+	return true
+}
+
+// mirrorConn is one stream and the calls waiting on it.
+type mirrorConn struct {
+	c      transport.CallConn
+	server uint64
+	mu     sync.Mutex
+	calls  map[uint64]chan wireMsg
+	broken chan struct{}
+	once   sync.Once
+}
+
+func (c *mirrorConn) close() {
+	c.once.Do(func() {
+		c.c.Close()
+		close(c.broken)
+	})
+}
+
+func (c *mirrorConn) register(id uint64) chan wireMsg {
+	ch := make(chan wireMsg, 1)
+	c.mu.Lock()
+	c.calls[id] = ch
+	c.mu.Unlock()
+	return ch
+}
+
+func (c *mirrorConn) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+}
+
+func (c *mirrorConn) answer(m wireMsg) {
+	c.mu.Lock()
+	ch := c.calls[m.ID]
+	delete(c.calls, m.ID)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- m
+	}
+}
+
+// newMirror makes the mirror of table entry e, whose Sink has seen the
+// group's state up to delivered (the index the shard this host ran of it
+// applied, or 0).
+func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *Replica {
+	r := newReplica(h, e.Name, e.shard(), h.sinks(e.Name))
+	r.voters = slices.Clone(voters)
+	r.nh = h.nh
+	m := &mirror{r: r, h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
+	r.mirror = m
+	r.appliedIndex.Store(delivered)
+	m.lastUse.Store(time.Now().UnixNano())
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		m.run()
+	}()
+	go func() {
+		defer r.wg.Done()
+		m.watchIdle()
+	}()
+	r.log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
+	return r
+}
+
+// run keeps a stream up until the mirror stops.
+func (m *mirror) run() {
+	r := m.r
+	wait := r.cfg.RTT
+	for {
+		select {
+		case <-r.closed:
+			return
+		default:
+		}
+		err := m.stream()
+		m.connMu.Lock()
+		m.last = err
+		m.connMu.Unlock()
+		m.server.Store(0)
+		r.leader.Store(0)
+		select {
+		case <-r.closed:
+			return
+		default:
+		}
+		if err != nil {
+			r.log.Debug("fencelock: the mirror's stream ended; subscribing again", "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-r.closed:
+			t.Stop()
+			return
+		}
+		wait = min(2*wait, mirrorRetryMax)
+		if err == nil {
+			wait = r.cfg.RTT
+		}
+	}
+}
+
+// servers returns the replicas to subscribe to, in the order to try them
+// from the next one: the group's voters as the table has them, with their
+// addresses.
+func (m *mirror) servers() []uint64 {
+	voters := m.r.ConfiguredVoters()
+	if v := m.h.tab.cur.Load(); v != nil {
+		if e, ok := v.find(m.r.name); ok && e.Shard == m.r.shard {
+			voters = e.Voters
+			m.r.setVoters(voters)
+		}
+	}
+	voters = slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == m.r.cfg.ReplicaID })
+	if len(voters) == 0 {
+		return nil
+	}
+	m.next = (m.next + 1) % len(voters)
+	return append(voters[m.next:], voters[:m.next]...)
+}
+
+// addr returns the raft address of replica id: the deployment's, as last
+// applied here, else the table's bootstrap address.
+func (m *mirror) addr(id uint64) (string, bool) {
+	if p := m.h.peers.members.Load(); p != nil {
+		if a, ok := (*p)[id]; ok {
+			return a, true
+		}
+	}
+	if v := m.h.tab.cur.Load(); v != nil {
+		if e, ok := v.find(m.r.name); ok {
+			for _, b := range e.Bootstrap {
+				if b.ID == id {
+					return b.Addr, true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// stream subscribes to one server and applies what it sends until the
+// stream breaks; the error says why.
+func (m *mirror) stream() error {
+	r := m.r
+	if m.h.calls == nil {
+		return errors.New("the transport carries no calls between replicas")
+	}
+	if m.h.down.Load() {
+		return errors.New("this host is cut off (a test's crash)")
+	}
+	var errs []error
+	for _, id := range m.servers() {
+		addr, ok := m.addr(id)
+		if !ok {
+			errs = append(errs, fmt.Errorf("replica %d: no address known", id))
+			continue
+		}
+		err := m.follow(id, addr)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("replica %d at %s: %w", id, addr, err))
+		select {
+		case <-r.closed:
+			return nil
+		default:
+		}
+	}
+	if len(errs) == 0 {
+		return errors.New("the group has no voter besides this replica")
+	}
+	return errors.Join(errs...)
+}
+
+// follow runs one stream from replica id at addr: nil when it ran and
+// broke (worth trying again at once), else why it never went live.
+func (m *mirror) follow(id uint64, addr string) error {
+	r := m.r
+	ctx, cancel := context.WithTimeout(r.ctx, 2*r.cfg.ProposalTimeout)
+	c, err := m.h.calls.DialCall(ctx, addr)
+	cancel()
+	if err != nil {
+		return err
+	}
+	conn := &mirrorConn{c: c, server: id, calls: make(map[uint64]chan wireMsg), broken: make(chan struct{})}
+	defer conn.close()
+	stop := context.AfterFunc(r.ctx, conn.close)
+	defer stop()
+	sub := wireMsg{Kind: wireSubscribe, Shard: r.shard, Name: r.name}
+	if err := c.Send(sub.encode(nil)); err != nil {
+		return err
+	}
+	c.SetIdle(mirrorIdle)
+	b, err := c.Recv()
+	if err != nil {
+		return err
+	}
+	first, err := decodeWire(b)
+	if err != nil {
+		return err
+	}
+	switch first.Kind {
+	case wireRefuse:
+		return fmt.Errorf("refused: %s", first.Text)
+	case wireSnapshot:
+	default:
+		return fmt.Errorf("%w: a stream that opens with kind %d", errWire, first.Kind)
+	}
+	st, err := fsm.Restore(bytes.NewReader(first.Data))
+	if err != nil {
+		return fmt.Errorf("its snapshot: %w", err)
+	}
+	first.Data = nil
+	m.install(st)
+	m.server.Store(id)
+	r.leader.Store(first.Leader)
+	m.connMu.Lock()
+	m.conn = conn
+	close(m.connUp)
+	m.connUp = make(chan struct{})
+	m.connMu.Unlock()
+	defer func() {
+		m.connMu.Lock()
+		if m.conn == conn {
+			m.conn = nil
+		}
+		m.connMu.Unlock()
+	}()
+	r.log.Debug("fencelock: mirror subscribed", "server", id, "index", st.Index())
+	// The server gives up a stream it hears nothing on (a mirror gone
+	// without a word, behind a dead link): pings say it is still wanted.
+	var pings sync.WaitGroup
+	defer pings.Wait()
+	defer conn.close()
+	pings.Go(func() {
+		t := time.NewTicker(mirrorPing)
+		defer t.Stop()
+		ping := (&wireMsg{Kind: wirePing}).encode(nil)
+		for {
+			select {
+			case <-t.C:
+				if c.Send(ping) != nil {
+					conn.close()
+					return
+				}
+			case <-conn.broken:
+				return
+			}
+		}
+	})
+	for {
+		b, err := c.Recv()
+		if err != nil {
+			return nil
+		}
+		msg, err := decodeWire(b)
+		if err != nil {
+			r.log.Warn("fencelock: the replica serving the mirror sent a malformed message; subscribing again", "server", id, "err", err)
+			return nil
+		}
+		switch msg.Kind {
+		case wireEntries:
+			r.leader.Store(msg.Leader)
+			if err := m.apply(msg.Entries); err != nil {
+				r.log.Warn("fencelock: the mirror cannot apply the group's entries; subscribing again", "server", id, "err", err)
+				return nil
+			}
+		case wirePing:
+			r.leader.Store(msg.Leader)
+		case wireResult:
+			conn.answer(msg)
+		case wireRefuse:
+			r.log.Debug("fencelock: the replica serving the mirror ended the stream", "server", id, "why", msg.Text)
+			return nil
+		default:
+			return nil
+		}
+	}
+}
+
+// install makes st the mirror's state, from a new stream's snapshot.
+func (m *mirror) install(st *fsm.State) {
+	m.mu.Lock()
+	m.st = st
+	m.live = false
+	m.goLive()
+	m.mu.Unlock()
+	m.applied()
+}
+
+// goLive hands the state to the Sink once it is at least as new as what
+// the Sink has seen; the caller holds mu.
+func (m *mirror) goLive() {
+	if m.live || m.retired || m.st.Index() < m.delivered {
+		return
+	}
+	m.live = true
+	m.delivered = m.st.Index()
+	m.note(m.st)
+	m.r.sink.Restored(m.st)
+}
+
+// note takes the replica's view from a state: its applied index, group ID
+// and gate.
+func (m *mirror) note(st *fsm.State) {
+	m.r.appliedIndex.Store(st.Index())
+	if id := st.GroupID(); id != 0 {
+		m.r.setGroupID(id)
+	}
+	m.gate(st.Gate())
+}
+
+// gate records the versions the group writes as the mirror applied them:
+// a view only; the host keeps in Dir the versions of the groups it runs.
+func (m *mirror) gate(g fsm.Gate) {
+	for {
+		old := m.r.gate.Load()
+		if old.Covers(g) {
+			return
+		}
+		next := old.Max(g)
+		if m.r.gate.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// apply applies a stream's entries in order.
+func (m *mirror) apply(es []wireEntry) error {
+	m.mu.Lock()
+	defer m.applied()
+	defer m.mu.Unlock()
+	for _, e := range es {
+		if e.Index <= m.st.Index() {
+			continue // the snapshot had it
+		}
+		cmds, _, events, err := fsm.ApplyEntry(m.st, e.Index, e.Data, m.scratch[:0])
+		m.scratch = cmds[:0]
+		if errors.Is(err, fsm.ErrVersionTooNew) {
+			return err
+		}
+		if !m.live {
+			m.goLive()
+			continue
+		}
+		if m.retired {
+			continue
+		}
+		for i := range events {
+			switch ev := &events[i]; ev.Kind {
+			case fsm.EventLeaderStarted:
+				if ev.Group != 0 {
+					m.r.setGroupID(ev.Group)
+				}
+			case fsm.EventGateRaised:
+				m.gate(ev.Gate)
+			}
+		}
+		m.r.appliedIndex.Store(e.Index)
+		m.delivered = e.Index
+		if err == nil {
+			m.r.sink.Applied(e.Index, events)
+		}
+	}
+	return nil
+}
+
+// applied wakes the calls waiting for an index.
+func (m *mirror) applied() {
+	m.applyMu.Lock()
+	close(m.appliedUp)
+	m.appliedUp = make(chan struct{})
+	m.applyMu.Unlock()
+}
+
+// reached reports whether the Sink has seen index, and returns a channel
+// closed when that may have changed.
+func (m *mirror) reached(index uint64) (bool, <-chan struct{}) {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	m.mu.RLock()
+	ok := m.live && m.delivered >= index
+	m.mu.RUnlock()
+	return ok, m.appliedUp
+}
+
+// await waits until the group's state here has index: the mirror's, or,
+// once a shard took over, the shard's.
+func (m *mirror) await(ctx context.Context, index uint64) error {
+	for {
+		if s := m.successor.Load(); s != nil {
+			return s.awaitApplied(ctx, index)
+		}
+		ok, up := m.reached(index)
+		if ok {
+			return nil
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return m.unavailable(ctx.Err(), fmt.Errorf("the group applied index %d, which this replica's mirror has not reached yet", index))
+		case <-m.r.closed:
+			if s := m.successor.Load(); s != nil {
+				continue
+			}
+			return m.r.closedErr()
+		}
+	}
+}
+
+// awaitApplied waits until the shard r applied index, polling.
+func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
+	for r.appliedIndex.Load() < index {
+		t := time.NewTimer(r.cfg.RTT)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return &unavailableError{ctxErr: ctx.Err(), last: fmt.Errorf("waiting for index %d", index)}
+		case <-r.closed:
+			t.Stop()
+			return r.closedErr()
+		}
+	}
+	return nil
+}
+
+// current returns the live stream, waiting for one until ctx ends. A call
+// that must not wait long (a deadline, or FailFast) fails after about two
+// election timeouts without one, with why the mirror has none.
+func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
+	var limit <-chan time.Time
+	if _, ok := ctx.Deadline(); ok || failFast(ctx) {
+		t := time.NewTimer(max(2*m.r.electionTimeout(), 2*m.r.cfg.ProposalTimeout))
+		defer t.Stop()
+		limit = t.C
+	}
+	for {
+		m.connMu.Lock()
+		c, up, last := m.conn, m.connUp, m.last
+		m.connMu.Unlock()
+		if c != nil {
+			select {
+			case <-c.broken:
+			default:
+				return c, nil
+			}
+		}
+		select {
+		case <-up:
+		case <-limit:
+			return nil, m.noServer(last)
+		case <-ctx.Done():
+			return nil, m.unavailable(ctx.Err(), m.noServer(last))
+		case <-m.r.closed:
+			return nil, m.r.closedErr()
+		}
+	}
+}
+
+// noServer is the error of a call the mirror could not send: no replica
+// that runs the group could be reached.
+func (m *mirror) noServer(last error) error {
+	why := "none answered yet"
+	if last != nil {
+		why = last.Error()
+	}
+	return &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, code: codeUnavailable,
+		text: fmt.Sprintf("no replica that runs it can be reached (voters %v): %s", m.r.ConfiguredVoters(), why)}
+}
+
+func (m *mirror) unavailable(ctxErr, last error) error {
+	return &unavailableError{ctxErr: ctxErr, last: last}
+}
+
+// call sends msg (a propose or a read) to the server until it answers:
+// a broken stream, or a server that no longer runs the group, sends the
+// same message again on the next stream.
+func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
+	for {
+		c, err := m.current(ctx)
+		if err != nil {
+			return wireMsg{}, err
+		}
+		msg.ID = m.ids.Add(1)
+		msg.Timeout = 0
+		if d, ok := ctx.Deadline(); ok {
+			msg.Timeout = uint64(max(time.Until(d).Milliseconds(), 1))
+		}
+		msg.FailFast = failFast(ctx)
+		ch := c.register(msg.ID)
+		if err := c.c.Send(msg.encode(nil)); err != nil {
+			c.forget(msg.ID)
+			c.close()
+			continue
+		}
+		select {
+		case res := <-ch:
+			if res.Code == codeElsewhere {
+				m.r.log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
+				c.close()
+				continue
+			}
+			if res.Code != codeOK {
+				return res, &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
+			}
+			return res, nil
+		case <-c.broken:
+			c.forget(msg.ID)
+		case <-ctx.Done():
+			c.forget(msg.ID)
+			return wireMsg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.r.name))
+		case <-m.r.closed:
+			return wireMsg{}, m.r.closedErr()
+		}
+	}
+}
+
+// propose is Propose in mirror mode.
+func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	defer m.use()()
+	defer m.r.ops.proposals.since(time.Now())
+	data := fsm.AppendBatch(nil, []fsm.Command{cmd})
+	res, err := m.call(ctx, wireMsg{Kind: wirePropose, Data: data})
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	if err := m.await(ctx, res.Index); err != nil {
+		return fsm.Result{}, err
+	}
+	return res.Res, nil
+}
+
+// read is Read in mirror mode.
+func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
+	defer m.use()()
+	res, err := m.call(ctx, wireMsg{Kind: wireRead})
+	if err != nil {
+		return nil, err
+	}
+	if err := m.await(ctx, res.Index); err != nil {
+		return nil, err
+	}
+	if s := m.successor.Load(); s != nil {
+		return s.StaleRead(q)
+	}
+	return m.staleRead(q)
+}
+
+// staleRead is StaleRead in mirror mode.
+func (m *mirror) staleRead(q fsm.Query) (any, error) {
+	defer m.use()()
+	select {
+	case <-m.r.closed:
+		return nil, m.r.closedErr()
+	default:
+	}
+	if s := m.successor.Load(); s != nil {
+		return s.StaleRead(q)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.st == nil || !m.live {
+		return nil, &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, code: codeUnavailable,
+			text: "this replica's mirror of the group has no state yet"}
+	}
+	return q(m.st), nil
+}
+
+// status is Status in mirror mode.
+func (m *mirror) status() Status {
+	r := m.r
+	st := Status{LeaderID: r.leader.Load(), AppliedIndex: r.appliedIndex.Load(), GroupID: r.groupID.Load(),
+		NonVoting: true, Gate: r.Gate(), Mirror: m.server.Load(), Voters: map[uint64]string{}}
+	for _, id := range r.ConfiguredVoters() {
+		st.Voters[id], _ = m.addr(id)
+	}
+	return st
+}
+
+// stop ends the mirror: calls in flight fail with its reason.
+func (m *mirror) stop() { m.r.stop() }
+
+// mirrorError is a call's failure in mirror mode: which group, through
+// which server, and why; errors.Is finds ErrUnavailable (and ErrNoQuorum,
+// or fsm.ErrVersionGated) as for a local shard.
+type mirrorError struct {
+	group        string
+	self, server uint64
+	code         byte
+	text         string
+}
+
+func (e *mirrorError) Error() string {
+	via := "no replica that runs it"
+	if e.server != 0 {
+		via = fmt.Sprintf("replica %d, which runs it", e.server)
+	}
+	return fmt.Sprintf("%v: group %q, reached from replica %d through %s: %s", ErrUnavailable, e.group, e.self, via, e.text)
+}
+
+func (e *mirrorError) Unwrap() []error {
+	switch e.code {
+	case codeNoQuorum:
+		return []error{ErrUnavailable, ErrNoQuorum}
+	case codeGated:
+		return []error{fsm.ErrVersionGated}
+	case codeInvalid:
+		return []error{ErrInvalidConfig}
+	}
+	return []error{ErrUnavailable}
+}
+
+// mirror returns the mirror of group name, nil if there is none.
+func (h *Host) mirror(name string) *Replica {
+	if p := h.mirrors.Load(); p != nil {
+		return (*p)[name]
+	}
+	return nil
+}
+
+// mirrorList returns the mirrors; the caller holds setMu.
+func (h *Host) mirrorList() []*Replica {
+	if p := h.mirrors.Load(); p != nil {
+		return slices.Collect(maps.Values(*p))
+	}
+	return nil
+}
+
+// setMirror publishes (r non-nil) or removes the mirror of group name;
+// the caller holds setMu.
+func (h *Host) setMirror(name string, r *Replica) {
+	out := map[string]*Replica{}
+	if p := h.mirrors.Load(); p != nil {
+		out = maps.Clone(*p)
+	}
+	if r == nil {
+		delete(out, name)
+	} else {
+		out[name] = r
+	}
+	h.mirrors.Store(&out)
+}
+
+// mirrorOf returns this host's mirror of table entry e, started if need
+// be, or nil once the host closes.
+func (h *Host) mirrorOf(e fsm.GroupEntry) *Replica {
+	h.setMu.Lock()
+	defer h.setMu.Unlock()
+	select {
+	case <-h.closed:
+		return nil
+	default:
+	}
+	if r := h.mirror(e.Name); r != nil && r.shard == e.Shard {
+		return r
+	}
+	if r := h.running(e.Name); r != nil {
+		return r
+	}
+	ng := namedGroup{Name: e.Name, Shard: e.Shard}
+	r := h.newMirror(ng, e.Voters, 0)
+	h.setMirror(e.Name, r)
+	return r
+}
+
+// goBackground runs f on the host's background work unless it is closing.
+func (h *Host) goBackground(f func()) bool {
+	h.bgMu.Lock()
+	defer h.bgMu.Unlock()
+	select {
+	case <-h.closed:
+		return false
+	default:
+	}
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		f()
+	}()
+	return true
+}

@@ -1,0 +1,92 @@
+package replica
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// sinkLog records what a Sink is told.
+type sinkLog struct {
+	restored []uint64 // the restored states' indexes
+	applied  []uint64
+}
+
+func (s *sinkLog) Applied(index uint64, _ []fsm.Event) { s.applied = append(s.applied, index) }
+func (s *sinkLog) Restored(st *fsm.State)              { s.restored = append(s.restored, st.Index()) }
+func (s *sinkLog) Removed()                            {}
+
+// groupLog is a group's log of n entries (index i opens a session), and
+// the state after each.
+func groupLog(t *testing.T, n int) []wireEntry {
+	t.Helper()
+	var out []wireEntry
+	for i := 1; i <= n; i++ {
+		cmd := fsm.Command{Kind: fsm.KindOpenSession, Nonce: uint64(i), TTL: 10e9}
+		if i == 1 {
+			cmd = fsm.Command{Kind: fsm.KindLeaderStart, Owner: 1, Term: 1, Nonce: 7}
+		}
+		out = append(out, wireEntry{Index: uint64(i), Data: fsm.AppendBatch(nil, []fsm.Command{cmd})})
+	}
+	return out
+}
+
+// snapshotAt is the state after the first n entries, as a stream's
+// snapshot brings it.
+func snapshotAt(t *testing.T, log []wireEntry, n int) *fsm.State {
+	t.Helper()
+	st := fsm.New()
+	for _, e := range log[:n] {
+		_, _, _, err := fsm.ApplyEntry(st, e.Index, e.Data, nil)
+		require.NoError(t, err)
+	}
+	var b bytes.Buffer
+	require.NoError(t, st.Save(&b))
+	got, err := fsm.Restore(&b)
+	require.NoError(t, err)
+	return got
+}
+
+func testMirror(sink Sink, delivered uint64) *mirror {
+	r := &Replica{sink: sink, groupKnown: make(chan struct{}), closed: make(chan struct{})}
+	g := fsm.Baseline
+	r.gate.Store(&g)
+	m := &mirror{r: r, delivered: delivered, appliedUp: make(chan struct{})}
+	r.mirror = m
+	return m
+}
+
+// A mirror whose Sink has seen the group up to index 6 (the shard this
+// host ran of it), fed by a server that lags (its snapshot at 3), applies
+// quietly until its state is as new, then hands the Sink that state once
+// and every entry after it: the Sink never sees the group go back.
+func TestMirrorGoesLiveOnlyAtWhatItsSinkSaw(t *testing.T) {
+	log := groupLog(t, 9)
+	sink := &sinkLog{}
+	m := testMirror(sink, 6)
+	m.install(snapshotAt(t, log, 3))
+	require.Empty(t, sink.restored, "an older state than the Sink saw is not handed to it")
+	ok, _ := m.reached(1)
+	require.False(t, ok, "no call waits on a state older than what the Sink saw")
+
+	require.NoError(t, m.apply(log[3:5])) // 4, 5
+	require.Empty(t, sink.restored)
+	require.NoError(t, m.apply(log[4:8])) // 5 (again), 6, 7, 8
+	require.Equal(t, []uint64{6}, sink.restored)
+	require.Equal(t, []uint64{7, 8}, sink.applied)
+	ok, _ = m.reached(8)
+	require.True(t, ok)
+	require.Equal(t, uint64(8), m.r.appliedIndex.Load())
+	require.NotZero(t, m.r.GroupID(), "the group's ID comes with the state")
+
+	// A new stream from a server ahead: its snapshot replaces the state
+	// at once.
+	m.install(snapshotAt(t, log, 9))
+	require.Equal(t, []uint64{6, 9}, sink.restored)
+	v, err := m.staleRead(func(st *fsm.State) any { return st.Index() })
+	require.NoError(t, err)
+	require.Equal(t, uint64(9), v)
+}

@@ -1,0 +1,157 @@
+package replica
+
+// A mirror and a shard of the same group take over from each other on a
+// host that runs only its own groups (PlaceOwn), as the group table moves
+// the group's voters:
+//
+//   - onto this host: the shard starts (it joins, and catches up from the
+//     group's log or a snapshot) while the mirror goes on feeding the
+//     group's Sink; the shard's events are held back (holdSink). Once the
+//     shard has applied as far as the mirror, the mirror stops feeding the
+//     Sink, and inside one read of the shard's state machine (serialised
+//     with its updates) the Sink is handed the shard's state (Restored) and
+//     the shard's events flow from then on: nothing is lost or told twice.
+//     Calls waiting on the mirror for an index wait for it on the shard.
+//   - off this host (stopGroup with mirror): the shard stops after raft
+//     removed it, and a mirror starts from what the Sink has seen: its
+//     state reaches the Sink once it is at least as new (mirror.go).
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// errMovedOff is why a call on a shard this host stopped running fails: the
+// group goes on through a mirror, and the call, retried, reaches it.
+var errMovedOff = errors.New("the group's voters moved off this replica; it is reached through a replica that runs it now")
+
+// errMovedHere is why a call on a mirror whose group now runs here fails.
+var errMovedHere = errors.New("the group now runs on this replica")
+
+func movedOff(name string) error {
+	return fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, name, errMovedOff)
+}
+
+// holdSink is a shard's Sink while its group's mirror feeds the real one.
+type holdSink struct {
+	inner Sink
+	mu    sync.Mutex
+	open  bool
+}
+
+func (s *holdSink) isOpen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open
+}
+
+func (s *holdSink) Applied(index uint64, events []fsm.Event) {
+	if s.isOpen() {
+		s.inner.Applied(index, events)
+	}
+}
+
+func (s *holdSink) Restored(st *fsm.State) {
+	if s.isOpen() {
+		s.inner.Restored(st)
+	}
+}
+
+func (s *holdSink) Removed() {
+	if s.isOpen() {
+		s.inner.Removed()
+	}
+}
+
+func (s *holdSink) Dropped(err error) {
+	if !s.isOpen() {
+		return
+	}
+	if d, ok := s.inner.(Dropper); ok {
+		d.Dropped(err)
+		return
+	}
+	s.inner.Removed()
+}
+
+// waiting reports whether r's events are still held back for its mirror.
+func (r *Replica) waiting() bool { return r.held != nil && !r.held.isOpen() }
+
+// handover makes shard r, started where mirror mr fed the group's Sink,
+// take over from it (see above). It gives up when either stops.
+func (h *Host) handover(mr *Replica, r *Replica) {
+	m := mr.mirror
+	poll := time.NewTicker(max(r.cfg.RTT, time.Millisecond))
+	defer poll.Stop()
+	wait := func(done func() bool) bool {
+		for !done() {
+			select {
+			case <-poll.C:
+			case <-r.closed:
+				return false
+			case <-h.closed:
+				return false
+			}
+		}
+		return true
+	}
+	if !wait(func() bool { return r.appliedIndex.Load() >= mr.appliedIndex.Load() }) {
+		return
+	}
+	m.mu.Lock()
+	m.retired = true
+	last := m.delivered
+	m.mu.Unlock()
+	if !wait(func() bool { return r.appliedIndex.Load() >= last }) {
+		return
+	}
+	_, err := r.nh.StaleRead(r.shard, fsm.Query(func(st *fsm.State) any {
+		r.held.mu.Lock()
+		r.held.open = true
+		r.held.mu.Unlock()
+		r.held.inner.Restored(st)
+		return nil
+	}))
+	if err != nil {
+		r.log.Warn("fencelock: the group's shard could not take over from its mirror here", "err", err)
+		return
+	}
+	m.successor.Store(r)
+	why := fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.name, errMovedHere)
+	mr.gone.Store(&why)
+	h.setMu.Lock()
+	if h.mirror(mr.name) == mr {
+		h.setMirror(mr.name, nil)
+	}
+	h.setMu.Unlock()
+	mr.stop()
+	r.log.Info("fencelock: the group's shard took over from its mirror here")
+}
+
+// followMirrors stops the mirrors of groups the table dropped (the
+// sessions' parts end, as where the group ran), and gives the others the
+// table's voters.
+func (h *Host) followMirrors(v tableView) {
+	h.setMu.Lock()
+	defer h.setMu.Unlock()
+	for _, mr := range h.mirrorList() {
+		e, ok := v.find(mr.name)
+		if ok && e.Shard == mr.shard {
+			mr.setVoters(e.Voters)
+			continue
+		}
+		why := fmt.Errorf("%w: %q", ErrGroupDropped, mr.name)
+		mr.gone.Store(&why)
+		h.setMirror(mr.name, nil)
+		if d, ok := mr.sink.(Dropper); ok {
+			d.Dropped(why)
+		} else {
+			mr.sink.Removed()
+		}
+		mr.stop()
+	}
+}

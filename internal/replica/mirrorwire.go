@@ -1,0 +1,263 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+)
+
+// The messages of a mirror's call connection (mirror.go, servemirror.go),
+// each one transport call message:
+//
+//	mirror -> server: subscribe(shard, name)  once, first
+//	                  propose(id, timeout, failFast, command)
+//	                  read(id, timeout, failFast)
+//	server -> mirror: snapshot(index, leader, state)  once, first
+//	                  entries(leader, [index, data]...)
+//	                  result(id, index, code, text, status, value, refused)
+//	                  refuse(code, text)
+//	                  ping(leader)
+//
+// Each message is a kind byte and its fields in order: numbers as
+// uvarints, bytes and text as a uvarint length and the bytes. Decoding
+// checks every length against what is left and the bounds below, and
+// refuses trailing bytes: a peer's bytes never make a panic or an
+// allocation beyond the message's own size.
+const (
+	wireSubscribe byte = 1
+	wirePropose   byte = 2
+	wireRead      byte = 3
+	wireSnapshot  byte = 4
+	wireEntries   byte = 5
+	wireResult    byte = 6
+	wireRefuse    byte = 7
+	wirePing      byte = 8
+)
+
+// Error codes of a result or a refusal: what the mirror does with it.
+const (
+	codeOK          byte = 0
+	codeUnavailable byte = 1 // ErrUnavailable: the caller may retry
+	codeNoQuorum    byte = 2 // ErrUnavailable and ErrNoQuorum
+	codeElsewhere   byte = 3 // the server does not run the group (any more): ask another
+	codeGated       byte = 4 // fsm.ErrVersionGated
+	codeInvalid     byte = 5 // anything else, named in the text
+	maxCode              = codeInvalid
+)
+
+const (
+	maxWireText    = 4 << 10
+	maxWireEntries = 1 << 16
+)
+
+// errWire reports a message that is not one of the above.
+var errWire = errors.New("fencelock: malformed mirror message")
+
+type wireEntry struct {
+	Index uint64
+	Data  []byte
+}
+
+// wireMsg is one message; which fields count depends on Kind.
+type wireMsg struct {
+	Kind                     byte
+	ID, Index, Leader, Shard uint64
+	Timeout                  uint64 // milliseconds; 0: none
+	FailFast                 bool
+	Name                     string
+	Data                     []byte // the command, or the state
+	Entries                  []wireEntry
+	Code                     byte
+	Text                     string
+	Res                      fsm.Result
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func boolByte(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// encode appends m's encoding to b.
+func (m *wireMsg) encode(b []byte) []byte {
+	u := binary.AppendUvarint
+	b = append(b, m.Kind)
+	switch m.Kind {
+	case wireSubscribe:
+		b = u(b, m.Shard)
+		b = appendBytes(b, []byte(m.Name))
+	case wirePropose:
+		b = u(u(u(b, m.ID), m.Timeout), boolByte(m.FailFast))
+		b = appendBytes(b, m.Data)
+	case wireRead:
+		b = u(u(u(b, m.ID), m.Timeout), boolByte(m.FailFast))
+	case wireSnapshot:
+		b = u(u(b, m.Index), m.Leader)
+		b = appendBytes(b, m.Data)
+	case wireEntries:
+		b = u(u(b, m.Leader), uint64(len(m.Entries)))
+		for _, e := range m.Entries {
+			b = appendBytes(u(b, e.Index), e.Data)
+		}
+	case wireResult:
+		b = u(u(b, m.ID), m.Index)
+		b = append(b, m.Code)
+		b = appendBytes(b, []byte(m.Text))
+		b = append(b, byte(m.Res.Status))
+		b = u(u(b, m.Res.Value), uint64(len(m.Res.Refused)))
+		for _, id := range m.Res.Refused {
+			b = u(b, id)
+		}
+	case wireRefuse:
+		b = append(b, m.Code)
+		b = appendBytes(b, []byte(m.Text))
+	case wirePing:
+		b = u(b, m.Leader)
+	}
+	return b
+}
+
+// wireReader decodes fields, remembering the first error.
+type wireReader struct {
+	b   []byte
+	err error
+}
+
+func (r *wireReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", errWire, what)
+	}
+}
+
+func (r *wireReader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *wireReader) byte1(what string) byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail(what)
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+// bytes returns the next length-prefixed bytes, at most limit of them; a
+// copy, as the message's buffer is the transport's.
+func (r *wireReader) bytes(what string, limit int) []byte {
+	n := r.uvarint(what)
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) || n > uint64(limit) {
+		r.fail(what + " length")
+		return nil
+	}
+	v := append([]byte(nil), r.b[:n]...)
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *wireReader) flag(what string) bool {
+	v := r.uvarint(what)
+	if v > 1 {
+		r.fail(what)
+	}
+	return v == 1
+}
+
+// decodeWire decodes one message; anything but exactly one well-formed
+// message is an error wrapping errWire.
+func decodeWire(b []byte) (wireMsg, error) {
+	if len(b) == 0 {
+		return wireMsg{}, fmt.Errorf("%w: empty", errWire)
+	}
+	m := wireMsg{Kind: b[0]}
+	r := &wireReader{b: b[1:]}
+	switch m.Kind {
+	case wireSubscribe:
+		m.Shard = r.uvarint("shard")
+		m.Name = string(r.bytes("name", 64))
+	case wirePropose:
+		m.ID, m.Timeout, m.FailFast = r.uvarint("id"), r.uvarint("timeout"), r.flag("fail fast")
+		m.Data = r.bytes("command", len(b))
+		if r.err == nil && len(m.Data) == 0 {
+			r.fail("empty command")
+		}
+	case wireRead:
+		m.ID, m.Timeout, m.FailFast = r.uvarint("id"), r.uvarint("timeout"), r.flag("fail fast")
+	case wireSnapshot:
+		m.Index, m.Leader = r.uvarint("index"), r.uvarint("leader")
+		m.Data = r.bytes("state", len(b))
+	case wireEntries:
+		m.Leader = r.uvarint("leader")
+		n := r.uvarint("entries")
+		// Every entry takes at least two bytes: no count beyond that.
+		if r.err == nil && (n == 0 || n > maxWireEntries || n > uint64(len(r.b))/2) {
+			r.fail("entry count")
+		}
+		if r.err == nil {
+			m.Entries = make([]wireEntry, 0, n)
+			last := uint64(0)
+			for i := uint64(0); i < n && r.err == nil; i++ {
+				e := wireEntry{Index: r.uvarint("entry index"), Data: r.bytes("entry", len(b))}
+				if r.err == nil && e.Index <= last {
+					r.fail("entry indexes not increasing")
+				}
+				last = e.Index
+				m.Entries = append(m.Entries, e)
+			}
+		}
+	case wireResult:
+		m.ID, m.Index = r.uvarint("id"), r.uvarint("index")
+		m.Code = r.byte1("code")
+		m.Text = string(r.bytes("text", maxWireText))
+		m.Res.Status = fsm.Status(r.byte1("status"))
+		m.Res.Value = r.uvarint("value")
+		n := r.uvarint("refused")
+		if r.err == nil && (n > fsm.MaxBatch || n > uint64(len(r.b))) {
+			r.fail("refused count")
+		}
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			m.Res.Refused = append(m.Res.Refused, r.uvarint("refused session"))
+		}
+	case wireRefuse:
+		m.Code = r.byte1("code")
+		m.Text = string(r.bytes("text", maxWireText))
+	case wirePing:
+		m.Leader = r.uvarint("leader")
+	default:
+		return wireMsg{}, fmt.Errorf("%w: kind %d", errWire, m.Kind)
+	}
+	if r.err == nil && m.Code > maxCode {
+		r.fail("code")
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	if r.err != nil {
+		return wireMsg{}, r.err
+	}
+	return m, nil
+}

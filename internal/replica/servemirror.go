@@ -1,0 +1,396 @@
+package replica
+
+// The serving side of mirrors (mirror.go): a replica that runs a group
+// feeds the mirrors of hosts that do not, over call connections its
+// transport hands it (transport.CallHandler), from members of the
+// deployment only (the handshake checked the caller's Hello).
+//
+// A subscription is taken inside a local read of the state machine, which
+// Dragonboat serialises with its updates: the snapshot (the state's
+// encoding at its applied index) and the registration of the subscriber
+// happen with no entry applied in between, so the subscriber then gets
+// every entry after the snapshot's index, in order, from the apply
+// observer. The observer never blocks: a subscriber whose queue grows past
+// its bounds (a mirror that does not keep up) is cut off, and subscribes
+// again. A snapshot restored here ends every subscription the same way: the
+// entries it covered never reach the observer.
+//
+// A request names the group by its subscription; one for a group this
+// replica does not run (any more) is answered with codeElsewhere, and the
+// mirror asks another replica.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/transport"
+)
+
+const (
+	// maxSubQueue bounds what waits to be sent to one mirror, in bytes of
+	// entries and in entries.
+	maxSubQueue      = 64 << 20
+	maxSubQueueCount = 1 << 16
+	// maxSubMessage is about how many bytes of entries one message
+	// carries.
+	maxSubMessage = 1 << 20
+	// subscribeWait bounds how long a new connection may take to
+	// subscribe.
+	subscribeWait = 10 * time.Second
+)
+
+// subscribers are the mirrors a replica feeds.
+type subscribers struct {
+	mu   sync.Mutex
+	list []*subscriber
+}
+
+// add registers s; it runs inside a read of the state machine (see above).
+func (ss *subscribers) add(s *subscriber) {
+	ss.mu.Lock()
+	ss.list = append(ss.list, s)
+	ss.mu.Unlock()
+}
+
+func (ss *subscribers) remove(s *subscriber) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for i, x := range ss.list {
+		if x == s {
+			ss.list = append(ss.list[:i], ss.list[i+1:]...)
+			return
+		}
+	}
+}
+
+// publish queues the entry at index for every subscriber; it runs on the
+// apply goroutine and never blocks.
+func (ss *subscribers) publish(index uint64, data []byte) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.list) == 0 {
+		return
+	}
+	cp := bytes.Clone(data)
+	if cp == nil {
+		cp = []byte{}
+	}
+	for _, s := range ss.list {
+		s.push(wireEntry{Index: index, Data: cp})
+	}
+}
+
+// end ends every subscription with why.
+func (ss *subscribers) end(why error) {
+	ss.mu.Lock()
+	list := ss.list
+	ss.list = nil
+	ss.mu.Unlock()
+	for _, s := range list {
+		s.end(why)
+	}
+}
+
+// subscriber is one mirror's queue.
+type subscriber struct {
+	mu      sync.Mutex
+	entries []wireEntry
+	bytes   int
+	replies []wireMsg
+	wake    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	why     error
+}
+
+func newSubscriber() *subscriber {
+	return &subscriber{wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (s *subscriber) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscriber) push(e wireEntry) {
+	s.mu.Lock()
+	s.entries = append(s.entries, e)
+	s.bytes += len(e.Data)
+	over := s.bytes > maxSubQueue || len(s.entries) > maxSubQueueCount
+	s.mu.Unlock()
+	if over {
+		s.end(errors.New("the mirror does not keep up with the group's entries"))
+		return
+	}
+	s.signal()
+}
+
+func (s *subscriber) reply(m wireMsg) {
+	s.mu.Lock()
+	s.replies = append(s.replies, m)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *subscriber) end(why error) {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.why = why
+		s.mu.Unlock()
+		close(s.done)
+	})
+}
+
+// take returns what waits to be sent: the replies after the entries
+// queued before them.
+func (s *subscriber) take() (entries []wireEntry, replies []wireMsg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries, replies = s.entries, s.replies
+	s.entries, s.replies, s.bytes = nil, nil, 0
+	return entries, replies
+}
+
+// chunk cuts entries into messages of about maxSubMessage bytes.
+func chunk(entries []wireEntry) [][]wireEntry {
+	var out [][]wireEntry
+	for len(entries) > 0 {
+		n, size := 0, 0
+		for n < len(entries) && (n == 0 || size+len(entries[n].Data) <= maxSubMessage) && n < maxWireEntries {
+			size += len(entries[n].Data)
+			n++
+		}
+		out = append(out, entries[:n:n])
+		entries = entries[n:]
+	}
+	return out
+}
+
+// ServeCall implements transport.CallHandler: a mirror's subscription.
+func (p *peers) ServeCall(peer peering.Hello, c transport.CallConn) { p.h.serveMirror(peer, c) }
+
+// serveMirror serves one mirror's call connection until it ends.
+func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
+	defer c.Close()
+	if h.down.Load() {
+		return
+	}
+	c.SetIdle(subscribeWait)
+	b, err := c.Recv()
+	if err != nil {
+		return
+	}
+	m, err := decodeWire(b)
+	if err != nil || m.Kind != wireSubscribe {
+		return
+	}
+	c.SetIdle(0)
+	refuse := func(code byte, text string) {
+		msg := wireMsg{Kind: wireRefuse, Code: code, Text: text}
+		_ = c.Send(msg.encode(nil))
+	}
+	r := h.running(m.Name)
+	if r == nil || r.shard != m.Shard {
+		refuse(codeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
+		return
+	}
+	if why := r.serving(); why != nil {
+		refuse(codeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.name, why))
+		return
+	}
+	sub := newSubscriber()
+	index, state, err := r.subscribe(sub)
+	if err != nil {
+		refuse(codeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.name, err))
+		return
+	}
+	defer r.subs.remove(sub)
+	snap := wireMsg{Kind: wireSnapshot, Index: index, Leader: r.leader.Load(), Data: state}
+	if err := c.Send(snap.encode(nil)); err != nil {
+		return
+	}
+	r.log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
+	c.SetIdle(mirrorIdle) // the mirror pings every mirrorPing
+	ctx, cancel := context.WithCancel(r.ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer c.Close()
+		r.feed(ctx, sub, c)
+	}()
+	for {
+		b, err := c.Recv()
+		if err != nil {
+			sub.end(err)
+			return
+		}
+		m, err := decodeWire(b)
+		if err == nil && m.Kind == wirePing {
+			continue
+		}
+		if err != nil || (m.Kind != wirePropose && m.Kind != wireRead) {
+			sub.end(fmt.Errorf("a malformed request: %v", err))
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub.reply(r.answer(ctx, m))
+		}()
+	}
+}
+
+// serving returns why r cannot feed a mirror, nil if it can.
+func (r *Replica) serving() error {
+	select {
+	case <-r.closed:
+		return r.closedErr()
+	default:
+	}
+	if e := r.gone.Load(); e != nil {
+		return *e
+	}
+	if r.ops.removed.Load() {
+		return ErrRemoved
+	}
+	if e := r.refused.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// subscribe registers sub and returns the state it starts from, with the
+// state's applied index, both taken with no entry applied in between.
+func (r *Replica) subscribe(sub *subscriber) (uint64, []byte, error) {
+	type snap struct {
+		index uint64
+		state []byte
+		err   error
+	}
+	v, err := r.nh.StaleRead(r.shard, fsm.Query(func(st *fsm.State) any {
+		var buf bytes.Buffer
+		if err := st.Save(&buf); err != nil {
+			return snap{err: err}
+		}
+		if buf.Len() > transport.MaxCallMessage-64 {
+			return snap{err: fmt.Errorf("the group's state is %d bytes, more than a call message carries", buf.Len())}
+		}
+		r.subs.add(sub)
+		return snap{index: st.Index(), state: buf.Bytes()}
+	}))
+	if err != nil {
+		return 0, nil, err
+	}
+	s := v.(snap)
+	return s.index, s.state, s.err
+}
+
+// feed sends sub's queue down c until the subscription or ctx ends, with a
+// ping when there is nothing to send.
+func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallConn) {
+	t := time.NewTicker(mirrorPing)
+	defer t.Stop()
+	var buf []byte
+	for {
+		entries, replies := sub.take()
+		for _, es := range chunk(entries) {
+			msg := wireMsg{Kind: wireEntries, Leader: r.leader.Load(), Entries: es}
+			buf = msg.encode(buf[:0])
+			if c.Send(buf) != nil {
+				return
+			}
+		}
+		for i := range replies {
+			buf = replies[i].encode(buf[:0])
+			if c.Send(buf) != nil {
+				return
+			}
+		}
+		if len(entries) > 0 || len(replies) > 0 {
+			continue
+		}
+		select {
+		case <-sub.wake:
+		case <-t.C:
+			ping := wireMsg{Kind: wirePing, Leader: r.leader.Load()}
+			if c.Send(ping.encode(buf[:0])) != nil {
+				return
+			}
+		case <-sub.done:
+			sub.mu.Lock()
+			why := sub.why
+			sub.mu.Unlock()
+			msg := wireMsg{Kind: wireRefuse, Code: codeElsewhere, Text: truncate(why.Error(), maxWireText-8)}
+			_ = c.Send(msg.encode(buf[:0]))
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// answer runs a mirror's request on r: a proposal or a read index.
+func (r *Replica) answer(ctx context.Context, m wireMsg) wireMsg {
+	out := wireMsg{Kind: wireResult, ID: m.ID}
+	if m.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(m.Timeout)*time.Millisecond)
+		defer cancel()
+	}
+	if m.FailFast {
+		ctx = FailFast(ctx)
+	}
+	var err error
+	switch m.Kind {
+	case wirePropose:
+		var cmds []fsm.Command
+		cmds, err = fsm.DecodeBatch(m.Data, nil)
+		if err == nil && len(cmds) != 1 {
+			err = fmt.Errorf("%w: %d commands in one request", errWire, len(cmds))
+		}
+		if err != nil {
+			out.Code, out.Text = codeInvalid, err.Error()
+			return out
+		}
+		out.Res, err = r.Propose(ctx, cmds[0])
+		// The entry applied here before Propose returned.
+		out.Index = r.appliedIndex.Load()
+	case wireRead:
+		var v any
+		v, err = r.Read(ctx, func(st *fsm.State) any { return st.Index() })
+		if err == nil {
+			out.Index = v.(uint64)
+		}
+	}
+	if err != nil {
+		out.Code, out.Text = wireCode(err), truncate(err.Error(), maxWireText-8)
+	}
+	return out
+}
+
+// wireCode is the code a mirror acts on for err.
+func wireCode(err error) byte {
+	switch {
+	case errors.Is(err, ErrNoQuorum):
+		return codeNoQuorum
+	case errors.Is(err, fsm.ErrVersionGated):
+		return codeGated
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrRemoved), errors.Is(err, ErrGroupMoved),
+		errors.Is(err, ErrGroupDropped), errors.Is(err, errMovedHere), errors.Is(err, errMovedOff):
+		return codeElsewhere
+	case errors.Is(err, ErrUnavailable):
+		return codeUnavailable
+	}
+	return codeInvalid
+}

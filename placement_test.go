@@ -1,0 +1,332 @@
+package fencelock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/replica"
+	"github.com/fencelock/fencelock/transport"
+)
+
+func withPlacement(p Placement, groups ...GroupConfig) func(*Config) {
+	return func(c *Config) {
+		c.Placement = p
+		c.Groups = groups
+	}
+}
+
+// runs reports whether replica n runs a shard of group name: it is in its
+// Status, or its log store holds the shard's raft data.
+func runs(n *Node, name string) bool {
+	if _, ok := group(n.Status(), name); ok {
+		return true
+	}
+	return slices.Contains(n.host.TestingLogShards(), replica.GroupShardID(name))
+}
+
+// mirrorServer returns the replica that feeds n's mirror of group name, 0
+// while none does (or n runs the group).
+func mirrorServer(n *Node, name string) uint64 {
+	r := n.host.Group(name)
+	if r == nil {
+		return 0
+	}
+	return r.Status().Mirror
+}
+
+func TestPlacementConfig(t *testing.T) {
+	cfg := Config{ReplicaID: 1, Members: map[uint64]string{1: "127.0.0.1:7001"}, Dir: t.TempDir()}
+	cfg.Placement = 7
+	err := cfg.Validate()
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "Placement")
+	cfg.Placement = PlaceOwnGroups
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, "PlaceOwnGroups", PlaceOwnGroups.String())
+}
+
+// Five replicas that run only their own groups; g votes on 1, 2 and 3.
+// Replicas 4 and 5 run no shard of g (no raft data either) and reach it
+// through a replica that runs it: locks are granted in order with rising
+// tokens across hosts, views work, a mirror survives the stop of the
+// replica feeding it with its lock kept, and SetVoters moving g onto 3, 4
+// and 5 starts g's shard there and stops it on 1 and 2, whose sessions go
+// on through mirrors: no lock is lost.
+func TestPlacementOwnGroups(t *testing.T) {
+	c := newCluster(t, 5, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "g runs on its voters only, with a leader", func(id uint64, st Status) bool {
+		_, has := group(st, "g")
+		return has == (id <= 3) && allLeaders(st)
+	})
+	for _, id := range []uint64{4, 5} {
+		require.False(t, runs(c.node(id), "g"), "replica %d runs no shard of g", id)
+	}
+
+	const ttl = 10 * time.Second
+	s5 := newSession(t, ctx, c.node(5), WithTTL(ttl))
+	s4 := newSession(t, ctx, c.node(4), WithTTL(ttl))
+	s1 := newSession(t, ctx, c.node(1), WithTTL(ttl))
+	l5, err := s5.Acquire(ctx, "x@g")
+	require.NoError(t, err)
+	require.False(t, runs(c.node(5), "g"), "a mirror is no shard")
+	require.NotZero(t, mirrorServer(c.node(5), "g"))
+
+	// 4 waits first, then 1: the release on 5 grants 4 first.
+	got4 := make(chan *Lock, 1)
+	go func() {
+		l, err := s4.Acquire(ctx, "x@g")
+		if err != nil {
+			t.Error(err)
+		}
+		got4 <- l
+	}()
+	require.Eventually(t, func() bool {
+		info, err := c.node(5).Inspect(ctx, "x@g")
+		return err == nil && info.Waiters == 1
+	}, 30*time.Second, 10*time.Millisecond)
+	got1 := make(chan *Lock, 1)
+	go func() {
+		l, err := s1.Acquire(ctx, "x@g")
+		if err != nil {
+			t.Error(err)
+		}
+		got1 <- l
+	}()
+	require.Eventually(t, func() bool {
+		info, err := c.node(4).Inspect(ctx, "x@g")
+		return err == nil && info.Waiters == 2
+	}, 30*time.Second, 10*time.Millisecond)
+	info, err := c.node(5).Inspect(ctx, "x@g")
+	require.NoError(t, err)
+	require.Equal(t, l5.Token(), info.Token, "the view from 5 shows its own grant")
+	page, err := c.node(5).Locks(ctx, "x@g")
+	require.NoError(t, err)
+	require.Len(t, page.Locks, 1)
+
+	require.NoError(t, l5.Release(ctx))
+	var l4 *Lock
+	select {
+	case l4 = <-got4:
+	case <-ctx.Done():
+		t.Fatal("4 was not granted x@g")
+	}
+	require.NotNil(t, l4)
+	require.Greater(t, l4.Token(), l5.Token())
+	select {
+	case <-got1:
+		t.Fatal("1 was granted before 4 released")
+	default:
+	}
+	require.NoError(t, l4.Release(ctx))
+	l1 := <-got1
+	require.NotNil(t, l1)
+	require.Greater(t, l1.Token(), l4.Token())
+
+	// A lock 5 holds outlives the stop of the replica feeding its mirror.
+	y5, err := s5.Acquire(ctx, "y@g")
+	require.NoError(t, err)
+	server := mirrorServer(c.node(5), "g")
+	require.Contains(t, []uint64{1, 2, 3}, server)
+	c.stop(server)
+	require.Eventually(t, func() bool {
+		s := mirrorServer(c.node(5), "g")
+		return s != 0 && s != server
+	}, 30*time.Second, 10*time.Millisecond, "the mirror subscribes to another voter")
+	// Keep-alives go on through the new stream: the lease holds for more
+	// than a TTL.
+	require.Never(t, func() bool { return closed(y5.Done()) }, 3*ttl/2, 50*time.Millisecond, "5's lock is kept")
+	z, err := s5.TryAcquire(ctx, "z@g")
+	require.NoError(t, err, "calls work after the mirror subscribed again")
+	require.NoError(t, z.Release(ctx))
+	info, err = c.node(4).Inspect(ctx, "y@g")
+	require.NoError(t, err)
+	require.Equal(t, y5.Token(), info.Token)
+	c.start(server)
+
+	// Locks held on 1 (a voter that loses g) and 5 (a mirror that gains
+	// it) while g moves to 3, 4 and 5.
+	w1, err := s1.Acquire(ctx, "w@g")
+	require.NoError(t, err)
+	require.NoError(t, l1.Release(ctx))
+	require.NoError(t, c.node(2).SetVoters(ctx, "g", []uint64{3, 4, 5}))
+	c.waitStatus(ctx, "g runs on 3, 4 and 5 only, as voters", func(id uint64, st Status) bool {
+		gs, has := group(st, "g")
+		if id <= 2 {
+			return !has
+		}
+		return has && !gs.NonVoting && gs.LeaderID != 0
+	})
+	for _, id := range []uint64{1, 2} {
+		require.Eventually(t, func() bool { return !runs(c.node(id), "g") }, 30*time.Second, 10*time.Millisecond,
+			"replica %d keeps no raft data of g", id)
+	}
+	for name, l := range map[string]*Lock{"w@g (on 1)": w1, "y@g (on 5)": y5} {
+		require.False(t, closed(l.Done()), "%s lost: %v", name, l.Err())
+	}
+	for _, s := range []*Session{s1, s5} {
+		l, err := s.TryAcquire(ctx, "after@g")
+		require.NoError(t, err, "calls go on after the move")
+		require.NoError(t, l.Release(ctx))
+	}
+	for name, l := range map[string]*Lock{"w@g": w1, "y@g": y5} {
+		info, err := c.node(2).Inspect(ctx, name)
+		require.NoError(t, err)
+		require.True(t, info.Held, name)
+		require.Equal(t, l.Token(), info.Token, name)
+	}
+	require.Never(t, func() bool { return closed(w1.Done()) || closed(y5.Done()) }, ttl, 50*time.Millisecond,
+		"the leases hold after the move")
+	require.NoError(t, w1.Release(ctx))
+	require.NoError(t, y5.Release(ctx))
+
+	// A replica removed from g can never vote in it again.
+	err = c.node(3).SetVoters(ctx, "g", []uint64{1, 4, 5})
+	require.ErrorIs(t, err, ErrInvalidVoters)
+}
+
+// A deployment mixing both placements: the group's leader adds the
+// replica that runs every group as a non-voting replica, never the one
+// that runs only its own, and sessions on both contend for one lock.
+func TestPlacementMixed(t *testing.T) {
+	g := GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}
+	c := newCluster(t, 5, func(cfg *Config) {
+		cfg.Groups = []GroupConfig{g}
+		if cfg.ReplicaID == 5 {
+			cfg.Placement = PlaceOwnGroups
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "4 runs g non-voting, 5 does not run it", func(id uint64, st Status) bool {
+		gs, has := group(st, "g")
+		switch id {
+		case 4:
+			return has && gs.NonVoting && gs.AppliedIndex > 0
+		case 5:
+			return !has
+		}
+		return has && allLeaders(st)
+	})
+	m, err := c.node(1).MembersOf(ctx, "g")
+	require.NoError(t, err)
+	require.Contains(t, m.NonVoting, uint64(4))
+	require.NotContains(t, m.NonVoting, uint64(5))
+	require.NotContains(t, m.Removed, uint64(5))
+
+	s4 := newSession(t, ctx, c.node(4))
+	s5 := newSession(t, ctx, c.node(5))
+	l4, err := s4.Acquire(ctx, "k@g")
+	require.NoError(t, err)
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := s5.Acquire(ctx, "k@g")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	require.Eventually(t, func() bool {
+		info, err := c.node(5).Inspect(ctx, "k@g")
+		return err == nil && info.Waiters == 1
+	}, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, l4.Release(ctx))
+	l5 := <-got
+	require.NotNil(t, l5)
+	require.Greater(t, l5.Token(), l4.Token())
+	require.NoError(t, l5.Release(ctx))
+	// The serving side: a replica that runs g feeds a mirror; one that
+	// does not refuses, and says so.
+	idx, err := c.node(5).host.TestingSubscribe(ctx, c.addr(1), "g")
+	require.NoError(t, err)
+	require.NotZero(t, idx)
+	_, err = c.node(1).host.TestingSubscribe(ctx, c.addr(5), "g")
+	require.ErrorContains(t, err, `replica 5 does not run group "g"`)
+	_, err = c.node(5).MembersOf(ctx, "g")
+	require.True(t, errors.Is(err, ErrUnavailable), "membership is asked of a replica that runs the group: %v", err)
+	require.False(t, runs(c.node(5), "g"))
+}
+
+// Over TCP with mutual TLS: a replica that runs only its own groups
+// reaches another through the raft port, its TLS and its handshake.
+func TestPlacementOverMutualTLS(t *testing.T) {
+	ca := newTestCA(t, "group")
+	trs := map[uint64]transport.Transport{}
+	for id := uint64(1); id <= 4; id++ {
+		cert, key := ca.issue("replica" + string(rune('0'+id)))
+		trs[id] = transport.MutualTLS(ca.file, cert, key)
+	}
+	c := newTCPCluster(t, 4, func(cfg *Config) {
+		cfg.Transport = trs[cfg.ReplicaID]
+		cfg.Placement = PlaceOwnGroups
+		cfg.Groups = []GroupConfig{{Name: "g", Voters: []uint64{1, 2, 3}}}
+	})
+	ctx := testCtx(t)
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "g runs on its voters only, with a leader", func(id uint64, st Status) bool {
+		_, has := group(st, "g")
+		return has == (id <= 3) && allLeaders(st)
+	})
+	s4, s1 := newSession(t, ctx, c.node(4)), newSession(t, ctx, c.node(1))
+	l4, err := s4.Acquire(ctx, "x@g")
+	require.NoError(t, err)
+	require.NotZero(t, mirrorServer(c.node(4), "g"), "4 reaches g through a mirror")
+	require.False(t, runs(c.node(4), "g"))
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := s1.Acquire(ctx, "x@g")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	require.Eventually(t, func() bool {
+		info, err := c.node(4).Inspect(ctx, "x@g")
+		return err == nil && info.Waiters == 1
+	}, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, l4.Release(ctx))
+	l1 := <-got
+	require.NotNil(t, l1)
+	require.Greater(t, l1.Token(), l4.Token())
+}
+
+// A mirror nothing uses any more stops (no parts, no watches, no calls
+// for replica.MirrorIdle), and the next call naming its group starts
+// another.
+func TestPlacementIdleMirrorStops(t *testing.T) {
+	old := replica.MirrorIdle
+	replica.MirrorIdle = 300 * time.Millisecond
+	t.Cleanup(func() { replica.MirrorIdle = old }) // after the cluster's close, registered next
+	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "g runs on its voters, with a leader", func(id uint64, st Status) bool {
+		_, has := group(st, "g")
+		return has == (id <= 3) && allLeaders(st)
+	})
+	n4 := c.node(4)
+	s := newSession(t, ctx, n4)
+	l, err := s.Acquire(ctx, "x@g")
+	require.NoError(t, err)
+	first := n4.host.Group("g")
+	require.NotNil(t, first)
+	// In use (a part lives here): it stays past the idle time.
+	require.Never(t, func() bool { return n4.host.Group("g") != first }, 3*replica.MirrorIdle, 20*time.Millisecond)
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, s.Close(ctx))
+	require.Eventually(t, func() bool { return n4.host.Group("g") == nil }, 30*time.Second, 20*time.Millisecond,
+		"the unused mirror stops")
+	s = newSession(t, ctx, n4)
+	l, err = s.Acquire(ctx, "x@g")
+	require.NoError(t, err, "a new mirror serves the next call")
+	require.NotSame(t, first, n4.host.Group("g"))
+	require.NoError(t, l.Release(ctx))
+}

@@ -109,6 +109,9 @@ func (h *Host) handover(mr *Replica, r *Replica) {
 	if !wait(func() bool { return r.appliedIndex.Load() >= last }) {
 		return
 	}
+	if !r.calls.enter() { // a stop in flight destroys the state machine
+		return
+	}
 	_, err := r.nh.StaleRead(r.shard, fsm.Query(func(st *fsm.State) any {
 		r.held.mu.Lock()
 		r.held.open = true
@@ -116,6 +119,7 @@ func (h *Host) handover(mr *Replica, r *Replica) {
 		r.held.inner.Restored(st)
 		return nil
 	}))
+	r.calls.exit()
 	if err != nil {
 		r.log.Warn("fencelock: the group's shard could not take over from its mirror here", "err", err)
 		return

@@ -278,6 +278,10 @@ func (r *Replica) subscribe(sub *subscriber) (uint64, []byte, error) {
 		state []byte
 		err   error
 	}
+	if !r.calls.enter() { // a stop in flight destroys the state machine
+		return 0, nil, r.stoppedErr()
+	}
+	defer r.calls.exit()
 	v, err := r.nh.StaleRead(r.shard, fsm.Query(func(st *fsm.State) any {
 		var buf bytes.Buffer
 		if err := st.Save(&buf); err != nil {

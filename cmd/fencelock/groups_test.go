@@ -2,6 +2,8 @@ package main
 
 import (
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +100,45 @@ func TestServeGroups(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, string(out), fencelock.ErrInvalidConfig.Error())
 	require.Contains(t, string(out), "Groups[0].Name")
+}
+
+// With --placement own, a replica runs only the named groups it votes in
+// and serves the others' names through a replica that runs them.
+func TestServePlacementOwn(t *testing.T) {
+	p := startProcs(t, "--placement", "own", "--group", "solo=2")
+	running := func(id uint64) []string {
+		r := do(t, "GET", p.urls[id]+"/v1/status", nil)
+		groups, _ := r.body["groups"].([]any)
+		var names []string
+		for _, g := range groups {
+			names = append(names, g.(map[string]any)["name"].(string))
+		}
+		return names
+	}
+	require.Eventually(t, func() bool { return slices.Contains(running(2), "solo") }, 60*time.Second, 50*time.Millisecond)
+	require.NotContains(t, running(1), "solo", "replica 1 votes in no named group")
+	require.NotContains(t, running(3), "solo", "replica 3 votes in no named group")
+
+	// A lock of solo through replica 1, then a waiter through replica 3,
+	// granted on release with a higher token.
+	s1 := session(t, p.urls[1], 10000)
+	r := do(t, "POST", p.urls[1]+"/v1/locks/job%40solo/acquire", map[string]any{"session_id": s1})
+	require.Equal(t, true, r.body["granted"], r.raw)
+	first, err := strconv.ParseUint(r.str("fencing_token"), 10, 64)
+	require.NoError(t, err, r.raw)
+	s3 := session(t, p.urls[3], 10000)
+	r = do(t, "POST", p.urls[3]+"/v1/locks/job%40solo/acquire", map[string]any{"session_id": s3, "wait": false})
+	require.NotEqual(t, true, r.body["granted"], "held through replica 1: %s", r.raw)
+	r = do(t, "POST", p.urls[1]+"/v1/locks/job%40solo/release", map[string]any{"session_id": s1, "fencing_token": first})
+	require.Equal(t, 200, r.status, r.raw)
+	r = do(t, "POST", p.urls[3]+"/v1/locks/job%40solo/acquire", map[string]any{"session_id": s3})
+	require.Equal(t, true, r.body["granted"], r.raw)
+	second, err := strconv.ParseUint(r.str("fencing_token"), 10, 64)
+	require.NoError(t, err, r.raw)
+	require.Greater(t, second, first)
+
+	out, err := exec.Command(p.bin, "serve", "--id", "1", "--peers", "1=127.0.0.1:1", "--dir", t.TempDir(),
+		"--http", "127.0.0.1:0", "--placement", "some").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), `--placement: "some" is neither every nor own`)
 }

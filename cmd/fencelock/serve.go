@@ -53,6 +53,17 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
+// parsePlacement reads --placement.
+func parsePlacement(s string) (fencelock.Placement, error) {
+	switch s {
+	case "every":
+		return fencelock.PlaceEveryGroup, nil
+	case "own":
+		return fencelock.PlaceOwnGroups, nil
+	}
+	return 0, fmt.Errorf("--placement: %q is neither every nor own", s)
+}
+
 // readTokens reads the tokens file: `TOKEN [RIGHT:PREFIX ...]` lines
 // (httpapi.ParseTokens); blank lines and lines starting with # are skipped.
 func readTokens(path string) (*httpapi.ACL, error) {
@@ -240,6 +251,7 @@ func serve(args []string) error {
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	var lim limits
 	lim.register(fs)
+	placement := fs.String("placement", "every", "which named groups this replica runs a raft replica of: every (a non-voting one where it does not vote) or own (only those it votes in; it reaches the others through a replica that runs them)")
 	var groups groupFlags
 	fs.Var(&groups, "group", "a named group beside the default one, NAME=ID,ID,... of its voters (1, 3 or 5 of --peers); repeatable, the same list on every replica")
 	if err := fs.Parse(args); err != nil {
@@ -249,6 +261,10 @@ func serve(args []string) error {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
 	lvl, err := parseLevel(*level)
+	if err != nil {
+		return err
+	}
+	place, err := parsePlacement(*placement)
 	if err != nil {
 		return err
 	}
@@ -283,7 +299,7 @@ func serve(args []string) error {
 		return err
 	}
 	cfg := fencelock.Config{ReplicaID: who.id, Members: members, Addr: who.addr, Dir: *dir, SessionTTL: *ttl,
-		ListenAddr: *raftListen, Logger: log, Groups: groups}
+		ListenAddr: *raftListen, Logger: log, Groups: groups, Placement: place}
 	if who.join {
 		// --peers bootstrapped the group; a joining replica learns the
 		// membership from it.

@@ -104,6 +104,9 @@ type Op struct {
 	// read reported them (what every observer must end on too)
 	LeaderName string
 	ElectedAt  time.Time
+	// leader: the leader's part in the election's group
+	// (LeaderInfo.PartID), as Observe reports it too.
+	LeaderPart uint64
 	Call       int64
 	Return     int64
 	// Req is the numbered request the call made (testhook.WithRequests),

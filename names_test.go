@@ -44,7 +44,7 @@ func TestSessionNamesInViews(t *testing.T) {
 	require.Greater(t, h.HeldFor(time.Now()), time.Duration(0))
 	require.Zero(t, Holder{}.HeldFor(time.Now()), "an unknown grant time is no hold time")
 	require.Len(t, info.Waiting, 1)
-	require.Equal(t, Waiter{SessionID: waiter.ID(), Name: "backfill@worker-7", Owner: 2, Place: 1,
+	require.Equal(t, Waiter{SessionID: waiter.ID(), PartID: waiter.ID(), Name: "backfill@worker-7", Owner: 2, Place: 1,
 		QueuedAt: info.Waiting[0].QueuedAt}, info.Waiting[0])
 	require.False(t, info.Waiting[0].QueuedAt.Before(h.GrantedAt), "it queued after the grant")
 

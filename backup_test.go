@@ -161,7 +161,7 @@ func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
 		if name == "inv@billing" {
 			id = keeperBilling
 		}
-		require.Equal(t, id, li.SessionID, name)
+		require.Equal(t, id, li.PartID, name)
 	}
 	li, err := n.Inspect(ctx, "jobs/q")
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
 			if name == "hot@billing" {
 				id = writerBilling
 			}
-			require.Equal(t, id, li.SessionID, name)
+			require.Equal(t, id, li.PartID, name)
 		}
 	}
 
@@ -236,7 +236,7 @@ func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, li.Held)
 	require.Equal(t, held["inv@billing"].Token(), li.Token)
-	require.Equal(t, keeperBilling, li.SessionID)
+	require.Equal(t, keeperBilling, li.PartID)
 	require.NoError(t, other.node(1).SetVoters(ctx, "billing", []uint64{1}))
 	li, err = other.node(1).Inspect(ctx, "inv@billing")
 	require.NoError(t, err)
@@ -288,7 +288,7 @@ func TestBackupRestoresCreatedGroup(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, li.Held)
 	require.Equal(t, pay.Token(), li.Token)
-	require.Equal(t, payID, li.SessionID)
+	require.Equal(t, payID, li.PartID)
 	fresh, err := dst.node(1).NewSession(ctx)
 	require.NoError(t, err)
 	l, err := fresh.Acquire(ctx, "refund/2@payments")

@@ -14,7 +14,8 @@ type LeaderInfo struct {
 	Election  string
 	Value     string
 	Token     uint64 // the term's epoch: the fencing token of its grant
-	SessionID uint64 // the leader's session: its ID in the election's group (Session.IDIn)
+	SessionID uint64 // the leader's session (Session.ID); 0 without a leader, or unknown (see LockInfo)
+	PartID    uint64 // its part in the election's group (Session.IDIn): SessionID in the default group
 	// SessionName is the leader's session's name (WithSessionName) and
 	// ElectedAt when it was elected, by the clock of the replica that
 	// proposed the entry electing it (zero: unknown, as for a term begun
@@ -33,7 +34,8 @@ func leaderInfo(e session.ElectionInfo) LeaderInfo {
 }
 
 func fromLeader(l session.Leader) LeaderInfo {
-	return LeaderInfo{Election: l.Election, Value: l.Value, Token: l.Token, SessionID: l.Session,
+	id, part := shownIDs(l.Election, l.Session, l.Parent)
+	return LeaderInfo{Election: l.Election, Value: l.Value, Token: l.Token, SessionID: id, PartID: part,
 		SessionName: l.Name, ElectedAt: unixTime(l.At)}
 }
 
@@ -151,7 +153,8 @@ func (n *Node) Leader(ctx context.Context, election string) (LeaderInfo, error) 
 
 // Candidate is a candidate queued in an election.
 type Candidate struct {
-	SessionID uint64
+	SessionID uint64 // its session (Session.ID); 0: unknown (see LockInfo)
+	PartID    uint64 // its part in the election's group (Session.IDIn): SessionID in the default group
 	Value     string // the value it will lead with
 	Replica   uint64 // the replica its session lives on
 	Name      string // its session's name (WithSessionName)
@@ -163,8 +166,8 @@ type Candidate struct {
 
 // Candidates is an election's leader and its queued candidates, in the
 // order they will lead. The election lives in one group, the one its
-// name's "@group" names: its session IDs are IDs in that group
-// (Session.IDIn).
+// name's "@group" names: its PartIDs are IDs in that group
+// (Session.IDIn), its SessionIDs Session.IDs (see LockInfo).
 type Candidates struct {
 	Leader LeaderInfo
 	Queue  []Candidate // the first ListLimit (default DefaultListLimit)
@@ -181,7 +184,8 @@ func (n *Node) Candidates(ctx context.Context, election string, opts ...ListOpti
 	}
 	out := Candidates{Leader: leaderInfo(e), Total: e.Candidates, Queue: make([]Candidate, len(queue))}
 	for i, c := range queue {
-		out.Queue[i] = Candidate{SessionID: c.Session, Value: c.Value, Replica: c.Owner, Name: c.Name, Place: c.Place,
+		id, part := shownIDs(election, c.Session, c.Parent)
+		out.Queue[i] = Candidate{SessionID: id, PartID: part, Value: c.Value, Replica: c.Owner, Name: c.Name, Place: c.Place,
 			QueuedAt: unixTime(c.QueuedAt)}
 	}
 	return out, nil

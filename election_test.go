@@ -71,7 +71,9 @@ func leaderOf(t testing.TB, ctx context.Context, n *Node, name string) LeaderInf
 }
 
 func infoOf(l *Leadership) LeaderInfo {
-	return LeaderInfo{Election: l.Election(), Value: l.Value(), Token: l.Token(), SessionID: l.Session().ID()}
+	_, group, _ := SplitName(l.Election())
+	part, _ := l.Session().IDIn(group)
+	return LeaderInfo{Election: l.Election(), Value: l.Value(), Token: l.Token(), SessionID: l.Session().ID(), PartID: part}
 }
 
 // next receives the next observation; the channel must stay open.
@@ -131,7 +133,7 @@ func TestCampaignResignHandoverOrder(t *testing.T) {
 	require.NotZero(t, lead.Token())
 	require.Nil(t, lead.Err())
 	for id := uint64(1); id <= 3; id++ {
-		require.Equal(t, LeaderInfo{Election: "primary", Value: "replica-1", Token: lead.Token(), SessionID: first.ID()},
+		require.Equal(t, LeaderInfo{Election: "primary", Value: "replica-1", Token: lead.Token(), SessionID: first.ID(), PartID: first.ID()},
 			leaderOf(t, ctx, c.node(id), "primary"))
 	}
 
@@ -153,7 +155,7 @@ func TestCampaignResignHandoverOrder(t *testing.T) {
 		require.NoError(t, r.err)
 		require.Greater(t, r.l.Token(), lead.Token(), "each term has a larger token")
 		require.Equal(t, fmt.Sprint("candidate-", i), r.l.Value())
-		require.Equal(t, LeaderInfo{Election: "primary", Value: r.l.Value(), Token: r.l.Token(), SessionID: s.ID()},
+		require.Equal(t, LeaderInfo{Election: "primary", Value: r.l.Value(), Token: r.l.Token(), SessionID: s.ID(), PartID: s.ID()},
 			leaderOf(t, ctx, c.node(uint64(i%3+1)), "primary"))
 		require.Equal(t, before+1, grants(t, ctx, c.node(1)), "one grant per change")
 		for _, later := range results[i+1:] {
@@ -178,7 +180,7 @@ func TestProclaimKeepsTheTerm(t *testing.T) {
 	require.NoError(t, lead.Proclaim(ctx, "10.0.0.2:6432"))
 	require.Equal(t, "10.0.0.2:6432", lead.Value())
 	info := leaderOf(t, ctx, c.node(3), "db/primary")
-	require.Equal(t, LeaderInfo{Election: "db/primary", Value: "10.0.0.2:6432", Token: lead.Token(), SessionID: s.ID()}, info)
+	require.Equal(t, LeaderInfo{Election: "db/primary", Value: "10.0.0.2:6432", Token: lead.Token(), SessionID: s.ID(), PartID: s.ID()}, info)
 	require.Equal(t, before, grants(t, ctx, c.node(1)), "a proclamation is no new term")
 
 	long := strings.Repeat("v", 4096)
@@ -244,7 +246,7 @@ func TestObserveSequence(t *testing.T) {
 	la := campaign(t, ctx, a, "primary", "a")
 	require.Equal(t, infoOf(la), next(t, ctx, ch))
 	require.NoError(t, la.Proclaim(ctx, "a2"))
-	require.Equal(t, LeaderInfo{Election: "primary", Value: "a2", Token: la.Token(), SessionID: a.ID()}, next(t, ctx, ch))
+	require.Equal(t, LeaderInfo{Election: "primary", Value: "a2", Token: la.Token(), SessionID: a.ID(), PartID: a.ID()}, next(t, ctx, ch))
 
 	rb := campaignAsync(ctx, b, "primary", "b")
 	waitCandidates(t, ctx, c.node(3), "primary", 1)
@@ -282,7 +284,7 @@ func TestObserveCoalescesToTheLatest(t *testing.T) {
 	for i := 1; i <= 50; i++ {
 		require.NoError(t, lead.Proclaim(ctx, fmt.Sprint("v", i)))
 	}
-	want := LeaderInfo{Election: "e", Value: "v50", Token: lead.Token(), SessionID: s.ID()}
+	want := LeaderInfo{Election: "e", Value: "v50", Token: lead.Token(), SessionID: s.ID(), PartID: s.ID()}
 	// The observer's replica may not have applied the last change yet, but
 	// nothing after the latest value arrives, and values only move forward.
 	seen := observeUntil(t, ctx, ch, want)
@@ -315,7 +317,7 @@ func TestObserveAcrossRaftLeaderChange(t *testing.T) {
 	require.NotEqual(t, old, c.leader(ctx))
 	require.False(t, closed(lead.Done()), "the leadership survives the raft failover")
 	require.NoError(t, lead.Proclaim(ctx, "after"))
-	require.Equal(t, LeaderInfo{Election: "primary", Value: "after", Token: lead.Token(), SessionID: s.ID()}, next(t, ctx, ch))
+	require.Equal(t, LeaderInfo{Election: "primary", Value: "after", Token: lead.Token(), SessionID: s.ID(), PartID: s.ID()}, next(t, ctx, ch))
 
 	s2 := newSession(t, ctx, c.node(f1))
 	r := campaignAsync(ctx, s2, "primary", "f1")
@@ -550,7 +552,7 @@ func TestCandidates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lead.Token(), got.Leader.Token)
 	require.Equal(t, 2, got.Total)
-	require.Equal(t, []Candidate{{SessionID: b.ID(), Value: fmt.Sprint("v", b.ID()), Replica: 2}, {SessionID: d.ID(), Value: fmt.Sprint("v", d.ID()), Replica: 3}}, unnamedCandidates(t, got.Queue))
+	require.Equal(t, []Candidate{{SessionID: b.ID(), PartID: b.ID(), Value: fmt.Sprint("v", b.ID()), Replica: 2}, {SessionID: d.ID(), PartID: d.ID(), Value: fmt.Sprint("v", d.ID()), Replica: 3}}, unnamedCandidates(t, got.Queue))
 	one, err := c.node(3).Candidates(ctx, "primary", ListLimit(1))
 	require.NoError(t, err)
 	require.Len(t, one.Queue, 1)

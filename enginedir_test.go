@@ -39,7 +39,7 @@ func TestDirOfEarlierEngineSettingsStillOpens(t *testing.T) {
 	for _, name := range []string{"x", "y@g"} {
 		info := inspect(t, ctx, c.node(2), name)
 		require.True(t, info.Held, "%s is still held after the restart", name)
-		require.Equal(t, ids[name], info.SessionID)
+		require.Equal(t, ids[name], info.PartID)
 	}
 	s2 := newSession(t, ctx, c.node(3))
 	l, err := s2.Acquire(ctx, "z@g")

@@ -9,13 +9,16 @@ import (
 )
 
 // The views describe one group: the name's or the prefix's "@group", or
-// the group passed by name; their session IDs are the IDs of the session's
-// parts in that group; EndSessionIn ends one part, EndSession the whole
-// session, whose node then closes its other parts at their groups.
+// the group passed by name; they show a holder by its session's ID
+// (Session.ID) and its part's ID in that group (PartID, Session.IDIn);
+// EndSessionIn ends one part, EndSession the whole session, whose node
+// then closes its other parts at their groups.
 func TestGroupsViews(t *testing.T) {
 	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
 	ctx := testCtx(t)
-	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
+	c.waitStatus(ctx, "leaders, writing log version 10", func(_ uint64, st Status) bool {
+		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
+	})
 	n := c.node(2)
 
 	s, err := c.node(1).NewSession(ctx)
@@ -36,17 +39,25 @@ func TestGroupsViews(t *testing.T) {
 	idA, ok := s.IDIn("a")
 	require.True(t, ok)
 
-	// Inspect and Candidates: the name's group, the part's ID there.
+	// Inspect and Candidates: the name's group, the session's ID and the
+	// part's there.
 	info, err := n.Inspect(ctx, "y@a")
 	require.NoError(t, err)
-	require.Equal(t, idA, info.SessionID)
+	require.Equal(t, s.ID(), info.SessionID)
+	require.Equal(t, idA, info.PartID)
+	require.Equal(t, []uint64{s.ID(), idA}, []uint64{info.Holders[0].SessionID, info.Holders[0].PartID})
 	require.Equal(t, y.Token(), info.Token)
 	info, err = n.Inspect(ctx, "x")
 	require.NoError(t, err)
 	require.Equal(t, s.ID(), info.SessionID)
+	require.Equal(t, s.ID(), info.PartID, "in the default group, the part is the session")
 	cands, err := n.Candidates(ctx, "e@a")
 	require.NoError(t, err)
-	require.Equal(t, idA, cands.Leader.SessionID)
+	require.Equal(t, s.ID(), cands.Leader.SessionID)
+	require.Equal(t, idA, cands.Leader.PartID)
+	leader, err := n.Leader(ctx, "e@a")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{s.ID(), idA}, []uint64{leader.SessionID, leader.PartID})
 
 	// Locks: one group per page.
 	names := func(p LockPage) []string {
@@ -73,7 +84,8 @@ func TestGroupsViews(t *testing.T) {
 	require.Equal(t, []string{"x", "y@a", "z@a"}, names(page))
 	require.Equal(t, []string{"", "a", "a"}, []string{page.Locks[0].Group, page.Locks[1].Group, page.Locks[2].Group})
 	require.Equal(t, s.ID(), page.Locks[0].SessionID)
-	require.Equal(t, idA, page.Locks[1].SessionID, "a named group's lock: the part's ID there")
+	require.Equal(t, s.ID(), page.Locks[1].SessionID, "a named group's lock: the session's ID")
+	require.Equal(t, idA, page.Locks[1].PartID, "and the part's ID there")
 	page, err = n.Locks(ctx, "", ListLimit(2))
 	require.NoError(t, err)
 	require.Equal(t, []string{"x", "y@a"}, names(page))
@@ -86,7 +98,7 @@ func TestGroupsViews(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"z@a"}, names(page), "a prefix without '@' matches in every group")
 
-	// Sessions: per group, each part under its ID there.
+	// Sessions: per group, each part under its session's ID and its own.
 	ids := func(p SessionPage) []uint64 {
 		var out []uint64
 		for _, si := range p.Sessions {
@@ -94,15 +106,24 @@ func TestGroupsViews(t *testing.T) {
 		}
 		return out
 	}
+	parts := func(p SessionPage) []uint64 {
+		var out []uint64
+		for _, si := range p.Sessions {
+			out = append(out, si.PartID)
+		}
+		return out
+	}
 	sp, err := n.SessionsIn(ctx, "a")
 	require.NoError(t, err)
 	require.Equal(t, "a", sp.Group)
-	require.Equal(t, []uint64{idA}, ids(sp))
+	require.Equal(t, []uint64{s.ID()}, ids(sp))
+	require.Equal(t, []uint64{idA}, parts(sp))
 	require.Equal(t, 2, sp.Sessions[0].Held, "y@a and z@a (Held counts locks)")
 	sp, err = n.Sessions(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "", sp.Group)
 	require.Equal(t, []uint64{s.ID()}, ids(sp))
+	require.Equal(t, []uint64{s.ID()}, parts(sp))
 	require.Equal(t, 1, sp.Sessions[0].Held)
 
 	// Members: per group.
@@ -160,7 +181,7 @@ func TestGroupsViews(t *testing.T) {
 	require.NoError(t, ctx.Err(), "z@a freed at a")
 	sp, err = n.SessionsIn(ctx, "a")
 	require.NoError(t, err)
-	require.False(t, slices.Contains(ids(sp), idA2), "the part in a is closed there")
+	require.False(t, slices.Contains(parts(sp), idA2), "the part in a is closed there")
 }
 
 func waitDone(t *testing.T, ctx context.Context, done <-chan struct{}, what string) {

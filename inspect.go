@@ -12,13 +12,17 @@ import (
 // "@group" names (the default group for a name without '@'). Token and
 // SessionID describe the oldest current grant: for a lock held
 // exclusively, its only one. Holders lists every current grant. Tokens are
-// that group's, and session IDs are IDs in that group: in a named group,
-// the ID of the holder's part there (Session.IDIn), not Session.ID.
+// that group's. A holder or waiter is shown by its session's ID
+// (SessionID, Session.ID) and its part's ID in the lock's group (PartID,
+// Session.IDIn): the same in the default group; in a named group,
+// SessionID is 0 for a part opened before the group wrote log version 10,
+// which only PartID names (see Session.IDIn and docs/operations.md).
 type LockInfo struct {
 	Name      string
 	Held      bool
 	Token     uint64 // fencing token of the oldest current grant; 0 when free
-	SessionID uint64 // its holder's session; 0 when free
+	SessionID uint64 // its holder's session (Session.ID); 0 when free or unknown
+	PartID    uint64 // its holder's part in the lock's group (Session.IDIn); 0 when free
 	Waiters   int    // requests queued behind the holders
 	Shared    bool   // held in shared mode: AcquireShared's holders, or a semaphore's
 	Permits   int    // a semaphore's permit count; 0 for a lock
@@ -32,7 +36,8 @@ type LockInfo struct {
 	// Holders is every current grant, oldest (lowest token) first; nil when
 	// free.
 	Holders []Holder
-	// Queue is the sessions of the waiting requests, head first: a
+	// Queue is the sessions of the waiting requests (their SessionIDs, 0
+	// for unknown: see Waiting for their PartIDs), head first: a
 	// request's position is its index plus one. Inspect lists them all,
 	// Locks the first QueueListed; Watch lists none (Waiters counts them).
 	Queue []uint64
@@ -52,7 +57,8 @@ type LockInfo struct {
 
 // Holder is one current grant of a lock.
 type Holder struct {
-	SessionID uint64
+	SessionID uint64 // the holder's session (Session.ID); 0: unknown (see LockInfo)
+	PartID    uint64 // its part in the lock's group (Session.IDIn): SessionID in the default group
 	Token     uint64
 	Owner     uint64        // the replica the holder's session lives on
 	MaxHold   time.Duration // the grant's maximum hold (WithMaxHold); 0: none
@@ -78,7 +84,8 @@ func (h Holder) HeldFor(now time.Time) time.Duration {
 
 // Waiter is one request waiting for a lock.
 type Waiter struct {
-	SessionID uint64
+	SessionID uint64 // its session (Session.ID); 0: unknown (see LockInfo)
+	PartID    uint64 // its part in the lock's group (Session.IDIn): SessionID in the default group
 	Name      string // its session's name
 	Owner     uint64 // the replica its session lives on
 	Shared    bool   // it asks for the lock in shared mode
@@ -97,13 +104,15 @@ func unixTime(ns uint64) time.Time {
 	return time.Unix(0, int64(ns))
 }
 
-func waiters(ws []session.Waiter) []Waiter {
+// waiters converts the waiting requests of lock name.
+func waiters(name string, ws []session.Waiter) []Waiter {
 	if ws == nil {
 		return nil
 	}
 	out := make([]Waiter, len(ws))
 	for i, w := range ws {
-		out[i] = Waiter{SessionID: w.Session, Name: w.Name, Owner: w.Owner, Shared: w.Shared, Place: w.Place,
+		id, part := shownIDs(name, w.Session, w.Parent)
+		out[i] = Waiter{SessionID: id, PartID: part, Name: w.Name, Owner: w.Owner, Shared: w.Shared, Place: w.Place,
 			QueuedAt: unixTime(w.QueuedAt)}
 	}
 	return out
@@ -111,7 +120,7 @@ func waiters(ws []session.Waiter) []Waiter {
 
 // equal reports whether a and b describe the same state.
 func (a LockInfo) equal(b LockInfo) bool {
-	return a.Name == b.Name && a.Held == b.Held && a.Token == b.Token && a.SessionID == b.SessionID &&
+	return a.Name == b.Name && a.Held == b.Held && a.Token == b.Token && a.SessionID == b.SessionID && a.PartID == b.PartID &&
 		a.Waiters == b.Waiters && a.Shared == b.Shared && a.Permits == b.Permits && a.Err == b.Err &&
 		a.Delayed == b.Delayed && a.SessionName == b.SessionName && a.GrantedAt.Equal(b.GrantedAt) &&
 		slices.Equal(a.Holders, b.Holders) && slices.Equal(a.Queue, b.Queue) && slices.Equal(a.Waiting, b.Waiting)
@@ -133,19 +142,42 @@ func (n *Node) Inspect(ctx context.Context, name string) (LockInfo, error) {
 // lockView is a lock with its waiting requests.
 func lockView(v session.LockView) LockInfo {
 	info := lockInfo(v.Info)
-	info.Queue = v.Queue
-	info.Waiting = waiters(v.Waiting)
+	info.Waiting = waiters(v.Info.Name, v.Waiting)
+	info.Queue = queueOf(v.Info.Name, v.Queue, info.Waiting)
 	return info
 }
 
+// queueOf is the Queue of lock name: the SessionIDs of waiting, which
+// names the same requests as parts, the part IDs the group listed them by
+// (nil stays nil). A part waiting does not name is shown as one whose
+// session is unknown.
+func queueOf(name string, parts []uint64, waiting []Waiter) []uint64 {
+	if parts == nil {
+		return nil
+	}
+	out := make([]uint64, len(parts))
+	for i := range out {
+		out[i], _ = shownIDs(name, parts[i], 0)
+		if i < len(waiting) && waiting[i].PartID == parts[i] {
+			out[i] = waiting[i].SessionID
+		}
+	}
+	return out
+}
+
 func lockInfo(l session.LockInfo) LockInfo {
-	info := LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: l.Session, Waiters: l.Waiters,
+	id, part := shownIDs(l.Name, l.Session, l.Parent)
+	if !l.Held {
+		id, part = 0, 0
+	}
+	info := LockInfo{Name: l.Name, Held: l.Held, Token: l.Token, SessionID: id, PartID: part, Waiters: l.Waiters,
 		Shared: l.Shared, Permits: int(l.Permits), Delayed: l.Delayed, SessionName: l.SessionName,
 		GrantedAt: unixTime(l.GrantedAt)}
 	if l.Holders != nil {
 		info.Holders = make([]Holder, len(l.Holders))
 		for i, h := range l.Holders {
-			info.Holders[i] = Holder{SessionID: h.Session, Token: h.Token, Owner: h.Owner,
+			id, part := shownIDs(l.Name, h.Session, h.Parent)
+			info.Holders[i] = Holder{SessionID: id, PartID: part, Token: h.Token, Owner: h.Owner,
 				MaxHold: time.Duration(h.MaxHold), Name: h.Name, GrantedAt: unixTime(h.GrantedAt)}
 		}
 	}

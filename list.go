@@ -33,7 +33,7 @@ func ListLimit(n int) ListOption { return func(o *listOptions) { o.limit = n } }
 func ListAfter(name string) ListOption { return func(o *listOptions) { o.after = name } }
 
 // ListAfterSession starts a page of Sessions after session id: pass the
-// last ID of the previous page.
+// last PartID of the previous page (in the default group, its ID).
 func ListAfterSession(id uint64) ListOption { return func(o *listOptions) { o.afterID = id } }
 
 // listOpts folds opts into a page's query; the listing checks it
@@ -54,16 +54,16 @@ type LockDetail struct {
 	LockInfo        // name, holders, tokens, waiters
 	Owner    uint64 // the replica the oldest holder's session lives on
 	// Group is the group the lock lives in ("" is the default group): its
-	// tokens are that group's, and its session IDs are IDs in it (in a
-	// named group, the holder's part there: Session.IDIn).
+	// tokens are that group's, and its PartIDs are IDs in it (see
+	// LockInfo for SessionID and PartID).
 	Group string
 }
 
 // LockPage is one page of Locks.
 type LockPage struct {
 	// Group is the group listed: the prefix's "@group", "" for the
-	// default group or, with AllGroups, for every group. Every session ID
-	// in the page is an ID in its lock's Group.
+	// default group or, with AllGroups, for every group. Every SessionID
+	// in the page is a Session.ID, every PartID an ID in its lock's Group.
 	Group string
 	// AllGroups: the prefix named no group, and the page lists the locks
 	// of every group this deployment runs, each with its Group.
@@ -97,8 +97,8 @@ func (n *Node) Locks(ctx context.Context, prefix string, opts ...ListOption) (Lo
 	out := LockPage{Group: p.Group, AllGroups: p.AllGroups, Locks: make([]LockDetail, len(p.Locks)), More: p.More}
 	for i, l := range p.Locks {
 		out.Locks[i] = LockDetail{LockInfo: lockInfo(l.LockInfo), Owner: l.Owner, Group: l.Group}
-		out.Locks[i].Queue = l.Queue
-		out.Locks[i].Waiting = waiters(l.Waiting)
+		out.Locks[i].Waiting = waiters(l.Name, l.Waiting)
+		out.Locks[i].Queue = queueOf(l.Name, l.Queue, out.Locks[i].Waiting)
 	}
 	return out, nil
 }
@@ -137,9 +137,13 @@ func (n *Node) ContendedIn(ctx context.Context, group string, count int) ([]Lock
 }
 
 // SessionInfo describes an open session: in a named group, one part of a
-// Session (see Session.IDIn), with the part's ID there.
+// Session (see Session.IDIn). ID is the session's (Session.ID), PartID the
+// part's in the group listed (Session.IDIn), which pages go by: the same
+// in the default group; in a named group, ID is 0 for a part opened
+// before the group wrote log version 10 (see LockInfo).
 type SessionInfo struct {
-	ID uint64
+	ID     uint64
+	PartID uint64
 	// Name is the session's name (WithSessionName; an HTTP session's
 	// "name", else its client's address); "" for a session opened before
 	// sessions had names.
@@ -155,8 +159,8 @@ type SessionInfo struct {
 // SessionPage is one page of Sessions.
 type SessionPage struct {
 	Group    string        // the group listed; "" for the default group
-	Sessions []SessionInfo // in ID order
-	More     bool          // more sessions: ask again with ListAfterSession(last ID)
+	Sessions []SessionInfo // in PartID order (in the default group, ID order)
+	More     bool          // more sessions: ask again with ListAfterSession(last PartID)
 }
 
 // Sessions lists the open sessions of the default group, wherever they
@@ -167,12 +171,13 @@ func (n *Node) Sessions(ctx context.Context, opts ...ListOption) (SessionPage, e
 }
 
 // SessionsIn lists the open sessions of group ("" is the default group),
-// wherever they live, in ID order, one page at a time. It is a
+// wherever they live, in PartID order, one page at a time. It is a
 // linearizable read and costs like Locks. In a named group each entry is
-// the part a Session opened there, with the part's own ID (Session.IDIn),
-// which is what that group's LockInfo.SessionID and Holders name; a
-// session that never used the group has no entry in it. A group this
-// deployment does not run fails with ErrUnknownGroup.
+// the part a Session opened there: its ID is the session's (Session.ID,
+// 0 if unknown: see SessionInfo) and its PartID the part's own
+// (Session.IDIn), as that group's LockInfo, Holders and Waiting show
+// them; a session that never used the group has no entry in it. A group
+// this deployment does not run fails with ErrUnknownGroup.
 func (n *Node) SessionsIn(ctx context.Context, group string, opts ...ListOption) (SessionPage, error) {
 	sessions, more, err := n.h.Sessions(ctx, group, listOpts(opts))
 	if err != nil {
@@ -180,7 +185,8 @@ func (n *Node) SessionsIn(ctx context.Context, group string, opts ...ListOption)
 	}
 	out := SessionPage{Group: group, Sessions: make([]SessionInfo, len(sessions)), More: more}
 	for i, s := range sessions {
-		out.Sessions[i] = SessionInfo{ID: s.ID, Name: s.Name, Owner: s.Owner, TTL: time.Duration(s.TTL),
+		id, part := shownIDsIn(group, s.ID, s.Parent)
+		out.Sessions[i] = SessionInfo{ID: id, PartID: part, Name: s.Name, Owner: s.Owner, TTL: time.Duration(s.TTL),
 			KeepAliveIndex: s.KeepAlive, Held: s.Held, Waiting: s.Waiting}
 	}
 	return out, nil

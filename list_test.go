@@ -75,9 +75,9 @@ func TestLocksAndSessionsListing(t *testing.T) {
 	got := append(sp.Sessions, rest.Sessions...)
 	require.Len(t, got, 3)
 	want := map[uint64]SessionInfo{
-		s1.ID(): {ID: s1.ID(), Name: defaultSessionName(), Owner: 1, TTL: 3 * time.Second, Held: 6, Waiting: 1},
-		s2.ID(): {ID: s2.ID(), Name: defaultSessionName(), Owner: 2, TTL: 5 * time.Second, Held: 6, Waiting: 0},
-		s3.ID(): {ID: s3.ID(), Name: defaultSessionName(), Owner: 3, TTL: defaultTTL, Held: 1, Waiting: 1},
+		s1.ID(): {ID: s1.ID(), PartID: s1.ID(), Name: defaultSessionName(), Owner: 1, TTL: 3 * time.Second, Held: 6, Waiting: 1},
+		s2.ID(): {ID: s2.ID(), PartID: s2.ID(), Name: defaultSessionName(), Owner: 2, TTL: 5 * time.Second, Held: 6, Waiting: 0},
+		s3.ID(): {ID: s3.ID(), PartID: s3.ID(), Name: defaultSessionName(), Owner: 3, TTL: defaultTTL, Held: 1, Waiting: 1},
 	}
 	for i, s := range got {
 		if i > 0 {

@@ -81,8 +81,8 @@ func TestAcquireReleaseSeenByEveryReplica(t *testing.T) {
 	require.Nil(t, l.Err())
 	for id := uint64(1); id <= 3; id++ {
 		info := inspect(t, ctx, c.node(id), "jobs/reindex")
-		require.Equal(t, LockInfo{Name: "jobs/reindex", Held: true, Token: l.Token(), SessionID: s.ID(),
-			Holders: []Holder{{SessionID: s.ID(), Token: l.Token(), Owner: 1}}}, unnamed(t, info))
+		require.Equal(t, LockInfo{Name: "jobs/reindex", Held: true, Token: l.Token(), SessionID: s.ID(), PartID: s.ID(),
+			Holders: []Holder{{SessionID: s.ID(), PartID: s.ID(), Token: l.Token(), Owner: 1}}}, unnamed(t, info))
 	}
 
 	require.NoError(t, l.Release(ctx))

@@ -44,7 +44,7 @@ func TestSessionNamesInViews(t *testing.T) {
 	require.Greater(t, h.HeldFor(time.Now()), time.Duration(0))
 	require.Zero(t, Holder{}.HeldFor(time.Now()), "an unknown grant time is no hold time")
 	require.Len(t, info.Waiting, 1)
-	require.Equal(t, Waiter{SessionID: waiter.ID(), Name: "backfill@worker-7", Owner: 2, Place: 1,
+	require.Equal(t, Waiter{SessionID: waiter.ID(), PartID: waiter.ID(), Name: "backfill@worker-7", Owner: 2, Place: 1,
 		QueuedAt: info.Waiting[0].QueuedAt}, info.Waiting[0])
 	require.False(t, info.Waiting[0].QueuedAt.Before(h.GrantedAt), "it queued after the grant")
 
@@ -201,8 +201,8 @@ func TestUnknownGrantTime(t *testing.T) {
 	require.True(t, info.Holders[0].GrantedAt.IsZero())
 	require.Zero(t, info.Holders[0].HeldFor(time.Now()))
 	require.Empty(t, info.Holders[0].Name)
-	require.Nil(t, waiters(nil))
-	w := waiters([]fsm.Waiter{{Session: 4, Place: 1}})
+	require.Nil(t, waiters("old", nil))
+	w := waiters("old", []fsm.Waiter{{Session: 4, Place: 1}})
 	require.True(t, w[0].QueuedAt.IsZero())
 	l := leaderInfo(fsm.ElectionInfo{Name: "e", Led: true, Token: 9, Session: 3})
 	require.True(t, l.ElectedAt.IsZero())

@@ -58,7 +58,7 @@ func TestSharedLockFairModeSwitching(t *testing.T) {
 	require.True(t, info.Shared)
 	require.Equal(t, []uint64{r1.ID(), r2.ID()}, holderIDs(info))
 	require.Equal(t, l1.Token(), info.Token, "the oldest grant")
-	require.Equal(t, []Holder{{SessionID: r1.ID(), Token: l1.Token(), Owner: 1}, {SessionID: r2.ID(), Token: l2.Token(), Owner: 2}}, unnamed(t, info).Holders)
+	require.Equal(t, []Holder{{SessionID: r1.ID(), PartID: r1.ID(), Token: l1.Token(), Owner: 1}, {SessionID: r2.ID(), PartID: r2.ID(), Token: l2.Token(), Owner: 2}}, unnamed(t, info).Holders)
 
 	_, err = w.TryAcquire(ctx, "doc")
 	require.ErrorIs(t, err, ErrLocked)
@@ -209,7 +209,7 @@ func TestWatchShowsSharedHolders(t *testing.T) {
 	require.NoError(t, err)
 	both := until(t, ctx, ch, "both readers", func(i LockInfo) bool { return len(i.Holders) == 2 })
 	require.True(t, both.Shared)
-	require.Equal(t, []Holder{{SessionID: a.ID(), Token: la.Token(), Owner: 1}, {SessionID: b.ID(), Token: lb.Token(), Owner: 2}}, unnamed(t, both).Holders)
+	require.Equal(t, []Holder{{SessionID: a.ID(), PartID: a.ID(), Token: la.Token(), Owner: 1}, {SessionID: b.ID(), PartID: b.ID(), Token: lb.Token(), Owner: 2}}, unnamed(t, both).Holders)
 	require.NoError(t, la.Release(ctx))
 	one := until(t, ctx, ch, "one reader", func(i LockInfo) bool { return len(i.Holders) == 1 })
 	require.Equal(t, lb.Token(), one.Token)

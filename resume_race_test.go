@@ -63,13 +63,13 @@ func TestResumeKeepsAGrantJustMade(t *testing.T) {
 		}
 		part, ok := rs.s.PartID(group) // a named group knows the session by its part's ID there
 		require.True(t, ok, "round %d: the resumed session has no part in group %q", i, group)
-		if info.Held && info.SessionID == part {
+		if info.Held && info.PartID == part {
 			kept++
 			require.Equal(t, []uint64{info.Token}, listed, "round %d: the group kept %s for the session, its Locks must list it", i, name)
 			require.NoError(t, rs.Locks()[0].Release(ctx))
 		} else {
 			withdrawn++
-			require.False(t, info.Held, "round %d: %s held by another session %d", i, name, info.SessionID)
+			require.False(t, info.Held, "round %d: %s held by another session's part %d", i, name, info.PartID)
 			require.Empty(t, listed, "round %d: the group holds nothing for the session", i)
 		}
 		require.NoError(t, rs.Close(ctx))

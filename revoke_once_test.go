@@ -130,7 +130,7 @@ func TestOperatorCallsApplyOnceAcrossRetries(t *testing.T) {
 			for id := uint64(1); id <= 3; id++ {
 				cands, err := c.node(id).Candidates(ctx, name)
 				require.NoError(t, err)
-				require.Equal(t, partID(t, b), cands.Leader.SessionID, "the successor leads still (replica %d)", id)
+				require.Equal(t, partID(t, b), cands.Leader.PartID, "the successor leads still (replica %d)", id)
 				require.Equal(t, lb.Token(), cands.Leader.Token)
 			}
 			time.Sleep(100 * time.Millisecond) // events reach the session after the apply
@@ -140,7 +140,7 @@ func TestOperatorCallsApplyOnceAcrossRetries(t *testing.T) {
 }
 
 // requireStillHolds checks that lock l, the grant a revocation handed on,
-// is held still, by session id (in the lock's group), with its token, as
+// is held still, by the session's part id there (PartID), with its token, as
 // every replica sees it once it has applied the revocation's retry.
 func requireStillHolds(t *testing.T, ctx context.Context, c *testCluster, name string, l *Lock, id uint64) {
 	t.Helper()
@@ -150,7 +150,7 @@ func requireStillHolds(t *testing.T, ctx context.Context, c *testCluster, name s
 	for n := uint64(1); n <= 3; n++ {
 		info := inspect(t, ctx, c.node(n), name)
 		require.True(t, info.Held, "replica %d: %+v", n, info)
-		require.Equal(t, id, info.SessionID, "the successor holds still (replica %d)", n)
+		require.Equal(t, id, info.PartID, "the successor holds still (replica %d)", n)
 		require.Equal(t, l.Token(), info.Token, "with its grant's token (replica %d)", n)
 	}
 	time.Sleep(100 * time.Millisecond) // events reach the session after the apply

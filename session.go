@@ -198,15 +198,17 @@ func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session,
 // unique there for good. It names the session as a whole: Node.EndSession
 // of it ends the whole session, a resume token carries it, and the HTTP
 // API's session_id is it. The session's parts in other groups have IDs of
-// their own there (IDIn), which that group's views (Inspect, Locks,
-// SessionsIn, Candidates) report.
+// their own there (IDIn). Every view of a holder, waiter or candidate
+// shows this ID as its SessionID, in every group (0 in a named group for a
+// part opened before the group wrote log version 10), and the part's
+// there as its PartID.
 func (s *Session) ID() uint64 { return s.s.ID() }
 
 // IDIn returns the ID of the session's live part in group ("" is the
 // default group, whose part is ID's): ok is false while the session has no
 // part there (no call named the group yet, or its part there ended). The
-// ID is the one group's views report for this session's grants there, and
-// the one Node.EndSessionIn takes.
+// ID is the PartID that group's views show for this session's grants and
+// requests there, and the one Node.EndSessionIn takes.
 func (s *Session) IDIn(group string) (id uint64, ok bool) { return s.s.PartID(group) }
 
 // TTL returns the session's time to live.

@@ -55,8 +55,8 @@ func TestWatchFollowsALock(t *testing.T) {
 	next := <-granted
 	require.NotNil(t, next)
 	handed := until(t, ctx, ch, "the hand-over", func(i LockInfo) bool { return i.Token == next.Token() })
-	require.Equal(t, LockInfo{Name: "jobs/reindex", Held: true, Token: next.Token(), SessionID: b.ID(),
-		Holders: []Holder{{SessionID: b.ID(), Token: next.Token(), Owner: 2}}}, unnamed(t, handed))
+	require.Equal(t, LockInfo{Name: "jobs/reindex", Held: true, Token: next.Token(), SessionID: b.ID(), PartID: b.ID(),
+		Holders: []Holder{{SessionID: b.ID(), PartID: b.ID(), Token: next.Token(), Owner: 2}}}, unnamed(t, handed))
 
 	require.NoError(t, c.node(1).Revoke(ctx, "jobs/reindex"))
 	until(t, ctx, ch, "the revocation", func(i LockInfo) bool { return !i.Held })

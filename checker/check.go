@@ -65,7 +65,7 @@ func settle(ctx context.Context, e *env) ([]Op, error) {
 		}
 		op := Op{Client: -1, Kind: OpRead, Lock: name, Outcome: OK, Held: info.Held,
 			Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now(), Shared: info.Shared,
-			PartSession: groupOf(name) != ""}
+			PartSession: groupOf(name) != "" && info.SessionID == 0}
 		for _, h := range info.Holders {
 			op.Holders = append(op.Holders, Ref{Session: h.SessionID, Token: h.Token})
 		}

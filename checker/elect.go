@@ -184,5 +184,5 @@ func (c *client) readLeader(ctx context.Context, name string) {
 func leaderOp(client int, node uint64, name string, info fencelock.LeaderInfo, call, ret int64) Op {
 	return Op{Client: client, Node: node, Kind: OpLeader, Lock: electionKey(name), Outcome: OK,
 		Held: info.Token != 0, Session: info.SessionID, Token: info.Token, Value: info.Value, Call: call, Return: ret,
-		LeaderName: info.SessionName, ElectedAt: info.ElectedAt}
+		LeaderName: info.SessionName, ElectedAt: info.ElectedAt, LeaderPart: info.PartID}
 }

@@ -92,15 +92,21 @@ type Op struct {
 	Shared  bool  // acquire: a shared request (AcquireShared, or a semaphore's with Permits); read: held in shared mode
 	Permits int   // acquire of a semaphore: its permit count; 0 for a lock
 	Holders []Ref // read of a shared lock or semaphore: every current grant
-	// read of a lock in a named group: Session is the holder's part there
-	// (its own ID in that group), not the Session.ID the clients record,
-	// so the read names its grant by Token alone (unique in its group).
+	// read of a lock in a named group that does not know its holder's
+	// session: a part opened before the group wrote log version 10 shows
+	// SessionID 0 (its PartID names it in that group only), not the
+	// Session.ID the clients record, so the read names its grant by Token
+	// alone (unique in its group). Other reads name the holder's Session.ID
+	// in every group, and must name the one the model holds.
 	PartSession bool
 	Value       string // campaign, proclaim: the leader's new value; leader: the value read
 	// leader: the leader session's name and when it was elected, as the
 	// read reported them (what every observer must end on too)
 	LeaderName string
 	ElectedAt  time.Time
+	// leader: the leader's part in the election's group
+	// (LeaderInfo.PartID), as Observe reports it too.
+	LeaderPart uint64
 	Call       int64
 	Return     int64
 	// Req is the numbered request the call made (testhook.WithRequests),

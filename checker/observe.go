@@ -143,5 +143,5 @@ func leaderInfo(r Op) fencelock.LeaderInfo {
 		return fencelock.LeaderInfo{Election: name}
 	}
 	return fencelock.LeaderInfo{Election: name, Value: r.Value, Token: r.Token, SessionID: r.Session,
-		SessionName: r.LeaderName, ElectedAt: r.ElectedAt}
+		PartID: r.LeaderPart, SessionName: r.LeaderName, ElectedAt: r.ElectedAt}
 }

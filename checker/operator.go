@@ -70,7 +70,7 @@ func (e *env) revokeLock(ctx context.Context, n *fencelock.Node, node uint64, na
 			return
 		}
 		e.h.add(Op{Client: -2, Node: node, Kind: OpRead, Lock: name, Outcome: OK, Held: info.Held,
-			Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now(), PartSession: groupOf(name) != ""})
+			Session: info.SessionID, Token: info.Token, Call: call, Return: e.h.now(), PartSession: groupOf(name) != "" && info.SessionID == 0})
 		if !info.Held {
 			return
 		}

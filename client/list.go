@@ -118,12 +118,16 @@ type LockList struct {
 type LockEntry struct {
 	Name string `json:"name"`
 	// Group is the group the lock lives in, its name's "@group" ("": the
-	// default group): its tokens and session IDs are that group's (in a
-	// named group, the holder's part there). Locks fills it from the
-	// name for a server that sends none.
+	// default group): its tokens are that group's. A session_id is the
+	// session's (its ID in the default group), a part_id, in a named group
+	// only, the ID of the session's part there; a session_id is 0
+	// (HolderSession absent) for a part opened before its group wrote log
+	// version 10. Locks fills Group from the name for a server that sends
+	// none.
 	Group         string `json:"group"`
 	Held          bool   `json:"held"`
-	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's
+	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's session_id
+	HolderPart    ID     `json:"holder_part,omitempty"`    // its part_id, in a named group
 	HolderName    string `json:"holder_name,omitempty"`
 	// GrantedAt is when the oldest grant was made (RFC 3339, by the
 	// proposing replica's clock), HeldForMS how long ago by the answering
@@ -145,6 +149,7 @@ type LockEntry struct {
 // HolderEntry is one current grant of a listed lock.
 type HolderEntry struct {
 	Session      ID     `json:"session_id"`
+	Part         ID     `json:"part_id,omitempty"` // in a named group: the session's part there
 	Name         string `json:"name"`
 	FencingToken ID     `json:"fencing_token"`
 	Owner        uint64 `json:"owner"`
@@ -155,6 +160,7 @@ type HolderEntry struct {
 // WaiterEntry is one waiting request of a listed lock.
 type WaiterEntry struct {
 	Session  ID     `json:"session_id"`
+	Part     ID     `json:"part_id,omitempty"` // in a named group: the session's part there
 	Name     string `json:"name"`
 	Place    int    `json:"place"` // 1: the head of the queue
 	Owner    uint64 `json:"owner"`
@@ -171,9 +177,11 @@ type SessionList struct {
 }
 
 // SessionEntry is one open session of a listing. In a named group it is
-// the part a session opened there, under its ID in that group.
+// the part a session opened there: SessionID is the session's (0 if the
+// group does not know it: see LockEntry), PartID the part's in that group.
 type SessionEntry struct {
 	SessionID ID     `json:"session_id"`
+	PartID    ID     `json:"part_id,omitempty"` // in a named group
 	Name      string `json:"name"`
 	Owner     int64  `json:"owner"`
 	TimeoutMS int64  `json:"timeout_ms"`
@@ -322,8 +330,9 @@ func (c *Client) Contended(ctx context.Context, group string, n int) (LockList, 
 	return LockList{Group: page.Group, Locks: page.Locks}, nil
 }
 
-// Sessions lists every open session of group ("" the default group) in ID
-// order, wherever it was opened (GET /v1/sessions, page after page; a
+// Sessions lists every open session of group ("" the default group) in part
+// ID order (session ID order in the default group),
+// wherever it was opened (GET /v1/sessions, page after page; a
 // linearizable read, costing like Locks). It fails as Locks does.
 func (c *Client) Sessions(ctx context.Context, group string) (SessionList, error) {
 	all := SessionList{Group: group}

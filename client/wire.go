@@ -75,6 +75,7 @@ type campaignAnswer struct {
 
 type holderJSON struct {
 	Session      wid    `json:"session_id"`
+	Part         wid    `json:"part_id"`
 	Name         string `json:"name"`
 	FencingToken wid    `json:"fencing_token"`
 	Owner        uint64 `json:"owner"`
@@ -83,6 +84,7 @@ type holderJSON struct {
 
 type waiterJSON struct {
 	Session  wid    `json:"session_id"`
+	Part     wid    `json:"part_id"`
 	Name     string `json:"name"`
 	Place    int    `json:"place"`
 	Owner    uint64 `json:"owner"`
@@ -94,6 +96,7 @@ type lockJSON struct {
 	Name          string       `json:"name"`
 	Held          bool         `json:"held"`
 	HolderSession wid          `json:"holder_session"`
+	HolderPart    wid          `json:"holder_part"`
 	HolderName    string       `json:"holder_name"`
 	GrantedAt     string       `json:"granted_at"`
 	FencingToken  wid          `json:"fencing_token"`
@@ -107,6 +110,7 @@ type lockJSON struct {
 
 type leaderJSON struct {
 	SessionID wid    `json:"session_id"`
+	PartID    wid    `json:"part_id"`
 	Name      string `json:"name"`
 	Value     string `json:"value"`
 	Token     wid    `json:"token"`
@@ -168,18 +172,29 @@ func fenceOf(s string, token uint64) (fencelock.Fence, error) {
 	return f, nil
 }
 
+// partOf is the PartID of a view's session: its part_id, which the API
+// sends in a named group only; in the default group (and from a server
+// before part_id) none, and the part is the session.
+func partOf(session, part wid) uint64 {
+	if part != 0 {
+		return uint64(part)
+	}
+	return uint64(session)
+}
+
 func (l lockJSON) info() fencelock.LockInfo {
 	out := fencelock.LockInfo{Name: l.Name, Held: l.Held, Token: uint64(l.FencingToken), SessionID: uint64(l.HolderSession),
+		PartID:  partOf(l.HolderSession, l.HolderPart),
 		Waiters: l.Waiters, Shared: l.Shared, Permits: l.Permits, SessionName: l.HolderName, GrantedAt: parseTime(l.GrantedAt)}
 	for _, h := range l.Holders {
-		out.Holders = append(out.Holders, fencelock.Holder{SessionID: uint64(h.Session), Token: uint64(h.FencingToken),
+		out.Holders = append(out.Holders, fencelock.Holder{SessionID: uint64(h.Session), PartID: partOf(h.Session, h.Part), Token: uint64(h.FencingToken),
 			Owner: h.Owner, Name: h.Name, GrantedAt: parseTime(h.GrantedAt)})
 	}
 	for _, q := range l.Queue {
 		out.Queue = append(out.Queue, uint64(q))
 	}
 	for _, w := range l.Waiting {
-		out.Waiting = append(out.Waiting, fencelock.Waiter{SessionID: uint64(w.Session), Name: w.Name, Place: w.Place,
+		out.Waiting = append(out.Waiting, fencelock.Waiter{SessionID: uint64(w.Session), PartID: partOf(w.Session, w.Part), Name: w.Name, Place: w.Place,
 			Owner: w.Owner, Shared: w.Shared, QueuedAt: parseTime(w.QueuedAt)})
 	}
 	return out
@@ -190,5 +205,6 @@ func (l *leaderJSON) info(election string) fencelock.LeaderInfo {
 		return fencelock.LeaderInfo{Election: election}
 	}
 	return fencelock.LeaderInfo{Election: election, Value: l.Value, Token: uint64(l.Token), SessionID: uint64(l.SessionID),
+		PartID:      partOf(l.SessionID, l.PartID),
 		SessionName: l.Name, ElectedAt: parseTime(l.ElectedAt)}
 }

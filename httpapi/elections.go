@@ -17,8 +17,9 @@ type CampaignResponse struct {
 	Value   string `json:"value,omitempty"`
 	// QueuePosition is 1 for the next candidate to lead; set while waiting.
 	QueuePosition int `json:"queue_position,omitempty"`
-	// HolderSession is the session's ID in the election's group, as
-	// AcquireResponse's: what the election's views name it by.
+	// HolderSession is the session's part ID in the election's group, as
+	// AcquireResponse's: what the election's views name as its part_id
+	// (its session_id in the default group).
 	HolderSession ID `json:"holder_session,omitempty"`
 	// LeaseMS, in a campaign's answer that elects, is AcquireResponse's:
 	// how long after sending the call the client may act as leader.
@@ -161,7 +162,8 @@ func (s *Server) resign(w http.ResponseWriter, r *http.Request) {
 // LeaderJSON describes an election's leader.
 type LeaderJSON struct {
 	SessionID ID     `json:"session_id"`
-	Name      string `json:"name,omitempty"` // its session's name
+	PartID    ID     `json:"part_id,omitempty"` // in a named group: the session's part there (see LockJSON)
+	Name      string `json:"name,omitempty"`    // its session's name
 	Value     string `json:"value"`
 	Token     ID     `json:"token"`
 	// ElectedAt is when it was elected (RFC 3339), LeadingForMS how long
@@ -174,6 +176,7 @@ type LeaderJSON struct {
 // CandidateJSON is a queued candidate.
 type CandidateJSON struct {
 	SessionID ID     `json:"session_id"`
+	PartID    ID     `json:"part_id,omitempty"` // in a named group: the session's part there (see LockJSON)
 	Name      string `json:"name"`
 	Place     int    `json:"place"` // 1 leads next
 	Value     string `json:"value"`
@@ -194,7 +197,7 @@ func leaderJSON(li fencelock.LeaderInfo) *LeaderJSON {
 	if li.Token == 0 {
 		return nil
 	}
-	l := &LeaderJSON{SessionID: ID(li.SessionID), Name: li.SessionName, Value: li.Value, Token: ID(li.Token)}
+	l := &LeaderJSON{SessionID: ID(li.SessionID), PartID: partID(groupOf(li.Election) != "", li.PartID), Name: li.SessionName, Value: li.Value, Token: ID(li.Token)}
 	l.ElectedAt, l.LeadingForMS = stamp(li.ElectedAt, time.Now())
 	return l
 }
@@ -260,7 +263,7 @@ func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	out := ElectionJSON{Name: name, Leader: leaderJSON(c.Leader), Candidates: []CandidateJSON{}, Total: c.Total}
 	for _, q := range c.Queue {
-		cj := CandidateJSON{SessionID: ID(q.SessionID), Name: q.Name, Place: q.Place, Value: q.Value, Replica: q.Replica}
+		cj := CandidateJSON{SessionID: ID(q.SessionID), PartID: partID(groupOf(name) != "", q.PartID), Name: q.Name, Place: q.Place, Value: q.Value, Replica: q.Replica}
 		cj.QueuedAt, cj.WaitedMS = stamp(q.QueuedAt, now)
 		out.Candidates = append(out.Candidates, cj)
 	}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -24,7 +25,12 @@ func TestGroupsOverHTTP(t *testing.T) {
 	defer cancel()
 	a, other := g.urls[1], g.urls[2]
 
-	// Status lists the groups, each with its ID and leader.
+	// Status lists the groups, each with its ID and leader, and the
+	// formats it writes: this build's, once its leader raised the gate
+	// (from then on a part records its session's ID, which the views
+	// show; the root's TestGroupsViewsAcrossTheGate checks what they show before).
+	v := fencelock.BuildVersion()
+	newest := map[string]any{"codec": float64(v.Codec), "snapshot": float64(v.Snapshot)}
 	ids := map[string]string{}
 	for len(ids) < 2 {
 		r := call(t, "GET", a+"/v1/status", nil)
@@ -34,7 +40,7 @@ func TestGroupsOverHTTP(t *testing.T) {
 		require.Len(t, groups, 2, r.raw)
 		for _, x := range groups {
 			gj := x.(map[string]any)
-			if gj["leader_id"].(float64) != 0 && gj["group_id"] != "0" {
+			if gj["leader_id"].(float64) != 0 && gj["group_id"] != "0" && reflect.DeepEqual(newest, gj["writes"]) {
 				ids[gj["name"].(string)] = gj["group_id"].(string)
 			}
 		}
@@ -103,22 +109,33 @@ func TestGroupsOverHTTP(t *testing.T) {
 	r = call(t, "GET", other+"/v1/locks?group=nope", nil)
 	require.Equal(t, 400, r.status, r.raw)
 	require.Equal(t, httpapi.CodeUnknownGroup, r.str("code"))
+	// A named group's views show the session by its session_id, and its
+	// part there by part_id (the acquire's holder_session).
 	r = call(t, "GET", other+"/v1/locks/x%40b", nil)
-	require.Equal(t, partB, r.str("holder_session"), r.raw)
-	sessions := func(r reply) []string {
+	require.Equal(t, sid, r.str("holder_session"), r.raw)
+	require.Equal(t, partB, r.str("holder_part"), r.raw)
+	holder := r.body["holders"].([]any)[0].(map[string]any)
+	require.Equal(t, []any{sid, partB}, []any{holder["session_id"], holder["part_id"]}, r.raw)
+	r = call(t, "GET", other+"/v1/locks/y", nil)
+	require.Equal(t, sid, r.str("holder_session"), r.raw)
+	require.NotContains(t, r.raw, "part_id", "the default group's part is the session")
+	require.NotContains(t, r.raw, "holder_part")
+	sessions := func(r reply, field string) []string {
 		var out []string
 		list, _ := r.body["sessions"].([]any)
 		for _, s := range list {
-			out = append(out, s.(map[string]any)["session_id"].(string))
+			id, _ := s.(map[string]any)[field].(string)
+			out = append(out, id)
 		}
 		return out
 	}
 	r = call(t, "GET", other+"/v1/sessions?group=b", nil)
 	require.Equal(t, 200, r.status, r.raw)
 	require.Equal(t, "b", r.body["group"])
-	require.Equal(t, []string{partB}, sessions(r))
+	require.Equal(t, []string{sid}, sessions(r, "session_id"))
+	require.Equal(t, []string{partB}, sessions(r, "part_id"))
 	r = call(t, "GET", other+"/v1/sessions", nil)
-	require.Equal(t, []string{sid}, sessions(r), r.raw)
+	require.Equal(t, []string{sid}, sessions(r, "session_id"), r.raw)
 
 	// Heartbeats alone keep both parts (the session renews itself only on
 	// them): after three TTLs both grants are still the same ones.
@@ -130,7 +147,7 @@ func TestGroupsOverHTTP(t *testing.T) {
 	}
 	r = call(t, "GET", lockURL(other, "x@b", ""), nil)
 	require.Equal(t, rb.str("fencing_token"), r.str("fencing_token"), "x@b kept by heartbeats: %s", r.raw)
-	require.Equal(t, partB, r.str("holder_session"))
+	require.Equal(t, partB, r.str("holder_part"))
 	r = call(t, "GET", lockURL(other, "y", ""), nil)
 	require.Equal(t, rd.str("fencing_token"), r.str("fencing_token"), r.raw)
 
@@ -147,7 +164,8 @@ func TestGroupsOverHTTP(t *testing.T) {
 	nextEvent(t, events, "state", func(e event) bool { return e.kind == "state" && e.data["held"] == true })
 	ev := nextEvent(t, events, "expired", func(e event) bool { return e.kind == "released" || e.kind == "expired" })
 	require.Equal(t, "expired", ev.kind, "x@b ended with its session: %v", ev.data)
-	require.Equal(t, partB, ev.data["previous_session"])
+	require.Equal(t, sid, ev.data["previous_session"])
+	require.Equal(t, partB, ev.data["previous_part"])
 }
 
 // An administrator ends one part of a session with ?group=: the locks held

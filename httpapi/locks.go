@@ -21,10 +21,11 @@ type AcquireResponse struct {
 	Fence string `json:"fence,omitempty"`
 	// QueuePosition is 1 for the next in line; set while waiting.
 	QueuePosition int `json:"queue_position,omitempty"`
-	// HolderSession is the session's ID in the lock's group, with a grant
-	// or a place in the queue: what the lock's views and watch events name
-	// it by. It is session_id in the default group; in a named group
-	// ("name@group") it is the ID of the session's part there.
+	// HolderSession is the session's part ID in the lock's group, with a
+	// grant or a place in the queue: what the lock's views and watch
+	// events name as its part_id. It is session_id in the default group;
+	// in a named group ("name@group") it is the ID of the session's part
+	// there (the views name the session itself by its session_id).
 	HolderSession ID `json:"holder_session,omitempty"`
 	// LeaseMS, in an answer that grants, is how long after sending this
 	// call the client may act as holder of the grant: the time its
@@ -138,11 +139,15 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 type LockJSON struct {
 	Name string `json:"name"`
 	// Group is the group the lock lives in, its name's "@group" ("": the
-	// default group): its tokens are that group's, and its session IDs are
-	// IDs in it (in a named group, the holder's part there).
+	// default group): its tokens are that group's. Every session_id in it
+	// is a session's ID (the default group's: the API's session_id), and
+	// in a named group every part_id the ID of that session's part there.
+	// A session_id is 0 (holder_session absent) for a part opened before
+	// its group wrote log version 10: its part_id names it.
 	Group         string `json:"group"`
 	Held          bool   `json:"held"`
-	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's
+	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's session_id
+	HolderPart    ID     `json:"holder_part,omitempty"`    // its part_id: in a named group only
 	HolderName    string `json:"holder_name,omitempty"`    // its session's name
 	// GrantedAt is when the oldest grant was made (RFC 3339, by the
 	// proposing replica's clock), HeldForMS how long ago that was by this
@@ -169,7 +174,8 @@ type LockJSON struct {
 // HolderJSON is one current grant of a lock.
 type HolderJSON struct {
 	Session      ID     `json:"session_id"`
-	Name         string `json:"name"` // the holder's session's name
+	Part         ID     `json:"part_id,omitempty"` // in a named group: the session's part there
+	Name         string `json:"name"`              // the holder's session's name
 	FencingToken ID     `json:"fencing_token"`
 	Owner        uint64 `json:"owner"`
 	GrantedAt    string `json:"granted_at,omitempty"`  // RFC 3339; absent: unknown
@@ -179,6 +185,7 @@ type HolderJSON struct {
 // WaiterJSON is one waiting request of a lock.
 type WaiterJSON struct {
 	Session  ID     `json:"session_id"`
+	Part     ID     `json:"part_id,omitempty"` // in a named group: the session's part there
 	Name     string `json:"name"`
 	Place    int    `json:"place"` // 1: next
 	Owner    uint64 `json:"owner"`
@@ -197,19 +204,30 @@ func stamp(t, now time.Time) (string, int64) {
 	return t.UTC().Format(time.RFC3339Nano), max(now.Sub(t), 0).Milliseconds()
 }
 
+// partID is the part_id a view shows: a named group's part ID, and
+// none (0, left out) in the default group, where it is the session_id.
+func partID(named bool, id uint64) ID {
+	if !named {
+		return 0
+	}
+	return ID(id)
+}
+
 func lockJSON(info fencelock.LockInfo) LockJSON {
 	now := time.Now()
-	out := LockJSON{Name: info.Name, Group: groupOf(info.Name), Held: info.Held, HolderSession: ID(info.SessionID), FencingToken: ID(info.Token),
+	named := groupOf(info.Name) != ""
+	out := LockJSON{Name: info.Name, Group: groupOf(info.Name), Held: info.Held, HolderSession: ID(info.SessionID),
+		HolderPart: partID(named, info.PartID), FencingToken: ID(info.Token),
 		Shared: info.Shared, Permits: info.Permits, Holders: []HolderJSON{}, Waiters: info.Waiters, Queue: []ID{},
 		HolderName: info.SessionName, Waiting: []WaiterJSON{}}
 	out.GrantedAt, out.HeldForMS = stamp(info.GrantedAt, now)
 	for _, h := range info.Holders {
-		hj := HolderJSON{Session: ID(h.SessionID), Name: h.Name, FencingToken: ID(h.Token), Owner: h.Owner}
+		hj := HolderJSON{Session: ID(h.SessionID), Part: partID(named, h.PartID), Name: h.Name, FencingToken: ID(h.Token), Owner: h.Owner}
 		hj.GrantedAt, hj.HeldForMS = stamp(h.GrantedAt, now)
 		out.Holders = append(out.Holders, hj)
 	}
 	for _, wt := range info.Waiting {
-		wj := WaiterJSON{Session: ID(wt.SessionID), Name: wt.Name, Place: wt.Place, Owner: wt.Owner, Shared: wt.Shared}
+		wj := WaiterJSON{Session: ID(wt.SessionID), Part: partID(named, wt.PartID), Name: wt.Name, Place: wt.Place, Owner: wt.Owner, Shared: wt.Shared}
 		wj.QueuedAt, wj.WaitedMS = stamp(wt.QueuedAt, now)
 		out.Waiting = append(out.Waiting, wj)
 	}
@@ -319,7 +337,7 @@ func (s *Server) sessionOpen(ctx context.Context, group string, id uint64) bool 
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	page, err := s.node.SessionsIn(ctx, group, fencelock.ListAfterSession(id-1), fencelock.ListLimit(1))
-	return err != nil || (len(page.Sessions) > 0 && page.Sessions[0].ID == id)
+	return err != nil || (len(page.Sessions) > 0 && page.Sessions[0].PartID == id)
 }
 
 // endKey names one grant across the groups: tokens are per group, so two
@@ -370,8 +388,10 @@ func (s *Server) grantEnd(ctx context.Context, group string, session, token uint
 // LockEvent is the data of one watch event.
 type LockEvent struct {
 	LockJSON
-	// Previous holder and token, for released and expired.
+	// Previous holder and token, for released and expired: its session_id
+	// (absent if unknown) and, in a named group, its part_id there.
 	PreviousSession ID `json:"previous_session,omitempty"`
+	PreviousPart    ID `json:"previous_part,omitempty"`
 	PreviousToken   ID `json:"previous_token,omitempty"`
 }
 
@@ -403,9 +423,10 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			st.send("state", ev)
 		case prev.Held && (!info.Held || info.Token != prev.Token):
 			// The grant ended: by release, or by the end of its session.
-			kind := s.grantEnd(st.ctx, groupOf(name), prev.SessionID, prev.Token)
+			kind := s.grantEnd(st.ctx, groupOf(name), prev.PartID, prev.Token)
 			end := ev
 			end.PreviousSession, end.PreviousToken = ID(prev.SessionID), ID(prev.Token)
+			end.PreviousPart = partID(groupOf(name) != "", prev.PartID)
 			if info.Held { // passed on in the same step: the end, then the grant
 				end.LockJSON = lockJSON(fencelock.LockInfo{Name: name, Waiters: info.Waiters})
 			}

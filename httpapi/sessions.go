@@ -375,6 +375,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 // SessionJSON describes a session in GET /v1/sessions.
 type SessionJSON struct {
 	SessionID ID     `json:"session_id"`
+	PartID    ID     `json:"part_id,omitempty"` // in a named group: the part's ID there, which pages go by
 	Name      string `json:"name"`
 	Owner     int64  `json:"owner"`
 	TimeoutMS int64  `json:"timeout_ms"`
@@ -386,11 +387,14 @@ type SessionJSON struct {
 type SessionList struct {
 	// Group is the group listed (?group=; "" is the default group, whose
 	// IDs are the session_ids of the API). In a named group each entry is
-	// a session's part there, under its ID in that group.
+	// a session's part there: its session_id is the session's (0 for a
+	// part opened before the group wrote log version 10), its part_id the
+	// part's ID in that group.
 	Group    string        `json:"group"`
 	Sessions []SessionJSON `json:"sessions"`
 	More     bool          `json:"more"`
-	// Next is the "after" of the next page, when More.
+	// Next is the "after" of the next page, when More: the last entry's
+	// part_id in a named group, its session_id in the default group.
 	Next string `json:"next,omitempty"`
 }
 
@@ -430,11 +434,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := SessionList{Group: page.Group, Sessions: []SessionJSON{}, More: page.More}
 	for _, si := range page.Sessions {
-		out.Sessions = append(out.Sessions, SessionJSON{SessionID: ID(si.ID), Name: si.Name, Owner: int64(si.Owner),
+		out.Sessions = append(out.Sessions, SessionJSON{SessionID: ID(si.ID), PartID: partID(page.Group != "", si.PartID), Name: si.Name, Owner: int64(si.Owner),
 			TimeoutMS: si.TTL.Milliseconds(), Held: si.Held, Waiting: si.Waiting})
 	}
 	if page.More && len(page.Sessions) > 0 {
-		out.Next = ID(page.Sessions[len(page.Sessions)-1].ID).String()
+		out.Next = ID(page.Sessions[len(page.Sessions)-1].PartID).String()
 	}
 	writeJSON(w, http.StatusOK, out)
 }

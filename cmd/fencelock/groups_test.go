@@ -58,12 +58,12 @@ func TestServeGroups(t *testing.T) {
 	require.Equal(t, []string{"solo", "2", "2"}, []string{solo[0], solo[2], solo[3]}, "solo is led by its only voter 2: %s", out)
 	require.Equal(t, "non-voting", solo[4], "replica 1 runs solo non-voting: %s", out)
 	require.Equal(t, "1,2,3", strings.Fields(rows[1])[3])
-	// Each group's WRITES: log 9 and snapshot 7 once its leader has heard
+	// Each group's WRITES: log 10 and snapshot 8 once its leader has heard
 	// every replica read them (at once here, all running this build).
 	require.Eventually(t, func() bool {
 		out, err = exec.Command(p.bin, "status", "--http", p.urls[1]).CombinedOutput()
-		return err == nil && strings.Count(string(out), "  log 9, snapshot 7\n") == 3 && // the table's rows
-			strings.Contains(string(out), "reads log formats up to 9 and snapshots up to 7; the default group writes log 9, snapshot 7\n")
+		return err == nil && strings.Count(string(out), "  log 10, snapshot 8\n") == 3 && // the table's rows
+			strings.Contains(string(out), "reads log formats up to 10 and snapshots up to 8; the default group writes log 10, snapshot 8\n")
 	}, 30*time.Second, 100*time.Millisecond, "every group writes this build's formats: %s", &out)
 
 	// locks and sessions list one group: --group, or a PREFIX's @group.
@@ -83,13 +83,31 @@ func TestServeGroups(t *testing.T) {
 	require.Len(t, lines, 2, "%s", out)
 	require.Equal(t, []string{"GROUP", "LOCK", "HOLDER"}, strings.Fields(lines[0])[:3], "%s", out)
 	require.Equal(t, []string{"billing", "inv@billing"}, strings.Fields(lines[1])[:2], "%s", out)
+	// A named group's holder is its session, by session_id; its part
+	// there only with --parts.
+	require.Equal(t, "HOLDER SESSION", columnOf(lines, "HOLDER SESSION", 0), "%s", out)
+	require.Equal(t, sid, columnOf(lines, "HOLDER SESSION", 1), "%s", out)
+	require.NotContains(t, string(out), part, "%s", out)
+	out, err = exec.Command(p.bin, "locks", "--parts", "--http", p.urls[2]).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	lines = strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Equal(t, sid, columnOf(lines, "HOLDER SESSION", 1), "%s", out)
+	require.Equal(t, part, columnOf(lines, "HOLDER PART", 1), "%s", out)
 	out, err = exec.Command(p.bin, "locks", "-o", "json", "--http", p.urls[2]).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), `"all_groups": true`, "%s", out)
 	require.Contains(t, string(out), `"group": "billing"`, "%s", out)
 	out, err = exec.Command(p.bin, "sessions", "--group", "billing", "--http", p.urls[2]).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), part, "%s", out)
+	lines = strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, lines, 2, "%s", out)
+	require.Equal(t, []string{"SESSION", "NAME"}, strings.Fields(lines[0])[:2], "%s", out)
+	require.Equal(t, sid, strings.Fields(lines[1])[0], "%s", out)
+	out, err = exec.Command(p.bin, "sessions", "--parts", "--group", "billing", "--http", p.urls[2]).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	lines = strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Equal(t, []string{"SESSION", "PART", "NAME"}, strings.Fields(lines[0])[:3], "%s", out)
+	require.Equal(t, []string{sid, part}, strings.Fields(lines[1])[:2], "%s", out)
 	out, err = exec.Command(p.bin, "locks", "--group", "nope", "--http", p.urls[2]).CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "nope", "%s", out)
@@ -141,4 +159,22 @@ func TestServePlacementOwn(t *testing.T) {
 		"--http", "127.0.0.1:0", "--placement", "some").CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), `--placement: "some" is neither every nor own`)
+}
+
+// columnOf returns, from a table's lines, the text of line i under the
+// column headed head: the header's columns are aligned by tabwriter, so
+// a cell starts where its header does and ends at the next space.
+func columnOf(lines []string, head string, i int) string {
+	at := strings.Index(lines[0], head)
+	if at < 0 || at >= len(lines[i]) {
+		return ""
+	}
+	if i == 0 {
+		return head
+	}
+	cell := lines[i][at:]
+	if end := strings.IndexByte(cell, ' '); end >= 0 {
+		cell = cell[:end]
+	}
+	return cell
 }

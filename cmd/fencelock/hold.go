@@ -91,6 +91,12 @@ type grantKind struct {
 	env func(g heldGrant) []string
 }
 
+// shownAs reports whether a view's session ID, with this session's
+// token, shows this session's grant: its ID, or 0, a part of a named
+// group the group does not know the session of (opened before it wrote
+// log version 10), whose token, unique in its group, says whose it is.
+func shownAs(shown, sid uint64) bool { return shown == sid || shown == 0 }
+
 // heldGrant is a lock's or a leadership's grant.
 type heldGrant interface {
 	Token() uint64
@@ -410,7 +416,7 @@ func lockCmd(args []string) error {
 			go func() {
 				defer close(out)
 				for li := range c.Watch(ctx, name) {
-					ev := shown{held: li.Held && li.SessionID == sid && li.Token == token, err: li.Err}
+					ev := shown{held: li.Held && shownAs(li.SessionID, sid) && li.Token == token, err: li.Err}
 					select {
 					case out <- ev:
 					case <-ctx.Done():
@@ -453,7 +459,7 @@ func electCmd(args []string) error {
 			go func() {
 				defer close(out)
 				for li := range c.Observe(ctx, name) {
-					ev := shown{held: li.SessionID == sid && li.Token == token, err: li.Err}
+					ev := shown{held: shownAs(li.SessionID, sid) && li.Token == token, err: li.Err}
 					select {
 					case out <- ev:
 					case <-ctx.Done():

@@ -26,6 +26,7 @@ type listFlags struct {
 	clientFlags
 	output string
 	group  string // locks and sessions: the group listed
+	parts  bool   // locks and sessions: a PART column, the part IDs in named groups
 }
 
 func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, error) {
@@ -34,6 +35,7 @@ func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, erro
 	fs.StringVar(&f.output, "o", "table", "output: table or json")
 	if name != "status" {
 		fs.StringVar(&f.group, "group", "", "the group to list (default: the default group; a PREFIX may also end in @group)")
+		fs.BoolVar(&f.parts, "parts", false, partsUsage)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -42,6 +44,27 @@ func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, erro
 		return nil, fmt.Errorf("%s: -o %q: want table or json", name, f.output)
 	}
 	return fs.Args(), nil
+}
+
+const partsUsage = "a PART column: each session's part ID in its named group (what EndSessionIn and DELETE /v1/sessions/ID?group= take)"
+
+// sessionShown is how a table shows a session: its session ID, or "?" for
+// a part of a named group opened before the group wrote log version 10,
+// which only its part ID (--parts) names.
+func sessionShown(id apiclient.ID) string {
+	if id == 0 {
+		return "?"
+	}
+	return id.String()
+}
+
+// partShown is the PART column's value: the part ID in a named group, the
+// session ID in the default group (the part is the session).
+func partShown(session, part apiclient.ID) string {
+	if part == 0 {
+		return session.String()
+	}
+	return part.String()
 }
 
 func callCtx() (context.Context, context.CancelFunc) {
@@ -350,7 +373,7 @@ func holderNames(l apiclient.LockEntry) string {
 	for i, h := range l.Holders {
 		names[i] = h.Name
 		if names[i] == "" {
-			names[i] = h.Session.String()
+			names[i] = sessionShown(h.Session)
 		}
 	}
 	return strings.Join(names, ",")
@@ -362,7 +385,7 @@ func waiterNames(l apiclient.LockEntry) string {
 	if len(l.Waiting) == 0 { // a server from before names: the IDs
 		q := make([]string, len(l.Queue))
 		for i, id := range l.Queue {
-			q[i] = id.String()
+			q[i] = sessionShown(id)
 		}
 		return strings.Join(q, ",")
 	}
@@ -370,7 +393,7 @@ func waiterNames(l apiclient.LockEntry) string {
 	for i, w := range l.Waiting {
 		q[i] = w.Name
 		if q[i] == "" {
-			q[i] = w.Session.String()
+			q[i] = sessionShown(w.Session)
 		}
 	}
 	if len(l.Waiting) < l.Waiters {
@@ -389,6 +412,7 @@ func locksCmd(args []string) error {
 	fs.StringVar(&sortBy, "sort", "name", `"name": every held lock in name order; "waiters": the locks with the longest queues, longest first`)
 	fs.IntVar(&top, "n", 10, "with --sort waiters: how many locks (1 to 100)")
 	fs.StringVar(&group, "group", "", "the group to list or rank (default: list every group, rank the default group's; a PREFIX may also end in @group)")
+	fs.BoolVar(&f.parts, "parts", false, partsUsage)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -431,7 +455,7 @@ func locksCmd(args []string) error {
 	if f.output == "json" {
 		return printValue(lockListJSON{Group: list.Group, AllGroups: list.AllGroups, Locks: list.Locks})
 	}
-	return printLocks(list)
+	return printLocks(list, f.parts)
 }
 
 // lockListJSON and sessionListJSON are what -o json prints: the API's page,
@@ -450,15 +474,21 @@ type sessionListJSON struct {
 }
 
 // printLocks is the table of locks and contended. A listing of every
-// group that holds a named group's lock has a GROUP column first, and a
-// named group's HOLDER SESSION is its holder's ID in that group.
-func printLocks(list apiclient.LockList) error {
+// group that holds a named group's lock has a GROUP column first. HOLDER
+// SESSION is the holder's session ID in every group ("?" if its group
+// does not know it); with parts, HOLDER PART follows it: its part ID in
+// the lock's group.
+func printLocks(list apiclient.LockList, parts bool) error {
 	named := false
 	for _, l := range list.Locks {
 		named = named || (list.AllGroups && l.Group != "")
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	head := "LOCK\tHOLDER\tHELD FOR\tHOLDER SESSION\tTOKEN\tOWNER\tWAITERS\tQUEUE (HEAD FIRST)"
+	head := "LOCK\tHOLDER\tHELD FOR\tHOLDER SESSION\t"
+	if parts {
+		head += "HOLDER PART\t"
+	}
+	head += "TOKEN\tOWNER\tWAITERS\tQUEUE (HEAD FIRST)"
 	if named {
 		head = "GROUP\t" + head
 	}
@@ -467,8 +497,15 @@ func printLocks(list apiclient.LockList) error {
 		if named {
 			fmt.Fprintf(tw, "%s\t", groupName(l.Group))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", l.Name, holderNames(l), heldFor(l.HeldForMS, l.GrantedAt),
-			l.HolderSession, l.FencingToken, l.Owner, l.Waiters, waiterNames(l))
+		holder, part := "-", "-"
+		if l.Held {
+			holder, part = sessionShown(l.HolderSession), partShown(l.HolderSession, l.HolderPart)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t", l.Name, holderNames(l), heldFor(l.HeldForMS, l.GrantedAt), holder)
+		if parts {
+			fmt.Fprintf(tw, "%s\t", part)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", l.FencingToken, l.Owner, l.Waiters, waiterNames(l))
 	}
 	return tw.Flush()
 }
@@ -497,9 +534,17 @@ func sessionsCmd(args []string) error {
 		return printValue(sessionListJSON{Group: f.group, Sessions: list.Sessions})
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tNAME\tOWNER\tTTL\tHELD\tWAITING")
+	head := "SESSION\t"
+	if f.parts {
+		head += "PART\t"
+	}
+	fmt.Fprintln(tw, head+"NAME\tOWNER\tTTL\tHELD\tWAITING")
 	for _, s := range list.Sessions {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%d\t%d\n", s.SessionID, s.Name, s.Owner, s.TTL(), s.Held, s.Waiting)
+		fmt.Fprintf(tw, "%s\t", sessionShown(s.SessionID))
+		if f.parts {
+			fmt.Fprintf(tw, "%s\t", partShown(s.SessionID, s.PartID))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%d\n", s.Name, s.Owner, s.TTL(), s.Held, s.Waiting)
 	}
 	return tw.Flush()
 }

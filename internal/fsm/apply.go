@@ -150,6 +150,13 @@ func (st *State) openSession(index uint64, c *Command) Result {
 		name:      c.Name,
 		keepAlive: index,
 	}
+	// Only a group that writes version 10 keeps the parent: below, its
+	// snapshots could not hold it, and a replica restoring one would show
+	// other views than its group's. (A writer drops it anyway below gate
+	// 10; this keeps the state whole whatever an entry carries.)
+	if st.gate.Codec >= parentCodec {
+		s.parent = c.Parent
+	}
 	st.addSession(s)
 	st.emit(Event{Kind: EventTouched, Session: s.id, Index: index, TTL: s.ttl})
 	return Result{Status: OK, Value: s.id}

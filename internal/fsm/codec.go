@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 9):
+// The wire format of a raft entry (version 10):
 //
 //	entry   = version:byte at:uvarint count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -96,7 +96,16 @@ import (
 // Version 9 also added the group table's kinds (32 to 35: grouptable.go
 // has their fields), which only the default group's log holds; like the
 // gate, they are written only once the group's gate is 9.
-const codecVersion = 9
+//
+// Version 10 added the parent to OpenSession (nonce ttl owner delay name
+// parent): see Command.Parent. A group writes it only once its gate is 10:
+// below, an open is written without it, byte for byte as version 9 wrote
+// it, and decodes with Parent 0 (unknown), which is how the views show a
+// part opened before (see State.Session). Nothing else changed.
+const codecVersion = 10
+
+// parentCodec is the first log version whose opens carry their parent.
+const parentCodec = 10
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -154,24 +163,28 @@ func AppendEntry(dst []byte, g Gate, at uint64, cmds []Command) ([]byte, error) 
 }
 
 // appendEntry writes cmds as an entry of version v: version 8 and 9 share
-// one layout, and no older one is ever written again.
+// one layout, version 10 adds an open's parent, and no older one is ever
+// written again.
 func appendEntry(dst []byte, v byte, at uint64, cmds []Command) []byte {
 	dst = append(dst, v)
 	dst = binary.AppendUvarint(dst, at)
 	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
 	for i := range cmds {
-		dst = appendCommand(dst, &cmds[i])
+		dst = appendCommand(dst, v, &cmds[i])
 	}
 	return dst
 }
 
-func appendCommand(dst []byte, c *Command) []byte {
+func appendCommand(dst []byte, v byte, c *Command) []byte {
 	u := binary.AppendUvarint
 	dst = append(dst, byte(c.Kind))
 	switch c.Kind {
 	case KindOpenSession:
 		dst = u(u(u(u(dst, c.Nonce), c.TTL), c.Owner), c.Delay)
 		dst = appendString(dst, c.Name)
+		if v >= parentCodec {
+			dst = u(dst, c.Parent)
+		}
 	case KindKeepAlive:
 		dst = u(u(dst, c.Session), c.Floor)
 	case KindCloseSession:
@@ -289,6 +302,9 @@ func (d *decoder) command(c *Command) {
 		}
 		if d.version >= 6 {
 			c.Name = d.string(MaxSessionNameLen, "session name")
+		}
+		if d.version >= parentCodec {
+			c.Parent = d.uvarint()
 		}
 	case KindKeepAlive:
 		c.Session, c.Floor = d.uvarint(), d.uvarint()

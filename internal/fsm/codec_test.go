@@ -56,6 +56,9 @@ func everyKind() []Command {
 		{Kind: KindKeepAliveBatch, Owner: math.MaxUint64, Renew: []Renewal{{Session: 7, Floor: 1}}},
 		{Kind: KindOpenSession, Nonce: 3, TTL: 4, Owner: 5, Name: "reindex@worker-3"},
 		{Kind: KindOpenSession, Nonce: 4, TTL: 4, Owner: 5, Name: strings.Repeat("é", MaxSessionNameLen/2)},
+		{Kind: KindOpenSession, Nonce: 5, TTL: 4, Owner: 5, Name: "part", Parent: 3 << TokenShift},
+		{Kind: KindOpenSession, Nonce: 6, TTL: 4, Owner: 5, Parent: math.MaxUint64},
+		{Kind: KindGate, Gate: Gate{Codec: 10, Snapshot: 8}},
 		{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}},
 		{Kind: KindGate, Gate: Baseline},
 		{Kind: KindGate}, // invalid for Apply, fine for the codec
@@ -108,12 +111,12 @@ func TestBatchRoundTrip(t *testing.T) {
 
 func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 	all := Command{Wait: true, Election: true, Session: 1, Seq: 2, Floor: 3, Nonce: 4, TTL: 5, Owner: 6, Token: 7, Target: 8,
-		Term: 9, Mark: 10, Permits: 11, Delay: 12, MaxHold: 13, Name: "n", Value: "v", At: 14, Op: 15, Gate: Gate{Codec: 9, Snapshot: 7}}
+		Term: 9, Mark: 10, Permits: 11, Delay: 12, MaxHold: 13, Name: "n", Value: "v", At: 14, Op: 15, Gate: Gate{Codec: 9, Snapshot: 7}, Parent: 16}
 	for _, tc := range []struct {
 		kind Kind
 		want Command
 	}{
-		{KindOpenSession, Command{Kind: KindOpenSession, Nonce: 4, TTL: 5, Owner: 6, Delay: 12, Name: "n"}},
+		{KindOpenSession, Command{Kind: KindOpenSession, Nonce: 4, TTL: 5, Owner: 6, Delay: 12, Name: "n", Parent: 16}},
 		{KindKeepAlive, Command{Kind: KindKeepAlive, Session: 1, Floor: 3}},
 		{KindCloseSession, Command{Kind: KindCloseSession, Session: 1, Floor: 3}},
 		{KindAcquire, Command{Kind: KindAcquire, Wait: true, Session: 1, Seq: 2, Floor: 3, Name: "n", MaxHold: 13}},
@@ -201,7 +204,22 @@ func TestBatchWireFormat(t *testing.T) {
 	// writes version 8 byte for byte, one whose gate is 9 the same with
 	// its version.
 	v9 := slices.Concat([]byte{9}, v8[1:])
-	require.Equal(t, v9, got, "version 9")
+	// Version 10 appended the parent to OpenSession, after its name: a
+	// group whose gate is 9 still writes version 9 byte for byte.
+	v10 := slices.Concat([]byte{10}, v9[1:])
+	for _, open := range [][]byte{{1, 0xac, 0x02, 1, 2, 0, 0, 7}, {1, 0xac, 0x02, 1, 2, 5, 0, 4}} {
+		require.Equal(t, 1, bytes.Count(v10, open))
+		v10 = bytes.Replace(v10, open, slices.Concat(open[:len(open)-1], []byte{0}, open[len(open)-1:]), 1)
+	}
+	require.Equal(t, v10, got, "version 10")
+	parent := []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Parent: 300}}
+	require.Equal(t, []byte{10, 0, 1, 1, 0xac, 0x02, 1, 2, 0, 0, 0xac, 0x02}, AppendBatchAt(nil, 0, parent), "version 10's parent")
+	atGate9, err := AppendEntry(nil, Gate{Codec: 9, Snapshot: 7}, 0, parent)
+	require.NoError(t, err)
+	require.Equal(t, []byte{9, 0, 1, 1, 0xac, 0x02, 1, 2, 0, 0}, atGate9, "at gate 9, an open without its parent")
+	dropped, err := DecodeBatch(atGate9, nil)
+	require.NoError(t, err)
+	require.Equal(t, []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2}}, dropped, "parent 0: unknown")
 	cmds8, err := DecodeBatch(got, nil)
 	require.NoError(t, err)
 	baseline, err := AppendEntry(nil, Baseline, 0, cmds8)
@@ -213,8 +231,12 @@ func TestBatchWireFormat(t *testing.T) {
 	v9cmds, err := DecodeBatch(v9, nil)
 	require.NoError(t, err)
 	require.Equal(t, v9cmds, cmds8)
-	raise := AppendBatchAt(nil, 0, []Command{{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}}})
+	raise, err := AppendEntry(nil, Baseline, 0, []Command{{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}}})
+	require.NoError(t, err)
 	require.Equal(t, []byte{9, 0, 1, 19, 9, 7}, raise, "version 9's gate")
+	raise, err = AppendEntry(nil, Gate{Codec: 9, Snapshot: 7}, 0, []Command{{Kind: KindGate, Gate: Gate{Codec: 10, Snapshot: 8}}})
+	require.NoError(t, err)
+	require.Equal(t, []byte{10, 0, 1, 19, 10, 8}, raise, "the raise to 10, the first entry of version 10")
 	v7cmds, err := DecodeBatch(v7, nil)
 	require.NoError(t, err)
 	v8cmds, err := DecodeBatch(v8, nil)
@@ -236,8 +258,8 @@ func TestBatchWireFormat(t *testing.T) {
 	require.Equal(t, []Command{{Kind: KindRevoke, Token: 6, Name: "ab"}, {Kind: KindEndSession, Session: 8}}, cmds)
 	named := AppendBatchAt(nil, 300, []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Delay: 5, Name: "w"},
 		{Kind: KindCloseSession, Session: 8, Floor: 7, At: 99}})
-	require.Equal(t, []byte{codecVersion, 0xac, 0x02, 2, 1, 0xac, 0x02, 1, 2, 5, 1, 'w', 3, 8, 7}, named,
-		"the entry's time, whatever its commands carry; an open's name")
+	require.Equal(t, []byte{codecVersion, 0xac, 0x02, 2, 1, 0xac, 0x02, 1, 2, 5, 1, 'w', 0, 3, 8, 7}, named,
+		"the entry's time, whatever its commands carry; an open's name (and its parent, 0)")
 	cmds, err = DecodeBatch(named, nil)
 	require.NoError(t, err)
 	require.Equal(t, []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Delay: 5, Name: "w", At: 300},
@@ -374,10 +396,10 @@ func TestDecodeBatchErrors(t *testing.T) {
 		name, msg string
 		data      []byte
 	}{
-		{"version 10", "log version 10; this build reads up to 9", append([]byte{codecVersion + 1}, valid[1:]...)},
+		{"version 11", "log version 11; this build reads up to 10", append([]byte{codecVersion + 1}, valid[1:]...)},
 		{"version 255", "log version 255", append([]byte{255}, valid[1:]...)},
-		{"gate to log version 10", "log version 10; this build reads up to 9", []byte{codecVersion, 0, 1, byte(KindGate), 10, 7}},
-		{"gate to snapshot version 8", "snapshot version 8; this build reads up to 7", []byte{codecVersion, 0, 1, byte(KindGate), 9, 8}},
+		{"gate to log version 11", "log version 11; this build reads up to 10", []byte{codecVersion, 0, 1, byte(KindGate), 11, 8}},
+		{"gate to snapshot version 9", "snapshot version 9; this build reads up to 8", []byte{codecVersion, 0, 1, byte(KindGate), 10, 9}},
 		{"gate to a huge version", "log version", append(u([]byte{codecVersion, 0, 1, byte(KindGate)}, math.MaxUint64), 7)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

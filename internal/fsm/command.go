@@ -28,7 +28,9 @@ const (
 	// people to read in every view of a holder or a waiter: at most
 	// MaxSessionNameLen bytes of UTF-8 without NUL, else the open is
 	// refused (Invalid, Value InvalidSessionName). A retried open returns
-	// the first attempt's session whatever name it carries.
+	// the first attempt's session whatever name it carries. Parent
+	// (version 10) is the session the new one is a part of: see
+	// Command.Parent.
 	KindOpenSession Kind = 1
 	// KindKeepAlive renews Session; the entry's index becomes the session's
 	// keep-alive index, which a later Expire must name.
@@ -289,6 +291,16 @@ type Command struct {
 	Gate Gate
 	// Groups are a group table command's groups (version 9; grouptable.go).
 	Groups []GroupSpec
+	// Parent is an OpenSession's (version 10): the ID of the session the
+	// new one is a part of, its part in the default group (Session.ID),
+	// when a session opens its part in a named group. The state keeps it
+	// with the part, so every replica's views name the part's holder by
+	// the session's ID rather than the part's own, which means nothing
+	// outside its group. 0: none (a default-group session) or unknown (an
+	// open written below version 10, where the codec drops it: a group
+	// whose gate is below 10 writes the open without it, byte for byte as
+	// before).
+	Parent uint64
 
 	// pre5 marks a command decoded from an entry of a version before 5.
 	// Apply keeps the older rules for it: a Resume is not checked against

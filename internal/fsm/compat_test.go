@@ -353,26 +353,40 @@ func TestVersion8LogReplays(t *testing.T) {
 	require.Positive(t, keptGranted, "a kept request granted later")
 }
 
-// testdata/log-v9.txt and testdata/snapshot-v7-log-v9.bin freeze today's
-// formats (every kind, from the determinism driver; version 9 added the
-// gate, and snapshot version 7 keeps it) so that the next version is
-// tested against them as this one is against versions 1 to 8. The log is
-// written as a group writes it: at the baseline, version 8, until the
-// gate is raised, in the first entry of version 9.
-// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+// testdata/log-v9.txt and testdata/snapshot-v7-log-v9.bin froze the
+// formats of version 9 (every kind, from the determinism driver; version
+// 9 added the gate, and snapshot version 7 keeps it). The log is written
+// as a group writes it: at the baseline, version 8, until the gate is
+// raised, in the first entry of version 9. They were written by
+// writeFrozenLog as version 10's are now; version 10 writes exactly this
+// log, and this snapshot, while its gate is 9.
 func TestVersion9LogReplays(t *testing.T) {
 	const entries = 400
 	const logFile, snapFile = "testdata/log-v9.txt", "testdata/snapshot-v7-log-v9.bin"
-	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
-		writeFrozenLog(t, entries, logFile, snapFile)
-	}
 	checkFrozenLog(t, 9, entries, logFile, snapFile, maxKind)
+	// Below gate 10, version 10 writes every entry of version 9 (and 8)
+	// byte for byte: opens without their parents.
+	data, err := os.ReadFile(logFile)
+	require.NoError(t, err)
+	gate := Baseline
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
+		require.NoError(t, err)
+		cmds, err := DecodeBatch(b, nil)
+		require.NoError(t, err)
+		again, err := AppendEntry(nil, gate, cmds[0].At, cmds)
+		require.NoError(t, err)
+		require.Equal(t, b, again, "written at gate %v as version 9 wrote it", gate)
+		for _, c := range cmds {
+			if c.Kind == KindGate && c.Gate.Valid() {
+				gate = gate.Max(c.Gate)
+			}
+		}
+	}
 	// The frozen log holds what version 9 added: the raise, in the first
 	// entry of version 9 (the ones before it are version 8), a raise to
 	// what the gate is already, which changes nothing, and one to a gate
 	// the group may not write, refused.
-	data, err := os.ReadFile(logFile)
-	require.NoError(t, err)
 	var versions []byte
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
@@ -414,6 +428,71 @@ func TestVersion9LogReplays(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Gate{Codec: 9, Snapshot: 7}, st.Gate())
 }
+
+// testdata/log-v10.txt and testdata/snapshot-v8-log-v10.bin freeze
+// today's formats (every kind, from the determinism driver; version 10
+// added an open's parent, and snapshot version 8 keeps it with the
+// session) so that the next version is tested against them as this one
+// is against versions 1 to 9. The log is written as a group writes it:
+// version 8 until the gate is raised to 9, 9 until it is raised to 10.
+// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+func TestVersion10LogReplays(t *testing.T) {
+	const entries = 420
+	const logFile, snapFile = "testdata/log-v10.txt", "testdata/snapshot-v8-log-v10.bin"
+	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
+		writeFrozenLog(t, entries, logFile, snapFile)
+	}
+	checkFrozenLog(t, 10, entries, logFile, snapFile, maxKind)
+	data, err := os.ReadFile(logFile)
+	require.NoError(t, err)
+	var versions []byte
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
+		require.NoError(t, err)
+		versions = append(versions, b[0])
+	}
+	nine, ten := slices.Index(versions, 9), slices.Index(versions, 10)
+	require.Positive(t, nine)
+	require.Greater(t, ten, nine)
+	require.Equal(t, slices.Repeat([]byte{9}, ten-nine), versions[nine:ten])
+	require.Equal(t, slices.Repeat([]byte{10}, len(versions)-ten), versions[ten:])
+	// What version 10 added: an open that names its parent, opened in
+	// the first entries of version 10, keeps it in every view of it; the
+	// opens of version 9 and older have none (unknown).
+	var parents, without int
+	replayFrozen(t, logFile, func(cmds []Command, rs []Result, _ []Event) {
+		for j, c := range cmds {
+			if c.Kind == KindOpenSession && rs[j].Status == OK {
+				if c.Parent != 0 {
+					parents++
+				} else {
+					without++
+				}
+			}
+		}
+	})
+	require.Positive(t, parents)
+	require.Positive(t, without)
+
+	golden, err := os.ReadFile(snapFile)
+	require.NoError(t, err)
+	require.Equal(t, byte(8), golden[len(snapshotMagic)], "a snapshot of version 8")
+	st, err := DecodeSnapshot(golden)
+	require.NoError(t, err)
+	require.Equal(t, Gate{Codec: 10, Snapshot: 8}, st.Gate())
+	l := st.Lock("part")
+	require.True(t, l.Held)
+	require.Equal(t, uint64(frozenParent), l.Parent)
+	require.Equal(t, uint64(frozenParent), l.Holders[0].Parent)
+	info, ok := st.Session(l.Session)
+	require.True(t, ok)
+	require.Equal(t, uint64(frozenParent), info.Parent)
+	require.NotEqual(t, l.Session, info.Parent, "a part's own ID is not its session's")
+}
+
+// frozenParent is the parent of the part the frozen log of version 10
+// opens: a session of another group, whose ID this one never issued.
+const frozenParent = 77<<TokenShift + 3
 
 // writeFrozenLog writes the frozen log of today's version, entries long,
 // and the snapshot it replays to: hand-written entries for what the
@@ -489,7 +568,16 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}}})
 	next([]Command{{Kind: KindGate, Gate: Baseline}})
 	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 6}}})
-	for i < entries {
+	// Version 10's: an open at gate 9 drops its parent; the gate raised
+	// to 10 (not to a log version 10 with snapshots of version 7, which
+	// would lose the parents); a part opened with its parent, which waits
+	// for a lock; and, last, one that holds a lock, for the snapshot.
+	next([]Command{{Kind: KindOpenSession, Nonce: 909, TTL: 1e9, Owner: 1, Parent: frozenParent}})
+	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 10, Snapshot: 7}}})
+	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 10, Snapshot: 8}}})
+	waiting := next([]Command{{Kind: KindOpenSession, Nonce: 910, TTL: 1e9, Owner: 2, Parent: frozenParent + 1}}).Value
+	next([]Command{acqCmd(waiting, 1, "keep", true)})
+	for i < entries-2 {
 		// Kinds the codec has no encoding for are the driver's test of
 		// Apply, not entries a log can hold.
 		cmds := slices.DeleteFunc(d.entry(), func(c Command) bool { return c.Kind == 0 || c.Kind > maxKind })
@@ -497,6 +585,8 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 			next(cmds)
 		}
 	}
+	part := next([]Command{{Kind: KindOpenSession, Nonce: 911, TTL: 1e9, Owner: 2, Parent: frozenParent}}).Value
+	next([]Command{acqCmd(part, 1, "part", false)})
 	require.NoError(t, os.WriteFile(logFile, []byte(log.String()), 0o644))
 	require.NoError(t, os.WriteFile(snapFile, saveBytes(t, st), 0o644))
 }

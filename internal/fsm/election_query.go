@@ -6,6 +6,7 @@ type ElectionInfo struct {
 	Led        bool   // it has a leader
 	Token      uint64 // the leader's term token (epoch); 0 without a leader
 	Session    uint64 // the leader's session; 0 without a leader
+	Parent     uint64 // the leader's session's parent (Command.Parent); 0: none, unknown or no leader
 	Seq        uint64 // the leader's request number
 	Value      string // the leader's value
 	Candidates int    // candidates queued behind the leader
@@ -31,7 +32,7 @@ func (e *lock) electionInfo() ElectionInfo {
 	info := ElectionInfo{Name: e.name, Candidates: e.waiters()}
 	if h := e.oldest(); h != nil {
 		info.Led, info.Token, info.Session, info.Seq, info.Value = true, h.token, h.s.id, h.seq, e.value()
-		info.SessionName, info.ElectedAt = h.s.name, h.at
+		info.SessionName, info.ElectedAt, info.Parent = h.s.name, h.at, h.s.parent
 	}
 	return info
 }
@@ -70,6 +71,7 @@ func (st *State) ElectionCounts() (elections, candidates int) {
 // Candidate is one queued candidate of an election.
 type Candidate struct {
 	Session, Seq, Owner uint64 // Owner: the replica its session lives on
+	Parent              uint64 // its session's parent (Command.Parent); 0: none or unknown
 	Value               string
 	Name                string // its session's name
 	Place               int    // its place in the queue: 1 leads next
@@ -88,7 +90,7 @@ func (st *State) Candidates(name string, limit int) []Candidate {
 		if len(out) == limit {
 			break
 		}
-		out = append(out, Candidate{Session: w.s.id, Seq: w.seq, Owner: w.s.owner, Value: w.value, Name: w.s.name,
+		out = append(out, Candidate{Session: w.s.id, Seq: w.seq, Owner: w.s.owner, Parent: w.s.parent, Value: w.value, Name: w.s.name,
 			Place: len(out) + 1, QueuedAt: w.at})
 	}
 	return out

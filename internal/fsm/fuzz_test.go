@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -86,6 +87,16 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add([]byte{codecVersion, 0, 1, byte(KindGate), codecVersion + 1, 7})
 	f.Add([]byte{codecVersion + 1, 0, 1, byte(KindCloseSession), 1})
 	f.Add(AppendBatch(nil, groupTableCommands())) // version 9's group table
+	// Version 10: opens with their parents; the same at gate 9, without;
+	// the raise to 10.
+	parts := []Command{{Kind: KindOpenSession, Nonce: 41, TTL: 1e9, Owner: 2, Name: "p", Parent: fuzzS2},
+		{Kind: KindOpenSession, Nonce: 42, TTL: 1e9, Owner: 3, Parent: math.MaxUint64}}
+	f.Add(AppendBatch(nil, parts))
+	if b, err := AppendEntry(nil, Gate{Codec: 9, Snapshot: 7}, 0, parts); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte{9, 0, 1, byte(KindGate), 10, 8})
+	f.Add([]byte{10, 0, 1, byte(KindOpenSession), 1, 1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cmds, err := DecodeBatch(data, nil)
 		if err != nil {
@@ -104,10 +115,17 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 		require.Equal(t, enc, AppendBatch(nil, again))
 		if int(data[0]) >= Baseline.Codec {
-			// A group whose gate is the entry's version writes it so.
+			// A group whose gate is the entry's version writes it so, or
+			// at the version a raise it carries raises the gate to.
+			want := data[0]
+			for _, c := range cmds {
+				if c.Kind == KindGate {
+					want = max(want, byte(c.Gate.Codec))
+				}
+			}
 			same, err := AppendEntry(nil, Gate{Codec: int(data[0]), Snapshot: gateSnapshot}, cmds[0].At, cmds)
 			require.NoError(t, err)
-			require.Equal(t, data[0], same[0])
+			require.Equal(t, want, same[0])
 			back, err := DecodeBatch(same, nil)
 			require.NoError(t, err)
 			require.Equal(t, cmds, back)
@@ -164,6 +182,8 @@ func FuzzRestore(f *testing.F) {
 	f.Add(saveBytes(f, raisedState(f))) // version 7
 	f.Add(gatedImage().bytes())
 	f.Add(saveBytes(f, groupTableState(f))) // version 7's group table
+	f.Add(saveBytes(f, parentState(f)))     // version 8's parents
+	f.Add(parentImage().bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, in := range [][]byte{data, withCRC(slices.Clone(data))} {
 			st, err := DecodeSnapshot(in)

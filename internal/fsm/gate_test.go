@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,6 +13,27 @@ func raisedState(tb testing.TB) *State {
 	h := buildRich(tb)
 	h.apply(Command{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}})
 	return h.st
+}
+
+// parentState is raisedState raised to version 10 (snapshots 8), with
+// parts opened with their parents (Command.Parent) that hold and wait.
+func parentState(tb testing.TB) *State {
+	h := buildRich(tb)
+	h.apply(Command{Kind: KindGate, Gate: Gate{Codec: 10, Snapshot: 8}})
+	rs, _ := h.apply(Command{Kind: KindOpenSession, Nonce: 31, TTL: 1e9, Owner: 2, Parent: 5 << TokenShift},
+		Command{Kind: KindOpenSession, Nonce: 32, TTL: 1e9, Owner: 3, Parent: math.MaxUint64})
+	p, q := rs[0].Value, rs[1].Value
+	h.apply(acqCmd(p, 1, "parted", false), acqCmd(q, 1, "parted", true), acqCmd(q, 2, "alpha", true))
+	return h.st
+}
+
+// parentImage is gatedImage as a version-8 snapshot, gate 10/8, whose
+// sessions have parents.
+func parentImage() snapImage {
+	im := gatedImage()
+	im.version, im.gate = 8, [2]uint64{10, 8}
+	im.sessions[0].parent, im.sessions[1].parent = 5<<TokenShift, math.MaxUint64
+	return im
 }
 
 // gatedImage is validImage as a version-7 snapshot, its gate raised.
@@ -36,7 +58,8 @@ func TestGateRaises(t *testing.T) {
 		{Codec: 9, Snapshot: 6},                   // a version-6 snapshot would lower it again
 		{Codec: 7, Snapshot: 7},                   // below the baseline
 		{Codec: 9},                                // likewise
-		{Codec: 10, Snapshot: 7},                  // beyond what this build reads
+		{Codec: 10, Snapshot: 7},                  // a version-7 snapshot would lose the sessions' parents
+		{Codec: 11, Snapshot: 8},                  // beyond what this build reads
 		{Codec: 9, Snapshot: snapshotVersion + 1}, // likewise
 	} {
 		r, evs := h.one(Command{Kind: KindGate, Gate: g})
@@ -105,12 +128,12 @@ func TestRestoreGate(t *testing.T) {
 	im.gate = [2]uint64{codecVersion + 1, 7}
 	_, err = DecodeSnapshot(im.bytes())
 	require.ErrorIs(t, err, ErrVersionTooNew)
-	require.EqualError(t, err, "log version 10; this build reads up to 9")
+	require.EqualError(t, err, "log version 11; this build reads up to 10")
 	im = gatedImage()
 	im.version = snapshotVersion + 1
 	_, err = DecodeSnapshot(im.bytes())
 	require.ErrorIs(t, err, ErrVersionTooNew)
-	require.EqualError(t, err, "snapshot version 8; this build reads up to 7")
+	require.EqualError(t, err, "snapshot version 9; this build reads up to 8")
 }
 
 func TestMinCodec(t *testing.T) {
@@ -152,9 +175,9 @@ func TestAppendEntryHonoursTheGate(t *testing.T) {
 		msg  string
 	}{
 		{Baseline, []Command{openCmd(1), {Kind: KindGate}}, "gate needs log version 9; the group writes 8"},
-		{Gate{Codec: 7, Snapshot: 6}, cmds, "this build writes log versions 8 to 9, not 7"},
-		{Gate{Codec: 10, Snapshot: 7}, cmds, "not 10"},
-		{Baseline, []Command{{Kind: KindGate, Gate: Gate{Codec: 10, Snapshot: 7}}}, "not 10"},
+		{Gate{Codec: 7, Snapshot: 6}, cmds, "this build writes log versions 8 to 10, not 7"},
+		{Gate{Codec: 11, Snapshot: 8}, cmds, "not 11"},
+		{Baseline, []Command{{Kind: KindGate, Gate: Gate{Codec: 11, Snapshot: 8}}}, "not 11"},
 		{Baseline, []Command{{Kind: maxKind + 1}}, "needs log version 0"},
 	} {
 		b, err := AppendEntry([]byte("x"), tc.g, 0, tc.cmds)
@@ -162,4 +185,45 @@ func TestAppendEntryHonoursTheGate(t *testing.T) {
 		require.ErrorContains(t, err, tc.msg)
 		require.Equal(t, []byte("x"), b)
 	}
+}
+
+// A session's parent (Command.Parent) is kept once the group writes
+// version 10, and saved in version 8: below, the state keeps none, and
+// saves as before.
+func TestParentNeedsGate10(t *testing.T) {
+	h := newHarness(t)
+	h.apply(Command{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}})
+	r, _ := h.one(Command{Kind: KindOpenSession, Nonce: 1, TTL: 1e9, Owner: 1, Parent: 5 << TokenShift})
+	info, ok := h.st.Session(r.Value)
+	require.True(t, ok)
+	require.Zero(t, info.Parent, "at gate 9, unknown")
+	nine := saveBytes(t, h.st)
+	require.Equal(t, byte(7), nine[len(snapshotMagic)])
+
+	h.apply(Command{Kind: KindGate, Gate: Gate{Codec: 10, Snapshot: 8}})
+	r, _ = h.one(Command{Kind: KindOpenSession, Nonce: 2, TTL: 1e9, Owner: 1, Parent: 5 << TokenShift})
+	h.one(acqCmd(r.Value, 1, "l", false))
+	info, _ = h.st.Session(r.Value)
+	require.Equal(t, uint64(5<<TokenShift), info.Parent)
+	l := h.st.Lock("l")
+	require.Equal(t, uint64(5<<TokenShift), l.Parent)
+	require.Equal(t, uint64(5<<TokenShift), l.Holders[0].Parent)
+	require.Equal(t, r.Value, l.Session, "the part's own ID stays")
+	ten := saveBytes(t, h.st)
+	require.Equal(t, byte(8), ten[len(snapshotMagic)])
+	restored := roundTrip(t, h.st)
+	info, _ = restored.Session(r.Value)
+	require.Equal(t, uint64(5<<TokenShift), info.Parent)
+
+	im := parentImage()
+	st, err := DecodeSnapshot(im.bytes())
+	require.NoError(t, err)
+	require.Equal(t, im.bytes(), saveBytes(t, st), "Save writes exactly the documented format")
+	a, _ := st.Session(imgA)
+	b, _ := st.Session(imgB)
+	require.Equal(t, []uint64{5 << TokenShift, math.MaxUint64}, []uint64{a.Parent, b.Parent})
+	require.Equal(t, uint64(5<<TokenShift), st.Lock("alpha").Parent)
+	require.Equal(t, uint64(math.MaxUint64), st.Waiters("alpha", 10)[0].Parent)
+	_, err = refDecodeSnapshot(im.bytes())
+	require.NoError(t, err)
 }

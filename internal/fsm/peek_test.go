@@ -17,8 +17,9 @@ func TestPeekSnapshot(t *testing.T) {
 	head, err := PeekSnapshot(bytes.NewReader(buf.Bytes()))
 	require.NoError(t, err)
 	require.Equal(t, SnapshotHead{Version: uint64(Baseline.Snapshot), Index: h.st.Index(), LastToken: h.st.LastToken(), GroupID: h.st.GroupID()}, head)
-	// Raised, the gate is saved in version 7, after the fields peeked.
-	h.apply(Command{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}})
+	// Raised, the gate is saved in version 7 and on, after the fields
+	// peeked.
+	h.apply(Command{Kind: KindGate, Gate: Reads()})
 	var raised bytes.Buffer
 	require.NoError(t, h.st.Save(&raised))
 	head, err = PeekSnapshot(bytes.NewReader(raised.Bytes()))

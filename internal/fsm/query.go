@@ -10,6 +10,9 @@ type LockInfo struct {
 	Token   uint64 // the oldest current grant's fencing token; 0 when free
 	Session uint64 // its holder's session; 0 when free
 	Seq     uint64 // its holder's request number
+	// Parent is the holder's session's parent (Command.Parent): the
+	// session it is a part of; 0 when free, or for none or unknown.
+	Parent uint64
 	// SessionName and GrantedAt are the oldest grant's session's name and
 	// the time it was made, as in Holders[0] (see Holder.GrantedAt).
 	SessionName string
@@ -29,6 +32,7 @@ type LockInfo struct {
 // Holder is one current grant of a lock.
 type Holder struct {
 	Session, Seq, Token uint64
+	Parent              uint64 // the session's parent (Command.Parent); 0: none or unknown
 	Name                string // the session's name ("" if it was opened without one)
 	Owner               uint64 // the replica the session lives on
 	MaxHold             uint64 // the grant's maximum hold, nanoseconds; 0: none
@@ -42,6 +46,7 @@ type Holder struct {
 // Waiter is one queued request for a lock.
 type Waiter struct {
 	Session, Seq uint64
+	Parent       uint64 // the session's parent (Command.Parent); 0: none or unknown
 	Name         string // the session's name
 	Owner        uint64 // the replica the session lives on
 	Shared       bool   // it asks for the lock in shared mode
@@ -90,6 +95,7 @@ func (st *State) Timers() (delays []Delay, grants []TimedGrant) {
 // SessionInfo describes one session.
 type SessionInfo struct {
 	ID        uint64
+	Parent    uint64 // the session it is a part of (Command.Parent; version 10); 0: none or unknown
 	Name      string // the name it was opened with (version 6; "" before)
 	TTL       uint64 // nanoseconds
 	Delay     uint64 // its lock-delay, nanoseconds
@@ -113,7 +119,7 @@ func (l *lock) info() LockInfo {
 	info := LockInfo{Name: l.name, Waiters: l.waiters(), Shared: l.shared, Permits: l.permits(),
 		Delayed: delay != 0, Delay: delay}
 	if h := l.oldest(); h != nil {
-		info.Held, info.Token, info.Session, info.Seq = true, h.token, h.s.id, h.seq
+		info.Held, info.Token, info.Session, info.Seq, info.Parent = true, h.token, h.s.id, h.seq, h.s.parent
 		info.SessionName, info.GrantedAt = h.s.name, h.at
 		info.Holders = make([]Holder, 0, l.holders.n)
 		for h := range l.grants {
@@ -134,12 +140,12 @@ func (st *State) Session(id uint64) (SessionInfo, bool) {
 
 // holder describes grant h.
 func (h *hold) holder() Holder {
-	return Holder{Session: h.s.id, Seq: h.seq, Token: h.token, Name: h.s.name, Owner: h.s.owner, MaxHold: h.maxHold(),
-		GrantedAt: h.at}
+	return Holder{Session: h.s.id, Seq: h.seq, Token: h.token, Parent: h.s.parent, Name: h.s.name, Owner: h.s.owner,
+		MaxHold: h.maxHold(), GrantedAt: h.at}
 }
 
 func (s *session) info() SessionInfo {
-	return SessionInfo{ID: s.id, Name: s.name, TTL: s.ttl, Delay: s.delay, Owner: s.owner, KeepAlive: s.keepAlive,
+	return SessionInfo{ID: s.id, Parent: s.parent, Name: s.name, TTL: s.ttl, Delay: s.delay, Owner: s.owner, KeepAlive: s.keepAlive,
 		Held: s.held.n, Waiting: len(s.waits)}
 }
 
@@ -206,7 +212,7 @@ func (st *State) Waiters(name string, limit int) []Waiter {
 func (l *lock) waiterList(limit int) []Waiter {
 	var out []Waiter
 	for w := l.next(); w != nil && len(out) < limit; w = w.link.next {
-		out = append(out, Waiter{Session: w.s.id, Seq: w.seq, Name: w.s.name, Owner: w.s.owner, Shared: w.shared,
+		out = append(out, Waiter{Session: w.s.id, Seq: w.seq, Parent: w.s.parent, Name: w.s.name, Owner: w.s.owner, Shared: w.shared,
 			Place: len(out) + 1, QueuedAt: w.at})
 	}
 	return out

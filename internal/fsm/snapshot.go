@@ -10,14 +10,14 @@ import (
 	"slices"
 )
 
-// The snapshot format (version 7), all numbers unsigned varints:
+// The snapshot format (version 8), all numbers unsigned varints:
 //
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
 //	           gateCodec gateSnapshot
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  ops:count (op status value)*
 //	           table  crc32:4 bytes
-//	session  = id nonce ttl owner keepAlive floor base resumed delay name
+//	session  = id nonce ttl owner keepAlive floor base resumed delay name parent
 //	           replies:count (seq status value)*
 //	lock     = name permits shared:byte delay [delayToken, if delay > 0]
 //	           holders:count (session seq token maxHold at)*
@@ -36,8 +36,10 @@ import (
 // table (grouptable.go), which version 7 added: older snapshots restore with
 // none, never set.
 //
-// A state is saved at its group's gate (State.Gate): version 7 once the
-// gate's snapshot version is 7, version 6 (the same but for the gate, which
+// A state is saved at its group's gate (State.Gate): version 8 once the
+// gate's snapshot version is 8, version 7 (the same but for the sessions'
+// parents, which it restores as 0, unknown: see Command.Parent) while it
+// is 7, version 6 (version 7 but for the gate, which
 // it restores as Baseline) while the gate is the baseline, which every
 // replica that announces nothing reads; a snapshot of a version this build
 // does not restore is refused with ErrVersionTooNew. Versions 1 to 6 are
@@ -57,7 +59,11 @@ import (
 // version 1 neither grants nor elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
-const snapshotVersion = 7
+const snapshotVersion = 8
+
+// parentSnapshot is the first snapshot version that keeps a session's
+// parent (Command.Parent).
+const parentSnapshot = 8
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
@@ -93,6 +99,9 @@ func (st *State) Save(w io.Writer) error {
 		s := st.sessions[id]
 		buf = u(u(u(u(u(u(u(u(buf, s.id), s.nonce), s.ttl), s.owner), s.keepAlive), s.floor), s.base), s.resumed)
 		buf = appendString(u(buf, s.delay), s.name)
+		if v >= parentSnapshot {
+			buf = u(buf, s.parent)
+		}
 		seqs = seqs[:0]
 		for seq := range s.replies {
 			seqs = append(seqs, seq)
@@ -478,6 +487,9 @@ func (d *snapDecoder) sessions(st *State, v uint64) {
 		}
 		if v >= 5 {
 			s.name = d.string(MaxSessionNameLen, "session name")
+		}
+		if v >= parentSnapshot {
+			s.parent = d.uvarint()
 		}
 		switch {
 		case d.err != nil:

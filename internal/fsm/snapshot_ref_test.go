@@ -143,6 +143,9 @@ func (d *refDecoder) sessions(st *State, v uint64) {
 		if v >= 5 {
 			s.name = d.string(MaxSessionNameLen, "session name")
 		}
+		if v >= 8 { // a field the format gained since, like ops and the gate
+			s.parent = d.uvarint()
+		}
 		switch {
 		case d.err != nil:
 			return

@@ -17,7 +17,8 @@ import (
 
 // goldenSnapshots are the frozen snapshots of every format version.
 var goldenSnapshots = []string{"testdata/snapshot-v2.bin", "testdata/snapshot-v3.bin",
-	"testdata/snapshot-v3-sessions.bin", "testdata/snapshot-v4.bin", "testdata/snapshot-v5-log-v6.bin"}
+	"testdata/snapshot-v3-sessions.bin", "testdata/snapshot-v4.bin", "testdata/snapshot-v5-log-v6.bin",
+	"testdata/snapshot-v6-log-v8.bin", "testdata/snapshot-v7-log-v9.bin", "testdata/snapshot-v8-log-v10.bin"}
 
 // largeState has a snapshot several times snapBuffer long, so that records
 // and varints straddle the decoder's refills, and a leader value of
@@ -62,6 +63,8 @@ func FuzzRestoreStream(f *testing.F) {
 	f.Add(saveBytes(f, largeState(f)))
 	f.Add(validImage().bytes())
 	f.Add(validImage().body())
+	f.Add(saveBytes(f, parentState(f)))
+	f.Add(parentImage().bytes())
 	huge := uint64(1 << 31)
 	forged := validImage()
 	forged.lockCount = &huge

@@ -230,6 +230,7 @@ type snapSession struct {
 	id, nonce, ttl, owner, keepAlive, floor uint64
 	base, resumed, delay                    uint64 // version 4
 	name                                    string // version 5
+	parent                                  uint64 // version 8
 	replies                                 []snapReply
 }
 
@@ -281,6 +282,9 @@ func (im snapImage) body() []byte {
 		}
 		if im.version >= 5 {
 			b = appendString(b, s.name)
+		}
+		if im.version >= 8 {
+			b = u(b, s.parent)
 		}
 		b = u(b, uint64(len(s.replies)))
 		for _, r := range s.replies {

@@ -50,6 +50,7 @@ type State struct {
 type session struct {
 	id, nonce, ttl, owner uint64
 	name                  string // its name (version 6; "" before)
+	parent                uint64 // the session it is a part of (Command.Parent; version 10), 0: none or unknown
 	delay                 uint64 // its lock-delay, nanoseconds (0: none)
 	keepAlive             uint64 // index of the entry that last renewed it
 	floor                 uint64

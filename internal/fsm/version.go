@@ -59,12 +59,19 @@ func (g Gate) Max(o Gate) Gate {
 	return Gate{Codec: max(g.Codec, o.Codec), Snapshot: max(g.Snapshot, o.Snapshot)}
 }
 
-// Valid reports whether a group may write g: no older than Baseline, and
-// a snapshot version that can hold the gate itself whenever it is above
-// the baseline (version 7 is the first that can: a snapshot of version 6
-// restores as Baseline, which would lower a raised log version).
+// Valid reports whether a group may write g: no older than Baseline, a
+// snapshot version that can hold the gate itself whenever it is above the
+// baseline (version 7 is the first that can: a snapshot of version 6
+// restores as Baseline, which would lower a raised log version), and one
+// that keeps what the log version writes into the state: from log version
+// 10, the sessions' parents (snapshot version 8; a replica restoring a
+// version 7 snapshot would lose them, and show other views than its
+// group's).
 func (g Gate) Valid() bool {
 	if !g.Covers(Baseline) {
+		return false
+	}
+	if g.Codec >= parentCodec && g.Snapshot < parentSnapshot {
 		return false
 	}
 	return g == Baseline || g.Snapshot >= gateSnapshot

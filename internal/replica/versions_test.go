@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -104,15 +105,15 @@ func TestVersionRecord(t *testing.T) {
 	require.NoError(t, v.keep("jobs", fsm.Gate{Codec: fsm.CodecVersion() + 1, Snapshot: 7}))
 	data, err := os.ReadFile(filepath.Join(dir, versionsFileName))
 	require.NoError(t, err)
-	require.JSONEq(t, `{"version":1,"groups":{"":{"codec":9,"snapshot":7},"jobs":{"codec":10,"snapshot":7}}}`, string(data))
+	require.JSONEq(t, fmt.Sprintf(`{"version":1,"groups":{"":{"codec":9,"snapshot":7},"jobs":{"codec":%d,"snapshot":7}}}`, fsm.CodecVersion()+1), string(data))
 
 	_, err = loadVersions(dir, []string{""})
 	require.NoError(t, err, "a group this replica no longer runs does not matter")
 	_, err = loadVersions(dir, []string{"", "jobs"})
 	require.ErrorIs(t, err, fsm.ErrVersionTooNew)
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorContains(t, err, `group "jobs" writes log version 10, snapshot version 7 (as this replica last saw, `)
-	require.ErrorContains(t, err, "this build reads up to log version 9, snapshot version 7: upgrade this replica")
+	require.ErrorContains(t, err, fmt.Sprintf(`group "jobs" writes log version %d, snapshot version 7 (as this replica last saw, `, fsm.CodecVersion()+1))
+	require.ErrorContains(t, err, fmt.Sprintf("this build reads up to log version %d, snapshot version %d: upgrade this replica", fsm.CodecVersion(), fsm.SnapshotVersion()))
 
 	for _, bad := range []string{"{", `{"version":2,"groups":{}}`} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, versionsFileName), []byte(bad), 0o600))

@@ -129,7 +129,7 @@ func (s *Session) findPart(ctx context.Context, g string) (uint64, error) {
 		return 0, err
 	}
 	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindOpenSession, Nonce: s.o.Nonce(g), TTL: uint64(s.o.TTL),
-		Owner: s.h.cfg.ReplicaID, Delay: uint64(s.o.Delay), Name: s.o.Name})
+		Owner: s.h.cfg.ReplicaID, Delay: uint64(s.o.Delay), Name: s.o.Name, Parent: s.parentIn(g)})
 	if err != nil {
 		return 0, err
 	}

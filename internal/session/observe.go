@@ -12,6 +12,7 @@ import (
 type Leader struct {
 	Election, Value string
 	Token, Session  uint64
+	Parent          uint64 // the leader's session's parent (fsm.Command.Parent); 0: none or unknown
 	Name            string // the leader's session's name
 	At              uint64 // when it was elected, unix nanoseconds (0: unknown)
 }
@@ -21,7 +22,7 @@ func LeaderOf(e fsm.ElectionInfo) Leader {
 	if !e.Led {
 		return Leader{Election: e.Name}
 	}
-	return Leader{Election: e.Name, Value: e.Value, Token: e.Token, Session: e.Session, Name: e.SessionName, At: e.ElectedAt}
+	return Leader{Election: e.Name, Value: e.Value, Token: e.Token, Session: e.Session, Parent: e.Parent, Name: e.SessionName, At: e.ElectedAt}
 }
 
 // Observe runs one Observe of election, in the group it lives in, until

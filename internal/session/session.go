@@ -410,6 +410,18 @@ func (s *Session) Part(ctx context.Context, group string) (*Part, error) {
 	}
 }
 
+// parentIn is the parent a part of s in group is opened with
+// (fsm.Command.Parent): the session's ID, for a named group's part, so
+// that every replica's views of that group name the part's holder by it;
+// 0 for the default part, which is the session. A group that does not
+// write log version 10 yet drops it, and its views then do not know it.
+func (s *Session) parentIn(group string) uint64 {
+	if group == "" {
+		return 0
+	}
+	return s.ID()
+}
+
 // openPart opens s's part in group.
 func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
 	r, err := s.h.Replica(group)
@@ -426,12 +438,13 @@ func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
 		nonce = s.o.Nonce(group)
 	}
 	res, err := r.Propose(ctx, fsm.Command{
-		Kind:  fsm.KindOpenSession,
-		Nonce: nonce,
-		TTL:   uint64(s.o.TTL),
-		Owner: s.h.cfg.ReplicaID,
-		Delay: uint64(s.o.Delay),
-		Name:  s.o.Name,
+		Kind:   fsm.KindOpenSession,
+		Nonce:  nonce,
+		TTL:    uint64(s.o.TTL),
+		Owner:  s.h.cfg.ReplicaID,
+		Delay:  uint64(s.o.Delay),
+		Name:   s.o.Name,
+		Parent: s.parentIn(group),
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,188 @@
+package fencelock
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/testhook"
+)
+
+// writesNewest reports whether st's groups all write what this build
+// reads: from then on, a part opened in a named group records its
+// session's ID there.
+func writesNewest(st Status) bool {
+	v := BuildVersion()
+	want := Formats{Codec: v.Codec, Snapshot: v.Snapshot}
+	if st.Writes != want {
+		return false
+	}
+	for _, g := range st.Groups {
+		if g.Writes != want {
+			return false
+		}
+	}
+	return true
+}
+
+// A part's ID in a named group is drawn from that group's log, and the
+// default group's session IDs from its own: the same number can name a
+// holder's part in group a and an unrelated session of the default group.
+// The test makes that happen (sessions opened one by one in the default
+// group fill its range of IDs, and parts are opened in a until one lands
+// on such an ID), then requires every view to name the holder by its own
+// session's ID, with the part's ID apart, and EndSession of the ID a view
+// shows to end the holder, not the bystander whose ID the part's equals.
+func TestGroupsViewsNameTheSession(t *testing.T) {
+	c := newCluster(t, 1, withGroups(GroupConfig{Name: "a", Voters: []uint64{1}}))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "writing log version 10", func(_ uint64, st Status) bool {
+		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
+	})
+	n := c.node(1)
+
+	byID := map[uint64]*Session{}
+	for range 60 {
+		s := newSession(t, ctx, n)
+		byID[s.ID()] = s
+	}
+	var holder, bystander *Session
+	var part uint64
+	for i := 0; holder == nil; i++ {
+		require.Less(t, i, 400, "no part of group a landed on a default-group session's ID")
+		s := newSession(t, ctx, n)
+		byID[s.ID()] = s
+		_, err := s.Acquire(ctx, "held@a")
+		require.NoError(t, err)
+		id, ok := s.IDIn("a")
+		require.True(t, ok)
+		if b := byID[id]; b != nil && b != s {
+			holder, bystander, part = s, b, id
+			break
+		}
+		require.NoError(t, s.Close(ctx)) // frees held@a for the next
+	}
+	require.Equal(t, part, bystander.ID(), "the holder's part in a has the bystander's ID")
+	require.NotEqual(t, holder.ID(), bystander.ID())
+
+	info, err := n.Inspect(ctx, "held@a")
+	require.NoError(t, err)
+	require.Equal(t, holder.ID(), info.SessionID, "the holder's session, not the bystander")
+	require.Equal(t, part, info.PartID)
+	require.Equal(t, holder.ID(), info.Holders[0].SessionID)
+	require.Equal(t, part, info.Holders[0].PartID)
+
+	// A waiter in a, and the listings, likewise.
+	waiter := newSession(t, ctx, n)
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(ctx, "held@a")
+		waiting <- err
+	}()
+	require.Eventually(t, func() bool {
+		info, err = n.Inspect(ctx, "held@a")
+		return err == nil && len(info.Waiting) == 1
+	}, 20*time.Second, 10*time.Millisecond)
+	waiterPart, ok := waiter.IDIn("a")
+	require.True(t, ok)
+	require.Equal(t, []uint64{waiter.ID()}, info.Queue)
+	require.Equal(t, waiter.ID(), info.Waiting[0].SessionID)
+	require.Equal(t, waiterPart, info.Waiting[0].PartID)
+	page, err := n.Locks(ctx, "held@a")
+	require.NoError(t, err)
+	require.Len(t, page.Locks, 1)
+	require.Equal(t, []uint64{holder.ID(), part}, []uint64{page.Locks[0].SessionID, page.Locks[0].PartID})
+	require.Equal(t, []uint64{waiter.ID()}, page.Locks[0].Queue)
+	sp, err := n.SessionsIn(ctx, "a")
+	require.NoError(t, err)
+	found := false
+	for _, si := range sp.Sessions {
+		if si.PartID == part {
+			require.Equal(t, holder.ID(), si.ID)
+			found = true
+		}
+	}
+	require.True(t, found, "the holder's part is listed in a")
+
+	// EndSession of the ID the view shows ends the holder, and only it.
+	require.NoError(t, n.EndSession(ctx, info.SessionID))
+	waitDone(t, ctx, holder.Done(), "the holder")
+	require.NoError(t, <-waiting, "the waiter is granted once the holder's part is closed")
+	require.NoError(t, bystander.Err(), "the bystander lives on")
+	require.NoError(t, bystander.KeepAlive(ctx), "and its group still knows it")
+}
+
+// A rolling upgrade: while one replica announces that it reads log
+// version 9 only, the groups write 9, a part opened in a named group
+// carries no session ID (its open is written without it), and the views
+// show it as unknown: SessionID 0, PartID the part's. Once that replica
+// runs this build, the gates rise to 10, and a part opened after shows its
+// session's ID; the part opened before still shows 0, as documented.
+func TestGroupsViewsAcrossTheGate(t *testing.T) {
+	var mu sync.Mutex
+	old := map[uint64]bool{3: true}
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.Groups = []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
+		mu.Lock()
+		defer mu.Unlock()
+		if old[cfg.ReplicaID] {
+			testhook.Announce(cfg, fsm.Gate{Codec: 9, Snapshot: 7})
+		}
+	})
+	ctx := testCtx(t)
+	nine := Formats{Codec: 9, Snapshot: 7}
+	c.waitStatus(ctx, "writing log version 9", func(_ uint64, st Status) bool {
+		if len(st.Groups) != 2 || !allLeaders(st) || st.Writes != nine {
+			return false
+		}
+		for _, g := range st.Groups {
+			if g.Writes != nine {
+				return false
+			}
+		}
+		return true
+	})
+	n := c.node(1)
+	before := newSession(t, ctx, n)
+	_, err := before.Acquire(ctx, "before@a")
+	require.NoError(t, err)
+	beforePart, ok := before.IDIn("a")
+	require.True(t, ok)
+	info, err := n.Inspect(ctx, "before@a")
+	require.NoError(t, err)
+	require.Zero(t, info.SessionID, "at gate 9 the group does not know the part's session")
+	require.Equal(t, beforePart, info.PartID)
+	require.Zero(t, info.Holders[0].SessionID)
+	require.Equal(t, beforePart, info.Holders[0].PartID)
+	x, err := before.Acquire(ctx, "x")
+	require.NoError(t, err)
+	info, err = n.Inspect(ctx, "x")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{before.ID(), before.ID()}, []uint64{info.SessionID, info.PartID}, "the default group is unchanged")
+	require.NoError(t, x.Release(ctx))
+
+	c.stop(3)
+	mu.Lock()
+	old[3] = false
+	mu.Unlock()
+	c.start(3)
+	c.waitStatus(ctx, "writing log version 10", func(_ uint64, st Status) bool {
+		return len(st.Groups) == 2 && writesNewest(st)
+	})
+	after := newSession(t, ctx, c.node(2))
+	_, err = after.Acquire(ctx, "after@a")
+	require.NoError(t, err)
+	afterPart, ok := after.IDIn("a")
+	require.True(t, ok)
+	info, err = n.Inspect(ctx, "after@a")
+	require.NoError(t, err)
+	require.Equal(t, after.ID(), info.SessionID, "a part opened at gate 10 names its session")
+	require.Equal(t, afterPart, info.PartID)
+	info, err = n.Inspect(ctx, "before@a")
+	require.NoError(t, err)
+	require.Zero(t, info.SessionID, "a part opened before the raise stays unknown")
+	require.Equal(t, beforePart, info.PartID)
+}

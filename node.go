@@ -341,6 +341,12 @@ func (g nodeGroups) Lookup(name string) (*replica.Replica, error) { return g.n.h
 // Names returns the groups this node runs, the default group first.
 func (g nodeGroups) Names() []string { return g.n.host.Groups() }
 
+// Reachable returns every group a call on this node can name, the default
+// group first (see replica.Host.Reachable).
+func (g nodeGroups) Reachable(ctx context.Context) ([]string, error) {
+	return g.n.host.Reachable(ctx)
+}
+
 func (n *Node) groups() session.Groups { return nodeGroups{n} }
 
 // Start starts this replica and returns once it runs: it has recovered its

@@ -110,6 +110,14 @@ func TestPlacementOwnGroups(t *testing.T) {
 	page, err := c.node(5).Locks(ctx, "x@g")
 	require.NoError(t, err)
 	require.Len(t, page.Locks, 1)
+	// Without a group: every group of the table, those reached through a
+	// mirror too.
+	page, err = c.node(4).Locks(ctx, "")
+	require.NoError(t, err)
+	require.True(t, page.AllGroups)
+	require.Len(t, page.Locks, 1, "%+v", page.Locks)
+	require.Equal(t, "x@g", page.Locks[0].Name)
+	require.Equal(t, "g", page.Locks[0].Group)
 
 	require.NoError(t, l5.Release(ctx))
 	var l4 *Lock

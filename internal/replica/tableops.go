@@ -41,6 +41,32 @@ func (h *Host) GroupTable(ctx context.Context) ([]fsm.GroupEntry, bool, error) {
 	return v.groups, v.set, nil
 }
 
+// Reachable returns every group a call on this host can name: the default
+// group first, then in name order the groups it runs and, once the group
+// table is set, the table's groups (a linearizable read of the default
+// group), which include those a PlaceOwnGroups host reaches through a
+// mirror and those created a moment ago that it has not started yet.
+func (h *Host) Reachable(ctx context.Context) ([]string, error) {
+	names := h.Groups()
+	if !h.FollowsTable() && h.cfg.Placement != PlaceOwn {
+		return names, nil // before the table: Config.Groups, all run here
+	}
+	groups, set, err := h.GroupTable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !set {
+		return names, nil
+	}
+	for _, e := range groups {
+		if !slices.Contains(names, e.Name) {
+			names = append(names, e.Name)
+		}
+	}
+	slices.Sort(names[1:])
+	return names, nil
+}
+
 // checkVoters returns voters sorted, or an error wrapping ErrInvalidVoters:
 // 1, 3 or 5 distinct non-zero IDs. An even count is refused: it tolerates
 // no more failures than the odd count below it, and needs a larger quorum.

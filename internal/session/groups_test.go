@@ -45,6 +45,8 @@ func (g *testGroups) Lookup(name string) (*replica.Replica, error) {
 	return nil, fmt.Errorf("%w: %q", errUnknown, truncate(name, 64)) // as replica.Host.Lookup words it
 }
 
+func (g *testGroups) Reachable(context.Context) ([]string, error) { return g.Names(), nil }
+
 func (g *testGroups) Names() []string {
 	g.mu.RLock()
 	defer g.mu.RUnlock()

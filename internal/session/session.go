@@ -105,6 +105,9 @@ type Groups interface {
 	// replica.ErrUnknownGroup, or replica.ErrGroupMoved).
 	Lookup(name string) (*replica.Replica, error)
 	Names() []string
+	// Reachable lists every group a call here can name (replica.Host.
+	// Reachable): Names, and the group table's others, read then.
+	Reachable(ctx context.Context) ([]string, error)
 }
 
 // Config is what a Host needs of its Node.

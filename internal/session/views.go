@@ -110,7 +110,11 @@ func (h *Host) Locks(ctx context.Context, prefix string, q ListQuery) (LockPage,
 		return LockPage{Group: group, Locks: locks, More: more}, nil
 	}
 	out := LockPage{AllGroups: true}
-	for _, group := range h.cfg.Groups.Names() {
+	groups, err := h.cfg.Groups.Reachable(ctx)
+	if err != nil {
+		return LockPage{}, err
+	}
+	for _, group := range groups {
 		r, err := h.Replica(group)
 		if err != nil {
 			return LockPage{}, err

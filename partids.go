@@ -14,7 +14,10 @@ package fencelock
 // field of the open that the group writes only once it writes log version
 // 10 (every replica of the deployment runs a build that reads it; see
 // docs/operations.md, "Upgrading"). For a part opened before that, the
-// session is unknown: its SessionID is 0, and its PartID names it.
+// session is unknown: its SessionID is 0, and its PartID names it. While no
+// replica is known to read less (a deployment just started, whose leaders
+// have not heard every member yet), an open waits for the raise, up to
+// seconds, rather than be written without its session.
 
 // shownIDs returns the SessionID and PartID a view shows for part, a
 // session of the group the lock or election called name lives in, whose

@@ -51,3 +51,13 @@ func NeedsCodec(c *Command) int {
 	}
 	return need
 }
+
+// PrefersCodec returns the log version that adds something cmd carries but
+// can be written without (0: none): an OpenSession's Parent, which a group
+// writes only once its gate is 10, and leaves out before.
+func PrefersCodec(cmd Command) int {
+	if cmd.Kind == KindOpenSession && cmd.Parent != 0 {
+		return parentCodec
+	}
+	return 0
+}

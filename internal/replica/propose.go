@@ -36,6 +36,7 @@ func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 	if err := r.gated(ctx, &cmd); err != nil {
 		return fsm.Result{}, err
 	}
+	r.preferGate(ctx, cmd)
 	res, err := r.propose(ctx, cmd)
 	if r2 := r.replaced(err); r2 != nil {
 		return r2.Propose(ctx, cmd) // the shard moved off: through its mirror now

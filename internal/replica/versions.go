@@ -261,6 +261,20 @@ func (r *Replica) gated(ctx context.Context, cmd *fsm.Command) error {
 	if need == 0 {
 		return e
 	}
+	// Every member reads it, or has not been heard from yet (a deployment
+	// just started): the leader raises the gate as soon as it hears from
+	// them, so wait for that rather than fail a call made right after start.
+	if r.noneOlder(ctx, e) && r.awaitGate(ctx, need) {
+		return nil
+	}
+	return e
+}
+
+// noneOlder reports whether no member of the group is known to read less
+// than e.need, so that waiting for the gate's raise may help; e records
+// the members it waits for, or that the membership could not be read
+// (false then).
+func (r *Replica) noneOlder(ctx context.Context, e *gatedError) bool {
 	view := r.gateView.Load()
 	if view == nil || time.Since(view.at) > gateViewAge {
 		rctx, cancel := context.WithTimeout(ctx, max(r.cfg.ProposalTimeout/4, time.Second))
@@ -273,9 +287,9 @@ func (r *Replica) gated(ctx context.Context, cmd *fsm.Command) error {
 	}
 	if view == nil {
 		e.unread = true
-		return e
+		return false
 	}
-	older := false // a member is known to read less: no wait helps
+	older := false
 	for _, id := range view.members {
 		their, ok := r.host.reads(), true
 		if id != r.cfg.ReplicaID {
@@ -284,18 +298,28 @@ func (r *Replica) gated(ctx context.Context, cmd *fsm.Command) error {
 		switch {
 		case !ok:
 			e.waiting = append(e.waiting, fmt.Sprintf("replica %d (not heard from)", id))
-		case their.Codec < need:
+		case their.Codec < e.need:
 			older = true
 			e.waiting = append(e.waiting, fmt.Sprintf("replica %d (reads up to %d)", id, their.Codec))
 		}
 	}
-	// Every member reads it, or has not been heard from yet (a deployment
-	// just started): the leader raises the gate as soon as it hears from
-	// them, so wait for that rather than fail a call made right after start.
-	if !older && r.awaitGate(ctx, need) {
-		return nil
+	return !older
+}
+
+// preferGate gives a command that carries what a newer log version adds
+// but works without it (an open's parent, fsm.PrefersCodec) the chance to
+// be written with it: while the group writes an older version and no
+// member is known to read less, as right after a deployment starts, it
+// waits for the leader's raise, bounded by ctx and gateRaiseWait. It never
+// fails the call: the command is then written as the gate allows.
+func (r *Replica) preferGate(ctx context.Context, cmd fsm.Command) {
+	need := fsm.PrefersCodec(cmd)
+	if need == 0 || r.Gate().Codec >= need {
+		return
 	}
-	return e
+	if r.noneOlder(ctx, &gatedError{kind: cmd.Kind, need: need, group: r.name}) {
+		r.awaitGate(ctx, need)
+	}
 }
 
 // gateRaiseWait bounds how long a command that no member is known to be

@@ -142,8 +142,11 @@ type Replica struct {
 	gate      atomic.Pointer[fsm.Gate]
 	gateNudge chan struct{}
 	gateView  atomic.Pointer[gateView]
-	ops       ops
-	snaps     snapStats
+	// preferGaveUp is when an open last waited for the gate in vain
+	// (preferGate), in Unix nanoseconds; 0: never.
+	preferGaveUp atomic.Int64
+	ops          ops
+	snaps        snapStats
 	// mirror is set on a mirror of a group this host does not run
 	// (mirror.go): then there is no shard, and the calls go to the mirror.
 	mirror *mirror

@@ -317,10 +317,27 @@ func (r *Replica) preferGate(ctx context.Context, cmd fsm.Command) {
 	if need == 0 || r.Gate().Codec >= need {
 		return
 	}
-	if r.noneOlder(ctx, &gatedError{kind: cmd.Kind, need: need, group: r.name}) {
-		r.awaitGate(ctx, need)
+	if last := r.preferGaveUp.Load(); last != 0 && time.Since(time.Unix(0, last)) < preferRetry {
+		return // a member stays unheard from: do not make every open wait
+	}
+	if !r.noneOlder(ctx, &gatedError{kind: cmd.Kind, need: need, group: r.name}) {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, preferWait)
+	defer cancel()
+	if !r.awaitGate(wctx, need) && ctx.Err() == nil {
+		r.preferGaveUp.Store(time.Now().UnixNano())
 	}
 }
+
+// An open waits for the raise (preferGate) up to preferWait; once one
+// waited in vain, the group's opens are written as the gate allows for
+// preferRetry, so that a member down for good costs one wait, not one per
+// open.
+const (
+	preferWait  = 3 * time.Second
+	preferRetry = time.Minute
+)
 
 // gateRaiseWait bounds how long a command that no member is known to be
 // unable to read waits for the group's leader to raise the gate to it: a

@@ -15,17 +15,23 @@ import (
 	"github.com/fencelock/fencelock/transport"
 )
 
-// noExportDirs fails if a replica's Dir still holds a backup's temporary
-// export directory.
-func noExportDirs(t *testing.T, c *testCluster) {
+// noExportDirs waits until no replica's Dir holds a backup's temporary
+// export directory (a voter removes its own once it sent the copy, which
+// may be just after the caller has it).
+func noExportDirs(t *testing.T, ctx context.Context, c *testCluster) {
 	t.Helper()
-	for id, dir := range c.dirs {
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		for _, e := range entries {
-			require.False(t, strings.HasPrefix(e.Name(), ".snapshot-export-"), "replica %d left %s", id, e.Name())
+	waitUntil(t, ctx, "no .snapshot-export-* directory left", func() bool {
+		for _, dir := range c.dirs {
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), ".snapshot-export-") {
+					return false
+				}
+			}
 		}
-	}
+		return true
+	})
 }
 
 // Five replicas that run only their own groups: a on 1, 2, 3 and b on
@@ -70,7 +76,7 @@ func TestBackupOwnGroupsHoldsEveryGroup(t *testing.T) {
 	var file bytes.Buffer
 	require.NoError(t, src.node(1).Snapshot(ctx, &file))
 	require.False(t, runs(src.node(1), "b"), "a backup starts no shard of b on replica 1")
-	noExportDirs(t, src)
+	noExportDirs(t, ctx, src)
 
 	info, err := ReadBackup(bytes.NewReader(file.Bytes()))
 	require.NoError(t, err)
@@ -161,7 +167,8 @@ func withoutGroup(t *testing.T, file []byte, name string) []byte {
 	return out.Bytes()
 }
 
-// A backup on a replica that does not run group b fails with
+// A replica asked to export a group it does not run refuses, naming it. A
+// backup on a replica that does not run group b fails with
 // ErrUnavailable naming b, and each voter asked, once b's only voter is
 // stopped: never a backup without b.
 func TestBackupOwnGroupsFailsWithoutAGroup(t *testing.T) {
@@ -180,6 +187,15 @@ func TestBackupOwnGroupsFailsWithoutAGroup(t *testing.T) {
 	var ok bytes.Buffer
 	require.NoError(t, src.node(1).Snapshot(ctx, &ok), "with b's voter up")
 
+	// The serving side: replica 2 does not run b and says so; replica 5
+	// sends its copy, and neither keeps a temporary directory.
+	_, err = src.node(1).host.TestingExport(ctx, src.addr(2), "b", t.TempDir())
+	require.ErrorContains(t, err, `replica 2 does not run group "b"`)
+	index, err := src.node(1).host.TestingExport(ctx, src.addr(5), "b", t.TempDir())
+	require.NoError(t, err)
+	require.NotZero(t, index)
+	noExportDirs(t, ctx, src)
+
 	src.stop(5)
 	snapCtx, cancelSnap := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelSnap()
@@ -190,5 +206,5 @@ func TestBackupOwnGroupsFailsWithoutAGroup(t *testing.T) {
 	require.ErrorContains(t, err, "replica 5")
 	_, err = ReadBackup(bytes.NewReader(file.Bytes()))
 	require.ErrorIs(t, err, ErrInvalidBackup, "no backup without b")
-	noExportDirs(t, src)
+	noExportDirs(t, ctx, src)
 }

@@ -108,6 +108,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 		r.log.Warn("fencelock: a backup's export of the group ended early", "for", peer.Replica, "err", err)
 		return
 	}
+	_ = os.RemoveAll(tmp) // sent: no need to keep it while the caller finishes
 	r.log.Info("fencelock: exported the group for another replica's backup", "for", peer.Replica, "index", ex.Snapshot.Index, "bytes", ex.Snapshot.FileSize)
 	// The caller closes once it has it all.
 	select {

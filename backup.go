@@ -66,27 +66,33 @@ func backupInfo(h backup.Header) BackupInfo {
 	return info
 }
 
-// Snapshot writes a backup of every group this node runs to w: one file
-// with a header naming the deployment (DeploymentID, each group's name, ID,
-// voters and log index) and a SHA-256 over the whole.
+// Snapshot writes a backup of every group of the deployment to w, on any
+// replica: one file with a header naming the deployment (DeploymentID,
+// each group's name, ID, voters and log index) and a SHA-256 over the
+// whole. The groups are the default group and every group of the group
+// table (Config.Groups' before the table is set).
 //
 // Each group's copy is linearizable: a read barrier through the group's
 // leader comes first, so the copy holds every grant, release and session
 // committed before Snapshot was called, as of a log index reported in the
 // header (between the call and its return). Groups are copied one after
 // another, each at its own index: no operation spans two groups, so each
-// is consistent on its own.
+// is consistent on its own. A group this replica does not run
+// (PlaceOwnGroups) is copied by one of its voters, which writes it and
+// sends it here over the raft port's call connections, the voter feeding
+// this replica's mirror of it first, then the others in turn.
 //
 // It needs a quorum of every group: it fails with ErrUnavailable (and
-// ctx's error, or ErrNoQuorum) if a group cannot be read before ctx ends.
-// Dragonboat writes each copy to disk first, in a directory under Dir that
-// is removed before Snapshot returns, so it needs free space in Dir for
+// ctx's error, or ErrNoQuorum), naming the group (and each voter asked),
+// if a group cannot be copied before ctx ends; it never writes a backup
+// without one of the groups. Dragonboat writes each copy to disk first, in
+// a directory under Dir that is removed before Snapshot returns (on the
+// voter too, for a group copied there), so it needs free space in Dir for
 // one copy of the state (a process killed during Snapshot leaves that
 // directory, named .snapshot-export-*, behind: delete it). The file holds
-// the sessions' secrets (their
-// resume credentials): keep it as private as Dir. A failed Snapshot may
-// have written part of the file to w; that part fails the checksum
-// (ErrInvalidBackup) if restored.
+// the sessions' secrets (their resume credentials): keep it as private as
+// Dir. A failed Snapshot may have written part of the file to w; that part
+// fails the checksum (ErrInvalidBackup) if restored.
 func (n *Node) Snapshot(ctx context.Context, w io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -97,20 +103,15 @@ func (n *Node) Snapshot(ctx context.Context, w io.Writer) error {
 	}
 	defer os.RemoveAll(tmp)
 	h := backup.Header{DeploymentID: n.cfg.DeploymentID, TakenAt: time.Now().UTC(), TakenBy: n.cfg.ReplicaID}
+	exports, err := n.host.ExportGroups(ctx, tmp)
+	if err != nil {
+		return fmt.Errorf("fencelock: %w", err)
+	}
 	var files []string
 	var metas [][]byte
-	for i, r := range n.host.Replicas() {
-		name := r.Name()
-		dir := fmt.Sprintf("%s/%d", tmp, i)
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return fmt.Errorf("fencelock: snapshot: %w", err)
-		}
-		ex, err := r.Export(ctx, dir)
-		if err != nil {
-			return fmt.Errorf("fencelock: snapshot of %s: %w", groupLabel(name), err)
-		}
+	for _, ex := range exports {
 		g := backup.GroupOf(ex.Snapshot, ex.Meta, ex.Head, ex.Sessions, ex.Locks, ex.Elections)
-		g.Name, g.Voters = name, ex.Snapshot.Membership.Addresses
+		g.Name, g.Voters = ex.Name, ex.Snapshot.Membership.Addresses
 		h.Groups = append(h.Groups, g)
 		files, metas = append(files, ex.File), append(metas, ex.Meta)
 	}
@@ -127,13 +128,6 @@ func (n *Node) Snapshot(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("fencelock: snapshot: %w", err)
 	}
 	return nil
-}
-
-func groupLabel(name string) string {
-	if name == "" {
-		return "the default group"
-	}
-	return fmt.Sprintf("group %q", name)
 }
 
 // ReadBackup reads a whole backup from r and checks it: the checksum, and
@@ -176,10 +170,12 @@ func ReadBackup(r io.Reader) (BackupInfo, error) {
 //     voters, and must name exactly the groups cfg runs, or a subset of
 //     them (a group not in it starts empty, as a new group does).
 //
-// Take the backup on a replica that runs every group (any replica but one
-// that SetVoters moved off a group). A replica that does
-// not vote in a named group is given that group's state by its leader. The
-// whole file is checked before anything is written (ErrInvalidBackup);
+// A replica that does not vote in a named group is given that group's
+// state by its leader. The whole file is checked before anything is
+// written (ErrInvalidBackup): a file whose group table names a group it
+// holds no copy of (one taken by a build that copied only the groups its
+// replica ran) is refused, naming the group, since that group would
+// start empty and grant its tokens again;
 // any other failure wraps ErrInvalidConfig and leaves Dir as it was. It
 // holds the whole file in memory, and every group's state while it checks
 // them: restore on a host with room for that.
@@ -214,6 +210,6 @@ func replicaConfig(cfg Config) replica.Config {
 		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
 		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
-		Groups: groups,
+		Groups: groups, Placement: cfg.Placement.replicaPlacement(),
 	}
 }

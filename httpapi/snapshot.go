@@ -8,7 +8,7 @@ import (
 )
 
 // SnapshotPath is the backup endpoint: GET answers a backup of every group
-// the replica runs (fencelock.Node.Snapshot), the file `fencelock snapshot
+// of the deployment (fencelock.Node.Snapshot), the file `fencelock snapshot
 // save` writes and `fencelock snapshot restore` reads.
 const SnapshotPath = "/v1/snapshot"
 

@@ -171,7 +171,12 @@ func snapshotRestore(args []string) error {
 	raftListen := fs.String("raft-listen", "", "as serve's --raft-listen")
 	var groups groupFlags
 	fs.Var(&groups, "group", "a named group, NAME=ID,ID,... of its voters, as serve's --group (repeatable): every group of the backup")
+	placement := fs.String("placement", "every", "as serve's --placement: with own, the replica records no raft replica of the groups it does not vote in")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	place, err := parsePlacement(*placement)
+	if err != nil {
 		return err
 	}
 	if file == "" && fs.NArg() == 1 {
@@ -196,13 +201,14 @@ func snapshotRestore(args []string) error {
 		return err
 	}
 	defer f.Close()
-	cfg := fencelock.Config{ReplicaID: *id, Members: members, Addr: *raftAddr, ListenAddr: *raftListen, Dir: *dir, Groups: groups}
+	cfg := fencelock.Config{ReplicaID: *id, Members: members, Addr: *raftAddr, ListenAddr: *raftListen, Dir: *dir, Groups: groups,
+		Placement: place}
 	info, err := fencelock.Restore(f, cfg)
 	if err != nil {
 		return err
 	}
 	abs, _ := filepath.Abs(*dir)
-	fmt.Printf("restored replica %d's Dir %s from %s; start it with serve and the same --id, --peers and --group flags\n", *id, abs, file)
+	fmt.Printf("restored replica %d's Dir %s from %s; start it with serve and the same --id, --peers, --group and --placement flags\n", *id, abs, file)
 	printBackup(os.Stdout, file, info)
 	return nil
 }

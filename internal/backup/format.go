@@ -176,7 +176,8 @@ func maxBackup() int64 { return int64(prefixLen + maxHeader + 4*(maxMeta+MaxFile
 // Decode checks a backup whole and decodes it: the magic, format, lengths
 // and checksum first, then every group's metadata, snapshot file and state,
 // which must agree with the header (index, term, shard, group ID, last
-// token). Every failure wraps ErrCorrupt and says what is wrong; it never
+// token), and every group of the default group's group table must have a
+// section. Every failure wraps ErrCorrupt and says what is wrong; it never
 // panics, whatever the bytes (FuzzDecode).
 func Decode(data []byte) (*Backup, error) {
 	if len(data) < prefixLen+sha256.Size {
@@ -223,6 +224,16 @@ func Decode(data []byte) (*Backup, error) {
 	}
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the last group", ErrCorrupt, len(rest))
+	}
+	// Every group of the deployment's table must be here: one restored
+	// without its copy would start empty, and grant its tokens again.
+	if table, set := b.Sections[0].State.GroupTable(); set {
+		for _, e := range table {
+			if !seen[e.Name] {
+				return nil, fmt.Errorf("%w: the group table names group %q, of which the backup holds no copy (a backup taken by a build that copied only the groups its replica ran): take the backup again",
+					ErrCorrupt, e.Name)
+			}
+		}
 	}
 	return &b, nil
 }

@@ -107,7 +107,13 @@ func readExport(dir string, index uint64) (Exported, error) {
 	if err != nil {
 		return Exported{}, err
 	}
-	file := filepath.Join(sub, filepath.Base(ss.Filepath))
+	return checkExport(rec, ss, filepath.Join(sub, filepath.Base(ss.Filepath)), index)
+}
+
+// checkExport checks an exported snapshot whose metadata record rec
+// decodes to ss, and whose snapshot file is file: every block of the
+// file, and the first fields of the state in it, which must be at index.
+func checkExport(rec []byte, ss pb.Snapshot, file string, index uint64) (Exported, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return Exported{}, fmt.Errorf("exported snapshot: %w", err)
@@ -301,7 +307,8 @@ func backupTable(groups []ImportGroup) (tableView, error) {
 // backup's table, whatever cfg.Groups says, each voted by the voters the
 // table gives it, which must be among cfg's Members (their addresses are
 // Members'). A group this replica votes in is imported with those voters
-// as its membership; the others it joins.
+// as its membership; the others it joins, or, with PlaceOwn, reaches
+// through a mirror (they are not recorded in Dir).
 func tableImports(cfg Config, table tableView) ([]namedGroup, error) {
 	var named []namedGroup
 	for _, e := range table.groups {
@@ -327,7 +334,13 @@ func tableImports(cfg Config, table tableView) ([]namedGroup, error) {
 		}
 		named = append(named, ng)
 	}
-	if err := writeGroups(filepath.Join(cfg.Dir, groupsFileName), groupsFile{Version: 1, Table: true, Groups: named}); err != nil {
+	// A host that runs only its own groups starts no shard of the others
+	// (it reaches them through mirrors): one started would join a group
+	// whose leader never adds it.
+	run := slices.DeleteFunc(slices.Clone(named), func(ng namedGroup) bool {
+		return cfg.Placement == PlaceOwn && ng.Bootstrap == nil
+	})
+	if err := writeGroups(filepath.Join(cfg.Dir, groupsFileName), groupsFile{Version: 1, Table: true, Groups: run}); err != nil {
 		return nil, fmt.Errorf("%w: restore: Dir: %v", ErrInvalidConfig, err)
 	}
 	return named, nil

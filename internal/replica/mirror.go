@@ -277,25 +277,8 @@ func (m *mirror) servers() []uint64 {
 	return append(voters[m.next:], voters[:m.next]...)
 }
 
-// addr returns the raft address of replica id: the deployment's, as last
-// applied here, else the table's bootstrap address.
-func (m *mirror) addr(id uint64) (string, bool) {
-	if p := m.h.peers.members.Load(); p != nil {
-		if a, ok := (*p)[id]; ok {
-			return a, true
-		}
-	}
-	if v := m.h.tab.cur.Load(); v != nil {
-		if e, ok := v.find(m.r.name); ok {
-			for _, b := range e.Bootstrap {
-				if b.ID == id {
-					return b.Addr, true
-				}
-			}
-		}
-	}
-	return "", false
-}
+// addr returns the raft address of replica id (Host.memberAddr).
+func (m *mirror) addr(id uint64) (string, bool) { return m.h.memberAddr(m.r.name, id) }
 
 // stream subscribes to one server and applies what it sends until the
 // stream breaks; the error says why.

@@ -20,6 +20,16 @@ import (
 //	                  refuse(code, text)
 //	                  ping(leader)
 //
+// A backup's call connection (exportgroup.go, serveexport.go) opens with
+// an export request instead, and is answered with the group's exported
+// snapshot: its metadata file, then its snapshot file in chunks of at most
+// exportChunk bytes, pings while the copy is being written:
+//
+//	backup -> server: export(shard, name, timeout)  once, first, alone
+//	server -> backup: ping(leader)...  exportHead(index, sessions, locks, elections, metadata)
+//	                  exportData(bytes)...  (exactly the file's size)
+//	                | ping(leader)...  refuse(code, text)
+//
 // Each message is a kind byte and its fields in order: numbers as
 // uvarints, bytes and text as a uvarint length and the bytes. Decoding
 // checks every length against what is left and the bounds below, and
@@ -34,6 +44,10 @@ const (
 	wireResult    byte = 6
 	wireRefuse    byte = 7
 	wirePing      byte = 8
+	// A backup's export of a group it does not run.
+	wireExport     byte = 9
+	wireExportHead byte = 10
+	wireExportData byte = 11
 )
 
 // Error codes of a result or a refusal: what the mirror does with it.
@@ -50,6 +64,9 @@ const (
 const (
 	maxWireText    = 4 << 10
 	maxWireEntries = 1 << 16
+	// maxWireMeta bounds an exported snapshot's metadata file, as a
+	// backup file does.
+	maxWireMeta = 1 << 20
 )
 
 // errWire reports a message that is not one of the above.
@@ -72,6 +89,8 @@ type wireMsg struct {
 	Code                     byte
 	Text                     string
 	Res                      fsm.Result
+	// An exportHead's counts of what the group held at its read barrier.
+	Sessions, Locks, Elections uint64
 }
 
 func appendBytes(b, v []byte) []byte {
@@ -121,6 +140,15 @@ func (m *wireMsg) encode(b []byte) []byte {
 		b = appendBytes(b, []byte(m.Text))
 	case wirePing:
 		b = u(b, m.Leader)
+	case wireExport:
+		b = u(b, m.Shard)
+		b = appendBytes(b, []byte(m.Name))
+		b = u(b, m.Timeout)
+	case wireExportHead:
+		b = u(u(u(u(b, m.Index), m.Sessions), m.Locks), m.Elections)
+		b = appendBytes(b, m.Data)
+	case wireExportData:
+		b = appendBytes(b, m.Data)
 	}
 	return b
 }
@@ -247,6 +275,22 @@ func decodeWire(b []byte) (wireMsg, error) {
 		m.Text = string(r.bytes("text", maxWireText))
 	case wirePing:
 		m.Leader = r.uvarint("leader")
+	case wireExport:
+		m.Shard = r.uvarint("shard")
+		m.Name = string(r.bytes("name", 64))
+		m.Timeout = r.uvarint("timeout")
+	case wireExportHead:
+		m.Index, m.Sessions = r.uvarint("index"), r.uvarint("sessions")
+		m.Locks, m.Elections = r.uvarint("locks"), r.uvarint("elections")
+		m.Data = r.bytes("metadata", maxWireMeta)
+		if r.err == nil && len(m.Data) == 0 {
+			r.fail("empty metadata")
+		}
+	case wireExportData:
+		m.Data = r.bytes("snapshot data", exportChunk)
+		if r.err == nil && len(m.Data) == 0 {
+			r.fail("empty snapshot data")
+		}
 	default:
 		return wireMsg{}, fmt.Errorf("%w: kind %d", errWire, m.Kind)
 	}

@@ -19,6 +19,9 @@ func wireSeeds() []wireMsg {
 		{Kind: wireResult, ID: 4, Code: codeNoQuorum, Text: "no quorum"},
 		{Kind: wireRefuse, Code: codeElsewhere, Text: "replica 2 does not run group \"g\""},
 		{Kind: wirePing, Leader: 3},
+		{Kind: wireExport, Shard: 7, Name: "billing", Timeout: 30000},
+		{Kind: wireExportHead, Index: 42, Sessions: 3, Locks: 2, Elections: 1, Data: []byte{1, 2, 3}},
+		{Kind: wireExportData, Data: []byte{0, 1, 2}},
 	}
 }
 
@@ -30,7 +33,8 @@ func TestWireRoundTrip(t *testing.T) {
 		require.Equal(t, m.encode(nil), got.encode(nil), m.Kind)
 	}
 	for _, b := range [][]byte{nil, {0}, {wirePing}, {wirePing, 1, 0}, {wireEntries, 0, 0}, {wireResult, 1, 1, 9, 0, 0, 0, 0},
-		{wireEntries, 0, 2, 5, 0, 5, 0}} {
+		{wireEntries, 0, 2, 5, 0, 5, 0}, {wireExport, 7, 0}, {wireExportHead, 1, 0, 0, 0, 0}, {wireExportData, 0},
+		{wireExportData, 0xff, 0xff, 0xff, 0x0f}} {
 		_, err := decodeWire(b)
 		require.ErrorIs(t, err, errWire, "%v", b)
 	}
@@ -44,6 +48,7 @@ func FuzzDecodeWire(f *testing.F) {
 	}
 	f.Add([]byte{wireEntries, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add([]byte{wireSnapshot, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{wireExportHead, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeWire(b)
 		if err != nil {

@@ -38,6 +38,10 @@
 //     transport's call connections; mirrorwire.go their messages.
 //   - mirrorswap.go: a mirror and a shard of one group taking over from
 //     each other as the group table moves the group's voters.
+//   - backup.go: a group's exported copy and a restore's import;
+//     exportgroup.go every group's copy for a backup, from a voter over a
+//     call connection for a group this host does not run, and
+//     serveexport.go the voter's side.
 //   - ops.go: counters and the proposal latency histogram.
 //
 // Data flows one way: the root proposes commands and reads queries

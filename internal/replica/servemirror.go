@@ -174,7 +174,8 @@ func chunk(entries []wireEntry) [][]wireEntry {
 	return out
 }
 
-// ServeCall implements transport.CallHandler: a mirror's subscription.
+// ServeCall implements transport.CallHandler: a mirror's subscription, or
+// a backup's export of a group (serveexport.go).
 func (p *peers) ServeCall(peer peering.Hello, c transport.CallConn) { p.h.serveMirror(peer, c) }
 
 // serveMirror serves one mirror's call connection until it ends.
@@ -189,6 +190,10 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 		return
 	}
 	m, err := decodeWire(b)
+	if err == nil && m.Kind == wireExport {
+		h.serveExport(peer, c, m)
+		return
+	}
 	if err != nil || m.Kind != wireSubscribe {
 		return
 	}

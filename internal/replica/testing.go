@@ -292,3 +292,14 @@ func (h *Host) TestingSubscribe(ctx context.Context, addr, name string) (uint64,
 	}
 	return m.Index, nil
 }
+
+// TestingExport asks the replica at addr to export group name (a group of
+// Config.Groups) into dir, as a backup on this host would, and returns the
+// index of the copy it got, or why not: for tests of the serving side.
+func (h *Host) TestingExport(ctx context.Context, addr, name, dir string) (uint64, error) {
+	if h.calls == nil {
+		return 0, errors.New("no calls")
+	}
+	ex, err := h.exportFrom(ctx, exportTarget{name: name, shard: GroupShardID(name)}, addr, dir)
+	return ex.Snapshot.Index, err
+}

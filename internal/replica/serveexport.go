@@ -1,0 +1,141 @@
+package replica
+
+// The serving side of a backup's export of a group (exportgroup.go): a
+// replica that runs the group writes a copy of it with Export, as a backup
+// of a local group does, and sends it down the call connection the export
+// request came on, in messages of at most exportChunk bytes (a group's
+// state may be far larger than one call message). The request is the one
+// message the caller sends: anything more, or the connection's end, stops
+// the export. The copy is written in a temporary directory under Dir that
+// is removed before the connection ends.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/backup"
+	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/transport"
+)
+
+const (
+	// exportChunk bounds the snapshot bytes of one exportData message.
+	exportChunk = 1 << 20
+	// exportWait bounds an export whose request names no deadline.
+	exportWait = 10 * time.Minute
+)
+
+// serveExport answers export request m on c: the group's copy, or a
+// refusal saying why not (codeElsewhere if this replica does not run it).
+func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) {
+	refuse := func(code byte, text string) {
+		msg := wireMsg{Kind: wireRefuse, Code: code, Text: truncate(text, maxWireText-8)}
+		_ = c.Send(msg.encode(nil))
+	}
+	r := h.running(m.Name)
+	if r == nil || r.shard != m.Shard {
+		refuse(codeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
+		return
+	}
+	if why := r.serving(); why != nil {
+		refuse(codeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.name, why))
+		return
+	}
+	wait := exportWait
+	if m.Timeout > 0 {
+		wait = min(wait, time.Duration(m.Timeout)*time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, wait)
+	defer cancel()
+	// The caller sends nothing more; its close (it has the whole copy, or
+	// gave up) ends the export.
+	gone := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer c.Close()
+	c.SetIdle(0)
+	wg.Go(func() {
+		defer close(gone)
+		defer cancel()
+		_, _ = c.Recv()
+	})
+
+	tmp, err := os.MkdirTemp(h.cfg.Dir, ".snapshot-export-")
+	if err != nil {
+		refuse(codeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, err))
+		return
+	}
+	defer os.RemoveAll(tmp)
+	type result struct {
+		ex  Exported
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ex, err := r.Export(ctx, tmp)
+		done <- result{ex, err}
+	}()
+	// Pings keep the caller's idle limit from ending a long export.
+	t := time.NewTicker(mirrorPing)
+	defer t.Stop()
+	var res result
+	for waiting := true; waiting; {
+		select {
+		case res = <-done:
+			waiting = false
+		case <-t.C:
+			ping := wireMsg{Kind: wirePing, Leader: r.leader.Load()}
+			if c.Send(ping.encode(nil)) != nil {
+				cancel()
+			}
+		}
+	}
+	if res.err != nil {
+		refuse(wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, res.err))
+		return
+	}
+	ex := res.ex
+	head := wireMsg{Kind: wireExportHead, Index: ex.Snapshot.Index, Data: backup.EncodeMetadata(ex.Meta),
+		Sessions: uint64(ex.Sessions), Locks: uint64(ex.Locks), Elections: uint64(ex.Elections)}
+	if err := c.Send(head.encode(nil)); err != nil {
+		return
+	}
+	if err := sendFile(c, ex.File, ex.Snapshot.FileSize); err != nil {
+		r.log.Warn("fencelock: a backup's export of the group ended early", "for", peer.Replica, "err", err)
+		return
+	}
+	_ = os.RemoveAll(tmp) // sent: no need to keep it while the caller finishes
+	r.log.Info("fencelock: exported the group for another replica's backup", "for", peer.Replica, "index", ex.Snapshot.Index, "bytes", ex.Snapshot.FileSize)
+	// The caller closes once it has it all.
+	select {
+	case <-gone:
+	case <-time.After(mirrorIdle):
+	}
+}
+
+// sendFile sends the size bytes of file down c as exportData messages.
+func sendFile(c transport.CallConn, file string, size uint64) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, exportChunk)
+	var msg []byte
+	for sent := uint64(0); sent < size; {
+		n, err := io.ReadFull(f, buf[:min(uint64(len(buf)), size-sent)])
+		if err != nil {
+			return fmt.Errorf("%s after %d bytes: %w", file, sent, err)
+		}
+		msg = (&wireMsg{Kind: wireExportData, Data: buf[:n]}).encode(msg[:0])
+		if err := c.Send(msg); err != nil {
+			return err
+		}
+		sent += uint64(n)
+	}
+	return nil
+}

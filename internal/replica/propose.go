@@ -164,19 +164,8 @@ func (r *Replica) replaced(err error) *Replica {
 // finish, such as a withdrawal, runs so), and still learns the cause if its
 // context ends.
 func (r *Replica) check(ctx context.Context, last error) error {
-	select {
-	case <-r.closed:
-		return r.closedErr()
-	default:
-	}
-	if e := r.gone.Load(); e != nil {
-		return *e
-	}
-	if r.ops.removed.Load() {
-		return ErrRemoved
-	}
-	if e := r.refused.Load(); e != nil {
-		return *e
+	if err := r.serving(); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		if last == nil {

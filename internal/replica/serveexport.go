@@ -32,17 +32,8 @@ const (
 // serveExport answers export request m on c: the group's copy, or a
 // refusal saying why not (codeElsewhere if this replica does not run it).
 func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) {
-	refuse := func(code byte, text string) {
-		msg := wireMsg{Kind: wireRefuse, Code: code, Text: truncate(text, maxWireText-8)}
-		_ = c.Send(msg.encode(nil))
-	}
-	r := h.running(m.Name)
-	if r == nil || r.shard != m.Shard {
-		refuse(codeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
-		return
-	}
-	if why := r.serving(); why != nil {
-		refuse(codeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.name, why))
+	r := h.servingGroup(c, m)
+	if r == nil {
 		return
 	}
 	wait := exportWait
@@ -66,7 +57,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 
 	tmp, err := os.MkdirTemp(h.cfg.Dir, ".snapshot-export-")
 	if err != nil {
-		refuse(codeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, err))
+		refuse(c, codeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, err))
 		return
 	}
 	defer os.RemoveAll(tmp)
@@ -95,7 +86,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 		}
 	}
 	if res.err != nil {
-		refuse(wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, res.err))
+		refuse(c, wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, res.err))
 		return
 	}
 	ex := res.ex

@@ -198,23 +198,14 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 		return
 	}
 	c.SetIdle(0)
-	refuse := func(code byte, text string) {
-		msg := wireMsg{Kind: wireRefuse, Code: code, Text: text}
-		_ = c.Send(msg.encode(nil))
-	}
-	r := h.running(m.Name)
-	if r == nil || r.shard != m.Shard {
-		refuse(codeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
-		return
-	}
-	if why := r.serving(); why != nil {
-		refuse(codeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.name, why))
+	r := h.servingGroup(c, m)
+	if r == nil {
 		return
 	}
 	sub := newSubscriber()
 	index, state, err := r.subscribe(sub)
 	if err != nil {
-		refuse(codeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.name, err))
+		refuse(c, codeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.name, err))
 		return
 	}
 	defer r.subs.remove(sub)
@@ -256,7 +247,9 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 	}
 }
 
-// serving returns why r cannot feed a mirror, nil if it can.
+// serving returns why r cannot serve a call (feed a mirror, export, make
+// a proposal or a read), nil if it can: it stopped, was taken off its
+// group, or refused its Dir.
 func (r *Replica) serving() error {
 	select {
 	case <-r.closed:
@@ -402,4 +395,26 @@ func wireCode(err error) byte {
 		return codeUnavailable
 	}
 	return codeInvalid
+}
+
+// servingGroup returns this host's replica of the group request m names,
+// or answers c with a refusal saying why it cannot serve it
+// (codeElsewhere: the caller asks another replica) and returns nil.
+func (h *Host) servingGroup(c transport.CallConn, m wireMsg) *Replica {
+	r := h.running(m.Name)
+	if r == nil || r.shard != m.Shard {
+		refuse(c, codeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
+		return nil
+	}
+	if why := r.serving(); why != nil {
+		refuse(c, codeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.name, why))
+		return nil
+	}
+	return r
+}
+
+// refuse answers a call on c with a refusal: code and why.
+func refuse(c transport.CallConn, code byte, text string) {
+	msg := wireMsg{Kind: wireRefuse, Code: code, Text: truncate(text, maxWireText-8)}
+	_ = c.Send(msg.encode(nil))
 }

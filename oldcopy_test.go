@@ -20,8 +20,26 @@ import (
 // the process in Dragonboat: "invalid commitTo index"). The other two go on
 // granting.
 func TestDirRestoredFromOlderCopyIsRefused(t *testing.T) {
+	// The refusal needs the leader that saw replica 3 acknowledge (a new
+	// one learns a follower's progress from scratch: docs/operations.md
+	// says that case is not caught). A leader change during the run, which
+	// a loaded machine can cause, makes the run say nothing: it is run
+	// again, a few times at most.
+	for attempt := 1; ; attempt++ {
+		if olderCopyRefused(t) {
+			return
+		}
+		require.Less(t, attempt, 3, "the leader changed in every run")
+		t.Logf("run %d: the leader changed before replica 3 was refused; again", attempt)
+	}
+}
+
+// olderCopyRefused runs TestDirRestoredFromOlderCopyIsRefused once; false:
+// the leader changed meanwhile, and the run proved nothing.
+func olderCopyRefused(t *testing.T) bool {
 	ctx := testCtx(t)
 	c := newCluster(t, 3, nil)
+	defer c.closeAll()
 	if c.leader(ctx) == 3 {
 		require.NoError(t, c.node(3).TransferLeadership(ctx, "", 1))
 	}
@@ -47,11 +65,14 @@ func TestDirRestoredFromOlderCopyIsRefused(t *testing.T) {
 	for c.node(3).Status().AppliedIndex < want {
 		time.Sleep(5 * time.Millisecond)
 	}
-	require.Equal(t, leader, c.leader(ctx), "the leader, which remembers replica 3's progress, stays")
+	if c.leader(ctx) != leader {
+		return false // the leader that remembers replica 3's progress must stay
+	}
 	c.stop(3)
 	require.NoError(t, os.RemoveAll(c.dirs[3]))
 	require.NoError(t, os.Rename(old, c.dirs[3]))
 
+	term := c.node(leader).Status().Term
 	n := c.start(3)
 	var last error
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -62,7 +83,11 @@ func TestDirRestoredFromOlderCopyIsRefused(t *testing.T) {
 			break
 		}
 	}
+	if !errors.Is(last, ErrInvalidConfig) && c.node(leader).Status().Term != term {
+		return false
+	}
 	require.ErrorIs(t, last, ErrInvalidConfig)
 	require.Contains(t, last.Error(), "older copy")
 	grant(3) // the other two go on
+	return true
 }

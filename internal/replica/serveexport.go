@@ -57,7 +57,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 
 	tmp, err := os.MkdirTemp(h.cfg.Dir, ".snapshot-export-")
 	if err != nil {
-		refuse(c, codeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, err))
+		refuseCall(c, codeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, err))
 		return
 	}
 	defer os.RemoveAll(tmp)
@@ -86,7 +86,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 		}
 	}
 	if res.err != nil {
-		refuse(c, wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, res.err))
+		refuseCall(c, wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, res.err))
 		return
 	}
 	ex := res.ex

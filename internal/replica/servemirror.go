@@ -205,7 +205,7 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 	sub := newSubscriber()
 	index, state, err := r.subscribe(sub)
 	if err != nil {
-		refuse(c, codeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.name, err))
+		refuseCall(c, codeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.name, err))
 		return
 	}
 	defer r.subs.remove(sub)
@@ -403,18 +403,18 @@ func wireCode(err error) byte {
 func (h *Host) servingGroup(c transport.CallConn, m wireMsg) *Replica {
 	r := h.running(m.Name)
 	if r == nil || r.shard != m.Shard {
-		refuse(c, codeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
+		refuseCall(c, codeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
 		return nil
 	}
 	if why := r.serving(); why != nil {
-		refuse(c, codeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.name, why))
+		refuseCall(c, codeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.name, why))
 		return nil
 	}
 	return r
 }
 
-// refuse answers a call on c with a refusal: code and why.
-func refuse(c transport.CallConn, code byte, text string) {
+// refuseCall answers a call on c with a refusal: code and why.
+func refuseCall(c transport.CallConn, code byte, text string) {
 	msg := wireMsg{Kind: wireRefuse, Code: code, Text: truncate(text, maxWireText-8)}
 	_ = c.Send(msg.encode(nil))
 }

@@ -96,7 +96,14 @@ func observeUntil(t testing.TB, ctx context.Context, ch <-chan LeaderInfo, want 
 	var seen []LeaderInfo
 	var last uint64
 	for {
-		info := next(t, ctx, ch)
+		var info LeaderInfo
+		select {
+		case got, ok := <-ch:
+			require.True(t, ok, "the observer's channel closed; saw %v", seen)
+			info = unnamedLeader(t, got)
+		case <-ctx.Done():
+			t.Fatalf("no observation of %+v; saw %+v", want, seen)
+		}
 		seen = append(seen, info)
 		if info.Token != 0 {
 			require.GreaterOrEqual(t, info.Token, last, "observations go back in time: %v", seen)

@@ -1,6 +1,7 @@
 package fencelock
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -224,4 +225,36 @@ func TestPartOpenedBeforeTheRaiseNamesItsSession(t *testing.T) {
 	part, ok := s.IDIn("a")
 	require.True(t, ok)
 	require.Equal(t, part, info.PartID)
+}
+
+// An observer of a named group's election names each leader by its
+// session, whether it learnt of the leader from its first read or from the
+// events that follow (those carried the part's ID only, so a change showed
+// SessionID 0 where a read showed the session).
+func TestObserveNamedGroupNamesTheSession(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.Groups = []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
+	})
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "every group writes the newest formats", func(_ uint64, st Status) bool {
+		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
+	})
+	s1, s2 := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(2))
+	first := campaign(t, ctx, s1, "e@a", "one")
+	ch := c.node(3).Observe(ctx, "e@a")
+	octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	observeUntil(t, octx, ch, infoOf(first))
+	got := campaignAsync(ctx, s2, "e@a", "two")
+	waitUntil(t, ctx, "the second candidate queues", func() bool {
+		cs, err := c.node(1).Candidates(ctx, "e@a")
+		require.NoError(t, err)
+		return cs.Total == 1
+	})
+	require.NoError(t, first.Resign(ctx))
+	r := <-got
+	require.NoError(t, r.err)
+	want := infoOf(r.l)
+	require.Equal(t, s2.ID(), want.SessionID)
+	observeUntil(t, octx, ch, want)
 }

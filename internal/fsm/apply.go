@@ -528,7 +528,7 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared boo
 	if l.election {
 		s.leads.push(h)
 		st.emit(Event{Kind: EventElected, Session: s.id, Seq: seq, Token: h.token, Name: l.name, Value: value,
-			MaxHold: maxHold, SessionName: s.name, At: h.at})
+			MaxHold: maxHold, SessionName: s.name, At: h.at, Parent: s.parent})
 	} else {
 		s.held.push(h)
 		st.emit(Event{Kind: EventGranted, Session: s.id, Seq: seq, Token: h.token, Name: l.name,

@@ -59,7 +59,7 @@ func (st *State) proclaim(s *session, c *Command) Result {
 	}
 	h.l.setValue(c.Value)
 	st.emit(Event{Kind: EventProclaimed, Session: s.id, Seq: h.seq, Token: h.token, Name: h.l.name, Value: c.Value,
-		SessionName: s.name, At: h.at})
+		SessionName: s.name, At: h.at, Parent: s.parent})
 	return Result{Status: OK}
 }
 

@@ -118,12 +118,15 @@ type Event struct {
 	Election bool   // EventKept, EventKeptQueued, EventQueued, EventUnqueued: Name is an election
 	Name     string
 	Value    string // EventElected, EventProclaimed: the leader's value
-	// SessionName and At are an EventElected's or EventProclaimed's
-	// leader: its session's name and when it was elected (the At of the
-	// command whose apply made the grant; 0: unknown), so that an
-	// observer following the events names the leader as a read would.
+	// SessionName, At and Parent are an EventElected's or
+	// EventProclaimed's leader: its session's name, when it was elected
+	// (the At of the command whose apply made the grant; 0: unknown) and
+	// the session its part belongs to (Command.Parent; 0: none or
+	// unknown), so that an observer following the events names the leader
+	// as a read would.
 	SessionName string
 	At          uint64
+	Parent      uint64
 	// Shared marks an EventGranted or EventFreed of a grant in shared mode
 	// (of a shared lock, or of a semaphore); Permits is then the
 	// semaphore's permit count, 0 for a lock. (Version 3.)

@@ -258,7 +258,7 @@ func (ws *watches) applied(index uint64, e *fsm.Event) {
 	}
 	info := Leader{Election: e.Name}
 	if e.Kind != fsm.EventDeposed {
-		info = Leader{Election: e.Name, Value: e.Value, Token: e.Token, Session: e.Session, Name: e.SessionName, At: e.At}
+		info = Leader{Election: e.Name, Value: e.Value, Token: e.Token, Session: e.Session, Parent: e.Parent, Name: e.SessionName, At: e.At}
 	}
 	if w.latest.index != index {
 		ws.dirty = append(ws.dirty, w)

@@ -229,13 +229,23 @@ func (c *client) critical(ctx context.Context) bool {
 	if c.slow {
 		writes, gap = 40, c.e.ttl/20
 	}
-	for range writes {
+	return c.steps(ctx, writes, gap, func() bool { return c.write(b) })
+}
+
+// steps runs n steps of a grant's holder (critical, term), gap apart: each
+// one first takes a pending pause (then the holder gives the grant up), stops
+// on ctx (keeping the grant, for the final check), may restart the client's
+// replica, and ends once the grant is lost; step reports false when the
+// holder should give the grant up. steps reports whether it should.
+func (c *client) steps(ctx context.Context, n int, gap time.Duration, step func() bool) bool {
+	b := c.held
+	for range n {
 		if p := c.takePause(); p != nil {
 			c.paused(ctx, p)
 			return true
 		}
 		if ctx.Err() != nil {
-			return false // stopping: keep the lock, for the final check
+			return false // stopping: keep the grant, for the final check
 		}
 		if c.rng.IntN(restartOdds) == 0 && !c.restart(ctx) {
 			return false
@@ -247,10 +257,10 @@ func (c *client) critical(ctx context.Context) bool {
 			return false
 		default:
 		}
-		if !c.write(b) {
+		if !step() {
 			return true
 		}
-		c.sleep(ctx, gap) // the work between writes
+		c.sleep(ctx, gap) // the work between steps
 	}
 	return true
 }

@@ -96,30 +96,7 @@ func valueOrder(v string) (client, n int, ok bool) {
 // step. It reports whether the client should resign now.
 func (c *client) term(ctx context.Context) bool {
 	b := c.held
-	for range termSteps {
-		if p := c.takePause(); p != nil {
-			c.paused(ctx, p)
-			return true
-		}
-		if ctx.Err() != nil {
-			return false // stopping: keep leading, for the final check
-		}
-		if c.rng.IntN(restartOdds) == 0 && !c.restart(ctx) {
-			return false
-		}
-		select {
-		case <-b.done:
-			c.e.drop(b)
-			c.held = nil
-			return false
-		default:
-		}
-		if !c.write(b) || !c.proclaim(ctx, b) {
-			return true
-		}
-		c.sleep(ctx, termGap(c.e.ttl))
-	}
-	return true
+	return c.steps(ctx, termSteps, termGap(c.e.ttl), func() bool { return c.write(b) && c.proclaim(ctx, b) })
 }
 
 // proclaim replaces the leader's value; false if the group refused it or

@@ -62,10 +62,17 @@ type Factory struct {
 
 // Create opens the default store on dirs and wraps it.
 func (f Factory) Create(cfg config.NodeHostConfig, cb config.LogDBCallback, dirs []string, walDirs []string) (raftio.ILogDB, error) {
-	db, err := newDefault(cfg, cb, dirs, walDirs)
+	w := newWALSizer(cfg, dirs, walDirs)
+	db, err := newDefault(cfg, func(info config.LogDBInfo) {
+		w.sizeShard(info.Shard) // a log may have been created
+		if cb != nil {
+			cb(info)
+		}
+	}, dirs, walDirs)
 	if err != nil {
 		return nil, err
 	}
+	w.sizeAll()
 	// NodeHost runs this check itself only on its own default store.
 	if c, ok := db.(interface{ SelfCheckFailed() (bool, error) }); ok {
 		failed, err := c.SelfCheckFailed()

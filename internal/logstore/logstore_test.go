@@ -1,6 +1,8 @@
 package logstore
 
 import (
+	"io/fs"
+	"path/filepath"
 	"testing"
 
 	"github.com/lni/dragonboat/v4/config"
@@ -261,4 +263,69 @@ func TestCrashArmedAtCloseDiesThere(t *testing.T) {
 	<-ch
 	require.True(t, died)
 	require.Equal(t, Stats{Saves: 1}, s.Stats())
+}
+
+// A new write-ahead log is created at the size pebble preallocates for it,
+// so a sync of an entry does not also commit a new file size; the store
+// reads back what it wrote after a clean close and after a crash, whose
+// log ends in the zeroes past its last record.
+func TestLogsAreCreatedAtTheirSize(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.NodeHostConfig{NodeHostDir: dir, Expert: config.ExpertConfig{LogDB: config.GetTinyMemLogDBConfig()}}
+	require.NoError(t, cfg.Prepare())
+	open := func() *Store {
+		t.Helper()
+		db, err := Factory{}.Create(cfg, func(config.LogDBInfo) {}, []string{dir}, []string{dir})
+		require.NoError(t, err)
+		return db.(*Store)
+	}
+	logs := func() map[string]int64 {
+		t.Helper()
+		sizes := map[string]int64{}
+		require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && isWAL(p) {
+				fi, err := d.Info()
+				if err != nil {
+					return err
+				}
+				sizes[p] = fi.Size()
+			}
+			return err
+		}))
+		return sizes
+	}
+	want := int64(cfg.Expert.LogDB.KVWriteBufferSize) * 11 / 10
+
+	s := open()
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: entries(1, 6, 5)}}, 1))
+	sizes := logs()
+	require.NotEmpty(t, sizes)
+	for p, n := range sizes {
+		require.Equal(t, want, n, "%s", p)
+	}
+	require.NoError(t, s.Close())
+
+	s = open()
+	got, _, err := s.IterateEntries(nil, 0, 1, 1, 1, 7, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, got, 6, "after a clean close")
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: entries(7, 9, 5)}}, 1))
+	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 9)}}, 1))
+	<-s.Crash(nil)
+	require.NoError(t, s.Close())
+
+	s = open()
+	got, _, err = s.IterateEntries(nil, 0, 1, 1, 1, 10, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, got, 9, "after a crash")
+	require.NoError(t, s.Close())
+}
+
+func TestIsWAL(t *testing.T) {
+	for name, want := range map[string]bool{
+		"/d/000002.log": true, "000123.log": true, ".log": false, "/d/LOG": false,
+		"/d/a1.log": false, "/d/000002.sst": false, "/d/MANIFEST-000001": false,
+	} {
+		require.Equal(t, want, isWAL(name), name)
+	}
 }

@@ -2,8 +2,10 @@ package logstore
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
@@ -265,21 +267,23 @@ func TestCrashArmedAtCloseDiesThere(t *testing.T) {
 	require.Equal(t, Stats{Saves: 1}, s.Stats())
 }
 
-// A new write-ahead log is created at the size pebble preallocates for it,
-// so a sync of an entry does not also commit a new file size; the store
-// reads back what it wrote after a clean close and after a crash, whose
-// log ends in the zeroes past its last record.
+// A new write-ahead log is extended to the size pebble preallocates for it,
+// at the store's open and when pebble rotates to a new one, so a sync of an
+// entry does not also commit a new file size. The store reads back what it
+// wrote after a clean close, and from a crash image: the files as they are
+// on disk while the store runs, whose last log ends in zeroes, with no EOF
+// trailer.
 func TestLogsAreCreatedAtTheirSize(t *testing.T) {
-	dir := t.TempDir()
-	cfg := config.NodeHostConfig{NodeHostDir: dir, Expert: config.ExpertConfig{LogDB: config.GetTinyMemLogDBConfig()}}
+	cfg := config.NodeHostConfig{Expert: config.ExpertConfig{LogDB: config.GetTinyMemLogDBConfig()}}
 	require.NoError(t, cfg.Prepare())
-	open := func() *Store {
+	want := int64(cfg.Expert.LogDB.KVWriteBufferSize) * 11 / 10
+	open := func(dir string) *Store {
 		t.Helper()
 		db, err := Factory{}.Create(cfg, func(config.LogDBInfo) {}, []string{dir}, []string{dir})
 		require.NoError(t, err)
 		return db.(*Store)
 	}
-	logs := func() map[string]int64 {
+	logs := func(dir string) map[string]int64 {
 		t.Helper()
 		sizes := map[string]int64{}
 		require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -288,36 +292,62 @@ func TestLogsAreCreatedAtTheirSize(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				sizes[p] = fi.Size()
+				sizes[filepath.Base(p)] = fi.Size()
 			}
 			return err
 		}))
 		return sizes
 	}
-	want := int64(cfg.Expert.LogDB.KVWriteBufferSize) * 11 / 10
+	read := func(s *Store, n int) {
+		t.Helper()
+		got, _, err := s.IterateEntries(nil, 0, 1, 1, 1, uint64(n+1), 1<<30)
+		require.NoError(t, err)
+		require.Len(t, got, n)
+		for i, e := range got {
+			require.Equal(t, uint64(i+1), e.Index)
+		}
+	}
 
-	s := open()
+	dir := t.TempDir()
+	s := open(dir)
 	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: entries(1, 6, 5)}}, 1))
-	sizes := logs()
-	require.NotEmpty(t, sizes)
-	for p, n := range sizes {
-		require.Equal(t, want, n, "%s", p)
+	first := logs(dir)
+	require.Len(t, first, 1)
+	for name, n := range first {
+		require.Equal(t, want, n, "%s", name)
 	}
 	require.NoError(t, s.Close())
+	s = open(dir)
+	read(s, 6)
 
-	s = open()
-	got, _, err := s.IterateEntries(nil, 0, 1, 1, 1, 7, 1<<20)
-	require.NoError(t, err)
-	require.Len(t, got, 6, "after a clean close")
-	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: entries(7, 9, 5)}}, 1))
-	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 9)}}, 1))
-	<-s.Crash(nil)
+	// Past a memtable of entries pebble rotates its log: the new one is
+	// sized too, on Dragonboat's callback.
+	index := uint64(7)
+	big := make([]byte, 64<<10)
+	for len(logs(dir)) < 2 || index < 100 {
+		require.Less(t, index, uint64(10_000), "pebble never rotated its log")
+		es := entries(index, index+7, 5)
+		for i := range es {
+			es[i].Cmd = big
+		}
+		require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: state(5, 1, 3), EntriesToSave: es}}, 1))
+		index += 8
+	}
+	require.Eventually(t, func() bool {
+		for name, n := range logs(dir) {
+			if _, old := first[name]; !old && n >= want {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "the log pebble rotated to is sized: %v", logs(dir))
+
+	// The crash image, taken while the store runs.
+	image := t.TempDir()
+	require.NoError(t, os.CopyFS(image, os.DirFS(dir)))
 	require.NoError(t, s.Close())
-
-	s = open()
-	got, _, err = s.IterateEntries(nil, 0, 1, 1, 1, 10, 1<<20)
-	require.NoError(t, err)
-	require.Len(t, got, 9, "after a crash")
+	s = open(image)
+	read(s, int(index-1))
 	require.NoError(t, s.Close())
 }
 

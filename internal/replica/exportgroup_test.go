@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/peering"
 )
 
 // pipeCall is one end of an in-memory call connection.
@@ -83,4 +85,38 @@ func TestExportFileInChunks(t *testing.T) {
 	err = recvFile(ctx, client, filepath.Join(dir, "refused"), uint64(len(data)))
 	require.ErrorIs(t, err, ErrNoQuorum)
 	require.ErrorContains(t, err, `group "b"`)
+}
+
+// A replica serves at most maxExports exports at once: one more is refused
+// at once, as unavailable (the caller asks another voter), with a refusal
+// that names the replica and why; once one ends, the next is served (here:
+// refused as elsewhere, since the bare host runs no group).
+func TestServeExportBoundsExportsAtOnce(t *testing.T) {
+	h := &Host{cfg: Config{ReplicaID: 7}}
+	h.gset.Store(&groupSet{})
+	ask := func() error {
+		t.Helper()
+		client, server := pipeCalls()
+		defer close(server.done)
+		go h.serveExport(peering.Hello{Replica: 9}, server, wireMsg{Kind: wireExport, Shard: 5, Name: "b"})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := recvExport(ctx, client, wireExportHead)
+		return err
+	}
+	h.exporting.Store(maxExports) // two exports in progress
+	err := ask()
+	var refused *exportRefusal
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, codeUnavailable, refused.code)
+	require.Contains(t, refused.text, "replica 7 is already writing 2 copies")
+	require.Contains(t, refused.text, `group "b"`)
+	require.Equal(t, int32(maxExports), h.exporting.Load(), "a refused export holds no slot")
+
+	h.exporting.Add(-1) // one ended
+	err = ask()
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, codeElsewhere, refused.code, "%v", err)
+	require.Eventually(t, func() bool { return h.exporting.Load() == maxExports-1 }, 10*time.Second, time.Millisecond,
+		"the served export gave its slot back")
 }

@@ -91,6 +91,7 @@ type Host struct {
 	releaseDir func()                         // frees Dir for another Start in this process
 	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
 	down       atomic.Bool                    // set by TestingCrash: the transport is cut off
+	exporting  atomic.Int32                   // copies of groups being written for other replicas' backups (serveExport)
 	streams    streamCount                    // message connections opened, by target (tests)
 
 	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)

@@ -27,11 +27,24 @@ const (
 	exportChunk = 1 << 20
 	// exportWait bounds an export whose request names no deadline.
 	exportWait = 10 * time.Minute
+	// maxExports bounds the exports a replica serves at once: each writes
+	// a copy of a group to its disk and holds a call connection, and
+	// backups taken on many replicas at once, or a caller that retries
+	// without end, must not fill the disk or starve the group's own work.
+	// A refused caller asks another voter.
+	maxExports = 2
 )
 
 // serveExport answers export request m on c: the group's copy, or a
 // refusal saying why not (codeElsewhere if this replica does not run it).
 func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) {
+	if n := h.exporting.Add(1); n > maxExports {
+		h.exporting.Add(-1)
+		refuseCall(c, codeUnavailable, fmt.Sprintf("replica %d is already writing %d copies of groups for other replicas' backups, its most at once: ask another voter of group %q, or again later",
+			h.cfg.ReplicaID, maxExports, truncate(m.Name, 64)))
+		return
+	}
+	defer h.exporting.Add(-1)
 	r := h.servingGroup(c, m)
 	if r == nil {
 		return

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/backup"
@@ -195,21 +194,4 @@ func Restore(r io.Reader, cfg Config) (BackupInfo, error) {
 		return BackupInfo{}, err
 	}
 	return backupInfo(b.Header), nil
-}
-
-// replicaConfig is what Start gives the replica for cfg (normalized).
-func replicaConfig(cfg Config) replica.Config {
-	groups := make([]replica.GroupConfig, len(cfg.Groups))
-	for i, g := range cfg.Groups {
-		groups[i] = replica.GroupConfig{Name: g.Name, Voters: slices.Clone(g.Voters)}
-	}
-	return replica.Config{
-		ReplicaID: cfg.ReplicaID, Members: cfg.Members, Join: cfg.Join,
-		Addr: cfg.Addr, ListenAddr: cfg.ListenAddr, Dir: cfg.Dir,
-		RTT: cfg.RTT, ProposalTimeout: cfg.ProposalTimeout,
-		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
-		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
-		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
-		Groups: groups, Placement: cfg.Placement.replicaPlacement(),
-	}
 }

@@ -369,19 +369,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Clock: cfg.clock, Log: n.log, Groups: n.groups(), UnknownGroup: ErrUnknownGroup,
 		Tracer: cfg.TracerProvider.Tracer(tracerName),
 	})
-	groups := make([]replica.GroupConfig, len(cfg.Groups))
-	for i, g := range cfg.Groups {
-		groups[i] = replica.GroupConfig{Name: g.Name, Voters: slices.Clone(g.Voters)}
-	}
-	host, err := replica.Start(replica.Config{
-		ReplicaID: cfg.ReplicaID, Members: cfg.Members, Join: cfg.Join,
-		Addr: cfg.Addr, ListenAddr: cfg.ListenAddr, Dir: cfg.Dir,
-		RTT: cfg.RTT, ProposalTimeout: cfg.ProposalTimeout,
-		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
-		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
-		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
-		Groups: groups, OnApplied: cfg.applied, Reads: cfg.reads, Placement: cfg.Placement.replicaPlacement(),
-	}, n.h.Sink)
+	rc := replicaConfig(cfg)
+	rc.OnApplied, rc.Reads = cfg.applied, cfg.reads
+	host, err := replica.Start(rc, n.h.Sink)
 	if err != nil {
 		n.h.Close(ErrClosed)
 		return nil, err
@@ -561,4 +551,23 @@ func init() {
 // calls wait for the new leader.
 func (n *Node) TransferLeadership(ctx context.Context, group string, to uint64) error {
 	return n.host.TransferLeadership(ctx, group, to)
+}
+
+// replicaConfig is the replica's configuration for cfg (normalized): what
+// Start runs and what Restore writes a Dir for, built in one place so that
+// a restored Dir is the Dir Start expects.
+func replicaConfig(cfg Config) replica.Config {
+	groups := make([]replica.GroupConfig, len(cfg.Groups))
+	for i, g := range cfg.Groups {
+		groups[i] = replica.GroupConfig{Name: g.Name, Voters: slices.Clone(g.Voters)}
+	}
+	return replica.Config{
+		ReplicaID: cfg.ReplicaID, Members: cfg.Members, Join: cfg.Join,
+		Addr: cfg.Addr, ListenAddr: cfg.ListenAddr, Dir: cfg.Dir,
+		RTT: cfg.RTT, ProposalTimeout: cfg.ProposalTimeout,
+		ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
+		SnapshotEntries: cfg.SnapshotEntries, CompactionOverhead: cfg.CompactionOverhead,
+		DeploymentID: cfg.DeploymentID, Transport: cfg.Transport, Logger: cfg.Logger, Clock: cfg.clock,
+		Groups: groups, Placement: cfg.Placement.replicaPlacement(),
+	}
 }

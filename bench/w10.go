@@ -194,7 +194,13 @@ func appliedEntries(c *cluster) uint64 {
 
 // leaders is who leads what, as the running replicas see it.
 type leaders struct {
-	ok     bool              // every group has one leader all agree on, and each replica leads at most its bound
+	ok bool // every group has one leader all agree on, and each replica leads at most its bound
+	// stable: every group has one leader all agree on, and no replica over
+	// its bound leads a group with a running voter below its own bound, so
+	// the balancer can move nothing more. It differs from ok where the
+	// bounds cannot all be met: 10 groups whose voters all vote in the
+	// default group, over 9 replicas (W13), give every replica a bound of 1.
+	stable bool
 	leads  map[uint64]int    // groups led, by replica ID
 	bound  map[uint64]int    // ⌈G/H⌉ of each voter: G groups it votes in, H replicas voting in them
 	leader map[string]uint64 // by group name ("" default); 0 where they disagree or none is known
@@ -272,18 +278,33 @@ func leaderView(c *cluster) (leaders, error) {
 			l.ok = false
 		}
 	}
+	l.stable = true
+	for name, id := range l.leader {
+		if id == 0 {
+			l.stable = false
+			continue
+		}
+		if l.leads[id] <= l.bound[id] {
+			continue
+		}
+		for _, v := range voters[name] {
+			if v != id && running[v] && l.leads[v] < l.bound[v] {
+				l.stable = false // the balancer would give this group to v
+			}
+		}
+	}
 	return l, nil
 }
 
-// settleLeaders waits, up to within, until the leaders are spread (see
-// leaders.ok), polling the replicas' local views (no event says "the
-// balancer is done"). Not settling in time is a figure, not an error: the
-// last view is returned with ok false.
+// settleLeaders waits, up to within, until the leaders are spread as far as
+// the balancer can (see leaders.stable), polling the replicas' local views
+// (no event says "the balancer is done"). Not settling in time is a figure,
+// not an error: the last view is returned with stable false.
 func settleLeaders(ctx context.Context, c *cluster, within time.Duration) (leaders, error) {
 	deadline := time.Now().Add(within)
 	for {
 		l, err := leaderView(c)
-		if err != nil || l.ok || time.Now().After(deadline) {
+		if err != nil || l.stable || time.Now().After(deadline) {
 			return l, err
 		}
 		select {

@@ -217,7 +217,8 @@ func w13Run(ctx context.Context, f flags, dir string, place fencelock.Placement)
 	res.P50, res.P99, res.P999, res.Max = pct(.5), pct(.99), pct(.999), pct(1)
 	notes := []string{"placement=" + place.String(), kv("replicas", w13Hosts), kv("groups", w13Hosts),
 		kv3("process_cpu_s", cpu.Seconds()), kv3("other_cpu_s", other),
-		kv("process_rss_mb", rss), kv("process_heap_mb", heap), kv("balanced", b2i(settled.ok))}
+		kv("process_rss_mb", rss), kv("process_heap_mb", heap), kv("balanced", b2i(settled.ok)),
+		kv("leaders_stable", b2i(settled.stable)), kv("max_leaders", settled.maxLeaders()), kv("leader_bound", settled.maxBound())}
 	var raftSum, mirrorSum uint64
 	for i := range w13Hosts {
 		id := i + 1

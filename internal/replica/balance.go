@@ -13,9 +13,10 @@ package replica
 // most, once. The choice is deterministic (the first group in Config order,
 // the target leading fewest, then the lowest ID), at most one transfer is in
 // flight per host (the balancer runs on one goroutine and waits for each),
-// and every attempt, successful or not, is followed by a hold-off. Every host
-// runs every group (non-voting where it does not vote), so its view of who
-// leads what is local: no I/O per round.
+// and every attempt, successful or not, is followed by a hold-off. A host
+// runs every group it votes in (and, under PlaceEveryGroup, the others as a
+// non-voting member), so its view of who leads what is local: no I/O per
+// round.
 
 import (
 	"cmp"

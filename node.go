@@ -448,6 +448,13 @@ type Status struct {
 	// "") first, then the named groups in name order; the fields above are
 	// the default group's.
 	Groups []GroupStatus
+	// Mirrors are the groups this replica reaches without running them, in
+	// name order: under PlaceOwnGroups, a group it does not vote in that a
+	// session or call here uses (it keeps a mirror of it, fed by one of
+	// its voters: GroupStatus.Mirror). Their NonVoting is true, and Term,
+	// Unreached and the snapshot and membership fields are zero: a mirror
+	// has no raft state of its own.
+	Mirrors []GroupStatus
 
 	// Version is what this replica runs (BuildVersion): the library's
 	// build, and the newest log and snapshot formats it reads.
@@ -483,6 +490,10 @@ type GroupStatus struct {
 	// Unreached are the group's other voters this replica has not heard
 	// from lately (see Status.Unreached).
 	Unreached []uint64
+	// Mirror is set in Status.Mirrors only: the voter of the group that
+	// feeds this replica's mirror of it, 0 while none does (the mirror is
+	// between voters).
+	Mirror uint64
 	// Writes is the log entry and snapshot formats the group writes (its
 	// version gate), as applied here: log 8 and snapshot 6 until every
 	// voter and non-voting member of the group runs a build that reads
@@ -513,6 +524,13 @@ func (n *Node) Status() Status {
 			Voters: gs.Voters, Term: gs.Term, AppliedIndex: gs.AppliedIndex, NonVoting: gs.NonVoting,
 			Removed: gs.Removed, LastSnapshotIndex: gs.LastSnapshotIndex, Unreached: gs.Unreached,
 			Writes: formats(gs.Gate),
+		})
+	}
+	for _, r := range n.host.Mirrors() {
+		ms := r.Status()
+		out.Mirrors = append(out.Mirrors, GroupStatus{
+			Name: r.Name(), GroupID: ms.GroupID, LeaderID: ms.LeaderID, Voters: ms.Voters,
+			AppliedIndex: ms.AppliedIndex, NonVoting: true, Mirror: ms.Mirror, Writes: formats(ms.Gate),
 		})
 	}
 	return out

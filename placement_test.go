@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -78,6 +79,18 @@ func TestPlacementOwnGroups(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, runs(c.node(5), "g"), "a mirror is no shard")
 	require.NotZero(t, mirrorServer(c.node(5), "g"))
+	// Status lists the mirror apart from the groups 5 runs, with the voter
+	// feeding it.
+	st := c.node(5).Status()
+	require.Len(t, st.Mirrors, 1)
+	require.Equal(t, "g", st.Mirrors[0].Name)
+	require.Contains(t, []uint64{1, 2, 3}, st.Mirrors[0].Mirror)
+	require.Equal(t, []uint64{1, 2, 3}, slices.Sorted(maps.Keys(st.Mirrors[0].Voters)))
+	require.True(t, st.Mirrors[0].NonVoting)
+	require.NotZero(t, st.Mirrors[0].GroupID)
+	for _, g := range st.Groups {
+		require.NotEqual(t, "g", g.Name, "5 runs no shard of g")
+	}
 
 	// 4 waits first, then 1: the release on 5 grants 4 first.
 	got4 := make(chan *Lock, 1)

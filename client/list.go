@@ -51,9 +51,13 @@ type ReplicaStatus struct {
 	// Unreachable are the voters this replica has not heard from lately:
 	// known on the leader, and on every replica while there is none; empty
 	// on a follower. It lags a replica's death by a few election timeouts.
-	Unreachable []uint64       `json:"unreachable"`
-	Groups      []GroupStatus  `json:"groups"`
-	Version     ReplicaVersion `json:"version"`
+	Unreachable []uint64      `json:"unreachable"`
+	Groups      []GroupStatus `json:"groups"`
+	// Mirrors are the groups the replica reaches through a mirror, fed by
+	// one of their voters (GroupStatus.Mirror); empty from a server of a
+	// build before placement.
+	Mirrors []GroupStatus  `json:"mirrors"`
+	Version ReplicaVersion `json:"version"`
 	// Writes is the log and snapshot formats the default group writes (its
 	// version gate); zero from a server of a build before the gate.
 	Writes Formats `json:"writes"`
@@ -76,6 +80,9 @@ type GroupStatus struct {
 	// Writes is the log and snapshot formats the group writes (its version
 	// gate); zero from a server of a build before the gate.
 	Writes Formats `json:"writes"`
+	// Mirror is, in ReplicaStatus.Mirrors, the voter feeding the replica's
+	// mirror of the group; 0 while none does.
+	Mirror uint64 `json:"mirror,omitempty"`
 }
 
 // Formats is a pair of format versions: of the log entries and of the

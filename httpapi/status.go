@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/fencelock/fencelock"
 )
 
 // StatusJSON answers GET /v1/status: this replica's view of the group.
@@ -32,6 +34,9 @@ type StatusJSON struct {
 	// Groups are every group this replica runs, the default group (name
 	// "") first; the fields above are the default group's.
 	Groups []GroupJSON `json:"groups"`
+	// Mirrors are the groups this replica reaches through a mirror, fed by
+	// one of their voters (fencelock.Status.Mirrors): mirror names it.
+	Mirrors []GroupJSON `json:"mirrors"`
 	// Version is what this replica runs: build and log formats.
 	Version VersionJSON `json:"version"`
 	// Writes is the log and snapshot formats the default group writes
@@ -54,6 +59,9 @@ type GroupJSON struct {
 	// Writes is the log and snapshot formats the group writes
 	// (fencelock.GroupStatus.Writes): its version gate.
 	Writes FormatsJSON `json:"writes"`
+	// Mirror is, in Mirrors, the voter feeding this replica's mirror of
+	// the group (0 while none does).
+	Mirror uint64 `json:"mirror,omitempty"`
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -68,10 +76,13 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		out.Voters[strconv.FormatUint(id, 10)] = a
 	}
 	for _, g := range st.Groups {
-		out.Groups = append(out.Groups, GroupJSON{Name: g.Name, GroupID: strconv.FormatUint(g.GroupID, 16),
-			LeaderID: g.LeaderID, IsLeader: g.IsLeader, NonVoting: g.NonVoting,
-			Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term, LocksHeld: g.LocksHeld,
-			Unreachable: append([]uint64{}, g.Unreached...), Writes: newFormatsJSON(g.Writes)})
+		j := groupStatusJSON(g.GroupStatus)
+		j.LocksHeld = g.LocksHeld
+		out.Groups = append(out.Groups, j)
+	}
+	out.Mirrors = []GroupJSON{}
+	for _, g := range st.Mirrors {
+		out.Mirrors = append(out.Mirrors, groupStatusJSON(g))
 	}
 	// The full membership (non-voting replicas too) is a linearizable read;
 	// without a quorum the local view above is still worth showing.
@@ -86,6 +97,13 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	out.HTTPSessions = len(s.sessions)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+func groupStatusJSON(g fencelock.GroupStatus) GroupJSON {
+	return GroupJSON{Name: g.Name, GroupID: strconv.FormatUint(g.GroupID, 16),
+		LeaderID: g.LeaderID, IsLeader: g.IsLeader, NonVoting: g.NonVoting,
+		Voters: slices.Sorted(maps.Keys(g.Voters)), Term: g.Term,
+		Unreachable: append([]uint64{}, g.Unreached...), Writes: newFormatsJSON(g.Writes), Mirror: g.Mirror}
 }
 
 // healthz answers /livez (and /healthz, its older name): the process

@@ -155,6 +155,22 @@ func TestServePlacementOwn(t *testing.T) {
 	require.NoError(t, err, r.raw)
 	require.Greater(t, second, first)
 
+	// Replica 3 reaches solo through a mirror fed by solo's only voter, 2:
+	// its status lists the mirror apart from the groups it runs.
+	r = do(t, "GET", p.urls[3]+"/v1/status", nil)
+	mirrors, _ := r.body["mirrors"].([]any)
+	require.Len(t, mirrors, 1, r.raw)
+	m := mirrors[0].(map[string]any)
+	require.Equal(t, "solo", m["name"], r.raw)
+	require.Equal(t, float64(2), m["mirror"], r.raw)
+	st, err := exec.Command(p.bin, "status", "--http", p.urls[3]).CombinedOutput()
+	require.NoError(t, err, string(st))
+	lines := strings.Split(string(st), "\n")
+	at := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "MIRRORED GROUP") })
+	require.GreaterOrEqual(t, at, 0, string(st))
+	require.Equal(t, "solo", columnOf(lines[at:], "MIRRORED GROUP", 1), string(st))
+	require.Equal(t, "2", columnOf(lines[at:], "FED BY", 1), string(st))
+
 	out, err := exec.Command(p.bin, "serve", "--id", "1", "--peers", "1=127.0.0.1:1", "--dir", t.TempDir(),
 		"--http", "127.0.0.1:0", "--placement", "some").CombinedOutput()
 	require.Error(t, err)

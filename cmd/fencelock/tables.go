@@ -155,7 +155,36 @@ func statusCmd(args []string) error {
 	if err := printGroups(st.Groups, notReached); err != nil {
 		return err
 	}
+	if err := printMirrors(st.Mirrors); err != nil {
+		return err
+	}
 	return errors.Join(noLeader(st), missing)
+}
+
+// printMirrors lists the groups the replica reaches through a mirror
+// (placement "own"), with the voter feeding each.
+func printMirrors(mirrors []apiclient.GroupStatus) error {
+	if len(mirrors) == 0 {
+		return nil
+	}
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MIRRORED GROUP\tGROUP ID\tLEADER\tVOTERS\tFED BY")
+	for _, g := range mirrors {
+		leader, from := "NO LEADER", "NONE (between voters)"
+		if g.LeaderID != 0 {
+			leader = fmt.Sprint(g.LeaderID)
+		}
+		if g.Mirror != 0 {
+			from = fmt.Sprint(g.Mirror)
+		}
+		voters := make([]string, len(g.Voters))
+		for i, v := range g.Voters {
+			voters[i] = fmt.Sprint(v)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", groupName(g.Name), g.GroupID, leader, strings.Join(voters, ","), from)
+	}
+	return tw.Flush()
 }
 
 // roleRow is one member in status's table.

@@ -34,6 +34,7 @@ package replica
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -759,6 +760,12 @@ func (h *Host) mirror(name string) *Replica {
 		return (*p)[name]
 	}
 	return nil
+}
+
+// Mirrors returns the mirrors this host has now, by name: the groups it
+// reaches without running them (PlaceOwnGroups).
+func (h *Host) Mirrors() []*Replica {
+	return slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *Replica) int { return cmp.Compare(a.name, b.name) })
 }
 
 // mirrorList returns the mirrors; the caller holds setMu.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
 )
 
 // chromium finds Debian's chromium (installed by .ci/run). With CI set a
@@ -154,4 +156,39 @@ func TestDashboard(t *testing.T) {
 	t.Logf("members with two replicas stopped: %q", text)
 	cancelB() // the browser goes before the group does
 	cancelA()
+}
+
+// Under placement own, the groups table also lists the groups a replica
+// reaches through a mirror, with the voter that feeds each.
+func TestDashboardShowsMirrors(t *testing.T) {
+	exe := chromium(t)
+	g := newGroupWith(t, func(c *fencelock.Config) {
+		c.Placement = fencelock.PlaceOwnGroups
+		c.Groups = []fencelock.GroupConfig{{Name: "solo", Voters: []uint64{2}}}
+	}, true)
+	// A lock of solo taken through replica 1 opens its mirror there.
+	sid := newSession(t, g.urls[1], 10000)
+	require.Eventually(t, func() bool {
+		r := call(t, "POST", lockURL(g.urls[1], "job@solo", "acquire"), map[string]any{"session_id": sid, "wait": false})
+		return r.body["granted"] == true
+	}, 60*time.Second, 50*time.Millisecond, "solo's lock through replica 1")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Flag("headless", true), chromedp.DisableGPU)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	bctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(g.urls[1]+"/")))
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-mirror="solo"]')?.textContent.includes("mirror, fed by 2")`,
+			chromedp.WithPollingTimeout(60*time.Second))))
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('tr[data-mirror="solo"]').textContent`))
+	require.NoError(t, err)
+	require.Contains(t, text, "solo")
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-group="solo"]').length`))
+	require.NoError(t, err)
+	require.Zero(t, n, "replica 1 runs no shard of solo")
 }

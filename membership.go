@@ -31,9 +31,12 @@ func (n *Node) Members(ctx context.Context) (Membership, error) {
 // MembersOf returns group's membership ("" is the default group, as
 // Members): a named group's Voters are the group table's voters once
 // SetVoters' moves are done, and its NonVoting the deployment's other
-// replicas once that group's leader added them. It is a linearizable read of that group, so it needs that group's
-// quorum, not the default group's. A group this deployment does not run
-// fails with ErrUnknownGroup.
+// replicas once that group's leader added them. It is a linearizable read
+// of that group, so it needs that group's quorum, not the default group's;
+// on a replica that does not run the group (PlaceOwnGroups), it is read at
+// one of the group's voters, and fails with ErrUnavailable, naming each,
+// if none answers. A group this deployment does not run fails with
+// ErrUnknownGroup.
 func (n *Node) MembersOf(ctx context.Context, group string) (Membership, error) {
 	m, err := n.h.Members(ctx, group)
 	if err != nil {

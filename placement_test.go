@@ -2,7 +2,6 @@ package fencelock
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"testing"
@@ -211,6 +210,14 @@ func TestPlacementOwnGroups(t *testing.T) {
 	// A replica removed from g can never vote in it again.
 	err = c.node(3).SetVoters(ctx, "g", []uint64{1, 4, 5})
 	require.ErrorIs(t, err, ErrInvalidVoters)
+
+	// SetVoters called on a replica that votes in g neither before nor
+	// after the move returns once the move is done, as everywhere else:
+	// it watches the membership at g's voters.
+	require.NoError(t, c.node(1).SetVoters(ctx, "g", []uint64{3}))
+	m, err := c.node(1).MembersOf(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{3}, slices.Sorted(maps.Keys(m.Voters)), "the move is done when SetVoters returns")
 }
 
 // A deployment mixing both placements: the group's leader adds the
@@ -271,8 +278,12 @@ func TestPlacementMixed(t *testing.T) {
 	require.NotZero(t, idx)
 	_, err = c.node(1).host.TestingSubscribe(ctx, c.addr(5), "g")
 	require.ErrorContains(t, err, `replica 5 does not run group "g"`)
-	_, err = c.node(5).MembersOf(ctx, "g")
-	require.True(t, errors.Is(err, ErrUnavailable), "membership is asked of a replica that runs the group: %v", err)
+	// 5 reads g's membership at one of g's voters.
+	m5, err := c.node(5).MembersOf(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, m.Voters, m5.Voters)
+	require.Contains(t, m5.NonVoting, uint64(4))
+	require.Equal(t, "g", m5.Group)
 	require.False(t, runs(c.node(5), "g"))
 }
 

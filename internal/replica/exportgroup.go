@@ -99,13 +99,7 @@ func (h *Host) exportRemote(ctx context.Context, t exportTarget, dir string) (Ex
 		return Exported{}, fmt.Errorf("%w: group %q runs on replicas %v, not this one, and the transport carries no calls between replicas",
 			ErrUnavailable, t.name, t.voters)
 	}
-	order := slices.DeleteFunc(slices.Clone(t.voters), func(id uint64) bool { return id == h.cfg.ReplicaID })
-	if m := h.mirror(t.name); m != nil && m.mirror != nil {
-		if s := m.mirror.server.Load(); slices.Contains(order, s) {
-			i := slices.Index(order, s)
-			order = append(order[i:], order[:i]...)
-		}
-	}
+	order := h.askOrder(t.name, t.voters)
 	var errs []error
 	for _, id := range order {
 		if ctx.Err() != nil {
@@ -156,7 +150,7 @@ func (h *Host) exportFrom(ctx context.Context, t exportTarget, addr, dir string)
 		return Exported{}, err
 	}
 	c.SetIdle(mirrorIdle) // the server pings while it writes the copy
-	head, err := recvExport(ctx, c, wireExportHead)
+	head, err := recvReply(ctx, c, wireExportHead)
 	if err != nil {
 		return Exported{}, err
 	}
@@ -187,9 +181,24 @@ func (h *Host) exportFrom(ctx context.Context, t exportTarget, addr, dir string)
 	return ex, nil
 }
 
-// recvExport returns the next message of kind want, skipping pings; a
-// refusal is an exportRefusal.
-func recvExport(ctx context.Context, c transport.CallConn, want byte) (wireMsg, error) {
+// askOrder is the order in which to ask voters of group name for something
+// this host cannot do itself: the one feeding its mirror of the group
+// first, then the others in turn, never this host.
+func (h *Host) askOrder(name string, voters []uint64) []uint64 {
+	order := slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == h.cfg.ReplicaID })
+	if m := h.mirror(name); m != nil && m.mirror != nil {
+		if s := m.mirror.server.Load(); slices.Contains(order, s) {
+			i := slices.Index(order, s)
+			order = append(order[i:], order[:i]...)
+		}
+	}
+	return order
+}
+
+// recvReply returns the next message of kind want on a call connection
+// (an export's or a membership read's), skipping pings; a refusal is an
+// exportRefusal.
+func recvReply(ctx context.Context, c transport.CallConn, want byte) (wireMsg, error) {
 	for {
 		b, err := c.Recv()
 		if err != nil {
@@ -227,7 +236,7 @@ func recvFile(ctx context.Context, c transport.CallConn, file string, size uint6
 		}
 	}()
 	for got := uint64(0); got < size; {
-		m, err := recvExport(ctx, c, wireExportData)
+		m, err := recvReply(ctx, c, wireExportData)
 		if err != nil {
 			return fmt.Errorf("after %d of %d bytes: %w", got, size, err)
 		}

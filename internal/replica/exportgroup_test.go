@@ -101,7 +101,7 @@ func TestServeExportBoundsExportsAtOnce(t *testing.T) {
 		go h.serveExport(peering.Hello{Replica: 9}, server, wireMsg{Kind: wireExport, Shard: 5, Name: "b"})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, err := recvExport(ctx, client, wireExportHead)
+		_, err := recvReply(ctx, client, wireExportHead)
 		return err
 	}
 	h.exporting.Store(maxExports) // two exports in progress

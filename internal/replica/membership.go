@@ -24,11 +24,11 @@ type Membership struct {
 	ConfigChangeIndex uint64
 }
 
-// Members reads the membership linearizably.
+// Members reads the membership linearizably; on a mirror, at one of the
+// group's voters.
 func (r *Replica) Members(ctx context.Context) (Membership, error) {
 	if r.mirror != nil {
-		return Membership{}, fmt.Errorf("%w: group %q does not run on replica %d (it runs only its own groups): ask one of its voters %v",
-			ErrUnavailable, r.name, r.cfg.ReplicaID, r.ConfiguredVoters())
+		return r.host.membersRemote(ctx, r.name, r.shard, r.ConfiguredVoters())
 	}
 	m, err := r.membership(ctx)
 	if err != nil {

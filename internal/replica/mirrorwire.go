@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 )
@@ -30,6 +32,13 @@ import (
 //	                  exportData(bytes)...  (exactly the file's size)
 //	                | ping(leader)...  refuse(code, text)
 //
+// A replica that does not run a group reads its membership from one of
+// its voters on a call connection of its own (membersremote.go):
+//
+//	reader -> server: members(shard, name, timeout)  once, first, alone
+//	server -> reader: membership(config change index, voters, non-voting, removed)
+//	                | refuse(code, text)
+//
 // Each message is a kind byte and its fields in order: numbers as
 // uvarints, bytes and text as a uvarint length and the bytes. Decoding
 // checks every length against what is left and the bounds below, and
@@ -48,6 +57,9 @@ const (
 	wireExport     byte = 9
 	wireExportHead byte = 10
 	wireExportData byte = 11
+
+	wireMembers    byte = 12
+	wireMembership byte = 13
 )
 
 // Error codes of a result or a refusal: what the mirror does with it.
@@ -91,6 +103,20 @@ type wireMsg struct {
 	Res                      fsm.Result
 	// An exportHead's counts of what the group held at its read barrier.
 	Sessions, Locks, Elections uint64
+	// A membership's answer.
+	Mem Membership
+}
+
+// maxWireAddr bounds a member's raft address in a membership.
+const maxWireAddr = 256
+
+// appendMembers appends members, in ID order.
+func appendMembers(b []byte, members map[uint64]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(members)))
+	for _, id := range slices.Sorted(maps.Keys(members)) {
+		b = appendBytes(binary.AppendUvarint(b, id), []byte(members[id]))
+	}
+	return b
 }
 
 func appendBytes(b, v []byte) []byte {
@@ -149,6 +175,18 @@ func (m *wireMsg) encode(b []byte) []byte {
 		b = appendBytes(b, m.Data)
 	case wireExportData:
 		b = appendBytes(b, m.Data)
+	case wireMembers:
+		b = u(b, m.Shard)
+		b = appendBytes(b, []byte(m.Name))
+		b = u(b, m.Timeout)
+	case wireMembership:
+		b = u(b, m.Mem.ConfigChangeIndex)
+		b = appendMembers(b, m.Mem.Voters)
+		b = appendMembers(b, m.Mem.NonVoting)
+		b = u(b, uint64(len(m.Mem.Removed)))
+		for _, id := range m.Mem.Removed {
+			b = u(b, id)
+		}
 	}
 	return b
 }
@@ -189,6 +227,30 @@ func (r *wireReader) byte1(what string) byte {
 	v := r.b[0]
 	r.b = r.b[1:]
 	return v
+}
+
+// members reads a member list: IDs increasing from 1, each with an address.
+func (r *wireReader) members(what string) map[uint64]string {
+	n := r.uvarint(what)
+	// Every member takes at least two bytes: no count beyond that.
+	if r.err == nil && n > uint64(len(r.b))/2 {
+		r.fail(what + " count")
+	}
+	if r.err != nil {
+		return nil
+	}
+	out := make(map[uint64]string, n)
+	last := uint64(0)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		id := r.uvarint(what + " replica")
+		addr := r.bytes(what+" address", maxWireAddr)
+		if r.err == nil && id <= last {
+			r.fail(what + " not increasing")
+		}
+		last = id
+		out[id] = string(addr)
+	}
+	return out
 }
 
 // bytes returns the next length-prefixed bytes, at most limit of them; a
@@ -290,6 +352,28 @@ func decodeWire(b []byte) (wireMsg, error) {
 		m.Data = r.bytes("snapshot data", exportChunk)
 		if r.err == nil && len(m.Data) == 0 {
 			r.fail("empty snapshot data")
+		}
+	case wireMembers:
+		m.Shard = r.uvarint("shard")
+		m.Name = string(r.bytes("name", 64))
+		m.Timeout = r.uvarint("timeout")
+	case wireMembership:
+		m.Mem.ConfigChangeIndex = r.uvarint("config change index")
+		m.Mem.Voters = r.members("voters")
+		m.Mem.NonVoting = r.members("non-voting")
+		n := r.uvarint("removed")
+		if r.err == nil && n > uint64(len(r.b)) {
+			r.fail("removed count")
+		}
+		if r.err == nil {
+			m.Mem.Removed = make([]uint64, 0, n)
+		}
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			id := r.uvarint("removed replica")
+			if r.err == nil && (id == 0 || (i > 0 && id <= m.Mem.Removed[i-1])) {
+				r.fail("removed replicas not increasing")
+			}
+			m.Mem.Removed = append(m.Mem.Removed, id)
 		}
 	default:
 		return wireMsg{}, fmt.Errorf("%w: kind %d", errWire, m.Kind)

@@ -22,6 +22,11 @@ func wireSeeds() []wireMsg {
 		{Kind: wireExport, Shard: 7, Name: "billing", Timeout: 30000},
 		{Kind: wireExportHead, Index: 42, Sessions: 3, Locks: 2, Elections: 1, Data: []byte{1, 2, 3}},
 		{Kind: wireExportData, Data: []byte{0, 1, 2}},
+		{Kind: wireMembers, Shard: 7, Name: "billing", Timeout: 2000},
+		{Kind: wireMembership, Mem: Membership{ConfigChangeIndex: 40,
+			Voters:    map[uint64]string{1: "10.0.0.1:7001", 2: "10.0.0.2:7001", 3: "10.0.0.3:7001"},
+			NonVoting: map[uint64]string{4: "10.0.0.4:7001"}, Removed: []uint64{5, 9}}},
+		{Kind: wireMembership, Mem: Membership{Voters: map[uint64]string{}, NonVoting: map[uint64]string{}, Removed: []uint64{}}},
 	}
 }
 
@@ -34,7 +39,11 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 	for _, b := range [][]byte{nil, {0}, {wirePing}, {wirePing, 1, 0}, {wireEntries, 0, 0}, {wireResult, 1, 1, 9, 0, 0, 0, 0},
 		{wireEntries, 0, 2, 5, 0, 5, 0}, {wireExport, 7, 0}, {wireExportHead, 1, 0, 0, 0, 0}, {wireExportData, 0},
-		{wireExportData, 0xff, 0xff, 0xff, 0x0f}} {
+		{wireExportData, 0xff, 0xff, 0xff, 0x0f},
+		{wireMembership, 1, 2, 2, 1, 'a', 1, 1, 'b', 0, 0},  // voters not increasing
+		{wireMembership, 1, 1, 0, 1, 'a', 0, 0},             // replica 0
+		{wireMembership, 1, 0, 0, 2, 5, 5},                  // removed not increasing
+		{wireMembership, 1, 0xff, 0xff, 0xff, 0xff, 0x0f}} { // a count beyond the bytes
 		_, err := decodeWire(b)
 		require.ErrorIs(t, err, errWire, "%v", b)
 	}

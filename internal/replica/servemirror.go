@@ -174,8 +174,9 @@ func chunk(entries []wireEntry) [][]wireEntry {
 	return out
 }
 
-// ServeCall implements transport.CallHandler: a mirror's subscription, or
-// a backup's export of a group (serveexport.go).
+// ServeCall implements transport.CallHandler: a mirror's subscription, a
+// backup's export of a group (serveexport.go), or a read of a group's
+// membership (membersremote.go).
 func (p *peers) ServeCall(peer peering.Hello, c transport.CallConn) { p.h.serveMirror(peer, c) }
 
 // serveMirror serves one mirror's call connection until it ends.
@@ -192,6 +193,10 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 	m, err := decodeWire(b)
 	if err == nil && m.Kind == wireExport {
 		h.serveExport(peer, c, m)
+		return
+	}
+	if err == nil && m.Kind == wireMembers {
+		h.serveMembers(c, m)
 		return
 	}
 	if err != nil || m.Kind != wireSubscribe {

@@ -295,22 +295,25 @@ func (h *Host) SetVoters(ctx context.Context, name string, voters []uint64) erro
 		h.log.Info("fencelock: group's voters set; they move one change at a time", "group", name, "from", e.Voters, "to", vs)
 	}
 	h.tab.changed()
-	return h.awaitVoters(ctx, name, res.Value, vs)
+	ask := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(e.Voters), vs...))))
+	return h.awaitVoters(ctx, name, res.Value, vs, ask)
 }
 
 // awaitVoters waits until group name on shard has exactly voters, as a
 // linearizable read of its membership shows; or, if this host is one of
 // the voters the move removes, until the group stopped running here (its
 // removal is the move's last step for it: it comes after every new voter
-// votes).
-func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voters []uint64) error {
+// votes). A host that does not run the group reads the membership at one
+// of ask (its voters before and after the move).
+func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voters, ask []uint64) error {
 	for {
 		r := h.running(name)
 		if r == nil && h.own() {
 			// A host that runs only its own groups watches the move where
-			// it is one of the new voters, once it runs the group; else
-			// the move goes on at the group's leader, unwatched here.
-			if !slices.Contains(voters, h.cfg.ReplicaID) {
+			// it is one of the new voters once it runs the group, and
+			// through a voter until then or if it is none.
+			m, err := h.membersRemote(ctx, name, shard, ask)
+			if err == nil && slices.Equal(slices.Sorted(maps.Keys(m.Voters)), voters) {
 				return nil
 			}
 			if err := h.pause(ctx); err != nil {

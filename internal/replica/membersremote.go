@@ -1,0 +1,99 @@
+package replica
+
+// The membership of a group this host does not run (PlaceOwnGroups): read
+// at one of the group's voters, which reads it linearizably as Members on
+// its shard does, over a call connection of its own (mirrorwire.go:
+// members, then membership or a refusal). Members on a mirror and SetVoters
+// called on a replica outside the group use it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencelock/fencelock/transport"
+)
+
+// serveMembers answers members request m on c with the group's
+// membership, or a refusal saying why not.
+func (h *Host) serveMembers(c transport.CallConn, m wireMsg) {
+	r := h.servingGroup(c, m)
+	if r == nil {
+		return
+	}
+	wait := 2 * h.cfg.ProposalTimeout
+	if m.Timeout > 0 {
+		wait = min(wait, time.Duration(m.Timeout)*time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, wait)
+	defer cancel()
+	mem, err := r.Members(ctx)
+	if err != nil {
+		refuseCall(c, wireCode(err), fmt.Sprintf("replica %d cannot read group %q's membership: %v", h.cfg.ReplicaID, r.name, err))
+		return
+	}
+	msg := wireMsg{Kind: wireMembership, Mem: mem}
+	_ = c.Send(msg.encode(nil))
+}
+
+// membersRemote reads group name's (on shard) membership at one of ask,
+// in turn (the voter feeding this host's mirror of it first), until one
+// answers.
+func (h *Host) membersRemote(ctx context.Context, name string, shard uint64, ask []uint64) (Membership, error) {
+	if h.calls == nil {
+		return Membership{}, fmt.Errorf("%w: group %q runs on replicas %v, not this one, and the transport carries no calls between replicas",
+			ErrUnavailable, name, ask)
+	}
+	order := h.askOrder(name, ask)
+	var errs []error
+	for _, id := range order {
+		if ctx.Err() != nil {
+			break
+		}
+		addr, ok := h.memberAddr(name, id)
+		if !ok {
+			errs = append(errs, fmt.Errorf("replica %d: no address known", id))
+			continue
+		}
+		m, err := h.membersFrom(ctx, addr, name, shard)
+		if err == nil {
+			return m, nil
+		}
+		errs = append(errs, fmt.Errorf("replica %d at %s: %w", id, addr, err))
+	}
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(order) == 0 {
+		errs = append(errs, errors.New("it has no voter besides this replica, which does not run it"))
+	}
+	return Membership{}, fmt.Errorf("%w: group %q runs on replicas %v, not this one, and none of them gave its membership: %w",
+		ErrUnavailable, name, ask, errors.Join(errs...))
+}
+
+// membersFrom asks the replica at addr for group name's membership.
+func (h *Host) membersFrom(ctx context.Context, addr, name string, shard uint64) (Membership, error) {
+	dctx, cancel := context.WithTimeout(ctx, 2*h.cfg.ProposalTimeout)
+	defer cancel()
+	c, err := h.calls.DialCall(dctx, addr)
+	if err != nil {
+		return Membership{}, err
+	}
+	defer c.Close()
+	// The answer comes within the request's timeout, or dctx ends the wait.
+	stop := context.AfterFunc(dctx, func() { c.Close() })
+	defer stop()
+	req := wireMsg{Kind: wireMembers, Shard: shard, Name: name}
+	if d, ok := dctx.Deadline(); ok {
+		req.Timeout = uint64(max(time.Until(d).Milliseconds(), 1))
+	}
+	if err := c.Send(req.encode(nil)); err != nil {
+		return Membership{}, err
+	}
+	m, err := recvReply(dctx, c, wireMembership)
+	if err != nil {
+		return Membership{}, err
+	}
+	return m.Mem, nil
+}

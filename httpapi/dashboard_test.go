@@ -29,6 +29,18 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// browser starts headless chromium at exe; the first call on the context
+// it returns starts it. It ends with the test, before what the test set up
+// earlier (a group to show).
+func browser(t *testing.T, exe string) context.Context {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Flag("headless", true), chromedp.DisableGPU)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	return bctx
+}
+
 // The dashboard, in a real headless browser: the page loads, shows the
 // members, the leader and every group with its leader, and a lock taken
 // through the API appears with its holder, pushed by the watch stream. With
@@ -37,12 +49,7 @@ func chromium(t *testing.T) string {
 func TestDashboard(t *testing.T) {
 	exe := chromium(t)
 	g := newGroup(t, true)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("headless", true), chromedp.DisableGPU)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
+	bctx := browser(t, exe)
 	const name = "jobs/dash"
 	// The first call starts the browser, which lives as long as its
 	// context: no timeout on that one.
@@ -154,8 +161,6 @@ func TestDashboard(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, text, "leader", "no replica is shown as leader: %s", text)
 	t.Logf("members with two replicas stopped: %q", text)
-	cancelB() // the browser goes before the group does
-	cancelA()
 }
 
 // Under placement own, the groups table also lists the groups a replica
@@ -173,12 +178,7 @@ func TestDashboardShowsMirrors(t *testing.T) {
 		return r.body["granted"] == true
 	}, 60*time.Second, 50*time.Millisecond, "solo's lock through replica 1")
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("headless", true), chromedp.DisableGPU)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
+	bctx := browser(t, exe)
 	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(g.urls[1]+"/")))
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
 	defer cancel()

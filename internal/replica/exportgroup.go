@@ -95,30 +95,54 @@ func (h *Host) exportGroup(ctx context.Context, t exportTarget, dir string) (Exp
 // exportRemote asks t's voters in turn, the one feeding this host's mirror
 // of it first, to export it, until one sends its copy.
 func (h *Host) exportRemote(ctx context.Context, t exportTarget, dir string) (Exported, error) {
-	if h.calls == nil {
-		return Exported{}, fmt.Errorf("%w: group %q runs on replicas %v, not this one, and the transport carries no calls between replicas",
-			ErrUnavailable, t.name, t.voters)
+	var ex Exported
+	err := h.askVoters(ctx, t.name, t.voters, func(id uint64, addr string) (err error) {
+		if ex, err = h.exportFrom(ctx, t, addr, dir); err == nil {
+			return nil
+		}
+		h.log.Warn("fencelock: a voter could not export a group for a backup; asking the next", "group", t.name, "voter", id, "err", err)
+		if cerr := clearDir(dir); cerr != nil {
+			return &stopAsking{cerr}
+		}
+		return err
+	})
+	if stop, ok := err.(*stopAsking); ok {
+		return Exported{}, stop.err
 	}
-	order := h.askOrder(t.name, t.voters)
+	if err != nil {
+		return Exported{}, fmt.Errorf("group %q: none of its voters %v exported it for this backup: %w", t.name, t.voters, err)
+	}
+	return ex, nil
+}
+
+// askVoters calls try with each of group name's voters in askOrder, and
+// its address, until one succeeds (nil). If none does it returns
+// ErrUnavailable with each one's failure; a try that returns a stopAsking
+// ends the asking with it.
+func (h *Host) askVoters(ctx context.Context, name string, voters []uint64, try func(id uint64, addr string) error) error {
+	if h.calls == nil {
+		return fmt.Errorf("%w: group %q runs on replicas %v, not this one, and the transport carries no calls between replicas",
+			ErrUnavailable, name, voters)
+	}
+	order := h.askOrder(name, voters)
 	var errs []error
 	for _, id := range order {
 		if ctx.Err() != nil {
 			break
 		}
-		addr, ok := h.memberAddr(t.name, id)
+		addr, ok := h.memberAddr(name, id)
 		if !ok {
 			errs = append(errs, fmt.Errorf("replica %d: no address known", id))
 			continue
 		}
-		ex, err := h.exportFrom(ctx, t, addr, dir)
+		err := try(id, addr)
 		if err == nil {
-			return ex, nil
+			return nil
 		}
-		h.log.Warn("fencelock: a voter could not export a group for a backup; asking the next", "group", t.name, "voter", id, "err", err)
+		if _, ok := err.(*stopAsking); ok {
+			return err
+		}
 		errs = append(errs, fmt.Errorf("replica %d at %s: %w", id, addr, err))
-		if err := clearDir(dir); err != nil {
-			return Exported{}, err
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
@@ -126,9 +150,13 @@ func (h *Host) exportRemote(ctx context.Context, t exportTarget, dir string) (Ex
 	if len(order) == 0 {
 		errs = append(errs, errors.New("it has no voter besides this replica, which does not run it"))
 	}
-	return Exported{}, fmt.Errorf("%w: group %q: none of its voters %v exported it for this backup: %w",
-		ErrUnavailable, t.name, t.voters, errors.Join(errs...))
+	return fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
 }
+
+// stopAsking is a try's failure that must not be retried at another voter.
+type stopAsking struct{ err error }
+
+func (s *stopAsking) Error() string { return s.err.Error() }
 
 // exportFrom asks the replica at addr to export group t, and writes what
 // it sends into dir as Export would have.

@@ -8,7 +8,6 @@ package replica
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -41,35 +40,15 @@ func (h *Host) serveMembers(c transport.CallConn, m wireMsg) {
 // in turn (the voter feeding this host's mirror of it first), until one
 // answers.
 func (h *Host) membersRemote(ctx context.Context, name string, shard uint64, ask []uint64) (Membership, error) {
-	if h.calls == nil {
-		return Membership{}, fmt.Errorf("%w: group %q runs on replicas %v, not this one, and the transport carries no calls between replicas",
-			ErrUnavailable, name, ask)
+	var m Membership
+	err := h.askVoters(ctx, name, ask, func(_ uint64, addr string) (err error) {
+		m, err = h.membersFrom(ctx, addr, name, shard)
+		return err
+	})
+	if err != nil {
+		return Membership{}, fmt.Errorf("group %q runs on replicas %v, not this one, and none of them gave its membership: %w", name, ask, err)
 	}
-	order := h.askOrder(name, ask)
-	var errs []error
-	for _, id := range order {
-		if ctx.Err() != nil {
-			break
-		}
-		addr, ok := h.memberAddr(name, id)
-		if !ok {
-			errs = append(errs, fmt.Errorf("replica %d: no address known", id))
-			continue
-		}
-		m, err := h.membersFrom(ctx, addr, name, shard)
-		if err == nil {
-			return m, nil
-		}
-		errs = append(errs, fmt.Errorf("replica %d at %s: %w", id, addr, err))
-	}
-	if err := ctx.Err(); err != nil {
-		errs = append(errs, err)
-	}
-	if len(order) == 0 {
-		errs = append(errs, errors.New("it has no voter besides this replica, which does not run it"))
-	}
-	return Membership{}, fmt.Errorf("%w: group %q runs on replicas %v, not this one, and none of them gave its membership: %w",
-		ErrUnavailable, name, ask, errors.Join(errs...))
+	return m, nil
 }
 
 // membersFrom asks the replica at addr for group name's membership.

@@ -52,7 +52,7 @@ type belief struct {
 	at        time.Time             // when it was granted
 	paused    bool                  // its process is paused: it believes nothing meanwhile
 	releasing bool
-	revoked   bool // an operator is revoking it, or ending its session: it may learn late
+	revoked   bool // an operator is revoking it, ending its session, or did: it may learn late
 	shared    bool // a shared grant: AcquireShared's, or a semaphore's permit
 	permits   int  // a semaphore's permit count; 0 for a lock
 }
@@ -122,6 +122,12 @@ func (e *env) granted(c *client, b *belief) *belief {
 		if (*match)(b) {
 			b.revoked = true
 		}
+	}
+	// A grant whose replica lagged can reach its caller after an
+	// operator's revocation of it applied and returned, its mark gone:
+	// the log says so.
+	if e.applied.endedByOperator(name, b.token) {
+		b.revoked = true
 	}
 	e.beliefs.m[name][c.id] = b
 	return b

@@ -65,6 +65,31 @@ func TestRevocationSparesOnlyTheRevokedGrant(t *testing.T) {
 	require.Len(t, e.h.suspectsSnapshot(), 1)
 }
 
+// A holder whose replica lags tells its client of a grant after an
+// operator's revocation of it already applied and returned (clock-jump,
+// 6 December): the revocation's mark is gone by then, but the log shows
+// the grant ended, so the next grant before the holder learns is no
+// violation. A grant the log shows no operator ended is still checked.
+func TestRevokedBeforeItsHolderHeardOfIt(t *testing.T) {
+	e := testEnv()
+	open := func() chan struct{} { return make(chan struct{}) }
+	c0, c1, c2 := &client{id: 0, e: e}, &client{id: 1, e: e}, &client{id: 2, e: e}
+	done := e.revoking(func(b *belief) bool { return b.name == "L" })
+	e.applied.record(testhook.Applied{Group: "", Index: 20, Events: []fsm.Event{
+		{Kind: fsm.EventFreed, Reason: fsm.ReasonRevoked, Name: "L", Token: 10}}})
+	done() // the operator's call returned
+	late := e.granted(c0, &belief{name: "L", token: 10, done: open()})
+	require.True(t, late.revoked, "the log shows an operator ended it")
+	e.granted(c1, &belief{name: "L", token: 30, done: open()})
+	_, _, _, v := e.h.snapshot()
+	require.Empty(t, v, "the revoked holder may learn late")
+
+	e.granted(c2, &belief{name: "L", token: 40, done: open()})
+	_, _, _, v = e.h.snapshot()
+	require.Len(t, v, 1, "token 30 was not revoked")
+	require.Contains(t, v[0], "token 30")
+}
+
 // resolve tells each call that ended in an error from the applied log:
 // granted (with its token, returning when first applied), released or
 // not, or left out when it never took effect.

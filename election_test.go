@@ -457,7 +457,11 @@ func TestLeadershipEndsWithItsSession(t *testing.T) {
 // wakes one candidate, and every observer ends on the latest leader.
 func TestManyCandidatesOneGrantPerChange(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	ctx := testCtx(t)
+	// Thousands of goroutines under -race beside the other packages: one
+	// deadline for the whole test, generous, so that only a value that
+	// never arrives fails it.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	const candidates, observers, changes = 1000, 1000, 5
 	var sessions []*Session
 	for i := range 12 {

@@ -282,6 +282,34 @@ func TestNodeCloseEndsItsSessions(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 }
 
+// Close ends a node's sessions here without ending them at the group, so
+// a Release or Resign made once they ended (a leader loop resigns when its
+// work returns) fails with ErrClosed and changes nothing at the group,
+// even while the node's replica is still running: Close stops it only
+// after the sessions (examples/election's -keep-term lost its term to
+// that resign, once in 8 runs).
+func TestCallsAfterCloseDoNotReachTheGroup(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	n := c.node(2)
+	s := newSession(t, ctx, n, WithTTL(30*time.Second))
+	l, err := s.Acquire(ctx, "x")
+	require.NoError(t, err)
+	lead, err := s.Campaign(ctx, "e", "v")
+	require.NoError(t, err)
+	n.h.Close(ErrClosed) // the sessions end here; the replica runs on
+	require.True(t, closed(l.Done()))
+	require.ErrorIs(t, l.Release(ctx), ErrClosed)
+	require.ErrorIs(t, lead.Resign(ctx), ErrClosed)
+	info := inspect(t, ctx, c.node(1), "x")
+	require.True(t, info.Held, "the lock is kept at the group, for a resume")
+	require.Equal(t, l.Token(), info.Token)
+	got, err := c.node(1).Leader(ctx, "e")
+	require.NoError(t, err)
+	require.Equal(t, lead.Token(), got.Token, "the term is kept at the group")
+	require.NoError(t, n.Close())
+}
+
 func TestInvalidInputGetsSentinelErrors(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	ctx := testCtx(t)

@@ -396,8 +396,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // crash would not: the group expires the sessions after their TTL, unless
 // the process comes back within it and resumes them (ResumeSession, with a
 // token from Session.ResumeToken kept across the restart). Close sessions
-// first (Session.Close) to free locks at once. Close is idempotent and
-// always returns nil.
+// first (Session.Close) to free locks at once: a Release or Resign made
+// once Close began fails with ErrClosed and frees nothing. Close is
+// idempotent and always returns nil.
 func (n *Node) Close() error { return n.close(true) }
 
 // close stops the node, handing its groups over first if handover (Close),

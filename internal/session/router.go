@@ -54,7 +54,21 @@ func newRouter(h *Host, group string) *router {
 }
 
 // replica returns the group's replica.
-func (rt *router) replica() (*replica.Replica, error) { return rt.h.Replica(rt.group) }
+//
+// Once the Host is closing it fails with Close's error: a Node's Close
+// ends its sessions here without ending them at the group (as a crash
+// would, so that a restarted process can resume them), and a call made
+// after that, such as the Resign of a leader loop whose term just ended
+// here, must not reach the group through the replica, which stops only
+// after the sessions do.
+func (rt *router) replica() (*replica.Replica, error) {
+	select {
+	case <-rt.h.closed: // closed after closeErr is set, before any session ends
+		return nil, rt.h.closeErr
+	default:
+	}
+	return rt.h.Replica(rt.group)
+}
 
 // goBackground runs f in the background unless the Host is closing; the
 // group's replica's Close waits for it.

@@ -137,6 +137,7 @@ type Host struct {
 
 	mu       sync.RWMutex
 	closing  bool
+	closeErr error // Close's error: what a part's call returns from then on
 	routers  map[string]*router
 	sessions map[*Session]struct{} // open, to end on Close
 
@@ -186,7 +187,7 @@ func (h *Host) Close(err error) {
 		h.mu.Unlock()
 		return
 	}
-	h.closing = true
+	h.closing, h.closeErr = true, err
 	sessions := make([]*Session, 0, len(h.sessions))
 	for s := range h.sessions {
 		sessions = append(sessions, s)

@@ -166,7 +166,7 @@ func (m *wireMsg) encode(b []byte) []byte {
 		b = appendBytes(b, []byte(m.Text))
 	case wirePing:
 		b = u(b, m.Leader)
-	case wireExport:
+	case wireExport, wireMembers: // a request naming a group, with a timeout
 		b = u(b, m.Shard)
 		b = appendBytes(b, []byte(m.Name))
 		b = u(b, m.Timeout)
@@ -175,10 +175,6 @@ func (m *wireMsg) encode(b []byte) []byte {
 		b = appendBytes(b, m.Data)
 	case wireExportData:
 		b = appendBytes(b, m.Data)
-	case wireMembers:
-		b = u(b, m.Shard)
-		b = appendBytes(b, []byte(m.Name))
-		b = u(b, m.Timeout)
 	case wireMembership:
 		b = u(b, m.Mem.ConfigChangeIndex)
 		b = appendMembers(b, m.Mem.Voters)
@@ -337,7 +333,7 @@ func decodeWire(b []byte) (wireMsg, error) {
 		m.Text = string(r.bytes("text", maxWireText))
 	case wirePing:
 		m.Leader = r.uvarint("leader")
-	case wireExport:
+	case wireExport, wireMembers:
 		m.Shard = r.uvarint("shard")
 		m.Name = string(r.bytes("name", 64))
 		m.Timeout = r.uvarint("timeout")
@@ -353,10 +349,6 @@ func decodeWire(b []byte) (wireMsg, error) {
 		if r.err == nil && len(m.Data) == 0 {
 			r.fail("empty snapshot data")
 		}
-	case wireMembers:
-		m.Shard = r.uvarint("shard")
-		m.Name = string(r.bytes("name", 64))
-		m.Timeout = r.uvarint("timeout")
 	case wireMembership:
 		m.Mem.ConfigChangeIndex = r.uvarint("config change index")
 		m.Mem.Voters = r.members("voters")

@@ -3,6 +3,7 @@ package fencelock
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,6 +29,7 @@ func TestConfigValidate(t *testing.T) {
 		"ticks":             func(c *Config) { c.ElectionTicks, c.HeartbeatTicks = 4, 2 },
 		"short timeout":     func(c *Config) { c.ProposalTimeout = time.Millisecond },
 		"TTL":               func(c *Config) { c.SessionTTL = time.Millisecond },
+		"shared address":    func(c *Config) { c.Members = map[uint64]string{1: "127.0.0.1:7001", 3: "127.0.0.1:7001"} },
 	}
 	for name, mutate := range bad {
 		c := good
@@ -39,6 +41,11 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 	c := good
+	c.Members = map[uint64]string{1: "127.0.0.1:7001", 2: "127.0.0.1:7002", 3: "127.0.0.1:7001"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "Members[1] and Members[3] are both 127.0.0.1:7001") {
+		t.Errorf("two members at one address: %v, want both named (Dragonboat panicked on it)", err)
+	}
+	c = good
 	c.SessionTTL = 48 * time.Hour
 	if err := c.Validate(); !errors.Is(err, ErrInvalidTTL) || !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("TTL 48h: %v, want ErrInvalidTTL and ErrInvalidConfig", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -248,13 +249,19 @@ func (c *Config) normalize() error {
 		if _, ok := c.Members[c.ReplicaID]; !ok {
 			return fmt.Errorf("%w: Members must include ReplicaID %d", ErrInvalidConfig, c.ReplicaID)
 		}
-		for id, addr := range c.Members {
+		at := map[string]uint64{} // Dragonboat panics on two members at one address
+		for _, id := range slices.Sorted(maps.Keys(c.Members)) {
+			addr := c.Members[id]
 			if id == 0 || addr == "" {
 				return fmt.Errorf("%w: member %d has no address", ErrInvalidConfig, id)
 			}
 			if err := checkAddr(fmt.Sprintf("Members[%d]", id), addr); err != nil {
 				return err
 			}
+			if other, ok := at[addr]; ok {
+				return fmt.Errorf("%w: Members[%d] and Members[%d] are both %s: each replica needs an address of its own", ErrInvalidConfig, other, id, addr)
+			}
+			at[addr] = id
 		}
 	}
 	if err := c.checkGroups(); err != nil {

@@ -26,13 +26,20 @@ type cluster struct {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freeMembers returns n free loopback addresses, as members 1..n. The
+// listeners stay open until all are taken: closed one by one, the kernel
+// may hand the same port out twice.
+func freeMembers(n int) (map[uint64]string, error) {
+	members := map[uint64]string{}
+	for id := uint64(1); id <= uint64(n); id++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		members[id] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return members, nil
 }
 
 // starter returns a lockbench.Starter of size replicas; tune adjusts each
@@ -44,13 +51,9 @@ func starter(size int, tune func(*fencelock.Config)) lockbench.Starter {
 }
 
 func startCluster(ctx context.Context, dir string, size int, tune func(*fencelock.Config)) (*cluster, error) {
-	members := map[uint64]string{}
-	for id := uint64(1); id <= uint64(size); id++ {
-		addr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		members[id] = addr
+	members, err := freeMembers(size)
+	if err != nil {
+		return nil, err
 	}
 	c := &cluster{nodes: make([]*fencelock.Node, size)}
 	for i := range size {

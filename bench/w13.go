@@ -74,13 +74,9 @@ func w13Label(i int) pprof.LabelSet { return pprof.Labels("replica", fmt.Sprint(
 
 func w13Run(ctx context.Context, f flags, dir string, place fencelock.Placement) (lockbench.Result, error) {
 	res := lockbench.Result{System: "fencelock", Workload: "W13"}
-	members := map[uint64]string{}
-	for id := uint64(1); id <= w13Hosts; id++ {
-		addr, err := freeAddr()
-		if err != nil {
-			return res, err
-		}
-		members[id] = addr
+	members, err := freeMembers(w13Hosts)
+	if err != nil {
+		return res, err
 	}
 	var groups []fencelock.GroupConfig
 	for k := range w13Hosts {

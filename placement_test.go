@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -360,5 +361,42 @@ func TestPlacementIdleMirrorStops(t *testing.T) {
 	l, err = s.Acquire(ctx, "x@g")
 	require.NoError(t, err, "a new mirror serves the next call")
 	require.NotSame(t, first, n4.host.Group("g"))
+	require.NoError(t, l.Release(ctx))
+}
+
+// A mirror whose group's state is larger than one call message gets it in
+// parts (here the bound is lowered to a few bytes, so that the state need
+// not be 64 MiB): the outside replica sees every lock the group holds and
+// takes one of its own.
+func TestPlacementMirrorsAStateInParts(t *testing.T) {
+	t.Cleanup(replica.TestingStateParts(64, 256)) // after the cluster's close, registered next
+	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "g runs on its voters, with a leader", func(id uint64, st Status) bool {
+		_, has := group(st, "g")
+		return has == (id <= 3) && allLeaders(st)
+	})
+	s1 := newSession(t, ctx, c.node(1))
+	const held = 50
+	tokens := make(map[string]uint64, held)
+	for i := range held {
+		l, err := s1.Acquire(ctx, fmt.Sprintf("held-%02d@g", i))
+		require.NoError(t, err)
+		tokens[l.Name()] = l.Token()
+	}
+
+	n4 := c.node(4)
+	page, err := n4.Locks(ctx, "held-")
+	require.NoError(t, err)
+	require.Len(t, page.Locks, held, "the mirror's state holds every lock")
+	for _, l := range page.Locks {
+		require.Equal(t, tokens[l.Name], l.Token, l.Name)
+	}
+	require.NotZero(t, mirrorServer(n4, "g"), "read through a mirror")
+	s4 := newSession(t, ctx, n4)
+	l, err := s4.Acquire(ctx, "x@g")
+	require.NoError(t, err)
+	require.Greater(t, l.Token(), slices.Max(slices.Collect(maps.Values(tokens))))
 	require.NoError(t, l.Release(ctx))
 }

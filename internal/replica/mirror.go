@@ -221,6 +221,30 @@ func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *Repli
 	return r
 }
 
+// recvState receives the rest of a state sent in parts (sendState), first
+// being its first part, and returns it as one snapshot message: the parts
+// must have the same index and size, and add up to exactly that size.
+func recvState(c transport.CallConn, first wireMsg) (wireMsg, error) {
+	state := append(make([]byte, 0, min(first.Total, 64<<20)), first.Data...)
+	last := first
+	for uint64(len(state)) < first.Total {
+		b, err := c.Recv()
+		if err != nil {
+			return wireMsg{}, err
+		}
+		if last, err = decodeWire(b); err != nil {
+			return wireMsg{}, err
+		}
+		if last.Kind != wireSnapshotPart || last.Index != first.Index || last.Total != first.Total ||
+			uint64(len(state)+len(last.Data)) > first.Total {
+			return wireMsg{}, fmt.Errorf("%w: a part (kind %d, index %d, state size %d, %d bytes) that does not follow %d bytes of a state of %d at index %d",
+				errWire, last.Kind, last.Index, last.Total, len(last.Data), len(state), first.Total, first.Index)
+		}
+		state = append(state, last.Data...)
+	}
+	return wireMsg{Kind: wireSnapshot, Index: first.Index, Leader: last.Leader, Data: state}, nil
+}
+
 // run keeps a stream up until the mirror stops.
 func (m *mirror) run() {
 	r := m.r
@@ -346,6 +370,10 @@ func (m *mirror) follow(id uint64, addr string) error {
 	case wireRefuse:
 		return fmt.Errorf("refused: %s", first.Text)
 	case wireSnapshot:
+	case wireSnapshotPart:
+		if first, err = recvState(c, first); err != nil {
+			return fmt.Errorf("its snapshot: %w", err)
+		}
 	default:
 		return fmt.Errorf("%w: a stream that opens with kind %d", errWire, first.Kind)
 	}

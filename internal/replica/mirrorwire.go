@@ -17,6 +17,9 @@ import (
 //	                  propose(id, timeout, failFast, command)
 //	                  read(id, timeout, failFast)
 //	server -> mirror: snapshot(index, leader, state)  once, first
+//	                | snapshotPart(index, leader, total, part)...  first, instead,
+//	                  when the state is larger than one message: its parts in
+//	                  order, exactly total bytes (servemirror.go, sendState)
 //	                  entries(leader, [index, data]...)
 //	                  result(id, index, code, text, status, value, refused)
 //	                  refuse(code, text)
@@ -60,6 +63,8 @@ const (
 
 	wireMembers    byte = 12
 	wireMembership byte = 13
+
+	wireSnapshotPart byte = 14
 )
 
 // Error codes of a result or a refusal: what the mirror does with it.
@@ -79,6 +84,10 @@ const (
 	// maxWireMeta bounds an exported snapshot's metadata file, as a
 	// backup file does.
 	maxWireMeta = 1 << 20
+	// maxSnapshotPart bounds one part of a state sent in parts, and
+	// maxMirrorState the whole state a mirror assembles from them.
+	maxSnapshotPart        = 4 << 20
+	maxMirrorState  uint64 = 4 << 30
 )
 
 // errWire reports a message that is not one of the above.
@@ -105,6 +114,8 @@ type wireMsg struct {
 	Sessions, Locks, Elections uint64
 	// A membership's answer.
 	Mem Membership
+	// A snapshot part's: the size of the whole state.
+	Total uint64
 }
 
 // maxWireAddr bounds a member's raft address in a membership.
@@ -174,6 +185,9 @@ func (m *wireMsg) encode(b []byte) []byte {
 		b = u(u(u(u(b, m.Index), m.Sessions), m.Locks), m.Elections)
 		b = appendBytes(b, m.Data)
 	case wireExportData:
+		b = appendBytes(b, m.Data)
+	case wireSnapshotPart:
+		b = u(u(u(b, m.Index), m.Leader), m.Total)
 		b = appendBytes(b, m.Data)
 	case wireMembership:
 		b = u(b, m.Mem.ConfigChangeIndex)
@@ -348,6 +362,15 @@ func decodeWire(b []byte) (wireMsg, error) {
 		m.Data = r.bytes("snapshot data", exportChunk)
 		if r.err == nil && len(m.Data) == 0 {
 			r.fail("empty snapshot data")
+		}
+	case wireSnapshotPart:
+		m.Index, m.Leader, m.Total = r.uvarint("index"), r.uvarint("leader"), r.uvarint("state size")
+		m.Data = r.bytes("state part", maxSnapshotPart)
+		if r.err == nil && (m.Total == 0 || m.Total > maxMirrorState) {
+			r.fail("state size")
+		}
+		if r.err == nil && (len(m.Data) == 0 || uint64(len(m.Data)) > m.Total) {
+			r.fail("state part size")
 		}
 	case wireMembership:
 		m.Mem.ConfigChangeIndex = r.uvarint("config change index")

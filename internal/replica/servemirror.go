@@ -214,8 +214,7 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 		return
 	}
 	defer r.subs.remove(sub)
-	snap := wireMsg{Kind: wireSnapshot, Index: index, Leader: r.leader.Load(), Data: state}
-	if err := c.Send(snap.encode(nil)); err != nil {
+	if err := sendState(c, index, r.leader.Load(), state); err != nil {
 		return
 	}
 	r.log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
@@ -290,8 +289,8 @@ func (r *Replica) subscribe(sub *subscriber) (uint64, []byte, error) {
 		if err := st.Save(&buf); err != nil {
 			return snap{err: err}
 		}
-		if buf.Len() > transport.MaxCallMessage-64 {
-			return snap{err: fmt.Errorf("the group's state is %d bytes, more than a call message carries", buf.Len())}
+		if uint64(buf.Len()) > maxMirrorState {
+			return snap{err: fmt.Errorf("the group's state is %d bytes, more than a mirror takes (%d)", buf.Len(), maxMirrorState)}
 		}
 		r.subs.add(sub)
 		return snap{index: st.Index(), state: buf.Bytes()}
@@ -301,6 +300,33 @@ func (r *Replica) subscribe(sub *subscriber) (uint64, []byte, error) {
 	}
 	s := v.(snap)
 	return s.index, s.state, s.err
+}
+
+// A state up to wholeState bytes goes to a new subscriber in one message,
+// as every build sends and takes it; a larger one, which a build before
+// parts refuses to serve, goes in parts of statePart bytes. Variables for
+// tests only (TestingStateParts).
+var (
+	wholeState = transport.MaxCallMessage - 64
+	statePart  = maxSnapshotPart
+)
+
+// sendState sends a new subscriber the state it starts from, taken at
+// index.
+func sendState(c transport.CallConn, index, leader uint64, state []byte) error {
+	if len(state) <= wholeState {
+		return c.Send((&wireMsg{Kind: wireSnapshot, Index: index, Leader: leader, Data: state}).encode(nil))
+	}
+	var buf []byte
+	for off := 0; off < len(state); off += statePart {
+		part := wireMsg{Kind: wireSnapshotPart, Index: index, Leader: leader, Total: uint64(len(state)),
+			Data: state[off:min(off+statePart, len(state))]}
+		buf = part.encode(buf[:0])
+		if err := c.Send(buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // feed sends sub's queue down c until the subscription or ctx ends, with a

@@ -303,3 +303,13 @@ func (h *Host) TestingExport(ctx context.Context, addr, name, dir string) (uint6
 	ex, err := h.exportFrom(ctx, exportTarget{name: name, shard: GroupShardID(name)}, addr, dir)
 	return ex.Snapshot.Index, err
 }
+
+// TestingStateParts makes replicas send a mirror's state in parts of part
+// bytes once it is larger than whole bytes, until restore is called: a test
+// mirrors a state in parts without making one larger than a call message.
+// Production code never calls it.
+func TestingStateParts(whole, part int) (restore func()) {
+	w, p := wholeState, statePart
+	wholeState, statePart = whole, min(part, maxSnapshotPart)
+	return func() { wholeState, statePart = w, p }
+}

@@ -43,10 +43,10 @@ func TestWireRoundTrip(t *testing.T) {
 	for _, b := range [][]byte{nil, {0}, {wirePing}, {wirePing, 1, 0}, {wireEntries, 0, 0}, {wireResult, 1, 1, 9, 0, 0, 0, 0},
 		{wireEntries, 0, 2, 5, 0, 5, 0}, {wireExport, 7, 0}, {wireExportHead, 1, 0, 0, 0, 0}, {wireExportData, 0},
 		{wireExportData, 0xff, 0xff, 0xff, 0x0f},
-		{wireMembership, 1, 2, 2, 1, 'a', 1, 1, 'b', 0, 0},  // voters not increasing
-		{wireMembership, 1, 1, 0, 1, 'a', 0, 0},             // replica 0
-		{wireMembership, 1, 0, 0, 2, 5, 5},                  // removed not increasing
-		{wireMembership, 1, 0xff, 0xff, 0xff, 0xff, 0x0f}, // a count beyond the bytes
+		{wireMembership, 1, 2, 2, 1, 'a', 1, 1, 'b', 0, 0}, // voters not increasing
+		{wireMembership, 1, 1, 0, 1, 'a', 0, 0},            // replica 0
+		{wireMembership, 1, 0, 0, 2, 5, 5},                 // removed not increasing
+		{wireMembership, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},  // a count beyond the bytes
 		{wireSnapshotPart, 1, 1, 0, 1, 7},                  // a state of no bytes
 		{wireSnapshotPart, 1, 1, 2, 3, 1, 2, 3},            // a part larger than its state
 		{wireSnapshotPart, 1, 1, 5, 0},                     // an empty part

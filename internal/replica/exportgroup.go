@@ -233,7 +233,9 @@ func recvReply(ctx context.Context, c transport.CallConn, want byte) (wireMsg, e
 			if ctx.Err() != nil {
 				return wireMsg{}, ctx.Err()
 			}
-			return wireMsg{}, err
+			// A replica of a build that does not serve the request (an
+			// upgrade in progress) closes the connection so.
+			return wireMsg{}, fmt.Errorf("the connection ended with no answer (a replica of an older build, which does not serve this request, ends it so): %w", err)
 		}
 		m, err := decodeWire(b)
 		if err != nil {

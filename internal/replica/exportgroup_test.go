@@ -87,6 +87,16 @@ func TestExportFileInChunks(t *testing.T) {
 	require.ErrorContains(t, err, `group "b"`)
 }
 
+// A replica that closes the connection without answering (an older build,
+// which does not serve the request) is named as such, not with the
+// connection's end alone.
+func TestReplyNeverSentNamesAnOlderBuild(t *testing.T) {
+	client, server := pipeCalls()
+	close(server.done)
+	_, err := recvReply(context.Background(), client, wireMembership)
+	require.ErrorContains(t, err, "ended with no answer (a replica of an older build")
+}
+
 // A replica serves at most maxExports exports at once: one more is refused
 // at once, as unavailable (the caller asks another voter), with a refusal
 // that names the replica and why; once one ends, the next is served (here:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,36 +98,53 @@ func TestReplyNeverSentNamesAnOlderBuild(t *testing.T) {
 	require.ErrorContains(t, err, "ended with no answer (a replica of an older build")
 }
 
-// A replica serves at most maxExports exports at once: one more is refused
-// at once, as unavailable (the caller asks another voter), with a refusal
-// that names the replica and why; once one ends, the next is served (here:
-// refused as elsewhere, since the bare host runs no group).
-func TestServeExportBoundsExportsAtOnce(t *testing.T) {
-	h := &Host{cfg: Config{ReplicaID: 7}}
-	h.gset.Store(&groupSet{})
-	ask := func() error {
-		t.Helper()
-		client, server := pipeCalls()
-		defer close(server.done)
-		go h.serveExport(peering.Hello{Replica: 9}, server, wireMsg{Kind: wireExport, Shard: 5, Name: "b"})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := recvReply(ctx, client, wireExportHead)
-		return err
-	}
-	h.exporting.Store(maxExports) // two exports in progress
-	err := ask()
-	var refused *exportRefusal
-	require.ErrorAs(t, err, &refused)
-	require.Equal(t, codeUnavailable, refused.code)
-	require.Contains(t, refused.text, "replica 7 is already writing 2 copies")
-	require.Contains(t, refused.text, `group "b"`)
-	require.Equal(t, int32(maxExports), h.exporting.Load(), "a refused export holds no slot")
+// A replica serves at most maxExports exports and maxMemberReads membership
+// reads at once for other replicas: one more is refused at once as
+// unavailable (the caller asks another voter), naming the replica and the
+// bound; a slot given back serves the next (here: refused as elsewhere,
+// since the bare host runs no group).
+func TestServedCallsAreBounded(t *testing.T) {
+	for _, tc := range []struct {
+		kind, reply byte
+		most        int32
+		slots       func(h *Host) *atomic.Int32
+		serve       func(h *Host, c *pipeCall, m wireMsg)
+		refusal     string
+	}{
+		{wireExport, wireExportHead, maxExports, func(h *Host) *atomic.Int32 { return &h.exporting },
+			func(h *Host, c *pipeCall, m wireMsg) { h.serveExport(peering.Hello{Replica: 9}, c, m) },
+			"replica 7 is already writing 2 copies"},
+		{wireMembers, wireMembership, maxMemberReads, func(h *Host) *atomic.Int32 { return &h.readingMembers },
+			func(h *Host, c *pipeCall, m wireMsg) { h.serveMembers(c, m) },
+			"replica 7 is already reading 16 memberships"},
+	} {
+		h := &Host{cfg: Config{ReplicaID: 7}}
+		h.gset.Store(&groupSet{})
+		slots := tc.slots(h)
+		ask := func() error {
+			t.Helper()
+			client, server := pipeCalls()
+			defer close(server.done)
+			go tc.serve(h, server, wireMsg{Kind: tc.kind, Shard: 5, Name: "b"})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := recvReply(ctx, client, tc.reply)
+			return err
+		}
+		slots.Store(tc.most) // every slot taken
+		err := ask()
+		var refused *exportRefusal
+		require.ErrorAs(t, err, &refused)
+		require.Equal(t, codeUnavailable, refused.code)
+		require.Contains(t, refused.text, tc.refusal)
+		require.Contains(t, refused.text, `group "b"`)
+		require.Equal(t, tc.most, slots.Load(), "a refused call holds no slot")
 
-	h.exporting.Add(-1) // one ended
-	err = ask()
-	require.ErrorAs(t, err, &refused)
-	require.Equal(t, codeElsewhere, refused.code, "%v", err)
-	require.Eventually(t, func() bool { return h.exporting.Load() == maxExports-1 }, 10*time.Second, time.Millisecond,
-		"the served export gave its slot back")
+		slots.Add(-1) // one ended
+		err = ask()
+		require.ErrorAs(t, err, &refused)
+		require.Equal(t, codeElsewhere, refused.code, "%v", err)
+		require.Eventually(t, func() bool { return slots.Load() == tc.most-1 }, 10*time.Second, time.Millisecond,
+			"the served call gave its slot back")
+	}
 }

@@ -88,11 +88,12 @@ type Host struct {
 	gset  atomic.Pointer[groupSet]
 	tab   tableState // the group table as last read (table.go)
 
-	releaseDir func()                         // frees Dir for another Start in this process
-	store      atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
-	down       atomic.Bool                    // set by TestingCrash: the transport is cut off
-	exporting  atomic.Int32                   // copies of groups being written for other replicas' backups (serveExport)
-	streams    streamCount                    // message connections opened, by target (tests)
+	releaseDir     func()                         // frees Dir for another Start in this process
+	store          atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
+	down           atomic.Bool                    // set by TestingCrash: the transport is cut off
+	exporting      atomic.Int32                   // copies of groups being written for other replicas' backups (serveExport)
+	readingMembers atomic.Int32                   // memberships being read for other replicas (serveMembers)
+	streams        streamCount                    // message connections opened, by target (tests)
 
 	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)
 	// before Close closes it: Dragonboat's Close and GetNodeHostInfo race.

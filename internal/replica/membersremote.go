@@ -14,18 +14,26 @@ import (
 	"github.com/fencelock/fencelock/transport"
 )
 
+// maxMemberReads bounds the membership reads a replica serves at once for
+// other replicas: each holds a call connection and a linearizable read of
+// the group, and replicas whose callers ask in a loop must not starve the
+// group's own reads. A refused reader asks another voter.
+const maxMemberReads = 16
+
 // serveMembers answers members request m on c with the group's
 // membership, or a refusal saying why not.
 func (h *Host) serveMembers(c transport.CallConn, m wireMsg) {
+	release, ok := takeSlot(&h.readingMembers, maxMemberReads, c, fmt.Sprintf("replica %d is already reading %d memberships for other replicas, its most at once: ask another voter of group %q, or again later",
+		h.cfg.ReplicaID, maxMemberReads, truncate(m.Name, 64)))
+	if !ok {
+		return
+	}
+	defer release()
 	r := h.servingGroup(c, m)
 	if r == nil {
 		return
 	}
-	wait := 2 * h.cfg.ProposalTimeout
-	if m.Timeout > 0 {
-		wait = min(wait, time.Duration(m.Timeout)*time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(r.ctx, wait)
+	ctx, cancel := context.WithTimeout(r.ctx, callWait(2*h.cfg.ProposalTimeout, m.Timeout))
 	defer cancel()
 	mem, err := r.Members(ctx)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/backup"
@@ -38,22 +39,17 @@ const (
 // serveExport answers export request m on c: the group's copy, or a
 // refusal saying why not (codeElsewhere if this replica does not run it).
 func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) {
-	if n := h.exporting.Add(1); n > maxExports {
-		h.exporting.Add(-1)
-		refuseCall(c, codeUnavailable, fmt.Sprintf("replica %d is already writing %d copies of groups for other replicas' backups, its most at once: ask another voter of group %q, or again later",
-			h.cfg.ReplicaID, maxExports, truncate(m.Name, 64)))
+	release, ok := takeSlot(&h.exporting, maxExports, c, fmt.Sprintf("replica %d is already writing %d copies of groups for other replicas' backups, its most at once: ask another voter of group %q, or again later",
+		h.cfg.ReplicaID, maxExports, truncate(m.Name, 64)))
+	if !ok {
 		return
 	}
-	defer h.exporting.Add(-1)
+	defer release()
 	r := h.servingGroup(c, m)
 	if r == nil {
 		return
 	}
-	wait := exportWait
-	if m.Timeout > 0 {
-		wait = min(wait, time.Duration(m.Timeout)*time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(r.ctx, wait)
+	ctx, cancel := context.WithTimeout(r.ctx, callWait(exportWait, m.Timeout))
 	defer cancel()
 	// The caller sends nothing more; its close (it has the whole copy, or
 	// gave up) ends the export.
@@ -142,4 +138,26 @@ func sendFile(c transport.CallConn, file string, size uint64) error {
 		sent += uint64(n)
 	}
 	return nil
+}
+
+// takeSlot takes one of the most slots of a kind of call a replica serves
+// at once, counted in n; when none is free it refuses the call on c as
+// unavailable (the caller asks another voter) saying why. release gives
+// the slot back.
+func takeSlot(n *atomic.Int32, most int32, c transport.CallConn, why string) (release func(), ok bool) {
+	if n.Add(1) > most {
+		n.Add(-1)
+		refuseCall(c, codeUnavailable, why)
+		return nil, false
+	}
+	return func() { n.Add(-1) }, true
+}
+
+// callWait is how long a served call may take: def, or less when the
+// caller's request names a timeout (milliseconds; 0: none).
+func callWait(def time.Duration, timeout uint64) time.Duration {
+	if timeout > 0 {
+		return min(def, time.Duration(timeout)*time.Millisecond)
+	}
+	return def
 }

@@ -40,6 +40,16 @@ func mirrorServer(n *Node, name string) uint64 {
 	return r.Status().Mirror
 }
 
+// waitOwnGroup waits until c's group g, voted by replicas 1-3 and placed
+// PlaceOwnGroups, runs on its voters only, with a leader everywhere.
+func waitOwnGroup(ctx context.Context, c *testCluster) {
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "g runs on its voters only, with a leader", func(id uint64, st Status) bool {
+		_, has := group(st, "g")
+		return has == (id <= 3) && allLeaders(st)
+	})
+}
+
 func TestPlacementConfig(t *testing.T) {
 	cfg := Config{ReplicaID: 1, Members: map[uint64]string{1: "127.0.0.1:7001"}, Dir: t.TempDir()}
 	cfg.Placement = 7
@@ -62,11 +72,7 @@ func TestPlacementOwnGroups(t *testing.T) {
 	c := newCluster(t, 5, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c.waitTable(ctx)
-	c.waitStatus(ctx, "g runs on its voters only, with a leader", func(id uint64, st Status) bool {
-		_, has := group(st, "g")
-		return has == (id <= 3) && allLeaders(st)
-	})
+	waitOwnGroup(ctx, c)
 	for _, id := range []uint64{4, 5} {
 		require.False(t, runs(c.node(id), "g"), "replica %d runs no shard of g", id)
 	}
@@ -303,11 +309,7 @@ func TestPlacementOverMutualTLS(t *testing.T) {
 		cfg.Groups = []GroupConfig{{Name: "g", Voters: []uint64{1, 2, 3}}}
 	})
 	ctx := testCtx(t)
-	c.waitTable(ctx)
-	c.waitStatus(ctx, "g runs on its voters only, with a leader", func(id uint64, st Status) bool {
-		_, has := group(st, "g")
-		return has == (id <= 3) && allLeaders(st)
-	})
+	waitOwnGroup(ctx, c)
 	s4, s1 := newSession(t, ctx, c.node(4)), newSession(t, ctx, c.node(1))
 	l4, err := s4.Acquire(ctx, "x@g")
 	require.NoError(t, err)
@@ -340,11 +342,7 @@ func TestPlacementIdleMirrorStops(t *testing.T) {
 	t.Cleanup(func() { replica.MirrorIdle = old }) // after the cluster's close, registered next
 	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
 	ctx := testCtx(t)
-	c.waitTable(ctx)
-	c.waitStatus(ctx, "g runs on its voters, with a leader", func(id uint64, st Status) bool {
-		_, has := group(st, "g")
-		return has == (id <= 3) && allLeaders(st)
-	})
+	waitOwnGroup(ctx, c)
 	n4 := c.node(4)
 	s := newSession(t, ctx, n4)
 	l, err := s.Acquire(ctx, "x@g")
@@ -372,11 +370,7 @@ func TestPlacementMirrorsAStateInParts(t *testing.T) {
 	t.Cleanup(replica.TestingStateParts(64, 256)) // after the cluster's close, registered next
 	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
 	ctx := testCtx(t)
-	c.waitTable(ctx)
-	c.waitStatus(ctx, "g runs on its voters, with a leader", func(id uint64, st Status) bool {
-		_, has := group(st, "g")
-		return has == (id <= 3) && allLeaders(st)
-	})
+	waitOwnGroup(ctx, c)
 	s1 := newSession(t, ctx, c.node(1))
 	const held = 50
 	tokens := make(map[string]uint64, held)

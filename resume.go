@@ -33,7 +33,9 @@ func WithResume(t ResumeToken) SessionOption { return func(o *sessionOptions) { 
 
 // Resume returns the token that resumes this session after its process
 // restarts: every part the session has at the call. It changes only when the
-// session opens a part in another group; take it again after that.
+// session opens a part in another group; take it again after that. Taken
+// after the Node closed (or crashed), it still names every part the groups
+// keep: Close ends the session here only.
 func (s *Session) Resume() ResumeToken {
 	parts := s.s.Tokens()
 	d := parts[0]

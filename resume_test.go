@@ -386,3 +386,37 @@ func requireResumedHolderStopsFirst(t *testing.T, ctx context.Context, c *testCl
 		at.Sub(cutAt).Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
 	require.Greater(t, ol.Token(), held.Token())
 }
+
+// A token taken once its process's node has closed (a shutdown hook that
+// saves it last) or crashed still names the session's parts in named
+// groups: those parts ended there only, the groups keep them, and a resume
+// takes their locks back as it does the default group's.
+func TestResumeTokenTakenAfterTheNodeClosed(t *testing.T) {
+	for _, how := range []string{"close", "crash"} {
+		t.Run(how, func(t *testing.T) {
+			c := newCluster(t, 3, withGroups(GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+			ctx := testCtx(t)
+			s := newSession(t, ctx, c.node(1), WithTTL(30*time.Second))
+			named, err := s.Acquire(ctx, "x@g")
+			require.NoError(t, err)
+			def, err := s.Acquire(ctx, "y")
+			require.NoError(t, err)
+			if how == "close" {
+				c.stop(1)
+			} else {
+				c.crash(1)
+			}
+			<-named.Done()
+			tok := s.Resume()
+
+			rs, err := c.node(2).ResumeSession(ctx, tok)
+			require.NoError(t, err)
+			got := map[string]uint64{}
+			for _, l := range rs.Locks() {
+				got[l.Name()] = l.Token()
+			}
+			require.Equal(t, map[string]uint64{"x@g": named.Token(), "y": def.Token()}, got)
+			require.NoError(t, rs.Close(ctx))
+		})
+	}
+}

@@ -230,6 +230,14 @@ func (p *Part) Err() error {
 	return p.err
 }
 
+// endedWith returns why the part ended, nil while it lives, without
+// checking its deadline (Err does).
+func (p *Part) endedWith() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
 // poll ends the part if its deadline has passed.
 func (p *Part) poll() { p.pollAt(clock.Boot(p.clock)) }
 

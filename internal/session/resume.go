@@ -20,13 +20,18 @@ type PartToken struct {
 	Secret  uint64
 }
 
-// Tokens returns what resumes s: its live parts, the default one first.
+// Tokens returns what resumes s: its parts the groups may still hold, the
+// default one first. That is every live part, and every part that ended
+// only here because this Host closed (Close, or a test's crash): a close
+// leaves the parts open at their groups so that a restarted process can
+// resume them, so a token taken after it, as a shutdown hook's last act
+// may take it, names them too.
 func (s *Session) Tokens() []PartToken {
-	parts := s.liveParts()
+	parts := s.resumableParts()
 	out := make([]PartToken, 0, len(parts))
 	for _, p := range parts {
 		var gid uint64
-		if r, err := p.rt.replica(); err == nil {
+		if r, err := s.h.Replica(p.rt.group); err == nil {
 			gid = r.GroupID()
 		}
 		out = append(out, PartToken{Group: p.rt.group, GroupID: gid, Session: p.id, Secret: p.nonce})

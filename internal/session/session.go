@@ -722,6 +722,24 @@ func (s *Session) liveParts() []*Part {
 	return out
 }
 
+// resumableParts returns the parts a resume token names: the default part,
+// and every other part that is live or ended only with its Host's close.
+func (s *Session) resumableParts() []*Part {
+	s.h.mu.RLock()
+	closeErr := s.h.closeErr
+	s.h.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []*Part{s.def}
+	for g, p := range s.parts {
+		if g != "" && (!p.ended() || closeErr != nil && p.endedWith() == closeErr) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out[1:], func(a, b *Part) int { return cmp.Compare(a.rt.group, b.rt.group) })
+	return out
+}
+
 // Held returns the locks (or, with election, leaderships) s holds, by
 // group and, in each, in token order: the order the group granted them.
 func (s *Session) Held(election bool) []*Grant {

@@ -231,11 +231,15 @@ func (p *Part) Err() error {
 }
 
 // endedWith returns why the part ended, nil while it lives, without
-// checking its deadline (Err does).
+// checking its deadline (Err does) or taking its lock: the error is set
+// before done closes, and never again.
 func (p *Part) endedWith() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
 }
 
 // poll ends the part if its deadline has passed.

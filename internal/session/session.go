@@ -710,11 +710,17 @@ func (s *Session) Renew(ctx context.Context) (Renewal, error) {
 
 // liveParts returns s's parts that have not ended, default first.
 func (s *Session) liveParts() []*Part {
+	return s.partsWhere(func(p *Part) bool { return !p.ended() })
+}
+
+// partsWhere returns s's default part, then its other parts that keep
+// holds, in group order.
+func (s *Session) partsWhere(keep func(*Part) bool) []*Part {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []*Part{s.def}
 	for g, p := range s.parts {
-		if g != "" && !p.ended() {
+		if g != "" && keep(p) {
 			out = append(out, p)
 		}
 	}
@@ -728,16 +734,10 @@ func (s *Session) resumableParts() []*Part {
 	s.h.mu.RLock()
 	closeErr := s.h.closeErr
 	s.h.mu.RUnlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := []*Part{s.def}
-	for g, p := range s.parts {
-		if g != "" && (!p.ended() || closeErr != nil && p.endedWith() == closeErr) {
-			out = append(out, p)
-		}
-	}
-	slices.SortFunc(out[1:], func(a, b *Part) int { return cmp.Compare(a.rt.group, b.rt.group) })
-	return out
+	return s.partsWhere(func(p *Part) bool {
+		err := p.endedWith()
+		return err == nil || closeErr != nil && err == closeErr
+	})
 }
 
 // Held returns the locks (or, with election, leaderships) s holds, by

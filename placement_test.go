@@ -394,3 +394,31 @@ func TestPlacementMirrorsAStateInParts(t *testing.T) {
 	require.Greater(t, l.Token(), slices.Max(slices.Collect(maps.Values(tokens))))
 	require.NoError(t, l.Release(ctx))
 }
+
+// A voter sends at most so many states larger than one message at once
+// (each is a copy of its group's state in memory): with none allowed, an
+// outside replica's call fails as unavailable and says why; allowed again,
+// the mirror subscribes and the call goes through.
+func TestPlacementBoundsLargeStatesInFlight(t *testing.T) {
+	t.Cleanup(replica.TestingStateParts(64, 256)) // after the cluster's close, registered next
+	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	waitOwnGroup(ctx, c)
+	s1 := newSession(t, ctx, c.node(1))
+	for i := range 20 {
+		_, err := s1.Acquire(ctx, fmt.Sprintf("held-%02d@g", i))
+		require.NoError(t, err)
+	}
+
+	restore := replica.TestingStateSends(0)
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err := c.node(4).Locks(cctx, "held-")
+	cancel()
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorContains(t, err, "is already sending 0 states of groups larger than one message to mirrors")
+	restore()
+
+	page, err := c.node(4).Locks(ctx, "held-")
+	require.NoError(t, err)
+	require.Len(t, page.Locks, 20)
+}

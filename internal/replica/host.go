@@ -93,6 +93,7 @@ type Host struct {
 	down           atomic.Bool                    // set by TestingCrash: the transport is cut off
 	exporting      atomic.Int32                   // copies of groups being written for other replicas' backups (serveExport)
 	readingMembers atomic.Int32                   // memberships being read for other replicas (serveMembers)
+	sendingStates  atomic.Int32                   // group states larger than one message being sent to mirrors (serveMirror)
 	streams        streamCount                    // message connections opened, by target (tests)
 
 	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)

@@ -608,7 +608,7 @@ func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 	}
 	for {
 		m.connMu.Lock()
-		c, up, last := m.conn, m.connUp, m.last
+		c, up := m.conn, m.connUp
 		m.connMu.Unlock()
 		if c != nil {
 			select {
@@ -620,9 +620,9 @@ func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 		select {
 		case <-up:
 		case <-limit:
-			return nil, m.noServer(last)
+			return nil, m.noServer()
 		case <-ctx.Done():
-			return nil, m.unavailable(ctx.Err(), m.noServer(last))
+			return nil, m.unavailable(ctx.Err(), m.noServer())
 		case <-m.r.closed:
 			return nil, m.r.closedErr()
 		}
@@ -630,8 +630,12 @@ func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 }
 
 // noServer is the error of a call the mirror could not send: no replica
-// that runs the group could be reached.
-func (m *mirror) noServer(last error) error {
+// that runs the group could be reached, with why the last attempt failed
+// (as it is now: the call may have waited through several).
+func (m *mirror) noServer() error {
+	m.connMu.Lock()
+	last := m.last
+	m.connMu.Unlock()
 	why := "none answered yet"
 	if last != nil {
 		why = last.Error()

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
@@ -214,7 +215,7 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 		return
 	}
 	defer r.subs.remove(sub)
-	if err := sendState(c, index, r.leader.Load(), state); err != nil {
+	if err := h.sendStateBounded(c, r.name, index, r.leader.Load(), state); err != nil {
 		return
 	}
 	r.log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
@@ -310,6 +311,30 @@ var (
 	wholeState = transport.MaxCallMessage - 64
 	statePart  = maxSnapshotPart
 )
+
+// stateSendsMost bounds the states larger than one message a replica sends
+// to mirrors at once: each send holds a copy of its group's state, and
+// mirrors that subscribe together (after this voter restarted) must not
+// take its memory. A refused mirror asks another voter. An atomic only for
+// tests (TestingStateSends).
+var stateSendsMost atomic.Int32
+
+func init() { stateSendsMost.Store(2) }
+
+// sendStateBounded is sendState within stateSendsMost.
+func (h *Host) sendStateBounded(c transport.CallConn, name string, index, leader uint64, state []byte) error {
+	if len(state) <= wholeState {
+		return sendState(c, index, leader, state)
+	}
+	most := stateSendsMost.Load()
+	release, ok := takeSlot(&h.sendingStates, most, c, fmt.Sprintf("replica %d is already sending %d states of groups larger than one message to mirrors, its most at once: ask another voter of group %q, or again later",
+		h.cfg.ReplicaID, most, truncate(name, 64)))
+	if !ok {
+		return errors.New("refused: too many states in flight")
+	}
+	defer release()
+	return sendState(c, index, leader, state)
+}
 
 // sendState sends a new subscriber the state it starts from, taken at
 // index.

@@ -313,3 +313,11 @@ func TestingStateParts(whole, part int) (restore func()) {
 	wholeState, statePart = whole, min(part, maxSnapshotPart)
 	return func() { wholeState, statePart = w, p }
 }
+
+// TestingStateSends sets how many states larger than one message a replica
+// sends to mirrors at once, until restore is called. Production code never
+// calls it.
+func TestingStateSends(most int32) (restore func()) {
+	old := stateSendsMost.Swap(most)
+	return func() { stateSendsMost.Store(old) }
+}

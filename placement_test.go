@@ -362,24 +362,31 @@ func TestPlacementIdleMirrorStops(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
-// A mirror whose group's state is larger than one call message gets it in
-// parts (here the bound is lowered to a few bytes, so that the state need
-// not be 64 MiB): the outside replica sees every lock the group holds and
-// takes one of its own.
-func TestPlacementMirrorsAStateInParts(t *testing.T) {
+// stateInParts starts 4 replicas placed PlaceOwnGroups, g voted by 1-3,
+// whose states go to mirrors in parts once over 64 bytes, and has replica 1
+// hold held locks held-NN@g; it returns their tokens by name.
+func stateInParts(t *testing.T, held int) (*testCluster, context.Context, map[string]uint64) {
 	t.Cleanup(replica.TestingStateParts(64, 256)) // after the cluster's close, registered next
 	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
 	ctx := testCtx(t)
 	waitOwnGroup(ctx, c)
 	s1 := newSession(t, ctx, c.node(1))
-	const held = 50
 	tokens := make(map[string]uint64, held)
 	for i := range held {
 		l, err := s1.Acquire(ctx, fmt.Sprintf("held-%02d@g", i))
 		require.NoError(t, err)
 		tokens[l.Name()] = l.Token()
 	}
+	return c, ctx, tokens
+}
 
+// A mirror whose group's state is larger than one call message gets it in
+// parts (here the bound is lowered to a few bytes, so that the state need
+// not be 64 MiB): the outside replica sees every lock the group holds and
+// takes one of its own.
+func TestPlacementMirrorsAStateInParts(t *testing.T) {
+	const held = 50
+	c, ctx, tokens := stateInParts(t, held)
 	n4 := c.node(4)
 	page, err := n4.Locks(ctx, "held-")
 	require.NoError(t, err)
@@ -400,16 +407,7 @@ func TestPlacementMirrorsAStateInParts(t *testing.T) {
 // outside replica's call fails as unavailable and says why; allowed again,
 // the mirror subscribes and the call goes through.
 func TestPlacementBoundsLargeStatesInFlight(t *testing.T) {
-	t.Cleanup(replica.TestingStateParts(64, 256)) // after the cluster's close, registered next
-	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
-	ctx := testCtx(t)
-	waitOwnGroup(ctx, c)
-	s1 := newSession(t, ctx, c.node(1))
-	for i := range 20 {
-		_, err := s1.Acquire(ctx, fmt.Sprintf("held-%02d@g", i))
-		require.NoError(t, err)
-	}
-
+	c, ctx, _ := stateInParts(t, 20)
 	restore := replica.TestingStateSends(0)
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	_, err := c.node(4).Locks(cctx, "held-")

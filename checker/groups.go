@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -372,7 +373,32 @@ func probeGroup(ctx context.Context, e *env, id uint64, group string, bound time
 			return nil
 		}
 		if wait(pctx, 50*time.Millisecond) != nil {
-			return err
+			return fmt.Errorf("%w; the group as each replica sees it: %s", err, groupViews(e, group))
 		}
 	}
+}
+
+// groupViews is how every running replica sees group: its leader, term,
+// applied index and the voters it has not heard from, so that a probe that
+// fails says where the group stands (a replica that hears no leader, one
+// behind, a leader that does not reach it).
+func groupViews(e *env, group string) string {
+	var b strings.Builder
+	for _, id := range e.c.IDs() {
+		n := e.c.Node(id)
+		if n == nil {
+			fmt.Fprintf(&b, "[%d: not running] ", id)
+			continue
+		}
+		groups := n.Status().Groups
+		i := slices.IndexFunc(groups, func(g fencelock.GroupStatus) bool { return g.Name == group })
+		if i < 0 {
+			fmt.Fprintf(&b, "[%d: does not run it] ", id)
+			continue
+		}
+		g := groups[i]
+		fmt.Fprintf(&b, "[%d: leader %d, term %d, applied %d, snapshot %d, unreached %v] ",
+			id, g.LeaderID, g.Term, g.AppliedIndex, g.LastSnapshotIndex, g.Unreached)
+	}
+	return strings.TrimSpace(b.String())
 }

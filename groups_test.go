@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -518,4 +519,87 @@ func TestJoiningReplicaRunsTheGroups(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// A replica whose Dir never followed the group table (its only run with
+// Groups heard nothing from the deployment) starts with the voters
+// SetVoters gave a group meanwhile, as the operator wrote them into every
+// replica's Config.Groups: it runs the group as its Dir first had it,
+// warns, and then follows the table. It was refused with ErrInvalidConfig,
+// as if the group's voters could not change.
+func TestDirThatNeverReadTheTableTakesMovedVoters(t *testing.T) {
+	net := transport.NewNetwork(4)
+	c := startCluster(t, net, 4, nil)
+	ctx := testCtx(t)
+	// Every member heard from: table commands are allowed from now on,
+	// with 4 down.
+	waitUntil(t, ctx, "the version gate rises", func() bool {
+		return c.node(1).host.Group("").Gate() == fsm.Reads()
+	})
+	tap := newLogTap()
+	moved := []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
+	c.tune = func(cfg *Config) {
+		cfg.Groups = moved
+		if cfg.ReplicaID == 4 {
+			cfg.Logger = tap.logger()
+		}
+	}
+	c.stop(4)
+	net.Isolate(net.Addr(4))
+	c.start(4) // keeps a with voters 1, 2, 3 in its Dir; reads no table
+	require.False(t, c.node(4).host.FollowsTable())
+	c.stop(4)
+	net.Heal()
+	c.stop(1)
+	c.start(1) // seeds the table: 2 and 3 start a from it
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "a has a leader", func(_ uint64, st Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
+
+	require.NoError(t, c.node(1).SetVoters(ctx, "a", []uint64{1}))
+	moved = []GroupConfig{{Name: "a", Voters: []uint64{1}}}
+	n4, err := Start(ctx, c.config(4))
+	require.NoError(t, err, "the replica whose Dir is older than the move starts")
+	c.nodes[4] = n4
+	t.Logf("%s", tap.wait(t, ctx, `Voters [1] differ from the voters [1 2 3] this replica first ran it with`))
+	c.waitTable(ctx)
+	s := newSession(t, ctx, n4)
+	l, err := s.Acquire(ctx, "x@a")
+	require.NoError(t, err, "the group works through replica 4")
+	m, err := n4.MembersOf(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1}, slices.Sorted(maps.Keys(m.Voters)))
+	require.NoError(t, l.Release(ctx))
+}
+
+// A deployment that runs its groups from Config.Groups with no table yet
+// (a member not heard from holds the version gate back), restarted with
+// other voters in Config.Groups, seeds the table with the voters each
+// group runs with: a seed of the configured ones would make the group's
+// leader move its voters to them, as if SetVoters had been called.
+func TestSeedKeepsTheVotersGroupsRunWith(t *testing.T) {
+	net := transport.NewNetwork(4)
+	net.Isolate(net.Addr(4)) // not heard from: no table
+	groups := []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
+	c := startCluster(t, net, 4, func(cfg *Config) { cfg.Groups = groups })
+	ctx := testCtx(t)
+	c.stop(4)
+	c.waitStatus(ctx, "a has a leader", func(_ uint64, st Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
+	groups = []GroupConfig{{Name: "a", Voters: []uint64{1}}}
+	for id := uint64(1); id <= 3; id++ {
+		c.stop(id)
+		c.start(id)
+	}
+	_, set, err := c.node(1).host.GroupTable(ctx)
+	require.NoError(t, err)
+	require.False(t, set, "the table was seeded with 4 never heard from")
+	net.Heal()
+	c.start(4)
+	c.waitTable(ctx)
+	table, _, err := c.node(1).host.GroupTable(ctx)
+	require.NoError(t, err)
+	require.Len(t, table, 1)
+	require.Equal(t, []uint64{1, 2, 3}, table[0].Voters, "the table's voters of a")
+	m, err := c.node(2).MembersOf(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 2, 3}, slices.Sorted(maps.Keys(m.Voters)))
 }

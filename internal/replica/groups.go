@@ -174,9 +174,16 @@ func namedReplica(h *Host, ng namedGroup, sink Sink) *Replica {
 
 // loadGroups returns the named groups cfg runs, in its order, with their
 // identities as kept in Dir (new ones are added to the file), and the
-// groups the file knows that cfg no longer names. A group whose voters
-// differ from those kept in Dir is refused: a group's voters never change,
-// as its replicas bootstrapped with them.
+// groups the file knows that cfg no longer names.
+//
+// A group whose voters in cfg differ from those kept in Dir runs as kept,
+// with a warning: its identity is the voters its replicas bootstrapped
+// with, and its voters change only by SetVoters. Refusing to start would
+// strand a replica whose Dir never followed the group table (its only run
+// was cut off, or it is older than the table) once an operator moved the
+// group's voters with SetVoters and wrote the new voters into every
+// replica's Config.Groups: once the replica reads the table, the table
+// rules (followTable).
 func loadGroups(cfg Config, def groupFile) (named, retired []namedGroup, err error) {
 	path := filepath.Join(cfg.Dir, groupsFileName)
 	file, err := readGroups(path)
@@ -196,9 +203,9 @@ func loadGroups(cfg Config, def groupFile) (named, retired []namedGroup, err err
 		voters := slices.Sorted(slices.Values(gc.Voters))
 		digest := namedDigest(cfg.DeploymentID, gc.Name, voters)
 		if old, ok := stored[gc.Name]; ok {
-			if old.Group != digest {
-				return nil, nil, fmt.Errorf("%w: Groups[%d] %q: Voters %v differ from the voters %v this replica first ran it with (kept in Dir): a group's voters cannot change; start a group under another name",
-					ErrInvalidConfig, i, gc.Name, voters, old.Voters)
+			if old.Group != digest && cfg.Logger != nil {
+				cfg.Logger.Warn(fmt.Sprintf("fencelock: Groups[%d] %q: Voters %v differ from the voters %v this replica first ran it with (kept in Dir); it runs the group as it first did until it reads the deployment's group table, which rules (a group's voters change only by SetVoters)",
+					i, gc.Name, voters, old.Voters), "replica", cfg.ReplicaID)
 			}
 			named = append(named, old)
 			continue

@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,8 +59,8 @@ func TestGroupShardID(t *testing.T) {
 	require.Greater(t, GroupShardID("a"), uint64(1))
 }
 
-// loadGroups keeps the identities in Dir: a restart with other voters is
-// refused, a new group is added, and a group no longer configured is
+// loadGroups keeps the identities in Dir: a restart with other voters runs
+// the group as kept, a new group is added, and a group no longer configured is
 // reported for the removal check.
 func TestLoadGroups(t *testing.T) {
 	dir := t.TempDir()
@@ -72,10 +74,17 @@ func TestLoadGroups(t *testing.T) {
 	require.Equal(t, members, named[0].Bootstrap, "a voter bootstraps with the voters' addresses")
 	require.Nil(t, named[1].Bootstrap, "a non-voter joins")
 
+	// Other voters (SetVoters moved the group while this Dir never read
+	// the group table): the group runs as kept, with a warning.
+	var logged bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logged, nil))
 	cfg.Groups[0].Voters = []uint64{1}
-	_, _, err = loadGroups(cfg, def)
-	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorContains(t, err, `Groups[0] "a": Voters [1] differ from the voters [1 2 3]`)
+	named, _, err = loadGroups(cfg, def)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 2, 3}, named[0].Voters, "the voters it bootstrapped with")
+	require.Equal(t, members, named[0].Bootstrap)
+	require.Contains(t, logged.String(), `Groups[0] \"a\": Voters [1] differ from the voters [1 2 3] this replica first ran it with (kept in Dir); it runs the group as it first did`)
+	cfg.Logger = nil
 
 	cfg.Groups = []GroupConfig{{Name: "b", Voters: []uint64{3}}, {Name: "c", Voters: []uint64{1}}}
 	named, retired, err = loadGroups(cfg, def)

@@ -450,6 +450,11 @@ func (h *Host) seedSpecs(ctx context.Context) ([]fsm.GroupSpec, error) {
 	specs := make([]fsm.GroupSpec, 0, len(h.cfg.Groups))
 	for _, gc := range h.cfg.Groups {
 		g := fsm.GroupSpec{Name: gc.Name, Shard: GroupShardID(gc.Name), Voters: slices.Sorted(slices.Values(gc.Voters))}
+		if r := h.running(gc.Name); r != nil && r.identVoters != nil {
+			// A group this host runs with other voters than Config.Groups
+			// says (loadGroups warned) is seeded as it runs.
+			g.Voters = slices.Clone(r.identVoters)
+		}
 		for _, id := range g.Voters {
 			addr, ok := addrs[id]
 			if !ok {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/transport"
 )
 
 // Two of three replicas stopped: a call on the third fails with
@@ -67,4 +69,34 @@ func TestNoQuorumSaysTheCause(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoQuorum)
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.False(t, errors.Is(err, context.DeadlineExceeded))
+}
+
+// A follower whose messages to the leader are lost (it still hears the
+// leader) gets no answer to its proposals. A call that ends before one
+// attempt could time out says that its deadline came first, not that the
+// group has no leader or quorum; a longer call names what its attempts
+// met (the group's silence), not the deadline that cut its last one.
+func TestUnansweredCallNamesWhatItsAttemptsMet(t *testing.T) {
+	net := transport.NewNetwork(3)
+	c := startCluster(t, net, 3, nil)
+	ctx := testCtx(t)
+	l := c.leader(ctx)
+	f := l%3 + 1
+	n := c.node(f)
+	s := newSession(t, ctx, n) // before the cut
+	net.Cut(net.Addr(f), net.Addr(l))
+
+	short, cancel := context.WithTimeout(ctx, DefaultProposalTimeout/4)
+	_, err := s.TryAcquire(short, "x")
+	cancel()
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "last attempt: the call's deadline came before the group answered")
+
+	long, cancel := context.WithTimeout(ctx, 3*DefaultProposalTimeout)
+	_, err = s.TryAcquire(long, "x")
+	cancel()
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "last attempt: no answer in time")
 }

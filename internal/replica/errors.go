@@ -79,8 +79,10 @@ func describe(err error) string {
 	switch {
 	case errors.Is(err, dragonboat.ErrShardNotReady):
 		return "this replica is not ready yet: it is starting, or catching up with the group"
-	case errors.Is(err, dragonboat.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, dragonboat.ErrTimeout):
 		return "no answer in time: no leader, or no quorum reachable"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the call's deadline came before the group answered"
 	case errors.Is(err, proposer.ErrLeaderChanged), errors.Is(err, dragonboat.ErrCanceled):
 		return "the raft leader changed"
 	case errors.Is(err, dragonboat.ErrSystemBusy):

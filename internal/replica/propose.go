@@ -66,7 +66,11 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 		if err == nil {
 			return res, nil
 		}
-		last = err
+		// An attempt cut short by the caller's end says only that: the
+		// attempt before it, if any, says why the group did not answer.
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
 		if !retryable(err) {
 			if errors.Is(err, proposer.ErrClosed) {
 				return fsm.Result{}, r.closedErr()

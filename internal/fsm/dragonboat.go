@@ -68,7 +68,14 @@ type machine struct {
 	st   *State
 	obs  Observer
 	cmds []Command
+	// size is the encoded size of the state at its last snapshot, saved or
+	// restored: what RecoverFromSnapshot weighs a collection by.
+	size int64
 }
+
+// collectAbove is the size of state from which RecoverFromSnapshot collects
+// the old state before it reads the new one (a variable for tests).
+var collectAbove int64 = 32 << 20
 
 func (m *machine) Update(e sm.Entry) (sm.Result, error) {
 	if m.st == nil {
@@ -144,16 +151,15 @@ func (m *machine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-ch
 	if m.st == nil {
 		return errNoState
 	}
-	so, timed := m.obs.(SnapshotObserver)
-	if !timed {
-		return m.st.Save(w)
-	}
 	start := time.Now()
 	cw := &countingWriter{w: w}
 	if err := m.st.Save(cw); err != nil {
 		return err
 	}
-	so.SnapshotSaved(m.st.index, cw.n, time.Since(start))
+	m.size = cw.n
+	if so, ok := m.obs.(SnapshotObserver); ok {
+		so.SnapshotSaved(m.st.index, cw.n, time.Since(start))
+	}
 	return nil
 }
 
@@ -173,6 +179,17 @@ type countingWriter struct {
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
 }
@@ -199,10 +216,21 @@ func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan
 	// Dropping it is not enough: the collector paces itself on the heap it
 	// last found live, the old state included, and would let the new one
 	// grow next to the old one's garbage before it looks again. One
-	// collection now, while little is live, frees the old state for the new
-	// one to reuse, and paces the next ones on what is really left.
-	runtime.GC()
-	st, err := Restore(r)
+	// collection now frees a large old state for the new one to reuse, and
+	// paces the next ones on what is really left.
+	//
+	// Only a large one: a collection costs in proportion to everything the
+	// process keeps live (an application's own heap, other groups), not to
+	// this state, and blocks the recovery meanwhile. A follower that
+	// recovers slower than its leader compacts its log needs the next
+	// snapshot as soon as it is done, and the one after that, and grants
+	// nothing while it recovers; that is where a small state's memory is
+	// better spent than its recovery's time.
+	if m.size >= collectAbove {
+		runtime.GC()
+	}
+	cr := &countingReader{r: r}
+	st, err := Restore(cr)
 	if err != nil {
 		if o, ok := m.obs.(TooNewObserver); ok && errors.Is(err, ErrVersionTooNew) {
 			o.TooNew(0, err)
@@ -212,7 +240,7 @@ func (m *machine) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan
 	if so, ok := m.obs.(SnapshotObserver); ok {
 		so.SnapshotRestored(st.index, time.Since(start))
 	}
-	m.st = st
+	m.st, m.size = st, cr.n
 	if m.obs != nil {
 		m.obs.Restored(st)
 	}

@@ -332,3 +332,32 @@ func (h *hookReader) Read(p []byte) (int, error) {
 	}
 	return h.r.Read(p)
 }
+
+// RecoverFromSnapshot forces a collection before it reads the snapshot only
+// for a state at least collectAbove large (by its last snapshot): a
+// collection costs what the whole process keeps live, and a follower that
+// recovers slower than its leader compacts never catches up.
+func TestRecoverCollectsOnlyForALargeState(t *testing.T) {
+	forced := func() uint32 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.NumForcedGC
+	}
+	m := newMachine(t, nil)
+	update(t, m, 1, openCmd(1), openCmd(2))
+	var buf bytes.Buffer
+	require.NoError(t, m.SaveSnapshot(&buf, nil, nil))
+	snap := slices.Clone(buf.Bytes())
+	require.Equal(t, int64(len(snap)), m.(*machine).size)
+
+	before := forced()
+	require.NoError(t, m.RecoverFromSnapshot(bytes.NewReader(snap), nil, nil))
+	require.Equal(t, before, forced(), "a small state's recovery forced a collection")
+	require.Equal(t, int64(len(snap)), m.(*machine).size, "the size of the restored state")
+
+	defer func(was int64) { collectAbove = was }(collectAbove)
+	collectAbove = int64(len(snap))
+	before = forced()
+	require.NoError(t, m.RecoverFromSnapshot(bytes.NewReader(snap), nil, nil))
+	require.Greater(t, forced(), before, "a large state's recovery did not collect it first")
+}

@@ -51,7 +51,9 @@ type Config struct {
 	// SnapshotEntries is how many entries are applied between automatic
 	// snapshots; 0 means 10000. CompactionOverhead is how many entries
 	// before a snapshot stay in the log for lagging followers; 0 means 5000.
-	// A replica further behind catches up from a snapshot.
+	// A replica further behind catches up from a snapshot, and must restore
+	// it before the group applies about SnapshotEntries more entries, or it
+	// needs the next one: size both to the group's entry rate and state.
 	SnapshotEntries, CompactionOverhead uint64
 	// ProposalTimeout bounds one attempt of a raft proposal or read; an
 	// attempt that times out is retried (never applied twice) until the

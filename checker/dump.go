@@ -1,12 +1,15 @@
 package checker
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -27,8 +30,9 @@ type dumps struct {
 	scenario string
 	log      *appliedLog
 
-	mu    sync.Mutex
-	paths []string
+	mu         sync.Mutex
+	paths      []string
+	stackDumps int
 }
 
 // fileFor returns a path for what the scenario writes about name, with ext.
@@ -101,4 +105,27 @@ func (d *dumps) files() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]string(nil), d.paths...)
+}
+
+// maxStackDumps bounds the goroutine dumps of one run: each is megabytes,
+// and is kept, not printed (.ci/run prints the .txt files).
+const maxStackDumps = 3
+
+// stacks writes every goroutine's stack, under how each replica sees
+// group, for a probe of replica id that has not granted since began.
+func (d *dumps) stacks(id uint64, group string, began time.Time, views string) {
+	d.mu.Lock()
+	d.stackDumps++
+	over := d.stackDumps > maxStackDumps
+	d.mu.Unlock()
+	if over {
+		return
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "probe of replica %d in group %q, not granted since %s (%v ago)\nthe group as each replica sees it: %s\n\n",
+		id, group, began.Format(time.RFC3339Nano), time.Since(began).Round(time.Millisecond), views)
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		return
+	}
+	d.write(d.fileFor(fmt.Sprintf("probe-r%d-g%s", id, group), "stacks"), b.Bytes())
 }

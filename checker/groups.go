@@ -340,6 +340,12 @@ func quorumLossPlan(c *Cluster) (target string, stop []uint64, survivors []strin
 func probeGroup(ctx context.Context, e *env, id uint64, group string, bound time.Duration) error {
 	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
+	if bound >= recoveryBound {
+		// Halfway to its bound, a probe that has not granted records what
+		// every goroutine of the process waits on, while it waits.
+		began := time.Now()
+		defer time.AfterFunc(bound/2, func() { e.dumps.stacks(id, group, began, groupViews(e, group)) }).Stop()
+	}
 	name := atGroup(fmt.Sprintf("probe/%d", id), group)
 	var s *fencelock.Session
 	defer func() {

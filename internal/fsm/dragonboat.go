@@ -75,8 +75,8 @@ type machine struct {
 
 // collectAbove is the encoded size of state from which RecoverFromSnapshot
 // collects the old state before it reads the new one (a variable for
-// tests). A state holds several times its encoded size in memory (W6's
-// million locks: a 41 MiB snapshot, a heap of 165 MiB once restored).
+// tests). A state holds several times its encoded size in memory
+// (docs/performance.md, W6).
 var collectAbove int64 = 1 << 20
 
 func (m *machine) Update(e sm.Entry) (sm.Result, error) {

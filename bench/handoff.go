@@ -61,4 +61,7 @@ func printHandoff(w io.Writer, n int) {
 		runtime.GOMAXPROCS(0), n, busy,
 		quantile(awake, .5).Round(time.Microsecond), quantile(awake, .9).Round(time.Microsecond), quantile(awake, .99).Round(time.Microsecond),
 		quantile(blocking, .5).Round(time.Microsecond), quantile(blocking, .9).Round(time.Microsecond), quantile(blocking, .99).Round(time.Microsecond))
+	threads := threadWakeDelays(n, busy)
+	fmt.Fprintf(w, "thread wake (futex, the waker keeps running %v; no Go scheduler in between): p50 %v p90 %v p99 %v\n",
+		busy, quantile(threads, .5).Round(time.Microsecond), quantile(threads, .9).Round(time.Microsecond), quantile(threads, .99).Round(time.Microsecond))
 }

@@ -261,3 +261,14 @@ func TestHandoffDelaysAreMeasuredAndSorted(t *testing.T) {
 	require.Less(t, quantile(awake, .5), time.Second)
 	require.LessOrEqual(t, quantile(blocking, .5), quantile(blocking, .99))
 }
+
+func TestThreadWakeDelaysAreMeasuredAndSorted(t *testing.T) {
+	threads := threadWakeDelays(50, 200*time.Microsecond)
+	require.Len(t, threads, 50)
+	require.True(t, slices.IsSorted(threads))
+	require.Positive(t, threads[0])
+	// The woken thread reports within the waker's busy loop or just after
+	// it; a far larger delay would mean a wake was lost and only a later
+	// round's woke it.
+	require.Less(t, quantile(threads, .5), time.Second)
+}

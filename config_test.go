@@ -75,3 +75,31 @@ func TestNodeHasNoStateMachineCallbacks(t *testing.T) {
 		}
 	}
 }
+
+// A log that keeps less than a snapshot's worth of entries behind each
+// snapshot can be compacted past the snapshot a lagging replica is
+// restoring as soon as the group takes its next one, so an unset
+// CompactionOverhead keeps SnapshotEntries, whatever that is set to.
+func TestCompactionKeepsASnapshotsWorthByDefault(t *testing.T) {
+	base := Config{ReplicaID: 1, Members: map[uint64]string{1: "127.0.0.1:7001"}, Dir: t.TempDir()}
+	for _, tc := range []struct {
+		snapshot, overhead, want uint64
+	}{
+		{0, 0, DefaultSnapshotEntries},
+		{30000, 0, 30000},
+		{50, 0, 50},
+		{30000, 700, 700}, // an operator's choice stands
+	} {
+		c := base
+		c.SnapshotEntries, c.CompactionOverhead = tc.snapshot, tc.overhead
+		if err := c.normalize(); err != nil {
+			t.Fatal(err)
+		}
+		if c.CompactionOverhead != tc.want {
+			t.Errorf("SnapshotEntries %d, CompactionOverhead %d: normalized to %d, want %d", tc.snapshot, tc.overhead, c.CompactionOverhead, tc.want)
+		}
+	}
+	if DefaultCompactionOverhead < DefaultSnapshotEntries {
+		t.Errorf("DefaultCompactionOverhead %d keeps less than DefaultSnapshotEntries %d", DefaultCompactionOverhead, DefaultSnapshotEntries)
+	}
+}

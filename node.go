@@ -50,10 +50,13 @@ type Config struct {
 	ElectionTicks, HeartbeatTicks int
 	// SnapshotEntries is how many entries are applied between automatic
 	// snapshots; 0 means 10000. CompactionOverhead is how many entries
-	// before a snapshot stay in the log for lagging followers; 0 means 5000.
-	// A replica further behind catches up from a snapshot, and must restore
-	// it before the group applies about SnapshotEntries more entries, or it
-	// needs the next one: size both to the group's entry rate and state.
+	// before a snapshot stay in the log for lagging followers; 0 means
+	// SnapshotEntries. A replica further behind catches up from the latest
+	// snapshot, and must restore it before the group's log is compacted
+	// past it, or it needs the next one: with CompactionOverhead at least
+	// SnapshotEntries that is SnapshotEntries to 2×SnapshotEntries entries
+	// later, with less it can be at once. Size both to the group's entry
+	// rate and the time a restore takes.
 	SnapshotEntries, CompactionOverhead uint64
 	// ProposalTimeout bounds one attempt of a raft proposal or read; an
 	// attempt that times out is retried (never applied twice) until the
@@ -199,12 +202,15 @@ func truncateName(s string) string {
 
 // The defaults Start applies to zero fields of a Config.
 const (
-	DefaultSessionTTL         = 10 * time.Second
-	DefaultRTT                = 10 * time.Millisecond
-	DefaultElectionTicks      = 15
-	DefaultHeartbeatTicks     = 2
-	DefaultSnapshotEntries    = 10000
-	DefaultCompactionOverhead = 5000
+	DefaultSessionTTL      = 10 * time.Second
+	DefaultRTT             = 10 * time.Millisecond
+	DefaultElectionTicks   = 15
+	DefaultHeartbeatTicks  = 2
+	DefaultSnapshotEntries = 10000
+	// DefaultCompactionOverhead is CompactionOverhead's default when
+	// SnapshotEntries is left at its own; a zero CompactionOverhead is
+	// SnapshotEntries, whatever that is.
+	DefaultCompactionOverhead = DefaultSnapshotEntries
 	DefaultProposalTimeout    = time.Second
 )
 
@@ -302,7 +308,10 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("%w: ElectionTicks must exceed 2×HeartbeatTicks", ErrInvalidConfig)
 	}
 	c.SnapshotEntries = cmp.Or(c.SnapshotEntries, DefaultSnapshotEntries)
-	c.CompactionOverhead = cmp.Or(c.CompactionOverhead, DefaultCompactionOverhead)
+	// A log that keeps less than a snapshot's worth can be compacted past
+	// the snapshot a lagging replica is restoring as soon as the next one
+	// is taken (see the field's doc).
+	c.CompactionOverhead = cmp.Or(c.CompactionOverhead, c.SnapshotEntries)
 	c.ProposalTimeout = cmp.Or(c.ProposalTimeout, DefaultProposalTimeout)
 	if c.ProposalTimeout < minTimeout || c.ProposalTimeout < 2*c.RTT {
 		return fmt.Errorf("%w: ProposalTimeout %v is too short", ErrInvalidConfig, c.ProposalTimeout)

@@ -521,6 +521,37 @@ func TestJoiningReplicaRunsTheGroups(t *testing.T) {
 	}
 }
 
+// A replica that joins after SetVoters moved a group, started with the
+// group's current voters in Config.Groups (one configuration for every
+// replica, as a StatefulSet has), runs the group as the table has it: the
+// group it would bootstrap from those voters is not the deployment's, and
+// its peers refused it whole.
+func TestJoiningReplicaWithMovedVotersInGroups(t *testing.T) {
+	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
+	ctx := testCtx(t)
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
+	require.NoError(t, c.node(1).SetVoters(ctx, "a", []uint64{1}))
+	cfg4 := joinConfig(t, c, 4)
+	cfg4.Groups = []GroupConfig{{Name: "a", Voters: []uint64{1}}}
+	require.NoError(t, c.node(1).AddNonVoting(ctx, 4, cfg4.Addr))
+	n4 := startJoined(t, c, cfg4)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for n4.host.Group("a") == nil {
+		select {
+		case <-wctx.Done():
+			t.Fatal("the joined replica does not run a")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	s, err := openSession(ctx, n4, "a", time.Minute)
+	require.NoError(t, err, "the joined replica proposes to a locally")
+	_, err = acquireIn(ctx, n4, "a", s, 1, "j@a")
+	require.NoError(t, err)
+	g, _ := group(n4.Status(), "a")
+	require.True(t, g.NonVoting)
+}
+
 // A replica whose Dir never followed the group table (its only run with
 // Groups heard nothing from the deployment) starts with the voters
 // SetVoters gave a group meanwhile, as the operator wrote them into every

@@ -112,6 +112,10 @@ func TestCheckGroups(t *testing.T) {
 	require.NoError(t, checkGroups(peering.Hello{Replica: 2, Addr: "b:1", Groups: []peering.GroupHello{g("c", 2)}}, here))
 	err := checkGroups(peering.Hello{Replica: 2, Addr: "b:1", Groups: []peering.GroupHello{g("a", 1, 2, 4)}}, here)
 	require.ErrorContains(t, err, `runs group "a" with voters [1 2 4], this replica with [1 2 3]`)
+	// It names the mend too: a moved group (SetVoters) keeps its first
+	// voters as its identity, so the current voters are no remedy.
+	require.ErrorIs(t, err, errFirstVoters)
+	require.ErrorContains(t, err, "first started with")
 	other := g("a", 1, 2, 3)
 	other.Group = namedDigest(7, "a", []uint64{1, 2, 3})
 	err = checkGroups(peering.Hello{Replica: 2, Addr: "b:1", Groups: []peering.GroupHello{other}}, here)

@@ -251,7 +251,7 @@ func checkGroups(there, here peering.Hello) error {
 			if slices.Equal(g.Voters, mine.Voters) {
 				return fmt.Errorf("replica %d at %s runs group %q with the same voters %v but another DeploymentID", there.Replica, there.Addr, g.Name, g.Voters)
 			}
-			return fmt.Errorf("replica %d at %s runs group %q with voters %v, this replica with %v: every replica must be started with the same Groups", there.Replica, there.Addr, g.Name, g.Voters, mine.Voters)
+			return fmt.Errorf("replica %d at %s runs group %q with voters %v, this replica with %v: %w", there.Replica, there.Addr, g.Name, g.Voters, mine.Voters, errFirstVoters)
 		}
 		if g.GroupID != 0 && mine.GroupID != 0 && g.GroupID != mine.GroupID {
 			return fmt.Errorf("replica %d at %s runs another incarnation of group %q: its group ID is %016x, this one's %016x (was one of them bootstrapped again from an empty Dir?)",
@@ -260,6 +260,14 @@ func checkGroups(there, here peering.Hello) error {
 	}
 	return nil
 }
+
+// errFirstVoters says what a group's voters in a handshake are, and how
+// the replica that has them wrong is mended: the voters a group was
+// bootstrapped with are its identity, which SetVoters does not change, so
+// a replica whose Dir never knew the group and takes it from a
+// Config.Groups written after a move bootstraps another group.
+var errFirstVoters = errors.New("a group is known by the voters it was first started with, which SetVoters does not change; " +
+	"start the replica that differs with the group's first voters in Config.Groups, or, once the deployment has a group table, without the group (the table then starts it)")
 
 // adopt makes a joining replica's group the one of the first peer that
 // talks to it: it was added to that group (AddReplica), so the group's

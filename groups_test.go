@@ -488,23 +488,7 @@ func TestJoiningReplicaRunsTheGroups(t *testing.T) {
 	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
 	ctx := testCtx(t)
 	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
-	cfg4 := joinConfig(t, c, 4)
-	require.NoError(t, c.node(1).AddNonVoting(ctx, 4, cfg4.Addr))
-	n4 := startJoined(t, c, cfg4)
-	// It learns its groups from the table.
-	for n4.host.Group("a") == nil {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the joined replica does not run a")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	s, err := openSession(ctx, n4, "a", time.Minute)
-	require.NoError(t, err, "the joined replica proposes to a locally")
-	_, err = acquireIn(ctx, n4, "a", s, 1, "j@a")
-	require.NoError(t, err)
-	g, _ := group(n4.Status(), "a")
-	require.True(t, g.NonVoting)
+	joinAndLockInA(ctx, t, c, joinConfig(t, c, 4))
 
 	require.NoError(t, c.node(1).RemoveReplica(ctx, 4))
 	for {
@@ -533,23 +517,30 @@ func TestJoiningReplicaWithMovedVotersInGroups(t *testing.T) {
 	require.NoError(t, c.node(1).SetVoters(ctx, "a", []uint64{1}))
 	cfg4 := joinConfig(t, c, 4)
 	cfg4.Groups = []GroupConfig{{Name: "a", Voters: []uint64{1}}}
-	require.NoError(t, c.node(1).AddNonVoting(ctx, 4, cfg4.Addr))
-	n4 := startJoined(t, c, cfg4)
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for n4.host.Group("a") == nil {
+	joinAndLockInA(ctx, t, c, cfg4)
+}
+
+// joinAndLockInA adds cfg's replica to c as non-voting, starts it, waits
+// until it runs group a (it learns its groups from the table), and takes a
+// lock there through it.
+func joinAndLockInA(ctx context.Context, t *testing.T, c *testCluster, cfg Config) *Node {
+	t.Helper()
+	require.NoError(t, c.node(1).AddNonVoting(ctx, cfg.ReplicaID, cfg.Addr))
+	n := startJoined(t, c, cfg)
+	for n.host.Group("a") == nil {
 		select {
-		case <-wctx.Done():
+		case <-ctx.Done():
 			t.Fatal("the joined replica does not run a")
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	s, err := openSession(ctx, n4, "a", time.Minute)
+	s, err := openSession(ctx, n, "a", time.Minute)
 	require.NoError(t, err, "the joined replica proposes to a locally")
-	_, err = acquireIn(ctx, n4, "a", s, 1, "j@a")
+	_, err = acquireIn(ctx, n, "a", s, 1, "j@a")
 	require.NoError(t, err)
-	g, _ := group(n4.Status(), "a")
+	g, _ := group(n.Status(), "a")
 	require.True(t, g.NonVoting)
+	return n
 }
 
 // A replica whose Dir never followed the group table (its only run with

@@ -502,8 +502,10 @@ func TestManyCandidatesOneGrantPerChange(t *testing.T) {
 	require.Equal(t, candidates-changes, election(t, ctx, c.node(1), "primary").Candidates)
 	require.Empty(t, results, "no other candidate was woken")
 	want := infoOf(lead)
-	for _, ch := range chans {
-		observeUntil(t, ctx, ch, want)
+	for i, ch := range chans {
+		if seen, ok := observedWithin(t, ctx, ch, want); !ok {
+			t.Fatalf("observer %d (on replica %d): no observation of %+v; saw %+v\n%s", i, i%3+1, want, seen, electionReport(c, sessions))
+		}
 	}
 	stop()
 	for _, ch := range chans {
@@ -523,6 +525,56 @@ func TestManyCandidatesOneGrantPerChange(t *testing.T) {
 		}
 		require.ErrorIs(t, r.err, ErrSessionClosed)
 	}
+}
+
+// observedWithin is observeUntil for a test that reports more on failure:
+// false when ctx ends or ch closes before want is seen.
+func observedWithin(t testing.TB, ctx context.Context, ch <-chan LeaderInfo, want LeaderInfo) ([]LeaderInfo, bool) {
+	t.Helper()
+	var seen []LeaderInfo
+	var last uint64
+	for {
+		select {
+		case got, ok := <-ch:
+			if !ok {
+				return seen, false
+			}
+			got = unnamedLeader(t, got)
+			seen = append(seen, got)
+			if got.Token != 0 {
+				require.GreaterOrEqual(t, got.Token, last, "observations go back in time: %v", seen)
+				last = got.Token
+			}
+			if got == want {
+				return seen, true
+			}
+		case <-ctx.Done():
+			return seen, false
+		}
+	}
+}
+
+// electionReport says how each replica's state has "primary" and which of
+// sessions ended and why: what tells a lost observation from an election
+// that moved on (sessions expired under load).
+func electionReport(c *testCluster, sessions []*Session) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for id := uint64(1); id <= 3; id++ {
+		n := c.node(id)
+		v, err := n.r.Read(ctx, func(st *fsm.State) any { return [2]any{st.Index(), st.Election("primary")} })
+		st := n.Status()
+		fmt.Fprintf(&b, "replica %d: %v %v (applied %d, leader %d, term %d)\n", id, v, err, st.AppliedIndex, st.LeaderID, st.Term)
+	}
+	for i, s := range sessions {
+		select {
+		case <-s.Done():
+			fmt.Fprintf(&b, "session %d ended: %v\n", i, s.Err())
+		default:
+		}
+	}
+	return b.String()
 }
 
 // TryCampaign leads at once or fails at once with ErrElectionTaken, and

@@ -49,19 +49,28 @@ func newGrant(s *Session, name string, token uint64, f fencelock.Fence, election
 
 // end makes the grant over for its holder, with why; the first reason stays.
 func (g *grant) end(why error) {
-	g.mu.Lock()
-	if g.err != nil {
-		g.mu.Unlock()
+	if !g.over(why) {
 		return
+	}
+	g.s.remove(g)
+	g.free()
+}
+
+// over makes g over for its holder with why (Done closed), unless it was
+// already, and reports whether this call did. It takes only g's lock, so
+// the session may call it under its own (Session.end).
+func (g *grant) over(why error) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.err != nil {
+		return false
 	}
 	g.err = why
 	close(g.done)
 	if g.timer != nil {
 		g.timer.Stop()
 	}
-	g.mu.Unlock()
-	g.s.remove(g)
-	g.free()
+	return true
 }
 
 func (g *grant) Done() <-chan struct{} {

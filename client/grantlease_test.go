@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -160,4 +161,41 @@ func TestGrantLeaseZeroRenewsAtOnce(t *testing.T) {
 	require.GreaterOrEqual(t, left, 6*time.Second-now().Sub(start), "the heartbeat's lease, sent after the call began, times the deadline")
 	require.NoError(t, l.Release(ctx))
 	require.NoError(t, s.Close(ctx))
+}
+
+// A holder that sees its session over sees each of its locks over too: the
+// session's end closes its grants' Done before its own, never after. (CI
+// caught TestGrantLeaseBringsDoneEarlier's lock still open just after its
+// session's Done closed.) The test holds the grant's lock, so an end that
+// closed the session's Done first is caught between the two.
+func TestSessionEndsItsGrantsFirst(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	c := newClient(t, g.urls[1])
+	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second))
+	require.NoError(t, err)
+	l, err := s.Acquire(ctx, "jobs/order")
+	require.NoError(t, err)
+	isClosed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	l.g.mu.Lock()
+	go s.end(errors.New("test: over"))
+	select {
+	case <-s.done:
+		open := !isClosed(l.g.done)
+		l.g.mu.Unlock()
+		require.False(t, open, "the session's Done closed while its lock's was still open")
+	case <-time.After(200 * time.Millisecond):
+		// The end waits for the grant, as it should: let it go on.
+		l.g.mu.Unlock()
+	}
+	<-s.done
+	require.True(t, isClosed(l.Done()))
+	require.ErrorContains(t, l.Err(), "test: over")
 }

@@ -316,13 +316,22 @@ func (s *Session) end(why error) {
 		return
 	}
 	s.err = why
+	// Every grant is over before the session is: a holder that finds the
+	// session's Done closed finds its locks' closed too, never open a
+	// moment longer (the session's lock, then each grant's, is the only
+	// order the two are taken in).
+	var ended []*grant
+	for g := range s.grants {
+		if g.over(why) {
+			ended = append(ended, g)
+		}
+	}
+	s.grants = nil
 	close(s.done)
 	close(s.stop)
-	gs := s.grants
-	s.grants = nil
 	s.mu.Unlock()
-	for g := range gs {
-		g.end(why)
+	for _, g := range ended {
+		g.free() // takes the session's lock
 	}
 	s.c.mu.Lock()
 	delete(s.c.sessions, s)

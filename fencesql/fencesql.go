@@ -104,6 +104,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -154,9 +155,10 @@ func (d Dialect) String() string {
 // concurrent use, and any number of Fencers, in any number of processes, may
 // share one mark table.
 type Fencer struct {
-	db    *sql.DB
-	table string
-	q     queries
+	db     *sql.DB
+	table  string
+	q      queries
+	sqlite bool
 }
 
 var _ fencelock.FenceClaimer = (*Fencer)(nil)
@@ -245,7 +247,9 @@ const probeGroup = 1<<63 | 0x5eed
 // it is missing. It is safe for a whole fleet to call Open at once on a new
 // table: on PostgreSQL, concurrent CREATE TABLE IF NOT EXISTS can fail with a
 // duplicate error (SQLSTATE 23505, 42P07 or 42710) for all but one caller, and
-// Open treats that as success. Either way it then checks that the table is usable,
+// Open treats that as success; on SQLite, the first connections to a new file
+// can meet SQLITE_BUSY that the busy timeout does not wait out, and Open
+// tries again for up to 30 seconds (or until ctx ends). Either way it then checks that the table is usable,
 // by running the upsert in a transaction it rolls back; a table of the same
 // name but another shape fails with ErrBadTable. So does a mark table made
 // before marks kept their group (no grp column); the error says how to add
@@ -266,14 +270,54 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, table string) (*Fencer, er
 		return nil, fmt.Errorf("%w: %q: want a lower-case letter or '_', then up to 62 lower-case letters, digits or '_', not starting with sqlite_",
 			ErrBadTable, table)
 	}
-	f := &Fencer{db: db, table: table, q: buildQueries(d, table)}
-	if _, err := db.ExecContext(ctx, f.q.create); err != nil && !(d.postgres && createRace(err)) {
-		return nil, fmt.Errorf("fencesql: creating table %s: %w", table, err)
+	f := &Fencer{db: db, table: table, q: buildQueries(d, table), sqlite: !d.postgres}
+	wait := time.Millisecond
+	for start := time.Now(); ; {
+		err := f.setUp(ctx, d)
+		if err == nil {
+			return f, nil
+		}
+		// SQLite answers some lock waits with SQLITE_BUSY without calling
+		// the busy handler: a fleet's first connections to a new file, which
+		// switch it to WAL at once, meet them. They pass; a lock held for
+		// longer than busyRetry is the caller's to see.
+		if !f.sqlite || !sqliteBusy(err) || time.Since(start) > busyRetry {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 100*time.Millisecond)
 	}
-	if err := f.probe(ctx); err != nil {
-		return nil, err
+}
+
+// busyRetry bounds how long Open retries a SQLite database that answers
+// SQLITE_BUSY (see Open).
+const busyRetry = 30 * time.Second
+
+// setUp creates f's table if it is missing and checks it is usable.
+func (f *Fencer) setUp(ctx context.Context, d Dialect) error {
+	if _, err := f.db.ExecContext(ctx, f.q.create); err != nil && !(d.postgres && createRace(err)) {
+		return fmt.Errorf("fencesql: creating table %s: %w", f.table, err)
 	}
-	return f, nil
+	return f.probe(ctx)
+}
+
+// sqliteBusy reports whether err is SQLite's SQLITE_BUSY ("database is
+// locked") or SQLITE_LOCKED: another connection held a lock. Drivers that
+// give the result code (modernc.org/sqlite: Code) are asked; others are
+// read by their text.
+func sqliteBusy(err error) bool {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		code := coded.Code() & 0xff // the primary code, without the extended bits
+		return code == 5 || code == 6
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY") ||
+		strings.Contains(msg, "database table is locked")
 }
 
 // createRace reports whether err is PostgreSQL's answer to a CREATE TABLE IF
@@ -323,7 +367,8 @@ func (f *Fencer) probe(ctx context.Context) error {
 // probeError tells a table of the wrong shape (ErrBadTable) from a database
 // that could not answer (ctx ended, connection lost), which may pass.
 func (f *Fencer) probeError(ctx context.Context, err error) error {
-	if ctx.Err() != nil || errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if ctx.Err() != nil || errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		(f.sqlite && sqliteBusy(err)) {
 		return fmt.Errorf("fencesql: checking table %s: %w", f.table, err)
 	}
 	// Asked outside the probe's transaction, which PostgreSQL has aborted.

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -232,6 +234,62 @@ func TestOpenConcurrently(t *testing.T) {
 		}
 		require.Equal(t, uint64(len(pools)), highest(t, ctx, fencers[0], "r"))
 	})
+}
+
+// SQLite answers SQLITE_BUSY at once where the busy timeout does not apply
+// (here: none is set) while another connection holds the write lock; Open
+// waits it out instead of failing, and never calls it a bad table. (CI saw
+// TestOpenConcurrently's fleet fail with "database is locked" although its
+// DSN sets a busy timeout: the first connections to a new file switch it to
+// WAL at once.)
+func TestOpenWaitsOutABusySQLite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := "file:" + filepath.Join(t.TempDir(), "busy.db") + "?_pragma=journal_mode(WAL)"
+	holder, err := sql.Open("sqlite", dsn)
+	require.NoError(t, err)
+	defer holder.Close()
+	conn, err := holder.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+
+	db, err := sql.Open("sqlite", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	type opened struct {
+		f   *fencesql.Fencer
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		f, err := fencesql.Open(ctx, db, fencesql.SQLite, "busy_marks")
+		done <- opened{f, err}
+	}()
+	select {
+	case o := <-done:
+		t.Fatalf("Open returned while another connection held the write lock: %v", o.err)
+	case <-time.After(300 * time.Millisecond):
+		// Still trying, as it must while the lock is held.
+	}
+	_, err = conn.ExecContext(ctx, "COMMIT")
+	require.NoError(t, err)
+	o := <-done
+	require.NoError(t, o.err)
+	require.NoError(t, o.f.Claim(ctx, "r", 1))
+
+	// A lock that outlasts the caller's context: the busy error, not ErrBadTable.
+	_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer stop()
+	_, err = fencesql.Open(short, db, fencesql.SQLite, "busy_other")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, fencesql.ErrBadTable)
+	require.Contains(t, err.Error(), "locked")
+	_, err = conn.ExecContext(ctx, "ROLLBACK")
+	require.NoError(t, err)
 }
 
 // Writers in several pools race random, interleaved tokens on two resources.

@@ -292,3 +292,39 @@ func TestResumeEveryPart(t *testing.T) {
 	_, err = tg.h.Resume(ctx, tokens, o, nil)
 	require.ErrorIs(t, err, ErrSessionExpired)
 }
+
+// A holder that finds its session over finds each of its locks over too,
+// in every group: the session's end ends its parts, and their grants,
+// before Done closes. The test holds the named part's lock, so an end that
+// closed Done first is caught between the two.
+func TestSessionEndsItsPartsFirst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tg := startTwoGroups(t)
+	s, err := tg.h.Open(ctx, Options{TTL: 30 * time.Second, Margin: time.Second}, nil)
+	require.NoError(t, err)
+	y, err := acquire(ctx, s, "b", "y@b")
+	require.NoError(t, err)
+	isClosed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	y.p.mu.Lock()
+	go s.Abandon(errors.New("test: over"))
+	select {
+	case <-s.done:
+		open := !isClosed(y.done) // not Done: it takes the part's lock
+		y.p.mu.Unlock()
+		require.False(t, open, "the session's Done closed while a lock in b was still held")
+	case <-time.After(200 * time.Millisecond):
+		// The end waits for the part, as it should: let it go on.
+		y.p.mu.Unlock()
+	}
+	<-s.Done()
+	require.True(t, isClosed(y.Done()))
+	require.ErrorContains(t, s.Err(), "test: over")
+}

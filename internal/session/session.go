@@ -325,6 +325,11 @@ func (s *Session) Done() <-chan struct{} {
 // Err returns nil before Done is closed and why the session ended after.
 func (s *Session) Err() error {
 	s.def.poll()
+	select {
+	case <-s.done:
+	default:
+		return nil // over, perhaps, but its parts are still ending (end)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
@@ -340,7 +345,6 @@ func (s *Session) end(err error, atGroup bool) bool {
 		return false
 	}
 	s.err = err
-	close(s.done)
 	parts := make([]*Part, 0, len(s.parts))
 	for _, p := range s.parts {
 		parts = append(parts, p)
@@ -349,11 +353,15 @@ func (s *Session) end(err error, atGroup bool) bool {
 	s.h.mu.Lock()
 	delete(s.h.sessions, s)
 	s.h.mu.Unlock()
+	// Every part, and every grant with it, ends before Done closes: a
+	// holder that finds the session over finds its locks over too, in
+	// every group. (A part's end tells the session, which is over already.)
 	for _, p := range parts {
 		if p.end(err) && atGroup {
 			p.rt.goBackground(p.closeAtGroup)
 		}
 	}
+	close(s.done)
 	return true
 }
 

@@ -305,19 +305,11 @@ func TestSessionEndsItsPartsFirst(t *testing.T) {
 	require.NoError(t, err)
 	y, err := acquire(ctx, s, "b", "y@b")
 	require.NoError(t, err)
-	isClosed := func(ch <-chan struct{}) bool {
-		select {
-		case <-ch:
-			return true
-		default:
-			return false
-		}
-	}
 	y.p.mu.Lock()
 	go s.Abandon(errors.New("test: over"))
 	select {
 	case <-s.done:
-		open := !isClosed(y.done) // not Done: it takes the part's lock
+		open := !closed(y.done) // not Done: it takes the part's lock
 		y.p.mu.Unlock()
 		require.False(t, open, "the session's Done closed while a lock in b was still held")
 	case <-time.After(200 * time.Millisecond):
@@ -325,6 +317,6 @@ func TestSessionEndsItsPartsFirst(t *testing.T) {
 		y.p.mu.Unlock()
 	}
 	<-s.Done()
-	require.True(t, isClosed(y.Done()))
+	require.True(t, closed(y.Done()))
 	require.ErrorContains(t, s.Err(), "test: over")
 }

@@ -273,7 +273,7 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, table string) (*Fencer, er
 	f := &Fencer{db: db, table: table, q: buildQueries(d, table), sqlite: !d.postgres}
 	wait := time.Millisecond
 	for start := time.Now(); ; {
-		err := f.setUp(ctx, d)
+		err := f.setUp(ctx)
 		if err == nil {
 			return f, nil
 		}
@@ -298,8 +298,8 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, table string) (*Fencer, er
 const busyRetry = 30 * time.Second
 
 // setUp creates f's table if it is missing and checks it is usable.
-func (f *Fencer) setUp(ctx context.Context, d Dialect) error {
-	if _, err := f.db.ExecContext(ctx, f.q.create); err != nil && !(d.postgres && createRace(err)) {
+func (f *Fencer) setUp(ctx context.Context) error {
+	if _, err := f.db.ExecContext(ctx, f.q.create); err != nil && !(!f.sqlite && createRace(err)) {
 		return fmt.Errorf("fencesql: creating table %s: %w", f.table, err)
 	}
 	return f.probe(ctx)

@@ -42,13 +42,13 @@ func groupsCmd(args []string) error {
 	var f listFlags
 	fs := newFlags("groups", "[list] [flags] | create NAME ID,ID,... | drop NAME [--force] | set-voters NAME ID,ID,...")
 	f.register(fs)
-	fs.StringVar(&f.output, "o", "table", "output: table or json")
+	fs.StringVar(&f.output, "o", "text", "output: text (or table, the same) or json")
 	rest, err := parseAll(fs, args)
 	if err != nil {
 		return err
 	}
-	if f.output != "table" && f.output != "json" {
-		return fmt.Errorf("groups: -o %q: want table or json", f.output)
+	if f.output, err = checkOutput("groups", f.output); err != nil {
+		return err
 	}
 	if len(rest) > 0 {
 		return fmt.Errorf("groups: unexpected argument %q (want list, create, drop or set-voters)", rest[0])

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,34 +37,75 @@ func defaultHolderName() string {
 	return fmt.Sprintf("%s:%d", host, os.Getpid())
 }
 
-func (f *holdFlags) parse(name, argsUsage string, args []string) ([]string, []string, error) {
+// parse reads lock's and elect's command line: flags anywhere before the
+// command, the n operands (NAME, or NAME VALUE), then the command, either
+// after "--" (`lock NAME --ttl 5s -- CMD ARGS`) or, as consul lock and
+// etcdctl lock take it, right after the operands (`lock NAME CMD ARGS`): the
+// first word after the operands that is not a flag starts the command, and
+// everything from there on is the command's, flags included.
+func (f *holdFlags) parse(name, argsUsage string, n int, args []string) ([]string, []string, error) {
 	fs := newFlags(name, argsUsage)
 	f.register(fs)
 	fs.DurationVar(&f.ttl, "ttl", 10*time.Second, "the session's TTL: the lock frees this long after this process stops heartbeating")
 	fs.StringVar(&f.name, "name", defaultHolderName(), "the session's name, shown as the holder or waiter in locks, the dashboard and the HTTP views")
 	fs.DurationVar(&f.grace, "grace", 2*time.Second, "CMD gets SIGTERM this long before the lease ends (at most half the lease, TTL×0.6), and SIGKILL when it ends")
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, err
+	var ops []string
+	for {
+		dash, err := parseUntilOperand(fs, args)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = fs.Args()
+		if len(ops) == n {
+			if len(args) == 0 {
+				fs.Usage()
+				return nil, nil, fmt.Errorf("%s: no command to run: type it after %s, as in: fencelock %s %s -- CMD [ARGS...]",
+					name, strings.Join(ops, " "), name, strings.Join(ops, " "))
+			}
+			break // args is the command, after "--" or from its first word
+		}
+		if dash || len(args) == 0 {
+			return nil, nil, fmt.Errorf("%s: want %s before the command, got %s (%s)", name, operandWords(n), countWords(len(ops), "operand"), hint(name, n))
+		}
+		ops, args = append(ops, args[0]), args[1:]
 	}
 	fs.Visit(func(fl *flag.Flag) { f.graceSet = f.graceSet || fl.Name == "grace" })
-	// The flag package stops at "--" (and at the first non-flag): what is
-	// before it are our operands, what is after it the command.
-	rest := fs.Args()
-	var ops, cmd []string
-	for i, a := range rest {
-		if a == "--" {
-			ops, cmd = rest[:i], rest[i+1:]
-			break
-		}
-	}
-	if len(cmd) == 0 {
-		fs.Usage()
-		return nil, nil, fmt.Errorf("%s: no command given after --", name)
-	}
 	if f.grace < 0 {
-		return nil, nil, fmt.Errorf("%s: --grace must not be negative", name)
+		return nil, nil, fmt.Errorf("%s: --grace %v: must not be negative", name, f.grace)
 	}
-	return ops, cmd, nil
+	return ops, args, nil
+}
+
+// parseUntilOperand parses fs's flags at the front of args, up to the first
+// operand or "--"; dash reports that it stopped at (and took) a "--".
+func parseUntilOperand(fs *flag.FlagSet, args []string) (dash bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		return false, err
+	}
+	left := fs.Args()
+	taken := len(args) - len(left)
+	return taken > 0 && args[taken-1] == "--", nil
+}
+
+func operandWords(n int) string {
+	if n == 1 {
+		return "one lock NAME"
+	}
+	return "NAME VALUE"
+}
+
+func countWords(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func hint(name string, n int) string {
+	if n == 1 {
+		return "fencelock " + name + " [flags] NAME [--] CMD [ARGS...]"
+	}
+	return "fencelock " + name + " [flags] NAME VALUE [--] CMD [ARGS...]"
 }
 
 // bootNow reads the clock the session's deadline is measured on
@@ -392,12 +434,9 @@ func exitStatus(err error) error {
 
 func lockCmd(args []string) error {
 	var f holdFlags
-	ops, cmd, err := f.parse("lock", "[flags] NAME -- CMD [ARGS...]", args)
+	ops, cmd, err := f.parse("lock", "[flags] NAME [--] CMD [ARGS...]", 1, args)
 	if err != nil {
 		return err
-	}
-	if len(ops) != 1 {
-		return fmt.Errorf("lock: want one lock NAME before --, got %d operands", len(ops))
 	}
 	name := ops[0]
 	return hold(&f, grantKind{
@@ -435,12 +474,9 @@ func lockCmd(args []string) error {
 
 func electCmd(args []string) error {
 	var f holdFlags
-	ops, cmd, err := f.parse("elect", "[flags] NAME VALUE -- CMD [ARGS...]", args)
+	ops, cmd, err := f.parse("elect", "[flags] NAME VALUE [--] CMD [ARGS...]", 2, args)
 	if err != nil {
 		return err
-	}
-	if len(ops) != 2 {
-		return fmt.Errorf("elect: want NAME VALUE before --, got %d operands", len(ops))
 	}
 	name, value := ops[0], ops[1]
 	return hold(&f, grantKind{

@@ -2,8 +2,8 @@
 // its HTTP API (docs/http.md).
 //
 //	fencelock serve --id 1 --peers 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --dir /var/lib/fencelock --http 127.0.0.1:7080
-//	fencelock lock [--http URL,URL,...] [--ttl 10s] [--grace 2s] NAME -- CMD ARGS...
-//	fencelock elect [--http URL,URL,...] NAME VALUE -- CMD ARGS...
+//	fencelock lock [--http URL,URL,...] [--ttl 10s] [--grace 2s] NAME [--] CMD ARGS...
+//	fencelock elect [--http URL,URL,...] NAME VALUE [--] CMD ARGS...
 //	fencelock status | locks [PREFIX] | sessions   [--http URL,URL,...] [-o json]
 //	fencelock members [--group NAME] | members add --id N --addr HOST:PORT [--voting] | members remove ID | members replace OLD NEW
 //	fencelock groups [list] | groups create NAME ID,ID,... | groups drop NAME [--force] | groups set-voters NAME ID,ID,...
@@ -30,8 +30,8 @@ import (
 const usage = `usage:
   fencelock serve --id N --peers ID=HOST:PORT,... --dir DIR [--group NAME=ID,ID,...]... [--http ADDR] [flags]
   fencelock serve --join --id N --addr HOST:PORT --dir DIR [flags]   (or --id-file F: an ID not in --peers joins)
-  fencelock lock [--http URL,...] [--ttl D] [--grace D] NAME -- CMD [ARGS...]
-  fencelock elect [--http URL,...] [--ttl D] [--grace D] NAME VALUE -- CMD [ARGS...]
+  fencelock lock [--http URL,...] [--ttl D] [--grace D] NAME [--] CMD [ARGS...]
+  fencelock elect [--http URL,...] [--ttl D] [--grace D] NAME VALUE [--] CMD [ARGS...]
   fencelock status [--http URL,...] [-o json]
   fencelock locks [--http URL,...] [-o json] [PREFIX]
   fencelock sessions [--http URL,...] [-o json]

@@ -45,31 +45,21 @@ func snapshotCmd(args []string) error {
 	return exitError{2}
 }
 
-// splitFile takes FILE from before or after the flags: flag parsing stops
-// at the first argument that is not a flag.
-func splitFile(name string, args []string) (string, []string, error) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:], nil
-	}
-	return "", args, nil
-}
-
 // snapshotSave downloads a backup from the first replica that answers, into
 // FILE.partial, checks it whole (fencelock.ReadBackup), and only then
 // renames it to FILE: FILE is never a file that would not restore.
 func snapshotSave(args []string) error {
-	file, args, _ := splitFile("save", args)
 	fs := newFlags("snapshot save", "[flags] FILE")
 	var cf clientFlags
 	cf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseAll(fs, args)
+	if err != nil {
 		return err
 	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() > 0 || file == "" {
-		return errors.New("snapshot save: want one FILE")
+	if len(rest) != 1 {
+		return fmt.Errorf("snapshot save: want one FILE, got %d arguments", len(rest))
 	}
+	file := rest[0]
 	c, err := cf.client()
 	if err != nil {
 		return err
@@ -161,7 +151,6 @@ func (c *client) download(ctx context.Context, base string, w io.Writer) error {
 // replica of the new deployment, each with the flags it will be served
 // with, then start every replica with serve.
 func snapshotRestore(args []string) error {
-	file, args, _ := splitFile("restore", args)
 	fs := newFlags("snapshot restore", "FILE --dir DIR --id N --peers ID=HOST:PORT,... [flags]")
 	id := fs.Uint64("id", 0, "the replica's ID in the new deployment (required)")
 	peers := fs.String("peers", "", "the new deployment's voters, ID=HOST:PORT of raft, comma-separated, as serve's --peers (required)")
@@ -172,18 +161,18 @@ func snapshotRestore(args []string) error {
 	var groups groupFlags
 	fs.Var(&groups, "group", "a named group, NAME=ID,ID,... of its voters, as serve's --group (repeatable): every group of the backup")
 	placement := fs.String("placement", "every", "as serve's --placement: with own, the replica records no raft replica of the groups it does not vote in")
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseAll(fs, args)
+	if err != nil {
 		return err
 	}
 	place, err := parsePlacement(*placement)
 	if err != nil {
 		return err
 	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() > 0 || file == "" {
-		return errors.New("snapshot restore: want one FILE")
+	if len(rest) != 1 {
+		return fmt.Errorf("snapshot restore: want one FILE, got %d arguments", len(rest))
 	}
+	file := rest[0]
 	members, err := parseIDMap("peers", *peers)
 	if err != nil {
 		return err
@@ -215,17 +204,16 @@ func snapshotRestore(args []string) error {
 
 // snapshotInfo checks a backup whole and describes it.
 func snapshotInfo(args []string) error {
-	file, args, _ := splitFile("info", args)
 	fs := newFlags("snapshot info", "FILE [-o text|json]")
 	output := fs.String("o", "text", "output: text or json")
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseAll(fs, args)
+	if err != nil {
 		return err
 	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() > 0 || file == "" {
-		return errors.New("snapshot info: want one FILE")
+	if len(rest) != 1 {
+		return fmt.Errorf("snapshot info: want one FILE, got %d arguments", len(rest))
 	}
+	file := rest[0]
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -233,6 +221,9 @@ func snapshotInfo(args []string) error {
 	defer f.Close()
 	info, err := fencelock.ReadBackup(f)
 	if err != nil {
+		return err
+	}
+	if *output, err = checkOutput("snapshot info", *output); err != nil {
 		return err
 	}
 	if *output == "json" {

@@ -32,18 +32,31 @@ type listFlags struct {
 func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, error) {
 	fs := newFlags(name, argsUsage)
 	f.register(fs)
-	fs.StringVar(&f.output, "o", "table", "output: table or json")
+	fs.StringVar(&f.output, "o", "text", "output: text (or table, the same) or json")
 	if name != "status" {
 		fs.StringVar(&f.group, "group", "", "the group to list (default: the default group; a PREFIX may also end in @group)")
 		fs.BoolVar(&f.parts, "parts", false, partsUsage)
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseAll(fs, args)
+	if err != nil {
 		return nil, err
 	}
-	if f.output != "table" && f.output != "json" {
-		return nil, fmt.Errorf("%s: -o %q: want table or json", name, f.output)
+	if f.output, err = checkOutput(name, f.output); err != nil {
+		return nil, err
 	}
-	return fs.Args(), nil
+	return rest, nil
+}
+
+// checkOutput checks an -o value: every command takes text (or table, the
+// same) and json. It returns the value with table read as text.
+func checkOutput(cmd, o string) (string, error) {
+	switch o {
+	case "text", "table":
+		return "text", nil
+	case "json":
+		return o, nil
+	}
+	return "", fmt.Errorf("%s: -o %s: want text (or table, the same) or json", cmd, o)
 }
 
 const partsUsage = "a PART column: each session's part ID in its named group (what EndSessionIn and DELETE /v1/sessions/ID?group= take)"
@@ -437,21 +450,21 @@ func locksCmd(args []string) error {
 	var top int
 	fs := newFlags("locks", "[flags] [PREFIX]")
 	f.register(fs)
-	fs.StringVar(&f.output, "o", "table", "output: table or json")
+	fs.StringVar(&f.output, "o", "text", "output: text (or table, the same) or json")
 	fs.StringVar(&sortBy, "sort", "name", `"name": every held lock in name order; "waiters": the locks with the longest queues, longest first`)
 	fs.IntVar(&top, "n", 10, "with --sort waiters: how many locks (1 to 100)")
 	fs.StringVar(&group, "group", "", "the group to list or rank (default: list every group, rank the default group's; a PREFIX may also end in @group)")
 	fs.BoolVar(&f.parts, "parts", false, partsUsage)
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseAll(fs, args)
+	if err != nil {
 		return err
 	}
-	if f.output != "table" && f.output != "json" {
-		return fmt.Errorf("locks: -o %q: want table or json", f.output)
+	if f.output, err = checkOutput("locks", f.output); err != nil {
+		return err
 	}
 	if sortBy != "name" && sortBy != "waiters" {
 		return fmt.Errorf("locks: --sort %q: want name or waiters", sortBy)
 	}
-	rest := fs.Args()
 	if sortBy == "waiters" && len(rest) > 0 {
 		return fmt.Errorf("locks: --sort waiters ranks every lock of a group: no PREFIX (got %q)", rest[0])
 	}
@@ -658,20 +671,25 @@ func printMembers(m httpapi.MembersJSON) error {
 	return nil
 }
 
-// parseAll parses fs's flags wherever they are among args (`remove 3
+// parseAll parses fs's flags wherever they stand among args (`remove 3
 // --http URL` as well as `remove --http URL 3`) and returns the other
-// arguments in order.
+// arguments in order; a "--" ends the flags, and every argument after it is
+// an operand as typed.
 func parseAll(fs *flag.FlagSet, args []string) ([]string, error) {
 	var rest []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		if fs.NArg() == 0 {
+		left := fs.Args()
+		if taken := len(args) - len(left); taken > 0 && args[taken-1] == "--" {
+			return append(rest, left...), nil
+		}
+		if len(left) == 0 {
 			return rest, nil
 		}
-		rest = append(rest, fs.Arg(0))
-		args = fs.Args()[1:]
+		rest = append(rest, left[0])
+		args = left[1:]
 	}
 }
 

@@ -19,11 +19,15 @@ import (
 func versionCmd(args []string) error {
 	fs := newFlags("version", "[-o text|json]")
 	output := fs.String("o", "text", "output: text or json")
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseAll(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
+	if len(rest) > 0 {
+		return fmt.Errorf("version: unexpected argument %q (version takes only -o)", rest[0])
+	}
+	if *output, err = checkOutput("version", *output); err != nil {
+		return err
 	}
 	return printVersion(os.Stdout, fencelock.BuildVersion(), *output)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +83,37 @@ func TestFlagsAnywhere(t *testing.T) {
 		_, err := checkOutput("locks", "yaml")
 		require.EqualError(t, err, "locks: -o yaml: want text (or table, the same) or json")
 	})
+}
+
+// A mistake in serve's flags is reported in the flags' words, with what to
+// type, not in Config's field names or the flag package's.
+func TestServeFlagMistakesSpeakFlags(t *testing.T) {
+	_, err := parseIDMap("peers", "1=127.0.0.1:7001,2=127.0.0.1")
+	require.EqualError(t, err, `--peers 2=127.0.0.1: want HOST:PORT, such as 10.0.0.1:7001 (no port in "127.0.0.1")`)
+	_, err = parseIDMap("http-peers", "1=127.0.0.1:7081")
+	require.EqualError(t, err, "--http-peers 1=127.0.0.1:7081: want a URL such as http://10.0.0.1:7080")
+	m, err := parseIDMap("http-peers", "1=http://127.0.0.1:7081,2=https://b:7082")
+	require.NoError(t, err)
+	require.Len(t, m, 2)
+	require.ErrorContains(t, checkHostPort("7581", "127.0.0.1:7080"), `want HOST:PORT, such as 127.0.0.1:7080 (no port in "7581")`)
+	require.ErrorContains(t, checkHostPort("h:70000", "127.0.0.1:7080"), "a port from 1 to 65535")
+	require.NoError(t, checkHostPort(":7080", "127.0.0.1:7080"))
+
+	fs := newFlags("serve", "[flags]")
+	fs.SetOutput(io.Discard)
+	var groups groupFlags
+	fs.Var(&groups, "group", "")
+	fs.Duration("ttl", 10*time.Second, "")
+	for args, want := range map[string]string{
+		"--group billing=1,2": "serve: --group billing=1,2: 2 voters; a group has 1, 3 or 5 (an even count survives no more failures than one fewer) (fencelock serve -h lists its flags)",
+		"--group billing":     "serve: --group billing: want NAME=ID,ID,..., such as billing=1,2,3",
+		"--group b=1,x,3":     `serve: --group b=1,x,3: voter "x" is not a positive replica ID`,
+		"--ttl 5":             "serve: --ttl 5: parse error; want a value such as 10s",
+		"--nope":              "serve: no flag --nope (fencelock serve -h lists its flags)",
+	} {
+		_, err := parseAll(fs, strings.Fields(args))
+		require.ErrorContains(t, err, want, args)
+	}
+	_, err = parseAll(fs, []string{"-h"})
+	require.ErrorIs(t, err, flag.ErrHelp)
 }

@@ -58,7 +58,6 @@ func (f *holdFlags) parse(name, argsUsage string, n int, args []string) ([]strin
 		args = fs.Args()
 		if len(ops) == n {
 			if len(args) == 0 {
-				fs.Usage()
 				return nil, nil, fmt.Errorf("%s: no command to run: type it after %s, as in: fencelock %s %s -- CMD [ARGS...]",
 					name, strings.Join(ops, " "), name, strings.Join(ops, " "))
 			}
@@ -79,7 +78,7 @@ func (f *holdFlags) parse(name, argsUsage string, n int, args []string) ([]strin
 // parseUntilOperand parses fs's flags at the front of args, up to the first
 // operand or "--"; dash reports that it stopped at (and took) a "--".
 func parseUntilOperand(fs *flag.FlagSet, args []string) (dash bool, err error) {
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return false, err
 	}
 	left := fs.Args()

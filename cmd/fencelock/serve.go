@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -39,9 +40,39 @@ func parseIDMap(flagName, s string) (map[uint64]string, error) {
 		if _, dup := m[id]; dup {
 			return nil, fmt.Errorf("--%s: replica %d given twice", flagName, id)
 		}
+		if err := checkAddress(flagName, v); err != nil {
+			return nil, fmt.Errorf("--%s %d=%s: %w", flagName, id, v, err)
+		}
 		m[id] = v
 	}
 	return m, nil
+}
+
+// checkAddress checks one address of --peers (HOST:PORT) or --http-peers
+// (a URL), so that a mistake is reported in the flag's words before the
+// library reports it in Config's.
+func checkAddress(flagName, v string) error {
+	if flagName == "http-peers" {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("want a URL such as http://10.0.0.1:7080")
+		}
+		return nil
+	}
+	return checkHostPort(v, "10.0.0.1:7001")
+}
+
+// checkHostPort checks a HOST:PORT flag value (HOST may be empty, for every
+// interface); example is an address to show in the error.
+func checkHostPort(v, example string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("want HOST:PORT, such as %s (no port in %q)", example, v)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("want HOST:PORT with a port from 1 to 65535, such as %s", example)
+	}
+	return nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -128,15 +159,18 @@ func (g *groupFlags) String() string {
 func (g *groupFlags) Set(s string) error {
 	name, ids, ok := strings.Cut(s, "=")
 	if !ok || name == "" || ids == "" {
-		return fmt.Errorf("%q is not NAME=ID,ID,...", s)
+		return fmt.Errorf("want NAME=ID,ID,..., such as billing=1,2,3")
 	}
 	var voters []uint64
 	for _, x := range strings.Split(ids, ",") {
 		id, err := strconv.ParseUint(strings.TrimSpace(x), 10, 64)
 		if err != nil || id == 0 {
-			return fmt.Errorf("%q: voter %q is not a positive replica ID", s, x)
+			return fmt.Errorf("voter %q is not a positive replica ID", x)
 		}
 		voters = append(voters, id)
+	}
+	if n := len(voters); n != 1 && n != 3 && n != 5 {
+		return fmt.Errorf("%d voters; a group has 1, 3 or 5 (an even count survives no more failures than one fewer)", n)
 	}
 	*g = append(*g, fencelock.GroupConfig{Name: name, Voters: voters})
 	return nil
@@ -238,7 +272,7 @@ func serve(args []string) error {
 	peers := fs.String("peers", "", "the group's bootstrap voters, ID=HOST:PORT of raft, comma-separated, the same on every replica (required)")
 	dir := fs.String("dir", "", "data directory: raft log and snapshots (required)")
 	httpAddr := fs.String("http", "127.0.0.1:7080", "address to serve the HTTP API on (loopback unless you mean otherwise)")
-	httpPeers := fs.String("http-peers", "", "the other replicas' HTTP base URLs, ID=URL comma-separated: calls for their sessions are forwarded there (else answered 421)")
+	httpPeers := fs.String("http-peers", "", "the other replicas' HTTP base URLs, ID=URL comma-separated: a call for a session another replica serves is forwarded there while it answers in time (else this replica takes the session over)")
 	ttl := fs.Duration("ttl", fencelock.DefaultSessionTTL, "default TTL of sessions")
 	raftListen := fs.String("raft-listen", "", "address to bind for raft when it differs from this replica's --peers address")
 	raftCA := fs.String("raft-ca", "", "CA file: mutual TLS between replicas (with --raft-cert, --raft-key)")
@@ -254,11 +288,12 @@ func serve(args []string) error {
 	placement := fs.String("placement", "every", "which named groups this replica runs a raft replica of: every (a non-voting one where it does not vote) or own (only those it votes in; it reaches the others through a replica that runs them)")
 	var groups groupFlags
 	fs.Var(&groups, "group", "a named group beside the default one, NAME=ID,ID,... of its voters (1, 3 or 5 of --peers); repeatable, the same list on every replica")
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseAll(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	if len(rest) > 0 {
+		return fmt.Errorf("serve: unexpected argument %q: serve takes flags only (fencelock serve -h lists them)", rest[0])
 	}
 	lvl, err := parseLevel(*level)
 	if err != nil {
@@ -293,6 +328,11 @@ func serve(args []string) error {
 	}
 	if err := lim.check(); err != nil {
 		return err
+	}
+	if *raftAddr != "" {
+		if err := checkHostPort(*raftAddr, "10.0.0.1:7001"); err != nil {
+			return fmt.Errorf("--addr %s: %w", *raftAddr, err)
+		}
 	}
 	who, err := resolveIdentity(*id, *idFile, *join, *raftAddr, members)
 	if err != nil {
@@ -351,6 +391,9 @@ func serve(args []string) error {
 			opts = append(opts, httpapi.WithForwardTransport(&http.Transport{TLSClientConfig: &tls.Config{
 				Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}}))
 		}
+	}
+	if err := checkHostPort(*httpAddr, "127.0.0.1:7080"); err != nil {
+		return fmt.Errorf("--http %s: %w", *httpAddr, err)
 	}
 	// Listen before starting the replica, so that a port in use fails fast.
 	ln, err := net.Listen("tcp", *httpAddr)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -678,7 +679,7 @@ func printMembers(m httpapi.MembersJSON) error {
 func parseAll(fs *flag.FlagSet, args []string) ([]string, error) {
 	var rest []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		left := fs.Args()
@@ -691,6 +692,37 @@ func parseAll(fs *flag.FlagSet, args []string) ([]string, error) {
 		rest = append(rest, left[0])
 		args = left[1:]
 	}
+}
+
+// parseFlags is fs.Parse, except that a mistake is one line naming the
+// command and how to list its flags, not the flag package's words followed
+// by every flag; -h still prints the usage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return err
+	}
+	msg := err.Error()
+	// "invalid value "x" for flag -group: why" says why last: lead with it.
+	if v, why, ok := strings.Cut(strings.TrimPrefix(msg, "invalid value "), " for flag -"); ok && msg != strings.TrimPrefix(msg, "invalid value ") {
+		name, why, _ := strings.Cut(why, ": ")
+		if f := fs.Lookup(name); f != nil && (why == "parse error" || why == "value out of range") {
+			why = fmt.Sprintf("%s; want a value such as %s", why, f.DefValue)
+		}
+		msg = fmt.Sprintf("--%s %s: %s", name, strings.Trim(v, `"`), why)
+	} else if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		msg = fmt.Sprintf("no flag --%s", name)
+	}
+	return fmt.Errorf("%s: %s (fencelock %s -h lists its flags)", fs.Name(), msg, fs.Name())
 }
 
 // membersAddCmd is `fencelock members add --id N --addr HOST:PORT

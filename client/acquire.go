@@ -185,8 +185,8 @@ type answerState struct {
 // request runs Acquire, TryAcquire, Campaign and TryCampaign.
 func (s *Session) request(ctx context.Context, election bool, name, value string, wait bool, mode lockMode,
 	opts []fencelock.AcquireOption) (*grant, error) {
-	if !fsm.ValidName(name) {
-		return nil, fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(name, 64))
+	if why := fsm.NameProblem(name); why != "" {
+		return nil, fmt.Errorf("%w: %q: %s", fencelock.ErrInvalidName, clean(name, 64), why)
 	}
 	if election && len(value) > fsm.MaxValueLen {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", fencelock.ErrValueTooLarge, len(value), fsm.MaxValueLen)

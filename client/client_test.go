@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,6 +213,11 @@ func TestErrorsAreRootSentinels(t *testing.T) {
 
 	_, err = s.Acquire(ctx, "")
 	require.ErrorIs(t, err, fencelock.ErrInvalidName)
+	_, err = s.Acquire(ctx, strings.Repeat("a", fencelock.MaxNameLen+1))
+	require.ErrorIs(t, err, fencelock.ErrInvalidName)
+	require.ErrorContains(t, err, "513 bytes, at most 512", "a name's error gives its length and the limit")
+	_, err = c.Inspect(ctx, "a\x00b")
+	require.ErrorContains(t, err, "contains NUL")
 	_, err = s.Acquire(ctx, "x@nogroup") // refused by the replica
 	require.ErrorIs(t, err, fencelock.ErrUnknownGroup)
 	var e *Error

@@ -23,8 +23,8 @@ import (
 // name, ErrUnknownGroup for a group the deployment does not run, and an
 // error wrapping ErrUnavailable when no endpoint answered.
 func (c *Client) Inspect(ctx context.Context, name string) (fencelock.LockInfo, error) {
-	if !fsm.ValidName(name) {
-		return fencelock.LockInfo{}, fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(name, 64))
+	if why := fsm.NameProblem(name); why != "" {
+		return fencelock.LockInfo{}, fmt.Errorf("%w: %q: %s", fencelock.ErrInvalidName, clean(name, 64), why)
 	}
 	var l lockJSON
 	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/locks/" + url.PathEscape(name)}, &l); err != nil {
@@ -38,8 +38,8 @@ func (c *Client) Inspect(ctx context.Context, name string) (fencelock.LockInfo, 
 // Leader returns the election's current leader (GET /v1/elections/{name}),
 // or an error wrapping ErrNoLeader when it has none.
 func (c *Client) Leader(ctx context.Context, election string) (fencelock.LeaderInfo, error) {
-	if !fsm.ValidName(election) {
-		return fencelock.LeaderInfo{}, fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(election, 64))
+	if why := fsm.NameProblem(election); why != "" {
+		return fencelock.LeaderInfo{}, fmt.Errorf("%w: %q: %s", fencelock.ErrInvalidName, clean(election, 64), why)
 	}
 	var e electionJSON
 	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/elections/" + url.PathEscape(election)}, &e); err != nil {
@@ -119,8 +119,8 @@ func (c *Client) Watch(ctx context.Context, name string) <-chan fencelock.LockIn
 func followLatest[T any](ctx context.Context, c *Client, name, path string, fail func(error) T, kinds []string,
 	decode func(data []byte) (T, error)) <-chan T {
 	out := make(chan T, 1)
-	if !fsm.ValidName(name) {
-		out <- fail(fmt.Errorf("%w: %q", fencelock.ErrInvalidName, clean(name, 64)))
+	if why := fsm.NameProblem(name); why != "" {
+		out <- fail(fmt.Errorf("%w: %q: %s", fencelock.ErrInvalidName, clean(name, 64), why))
 		close(out)
 		return out
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/fsm"
 )
 
 // ID is a 64-bit session ID or fencing token. It is written as a decimal
@@ -229,15 +230,8 @@ func DecodeResign(b []byte) (ResignRequest, error) {
 // (ErrInvalidName) before any call, so that a read of a bad name is refused
 // like a write.
 func validName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", fencelock.ErrInvalidName)
-	case len(name) > fencelock.MaxNameLen:
-		return fmt.Errorf("%w: %d bytes, at most %d", fencelock.ErrInvalidName, len(name), fencelock.MaxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: not UTF-8", fencelock.ErrInvalidName)
-	case strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("%w: contains NUL", fencelock.ErrInvalidName)
+	if why := fsm.NameProblem(name); why != "" {
+		return fmt.Errorf("%w: %s", fencelock.ErrInvalidName, why)
 	}
 	return nil
 }

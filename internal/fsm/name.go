@@ -12,9 +12,23 @@ const MaxNameLen = 512
 
 // ValidName reports whether name may name a lock: non-empty valid UTF-8 of at
 // most MaxNameLen bytes, without NUL.
-func ValidName(name string) bool {
-	return name != "" && len(name) <= MaxNameLen && utf8.ValidString(name) &&
-		!strings.ContainsRune(name, 0)
+func ValidName(name string) bool { return NameProblem(name) == "" }
+
+// NameProblem says why name cannot name a lock or an election, in words an
+// error can carry ("513 bytes, at most 512"), or "" if it can: the one rule
+// every API that takes a name checks before it asks a group.
+func NameProblem(name string) string {
+	switch {
+	case name == "":
+		return "empty"
+	case len(name) > MaxNameLen:
+		return fmt.Sprintf("%d bytes, at most %d", len(name), MaxNameLen)
+	case !utf8.ValidString(name):
+		return "not UTF-8"
+	case strings.ContainsRune(name, 0):
+		return "contains NUL"
+	}
+	return ""
 }
 
 // MaxSessionNameLen is the longest session name, in bytes.

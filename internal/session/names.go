@@ -31,8 +31,8 @@ func SplitName(name string) (base, group string, ok bool) {
 // checkName refuses a name that cannot be a lock's or an election's:
 // ErrInvalidName.
 func checkName(name string) error {
-	if !fsm.ValidName(name) {
-		return fmt.Errorf("%w: %q", ErrInvalidName, truncate(name, 64))
+	if why := fsm.NameProblem(name); why != "" {
+		return fmt.Errorf("%w: %q: %s", ErrInvalidName, truncate(name, 64), why)
 	}
 	return nil
 }

@@ -50,3 +50,19 @@ func TestRoute(t *testing.T) {
 	require.ErrorIs(t, h.CheckCampaign("e@c", "v"), errUnknown)
 	require.NoError(t, h.CheckCampaign("e@b", strings.Repeat("v", MaxValueLen)))
 }
+
+// A refused name says why, with its length and the limit when it is too
+// long, in every API (they all call fsm.NameProblem).
+func TestNameErrorSaysWhy(t *testing.T) {
+	for name, why := range map[string]string{
+		"":                        "empty",
+		strings.Repeat("a", 513):  "513 bytes, at most 512",
+		"a\x00b":                  "contains NUL",
+		string([]byte{0xff, 'a'}): "not UTF-8",
+	} {
+		err := checkName(name)
+		require.ErrorIs(t, err, ErrInvalidName)
+		require.ErrorContains(t, err, why)
+	}
+	require.NoError(t, checkName(strings.Repeat("a", 512)))
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/httpapi"
 )
 
 // chromium finds Debian's chromium (installed by .ci/run). With CI set a
@@ -191,4 +192,41 @@ func TestDashboardShowsMirrors(t *testing.T) {
 	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-group="solo"]').length`))
 	require.NoError(t, err)
 	require.Zero(t, n, "replica 1 runs no shard of solo")
+	const summary = `document.querySelector("#summary")?.textContent ?? ""`
+	text, err = chromedp.Run(ctx, chromedp.Evaluate[string](summary))
+	require.NoError(t, err)
+	require.Contains(t, text, "0 locks held in the group this replica runs (1 mirrored group not counted)")
+
+	// The summary counts the locks of every group the replica runs, not
+	// the default group's alone (it said "0 locks" beside job@solo).
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(g.urls[2]+"/")))
+	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`(`+summary+`).startsWith("1 lock held in the 2 groups this replica runs")`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](summary))
+		t.Fatalf("%v; the summary: %q", err, text)
+	}
+}
+
+// On a server that wants a bearer token, the page opened without one says
+// how to give it one (#token=), not only that the token is missing.
+func TestDashboardSaysHowToPassAToken(t *testing.T) {
+	exe := chromium(t)
+	acl, err := httpapi.ParseTokens([]byte("s3cret read:*\n"))
+	require.NoError(t, err)
+	g := newGroup(t, true, httpapi.WithACL(acl))
+	bctx := browser(t, exe)
+	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(g.urls[1]+"/")))
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	const errText = `document.querySelector("#error")?.textContent ?? ""`
+	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`(`+errText+`).includes("#token=YOUR_TOKEN")`, chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](errText))
+		t.Fatalf("%v; the error shown: %q", err, text)
+	}
+	// With the token in the fragment the page reads the members.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(g.urls[1]+"/#token=s3cret"), chromedp.Reload()))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.querySelector("#members")?.textContent.includes("leader")`,
+		chromedp.WithPollingTimeout(60*time.Second))))
 }

@@ -73,3 +73,13 @@ func WithRequestTimeout(d time.Duration) Option { return func(s *Server) { s.tim
 
 // WithLogger sets the logger; nil means slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithLoopbackAdmin gives a call from this machine (a loopback client
+// address) every right, the admin right included, while the Server has no
+// tokens (WithACL with a nil or empty ACL): a deployment on one machine for
+// development or a walkthrough (`fencelock serve --dev`) can run the admin
+// commands without a tokens file. Any other client keeps the rule of a
+// Server without tokens (every right but admin). Never use it where a proxy
+// on the same host forwards other machines' calls: they arrive from
+// loopback too. A Server with tokens ignores it.
+func WithLoopbackAdmin() Option { return func(s *Server) { s.loopbackAdmin = true } }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,6 +161,9 @@ func (s *Server) guard(public bool, need access, h http.HandlerFunc) http.Handle
 		if !public {
 			acl := s.acl.Load()
 			var p *principal
+			if acl == nil && s.loopbackAdmin && fromLoopback(r) {
+				p = &loopbackPrincipal
+			}
 			if acl != nil {
 				got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 				if ok {
@@ -218,3 +223,17 @@ func (s *Server) guard(public bool, need access, h http.HandlerFunc) http.Handle
 
 // traceContext reads W3C trace context (traceparent, tracestate).
 var traceContext propagation.TraceContext
+
+// loopbackPrincipal is a loopback client of a Server with
+// WithLoopbackAdmin and no tokens: every right.
+var loopbackPrincipal = principal{grants: allRights}
+
+// fromLoopback reports whether r's client address is a loopback one.
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}

@@ -80,10 +80,13 @@ type Server struct {
 	peers     map[uint64]*url.URL
 	forwardRT http.RoundTripper
 	acl       atomic.Pointer[ACL] // nil or empty: no token needed
-	maxBody   int64
-	timeout   time.Duration
-	log       *slog.Logger
-	metrics   http.Handler
+	// loopbackAdmin: without tokens, a loopback client has every right
+	// (WithLoopbackAdmin).
+	loopbackAdmin bool
+	maxBody       int64
+	timeout       time.Duration
+	log           *slog.Logger
+	metrics       http.Handler
 
 	bodyTimeout time.Duration
 	streamWrite time.Duration

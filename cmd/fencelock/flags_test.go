@@ -117,3 +117,14 @@ func TestServeFlagMistakesSpeakFlags(t *testing.T) {
 	_, err = parseAll(fs, []string{"-h"})
 	require.ErrorIs(t, err, flag.ErrHelp)
 }
+
+// serve --dev only where it is safe: a loopback --http, no tokens file.
+func TestServeDevNeedsLoopback(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:7080", "[::1]:7080", "localhost:7080", "127.0.0.2:1"} {
+		require.NoError(t, checkDev(ok, ""), ok)
+	}
+	for _, bad := range []string{"0.0.0.0:7080", ":7080", "10.0.0.1:7080", "[::]:7080"} {
+		require.ErrorContains(t, checkDev(bad, ""), "--http must be a loopback address", bad)
+	}
+	require.ErrorContains(t, checkDev("127.0.0.1:7080", "tokens"), "--dev and --tokens-file do not go together")
+}

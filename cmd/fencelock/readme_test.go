@@ -184,7 +184,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 			require.Contains(t, out, "jobs/report")
 			require.Contains(t, out, session)
 		}},
-		{"./fencelock lock ", func(out string) {
+		{"./fencelock lock jobs/nightly", func(out string) {
 			m := regexp.MustCompile(`nightly job runs with fence (\S*)`).FindStringSubmatch(out)
 			require.NotNil(t, m, out)
 			_, err := fencelock.ParseFence(m[1])
@@ -197,6 +197,14 @@ func TestReadmeWalkthrough(t *testing.T) {
 			require.Contains(t, string(b), "written by session")
 		}},
 		{"./fencelock sessions", func(out string) { require.Contains(t, out, session) }},
+		// The admin commands work in the walkthrough's deployment (serve
+		// --dev), as etcd's and Consul's dev setups allow at once.
+		{"groups create billing", func(out string) { require.Contains(t, out, "group billing created") }},
+		{"snapshot save", func(out string) {
+			require.Contains(t, out, "billing")
+			_, err := os.Stat(filepath.Join(dir, "backup.flb"))
+			require.NoError(t, err)
+		}},
 		{"kill $(jobs -p)", func(string) {
 			_, status := sh.run("wait", time.Minute) // until the replicas have exited on SIGTERM
 			require.Equal(t, 0, status)

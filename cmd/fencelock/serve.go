@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -71,6 +72,23 @@ func checkHostPort(v, example string) error {
 	}
 	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
 		return fmt.Errorf("want HOST:PORT with a port from 1 to 65535, such as %s", example)
+	}
+	return nil
+}
+
+// checkDev checks that --dev is given where it is safe: a loopback --http
+// (only this machine's processes reach it) and no tokens file (with tokens,
+// an admin token is the way).
+func checkDev(httpAddr, tokensFile string) error {
+	if tokensFile != "" {
+		return errors.New("serve: --dev and --tokens-file do not go together: with tokens, give the admin commands a token with the admin right (--token-file) instead")
+	}
+	host, _, err := net.SplitHostPort(httpAddr)
+	if err == nil && host == "localhost" {
+		return nil
+	}
+	if ip, perr := netip.ParseAddr(host); err != nil || perr != nil || !ip.IsLoopback() {
+		return fmt.Errorf("serve: --dev lets this machine run admin calls without a token, so --http must be a loopback address such as 127.0.0.1:7080, not %q", httpAddr)
 	}
 	return nil
 }
@@ -281,6 +299,7 @@ func serve(args []string) error {
 	httpCert := fs.String("http-cert", "", "serve HTTPS with this certificate (with --http-key)")
 	httpKey := fs.String("http-key", "", "key of --http-cert")
 	httpClientCA := fs.String("http-client-ca", "", "require HTTPS client certificates signed by this CA")
+	dev := fs.Bool("dev", false, "development on one machine: admin calls from this machine need no token (--http must be a loopback address; no --tokens-file). Not for production")
 	tokensFile := fs.String("tokens-file", "", "require a bearer token on every API call: lines TOKEN [RIGHT:PREFIX ...], RIGHT read, lock, elect or admin; reread on SIGHUP")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	var lim limits
@@ -362,6 +381,13 @@ func serve(args []string) error {
 	var opts []httpapi.Option
 	opts = append(opts, httpapi.WithLogger(log), httpapi.WithPeers(hp),
 		httpapi.WithBodyTimeout(lim.body), httpapi.WithMaxStreams(lim.maxStreams))
+	if *dev {
+		if err := checkDev(*httpAddr, *tokensFile); err != nil {
+			return err
+		}
+		opts = append(opts, httpapi.WithLoopbackAdmin())
+		log.Warn("fencelock: --dev: admin calls from this machine need no token; not for production")
+	}
 	if *tokensFile != "" {
 		acl, err := readTokens(*tokensFile)
 		if err != nil {

@@ -50,6 +50,10 @@ type dirIDFile struct {
 	Self uint64 `json:"self"`
 	// Known are the peers' Dir IDs as first seen, by replica ID.
 	Known map[uint64]uint64 `json:"known,omitempty"`
+	// Replica is the replica ID this Dir serves, recorded with the Dir ID
+	// (0 in a file an older build wrote, which did not record it: the
+	// next write records it). Older builds ignore it.
+	Replica uint64 `json:"replica,omitempty"`
 }
 
 // dirIDs is a replica's Dir ID and its record of its peers'.
@@ -76,8 +80,16 @@ func loadDirIDs(dir string, self uint64) (*dirIDs, error) {
 	d := &dirIDs{path: filepath.Join(dir, dirIDFileName), self: self}
 	f, err := readDirIDs(d.path)
 	switch {
+	case err == nil && f.Replica != 0 && f.Replica != self:
+		// A Dir holds one replica's raft state (its votes, its log): under
+		// another ID it would take part as a replica the groups never had,
+		// or chase another deployment's voters while it says it serves.
+		return nil, fmt.Errorf("%w: this replica's Dir %s is replica %d's, and this start is replica %d: a Dir serves the replica ID it was first used with, "+
+			"in this deployment or another. Start replica %d with it, or give replica %d an empty Dir (a new replica: docs/operations.md, \"Replacing a host\")",
+			ErrInvalidConfig, dir, f.Replica, self, f.Replica, self)
 	case err == nil:
 		d.file, d.kept = f, true
+		d.file.Replica = self
 	case errors.Is(err, fs.ErrNotExist):
 		var b [8]byte
 		for d.file.Self == 0 {
@@ -86,7 +98,7 @@ func loadDirIDs(dir string, self uint64) (*dirIDs, error) {
 			}
 			d.file.Self = binary.LittleEndian.Uint64(b[:])
 		}
-		d.file.Version = 1
+		d.file.Version, d.file.Replica = 1, self
 	default:
 		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
 	}

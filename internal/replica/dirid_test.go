@@ -74,6 +74,33 @@ func TestDirIDIsKeptAndToldOnceKept(t *testing.T) {
 	require.NotEqual(t, h.Dir, h3.Dir, "two Dirs with one ID")
 }
 
+// A Dir records the replica ID it serves, and a start under another ID is
+// refused in words that name both IDs and the cure (a Dir of another
+// deployment said it "belongs to replica 5", the ID it was started with,
+// and the start it advised went on to serve, chasing the old deployment's
+// voters). A file an older build wrote, without the ID, loads under any ID
+// and records it at its next write.
+func TestDirServesOneReplicaID(t *testing.T) {
+	dir := t.TempDir()
+	d, err := loadDirIDs(dir, 3)
+	require.NoError(t, err)
+	require.NoError(t, d.keep())
+	_, err = loadDirIDs(dir, 3)
+	require.NoError(t, err)
+	_, err = loadDirIDs(dir, 5)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "is replica 3's, and this start is replica 5")
+	require.ErrorContains(t, err, "Start replica 3 with it, or give replica 5 an empty Dir")
+
+	old := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(old, dirIDFileName), []byte(`{"version":1,"self":77}`), 0o600))
+	od, err := loadDirIDs(old, 5)
+	require.NoError(t, err, "a file without the replica ID")
+	require.NoError(t, od.write())
+	_, err = loadDirIDs(old, 6)
+	require.ErrorContains(t, err, "is replica 5's", "recorded at the next write")
+}
+
 func TestDirIDCheck(t *testing.T) {
 	dir := t.TempDir()
 	d, err := loadDirIDs(dir, 1)

@@ -162,7 +162,7 @@ func TestServeMembersReplaceLostReplica(t *testing.T) {
 	require.Contains(t, out, "replica 3 is removed")
 	require.Contains(t, out, "removed (never to be used again): 3")
 	out = mustCLI("members", "add", "--id", "4", "--addr", peers[3])
-	require.Contains(t, out, "replica 4 is a non-voting at "+peers[3])
+	require.Contains(t, out, "replica 4 at "+peers[3]+" is a non-voting replica")
 	require.Regexp(t, `(?m)^4\s+`+regexp.QuoteMeta(peers[3])+`\s+non-voting$`, out)
 	// The removed ID is refused for good, with the server's reason.
 	out, err = cli("members", "add", "--id", "3", "--addr", peers[3])
@@ -184,7 +184,7 @@ func TestServeMembersReplaceLostReplica(t *testing.T) {
 	require.Contains(t, logs4.String(), "replica=4")
 
 	out = mustCLI("members", "add", "--id", "4", "--addr", peers[3], "--voting")
-	require.Contains(t, out, "replica 4 is a voter")
+	require.Contains(t, out, "replica 4 at "+peers[3]+" is a voter")
 	b, err = exec.Command(bin, "members", "--http", url4, "--token-file", tokens).CombinedOutput()
 	require.NoError(t, err, "%s", b)
 	t.Logf("fencelock members on replica 4:\n%s", b)

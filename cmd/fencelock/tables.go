@@ -757,11 +757,11 @@ func membersAddCmd(args []string) error {
 	if err := c.do(ctx, "POST", "/v1/members", req, &resp); err != nil {
 		return err
 	}
-	role := "non-voting"
+	role := "a non-voting replica (it applies the log and serves clients, and does not vote; --voting makes it a voter)"
 	if *voting {
-		role = "voter"
+		role = "a voter"
 	}
-	fmt.Printf("replica %d is a %s at %s\n", *id, role, *addr)
+	fmt.Printf("replica %d at %s is %s; if it does not run yet, start it with: fencelock serve --join --id %d --addr %s ...\n", *id, *addr, role, *id, *addr)
 	return printChange(resp)
 }
 

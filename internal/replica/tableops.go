@@ -108,7 +108,7 @@ func membersOf(voters []uint64, addrs map[uint64]string) ([]fsm.GroupMember, err
 	for _, id := range voters {
 		addr, ok := addrs[id]
 		if !ok {
-			return nil, fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: AddNonVoting, then start it)", ErrInvalidVoters, id)
+			return nil, fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: fencelock members add --id N --addr HOST:PORT, POST /v1/members or Node.AddNonVoting; then start it)", ErrInvalidVoters, id)
 		}
 		out = append(out, fsm.GroupMember{ID: id, Addr: addr})
 	}
@@ -392,7 +392,7 @@ func (h *Host) ReplaceReplica(ctx context.Context, old, new uint64) error {
 	}
 	addr, ok := addrs[new]
 	if !ok {
-		return fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: AddNonVoting, then start it)", ErrInvalidVoters, new)
+		return fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: fencelock members add --id N --addr HOST:PORT, POST /v1/members or Node.AddNonVoting; then start it)", ErrInvalidVoters, new)
 	}
 	if _, removed := m.Removed[old]; removed {
 		return fmt.Errorf("%w: replica %d", ErrIDRemoved, old)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/md5"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 
@@ -116,14 +117,18 @@ func StatePayload(file []byte, want []byte) ([]byte, error) {
 // checksums made anew; it depends on nothing but file, so every replica
 // restored from one backup imports the same bytes. A file StatePayload
 // refuses is refused alike (ErrCorrupt), and so is a state fsm.RaiseEpoch
-// refuses (wrapping its error too).
+// refuses (wrapping its error too), but for one in the last epoch, which is
+// intact: that is fsm.ErrNoEpochLeft alone.
 func RaiseEpoch(file, want []byte) (raised, checksum []byte, err error) {
 	h, payload, err := readSnapshotFile(file, want)
 	if err != nil {
 		return nil, nil, err
 	}
 	state, err := fsm.RaiseEpoch(payload[16:])
-	if err != nil {
+	switch {
+	case errors.Is(err, fsm.ErrNoEpochLeft):
+		return nil, nil, err
+	case err != nil:
 		return nil, nil, fmt.Errorf("%w: raise the restore epoch: %w", ErrCorrupt, err)
 	}
 	raised, checksum = writeSnapshotFile(h, append(payload[:16:16], state...))

@@ -160,7 +160,7 @@ func FuzzStatePayload(f *testing.F) {
 		// and writes what it reads back.
 		raised, raisedSum, rerr := RaiseEpoch(file, sum)
 		switch {
-		case rerr != nil && !errors.Is(rerr, ErrCorrupt):
+		case rerr != nil && !errors.Is(rerr, ErrCorrupt) && !errors.Is(rerr, fsm.ErrNoEpochLeft):
 			t.Fatalf("RaiseEpoch: error without ErrCorrupt: %v", rerr)
 		case err != nil && rerr == nil:
 			t.Fatalf("RaiseEpoch rewrote a file StatePayload refuses (%v)", err)
@@ -220,6 +220,19 @@ func TestRaiseEpochRewritesTheFile(t *testing.T) {
 		_, _, err = RaiseEpoch(file, raisedSum)
 		require.ErrorIs(t, err, ErrCorrupt)
 	}
+
+	// A copy already raised 127 times is intact, and cannot be raised again.
+	var state bytes.Buffer
+	require.NoError(t, small.Save(&state))
+	file, sum := encodeSnapshotFile(state.Bytes())
+	for range 127 {
+		var err error
+		file, sum, err = RaiseEpoch(file, sum)
+		require.NoError(t, err)
+	}
+	_, _, err := RaiseEpoch(file, sum)
+	require.ErrorIs(t, err, fsm.ErrNoEpochLeft)
+	require.NotErrorIs(t, err, ErrCorrupt)
 }
 
 // FuzzDecodeMetadata: a metadata file is checked without panics.

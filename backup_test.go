@@ -202,6 +202,8 @@ func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
 		l, err := fresh.Acquire(ctx, name)
 		require.NoError(t, err)
 		require.Greater(t, l.Token(), info.Groups[i].LastToken, name)
+		require.Equal(t, uint64(1), info.Groups[i].RestoreEpoch, name)
+		require.Equal(t, info.Groups[i].RestoreEpoch, l.Token()>>56, "%s: a token of the restore's epoch", name)
 	}
 	// The quitter never resumes: its session ends at its TTL, and its lock
 	// passes to the next waiter.

@@ -10,15 +10,17 @@ import (
 // EpochShift places a group's restore epoch in the high bits of its tokens
 // and session IDs: the epoch of a token (or a session ID) is token >>
 // EpochShift. A group starts in epoch 0 and only a restore from a backup
-// raises it (RaiseEpoch), by one each time. Within an epoch tokens follow
-// the rule of TokenShift, max(previous + 1, index << TokenShift): they stay
-// index-derived in epoch 0, and in a raised epoch they count up from its
-// first token until the log index reaches its range, which takes 2^40 log
-// entries (epoch << 40). So a restored group's every token is above every
-// token an earlier incarnation granted, as long as that one applied fewer
-// than 2^40 entries (a million a second for 12 days), and the epochs end
-// at 127: a token is below 1<<63 (see Restore), so a state in epoch 127 can
-// be restored from, but not raised again (ErrNoEpochLeft).
+// raises it (RaiseEpoch), by one each time. Apply does not know of epochs:
+// tokens follow the rule of TokenShift, max(previous + 1, index <<
+// TokenShift), in every epoch, so they stay index-derived in epoch 0, and in
+// a raised epoch e they count up by one from its first token until the log
+// index reaches e << 40, where index << TokenShift enters the epoch's range
+// (an epoch spans 2^40 log entries). So a restored group's every token is
+// above every token an earlier incarnation granted, as long as that one's
+// log stayed below the next epoch's range (fewer than 2^40 entries for
+// epoch 0: a million a second for 12 days). The epochs end at 127: a token
+// is below 1<<63 (see Restore), so a state in epoch 127 can be restored
+// from, but not raised again (ErrNoEpochLeft).
 const EpochShift = 56
 
 // maxEpoch is the last epoch: (maxEpoch+1)<<EpochShift is 1<<63, a token

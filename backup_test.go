@@ -381,13 +381,23 @@ func TestRestoreNeverReissuesAFence(t *testing.T) {
 
 	dst := restoredCluster(t, file.Bytes(), 3, nil)
 	dst.leader(ctx)
-	s, err := dst.node(1).NewSession(ctx)
-	require.NoError(t, err)
-	for i := range 5 {
-		l, err := s.Acquire(ctx, "res")
+	// A session on each replica: each learns its grants from its own
+	// replica's state, which another replica's view must agree with (every
+	// replica raised its copy alike).
+	var sessions []*Session
+	for id := uint64(1); id <= 3; id++ {
+		s, err := dst.node(id).NewSession(ctx)
+		require.NoError(t, err)
+		sessions = append(sessions, s)
+	}
+	for i := range 6 {
+		l, err := sessions[i%3].Acquire(ctx, "res")
 		require.NoError(t, err)
 		f := l.Fence()
 		require.Equal(t, info.Groups[0].GroupID, f.Group, "the group keeps its ID")
+		li, err := dst.node(uint64(1+(i+1)%3)).Inspect(ctx, "res")
+		require.NoError(t, err)
+		require.Equal(t, f.Token, li.Token, "replicas %d and %d agree on the grant", 1+i%3, 1+(i+1)%3)
 		if i == 0 {
 			// The restored holder writes; the old holder wakes and
 			// writes late, with its fence and with its bare token.
@@ -407,8 +417,10 @@ func TestRestoreNeverReissuesAFence(t *testing.T) {
 		}
 		require.NoError(t, l.Release(ctx))
 	}
-	for _, id := range oldSessions {
-		require.Greater(t, s.ID(), id, "a restored session's ID is above the old deployment's")
+	for _, s := range sessions {
+		for _, id := range oldSessions {
+			require.Greater(t, s.ID(), id, "a restored session's ID is above the old deployment's")
+		}
+		require.NoError(t, s.Close(ctx))
 	}
-	require.NoError(t, s.Close(ctx))
 }

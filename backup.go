@@ -64,7 +64,7 @@ func backupInfo(b *backup.Backup) BackupInfo {
 		g := s.Group
 		info.Groups = append(info.Groups, BackupGroup{
 			Name: g.Name, GroupID: g.GroupID, Index: g.Index, Term: g.Term,
-			LastToken: g.LastToken, RestoreEpoch: s.State.NextEpoch(),
+			LastToken: g.LastToken, RestoreEpoch: s.RestoreEpoch(),
 			Voters: g.Voters, Sessions: g.Sessions, Locks: g.Locks, Elections: g.Elections,
 		})
 	}

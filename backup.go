@@ -37,16 +37,20 @@ type BackupGroup struct {
 	Name string // "" for the default group
 	// GroupID is the group's ID, which its fences carry (Fence.Group). A
 	// restored group keeps it, so that resources keyed to the group go on
-	// accepting its fences, whose tokens continue above LastToken.
+	// accepting its fences, whose tokens are in RestoreEpoch.
 	GroupID uint64
 	// Index and Term are the raft log index and term of the group's copy:
 	// it holds every entry up to Index. A restored group's log continues
 	// after Index.
 	Index, Term uint64
 	// LastToken is the last fencing token granted in the copy: every
-	// token it holds is at most LastToken, and every token the restored
-	// group grants is larger.
+	// token it holds is at most LastToken.
 	LastToken uint64
+	// RestoreEpoch is the restore epoch a restore of this copy starts (see
+	// Restore): every token and session ID the restored group grants is at
+	// least RestoreEpoch << 56, above every one of the group the backup was
+	// taken of, whose tokens are of an earlier epoch (LastToken >> 56).
+	RestoreEpoch uint64
 	// Voters are the group's voters at Index.
 	Voters map[uint64]string
 	// Sessions, Locks and Elections count what the group held when its
@@ -54,11 +58,13 @@ type BackupGroup struct {
 	Sessions, Locks, Elections int
 }
 
-func backupInfo(h backup.Header) BackupInfo {
-	info := BackupInfo{DeploymentID: h.DeploymentID, TakenAt: h.TakenAt, TakenBy: h.TakenBy}
-	for _, g := range h.Groups {
+func backupInfo(b *backup.Backup) BackupInfo {
+	info := BackupInfo{DeploymentID: b.DeploymentID, TakenAt: b.TakenAt, TakenBy: b.TakenBy}
+	for _, s := range b.Sections {
+		g := s.Group
 		info.Groups = append(info.Groups, BackupGroup{
-			Name: g.Name, GroupID: g.GroupID, Index: g.Index, Term: g.Term, LastToken: g.LastToken,
+			Name: g.Name, GroupID: g.GroupID, Index: g.Index, Term: g.Term,
+			LastToken: g.LastToken, RestoreEpoch: s.RestoreEpoch(),
 			Voters: g.Voters, Sessions: g.Sessions, Locks: g.Locks, Elections: g.Elections,
 		})
 	}
@@ -137,7 +143,7 @@ func ReadBackup(r io.Reader) (BackupInfo, error) {
 	if err != nil {
 		return BackupInfo{}, err
 	}
-	return backupInfo(b.Header), nil
+	return backupInfo(b), nil
 }
 
 // Restore seeds cfg.Dir, which must be absent or empty, from a backup read
@@ -149,11 +155,17 @@ func ReadBackup(r io.Reader) (BackupInfo, error) {
 // What the restored deployment continues:
 //
 //   - Each group keeps its group ID, so resources fenced by the group
-//     (Fence.Group) accept its fences, and its raft log continues after
-//     the backup's index, so every token it grants is larger than every
-//     token in the backup (BackupGroup.LastToken): no token is handed out
-//     twice, as long as the old deployment is gone for good (two live
-//     deployments restored from one backup would grant the same tokens).
+//     (Fence.Group) accept its fences, and every fence it grants is above
+//     every fence the old deployment granted, before or after the backup,
+//     and so are its session IDs: Restore raises the group's restore epoch
+//     (BackupGroup.RestoreEpoch, the token's top 8 bits) in the copy it
+//     imports, and the group's raft log continues after the backup's
+//     index. An old holder still holding a grant (a paused process) is
+//     then refused as stale at a resource once the restored group's holder
+//     wrote. This holds while the old group applied fewer than 2^40 log
+//     entries; two deployments restored from one backup share an epoch and
+//     would grant the same tokens: restore a backup once, and only once the
+//     old deployment is gone for good.
 //   - Every lock, queue, election and session of the backup is there, with
 //     its tokens. Sessions are held for them from the first leader's
 //     election: each gets a full TTL, within which its holder resumes it
@@ -193,5 +205,5 @@ func Restore(r io.Reader, cfg Config) (BackupInfo, error) {
 	if err := replica.Import(replicaConfig(cfg), groups); err != nil {
 		return BackupInfo{}, err
 	}
-	return backupInfo(b.Header), nil
+	return backupInfo(b), nil
 }

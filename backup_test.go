@@ -202,6 +202,8 @@ func TestBackupUnderLoadRestoresIntoNewDeployment(t *testing.T) {
 		l, err := fresh.Acquire(ctx, name)
 		require.NoError(t, err)
 		require.Greater(t, l.Token(), info.Groups[i].LastToken, name)
+		require.Equal(t, uint64(1), info.Groups[i].RestoreEpoch, name)
+		require.Equal(t, info.Groups[i].RestoreEpoch, l.Token()>>56, "%s: a token of the restore's epoch", name)
 	}
 	// The quitter never resumes: its session ends at its TTL, and its lock
 	// passes to the next waiter.
@@ -335,4 +337,90 @@ func restoreRefusals(t *testing.T, file []byte, groups func(*Config)) {
 	entries, err := os.ReadDir(cfg.Dir)
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
+}
+
+// TestRestoreNeverReissuesAFence: a backup is taken while lock res is free;
+// the old deployment then grants res 40 more times (to sessions opened after
+// the backup), and its last holder is still holding it, as a paused process
+// would, when the whole deployment is gone and a new one is restored from
+// the file. Every fence the restored deployment grants is above every fence
+// the old one granted, before or after the backup, and never equal to one;
+// so the old holder's late write, fence-keyed or with a bare token, is
+// refused once the restored holder wrote. Its sessions' IDs are above the
+// old deployment's too.
+func TestRestoreNeverReissuesAFence(t *testing.T) {
+	ctx := testCtx(t)
+	src := newCluster(t, 3, nil)
+	src.leader(ctx)
+	var file bytes.Buffer
+	require.NoError(t, src.node(2).Snapshot(ctx, &file))
+	info, err := ReadBackup(bytes.NewReader(file.Bytes()))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), info.Groups[0].RestoreEpoch)
+
+	// After the backup: 40 grants of res, each to a session of its own.
+	var old []Fence
+	var oldSessions []uint64
+	var late *Lock // the last grant, never released: its holder is paused
+	for i := range 40 {
+		s, err := src.node(uint64(1+i%3)).NewSession(ctx, WithTTL(20*time.Second))
+		require.NoError(t, err)
+		oldSessions = append(oldSessions, s.ID())
+		l, err := s.Acquire(ctx, "res")
+		require.NoError(t, err)
+		require.Greater(t, l.Token(), info.Groups[0].LastToken)
+		old = append(old, l.Fence())
+		if i == 39 {
+			late = l
+			break
+		}
+		require.NoError(t, l.Release(ctx))
+	}
+	lateFence := late.Fence()
+	src.closeAll() // the disaster; the late holder's process lives on, paused
+
+	dst := restoredCluster(t, file.Bytes(), 3, nil)
+	dst.leader(ctx)
+	// A session on each replica: each learns its grants from its own
+	// replica's state, which another replica's view must agree with (every
+	// replica raised its copy alike).
+	var sessions []*Session
+	for id := uint64(1); id <= 3; id++ {
+		s, err := dst.node(id).NewSession(ctx)
+		require.NoError(t, err)
+		sessions = append(sessions, s)
+	}
+	for i := range 6 {
+		l, err := sessions[i%3].Acquire(ctx, "res")
+		require.NoError(t, err)
+		f := l.Fence()
+		require.Equal(t, info.Groups[0].GroupID, f.Group, "the group keeps its ID")
+		li, err := dst.node(uint64(1+(i+1)%3)).Inspect(ctx, "res")
+		require.NoError(t, err)
+		require.Equal(t, f.Token, li.Token, "replicas %d and %d agree on the grant", 1+i%3, 1+(i+1)%3)
+		if i == 0 {
+			// The restored holder writes; the old holder wakes and
+			// writes late, with its fence and with its bare token.
+			fencer := NewFencer()
+			require.NoError(t, fencer.DoFence("res", f, func() error { return nil }))
+			require.NoError(t, fencer.Do("res-bare", f.Token, func() error { return nil }))
+			wrote := false
+			err := fencer.DoFence("res", lateFence, func() error { wrote = true; return nil })
+			require.ErrorIs(t, err, ErrStaleToken, "the old holder's late write (%v) after the restored holder's (%v)", lateFence, f)
+			err = fencer.Do("res-bare", lateFence.Token, func() error { wrote = true; return nil })
+			require.ErrorIs(t, err, ErrStaleToken, "the old holder's late bare-token write (%d) after the restored holder's (%d)", lateFence.Token, f.Token)
+			require.False(t, wrote)
+		}
+		for _, o := range old {
+			require.NotEqual(t, o, f, "grant %d of the restored deployment reissues a fence of the old one", i)
+			require.Greater(t, f.Token, o.Token, "grant %d of the restored deployment (%v) is below a fence of the old one (%v)", i, f, o)
+		}
+		require.NoError(t, l.Release(ctx))
+	}
+	for _, s := range sessions {
+		for _, id := range oldSessions {
+			require.Greater(t, s.ID(), id, "a restored session's ID is above the old deployment's")
+		}
+		require.NoError(t, s.Close(ctx))
+	}
 }

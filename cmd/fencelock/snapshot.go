@@ -235,12 +235,12 @@ func snapshotInfo(args []string) error {
 
 func printBackup(w io.Writer, file string, info fencelock.BackupInfo) {
 	fmt.Fprintf(w, "%s: deployment %d, taken %s by replica %d\n", file, info.DeploymentID, info.TakenAt.Format("2006-01-02T15:04:05Z07:00"), info.TakenBy)
-	fmt.Fprintf(w, "%-12s %-16s %10s %8s %18s %8s %6s %9s\n", "GROUP", "GROUP ID", "INDEX", "TERM", "LAST TOKEN", "SESSIONS", "LOCKS", "ELECTIONS")
+	fmt.Fprintf(w, "%-12s %-16s %10s %8s %20s %8s %6s %9s %13s\n", "GROUP", "GROUP ID", "INDEX", "TERM", "LAST TOKEN", "SESSIONS", "LOCKS", "ELECTIONS", "RESTORE EPOCH")
 	for _, g := range info.Groups {
 		name := g.Name
 		if name == "" {
 			name = "(default)"
 		}
-		fmt.Fprintf(w, "%-12s %016x %10d %8d %18d %8d %6d %9d\n", name, g.GroupID, g.Index, g.Term, g.LastToken, g.Sessions, g.Locks, g.Elections)
+		fmt.Fprintf(w, "%-12s %016x %10d %8d %20d %8d %6d %9d %13d\n", name, g.GroupID, g.Index, g.Term, g.LastToken, g.Sessions, g.Locks, g.Elections, g.RestoreEpoch)
 	}
 }

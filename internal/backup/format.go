@@ -152,6 +152,11 @@ type Section struct {
 	State *fsm.State
 }
 
+// RestoreEpoch is the restore epoch a restore of the section starts: the
+// one every token and session ID of the restored group is in (see
+// RaiseEpoch).
+func (s *Section) RestoreEpoch() uint64 { return s.State.NextEpoch() }
+
 // Backup is a decoded, checked backup.
 type Backup struct {
 	Header

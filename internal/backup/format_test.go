@@ -3,6 +3,7 @@ package backup
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,10 +152,87 @@ func FuzzStatePayload(f *testing.F) {
 	f.Add(file[:headerSize+3], sum)
 	f.Add([]byte{}, []byte{})
 	f.Fuzz(func(t *testing.T, file, sum []byte) {
-		if _, err := StatePayload(file, sum); err != nil && !errors.Is(err, ErrCorrupt) {
+		_, err := StatePayload(file, sum)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("error without ErrCorrupt: %v", err)
 		}
+		// A rewrite raising the epoch refuses what StatePayload refuses,
+		// and writes what it reads back.
+		raised, raisedSum, rerr := RaiseEpoch(file, sum)
+		switch {
+		case rerr != nil && !errors.Is(rerr, ErrCorrupt) && !errors.Is(rerr, fsm.ErrNoEpochLeft):
+			t.Fatalf("RaiseEpoch: error without ErrCorrupt: %v", rerr)
+		case err != nil && rerr == nil:
+			t.Fatalf("RaiseEpoch rewrote a file StatePayload refuses (%v)", err)
+		case rerr == nil:
+			if _, err := StatePayload(raised, raisedSum); err != nil {
+				t.Fatalf("RaiseEpoch wrote a file StatePayload refuses: %v", err)
+			}
+		}
 	})
+}
+
+// TestRaiseEpochRewritesTheFile: the rewritten snapshot file reads back
+// (every block's CRC, the header's, the payload checksum the metadata will
+// carry) to the raised state, across a file of several 2 MiB blocks; the
+// same file rewrites to the same bytes; a damaged file is refused.
+func TestRaiseEpochRewritesTheFile(t *testing.T) {
+	small := sampleState(t, 0xabc)
+	big := sampleState(t, 0xdef)
+	var cmds []fsm.Command
+	for i := range 40_000 { // sessions named at length: a state over 2 MiB
+		cmds = append(cmds, fsm.Command{Kind: fsm.KindOpenSession, Nonce: uint64(1000 + i), TTL: 1_000_000_000, Owner: 1,
+			Name: strings.Repeat("s", 128)})
+	}
+	big.Apply(6, cmds)
+	for _, st := range []*fsm.State{small, big} {
+		var state bytes.Buffer
+		require.NoError(t, st.Save(&state))
+		file, sum := encodeSnapshotFile(state.Bytes())
+		raised, raisedSum, err := RaiseEpoch(file, sum)
+		require.NoError(t, err)
+		again, againSum, err := RaiseEpoch(bytes.Clone(file), sum)
+		require.NoError(t, err)
+		require.Equal(t, raised, again)
+		require.Equal(t, raisedSum, againSum)
+		require.NotEqual(t, sum, raisedSum)
+
+		payload, err := StatePayload(raised, raisedSum)
+		require.NoError(t, err)
+		want, err := fsm.RaiseEpoch(state.Bytes())
+		require.NoError(t, err)
+		require.Equal(t, want, payload)
+		got, err := fsm.DecodeSnapshot(payload)
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), fsm.Epoch(got.LastToken()))
+		require.Equal(t, st.GroupID(), got.GroupID())
+		require.Equal(t, st.Index(), got.Index())
+		if st == big {
+			require.Greater(t, len(raised), 2*blockSize, "several blocks")
+		}
+		_, err = StatePayload(raised, sum)
+		require.ErrorIs(t, err, ErrCorrupt, "the old checksum no longer matches")
+
+		bad := bytes.Clone(file)
+		bad[headerSize+(len(bad)-headerSize)/3] ^= 1
+		_, _, err = RaiseEpoch(bad, sum)
+		require.ErrorIs(t, err, ErrCorrupt)
+		_, _, err = RaiseEpoch(file, raisedSum)
+		require.ErrorIs(t, err, ErrCorrupt)
+	}
+
+	// A copy already raised 127 times is intact, and cannot be raised again.
+	var state bytes.Buffer
+	require.NoError(t, small.Save(&state))
+	file, sum := encodeSnapshotFile(state.Bytes())
+	for range 127 {
+		var err error
+		file, sum, err = RaiseEpoch(file, sum)
+		require.NoError(t, err)
+	}
+	_, _, err := RaiseEpoch(file, sum)
+	require.ErrorIs(t, err, fsm.ErrNoEpochLeft)
+	require.NotErrorIs(t, err, ErrCorrupt)
 }
 
 // FuzzDecodeMetadata: a metadata file is checked without panics.

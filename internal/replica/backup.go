@@ -27,11 +27,13 @@ import (
 // Backup and restore of a group go through Dragonboat's exported snapshots
 // and tools.ImportSnapshot: an import is the one way Dragonboat offers to
 // give a shard a state at a log index other than its own log's, and the
-// index is what keeps tokens rising (a token is at least index<<16, so a
-// restored group whose log continued from 1 would grant tokens it granted
-// before, which the fsm's lastToken alone would hide only until its first
-// snapshot restores the index: the log index has to continue, not only the
-// token counter).
+// index has to continue, not only the token counter (a token is at least
+// index<<16, so a restored group whose log continued from 1 would grant
+// tokens it granted before). Continuing from the backup is not enough
+// either: the old deployment went on granting after the backup, up to the
+// disaster. So Import raises each group's restore epoch (fsm.RaiseEpoch)
+// in the snapshot it imports: every token and session ID the restored
+// group grants is above every one the old group could grant.
 
 // Exported is one group's snapshot as Dragonboat exported it, checked.
 type Exported struct {
@@ -182,9 +184,11 @@ type ImportGroup struct {
 // Voters) as its membership: a new deployment restored from a backup. A
 // group cfg runs that groups lacks starts empty, as a new group does; a
 // group this replica does not vote in is not imported, as its leader adds
-// this replica as non-voting and sends it the state. Every group of groups
-// must be one cfg runs. On failure the Dir is removed again; every error
-// wraps ErrInvalidConfig.
+// this replica as non-voting and sends it the state. Each group's state is
+// imported in its next restore epoch (backup.RaiseEpoch), so that no token
+// or session ID of the deployment the backup was taken of is granted again.
+// Every group of groups must be one cfg runs. On failure the Dir is removed
+// again; every error wraps ErrInvalidConfig.
 func Import(cfg Config, groups []ImportGroup) (err error) {
 	if cfg.Join {
 		return fmt.Errorf("%w: restore: a joining replica gets its state from the group; restore the replicas of Members", ErrInvalidConfig)
@@ -261,6 +265,13 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 		if len(members) == 0 {
 			continue // not a voter here: it joins, and gets the state from the group
 		}
+		// The same bytes on every replica restored from the file: a pure
+		// function of the group's copy.
+		file, sum, err := backup.RaiseEpoch(ig.File, ig.Snapshot.Checksum)
+		if err != nil {
+			return fmt.Errorf("%w: restore: group %q: %w", ErrInvalidConfig, ig.Name, err)
+		}
+		ig.File, ig.Snapshot.Checksum, ig.Snapshot.FileSize = file, sum, uint64(len(file))
 		src := filepath.Join(tmp, fmt.Sprint(i))
 		if err := writeSnapshotDir(src, ig); err != nil {
 			return fmt.Errorf("%w: restore: %v", ErrInvalidConfig, err)

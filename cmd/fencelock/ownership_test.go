@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/servetest"
+)
+
+// newHTTPSession opens a session on base and returns its ID and secret.
+func newHTTPSession(t *testing.T, base string, ttlMS int, name string) (id, secret string) {
+	t.Helper()
+	r := do(t, "POST", base+"/v1/sessions", map[string]any{"ttl_ms": ttlMS, "name": name})
+	require.Equal(t, 201, r.status, r.raw)
+	return r.str("session_id"), r.str("session_secret")
+}
+
+// acquireOn sends session id's acquire of name to base alone.
+func acquireOn(base, name, id, secret string, wait bool) (reply, error) {
+	return call("POST", []string{base}, "/v1/locks/"+name+"/acquire", secret, map[string]any{"session_id": id, "wait": wait})
+}
+
+// TestStaleCopyNeverAnswersGranted is issue 48's second defect, as a
+// reviewer reproduced it against real processes: session S holds q through
+// replica 1; replica 1 is frozen (SIGSTOP); replica 2 adopts S at a
+// heartbeat, S releases q there, and session O acquires q with a higher
+// token; replica 1 runs again (SIGCONT). S's acquire re-issued to replica 1
+// (one sent while it was frozen, one after) must not be answered "granted"
+// from replica 1's stale copy of S while the group shows O holding q: a
+// granted answer is backed by the group, never by a local table alone.
+func TestStaleCopyNeverAnswersGranted(t *testing.T) {
+	// No --http-peers: replica 2 adopts S at once rather than forward to a
+	// frozen owner (a forward without an answer deadline is another
+	// defect, issue 48's fourth).
+	p := servetest.Start(t, "--http-peers=")
+	const ttl = 15000
+	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
+	o, oSecret := newHTTPSession(t, p.URLs[3], ttl, "O")
+
+	r, err := acquireOn(p.URLs[1], "q", s, sSecret, false)
+	require.NoError(t, err)
+	require.Equal(t, true, r.body["granted"], r.raw)
+	oldToken := r.str("fencing_token")
+
+	p.Freeze(1)
+	frozenDone := make(chan struct{})
+	var frozen reply
+	var frozenErr error
+	go func() { // sent while replica 1 is frozen: it answers once thawed
+		defer close(frozenDone)
+		frozen, frozenErr = acquireOn(p.URLs[1], "q", s, sSecret, false)
+	}()
+	thawed := false
+	defer func() {
+		if !thawed {
+			p.Thaw(1)
+		}
+		<-frozenDone
+	}()
+
+	// Replica 2 adopts S at its heartbeat, once 2 and 3 have a leader.
+	servetest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
+		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
+		return err == nil && r.status == 200
+	})
+	r, err = call("POST", []string{p.URLs[2]}, "/v1/locks/q/release", sSecret, map[string]any{"session_id": s, "fencing_token": oldToken})
+	require.NoError(t, err)
+	require.Equal(t, 200, r.status, r.raw)
+	r, err = acquireOn(p.URLs[3], "q", o, oSecret, false)
+	require.NoError(t, err)
+	require.Equal(t, true, r.body["granted"], r.raw)
+	oToken := r.str("fencing_token")
+
+	p.Thaw(1)
+	thawed = true
+	<-frozenDone
+	require.NoError(t, frozenErr)
+	after, err := acquireOn(p.URLs[1], "q", s, sSecret, false)
+	require.NoError(t, err)
+
+	// The group shows O holding q with its token throughout.
+	info, err := call("GET", []string{p.URLs[2]}, "/v1/locks/q", "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, info.status, info.raw)
+	require.Equal(t, o, info.str("holder_session"), "q's holder: %s", info.raw)
+	require.Equal(t, oToken, info.str("fencing_token"), "q's token: %s", info.raw)
+	for i, a := range []reply{frozen, after} {
+		when := [...]string{"sent while replica 1 was frozen", "sent after it ran again"}[i]
+		require.NotEqual(t, true, a.body["granted"], fmt.Sprintf(
+			"S's acquire of q %s was answered granted (%d %s) while O holds q with token %s",
+			when, a.status, a.raw, oToken))
+	}
+}

@@ -46,7 +46,7 @@ func TestVersionGate(t *testing.T) {
 		}
 	})
 	ctx := testCtx(t)
-	baseline, raised := Formats{Codec: 8, Snapshot: 6}, Formats{Codec: 10, Snapshot: 8}
+	baseline, raised := Formats{Codec: 8, Snapshot: 6}, Formats{Codec: 11, Snapshot: 9}
 	writes := func(want Formats) func() bool {
 		return func() bool {
 			for _, n := range c.nodes {
@@ -126,7 +126,7 @@ func TestVersionGate(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, r := range rec.all() {
 			if strings.Contains(r.msg, "replica 3 at "+c.members[3]+" reads log versions up to 8 and snapshot versions up to 6, "+
-				"but the default group writes log version 10, snapshot version 8: it cannot read the group's entries. Run a build on replica 3 that reads them") {
+				"but the default group writes log version 11, snapshot version 9: it cannot read the group's entries. Run a build on replica 3 that reads them") {
 				return true
 			}
 		}
@@ -136,15 +136,15 @@ func TestVersionGate(t *testing.T) {
 	// A build that reads less than a Dir's groups write does not start.
 	c.stop(1)
 	require.NoError(t, os.WriteFile(filepath.Join(c.dirs[1], "fencelock-versions.json"),
-		[]byte(`{"version":1,"groups":{"":{"codec":10,"snapshot":8},"jobs":{"codec":11,"snapshot":8}}}`), 0o600))
+		[]byte(`{"version":1,"groups":{"":{"codec":11,"snapshot":9},"jobs":{"codec":12,"snapshot":9}}}`), 0o600))
 	n, err := Start(ctx, c.config(1))
 	if n != nil {
 		n.Close()
 	}
 	require.ErrorIs(t, err, ErrVersionTooNew)
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorContains(t, err, `group "jobs" writes log version 11, snapshot version 8`)
-	require.ErrorContains(t, err, "this build reads up to log version 10, snapshot version 8: upgrade this replica")
+	require.ErrorContains(t, err, `group "jobs" writes log version 12, snapshot version 9`)
+	require.ErrorContains(t, err, "this build reads up to log version 11, snapshot version 9: upgrade this replica")
 	require.True(t, errors.Is(err, fsm.ErrVersionTooNew))
 	require.NotContains(t, fmt.Sprint(err), "corrupt")
 }

@@ -31,10 +31,21 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 	if o.Nonce == nil {
 		return nil, fmt.Errorf("%w: no nonces to adopt with", ErrInvalidResumeToken)
 	}
-	s, err := h.resume(ctx, []PartToken{{Session: id, Secret: o.Nonce("")}}, o, owner, true)
+	// By compare-and-set on the epoch read here, never last writer wins:
+	// of two replicas adopting at once, one wins by log order, and the
+	// other changes nothing anywhere (errAdoptedElsewhere).
+	epoch, err := h.readEpoch(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	s, err := h.resume(ctx, []PartToken{{Session: id, Secret: o.Nonce("")}}, o, owner, true,
+		fence{on: true, epoch: epoch})
+	if err != nil {
+		return nil, err
+	}
+	s.def.mu.Lock()
+	won := s.def.base
+	s.def.mu.Unlock()
 	for _, g := range groups {
 		if g == "" {
 			continue
@@ -42,7 +53,10 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 		pid, err := s.findPart(ctx, g)
 		if err == nil {
 			var p *Part
-			p, err = s.resumePart(ctx, PartToken{Group: g, Session: pid, Secret: o.Nonce(g)}, true)
+			// Under the epoch this adoption won: a part moves only to a
+			// later adopter, whatever order its group applies them in.
+			p, err = s.resumePart(ctx, PartToken{Group: g, Session: pid, Secret: o.Nonce(g)}, true,
+				fence{on: true, epoch: won, parent: id})
 			if err == nil {
 				s.mu.Lock()
 				s.parts[g] = p
@@ -65,6 +79,31 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 	return s, nil
 }
 
+// readEpoch returns session id's ownership epoch, by a linearizable read
+// of the default group: the base its last resume set (fsm.SessionInfo).
+// A session that is over is ErrSessionExpired.
+func (h *Host) readEpoch(ctx context.Context, id uint64) (uint64, error) {
+	r, err := h.Replica("")
+	if err != nil {
+		return 0, err
+	}
+	v, err := r.Read(ctx, func(st *fsm.State) any {
+		info, ok := st.Session(id)
+		if !ok {
+			return nil
+		}
+		return info.Base
+	})
+	if err != nil {
+		return 0, err
+	}
+	base, ok := v.(uint64)
+	if !ok {
+		return 0, ErrSessionExpired
+	}
+	return base, nil
+}
+
 // Abandon ends s in this process only, with err: nothing is closed at any
 // group, and its parts are forgotten here, so that this process can adopt
 // the session again. For a copy another replica may have taken over (a
@@ -85,7 +124,7 @@ func (s *Session) Abandon(err error) {
 	for _, p := range parts {
 		p.abandoned.Store(true)
 	}
-	s.end(err, false)
+	s.end(err, leaveParts)
 	for _, p := range parts {
 		p.rt.forget(p)
 	}

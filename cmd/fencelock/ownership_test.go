@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,19 +100,20 @@ func TestStaleCopyNeverAnswersGranted(t *testing.T) {
 // reproduced it against real processes, in rounds: session S, made on
 // replica k, holds a lock in group b (on every replica); replica k is
 // killed (SIGKILL); S's client, behind a load balancer, sends a heartbeat
-// and an acquire of the lock to each of the two others at once, so both
-// adopt S. Whichever wins, S must keep the lock: every acquire answered
-// granted names the one token S was granted, the group shows S holding it
-// with that token, another session's acquires are refused while S's lease
-// lasts, and every heartbeat answered OK promises a lease in group b.
+// and an acquire of the lock to each of the two others at once, again and
+// again, so both adopt S, over and over (no --http-peers: neither forwards
+// to the other). Whichever wins each time, S must keep the lock: every
+// acquire answered granted names the one token S was granted, another
+// session's acquires are refused while S's lease lasts, every heartbeat
+// answered OK promises a lease in group b, and the group shows S holding
+// the lock with its token at the end.
 func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
-	p := servetest.Start(t, "--group", "b=1,2,3")
+	p := servetest.Start(t, "--http-peers=", "--group", "b=1,2,3")
 	const ttl = 8000
 	for round := range 4 {
 		k := uint64(round%3 + 1)
 		live := []uint64{k%3 + 1, (k+1)%3 + 1}
 		name := fmt.Sprintf("x%d@b", round)
-		path := "/v1/locks/" + name
 		s, sSecret := newHTTPSession(t, p.URLs[k], ttl, fmt.Sprintf("S%d", round))
 		o, oSecret := newHTTPSession(t, p.URLs[live[0]], ttl, fmt.Sprintf("O%d", round))
 		r, err := acquireOn(p.URLs[k], name, s, sSecret, false)
@@ -122,60 +122,51 @@ func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
 		token := r.str("fencing_token")
 
 		p.Kill(k)
-		var wg sync.WaitGroup
-		answers := make([]reply, 4)
-		errs := make([]error, 4)
-		for i := range answers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				base := p.URLs[live[i%2]]
-				if i < 2 {
-					answers[i], errs[i] = call("POST", []string{base}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
-				} else {
-					answers[i], errs[i] = acquireOn(base, name, s, sSecret, false)
+		// Well inside the lease of S's grant, and of every heartbeat of S
+		// answered OK meanwhile.
+		leaseEnd := time.Now().Add(time.Duration(ttl/2) * time.Millisecond)
+		for burst := 0; burst == 0 || time.Now().Before(leaseEnd); burst++ {
+			var wg sync.WaitGroup
+			answers := make([]reply, 5)
+			errs := make([]error, 5)
+			for i := range answers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					base := p.URLs[live[i%2]]
+					switch {
+					case i < 2:
+						answers[i], errs[i] = call("POST", []string{base}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
+					case i < 4:
+						answers[i], errs[i] = acquireOn(base, name, s, sSecret, false)
+					default:
+						answers[i], errs[i] = acquireOn(base, name, o, oSecret, false)
+					}
+				}()
+			}
+			wg.Wait()
+			for i, a := range answers {
+				require.NoError(t, errs[i])
+				if a.status != 200 {
+					continue // 503: the client asks again
 				}
-			}()
-		}
-		wg.Wait()
-		leaseEnd := time.Now().Add(time.Duration(ttl/2) * time.Millisecond) // well inside any lease answered
-		check := func(what string, r reply) {
-			t.Helper()
-			if r.status != 200 {
-				return
-			}
-			if strings.HasSuffix(what, "heartbeat") {
-				leases, _ := r.body["leases"].(map[string]any)
-				require.Contains(t, leases, "b", "round %d: %s answered OK without a lease in b, where S holds %s: %s", round, what, name, r.raw)
-				return
-			}
-			if r.body["granted"] == true {
-				require.Equal(t, token, r.str("fencing_token"), "round %d: %s answered another token than S's grant: %s", round, what, r.raw)
+				switch {
+				case i < 2:
+					leases, _ := a.body["leases"].(map[string]any)
+					require.Contains(t, leases, "b", "round %d, burst %d: S's heartbeat answered OK without a lease in b, where S holds %s: %s",
+						round, burst, name, a.raw)
+				case i < 4:
+					if a.body["granted"] == true {
+						require.Equal(t, token, a.str("fencing_token"), "round %d, burst %d: S's acquire answered another token than its grant: %s",
+							round, burst, a.raw)
+					}
+				default:
+					require.NotEqual(t, true, a.body["granted"], "round %d, burst %d: O was granted %s while S holds it with %s: %s",
+						round, burst, name, token, a.raw)
+				}
 			}
 		}
-		for i, a := range answers {
-			require.NoError(t, errs[i])
-			check([...]string{"a heartbeat", "a heartbeat", "an acquire", "an acquire"}[i], a)
-		}
-
-		// While S's lease lasts, S keeps heartbeating through the live
-		// replicas, and O tries the lock: O must never get it.
-		next := 0
-		for time.Now().Before(leaseEnd) {
-			next++
-			base := p.URLs[live[next%2]]
-			hb, err := call("POST", []string{base}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
-			require.NoError(t, err)
-			check("a later heartbeat", hb)
-			again, err := acquireOn(base, name, s, sSecret, false)
-			require.NoError(t, err)
-			check("a later acquire", again)
-			r, err := acquireOn(p.URLs[live[(next+1)%2]], name, o, oSecret, false)
-			require.NoError(t, err)
-			require.NotEqual(t, true, r.body["granted"], "round %d: O was granted %s while S holds it with %s: %s", round, name, token, r.raw)
-			time.Sleep(150 * time.Millisecond) // a client's pace, not a synchronisation
-		}
-		info, err := call("GET", []string{p.URLs[live[0]]}, path, "", nil)
+		info, err := call("GET", []string{p.URLs[live[0]]}, "/v1/locks/"+name, "", nil)
 		require.NoError(t, err)
 		require.Equal(t, s, info.str("holder_session"), "round %d: %s's holder: %s", round, name, info.raw)
 		require.Equal(t, token, info.str("fencing_token"), "round %d: %s's token: %s", round, name, info.raw)

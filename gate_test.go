@@ -25,7 +25,7 @@ import (
 // caller's would be (Replica.Propose). Once the member runs this build
 // (restarted on its Dir), the leader of each group raises its gate, the
 // named group's too, where that member does not vote: every replica
-// writes 10 and 8 (what this build reads) from then on, keeps it in Dir, and the command goes
+// writes 11 and 9 (what this build reads) from then on, keeps it in Dir, and the command goes
 // through. The member restarted as the older build again is refused by
 // its peers, the versions named; and a build that cannot read what a
 // Dir's groups write refuses to start on it. (cmd/fencelock's
@@ -97,24 +97,24 @@ func TestVersionGate(t *testing.T) {
 		require.True(t, writes(baseline)(), "a group writes the baseline while a member reads no more")
 	}
 
-	// Upgraded: the last member announces versions 10 and 8, as this build
+	// Upgraded: the last member announces versions 11 and 9, as this build
 	// reads, and both leaders raise their gates to them.
 	c.stop(3)
 	mu.Lock()
 	old[3] = false
 	mu.Unlock()
 	c.start(3)
-	require.Eventually(t, writes(raised), 30*time.Second, 20*time.Millisecond, "every group writes 10 once every member reads it")
+	require.Eventually(t, writes(raised), 30*time.Second, 20*time.Millisecond, "every group writes 11 once every member reads it")
 	for _, name := range []string{"", "jobs"} {
 		r, err := groupLeader(name).host.Group(name).Propose(ctx, raise)
 		require.NoError(t, err, "the same command, once the gate allows it")
-		require.Equal(t, fsm.Result{Status: fsm.OK, Value: 10}, r, "the gate is already past it")
+		require.Equal(t, fsm.Result{Status: fsm.OK, Value: 11}, r, "the gate is already past it")
 	}
 	require.NoError(t, l.Release(ctx), "locks go on across the raise")
 	for id := range c.nodes {
 		kept, err := os.ReadFile(filepath.Join(c.dirs[id], "fencelock-versions.json"))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"version":1,"groups":{"":{"codec":10,"snapshot":8},"jobs":{"codec":10,"snapshot":8}}}`, string(kept))
+		require.JSONEq(t, `{"version":1,"groups":{"":{"codec":11,"snapshot":9},"jobs":{"codec":11,"snapshot":9}}}`, string(kept))
 	}
 
 	// Downgraded: its peers refuse it, and say why.

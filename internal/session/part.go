@@ -299,23 +299,6 @@ func (p *Part) isDefault() bool {
 	return p.s.def == p
 }
 
-// close ends the part at its group; on failure it keeps trying in the
-// background.
-func (p *Part) close(ctx context.Context) error {
-	if p.Err() != nil {
-		return nil
-	}
-	_, err := p.closeAt(ctx)
-	if err != nil {
-		p.end(ErrSessionClosed)
-		p.rt.goBackground(p.closeAtGroup)
-		return err
-	}
-	p.end(ErrSessionClosed)
-	p.rt.forget(p)
-	return nil
-}
-
 // closeAt proposes the part's close at its group, under this copy's
 // floor, and reports whether it applied: false, with no error, when the
 // group refused it (the part is over, or another replica adopted its

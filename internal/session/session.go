@@ -615,7 +615,7 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	parts := make([]*Part, 0, len(s.parts))
 	for g, p := range s.parts {
-		if g != "" {
+		if g != "" && !p.ended() { // one that ended was closed, or left, then
 			parts = append(parts, p)
 		}
 	}
@@ -628,10 +628,20 @@ func (s *Session) Close(ctx context.Context) error {
 	def := s.def
 	applied, first := def.closeAt(ctx)
 	if applied {
+		// Each closed before Close returns, even if the default part's
+		// end, applied here meanwhile, ended it already (closeParts
+		// closes it in the background too; a second close is refused).
 		for _, p := range parts {
-			if err := p.close(ctx); err != nil && first == nil {
-				first = err
+			_, err := p.closeAt(ctx)
+			p.end(ErrSessionClosed)
+			if err != nil {
+				p.rt.goBackground(p.closeAtGroup)
+				if first == nil {
+					first = err
+				}
+				continue
 			}
+			p.rt.forget(p)
 		}
 	}
 	// Its end: with no answer, it is closed in the background, the other

@@ -22,6 +22,11 @@ import (
 // call is held by the session meanwhile, as one its resume kept is. WithdrawKept
 // withdraws a kept request that no such call claimed.
 //
+// The adoption is fenced (fsm.Command.Fence): the default part moves only
+// from the epoch read here, by compare-and-set, and each other part only
+// under the epoch that move won, so of two adoptions at once one ends with
+// every part and the other changes nothing (errAdoptedElsewhere).
+//
 // A wrong nonce, or a session that is over, fails with ErrSessionExpired
 // and changes nothing: no group but the default one is asked anything.
 // Any other failure ends the parts resumed so far here, without closing
@@ -134,10 +139,13 @@ func (s *Session) Abandon(err error) {
 // adopter resumed the default part meanwhile: a keep-alive above this
 // resume's floor is refused once another resume moved it. Then the loser
 // of two adoptions at once ends its copy here without closing any part at
-// its group (they may be the winner's). It does not settle every race: a
-// loser's resume of a named part may still land after the winner's, so
-// the winner finds that part over at its next call and adopts the session
-// again (httpapi's retryLost), taking the part back with its grants.
+// its group (they may be the winner's). The fenced resumes settle which
+// adopter each part ends with (the latest, by the default group's log
+// order); only below log version 11, where they resume unfenced, may a
+// loser's resume of a named part land after the winner's: the winner then
+// finds that part refused at its next call or heartbeat and adopts the
+// session again (httpapi's retryLost), taking the part back with its
+// grants.
 func (s *Session) stillOwn(ctx context.Context) error {
 	r, err := s.h.Replica("")
 	if err != nil {

@@ -25,7 +25,7 @@ import (
 // caller's would be (Replica.Propose). Once the member runs this build
 // (restarted on its Dir), the leader of each group raises its gate, the
 // named group's too, where that member does not vote: every replica
-// writes 10 and 8 (what this build reads) from then on, keeps it in Dir, and the command goes
+// writes 11 and 9 (what this build reads) from then on, keeps it in Dir, and the command goes
 // through. The member restarted as the older build again is refused by
 // its peers, the versions named; and a build that cannot read what a
 // Dir's groups write refuses to start on it. (cmd/fencelock's
@@ -46,7 +46,7 @@ func TestVersionGate(t *testing.T) {
 		}
 	})
 	ctx := testCtx(t)
-	baseline, raised := Formats{Codec: 8, Snapshot: 6}, Formats{Codec: 10, Snapshot: 8}
+	baseline, raised := Formats{Codec: 8, Snapshot: 6}, Formats{Codec: 11, Snapshot: 9}
 	writes := func(want Formats) func() bool {
 		return func() bool {
 			for _, n := range c.nodes {
@@ -97,24 +97,24 @@ func TestVersionGate(t *testing.T) {
 		require.True(t, writes(baseline)(), "a group writes the baseline while a member reads no more")
 	}
 
-	// Upgraded: the last member announces versions 10 and 8, as this build
+	// Upgraded: the last member announces versions 11 and 9, as this build
 	// reads, and both leaders raise their gates to them.
 	c.stop(3)
 	mu.Lock()
 	old[3] = false
 	mu.Unlock()
 	c.start(3)
-	require.Eventually(t, writes(raised), 30*time.Second, 20*time.Millisecond, "every group writes 10 once every member reads it")
+	require.Eventually(t, writes(raised), 30*time.Second, 20*time.Millisecond, "every group writes 11 once every member reads it")
 	for _, name := range []string{"", "jobs"} {
 		r, err := groupLeader(name).host.Group(name).Propose(ctx, raise)
 		require.NoError(t, err, "the same command, once the gate allows it")
-		require.Equal(t, fsm.Result{Status: fsm.OK, Value: 10}, r, "the gate is already past it")
+		require.Equal(t, fsm.Result{Status: fsm.OK, Value: 11}, r, "the gate is already past it")
 	}
 	require.NoError(t, l.Release(ctx), "locks go on across the raise")
 	for id := range c.nodes {
 		kept, err := os.ReadFile(filepath.Join(c.dirs[id], "fencelock-versions.json"))
 		require.NoError(t, err)
-		require.JSONEq(t, `{"version":1,"groups":{"":{"codec":10,"snapshot":8},"jobs":{"codec":10,"snapshot":8}}}`, string(kept))
+		require.JSONEq(t, `{"version":1,"groups":{"":{"codec":11,"snapshot":9},"jobs":{"codec":11,"snapshot":9}}}`, string(kept))
 	}
 
 	// Downgraded: its peers refuse it, and say why.
@@ -126,7 +126,7 @@ func TestVersionGate(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, r := range rec.all() {
 			if strings.Contains(r.msg, "replica 3 at "+c.members[3]+" reads log versions up to 8 and snapshot versions up to 6, "+
-				"but the default group writes log version 10, snapshot version 8: it cannot read the group's entries. Run a build on replica 3 that reads them") {
+				"but the default group writes log version 11, snapshot version 9: it cannot read the group's entries. Run a build on replica 3 that reads them") {
 				return true
 			}
 		}
@@ -136,15 +136,15 @@ func TestVersionGate(t *testing.T) {
 	// A build that reads less than a Dir's groups write does not start.
 	c.stop(1)
 	require.NoError(t, os.WriteFile(filepath.Join(c.dirs[1], "fencelock-versions.json"),
-		[]byte(`{"version":1,"groups":{"":{"codec":10,"snapshot":8},"jobs":{"codec":11,"snapshot":8}}}`), 0o600))
+		[]byte(`{"version":1,"groups":{"":{"codec":11,"snapshot":9},"jobs":{"codec":12,"snapshot":9}}}`), 0o600))
 	n, err := Start(ctx, c.config(1))
 	if n != nil {
 		n.Close()
 	}
 	require.ErrorIs(t, err, ErrVersionTooNew)
 	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorContains(t, err, `group "jobs" writes log version 11, snapshot version 8`)
-	require.ErrorContains(t, err, "this build reads up to log version 10, snapshot version 8: upgrade this replica")
+	require.ErrorContains(t, err, `group "jobs" writes log version 12, snapshot version 9`)
+	require.ErrorContains(t, err, "this build reads up to log version 11, snapshot version 9: upgrade this replica")
 	require.True(t, errors.Is(err, fsm.ErrVersionTooNew))
 	require.NotContains(t, fmt.Sprint(err), "corrupt")
 }

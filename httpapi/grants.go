@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -317,6 +319,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 		}
 		return
 	}
+	fresh := false // the call this request made: its grant answers it
 	if wt == nil {
 		var err error
 		if wt, err = s.startWait(r.Context(), c.mode, c.start); err != nil {
@@ -325,9 +328,27 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 			return
 		}
 		table[name] = wt
+		fresh = true
 	}
 	hs.mu.Unlock()
 	pos, err := awaitQueued(ctx, hs, c.election, name, wt)
+	if err == nil && pos == 0 && (!fresh || wt.position.Load() != 0) {
+		// The grant is not this call's command's result: an earlier
+		// call's, one an adoption kept, or one passed on while queued, as
+		// this replica applied it. Its copy of the session may be stale (a
+		// replica frozen while another adopted the session) or behind the
+		// group: the answer is written only once the group shows it.
+		err = s.backed(ctx, hs, name, c.election, wt)
+		if errors.Is(err, errNotBacked) {
+			servicehook.Abandon(hs.s)
+			s.drop(hs)
+			if r.Context().Value(retriedKey{}) == nil {
+				self(w, r.WithContext(context.WithValue(r.Context(), retriedKey{}, true)))
+				return
+			}
+			err = fmt.Errorf("%w: this replica's copy of the session was behind the group; call again", fencelock.ErrUnavailable)
+		}
+	}
 	switch {
 	case s.retryLost(w, r, hs, err, self):
 	case err != nil:
@@ -337,6 +358,68 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 	default:
 		writeJSON(w, http.StatusOK, c.queued(pos))
 	}
+}
+
+// errNotBacked: the group does not show a grant this replica's copy of
+// the session holds (see backed).
+var errNotBacked = errors.New("httpapi: the group does not show the grant")
+
+// backed checks, by linearizable reads, that the group shows the grant wt
+// holds for session hs: a current grant of lock (with election, the term of
+// election) name to the session's part in name's group, with wt's token,
+// and this replica as the owner of that part and, in a named group, of the
+// session. Otherwise it fails with errNotBacked: the copy here was taken
+// over by another replica (which may have released the grant, and another
+// session taken it since), or the grant ended and this replica has not yet
+// heard of it. A failed read fails with its error. Either way no "granted"
+// may be answered from wt.
+func (s *Server) backed(ctx context.Context, hs *session, name string, election bool, wt *wait) error {
+	group := groupOf(name)
+	part, ok := hs.s.IDIn(group)
+	if !ok || wt.token() == 0 {
+		return errNotBacked
+	}
+	self := s.node.Status().ReplicaID
+	if election {
+		l, err := s.node.Leader(ctx, name)
+		if err != nil {
+			return err
+		}
+		if l.PartID != part || l.Token != wt.token() {
+			return errNotBacked
+		}
+		if err := s.owns(ctx, group, part, self); err != nil {
+			return err
+		}
+	} else {
+		info, err := s.node.Inspect(ctx, name)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(info.Holders, func(h fencelock.Holder) bool {
+			return h.PartID == part && h.Token == wt.token() && h.Owner == self
+		})
+		if i < 0 {
+			return errNotBacked
+		}
+	}
+	if group != "" {
+		return s.owns(ctx, "", hs.s.ID(), self)
+	}
+	return nil
+}
+
+// owns checks, by a linearizable read of group, that its session (or
+// part) id lives on replica self; errNotBacked if not.
+func (s *Server) owns(ctx context.Context, group string, id, self uint64) error {
+	page, err := s.node.SessionsIn(ctx, group, fencelock.ListAfterSession(id-1), fencelock.ListLimit(1))
+	if err != nil {
+		return err
+	}
+	if len(page.Sessions) == 0 || page.Sessions[0].PartID != id || page.Sessions[0].Owner != self {
+		return errNotBacked
+	}
+	return nil
 }
 
 // endCall is what a release and a resign differ in.

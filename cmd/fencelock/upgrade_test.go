@@ -155,20 +155,20 @@ func TestRollingUpgradeAcrossLogVersions(t *testing.T) {
 			}
 		}
 	}
-	// Every replica reads version 10 (snapshots 8): each group's leader
-	// raises its gate, from 8 straight to 10.
+	// Every replica reads version 11 (snapshots 9): each group's leader
+	// raises its gate, from 8 straight to 11.
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
 			st := status(t, c.URLs[id])
 			for _, g := range append([]apiclient.GroupStatus{{Writes: st.Writes}}, st.Groups...) {
-				if g.Writes != (apiclient.Formats{Codec: 10, Snapshot: 8}) {
+				if g.Writes != (apiclient.Formats{Codec: 11, Snapshot: 9}) {
 					return false
 				}
 			}
 		}
 		return true
-	}, 30*time.Second, 100*time.Millisecond, "every group writes version 10 once every replica reads it")
-	load.waitGrants(t, 20) // and goes on at version 10
+	}, 30*time.Second, 100*time.Millisecond, "every group writes version 11 once every replica reads it")
+	load.waitGrants(t, 20) // and goes on at version 11
 	sameState(t, load, c.URLs, []string{"", "jobs"})
 
 	// The old build on a copy of replica 3's Dir (the Dir itself stays
@@ -186,7 +186,7 @@ func TestRollingUpgradeAcrossLogVersions(t *testing.T) {
 	require.NoError(t, downgraded.Start())
 	downDone := make(chan struct{})
 	go func() { _ = downgraded.Wait(); close(downDone) }()
-	const why = "reads log versions up to 8 and snapshot versions up to 6, but the default group writes log version 10, snapshot version 8: " +
+	const why = "reads log versions up to 8 and snapshot versions up to 6, but the default group writes log version 11, snapshot version 9: " +
 		"it cannot read the group's entries. Run a build on replica 3 that reads them"
 	require.Eventually(t, func() bool { return strings.Contains(oldLog.String(), why) }, 30*time.Second, 100*time.Millisecond,
 		"the downgraded replica is told why its peers refuse it:\n%s", &oldLog)

@@ -192,6 +192,18 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 	if c.Target != 0 && c.Target == s.resumed {
 		return Result{Status: OK, Value: s.base} // a retry: it applied already
 	}
+	// A fenced adoption moves the session only under the epoch it names:
+	// by compare-and-set on the default part's, above the last one for a
+	// named group's part (Command.Fence). Not last writer wins: a loser's
+	// resume, however late, changes nothing.
+	if c.Fence {
+		if c.Parent == 0 && c.Epoch != s.base {
+			return Result{Status: NotApplied, Value: s.base}
+		}
+		if c.Parent != 0 && c.Epoch <= s.epoch {
+			return Result{Status: NotApplied, Value: s.epoch}
+		}
+	}
 	top := s.floor
 	for seq := range s.replies {
 		top = max(top, seq)
@@ -228,6 +240,9 @@ func (st *State) resume(index uint64, s *session, c *Command) Result {
 		st.free(index, h, ReasonMaxHold)
 	}
 	s.base, s.resumed = top+resumeGap, c.Target
+	if c.Fence && c.Parent != 0 {
+		s.epoch = c.Epoch
+	}
 	st.advanceFloor(s, s.base)
 	s.owner, s.keepAlive = c.Owner, index
 	st.emit(Event{Kind: EventResumed, Session: s.id, Target: c.Target})

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The wire format of a raft entry (version 10):
+// The wire format of a raft entry (version 11):
 //
 //	entry   = version:byte at:uvarint count:uvarint command*count
 //	command = kind:byte field*        (the fields of its kind, in the order below)
@@ -102,10 +102,20 @@ import (
 // below, an open is written without it, byte for byte as version 9 wrote
 // it, and decodes with Parent 0 (unknown), which is how the views show a
 // part opened before (see State.Session). Nothing else changed.
-const codecVersion = 10
+//
+// Version 11 added the fence to Resume (session nonce owner target ttl
+// keep fence [epoch parent, if fence]): see Command.Fence. A fenced
+// resume needs version 11 (NeedsCodec), so a group writes one only once
+// its gate is 11 (below, it fails with ErrVersionGated, and the adopter
+// resumes unfenced, as before). Older entries' resumes decode unfenced and
+// apply as they did; nothing else changed.
+const codecVersion = 11
 
 // parentCodec is the first log version whose opens carry their parent.
 const parentCodec = 10
+
+// epochCodec is the first log version whose resumes may be fenced.
+const epochCodec = 11
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -163,8 +173,8 @@ func AppendEntry(dst []byte, g Gate, at uint64, cmds []Command) ([]byte, error) 
 }
 
 // appendEntry writes cmds as an entry of version v: version 8 and 9 share
-// one layout, version 10 adds an open's parent, and no older one is ever
-// written again.
+// one layout, version 10 adds an open's parent, version 11 a resume's
+// fence, and no older one is ever written again.
 func appendEntry(dst []byte, v byte, at uint64, cmds []Command) []byte {
 	dst = append(dst, v)
 	dst = binary.AppendUvarint(dst, at)
@@ -222,6 +232,12 @@ func appendCommand(dst []byte, v byte, c *Command) []byte {
 	case KindResume:
 		dst = u(u(u(u(u(dst, c.Session), c.Nonce), c.Owner), c.Target), c.TTL)
 		dst = append(dst, boolByte(c.Keep))
+		if v >= epochCodec {
+			dst = append(dst, boolByte(c.Fence))
+			if c.Fence {
+				dst = u(u(dst, c.Epoch), c.Parent)
+			}
+		}
 	case KindAcquireShared:
 		dst = u(u(u(dst, c.Session), c.Seq), c.Floor)
 		dst = append(dst, boolByte(c.Wait))
@@ -359,6 +375,9 @@ func (d *decoder) command(c *Command) {
 		}
 		if d.version >= 8 {
 			c.Keep = d.bool()
+		}
+		if d.version >= epochCodec && d.bool() {
+			c.Fence, c.Epoch, c.Parent = true, d.uvarint(), d.uvarint()
 		}
 	case KindAcquireShared:
 		c.Session, c.Seq, c.Floor = d.uvarint(), d.uvarint(), d.uvarint()

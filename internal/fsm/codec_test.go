@@ -211,9 +211,26 @@ func TestBatchWireFormat(t *testing.T) {
 		require.Equal(t, 1, bytes.Count(v10, open))
 		v10 = bytes.Replace(v10, open, slices.Concat(open[:len(open)-1], []byte{0}, open[len(open)-1:]), 1)
 	}
-	require.Equal(t, v10, got, "version 10")
+	cmds11, err := DecodeBatch(got, nil)
+	require.NoError(t, err)
+	at10, err := AppendEntry(nil, Gate{Codec: 10, Snapshot: 8}, 0, cmds11)
+	require.NoError(t, err)
+	require.Equal(t, v10, at10, "version 10")
+	// Version 11 appended the fence flag to Resume, after its keep flag
+	// (0: unfenced, nothing follows): a group whose gate is 10 still
+	// writes version 10 byte for byte.
+	resumeV10 := slices.Concat(resumeV7, []byte{0})
+	require.Equal(t, 1, bytes.Count(v10, resumeV10))
+	at11 := bytes.Index(v10, resumeV10) + len(resumeV10)
+	v11 := slices.Concat([]byte{11}, v10[1:at11], []byte{0}, v10[at11:])
+	require.Equal(t, v11, got, "version 11")
+	fenced := AppendBatchAt(nil, 0, []Command{{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2, Target: 5, TTL: 7, Keep: true,
+		Fence: true, Epoch: 4, Parent: 6}})
+	require.Equal(t, slices.Concat([]byte{11, 0, 1}, resumeV7, []byte{1, 1, 4, 6}), fenced, "version 11's fence")
 	parent := []Command{{Kind: KindOpenSession, Nonce: 300, TTL: 1, Owner: 2, Parent: 300}}
-	require.Equal(t, []byte{10, 0, 1, 1, 0xac, 0x02, 1, 2, 0, 0, 0xac, 0x02}, AppendBatchAt(nil, 0, parent), "version 10's parent")
+	atGate10, err := AppendEntry(nil, Gate{Codec: 10, Snapshot: 8}, 0, parent)
+	require.NoError(t, err)
+	require.Equal(t, []byte{10, 0, 1, 1, 0xac, 0x02, 1, 2, 0, 0, 0xac, 0x02}, atGate10, "version 10's parent")
 	atGate9, err := AppendEntry(nil, Gate{Codec: 9, Snapshot: 7}, 0, parent)
 	require.NoError(t, err)
 	require.Equal(t, []byte{9, 0, 1, 1, 0xac, 0x02, 1, 2, 0, 0}, atGate9, "at gate 9, an open without its parent")
@@ -243,7 +260,7 @@ func TestBatchWireFormat(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, v8cmds, v7cmds, "version 7 decodes to the same, without keep")
 	kept := AppendBatchAt(nil, 0, []Command{{Kind: KindResume, Session: 8, Nonce: 300, Owner: 2, Target: 5, TTL: 7, Keep: true}})
-	require.Equal(t, []byte{codecVersion, 0, 1, 14, 8, 0xac, 0x02, 2, 5, 7, 1}, kept, "version 8's keep flag")
+	require.Equal(t, []byte{codecVersion, 0, 1, 14, 8, 0xac, 0x02, 2, 5, 7, 1, 0}, kept, "version 8's keep flag (then version 11's fence, off)")
 	cmds, err := DecodeBatch(v6, nil)
 	require.NoError(t, err)
 	again, err := DecodeBatch(got, nil)
@@ -396,10 +413,10 @@ func TestDecodeBatchErrors(t *testing.T) {
 		name, msg string
 		data      []byte
 	}{
-		{"version 11", "log version 11; this build reads up to 10", append([]byte{codecVersion + 1}, valid[1:]...)},
+		{"version 12", "log version 12; this build reads up to 11", append([]byte{codecVersion + 1}, valid[1:]...)},
 		{"version 255", "log version 255", append([]byte{255}, valid[1:]...)},
-		{"gate to log version 11", "log version 11; this build reads up to 10", []byte{codecVersion, 0, 1, byte(KindGate), 11, 8}},
-		{"gate to snapshot version 9", "snapshot version 9; this build reads up to 8", []byte{codecVersion, 0, 1, byte(KindGate), 10, 9}},
+		{"gate to log version 12", "log version 12; this build reads up to 11", []byte{codecVersion, 0, 1, byte(KindGate), 12, 9}},
+		{"gate to snapshot version 10", "snapshot version 10; this build reads up to 9", []byte{codecVersion, 0, 1, byte(KindGate), 11, 10}},
 		{"gate to a huge version", "log version", append(u([]byte{codecVersion, 0, 1, byte(KindGate)}, math.MaxUint64), 7)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

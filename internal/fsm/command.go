@@ -104,7 +104,8 @@ const (
 	// TTL (from its resume token): unless it is the session's, nothing
 	// changes and the reply is Conflict with the session's TTL as Value, so
 	// a holder never times a lease by a TTL the group does not keep.
-	// From version 8 it carries Keep: see Command.Keep.
+	// From version 8 it carries Keep: see Command.Keep. From version 11
+	// an adoption (Keep) may be fenced: see Command.Fence.
 	KindResume Kind = 14
 
 	// KindAcquireShared asks, like Acquire, for lock Name on behalf of
@@ -283,6 +284,28 @@ type Command struct {
 	// Without Keep (a restarted holder's resume, and every resume of an
 	// older entry) they are withdrawn: nobody waits for them any more.
 	Keep bool
+	// Fence is a Resume's (version 11, with Keep: an adoption): the
+	// session moves only under the ownership epoch the adopter names in
+	// Epoch, so that of two replicas adopting a session at once exactly
+	// one owns it, by log order, and a slow adopter's late resume never
+	// takes it back (ZooKeeper's ZOOKEEPER-2886). A session's epoch is its
+	// base, the floor its last resume set (State.Session: Base), which
+	// every resume raises. Resuming a session's default part (Parent 0),
+	// Epoch is the base its adopter read: a compare-and-set, refused
+	// NotApplied, with the session's base as Value, unless it is still the
+	// session's. Resuming its part in a named group (Parent: the session's
+	// ID), Epoch is the base the adopter's resume of the default part set,
+	// which the part records (SessionInfo.Epoch): refused NotApplied, with
+	// the part's epoch as Value, unless above the part's, so a part always
+	// ends with the adopter that won the default part last, whatever
+	// order the groups apply the resumes in. Either way a refused resume
+	// changes nothing, and the commands of the copy it superseded are
+	// refused by its floor (UnknownSession). Without Fence (a restarted
+	// holder's resume, and every resume of an older entry) the resume is
+	// not checked against any epoch.
+	Fence bool
+	// Epoch is a fenced Resume's ownership epoch (version 11): see Fence.
+	Epoch uint64
 	// Renew is a KeepAliveBatch's sessions, at most MaxRenewals, in
 	// ascending order of session ID (the codec relies on it). (Version 4.)
 	Renew []Renewal
@@ -299,7 +322,7 @@ type Command struct {
 	// outside its group. 0: none (a default-group session) or unknown (an
 	// open written below version 10, where the codec drops it: a group
 	// whose gate is below 10 writes the open without it, byte for byte as
-	// before).
+	// before). A fenced Resume (version 11) carries it too: see Fence.
 	Parent uint64
 
 	// pre5 marks a command decoded from an entry of a version before 5.
@@ -330,7 +353,7 @@ const (
 	Cancelled      Status = 7  // cancel: the request left the queue or its grant was released
 	Stale          Status = 8  // a duplicate below the session's floor: ignored
 	Invalid        Status = 9  // malformed command (bad name, value too long, unknown kind)
-	NotApplied     Status = 10 // expire: a newer keep-alive arrived; cancel: nothing to cancel
+	NotApplied     Status = 10 // expire: a newer keep-alive arrived; cancel: nothing to cancel; fenced resume: another adoption moved the session first (Command.Fence)
 	LimitExceeded  Status = 11 // a state limit would be exceeded
 	// Conflict: acquire: the lock exists with another permit count (a
 	// semaphore's request for a lock, or the other way round, or another

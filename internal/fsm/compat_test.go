@@ -429,19 +429,14 @@ func TestVersion9LogReplays(t *testing.T) {
 	require.Equal(t, Gate{Codec: 9, Snapshot: 7}, st.Gate())
 }
 
-// testdata/log-v10.txt and testdata/snapshot-v8-log-v10.bin freeze
-// today's formats (every kind, from the determinism driver; version 10
-// added an open's parent, and snapshot version 8 keeps it with the
-// session) so that the next version is tested against them as this one
-// is against versions 1 to 9. The log is written as a group writes it:
-// version 8 until the gate is raised to 9, 9 until it is raised to 10.
-// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+// testdata/log-v10.txt and testdata/snapshot-v8-log-v10.bin froze the
+// formats of version 10 (every kind, from the determinism driver; version
+// 10 added an open's parent, and snapshot version 8 keeps it with the
+// session). The log is written as a group writes it: version 8 until the
+// gate is raised to 9, 9 until it is raised to 10.
 func TestVersion10LogReplays(t *testing.T) {
 	const entries = 420
 	const logFile, snapFile = "testdata/log-v10.txt", "testdata/snapshot-v8-log-v10.bin"
-	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
-		writeFrozenLog(t, entries, logFile, snapFile)
-	}
 	checkFrozenLog(t, 10, entries, logFile, snapFile, maxKind)
 	data, err := os.ReadFile(logFile)
 	require.NoError(t, err)
@@ -488,6 +483,67 @@ func TestVersion10LogReplays(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, uint64(frozenParent), info.Parent)
 	require.NotEqual(t, l.Session, info.Parent, "a part's own ID is not its session's")
+}
+
+// testdata/log-v11.txt and testdata/snapshot-v9-log-v11.bin freeze
+// today's formats (every kind, from the determinism driver; version 11
+// added a resume's fence, and snapshot version 9 keeps a part's ownership
+// epoch) so that the next version is tested against them as this one is
+// against versions 1 to 10. The log is written as a group writes it:
+// version 8 until the gate is raised to 9, and so on to 11.
+// FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
+func TestVersion11LogReplays(t *testing.T) {
+	const entries = 430
+	const logFile, snapFile = "testdata/log-v11.txt", "testdata/snapshot-v9-log-v11.bin"
+	if os.Getenv("FENCELOCK_WRITE_GOLDEN") != "" {
+		writeFrozenLog(t, entries, logFile, snapFile)
+	}
+	checkFrozenLog(t, 11, entries, logFile, snapFile, maxKind)
+	data, err := os.ReadFile(logFile)
+	require.NoError(t, err)
+	var versions []byte
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
+		require.NoError(t, err)
+		versions = append(versions, b[0])
+	}
+	ten, eleven := slices.Index(versions, 10), slices.Index(versions, 11)
+	require.Positive(t, ten)
+	require.Greater(t, eleven, ten)
+	require.Equal(t, slices.Repeat([]byte{11}, len(versions)-eleven), versions[eleven:])
+	// What version 11 added: fenced resumes, one won and one lost of each
+	// kind (a default part's compare-and-set, a part's epoch).
+	var won, lost int
+	replayFrozen(t, logFile, func(cmds []Command, rs []Result, _ []Event) {
+		for j, c := range cmds {
+			if c.Kind == KindResume && c.Fence {
+				switch rs[j].Status {
+				case OK:
+					won++
+				case NotApplied:
+					lost++
+				}
+			}
+		}
+	})
+	require.Equal(t, 2, won)
+	require.Equal(t, 2, lost)
+
+	golden, err := os.ReadFile(snapFile)
+	require.NoError(t, err)
+	require.Equal(t, byte(9), golden[len(snapshotMagic)], "a snapshot of version 9")
+	st, err := DecodeSnapshot(golden)
+	require.NoError(t, err)
+	require.Equal(t, Gate{Codec: 11, Snapshot: 9}, st.Gate())
+	l := st.Lock("fenced")
+	require.True(t, l.Held)
+	part, ok := st.Session(l.Session)
+	require.True(t, ok)
+	def, ok := st.Session(part.Parent)
+	require.True(t, ok)
+	require.Equal(t, uint64(2), part.Owner)
+	require.NotZero(t, def.Base)
+	require.Equal(t, def.Base, part.Epoch, "the part keeps the epoch of the adoption that moved it")
 }
 
 // frozenParent is the parent of the part the frozen log of version 10
@@ -577,7 +633,7 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 10, Snapshot: 8}}})
 	waiting := next([]Command{{Kind: KindOpenSession, Nonce: 910, TTL: 1e9, Owner: 2, Parent: frozenParent + 1}}).Value
 	next([]Command{acqCmd(waiting, 1, "keep", true)})
-	for i < entries-2 {
+	for i < entries-11 {
 		// Kinds the codec has no encoding for are the driver's test of
 		// Apply, not entries a log can hold.
 		cmds := slices.DeleteFunc(d.entry(), func(c Command) bool { return c.Kind == 0 || c.Kind > maxKind })
@@ -585,6 +641,21 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 			next(cmds)
 		}
 	}
+	// Version 11's: the gate raised to 11 (not to a log version 11 with
+	// snapshots of version 8, which would lose the parts' epochs); a
+	// session and its part, which holds a lock; two fenced adoptions of
+	// the session on the same base, the first winning it; the winner's
+	// resume of the part under its epoch, and a second on the same epoch,
+	// refused.
+	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 11, Snapshot: 8}}})
+	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 11, Snapshot: 9}}})
+	def := next([]Command{openCmd(912)}).Value
+	fenced := next([]Command{{Kind: KindOpenSession, Nonce: 913, TTL: 1e9, Owner: 1, Parent: def}}).Value
+	next([]Command{acqCmd(fenced, 1, "fenced", false)})
+	epoch := next([]Command{{Kind: KindResume, Session: def, Nonce: 912, Owner: 2, Target: 11, TTL: 1e9, Keep: true, Fence: true}}).Value
+	next([]Command{{Kind: KindResume, Session: def, Nonce: 912, Owner: 3, Target: 12, TTL: 1e9, Keep: true, Fence: true}})
+	next([]Command{{Kind: KindResume, Session: fenced, Nonce: 913, Owner: 2, Target: 13, TTL: 1e9, Keep: true, Fence: true, Epoch: epoch, Parent: def}})
+	next([]Command{{Kind: KindResume, Session: fenced, Nonce: 913, Owner: 3, Target: 14, TTL: 1e9, Keep: true, Fence: true, Epoch: epoch, Parent: def}})
 	part := next([]Command{{Kind: KindOpenSession, Nonce: 911, TTL: 1e9, Owner: 2, Parent: frozenParent}}).Value
 	next([]Command{acqCmd(part, 1, "part", false)})
 	require.NoError(t, os.WriteFile(logFile, []byte(log.String()), 0o644))

@@ -162,9 +162,9 @@ func TestMachineStopsAtWhatIsTooNew(t *testing.T) {
 		entry []byte
 		msg   string
 	}{
-		{[]byte{codecVersion + 1, 0, 1, byte(KindCloseSession), 1}, "entry 3: log version 11; this build reads up to 10"},
-		{[]byte{codecVersion, 0, 1, byte(KindGate), codecVersion + 1, 8}, "entry 4: log version 11; this build reads up to 10"},
-		{[]byte{codecVersion, 0, 1, byte(KindGate), codecVersion, snapshotVersion + 1}, "entry 5: snapshot version 9; this build reads up to 8"},
+		{[]byte{codecVersion + 1, 0, 1, byte(KindCloseSession), 1}, "entry 3: log version 12; this build reads up to 11"},
+		{[]byte{codecVersion, 0, 1, byte(KindGate), codecVersion + 1, 9}, "entry 4: log version 12; this build reads up to 11"},
+		{[]byte{codecVersion, 0, 1, byte(KindGate), codecVersion, snapshotVersion + 1}, "entry 5: snapshot version 10; this build reads up to 9"},
 	} {
 		index := uint64(3 + i)
 		_, err := m.Update(sm.Entry{Index: index, Cmd: tc.entry})
@@ -186,7 +186,7 @@ func TestMachineStopsAtWhatIsTooNew(t *testing.T) {
 	future[len(snapshotMagic)] = snapshotVersion + 1
 	err := m.RecoverFromSnapshot(bytes.NewReader(future), nil, nil)
 	require.ErrorIs(t, err, ErrVersionTooNew)
-	require.EqualError(t, err, "snapshot version 9; this build reads up to 8")
+	require.EqualError(t, err, "snapshot version 10; this build reads up to 9")
 	require.Len(t, obs.tooNew, 4)
 	require.Equal(t, uint64(0), obs.at[3])
 }

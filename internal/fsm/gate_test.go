@@ -128,12 +128,12 @@ func TestRestoreGate(t *testing.T) {
 	im.gate = [2]uint64{codecVersion + 1, 7}
 	_, err = DecodeSnapshot(im.bytes())
 	require.ErrorIs(t, err, ErrVersionTooNew)
-	require.EqualError(t, err, "log version 11; this build reads up to 10")
+	require.EqualError(t, err, "log version 12; this build reads up to 11")
 	im = gatedImage()
 	im.version = snapshotVersion + 1
 	_, err = DecodeSnapshot(im.bytes())
 	require.ErrorIs(t, err, ErrVersionTooNew)
-	require.EqualError(t, err, "snapshot version 9; this build reads up to 8")
+	require.EqualError(t, err, "snapshot version 10; this build reads up to 9")
 }
 
 func TestMinCodec(t *testing.T) {
@@ -175,9 +175,9 @@ func TestAppendEntryHonoursTheGate(t *testing.T) {
 		msg  string
 	}{
 		{Baseline, []Command{openCmd(1), {Kind: KindGate}}, "gate needs log version 9; the group writes 8"},
-		{Gate{Codec: 7, Snapshot: 6}, cmds, "this build writes log versions 8 to 10, not 7"},
-		{Gate{Codec: 11, Snapshot: 8}, cmds, "not 11"},
-		{Baseline, []Command{{Kind: KindGate, Gate: Gate{Codec: 11, Snapshot: 8}}}, "not 11"},
+		{Gate{Codec: 7, Snapshot: 6}, cmds, "this build writes log versions 8 to 11, not 7"},
+		{Gate{Codec: 12, Snapshot: 9}, cmds, "not 12"},
+		{Baseline, []Command{{Kind: KindGate, Gate: Gate{Codec: 12, Snapshot: 9}}}, "not 12"},
 		{Baseline, []Command{{Kind: maxKind + 1}}, "needs log version 0"},
 	} {
 		b, err := AppendEntry([]byte("x"), tc.g, 0, tc.cmds)

@@ -43,11 +43,15 @@ func MinCodec(k Kind) int {
 
 // NeedsCodec returns the log version the entry that carries c must have
 // at least: its kind's (MinCodec), and for a KindGate the version it
-// raises the gate to, since it is the first entry written at it.
+// raises the gate to, since it is the first entry written at it, and for
+// a fenced Resume (Command.Fence) version 11.
 func NeedsCodec(c *Command) int {
 	need := MinCodec(c.Kind)
 	if c.Kind == KindGate {
 		need = max(need, c.Gate.Codec)
+	}
+	if c.Kind == KindResume && c.Fence {
+		need = max(need, epochCodec)
 	}
 	return need
 }

@@ -103,6 +103,13 @@ type SessionInfo struct {
 	KeepAlive uint64 // index of the entry that last renewed it
 	Held      int
 	Waiting   int
+	// Base is the floor its last resume set (0: never resumed): a
+	// session's ownership epoch, which a fenced adoption of its default
+	// part names (Command.Fence).
+	Base uint64
+	// Epoch is a named group's part's ownership epoch: the epoch of the
+	// fenced adoption that last moved it (0: none did).
+	Epoch uint64
 }
 
 // Lock describes the lock called name; a lock nobody holds is reported free.
@@ -146,7 +153,7 @@ func (h *hold) holder() Holder {
 
 func (s *session) info() SessionInfo {
 	return SessionInfo{ID: s.id, Parent: s.parent, Name: s.name, TTL: s.ttl, Delay: s.delay, Owner: s.owner, KeepAlive: s.keepAlive,
-		Held: s.held.n, Waiting: len(s.waits)}
+		Held: s.held.n, Waiting: len(s.waits), Base: s.base, Epoch: s.epoch}
 }
 
 // Kept returns the ID of the last attempt that resumed session id (0 if

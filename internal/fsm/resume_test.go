@@ -46,7 +46,7 @@ func TestResumeKeepsGrantsAndWithdrawsRequests(t *testing.T) {
 		{Kind: EventKept, Session: a, Seq: 2, Name: "E", Token: e.Token, Value: "a", Election: true},
 	}, evs)
 	info, _ := h.st.Session(a)
-	require.Equal(t, SessionInfo{ID: a, TTL: 1e9, Owner: 3, KeepAlive: h.idx, Held: 1}, info)
+	require.Equal(t, SessionInfo{ID: a, TTL: 1e9, Owner: 3, KeepAlive: h.idx, Held: 1, Base: r.Value}, info)
 	require.Zero(t, h.st.Lock("M").Waiters, "its queued acquire is withdrawn")
 	require.Zero(t, h.st.Election("F").Candidates, "its candidacy is withdrawn")
 	l.Holders[0].Owner = 3 // the holder now lives on the resuming replica
@@ -177,7 +177,7 @@ func TestResumeOfVersion4AppliesUnchecked(t *testing.T) {
 	h, a, _ := resumeFixture(t)
 	c := resumeCmd(a, 7, 3)
 	data := asVersion(AppendBatch(nil, []Command{c}), 4)
-	data = data[:len(data)-1-len(binary.AppendUvarint(nil, c.TTL))] // version 4 had no TTL (nor keep flag)
+	data = data[:len(data)-2-len(binary.AppendUvarint(nil, c.TTL))] // version 4 had no TTL (nor keep flag, nor fence)
 	cmds, err := DecodeBatch(data, nil)
 	require.NoError(t, err)
 	require.Zero(t, cmds[0].TTL)
@@ -275,4 +275,133 @@ func TestResumeWithKeepKeepsTheQueue(t *testing.T) {
 	// A restore keeps everything alike.
 	h2 := harnessFor(t, roundTrip(t, h.st))
 	require.Equal(t, viewOf(h.st), viewOf(h2.st))
+}
+
+// fencedResume is replica owner's fenced adoption of session s (nonce) under
+// epoch; parent 0 for a session's default part, else the session's ID.
+func fencedResume(s, nonce, owner, epoch, parent uint64) Command {
+	c := resumeCmd(s, nonce, owner)
+	c.Keep, c.Fence, c.Epoch, c.Parent = true, true, epoch, parent
+	return c
+}
+
+// TestFencedAdoptionIsCompareAndSet: two replicas adopt one session at once,
+// each naming the epoch it read. The first resume moves it; the second,
+// on the same epoch, changes nothing (NotApplied, with the epoch now), and
+// the superseded copies' commands (the first owner's, and the loser's, who
+// never owned it) are refused. A later adoption that read the new epoch
+// moves it again: the loser tries again on what it reads.
+func TestFencedAdoptionIsCompareAndSet(t *testing.T) {
+	h, a, _ := resumeFixture(t)
+	info, _ := h.st.Session(a)
+	require.Zero(t, info.Base, "never adopted: epoch 0")
+	old := info.Base
+
+	r, _ := h.one(fencedResume(a, 7, 2, old, 0))
+	require.Equal(t, OK, r.Status)
+	won := r.Value
+	require.Greater(t, won, old)
+
+	before := stateBody(t, h.st)
+	r, evs := h.one(fencedResume(a, 7, 3, old, 0))
+	require.Equal(t, Result{Status: NotApplied, Value: won}, r, "the loser of the race changes nothing")
+	require.Empty(t, evs)
+	require.Equal(t, before, stateBody(t, h.st))
+	info, _ = h.st.Session(a)
+	require.Equal(t, uint64(2), info.Owner, "the winner owns it")
+
+	// Every command of a superseded copy is refused: the first owner's
+	// keep-alive, acquire, release and close, numbered below the winner's
+	// floor, and its replica's keep-alive batch.
+	tok := h.st.Lock("L").Token
+	for _, c := range []Command{
+		keepAliveCmd(a, 5),
+		{Kind: KindAcquire, Session: a, Seq: 6, Floor: 5, Name: "Z"},
+		{Kind: KindRelease, Session: a, Seq: 7, Floor: 5, Name: "L", Token: tok},
+		{Kind: KindCloseSession, Session: a, Floor: 5},
+	} {
+		r, _ := h.one(c)
+		require.Equal(t, UnknownSession, r.Status, "%v of the superseded copy", c.Kind)
+	}
+	r, _ = h.one(Command{Kind: KindKeepAliveBatch, Owner: 1, Renew: []Renewal{{Session: a, Floor: 5}}})
+	require.Equal(t, Refused, r.Status)
+	l := h.st.Lock("L")
+	require.True(t, l.Held)
+	require.Equal(t, tok, l.Token, "the lock stays the session's, with its token")
+
+	// The loser reads again and adopts on the epoch it reads now.
+	r, _ = h.one(fencedResume(a, 7, 3, won, 0))
+	require.Equal(t, OK, r.Status)
+	require.Greater(t, r.Value, won)
+	r, _ = h.one(keepAliveCmd(a, won))
+	require.Equal(t, UnknownSession, r.Status, "the first winner is superseded in turn")
+}
+
+// TestFencedPartFollowsTheLatestAdoption: a session's part in a named group
+// ends with the adopter that won the session's default part last, whatever
+// order its group applies the adopters' resumes in: a resume under an
+// older epoch (a slow adopter's, applied after the newer one) changes
+// nothing, so it can never take the part back, and its copy's close of the
+// part is refused; the part's lock stays held with its token.
+func TestFencedPartFollowsTheLatestAdoption(t *testing.T) {
+	h := newHarness(t)
+	parent := uint64(99 << TokenShift) // the session's ID in its default group
+	open := openCmd(17)
+	open.Parent = parent
+	r, _ := h.one(open)
+	part := r.Value
+	r, _ = h.one(acqCmd(part, 1, "x", false))
+	require.Equal(t, Granted, r.Status)
+	tok := r.Value
+	const older, newer = 1 << 32, 2 << 32 // two adoptions' epochs, in their default group's order
+
+	r, _ = h.one(fencedResume(part, 17, 3, newer, parent))
+	require.Equal(t, OK, r.Status)
+	winnerFloor := r.Value
+	info, _ := h.st.Session(part)
+	require.Equal(t, uint64(newer), info.Epoch)
+
+	for _, epoch := range []uint64{older, newer} {
+		r, evs := h.one(fencedResume(part, 17, 2, epoch, parent))
+		require.Equal(t, Result{Status: NotApplied, Value: newer}, r, "a resume under epoch %d", epoch)
+		require.Empty(t, evs)
+	}
+	info, _ = h.st.Session(part)
+	require.Equal(t, uint64(3), info.Owner, "the part stays with the latest adopter")
+
+	// The first owner's copy (floor 1) cannot close the part or free x.
+	r, _ = h.one(Command{Kind: KindCloseSession, Session: part, Floor: 1})
+	require.Equal(t, UnknownSession, r.Status)
+	l := h.st.Lock("x")
+	require.True(t, l.Held)
+	require.Equal(t, tok, l.Token)
+	require.Equal(t, part, l.Session)
+
+	// The winner acts on it.
+	r, _ = h.one(keepAliveCmd(part, winnerFloor))
+	require.Equal(t, OK, r.Status)
+}
+
+// TestFencedResumeNeedsVersion11: a fenced resume is written only once the
+// group's gate is 11; below, it fails with ErrVersionGated (and the
+// adopter resumes unfenced), and an unfenced resume is written as before.
+func TestFencedResumeNeedsVersion11(t *testing.T) {
+	c := fencedResume(5, 7, 2, 0, 0)
+	_, err := AppendEntry(nil, Gate{Codec: 10, Snapshot: 8}, 0, []Command{c})
+	require.ErrorIs(t, err, ErrVersionGated)
+	plain := resumeCmd(5, 7, 2)
+	plain.Keep = true
+	ten, err := AppendEntry(nil, Gate{Codec: 10, Snapshot: 8}, 0, []Command{plain})
+	require.NoError(t, err)
+	require.Equal(t, byte(10), ten[0])
+
+	data, err := AppendEntry(nil, Gate{Codec: 11, Snapshot: 9}, 0, []Command{c, fencedResume(6, 8, 3, 1<<32, 5)})
+	require.NoError(t, err)
+	cmds, err := DecodeBatch(data, nil)
+	require.NoError(t, err)
+	require.True(t, cmds[0].Fence)
+	require.Equal(t, uint64(0), cmds[0].Epoch)
+	require.Equal(t, uint64(1<<32), cmds[1].Epoch)
+	require.Equal(t, uint64(5), cmds[1].Parent)
+	require.False(t, Gate{Codec: 11, Snapshot: 8}.Valid(), "snapshots of version 8 would lose the parts' epochs")
 }

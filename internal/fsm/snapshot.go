@@ -10,14 +10,14 @@ import (
 	"slices"
 )
 
-// The snapshot format (version 8), all numbers unsigned varints:
+// The snapshot format (version 9), all numbers unsigned varints:
 //
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
 //	           gateCodec gateSnapshot
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  ops:count (op status value)*
 //	           table  crc32:4 bytes
-//	session  = id nonce ttl owner keepAlive floor base resumed delay name parent
+//	session  = id nonce ttl owner keepAlive floor base resumed delay name parent epoch
 //	           replies:count (seq status value)*
 //	lock     = name permits shared:byte delay [delayToken, if delay > 0]
 //	           holders:count (session seq token maxHold at)*
@@ -36,8 +36,10 @@ import (
 // table (grouptable.go), which version 7 added: older snapshots restore with
 // none, never set.
 //
-// A state is saved at its group's gate (State.Gate): version 8 once the
-// gate's snapshot version is 8, version 7 (the same but for the sessions'
+// A state is saved at its group's gate (State.Gate): version 9 once the
+// gate's snapshot version is 9, version 8 (the same but for the parts'
+// ownership epochs, which it restores as 0, none: see Command.Fence)
+// while it is 8, version 7 (version 8 but for the sessions'
 // parents, which it restores as 0, unknown: see Command.Parent) while it
 // is 7, version 6 (version 7 but for the gate, which
 // it restores as Baseline) while the gate is the baseline, which every
@@ -59,11 +61,15 @@ import (
 // version 1 neither grants nor elections.
 var snapshotMagic = [4]byte{'F', 'L', 'S', 'N'}
 
-const snapshotVersion = 8
+const snapshotVersion = 9
 
 // parentSnapshot is the first snapshot version that keeps a session's
 // parent (Command.Parent).
 const parentSnapshot = 8
+
+// epochSnapshot is the first snapshot version that keeps a part's
+// ownership epoch (Command.Fence).
+const epochSnapshot = 9
 
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
@@ -101,6 +107,9 @@ func (st *State) Save(w io.Writer) error {
 		buf = appendString(u(buf, s.delay), s.name)
 		if v >= parentSnapshot {
 			buf = u(buf, s.parent)
+		}
+		if v >= epochSnapshot {
+			buf = u(buf, s.epoch)
 		}
 		seqs = seqs[:0]
 		for seq := range s.replies {
@@ -490,6 +499,9 @@ func (d *snapDecoder) sessions(st *State, v uint64) {
 		}
 		if v >= parentSnapshot {
 			s.parent = d.uvarint()
+		}
+		if v >= epochSnapshot {
+			s.epoch = d.uvarint()
 		}
 		switch {
 		case d.err != nil:

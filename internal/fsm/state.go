@@ -54,13 +54,17 @@ type session struct {
 	delay                 uint64 // its lock-delay, nanoseconds (0: none)
 	keepAlive             uint64 // index of the entry that last renewed it
 	floor                 uint64
-	base                  uint64             // the floor its last Resume set: older commands are its old incarnation's
-	resumed               uint64             // the attempt ID of its last Resume
-	replies               map[uint64]Result  // request seq -> first reply, for seq >= floor
-	held                  heldList           // grants of locks it holds
-	leads                 heldList           // grants of elections it leads
-	waits                 map[uint64]*waiter // its queued requests by seq
-	campaigns             map[uint64]*waiter // its queued candidacies by seq
+	base                  uint64 // the floor its last Resume set: older commands are its old incarnation's
+	resumed               uint64 // the attempt ID of its last Resume
+	// epoch is a named group's part's ownership epoch: the Epoch of the
+	// fenced Resume that last moved it (Command.Fence; version 11), 0
+	// before one did. A session's default part's epoch is its base.
+	epoch     uint64
+	replies   map[uint64]Result  // request seq -> first reply, for seq >= floor
+	held      heldList           // grants of locks it holds
+	leads     heldList           // grants of elections it leads
+	waits     map[uint64]*waiter // its queued requests by seq
+	campaigns map[uint64]*waiter // its queued candidacies by seq
 }
 
 // lock is a named lock, or an election: a lock whose one holder is the

@@ -66,12 +66,17 @@ func (g Gate) Max(o Gate) Gate {
 // that keeps what the log version writes into the state: from log version
 // 10, the sessions' parents (snapshot version 8; a replica restoring a
 // version 7 snapshot would lose them, and show other views than its
-// group's).
+// group's), and from log version 11 the parts' ownership epochs (snapshot
+// version 9: a replica that lost them would apply a superseded adopter's
+// resume that its group refused).
 func (g Gate) Valid() bool {
 	if !g.Covers(Baseline) {
 		return false
 	}
 	if g.Codec >= parentCodec && g.Snapshot < parentSnapshot {
+		return false
+	}
+	if g.Codec >= epochCodec && g.Snapshot < epochSnapshot {
 		return false
 	}
 	return g == Baseline || g.Snapshot >= gateSnapshot

@@ -22,6 +22,11 @@ import (
 // call is held by the session meanwhile, as one its resume kept is. WithdrawKept
 // withdraws a kept request that no such call claimed.
 //
+// The adoption is fenced (fsm.Command.Fence): the default part moves only
+// from the epoch read here, by compare-and-set, and each other part only
+// under the epoch that move won, so of two adoptions at once one ends with
+// every part and the other changes nothing (errAdoptedElsewhere).
+//
 // A wrong nonce, or a session that is over, fails with ErrSessionExpired
 // and changes nothing: no group but the default one is asked anything.
 // Any other failure ends the parts resumed so far here, without closing
@@ -31,10 +36,21 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 	if o.Nonce == nil {
 		return nil, fmt.Errorf("%w: no nonces to adopt with", ErrInvalidResumeToken)
 	}
-	s, err := h.resume(ctx, []PartToken{{Session: id, Secret: o.Nonce("")}}, o, owner, true)
+	// By compare-and-set on the epoch read here, never last writer wins:
+	// of two replicas adopting at once, one wins by log order, and the
+	// other changes nothing anywhere (errAdoptedElsewhere).
+	epoch, err := h.readEpoch(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	s, err := h.resume(ctx, []PartToken{{Session: id, Secret: o.Nonce("")}}, o, owner, true,
+		fence{on: true, epoch: epoch})
+	if err != nil {
+		return nil, err
+	}
+	s.def.mu.Lock()
+	won := s.def.base
+	s.def.mu.Unlock()
 	for _, g := range groups {
 		if g == "" {
 			continue
@@ -42,7 +58,10 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 		pid, err := s.findPart(ctx, g)
 		if err == nil {
 			var p *Part
-			p, err = s.resumePart(ctx, PartToken{Group: g, Session: pid, Secret: o.Nonce(g)}, true)
+			// Under the epoch this adoption won: a part moves only to a
+			// later adopter, whatever order its group applies them in.
+			p, err = s.resumePart(ctx, PartToken{Group: g, Session: pid, Secret: o.Nonce(g)}, true,
+				fence{on: true, epoch: won, parent: id})
 			if err == nil {
 				s.mu.Lock()
 				s.parts[g] = p
@@ -65,6 +84,31 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 	return s, nil
 }
 
+// readEpoch returns session id's ownership epoch, by a linearizable read
+// of the default group: the base its last resume set (fsm.SessionInfo).
+// A session that is over is ErrSessionExpired.
+func (h *Host) readEpoch(ctx context.Context, id uint64) (uint64, error) {
+	r, err := h.Replica("")
+	if err != nil {
+		return 0, err
+	}
+	v, err := r.Read(ctx, func(st *fsm.State) any {
+		info, ok := st.Session(id)
+		if !ok {
+			return nil
+		}
+		return info.Base
+	})
+	if err != nil {
+		return 0, err
+	}
+	base, ok := v.(uint64)
+	if !ok {
+		return 0, ErrSessionExpired
+	}
+	return base, nil
+}
+
 // Abandon ends s in this process only, with err: nothing is closed at any
 // group, and its parts are forgotten here, so that this process can adopt
 // the session again. For a copy another replica may have taken over (a
@@ -85,7 +129,7 @@ func (s *Session) Abandon(err error) {
 	for _, p := range parts {
 		p.abandoned.Store(true)
 	}
-	s.end(err, false)
+	s.end(err, leaveParts)
 	for _, p := range parts {
 		p.rt.forget(p)
 	}
@@ -95,10 +139,13 @@ func (s *Session) Abandon(err error) {
 // adopter resumed the default part meanwhile: a keep-alive above this
 // resume's floor is refused once another resume moved it. Then the loser
 // of two adoptions at once ends its copy here without closing any part at
-// its group (they may be the winner's). It does not settle every race: a
-// loser's resume of a named part may still land after the winner's, so
-// the winner finds that part over at its next call and adopts the session
-// again (httpapi's retryLost), taking the part back with its grants.
+// its group (they may be the winner's). The fenced resumes settle which
+// adopter each part ends with (the latest, by the default group's log
+// order); only below log version 11, where they resume unfenced, may a
+// loser's resume of a named part land after the winner's: the winner then
+// finds that part refused at its next call or heartbeat and adopts the
+// session again (httpapi's retryLost), taking the part back with its
+// grants.
 func (s *Session) stillOwn(ctx context.Context) error {
 	r, err := s.h.Replica("")
 	if err != nil {

@@ -268,7 +268,7 @@ func TestResumeEveryPart(t *testing.T) {
 
 	// The holder process dies: its parts end here and nothing reaches the
 	// groups, which still hold the grants.
-	s.end(replica.ErrClosed, false)
+	s.end(replica.ErrClosed, leaveParts)
 	for _, p := range []*Part{x.p, y.p} {
 		p.rt.forget(p)
 	}

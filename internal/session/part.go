@@ -131,9 +131,17 @@ type Part struct {
 	// abandoned: given up in this process only (Session.Abandon), for
 	// another replica to adopt: its requests stay queued at the group.
 	abandoned atomic.Bool
+	// endedAs is how the part learned it is over, set before its end: a
+	// default part's tells its session what it may close at the other
+	// parts' groups (see Session.partEnded).
+	endedAs atomic.Uint32
 
 	mu      sync.Mutex
 	nextSeq uint64
+	// base is the floor its resume set (0: opened here): its session's
+	// ownership epoch, for a default part an adoption resumed, which the
+	// adoption's resumes of the other parts name (fsm.Command.Fence).
+	base    uint64
 	pending map[uint64]struct{} // requests whose reply may still be needed
 	waiters map[uint64]*waiter  // Acquire and Campaign calls by request number
 	grants  map[uint64]*Grant   // locks and leaderships held, by token
@@ -257,31 +265,61 @@ func (p *Part) pollAt(now clock.Instant) {
 	}
 }
 
-// giveUp ends the part by the holder's clock and closes it at the group.
+// How a part learned it is over (Part.endedAs).
+const (
+	// endedHere: by this process alone (its holder's deadline, a close
+	// whose answer was lost, the Host's close): the group may still hold
+	// it, under this copy or under another replica's that adopted it.
+	endedHere uint32 = iota
+	// endedThere: its group applied its end (a close of this copy, an
+	// expiry, an operator's end): nobody can adopt it any more.
+	endedThere
+	// endedRefused: its group refused this copy's command as from a
+	// session it does not know: the session is over, or another replica
+	// adopted it and this copy is superseded. Nothing of it is this
+	// copy's to close.
+	endedRefused
+)
+
+// giveUp ends the part by the holder's clock and closes it at the group
+// (a default part: its session does, see Session.partEnded).
 func (p *Part) giveUp() {
 	if p.end(ErrSessionExpired) {
 		p.rt.h.log.Warn("fencelock: session not renewed in time; its holder gave it up", "session", p.id, "ttl", p.ttl)
-		p.rt.goBackground(p.closeAtGroup)
+		if !p.isDefault() {
+			p.rt.goBackground(p.closeAtGroup)
+		}
 	}
 }
 
-// close ends the part at its group; on failure it keeps trying in the
-// background.
-func (p *Part) close(ctx context.Context) error {
-	if p.Err() != nil {
-		return nil
-	}
+// isDefault reports whether p is its session's default part.
+func (p *Part) isDefault() bool {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.s.def == p
+}
+
+// closeAt proposes the part's close at its group, under this copy's
+// floor, and reports whether it applied: false, with no error, when the
+// group refused it (the part is over, or another replica adopted its
+// session: this copy is superseded). It records what it learned in
+// endedAs, for the part's end that follows.
+func (p *Part) closeAt(ctx context.Context) (applied bool, err error) {
 	r, err := p.rt.replica()
-	if err == nil {
-		_, err = r.Propose(ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: p.id, Floor: p.floor()})
-	}
-	p.end(ErrSessionClosed)
 	if err != nil {
-		p.rt.goBackground(p.closeAtGroup)
-		return err
+		return false, err
 	}
-	p.rt.forget(p)
-	return nil
+	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: p.id, Floor: p.floor()})
+	switch {
+	case err != nil:
+		return false, err
+	case res.Status == fsm.OK:
+		p.endedAs.CompareAndSwap(endedHere, endedThere)
+		return true, nil
+	default:
+		p.endedAs.CompareAndSwap(endedHere, endedRefused)
+		return false, nil
+	}
 }
 
 // renew sends one keep-alive now; on success the holder's deadline moves to
@@ -343,16 +381,23 @@ func (p *Part) checkDeadline() {
 
 // closeAtGroup closes a part its holder gave up, so that its locks free
 // now rather than when the group's timer runs out.
-func (p *Part) closeAtGroup() {
+func (p *Part) closeAtGroup() { p.closeAtGroupApplied() }
+
+// closeAtGroupApplied is closeAtGroup, reporting whether the close applied
+// at the group (false: refused, not proposed, or no answer).
+func (p *Part) closeAtGroupApplied() bool {
 	defer p.rt.forget(p)
 	if !p.waitThawed(nil) {
-		return
+		return false
 	}
-	_, _ = p.route.Propose(p.rt.h.ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: p.id, Floor: p.floor()})
+	res, err := p.route.Propose(p.rt.h.ctx, fsm.Command{Kind: fsm.KindCloseSession, Session: p.id, Floor: p.floor()})
+	return err == nil && res.Status == fsm.OK
 }
 
-// expired ends the part after the group said it does not know it.
+// expired ends the part after the group said it does not know it: over,
+// or taken over by another replica (endedRefused).
 func (p *Part) expired() {
+	p.endedAs.CompareAndSwap(endedHere, endedRefused)
 	p.end(ErrSessionExpired)
 	p.rt.forget(p)
 }

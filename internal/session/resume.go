@@ -46,13 +46,27 @@ func (s *Session) Tokens() []PartToken {
 // resumed so far end here without being closed at their groups, so that
 // the same token can be tried again.
 func (h *Host) Resume(ctx context.Context, parts []PartToken, o Options, owner any) (*Session, error) {
-	return h.resume(ctx, parts, o, owner, false)
+	return h.resume(ctx, parts, o, owner, false, fence{})
 }
+
+// fence is an adoption's ownership epoch (fsm.Command.Fence): resuming
+// the session's default part, the base its adopter read; resuming a part
+// in a named group, the base the adopter's resume of the default part set,
+// with the session's ID as parent. The zero value resumes unfenced.
+type fence struct {
+	on            bool
+	epoch, parent uint64
+}
+
+// errAdoptedElsewhere fails an adoption that another replica's won first
+// (a fenced resume refused: fsm.NotApplied). Nothing changed at the group;
+// the caller tries again, and finds the session where it lives now.
+var errAdoptedElsewhere = fmt.Errorf("%w: the session was adopted by another replica meanwhile; try again", replica.ErrUnavailable)
 
 // resume is Resume; with keep (an adoption's, see Adopt) each part keeps
 // its queued requests in their places (fsm.Command.Keep) instead of
-// withdrawing them.
-func (h *Host) resume(ctx context.Context, parts []PartToken, o Options, owner any, keep bool) (*Session, error) {
+// withdrawing them, and the default part's resume is fenced by f.
+func (h *Host) resume(ctx context.Context, parts []PartToken, o Options, owner any, keep bool, f fence) (*Session, error) {
 	if len(parts) == 0 || parts[0].Group != "" {
 		return nil, fmt.Errorf("%w: no default part", ErrInvalidResumeToken)
 	}
@@ -66,7 +80,11 @@ func (h *Host) resume(ctx context.Context, parts []PartToken, o Options, owner a
 		return nil, err
 	}
 	for i, t := range parts {
-		p, err := s.resumePart(ctx, t, keep)
+		pf := fence{}
+		if i == 0 {
+			pf = f
+		}
+		p, err := s.resumePart(ctx, t, keep, pf)
 		if err != nil {
 			if i > 0 && errors.Is(err, ErrSessionExpired) {
 				h.log.Info("fencelock: a part of the resumed session is over", "group", t.Group, "session", t.Session)
@@ -88,8 +106,14 @@ func (h *Host) resume(ctx context.Context, parts []PartToken, o Options, owner a
 }
 
 // resumePart resumes one part of s; with keep, its queued requests stay
-// queued (fsm.Command.Keep), each a waiter with no call yet.
-func (s *Session) resumePart(ctx context.Context, t PartToken, keep bool) (*Part, error) {
+// queued (fsm.Command.Keep), each a waiter with no call yet. With f on, the
+// resume is fenced (fsm.Command.Fence): refused (errAdoptedElsewhere) if
+// another adoption moved the part first. A group that does not write log
+// version 11 yet cannot take a fenced resume (fsm.ErrVersionGated): the
+// part is then resumed unfenced, as before, last writer wins; the service
+// never answers a grant from such a copy alone (httpapi's backed), and a
+// superseded copy closes nothing at the groups (Session.partEnded).
+func (s *Session) resumePart(ctx context.Context, t PartToken, keep bool, f fence) (*Part, error) {
 	r, err := s.h.Replica(t.Group)
 	if err != nil {
 		return nil, err
@@ -128,10 +152,18 @@ func (s *Session) resumePart(ctx context.Context, t PartToken, keep bool) (*Part
 	// by: the resume names the token's, and is refused unless it is the
 	// session's, so the deadline set above is never later than the group's
 	// own expiry allows.
-	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindResume, Session: p.id, Nonce: t.Secret,
-		Owner: s.h.cfg.ReplicaID, Target: attempt, TTL: uint64(p.ttl), Keep: keep})
+	cmd := fsm.Command{Kind: fsm.KindResume, Session: p.id, Nonce: t.Secret,
+		Owner: s.h.cfg.ReplicaID, Target: attempt, TTL: uint64(p.ttl), Keep: keep,
+		Fence: f.on, Epoch: f.epoch, Parent: f.parent}
+	res, err := r.Propose(ctx, cmd)
+	if f.on && errors.Is(err, fsm.ErrVersionGated) {
+		cmd.Fence, cmd.Epoch, cmd.Parent = false, 0, 0
+		res, err = r.Propose(ctx, cmd)
+	}
 	if err == nil && res.Status != fsm.OK {
 		switch res.Status {
+		case fsm.NotApplied:
+			err = errAdoptedElsewhere
 		case fsm.UnknownSession:
 			err = ErrSessionExpired
 		case fsm.Conflict:
@@ -147,7 +179,7 @@ func (s *Session) resumePart(ctx context.Context, t PartToken, keep bool) (*Part
 		return nil, err
 	}
 	p.mu.Lock()
-	p.nextSeq = res.Value
+	p.nextSeq, p.base = res.Value, res.Value
 	p.mu.Unlock()
 	// The holder's deadline counts from the resume's first send, which
 	// retries may have left far behind (a lagging or cut-off replica): then

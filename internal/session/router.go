@@ -250,6 +250,7 @@ func (p *Part) applyEvent(e *fsm.Event, since clock.Instant) {
 	case fsm.EventFreed:
 		p.grantEnded(e.Token, reasonErr(e.Reason))
 	case fsm.EventSessionEnded:
+		p.endedAs.CompareAndSwap(endedHere, endedThere)
 		p.end(reasonErr(e.Reason))
 		p.rt.forget(p)
 	case fsm.EventElected:

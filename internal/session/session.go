@@ -200,7 +200,7 @@ func (h *Host) Close(err error) {
 	close(h.closed)
 	h.cancel()
 	for _, s := range sessions {
-		s.end(err, false)
+		s.end(err, leaveParts)
 	}
 	for _, rt := range routers { // parts whose session had ended already
 		for _, p := range rt.localParts() {
@@ -335,10 +335,34 @@ func (s *Session) Err() error {
 	return s.err
 }
 
-// end makes the whole session over with err: every part ends with it, and,
-// with atGroup, the parts still open at their groups are closed there in
-// the background. It reports whether this call ended it.
-func (s *Session) end(err error, atGroup bool) bool {
+// What a session's end does at the groups of the parts it ends.
+type partsAtGroups int
+
+const (
+	// leaveParts: nothing; they may be another copy's (Abandon), or a
+	// restarted process's to resume (the Host's close), or Close closed
+	// them already.
+	leaveParts partsAtGroups = iota
+	// forgetParts: nothing at the groups, and the parts are forgotten
+	// here: the default part's group refused this copy (the session is
+	// over, or another replica adopted it), so the others are not this
+	// copy's to close; they end by their groups' expiry, or live on with
+	// the adopter.
+	forgetParts
+	// closeParts: the default part's end applied at its group (nobody can
+	// adopt the session any more): close the others at theirs.
+	closeParts
+	// closeDefaultFirst: the default part ended here alone: close it at
+	// its group first, and the others only once that applied. Closing
+	// them first would free locks at their groups while another replica
+	// that adopted the session tells its client it holds them.
+	closeDefaultFirst
+)
+
+// end makes the whole session over with err: every part ends with it, and
+// what happens at their groups is at's. It reports whether this call ended
+// it.
+func (s *Session) end(err error, at partsAtGroups) bool {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -356,9 +380,38 @@ func (s *Session) end(err error, atGroup bool) bool {
 	// Every part, and every grant with it, ends before Done closes: a
 	// holder that finds the session over finds its locks over too, in
 	// every group. (A part's end tells the session, which is over already.)
+	s.mu.Lock()
+	def := s.def
+	s.mu.Unlock()
+	var ended []*Part
 	for _, p := range parts {
-		if p.end(err) && atGroup {
+		if p.end(err) && p != def {
+			ended = append(ended, p)
+		}
+	}
+	switch at {
+	case forgetParts:
+		for _, p := range ended {
+			p.rt.forget(p)
+		}
+	case closeParts:
+		for _, p := range ended {
 			p.rt.goBackground(p.closeAtGroup)
+		}
+	case closeDefaultFirst:
+		if def == nil || !def.rt.goBackground(func() {
+			applied := def.closeAtGroupApplied()
+			for _, p := range ended {
+				if applied {
+					p.closeAtGroup()
+				} else {
+					p.rt.forget(p)
+				}
+			}
+		}) {
+			for _, p := range ended {
+				p.rt.forget(p)
+			}
 		}
 	}
 	close(s.done)
@@ -372,7 +425,14 @@ func (s *Session) partEnded(p *Part, err error) {
 	def := s.def
 	s.mu.Unlock()
 	if p == def {
-		s.end(err, true)
+		switch p.endedAs.Load() {
+		case endedThere:
+			s.end(err, closeParts)
+		case endedRefused:
+			s.end(err, forgetParts)
+		default:
+			s.end(err, closeDefaultFirst)
+		}
 	}
 }
 
@@ -409,9 +469,17 @@ func (s *Session) Part(ctx context.Context, group string) (*Part, error) {
 		close(wait)
 		if err == nil && s.err != nil { // the session ended meanwhile
 			err = s.err
+			over := s.def.endedAs.Load() == endedThere
 			s.mu.Unlock()
 			p.end(err)
-			p.rt.goBackground(p.closeAtGroup)
+			// Closed at its group only once the default part's end applied
+			// there: the open may have named a live part another replica
+			// adopted with the session (see partsAtGroups).
+			if over {
+				p.rt.goBackground(p.closeAtGroup)
+			} else {
+				p.rt.forget(p)
+			}
 			return nil, err
 		}
 		if err == nil {
@@ -547,19 +615,42 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	parts := make([]*Part, 0, len(s.parts))
 	for g, p := range s.parts {
-		if g != "" {
+		if g != "" && !p.ended() { // one that ended was closed, or left, then
 			parts = append(parts, p)
 		}
 	}
 	s.mu.Unlock()
-	parts = append(parts, s.def)
-	var first error
-	for _, p := range parts {
-		if err := p.close(ctx); err != nil && first == nil {
-			first = err
+	// The default part first: its close applies only while this copy owns
+	// the session (a copy another replica adopted is refused by its
+	// floor), and once it has applied nobody can adopt the session, so
+	// the other parts are this copy's to close. After a refusal they are
+	// not, and are left to their groups (see partsAtGroups).
+	def := s.def
+	applied, first := def.closeAt(ctx)
+	if applied {
+		// Each closed before Close returns, even if the default part's
+		// end, applied here meanwhile, ended it already (closeParts
+		// closes it in the background too; a second close is refused).
+		for _, p := range parts {
+			_, err := p.closeAt(ctx)
+			p.end(ErrSessionClosed)
+			if err != nil {
+				p.rt.goBackground(p.closeAtGroup)
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			p.rt.forget(p)
 		}
 	}
-	s.end(ErrSessionClosed, false)
+	// Its end: with no answer, it is closed in the background, the other
+	// parts after it (closeDefaultFirst).
+	def.end(ErrSessionClosed)
+	if first == nil {
+		def.rt.forget(def)
+	}
+	s.end(ErrSessionClosed, leaveParts)
 	return first
 }
 
@@ -663,7 +754,17 @@ func (s *Session) Renew(ctx context.Context) (Renewal, error) {
 		return Renewal{}, err
 	}
 	start := clock.Boot(s.h.cfg.Clock)
-	parts := s.liveParts()
+	// An adoptable session's part that its group refused (another replica
+	// adopted the session, and this copy lost that part to it) may still
+	// hold grants there, under the other copy: the round counts it as
+	// holding and not renewed, so that no lease this round answers leaves
+	// out a group where the session holds something, and the caller
+	// adopts the session again (httpapi's retryLost). An embedded
+	// session's (no derived nonces) is left out, as before: its next call
+	// naming the group opens another.
+	parts := s.partsWhere(func(p *Part) bool {
+		return !p.ended() || (s.o.Nonce != nil && p.endedAs.Load() == endedRefused)
+	})
 	out := Renewal{Parts: make([]PartRenewal, len(parts))}
 	var wg sync.WaitGroup
 	for i, p := range parts {
@@ -673,6 +774,10 @@ func (s *Session) Renew(ctx context.Context) (Renewal, error) {
 		out.Parts[i] = PartRenewal{Group: p.rt.group, Holds: p == s.def || p.holds()}
 		if p == s.def {
 			continue // renewed on this goroutine, below
+		}
+		if p.ended() { // refused by its group: see above
+			out.Parts[i].Holds, out.Parts[i].Err = true, p.Err()
+			continue
 		}
 		wg.Add(1)
 		go func() {
@@ -693,7 +798,7 @@ func (s *Session) Renew(ctx context.Context) (Renewal, error) {
 	var failed NotRenewedError
 	for i, p := range parts {
 		r := &out.Parts[i]
-		r.Holds = r.Holds || p.holds()
+		r.Holds = r.Holds || p.holds() || (s.o.Nonce != nil && p != s.def && p.endedAs.Load() == endedRefused)
 		if r.Err == nil && p.ended() { // acknowledged after the holder gave it up
 			r.Err = p.Err()
 		}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/internal/servetest"
+)
+
+// newHTTPSession opens a session on base and returns its ID and secret.
+func newHTTPSession(t *testing.T, base string, ttlMS int, name string) (id, secret string) {
+	t.Helper()
+	r := do(t, "POST", base+"/v1/sessions", map[string]any{"ttl_ms": ttlMS, "name": name})
+	require.Equal(t, 201, r.status, r.raw)
+	return r.str("session_id"), r.str("session_secret")
+}
+
+// acquireOn sends session id's acquire of name to base alone.
+func acquireOn(base, name, id, secret string, wait bool) (reply, error) {
+	return call("POST", []string{base}, "/v1/locks/"+name+"/acquire", secret, map[string]any{"session_id": id, "wait": wait})
+}
+
+// TestStaleCopyNeverAnswersGranted is issue 48's second defect, as a
+// reviewer reproduced it against real processes: session S holds q through
+// replica 1; replica 1 is frozen (SIGSTOP); replica 2 adopts S at a
+// heartbeat, S releases q there, and session O acquires q with a higher
+// token; replica 1 runs again (SIGCONT). S's acquire re-issued to replica 1
+// (one sent while it was frozen, one after) must not be answered "granted"
+// from replica 1's stale copy of S while the group shows O holding q: a
+// granted answer is backed by the group, never by a local table alone.
+func TestStaleCopyNeverAnswersGranted(t *testing.T) {
+	// No --http-peers: replica 2 adopts S at once rather than forward to a
+	// frozen owner (a forward without an answer deadline is another
+	// defect, issue 48's fourth).
+	p := servetest.Start(t, "--http-peers=")
+	const ttl = 15000
+	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
+	o, oSecret := newHTTPSession(t, p.URLs[3], ttl, "O")
+
+	r, err := acquireOn(p.URLs[1], "q", s, sSecret, false)
+	require.NoError(t, err)
+	require.Equal(t, true, r.body["granted"], r.raw)
+	oldToken := r.str("fencing_token")
+
+	p.Freeze(1)
+	frozenDone := make(chan struct{})
+	var frozen reply
+	var frozenErr error
+	go func() { // sent while replica 1 is frozen: it answers once thawed
+		defer close(frozenDone)
+		frozen, frozenErr = acquireOn(p.URLs[1], "q", s, sSecret, false)
+	}()
+	thawed := false
+	defer func() {
+		if !thawed {
+			p.Thaw(1)
+		}
+		<-frozenDone
+	}()
+
+	// Replica 2 adopts S at its heartbeat, once 2 and 3 have a leader.
+	servetest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
+		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
+		return err == nil && r.status == 200
+	})
+	r, err = call("POST", []string{p.URLs[2]}, "/v1/locks/q/release", sSecret, map[string]any{"session_id": s, "fencing_token": oldToken})
+	require.NoError(t, err)
+	require.Equal(t, 200, r.status, r.raw)
+	r, err = acquireOn(p.URLs[3], "q", o, oSecret, false)
+	require.NoError(t, err)
+	require.Equal(t, true, r.body["granted"], r.raw)
+	oToken := r.str("fencing_token")
+
+	p.Thaw(1)
+	thawed = true
+	<-frozenDone
+	require.NoError(t, frozenErr)
+	after, err := acquireOn(p.URLs[1], "q", s, sSecret, false)
+	require.NoError(t, err)
+
+	// The group shows O holding q with its token throughout.
+	info, err := call("GET", []string{p.URLs[2]}, "/v1/locks/q", "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, info.status, info.raw)
+	require.Equal(t, o, info.str("holder_session"), "q's holder: %s", info.raw)
+	require.Equal(t, oToken, info.str("fencing_token"), "q's token: %s", info.raw)
+	for i, a := range []reply{frozen, after} {
+		when := [...]string{"sent while replica 1 was frozen", "sent after it ran again"}[i]
+		require.NotEqual(t, true, a.body["granted"], fmt.Sprintf(
+			"S's acquire of q %s was answered granted (%d %s) while O holds q with token %s",
+			when, a.status, a.raw, oToken))
+	}
+}
+
+// TestSplitAdoptionKeepsTheGrant is issue 48's third defect, as a reviewer
+// reproduced it against real processes, in rounds: session S, made on
+// replica k, holds a lock in group b (on every replica); replica k is
+// killed (SIGKILL); S's client, behind a load balancer, sends a heartbeat
+// and an acquire of the lock to each of the two others at once, again and
+// again, so both adopt S, over and over (no --http-peers: neither forwards
+// to the other). Whichever wins each time, S must keep the lock: every
+// acquire answered granted names the one token S was granted, another
+// session's acquires are refused while S's lease lasts, every heartbeat
+// answered OK promises a lease in group b, and the group shows S holding
+// the lock with its token at the end.
+func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
+	p := servetest.Start(t, "--http-peers=", "--group", "b=1,2,3")
+	const ttl = 8000
+	for round := range 4 {
+		k := uint64(round%3 + 1)
+		live := []uint64{k%3 + 1, (k+1)%3 + 1}
+		name := fmt.Sprintf("x%d@b", round)
+		s, sSecret := newHTTPSession(t, p.URLs[k], ttl, fmt.Sprintf("S%d", round))
+		o, oSecret := newHTTPSession(t, p.URLs[live[0]], ttl, fmt.Sprintf("O%d", round))
+		r, err := acquireOn(p.URLs[k], name, s, sSecret, false)
+		require.NoError(t, err)
+		require.Equal(t, true, r.body["granted"], r.raw)
+		token := r.str("fencing_token")
+
+		p.Kill(k)
+		// Well inside the lease of S's grant, and of every heartbeat of S
+		// answered OK meanwhile.
+		leaseEnd := time.Now().Add(time.Duration(ttl/2) * time.Millisecond)
+		for burst := 0; burst == 0 || time.Now().Before(leaseEnd); burst++ {
+			var wg sync.WaitGroup
+			answers := make([]reply, 5)
+			errs := make([]error, 5)
+			for i := range answers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					base := p.URLs[live[i%2]]
+					switch {
+					case i < 2:
+						answers[i], errs[i] = call("POST", []string{base}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
+					case i < 4:
+						answers[i], errs[i] = acquireOn(base, name, s, sSecret, false)
+					default:
+						answers[i], errs[i] = acquireOn(base, name, o, oSecret, false)
+					}
+				}()
+			}
+			wg.Wait()
+			for i, a := range answers {
+				require.NoError(t, errs[i])
+				if a.status != 200 {
+					continue // 503: the client asks again
+				}
+				switch {
+				case i < 2:
+					leases, _ := a.body["leases"].(map[string]any)
+					require.Contains(t, leases, "b", "round %d, burst %d: S's heartbeat answered OK without a lease in b, where S holds %s: %s",
+						round, burst, name, a.raw)
+				case i < 4:
+					if a.body["granted"] == true {
+						require.Equal(t, token, a.str("fencing_token"), "round %d, burst %d: S's acquire answered another token than its grant: %s",
+							round, burst, a.raw)
+					}
+				default:
+					require.NotEqual(t, true, a.body["granted"], "round %d, burst %d: O was granted %s while S holds it with %s: %s",
+						round, burst, name, token, a.raw)
+				}
+			}
+		}
+		info, err := call("GET", []string{p.URLs[live[0]]}, "/v1/locks/"+name, "", nil)
+		require.NoError(t, err)
+		require.Equal(t, s, info.str("holder_session"), "round %d: %s's holder: %s", round, name, info.raw)
+		require.Equal(t, token, info.str("fencing_token"), "round %d: %s's token: %s", round, name, info.raw)
+		p.Restart(k)
+	}
+}

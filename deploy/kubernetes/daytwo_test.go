@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 )
 
 // The day-two files, each applied on its own beside fencelock.yaml.
@@ -551,6 +552,92 @@ func TestRestoreJobs(t *testing.T) {
 		}
 		if len(jobs) != 1 {
 			t.Errorf("pod %s-%d: Jobs %v restore into %s, want one", sts.Name, i, jobs, claim)
+		}
+	}
+}
+
+// scrapeConfig mirrors the fields of a Prometheus scrape_configs entry
+// that README.md's job without the operator uses: Prometheus' own config
+// types are not worth their module here, and the strict decode still
+// refuses a field this struct does not have.
+type scrapeConfig struct {
+	ScrapeConfigs []struct {
+		JobName             string `json:"job_name"`
+		KubernetesSDConfigs []struct {
+			Role       string `json:"role"`
+			Namespaces struct {
+				Names []string `json:"names"`
+			} `json:"namespaces"`
+		} `json:"kubernetes_sd_configs"`
+		Authorization struct {
+			CredentialsFile string `json:"credentials_file"`
+		} `json:"authorization"`
+		RelabelConfigs []struct {
+			SourceLabels []string `json:"source_labels"`
+			Regex        string   `json:"regex"`
+			Action       string   `json:"action"`
+		} `json:"relabel_configs"`
+	} `json:"scrape_configs"`
+}
+
+// README.md's scrape job for Prometheus without the operator keeps the
+// same targets as the ServiceMonitor (the headless Service's http port,
+// not fencelock-api's) and reads the token from the Secret's metrics key.
+func TestScrapeConfigSnippet(t *testing.T) {
+	m := load(t)
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)```yaml\n(scrape_configs:.*?)```").FindSubmatch(readme)
+	if block == nil {
+		t.Fatal("README.md: no ```yaml block of scrape_configs")
+	}
+	var sc scrapeConfig
+	if err := yaml.UnmarshalStrict(block[1], &sc); err != nil {
+		t.Fatalf("README.md's scrape_configs: %v", err)
+	}
+	if len(sc.ScrapeConfigs) != 1 {
+		t.Fatalf("README.md: want one scrape job, got %d", len(sc.ScrapeConfigs))
+	}
+	job := sc.ScrapeConfigs[0]
+	if len(job.KubernetesSDConfigs) != 1 || job.KubernetesSDConfigs[0].Role != "endpoints" {
+		t.Fatalf("scrape job %s: want one kubernetes_sd_configs of role endpoints", job.JobName)
+	}
+	if _, ok := m.secrets[0].StringData[path.Base(job.Authorization.CredentialsFile)]; path.Base(job.Authorization.CredentialsFile) != "metrics" || !ok {
+		t.Errorf("scrape job %s: credentials_file %q: want the Secret's key metrics, mounted", job.JobName, job.Authorization.CredentialsFile)
+	}
+	// The targets it keeps, as Prometheus' endpoints discovery labels them.
+	sanitize := regexp.MustCompile(`[^a-zA-Z0-9_]`)
+	target := func(s *corev1.Service, port string) map[string]string {
+		l := map[string]string{"__meta_kubernetes_endpoint_port_name": port}
+		for k, v := range s.Labels {
+			l["__meta_kubernetes_service_label_"+sanitize.ReplaceAllString(k, "_")] = v
+		}
+		return l
+	}
+	kept := func(l map[string]string) bool {
+		for _, rc := range job.RelabelConfigs {
+			if rc.Action != "keep" {
+				t.Fatalf("scrape job %s: a relabel action %q this test does not follow", job.JobName, rc.Action)
+			}
+			var vals []string
+			for _, s := range rc.SourceLabels {
+				vals = append(vals, l[s])
+			}
+			if !regexp.MustCompile("^(?:" + rc.Regex + ")$").MatchString(strings.Join(vals, ";")) {
+				return false
+			}
+		}
+		return len(job.RelabelConfigs) > 0
+	}
+	headless := m.service(t, m.sts.Spec.ServiceName)
+	for _, s := range m.services {
+		for _, p := range s.Spec.Ports {
+			want := s.Name == headless.Name && p.Name == "http"
+			if got := kept(target(s, p.Name)); got != want {
+				t.Errorf("scrape job %s keeps Service %s port %s: %v, want %v", job.JobName, s.Name, p.Name, got, want)
+			}
 		}
 	}
 }

@@ -226,6 +226,13 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		}
 		return nil, ran, err
 	}
+	if versions.beyondBaseline() {
+		// A Dir upgraded by a build that kept the versions but did not
+		// mark it against builds from before the gate.
+		if err := h.peers.refuseOldBuilds(); err != nil {
+			return fail(fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err))
+		}
+	}
 
 	engine, logdb := engineConfigs(cfg.Dir)
 	nhc := config.NodeHostConfig{

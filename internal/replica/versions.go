@@ -148,7 +148,7 @@ func (r *Replica) setGate(g fsm.Gate) {
 		}
 	}
 	r.log.Info("fencelock: "+groupName(r.name)+" writes "+g.String(), "was", old.String())
-	if err := r.host.versions.keep(r.name, g); err != nil {
+	if err := r.host.keepGate(r.name, g); err != nil {
 		r.log.Warn("fencelock: cannot keep the versions the group writes in Dir; a build that cannot read them is refused by its peers rather than at its start", "err", err)
 	}
 }
@@ -204,6 +204,14 @@ func (r *Replica) raiseGate() {
 	next := cur.Max(target)
 	if next == cur || !next.Valid() || next.Codec < fsm.MinCodec(fsm.KindGate) {
 		return
+	}
+	if !fsm.Baseline.Covers(next) {
+		// The raise is the first entry a build from before the gate cannot
+		// read: this Dir refuses such a build before it holds one.
+		if err := r.host.peers.refuseOldBuilds(); err != nil {
+			r.log.Warn("fencelock: cannot mark Dir against builds from before the version gate; the gate is not raised", "err", err)
+			return
+		}
 	}
 	if hold := r.holdRaise.Load(); hold != nil {
 		(*hold)() // a test's: see TestingHoldGateRaise
@@ -425,7 +433,7 @@ func (r *Replica) tooNew(index uint64, err error) {
 	}
 	r.log.Error(fmt.Sprintf("fencelock: %s writes %s%s; this build reads up to %v: upgrade this replica. It stops now: "+
 		"going on without the entry would leave it with another state than its group's", groupName(r.name), tooNewWhat(err), at, fsm.Reads()))
-	if kerr := r.host.versions.keep(r.name, g); kerr != nil {
+	if kerr := r.host.keepGate(r.name, g); kerr != nil {
 		r.log.Warn("fencelock: cannot keep the versions the group writes in Dir", "err", kerr)
 	}
 }
@@ -491,6 +499,33 @@ func loadVersions(dir string, groups []string) (*versionRecord, error) {
 		}
 	}
 	return v, nil
+}
+
+// keepGate records in Dir that group name writes g (versionRecord.keep)
+// and, for a gate above the baseline, that a build from before the gate
+// must not start on this Dir (peers.refuseOldBuilds): that build checks no
+// versions, and would replay the log skipping the entries it cannot read.
+func (h *Host) keepGate(name string, g fsm.Gate) error {
+	if err := h.versions.keep(name, g); err != nil {
+		return err
+	}
+	if fsm.Baseline.Covers(g) {
+		return nil
+	}
+	return h.peers.refuseOldBuilds()
+}
+
+// beyondBaseline reports whether a group of the record writes more than
+// fsm.Baseline.
+func (v *versionRecord) beyondBaseline() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, rec := range v.f.Groups {
+		if !fsm.Baseline.Covers(fsm.Gate{Codec: rec.Codec, Snapshot: rec.Snapshot}) {
+			return true
+		}
+	}
+	return false
 }
 
 // keep records that group name writes g, unless a record says as much.

@@ -221,7 +221,8 @@ func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 // requests and candidacies are withdrawn, and then, with force, its grants
 // revoked (fsm.State.Draining has the order that keeps a withdrawal or a
 // revoke from granting a queue's head), until a linearizable read finds
-// none. Without force a grant refuses the drop, changing nothing. The
+// none. Without force a grant found by the first read refuses the drop,
+// changing nothing; one made after it ends with the group. The
 // withdrawn requests' callers wait on until their replica applies the
 // drop, which ends them with ErrGroupDropped; a revoked grant ends with
 // ErrRevoked.
@@ -236,7 +237,8 @@ func drain(ctx context.Context, r *Replica, force bool) error {
 		cmds []fsm.Command
 		held int
 	}
-	for {
+	for round := range maxDrainRounds {
+		first := round == 0
 		v, err := r.Read(ctx, func(st *fsm.State) any {
 			cmds, held := st.Draining()
 			return draining{cmds: cmds, held: held}
@@ -245,11 +247,17 @@ func drain(ctx context.Context, r *Replica, force bool) error {
 			return err
 		}
 		d := v.(draining)
+		if d.held > 0 && !force {
+			if first {
+				return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, r.name, plural(d.held, "lock or leadership"))
+			}
+			// Granted since the check: it ends with the group (its holder
+			// learns it from its Done), and what queues behind it is
+			// withdrawn.
+			d.cmds, d.held = d.cmds[:len(d.cmds)-d.held], 0
+		}
 		if len(d.cmds) == 0 {
 			return nil
-		}
-		if d.held > 0 && !force {
-			return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, r.name, plural(d.held, "lock or leadership"))
 		}
 		for _, c := range d.cmds {
 			if c.Kind == fsm.KindRevoke {
@@ -262,7 +270,14 @@ func drain(ctx context.Context, r *Replica, force bool) error {
 		r.log.Info("fencelock: a group being dropped withdrew its queued requests and revoked its grants", "group", r.name,
 			"withdrawn", len(d.cmds)-d.held, "revoked", d.held)
 	}
+	return nil // callers that keep asking: what they got ends with the group
 }
+
+// maxDrainRounds bounds drain's rounds, so that clients that keep asking
+// the group (a retry loop, an election's candidates) cannot hold its drop
+// off: after them, what they were granted or queued for meanwhile ends
+// with the group (ErrGroupDropped).
+const maxDrainRounds = 8
 
 // SetVoters makes voters group name's voters in the table, and returns once
 // the group's raft membership has moved to them (the root's SetVoters

@@ -76,10 +76,10 @@ type DropOption func(*dropOptions)
 
 type dropOptions struct{ force bool }
 
-// ForceDrop drops a group that holds locks: every session with a lock,
-// leadership, queued request or candidacy in the group has its part there
-// ended first, as EndSessionIn would (their holders' grants end with
-// ErrRevoked), until none is left; then the group is dropped.
+// ForceDrop drops a group that holds locks: its locks and leaderships are
+// revoked first (their grants end with ErrRevoked), after its queued
+// requests and candidacies were withdrawn, so that none of them is granted
+// on the way; then the group is dropped.
 func ForceDrop() DropOption { return func(o *dropOptions) { o.force = true } }
 
 // DropGroup removes a named group from the running deployment, with no
@@ -90,9 +90,12 @@ func ForceDrop() DropOption { return func(o *dropOptions) { o.force = true } }
 // the group's parts of this replica's sessions, with ErrGroupDropped.
 //
 // A group that holds a lock or a leadership is refused with
-// ErrGroupHoldsLocks, unless ForceDrop is given. A lock granted in the
-// moment between that check and the drop ends with the group: its holder
-// learns it from its Done (ErrGroupDropped), never by a silent loss. A group
+// ErrGroupHoldsLocks, unless ForceDrop is given. A drop grants nothing:
+// the group's queued requests and candidacies are withdrawn first, never
+// granted, and their calls end with ErrGroupDropped. A call that asks the
+// group in the moment between that and the drop ends with the group: a
+// lock granted then, with its Done (ErrGroupDropped), never by a silent
+// loss. A group
 // not in the table is ErrUnknownGroup. Call it on a replica that runs the
 // group (every replica does but those SetVoters moved it off: ErrGroupMoved).
 func (n *Node) DropGroup(ctx context.Context, name string, opts ...DropOption) error {

@@ -170,7 +170,7 @@ type DropResponse struct {
 }
 
 // dropGroup removes a group from the running deployment (Node.DropGroup);
-// ?force=true ends the sessions holding its locks first (ForceDrop).
+// ?force=true revokes its locks first (ForceDrop).
 func (s *Server) dropGroup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if _, err := body(r); err != nil { // any body is ignored, but bounded

@@ -567,17 +567,41 @@ func increasing(ids []uint64) bool {
 	return true
 }
 
-// Holding counts the grants of locks and leaderships the group's sessions
-// hold (a lock under a lock-delay, held by nobody, is not one), and lists,
-// by ID, the sessions that hold or wait for anything: what dropping a
-// group would end.
-func (st *State) Holding() (grants int, sessions []uint64) {
-	for _, s := range st.sessions {
-		grants += s.held.n + s.leads.n
-		if s.held.n+s.leads.n+len(s.waits)+len(s.campaigns) > 0 {
-			sessions = append(sessions, s.id)
+// Draining returns the commands that empty the group without granting
+// anything, for a drop: a Cancel of every queued request and candidacy,
+// and then a Revoke, by token, of every grant of a lock or leadership
+// (held counts them; a lock under a lock-delay, held by nobody, is not
+// one). Applied in this order, each withdrawal leaves the queues behind
+// it empty (each queue is withdrawn from its tail), so none lets a request
+// in, and each revoke finds its queue empty, so none passes a lock on: as
+// long as nothing queues meanwhile, no command of the list grants
+// anything. A session's own end, or a revoke before the withdrawals, would
+// grant its queue's head first (issue 48, item 7). The order is locks,
+// then elections, each by name; a revoke's Op is the caller's to draw.
+func (st *State) Draining() (cmds []Command, held int) {
+	var revokes []Command
+	for _, t := range []*lockTable{st.locks, st.elections} {
+		var ls []*lock
+		for l := range t.all {
+			ls = append(ls, l)
+		}
+		slices.SortFunc(ls, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
+		for _, l := range ls {
+			var queue []*waiter
+			for w := range l.queued {
+				queue = append(queue, w)
+			}
+			for _, w := range slices.Backward(queue) {
+				// The session's floor: a Cancel below its base would be
+				// refused as its old incarnation's, and one above it would
+				// forget replies its holder may still need.
+				cmds = append(cmds, Command{Kind: KindCancel, Session: w.s.id, Target: w.seq, Floor: w.s.floor,
+					Name: l.name, Election: l.election})
+			}
+			for h := range l.grants {
+				revokes = append(revokes, Command{Kind: KindRevoke, Name: l.name, Token: h.token, Election: l.election})
+			}
 		}
 	}
-	slices.Sort(sessions)
-	return grants, sessions
+	return append(cmds, revokes...), len(revokes)
 }

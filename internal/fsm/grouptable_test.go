@@ -347,3 +347,57 @@ func TestVersion9GroupTableLogReplays(t *testing.T) {
 	require.Equal(t, map[Status]bool{OK: true, Invalid: true}, seen[KindGroupSetVoters])
 	require.Equal(t, map[Status]bool{OK: true, NotApplied: true}, seen[KindGroupDrop])
 }
+
+// Draining's commands, applied one entry each as a drop proposes them,
+// grant nothing: not the shared requests behind an exclusive head, not a
+// lock's or an election's next in line when its holder is revoked, not a
+// lock a session waits for while it holds another. They leave nothing
+// held or queued. (Ending the holders' sessions instead grants each
+// queue's head: issue 48, item 7.)
+func TestDrainingGrantsNothing(t *testing.T) {
+	h := newHarness(t)
+	var ids [6]uint64
+	for i := range ids {
+		ids[i] = h.open(uint64(i + 1))
+	}
+	a, b, c, d, e, f := ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]
+	shared := func(s, seq uint64, name string) Command {
+		return Command{Kind: KindAcquireShared, Session: s, Seq: seq, Name: name, Wait: true}
+	}
+	campaign := func(s, seq uint64, name string) Command {
+		return Command{Kind: KindCampaign, Session: s, Seq: seq, Name: name, Value: "v", Wait: true}
+	}
+	want := []Status{Granted, Queued, Queued, Queued, Granted, Queued, Queued, Granted, Queued, Granted, Queued, Queued}
+	rs, _ := h.apply(
+		shared(a, 1, "s"), acqCmd(b, 1, "s", true), shared(c, 1, "s"), shared(d, 1, "s"), // shared requests behind an exclusive one
+		acqCmd(a, 2, "x", true), acqCmd(e, 1, "x", true), acqCmd(f, 1, "x", true),
+		acqCmd(e, 2, "y", true), acqCmd(a, 3, "y", true), // a waits for y, held by e, while it holds x
+		campaign(f, 2, "el"), campaign(c, 2, "el"), campaign(d, 2, "el"),
+	)
+	for i, r := range rs {
+		require.Equal(t, want[i], r.Status, "command %d", i)
+	}
+
+	cmds, held := h.st.Draining()
+	require.Equal(t, 4, held, "s, x, y and el's leadership")
+	for i, cmd := range cmds {
+		if cmd.Kind == KindRevoke {
+			cmd.Op = uint64(i + 1)
+		}
+		r, evs := h.one(cmd)
+		require.True(t, r.Status == Cancelled || r.Status == OK, "%v: %v", cmd.Kind, r.Status)
+		for _, ev := range evs {
+			require.NotContains(t, []EventKind{EventGranted, EventElected}, ev.Kind, "%v of %q granted %+v", cmd.Kind, cmd.Name, ev)
+		}
+	}
+	sessions, locks, waiting := h.st.Counts()
+	require.Equal(t, 6, sessions, "every session lives on")
+	require.Zero(t, locks)
+	require.Zero(t, waiting)
+	elections, candidates := h.st.ElectionCounts()
+	require.Zero(t, elections)
+	require.Zero(t, candidates)
+	cmds, held = h.st.Draining()
+	require.Empty(t, cmds)
+	require.Zero(t, held)
+}

@@ -95,6 +95,7 @@ type Host struct {
 	readingMembers atomic.Int32                   // memberships being read for other replicas (serveMembers)
 	sendingStates  atomic.Int32                   // group states larger than one message being sent to mirrors (serveMirror)
 	streams        streamCount                    // message connections opened, by target (tests)
+	tooNewWarned   sync.Map                       // [peer, shard] -> when sendScreen last warned
 
 	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)
 	// before Close closes it: Dragonboat's Close and GetNodeHostInfo race.
@@ -225,6 +226,13 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		}
 		return nil, ran, err
 	}
+	if versions.beyondBaseline() {
+		// A Dir upgraded by a build that kept the versions but did not
+		// mark it against builds from before the gate.
+		if err := h.peers.refuseOldBuilds(); err != nil {
+			return fail(fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err))
+		}
+	}
 
 	engine, logdb := engineConfigs(cfg.Dir)
 	nhc := config.NodeHostConfig{
@@ -257,6 +265,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 		h.calls = callDialer(nhc.Expert.TransportFactory)
 	}
+	nhc.Expert.TransportFactory = sendScreen{nhc.Expert.TransportFactory, h}
 	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down, &h.streams}
 	nhc.Expert.TransportFactory = progressFactory{TransportFactory: nhc.Expert.TransportFactory, h: h}
 	nh, err := dragonboat.NewNodeHost(nhc)

@@ -34,7 +34,23 @@ type groupFile struct {
 	Version int               `json:"version"`
 	Group   string            `json:"group"`
 	Members map[uint64]string `json:"members"`
+	// Note is version 2's word to whoever reads the file.
+	Note string `json:"note,omitempty"`
 }
+
+// The identity file's versions. Version 2 is version 1 written once a
+// group of this Dir writes more than fsm.Baseline (refuseOldBuilds): a
+// build from before the version gate reads this file at its start and
+// refuses a version other than 1, before it replays a log whose newer
+// entries it would skip as corrupt (and serve, and snapshot, a state
+// without them). Every build since reads both.
+const (
+	groupFileV1    = 1
+	groupFileGated = 2
+)
+
+// gatedNote is what a version-2 identity file says of itself.
+const gatedNote = "version 2: this Dir's groups write log entries a build from before the version gate (log version 8 or older) cannot read; such a build refuses this Dir"
 
 // groupDigest is the identity of a group bootstrapped with members.
 func groupDigest(deployment uint64, members map[uint64]string) string {
@@ -55,11 +71,11 @@ func loadGroup(cfg *Config) (groupFile, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return groupFile{}, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
 	case cfg.Join:
-		return groupFile{Version: 1}, nil
+		return groupFile{Version: groupFileV1}, nil
 	}
 	// A new group, or a Dir of a version that kept no identity: either
 	// way the bootstrap members are cfg's.
-	g = groupFile{Version: 1, Group: groupDigest(cfg.DeploymentID, cfg.Members), Members: maps.Clone(cfg.Members)}
+	g = groupFile{Version: groupFileV1, Group: groupDigest(cfg.DeploymentID, cfg.Members), Members: maps.Clone(cfg.Members)}
 	if err := writeGroup(path, g); err != nil {
 		return groupFile{}, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
 	}
@@ -80,7 +96,7 @@ func decodeGroup(path string, data []byte) (groupFile, error) {
 	if err := decodeDirFile(path, data, &g); err != nil {
 		return groupFile{}, err
 	}
-	if g.Version != 1 || (g.Group == "") != (len(g.Members) == 0) {
+	if (g.Version != groupFileV1 && g.Version != groupFileGated) || (g.Group == "") != (len(g.Members) == 0) {
 		return groupFile{}, fmt.Errorf("%s is corrupt: version %d, group %q with %d members", path, g.Version, g.Group, len(g.Members))
 	}
 	return g, nil
@@ -137,6 +153,9 @@ type peers struct {
 
 	mu    sync.Mutex
 	hello peering.Hello // what this host says; Group set once known
+	// fileVersion is the identity file's version in Dir (groupFileGated
+	// once the Dir refuses builds from before the gate).
+	fileVersion int
 
 	// members is the default group's membership as last applied here
 	// (refreshed by its monitor), by which a peer's claimed address is
@@ -149,7 +168,7 @@ type peers struct {
 
 func newPeers(h *Host, g groupFile, dirs *dirIDs) *peers {
 	reads := h.reads()
-	p := &peers{h: h, path: filepath.Join(h.cfg.Dir, groupFileName), dirs: dirs, hello: peering.Hello{
+	p := &peers{h: h, path: filepath.Join(h.cfg.Dir, groupFileName), dirs: dirs, fileVersion: g.Version, hello: peering.Hello{
 		Group: g.Group, Replica: h.cfg.ReplicaID, Addr: h.cfg.Addr, Members: g.Members,
 		Codec: uint8(reads.Codec), Snapshot: uint8(reads.Snapshot),
 	}}
@@ -278,11 +297,39 @@ func (p *peers) adopt(h peering.Hello) {
 	if p.hello.Group != "" {
 		return
 	}
-	g := groupFile{Version: 1, Group: h.Group, Members: maps.Clone(h.Members)}
+	g := p.file(h.Group, maps.Clone(h.Members))
 	if err := writeGroup(p.path, g); err != nil {
 		p.h.log.Warn("fencelock: cannot keep the group identity in Dir; it is learnt again at the next start", "err", err)
 	}
 	p.hello.Group, p.hello.Members = g.Group, g.Members
+}
+
+// file is the identity file of group with members, at the version this
+// Dir's file has.
+func (p *peers) file(group string, members map[uint64]string) groupFile {
+	g := groupFile{Version: p.fileVersion, Group: group, Members: members}
+	if g.Version == groupFileGated {
+		g.Note = gatedNote
+	}
+	return g
+}
+
+// refuseOldBuilds makes the identity file version 2 (groupFileGated), if
+// it is not yet: called once a group of this Dir writes more than the
+// baseline, it keeps a build from before the gate from starting on it.
+func (p *peers) refuseOldBuilds() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fileVersion == groupFileGated {
+		return nil
+	}
+	was := p.fileVersion
+	p.fileVersion = groupFileGated
+	if err := writeGroup(p.path, p.file(p.hello.Group, p.hello.Members)); err != nil {
+		p.fileVersion = was
+		return err
+	}
+	return nil
 }
 
 func (p *peers) Contact(id uint64) {

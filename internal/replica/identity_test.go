@@ -35,14 +35,16 @@ func FuzzDecodeGroup(f *testing.F) {
 }
 
 // The identity file round trip: writeGroup then readGroup returns every
-// identity the replica can write (version 1, a group with its members or,
-// for a joining replica, neither), and refuses what it never writes: another
-// version, a group without members, members without a group.
+// identity the replica can write (version 1, or 2 once the Dir refuses
+// builds from before the gate; a group with its members or, for a joining
+// replica, neither), and refuses what it never writes: another version, a
+// group without members, members without a group.
 func FuzzGroupRoundTrip(f *testing.F) {
 	f.Add(1, uint64(0), "a:1", uint64(2), "b:1", true)
 	f.Add(1, uint64(7), "a:1", uint64(0), "", false)
 	f.Add(2, uint64(1), "a:1", uint64(0), "", true)
 	f.Add(1, uint64(0), "", uint64(0), "", true)
+	f.Add(3, uint64(1), "a:1", uint64(0), "", true)
 	f.Fuzz(func(t *testing.T, version int, id1 uint64, addr1 string, id2 uint64, addr2 string, withGroup bool) {
 		if !utf8.ValidString(addr1) || !utf8.ValidString(addr2) {
 			t.Skip("JSON carries text: addresses are UTF-8")
@@ -59,7 +61,7 @@ func FuzzGroupRoundTrip(f *testing.F) {
 		path := filepath.Join(t.TempDir(), groupFileName)
 		require.NoError(t, writeGroup(path, g))
 		got, err := readGroup(path)
-		if version != 1 || withGroup != (len(g.Members) > 0) {
+		if (version != 1 && version != 2) || withGroup != (len(g.Members) > 0) {
 			require.Error(t, err, "an identity the replica never writes is refused: %+v", g)
 			return
 		}

@@ -162,6 +162,8 @@ type Replica struct {
 	// lostReplies is set only by tests (TestingLoseReplies): kinds whose
 	// next committed proposals Propose reports as lost to a leader change.
 	lostReplies atomic.Pointer[lostReplies]
+	// holdRaise is set only by tests (TestingHoldGateRaise).
+	holdRaise atomic.Pointer[func()]
 
 	// leaderMu guards leaderUp, which is closed (and replaced) whenever a
 	// leader becomes known, so that retries waiting for one go at once.

@@ -185,8 +185,8 @@ func (h *Host) CreateGroup(ctx context.Context, name string, voters []uint64) er
 
 // DropGroup removes group name from the table, and returns once it no
 // longer runs on this host (the root's DropGroup documents the contract).
-// With force, every session of the group is ended first (their locks and
-// leaderships are revoked), until none holds anything.
+// The group is drained first (drain): its queued requests withdrawn and,
+// with force, its grants revoked, none granting anything.
 func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 	// A deployment whose table was never set (its gate not raised yet, or
 	// just raised) names its Config.Groups: seed them first, as a create
@@ -203,23 +203,8 @@ func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 	if r == nil || r.shard != e.Shard {
 		return fmt.Errorf("%w: %q does not run on replica %d: call DropGroup on a replica that runs it", ErrGroupMoved, name, h.cfg.ReplicaID)
 	}
-	for {
-		held, sessions, err := groupHolds(ctx, r)
-		if err != nil {
-			return err
-		}
-		if held == 0 && (!force || len(sessions) == 0) {
-			break
-		}
-		if !force {
-			return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, name, plural(held, "lock or leadership"))
-		}
-		for _, id := range sessions {
-			if _, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id, Op: newOpID()}); err != nil {
-				return err
-			}
-		}
-		h.log.Info("fencelock: sessions of a group being dropped ended, their locks revoked", "group", name, "sessions", len(sessions))
+	if err := drain(ctx, r, force); err != nil {
+		return err
 	}
 	res, err := h.groups()[0].Propose(ctx, fsm.Command{Kind: fsm.KindGroupDrop, Op: newOpID(), Groups: []fsm.GroupSpec{{Name: name}}})
 	if err != nil {
@@ -232,23 +217,67 @@ func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 	return h.awaitGroup(ctx, name, func(x *Replica) bool { return x != r })
 }
 
-// groupHolds counts the locks and leaderships held in r's group, and lists
-// the sessions that hold or wait for any (a linearizable read).
-func groupHolds(ctx context.Context, r *Replica) (held int, sessions []uint64, err error) {
-	type holds struct {
-		held     int
-		sessions []uint64
+// drain empties group r before its drop, granting nothing: its queued
+// requests and candidacies are withdrawn, and then, with force, its grants
+// revoked (fsm.State.Draining has the order that keeps a withdrawal or a
+// revoke from granting a queue's head), until a linearizable read finds
+// none. Without force a grant found by the first read refuses the drop,
+// changing nothing; one made after it ends with the group. The
+// withdrawn requests' callers wait on until their replica applies the
+// drop, which ends them with ErrGroupDropped; a revoked grant ends with
+// ErrRevoked.
+//
+// Each command is proposed after the one before it applied: a request
+// queued meanwhile is found by the next read. Nothing in the group's own
+// state says it is dying, so a call that queues or is granted after the
+// last read, before the drop applies, ends with the group instead
+// (ErrGroupDropped).
+func drain(ctx context.Context, r *Replica, force bool) error {
+	type draining struct {
+		cmds []fsm.Command
+		held int
 	}
-	v, err := r.Read(ctx, func(st *fsm.State) any {
-		n, ids := st.Holding()
-		return holds{held: n, sessions: ids}
-	})
-	if err != nil {
-		return 0, nil, err
+	for round := range maxDrainRounds {
+		first := round == 0
+		v, err := r.Read(ctx, func(st *fsm.State) any {
+			cmds, held := st.Draining()
+			return draining{cmds: cmds, held: held}
+		})
+		if err != nil {
+			return err
+		}
+		d := v.(draining)
+		if d.held > 0 && !force {
+			if first {
+				return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, r.name, plural(d.held, "lock or leadership"))
+			}
+			// Granted since the check: it ends with the group (its holder
+			// learns it from its Done), and what queues behind it is
+			// withdrawn.
+			d.cmds, d.held = d.cmds[:len(d.cmds)-d.held], 0
+		}
+		if len(d.cmds) == 0 {
+			return nil
+		}
+		for _, c := range d.cmds {
+			if c.Kind == fsm.KindRevoke {
+				c.Op = newOpID() // applied once across its retries
+			}
+			if _, err := r.Propose(ctx, c); err != nil {
+				return err
+			}
+		}
+		r.log.Info("fencelock: a group being dropped withdrew its queued requests and revoked its grants", "group", r.name,
+			"withdrawn", len(d.cmds)-d.held, "revoked", d.held)
 	}
-	hv := v.(holds)
-	return hv.held, hv.sessions, nil
+	return nil // callers that keep asking: what they got ends with the group
 }
+
+// maxDrainRounds bounds drain's rounds, so that clients that keep asking
+// the group (a retry loop, an election's candidates) cannot hold its drop
+// off: after them, what they were granted or queued for meanwhile ends
+// with the group (ErrGroupDropped).
+const maxDrainRounds = 8
 
 // SetVoters makes voters group name's voters in the table, and returns once
 // the group's raft membership has moved to them (the root's SetVoters

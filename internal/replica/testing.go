@@ -173,6 +173,19 @@ func (h *Host) TestingPauseBalancer(paused bool) {
 	h.bal.paused = paused
 }
 
+// TestingHoldGateRaise makes each raise of the group's gate that this
+// replica makes as its leader call hold once it has read the membership
+// and found that every member reads more, just before it proposes the
+// raise: a test adds a member in that gap. nil ends it. Production code
+// never calls it.
+func (r *Replica) TestingHoldGateRaise(hold func()) {
+	if hold == nil {
+		r.holdRaise.Store(nil)
+		return
+	}
+	r.holdRaise.Store(&hold)
+}
+
 // TestingLoseReplies makes the next n proposals of kind that Propose sees
 // committed on this replica report a leader change instead of their
 // result, as a leader change that fails an entry in flight after it

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4"
+	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
+	pb "github.com/lni/dragonboat/v4/raftpb"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/peering"
@@ -35,6 +38,10 @@ import (
 //   - a peer that announces less than a group it runs already writes is
 //     refused in the handshake (checkReads), so a downgraded replica is told
 //     why instead of failing on entries it cannot read;
+//   - and, since a connection's handshake runs only when it opens and a
+//     member may be added between the leader's read of the membership and
+//     its raise, no entry or snapshot is sent to a peer of a newer version
+//     than it announced (sendScreen);
 //   - a replica that meets an entry or a snapshot it cannot read stops on
 //     it (fsm's Update fails) and says so in our words first (tooNew); the
 //     gates it has seen are kept in Dir (versionsFileName), so that a build
@@ -141,7 +148,7 @@ func (r *Replica) setGate(g fsm.Gate) {
 		}
 	}
 	r.log.Info("fencelock: "+groupName(r.name)+" writes "+g.String(), "was", old.String())
-	if err := r.host.versions.keep(r.name, g); err != nil {
+	if err := r.host.keepGate(r.name, g); err != nil {
 		r.log.Warn("fencelock: cannot keep the versions the group writes in Dir; a build that cannot read them is refused by its peers rather than at its start", "err", err)
 	}
 }
@@ -197,6 +204,17 @@ func (r *Replica) raiseGate() {
 	next := cur.Max(target)
 	if next == cur || !next.Valid() || next.Codec < fsm.MinCodec(fsm.KindGate) {
 		return
+	}
+	if !fsm.Baseline.Covers(next) {
+		// The raise is the first entry a build from before the gate cannot
+		// read: this Dir refuses such a build before it holds one.
+		if err := r.host.peers.refuseOldBuilds(); err != nil {
+			r.log.Warn("fencelock: cannot mark Dir against builds from before the version gate; the gate is not raised", "err", err)
+			return
+		}
+	}
+	if hold := r.holdRaise.Load(); hold != nil {
+		(*hold)() // a test's: see TestingHoldGateRaise
 	}
 	r.log.Info("fencelock: every member of "+groupName(r.name)+" reads "+next.String()+": raising the versions the group writes",
 		"members", ids, "was", cur.String())
@@ -415,7 +433,7 @@ func (r *Replica) tooNew(index uint64, err error) {
 	}
 	r.log.Error(fmt.Sprintf("fencelock: %s writes %s%s; this build reads up to %v: upgrade this replica. It stops now: "+
 		"going on without the entry would leave it with another state than its group's", groupName(r.name), tooNewWhat(err), at, fsm.Reads()))
-	if kerr := r.host.versions.keep(r.name, g); kerr != nil {
+	if kerr := r.host.keepGate(r.name, g); kerr != nil {
 		r.log.Warn("fencelock: cannot keep the versions the group writes in Dir", "err", kerr)
 	}
 }
@@ -483,6 +501,33 @@ func loadVersions(dir string, groups []string) (*versionRecord, error) {
 	return v, nil
 }
 
+// keepGate records in Dir that group name writes g (versionRecord.keep)
+// and, for a gate above the baseline, that a build from before the gate
+// must not start on this Dir (peers.refuseOldBuilds): that build checks no
+// versions, and would replay the log skipping the entries it cannot read.
+func (h *Host) keepGate(name string, g fsm.Gate) error {
+	if err := h.versions.keep(name, g); err != nil {
+		return err
+	}
+	if fsm.Baseline.Covers(g) {
+		return nil
+	}
+	return h.peers.refuseOldBuilds()
+}
+
+// beyondBaseline reports whether a group of the record writes more than
+// fsm.Baseline.
+func (v *versionRecord) beyondBaseline() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, rec := range v.f.Groups {
+		if !fsm.Baseline.Covers(fsm.Gate{Codec: rec.Codec, Snapshot: rec.Snapshot}) {
+			return true
+		}
+	}
+	return false
+}
+
 // keep records that group name writes g, unless a record says as much.
 func (v *versionRecord) keep(name string, g fsm.Gate) error {
 	v.mu.Lock()
@@ -502,4 +547,170 @@ func (v *versionRecord) keep(name string, g fsm.Gate) error {
 	}
 	v.f.Groups = next
 	return nil
+}
+
+// sendScreen wraps the host's transport so that no replica of this host
+// sends a peer a log entry of a newer version than the peer announced it
+// reads in its handshake, nor a snapshot of a group that writes a newer
+// snapshot version: the peer could not read it (a build before the gate
+// would skip it as corrupt and hold another state than its group's).
+//
+// The handshake refuses such a peer when a connection opens (checkReads),
+// and the gate's raise and a member's addition each check the other
+// (raiseGate, addNonVoting); but the two checks race, and a connection
+// opened before the raise is not checked again: a member added between
+// the leader's read of the membership and its raise would be sent the
+// new entries. The screen closes that at the one place every entry passes:
+// the message is not sent, raft sends it again later, and the member waits
+// (and says nothing) until it runs a build that reads them; the sender
+// logs why, at most once a minute per peer and group.
+type sendScreen struct {
+	config.TransportFactory
+	h *Host
+}
+
+func (f sendScreen) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raftio.ChunkHandler) raftio.ITransport {
+	return screenedTransport{f.TransportFactory.Create(nhc, mh, ch), f.h}
+}
+
+type screenedTransport struct {
+	raftio.ITransport
+	h *Host
+}
+
+func (t screenedTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
+	c, err := t.ITransport.GetConnection(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return screenedConn{c, t.h}, nil
+}
+
+func (t screenedTransport) GetSnapshotConnection(ctx context.Context, target string) (raftio.ISnapshotConnection, error) {
+	c, err := t.ITransport.GetSnapshotConnection(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return screenedSnapshotConn{c, t.h}, nil
+}
+
+type screenedConn struct {
+	raftio.IConnection
+	h *Host
+}
+
+// SendMessageBatch sends b without the messages whose entries the
+// receiver does not read.
+func (c screenedConn) SendMessageBatch(b pb.MessageBatch) error {
+	keep := -1 // messages kept so far, once one was left out
+	for i := range b.Requests {
+		m := &b.Requests[i]
+		if c.h.readable(m) {
+			if keep >= 0 {
+				b.Requests[keep] = *m
+				keep++
+			}
+			continue
+		}
+		if keep < 0 {
+			// The batch is Dragonboat's: leave its slice as it was.
+			b.Requests = slices.Clone(b.Requests)
+			keep = i
+		}
+	}
+	if keep >= 0 {
+		b.Requests = b.Requests[:keep]
+		if len(b.Requests) == 0 {
+			return nil
+		}
+	}
+	return c.IConnection.SendMessageBatch(b)
+}
+
+type screenedSnapshotConn struct {
+	raftio.ISnapshotConnection
+	h *Host
+}
+
+// errSnapshotTooNew fails a snapshot chunk for a peer that does not read
+// the group's snapshots: Dragonboat abandons the stream and tries later.
+var errSnapshotTooNew = errors.New("the peer does not read the group's snapshot version")
+
+func (c screenedSnapshotConn) SendChunk(chunk pb.Chunk) error {
+	r := c.h.byShard(chunk.ShardID)
+	if r != nil {
+		if reads, ok := c.h.peers.readsOf(chunk.ReplicaID); ok && reads.Snapshot < r.Gate().Snapshot {
+			c.h.warnTooNew(chunk.ReplicaID, r, reads, fmt.Sprintf("snapshot version %d", r.Gate().Snapshot))
+			return errSnapshotTooNew
+		}
+	}
+	return c.ISnapshotConnection.SendChunk(chunk)
+}
+
+// readable reports whether m's receiver reads every entry m carries, as
+// it announced (a peer not heard from is not screened: the handshake that
+// opened the connection records what it reads).
+func (h *Host) readable(m *pb.Message) bool {
+	if len(m.Entries) == 0 {
+		return true
+	}
+	reads, ok := h.peers.readsOf(m.To)
+	if !ok || reads.Codec >= fsm.CodecVersion() {
+		return true
+	}
+	newest := 0
+	for i := range m.Entries {
+		v, ok := entryVersion(&m.Entries[i])
+		if !ok { // not ours to read: take what its group writes
+			if r := h.byShard(m.ShardID); r != nil {
+				v = r.Gate().Codec
+			}
+		}
+		newest = max(newest, v)
+	}
+	if newest <= reads.Codec {
+		return true
+	}
+	if r := h.byShard(m.ShardID); r != nil {
+		h.warnTooNew(m.To, r, reads, fmt.Sprintf("log version %d", newest))
+	}
+	return false
+}
+
+// entryVersion returns the log version of entry e (the first byte of the
+// state machine's payload: fsm's codec), 0 for an entry that carries none
+// (a membership change, an empty entry); ok is false for a payload it
+// cannot read without decoding (a compressed one: fencelock compresses
+// none).
+func entryVersion(e *pb.Entry) (v int, ok bool) {
+	cmd := e.Cmd
+	switch e.Type {
+	case pb.ApplicationEntry:
+	case pb.EncodedEntry:
+		// Dragonboat's header byte: its format version (high 4 bits), the
+		// compression (3 bits) and a session flag.
+		if len(cmd) == 0 || cmd[0]&0xfe != 0 {
+			return 0, false
+		}
+		cmd = cmd[1:]
+	default:
+		return 0, true
+	}
+	if len(cmd) == 0 {
+		return 0, true
+	}
+	return int(cmd[0]), true
+}
+
+// warnTooNew logs, at most once a minute per peer and group, that r's
+// entries (what, of the version named) are not sent to replica id.
+func (h *Host) warnTooNew(id uint64, r *Replica, reads fsm.Gate, what string) {
+	key := [2]uint64{id, r.shard}
+	now := time.Now()
+	if last, ok := h.tooNewWarned.Load(key); ok && now.Sub(last.(time.Time)) < time.Minute {
+		return
+	}
+	h.tooNewWarned.Store(key, now)
+	r.log.Warn(fmt.Sprintf("fencelock: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %s: "+
+		"its entries are not sent to it, and it falls behind until it runs a build that reads them", id, reads.Codec, reads.Snapshot, groupName(r.name), what))
 }

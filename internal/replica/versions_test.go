@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -120,5 +121,55 @@ func TestVersionRecord(t *testing.T) {
 		_, err = loadVersions(dir, []string{""})
 		require.ErrorIs(t, err, ErrInvalidConfig, bad)
 		require.NotErrorIs(t, err, fsm.ErrVersionTooNew, bad)
+	}
+}
+
+// Once a group of the Dir writes more than the baseline, the Dir's
+// identity file is version 2, which a build from before the gate refuses
+// at its start (it knows version 1 only), before it would replay entries
+// it cannot read; a gate at the baseline leaves it at version 1, so that
+// a replica may still go back while the group writes what the old build
+// reads. The identity stays what it was, and a joining replica's adoption
+// keeps version 2. (cmd/fencelock's TestReleasedBuildRefusesAnUpgradedDir
+// runs the released build itself.)
+func TestGateAboveBaselineRefusesOldBuilds(t *testing.T) {
+	for _, join := range []bool{false, true} {
+		dir := t.TempDir()
+		cfg := &Config{Dir: dir, Members: map[uint64]string{1: "a:1"}, Join: join}
+		g, err := loadGroup(cfg)
+		require.NoError(t, err)
+		v, err := loadVersions(dir, []string{""})
+		require.NoError(t, err)
+		h := &Host{cfg: *cfg, versions: v}
+		h.peers = &peers{h: h, path: filepath.Join(dir, groupFileName), fileVersion: g.Version,
+			hello: peering.Hello{Group: g.Group, Members: g.Members}}
+		releasedReads := func() error { // the released build's check of the file
+			data, err := os.ReadFile(filepath.Join(dir, groupFileName))
+			if err != nil {
+				return err
+			}
+			var f struct{ Version int }
+			require.NoError(t, json.Unmarshal(data, &f))
+			if f.Version != 1 {
+				return fmt.Errorf("version %d", f.Version)
+			}
+			return nil
+		}
+
+		require.NoError(t, h.keepGate("", fsm.Baseline))
+		if !join { // a joining replica has no file until it adopts a group
+			require.NoError(t, releasedReads(), "at the baseline, the old build may still start")
+		}
+		require.NoError(t, h.keepGate("", fsm.Reads()))
+		require.EqualError(t, releasedReads(), "version 2", "join %v", join)
+		got, err := readGroup(filepath.Join(dir, groupFileName))
+		require.NoError(t, err, "this build reads it")
+		require.Equal(t, groupFile{Version: 2, Group: g.Group, Members: g.Members, Note: gatedNote}, got)
+		if join {
+			h.peers.adopt(peering.Hello{Group: "abc", Members: map[uint64]string{2: "b:1"}})
+			got, err = readGroup(filepath.Join(dir, groupFileName))
+			require.NoError(t, err)
+			require.Equal(t, groupFile{Version: 2, Group: "abc", Members: map[uint64]string{2: "b:1"}, Note: gatedNote}, got)
+		}
 	}
 }

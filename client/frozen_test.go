@@ -1,6 +1,7 @@
 package client
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,23 @@ func TestSessionOutlivesAFrozenOwner(t *testing.T) {
 	owner := info.Holders[0].Owner
 	require.NotZero(t, owner)
 
+	// What the frozen owner costs: the heartbeats that failed, and how
+	// near the lease came to its end.
+	var mu sync.Mutex
+	failed, least := 0, ttl
+	s.OnHeartbeat(func(err error, left time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed++
+		}
+		least = min(least, left)
+	})
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("while frozen: %d heartbeats failed; the least lease left after an answer: %v of %v", failed, least, s.Lease())
+	}()
 	p.Freeze(owner)
 	defer p.Thaw(owner)
 	frozen := time.Now()
@@ -49,6 +67,7 @@ func TestSessionOutlivesAFrozenOwner(t *testing.T) {
 	require.Len(t, info.Holders, 1)
 	require.NotEqual(t, owner, info.Holders[0].Owner, "the session still lives on the frozen replica")
 
+	s.OnHeartbeat(nil)
 	p.Thaw(owner)
 	require.NoError(t, s.KeepAlive(ctx))
 	require.NoError(t, l.Err())

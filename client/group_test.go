@@ -94,7 +94,7 @@ func (g *group) stop(id uint64) {
 // port).
 type front struct {
 	srv   *httptest.Server
-	mode  atomic.Value  // "ok", "503", "421", "lose", "hang"
+	mode  atomic.Value  // "ok", "503", "421", "lose", "hang", "hang once"
 	hung  chan struct{} // closed by stop: a hanging call returns
 	hits  atomic.Int64  // every request
 	calls atomic.Int64  // every request but GET /v1/status
@@ -129,6 +129,12 @@ func newFront(t *testing.T, h http.Handler) *front {
 			}
 		case "hang": // takes the call and never answers, as a SIGSTOPped replica
 			<-f.hung
+		case "hang once": // hangs until the caller gives up, then answers again
+			select {
+			case <-f.hung:
+			case <-r.Context().Done():
+			}
+			f.mode.Store("ok")
 		case "421":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(421)

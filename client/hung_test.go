@@ -70,3 +70,26 @@ func TestTimedOutEndpointTriedLast(t *testing.T) {
 	require.Equal(t, before+1, hung.calls.Load(), "the hung endpoint was asked again before the others")
 	require.Equal(t, []int{1, 2, 0}, c.order(), "the endpoint that answered first, the hung one last")
 }
+
+// A heartbeat that went unanswered for its whole budget (half the lease)
+// held back the next tick; the one it held back is sent as soon as it
+// fails, not a period later, which is when the lease ends: the session
+// lives on through its one endpoint, which answers again.
+func TestFailedHeartbeatSendsTheHeldBackOneAtOnce(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	f := newFront(t, g.apis[1])
+	c := newClient(t, f.url)
+	s, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second)) // lease 1.8s, heartbeat every 600ms, budget 900ms
+	require.NoError(t, err)
+	l, err := s.Acquire(ctx, "jobs/held-back")
+	require.NoError(t, err)
+	f.mode.Store("hang once")
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended after one heartbeat went unanswered: %v", s.Err())
+	case <-time.After(2 * s.Lease()):
+	}
+	require.Equal(t, "ok", f.mode.Load(), "no heartbeat hung")
+	require.NoError(t, l.Release(ctx))
+}

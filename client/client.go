@@ -21,7 +21,9 @@
 // (the session lives elsewhere). A call tries every endpoint within its
 // context's deadline: each try gets at most an even share of the time
 // left (and AttemptTimeout), so a replica that takes the call and never
-// answers (hung, SIGSTOPped) costs one share, not the call; and an
+// answers (hung, SIGSTOPped) costs one share, not the call; what the
+// others leave (failing fast) goes to the endpoints whose share ran out,
+// asked once more, so that a slow replica is not taken for a hung one. An
 // endpoint whose try ran out of time is tried last from then on, until it
 // answers again. Every call it retries on another endpoint
 // is one the API makes safe to send twice: an acquire or campaign names its
@@ -262,7 +264,8 @@ func failover(err error) bool {
 
 // call makes the call on the endpoints in turn, in order's order, each
 // within tryBound but the last (which has what is left of ctx), until one
-// answers or all were tried; out receives a 2xx
+// answers or all were tried, and those that timed out once more with the
+// time left (below); out receives a 2xx
 // answer's JSON. The error is an *Error for an answer, or wraps
 // fencelock.ErrUnavailable (and ctx's error if it ended) when no endpoint
 // answered.
@@ -281,41 +284,58 @@ func (c *Client) call(ctx context.Context, sp callSpec, out any) error {
 	}
 	order := c.order()
 	var errs []error
-	for k := 0; k < len(order); k++ {
-		i := order[k]
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if left := len(order) - k; left > 1 {
-			actx, cancel = context.WithTimeout(ctx, tryBound(ctx, attempt, left))
-		}
-		err := c.once(actx, c.bases[i], sp, body, out)
-		if err != nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
-			c.timedOut(i)
-		}
-		cancel()
-		if err == nil {
-			c.answered(i)
-			return nil
-		}
-		if !failover(err) {
-			c.answered(i) // it answered: it is up
-			return err
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
-		if sp.unsure != nil && !neverSent(err) {
-			*sp.unsure = true
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		var e *Error
-		if errors.As(err, &e) && e.Status == http.StatusMisdirectedRequest && e.Owner != 0 {
-			// The session lives on replica Owner: ask its endpoint next.
-			if j := c.endpointOf(ctx, e.Owner, attempt); j >= 0 {
-				if at := slices.Index(order[k+1:], j); at >= 0 {
-					order = append(order[:k+1], append([]int{j}, slices.Delete(slices.Clone(order[k+1:]), at, at+1)...)...)
+	// Two rounds at most: every endpoint once, each within an even share
+	// of the time left; then, if ctx has a deadline and time is left
+	// (the others failed fast: refused, 503, 421), the endpoints whose
+	// share ran out, again in order, with the time left shared among them,
+	// so that a slow endpoint is not mistaken for a hung one.
+	for round := 0; round < 2 && len(order) > 0; round++ {
+		var late []int
+		for k := 0; k < len(order); k++ {
+			i := order[k]
+			left := len(order) - k
+			actx, cancel := ctx, context.CancelFunc(func() {})
+			if left > 1 {
+				actx, cancel = context.WithTimeout(ctx, tryBound(ctx, attempt, left))
+			}
+			err := c.once(actx, c.bases[i], sp, body, out)
+			timedOut := err != nil && errors.Is(actx.Err(), context.DeadlineExceeded)
+			if timedOut {
+				c.timedOut(i)
+			}
+			cancel()
+			if err == nil {
+				c.answered(i)
+				return nil
+			}
+			if !failover(err) {
+				c.answered(i) // it answered: it is up
+				return err
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
+			if sp.unsure != nil && !neverSent(err) {
+				*sp.unsure = true
+			}
+			if ctx.Err() != nil {
+				return unavailable(ctx, errs)
+			}
+			if timedOut {
+				late = append(late, i)
+			}
+			var e *Error
+			if errors.As(err, &e) && e.Status == http.StatusMisdirectedRequest && e.Owner != 0 {
+				// The session lives on replica Owner: ask its endpoint next.
+				if j := c.endpointOf(ctx, e.Owner, tryBound(ctx, attempt, max(left-1, 1))); j >= 0 {
+					if at := slices.Index(order[k+1:], j); at >= 0 {
+						order = append(order[:k+1], append([]int{j}, slices.Delete(slices.Clone(order[k+1:]), at, at+1)...)...)
+					}
 				}
 			}
 		}
+		if _, ok := ctx.Deadline(); !ok {
+			break // no time left to share: a second round could wait for ever
+		}
+		order = late
 	}
 	return unavailable(ctx, errs)
 }

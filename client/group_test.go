@@ -129,12 +129,12 @@ func newFront(t *testing.T, h http.Handler) *front {
 			}
 		case "hang": // takes the call and never answers, as a SIGSTOPped replica
 			<-f.hung
-		case "hang once": // hangs until the caller gives up, then answers again
+		case "hang once": // this call hangs until the caller gives up; the next are passed through
+			f.mode.Store("ok")
 			select {
 			case <-f.hung:
 			case <-r.Context().Done():
 			}
-			f.mode.Store("ok")
 		case "421":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(421)

@@ -93,3 +93,22 @@ func TestFailedHeartbeatSendsTheHeldBackOneAtOnce(t *testing.T) {
 	require.Equal(t, "ok", f.mode.Load(), "no heartbeat hung")
 	require.NoError(t, l.Release(ctx))
 }
+
+// An endpoint that did not answer within its share while the others
+// failed fast (refused) is asked once more with the time they left: a
+// slow replica is not a hung one, and the call succeeds within its
+// deadline.
+func TestSlowEndpointAskedAgainWithTheTimeLeft(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	slow, dead := newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	c := newClient(t, slow.url, dead.url) // AttemptTimeout 1s
+	dead.stop()
+	slow.mode.Store("hang once")
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second) // a share of 1s each
+	defer cancel()
+	before := slow.calls.Load()
+	_, err := c.Inspect(cctx, "jobs/any")
+	require.NoError(t, err, "the endpoint that timed out was not asked again with the time left")
+	require.Equal(t, before+2, slow.calls.Load())
+}

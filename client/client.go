@@ -18,7 +18,14 @@
 // A Client keeps to the endpoint that last answered and moves on to the
 // next when one does not answer (a connection refused, reset or timed out),
 // answers 503 (closing, no quorum, cannot reach what the call needs) or 421
-// (the session lives elsewhere). Every call it retries on another endpoint
+// (the session lives elsewhere). A call tries every endpoint within its
+// context's deadline: each try gets at most an even share of the time
+// left (and AttemptTimeout), so a replica that takes the call and never
+// answers (hung, SIGSTOPped) costs one share, not the call; what the
+// others leave (failing fast) goes to the endpoints whose share ran out,
+// asked once more, so that a slow replica is not taken for a hung one. An
+// endpoint whose try ran out of time is tried last from then on, until it
+// answers again. Every call it retries on another endpoint
 // is one the API makes safe to send twice: an acquire or campaign names its
 // session and lock, and the API answers a second one for the same pair
 // with the first one's state and never queues twice.
@@ -66,8 +73,9 @@ type Config struct {
 	TLS *tls.Config
 	// AttemptTimeout bounds one endpoint's answer while others remain to be
 	// tried, so that a replica that accepts connections but does not answer
-	// leaves time for the others. 0: 5s. A heartbeat uses a shorter bound
-	// of its own, half its period.
+	// leaves time for the others. 0: 5s. A call with a deadline (a
+	// heartbeat's is half the lease) gives each try at most the time left
+	// shared evenly by the endpoints left to try.
 	AttemptTimeout time.Duration
 }
 
@@ -92,7 +100,8 @@ type Client struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	cur      int // the endpoint to try first: the last that answered
+	cur      int          // the endpoint to try first: the last that answered
+	late     map[int]bool // endpoints whose last try ran out of time: tried last
 	closed   bool
 	sessions map[*Session]struct{}
 	ids      map[uint64]int // replica ID → endpoint index, learnt on a 421
@@ -123,7 +132,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		tr.TLSClientConfig = cfg.TLS.Clone()
 	}
 	c := &Client{bases: bases, token: cfg.Token, tr: tr, hc: &http.Client{Transport: tr},
-		attempt: cfg.AttemptTimeout, sessions: map[*Session]struct{}{}, ids: map[uint64]int{}}
+		attempt: cfg.AttemptTimeout, sessions: map[*Session]struct{}{}, ids: map[uint64]int{}, late: map[int]bool{}}
 	if c.attempt <= 0 {
 		c.attempt = 5 * time.Second
 	}
@@ -168,17 +177,50 @@ func (c *Client) Close() {
 	c.tr.CloseIdleConnections()
 }
 
-// first returns the index of the endpoint to try first.
-func (c *Client) first() int {
+// order returns the endpoints' indexes in the order to try them: from the
+// last that answered on, round the list, with those whose last try ran
+// out of time at the back (a hung replica takes the connection and never
+// answers: it must not spend a call's time before the others are asked).
+func (c *Client) order() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cur
+	order := make([]int, 0, len(c.bases))
+	var late []int
+	for k := range c.bases {
+		i := (c.cur + k) % len(c.bases)
+		if c.late[i] {
+			late = append(late, i)
+		} else {
+			order = append(order, i)
+		}
+	}
+	return append(order, late...)
 }
 
+// answered makes endpoint i the first to try from now on.
 func (c *Client) answered(i int) {
 	c.mu.Lock()
 	c.cur = i
+	delete(c.late, i)
 	c.mu.Unlock()
+}
+
+// timedOut puts endpoint i at the back of the order until it answers.
+func (c *Client) timedOut(i int) {
+	c.mu.Lock()
+	c.late[i] = true
+	c.mu.Unlock()
+}
+
+// tryBound bounds one try of a call with tries endpoints left to ask
+// (this one among them): attempt, and no more than an even share of the
+// time left before ctx's deadline, so that every endpoint is asked in time
+// whichever of them hangs.
+func tryBound(ctx context.Context, attempt time.Duration, tries int) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		attempt = min(attempt, time.Until(dl)/time.Duration(tries))
+	}
+	return attempt
 }
 
 // callSpec is one call of the API.
@@ -188,8 +230,8 @@ type callSpec struct {
 	secret       string // the session's, for a call acting on one
 	// session: a 404 means the session is over (ErrSessionExpired).
 	session bool
-	// attempt bounds each endpoint's answer while others remain; 0: the
-	// client's.
+	// attempt bounds each endpoint's answer while others remain (and
+	// tryBound shares ctx's time left among them); 0: the client's.
 	attempt time.Duration
 	// unsure, if set, is set to true when an attempt that failed over may
 	// have taken effect: the request may have reached a replica whose
@@ -220,8 +262,10 @@ func failover(err error) bool {
 	return !errors.As(err, &bad) // no answer: refused, reset, timed out
 }
 
-// call makes the call on the endpoints in turn, from the last that
-// answered, until one answers or all were tried; out receives a 2xx
+// call makes the call on the endpoints in turn, in order's order, each
+// within tryBound but the last (which has what is left of ctx), until one
+// answers or all were tried, and those that timed out once more with the
+// time left (below); out receives a 2xx
 // answer's JSON. The error is an *Error for an answer, or wraps
 // fencelock.ErrUnavailable (and ctx's error if it ended) when no endpoint
 // answered.
@@ -238,44 +282,60 @@ func (c *Client) call(ctx context.Context, sp callSpec, out any) error {
 	if attempt == 0 {
 		attempt = c.attempt
 	}
-	order := make([]int, len(c.bases))
-	start := c.first()
-	for k := range order {
-		order[k] = (start + k) % len(c.bases)
-	}
+	order := c.order()
 	var errs []error
-	for k := 0; k < len(order); k++ {
-		i := order[k]
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if k < len(order)-1 {
-			actx, cancel = context.WithTimeout(ctx, attempt)
-		}
-		err := c.once(actx, c.bases[i], sp, body, out)
-		cancel()
-		if err == nil {
-			c.answered(i)
-			return nil
-		}
-		if !failover(err) {
-			c.answered(i) // it answered: it is up
-			return err
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
-		if sp.unsure != nil && !neverSent(err) {
-			*sp.unsure = true
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		var e *Error
-		if errors.As(err, &e) && e.Status == http.StatusMisdirectedRequest && e.Owner != 0 {
-			// The session lives on replica Owner: ask its endpoint next.
-			if j := c.endpointOf(ctx, e.Owner, attempt); j >= 0 {
-				if at := slices.Index(order[k+1:], j); at >= 0 {
-					order = append(order[:k+1], append([]int{j}, slices.Delete(slices.Clone(order[k+1:]), at, at+1)...)...)
+	// Two rounds at most: every endpoint once, each within an even share
+	// of the time left; then, if ctx has a deadline and time is left
+	// (the others failed fast: refused, 503, 421), the endpoints whose
+	// share ran out, again in order, with the time left shared among them,
+	// so that a slow endpoint is not mistaken for a hung one.
+	for round := 0; round < 2 && len(order) > 0; round++ {
+		var late []int
+		for k := 0; k < len(order); k++ {
+			i := order[k]
+			left := len(order) - k
+			actx, cancel := ctx, context.CancelFunc(func() {})
+			if left > 1 {
+				actx, cancel = context.WithTimeout(ctx, tryBound(ctx, attempt, left))
+			}
+			err := c.once(actx, c.bases[i], sp, body, out)
+			timedOut := err != nil && errors.Is(actx.Err(), context.DeadlineExceeded)
+			if timedOut {
+				c.timedOut(i)
+			}
+			cancel()
+			if err == nil {
+				c.answered(i)
+				return nil
+			}
+			if !failover(err) {
+				c.answered(i) // it answered: it is up
+				return err
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", c.bases[i], err))
+			if sp.unsure != nil && !neverSent(err) {
+				*sp.unsure = true
+			}
+			if ctx.Err() != nil {
+				return unavailable(ctx, errs)
+			}
+			if timedOut {
+				late = append(late, i)
+			}
+			var e *Error
+			if errors.As(err, &e) && e.Status == http.StatusMisdirectedRequest && e.Owner != 0 {
+				// The session lives on replica Owner: ask its endpoint next.
+				if j := c.endpointOf(ctx, e.Owner, tryBound(ctx, attempt, max(left-1, 1))); j >= 0 {
+					if at := slices.Index(order[k+1:], j); at >= 0 {
+						order = append(order[:k+1], append([]int{j}, slices.Delete(slices.Clone(order[k+1:]), at, at+1)...)...)
+					}
 				}
 			}
 		}
+		if _, ok := ctx.Deadline(); !ok {
+			break // no time left to share: a second round could wait for ever
+		}
+		order = late
 	}
 	return unavailable(ctx, errs)
 }

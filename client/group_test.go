@@ -90,10 +90,12 @@ func (g *group) stop(id uint64) {
 }
 
 // front is an endpoint in front of a replica's API whose behaviour a test
-// switches: pass calls through, answer 503 or 421, or stop (closed port).
+// switches: pass calls through, answer 503 or 421, hang, or stop (closed
+// port).
 type front struct {
 	srv   *httptest.Server
-	mode  atomic.Value  // "ok", "503", "421"
+	mode  atomic.Value  // "ok", "503", "421", "lose", "hang", "hang once"
+	hung  chan struct{} // closed by stop: a hanging call returns
 	hits  atomic.Int64  // every request
 	calls atomic.Int64  // every request but GET /v1/status
 	owner atomic.Uint64 // the owner a 421 names
@@ -102,7 +104,7 @@ type front struct {
 }
 
 func newFront(t *testing.T, h http.Handler) *front {
-	f := &front{}
+	f := &front{hung: make(chan struct{})}
 	f.mode.Store("ok")
 	f.owner.Store(9)
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +127,14 @@ func newFront(t *testing.T, h http.Handler) *front {
 					conn.Close()
 				}
 			}
+		case "hang": // takes the call and never answers, as a SIGSTOPped replica
+			<-f.hung
+		case "hang once": // this call hangs until the caller gives up; the next are passed through
+			f.mode.Store("ok")
+			select {
+			case <-f.hung:
+			case <-r.Context().Done():
+			}
 		case "421":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(421)
@@ -140,6 +150,7 @@ func newFront(t *testing.T, h http.Handler) *front {
 
 func (f *front) stop() {
 	f.once.Do(func() {
+		close(f.hung)
 		f.srv.CloseClientConnections()
 		f.srv.Close()
 	})

@@ -377,8 +377,9 @@ func (s *Session) LeaseLeft() time.Duration {
 const MinHeartbeatPeriod = 10 * time.Millisecond
 
 // SetHeartbeatPeriod sets the time between heartbeats (by default a third
-// of the lease), from the next one on; a heartbeat also gives up after d,
-// and leaves each endpoint d/2 while others remain. A shorter period leaves
+// of the lease), from the next one on; a heartbeat gives up after d or
+// half the lease, whichever is longer, and shares that time among the
+// endpoints, a hung one last. A shorter period leaves
 // more heartbeats between one that went unanswered and the lease's end: a
 // holder that stops a grace before the deadline wants (Lease − grace)/2 or
 // less, so that one missed heartbeat never brings it there. The deadline's
@@ -439,6 +440,11 @@ func (s *Session) run() {
 	defer check.Stop()
 	answers := make(chan beat, 1)
 	inFlight := false
+	// missed: a tick came while a heartbeat was out; again: it failed, so
+	// the missed one goes out at once rather than a period later (a
+	// heartbeat that tried every endpoint in vain took its whole budget,
+	// half the lease, and the next tick may come too late).
+	missed, again := false, false
 	var last clock.Instant // the last heartbeat's send
 	send := func() {
 		inFlight = true
@@ -464,12 +470,14 @@ func (s *Session) run() {
 		case <-s.lowered: // a grant's lease: the deadline is earlier
 		case <-tick.C:
 			if inFlight {
+				missed = true
 				break // the previous one is still out: its answer decides
 			}
 			send()
 		case b := <-answers:
 			inFlight = false
 			s.take(b)
+			again, missed = missed && b.err != nil, false
 		case <-check.C:
 		}
 		s.check()
@@ -477,10 +485,12 @@ func (s *Session) run() {
 		if left <= 0 {
 			return // check ended it
 		}
-		if !inFlight && s.beatSoon(every, last) {
-			// A grant's lease ends before the next heartbeat is due: one
-			// sent now renews its group (the part holds the grant), as
+		if !inFlight && (again || s.beatSoon(every, last)) {
+			// A grant's lease ends before the next heartbeat is due, or a
+			// failed heartbeat held back a tick: one sent now renews the
+			// session (and a grant's group: the part holds the grant), as
 			// the scheduled one would too late.
+			again = false
 			send()
 		}
 		check.Reset(min(left, maxSleep))
@@ -493,13 +503,16 @@ func (s *Session) heartbeat(ctx context.Context, every time.Duration, sent clock
 	// A heartbeat may take up to half the lease (a busy replica, a leader
 	// change): the deadline counts from its send, the next waits for it,
 	// and one given up sooner is cancelled at the replica too, so under
-	// load none would renew the session. An endpoint that holds it leaves
-	// half of that to the others.
+	// load none would renew the session. That budget is shared by every
+	// endpoint (call's tryBound), a hung one tried last once it timed out:
+	// a third of it each for three, which leaves a replica that forwards
+	// to a hung owner the time to give up on it and adopt the session
+	// (httpapi waits a quarter of the margin, TTL/20, for the owner).
 	bound := max(every, s.Lease()/2)
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	b.err = s.c.call(ctx, callSpec{method: "POST", path: s.path() + "/heartbeat", secret: s.secret,
-		session: true, attempt: bound / 2}, &b.a)
+		session: true, attempt: bound}, &b.a)
 	return b
 }
 

@@ -195,10 +195,8 @@ type sseEvent struct {
 // emit until the stream ends, emit returns false or ctx ends. The error is
 // the last endpoint's when none opened it (an *Error for an answer).
 func (c *Client) follow(ctx context.Context, path string, emit func(sseEvent) bool) error {
-	start := c.first()
 	var last error
-	for k := range c.bases {
-		i := (start + k) % len(c.bases)
+	for _, i := range c.order() {
 		body, stop, err := c.openStream(ctx, c.bases[i], path)
 		if err != nil {
 			last = err

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/servicehook"
@@ -25,9 +26,9 @@ import (
 //
 // A replica serves the sessions it holds a copy of (s.sessions). A call
 // for another live session is forwarded to the replica the group names as
-// its owner while that one answers (so that a client spreading its calls
-// over the replicas does not move its session at each call), and adopted
-// here when it does not.
+// its owner while that one answers, within forwardWait (so that a client
+// spreading its calls over the replicas does not move its session at each
+// call), and adopted here when it does not: a hung owner is a dead one.
 
 // local returns this replica's copy of session id, if it has one.
 func (s *Server) local(id ID) *session {
@@ -40,7 +41,8 @@ func (s *Server) local(id ID) *session {
 // This replica's live copy serves it. Otherwise, if the session is open at
 // the group: a call not forwarded already goes to the replica the group
 // names as the session's owner, when that one is known (WithPeers) and
-// answers (forwarded true: the response is written); failing that, this
+// answers within forwardWait (forwarded true: the response is written);
+// failing that, this
 // replica adopts the session, which checks the secret at the group. A
 // session that is over, or never was, is errNoSession; a wrong secret is
 // errWrongSecret, and adopts nothing.
@@ -71,7 +73,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id ID) (hs *sess
 	}
 	owner := page.Sessions[0].Owner
 	if owner != s.node.Status().ReplicaID && r.Header.Get(forwardedHeader) == "" {
-		if peer := s.peers[owner]; peer != nil && s.forward(w, r, peer) {
+		if peer := s.peers[owner]; peer != nil && s.forward(w, r, peer, forwardWait(page.Sessions[0].TTL)) {
 			return nil, true, nil
 		}
 	}
@@ -81,18 +83,37 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id ID) (hs *sess
 
 // errOwnerCannotServe makes forward give a call back when the owner
 // answered that it cannot serve it (it is stopping, or runs a version
-// that answers 421): this replica then adopts the session.
+// that answers 421), or did not answer in time: this replica then adopts
+// the session.
 var errOwnerCannotServe = errors.New("httpapi: the owner cannot serve the call")
 
+// forwardWait is how long a forwarded call waits for the owner's answer
+// before this replica adopts the session instead: a quarter of the
+// session's safety margin (TTL/5 for every session the API makes), 500ms
+// for a 10s TTL. A hung owner (SIGSTOP, a stalled host) accepts the
+// connection and never answers; the client gives each endpoint a share of
+// a heartbeat's budget (half the lease, TTL/10 an endpoint for three), and
+// this leaves the replica half of that share to adopt and answer, so the
+// heartbeat is answered well before the lease runs out. An owner slower
+// than this loses the session to this replica, which is always safe.
+func forwardWait(ttl time.Duration) time.Duration { return ttl / 20 }
+
 // forward proxies r to peer, the session's owner, and reports whether it
-// answered: false, with nothing written, when it could not be reached or
-// answered 503 or 421. Its headers go along, the bearer token and the
-// session's secret among them: the owner checks both.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, peer *url.URL) bool {
+// answered: false, with nothing written, when it could not be reached,
+// sent no answer within wait, or answered 503 or 421. Its headers go
+// along, the bearer token and the session's secret among them: the owner
+// checks both.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, peer *url.URL, wait time.Duration) bool {
 	b, err := body(r)
 	if err != nil {
 		return false
 	}
+	// The bound is on the answer's arrival (its status line and headers),
+	// which the transport cannot bound for a caller-given RoundTripper;
+	// the body of an answer that came in time is copied to its end.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	late := time.AfterFunc(wait, cancel)
 	failed := false
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -102,6 +123,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, peer *url.URL) 
 		Transport:     s.forwardRT,
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
+			if !late.Stop() {
+				return errOwnerCannotServe // it came as the wait ran out: the body is cut off
+			}
 			if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusMisdirectedRequest {
 				return errOwnerCannotServe
 			}
@@ -109,7 +133,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, peer *url.URL) 
 		},
 		ErrorHandler: func(http.ResponseWriter, *http.Request, error) { failed = true },
 	}
-	p.ServeHTTP(w, r)
+	p.ServeHTTP(w, r.WithContext(ctx))
+	late.Stop()
 	r.Body = io.NopCloser(bytes.NewReader(b)) // for this replica to serve it after all
 	return !failed
 }

@@ -13,8 +13,10 @@ type Option func(*Server)
 // WithPeers gives the HTTP base URLs of the other replicas by replica ID
 // ("http://10.0.0.2:7080"), so that calls for sessions they serve are
 // forwarded to them. Without a URL for a session's replica, or when it
-// does not answer, this replica adopts the session instead (see the
-// package doc): forwarding is never needed for a call to succeed.
+// does not answer within a twentieth of the session's TTL (a quarter of
+// its safety margin: a hung replica is a dead one), this replica adopts
+// the session instead (see the package doc): forwarding is never needed
+// for a call to succeed.
 func WithPeers(peers map[uint64]string) Option {
 	return func(s *Server) {
 		for id, u := range peers {

@@ -10,7 +10,8 @@
 // its last heartbeat, as a crashed Go holder's do. A call for a session
 // served by another replica is forwarded to it while it answers (WithPeers:
 // an optimisation, so that a session does not move at every call); when it
-// does not (stopped, crashed, restarted, unknown), this replica adopts the
+// does not, within a twentieth of the session's TTL (stopped, crashed,
+// restarted, hung, unknown), this replica adopts the
 // session: it resumes it at the group with every lock and term it holds,
 // their fencing tokens unchanged, and serves the call. So a replica's stop,
 // crash or restart loses no session whose client goes on calling another

@@ -25,10 +25,15 @@ import (
 // client calls the HTTP API of a group's replicas. It keeps to one replica
 // (the last that answered) and fails over to the next in its list when that
 // one does not answer: a connection refused or reset, no answer within the
-// attempt's bound, or a 503 or 421 (the replica is closing, has no quorum,
-// or cannot reach the session's owner). Every call it makes is safe to send
-// twice (a session created twice leaves one nobody heartbeats, which the
-// group expires one TTL later).
+// try's bound, or a 503 or 421 (the replica is closing, has no quorum,
+// or cannot reach the session's owner). A try's bound is the attempt's and
+// at most an even share of the time the call's context leaves for the
+// replicas still to ask, so that a hung replica (it takes the connection
+// and never answers) cannot spend the call's time before the others are
+// asked; one whose try ran out of time is asked last from then on, until
+// it answers. Every call it makes is safe to send twice (a session created
+// twice leaves one nobody heartbeats, which the group expires one TTL
+// later).
 type client struct {
 	bases []string
 	token string
@@ -37,8 +42,9 @@ type client struct {
 	// only the call's context).
 	attempt time.Duration
 
-	mu  sync.Mutex
-	cur int // index in bases of the replica to try first
+	mu   sync.Mutex
+	cur  int          // index in bases of the replica to try first
+	late map[int]bool // replicas whose last try ran out of time: asked last (nil: none)
 }
 
 // clientFlags are the flags every client command has.
@@ -177,18 +183,50 @@ func (c *client) doSession(ctx context.Context, secret, method, path string, in,
 	return c.call(ctx, c.attempt, secret, method, path, in, out)
 }
 
-// first returns the index of the replica to try first.
-func (c *client) first() int {
+// order returns the replicas' indexes in the order to ask them: from the
+// last that answered on, round the list, those whose last try ran out of
+// time at the back.
+func (c *client) order() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cur
+	order := make([]int, 0, len(c.bases))
+	var late []int
+	for k := range c.bases {
+		i := (c.cur + k) % len(c.bases)
+		if c.late[i] {
+			late = append(late, i)
+		} else {
+			order = append(order, i)
+		}
+	}
+	return append(order, late...)
 }
 
 // answered makes replica i the first to try from now on.
 func (c *client) answered(i int) {
 	c.mu.Lock()
 	c.cur = i
+	delete(c.late, i)
 	c.mu.Unlock()
+}
+
+// timedOut makes replica i the last to try until it answers.
+func (c *client) timedOut(i int) {
+	c.mu.Lock()
+	if c.late == nil {
+		c.late = map[int]bool{}
+	}
+	c.late[i] = true
+	c.mu.Unlock()
+}
+
+// tryBound bounds one try with tries replicas left to ask (this one among
+// them): attempt, and at most an even share of what ctx's deadline leaves.
+func tryBound(ctx context.Context, attempt time.Duration, tries int) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		attempt = min(attempt, time.Until(dl)/time.Duration(tries))
+	}
+	return attempt
 }
 
 // failover reports whether err, from one replica, is a reason to ask
@@ -204,9 +242,9 @@ func failover(err error) bool {
 	return true // no answer: refused, reset, timed out
 }
 
-// call makes the call on the replicas in turn, from the last one that
-// answered, until one answers or all were tried; attempt (if not 0) bounds
-// each replica's answer when there is another to try.
+// call makes the call on the replicas in turn, in order's order, until one
+// answers or all were tried; attempt (if not 0) bounds each replica's
+// answer when there is another to try, as tryBound says.
 func (c *client) call(ctx context.Context, attempt time.Duration, secret, method, path string, in, out any) error {
 	var body []byte
 	if in != nil {
@@ -216,15 +254,16 @@ func (c *client) call(ctx context.Context, attempt time.Duration, secret, method
 		}
 		body = b
 	}
-	start := c.first()
 	var errs []error
-	for k := range c.bases {
-		i := (start + k) % len(c.bases)
+	for k, i := range c.order() {
 		actx, cancel := ctx, context.CancelFunc(func() {})
-		if attempt > 0 && k < len(c.bases)-1 {
-			actx, cancel = context.WithTimeout(ctx, attempt)
+		if left := len(c.bases) - k; attempt > 0 && left > 1 {
+			actx, cancel = context.WithTimeout(ctx, tryBound(ctx, attempt, left))
 		}
 		err := c.once(actx, c.bases[i], secret, method, path, body, out)
+		if err != nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+			c.timedOut(i)
+		}
 		cancel()
 		if err == nil {
 			c.answered(i)
@@ -323,10 +362,8 @@ var (
 // replica closed it or died, it carried nothing for streamIdle, or ctx
 // ended.
 func (c *client) stream(ctx context.Context, path string) (<-chan sseEvent, error) {
-	start := c.first()
 	var errs []error
-	for k := range c.bases {
-		i := (start + k) % len(c.bases)
+	for _, i := range c.order() {
 		ch, err := c.streamOnce(ctx, c.bases[i], path)
 		if err == nil {
 			c.answered(i)

@@ -63,7 +63,7 @@ func TestCallFailsOver(t *testing.T) {
 	var out map[string]bool
 	require.NoError(t, c.do(ctx, "GET", "/x", nil, &out))
 	require.True(t, out["ok"])
-	require.Equal(t, 3, c.first(), "the replica that answered is tried first from now on")
+	require.Equal(t, 3, c.order()[0], "the replica that answered is tried first from now on")
 	require.NoError(t, c.do(ctx, "GET", "/x", nil, &out))
 	require.Equal(t, int32(1), hitsA.Load())
 
@@ -77,6 +77,42 @@ func TestCallFailsOver(t *testing.T) {
 	err = c.do(ctx, "GET", "/x", nil, nil)
 	require.ErrorContains(t, err, "no replica answered")
 	require.ErrorAs(t, err, &ae, "the last answer is kept")
+}
+
+// Two replicas take every call and never answer (hung), the first of them
+// the one in use: a call with a deadline still reaches the third, each
+// try bounded by an even share of the time left (not the 5s attempt), and
+// the hung ones are asked last from then on.
+func TestCallAsksEveryReplicaWithinItsDeadline(t *testing.T) {
+	hung := make(chan struct{})
+	var hungHits atomic.Int32
+	hang := func(w http.ResponseWriter, r *http.Request) {
+		hungHits.Add(1)
+		<-hung
+	}
+	// Registered after the servers: runs before their Close, which waits
+	// for the hung calls.
+	a, b := apiServer(t, hang), apiServer(t, hang)
+	ok := apiServer(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"ok":true}`) })
+	t.Cleanup(func() { close(hung) })
+	c := &client{bases: []string{a, b, ok}, hc: &http.Client{}, attempt: 5 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var out map[string]bool
+	require.NoError(t, c.do(ctx, "GET", "/x", nil, &out), "the replica that answers was not asked in time")
+	require.True(t, out["ok"])
+	require.Equal(t, int32(2), hungHits.Load())
+	require.Equal(t, []int{2, 0, 1}, c.order(), "the replica that answered first, the hung ones last")
+
+	// Round the list from b (as if it had answered last, before it hung),
+	// the hung b comes first: it is asked last, after the one that answers.
+	c.mu.Lock()
+	c.cur = 1
+	c.mu.Unlock()
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	require.NoError(t, c.do(ctx, "GET", "/x", nil, &out))
+	require.Equal(t, int32(2), hungHits.Load(), "a hung replica was asked again before the one that answers")
 }
 
 // deadAddr is a loopback address nothing listens on.

@@ -276,6 +276,25 @@ func (c *Cluster) signal(id uint64, sig syscall.Signal) {
 // Kill is Stop with SIGKILL.
 func (c *Cluster) Kill(id uint64) { c.Stop(id, syscall.SIGKILL) }
 
+// Freeze stops replica id's process where it stands (SIGSTOP), as a host
+// that hangs: its sockets stay open, connections are accepted by the
+// kernel, and nothing is answered until Thaw. Stop, Kill and StopAll thaw
+// a frozen process first. It fails the test if the replica is not running.
+func (c *Cluster) Freeze(id uint64) {
+	c.t.Helper()
+	if cmd := c.Cmd(id); cmd == nil || cmd.Process.Signal(syscall.SIGSTOP) != nil {
+		c.t.Fatalf("replica %d is not running: nothing to freeze", id)
+	}
+}
+
+// Thaw resumes replica id's process after Freeze (SIGCONT); a replica not
+// running is left alone, so that a test may defer it.
+func (c *Cluster) Thaw(id uint64) {
+	if cmd := c.Cmd(id); cmd != nil {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Logs returns what replica id's latest process wrote so far.
 func (c *Cluster) Logs(id uint64) string {
 	c.mu.Lock()

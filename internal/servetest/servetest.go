@@ -254,25 +254,6 @@ func (c *Cluster) Stop(id uint64, sig syscall.Signal) int {
 	return cmd.ProcessState.ExitCode()
 }
 
-// Freeze stops replica id's process where it stands (SIGSTOP), as a hung
-// host or a long pause would: it keeps its sockets and answers nothing
-// until Thaw. Stop and StopAll thaw it first.
-func (c *Cluster) Freeze(id uint64) { c.signal(id, syscall.SIGSTOP) }
-
-// Thaw resumes replica id's process after Freeze (SIGCONT).
-func (c *Cluster) Thaw(id uint64) { c.signal(id, syscall.SIGCONT) }
-
-func (c *Cluster) signal(id uint64, sig syscall.Signal) {
-	c.t.Helper()
-	cmd := c.Cmd(id)
-	if cmd == nil {
-		c.t.Fatalf("replica %d is not running", id)
-	}
-	if err := cmd.Process.Signal(sig); err != nil {
-		c.t.Fatalf("signal %v to replica %d: %v", sig, id, err)
-	}
-}
-
 // Kill is Stop with SIGKILL.
 func (c *Cluster) Kill(id uint64) { c.Stop(id, syscall.SIGKILL) }
 

@@ -22,6 +22,13 @@
 // on any replica takes locks in any group ("register/a@a"); its part in a
 // group ends alone when that group cannot renew it.
 //
+// One scenario stands apart: the restore (restore.go, RunRestore) takes a
+// backup under load, stops every replica, restores a new deployment from
+// it and delivers the old holders' writes late. A restore rolls the groups
+// back by design, so the history checks below do not span it; it checks
+// its own promise, that no fence is granted twice and that the resources
+// admit no old fence after a restored holder wrote.
+//
 // # Workload
 //
 // N clients (default 6), each one application process with its own session

@@ -1,5 +1,7 @@
 package fsm
 
+import "github.com/fencelock/fencelock/internal/seeded"
+
 // OpMemory is how many operator commands (Revoke, EndSession) with an
 // operation ID the state remembers the outcome of: the last OpMemory of
 // them in apply order, the oldest forgotten first. A retry finds its first
@@ -69,7 +71,7 @@ func (st *State) operator(c *Command, apply func() Result) Result {
 	if c.Op == 0 {
 		return apply()
 	}
-	if r, ok := st.ops.result(c.Op); ok {
+	if r, ok := st.ops.result(c.Op); ok && !seeded.On(seeded.RevokeTwice) {
 		return r
 	}
 	r := apply()

@@ -68,10 +68,10 @@ func (o *ops) len() int { return len(o.ring) }
 // gets the first outcome; one without an ID (every command of an entry
 // older than version 7) applies as it always did, each time.
 func (st *State) operator(c *Command, apply func() Result) Result {
-	if c.Op == 0 {
+	if c.Op == 0 || seeded.On(seeded.RevokeTwice) {
 		return apply()
 	}
-	if r, ok := st.ops.result(c.Op); ok && !seeded.On(seeded.RevokeTwice) {
+	if r, ok := st.ops.result(c.Op); ok {
 		return r
 	}
 	r := apply()

@@ -120,9 +120,10 @@
 // just after a keep-alive of its slow-lock holder was acknowledged, so the
 // holder's deadline and the leader's expiry time one keep-alive on clocks
 // that disagree. Within the margin's promise (clock-rates: 7% slow under
-// 7% fast) the holder stops first; beyond it (TestClockRatesBeyondTheMargin:
+// 7% fast, TTL 3s) the holder stops first; beyond it (TestClockRatesBeyondTheMargin:
 // 20% and 20%) check 2 says it does not. The lagging replica's operator
-// acts through the lagging replica every other time, and
+// acts through the lagging replica every other time, a dashboard reads the
+// elections' leaders through it every TTL/15 (client -3), and
 // operator-lost-replies revokes through a follower whose incoming links are
 // cut for 700ms, so that its proposal commits unseen and its retry follows
 // (check 13).

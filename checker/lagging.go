@@ -2,10 +2,12 @@ package checker
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -23,7 +25,8 @@ const lagDelay = 60 * time.Millisecond
 // group's leader otherwise). So an operator's command is often in flight
 // across a leader change (a retried proposal must apply once), and a grant
 // often ends before the lagging replica tells its caller (the history must
-// still linearize).
+// still linearize). A dashboard reads the elections' leaders through the
+// lagging replica meanwhile (pollLeaders).
 var LaggingReplica = Fault{"lagging-replica", func(ctx context.Context, e *env) error {
 	l, err := leader(ctx, e)
 	if err != nil {
@@ -37,6 +40,19 @@ var LaggingReplica = Fault{"lagging-replica", func(ctx context.Context, e *env) 
 	}
 	defer e.c.Net.Heal()
 	e.h.logf("lagging-replica: messages into replica %d delayed %v", lagging, lagDelay)
+	// A dashboard polls the elections' leaders through the lagging
+	// replica meanwhile: each read must show the leader of its moment
+	// (check 1), however late that replica applies the terms.
+	pctx, stopPolling := context.WithCancel(ctx)
+	var polling sync.WaitGroup
+	polling.Add(1)
+	seed := e.rng.Uint64()
+	go func() {
+		defer polling.Done()
+		pollLeaders(pctx, e, lagging, seed)
+	}()
+	defer polling.Wait()
+	defer stopPolling()
 	rng := rand.New(rand.NewPCG(e.rng.Uint64(), 7))
 	groups := e.c.groupNames()
 	transfers := 0
@@ -73,6 +89,27 @@ var LaggingReplica = Fault{"lagging-replica", func(ctx context.Context, e *env) 
 	e.h.logf("lagging-replica: %d leader transfers", transfers)
 	return nil
 }}
+
+// pollLeaders reads a random election's leader through replica id every
+// TTL/15 until ctx ends, recording each read as client -3's.
+func pollLeaders(ctx context.Context, e *env, id, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 13))
+	for wait(ctx, e.ttl/15) == nil {
+		n := e.c.Node(id)
+		if n == nil {
+			continue
+		}
+		name := e.elections[rng.IntN(len(e.elections))]
+		call := e.h.now()
+		rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
+		info, err := n.Leader(rctx, name)
+		cancel()
+		if err != nil && !errors.Is(err, fencelock.ErrNoLeader) {
+			continue
+		}
+		e.h.add(leaderOp(-3, id, name, info, call, e.h.now()))
+	}
+}
 
 // OperatorLostReplies has the operator act through a follower that hears
 // nothing back: every link into it is cut, one way, when its command goes

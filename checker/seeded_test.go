@@ -32,7 +32,10 @@ var seededCatches = []struct {
 		[]string{"does not stop first", "not linearizable"}},
 	{seeded.SharedBesideExclusive, Scenario{Name: "leader-crash", Replicas: 3, Faults: []Fault{LeaderCrash}},
 		[]string{"granted while token", "not linearizable"}},
-	{seeded.PromotionReusesToken, Scenario{Name: "leader-crash", Replicas: 3, Faults: []Fault{LeaderCrash}},
+	// A reused token leaves a state its snapshot's decoder refuses (a
+	// panic in the replica that restores it), so its scenario restarts no
+	// replica and cuts none off long enough to need a snapshot.
+	{seeded.PromotionReusesToken, Scenario{Name: "slow-links", Replicas: 3, Faults: []Fault{SlowLinks}},
 		[]string{"granted twice", "critical sections interleave", "not linearizable"}},
 	{seeded.LeaderStaleRead, Scenario{Name: "lagging-replica", Replicas: 3, Faults: []Fault{LaggingReplica}},
 		[]string{"Leader read returned epoch", "not linearizable"}},

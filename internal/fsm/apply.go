@@ -544,7 +544,8 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared boo
 // lock nobody holds or waits for is forgotten.
 func (st *State) free(index uint64, h *hold, why Reason) {
 	l := h.l
-	if seeded.On(seeded.PromotionReusesToken) {
+	if seeded.On(seeded.PromotionReusesToken) { // the grant settle makes takes h's token
+		defer func(last uint64) { st.lastToken = max(st.lastToken, last) }(st.lastToken)
 		st.lastToken, index = h.token-1, 0
 	}
 	st.drop(h, why)

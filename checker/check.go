@@ -172,6 +172,8 @@ func check(e *env, reads []Op) Report {
 	r.Violations = append(r.Violations, nothingLost(e, ops, reads)...)
 	r.Violations = append(r.Violations, epochsRise(append(append([]Op(nil), ops...), reads...))...)
 	r.Violations = append(r.Violations, observed(e, ops)...)
+	r.Violations = append(r.Violations, lockDelays(e.applied, slowLock, e.delayedSessions(), lockDelay, e.c.rate(e.c.fastest()))...)
+	r.Violations = append(r.Violations, operatorOnce(e.applied)...)
 	return r
 }
 

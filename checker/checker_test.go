@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,11 +34,56 @@ var shortSchedule = []Scenario{
 	// reach a group through mirrors, across a leader's isolation (which
 	// cuts the mirrors it feeds) and a move of a group onto every replica.
 	{Name: "own-groups", Replicas: 5, Placement: fencelock.PlaceOwnGroups, Faults: []Fault{LeaderIsolated, GroupVoters, FollowerCrash}},
+	// Clocks whose rates differ by 14% (holder 7% slow, leader 7% fast),
+	// within the default margin's promise (TTL/5: 20%): the holder whose
+	// replica is cut off still stops first. A TTL of 3s leaves 220ms
+	// between the holder's stop and the group's expiry, and puts the
+	// holder's stop 420ms after it with the margin dropped.
+	clockRates,
+	// Operator commands through a follower that hears nothing back: their
+	// retries reach the log beside the first attempt.
+	{Name: "operator-retries", Replicas: 3, Faults: []Fault{OperatorLostReplies}},
 }
+
+var clockRates = Scenario{Name: "clock-rates", Replicas: 3, Rates: skewWithin, TTL: 3 * time.Second,
+	Faults: []Fault{SkewedHolderIsolated, SkewedHolderIsolated}}
+
+// skewWithin and skewBeyond are replica clock rates: replicas 1 and 2
+// (where the slow clients live, moving between them as they restart) slow,
+// replica 3 fast, 14% apart and 40%, inside and beyond the default
+// margin's promise (margin/TTL = 20%).
+var (
+	skewWithin = map[uint64]float64{1: 0.93, 2: 0.93, 3: 1.07}
+	skewBeyond = map[uint64]float64{1: 0.8, 2: 0.8, 3: 1.2}
+)
 
 var allFaults = []Fault{LeaderCrash, FollowerCrash, LeaderIsolated, HolderIsolated, PartitionLeaderInMinority,
 	PartitionLeaderInMajority, LossyLinks, SlowLinks, ClientFreeze, FullRestart, SnapshotCatchUp, ClockJump, MisconfiguredReplica,
-	OneGroupQuorum, LaggingReplica, GroupVoters}
+	OneGroupQuorum, LaggingReplica, GroupVoters, OperatorLostReplies}
+
+// Beyond the margin's promise (the holder's clock 20% slow, the leader's
+// 20% fast: a holder deadline of (TTL − TTL/5)/0.8 = TTL by real time
+// against an expiry at TTL/1.2), the holder cut off does not stop first,
+// and the checker says so: the fault is real, and check 2 sees it.
+func TestClockRatesBeyondTheMargin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r, err := Run(ctx, Scenario{Name: "clock-rates-beyond", Replicas: 3, Rates: skewBeyond, Seed: 1,
+		Faults: []Fault{SkewedHolderIsolated}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(r.Line())
+	caught := 0
+	for _, v := range r.Violations {
+		if strings.Contains(v, "does not stop first") {
+			caught++
+		}
+	}
+	if caught == 0 {
+		t.Errorf("clocks 40%% apart: no holder found not to stop first; violations: %q", r.Violations)
+	}
+}
 
 func TestScenarios(t *testing.T) {
 	if soak := os.Getenv("FENCELOCK_SOAK"); soak != "" {

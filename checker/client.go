@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock"
@@ -21,12 +22,24 @@ type client struct {
 	rng   *rand.Rand
 	home  uint64 // the replica it prefers
 	slow  bool   // holds slowLock for two TTLs each time
-	elect bool   // campaigns in elections instead of taking locks
-	role  role   // a recipe client's (recipe.go); roleNone otherwise
-	n     int    // election clients: the number of its last value (nextValue)
-	sess  *fencelock.Session
-	node  uint64  // the replica sess lives on
-	held  *belief // the lock it believes it holds, or the term it believes it leads
+	delay bool   // a slow client whose session has a lock-delay (lockDelay)
+	// external: its session is renewed only by its own KeepAlive calls
+	// (WithExternalKeepAlive), made by keep, as a remote client's
+	// heartbeats would; it takes no pauses (ClientFreeze), since its
+	// keeper would go on calling.
+	external bool
+	keep     *keeper
+	where    atomic.Uint64 // node, for the nemesis to read
+	// pinned: a fault cut its replica off and waits for the group to
+	// expire its session; it restarts nowhere else meanwhile (a resume on
+	// a replica that reaches the group would keep the session alive).
+	pinned atomic.Bool
+	elect  bool // campaigns in elections instead of taking locks
+	role   role // a recipe client's (recipe.go); roleNone otherwise
+	n      int  // election clients: the number of its last value (nextValue)
+	sess   *fencelock.Session
+	node   uint64  // the replica sess lives on
+	held   *belief // the lock it believes it holds, or the term it believes it leads
 
 	mu    sync.Mutex
 	pause *pauseRequest // from the nemesis, taken at the next write
@@ -170,6 +183,7 @@ func (c *client) run(ctx context.Context) {
 		c.recipeLoop(ctx)
 		return
 	}
+	defer c.setKeeper(nil)
 	for ctx.Err() == nil {
 		if !c.ensureSession(ctx) {
 			continue
@@ -179,7 +193,10 @@ func (c *client) run(ctx context.Context) {
 			name = lockNames[c.rng.IntN(len(lockNames))]
 		}
 		kind := OpAcquire
-		if c.rng.IntN(4) == 0 {
+		// One slow client's session has a lock-delay: a TryAcquire of
+		// their lock while delayed is refused with nobody holding it,
+		// which no history of grants and releases explains.
+		if c.rng.IntN(4) == 0 && !c.slow {
 			kind = OpTryAcquire
 		}
 		i := c.e.h.begin(Op{Client: c.id, Node: c.node, Kind: kind, Lock: name, Session: c.sess.ID()})
@@ -218,6 +235,9 @@ func (c *client) run(ctx context.Context) {
 			continue
 		}
 		c.held = c.e.granted(c, &belief{name: name, token: l.Token(), done: l.Done(), lock: l})
+		if c.keep != nil {
+			c.keep.watch(l)
+		}
 		if c.critical(ctx) {
 			c.release(ctx)
 		}
@@ -246,14 +266,15 @@ func (c *client) critical(ctx context.Context) bool {
 func (c *client) steps(ctx context.Context, n int, gap time.Duration, step func() bool) bool {
 	b := c.held
 	for range n {
-		if p := c.takePause(); p != nil {
+		if c.external { // takes no pause: requestPause gives up on it
+		} else if p := c.takePause(); p != nil {
 			c.paused(ctx, p)
 			return true
 		}
 		if ctx.Err() != nil {
 			return false // stopping: keep the grant, for the final check
 		}
-		if c.rng.IntN(restartOdds) == 0 && !c.restart(ctx) {
+		if c.rng.IntN(restartOdds) == 0 && !c.pinned.Load() && !c.restart(ctx) {
 			return false
 		}
 		select {
@@ -392,14 +413,21 @@ func (c *client) ensureSession(ctx context.Context) bool {
 		return false
 	}
 	sctx, cancel := context.WithTimeout(ctx, c.e.opTimeout)
-	s, err := node.NewSession(sctx, fencelock.WithTTL(c.e.ttl))
+	s, err := node.NewSession(sctx, append(c.sessionOptions(), fencelock.WithTTL(c.e.ttl))...)
 	cancel()
 	if err != nil {
 		c.sleep(ctx, 50*time.Millisecond)
 		return false
 	}
 	c.sess, c.node = s, id
+	c.where.Store(id)
 	c.e.addSession(s, id)
+	if c.delay {
+		c.e.delays(s.ID())
+	}
+	if c.external {
+		c.setKeeper(startKeeper(c.e, s, id))
+	}
 	return true
 }
 

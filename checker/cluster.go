@@ -19,10 +19,12 @@ import (
 )
 
 // Cluster is a group of replicas in this process, on real data dirs, talking
-// over a fault network; every replica takes time from one jumping clock.
+// over a fault network; every replica takes time from one jumping clock,
+// run at the replica's own rate (Scenario.Rates) if it has one.
 type Cluster struct {
 	Net     *transport.Network
 	Clock   *clock.Jumping
+	clocks  map[uint64]clock.Clock // each replica's: Clock, or Clock at its rate
 	members map[uint64]string
 	groups  []fencelock.GroupConfig // beside the default group (groupsFor)
 	dir     string
@@ -36,13 +38,33 @@ type Cluster struct {
 
 var discardLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func newCluster(size int, dir string, seed uint64, tune func(*fencelock.Config)) (*Cluster, error) {
+func newCluster(size int, dir string, seed uint64, rates map[uint64]float64, tune func(*fencelock.Config)) (*Cluster, error) {
 	c := &Cluster{Net: transport.NewNetwork(seed), Clock: &clock.Jumping{}, members: map[uint64]string{},
-		dir: dir, tune: tune, nodes: map[uint64]*fencelock.Node{}, groups: groupsFor(size)}
+		dir: dir, tune: tune, nodes: map[uint64]*fencelock.Node{}, groups: groupsFor(size), clocks: map[uint64]clock.Clock{}}
 	for id := uint64(1); id <= uint64(size); id++ {
 		c.members[id] = c.Net.Addr(id)
+		c.clocks[id] = c.Clock
+		if r, ok := rates[id]; ok && r != 1 {
+			rc, err := clock.NewRated(c.Clock, r)
+			if err != nil {
+				return nil, fmt.Errorf("replica %d: %w", id, err)
+			}
+			c.clocks[id] = rc
+		}
 	}
 	return c, c.StartAll()
+}
+
+// Boot reads replica id's clock as its sessions time their deadlines
+// (clock.Boot): at its rate, if it has one.
+func (c *Cluster) Boot(id uint64) clock.Instant { return clock.Boot(c.clocks[id]) }
+
+// rate returns how fast replica id's clock runs against the real one.
+func (c *Cluster) rate(id uint64) float64 {
+	if r, ok := c.clocks[id].(*clock.Rated); ok {
+		return r.Rate()
+	}
+	return 1
 }
 
 func (c *Cluster) config(id uint64) fencelock.Config {
@@ -54,7 +76,7 @@ func (c *Cluster) config(id uint64) fencelock.Config {
 	if c.tune != nil {
 		c.tune(&cfg)
 	}
-	testhook.UseClock(&cfg, c.Clock)
+	testhook.UseClock(&cfg, c.clocks[id])
 	return cfg
 }
 

@@ -37,8 +37,13 @@
 // group a and "register/b@b" in group b. Each loop: Acquire (or, one time in four,
 // TryAcquire) with a 2s deadline, then three fenced writes to the lock's
 // register, checking Lock.Done before each, then Release. Two slow clients
-// hold a fifth lock (default group) for two TTLs at a time. The recipes and
-// the elections below live in the default group.
+// hold a fifth lock (default group) for two TTLs at a time, with Acquire
+// only; the second one's sessions have a lock-delay of TTL/3
+// (WithLockDelay, check 12). Clients 2 and 5 keep their sessions alive
+// themselves (WithExternalKeepAlive, external.go): a keeper calls
+// KeepAlive every TTL/3, as a remote client's heartbeats would reach its
+// replica, and checks KeepAlive's contract (check 11); they take no
+// pauses. The recipes and the elections below live in the default group.
 //
 // Recipe clients (recipe.go) run the shared/exclusive lock and the
 // counting semaphore in every scenario, with sessions like the others: on
@@ -101,7 +106,8 @@
 // client, one lagging replica (every message into it delayed 60ms) while
 // the groups' leaderships move and the operator revokes and ends sessions
 // and parts in step with each transfer (lagging.go), and one group's
-// quorum lost (one-group-quorum, on 5 replicas):
+// quorum lost (one-group-quorum, on 5 replicas, beside a second holder
+// whose session only KeepAlive renews):
 // the replicas a named group needs for its quorum (1 and 2 for group a)
 // stop while the other groups keep theirs (their leaders moved off 1 and 2
 // first, so that the fault is the one group's alone). That fault checks that the
@@ -113,6 +119,21 @@
 // by its own clock; the lost group grants nothing to calls made meanwhile;
 // once the replicas return it grants again. After any partition heals,
 // every replica of the cut-off side must grant again in every group.
+//
+// Clocks whose rates differ (clockrate.go, Scenario.Rates: each replica's
+// clock, its leader timers and its sessions' deadlines alike, runs at its
+// own rate, internal/clock.Rated): skewed-holder-isolated moves the default
+// group's leadership to the fastest replica and cuts off the slowest one
+// just after a keep-alive of its slow-lock holder was acknowledged, so the
+// holder's deadline and the leader's expiry time one keep-alive on clocks
+// that disagree. Within the margin's promise (clock-rates: 7% slow under
+// 7% fast, TTL 3s) the holder stops first; beyond it (TestClockRatesBeyondTheMargin:
+// 20% and 20%) check 2 says it does not. The lagging replica's operator
+// acts through the lagging replica every other time, a dashboard reads the
+// elections' leaders through it every TTL/15 (client -3), and
+// operator-lost-replies revokes through a follower whose incoming links are
+// cut for 700ms, so that its proposal commits unseen and its retry follows
+// (check 13).
 //
 // Every crash, the full restart's and the misconfigured replica's included,
 // is a hard stop (Cluster.Crash, testhook.Crash), not Node.Close: the
@@ -226,6 +247,18 @@
 //     And the final read (as in check 5) shows every holder of each, each
 //     a live client that believes it holds that grant, and every such
 //     client among them.
+//
+// From the group's applied log, and the keepers:
+//
+//  11. KeepAlive's contract (external.go): a call that returned nil renewed
+//     every part that held something, so none of its grants ends by its
+//     part's own deadline before TTL − margin after the call began, by the
+//     holder's clock.
+//  12. Lock-delays: after an expiry or an operator's end of a grant of a
+//     session with a lock-delay, the lock is granted to nobody for that
+//     delay (as first applied; by the fastest replica clock, less a tenth).
+//  13. Operator commands apply once: a Revoke or EndSession whose operation
+//     ID reaches the log again (a retry) ends nothing more.
 //
 // Each scenario prints one line:
 //

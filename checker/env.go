@@ -30,6 +30,7 @@ type env struct {
 
 	mu       sync.Mutex
 	sessions map[uint64]*fencelock.Session
+	delayed  map[uint64]bool // sessions with a lock-delay (lockDelays)
 	faults   int
 	resumed  int // sessions a restarted client resumed
 	revokes  int // operator revocations and session ends that took effect
@@ -63,6 +64,16 @@ func (e *env) live(id uint64) bool {
 	s := e.sessions[id]
 	e.mu.Unlock()
 	return s != nil && s.Err() == nil
+}
+
+// delays records that session id has a lock-delay.
+func (e *env) delays(id uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.delayed == nil {
+		e.delayed = map[uint64]bool{}
+	}
+	e.delayed[id] = true
 }
 
 func (e *env) fault() {

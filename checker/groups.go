@@ -135,6 +135,27 @@ var OneGroupQuorum = Fault{"one-group-quorum", func(ctx context.Context, e *env)
 		}
 		held[g] = l
 	}
+	// A second holder renews its session only by KeepAlive, as a client in
+	// another process does through its replica (WithExternalKeepAlive):
+	// once the target group cannot renew its part there, KeepAlive must
+	// fail, not answer nil while that part runs out (keeper).
+	xs, err := n.NewSession(hctx, fencelock.WithTTL(e.ttl), fencelock.WithExternalKeepAlive())
+	if err != nil {
+		return fmt.Errorf("external holder's session on replica %d: %w", home, err)
+	}
+	defer xs.Close(context.WithoutCancel(ctx))
+	keep := startKeeper(e, xs, home)
+	kept := false
+	defer func() {
+		if !kept {
+			keep.close()
+		}
+	}()
+	xlost, err := xs.Acquire(hctx, atGroup("quorum/external", target))
+	if err != nil {
+		return fmt.Errorf("external holder's lock in group %q: %w", target, err)
+	}
+	keep.watch(xlost)
 
 	// The fault is the target group's alone: a surviving group whose leader
 	// runs on a replica about to stop hands its leadership over first (a
@@ -165,6 +186,18 @@ var OneGroupQuorum = Fault{"one-group-quorum", func(ctx context.Context, e *env)
 			lost.Name(), target, e.ttl+10*time.Second)
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	select {
+	case <-xlost.Done():
+	case <-time.After(e.ttl + 10*time.Second):
+		e.h.violation("one-group-quorum: %q (group %q without quorum) still held by its external holder %v after the fault",
+			xlost.Name(), target, e.ttl+10*time.Second)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	kept = true
+	for _, v := range keep.close() {
+		e.h.violation("one-group-quorum: %s", v)
 	}
 	// The lost group must grant nothing: a try on a voter that runs.
 	var voter uint64

@@ -146,20 +146,23 @@ var HolderIsolated = Fault{"holder-isolated", func(ctx context.Context, e *env) 
 	}
 	e.holderIsolations++
 	for {
-		var nodes []uint64
+		var holders []*belief
 		e.beliefs.mu.Lock()
 		for _, k := range keys {
 			for _, b := range e.beliefs.m[k] {
 				if !b.releasing && !b.paused && time.Since(b.at) < recent {
-					nodes = append(nodes, b.node)
+					holders = append(holders, b)
 				}
 			}
 		}
 		e.beliefs.mu.Unlock()
-		if len(nodes) > 0 {
-			node := nodes[e.rng.IntN(len(nodes))]
-			e.c.Net.Isolate(e.c.Addr(node))
-			return partitioned(ctx, e, []uint64{node})
+		if len(holders) > 0 {
+			b := holders[e.rng.IntN(len(holders))]
+			// It stays where it is, for the group to expire its session.
+			b.c.pinned.Store(true)
+			defer b.c.pinned.Store(false)
+			e.c.Net.Isolate(e.c.Addr(b.node))
+			return partitioned(ctx, e, []uint64{b.node})
 		}
 		if err := wait(ctx, 10*time.Millisecond); err != nil {
 			return err

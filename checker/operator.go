@@ -25,16 +25,20 @@ func operator(ctx context.Context, e *env, seed uint64) {
 		if wait(ctx, e.ttl/2+time.Duration(rng.Int64N(int64(e.ttl)))) != nil {
 			return
 		}
-		e.operate(ctx, rng, false)
+		e.operate(ctx, rng, false, 0)
 	}
 }
 
-// operate is one act of the operator, through the default group's leader:
-// a revocation of a lock's grant (in any group), of an election's term, or
-// the end of a session; with parts, also the end of a session's part in a
-// named group (EndSessionIn).
-func (e *env) operate(ctx context.Context, rng *rand.Rand, parts bool) {
-	id, err := e.c.Leader(ctx)
+// operate is one act of the operator, through replica via (0: the default
+// group's leader): a revocation of a lock's grant (in any group), of an
+// election's term, or the end of a session; with parts, also the end of a
+// session's part in a named group (EndSessionIn).
+func (e *env) operate(ctx context.Context, rng *rand.Rand, parts bool, via uint64) {
+	id := via
+	var err error
+	if id == 0 {
+		id, err = e.c.Leader(ctx)
+	}
 	n := e.c.Node(id)
 	if err != nil || n == nil {
 		return

@@ -218,7 +218,7 @@ func RunRestore(ctx context.Context, seed uint64, dir string) (Report, error) {
 			testhook.ObserveApplied(cfg, r.applied[dep].record)
 		}
 	}
-	c, err := newCluster(restoreReplicas, filepath.Join(dir, "old"), seed, tune(oldDeployment))
+	c, err := newCluster(restoreReplicas, filepath.Join(dir, "old"), seed, nil, tune(oldDeployment))
 	if c != nil {
 		defer c.StopAll()
 	}

@@ -28,7 +28,8 @@ func (c *client) restart(ctx context.Context) bool {
 	tok := c.sess.Resume()
 	i := c.e.h.begin(Op{Client: c.id, Node: id, Kind: OpKept, Lock: b.name, Session: c.sess.ID(), Token: b.token})
 	rctx, cancel := context.WithTimeout(ctx, c.e.opTimeout)
-	s, err := n.ResumeSession(rctx, tok)
+	c.setKeeper(nil) // the old process's heartbeats stop with it
+	s, err := n.ResumeSession(rctx, tok, c.sessionOptions()...)
 	cancel()
 	if err != nil {
 		// Unknown: the resume may still apply, and the old process's
@@ -51,7 +52,11 @@ func (c *client) restart(ctx context.Context) bool {
 		return false
 	}
 	c.sess, c.node = s, id
+	c.where.Store(id)
 	c.e.addSession(s, id)
+	if c.external {
+		c.setKeeper(startKeeper(c.e, s, id))
+	}
 	var done <-chan struct{}
 	var lock *fencelock.Lock
 	var lead *fencelock.Leadership

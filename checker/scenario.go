@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -25,6 +26,13 @@ type Scenario struct {
 	// PlaceOwnGroups the clients at replicas that do not vote in a group
 	// reach it through a replica that runs it.
 	Placement fencelock.Placement
+	// Rates are the replicas' clock rates against the real clock, by
+	// replica ID (1 where none is given): a replica's leader timers and its
+	// sessions' deadlines run on its clock, as on a host whose clock is
+	// fast or slow (SkewedHolderIsolated).
+	Rates map[uint64]float64
+	// TTL is the clients' session TTL; 0 is ttl (1.5s).
+	TTL time.Duration
 }
 
 // Report is the outcome of a scenario.
@@ -87,10 +95,11 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	if sc.Clients == 0 {
 		sc.Clients = 6
 	}
+	sc.TTL = cmp.Or(sc.TTL, ttl)
 	h := newHistory()
 	applied := newAppliedLog(h.now)
-	c, err := newCluster(sc.Replicas, dir, sc.Seed, func(cfg *fencelock.Config) {
-		cfg.SessionTTL = ttl
+	c, err := newCluster(sc.Replicas, dir, sc.Seed, sc.Rates, func(cfg *fencelock.Config) {
+		cfg.SessionTTL = sc.TTL
 		cfg.ProposalTimeout = 500 * time.Millisecond
 		cfg.SnapshotEntries, cfg.CompactionOverhead = snapshotEntries, compactionOverhead
 		cfg.Placement = sc.Placement
@@ -101,7 +110,7 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	}
 	defer c.StopAll()
 	e := &env{c: c, h: h, applied: applied, dumps: &dumps{scenario: sc.Name, log: applied}, fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock), recipes: recipeNames,
-		elections: electionNames, ttl: ttl,
+		elections: electionNames, ttl: sc.TTL,
 		opTimeout: opTimeout, rng: rand.New(rand.NewPCG(sc.Seed, 1)),
 		beliefs: beliefs{m: map[string]map[int]*belief{}}, sessions: map[uint64]*fencelock.Session{}}
 	if _, err := leader(ctx, e); err != nil {
@@ -129,8 +138,9 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	roles := recipeRoles()
 	for i := range sc.Clients + slowClients + electionClients + len(roles) {
 		cl := &client{id: i, e: e, rng: rand.New(rand.NewPCG(sc.Seed, uint64(i)+2)),
-			home: c.IDs()[i%sc.Replicas], slow: i >= sc.Clients && i < sc.Clients+slowClients,
-			elect: i >= sc.Clients+slowClients && i < sc.Clients+slowClients+electionClients}
+			home: c.IDs()[i%sc.Replicas], slow: i >= sc.Clients && i < sc.Clients+slowClients, delay: i == sc.Clients+1,
+			external: i < sc.Clients && i%3 == 2,
+			elect:    i >= sc.Clients+slowClients && i < sc.Clients+slowClients+electionClients}
 		if r := i - (sc.Clients + slowClients + electionClients); r >= 0 {
 			cl.role = roles[r]
 		}

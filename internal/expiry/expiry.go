@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/clock"
+	"github.com/fencelock/fencelock/internal/seeded"
 )
 
 // Session is what the tracker needs to know of one session.
@@ -322,6 +323,9 @@ func (t *Tracker) disarm() {
 
 func (t *Tracker) restartAll() {
 	now := t.clock.Now()
+	if seeded.On(seeded.LeaderTimersAtOnce) {
+		now = now.Add(-24 * time.Hour)
+	}
 	armed := t.armed()
 	t.due = t.due[:0]
 	restart := func(e *entry) {

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/fencelock/fencelock/internal/seeded"
 )
 
 // maxRepliesV1 is how many replies a session kept under version 1, which
@@ -557,6 +559,10 @@ func (st *State) grant(index uint64, l *lock, s *session, seq uint64, shared boo
 // lock nobody holds or waits for is forgotten.
 func (st *State) free(index uint64, h *hold, why Reason) {
 	l := h.l
+	if seeded.On(seeded.PromotionReusesToken) { // the grant settle makes takes h's token
+		defer func(last uint64) { st.lastToken = max(st.lastToken, last) }(st.lastToken)
+		st.lastToken, index = h.token-1, 0
+	}
 	st.drop(h, why)
 	st.settle(index, l)
 }
@@ -627,6 +633,9 @@ func (st *State) unqueue(w *waiter) {
 func (st *State) endSession(index uint64, s *session, why Reason) {
 	st.withdrawAll(index, s)
 	delay := s.delay != 0 && (why == ReasonExpired || why == ReasonRevoked)
+	if seeded.On(seeded.ExpiryIgnoresDelay) && why == ReasonExpired {
+		delay = false
+	}
 	for _, list := range []*heldList{&s.held, &s.leads} {
 		held := make([]*hold, 0, list.n)
 		for h := range list.all {

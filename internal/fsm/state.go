@@ -1,5 +1,7 @@
 package fsm
 
+import "github.com/fencelock/fencelock/internal/seeded"
+
 // TokenShift is k in the token derivation: a grant made by the entry at raft
 // log index i gets token max(previous token + 1, i << TokenShift). Tokens
 // therefore rise strictly across the whole group (so per lock, and no two
@@ -306,6 +308,9 @@ func (l *lock) admits(shared bool) bool {
 		return false
 	}
 	if l.holders.n == 0 {
+		return true
+	}
+	if seeded.On(seeded.SharedBesideExclusive) && shared && !l.shared {
 		return true
 	}
 	return shared && l.shared && l.holders.n < l.capacity()

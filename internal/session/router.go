@@ -8,6 +8,7 @@ import (
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
+	"github.com/fencelock/fencelock/internal/seeded"
 )
 
 // router is one group's side of the Host: the group's replica reports what
@@ -89,7 +90,7 @@ func (rt *router) newPart(s *Session, id, nonce uint64) *Part {
 		pending: make(map[uint64]struct{}),
 		waiters: make(map[uint64]*waiter),
 		grants:  make(map[uint64]*Grant),
-		lease:   lease{life: s.o.TTL - s.o.Margin},
+		lease:   lease{life: s.o.TTL - seeded.Margin(s.o.Margin)},
 	}
 }
 

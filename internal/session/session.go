@@ -91,6 +91,7 @@ import (
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
+	"github.com/fencelock/fencelock/internal/seeded"
 )
 
 // Groups resolves a group's name to the replica of it that this process
@@ -807,7 +808,7 @@ func (s *Session) Renew(ctx context.Context) (Renewal, error) {
 		if p.ended() {
 			r.Left = 0
 		}
-		if r.Holds && !r.Renewed {
+		if r.Holds && !r.Renewed && !(seeded.On(seeded.KeepAliveDefaultOnly) && p != s.def) {
 			failed.Groups = append(failed.Groups, r.Group)
 			failed.Errs = append(failed.Errs, r.Err)
 		}

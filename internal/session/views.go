@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
+	"github.com/fencelock/fencelock/internal/seeded"
 )
 
 // The state machine's views, as the calls below return them.
@@ -218,7 +219,11 @@ func (h *Host) Election(ctx context.Context, election string) (ElectionInfo, err
 	if err != nil {
 		return ElectionInfo{}, err
 	}
-	v, err := r.Read(ctx, func(st *fsm.State) any { return st.Election(election) })
+	read := r.Read
+	if seeded.On(seeded.LeaderStaleRead) {
+		read = func(_ context.Context, q fsm.Query) (any, error) { return r.StaleRead(q) }
+	}
+	v, err := read(ctx, func(st *fsm.State) any { return st.Election(election) })
 	if err != nil {
 		return ElectionInfo{}, err
 	}

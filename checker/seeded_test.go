@@ -1,0 +1,103 @@
+//go:build fencelock_seeded
+
+package checker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/seeded"
+)
+
+// seededCatches names, for each defect internal/seeded can plant, the
+// scenario that catches it fastest and the check that must name it (a
+// substring of its violation): a scenario that never sees its bug passes
+// the same way as one that checks nothing, so each row shows one that
+// does. docs/testing.md has the table.
+var seededCatches = []struct {
+	bug   seeded.Bug
+	sc    Scenario
+	check []string // any of these, in a violation
+}{
+	{seeded.MarginDropped, Scenario{Name: "clock-rates", Replicas: 3, Rates: skewWithin, TTL: clockRates.TTL, Faults: []Fault{SkewedHolderIsolated}},
+		[]string{"does not stop first"}},
+	{seeded.LeasePlusMargin, Scenario{Name: "clock-rates", Replicas: 3, Rates: skewWithin, TTL: clockRates.TTL, Faults: []Fault{SkewedHolderIsolated}},
+		[]string{"does not stop first"}},
+	{seeded.LeaderTimersAtOnce, Scenario{Name: "leader-isolated", Replicas: 3, Faults: []Fault{LeaderIsolated}},
+		[]string{"does not stop first", "not linearizable"}},
+	{seeded.SharedBesideExclusive, Scenario{Name: "leader-crash", Replicas: 3, Faults: []Fault{LeaderCrash}},
+		[]string{"granted while token", "not linearizable"}},
+	// A reused token leaves a state its snapshot's decoder refuses (a
+	// panic in the replica that restores it), so its scenario restarts no
+	// replica and cuts none off long enough to need a snapshot.
+	{seeded.PromotionReusesToken, Scenario{Name: "slow-links", Replicas: 3, Faults: []Fault{SlowLinks}},
+		[]string{"granted twice", "critical sections interleave", "not linearizable"}},
+	{seeded.LeaderStaleRead, Scenario{Name: "lagging-replica", Replicas: 3, Faults: []Fault{LaggingReplica}},
+		[]string{"Leader read returned epoch", "not linearizable"}},
+	{seeded.KeepAliveDefaultOnly, Scenario{Name: "one-group-quorum", Replicas: 5, Faults: []Fault{OneGroupQuorum}},
+		[]string{"keep-alive: KeepAlive"}},
+	{seeded.RevokeTwice, Scenario{Name: "operator-retries", Replicas: 3, Faults: []Fault{OperatorLostReplies}},
+		[]string{"operator command applied twice"}},
+	{seeded.ExpiryIgnoresDelay, Scenario{Name: "holder-isolated", Replicas: 3, Faults: []Fault{HolderIsolated, HolderIsolated, HolderIsolated}},
+		[]string{"lock-delay:"}},
+}
+
+// seededRuns bounds the runs of a row's scenario (seeds 1, 2, ...) until
+// its bug is caught.
+const seededRuns = 3
+
+// TestSeededBugs plants each defect in turn and runs its scenario until a
+// check names it: caught by a violation of that check, not by a panic,
+// an error of the run, or another check alone. Run it with the
+// fencelock_seeded tag (.ci/run does): go test -race -tags
+// fencelock_seeded -run TestSeededBugs ./checker/. FENCELOCK_SEEDED_ONLY
+// picks rows by their bugs' names, separated by commas.
+func TestSeededBugs(t *testing.T) {
+	only := seededOnly()
+	for _, row := range seededCatches {
+		if only != "" && !slices.Contains(strings.Split(only, ","), string(row.bug)) {
+			continue
+		}
+		t.Run(string(row.bug), func(t *testing.T) {
+			undo := seeded.Plant(row.bug)
+			defer undo()
+			for run := 1; run <= seededRuns; run++ {
+				sc := row.sc
+				sc.Seed = uint64(run)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				r, err := Run(ctx, sc, t.TempDir())
+				cancel()
+				if err != nil {
+					t.Logf("run %d: %v", run, err)
+					continue
+				}
+				fmt.Printf("seeded=%s %s\n", row.bug, r.Line())
+				var named []string
+				for _, v := range r.Violations {
+					for _, c := range row.check {
+						if strings.Contains(v, c) {
+							named = append(named, v)
+							break
+						}
+					}
+				}
+				if len(named) > 0 {
+					t.Logf("seeded %s: caught by %s in run %d of %d (%d violations, %d by the check); first: %s",
+						row.bug, sc.Name, run, seededRuns, len(r.Violations), len(named), named[0])
+					return
+				}
+				t.Logf("run %d: not caught by %q; violations: %q; notes: %q", run, row.check, r.Violations, r.Notes)
+			}
+			t.Errorf("seeded %s: %s did not catch it in %d runs", row.bug, row.sc.Name, seededRuns)
+		})
+	}
+}
+
+// seededOnly is FENCELOCK_SEEDED_ONLY: the seeded bugs TestSeededBugs
+// runs, separated by commas, or "" for all.
+func seededOnly() string { return os.Getenv("FENCELOCK_SEEDED_ONLY") }

@@ -321,3 +321,8 @@ func TestingStateSends(most int32) (restore func()) {
 	old := stateSendsMost.Swap(most)
 	return func() { stateSendsMost.Store(old) }
 }
+
+// TestingMirrorsRunning returns how many mirrors started on this host are
+// still running, whether the host lists them or not. Production code never
+// calls it.
+func (h *Host) TestingMirrorsRunning() int { return int(h.mirrorsRunning.Load()) }

@@ -326,3 +326,7 @@ func TestingStateSends(most int32) (restore func()) {
 // still running, whether the host lists them or not. Production code never
 // calls it.
 func (h *Host) TestingMirrorsRunning() int { return int(h.mirrorsRunning.Load()) }
+
+// TestingRunning reports whether this host runs a shard of group name,
+// caught up or not. Production code never calls it.
+func (h *Host) TestingRunning(name string) bool { return h.running(name) != nil }

@@ -162,6 +162,11 @@ func TestMovedOnAndOffLeavesNoMirrorBehind(t *testing.T) {
 	require.Eventually(t, func() bool { return !n4.host.TestingRunning("g") }, 60*time.Second, 10*time.Millisecond,
 		"4 stops its shard of g")
 
+	require.Eventually(t, func() bool {
+		m, err := c.node(1).MembersOf(ctx, "g")
+		_, nonVoting := m.NonVoting[4]
+		return err == nil && !nonVoting && slices.Contains(m.Removed, 4)
+	}, 30*time.Second, 10*time.Millisecond, "g's leader removes 4, a non-voting replica the table removed")
 	require.Equal(t, 1, n4.host.TestingMirrorsRunning(), "mirrors of g running on 4")
 	require.Never(t, func() bool { return n4.host.TestingMirrorsRunning() != 1 }, 2*time.Second, 10*time.Millisecond,
 		"one mirror of g runs on 4")

@@ -376,16 +376,20 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 			busy = true
 			continue
 		}
+		entry, inTable := h.tab.entry(r)
 		for _, id := range slices.Sorted(maps.Keys(m.NonVotings)) {
-			if _, ok := gone[id]; !ok {
+			_, left := gone[id]
+			// A non-voting replica the table removed (a new voter whose
+			// move was undone before it caught up) would stay a member
+			// that never runs the group: its host stopped it for good.
+			if !left && !(inTable && slices.Contains(entry.Removed, id) && h.tableRemoves(ctx, r, id)) {
 				continue
 			}
 			if err := r.RemoveReplica(ctx, id); err != nil {
-				r.log.Debug("fencelock: removing a host removed from the deployment from the group; retried", "member", id, "err", err)
+				r.log.Debug("fencelock: removing a non-voting replica the deployment or the group table removed; retried", "member", id, "err", err)
 			}
 			return true
 		}
-		entry, inTable := h.tab.entry(r)
 		if inTable && h.moveVoters(ctx, r, m, entry, hosts) {
 			return true
 		}

@@ -376,16 +376,20 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 			busy = true
 			continue
 		}
+		entry, inTable := h.tab.entry(r)
 		for _, id := range slices.Sorted(maps.Keys(m.NonVotings)) {
-			if _, ok := gone[id]; !ok {
+			_, left := gone[id]
+			// A non-voting replica the table removed (a new voter whose
+			// move was undone before it caught up) would stay a member
+			// that never runs the group: its host stopped it for good.
+			if !left && !(inTable && slices.Contains(entry.Removed, id) && h.tableRemoves(ctx, r, id)) {
 				continue
 			}
 			if err := r.RemoveReplica(ctx, id); err != nil {
-				r.log.Debug("fencelock: removing a host removed from the deployment from the group; retried", "member", id, "err", err)
+				r.log.Debug("fencelock: removing a non-voting replica the deployment or the group table removed; retried", "member", id, "err", err)
 			}
 			return true
 		}
-		entry, inTable := h.tab.entry(r)
 		if inTable && h.moveVoters(ctx, r, m, entry, hosts) {
 			return true
 		}
@@ -428,28 +432,59 @@ const lookupLimit = 5 * time.Second
 // group created through one replica is usable through any other right
 // after; a name that is no group costs one read of the table before it is
 // refused.
+//
+// A group in the table as this host last read it (the one its watcher
+// follows) needs no read: a group reached through a mirror is, with no
+// round trip to the default group per call. A read that fails is the
+// call's error (ErrUnavailable, with why): the table may well have the
+// group, so it is never reported as unknown.
 func (h *Host) Lookup(group string) (*Replica, error) {
-	if r := h.running(group); r != nil {
+	if r := h.Group(group); r != nil && (r.mirror == nil || h.running(group) != nil) {
+		// The shard, or the mirror that serves the group until the shard
+		// caught up with it (mirrorswap.go): a shard still catching up may
+		// not reach the group's leader yet.
 		return r, nil
 	}
 	unknown := fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
 	if group == "" || !fsm.ValidGroupName(group) {
 		return nil, unknown
 	}
+	if r := h.mirror(group); r != nil {
+		if e, ok := h.tab.entry(r); ok && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
+			return r, nil
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), lookupLimit)
 	defer cancel()
-	v, err := h.readTable(ctx)
-	if err != nil {
-		return nil, unknown
+	noTable := func(err error) error {
+		return fmt.Errorf("%w: group %q: the group table, which says where it runs, cannot be read here: %w", ErrUnavailable, truncate(group, 64), err)
+	}
+	var v tableView
+	if cur := h.tab.cur.Load(); cur != nil && cur.set {
+		// Where the table last read puts the group here holds until the
+		// watcher reads it again: a mirror (a table that moves the group
+		// here, or drops it, stops the mirror, and a call on it retries),
+		// or for good (a removed replica never runs it again). Only a
+		// group this host should run but does not yet needs the read.
+		if e, ok := cur.find(group); ok && (h.own() && !slices.Contains(e.Voters, h.cfg.ReplicaID) || slices.Contains(e.Removed, h.cfg.ReplicaID)) {
+			v = *cur
+		}
+	}
+	if !v.set {
+		var err error
+		if v, err = h.readTable(ctx); err != nil {
+			return nil, noTable(err)
+		}
 	}
 	for !v.set && h.own() && slices.ContainsFunc(h.cfg.Groups, func(g GroupConfig) bool { return g.Name == group }) {
 		// The table is about to be seeded from Config.Groups; a mirror
 		// needs its entry.
-		if h.pause(ctx) != nil {
-			return nil, unknown
+		if err := h.pause(ctx); err != nil {
+			return nil, noTable(err)
 		}
+		var err error
 		if v, err = h.readTable(ctx); err != nil {
-			return nil, unknown
+			return nil, noTable(err)
 		}
 	}
 	e, ok := v.find(group)
@@ -471,8 +506,8 @@ func (h *Host) Lookup(group string) (*Replica, error) {
 		if r := h.Group(group); r != nil && r.shard == e.Shard {
 			return r, nil
 		}
-		if h.pause(ctx) != nil {
-			return nil, unknown
+		if err := h.pause(ctx); err != nil {
+			return nil, fmt.Errorf("%w: group %q: the group table has it, and this replica has not started it yet: %w", ErrUnavailable, truncate(group, 64), err)
 		}
 	}
 }

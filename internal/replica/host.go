@@ -75,6 +75,9 @@ type Host struct {
 	// mirrors are the groups this host reaches through a replica that runs
 	// them (mirror.go), by name; guarded by setMu, read without it.
 	mirrors atomic.Pointer[map[string]*Replica]
+	// mirrorsRunning counts the mirrors started here whose stream loop
+	// has not ended, in the map or not (tests: TestingMirrorsRunning).
+	mirrorsRunning atomic.Int64
 	// bg is the sessions' background work on named groups and mirrors
 	// (Replica.Go): it outlives a group's shard or mirror that stops while
 	// the group goes on elsewhere; Close waits for it.

@@ -19,7 +19,11 @@ package replica
 // the query on the mirror's state.
 //
 // A stream that breaks (the server stopped, was cut off, or stopped
-// running the group) is replaced by one from the next server: its snapshot
+// running the group) is replaced by one from the next server, and so is a
+// stream whose server cannot reach the group: it answers a call "no
+// quorum" or "unavailable", or reports no leader of the group for longer
+// than leaderPatience (a voter cut off from the others while its link to
+// this host is up, whose pings alone would keep the stream up). Its snapshot
 // reaches the Sink as Restored once the mirror's state is at least as new
 // as what the Sink has seen (a lagging server's entries are applied
 // quietly until then). A call in flight on a broken stream is sent again,
@@ -65,6 +69,20 @@ const (
 	mirrorRetryMax = time.Second
 )
 
+// leaderPatience is how long a mirror stays on a server that reports no
+// leader of the group before it tries another voter: four election
+// timeouts, twice the longest an election takes (a timeout is randomised in
+// [E, 2E)), so a leader change in a healthy group never moves a mirror,
+// and a voter cut off from the rest of its group (it calls elections it
+// cannot win, or stepped down as leader on losing its quorum) is left well
+// within a session's TTL. After each further server found without a
+// leader the patience doubles, up to mirrorIdle: a group with no leader
+// anywhere does not have its mirrors resubscribe (a snapshot each) in a
+// tight loop.
+func (m *mirror) leaderPatience() time.Duration {
+	return min(4*m.r.electionTimeout()<<min(m.leaderless, 8), max(mirrorIdle, 4*m.r.electionTimeout()))
+}
+
 // mirror is a Replica's mirror mode: the group's state as fed by a server.
 type mirror struct {
 	r *Replica
@@ -89,7 +107,15 @@ type mirror struct {
 
 	server atomic.Uint64 // the replica serving the stream; 0 while none
 	next   int           // the next voter to try (run's own)
-	ids    atomic.Uint64
+	// avoid is a server the mirror left because it could not reach the
+	// group: it is tried last next time.
+	avoid atomic.Uint64
+	// noLeaderSince (unix nanos) is when the server last reported no
+	// leader of the group, 0 while it reports one; leaderless counts the
+	// streams in a row left for that (run's own).
+	noLeaderSince atomic.Int64
+	leaderless    int
+	ids           atomic.Uint64
 	// successor is the shard that took over (mirrorswap.go): calls
 	// waiting for an index wait for it there.
 	successor atomic.Pointer[Replica]
@@ -209,8 +235,10 @@ func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *Repli
 	r.appliedIndex.Store(delivered)
 	m.lastUse.Store(time.Now().UnixNano())
 	r.wg.Add(2)
+	h.mirrorsRunning.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer h.mirrorsRunning.Add(-1)
 		m.run()
 	}()
 	go func() {
@@ -299,7 +327,36 @@ func (m *mirror) servers() []uint64 {
 		return nil
 	}
 	m.next = (m.next + 1) % len(voters)
-	return append(voters[m.next:], voters[:m.next]...)
+	out := append(voters[m.next:], voters[:m.next]...)
+	if a := m.avoid.Load(); a != 0 {
+		if i := slices.Index(out, a); i >= 0 && len(out) > 1 {
+			out = append(slices.Delete(out, i, i+1), a)
+		}
+	}
+	return out
+}
+
+// setLeader records the leader the server reports (0: none).
+func (m *mirror) setLeader(leader uint64) {
+	m.r.leader.Store(leader)
+	if leader != 0 {
+		m.noLeaderSince.Store(0)
+		return
+	}
+	m.noLeaderSince.CompareAndSwap(0, time.Now().UnixNano())
+}
+
+// leave ends stream c because its server cannot reach the group (why):
+// the mirror subscribes to another voter, this one last.
+func (m *mirror) leave(c *mirrorConn, why string) {
+	m.avoid.Store(c.server)
+	select {
+	case <-c.broken:
+		return
+	default:
+	}
+	m.r.log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
+	c.close()
 }
 
 // addr returns the raft address of replica id (Host.memberAddr).
@@ -384,7 +441,9 @@ func (m *mirror) follow(id uint64, addr string) error {
 	first.Data = nil
 	m.install(st)
 	m.server.Store(id)
-	r.leader.Store(first.Leader)
+	m.noLeaderSince.Store(0)
+	m.setLeader(first.Leader)
+	patience := m.leaderPatience()
 	m.connMu.Lock()
 	m.conn = conn
 	close(m.connUp)
@@ -400,12 +459,18 @@ func (m *mirror) follow(id uint64, addr string) error {
 	r.log.Debug("fencelock: mirror subscribed", "server", id, "index", st.Index())
 	// The server gives up a stream it hears nothing on (a mirror gone
 	// without a word, behind a dead link): pings say it is still wanted.
+	// Those pings keep up a stream from a server cut off from the rest of
+	// the group too: one that reports no leader for longer than the
+	// patience is left for another voter.
 	var pings sync.WaitGroup
 	defer pings.Wait()
 	defer conn.close()
+	leaderless := false
 	pings.Go(func() {
 		t := time.NewTicker(mirrorPing)
 		defer t.Stop()
+		check := time.NewTicker(max(patience/4, time.Millisecond))
+		defer check.Stop()
 		ping := (&wireMsg{Kind: wirePing}).encode(nil)
 		for {
 			select {
@@ -414,11 +479,26 @@ func (m *mirror) follow(id uint64, addr string) error {
 					conn.close()
 					return
 				}
+			case <-check.C:
+				if since := m.noLeaderSince.Load(); since != 0 && time.Since(time.Unix(0, since)) > patience {
+					leaderless = true
+					m.leave(conn, fmt.Sprintf("it has reported no leader of the group for more than %v", patience))
+					return
+				}
 			case <-conn.broken:
 				return
 			}
 		}
 	})
+	defer func() {
+		conn.close()
+		pings.Wait()
+		if leaderless {
+			m.leaderless++
+		} else if r.leader.Load() != 0 {
+			m.leaderless = 0
+		}
+	}()
 	for {
 		b, err := c.Recv()
 		if err != nil {
@@ -431,13 +511,13 @@ func (m *mirror) follow(id uint64, addr string) error {
 		}
 		switch msg.Kind {
 		case wireEntries:
-			r.leader.Store(msg.Leader)
+			m.setLeader(msg.Leader)
 			if err := m.apply(msg.Entries); err != nil {
 				r.log.Warn("fencelock: the mirror cannot apply the group's entries; subscribing again", "server", id, "err", err)
 				return nil
 			}
 		case wirePing:
-			r.leader.Store(msg.Leader)
+			m.setLeader(msg.Leader)
 		case wireResult:
 			conn.answer(msg)
 		case wireRefuse:
@@ -650,8 +730,12 @@ func (m *mirror) unavailable(ctxErr, last error) error {
 
 // call sends msg (a propose or a read) to the server until it answers:
 // a broken stream, or a server that no longer runs the group, sends the
-// same message again on the next stream.
+// same message again on the next stream; so does a server that answers no
+// quorum or unavailable before the call's deadline (it cannot reach the
+// group, another voter may), once per voter: when every voter answered so,
+// the group's answer is the call's.
 func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
+	var cutOff []uint64 // the servers that answered they cannot reach the group
 	for {
 		c, err := m.current(ctx)
 		if err != nil {
@@ -676,6 +760,15 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 				c.close()
 				continue
 			}
+			if res.Code == codeNoQuorum || res.Code == codeUnavailable {
+				if !slices.Contains(cutOff, c.server) {
+					cutOff = append(cutOff, c.server)
+				}
+				if m.moveOn(ctx, cutOff) {
+					m.leave(c, fmt.Sprintf("it answered a call: %s", res.Text))
+					continue
+				}
+			}
 			if res.Code != codeOK {
 				return res, &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
 			}
@@ -689,6 +782,23 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 			return wireMsg{}, m.r.closedErr()
 		}
 	}
+}
+
+// moveOn reports whether a call that servers cutOff answered with no
+// quorum or unavailable should try another voter: one is left, and the
+// call has time for it (an answer that came at its deadline says nothing
+// about the server).
+func (m *mirror) moveOn(ctx context.Context, cutOff []uint64) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < m.r.electionTimeout() {
+		return false
+	}
+	voters := m.r.ConfiguredVoters()
+	return slices.ContainsFunc(voters, func(id uint64) bool {
+		return id != m.r.cfg.ReplicaID && !slices.Contains(cutOff, id)
+	})
 }
 
 // propose is Propose in mirror mode.

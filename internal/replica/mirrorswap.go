@@ -103,6 +103,15 @@ func (h *Host) handover(mr *Replica, r *Replica) {
 		return
 	}
 	m.mu.Lock()
+	select {
+	case <-r.closed:
+		// The shard stopped (the table moved the group off again): the
+		// mirror goes on feeding the Sink (Host.mirrorAfter decides under
+		// the same lock, after the stop).
+		m.mu.Unlock()
+		return
+	default:
+	}
 	m.retired = true
 	last := m.delivered
 	m.mu.Unlock()

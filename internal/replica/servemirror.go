@@ -355,15 +355,22 @@ func sendState(c transport.CallConn, index, leader uint64, state []byte) error {
 }
 
 // feed sends sub's queue down c until the subscription or ctx ends, with a
-// ping when there is nothing to send.
+// ping when there is nothing to send, and one as soon as the group's
+// leader here changes: the mirror leaves a server that has had no leader
+// for long (mirror.leaderPatience), and must learn it within a fraction of
+// that, not a ping period later.
 func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallConn) {
 	t := time.NewTicker(mirrorPing)
 	defer t.Stop()
+	watch := time.NewTicker(max(r.electionTimeout()/2, time.Millisecond))
+	defer watch.Stop()
+	sent := r.leader.Load() // the leader the mirror was last told
 	var buf []byte
 	for {
 		entries, replies := sub.take()
 		for _, es := range chunk(entries) {
-			msg := wireMsg{Kind: wireEntries, Leader: r.leader.Load(), Entries: es}
+			sent = r.leader.Load()
+			msg := wireMsg{Kind: wireEntries, Leader: sent, Entries: es}
 			buf = msg.encode(buf[:0])
 			if c.Send(buf) != nil {
 				return
@@ -381,9 +388,18 @@ func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallCon
 		select {
 		case <-sub.wake:
 		case <-t.C:
-			ping := wireMsg{Kind: wirePing, Leader: r.leader.Load()}
+			sent = r.leader.Load()
+			ping := wireMsg{Kind: wirePing, Leader: sent}
 			if c.Send(ping.encode(buf[:0])) != nil {
 				return
+			}
+		case <-watch.C:
+			if l := r.leader.Load(); l != sent {
+				sent = l
+				ping := wireMsg{Kind: wirePing, Leader: l}
+				if c.Send(ping.encode(buf[:0])) != nil {
+					return
+				}
 			}
 		case <-sub.done:
 			sub.mu.Lock()

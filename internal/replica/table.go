@@ -186,9 +186,9 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 		switch {
 		case !ok || e.Shard != r.shard:
 			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.name), false)
-		case h.own() && slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.ops.removed.Load() || r.removedUnheard()):
+		case h.own() && slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.ops.removed.Load() || r.removedUnheard() || h.removalConfirmed(ctx, r, e)):
 			h.stopGroup(r, movedOff(r.name), true)
-		case r.ops.removed.Load() && slices.Contains(e.Removed, h.cfg.ReplicaID):
+		case slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.ops.removed.Load() || h.removalConfirmed(ctx, r, e)):
 			h.stopGroup(r, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.name, h.cfg.ReplicaID), false)
 		default:
 			r.setVoters(e.Voters)
@@ -214,6 +214,32 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 func (r *Replica) removedUnheard() bool {
 	since := r.leaderlessSince.Load()
 	return since != 0 && time.Since(time.Unix(0, since)) > 2*r.patience()
+}
+
+// removalConfirmed reports whether one of the group's voters (table
+// entry e's) reads, linearizably, this replica removed from r's group: a
+// replica removed while it was down, or cut off, never hears of it from
+// the group (the entry that removes it commits without it, and its
+// messages are dropped), under any placement, and would run a group
+// without a leader for good. It asks only once r has had no leader for an
+// election timeout (a replica that hears its leader learns of its removal
+// by applying it), and only the group can say: a replica that the table
+// removes but raft has not removed yet (the leader removes it once the new
+// voters vote) may still count for the group's quorum, and must not stop.
+func (h *Host) removalConfirmed(ctx context.Context, r *Replica, e fsm.GroupEntry) bool {
+	since := r.leaderlessSince.Load()
+	if since == 0 || time.Since(time.Unix(0, since)) < r.electionTimeout() || h.calls == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*h.cfg.ProposalTimeout)
+	defer cancel()
+	ask := slices.DeleteFunc(slices.Clone(e.Voters), func(id uint64) bool { return id == h.cfg.ReplicaID })
+	m, err := h.membersRemote(ctx, r.name, r.shard, ask)
+	if err != nil {
+		r.log.Debug("fencelock: the group table removes this replica from the group, and no voter confirmed it yet; asked again", "err", err)
+		return false
+	}
+	return slices.Contains(m.Removed, h.cfg.ReplicaID)
 }
 
 // logConfigDiff logs, once per difference, how this host's Config.Groups
@@ -356,8 +382,7 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 	r.wg.Wait()
 	if mirror {
 		if e, ok := h.tab.entry(r); ok {
-			m := h.newMirror(namedGroup{Name: r.name, Shard: r.shard}, e.Voters, r.appliedIndex.Load())
-			h.setMirror(r.name, m)
+			h.mirrorAfter(r, e)
 		}
 	}
 	// Dir forgets the group before its data goes: a crash in between
@@ -376,6 +401,40 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 		r.log.Warn("fencelock: the raft data of a group that no longer runs here stays in Dir", "err", err)
 	}
 	r.log.Info("fencelock: group stopped here for good", "why", why)
+}
+
+// mirrorAfter makes a mirror take over group r (table entry e) from its
+// shard, which this host stopped running (stopGroup); the caller holds
+// setMu. A shard that stopped before it took over from the group's mirror
+// here (the table moved the group onto this host and straight off again,
+// handover unfinished) leaves that mirror in place: still feeding the
+// group's Sink, it goes on; one the handover had already retired is
+// stopped, and the new mirror starts from what the Sink has seen of
+// either. Never two mirrors of a group, nor one that Close would not stop.
+func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
+	delivered := r.appliedIndex.Load()
+	if old := h.mirror(r.name); old != nil && old.shard == r.shard {
+		m := old.mirror
+		m.mu.Lock()
+		retired := m.retired
+		delivered = max(delivered, m.delivered)
+		m.mu.Unlock()
+		if !retired && m.successor.Load() == nil {
+			old.setVoters(e.Voters)
+			old.log.Info("fencelock: the group's shard here stopped before it took over from the mirror; the mirror goes on")
+			return
+		}
+		why := movedOff(r.name)
+		old.gone.Store(&why)
+		if !h.goBackground(func() {
+			old.stop()
+			old.wg.Wait()
+		}) {
+			return // closing: Close stops it
+		}
+		h.setMirror(r.name, nil)
+	}
+	h.setMirror(r.name, h.newMirror(namedGroup{Name: r.name, Shard: r.shard}, e.Voters, delivered))
 }
 
 // updateGroupsFile changes the groups file of Dir; the caller holds setMu.

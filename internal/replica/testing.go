@@ -334,3 +334,12 @@ func TestingStateSends(most int32) (restore func()) {
 	old := stateSendsMost.Swap(most)
 	return func() { stateSendsMost.Store(old) }
 }
+
+// TestingMirrorsRunning returns how many mirrors started on this host are
+// still running, whether the host lists them or not. Production code never
+// calls it.
+func (h *Host) TestingMirrorsRunning() int { return int(h.mirrorsRunning.Load()) }
+
+// TestingRunning reports whether this host runs a shard of group name,
+// caught up or not. Production code never calls it.
+func (h *Host) TestingRunning(name string) bool { return h.running(name) != nil }

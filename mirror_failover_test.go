@@ -1,0 +1,179 @@
+package fencelock
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// cutOff cuts replica id from each of others, both ways, on c's network.
+func (c *testCluster) cutOff(id uint64, others ...uint64) {
+	for _, o := range others {
+		c.net.Cut(c.addr(id), c.addr(o))
+		c.net.Cut(c.addr(o), c.addr(id))
+	}
+}
+
+// A mirror fed by a voter that is cut off from the rest of its group (the
+// link between the voter and the mirror's host still up) moves to a voter
+// that is not: the group keeps its quorum, so a lock held through the
+// mirror is kept for well over a TTL, and calls on the group go on.
+func TestMirrorLeavesAVoterCutOffFromItsGroup(t *testing.T) {
+	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	waitOwnGroup(ctx, c)
+
+	const ttl = 4 * time.Second
+	s4 := newSession(t, ctx, c.node(4), WithTTL(ttl))
+	l, err := s4.Acquire(ctx, "x@g")
+	require.NoError(t, err)
+	server := mirrorServer(c.node(4), "g")
+	require.Contains(t, []uint64{1, 2, 3}, server)
+	others := slices.DeleteFunc([]uint64{1, 2, 3}, func(id uint64) bool { return id == server })
+	c.cutOff(server, others...)
+	cut := time.Now()
+
+	require.Eventually(t, func() bool { return slices.Contains(others, mirrorServer(c.node(4), "g")) }, ttl, 10*time.Millisecond,
+		"the mirror leaves %d, cut off from g, within a TTL", server)
+	t.Logf("the mirror left replica %d %v after the cut, for replica %d", server, time.Since(cut).Round(time.Millisecond), mirrorServer(c.node(4), "g"))
+	require.Never(t, func() bool { return closed(l.Done()) }, 3*ttl, 50*time.Millisecond,
+		"4's lock is kept while g keeps its quorum (cut: %d from %v)", server, others)
+	require.Contains(t, others, mirrorServer(c.node(4), "g"), "the mirror stays off the voter cut off from g")
+	y, err := s4.TryAcquire(ctx, "y@g")
+	require.NoError(t, err, "calls on g from 4 go on")
+	require.NoError(t, y.Release(ctx))
+	info, err := c.node(others[0]).Inspect(ctx, "x@g")
+	require.NoError(t, err)
+	require.True(t, info.Held)
+	require.Equal(t, l.Token(), info.Token, "g holds 4's lock")
+}
+
+// A call on a group reached through a mirror uses the group table the
+// host follows: with the default group unreachable from 4 (4 cut from
+// every replica), a call naming g fails with why (ErrUnavailable), never
+// as an unknown group.
+func TestMirroredGroupIsNoUnknownGroupWhenTheTableCannotBeRead(t *testing.T) {
+	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	waitOwnGroup(ctx, c)
+	_, err := c.node(4).Inspect(ctx, "x@g")
+	require.NoError(t, err)
+	require.NotZero(t, mirrorServer(c.node(4), "g"))
+
+	c.net.Isolate(c.addr(4))
+	cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = c.node(4).Inspect(cctx, "x@g")
+	ccancel()
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrUnknownGroup)
+	require.ErrorIs(t, err, ErrUnavailable)
+}
+
+// A voter removed from a group while it was down (crashed during
+// SetVoters, restarted after it) learns of it under PlaceEveryGroup too: it
+// stops running the group, calls naming the group there fail with
+// ErrGroupMoved, and the replica stays ready. (PlaceOwnGroups: the
+// replica reaches the group through a mirror instead, TestPlacementOwnGroups.)
+func TestRemovedWhileDownLeavesTheGroup(t *testing.T) {
+	c := newCluster(t, 5, withPlacement(PlaceEveryGroup, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c.waitTable(ctx)
+	c.waitStatus(ctx, "g has a leader on its voters", func(id uint64, st Status) bool {
+		gs, has := group(st, "g")
+		return id > 3 || has && gs.LeaderID != 0
+	})
+	s1 := newSession(t, ctx, c.node(1), WithTTL(10*time.Second))
+	l, err := s1.Acquire(ctx, "x@g")
+	require.NoError(t, err)
+
+	c.crash(2)
+	require.NoError(t, c.node(1).SetVoters(ctx, "g", []uint64{1, 4, 5}))
+	m, err := c.node(1).MembersOf(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 4, 5}, slices.Sorted(maps.Keys(m.Voters)))
+	require.Contains(t, m.Removed, uint64(2))
+	n2 := c.start(2)
+
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		cctx, ccancel := context.WithTimeout(ctx, time.Second)
+		defer ccancel()
+		_, err := n2.Inspect(cctx, "x@g")
+		assert.ErrorIs(ct, err, ErrGroupMoved, "a call naming g on 2")
+	}, 45*time.Second, 50*time.Millisecond, "a call naming g on 2 fails with ErrGroupMoved")
+	require.Eventually(t, func() bool { return !runs(n2, "g") }, 30*time.Second, 50*time.Millisecond,
+		"2 no longer runs g")
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	require.NoError(t, n2.Ready(rctx), "2 is ready: it no longer serves g")
+	rcancel()
+	require.False(t, closed(l.Done()), "1's lock is kept: %v", l.Err())
+}
+
+// A group moved onto a host that reaches it through a mirror, and straight
+// off again before the host's new shard caught up (its link to the group's
+// leader cut), leaves exactly one mirror of the group there: the one that
+// kept feeding the group's sessions, which keep their lock; and Close
+// stops it.
+func TestMovedOnAndOffLeavesNoMirrorBehind(t *testing.T) {
+	c := newCluster(t, 5, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	waitOwnGroup(ctx, c)
+	n4 := c.node(4)
+
+	s4 := newSession(t, ctx, n4, WithTTL(10*time.Second))
+	l, err := s4.Acquire(ctx, "x@g")
+	require.NoError(t, err)
+	require.Equal(t, 1, n4.host.TestingMirrorsRunning())
+
+	// g's leader is 1 or 2 (voters that stay), not the default group's
+	// leader: 4 keeps reading the group table while its link to g's leader
+	// is cut.
+	st := c.node(1).Status()
+	leader := uint64(1)
+	if st.LeaderID == 1 {
+		leader = 2
+	}
+	if gs, _ := group(st, "g"); gs.LeaderID != leader {
+		require.NoError(t, c.node(1).TransferLeadership(ctx, "g", leader))
+	}
+	c.cutOff(leader, 4)
+
+	onCtx, onCancel := context.WithCancel(ctx)
+	defer onCancel()
+	moved := make(chan error, 1)
+	go func() { moved <- c.node(1).SetVoters(onCtx, "g", []uint64{1, 2, 4}) }()
+	require.Eventually(t, func() bool {
+		groups, err := c.node(1).Groups(ctx)
+		return err == nil && slices.Equal(groups[0].Voters, []uint64{1, 2, 4})
+	}, 30*time.Second, 10*time.Millisecond, "the table moves g onto 4")
+	require.Eventually(t, func() bool { return n4.host.TestingRunning("g") }, 30*time.Second, 10*time.Millisecond,
+		"4 starts its shard of g")
+	onCancel()
+	require.ErrorIs(t, <-moved, context.Canceled, "4 cannot catch up with g: the move does not finish")
+	require.NoError(t, c.node(1).SetVoters(ctx, "g", []uint64{1, 2, 5}))
+	require.Eventually(t, func() bool { return !n4.host.TestingRunning("g") }, 60*time.Second, 10*time.Millisecond,
+		"4 stops its shard of g")
+
+	require.Eventually(t, func() bool {
+		m, err := c.node(1).MembersOf(ctx, "g")
+		_, nonVoting := m.NonVoting[4]
+		return err == nil && !nonVoting && slices.Contains(m.Removed, 4)
+	}, 30*time.Second, 10*time.Millisecond, "g's leader removes 4, a non-voting replica the table removed")
+	require.Equal(t, 1, n4.host.TestingMirrorsRunning(), "mirrors of g running on 4")
+	require.Never(t, func() bool { return n4.host.TestingMirrorsRunning() != 1 }, 2*time.Second, 10*time.Millisecond,
+		"one mirror of g runs on 4")
+	require.False(t, closed(l.Done()), "4's lock is kept: %v", l.Err())
+	y, err := s4.TryAcquire(ctx, "y@g")
+	require.NoError(t, err)
+	require.NoError(t, y.Release(ctx))
+	c.stop(4)
+	require.Zero(t, n4.host.TestingMirrorsRunning(), "Close stops every mirror")
+}

@@ -76,10 +76,9 @@ type DropOption func(*dropOptions)
 
 type dropOptions struct{ force bool }
 
-// ForceDrop drops a group that holds locks: its locks and leaderships are
-// revoked first (their grants end with ErrRevoked), after its queued
-// requests and candidacies were withdrawn, so that none of them is granted
-// on the way; then the group is dropped.
+// ForceDrop drops a group that holds locks: once the group is sealed (see
+// DropGroup), its locks and leaderships are revoked (their grants end with
+// ErrRevoked); then the group is dropped.
 func ForceDrop() DropOption { return func(o *dropOptions) { o.force = true } }
 
 // DropGroup removes a named group from the running deployment, with no
@@ -90,12 +89,19 @@ func ForceDrop() DropOption { return func(o *dropOptions) { o.force = true } }
 // the group's parts of this replica's sessions, with ErrGroupDropped.
 //
 // A group that holds a lock or a leadership is refused with
-// ErrGroupHoldsLocks, unless ForceDrop is given. A drop grants nothing:
-// the group's queued requests and candidacies are withdrawn first, never
-// granted, and their calls end with ErrGroupDropped. A call that asks the
-// group in the moment between that and the drop ends with the group: a
-// lock granted then, with its Done (ErrGroupDropped), never by a silent
-// loss. A group
+// ErrGroupHoldsLocks, unless ForceDrop is given; nothing changes then. A
+// drop grants nothing: it first seals the group, which withdraws the
+// group's queued requests and candidacies, and from then on the group
+// answers every Acquire and Campaign, new or retried, with
+// ErrGroupDropped and grants nothing, whether or not the drop itself ever
+// applies. The waiting calls end with ErrGroupDropped at once. A lock
+// granted between the check for locks and the seal (without ForceDrop)
+// ends with the group, with its Done (ErrGroupDropped), never by a silent
+// loss. In a group whose gate is below log version 11 (a rolling upgrade
+// not finished), which cannot be sealed, the queued requests are withdrawn
+// with the older commands and their calls end when the drop applies; a
+// call that asks the group in the moment before the drop ends with the
+// group. A group
 // not in the table is ErrUnknownGroup. Call it on a replica that runs the
 // group (every replica does but those SetVoters moved it off: ErrGroupMoved).
 func (n *Node) DropGroup(ctx context.Context, name string, opts ...DropOption) error {

@@ -45,6 +45,8 @@ func (st *State) apply(index uint64, c *Command) Result {
 		return st.operator(c, func() Result { return st.endSessionCmd(index, c) })
 	case KindGate:
 		return st.raiseGate(index, c)
+	case KindSeal:
+		return st.seal(index)
 	case KindGroupSeed, KindGroupCreate, KindGroupDrop, KindGroupSetVoters:
 		return st.applyGroupTable(index, c)
 	}
@@ -422,6 +424,11 @@ func (st *State) request(index uint64, s *session, c *Command) Result {
 		st.remember(s, c, c.Seq, r)
 		return r
 	}
+	if st.sealed && (c.Kind == KindAcquire || c.Kind == KindAcquireShared || c.Kind == KindCampaign) {
+		// Not remembered: a sealed group answers every retry alike, and
+		// the answer takes no room of the session's.
+		return Result{Status: Dropped}
+	}
 	if !c.v1 && len(s.replies) >= MaxPendingPerSession {
 		// Not remembered: the client was refused and moves its floor on,
 		// and a retry of the same request is judged afresh.
@@ -590,9 +597,12 @@ func (st *State) drop(h *hold, why Reason) {
 }
 
 // settle grants l to the head of its queue while its holders admit the
-// head, and forgets l if nobody holds it (then nobody waits either).
+// head, and forgets l if nobody holds it (then nobody waits either). A
+// sealed group grants nothing: its queues are empty (the seal withdrew
+// them, and nothing queues after it), and settle keeps it so even if one
+// were not.
 func (st *State) settle(index uint64, l *lock) {
-	for w := l.next(); w != nil && l.admits(w.shared); w = l.next() {
+	for w := l.next(); w != nil && !st.sealed && l.admits(w.shared); w = l.next() {
 		st.unqueue(w)
 		st.grant(index, l, w.s, w.seq, w.shared, w.value, w.maxHold)
 	}
@@ -653,6 +663,46 @@ func (st *State) endSession(index uint64, s *session, why Reason) {
 	delete(st.sessions, s.id)
 	delete(st.nonces, s.nonce)
 	st.emit(Event{Kind: EventSessionEnded, Reason: why, Session: s.id})
+}
+
+// seal marks the group as dying: see KindSeal. It withdraws every queued
+// request and candidacy, locks then elections, each table in name order
+// (a table's own order is a hash's) and each queue head first, so that
+// every replica reports alike; nothing is granted, since the group is
+// sealed before the first withdrawal.
+func (st *State) seal(index uint64) Result {
+	if st.gate.Codec < sealCodec {
+		// Its snapshots could not keep the seal: a replica restoring one
+		// would grant what its group refuses.
+		return Result{Status: Invalid}
+	}
+	if st.sealed {
+		return Result{Status: OK}
+	}
+	st.sealed = true
+	var withdrawn uint64
+	for _, t := range []*lockTable{st.locks, st.elections} {
+		var ls []*lock
+		for l := range t.all {
+			if l.waiters() > 0 {
+				ls = append(ls, l)
+			}
+		}
+		slices.SortFunc(ls, func(a, b *lock) int { return strings.Compare(a.name, b.name) })
+		for _, l := range ls {
+			for w := l.next(); w != nil; w = l.next() {
+				s, seq := w.s, w.seq
+				st.unqueue(w)
+				if _, ok := s.replies[seq]; ok {
+					s.replies[seq] = Result{Status: Dropped} // for the request's retries
+				}
+				st.emit(Event{Kind: EventDropped, Session: s.id, Seq: seq, Name: l.name, Election: l.election})
+				withdrawn++
+			}
+			st.settle(index, l) // forgets a lock nobody holds any more
+		}
+	}
+	return Result{Status: OK, Value: withdrawn}
 }
 
 // sortHolds orders grants by name, then token: the order a session's end

@@ -963,14 +963,14 @@ func TestStringers(t *testing.T) {
 		KindCloseSession: "close-session", KindAcquire: "acquire", KindRelease: "release", KindCancel: "cancel",
 		KindExpire: "expire", KindCampaign: "campaign", KindResign: "resign", KindProclaim: "proclaim",
 		KindLeaderStart: "leader-start", KindRevoke: "revoke", KindEndSession: "end-session", KindResume: "resume", KindAcquireShared: "acquire-shared",
-		KindUndelay: "undelay", KindExpireGrant: "expire-grant", KindKeepAliveBatch: "keep-alive-batch",
+		KindUndelay: "undelay", KindExpireGrant: "expire-grant", KindKeepAliveBatch: "keep-alive-batch", KindGate: "gate", KindSeal: "seal",
 		maxKind + 1: "unknown", 255: "unknown"} {
 		require.Equal(t, want, k.String())
 	}
 	for s, want := range map[Status]string{0: "unknown", OK: "ok", Granted: "granted", Queued: "queued",
 		Locked: "locked", NotHeld: "not-held", UnknownSession: "unknown-session", Cancelled: "cancelled",
 		Stale: "stale", Invalid: "invalid", NotApplied: "not-applied", LimitExceeded: "limit-exceeded",
-		Conflict: "conflict", Refused: "refused", 14: "unknown", 255: "unknown"} {
+		Conflict: "conflict", Refused: "refused", Dropped: "dropped", 15: "unknown", 255: "unknown"} {
 		require.Equal(t, want, s.String())
 	}
 	for r, want := range map[Reason]string{0: "unknown", ReasonReleased: "released", ReasonCancelled: "cancelled",

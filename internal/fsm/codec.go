@@ -108,7 +108,11 @@ import (
 // resume needs version 11 (NeedsCodec), so a group writes one only once
 // its gate is 11 (below, it fails with ErrVersionGated, and the adopter
 // resumes unfenced, as before). Older entries' resumes decode unfenced and
-// apply as they did; nothing else changed.
+// apply as they did. Version 11 also added KindSeal (kind 20, no fields)
+// and the Dropped status: a group being dropped seals itself, and from the
+// seal on grants nothing (see KindSeal). A group writes it only once its
+// gate is 11; below, a drop withdraws and revokes with the older kinds
+// (internal/replica's drain). Nothing else changed.
 const codecVersion = 11
 
 // parentCodec is the first log version whose opens carry their parent.
@@ -116,6 +120,9 @@ const parentCodec = 10
 
 // epochCodec is the first log version whose resumes may be fenced.
 const epochCodec = 11
+
+// sealCodec is the first log version that may seal a group (KindSeal).
+const sealCodec = 11
 
 // MaxBatch is the most commands one entry may carry.
 const MaxBatch = 1 << 12
@@ -258,6 +265,8 @@ func appendCommand(dst []byte, v byte, c *Command) []byte {
 		}
 	case KindGate:
 		dst = u(u(dst, uint64(c.Gate.Codec)), uint64(c.Gate.Snapshot))
+	case KindSeal:
+		// The kind says it all.
 	}
 	return dst
 }
@@ -394,6 +403,7 @@ func (d *decoder) command(c *Command) {
 		d.renewals(c)
 	case KindGate:
 		d.gate(c)
+	case KindSeal:
 	case KindGroupSeed, KindGroupCreate, KindGroupDrop, KindGroupSetVoters:
 		d.groupCommand(c)
 	default:

@@ -62,6 +62,7 @@ func everyKind() []Command {
 		{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}},
 		{Kind: KindGate, Gate: Baseline},
 		{Kind: KindGate}, // invalid for Apply, fine for the codec
+		{Kind: KindSeal},
 	}
 }
 
@@ -135,6 +136,7 @@ func TestBatchWritesOnlyTheKindsFields(t *testing.T) {
 		{KindExpireGrant, Command{Kind: KindExpireGrant, Token: 7, Mark: 10, Election: true, Name: "n"}},
 		{KindKeepAliveBatch, Command{Kind: KindKeepAliveBatch, Owner: 6, Renew: []Renewal{{Session: 1, Floor: 3}}}},
 		{KindGate, Command{Kind: KindGate, Gate: Gate{Codec: 9, Snapshot: 7}}},
+		{KindSeal, Command{Kind: KindSeal}}, // it carries nothing
 	} {
 		c := all
 		if tc.kind == KindKeepAliveBatch {

@@ -156,8 +156,22 @@ const (
 	// never falls, so an older or equal Gate changes nothing (OK), and one
 	// a group may not write (Gate.Valid) is refused (Invalid). (Version 9.)
 	KindGate Kind = 19
+	// KindSeal marks the group as dying, for a drop (DropGroup, forced or
+	// not, once it has decided to drop the group): it withdraws every
+	// queued request and candidacy, each reported by an EventUnqueued and
+	// an EventDropped (in name order of the locks, then of the elections,
+	// each queue head first), and their replies become Dropped; from its
+	// entry on, every Acquire, AcquireShared and Campaign, new or retried,
+	// is answered Dropped, and nothing is granted: a release, a cancel, an
+	// expiry, a revoke, an Undelay or an ExpireGrant only frees. The grants
+	// made before it stay until they end so (a forced drop revokes them).
+	// A seal never lifts; sealing a sealed group changes nothing (OK,
+	// Value 0); else the reply is OK with the number withdrawn as Value.
+	// It needs log version 11, and is refused (Invalid) in a group whose
+	// gate is below it. (Version 11.)
+	KindSeal Kind = 20
 
-	maxKind = KindGate
+	maxKind = KindSeal
 )
 
 // MaxRenewals is the most sessions one KeepAliveBatch may renew; a replica
@@ -188,6 +202,7 @@ var kindNames = [...]string{
 	KindExpireGrant:    "expire-grant",
 	KindKeepAliveBatch: "keep-alive-batch",
 	KindGate:           "gate",
+	KindSeal:           "seal",
 }
 
 func (k Kind) String() string {
@@ -364,6 +379,10 @@ const (
 	// Refused: keep-alive batch: Value of its sessions were not renewed,
 	// listed in Result.Refused; the others were. (Version 4.)
 	Refused Status = 13
+	// Dropped: acquire, campaign: the group is being dropped (KindSeal):
+	// the request was withdrawn by the seal, or came after it, and will
+	// never be granted. (Version 11.)
+	Dropped Status = 14
 )
 
 var statusNames = [...]string{
@@ -371,6 +390,7 @@ var statusNames = [...]string{
 	NotHeld: "not-held", UnknownSession: "unknown-session", Cancelled: "cancelled",
 	Stale: "stale", Invalid: "invalid", NotApplied: "not-applied",
 	LimitExceeded: "limit-exceeded", Conflict: "conflict", Refused: "refused",
+	Dropped: "dropped",
 }
 
 func (s Status) valid() bool { return s != 0 && int(s) < len(statusNames) }

@@ -363,7 +363,7 @@ func TestVersion8LogReplays(t *testing.T) {
 func TestVersion9LogReplays(t *testing.T) {
 	const entries = 400
 	const logFile, snapFile = "testdata/log-v9.txt", "testdata/snapshot-v7-log-v9.bin"
-	checkFrozenLog(t, 9, entries, logFile, snapFile, maxKind)
+	checkFrozenLog(t, 9, entries, logFile, snapFile, KindGate)
 	// Below gate 10, version 10 writes every entry of version 9 (and 8)
 	// byte for byte: opens without their parents.
 	data, err := os.ReadFile(logFile)
@@ -437,7 +437,7 @@ func TestVersion9LogReplays(t *testing.T) {
 func TestVersion10LogReplays(t *testing.T) {
 	const entries = 420
 	const logFile, snapFile = "testdata/log-v10.txt", "testdata/snapshot-v8-log-v10.bin"
-	checkFrozenLog(t, 10, entries, logFile, snapFile, maxKind)
+	checkFrozenLog(t, 10, entries, logFile, snapFile, KindGate)
 	data, err := os.ReadFile(logFile)
 	require.NoError(t, err)
 	var versions []byte
@@ -487,8 +487,8 @@ func TestVersion10LogReplays(t *testing.T) {
 
 // testdata/log-v11.txt and testdata/snapshot-v9-log-v11.bin freeze
 // today's formats (every kind, from the determinism driver; version 11
-// added a resume's fence, and snapshot version 9 keeps a part's ownership
-// epoch) so that the next version is tested against them as this one is
+// added a resume's fence and the seal, and snapshot version 9 keeps a
+// part's ownership epoch and the seal) so that the next version is tested against them as this one is
 // against versions 1 to 10. The log is written as a group writes it:
 // version 8 until the gate is raised to 9, and so on to 11.
 // FENCELOCK_WRITE_GOLDEN=1 writes them afresh, for a new version only.
@@ -528,6 +528,40 @@ func TestVersion11LogReplays(t *testing.T) {
 	})
 	require.Equal(t, 2, won)
 	require.Equal(t, 2, lost)
+	// And the seal: it withdrew every queued request and candidacy (the
+	// driver's, and a request and a candidacy queued for it), each
+	// reported dropped; a second seal changed nothing; a retry of the
+	// withdrawn request and a new one were answered Dropped; and nothing
+	// was granted from the seal on, a release included.
+	var sealed bool
+	var seals, dropped, answered, grantsAfter int
+	var withdrawn []uint64
+	replayFrozen(t, logFile, func(cmds []Command, rs []Result, evs []Event) {
+		for j, c := range cmds {
+			if c.Kind == KindSeal {
+				require.Equal(t, OK, rs[j].Status)
+				withdrawn = append(withdrawn, rs[j].Value)
+				seals++
+				sealed = true
+			}
+			if sealed && (c.Kind == KindAcquire || c.Kind == KindCampaign) && rs[j].Status == Dropped {
+				answered++
+			}
+		}
+		for _, e := range evs {
+			switch {
+			case e.Kind == EventDropped:
+				dropped++
+			case sealed && (e.Kind == EventGranted || e.Kind == EventElected):
+				grantsAfter++
+			}
+		}
+	})
+	require.Equal(t, 2, seals)
+	require.Equal(t, []uint64{uint64(dropped), 0}, withdrawn, "the second seal withdrew nothing")
+	require.GreaterOrEqual(t, dropped, 2)
+	require.Equal(t, 2, answered)
+	require.Zero(t, grantsAfter)
 
 	golden, err := os.ReadFile(snapFile)
 	require.NoError(t, err)
@@ -544,6 +578,9 @@ func TestVersion11LogReplays(t *testing.T) {
 	require.Equal(t, uint64(2), part.Owner)
 	require.NotZero(t, def.Base)
 	require.Equal(t, def.Base, part.Epoch, "the part keeps the epoch of the adoption that moved it")
+	require.True(t, st.Sealed(), "the snapshot keeps the seal")
+	require.False(t, st.Lock("part").Held, "released after the seal, granted to nobody")
+	require.Zero(t, st.Lock("part").Waiters)
 }
 
 // frozenParent is the parent of the part the frozen log of version 10
@@ -633,7 +670,7 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 	next([]Command{{Kind: KindGate, Gate: Gate{Codec: 10, Snapshot: 8}}})
 	waiting := next([]Command{{Kind: KindOpenSession, Nonce: 910, TTL: 1e9, Owner: 2, Parent: frozenParent + 1}}).Value
 	next([]Command{acqCmd(waiting, 1, "keep", true)})
-	for i < entries-11 {
+	for i < entries-19 {
 		// Kinds the codec has no encoding for are the driver's test of
 		// Apply, not entries a log can hold.
 		cmds := slices.DeleteFunc(d.entry(), func(c Command) bool { return c.Kind == 0 || c.Kind > maxKind })
@@ -657,7 +694,19 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 	next([]Command{{Kind: KindResume, Session: fenced, Nonce: 913, Owner: 2, Target: 13, TTL: 1e9, Keep: true, Fence: true, Epoch: epoch, Parent: def}})
 	next([]Command{{Kind: KindResume, Session: fenced, Nonce: 913, Owner: 3, Target: 14, TTL: 1e9, Keep: true, Fence: true, Epoch: epoch, Parent: def}})
 	part := next([]Command{{Kind: KindOpenSession, Nonce: 911, TTL: 1e9, Owner: 2, Parent: frozenParent}}).Value
-	next([]Command{acqCmd(part, 1, "part", false)})
+	partToken := next([]Command{acqCmd(part, 1, "part", false)}).Value
+	// And the seal, last (a sealed group grants nothing more): a request
+	// and a candidacy queued, withdrawn by it; a second seal; a retry of
+	// the withdrawn request and a new one, both answered Dropped; a
+	// release, which grants nothing.
+	late := next([]Command{openCmd(914)}).Value
+	next([]Command{acqCmd(late, 1, "part", true)})
+	next([]Command{{Kind: KindCampaign, Session: part, Seq: 2, Name: "sealed", Value: "p", Wait: true}})
+	next([]Command{{Kind: KindCampaign, Session: late, Seq: 2, Name: "sealed", Value: "l", Wait: true}})
+	next([]Command{{Kind: KindSeal}})
+	next([]Command{{Kind: KindSeal}})
+	next([]Command{acqCmd(late, 1, "part", true), acqCmd(late, 3, "fresh", true)})
+	next([]Command{relCmd(part, 3, "part", partToken)})
 	require.NoError(t, os.WriteFile(logFile, []byte(log.String()), 0o644))
 	require.NoError(t, os.WriteFile(snapFile, saveBytes(t, st), 0o644))
 }

@@ -69,6 +69,11 @@ const (
 	// EventGateRaised: the group writes the versions of Gate from the entry
 	// at Index on (KindGate). (Version 9.)
 	EventGateRaised
+	// EventDropped: request Seq of Session, in the queue of lock Name
+	// (with Election, a candidate in election Name), was withdrawn by the
+	// group's seal (KindSeal), after its EventUnqueued: the group is being
+	// dropped and will never grant it; its reply is Dropped. (Version 11.)
+	EventDropped
 )
 
 // Reason says why a grant or a session ended.
@@ -115,7 +120,7 @@ type Event struct {
 	Owner    uint64 // EventLeaderStarted: the leader's replica ID
 	Term     uint64 // EventLeaderStarted: its raft term
 	Group    uint64 // EventLeaderStarted: the group's ID
-	Election bool   // EventKept, EventKeptQueued, EventQueued, EventUnqueued: Name is an election
+	Election bool   // EventKept, EventKeptQueued, EventQueued, EventUnqueued, EventDropped: Name is an election
 	Name     string
 	Value    string // EventElected, EventProclaimed: the leader's value
 	// SessionName, At and Parent are an EventElected's or

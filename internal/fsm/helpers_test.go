@@ -344,7 +344,7 @@ func (m holderModel) observe(evs []Event) error {
 				}
 			}
 		case EventTouched, EventRenewed, EventResumed, EventElected, EventDeposed, EventProclaimed, EventLeaderStarted, EventQueued, EventUnqueued,
-			EventDelayed, EventUndelayed, EventKeptQueued, EventGateRaised, EventGroupTable: // not about holders
+			EventDelayed, EventUndelayed, EventKeptQueued, EventGateRaised, EventGroupTable, EventDropped: // not about holders
 		default:
 			return fmt.Errorf("unknown event %+v", e)
 		}

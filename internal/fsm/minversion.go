@@ -26,6 +26,7 @@ var minCodec = [...]uint8{
 	KindExpireGrant:    3,
 	KindKeepAliveBatch: 4,
 	KindGate:           9,
+	KindSeal:           11,
 	KindGroupSeed:      9,
 	KindGroupCreate:    9,
 	KindGroupDrop:      9,

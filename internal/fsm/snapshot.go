@@ -13,7 +13,7 @@ import (
 // The snapshot format (version 9), all numbers unsigned varints:
 //
 //	snapshot = magic version index lastToken lastSession grants leaderMark groupID
-//	           gateCodec gateSnapshot
+//	           gateCodec gateSnapshot sealed:byte
 //	           sessions:count session*  locks:count lock*
 //	           elections:count election*  ops:count (op status value)*
 //	           table  crc32:4 bytes
@@ -38,7 +38,9 @@ import (
 //
 // A state is saved at its group's gate (State.Gate): version 9 once the
 // gate's snapshot version is 9, version 8 (the same but for the parts'
-// ownership epochs, which it restores as 0, none: see Command.Fence)
+// ownership epochs, which it restores as 0, none: see Command.Fence, and
+// the seal, which it restores as unsealed: only a group whose gate is 11,
+// and so writes version 9, seals: see KindSeal)
 // while it is 8, version 7 (version 8 but for the sessions'
 // parents, which it restores as 0, unknown: see Command.Parent) while it
 // is 7, version 6 (version 7 but for the gate, which
@@ -71,6 +73,10 @@ const parentSnapshot = 8
 // ownership epoch (Command.Fence).
 const epochSnapshot = 9
 
+// sealSnapshot is the first snapshot version that keeps a group's seal
+// (KindSeal).
+const sealSnapshot = 9
+
 // maxSnapshot bounds how much Restore reads, so a corrupt or hostile stream
 // cannot make a replica allocate without limit.
 const maxSnapshot int64 = 4 << 30
@@ -92,6 +98,9 @@ func (st *State) Save(w io.Writer) error {
 	buf = u(u(buf, st.leaderMark), st.groupID)
 	if v >= gateSnapshot {
 		buf = u(u(buf, uint64(st.gate.Codec)), uint64(st.gate.Snapshot))
+	}
+	if v >= sealSnapshot {
+		buf = append(buf, boolByte(st.sealed))
 	}
 
 	ids := make([]uint64, 0, len(st.sessions))
@@ -246,6 +255,12 @@ func Restore(r io.Reader) (*State, error) {
 			return nil, err
 		}
 	}
+	if v >= sealSnapshot {
+		st.sealed = d.bool()
+		if d.err == nil && st.sealed && st.gate.Codec < sealCodec {
+			d.fail("a seal in a group whose gate is %v", st.gate)
+		}
+	}
 	d.sessions(st, v)
 	var tokens []uint64
 	tokens = d.locks(st, tokens, false, v)
@@ -261,6 +276,9 @@ func Restore(r io.Reader) (*State, error) {
 	d.checksum()
 	d.uniqueTokens(tokens)
 	d.uniqueRequests(st)
+	if d.err == nil && st.sealed && st.waiting+st.campaigning > 0 {
+		d.fail("a sealed group with %d queued requests", st.waiting+st.campaigning)
+	}
 	if d.err != nil {
 		return nil, d.err
 	}

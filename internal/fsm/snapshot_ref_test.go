@@ -51,6 +51,12 @@ func refDecodeSnapshot(data []byte) (*State, error) {
 	if v >= 7 {
 		d.gate(st, v)
 	}
+	if v >= 9 { // like the gate, a field the format gained since
+		st.sealed = d.bool()
+		if d.err == nil && st.sealed && st.gate.Codec < 11 {
+			d.fail("a seal at gate %v", st.gate)
+		}
+	}
 	d.sessions(st, v)
 	var tokens []uint64
 	tokens = d.locks(st, tokens, false, v)
@@ -72,6 +78,9 @@ func refDecodeSnapshot(data []byte) (*State, error) {
 	}
 	d.uniqueTokens(tokens)
 	d.uniqueRequests(st)
+	if d.err == nil && st.sealed && st.waiting+st.campaigning > 0 {
+		d.fail("a sealed group with queued requests")
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -145,6 +154,9 @@ func (d *refDecoder) sessions(st *State, v uint64) {
 		}
 		if v >= 8 { // a field the format gained since, like ops and the gate
 			s.parent = d.uvarint()
+		}
+		if v >= 9 {
+			s.epoch = d.uvarint()
 		}
 		switch {
 		case d.err != nil:

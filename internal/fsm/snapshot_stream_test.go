@@ -82,6 +82,9 @@ func FuzzRestoreStream(f *testing.F) {
 	f.Add(saveBytes(f, h.st))
 	f.Add(saveBytes(f, raisedState(f)))
 	f.Add(gatedImage().bytes())
+	if sealed, err := os.ReadFile("testdata/snapshot-v9-log-v11.bin"); err == nil { // version 9, sealed
+		f.Add(sealed)
+	}
 	f.Add([]byte("FLSN"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -128,7 +131,7 @@ func checkStreamed(t *testing.T, in []byte) {
 // The frozen snapshots of every version restore, streamed a byte at a time,
 // to the state the old decoder gave, and today's to its own bytes.
 func TestRestoreStreamGolden(t *testing.T) {
-	for _, file := range goldenSnapshots {
+	for _, file := range append(goldenSnapshots, "testdata/snapshot-v9-log-v11.bin") { // the last one sealed
 		data, err := os.ReadFile(file)
 		require.NoError(t, err)
 		ref, err := refDecodeSnapshot(data)

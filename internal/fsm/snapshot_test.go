@@ -450,7 +450,7 @@ func TestRestoreRejectsInconsistentSnapshots(t *testing.T) {
 		{"operation 0", func(im *snapImage) { im.ops[1].seq = 0 }},
 		{"an operation twice", func(im *snapImage) { im.ops[2].seq = im.ops[0].seq }},
 		{"operation status 0", func(im *snapImage) { im.ops[0].status = 0 }},
-		{"operation status unknown", func(im *snapImage) { im.ops[0].status = byte(Refused) + 1 }},
+		{"operation status unknown", func(im *snapImage) { im.ops[0].status = byte(Dropped) + 1 }},
 		{"operation status refused", func(im *snapImage) { im.ops[0].status = byte(Refused) }},
 		{"operation count beyond the data", func(im *snapImage) { im.opCount = u64(4) }},
 		{"more operations than OpMemory", func(im *snapImage) {

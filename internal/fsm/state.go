@@ -43,6 +43,9 @@ type State struct {
 	gate Gate
 	// table is the group table (grouptable.go), the default group's.
 	table groupTable
+	// sealed is set by KindSeal (version 11; snapshot version 9): the
+	// group is being dropped, queues nothing and grants nothing.
+	sealed bool
 
 	events  []Event
 	results []Result
@@ -378,6 +381,10 @@ func (st *State) GroupID() uint64 { return st.groupID }
 
 // LastToken returns the last fencing token granted.
 func (st *State) LastToken() uint64 { return st.lastToken }
+
+// Sealed reports whether the group is being dropped (KindSeal): it grants
+// nothing, and answers every Acquire and Campaign Dropped.
+func (st *State) Sealed() bool { return st.sealed }
 
 func (st *State) nextToken(index uint64) uint64 {
 	st.lastToken = max(st.lastToken+1, index<<TokenShift)

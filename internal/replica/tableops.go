@@ -185,8 +185,8 @@ func (h *Host) CreateGroup(ctx context.Context, name string, voters []uint64) er
 
 // DropGroup removes group name from the table, and returns once it no
 // longer runs on this host (the root's DropGroup documents the contract).
-// The group is drained first (drain): its queued requests withdrawn and,
-// with force, its grants revoked, none granting anything.
+// The group is drained first (drain): sealed, which withdraws its queued
+// requests and grants nothing more, and, with force, its grants revoked.
 func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 	// A deployment whose table was never set (its gate not raised yet, or
 	// just raised) names its Config.Groups: seed them first, as a create
@@ -217,40 +217,100 @@ func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 	return h.awaitGroup(ctx, name, func(x *Replica) bool { return x != r })
 }
 
-// drain empties group r before its drop, granting nothing: its queued
-// requests and candidacies are withdrawn, and then, with force, its grants
-// revoked (fsm.State.Draining has the order that keeps a withdrawal or a
-// revoke from granting a queue's head), until a linearizable read finds
-// none. Without force a grant found by the first read refuses the drop,
-// changing nothing; one made after it ends with the group. The
-// withdrawn requests' callers wait on until their replica applies the
-// drop, which ends them with ErrGroupDropped; a revoked grant ends with
-// ErrRevoked.
+// drain empties group r before its drop, granting nothing. Once the
+// first linearizable read found no grant (or with force), it seals the
+// group (fsm.KindSeal): the seal withdraws every queued request and
+// candidacy, whose callers end at once with ErrGroupDropped, and from it
+// on every request is answered ErrGroupDropped and nothing is granted, so
+// that no grant is made in the dying group whatever its clients do. With
+// force, the grants made before the seal are then revoked (ErrRevoked).
+// Without force a grant found by the first read refuses the drop,
+// changing nothing; one made between that read and the seal ends with
+// the group (its holder learns it from its Done: ErrGroupDropped).
+//
+// A group whose gate is below log version 11 cannot be sealed
+// (fsm.ErrVersionGated): it is drained with the older commands instead
+// (drainUnsealed), which leaves a call that asks the group in the moment
+// before the drop applies to be queued or granted and to end with the
+// group.
+func drain(ctx context.Context, r *Replica, force bool) error {
+	d, err := readDraining(ctx, r)
+	if err != nil {
+		return err
+	}
+	if d.held > 0 && !force {
+		return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, r.name, plural(d.held, "lock or leadership"))
+	}
+	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindSeal})
+	switch {
+	case errors.Is(err, fsm.ErrVersionGated):
+		return drainUnsealed(ctx, r, force)
+	case err != nil:
+		return err
+	case res.Status != fsm.OK:
+		return fmt.Errorf("fencelock: group %q refused its seal: %v", r.name, res.Status)
+	}
+	r.log.Info("fencelock: a group being dropped is sealed, its queued requests withdrawn", "group", r.name, "withdrawn", res.Value)
+	if !force {
+		return nil
+	}
+	// Nothing is granted after the seal: one read finds every grant left.
+	if d, err = readDraining(ctx, r); err != nil {
+		return err
+	}
+	for _, c := range d.cmds {
+		if c.Kind == fsm.KindRevoke {
+			c.Op = newOpID() // applied once across its retries
+		}
+		if _, err := r.Propose(ctx, c); err != nil {
+			return err
+		}
+	}
+	r.log.Info("fencelock: a sealed group being dropped revoked its grants", "group", r.name, "revoked", d.held)
+	return nil
+}
+
+// draining is what fsm.State.Draining returns.
+type draining struct {
+	cmds []fsm.Command
+	held int
+}
+
+// readDraining reads the commands that drain r's group (a linearizable
+// read).
+func readDraining(ctx context.Context, r *Replica) (draining, error) {
+	v, err := r.Read(ctx, func(st *fsm.State) any {
+		cmds, held := st.Draining()
+		return draining{cmds: cmds, held: held}
+	})
+	if err != nil {
+		return draining{}, err
+	}
+	return v.(draining), nil
+}
+
+// drainUnsealed is drain for a group whose gate is below log version 11,
+// which cannot seal: its queued requests and candidacies are withdrawn,
+// and then, with force, its grants revoked (fsm.State.Draining has the
+// order that keeps a withdrawal or a revoke from granting a queue's head),
+// until a linearizable read finds none. Without force a grant found by the
+// first read refuses the drop (drain checked it); one made after it ends
+// with the group. The withdrawn requests' callers wait on until their
+// replica applies the drop, which ends them with ErrGroupDropped; a
+// revoked grant ends with ErrRevoked.
 //
 // Each command is proposed after the one before it applied: a request
 // queued meanwhile is found by the next read. Nothing in the group's own
 // state says it is dying, so a call that queues or is granted after the
 // last read, before the drop applies, ends with the group instead
 // (ErrGroupDropped).
-func drain(ctx context.Context, r *Replica, force bool) error {
-	type draining struct {
-		cmds []fsm.Command
-		held int
-	}
-	for round := range maxDrainRounds {
-		first := round == 0
-		v, err := r.Read(ctx, func(st *fsm.State) any {
-			cmds, held := st.Draining()
-			return draining{cmds: cmds, held: held}
-		})
+func drainUnsealed(ctx context.Context, r *Replica, force bool) error {
+	for range maxDrainRounds {
+		d, err := readDraining(ctx, r)
 		if err != nil {
 			return err
 		}
-		d := v.(draining)
 		if d.held > 0 && !force {
-			if first {
-				return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, r.name, plural(d.held, "lock or leadership"))
-			}
 			// Granted since the check: it ends with the group (its holder
 			// learns it from its Done), and what queues behind it is
 			// withdrawn.

@@ -295,7 +295,7 @@ func (p *Part) granted(seq uint64, name string, mode grantMode, token uint64, va
 		}
 		g.limit(start.Add(w.maxHold - p.margin))
 	}
-	if w != nil && w.grant == nil {
+	if w != nil && w.grant == nil && w.err == nil {
 		g.since = p.clock.Now()
 		w.grant = g
 		close(w.ready)

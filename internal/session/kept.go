@@ -69,6 +69,9 @@ func (p *Part) awaitKept(ctx context.Context, cmd *fsm.Command, seq uint64, w *w
 	}()
 	select {
 	case <-w.ready:
+		if w.grant == nil {
+			return nil, w.err // withdrawn by the group's seal
+		}
 		return w.grant, nil
 	default:
 	}
@@ -79,6 +82,9 @@ func (p *Part) awaitKept(ctx context.Context, cmd *fsm.Command, seq uint64, w *w
 	}
 	select {
 	case <-w.ready:
+		if w.grant == nil {
+			return nil, w.err
+		}
 		trace.SpanFromContext(ctx).AddEvent("granted")
 		return w.grant, nil
 	case <-p.done:

@@ -166,8 +166,11 @@ type Part struct {
 
 // waiter is one Acquire or Campaign call waiting for its grant.
 type waiter struct {
-	ready   chan struct{} // closed when granted
-	grant   *Grant
+	ready chan struct{} // closed when granted (grant), or dropped (err)
+	grant *Grant
+	// err ends the wait with nothing granted: the request's group is
+	// being dropped, and its seal withdrew the request (fsm.KindSeal).
+	err     error
 	maxHold time.Duration // WithMaxHold's; 0: none
 	sent    clock.Instant // when the request was sent, by the boot clock
 	// kept marks a request an earlier holder made and an adoption kept in

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/internal/testhook"
 )
 
@@ -69,6 +70,8 @@ func (p *Part) replyErr(cmd fsm.Command, res fsm.Result, handled ...fsm.Status) 
 		return fmt.Errorf("%w: %q token %d", ErrNotHeld, cmd.Name, cmd.Token)
 	case fsm.LimitExceeded:
 		return fmt.Errorf("%s: %w", what, LimitError(res.Value))
+	case fsm.Dropped:
+		return p.groupDropped()
 	}
 	return fmt.Errorf("fencelock: %s: unexpected reply %v", what, res.Status)
 }
@@ -174,6 +177,9 @@ func (p *Part) request(ctx context.Context, cmd *fsm.Command, o RequestOptions) 
 	}
 	select {
 	case <-w.ready:
+		if w.grant == nil {
+			return nil, w.err // withdrawn by the group's seal
+		}
 		if ahead >= 0 {
 			trace.SpanFromContext(ctx).AddEvent("granted", trace.WithAttributes(attrAhead.Int(ahead)))
 		}
@@ -185,6 +191,31 @@ func (p *Part) request(ctx context.Context, cmd *fsm.Command, o RequestOptions) 
 		p.withdraw(seq, *cmd, p.rt.h.cfg.ProposalTimeout)
 		return nil, ctx.Err()
 	}
+}
+
+// groupDropped is the error of a request that the part's group will never
+// grant: the group is being dropped (fsm.Dropped, fsm.EventDropped).
+func (p *Part) groupDropped() error {
+	return fmt.Errorf("%w: %q is being dropped", replica.ErrGroupDropped, p.rt.group)
+}
+
+// dropped ends the wait of request seq, which the group's seal withdrew
+// (fsm.EventDropped): the group is being dropped and will never grant it,
+// so its caller learns it now, not when (or if) the group's drop applies
+// here.
+func (p *Part) dropped(seq uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.waiters[seq]
+	if w == nil || w.grant != nil || w.err != nil {
+		return
+	}
+	if w.kept && !w.claimed {
+		delete(p.waiters, seq) // no call waits for it yet, and none will be granted it
+		return
+	}
+	w.err = p.groupDropped()
+	close(w.ready)
 }
 
 // withdraw takes request seq back from the group: out of its queue, or, if

@@ -264,6 +264,8 @@ func (p *Part) applyEvent(e *fsm.Event, since clock.Instant) {
 		p.kept(e)
 	case fsm.EventKeptQueued:
 		p.keptQueued(e)
+	case fsm.EventDropped:
+		p.dropped(e.Seq)
 	}
 }
 
@@ -309,6 +311,10 @@ func (p *Part) reconcile(st *fsm.State) {
 			actions = append(actions, func() { p.granted(seq, name, mode, token, "", since) })
 		} else if e, ok := st.Leading(p.id, seq); ok {
 			actions = append(actions, func() { p.granted(seq, e.Name, electionMode, e.Token, e.Value, since) })
+		} else if st.Sealed() {
+			// The seal that withdrew it was in the entries the snapshot
+			// covered: nothing will grant it.
+			actions = append(actions, func() { p.dropped(seq) })
 		}
 	}
 	for _, g := range held {

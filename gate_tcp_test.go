@@ -16,12 +16,12 @@ import (
 
 // Issue 48, item 8, the version gate's first suspicion, over real TCP: the
 // default group's leader reads the membership, finds that every member
-// reads version 10, and proposes the raise; in between, replica 4, which
+// reads this build's version, and proposes the raise; in between, replica 4, which
 // announces that it reads no more than the baseline (as a build before the
 // gate does), is added and connects. Its TCP connections' handshakes ran
 // while the group wrote the baseline, and are not run again. Replica 4
 // must never be sent an entry of a version it did not say it reads: the
-// others write 10 and it stays at the baseline, and the leader says why.
+// others write the raised version and it stays at the baseline, and the leader says why.
 // (On transport.Network every batch runs the handshake's check, which
 // hides this: the test needs sockets.)
 func TestGateRaiseSendsNothingNewToAMemberAddedMeanwhile(t *testing.T) {
@@ -40,7 +40,8 @@ func TestGateRaiseSendsNothingNewToAMemberAddedMeanwhile(t *testing.T) {
 	c := newTCPCluster(t, 3, announce)
 	ctx := testCtx(t)
 	c.leader(ctx)
-	baseline, raised := Formats{Codec: 8, Snapshot: 6}, Formats{Codec: 10, Snapshot: 8}
+	reads := fsm.Reads() // what this build writes once the gate rises
+	baseline, raised := Formats{Codec: fsm.Baseline.Codec, Snapshot: fsm.Baseline.Snapshot}, Formats{Codec: reads.Codec, Snapshot: reads.Snapshot}
 	require.Equal(t, baseline, c.node(1).Status().Writes, "replica 3 holds the gate")
 
 	// Every raise stops in the gap until the test lets it go.
@@ -63,7 +64,7 @@ func TestGateRaiseSendsNothingNewToAMemberAddedMeanwhile(t *testing.T) {
 	mu.Unlock()
 	c.start(3)
 	select {
-	case <-inGap: // the leader read {1, 2, 3}: all read 10
+	case <-inGap: // the leader read {1, 2, 3}: all read this build's versions
 	case <-ctx.Done():
 		t.Fatal("the leader never tried to raise the gate")
 	}
@@ -84,7 +85,7 @@ func TestGateRaiseSendsNothingNewToAMemberAddedMeanwhile(t *testing.T) {
 			}
 		}
 		return true
-	}, 30*time.Second, 20*time.Millisecond, "replicas 1 to 3 write 10 after the raise")
+	}, 30*time.Second, 20*time.Millisecond, "replicas 1 to 3 write this build's versions after the raise")
 
 	// Either the leader holds the new entries back from replica 4 and
 	// says so, or replica 4 applies them.
@@ -99,7 +100,7 @@ func TestGateRaiseSendsNothingNewToAMemberAddedMeanwhile(t *testing.T) {
 	require.Eventually(t, func() bool { return heldBack() || n4.Status().Writes != baseline }, 30*time.Second, 20*time.Millisecond,
 		"the leader neither held the raise back from replica 4 nor sent it")
 	require.Equal(t, baseline, n4.Status().Writes,
-		"replica 4 announced that it reads log version 8 and applied the raise to 10: it was sent entries it cannot read")
+		"replica 4 announced that it reads the baseline and applied the raise: it was sent entries it cannot read")
 	_, err := c.node(1).Members(context.Background())
 	require.NoError(t, err, "the group goes on")
 }

@@ -127,7 +127,8 @@ func ParseResumeToken(s string) (ResumeToken, error) {
 //
 // It fails with fencelock.ErrSessionExpired, and tells nothing more, if the
 // session is over at the group (expired, closed, ended by an operator) or
-// t's secret is not the session's (404 or 403); with an error wrapping
+// t's secret is not the session's (404 or 403; a bearer token without the
+// sessions right is a 403 too, and refused alike); with an error wrapping
 // fencelock.ErrInvalidResumeToken for the zero token, or if the group's TTL
 // for the session is not t's (a token edited or mis-copied: its holder
 // would time its lease wrongly; the heartbeat has renewed the session

@@ -230,3 +230,66 @@ func FuzzParseResumeToken(f *testing.F) {
 		require.Equal(t, tok, again)
 	})
 }
+
+// The replica that served the session stops with the old process: another
+// replica adopts the session for the resume, checking the secret at the
+// group, so a wrong one takes nothing over and the right one then does.
+// A request the old process had queued is the resumed one's: its Acquire
+// waits in that place, never as a second waiter, and is granted in turn.
+func TestResumeSessionAfterItsReplicaStopped(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	const ttl = 3 * time.Second
+	c1 := newClient(t, g.urls[1])
+	s1, err := c1.NewSession(ctx, fencelock.WithTTL(ttl))
+	require.NoError(t, err)
+	l1, err := s1.Acquire(ctx, "x")
+	require.NoError(t, err)
+	c2 := newClient(t, g.urls[2], g.urls[3])
+	holder, err := c2.NewSession(ctx, fencelock.WithTTL(ttl))
+	require.NoError(t, err)
+	held, err := holder.Acquire(ctx, "q")
+	require.NoError(t, err)
+	queued := make(chan int, 8)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := s1.Acquire(ctx, "q", fencelock.WithQueuePosition(func(p int) { queued <- p }))
+		waited <- err
+	}()
+	require.Equal(t, 1, <-queued)
+	good := s1.Resume()
+
+	restart(s1)
+	require.Error(t, <-waited, "the old process's wait ends with it")
+	g.stop(1)
+
+	wrong := good
+	wrong.secret = strings.Repeat("B", len(good.secret))
+	_, err = c2.ResumeSession(ctx, wrong)
+	require.ErrorIs(t, err, fencelock.ErrSessionExpired)
+
+	s2, err := c2.ResumeSession(ctx, good)
+	require.NoError(t, err)
+	l2, err := s2.Acquire(ctx, "x")
+	require.NoError(t, err)
+	require.Equal(t, l1.Token(), l2.Token())
+
+	positions := make(chan int, 8)
+	granted := make(chan *Lock, 1)
+	go func() {
+		l, err := s2.Acquire(ctx, "q", fencelock.WithQueuePosition(func(p int) { positions <- p }))
+		if err != nil {
+			t.Error(err)
+		}
+		granted <- l
+	}()
+	require.Equal(t, 1, <-positions, "the resumed Acquire waits in the old request's place")
+	info, err := c2.Inspect(ctx, "q")
+	require.NoError(t, err)
+	require.Equal(t, 1, info.Waiters, "one request: the session never queues twice")
+	require.NoError(t, held.Release(ctx))
+	lq := <-granted
+	require.NotNil(t, lq)
+	require.Greater(t, lq.Token(), held.Token())
+	require.NoError(t, s2.Close(ctx))
+}

@@ -40,6 +40,17 @@
 // embedded session's holder does. An answer that grants (an acquire, a
 // campaign) carries a lease_ms of its own, from the grant's group: Done
 // closes at the earlier of the two (see Session.LeaseLeft).
+//
+// # Resuming after a restart
+//
+// A process that restarts within its session's TTL takes the session back
+// rather than wait a TTL for its locks to be freed: it keeps
+// Session.Resume's token (a credential: keep it as a secret), and after the
+// restart passes it, read by ParseResumeToken, to Client.ResumeSession.
+// The session comes back with its locks and leaderships and their fencing
+// tokens; an Acquire (or Campaign) of one it held answers that grant. The
+// old process must be gone, and must not have closed the session (Close
+// and Client.Close end it at the group). See ExampleClient_ResumeSession.
 package client
 
 import (

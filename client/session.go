@@ -88,7 +88,8 @@ type Session struct {
 // fencelock.WithSessionName (default: this process's "host:pid"). Options
 // the API does not serve (WithSafetyMargin, WithLockDelay, WithResume,
 // WithExternalKeepAlive) fail with an error wrapping errors.ErrUnsupported
-// rather than being ignored; a bad TTL or name fails with
+// rather than being ignored (a remote session resumes by
+// Client.ResumeSession); a bad TTL or name fails with
 // fencelock.ErrInvalidTTL or ErrInvalidSessionName before any call. A
 // create whose answer was lost and that was sent again leaves a session
 // nobody heartbeats, which the group expires one TTL later.
@@ -100,7 +101,8 @@ func (c *Client) NewSession(ctx context.Context, opts ...fencelock.SessionOption
 	case o.LockDelay != 0:
 		return nil, fmt.Errorf("%w: WithLockDelay through the HTTP API", errors.ErrUnsupported)
 	case o.Resume:
-		return nil, fmt.Errorf("%w: WithResume through the HTTP API", errors.ErrUnsupported)
+		return nil, fmt.Errorf("%w: WithResume through the HTTP API: resume with Client.ResumeSession and the client.ResumeToken"+
+			" of the session's Resume (a fencelock.ResumeToken is an embedded session's)", errors.ErrUnsupported)
 	case o.ExternalKeepAlive:
 		return nil, fmt.Errorf("%w: WithExternalKeepAlive (a client session heartbeats on its own)", errors.ErrUnsupported)
 	}
@@ -133,8 +135,16 @@ func (c *Client) NewSession(ctx context.Context, opts ...fencelock.SessionOption
 		return nil, &badAnswerError{endpoint: "create", err: fmt.Errorf("session answer without an ID, a secret or a sane lease: %+v",
 			sessionAnswer{SessionID: a.SessionID, TimeoutMS: a.TimeoutMS, LeaseMS: a.LeaseMS})}
 	}
-	s := &Session{c: c, id: uint64(a.SessionID), secret: a.SessionSecret,
-		ttl: time.Duration(a.TimeoutMS) * time.Millisecond, lease: time.Duration(a.LeaseMS) * time.Millisecond,
+	return c.start(uint64(a.SessionID), a.SessionSecret, time.Duration(a.TimeoutMS)*time.Millisecond,
+		time.Duration(a.LeaseMS)*time.Millisecond, sent)
+}
+
+// start makes the holder's Session of a session the group answered for, by
+// a call sent at sent (the create, or the heartbeat of a resume) with
+// lease: its deadline is sent + lease, and its heartbeat loop starts. It
+// fails with ErrClosed if the client closed meanwhile.
+func (c *Client) start(id uint64, secret string, ttl, lease time.Duration, sent clock.Instant) (*Session, error) {
+	s := &Session{c: c, id: id, secret: secret, ttl: ttl, lease: lease,
 		lastOK: sent, stop: make(chan struct{}), reperiod: make(chan struct{}, 1), lowered: make(chan struct{}, 1), done: make(chan struct{}),
 		grants: map[*grant]struct{}{}, busy: map[string]chan struct{}{}}
 	s.deadline = sent.Add(s.lease)

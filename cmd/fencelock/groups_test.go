@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -58,12 +59,14 @@ func TestServeGroups(t *testing.T) {
 	require.Equal(t, []string{"solo", "2", "2"}, []string{solo[0], solo[2], solo[3]}, "solo is led by its only voter 2: %s", out)
 	require.Equal(t, "non-voting", solo[4], "replica 1 runs solo non-voting: %s", out)
 	require.Equal(t, "1,2,3", strings.Fields(rows[1])[3])
-	// Each group's WRITES: log 10 and snapshot 8 once its leader has heard
+	// Each group's WRITES: this build's formats once its leader has heard
 	// every replica read them (at once here, all running this build).
+	v := fencelock.BuildVersion()
+	writes := fmt.Sprintf("log %d, snapshot %d", v.Codec, v.Snapshot)
 	require.Eventually(t, func() bool {
 		out, err = exec.Command(p.bin, "status", "--http", p.urls[1]).CombinedOutput()
-		return err == nil && strings.Count(string(out), "  log 10, snapshot 8\n") == 3 && // the table's rows
-			strings.Contains(string(out), "reads log formats up to 10 and snapshots up to 8; the default group writes log 10, snapshot 8\n")
+		return err == nil && strings.Count(string(out), "  "+writes+"\n") == 3 && // the table's rows
+			strings.Contains(string(out), fmt.Sprintf("reads log formats up to %d and snapshots up to %d; the default group writes %s\n", v.Codec, v.Snapshot, writes))
 	}, 30*time.Second, 100*time.Millisecond, "every group writes this build's formats: %s", &out)
 
 	// locks and sessions list one group: --group, or a PREFIX's @group.

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -43,6 +44,9 @@ var contract struct {
 	// errorBody is the schema of the Error responses the routes' fallbacks
 	// give (405 and 404, outside any operation).
 	errorBody map[int]*base.Schema
+	// events is, for each stream ("GET /v1/locks/{name}/watch"), the
+	// schema of each event kind's data: its media type's x-events.
+	events map[string]map[string]*base.Schema
 }
 
 func loadContract(t testing.TB) {
@@ -73,8 +77,46 @@ func loadContract(t testing.TB) {
 			}
 			contract.errorBody[status] = resp.Content.GetOrZero("application/json").Schema.Schema()
 		}
+		contract.events, contract.err = streamEvents(&m.Model)
 	})
 	require.NoError(t, contract.err, "openapi.yaml does not build")
+}
+
+// streamEvents reads the x-events of every text/event-stream response:
+// event kind → a $ref to the schema of its data.
+func streamEvents(m *v3.Document) (map[string]map[string]*base.Schema, error) {
+	out := map[string]map[string]*base.Schema{}
+	for path, item := range m.Paths.PathItems.FromOldest() {
+		for method, op := range item.GetOperations().FromOldest() {
+			for code, resp := range op.Responses.Codes.FromOldest() {
+				if resp.Content == nil { // a 204
+					continue
+				}
+				mt := resp.Content.GetOrZero("text/event-stream")
+				if mt == nil {
+					continue
+				}
+				where := strings.ToUpper(method) + " " + path + " " + code
+				node := mt.Extensions.GetOrZero("x-events")
+				var refs map[string]struct {
+					Ref string `yaml:"$ref"`
+				}
+				if node == nil || node.Decode(&refs) != nil || len(refs) == 0 {
+					return nil, fmt.Errorf("%s: text/event-stream without x-events (kind: {$ref: schema})", where)
+				}
+				kinds := map[string]*base.Schema{}
+				for kind, r := range refs {
+					sp := m.Components.Schemas.GetOrZero(strings.TrimPrefix(r.Ref, "#/components/schemas/"))
+					if sp == nil {
+						return nil, fmt.Errorf("%s: x-events %s: no schema %q", where, kind, r.Ref)
+					}
+					kinds[kind] = sp.Schema()
+				}
+				out[strings.ToUpper(method)+" "+path] = kinds
+			}
+		}
+	}
+	return out, nil
 }
 
 func describe(errs []*valerrors.ValidationError) string {
@@ -257,14 +299,19 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	header http.Header
-	json   bool
+	keep   bool // JSON, or a stream's events: the body is checked
 	body   bytes.Buffer
 }
+
+// maxKept bounds the bytes of a stream a recorder keeps: its first events
+// are checked, the rest passed on only.
+const maxKept = 1 << 20
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 && code >= 200 {
 		r.status, r.header = code, r.ResponseWriter.Header().Clone()
-		r.json = strings.HasPrefix(r.header.Get("Content-Type"), "application/json")
+		ct := r.header.Get("Content-Type")
+		r.keep = strings.HasPrefix(ct, "application/json") || strings.HasPrefix(ct, "text/event-stream")
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
@@ -273,7 +320,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.WriteHeader(http.StatusOK)
 	}
-	if r.json {
+	if r.keep && r.body.Len() < maxKept {
 		r.body.Write(b)
 	}
 	return r.ResponseWriter.Write(b)
@@ -297,11 +344,12 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // servers' Close). A method or path no operation has is answered by the
 // route table's fallbacks: 405 or 404 with the Error body, checked so.
 //
-// Bodies are checked for JSON only: the SSE streams (text/event-stream),
-// the dashboard's page (text/html), /metrics, the snapshot and the
-// document itself have their status and media type checked, not their
-// bytes. HEAD is not checked: Go's mux answers it as the GET, without the
-// body.
+// Bodies are checked for JSON, and the SSE streams (text/event-stream)
+// event by event, each kind's data against its schema in the media type's
+// x-events (the first MiB of a stream). The dashboard's page (text/html),
+// /metrics, the snapshot and the document itself have their status and
+// media type checked, not their bytes. HEAD is not checked: Go's mux
+// answers it as the GET, without the body.
 func ValidateResponses(t testing.TB, api http.Handler) http.Handler {
 	t.Helper()
 	loadContract(t)
@@ -342,7 +390,7 @@ func ValidateResponses(t testing.TB, api http.Handler) http.Handler {
 			if msg := validate(req, pattern, rec); msg != "" {
 				mu.Lock()
 				failures = append(failures, req.Method+" "+req.URL.String()+" answered "+strconv.Itoa(rec.status)+": "+
-					msg+"\n\tbody: "+strings.TrimSpace(rec.body.String()))
+					msg+"\n\tbody: "+fmt.Sprintf("%.500s", strings.TrimSpace(rec.body.String())))
 				mu.Unlock()
 			}
 		}()
@@ -368,5 +416,42 @@ func validate(req *http.Request, pattern string, rec *recorder) string {
 	if ok, errs := contract.check.ValidateHttpResponse(req, resp); !ok {
 		return describe(errs)
 	}
+	if strings.HasPrefix(rec.header.Get("Content-Type"), "text/event-stream") {
+		return validateEvents(contract.events[pattern], rec.body.String())
+	}
 	return ""
+}
+
+// validateEvents checks each whole event of a stream: a kind its x-events
+// lists, and data that matches the kind's schema. Comments (": ping") and
+// an event cut off at the end are skipped.
+func validateEvents(kinds map[string]*base.Schema, stream string) string {
+	if kinds == nil {
+		return "a stream with no x-events in openapi.yaml"
+	}
+	blocks := strings.Split(stream, "\n\n")
+	var bad []string
+	for _, b := range blocks[:len(blocks)-1] {
+		var kind, data string
+		for _, line := range strings.Split(b, "\n") {
+			if k, ok := strings.CutPrefix(line, "event: "); ok {
+				kind = k
+			}
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				data = d
+			}
+		}
+		if kind == "" {
+			continue
+		}
+		schema := kinds[kind]
+		if schema == nil {
+			bad = append(bad, "event "+strconv.Quote(kind)+" is not in x-events")
+			continue
+		}
+		if ok, errs := schema_validation.NewSchemaValidator().ValidateSchemaString(schema, data); !ok {
+			bad = append(bad, "event "+kind+" "+data+":"+describe(errs))
+		}
+	}
+	return strings.Join(bad, "\n\t")
 }

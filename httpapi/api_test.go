@@ -84,7 +84,8 @@ func newGroupWith(t *testing.T, tune func(*fencelock.Config), forward bool, opts
 			o = append(o, httpapi.WithPeers(g.urls))
 		}
 		g.apis[id] = httpapi.New(g.nodes[id], o...)
-		servers[id].Config.Handler = g.apis[id]
+		// Every response of every test's calls is checked against openapi.yaml.
+		servers[id].Config.Handler = httpapi.ValidateResponses(t, g.apis[id])
 		servers[id].Start()
 	}
 	g.srvs = servers

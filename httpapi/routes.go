@@ -84,7 +84,10 @@ type route struct {
 	access  map[string]access // by method; none: any valid token
 }
 
-func (s *Server) routes() {
+// routeTable is every route the server answers, its public ones and the
+// right each method needs (routes registers it; the package's tests hold
+// openapi.yaml to it).
+func (s *Server) routeTable() []*route {
 	var rs []*route
 	add := func(path string, public bool, m map[string]http.HandlerFunc, a map[string]access) {
 		rs = append(rs, &route{path: path, methods: m, public: public, access: a})
@@ -120,7 +123,12 @@ func (s *Server) routes() {
 	add("/readyz", true, hm{"GET": s.readyz}, nil)
 	add("/livez", true, hm{"GET": s.healthz}, nil)
 	add("/{$}", true, hm{"GET": s.dashboard}, nil)
-	for _, rt := range rs {
+	add("/v1/openapi.yaml", true, hm{"GET": s.openapi}, nil) // openapi.go
+	return rs
+}
+
+func (s *Server) routes() {
+	for _, rt := range s.routeTable() {
 		var allow []string
 		for m, h := range rt.methods {
 			allow = append(allow, m)

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -35,7 +36,8 @@ import (
 // svcGoClients clients use client.New with the three endpoints in an order
 // of their own (a load balancer's spread), a session of TTL svcTTL each,
 // and loop over Acquire (one time in four TryAcquire) of one of svcLocks,
-// three fenced writes checking Lock.Done before each, and Release. One
+// three fenced writes checking Lock.Done before each, and Release (one of
+// them contends for svcLocks[0] too, the others for the rest). One
 // raw-HTTP client (the split client) holds one session and sends every
 // heartbeat and every acquire ("wait": false) of svcLocks[0] to two
 // replicas at once, as a load balancer retrying on another backend would:
@@ -58,6 +60,9 @@ import (
 //   - partition: the default group's leader is cut off from both others
 //     (raft only: its API still answers) for a TTL, so the others elect a
 //     leader while the split client's calls adopt its session.
+//   - holder-cut: the split client itself is cut off from every replica
+//     while it holds its lock, until the group grants the lock on (its
+//     session expires there); then it opens a new session.
 //
 // # Checks
 //
@@ -100,7 +105,11 @@ const (
 	// freeze, so that a call a frozen replica held is answered after it.
 	svcRawCall = 3 * time.Second
 	svcRawBeat = time.Second // bounds one of its heartbeats
-	svcQuiet   = 1500 * time.Millisecond
+	// svcSplitGap is the split client's work between writes: it holds its
+	// lock most of the time, so that a fault finds its replica's copy of
+	// the session holding it.
+	svcSplitGap = svcTTL / 40
+	svcQuiet    = 1500 * time.Millisecond
 )
 
 // ServiceReport is the outcome of the service scenario.
@@ -240,6 +249,7 @@ type svcBelief struct {
 	open    func() bool // by the holder's own lease: Lock.Done, or lease_ms
 	split   bool        // the split client's
 	until   time.Time   // the split client's: its grant's lease ends
+	secret  string      // the split client's: its session's
 
 	stopped time.Time // released (the call began) or the lease ended; zero while held
 	lapsed  bool      // stopped by its lease, not a release
@@ -529,6 +539,7 @@ var svcFaults = []svcFault{
 	{"freeze-long", func(ctx context.Context, r *svcRun) error { return r.freeze(ctx, svcTTL*3/2) }},
 	{"kill-restart", func(ctx context.Context, r *svcRun) error { return r.killRestart(ctx) }},
 	{"partition", func(ctx context.Context, r *svcRun) error { return r.partition(ctx) }},
+	{"holder-cut", func(ctx context.Context, r *svcRun) error { return r.cutHolder(ctx) }},
 }
 
 // nemesis waits for the workload to run (every client granted once), then
@@ -577,7 +588,7 @@ func (r *svcRun) warmedUp() bool {
 // target is the replica the split client's session lives on (another
 // running one if the list does not say).
 func (r *svcRun) target(ctx context.Context) uint64 {
-	if id := r.ownerOf(ctx, r.split.sid); id != 0 && r.c.Node(id) != nil {
+	if id := r.ownerOf(ctx, r.split.cur().id); id != 0 && r.c.Node(id) != nil {
 		return id
 	}
 	l, err := r.c.Leader(ctx)
@@ -587,9 +598,15 @@ func (r *svcRun) target(ctx context.Context) uint64 {
 	return l
 }
 
-// freeze holds the target's HTTP handlers and cuts its raft links for d,
-// as a SIGSTOP would, then lets it run again.
+// freeze holds the HTTP handlers of the replica the split session lives
+// on, while the split client holds its lock there, and cuts its raft links
+// for d, as a SIGSTOP would, then lets it run again.
 func (r *svcRun) freeze(ctx context.Context, d time.Duration) error {
+	for deadline := time.Now().Add(svcTTL); !r.split.holds() && time.Now().Before(deadline); {
+		if err := wait(ctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
 	id := r.target(ctx)
 	rep := r.reps[id]
 	before := rep.thaw() // nothing frozen: the count so far
@@ -629,7 +646,7 @@ func (r *svcRun) partition(ctx context.Context) error {
 		return err
 	}
 	r.c.Net.Isolate(r.c.Addr(l))
-	r.logf("isolated the leader, replica %d", l)
+	r.logf("isolated the leader, replica %d, at %s", l, time.Now().Format("15:04:05.000"))
 	err = wait(ctx, svcTTL)
 	r.c.Net.Heal()
 	if err != nil {
@@ -637,9 +654,54 @@ func (r *svcRun) partition(ctx context.Context) error {
 	}
 	// The leader's change is the point: it must have happened.
 	if nl, err := r.c.Leader(ctx); err == nil {
-		r.logf("leader after the partition: replica %d", nl)
+		r.logf("leader after the partition: replica %d, at %s", nl, time.Now().Format("15:04:05.000"))
 	}
 	return nil
+}
+
+// cutHolder cuts the split client off from every replica while it holds
+// its lock (nothing it sends arrives, heartbeats included), until the
+// group granted the lock past its token, then heals it; it opens a new
+// session. Its grant's end for it (lease_ms after its acquire's send) and
+// the group's next grant measure the margin the lease keeps.
+func (r *svcRun) cutHolder(ctx context.Context) error {
+	var b *svcBelief
+	for deadline := time.Now().Add(2 * svcTTL); b == nil && time.Now().Before(deadline); {
+		if b = r.split.held(); b == nil {
+			if err := wait(ctx, time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	if b == nil {
+		return errors.New("the split client held no grant to be cut off with")
+	}
+	r.split.cutOff(true)
+	defer r.split.cutOff(false)
+	for deadline := time.Now().Add(3 * svcTTL); !r.grantedAbove(b.name, b.token); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%q: no grant above the cut-off holder's token %d within %v", b.name, b.token, 3*svcTTL)
+		}
+		if err := wait(ctx, 5*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	r.logf("cut the split client off holding %q token %d until the group granted it on", b.name, b.token)
+	r.split.cutOff(false)
+	return r.split.create(ctx)
+}
+
+// grantedAbove reports whether the group applied a grant of lock name with
+// a token above token.
+func (r *svcRun) grantedAbove(name string, token uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range r.applied[name] {
+		if g.token > token {
+			return true
+		}
+	}
+	return false
 }
 
 // settle waits until every lock is free (every session closed), then reads

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,12 +49,27 @@ func (g *svcGo) ensureSession(ctx context.Context) bool {
 		return false
 	}
 	g.s = s
+	// The last heartbeats' outcomes, for the reader of a loss.
+	var beatsMu sync.Mutex
+	var beats []string
+	s.OnHeartbeat(func(err error, left time.Duration) {
+		beatsMu.Lock()
+		defer beatsMu.Unlock()
+		beats = append(beats, fmt.Sprintf("%s: err=%v left=%v", time.Now().Format("15:04:05.000"), err, left.Round(time.Millisecond)))
+		if len(beats) > 4 {
+			beats = beats[1:]
+		}
+	})
 	g.watchers.Add(1)
 	go func() {
 		defer g.watchers.Done()
 		<-s.Done()
 		if !g.closing.Load() {
-			g.r.violation("session lost: client %d's session %d ended while its client kept calling: %v", g.id, s.ID(), s.Err())
+			beatsMu.Lock()
+			last := strings.Join(beats, "; ")
+			beatsMu.Unlock()
+			g.r.violation("session lost: client %d's session %d ended at %s while its client kept calling: %v (its last heartbeats: %s)",
+				g.id, s.ID(), time.Now().Format("15:04:05.000"), s.Err(), last)
 		}
 	}()
 	return true
@@ -64,7 +81,13 @@ func (g *svcGo) run(ctx context.Context) {
 			continue
 		}
 		s := g.s
-		name := svcLocks[g.rng.IntN(len(svcLocks))]
+		// One Go client contends with the split client; the others leave
+		// it its lock, so that it holds it often enough for the faults.
+		locks := svcLocks[1:]
+		if g.id == 0 {
+			locks = svcLocks
+		}
+		name := locks[g.rng.IntN(len(locks))]
 		kind := OpAcquire
 		if g.rng.IntN(4) == 0 {
 			kind = OpTryAcquire
@@ -157,11 +180,13 @@ type svcSplit struct {
 	tr      *http.Transport
 	late    sync.WaitGroup // answers still out
 
-	sid    uint64
-	secret string
-	lease  time.Duration
+	// cut: the client is cut off from every replica; its calls never
+	// arrive (cutOff).
+	cut atomic.Bool
 
 	mu          sync.Mutex
+	sess        splitSession
+	excused     bool      // cut off since the session's last answer: its loss is no violation
 	deadline    time.Time // the last answered heartbeat's send + lease_ms
 	lost        bool
 	holding     []*svcBelief // grants answered and not released
@@ -178,6 +203,31 @@ func newSplit(id int, r *svcRun, eps []string, rng *rand.Rand) *svcSplit {
 		hc: &http.Client{Transport: tr}, tr: tr, granted: map[uint64]bool{}, released: map[uint64]bool{}}
 }
 
+// splitSession is the split client's session, as its create answered.
+type splitSession struct {
+	id     uint64
+	secret string
+	lease  time.Duration
+}
+
+func (s *svcSplit) cur() splitSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess
+}
+
+// cutOff cuts the client off from every replica (cut false: heals it).
+func (s *svcSplit) cutOff(cut bool) {
+	s.mu.Lock()
+	if cut {
+		s.excused = true
+	}
+	s.mu.Unlock()
+	s.cut.Store(cut)
+}
+
+var errSplitCut = errors.New("checker: the split client is cut off")
+
 func (s *svcSplit) counts() (grants, held int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -186,14 +236,17 @@ func (s *svcSplit) counts() (grants, held int) {
 
 // do makes one call to base and decodes a 2xx answer into out; held
 // reports whether a frozen replica held the call.
-func (s *svcSplit) do(ctx context.Context, method, base, path string, body, out any) (status int, held bool, err error) {
-	status, held, _, err = s.doBegan(ctx, method, base, path, body, out)
+func (s *svcSplit) do(ctx context.Context, sess splitSession, method, base, path string, body, out any) (status int, held bool, err error) {
+	status, held, _, err = s.doBegan(ctx, sess, method, base, path, body, out)
 	return status, held, err
 }
 
 // doBegan is do that also returns when the answering handler began (zero
 // if no header says).
-func (s *svcSplit) doBegan(ctx context.Context, method, base, path string, body, out any) (status int, held bool, began time.Time, err error) {
+func (s *svcSplit) doBegan(ctx context.Context, sess splitSession, method, base, path string, body, out any) (status int, held bool, began time.Time, err error) {
+	if s.cut.Load() {
+		return 0, false, began, errSplitCut
+	}
 	var rd io.Reader
 	if body != nil {
 		j, err := json.Marshal(body)
@@ -206,8 +259,8 @@ func (s *svcSplit) doBegan(ctx context.Context, method, base, path string, body,
 	if err != nil {
 		return 0, false, began, err
 	}
-	if s.secret != "" {
-		req.Header.Set(httpapi.SecretHeader, s.secret)
+	if sess.secret != "" {
+		req.Header.Set(httpapi.SecretHeader, sess.secret)
 	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
@@ -236,14 +289,14 @@ func splitLockPath(verb string) string {
 	return "/v1/locks/" + url.PathEscape(svcLocks[0]) + "/" + verb
 }
 
-func (s *svcSplit) sessionPath() string { return "/v1/sessions/" + httpapiID(s.sid) }
+func (sess splitSession) path() string { return "/v1/sessions/" + httpapiID(sess.id) }
 
 func httpapiID(id uint64) string {
 	j, _ := json.Marshal(httpapi.ID(id))
 	return string(j[1 : len(j)-1])
 }
 
-// create opens the split client's session on the first endpoint that
+// create opens a session for the split client on the first endpoint that
 // answers.
 func (s *svcSplit) create(ctx context.Context) error {
 	var errs error
@@ -255,11 +308,13 @@ func (s *svcSplit) create(ctx context.Context) error {
 		}
 		sent := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, svcOpTimeout)
-		status, _, err := s.do(cctx, "POST", ep, "/v1/sessions", map[string]any{"ttl_ms": svcTTL.Milliseconds(), "name": "split"}, &out)
+		status, _, err := s.do(cctx, splitSession{}, "POST", ep, "/v1/sessions", map[string]any{"ttl_ms": svcTTL.Milliseconds(), "name": "split"}, &out)
 		cancel()
 		if err == nil && status == http.StatusCreated {
-			s.sid, s.secret, s.lease = uint64(out.ID), out.Secret, time.Duration(out.LeaseMS)*time.Millisecond
-			s.deadline = sent.Add(s.lease)
+			s.mu.Lock()
+			s.sess = splitSession{uint64(out.ID), out.Secret, time.Duration(out.LeaseMS) * time.Millisecond}
+			s.deadline, s.lost, s.excused = sent.Add(s.sess.lease), false, false
+			s.mu.Unlock()
 			return nil
 		}
 		errs = errors.Join(errs, err)
@@ -278,7 +333,7 @@ func (s *svcSplit) two(rng *rand.Rand) [2]string {
 // its lease; a lease with no answered heartbeat, or a 404, is a session
 // lost while its client kept calling.
 func (s *svcSplit) beat(ctx context.Context) {
-	t := time.NewTicker(s.lease / 4)
+	t := time.NewTicker(s.cur().lease / 4)
 	defer t.Stop()
 	for {
 		select {
@@ -286,6 +341,10 @@ func (s *svcSplit) beat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if s.cut.Load() {
+			continue // nothing it sends arrives
+		}
+		sess := s.cur()
 		var wg sync.WaitGroup
 		for _, ep := range s.two(s.beatRng) {
 			wg.Add(1)
@@ -296,26 +355,29 @@ func (s *svcSplit) beat(ctx context.Context) {
 				}
 				sent := time.Now()
 				bctx, cancel := context.WithTimeout(ctx, svcRawBeat)
-				status, _, err := s.do(bctx, "POST", ep, s.sessionPath()+"/heartbeat", nil, &out)
+				status, _, err := s.do(bctx, sess, "POST", ep, sess.path()+"/heartbeat", nil, &out)
 				cancel()
 				s.mu.Lock()
 				defer s.mu.Unlock()
+				if s.sess != sess {
+					return // a new session's already
+				}
 				switch {
 				case err == nil && status == http.StatusOK:
 					if d := sent.Add(time.Duration(out.LeaseMS) * time.Millisecond); d.After(s.deadline) {
 						s.deadline = d
 					}
-				case err == nil && status == http.StatusNotFound && !s.lost && ctx.Err() == nil:
+				case err == nil && status == http.StatusNotFound && !s.lost && !s.excused && ctx.Err() == nil:
 					s.lost = true
-					s.r.violation("session lost: the split client's session %d was answered 404 by %s while its client kept calling", s.sid, ep)
+					s.r.violation("session lost: the split client's session %d was answered 404 by %s while its client kept calling", sess.id, ep)
 				}
 			}()
 		}
 		wg.Wait()
 		s.mu.Lock()
-		if !s.lost && ctx.Err() == nil && time.Now().After(s.deadline) {
+		if !s.lost && !s.excused && s.sess == sess && ctx.Err() == nil && time.Now().After(s.deadline) {
 			s.lost = true
-			s.r.violation("session lost: the split client's session %d had no heartbeat answered within its lease (%v) while its client kept calling", s.sid, s.lease)
+			s.r.violation("session lost: the split client's session %d had no heartbeat answered within its lease (%v) while its client kept calling", sess.id, sess.lease)
 		}
 		s.mu.Unlock()
 	}
@@ -323,6 +385,7 @@ func (s *svcSplit) beat(ctx context.Context) {
 
 // splitAnswer is one answer to an acquire of the split client.
 type splitAnswer struct {
+	sess    splitSession
 	op      int
 	ep      string
 	sent    time.Time
@@ -334,8 +397,8 @@ type splitAnswer struct {
 }
 
 func (s *svcSplit) acquire(ctx context.Context, ep string) splitAnswer {
-	a := splitAnswer{ep: ep, outcome: Unknown}
-	a.op = s.r.h.begin(Op{Client: s.id, Kind: OpTryAcquire, Lock: svcLocks[0], Session: s.sid})
+	a := splitAnswer{sess: s.cur(), ep: ep, outcome: Unknown}
+	a.op = s.r.h.begin(Op{Client: s.id, Kind: OpTryAcquire, Lock: svcLocks[0], Session: a.sess.id})
 	a.sent = time.Now()
 	var out struct {
 		Granted bool       `json:"granted"`
@@ -343,7 +406,7 @@ func (s *svcSplit) acquire(ctx context.Context, ep string) splitAnswer {
 		LeaseMS int64      `json:"lease_ms"`
 	}
 	cctx, cancel := context.WithTimeout(ctx, svcRawCall)
-	status, held, began, err := s.doBegan(cctx, "POST", ep, splitLockPath("acquire"), map[string]any{"session_id": httpapiID(s.sid), "wait": false}, &out)
+	status, held, began, err := s.doBegan(cctx, a.sess, "POST", ep, splitLockPath("acquire"), map[string]any{"session_id": httpapiID(a.sess.id), "wait": false}, &out)
 	cancel()
 	a.held, a.began = held, began
 	if err == nil && status == http.StatusOK {
@@ -370,7 +433,7 @@ func (s *svcSplit) answer(a splitAnswer) *svcBelief {
 	}
 	if f, stale := s.r.freedBefore(svcLocks[0], a.token, a.began); stale {
 		s.r.violation("stale grant answered: session %d's acquire of %q (sent %v ago to %s, held=%v) answered granted token %d, whose end the group applied %v before the handler began",
-			s.sid, svcLocks[0], time.Since(a.sent).Round(time.Millisecond), a.ep, a.held, a.token, a.began.Sub(f).Round(time.Millisecond))
+			a.sess.id, svcLocks[0], time.Since(a.sent).Round(time.Millisecond), a.ep, a.held, a.token, a.began.Sub(f).Round(time.Millisecond))
 	}
 	var same *svcBelief
 	for _, b := range s.holding {
@@ -380,7 +443,7 @@ func (s *svcSplit) answer(a splitAnswer) *svcBelief {
 		}
 		if !s.r.stopped(b) && b.open() {
 			s.r.violation("two tokens for one grant: session %d's acquire of %q (sent %v ago to %s, held=%v) answered token %d while the session holds it with token %d",
-				s.sid, svcLocks[0], time.Since(a.sent).Round(time.Millisecond), a.ep, a.held, a.token, b.token)
+				a.sess.id, svcLocks[0], time.Since(a.sent).Round(time.Millisecond), a.ep, a.held, a.token, b.token)
 		}
 	}
 	if s.granted[a.token] {
@@ -399,7 +462,7 @@ func (s *svcSplit) answer(a splitAnswer) *svcBelief {
 	if a.lease <= 0 || !time.Now().Before(until) {
 		return nil // it promises nothing: not acted on (the group frees it)
 	}
-	b := &svcBelief{client: s.id, session: s.sid, name: svcLocks[0], token: a.token, split: true, until: until,
+	b := &svcBelief{client: s.id, session: a.sess.id, secret: a.sess.secret, name: svcLocks[0], token: a.token, split: true, until: until,
 		open: func() bool { return time.Now().Before(until) }}
 	s.r.hold(b)
 	s.holding = append(s.holding, b)
@@ -410,6 +473,12 @@ func (s *svcSplit) answer(a splitAnswer) *svcBelief {
 // as soon as one grants; the other answer is taken whenever it comes.
 func (s *svcSplit) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		if s.cut.Load() {
+			// Cut off: what it would send never arrives, so it sends
+			// nothing (the history records no call that never was).
+			wait(ctx, 10*time.Millisecond)
+			continue
+		}
 		s.mu.Lock()
 		pending := s.pending
 		s.pending = nil
@@ -449,11 +518,14 @@ func (s *svcSplit) run(ctx context.Context) {
 	}
 }
 
-// act makes three fenced writes with b while its lease lasts, then
-// releases it (after its lease too: the group holds it for the session).
-// Stopping (ctx), it keeps the grant for the end to close.
+// holds reports whether the split client acts on a grant now.
+func (s *svcSplit) holds() bool { return s.held() != nil }
+
+// act makes three fenced writes with b, svcSplitGap apart, while its lease
+// lasts, then releases it (after its lease too: the group holds it for the
+// session). Stopping (ctx), it keeps the grant for the end to close.
 func (s *svcSplit) act(ctx context.Context, b *svcBelief) {
-	for range 3 {
+	for k := range 3 {
 		if ctx.Err() != nil {
 			return
 		}
@@ -461,7 +533,16 @@ func (s *svcSplit) act(ctx context.Context, b *svcBelief) {
 			break
 		}
 		s.r.write(b)
-		wait(ctx, 2*time.Millisecond)
+		if k < 2 {
+			wait(ctx, svcSplitGap)
+		}
+	}
+	// Cut off, it cannot release: it works on while its lease lasts, the
+	// longest a holder may, so that the group's next grant measures the
+	// margin the lease keeps.
+	for s.cut.Load() && b.open() && ctx.Err() == nil {
+		s.r.write(b)
+		wait(ctx, svcSplitGap)
 	}
 	if ctx.Err() != nil {
 		return
@@ -480,8 +561,8 @@ func (s *svcSplit) act(ctx context.Context, b *svcBelief) {
 	s.rng.Shuffle(len(eps), func(i, j int) { eps[i], eps[j] = eps[j], eps[i] })
 	for _, ep := range eps {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), svcOpTimeout/4)
-		status, _, err := s.do(rctx, "POST", ep, splitLockPath("release"),
-			map[string]any{"session_id": httpapiID(s.sid), "fencing_token": httpapiID(b.token)}, nil)
+		status, _, err := s.do(rctx, splitSession{id: b.session, secret: b.secret}, "POST", ep, splitLockPath("release"),
+			map[string]any{"session_id": httpapiID(b.session), "fencing_token": httpapiID(b.token)}, nil)
 		cancel()
 		if err == nil && status == http.StatusOK {
 			out = OK
@@ -507,11 +588,24 @@ func (s *svcSplit) act(ctx context.Context, b *svcBelief) {
 func (s *svcSplit) close(ctx context.Context) {
 	for _, ep := range s.eps {
 		cctx, cancel := context.WithTimeout(ctx, svcOpTimeout)
-		status, _, err := s.do(cctx, "DELETE", ep, s.sessionPath(), nil, nil)
+		sess := s.cur()
+		status, _, err := s.do(cctx, sess, "DELETE", ep, sess.path(), nil, nil)
 		cancel()
 		if err == nil && (status == http.StatusNoContent || status == http.StatusNotFound) {
 			break
 		}
 	}
 	s.tr.CloseIdleConnections()
+}
+
+// held returns the grant the split client acts on now, if any.
+func (s *svcSplit) held() *svcBelief {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.holding {
+		if !s.r.stopped(b) && b.open() {
+			return b
+		}
+	}
+	return nil
 }

@@ -479,6 +479,14 @@ func (s *svcSplit) run(ctx context.Context) {
 			wait(ctx, 10*time.Millisecond)
 			continue
 		}
+		if s.isLost() {
+			// Its session was lost (a violation already): it goes on
+			// with a new one, as a process would.
+			if err := s.create(ctx); err != nil {
+				wait(ctx, 50*time.Millisecond)
+			}
+			continue
+		}
 		s.mu.Lock()
 		pending := s.pending
 		s.pending = nil
@@ -516,6 +524,12 @@ func (s *svcSplit) run(ctx context.Context) {
 			wait(ctx, time.Duration(1+s.rng.IntN(5))*time.Millisecond)
 		}
 	}
+}
+
+func (s *svcSplit) isLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
 }
 
 // holds reports whether the split client acts on a grant now.

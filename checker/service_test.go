@@ -14,6 +14,9 @@ func runService(t *testing.T, seed uint64) {
 	defer cancel()
 	r, err := RunService(ctx, seed, t.TempDir())
 	if err != nil {
+		for _, v := range r.Violations {
+			t.Errorf("service: %s", v)
+		}
 		t.Fatalf("service: %v", err)
 	}
 	fmt.Println(r.Line())

@@ -49,7 +49,8 @@ import (
 //
 // One at a time, each healed before the next, on the replica the split
 // client's session lives on (found from the group's session list), so that
-// the faults hit an owner:
+// the faults hit an owner; a freeze waits until the split client holds its
+// lock, so that the frozen replica's copy of the session holds a grant:
 //
 //   - freeze-short: its HTTP handlers are held (a gate before
 //     httpapi.Server) and its raft links cut, for svcTTL/4, as a SIGSTOP
@@ -88,10 +89,13 @@ import (
 //   - session lost: no session's Done closes (the Go client's), nor its
 //     heartbeats go unanswered for a lease or answer 404 (the split
 //     client's), while its client keeps calling: one replica is faulty at a
-//     time, and the others have a quorum.
+//     time, and the others have a quorum (the split client's session while
+//     holder-cut cuts it off is not counted).
 //
-// A run that did not do what it says (a freeze that held no call, no grant
-// to the split client, no held answer after a freeze) is an error.
+// A run that did not do what it says is an error: a freeze that held no
+// call, a cut with no grant to cut off or none after it (RunService), no
+// grant to the split client or none of its calls answered after a freeze
+// held it (the test).
 
 // svcLocks are the scenario's locks; the split client takes the first.
 var svcLocks = []string{"svc/split", "svc/x", "svc/x@b"}

@@ -110,6 +110,9 @@ func TestScenarios(t *testing.T) {
 	// A restore rolls the groups back to a backup, so it runs apart, with
 	// checks of its own (restore.go).
 	t.Run("restore", func(t *testing.T) { runRestore(t, uint64(len(shortSchedule)+1)) })
+	// The service's clients hold sessions that move between replicas, so
+	// it runs apart too, with checks of its own (service.go).
+	t.Run("service", func(t *testing.T) { runService(t, uint64(len(shortSchedule)+2)) })
 	// The crash faults must have lost what a crash loses, or the schedule
 	// checked restarts as clean as a Close.
 	if crashTotals.crashes > 0 && crashTotals.lost == 0 {

@@ -43,7 +43,13 @@ var shortSchedule = []Scenario{
 	// Operator commands through a follower that hears nothing back: their
 	// retries reach the log beside the first attempt.
 	{Name: "operator-retries", Replicas: 3, Faults: []Fault{OperatorLostReplies}},
+	// A mirror's voter cut off from its group but reachable from the
+	// mirror's host (mirrors.go): the mirror must move to another voter.
+	mirrorVoterCut,
 }
+
+var mirrorVoterCut = Scenario{Name: "mirror-voter-cut", Replicas: 5, Placement: fencelock.PlaceOwnGroups,
+	Faults: []Fault{MirrorVoterCut, MirrorVoterCut}}
 
 var clockRates = Scenario{Name: "clock-rates", Replicas: 3, Rates: skewWithin, TTL: 3 * time.Second,
 	Faults: []Fault{SkewedHolderIsolated, SkewedHolderIsolated}}

@@ -135,6 +135,15 @@
 // cut for 700ms, so that its proposal commits unseen and its retry follows
 // (check 13).
 //
+// Mirrors and the group table (mirrors.go, table.go; PlaceOwnGroups on 5
+// replicas): mirror-voter-cut cuts the voter that feeds a mirror off from
+// the rest of its group while the mirror's host still reaches it (an
+// asymmetric partition), and checks that the mirror moves to another
+// voter and its replica grants there within failoverBound, that a lock
+// held through the mirror stays held, and that every replica answers a
+// call in every group, or fails it with a named error, within its
+// deadline (answersWithin).
+//
 // Every crash, the full restart's and the misconfigured replica's included,
 // is a hard stop (Cluster.Crash, testhook.Crash), not Node.Close: the
 // replica dies when its log store defers a commit index, cut off from its

@@ -43,7 +43,23 @@ var shortSchedule = []Scenario{
 	// Operator commands through a follower that hears nothing back: their
 	// retries reach the log beside the first attempt.
 	{Name: "operator-retries", Replicas: 3, Faults: []Fault{OperatorLostReplies}},
+	// A mirror's voter cut off from its group but reachable from the
+	// mirror's host (mirrors.go): the mirror must move to another voter.
+	mirrorVoterCut,
+	// The group table under load (table.go): a group moved onto and off
+	// replicas that reach it through mirrors, one of its voters removed
+	// while down.
+	{Name: "group-moves", Replicas: 5, Placement: fencelock.PlaceOwnGroups, Faults: []Fault{GroupMoves}},
+	// A group dropped and created again under one name, twice, under
+	// load: three incarnations, each a new group ID.
+	// The same under PlaceEveryGroup: a replica removed while down must
+	// learn it from a voter, as nothing else tells it.
+	{Name: "removed-while-down", Replicas: 5, Faults: []Fault{GroupMoves}},
+	{Name: "drop-create", Replicas: 5, Placement: fencelock.PlaceOwnGroups, Faults: []Fault{DropCreate}},
 }
+
+var mirrorVoterCut = Scenario{Name: "mirror-voter-cut", Replicas: 5, Placement: fencelock.PlaceOwnGroups,
+	Faults: []Fault{MirrorVoterCut, MirrorVoterCut}}
 
 var clockRates = Scenario{Name: "clock-rates", Replicas: 3, Rates: skewWithin, TTL: 3 * time.Second,
 	Faults: []Fault{SkewedHolderIsolated, SkewedHolderIsolated}}

@@ -135,6 +135,27 @@
 // cut for 700ms, so that its proposal commits unseen and its retry follows
 // (check 13).
 //
+// Mirrors and the group table (mirrors.go, table.go; PlaceOwnGroups on 5
+// replicas): mirror-voter-cut cuts the voter that feeds a mirror off from
+// the rest of its group while the mirror's host still reaches it (an
+// asymmetric partition), and checks that the mirror moves to another
+// voter and its replica grants there within failoverBound, that a lock
+// held through the mirror stays held, and that every replica answers a
+// call in every group, or fails it with a named error, within its
+// deadline (answersWithin). group-moves moves a named group's voters onto
+// a replica that reached it through a mirror while one of its voters is
+// down (removed while down: it must learn it when it restarts), then off
+// it again; removed-while-down runs the same under PlaceEveryGroup, where
+// a replica taken off answers ErrGroupMoved. drop-create drops a group
+// and creates it again under its name, twice. Their contenders, on every
+// replica, hold, wait for and campaign in the group and write through a
+// Fencer of their own: each grant's token is above every fence of its
+// group the resource admitted before its call (tokens rise across every
+// move), no fence (group ID, token) is granted twice over the
+// incarnations, a dropped incarnation grants no call begun after its
+// drop and its holders stop, and after the operator's re-key no old
+// incarnation's fence is admitted once a new holder wrote.
+//
 // Every crash, the full restart's and the misconfigured replica's included,
 // is a hard stop (Cluster.Crash, testhook.Crash), not Node.Close: the
 // replica dies when its log store defers a commit index, cut off from its

@@ -28,6 +28,8 @@ type env struct {
 
 	holderIsolations int // HolderIsolated faults so far; only the nemesis uses it
 
+	placement fencelock.Placement // every replica's (Scenario.Placement)
+
 	mu       sync.Mutex
 	sessions map[uint64]*fencelock.Session
 	delayed  map[uint64]bool // sessions with a lock-delay (lockDelays)

@@ -112,7 +112,7 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	e := &env{c: c, h: h, applied: applied, dumps: &dumps{scenario: sc.Name, log: applied}, fencer: fencelock.NewFencer(), locks: append(lockNames, slowLock), recipes: recipeNames,
 		elections: electionNames, ttl: sc.TTL,
 		opTimeout: opTimeout, rng: rand.New(rand.NewPCG(sc.Seed, 1)),
-		beliefs: beliefs{m: map[string]map[int]*belief{}}, sessions: map[uint64]*fencelock.Session{}}
+		beliefs: beliefs{m: map[string]map[int]*belief{}}, sessions: map[uint64]*fencelock.Session{}, placement: sc.Placement}
 	if _, err := leader(ctx, e); err != nil {
 		return Report{}, err
 	}

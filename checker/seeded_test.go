@@ -45,6 +45,7 @@ var seededCatches = []struct {
 		[]string{"operator command applied twice"}},
 	{seeded.ExpiryIgnoresDelay, Scenario{Name: "holder-isolated", Replicas: 3, Faults: []Fault{HolderIsolated, HolderIsolated, HolderIsolated}},
 		[]string{"lock-delay:"}},
+	{seeded.MirrorNeverFailsOver, mirrorVoterCut, []string{"it never failed over"}},
 }
 
 // seededRuns bounds the runs of a row's scenario (seeds 1, 2, ...) until

@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/seeded"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -349,6 +350,9 @@ func (m *mirror) setLeader(leader uint64) {
 // leave ends stream c because its server cannot reach the group (why):
 // the mirror subscribes to another voter, this one last.
 func (m *mirror) leave(c *mirrorConn, why string) {
+	if seeded.On(seeded.MirrorNeverFailsOver) { // the stream stays on the cut-off server
+		return
+	}
 	m.avoid.Store(c.server)
 	select {
 	case <-c.broken:

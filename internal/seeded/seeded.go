@@ -41,8 +41,13 @@ const (
 	// ExpiryIgnoresDelay: a session's expiry frees its locks without their
 	// lock-delay (internal/fsm, apply.go).
 	ExpiryIgnoresDelay Bug = "expiry-ignores-delay"
+	// MirrorNeverFailsOver: a mirror stays on a voter that cannot reach
+	// its group (it answers no quorum or unavailable, or reports no
+	// leader past the patience) instead of moving to another voter
+	// (internal/replica, mirror.go).
+	MirrorNeverFailsOver Bug = "mirror-never-fails-over"
 )
 
 // All are the defects, in docs/testing.md's order.
 var All = []Bug{MarginDropped, LeasePlusMargin, LeaderTimersAtOnce, SharedBesideExclusive, PromotionReusesToken,
-	LeaderStaleRead, KeepAliveDefaultOnly, RevokeTwice, ExpiryIgnoresDelay}
+	LeaderStaleRead, KeepAliveDefaultOnly, RevokeTwice, ExpiryIgnoresDelay, MirrorNeverFailsOver}

@@ -415,7 +415,7 @@ func RunService(ctx context.Context, seed uint64, dir string) (ServiceReport, er
 	began := time.Now()
 	r := &svcRun{reps: map[uint64]*svcReplica{}, urls: map[uint64]string{}, h: newHistory(), fencer: fencelock.NewFencer(),
 		beliefs: map[string][]*svcBelief{}, applied: map[string][]svcGrant{}, freed: map[grantKey]time.Time{}, seen: map[grantKey]bool{}}
-	c, err := newCluster(svcReplicas, dir, seed, func(cfg *fencelock.Config) {
+	c, err := newCluster(svcReplicas, dir, seed, nil, func(cfg *fencelock.Config) {
 		cfg.ProposalTimeout = 500 * time.Millisecond
 		testhook.ObserveApplied(cfg, r.record)
 	})

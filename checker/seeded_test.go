@@ -23,29 +23,48 @@ var seededCatches = []struct {
 	bug   seeded.Bug
 	sc    Scenario
 	check []string // any of these, in a violation
+	// apart runs a scenario that runs apart from Run (restore, service)
+	// in sc's place; nil: Run(sc).
+	apart func(ctx context.Context, seed uint64, dir string) (seededRun, error)
 }{
 	{seeded.MarginDropped, Scenario{Name: "clock-rates", Replicas: 3, Rates: skewWithin, TTL: clockRates.TTL, Faults: []Fault{SkewedHolderIsolated}},
-		[]string{"does not stop first"}},
+		[]string{"does not stop first"}, nil},
 	{seeded.LeasePlusMargin, Scenario{Name: "clock-rates", Replicas: 3, Rates: skewWithin, TTL: clockRates.TTL, Faults: []Fault{SkewedHolderIsolated}},
-		[]string{"does not stop first"}},
+		[]string{"does not stop first"}, nil},
 	{seeded.LeaderTimersAtOnce, Scenario{Name: "leader-isolated", Replicas: 3, Faults: []Fault{LeaderIsolated}},
-		[]string{"does not stop first", "not linearizable"}},
+		[]string{"does not stop first", "not linearizable"}, nil},
 	{seeded.SharedBesideExclusive, Scenario{Name: "leader-crash", Replicas: 3, Faults: []Fault{LeaderCrash}},
-		[]string{"granted while token", "not linearizable"}},
+		[]string{"granted while token", "not linearizable"}, nil},
 	// A reused token leaves a state its snapshot's decoder refuses (a
 	// panic in the replica that restores it), so its scenario restarts no
 	// replica and cuts none off long enough to need a snapshot.
 	{seeded.PromotionReusesToken, Scenario{Name: "slow-links", Replicas: 3, Faults: []Fault{SlowLinks}},
-		[]string{"granted twice", "critical sections interleave", "not linearizable"}},
+		[]string{"granted twice", "critical sections interleave", "not linearizable"}, nil},
 	{seeded.LeaderStaleRead, Scenario{Name: "lagging-replica", Replicas: 3, Faults: []Fault{LaggingReplica}},
-		[]string{"Leader read returned epoch", "not linearizable"}},
+		[]string{"Leader read returned epoch", "not linearizable"}, nil},
 	{seeded.KeepAliveDefaultOnly, Scenario{Name: "one-group-quorum", Replicas: 5, Faults: []Fault{OneGroupQuorum}},
-		[]string{"keep-alive: KeepAlive"}},
+		[]string{"keep-alive: KeepAlive"}, nil},
 	{seeded.RevokeTwice, Scenario{Name: "operator-retries", Replicas: 3, Faults: []Fault{OperatorLostReplies}},
-		[]string{"operator command applied twice"}},
+		[]string{"operator command applied twice"}, nil},
 	{seeded.ExpiryIgnoresDelay, Scenario{Name: "holder-isolated", Replicas: 3, Faults: []Fault{HolderIsolated, HolderIsolated, HolderIsolated}},
-		[]string{"lock-delay:"}},
-	{seeded.MirrorNeverFailsOver, mirrorVoterCut, []string{"it never failed over"}},
+		[]string{"lock-delay:"}, nil},
+	{seeded.MirrorNeverFailsOver, mirrorVoterCut, []string{"it never failed over"}, nil},
+	{seeded.GrantFromLocalState, Scenario{Name: "service"}, []string{"stale grant answered"},
+		func(ctx context.Context, seed uint64, dir string) (seededRun, error) {
+			r, err := RunService(ctx, seed, dir)
+			return seededRun{r.Line(), r.Violations, r.Notes}, err
+		}},
+	{seeded.RestoreKeepsTokenBase, Scenario{Name: "restore"}, []string{"late-write admitted", "fence granted twice", "restored fence not above"},
+		func(ctx context.Context, seed uint64, dir string) (seededRun, error) {
+			r, err := RunRestore(ctx, seed, dir)
+			return seededRun{r.Line(), r.Violations, r.Notes}, err
+		}},
+}
+
+// seededRun is what TestSeededBugs reads of a run.
+type seededRun struct {
+	line              string
+	violations, notes []string
 }
 
 // seededRuns bounds the runs of a row's scenario (seeds 1, 2, ...) until
@@ -71,15 +90,23 @@ func TestSeededBugs(t *testing.T) {
 				sc := row.sc
 				sc.Seed = uint64(run)
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				r, err := Run(ctx, sc, t.TempDir())
+				var r seededRun
+				var err error
+				if row.apart != nil {
+					r, err = row.apart(ctx, sc.Seed, t.TempDir())
+				} else {
+					var rep Report
+					rep, err = Run(ctx, sc, t.TempDir())
+					r = seededRun{rep.Line(), rep.Violations, rep.Notes}
+				}
 				cancel()
 				if err != nil {
 					t.Logf("run %d: %v", run, err)
 					continue
 				}
-				fmt.Printf("seeded=%s %s\n", row.bug, r.Line())
+				fmt.Printf("seeded=%s %s\n", row.bug, r.line)
 				var named []string
-				for _, v := range r.Violations {
+				for _, v := range r.violations {
 					for _, c := range row.check {
 						if strings.Contains(v, c) {
 							named = append(named, v)
@@ -89,10 +116,10 @@ func TestSeededBugs(t *testing.T) {
 				}
 				if len(named) > 0 {
 					t.Logf("seeded %s: caught by %s in run %d of %d (%d violations, %d by the check); first: %s",
-						row.bug, sc.Name, run, seededRuns, len(r.Violations), len(named), named[0])
+						row.bug, sc.Name, run, seededRuns, len(r.violations), len(named), named[0])
 					return
 				}
-				t.Logf("run %d: not caught by %q; violations: %q; notes: %q", run, row.check, r.Violations, r.Notes)
+				t.Logf("run %d: not caught by %q; violations: %q; notes: %q", run, row.check, r.violations, r.notes)
 			}
 			t.Errorf("seeded %s: %s did not catch it in %d runs", row.bug, row.sc.Name, seededRuns)
 		})

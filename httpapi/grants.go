@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/internal/seeded"
 	"github.com/fencelock/fencelock/internal/servicehook"
 )
 
@@ -332,7 +333,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 	}
 	hs.mu.Unlock()
 	pos, err := awaitQueued(ctx, hs, c.election, name, wt)
-	if err == nil && pos == 0 && (!fresh || wt.position.Load() != 0) {
+	if err == nil && pos == 0 && (!fresh || wt.position.Load() != 0) && !seeded.On(seeded.GrantFromLocalState) {
 		// The grant is not this call's command's result: an earlier
 		// call's, one an adoption kept, or one passed on while queued, as
 		// this replica applied it. Its copy of the session may be stale (a

@@ -21,6 +21,7 @@ import (
 	"github.com/fencelock/fencelock/internal/dblog"
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/logstore"
+	"github.com/fencelock/fencelock/internal/seeded"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -271,7 +272,9 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 		if err != nil {
 			return fmt.Errorf("%w: restore: group %q: %w", ErrInvalidConfig, ig.Name, err)
 		}
-		ig.File, ig.Snapshot.Checksum, ig.Snapshot.FileSize = file, sum, uint64(len(file))
+		if !seeded.On(seeded.RestoreKeepsTokenBase) {
+			ig.File, ig.Snapshot.Checksum, ig.Snapshot.FileSize = file, sum, uint64(len(file))
+		}
 		src := filepath.Join(tmp, fmt.Sprint(i))
 		if err := writeSnapshotDir(src, ig); err != nil {
 			return fmt.Errorf("%w: restore: %v", ErrInvalidConfig, err)

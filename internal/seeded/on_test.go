@@ -25,5 +25,5 @@ func TestPlantOneAtATime(t *testing.T) {
 	for _, b := range All {
 		require.False(t, On(b), "%s", b)
 	}
-	require.Len(t, All, 10)
+	require.Len(t, All, 12)
 }

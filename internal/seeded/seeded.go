@@ -46,8 +46,18 @@ const (
 	// leader past the patience) instead of moving to another voter
 	// (internal/replica, mirror.go).
 	MirrorNeverFailsOver Bug = "mirror-never-fails-over"
+	// GrantFromLocalState: the HTTP API answers "granted" from its copy of
+	// a session's wait table, without the linearizable read that shows
+	// the group holding that grant (httpapi, grants.go).
+	GrantFromLocalState Bug = "grant-from-local-state"
+	// RestoreKeepsTokenBase: a restore imports each group's copy as it
+	// was, without raising its restore epoch, so the restored deployment
+	// grants tokens the old one granted after the backup
+	// (internal/replica, backup.go).
+	RestoreKeepsTokenBase Bug = "restore-keeps-token-base"
 )
 
 // All are the defects, in docs/testing.md's order.
 var All = []Bug{MarginDropped, LeasePlusMargin, LeaderTimersAtOnce, SharedBesideExclusive, PromotionReusesToken,
-	LeaderStaleRead, KeepAliveDefaultOnly, RevokeTwice, ExpiryIgnoresDelay, MirrorNeverFailsOver}
+	LeaderStaleRead, KeepAliveDefaultOnly, RevokeTwice, ExpiryIgnoresDelay, MirrorNeverFailsOver, GrantFromLocalState,
+	RestoreKeepsTokenBase}

@@ -47,6 +47,8 @@ var seededCatches = []struct {
 		[]string{"lock-delay:"}},
 }
 
+func init() { seededBuild = true }
+
 // seededRuns bounds the runs of a row's scenario (seeds 1, 2, ...) until
 // its bug is caught.
 const seededRuns = 3
@@ -66,6 +68,7 @@ func TestSeededBugs(t *testing.T) {
 		t.Run(string(row.bug), func(t *testing.T) {
 			undo := seeded.Plant(row.bug)
 			defer undo()
+			published := SeededRow{Bug: string(row.bug), Scenario: row.sc.Name, Checks: strings.Join(row.check, " | "), Runs: seededRuns}
 			for run := 1; run <= seededRuns; run++ {
 				sc := row.sc
 				sc.Seed = uint64(run)
@@ -89,10 +92,13 @@ func TestSeededBugs(t *testing.T) {
 				if len(named) > 0 {
 					t.Logf("seeded %s: caught by %s in run %d of %d (%d violations, %d by the check); first: %s",
 						row.bug, sc.Name, run, seededRuns, len(r.Violations), len(named), named[0])
+					published.CaughtIn, published.First = run, named[0]
+					publishSeeded(t, published)
 					return
 				}
 				t.Logf("run %d: not caught by %q; violations: %q; notes: %q", run, row.check, r.Violations, r.Notes)
 			}
+			publishSeeded(t, published)
 			t.Errorf("seeded %s: %s did not catch it in %d runs", row.bug, row.sc.Name, seededRuns)
 		})
 	}

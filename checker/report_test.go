@@ -90,7 +90,7 @@ func TestReportPage(t *testing.T) {
 	broken := PageRun{Report: Report{Name: "full-restart", Seed: 8}, Err: "nemesis: full-restart: context deadline exceeded"}
 	dir := t.TempDir()
 	path, err := WritePage(dir, Page{Command: "go test -race ./checker/ -run=TestScenarios -report " + dir, Generated: time.Now(),
-		Runs: []PageRun{passed, failed, broken},
+		Runs: []PageRun{passed, failed, broken, passed},
 		Seeded: []SeededRow{{Bug: "margin-dropped", Scenario: "clock-rates", Checks: "does not stop first", Runs: 3, CaughtIn: 1, First: "holder does not stop first: …"},
 			{Bug: "revoke-twice", Scenario: "operator-retries", Checks: "operator command applied twice", Runs: 3}}})
 	require.NoError(t, err)
@@ -104,7 +104,8 @@ func TestReportPage(t *testing.T) {
 	require.NoError(t, err)
 
 	// One section per run, with its result.
-	for _, want := range []struct{ id, result string }{{"run-leader-crash", "pass"}, {"run-holder-isolated", "FAIL"}, {"run-full-restart", "FAIL"}} {
+	for _, want := range []struct{ id, result string }{{"run-1-leader-crash", "pass"}, {"run-2-holder-isolated", "FAIL"},
+		{"run-3-full-restart", "FAIL"}, {"run-4-leader-crash", "pass"}} {
 		h := find(doc, func(n *html.Node) bool { return n.DataAtom == atom.H2 && attr(n, "id") == want.id })
 		require.NotNil(t, h, "no section %s", want.id)
 		require.Contains(t, text(h), want.result, want.id)
@@ -131,6 +132,9 @@ func TestReportPage(t *testing.T) {
 		}
 		return nil
 	}
+	// Totals by scenario first: runs, passed, ops, grants, faults, violations, timed out.
+	require.Equal(t, []string{"leader-crash", "2", "2", "2", "2", "4", "0", "0", "0 / 0", "12.0s"}, row("leader-crash"))
+	require.Equal(t, []string{"holder-isolated", "1", "0", "0", "0", "1", "1", "1", "0 / 0", "20.0s"}, row("holder-isolated"))
 	require.Equal(t, []string{"follower-crash", "6.0s", "9.0s", "3.0s"}, row("follower-crash"))
 	require.Equal(t, []string{"2 fencing", "passed"}, row("2 fencing"))
 	lin := row("1 locks and elections linearizable")

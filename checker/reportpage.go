@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -28,6 +29,7 @@ type Page struct {
 type PageRun struct {
 	Report
 	Err string
+	ID  string // its section's anchor, unique on the page (WritePage)
 }
 
 // SeededRow is one planted defect: the scenario run against it, the
@@ -50,7 +52,9 @@ func WritePage(dir string, p Page) (string, error) {
 		return "", err
 	}
 	links := map[string]string{} // a dump's path -> its copy, relative to the page
-	for _, r := range p.Runs {
+	p.Runs = slices.Clone(p.Runs)
+	for i, r := range p.Runs {
+		p.Runs[i].ID = anchor(fmt.Sprintf("%d-%s", i+1, r.Name))
 		for _, d := range r.Dumps {
 			rel := filepath.Join("files", filepath.Base(d))
 			if copyFile(d, filepath.Join(dir, rel)) == nil {
@@ -214,19 +218,57 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
-	"anchor": func(name string) string {
-		return "run-" + strings.Map(func(r rune) rune {
-			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
-				return r
-			}
-			return '-'
-		}, strings.ToLower(name))
-	},
 	"timeline": timelineOf,
 	"link":     func(links map[string]string, path string) string { return links[path] },
 	"base":     filepath.Base,
 	"sub":      func(from, to time.Duration) time.Duration { return to - from },
 }).Parse(pageHTML))
+
+// anchor is an id for a run's section, from its number and name.
+func anchor(name string) string {
+	return "run-" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(name))
+}
+
+// Total is one scenario's runs on the page, added up.
+type Total struct {
+	Name                                          string
+	Runs, Passed, Ops, Grants, Faults, Violations int
+	TimedOut, Unknown, Open                       int
+	Shortest, Longest                             time.Duration
+}
+
+// totals adds up runs by scenario, in the order each first ran.
+func totals(runs []PageRun) []Total {
+	var out []Total
+	at := map[string]int{}
+	for _, r := range runs {
+		i, ok := at[r.Name]
+		if !ok {
+			i = len(out)
+			at[r.Name] = i
+			out = append(out, Total{Name: r.Name, Shortest: r.Duration})
+		}
+		t := &out[i]
+		t.Runs++
+		if !r.Failed() {
+			t.Passed++
+		}
+		t.Ops += r.Ops
+		t.Grants += r.Grants
+		t.Faults += r.Faults
+		t.Violations += len(r.Violations)
+		t.TimedOut += len(r.TimedOut)
+		t.Unknown += r.Unknown
+		t.Open += r.Open
+		t.Shortest, t.Longest = min(t.Shortest, r.Duration), max(t.Longest, r.Duration)
+	}
+	return out
+}
 
 func renderPage(w io.Writer, p Page, links map[string]string) error {
 	failed := 0
@@ -238,8 +280,9 @@ func renderPage(w io.Writer, p Page, links map[string]string) error {
 	return pageTemplate.Execute(w, struct {
 		Page
 		Failed int
+		Totals []Total
 		Links  map[string]string
-	}{p, failed, links})
+	}{p, failed, totals(p.Runs), links})
 }
 
 const pageHTML = `<!DOCTYPE html>
@@ -279,10 +322,16 @@ details { margin: 6px 0; }
 <p class="meta">Generated {{time .Generated}}. {{len .Runs}} runs, {{if .Failed}}<span class="bad">{{.Failed}} failed</span>{{else}}<span class="ok">all passed</span>{{end}}{{if .Seeded}}; {{len .Seeded}} seeded bugs planted{{end}}.</p>
 {{if .Command}}<p>Reproduce with:</p><pre>{{.Command}}</pre>{{end}}
 
-<h2>Summary</h2>
+<h2>Totals by scenario</h2>
+<table>
+<tr><th>scenario</th><th class="num">runs</th><th class="num">passed</th><th class="num">ops</th><th class="num">grants</th><th class="num">faults</th><th class="num">violations</th><th class="num">timed out</th><th class="num">unknown / open</th><th class="num">duration</th></tr>
+{{range .Totals}}<tr><td>{{.Name}}</td><td class="num">{{.Runs}}</td><td class="num">{{if eq .Passed .Runs}}<span class="ok">{{.Passed}}</span>{{else}}<span class="bad">{{.Passed}}</span>{{end}}</td><td class="num">{{.Ops}}</td><td class="num">{{.Grants}}</td><td class="num">{{.Faults}}</td><td class="num">{{.Violations}}</td><td class="num">{{.TimedOut}}</td><td class="num">{{.Unknown}} / {{.Open}}</td><td class="num">{{secs .Shortest}}{{if ne .Shortest .Longest}} – {{secs .Longest}}{{end}}</td></tr>
+{{end}}</table>
+
+<h2>Runs</h2>
 <table>
 <tr><th>run</th><th>result</th><th class="num">seed</th><th class="num">duration</th><th class="num">ops</th><th class="num">grants</th><th class="num">faults</th><th class="num">checks</th><th class="num">violations</th><th class="num">timed out</th><th class="num">unknown / open</th></tr>
-{{range .Runs}}<tr><td><a href="#{{anchor .Name}}">{{.Name}}</a></td><td>{{if .Failed}}<span class="bad">FAIL</span>{{else}}<span class="ok">pass</span>{{end}}</td><td class="num">{{.Seed}}</td><td class="num">{{secs .Duration}}</td><td class="num">{{.Ops}}</td><td class="num">{{.Grants}}</td><td class="num">{{.Faults}}</td><td class="num">{{len .Checks}}</td><td class="num">{{len .Violations}}</td><td class="num">{{len .TimedOut}}</td><td class="num">{{.Unknown}} / {{.Open}}</td></tr>
+{{range .Runs}}<tr><td><a href="#{{.ID}}">{{.Name}}</a></td><td>{{if .Failed}}<span class="bad">FAIL</span>{{else}}<span class="ok">pass</span>{{end}}</td><td class="num">{{.Seed}}</td><td class="num">{{secs .Duration}}</td><td class="num">{{.Ops}}</td><td class="num">{{.Grants}}</td><td class="num">{{.Faults}}</td><td class="num">{{len .Checks}}</td><td class="num">{{len .Violations}}</td><td class="num">{{len .TimedOut}}</td><td class="num">{{.Unknown}} / {{.Open}}</td></tr>
 {{end}}</table>
 
 {{if .Seeded}}
@@ -296,7 +345,7 @@ details { margin: 6px 0; }
 
 {{$links := .Links}}
 {{range .Runs}}
-<h2 id="{{anchor .Name}}">{{.Name}} {{if .Failed}}<span class="badge bad">FAIL</span>{{else}}<span class="badge ok">pass</span>{{end}}</h2>
+<h2 id="{{.ID}}">{{.Name}} {{if .Failed}}<span class="badge bad">FAIL</span>{{else}}<span class="badge ok">pass</span>{{end}}</h2>
 <p class="meta">seed {{.Seed}} · started {{time .Started}} · {{secs .Duration}} · {{.Ops}} operations, {{.Grants}} grants ({{.Terms}} terms), {{.Refused}} late writes refused, {{.Revoked}} revocations, {{.Resumed}} sessions resumed{{if .Crashes}} · {{.Crashes}} crashes losing {{.Lost}} deferred commit indexes{{end}}</p>
 {{if .Err}}<p class="bad">The run did not complete: {{.Err}}</p>{{end}}
 {{with timeline .}}

@@ -92,7 +92,9 @@ func TestReportPage(t *testing.T) {
 	path, err := WritePage(dir, Page{Command: "go test -race ./checker/ -run=TestScenarios -report " + dir, Generated: time.Now(),
 		Runs: []PageRun{passed, failed, broken, passed},
 		Seeded: []SeededRow{{Bug: "margin-dropped", Scenario: "clock-rates", Checks: "does not stop first", Runs: 3, CaughtIn: 1, First: "holder does not stop first: …"},
-			{Bug: "revoke-twice", Scenario: "operator-retries", Checks: "operator command applied twice", Runs: 3}}})
+			{Bug: "revoke-twice", Scenario: "operator-retries", Checks: "operator command applied twice", Runs: 3},
+			{Bug: "shared-beside-exclusive", Scenario: "leader-crash", Checks: "not linearizable", Runs: 3, CaughtIn: 2,
+				First: `history of "rw/a" (402 operations) is not linearizable`, Dumps: []string{dump}}}})
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(dir, "index.html"), path)
 	b, err := os.ReadFile(path)
@@ -147,16 +149,20 @@ func TestReportPage(t *testing.T) {
 	require.Equal(t, []string{"acquire", "1", "granted 1", "40", "40", "40", "40"}, row("acquire"))
 	require.Equal(t, "caught in run 1 of 3", row("margin-dropped")[3])
 	require.Equal(t, "missed in 3 runs", row("revoke-twice")[3])
+	require.Equal(t, "caught in run 2 of 3", row("shared-beside-exclusive")[3])
+	require.NotNil(t, find(doc, func(n *html.Node) bool {
+		return n.DataAtom == atom.A && attr(n, "href") == "files/seeded-shared-beside-exclusive-holder-isolated-0-register_slow.html"
+	}), "the seeded run's visualisation")
 	require.Contains(t, text(doc), "The run did not complete: nemesis: full-restart: context deadline exceeded")
 	require.Contains(t, text(doc), "go test -race ./checker/ -run=TestScenarios -report "+dir)
 
 	// Porcupine's visualisation, copied beside the page and linked; a
 	// dump that is gone is named, not linked.
 	link := find(doc, func(n *html.Node) bool {
-		return n.DataAtom == atom.A && attr(n, "href") == "files/holder-isolated-0-register_slow.html"
+		return n.DataAtom == atom.A && attr(n, "href") == "files/run-2-holder-isolated-holder-isolated-0-register_slow.html"
 	})
 	require.NotNil(t, link)
-	copied, err := os.ReadFile(filepath.Join(dir, "files", "holder-isolated-0-register_slow.html"))
+	copied, err := os.ReadFile(filepath.Join(dir, "files", "run-2-holder-isolated-holder-isolated-0-register_slow.html"))
 	require.NoError(t, err)
 	require.Equal(t, "<html>porcupine</html>", string(copied))
 	require.Contains(t, text(doc), "gone.txt (not copied)")

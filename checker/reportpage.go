@@ -37,7 +37,8 @@ type PageRun struct {
 type SeededRow struct {
 	Bug, Scenario, Checks string
 	Runs, CaughtIn        int
-	First                 string // the first violation that named it
+	First                 string   // the first violation that named it
+	Dumps                 []string // what the catching run wrote for its reader
 }
 
 // Failed reports whether the run found a violation, timed out a check, or
@@ -51,16 +52,24 @@ func WritePage(dir string, p Page) (string, error) {
 	if err := os.MkdirAll(files, 0o755); err != nil {
 		return "", err
 	}
-	links := map[string]string{} // a dump's path -> its copy, relative to the page
+	links := map[string]string{} // prefix and a dump's path (dumpKey) -> its copy, relative to the page
 	p.Runs = slices.Clone(p.Runs)
-	for i, r := range p.Runs {
-		p.Runs[i].ID = anchor(fmt.Sprintf("%d-%s", i+1, r.Name))
-		for _, d := range r.Dumps {
-			rel := filepath.Join("files", filepath.Base(d))
+	// Copies are named by their run, as two runs of one scenario write
+	// dumps of the same names.
+	keep := func(prefix string, dumps []string) {
+		for _, d := range dumps {
+			rel := filepath.Join("files", prefix+"-"+filepath.Base(d))
 			if copyFile(d, filepath.Join(dir, rel)) == nil {
-				links[d] = filepath.ToSlash(rel)
+				links[dumpKey(prefix, d)] = filepath.ToSlash(rel)
 			}
 		}
+	}
+	for i, r := range p.Runs {
+		p.Runs[i].ID = anchor(fmt.Sprintf("%d-%s", i+1, r.Name))
+		keep(p.Runs[i].ID, r.Dumps)
+	}
+	for _, s := range p.Seeded {
+		keep("seeded-"+s.Bug, s.Dumps) // as the template's seeded
 	}
 	path := filepath.Join(dir, "index.html")
 	tmp := path + ".tmp"
@@ -80,6 +89,8 @@ func WritePage(dir string, p Page) (string, error) {
 	// later run rewrites it.
 	return path, os.Rename(tmp, path)
 }
+
+func dumpKey(prefix, path string) string { return prefix + "\x00" + path }
 
 func copyFile(from, to string) error {
 	b, err := os.ReadFile(from)
@@ -219,7 +230,8 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"timeline": timelineOf,
-	"link":     func(links map[string]string, path string) string { return links[path] },
+	"link":     func(links map[string]string, prefix, path string) string { return links[dumpKey(prefix, path)] },
+	"seeded":   func(bug string) string { return "seeded-" + bug },
 	"base":     filepath.Base,
 	"sub":      func(from, to time.Duration) time.Duration { return to - from },
 }).Parse(pageHTML))
@@ -334,16 +346,16 @@ details { margin: 6px 0; }
 {{range .Runs}}<tr><td><a href="#{{.ID}}">{{.Name}}</a></td><td>{{if .Failed}}<span class="bad">FAIL</span>{{else}}<span class="ok">pass</span>{{end}}</td><td class="num">{{.Seed}}</td><td class="num">{{secs .Duration}}</td><td class="num">{{.Ops}}</td><td class="num">{{.Grants}}</td><td class="num">{{.Faults}}</td><td class="num">{{len .Checks}}</td><td class="num">{{len .Violations}}</td><td class="num">{{len .TimedOut}}</td><td class="num">{{.Unknown}} / {{.Open}}</td></tr>
 {{end}}</table>
 
+{{$links := .Links}}
 {{if .Seeded}}
 <h2 id="seeded">Seeded bugs</h2>
 <p>Each defect planted alone (internal/seeded); its scenario runs until a check names it. A bug caught only by a panic or by another check counts as missed.</p>
 <table>
 <tr><th>seeded bug</th><th>scenario</th><th>check that must name it</th><th>result</th><th>first violation naming it</th></tr>
-{{range .Seeded}}<tr><td><code>{{.Bug}}</code></td><td>{{.Scenario}}</td><td>{{.Checks}}</td><td>{{if .CaughtIn}}<span class="ok">caught in run {{.CaughtIn}} of {{.Runs}}</span>{{else}}<span class="bad">missed in {{.Runs}} runs</span>{{end}}</td><td>{{.First}}</td></tr>
+{{range .Seeded}}<tr><td><code>{{.Bug}}</code></td><td>{{.Scenario}}</td><td>{{.Checks}}</td><td>{{if .CaughtIn}}<span class="ok">caught in run {{.CaughtIn}} of {{.Runs}}</span>{{else}}<span class="bad">missed in {{.Runs}} runs</span>{{end}}</td><td>{{.First}}{{if .Dumps}}<br>{{$prefix := seeded .Bug}}{{range .Dumps}}{{with link $links $prefix .}}<a href="{{.}}">{{base .}}</a> {{end}}{{end}}{{end}}</td></tr>
 {{end}}</table>
 {{end}}
 
-{{$links := .Links}}
 {{range .Runs}}
 <h2 id="{{.ID}}">{{.Name}} {{if .Failed}}<span class="badge bad">FAIL</span>{{else}}<span class="badge ok">pass</span>{{end}}</h2>
 <p class="meta">seed {{.Seed}} · started {{time .Started}} · {{secs .Duration}} · {{.Ops}} operations, {{.Grants}} grants ({{.Terms}} terms), {{.Refused}} late writes refused, {{.Revoked}} revocations, {{.Resumed}} sessions resumed{{if .Crashes}} · {{.Crashes}} crashes losing {{.Lost}} deferred commit indexes{{end}}</p>
@@ -375,7 +387,7 @@ details { margin: 6px 0; }
 {{end}}</table>{{end}}
 
 {{if .Dumps}}<h3>For the reader of a failure</h3>
-<ul>{{range .Dumps}}<li>{{with link $links .}}<a href="{{.}}">{{base .}}</a>{{else}}<code>{{.}}</code> (not copied){{end}}</li>{{end}}</ul>
+{{$prefix := .ID}}<ul>{{range .Dumps}}<li>{{with link $links $prefix .}}<a href="{{.}}">{{base .}}</a>{{else}}<code>{{.}}</code> (not copied){{end}}</li>{{end}}</ul>
 <p class="meta">The .html files are porcupine's visualisation of the history that is not linearizable; the .txt files the history in call order and the group's applied commands around the grants a violation names.</p>{{end}}
 
 {{if .Notes}}<details><summary>What the faults saw ({{len .Notes}} notes)</summary><pre>{{range .Notes}}{{.}}

@@ -92,7 +92,7 @@ func TestSeededBugs(t *testing.T) {
 				if len(named) > 0 {
 					t.Logf("seeded %s: caught by %s in run %d of %d (%d violations, %d by the check); first: %s",
 						row.bug, sc.Name, run, seededRuns, len(r.Violations), len(named), named[0])
-					published.CaughtIn, published.First = run, named[0]
+					published.CaughtIn, published.First, published.Dumps = run, named[0], r.Dumps
 					publishSeeded(t, published)
 					return
 				}

@@ -3,6 +3,7 @@ package checker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -80,12 +81,17 @@ func TestReportPage(t *testing.T) {
 		Cuts:     []Span{{Name: "cut off: [3]", Start: 3 * time.Second, End: 4 * time.Second}},
 		Latency:  latency, Buckets: buckets,
 		Checks: []CheckResult{{Name: "2 fencing"}, {Name: "13 operator commands apply once"}}}}
+	var many []string // more than a page shows
+	for i := range shownViolations + 5 {
+		many = append(many, fmt.Sprintf(`group "": token %d granted twice`, i+1))
+	}
 	failed := PageRun{Report: Report{Name: "holder-isolated", Seed: 4, Duration: 20 * time.Second, Faults: 1,
 		Timeline:   []Span{{Name: "holder-isolated", Start: time.Second, End: 4 * time.Second}},
 		Violations: []string{`holder does not stop first: client 7 granted "register/slow" <script>alert(1)</script>`},
 		TimedOut:   []string{`linearizability check of "register/b" (900 operations) timed out after 2m0s`},
 		Checks: []CheckResult{{Name: "while running: 2, 10 the holder stops first", Violations: []string{`holder does not stop first: client 7 granted "register/slow" <script>alert(1)</script>`}},
-			{Name: "1 locks and elections linearizable", TimedOut: []string{`linearizability check of "register/b" (900 operations) timed out after 2m0s`}}},
+			{Name: "1 locks and elections linearizable", TimedOut: []string{`linearizability check of "register/b" (900 operations) timed out after 2m0s`}},
+			{Name: "3 tokens unique and rising", Violations: many}},
 		Dumps: []string{dump, filepath.Join(dumpDir, "gone.txt")}}}
 	broken := PageRun{Report: Report{Name: "full-restart", Seed: 8}, Err: "nemesis: full-restart: context deadline exceeded"}
 	dir := t.TempDir()
@@ -138,14 +144,19 @@ func TestReportPage(t *testing.T) {
 	require.Equal(t, []string{"leader-crash", "2", "2", "2", "2", "4", "0", "0", "0 / 0", "12.0s"}, row("leader-crash"))
 	require.Equal(t, []string{"holder-isolated", "1", "0", "0", "0", "1", "1", "1", "0 / 0", "20.0s"}, row("holder-isolated"))
 	require.Equal(t, []string{"follower-crash", "6.0s", "9.0s", "3.0s"}, row("follower-crash"))
-	require.Equal(t, []string{"2 fencing", "passed"}, row("2 fencing"))
-	lin := row("1 locks and elections linearizable")
-	require.Len(t, lin, 2)
-	require.Contains(t, lin[1], "0 violations, 1 timed out")
-	require.Contains(t, lin[1], `"register/b" (900 operations) timed out`)
-	stops := row("while running: 2, 10 the holder stops first")
-	require.Contains(t, stops[1], `1 violations`)
-	require.Contains(t, stops[1], `<script>alert(1)</script>`, "the violation, as text")
+	// Each check with its result, and a failed one's violations.
+	check := func(result string) *html.Node {
+		return find(doc, func(n *html.Node) bool { return n.DataAtom == atom.Li && text(n) == result })
+	}
+	require.NotNil(t, check("✓ 2 fencing"))
+	require.NotNil(t, check("✓ 13 operator commands apply once"))
+	require.NotNil(t, check("✗ 1 locks and elections linearizable: 0 violations, 1 timed out"))
+	require.NotNil(t, check("✗ while running: 2, 10 the holder stops first: 1 violations"))
+	require.NotNil(t, check(fmt.Sprintf(`group "": token %d granted twice`, shownViolations)))
+	require.Nil(t, check(fmt.Sprintf(`group "": token %d granted twice`, shownViolations+1)))
+	require.NotNil(t, check("… and 5 more (the test log has them all)"))
+	require.NotNil(t, check(`linearizability check of "register/b" (900 operations) timed out after 2m0s`))
+	require.NotNil(t, check(`holder does not stop first: client 7 granted "register/slow" <script>alert(1)</script>`), "the violation, as text")
 	require.Equal(t, []string{"acquire", "1", "granted 1", "40", "40", "40", "40"}, row("acquire"))
 	require.Equal(t, "caught in run 1 of 3", row("margin-dropped")[3])
 	require.Equal(t, "missed in 3 runs", row("revoke-twice")[3])

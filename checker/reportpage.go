@@ -102,7 +102,7 @@ func copyFile(from, to string) error {
 
 // The timeline's geometry, in SVG user units.
 const (
-	svgWidth, svgLeft, svgRight = 960.0, 150.0, 10.0
+	svgWidth, svgLeft, svgRight = 960.0, 150.0, 24.0
 	laneHeight, laneGap         = 18.0, 6.0
 	stripHeight                 = 40.0
 )
@@ -232,8 +232,18 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"timeline": timelineOf,
 	"link":     func(links map[string]string, prefix, path string) string { return links[dumpKey(prefix, path)] },
 	"seeded":   func(bug string) string { return "seeded-" + bug },
-	"base":     filepath.Base,
-	"sub":      func(from, to time.Duration) time.Duration { return to - from },
+	"head": func(v []string) struct {
+		Shown []string
+		More  int
+	} {
+		n := min(len(v), shownViolations)
+		return struct {
+			Shown []string
+			More  int
+		}{v[:n], len(v) - n}
+	},
+	"base": filepath.Base,
+	"sub":  func(from, to time.Duration) time.Duration { return to - from },
 }).Parse(pageHTML))
 
 // anchor is an id for a run's section, from its number and name.
@@ -282,6 +292,10 @@ func totals(runs []PageRun) []Total {
 	return out
 }
 
+// shownViolations bounds the violations a check lists on the page: a
+// broken invariant can yield thousands, and the test log has them all.
+const shownViolations = 20
+
 func renderPage(w io.Writer, p Page, links map[string]string) error {
 	failed := 0
 	for _, r := range p.Runs {
@@ -327,6 +341,12 @@ svg .axis { stroke: #999; stroke-width: 1; }
 svg .box text, svg text.in { fill: #222; }
 .legend span { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; vertical-align: middle; }
 details { margin: 6px 0; }
+ul.checks { list-style: none; padding: 0; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 4px 6px; }
+ul.checks li { border: 1px solid #ddd; border-radius: 4px; padding: 1px 7px; font-size: 13px; }
+ul.checks li.pass { color: #0a6b2d; background: #f1f9f3; } ul.checks li.fail { color: #b00020; background: #fdf0f1; font-weight: 600; }
+.failure { margin: 6px 0; }
+.cols { display: flex; flex-wrap: wrap; gap: 0 28px; align-items: flex-start; }
+td code { white-space: nowrap; }
 </style>
 </head>
 <body>
@@ -341,6 +361,7 @@ details { margin: 6px 0; }
 {{end}}</table>
 
 <h2>Runs</h2>
+<p class="legend meta">Each run's timeline:<span style="background:#f4a259"></span>a fault, from the nemesis starting it (it may wait for its moment, such as a fresh holder) to its heal and recovery probe<span style="background:#8e7cc3"></span>replicas cut off<span style="background:#3c9d5d"></span>operations returned granted<span style="background:#9bb7d4"></span>other outcomes<span style="background:#d64545"></span>ended in an error (unknown), per second of the run. Hover a bar for its numbers.</p>
 <table>
 <tr><th>run</th><th>result</th><th class="num">seed</th><th class="num">duration</th><th class="num">ops</th><th class="num">grants</th><th class="num">faults</th><th class="num">checks</th><th class="num">violations</th><th class="num">timed out</th><th class="num">unknown / open</th></tr>
 {{range .Runs}}<tr><td><a href="#{{.ID}}">{{.Name}}</a></td><td>{{if .Failed}}<span class="bad">FAIL</span>{{else}}<span class="ok">pass</span>{{end}}</td><td class="num">{{.Seed}}</td><td class="num">{{secs .Duration}}</td><td class="num">{{.Ops}}</td><td class="num">{{.Grants}}</td><td class="num">{{.Faults}}</td><td class="num">{{len .Checks}}</td><td class="num">{{len .Violations}}</td><td class="num">{{len .TimedOut}}</td><td class="num">{{.Unknown}} / {{.Open}}</td></tr>
@@ -368,27 +389,27 @@ details { margin: 6px 0; }
 {{$y := .AxisY}}{{$y2 := .TickY}}{{range .Ticks}}<line class="axis" x1="{{.X}}" y1="{{$y}}" x2="{{.X}}" y2="{{$y2}}"/><text x="{{.X}}" y="{{$y}}" dy="15" text-anchor="middle">{{.Label}}</text>
 {{end}}</svg>
 {{end}}
-<p class="legend meta"><span style="background:#f4a259"></span>fault, injection to heal<span style="background:#8e7cc3"></span>replicas cut off<span style="background:#3c9d5d"></span>granted<span style="background:#9bb7d4"></span>other outcomes<span style="background:#d64545"></span>ended in an error (unknown)</p>
-
-{{if .Timeline}}<h3>Faults</h3>
-<table><tr><th>fault</th><th class="num">start</th><th class="num">healed</th><th class="num">length</th></tr>
-{{range .Timeline}}<tr><td>{{.Name}}</td><td class="num">{{secs .Start}}</td><td class="num">{{secs .End}}</td><td class="num">{{secs (.End | sub .Start)}}</td></tr>
-{{end}}{{range .Cuts}}<tr><td>{{.Name}}</td><td class="num">{{secs .Start}}</td><td class="num">{{secs .End}}</td><td class="num">{{secs (.End | sub .Start)}}</td></tr>
-{{end}}</table>{{end}}
 
 <h3>Checks</h3>
-<table><tr><th>check</th><th>result</th></tr>
-{{range .Checks}}<tr><td>{{.Name}}</td><td>{{if .Passed}}<span class="ok">passed</span>{{else}}<span class="bad">{{len .Violations}} violations{{if .TimedOut}}, {{len .TimedOut}} timed out{{end}}</span><ul class="v">{{range .Violations}}<li>{{.}}</li>{{end}}{{range .TimedOut}}<li>{{.}}</li>{{end}}</ul>{{end}}</td></tr>
-{{end}}</table>
-
-{{if .Latency}}<h3>Operations</h3>
-<table><tr><th>kind</th><th class="num">count</th><th>outcomes</th><th class="num">p50 ms</th><th class="num">p90 ms</th><th class="num">p99 ms</th><th class="num">max ms</th></tr>
-{{range .Latency}}<tr><td>{{.Kind}}</td><td class="num">{{.Count}}</td><td>{{.Outcomes}}</td><td class="num">{{ms .P50}}</td><td class="num">{{ms .P90}}</td><td class="num">{{ms .P99}}</td><td class="num">{{ms .Max}}</td></tr>
-{{end}}</table>{{end}}
-
+<ul class="checks">{{range .Checks}}<li class="{{if .Passed}}pass{{else}}fail{{end}}">{{if .Passed}}✓{{else}}✗{{end}} {{.Name}}{{if not .Passed}}: {{len .Violations}} violations{{if .TimedOut}}, {{len .TimedOut}} timed out{{end}}{{end}}</li>{{end}}</ul>
+{{range .Checks}}{{if not .Passed}}<div class="failure"><b>{{.Name}}</b><ul class="v">{{with head .Violations}}{{range .Shown}}<li>{{.}}</li>{{end}}{{if .More}}<li>… and {{.More}} more (the test log has them all)</li>{{end}}{{end}}{{range .TimedOut}}<li>{{.}}</li>{{end}}</ul></div>{{end}}{{end}}
 {{if .Dumps}}<h3>For the reader of a failure</h3>
 {{$prefix := .ID}}<ul>{{range .Dumps}}<li>{{with link $links $prefix .}}<a href="{{.}}">{{base .}}</a>{{else}}<code>{{.}}</code> (not copied){{end}}</li>{{end}}</ul>
 <p class="meta">The .html files are porcupine's visualisation of the history that is not linearizable; the .txt files the history in call order and the group's applied commands around the grants a violation names.</p>{{end}}
+
+<div class="cols">
+{{if .Timeline}}<div><h3>Faults</h3>
+<table><tr><th>fault</th><th class="num">start</th><th class="num">healed</th><th class="num">length</th></tr>
+{{range .Timeline}}<tr><td>{{.Name}}</td><td class="num">{{secs .Start}}</td><td class="num">{{secs .End}}</td><td class="num">{{secs (.End | sub .Start)}}</td></tr>
+{{end}}{{range .Cuts}}<tr><td>{{.Name}}</td><td class="num">{{secs .Start}}</td><td class="num">{{secs .End}}</td><td class="num">{{secs (.End | sub .Start)}}</td></tr>
+{{end}}</table></div>{{end}}
+{{if .Latency}}<div><h3>Operations, as their callers saw them</h3>
+<table><tr><th>kind</th><th class="num">count</th><th>outcomes</th><th class="num">p50 ms</th><th class="num">p90 ms</th><th class="num">p99 ms</th><th class="num">max ms</th></tr>
+{{range .Latency}}<tr><td>{{.Kind}}</td><td class="num">{{.Count}}</td><td>{{.Outcomes}}</td><td class="num">{{ms .P50}}</td><td class="num">{{ms .P90}}</td><td class="num">{{ms .P99}}</td><td class="num">{{ms .Max}}</td></tr>
+{{end}}</table></div>{{end}}
+</div>
+
+
 
 {{if .Notes}}<details><summary>What the faults saw ({{len .Notes}} notes)</summary><pre>{{range .Notes}}{{.}}
 {{end}}</pre></details>{{end}}

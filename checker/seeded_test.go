@@ -68,7 +68,7 @@ func TestSeededBugs(t *testing.T) {
 		t.Run(string(row.bug), func(t *testing.T) {
 			undo := seeded.Plant(row.bug)
 			defer undo()
-			published := SeededRow{Bug: string(row.bug), Scenario: row.sc.Name, Checks: strings.Join(row.check, " | "), Runs: seededRuns}
+			page := SeededRow{Bug: string(row.bug), Scenario: row.sc.Name, Checks: strings.Join(row.check, " | "), Runs: seededRuns}
 			for run := 1; run <= seededRuns; run++ {
 				sc := row.sc
 				sc.Seed = uint64(run)
@@ -92,13 +92,13 @@ func TestSeededBugs(t *testing.T) {
 				if len(named) > 0 {
 					t.Logf("seeded %s: caught by %s in run %d of %d (%d violations, %d by the check); first: %s",
 						row.bug, sc.Name, run, seededRuns, len(r.Violations), len(named), named[0])
-					published.CaughtIn, published.First, published.Dumps = run, named[0], r.Dumps
-					publishSeeded(t, published)
+					page.CaughtIn, page.First, page.Dumps = run, named[0], r.Dumps
+					publishSeeded(t, page)
 					return
 				}
 				t.Logf("run %d: not caught by %q; violations: %q; notes: %q", run, row.check, r.Violations, r.Notes)
 			}
-			publishSeeded(t, published)
+			publishSeeded(t, page)
 			t.Errorf("seeded %s: %s did not catch it in %d runs", row.bug, row.sc.Name, seededRuns)
 		})
 	}

@@ -261,3 +261,57 @@ func text(n *html.Node) string {
 	}
 	return b.String()
 }
+
+// A scenario's run fills what its report shows: the fault it applied, in
+// the run's time; each check by name with its result; its operations by
+// kind with latencies; and the page shows them.
+func TestReportOfARun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r, err := Run(ctx, Scenario{Name: "follower-crash", Replicas: 3, Faults: []Fault{FollowerCrash}, Seed: 1}, t.TempDir())
+	require.NoError(t, err)
+	require.Len(t, r.Timeline, 1)
+	f := r.Timeline[0]
+	require.Equal(t, "follower-crash", f.Name)
+	require.Greater(t, f.Start, time.Duration(0))
+	require.Greater(t, f.End-f.Start, hold(&env{ttl: ttl})-time.Millisecond, "the crash is held for its hold, then healed")
+	require.Less(t, f.End, r.Duration)
+
+	var names []string
+	for _, c := range r.Checks {
+		names = append(names, c.Name)
+	}
+	for _, n := range []string{"1 ", "2 ", "3 ", "4 ", "5 ", "6 ", "7 ", "8 ", "9 ", "12 ", "13 "} {
+		require.True(t, slices.ContainsFunc(names, func(name string) bool { return strings.HasPrefix(name, n) }), "no check %q in %q", n, names)
+	}
+	var found int
+	for _, c := range r.Checks {
+		found += len(c.Violations) + len(c.TimedOut)
+	}
+	require.Equal(t, len(r.Violations)+len(r.TimedOut), found, "every violation is under its check")
+
+	i := slices.IndexFunc(r.Latency, func(k KindStats) bool { return k.Kind == "acquire" })
+	require.GreaterOrEqual(t, i, 0, "%+v", r.Latency)
+	acquire := r.Latency[i]
+	require.Positive(t, acquire.Count)
+	require.Positive(t, acquire.P50)
+	require.LessOrEqual(t, acquire.P50, acquire.Max)
+	returned := 0
+	for _, b := range r.Buckets {
+		returned += b.Granted + b.Other + b.Failed
+	}
+	require.Equal(t, r.Ops, returned, "every operation in a second of the run")
+
+	dir := t.TempDir()
+	path, err := WritePage(dir, Page{Runs: []PageRun{{Report: r}}})
+	require.NoError(t, err)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	strictlyNested(t, string(b))
+	doc, err := html.Parse(strings.NewReader(string(b)))
+	require.NoError(t, err)
+	require.NotNil(t, find(doc, func(n *html.Node) bool {
+		return n.Data == "title" && strings.HasPrefix(text(n), "follower-crash: ")
+	}), "the fault on the timeline")
+	require.NotNil(t, find(doc, func(n *html.Node) bool { return n.DataAtom == atom.Li && text(n) == "✓ 2 fencing" }))
+}

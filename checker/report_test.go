@@ -100,7 +100,9 @@ func TestReportPage(t *testing.T) {
 		Seeded: []SeededRow{{Bug: "margin-dropped", Scenario: "clock-rates", Checks: "does not stop first", Runs: 3, CaughtIn: 1, First: "holder does not stop first: …"},
 			{Bug: "revoke-twice", Scenario: "operator-retries", Checks: "operator command applied twice", Runs: 3},
 			{Bug: "shared-beside-exclusive", Scenario: "leader-crash", Checks: "not linearizable", Runs: 3, CaughtIn: 2,
-				First: `history of "rw/a" (402 operations) is not linearizable`, Dumps: []string{dump}}}})
+				First: `history of "rw/a" (402 operations) is not linearizable`, Dumps: []string{dump}},
+			{Bug: "margin-dropped", Scenario: "clock-rates", Checks: "does not stop first", Runs: 3, CaughtIn: 2, First: "holder does not stop first: …"},
+			{Bug: "revoke-twice", Scenario: "operator-retries", Checks: "operator command applied twice", Runs: 3, CaughtIn: 1, First: "operator command applied twice: …"}}})
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(dir, "index.html"), path)
 	b, err := os.ReadFile(path)
@@ -158,11 +160,13 @@ func TestReportPage(t *testing.T) {
 	require.NotNil(t, check(`linearizability check of "register/b" (900 operations) timed out after 2m0s`))
 	require.NotNil(t, check(`holder does not stop first: client 7 granted "register/slow" <script>alert(1)</script>`), "the violation, as text")
 	require.Equal(t, []string{"acquire", "1", "granted 1", "40", "40", "40", "40"}, row("acquire"))
-	require.Equal(t, "caught in run 1 of 3", row("margin-dropped")[3])
-	require.Equal(t, "missed in 3 runs", row("revoke-twice")[3])
+	// A bug planted in several trials (-count) is one row.
+	require.Equal(t, "caught in 2 of 2 trials (at run 1, 2 of 3)", row("margin-dropped")[3])
+	require.Equal(t, "caught in 1 of 2 trials (at run –, 1 of 3)", row("revoke-twice")[3])
+	require.Equal(t, "operator command applied twice: …", row("revoke-twice")[4], "the trial that caught it")
 	require.Equal(t, "caught in run 2 of 3", row("shared-beside-exclusive")[3])
 	require.NotNil(t, find(doc, func(n *html.Node) bool {
-		return n.DataAtom == atom.A && attr(n, "href") == "files/seeded-shared-beside-exclusive-holder-isolated-0-register_slow.html"
+		return n.DataAtom == atom.A && attr(n, "href") == "files/seeded-3-shared-beside-exclusive-holder-isolated-0-register_slow.html"
 	}), "the seeded run's visualisation")
 	require.Contains(t, text(doc), "The run did not complete: nemesis: full-restart: context deadline exceeded")
 	require.Contains(t, text(doc), "go test -race ./checker/ -run=TestScenarios -report "+dir)

@@ -39,6 +39,7 @@ type SeededRow struct {
 	Runs, CaughtIn        int
 	First                 string   // the first violation that named it
 	Dumps                 []string // what the catching run wrote for its reader
+	ID                    string   // its dumps' prefix, unique on the page (WritePage)
 }
 
 // Failed reports whether the run found a violation, timed out a check, or
@@ -65,11 +66,13 @@ func WritePage(dir string, p Page) (string, error) {
 		}
 	}
 	for i, r := range p.Runs {
-		p.Runs[i].ID = anchor(fmt.Sprintf("%d-%s", i+1, r.Name))
+		p.Runs[i].ID = "run-" + slug(fmt.Sprintf("%d-%s", i+1, r.Name))
 		keep(p.Runs[i].ID, r.Dumps)
 	}
-	for _, s := range p.Seeded {
-		keep("seeded-"+s.Bug, s.Dumps) // as the template's seeded
+	p.Seeded = slices.Clone(p.Seeded)
+	for i, s := range p.Seeded {
+		p.Seeded[i].ID = "seeded-" + slug(fmt.Sprintf("%d-%s", i+1, s.Bug))
+		keep(p.Seeded[i].ID, s.Dumps)
 	}
 	path := filepath.Join(dir, "index.html")
 	tmp := path + ".tmp"
@@ -231,7 +234,6 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 	"timeline": timelineOf,
 	"link":     func(links map[string]string, prefix, path string) string { return links[dumpKey(prefix, path)] },
-	"seeded":   func(bug string) string { return "seeded-" + bug },
 	"head": func(v []string) struct {
 		Shown []string
 		More  int
@@ -246,9 +248,9 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"sub":  func(from, to time.Duration) time.Duration { return to - from },
 }).Parse(pageHTML))
 
-// anchor is an id for a run's section, from its number and name.
-func anchor(name string) string {
-	return "run-" + strings.Map(func(r rune) rune {
+// slug is name made fit for an id and a file name.
+func slug(name string) string {
+	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
 			return r
 		}
@@ -292,6 +294,40 @@ func totals(runs []PageRun) []Total {
 	return out
 }
 
+// SeededTotal is one seeded bug's trials on the page (a process run with
+// -count=N plants each N times): the first trial that caught it (else the
+// first), how many did, and at which run of each.
+type SeededTotal struct {
+	SeededRow
+	Trials, Caught int
+	At             string // "1, 1, 2"; "–" for a trial that missed
+}
+
+func seededTotals(rows []SeededRow) []SeededTotal {
+	var out []SeededTotal
+	at := map[string]int{}
+	for _, r := range rows {
+		i, ok := at[r.Bug]
+		if !ok {
+			i = len(out)
+			at[r.Bug] = i
+			out = append(out, SeededTotal{SeededRow: r})
+		}
+		t := &out[i]
+		t.Trials++
+		run := "–"
+		if r.CaughtIn > 0 {
+			t.Caught++
+			run = fmt.Sprint(r.CaughtIn)
+			if t.CaughtIn == 0 {
+				t.SeededRow = r
+			}
+		}
+		t.At = strings.TrimPrefix(t.At+", "+run, ", ")
+	}
+	return out
+}
+
 // shownViolations bounds the violations a check lists on the page: a
 // broken invariant can yield thousands, and the test log has them all.
 const shownViolations = 20
@@ -305,10 +341,11 @@ func renderPage(w io.Writer, p Page, links map[string]string) error {
 	}
 	return pageTemplate.Execute(w, struct {
 		Page
-		Failed int
-		Totals []Total
-		Links  map[string]string
-	}{p, failed, totals(p.Runs), links})
+		Failed       int
+		Totals       []Total
+		SeededTotals []SeededTotal
+		Links        map[string]string
+	}{p, failed, totals(p.Runs), seededTotals(p.Seeded), links})
 }
 
 const pageHTML = `<!DOCTYPE html>
@@ -351,7 +388,7 @@ td code { white-space: nowrap; }
 </head>
 <body>
 <h1>fencelock checker report</h1>
-<p class="meta">Generated {{time .Generated}}. {{len .Runs}} runs, {{if .Failed}}<span class="bad">{{.Failed}} failed</span>{{else}}<span class="ok">all passed</span>{{end}}{{if .Seeded}}; {{len .Seeded}} seeded bugs planted{{end}}.</p>
+<p class="meta">Generated {{time .Generated}}. {{len .Runs}} runs, {{if .Failed}}<span class="bad">{{.Failed}} failed</span>{{else}}<span class="ok">all passed</span>{{end}}{{if .Seeded}}; {{len .SeededTotals}} seeded bugs planted{{end}}.</p>
 {{if .Command}}<p>Reproduce with:</p><pre>{{.Command}}</pre>{{end}}
 
 <h2>Totals by scenario</h2>
@@ -373,7 +410,7 @@ td code { white-space: nowrap; }
 <p>Each defect planted alone (internal/seeded); its scenario runs until a check names it. A bug caught only by a panic or by another check counts as missed.</p>
 <table>
 <tr><th>seeded bug</th><th>scenario</th><th>check that must name it</th><th>result</th><th>first violation naming it</th></tr>
-{{range .Seeded}}<tr><td><code>{{.Bug}}</code></td><td>{{.Scenario}}</td><td>{{.Checks}}</td><td>{{if .CaughtIn}}<span class="ok">caught in run {{.CaughtIn}} of {{.Runs}}</span>{{else}}<span class="bad">missed in {{.Runs}} runs</span>{{end}}</td><td>{{.First}}{{if .Dumps}}<br>{{$prefix := seeded .Bug}}{{range .Dumps}}{{with link $links $prefix .}}<a href="{{.}}">{{base .}}</a> {{end}}{{end}}{{end}}</td></tr>
+{{range .SeededTotals}}<tr><td><code>{{.Bug}}</code></td><td>{{.Scenario}}</td><td>{{.Checks}}</td><td>{{if eq .Trials 1}}{{if .CaughtIn}}<span class="ok">caught in run {{.CaughtIn}} of {{.Runs}}</span>{{else}}<span class="bad">missed in {{.Runs}} runs</span>{{end}}{{else}}<span class="{{if eq .Caught .Trials}}ok{{else}}bad{{end}}">caught in {{.Caught}} of {{.Trials}} trials</span> (at run {{.At}} of {{.Runs}}){{end}}</td><td>{{.First}}{{if .Dumps}}<br>{{$prefix := .ID}}{{range .Dumps}}{{with link $links $prefix .}}<a href="{{.}}">{{base .}}</a> {{end}}{{end}}{{end}}</td></tr>
 {{end}}</table>
 {{end}}
 

@@ -168,6 +168,7 @@ func TestReportPage(t *testing.T) {
 	require.NotNil(t, find(doc, func(n *html.Node) bool {
 		return n.DataAtom == atom.A && attr(n, "href") == "files/seeded-3-shared-beside-exclusive-holder-isolated-0-register_slow.html"
 	}), "the seeded run's visualisation")
+	require.Contains(t, text(doc), "4 runs, 2 failed; 3 seeded bugs planted, 1 missed in some trial.")
 	require.Contains(t, text(doc), "The run did not complete: nemesis: full-restart: context deadline exceeded")
 	require.Contains(t, text(doc), "go test -race ./checker/ -run=TestScenarios -report "+dir)
 

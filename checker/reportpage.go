@@ -339,13 +339,20 @@ func renderPage(w io.Writer, p Page, links map[string]string) error {
 			failed++
 		}
 	}
+	seeded, missed := seededTotals(p.Seeded), 0
+	for _, s := range seeded {
+		if s.Caught < s.Trials {
+			missed++
+		}
+	}
 	return pageTemplate.Execute(w, struct {
 		Page
 		Failed       int
 		Totals       []Total
 		SeededTotals []SeededTotal
+		Missed       int
 		Links        map[string]string
-	}{p, failed, totals(p.Runs), seededTotals(p.Seeded), links})
+	}{p, failed, totals(p.Runs), seeded, missed, links})
 }
 
 const pageHTML = `<!DOCTYPE html>
@@ -388,7 +395,7 @@ td code { white-space: nowrap; }
 </head>
 <body>
 <h1>fencelock checker report</h1>
-<p class="meta">Generated {{time .Generated}}. {{len .Runs}} runs, {{if .Failed}}<span class="bad">{{.Failed}} failed</span>{{else}}<span class="ok">all passed</span>{{end}}{{if .Seeded}}; {{len .SeededTotals}} seeded bugs planted{{end}}.</p>
+<p class="meta">Generated {{time .Generated}}. {{len .Runs}} runs, {{if .Failed}}<span class="bad">{{.Failed}} failed</span>{{else}}<span class="ok">all passed</span>{{end}}{{if .Seeded}}; {{len .SeededTotals}} seeded bugs planted, {{if .Missed}}<span class="bad">{{.Missed}} missed in some trial</span>{{else}}<span class="ok">every one caught</span>{{end}}{{end}}.</p>
 {{if .Command}}<p>Reproduce with:</p><pre>{{.Command}}</pre>{{end}}
 
 <h2>Totals by scenario</h2>

@@ -43,8 +43,8 @@ type KindStats struct {
 	P50, P90, P99, Max time.Duration
 }
 
-// Bucket counts the operations that returned in one second of a run, by
-// what they returned: the timeline's availability strip.
+// Bucket counts the operations that returned in one stretch of a run
+// (bucketWidth), by what they returned: the timeline's availability strip.
 type Bucket struct {
 	Granted, Other, Failed int // failed: ended in an error (Unknown)
 }
@@ -74,10 +74,16 @@ func spansOf(e *env, windows []Window) (faults, cuts []Span) {
 	return faults, cuts
 }
 
+// bucketWidth is the stretch a Bucket covers in a run of length d: about
+// a sixtieth of it, in tenths of a second, so that a short run's dips show.
+func bucketWidth(d time.Duration) time.Duration {
+	return max(d/60, 100*time.Millisecond).Round(100 * time.Millisecond)
+}
+
 // opStats summarises ops by kind (recipes' apart, as "rw/sem <kind>"),
-// in the order of OpKind, and buckets their returns by second over a run
-// of length d.
-func opStats(ops []Op, d time.Duration) ([]KindStats, []Bucket) {
+// in the order of OpKind, and buckets their returns by width over a run
+// of length d (an op that ended in an error by its call).
+func opStats(ops []Op, d, width time.Duration) ([]KindStats, []Bucket) {
 	type acc struct {
 		lat      []time.Duration
 		outcomes map[Outcome]int
@@ -85,7 +91,7 @@ func opStats(ops []Op, d time.Duration) ([]KindStats, []Bucket) {
 	}
 	by := map[string]*acc{}
 	var order []string
-	buckets := make([]Bucket, int(d/time.Second)+1)
+	buckets := make([]Bucket, int(d/width)+1)
 	for _, op := range ops {
 		kind := op.Kind.String()
 		if isRecipe(op.Lock) {
@@ -105,7 +111,7 @@ func opStats(ops []Op, d time.Duration) ([]KindStats, []Bucket) {
 		} else {
 			a.lat = append(a.lat, time.Duration(op.Return-op.Call))
 		}
-		if i := int(at / int64(time.Second)); i >= 0 && i < len(buckets) {
+		if i := int(at / int64(width)); i >= 0 && i < len(buckets) {
 			switch op.Outcome {
 			case Granted:
 				buckets[i].Granted++

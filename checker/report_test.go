@@ -54,7 +54,7 @@ func TestOpStats(t *testing.T) {
 		Op{Kind: OpAcquire, Lock: "register/a", Outcome: Unknown, Call: 1500 * ms, Return: never},
 		Op{Kind: OpRelease, Lock: "register/a", Outcome: NotHeld, Call: 2000 * ms, Return: 2010 * ms},
 		Op{Kind: OpAcquire, Lock: "rw/a", Outcome: Granted, Call: 0, Return: 5 * ms})
-	stats, buckets := opStats(ops, 3*time.Second)
+	stats, buckets := opStats(ops, 3*time.Second, time.Second)
 	require.Len(t, stats, 3)
 	require.Equal(t, KindStats{Kind: "acquire", Count: 101, Outcomes: "granted 100, unknown 1",
 		P50: 50 * time.Millisecond, P90: 90 * time.Millisecond, P99: 99 * time.Millisecond, Max: 100 * time.Millisecond}, stats[0])
@@ -62,6 +62,9 @@ func TestOpStats(t *testing.T) {
 	require.Equal(t, "not-held 1", stats[1].Outcomes)
 	require.Equal(t, "rw/sem acquire", stats[2].Kind)
 	require.Equal(t, []Bucket{{Granted: 101}, {Failed: 1}, {Other: 1}, {}}, buckets)
+	require.Equal(t, 100*time.Millisecond, bucketWidth(3*time.Second), "at least a tenth of a second")
+	require.Equal(t, 200*time.Millisecond, bucketWidth(12*time.Second))
+	require.Equal(t, 10*time.Second, bucketWidth(10*time.Minute))
 }
 
 // The published page is one self-contained HTML file a person can read:
@@ -74,12 +77,12 @@ func TestReportPage(t *testing.T) {
 	dump := filepath.Join(dumpDir, "holder-isolated-0-register_slow.html")
 	require.NoError(t, os.WriteFile(dump, []byte("<html>porcupine</html>"), 0o644))
 	ops := []Op{{Kind: OpAcquire, Lock: "register/a", Outcome: Granted, Call: 0, Return: int64(40 * time.Millisecond)}}
-	latency, buckets := opStats(ops, 12*time.Second)
+	latency, buckets := opStats(ops, 12*time.Second, time.Second)
 	passed := PageRun{Report: Report{Name: "leader-crash", Seed: 1, Started: time.Date(2026, 12, 7, 4, 0, 0, 0, time.UTC),
 		Duration: 12 * time.Second, Ops: 1, Grants: 1, Faults: 2,
 		Timeline: []Span{{Name: "leader-crash", Start: 2 * time.Second, End: 5 * time.Second}, {Name: "follower-crash", Start: 6 * time.Second, End: 9 * time.Second}},
 		Cuts:     []Span{{Name: "cut off: [3]", Start: 3 * time.Second, End: 4 * time.Second}},
-		Latency:  latency, Buckets: buckets,
+		Latency:  latency, Buckets: buckets, Width: time.Second,
 		Checks: []CheckResult{{Name: "2 fencing"}, {Name: "13 operator commands apply once"}}}}
 	var many []string // more than a page shows
 	for i := range shownViolations + 5 {
@@ -305,7 +308,8 @@ func TestReportOfARun(t *testing.T) {
 	for _, b := range r.Buckets {
 		returned += b.Granted + b.Other + b.Failed
 	}
-	require.Equal(t, r.Ops, returned, "every operation in a second of the run")
+	require.Equal(t, r.Ops, returned, "every operation in a stretch of the run")
+	require.Equal(t, bucketWidth(r.Duration), r.Width)
 
 	dir := t.TempDir()
 	path, err := WritePage(dir, Page{Runs: []PageRun{{Report: r}}})

@@ -159,16 +159,16 @@ func timelineOf(r PageRun) timeline {
 	}
 	lane("faults", r.Timeline, "fault")
 	lane("partitions", r.Cuts, "cut")
-	if len(r.Buckets) > 0 {
+	if len(r.Buckets) > 0 && r.Width > 0 {
 		most := 1
 		for _, b := range r.Buckets {
 			most = max(most, b.Granted+b.Other+b.Failed)
 		}
-		tl.Lanes = append(tl.Lanes, svgLane{Y: y + stripHeight*0.6, Label: "ops returned / s"})
-		w := max(span*float64(time.Second)/float64(d)-1, 1)
+		tl.Lanes = append(tl.Lanes, svgLane{Y: y + stripHeight*0.6, Label: "ops returned / " + fmt.Sprint(r.Width)})
+		w := max(span*float64(r.Width)/float64(d)-0.5, 0.5)
 		base := y + stripHeight
 		for i, b := range r.Buckets {
-			at := x(time.Duration(i) * time.Second)
+			at := x(time.Duration(i) * r.Width)
 			for _, part := range []struct {
 				n     int
 				class string
@@ -179,7 +179,7 @@ func timelineOf(r PageRun) timeline {
 				h := stripHeight * float64(part.n) / float64(most)
 				base -= h
 				tl.Rects = append(tl.Rects, svgRect{X: at, Y: base, W: w, H: h, Class: part.class,
-					Tip: fmt.Sprintf("%ds: %d %s", i, part.n, part.class)})
+					Tip: fmt.Sprintf("%s to %s: %d %s", secs(time.Duration(i)*r.Width), secs(time.Duration(i+1)*r.Width), part.n, part.class)})
 			}
 			base = y + stripHeight
 		}
@@ -405,7 +405,7 @@ td code { white-space: nowrap; }
 {{end}}</table>
 
 <h2>Runs</h2>
-<p class="legend meta">Each run's timeline:<span style="background:#f4a259"></span>a fault, from the nemesis starting it (it may wait for its moment, such as a fresh holder) to its heal and recovery probe<span style="background:#8e7cc3"></span>replicas cut off<span style="background:#3c9d5d"></span>operations returned granted<span style="background:#9bb7d4"></span>other outcomes<span style="background:#d64545"></span>ended in an error (unknown), per second of the run. Hover a bar for its numbers.</p>
+<p class="legend meta">Each run's timeline:<span style="background:#f4a259"></span>a fault, from the nemesis starting it (it may wait for its moment, such as a fresh holder) to its heal and recovery probe<span style="background:#8e7cc3"></span>replicas cut off<span style="background:#3c9d5d"></span>operations returned granted<span style="background:#9bb7d4"></span>other outcomes<span style="background:#d64545"></span>ended in an error (unknown, counted at its call), per sixtieth or so of the run. Hover a bar for its numbers.</p>
 <table>
 <tr><th>run</th><th>result</th><th class="num">seed</th><th class="num">duration</th><th class="num">ops</th><th class="num">grants</th><th class="num">faults</th><th class="num">checks</th><th class="num">violations</th><th class="num">timed out</th><th class="num">unknown / open</th></tr>
 {{range .Runs}}<tr><td><a href="#{{.ID}}">{{.Name}}</a></td><td>{{if .Failed}}<span class="bad">FAIL</span>{{else}}<span class="ok">pass</span>{{end}}</td><td class="num">{{.Seed}}</td><td class="num">{{secs .Duration}}</td><td class="num">{{.Ops}}</td><td class="num">{{.Grants}}</td><td class="num">{{.Faults}}</td><td class="num">{{len .Checks}}</td><td class="num">{{len .Violations}}</td><td class="num">{{len .TimedOut}}</td><td class="num">{{.Unknown}} / {{.Open}}</td></tr>

@@ -75,6 +75,7 @@ type Report struct {
 	Cuts     []Span
 	Latency  []KindStats
 	Buckets  []Bucket
+	Width    time.Duration // each Bucket's
 	Checks   []CheckResult
 }
 
@@ -193,7 +194,8 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	r.Seed, r.Started = sc.Seed, began
 	ops, _, windows, _ := e.h.snapshot()
 	r.Timeline, r.Cuts = spansOf(e, windows)
-	r.Latency, r.Buckets = opStats(ops, r.Duration)
+	r.Width = bucketWidth(r.Duration)
+	r.Latency, r.Buckets = opStats(ops, r.Duration, r.Width)
 	r.Resumed, r.Revoked = e.resumed, e.revokes
 	r.Crashes, r.Lost = c.Crashes()
 	r.ByGroup = e.h.grantsSince(-1)

@@ -134,7 +134,7 @@ type svgLane struct {
 }
 
 // timelineOf lays out r's faults, its partitions' windows and its
-// operations' returns per second on one time axis.
+// operations' returns per Width on one time axis.
 func timelineOf(r PageRun) timeline {
 	d := r.Duration
 	for _, s := range append(append([]Span(nil), r.Timeline...), r.Cuts...) {

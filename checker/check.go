@@ -155,25 +155,32 @@ func check(e *env, reads []Op) Report {
 		}
 	}
 	history := append(append(append([]Op(nil), mutexOps...), loses(e, mutexOps, end)...), mutexReads...)
-	for _, h := range [...]struct {
-		ops   []Op
-		model porcupine.NondeterministicModel
-	}{{history, LockModel}, {sharedHistory(recipeOps, recipeReads), SharedModel}} {
-		v, timedOut := checkLinearizable(h.ops, h.model, e.dumps.history(h.model))
+	// Each check is named for the report (report.go), by its number in doc.go.
+	r.Checks = []CheckResult{{Name: "while running: 2, 10 the holder stops first; 4 grants after healing; 11 KeepAlive; the faults' own", Violations: violations}}
+	checked := func(name string, v, timedOut []string) {
+		r.Checks = append(r.Checks, CheckResult{Name: name, Violations: v, TimedOut: timedOut})
 		r.Violations = append(r.Violations, v...)
 		r.TimedOut = append(r.TimedOut, timedOut...)
 	}
-	r.Violations = append(r.Violations, sections(recipeOps)...)
+	for _, h := range [...]struct {
+		name  string
+		ops   []Op
+		model porcupine.NondeterministicModel
+	}{{"1 locks and elections linearizable", history, LockModel}, {"7 shared locks and semaphores linearizable", sharedHistory(recipeOps, recipeReads), SharedModel}} {
+		v, timedOut := checkLinearizable(h.ops, h.model, e.dumps.history(h.model))
+		checked(h.name, v, timedOut)
+	}
+	checked("8 sections", sections(recipeOps), nil)
 	r.Recipes = recipeCounts(recipeOps)
-	r.Violations = append(r.Violations, readsFenced(recipeOps, e.h.readsSnapshot())...)
-	r.Violations = append(r.Violations, fencing(ops, writes)...)
-	r.Violations = append(r.Violations, tokensRise(ops)...)
-	r.Violations = append(r.Violations, minority(e.c, ops, windows)...)
-	r.Violations = append(r.Violations, nothingLost(e, ops, reads)...)
-	r.Violations = append(r.Violations, epochsRise(append(append([]Op(nil), ops...), reads...))...)
-	r.Violations = append(r.Violations, observed(e, ops)...)
-	r.Violations = append(r.Violations, lockDelays(e.applied, slowLock, e.delayedSessions(), lockDelay, e.c.rate(e.c.fastest()))...)
-	r.Violations = append(r.Violations, operatorOnce(e.applied)...)
+	checked("9 fenced reads", readsFenced(recipeOps, e.h.readsSnapshot()), nil)
+	checked("2 fencing", fencing(ops, writes), nil)
+	checked("3 tokens unique and rising", tokensRise(ops), nil)
+	checked("4 no grant on the cut-off side", minority(e.c, ops, windows), nil)
+	checked("5 nothing lost", nothingLost(e, ops, reads), nil)
+	checked("3 epochs rise", epochsRise(append(append([]Op(nil), ops...), reads...)), nil)
+	checked("6 observers", observed(e, ops), nil)
+	checked("12 lock-delays", lockDelays(e.applied, slowLock, e.delayedSessions(), lockDelay, e.c.rate(e.c.fastest())), nil)
+	checked("13 operator commands apply once", operatorOnce(e.applied), nil)
 	return r
 }
 

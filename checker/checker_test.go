@@ -148,6 +148,10 @@ func run(t *testing.T, sc Scenario) {
 	defer cancel()
 	r, err := Run(ctx, sc, t.TempDir())
 	if err != nil {
+		r.Name, r.Seed = sc.Name, sc.Seed
+	}
+	publishRun(t, r, err)
+	if err != nil {
 		t.Fatalf("%s: %v", sc.Name, err)
 	}
 	fmt.Println(r.Line())

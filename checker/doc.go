@@ -291,4 +291,16 @@
 // violation or a timed-out check writes porcupine's HTML visualisation and
 // the group's applied commands around the grants it names (dump.go); the
 // log names the files.
+//
+// # The report
+//
+// go test ./checker/ -run TestScenarios -report DIR writes DIR/index.html
+// (report.go, reportpage.go): one self-contained page with every run of
+// the process, each with its faults and partitions on a timeline (from
+// the nemesis starting a fault to its heal) over its operations' returns
+// per sixtieth of the run, its operations' outcomes and latencies by kind,
+// each check and its result, and links to the dumps of a failure, copied
+// beside the page; and, with the fencelock_seeded tag and TestSeededBugs,
+// the seeded bugs and the run that caught each. docs/proof.md has the
+// last run's.
 package checker

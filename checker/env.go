@@ -34,8 +34,9 @@ type env struct {
 	sessions map[uint64]*fencelock.Session
 	delayed  map[uint64]bool // sessions with a lock-delay (lockDelays)
 	faults   int
-	resumed  int // sessions a restarted client resumed
-	revokes  int // operator revocations and session ends that took effect
+	resumed  int    // sessions a restarted client resumed
+	revokes  int    // operator revocations and session ends that took effect
+	spans    []Span // faults applied, for the report (applyFault)
 }
 
 func (e *env) resumes() {

@@ -161,8 +161,12 @@ var HolderIsolated = Fault{"holder-isolated", func(ctx context.Context, e *env) 
 			// It stays where it is, for the group to expire its session.
 			b.c.pinned.Store(true)
 			defer b.c.pinned.Store(false)
-			e.c.Net.Isolate(e.c.Addr(b.node))
-			return partitioned(ctx, e, []uint64{b.node})
+			// A restart moves b.node under the beliefs' lock (resume.go).
+			e.beliefs.mu.Lock()
+			node := b.node
+			e.beliefs.mu.Unlock()
+			e.c.Net.Isolate(e.c.Addr(node))
+			return partitioned(ctx, e, []uint64{node})
 		}
 		if err := wait(ctx, 10*time.Millisecond); err != nil {
 			return err

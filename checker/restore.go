@@ -252,7 +252,9 @@ func RunRestore(ctx context.Context, seed uint64, dir string) (Report, error) {
 	r.cut = true
 	r.mu.Unlock()
 	bctx, cancel := context.WithTimeout(ctx, restorePhaseBound)
+	spans := []Span{{Name: "backup under load", Start: time.Since(r.began)}}
 	err = c.Node(by).Snapshot(bctx, &file)
+	spans[0].End = time.Since(r.began)
 	cancel()
 	if err != nil {
 		stopOld()
@@ -286,6 +288,7 @@ func RunRestore(ctx context.Context, seed uint64, dir string) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	spans = append(spans, Span{Name: "every replica stopped, restored", Start: time.Since(r.began)})
 	c.StopAll()
 	r.mu.Lock()
 	grants, held, frozen := len(r.grants), len(r.inFlight), countFrozen(r.inFlight)
@@ -303,6 +306,8 @@ func RunRestore(ctx context.Context, seed uint64, dir string) (Report, error) {
 	if err := c.StartAll(); err != nil {
 		return Report{}, fmt.Errorf("restore: start the restored deployment: %w", err)
 	}
+	spans[1].End = time.Since(r.began)
+	spans = append(spans, Span{Name: "old holders' writes delivered late", Start: spans[1].End})
 	nctx, stopNew := context.WithCancel(ctx)
 	defer stopNew()
 	for i := range restoreClients {
@@ -333,6 +338,8 @@ func RunRestore(ctx context.Context, seed uint64, dir string) (Report, error) {
 
 	rep := r.check()
 	rep.Name, rep.Faults, rep.Duration = "restore", 1, time.Since(r.began)
+	spans[2].End = rep.Duration
+	rep.Seed, rep.Started, rep.Timeline, rep.Checks = seed, r.began, spans, restoreChecks(rep.Violations)
 	return rep, nil
 }
 

@@ -20,6 +20,10 @@ func runRestore(t *testing.T, seed uint64) {
 	defer cancel()
 	r, err := RunRestore(ctx, seed, t.TempDir())
 	if err != nil {
+		r.Name, r.Seed = "restore", seed
+	}
+	publishRun(t, r, err)
+	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}
 	fmt.Println(r.Line())

@@ -65,6 +65,18 @@ type Report struct {
 	// timed-out check (dump.go).
 	Dumps    []string
 	Duration time.Duration
+
+	// For the published report (report.go): the seed and start of the
+	// run, its faults and partition windows, its operations by kind and
+	// second, and each check with its result.
+	Seed     uint64
+	Started  time.Time
+	Timeline []Span
+	Cuts     []Span
+	Latency  []KindStats
+	Buckets  []Bucket
+	Width    time.Duration // each Bucket's
+	Checks   []CheckResult
 }
 
 // Line is the scenario's one-line summary.
@@ -179,6 +191,11 @@ func Run(ctx context.Context, sc Scenario, dir string) (Report, error) {
 	owg.Wait()
 	r := check(e, reads)
 	r.Name, r.Faults, r.Duration = sc.Name, e.faults, time.Since(began)
+	r.Seed, r.Started = sc.Seed, began
+	ops, _, windows, _ := e.h.snapshot()
+	r.Timeline, r.Cuts = spansOf(e, windows)
+	r.Width = bucketWidth(r.Duration)
+	r.Latency, r.Buckets = opStats(ops, r.Duration, r.Width)
 	r.Resumed, r.Revoked = e.resumed, e.revokes
 	r.Crashes, r.Lost = c.Crashes()
 	r.ByGroup = e.h.grantsSince(-1)
@@ -219,7 +236,7 @@ func nemesis(ctx context.Context, e *env, sc Scenario) error {
 		end := time.Now().Add(sc.Soak)
 		for time.Now().Before(end) {
 			f := sc.Faults[e.rng.IntN(len(sc.Faults))]
-			if err := f.Apply(ctx, e); err != nil {
+			if err := applyFault(ctx, e, f); err != nil {
 				return fmt.Errorf("%s: %w", f.Name, err)
 			}
 			e.fault()
@@ -230,7 +247,7 @@ func nemesis(ctx context.Context, e *env, sc Scenario) error {
 		return nil
 	}
 	for _, f := range sc.Faults {
-		if err := f.Apply(ctx, e); err != nil {
+		if err := applyFault(ctx, e, f); err != nil {
 			return fmt.Errorf("%s: %w", f.Name, err)
 		}
 		e.fault()

@@ -52,20 +52,22 @@ var seededCatches = []struct {
 	{seeded.GrantFromLocalState, Scenario{Name: "service"}, []string{"stale grant answered"},
 		func(ctx context.Context, seed uint64, dir string) (seededRun, error) {
 			r, err := RunService(ctx, seed, dir)
-			return seededRun{r.Line(), r.Violations, r.Notes}, err
+			return seededRun{r.Line(), r.Violations, r.Notes, nil}, err
 		}},
 	{seeded.RestoreKeepsTokenBase, Scenario{Name: "restore"}, []string{"late-write admitted", "fence granted twice", "restored fence not above"},
 		func(ctx context.Context, seed uint64, dir string) (seededRun, error) {
 			r, err := RunRestore(ctx, seed, dir)
-			return seededRun{r.Line(), r.Violations, r.Notes}, err
+			return seededRun{r.Line(), r.Violations, r.Notes, r.Dumps}, err
 		}},
 }
 
 // seededRun is what TestSeededBugs reads of a run.
 type seededRun struct {
-	line              string
-	violations, notes []string
+	line                     string
+	violations, notes, dumps []string
 }
+
+func init() { seededBuild = true }
 
 // seededRuns bounds the runs of a row's scenario (seeds 1, 2, ...) until
 // its bug is caught.
@@ -86,6 +88,7 @@ func TestSeededBugs(t *testing.T) {
 		t.Run(string(row.bug), func(t *testing.T) {
 			undo := seeded.Plant(row.bug)
 			defer undo()
+			page := SeededRow{Bug: string(row.bug), Scenario: row.sc.Name, Checks: strings.Join(row.check, " | "), Runs: seededRuns}
 			for run := 1; run <= seededRuns; run++ {
 				sc := row.sc
 				sc.Seed = uint64(run)
@@ -97,7 +100,7 @@ func TestSeededBugs(t *testing.T) {
 				} else {
 					var rep Report
 					rep, err = Run(ctx, sc, t.TempDir())
-					r = seededRun{rep.Line(), rep.Violations, rep.Notes}
+					r = seededRun{rep.Line(), rep.Violations, rep.Notes, rep.Dumps}
 				}
 				cancel()
 				if err != nil {
@@ -117,10 +120,13 @@ func TestSeededBugs(t *testing.T) {
 				if len(named) > 0 {
 					t.Logf("seeded %s: caught by %s in run %d of %d (%d violations, %d by the check); first: %s",
 						row.bug, sc.Name, run, seededRuns, len(r.violations), len(named), named[0])
+					page.CaughtIn, page.First, page.Dumps = run, named[0], r.dumps
+					publishSeeded(t, page)
 					return
 				}
 				t.Logf("run %d: not caught by %q; violations: %q; notes: %q", run, row.check, r.violations, r.notes)
 			}
+			publishSeeded(t, page)
 			t.Errorf("seeded %s: %s did not catch it in %d runs", row.bug, row.sc.Name, seededRuns)
 		})
 	}

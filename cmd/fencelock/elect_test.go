@@ -31,7 +31,15 @@ func TestElectCommand(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
+			// SIGTERM first: elect passes it to CMD's process group. A
+			// SIGKILL alone ends elect and leaves CMD's loop running.
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-done:
+				done <- err
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+			}
 			<-done
 		})
 		return cmd, done

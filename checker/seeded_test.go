@@ -73,6 +73,15 @@ func init() { seededBuild = true }
 // its bug is caught.
 const seededRuns = 3
 
+// seededRunsFor raises the bound for a row whose scenario meets its bug
+// by chance: leader-isolated catches leader-timers-at-once only when a
+// session holds a contended lock as the new leader starts, and one trial
+// of six missed it in 3 runs (each run about 10s).
+var seededRunsFor = map[seeded.Bug]int{seeded.LeaderTimersAtOnce: 8}
+
+// runsOf is the bound of bug's row.
+func runsOf(bug seeded.Bug) int { return max(seededRuns, seededRunsFor[bug]) }
+
 // TestSeededBugs plants each defect in turn and runs its scenario until a
 // check names it: caught by a violation of that check, not by a panic,
 // an error of the run, or another check alone. Run it with the
@@ -88,8 +97,8 @@ func TestSeededBugs(t *testing.T) {
 		t.Run(string(row.bug), func(t *testing.T) {
 			undo := seeded.Plant(row.bug)
 			defer undo()
-			page := SeededRow{Bug: string(row.bug), Scenario: row.sc.Name, Checks: strings.Join(row.check, " | "), Runs: seededRuns}
-			for run := 1; run <= seededRuns; run++ {
+			page := SeededRow{Bug: string(row.bug), Scenario: row.sc.Name, Checks: strings.Join(row.check, " | "), Runs: runsOf(row.bug)}
+			for run := 1; run <= runsOf(row.bug); run++ {
 				sc := row.sc
 				sc.Seed = uint64(run)
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -119,7 +128,7 @@ func TestSeededBugs(t *testing.T) {
 				}
 				if len(named) > 0 {
 					t.Logf("seeded %s: caught by %s in run %d of %d (%d violations, %d by the check); first: %s",
-						row.bug, sc.Name, run, seededRuns, len(r.violations), len(named), named[0])
+						row.bug, sc.Name, run, runsOf(row.bug), len(r.violations), len(named), named[0])
 					page.CaughtIn, page.First, page.Dumps = run, named[0], r.dumps
 					publishSeeded(t, page)
 					return
@@ -127,7 +136,7 @@ func TestSeededBugs(t *testing.T) {
 				t.Logf("run %d: not caught by %q; violations: %q; notes: %q", run, row.check, r.violations, r.notes)
 			}
 			publishSeeded(t, page)
-			t.Errorf("seeded %s: %s did not catch it in %d runs", row.bug, row.sc.Name, seededRuns)
+			t.Errorf("seeded %s: %s did not catch it in %d runs", row.bug, row.sc.Name, runsOf(row.bug))
 		})
 	}
 }

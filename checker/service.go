@@ -121,9 +121,10 @@ type ServiceReport struct {
 	Ops, Grants int
 	SplitGrants int // grants answered to the split client
 	Faults      []string
-	Held        int // calls a freeze held
-	HeldAnswers int // answers to the split client's calls a freeze held
-	Refused     int // fenced writes the resource refused
+	Skipped     []string // faults not applied: the workload offered them no moment
+	Held        int      // calls a freeze held
+	HeldAnswers int      // answers to the split client's calls a freeze held
+	Refused     int      // fenced writes the resource refused
 	// Lapsed counts the grants that ended by their lease (not released)
 	// and were followed by a grant of their lock; MinSlack is the least
 	// time between such a grant's end for its holder and the group's next
@@ -267,12 +268,14 @@ type svcGrant struct {
 
 // svcRun is what the scenario's clients, its nemesis and its checks share.
 type svcRun struct {
-	c      *Cluster
-	reps   map[uint64]*svcReplica
-	urls   map[uint64]string
-	h      *History
-	fencer *fencelock.Fencer
-	split  *svcSplit
+	began   time.Time // RunService's start
+	skipped []string  // faults the workload offered no moment (errNoMoment); under mu
+	c       *Cluster
+	reps    map[uint64]*svcReplica
+	urls    map[uint64]string
+	h       *History
+	fencer  *fencelock.Fencer
+	split   *svcSplit
 
 	mu         sync.Mutex
 	beliefs    map[string][]*svcBelief
@@ -413,7 +416,7 @@ func (r *svcRun) ownerOf(ctx context.Context, id uint64) uint64 {
 // what the run checked.
 func RunService(ctx context.Context, seed uint64, dir string) (ServiceReport, error) {
 	began := time.Now()
-	r := &svcRun{reps: map[uint64]*svcReplica{}, urls: map[uint64]string{}, h: newHistory(), fencer: fencelock.NewFencer(),
+	r := &svcRun{began: began, reps: map[uint64]*svcReplica{}, urls: map[uint64]string{}, h: newHistory(), fencer: fencelock.NewFencer(),
 		beliefs: map[string][]*svcBelief{}, applied: map[string][]svcGrant{}, freed: map[grantKey]time.Time{}, seen: map[grantKey]bool{}}
 	c, err := newCluster(svcReplicas, dir, seed, nil, func(cfg *fencelock.Config) {
 		cfg.ProposalTimeout = 500 * time.Millisecond
@@ -528,12 +531,19 @@ func RunService(ctx context.Context, seed uint64, dir string) (ServiceReport, er
 		sr.mu.Unlock()
 	}
 	rep.SplitGrants, rep.HeldAnswers = r.split.counts()
+	r.mu.Lock()
+	rep.Skipped = r.skipped
+	r.mu.Unlock()
 	if nemErr != nil {
 		// What the checks found before the fault failed is the reader's.
 		return rep, fmt.Errorf("nemesis: %w", nemErr)
 	}
 	return rep, nil
 }
+
+// errNoMoment: the workload never offered a fault its moment (holder-cut
+// needs the split client holding a grant), so the fault was not applied.
+var errNoMoment = errors.New("the workload offered the fault no moment")
 
 // svcFault is one fault of the service scenario.
 type svcFault struct {
@@ -560,15 +570,31 @@ func (r *svcRun) nemesis(ctx context.Context, rng *rand.Rand) ([]string, error) 
 			return nil, err
 		}
 	}
+	r.logf("warmed up %v after the start (every client granted: %v)", time.Since(r.began), r.warmedUp())
 	var done []string
 	for _, f := range svcFaults {
 		r.mu.Lock()
 		r.fault = f.name
 		r.mu.Unlock()
+		began := time.Now()
 		err := f.apply(ctx, r)
 		r.mu.Lock()
 		r.fault = ""
 		r.mu.Unlock()
+		grants, _ := r.split.counts()
+		// Each fault's time, and the split client's grants so far: a run
+		// that took long says where (CI once saw 154s, and holder-cut find
+		// the split client holding nothing for 2 TTLs).
+		r.logf("%s: %v, the split client granted %d times so far", f.name, time.Since(began).Round(time.Millisecond), grants)
+		if errors.Is(err, errNoMoment) {
+			// Not applied, and said so: the run's report names it, and
+			// the test logs it (an open lead: CI saw it once).
+			r.logf("%s skipped: %v", f.name, err)
+			r.mu.Lock()
+			r.skipped = append(r.skipped, f.name)
+			r.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			return done, fmt.Errorf("%s: %w", f.name, err)
 		}
@@ -681,7 +707,9 @@ func (r *svcRun) cutHolder(ctx context.Context) error {
 		}
 	}
 	if b == nil {
-		return errors.New("the split client held no grant to be cut off with")
+		grants, _ := r.split.counts()
+		return fmt.Errorf("%w: the split client held no grant to be cut off with for %v (granted %d times in the run, its session lost: %v)",
+			errNoMoment, 2*svcTTL, grants, r.split.isLost())
 	}
 	r.split.cutOff(true)
 	defer r.split.cutOff(false)

@@ -128,21 +128,7 @@ func TestScenarios(t *testing.T) {
 	t.Run("restore", func(t *testing.T) { runRestore(t, uint64(len(shortSchedule)+1)) })
 	// The service's clients hold sessions that move between replicas, so
 	// it runs apart too, with checks of its own (service.go).
-	//
-	// It found a liveness defect not fixed yet: on CI's quiet machine, after
-	// the leader's partition the split session (every call sent to two
-	// replicas at once) was granted nothing more for the rest of the run,
-	// its session alive, and its history grew past what the linearizability
-	// check can decide in 2 minutes (2 runs of 2; on a loaded machine 11 of
-	// 11 passed). Until it is fixed the schedule runs it only when
-	// FENCELOCK_CHECKER_SERVICE is set (docs/testing.md); TestSeededBugs
-	// runs it for grant-from-local-state, which it catches before the
-	// partition.
-	if os.Getenv("FENCELOCK_CHECKER_SERVICE") != "" {
-		t.Run("service", func(t *testing.T) { runService(t, uint64(len(shortSchedule)+2)) })
-	} else {
-		t.Log("service: not in this schedule until its liveness lead is fixed (FENCELOCK_CHECKER_SERVICE=1 runs it)")
-	}
+	t.Run("service", func(t *testing.T) { runService(t, uint64(len(shortSchedule)+2)) })
 	// The crash faults must have lost what a crash loses, or the schedule
 	// checked restarts as clean as a Close.
 	if crashTotals.crashes > 0 && crashTotals.lost == 0 {

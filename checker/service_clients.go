@@ -570,20 +570,30 @@ func (s *svcSplit) act(ctx context.Context, b *svcBelief) {
 		s.r.stop(b, b.until, true)
 	}
 	i := s.r.h.begin(Op{Client: s.id, Kind: OpRelease, Lock: b.name, Session: b.session, Token: b.token})
+	// A release whose outcome is unknown (every replica timed out, as
+	// under a partition) is sent again until one answers: its live session
+	// would keep the lock for good otherwise, as a real client's would. A
+	// release is idempotent by its token, so a retry never ends another
+	// grant.
 	out := Unknown
 	eps := append([]string(nil), s.eps...)
-	s.rng.Shuffle(len(eps), func(i, j int) { eps[i], eps[j] = eps[j], eps[i] })
-	for _, ep := range eps {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), svcOpTimeout/4)
-		status, _, err := s.do(rctx, splitSession{id: b.session, secret: b.secret}, "POST", ep, splitLockPath("release"),
-			map[string]any{"session_id": httpapiID(b.session), "fencing_token": httpapiID(b.token)}, nil)
-		cancel()
-		if err == nil && status == http.StatusOK {
-			out = OK
-			break
+	for out == Unknown && !s.isLost() {
+		s.rng.Shuffle(len(eps), func(i, j int) { eps[i], eps[j] = eps[j], eps[i] })
+		for _, ep := range eps {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), svcOpTimeout/4)
+			status, _, err := s.do(rctx, splitSession{id: b.session, secret: b.secret}, "POST", ep, splitLockPath("release"),
+				map[string]any{"session_id": httpapiID(b.session), "fencing_token": httpapiID(b.token)}, nil)
+			cancel()
+			if err == nil && status == http.StatusOK {
+				out = OK
+				break
+			}
+			if err == nil && status == http.StatusConflict {
+				out = NotHeld
+				break
+			}
 		}
-		if err == nil && status == http.StatusConflict {
-			out = NotHeld
+		if out == Unknown && wait(ctx, 50*time.Millisecond) != nil {
 			break
 		}
 	}

@@ -410,6 +410,38 @@ func (s *Server) backed(ctx context.Context, hs *session, name string, election 
 	return nil
 }
 
+// grantGone checks, by a linearizable read, that the group shows no grant
+// of lock (with election, term of election) name with token to session hs;
+// errNotBacked if it shows one (the copy here is behind the group), or the
+// read's error.
+func (s *Server) grantGone(ctx context.Context, hs *session, name string, election bool, token uint64) error {
+	if token == 0 {
+		return nil
+	}
+	mine := func(session uint64) bool { return session == hs.s.ID() || session == 0 }
+	if election {
+		l, err := s.node.Leader(ctx, name)
+		if errors.Is(err, fencelock.ErrNoLeader) {
+			return nil // no term at all: none of the session's
+		}
+		if err != nil {
+			return err
+		}
+		if l.Token == token && mine(l.SessionID) {
+			return errNotBacked
+		}
+		return nil
+	}
+	info, err := s.node.Inspect(ctx, name)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(info.Holders, func(h fencelock.Holder) bool { return h.Token == token && mine(h.SessionID) }) {
+		return errNotBacked
+	}
+	return nil
+}
+
 // owns checks, by a linearizable read of group, that its session (or
 // part) id lives on replica self; errNotBacked if not.
 func (s *Server) owns(ctx context.Context, group string, id, self uint64) error {
@@ -448,6 +480,25 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, hs *session, nam
 	}
 	if wt == nil || !wt.isDone() || wt.token() != uint64(c.token) {
 		if wt = hs.held(name, c.election); wt == nil || wt.token() != uint64(c.token) {
+			// The copy here does not show the grant; "stale" is answered
+			// only once the group agrees: a copy frozen while another
+			// replica adopted the session and granted it would otherwise
+			// tell its client a held lock is gone, and the live session
+			// would keep it for good.
+			err := s.grantGone(ctx, hs, name, c.election, uint64(c.token))
+			if errors.Is(err, errNotBacked) {
+				servicehook.Abandon(hs.s)
+				s.drop(hs)
+				if r.Context().Value(retriedKey{}) == nil {
+					self(w, r.WithContext(context.WithValue(r.Context(), retriedKey{}, true)))
+					return
+				}
+				err = fmt.Errorf("%w: this replica's copy of the session was behind the group; call again", fencelock.ErrUnavailable)
+			}
+			if err != nil {
+				writeError(w, err)
+				return
+			}
 			writeError(w, c.stale)
 			return
 		}

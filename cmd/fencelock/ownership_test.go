@@ -173,3 +173,49 @@ func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
 		p.Restart(k)
 	}
 }
+
+// TestStaleCopyNeverAnswersNotHeld is the release's side of
+// TestStaleCopyNeverAnswersGranted, which the checker's service scenario
+// found: session S lives on replica 1; replica 1 is frozen (SIGSTOP);
+// replica 2 adopts S at a heartbeat and grants S lock q; replica 1 runs
+// again (SIGCONT). S's release of q with that token, sent to replica 1,
+// must not be answered "not held" from replica 1's stale copy of S while
+// the group shows S holding q: the client would take its lock for gone and
+// its live session would keep it forever. Whatever replica 1 answers, the
+// group agrees with it afterwards.
+func TestStaleCopyNeverAnswersNotHeld(t *testing.T) {
+	p := servetest.Start(t, "--http-peers=")
+	const ttl = 15000
+	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
+
+	p.Freeze(1)
+	thawed := false
+	defer func() {
+		if !thawed {
+			p.Thaw(1)
+		}
+	}()
+	servetest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
+		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
+		return err == nil && r.status == 200
+	})
+	r, err := acquireOn(p.URLs[2], "q", s, sSecret, false)
+	require.NoError(t, err)
+	require.Equal(t, true, r.body["granted"], r.raw)
+	token := r.str("fencing_token")
+
+	p.Thaw(1)
+	thawed = true
+	rel, err := call("POST", []string{p.URLs[1]}, "/v1/locks/q/release", sSecret, map[string]any{"session_id": s, "fencing_token": token})
+	require.NoError(t, err)
+	require.NotEqual(t, 409, rel.status, "S's release of q (token %s) on the thawed replica 1 was answered %d %s: not held, from its stale copy", token, rel.status, rel.raw)
+
+	info, err := call("GET", []string{p.URLs[2]}, "/v1/locks/q", "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, info.status, info.raw)
+	if rel.status == 200 {
+		require.NotEqual(t, token, info.str("fencing_token"), "S's release was answered 200 %s, yet the group shows q held with its token: %s", rel.raw, info.raw)
+	} else {
+		require.Equal(t, token, info.str("fencing_token"), "S's release failed (%d %s), yet q is no longer S's: %s", rel.status, rel.raw, info.raw)
+	}
+}

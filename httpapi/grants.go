@@ -205,21 +205,22 @@ func awaitQueued(ctx context.Context, hs *session, election bool, name string, w
 // request with no call here: one its earlier replica queued, which the
 // adoption kept, and which its client withdraws without re-issuing its
 // call first; it is cancelled by its own number (servicehook.WithdrawKept).
-func (s *Server) withdraw(w http.ResponseWriter, ctx context.Context, hs *session, m map[string]*wait, name string, election bool, wt *wait) {
+// It answers nothing, and returns false, when the copy here shows no request
+// to withdraw: only the group may say there is none (queuedGone).
+func (s *Server) withdraw(w http.ResponseWriter, ctx context.Context, hs *session, m map[string]*wait, name string, election bool, wt *wait) (answered bool) {
 	if wt == nil || wt.isDone() {
 		if servicehook.WithdrawKept(hs.s, name, election) > 0 {
 			writeJSON(w, http.StatusOK, ReleaseResponse{Withdrawn: true})
-			return
+			return true
 		}
-		writeError(w, newError(http.StatusConflict, CodeStaleToken, "the session has no queued request for "+name+" to withdraw; to release a grant, send its token"))
-		return
+		return false
 	}
 	wt.cancel()
 	select {
 	case <-wt.done:
 	case <-ctx.Done():
 		writeError(w, ctx.Err())
-		return
+		return true
 	}
 	hs.mu.Lock()
 	if m[name] == wt {
@@ -227,6 +228,7 @@ func (s *Server) withdraw(w http.ResponseWriter, ctx context.Context, hs *sessio
 	}
 	hs.mu.Unlock()
 	writeJSON(w, http.StatusOK, ReleaseResponse{Withdrawn: true})
+	return true
 }
 
 // table returns the session's waits for locks, or with election for
@@ -410,6 +412,54 @@ func (s *Server) backed(ctx context.Context, hs *session, name string, election 
 	return nil
 }
 
+// answerGone answers a release or withdrawal that this replica's copy of
+// session hs cannot match: gone (from grantGone or queuedGone) nil is the
+// group's word, and stale is answered; errNotBacked means the copy is
+// behind the group, so it is dropped and the call made again once, on the
+// session adopted afresh; any other error (a failed read) is answered.
+func (s *Server) answerGone(w http.ResponseWriter, r *http.Request, hs *session, gone, stale error, self http.HandlerFunc) {
+	if errors.Is(gone, errNotBacked) {
+		servicehook.Abandon(hs.s)
+		s.drop(hs)
+		if r.Context().Value(retriedKey{}) == nil {
+			self(w, r.WithContext(context.WithValue(r.Context(), retriedKey{}, true)))
+			return
+		}
+		gone = fmt.Errorf("%w: this replica's copy of the session was behind the group; call again", fencelock.ErrUnavailable)
+	}
+	if gone != nil {
+		writeError(w, gone)
+		return
+	}
+	writeError(w, stale)
+}
+
+// queuedGone checks, by a linearizable read, that the group shows no
+// queued request of session hs for lock (with election, election) name;
+// errNotBacked if it shows one or cannot list every request, or the read's
+// error.
+func (s *Server) queuedGone(ctx context.Context, hs *session, name string, election bool) error {
+	mine := func(session uint64) bool { return session == hs.s.ID() || session == 0 }
+	if election {
+		cs, err := s.node.Candidates(ctx, name, fencelock.ListLimit(fencelock.MaxListLimit))
+		if err != nil {
+			return err
+		}
+		if cs.Total > len(cs.Queue) || slices.ContainsFunc(cs.Queue, func(c fencelock.Candidate) bool { return mine(c.SessionID) }) {
+			return errNotBacked
+		}
+		return nil
+	}
+	info, err := s.node.Inspect(ctx, name)
+	if err != nil {
+		return err
+	}
+	if info.Waiters > len(info.Waiting) || slices.ContainsFunc(info.Waiting, func(w fencelock.Waiter) bool { return mine(w.SessionID) }) {
+		return errNotBacked
+	}
+	return nil
+}
+
 // grantGone checks, by a linearizable read, that the group shows no grant
 // of lock (with election, term of election) name with token to session hs;
 // errNotBacked if it shows one (the copy here is behind the group), or the
@@ -475,7 +525,10 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, hs *session, nam
 	wt := table[name]
 	hs.mu.Unlock()
 	if c.token == 0 {
-		s.withdraw(w, ctx, hs, table, name, c.election, wt)
+		if !s.withdraw(w, ctx, hs, table, name, c.election, wt) {
+			s.answerGone(w, r, hs, s.queuedGone(ctx, hs, name, c.election), newError(http.StatusConflict, CodeStaleToken,
+				"the session has no queued request for "+name+" to withdraw; to release a grant, send its token"), self)
+		}
 		return
 	}
 	if wt == nil || !wt.isDone() || wt.token() != uint64(c.token) {
@@ -485,21 +538,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, hs *session, nam
 			// replica adopted the session and granted it would otherwise
 			// tell its client a held lock is gone, and the live session
 			// would keep it for good.
-			err := s.grantGone(ctx, hs, name, c.election, uint64(c.token))
-			if errors.Is(err, errNotBacked) {
-				servicehook.Abandon(hs.s)
-				s.drop(hs)
-				if r.Context().Value(retriedKey{}) == nil {
-					self(w, r.WithContext(context.WithValue(r.Context(), retriedKey{}, true)))
-					return
-				}
-				err = fmt.Errorf("%w: this replica's copy of the session was behind the group; call again", fencelock.ErrUnavailable)
-			}
-			if err != nil {
-				writeError(w, err)
-				return
-			}
-			writeError(w, c.stale)
+			s.answerGone(w, r, hs, s.grantGone(ctx, hs, name, c.election, uint64(c.token)), c.stale, self)
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -217,5 +218,60 @@ func TestStaleCopyNeverAnswersNotHeld(t *testing.T) {
 		require.NotEqual(t, token, info.str("fencing_token"), "S's release was answered 200 %s, yet the group shows q held with its token: %s", rel.raw, info.raw)
 	} else {
 		require.Equal(t, token, info.str("fencing_token"), "S's release failed (%d %s), yet q is no longer S's: %s", rel.status, rel.raw, info.raw)
+	}
+}
+
+// TestStaleCopyNeverAnswersNothingQueued is the withdrawal's side of
+// TestStaleCopyNeverAnswersNotHeld: session S lives on replica 1; replica 1
+// is frozen; replica 2 adopts S, and S queues for lock q behind session O
+// there; replica 1 runs again. S's withdrawal (a release without a token),
+// sent to replica 1, must not be answered "nothing queued" from its stale
+// copy while the group shows S queued: S would be granted q later and hold
+// it unknowing. Whatever replica 1 answers, the group agrees afterwards.
+func TestStaleCopyNeverAnswersNothingQueued(t *testing.T) {
+	p := servetest.Start(t, "--http-peers=")
+	const ttl = 15000
+	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
+	o, oSecret := newHTTPSession(t, p.URLs[2], ttl, "O")
+	r, err := acquireOn(p.URLs[2], "q", o, oSecret, false)
+	require.NoError(t, err)
+	require.Equal(t, true, r.body["granted"], r.raw)
+
+	p.Freeze(1)
+	thawed := false
+	defer func() {
+		if !thawed {
+			p.Thaw(1)
+		}
+	}()
+	servetest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
+		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
+		return err == nil && r.status == 200
+	})
+	r, err = acquireOn(p.URLs[2], "q", s, sSecret, true)
+	require.NoError(t, err)
+	require.Equal(t, 200, r.status, r.raw)
+	require.EqualValues(t, 1, r.body["queue_position"], r.raw)
+	inQueue := func() (bool, reply) {
+		info, err := call("GET", []string{p.URLs[2]}, "/v1/locks/q", "", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, info.status, info.raw)
+		queue, _ := info.body["queue"].([]any)
+		return slices.Contains(queue, any(s)), info
+	}
+	queued, info := inQueue()
+	require.True(t, queued, "S queued for q, yet the group's queue has no S: %s", info.raw)
+
+	p.Thaw(1)
+	thawed = true
+	wd, err := call("POST", []string{p.URLs[1]}, "/v1/locks/q/release", sSecret, map[string]any{"session_id": s})
+	require.NoError(t, err)
+	require.NotEqual(t, 409, wd.status, "S's withdrawal from q's queue on the thawed replica 1 was answered %d %s: nothing queued, from its stale copy", wd.status, wd.raw)
+
+	queued, info = inQueue()
+	if wd.status == 200 {
+		require.False(t, queued, "S's withdrawal was answered 200 %s, yet the group shows S in q's queue: %s", wd.raw, info.raw)
+	} else {
+		require.True(t, queued, "S's withdrawal failed (%d %s), yet S is no longer in q's queue: %s", wd.status, wd.raw, info.raw)
 	}
 }

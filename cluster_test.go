@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"net"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/servetest"
 	"github.com/fencelock/fencelock/transport"
 	"github.com/stretchr/testify/require"
 )
@@ -31,11 +32,21 @@ type testCluster struct {
 // quietLogger keeps Dragonboat's noise out of test output.
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// freeAddr returns a loopback port free now, below Linux's ephemeral range
+// so that no kernel-chosen port takes it before a replica listens on it.
+// It is fencelocktest.FreePort, which this package's tests cannot import:
+// fencelocktest imports this package.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l := servetest.ListenBelowEphemeral(t)
-	defer l.Close()
-	return l.Addr().String()
+	for range 1000 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		if err == nil {
+			defer l.Close()
+			return l.Addr().String()
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return ""
 }
 
 // newCluster starts a group of size replicas on an in-process

@@ -1,9 +1,12 @@
 package fencelock
 
 import (
+	"encoding/json"
+	"errors"
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -71,4 +74,37 @@ func TestLimitsAreTheStateMachines(t *testing.T) {
 	// The listing sizes are the front door's own.
 	require.Equal(t, [3]int{1000, 10000, 16}, [3]int{DefaultListLimit, MaxListLimit, QueueListed})
 	require.Equal(t, session.MaxListLimit, MaxListLimit)
+}
+
+// The examples are for users to copy, tests included, so no examples/
+// package (nor its tests) imports a package under internal/, which Go
+// would refuse them outside this module: what they need for their tests
+// is fencelocktest's. Each package's own imports count; what the packages
+// it imports use is theirs.
+func TestExamplesImportNothingInternal(t *testing.T) {
+	const module = "github.com/fencelock/fencelock"
+	out, err := exec.Command("go", "list", "-deps", "-test", "-json=ImportPath,Imports", "./examples/...").Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		t.Fatalf("go list: %v\n%s", err, exit.Stderr)
+	}
+	require.NoError(t, err)
+	examples := 0
+	for dec := json.NewDecoder(strings.NewReader(string(out))); dec.More(); {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		require.NoError(t, dec.Decode(&p))
+		if !strings.HasPrefix(p.ImportPath, module+"/examples/") {
+			continue
+		}
+		examples++
+		for _, imp := range p.Imports {
+			if imp == module+"/internal" || strings.HasPrefix(imp, module+"/internal/") {
+				t.Errorf("%s imports %s", p.ImportPath, imp)
+			}
+		}
+	}
+	require.Positive(t, examples, "go list found no examples/ package")
 }

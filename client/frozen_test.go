@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Three serve processes with --http-peers, as the README's walkthrough
@@ -20,7 +20,7 @@ import (
 // the replica it forwarded to waited for the owner without end: the lock
 // was lost 6s into its 10s TTL.
 func TestSessionOutlivesAFrozenOwner(t *testing.T) {
-	p := servetest.Start(t)
+	p := fencelocktest.StartServe(t)
 	ctx := testCtx(t)
 	c := newClient(t, p.URLs[1], p.URLs[2], p.URLs[3])
 	const ttl = 10 * time.Second

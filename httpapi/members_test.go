@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
-	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 // follower returns a replica of g that is not the raft leader, once there
@@ -19,7 +19,7 @@ import (
 func (g *group) follower(t *testing.T) uint64 {
 	t.Helper()
 	var leader uint64
-	servetest.WaitFor(t, "a raft leader", func() bool {
+	fencelocktest.WaitFor(t, "a raft leader", func() bool {
 		leader = g.nodes[1].Status().LeaderID
 		return leader != 0
 	})

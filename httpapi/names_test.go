@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -58,7 +58,7 @@ func TestNamesInHTTPViews(t *testing.T) {
 		require.NotEmpty(t, w["queued_at"])
 	}
 	var one reply
-	servetest.WaitFor(t, "the held lock to be held for a while", func() bool {
+	fencelocktest.WaitFor(t, "the held lock to be held for a while", func() bool {
 		one = call(t, "GET", lockURL(g.urls[3], "jobs/reindex", ""), nil)
 		v, _ := one.body["held_for_ms"].(float64)
 		return v > 0
@@ -101,7 +101,7 @@ func TestContendedHTTP(t *testing.T) {
 		require.Equal(t, false, r.body["granted"], r.raw)
 	}
 	var got []string
-	servetest.WaitFor(t, "both queues", func() bool {
+	fencelocktest.WaitFor(t, "both queues", func() bool {
 		r := call(t, "GET", g.urls[2]+"/v1/locks?sort=waiters", nil)
 		require.Equal(t, 200, r.status, r.raw)
 		got = nil

@@ -176,6 +176,14 @@ func (n *Network) Isolate(addr string) {
 	n.isolated[addr] = true
 }
 
+// Rejoin undoes Isolate(addr); a partition and link faults stay, where Heal
+// would remove them all.
+func (n *Network) Rejoin(addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.isolated, addr)
+}
+
 // Cut stops every message from one replica to another; the other direction
 // is unaffected. Cut both ways with two calls.
 func (n *Network) Cut(from, to string) { n.SetLink(from, to, LinkFault{Cut: true}) }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -116,7 +116,7 @@ func TestCallAsksEveryReplicaWithinItsDeadline(t *testing.T) {
 }
 
 // deadAddr is a loopback address nothing listens on.
-func deadAddr(t *testing.T) string { return servetest.FreePort(t) }
+func deadAddr(t *testing.T) string { return fencelocktest.FreePort(t) }
 
 // A stream that ends (its replica went) is reopened on the next replica
 // that answers, which starts with the current state; one refused for a

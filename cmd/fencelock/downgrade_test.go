@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Issue 48, item 8, the version gate's second suspicion: the released
@@ -30,7 +30,7 @@ import (
 // released build, alone, has a quorum and would serve at once.
 func TestReleasedBuildRefusesAnUpgradedDir(t *testing.T) {
 	oldBin := buildRevision(t, releasedRevision)
-	raftAddr, httpAddr := servetest.FreePort(t), servetest.FreePort(t)
+	raftAddr, httpAddr := fencelocktest.FreePort(t), fencelocktest.FreePort(t)
 	dir := filepath.Join(t.TempDir(), "1")
 
 	// This build, alone: the gate rises to what it reads, and a session
@@ -41,7 +41,7 @@ func TestReleasedBuildRefusesAnUpgradedDir(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	v := fencelock.BuildVersion()
-	servetest.WaitFor(t, "the group writes this build's versions", func() bool {
+	fencelocktest.WaitFor(t, "the group writes this build's versions", func() bool {
 		return n.Status().Writes == fencelock.Formats{Codec: v.Codec, Snapshot: v.Snapshot}
 	})
 	s, err := n.NewSession(ctx, fencelock.WithTTL(time.Hour))
@@ -51,7 +51,7 @@ func TestReleasedBuildRefusesAnUpgradedDir(t *testing.T) {
 	n.Close() // as a stop would: the session and its lock stay in the log
 
 	old := exec.Command(oldBin, "serve", "--id", "1", "--peers", "1="+raftAddr, "--dir", dir, "--http", httpAddr, "--log-level", "warn")
-	var out servetest.LockedBuffer
+	var out fencelocktest.LockedBuffer
 	old.Stdout, old.Stderr = &out, &out
 	require.NoError(t, old.Start())
 	exited := make(chan error, 1)

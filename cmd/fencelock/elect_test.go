@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Two `fencelock elect` commands on different replicas: the second's CMD
@@ -48,7 +48,7 @@ func TestElectCommand(t *testing.T) {
 	// (FENCELOCK_FENCE) carries the same token.
 	read := func(out string) string {
 		var got []string
-		servetest.WaitFor(t, out, func() bool {
+		fencelocktest.WaitFor(t, out, func() bool {
 			b, err := os.ReadFile(filepath.Join(dir, out))
 			got = strings.Fields(string(b))
 			return err == nil
@@ -62,7 +62,7 @@ func TestElectCommand(t *testing.T) {
 	e1, done1 := start(1, "one", "a")
 	t1 := read("a")
 	_, _ = start(2, "two", "b")
-	servetest.WaitFor(t, "the second candidate to queue", func() bool {
+	fencelocktest.WaitFor(t, "the second candidate to queue", func() bool {
 		r := do(t, "GET", p.urls[3]+"/v1/elections/orders%2Fprimary", nil)
 		return r.body["total"] == float64(1)
 	})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // fencelock groups lists, creates, re-votes and drops groups on running
@@ -52,7 +52,7 @@ func TestGroupsCLIAndMembersReplace(t *testing.T) {
 
 	// Replica 1 dies for good; replica 4 joins at a new address.
 	p.kill(1)
-	raft4, web4 := servetest.FreePort(t), servetest.FreePort(t)
+	raft4, web4 := fencelocktest.FreePort(t), fencelocktest.FreePort(t)
 	mustCLI("members", "add", "--id", "4", "--addr", raft4)
 	idFile := filepath.Join(t.TempDir(), "id")
 	require.NoError(t, os.WriteFile(idFile, []byte("4\n"), 0o600))

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // A lock revoked at the group while its session lives on: the watch shows
@@ -47,7 +47,7 @@ func TestLockRevokedStopsCommand(t *testing.T) {
 			<-exited
 		}
 	}()
-	servetest.WaitFor(t, "CMD to start", func() bool {
+	fencelocktest.WaitFor(t, "CMD to start", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "out"))
 		return err == nil
 	})

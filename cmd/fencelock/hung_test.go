@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
-	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 // heartbeatWithin sends one heartbeat for session id to base and returns
@@ -46,7 +46,7 @@ func heartbeatWithin(base, id string, budget time.Duration) (int, error) {
 // forwarded to the frozen owner with no deadline, and no heartbeat was
 // ever answered.
 func TestRawHeartbeatsOutliveAFrozenOwner(t *testing.T) {
-	p := servetest.Start(t)
+	p := fencelocktest.StartServe(t)
 	const ttl = 10 * time.Second
 	const name = "jobs/frozen-raw"
 	id := session(t, p.URLs[1], int(ttl.Milliseconds()))
@@ -84,7 +84,7 @@ func TestRawHeartbeatsOutliveAFrozenOwner(t *testing.T) {
 // the lock command lost the lock 6s into its 10s TTL and killed CMD (exit
 // 143).
 func TestLockCommandOutlivesAFrozenOwner(t *testing.T) {
-	p := servetest.Start(t)
+	p := fencelocktest.StartServe(t)
 	const name = "jobs/frozen-cli"
 	const ttl = 10 * time.Second
 	list := p.URLs[1] + "," + p.URLs[2] + "," + p.URLs[3]
@@ -111,7 +111,7 @@ func TestLockCommandOutlivesAFrozenOwner(t *testing.T) {
 		}
 	}()
 	var token string
-	servetest.WaitFor(t, "CMD to start", func() bool {
+	fencelocktest.WaitFor(t, "CMD to start", func() bool {
 		b, err := os.ReadFile(out)
 		token = strings.TrimSpace(string(b))
 		return err == nil

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // `fencelock lock NAME -- CMD` runs CMD only while the lock is held, and
@@ -55,7 +55,7 @@ func TestLockCommand(t *testing.T) {
 	}()
 
 	// Queued behind the blocker: CMD has not run.
-	servetest.WaitFor(t, "the lock command to queue", func() bool {
+	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
 		return do(t, "GET", lockPath(Y, name, ""), nil).body["waiters"] == float64(1)
 	})
 	_, err := os.Stat(out)
@@ -64,7 +64,7 @@ func TestLockCommand(t *testing.T) {
 	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
 	require.Equal(t, 200, r.status, r.raw)
 	var token string
-	servetest.WaitFor(t, "CMD to start", func() bool {
+	fencelocktest.WaitFor(t, "CMD to start", func() bool {
 		b, err := os.ReadFile(out)
 		token = strings.TrimSpace(string(b))
 		return err == nil
@@ -110,7 +110,7 @@ func TestLockCommand(t *testing.T) {
 }
 
 // deadURL is a loopback URL nothing listens on: a replica that is down.
-func deadURL(t *testing.T) string { return "http://" + servetest.FreePort(t) }
+func deadURL(t *testing.T) string { return "http://" + fencelocktest.FreePort(t) }
 
 // `fencelock lock` whose command ignores SIGTERM: the command's process
 // group is SIGKILLed when the lease ends by the lock command's clock, before
@@ -159,7 +159,7 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	}()
 
 	var got []string
-	servetest.WaitFor(t, "the command to start", func() bool {
+	fencelocktest.WaitFor(t, "the command to start", func() bool {
 		b, err := os.ReadFile(filepath.Join(dir, "out"))
 		got = strings.Fields(string(b))
 		return err == nil
@@ -265,14 +265,14 @@ func TestCommandsFailOver(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 	}()
-	servetest.WaitFor(t, "the lock command to queue", func() bool {
+	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
 		return do(t, "GET", lockPath(Y, name, ""), nil).body["waiters"] == float64(1)
 	})
 	// Its session outlives X: the command's heartbeats fail over to Y,
 	// which adopts the session, and its next poll queues the acquire again
 	// there (the adoption withdrew the request X had queued).
 	p.kill(x)
-	servetest.WaitFor(t, "the lock command to queue again through another replica", func() bool {
+	fencelocktest.WaitFor(t, "the lock command to queue again through another replica", func() bool {
 		r := do(t, "GET", lockPath(Y, name, ""), nil)
 		w, _ := r.body["waiting"].([]any)
 		if len(w) != 1 {

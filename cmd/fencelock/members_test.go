@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -175,7 +175,7 @@ func TestServeMembersReplaceLostReplica(t *testing.T) {
 	idFile := filepath.Join(dir, "ids", "fencelock-3")
 	require.NoError(t, os.MkdirAll(filepath.Dir(idFile), 0o700))
 	require.NoError(t, os.WriteFile(idFile, []byte("4\n"), 0o600))
-	web4 := servetest.FreePort(t)
+	web4 := fencelocktest.FreePort(t)
 	url4 := "http://" + web4
 	args := append([]string{}, p.args[3]...)
 	args = append(args, "--id-file", idFile, "--addr", peers[3], "--http", web4, "--log-level", "info")

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,7 +34,7 @@ func TestLocksShowsNames(t *testing.T) {
 		_ = waiter.Process.Kill()
 		<-exited
 	}()
-	servetest.WaitFor(t, "the lock command to queue", func() bool {
+	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
 		return do(t, "GET", lockPath(base, "jobs/reindex", ""), nil).body["waiters"] == float64(1)
 	})
 
@@ -47,7 +47,7 @@ func TestLocksShowsNames(t *testing.T) {
 	// Held for whole seconds: wait until it shows at least one.
 	held := regexp.MustCompile(`jobs/reindex\s+reindex@worker-3\s+[1-9][0-9]*s\s`)
 	var out string
-	servetest.WaitFor(t, "locks to show a hold time of a second or more", func() bool {
+	fencelocktest.WaitFor(t, "locks to show a hold time of a second or more", func() bool {
 		out = run("locks")
 		return held.MatchString(out)
 	})

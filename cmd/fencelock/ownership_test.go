@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // newHTTPSession opens a session on base and returns its ID and secret.
@@ -37,7 +37,7 @@ func TestStaleCopyNeverAnswersGranted(t *testing.T) {
 	// No --http-peers: replica 2 adopts S at once rather than forward to a
 	// frozen owner (a forward without an answer deadline is another
 	// defect, issue 48's fourth).
-	p := servetest.Start(t, "--http-peers=")
+	p := fencelocktest.StartServe(t, "--http-peers=")
 	const ttl = 15000
 	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
 	o, oSecret := newHTTPSession(t, p.URLs[3], ttl, "O")
@@ -64,7 +64,7 @@ func TestStaleCopyNeverAnswersGranted(t *testing.T) {
 	}()
 
 	// Replica 2 adopts S at its heartbeat, once 2 and 3 have a leader.
-	servetest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
+	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
 		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
 		return err == nil && r.status == 200
 	})
@@ -109,7 +109,7 @@ func TestStaleCopyNeverAnswersGranted(t *testing.T) {
 // answered OK promises a lease in group b, and the group shows S holding
 // the lock with its token at the end.
 func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
-	p := servetest.Start(t, "--http-peers=", "--group", "b=1,2,3")
+	p := fencelocktest.StartServe(t, "--http-peers=", "--group", "b=1,2,3")
 	const ttl = 8000
 	for round := range 4 {
 		k := uint64(round%3 + 1)

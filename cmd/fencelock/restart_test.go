@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // call makes one call to the first of urls that answers it at all (a
@@ -122,7 +122,7 @@ func TestRollingRestartKeepsSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts three processes")
 	}
-	p := servetest.Start(t)
+	p := fencelocktest.StartServe(t)
 	var mu sync.Mutex
 	up := map[uint64]bool{1: true, 2: true, 3: true}
 	// upURLs lists the running replicas, each step's first choice first:

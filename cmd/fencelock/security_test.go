@@ -20,19 +20,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
-	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 // lockedBuffer is a log a process writes while the test reads it.
-type lockedBuffer = servetest.LockedBuffer
+type lockedBuffer = fencelocktest.LockedBuffer
 
 // startOne runs a one-replica group, `fencelock serve` with extra flags,
 // and waits until it is ready.
 func startOne(t *testing.T, extra ...string) (base string, cmd *exec.Cmd, logs *lockedBuffer) {
 	t.Helper()
-	addr := servetest.FreePort(t)
-	args := append([]string{"serve", "--id", "1", "--peers", "1=" + servetest.FreePort(t), "--dir", filepath.Join(t.TempDir(), "data"),
+	addr := fencelocktest.FreePort(t)
+	args := append([]string{"serve", "--id", "1", "--peers", "1=" + fencelocktest.FreePort(t), "--dir", filepath.Join(t.TempDir(), "data"),
 		"--http", addr, "--log-level", "info"}, extra...)
 	cmd = exec.Command(binary(t), args...)
 	logs = &lockedBuffer{}
@@ -46,7 +46,7 @@ func startOne(t *testing.T, extra ...string) (base string, cmd *exec.Cmd, logs *
 		}
 	})
 	base = "http://" + addr
-	servetest.WaitFor(t, "the replica to be ready", func() bool {
+	fencelocktest.WaitFor(t, "the replica to be ready", func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
@@ -240,7 +240,7 @@ func TestServeTokensReload(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(file, []byte("# rotated\nnew read:* lock:jobs/\n"), 0o600))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
-	servetest.WaitFor(t, "the new token", func() bool { return status("new") == 200 })
+	fencelocktest.WaitFor(t, "the new token", func() bool { return status("new") == 200 })
 	require.Equal(t, 401, status("old"))
 	req, _ := http.NewRequest("POST", base+"/v1/locks/other%2Fx/revoke", nil)
 	req.Header.Set("Authorization", "Bearer new")
@@ -251,7 +251,7 @@ func TestServeTokensReload(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(file, []byte("new\nbroken write:x\n"), 0o600))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
-	servetest.WaitFor(t, "the reload's refusal in the log", func() bool { return strings.Contains(logs.String(), "not reloaded") })
+	fencelocktest.WaitFor(t, "the reload's refusal in the log", func() bool { return strings.Contains(logs.String(), "not reloaded") })
 	require.Contains(t, logs.String(), "line 2")
 	require.Equal(t, 200, status("new"), "a bad file replaced the tokens")
 	require.Equal(t, 401, status("broken"))

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -23,7 +23,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // binary builds this command once per test run.
-func binary(t *testing.T) string { return servetest.Binary(t) }
+func binary(t *testing.T) string { return fencelocktest.Binary(t) }
 
 // procs is three `fencelock serve` processes on loopback.
 type procs struct {
@@ -40,7 +40,7 @@ type procs struct {
 func startProcs(t *testing.T, extra ...string) *procs {
 	t.Helper()
 	p := &procs{t: t, bin: binary(t), cmds: map[uint64]*exec.Cmd{}, logs: map[uint64]*bytes.Buffer{}, extra: extra}
-	p.args, p.urls = servetest.ServeArgs(t, extra...)
+	p.args, p.urls = fencelocktest.ServeArgs(t, extra...)
 	for id := uint64(1); id <= 3; id++ {
 		p.start(id)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
-	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 // TestSnapshotSaveAndRestore is docs/operations.md's disaster recovery with
@@ -81,9 +81,9 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	var peers, httpPeers []string
 	httpAddrs := map[uint64]string{}
 	for id := uint64(1); id <= 3; id++ {
-		httpAddrs[id] = servetest.FreePort(t)
+		httpAddrs[id] = fencelocktest.FreePort(t)
 		q.urls[id] = "http://" + httpAddrs[id]
-		peers = append(peers, fmt.Sprintf("%d=%s", id, servetest.FreePort(t)))
+		peers = append(peers, fmt.Sprintf("%d=%s", id, fencelocktest.FreePort(t)))
 		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, q.urls[id]))
 	}
 	newDir := t.TempDir()

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -94,15 +94,15 @@ func TestServeFailedStartThenRetry(t *testing.T) {
 	serve := func(raft, web string) *exec.Cmd {
 		return exec.Command(bin, "serve", "--id", "1", "--peers", "1="+raft, "--dir", dir, "--http", web, "--log-level", "warn")
 	}
-	out, err := serve(busy.Addr().String(), servetest.FreePort(t)).CombinedOutput()
+	out, err := serve(busy.Addr().String(), fencelocktest.FreePort(t)).CombinedOutput()
 	require.Error(t, err, "%s", out)
 	require.Contains(t, string(out), "in use by another process", "%s", out)
 	require.NotContains(t, string(out), "fencelock: fencelock:", "%s", out)
 	_, err = os.Stat(dir)
 	require.ErrorIs(t, err, os.ErrNotExist, "the failed start left --dir behind")
 
-	web := servetest.FreePort(t)
-	cmd := serve(servetest.FreePort(t), web)
+	web := fencelocktest.FreePort(t)
+	cmd := serve(fencelocktest.FreePort(t), web)
 	log := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -59,8 +59,8 @@ func TestServeTLSAndTokens(t *testing.T) {
 	f := func(n string) string { return filepath.Join(dir, n) }
 	require.NoError(t, os.WriteFile(f("tokens"), []byte("# tokens\nsekret\n"), 0o600))
 
-	addr := servetest.FreePort(t)
-	cmd := exec.Command(bin, "serve", "--id", "1", "--peers", "1="+servetest.FreePort(t), "--dir", f("data"), "--http", addr,
+	addr := fencelocktest.FreePort(t)
+	cmd := exec.Command(bin, "serve", "--id", "1", "--peers", "1="+fencelocktest.FreePort(t), "--dir", f("data"), "--http", addr,
 		"--http-cert", f("server.crt"), "--http-key", f("server.key"), "--http-client-ca", f("ca.crt"),
 		"--tokens-file", f("tokens"), "--log-level", "error")
 	require.NoError(t, cmd.Start())
@@ -73,7 +73,7 @@ func TestServeTLSAndTokens(t *testing.T) {
 	withCert := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cc}}}}
 	noCert := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	base := "https://" + addr
-	servetest.WaitFor(t, "the replica to be ready", func() bool {
+	fencelocktest.WaitFor(t, "the replica to be ready", func() bool {
 		resp, err := withCert.Get(base + "/readyz")
 		if err != nil {
 			return false

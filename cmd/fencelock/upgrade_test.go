@@ -21,7 +21,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	apiclient "github.com/fencelock/fencelock/client"
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // releasedRevision is the last released revision of this repository: log
@@ -61,7 +61,7 @@ const handoverBound = 10 * time.Second
 func TestRollingUpgradeAcrossLogVersions(t *testing.T) {
 	oldBin := buildRevision(t, releasedRevision)
 	newBin := binary(t)
-	c := servetest.StartBinary(t, oldBin, "--group", "jobs=1,2,3")
+	c := fencelocktest.StartServeBinary(t, oldBin, "--group", "jobs=1,2,3")
 	ids := []uint64{1, 2, 3}
 	urls := make([]string, len(ids))
 	for i, id := range ids {
@@ -184,7 +184,7 @@ func TestRollingUpgradeAcrossLogVersions(t *testing.T) {
 	require.NoError(t, os.CopyFS(copyDir, os.DirFS(args[dirAt])))
 	args[dirAt] = copyDir
 	downgraded := exec.Command(oldBin, args...)
-	var oldLog servetest.LockedBuffer
+	var oldLog fencelocktest.LockedBuffer
 	downgraded.Stdout, downgraded.Stderr = &oldLog, &oldLog
 	require.NoError(t, downgraded.Start())
 	downDone := make(chan error, 1)

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/fencefile"
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Three OS processes elect a primary; SIGKILL the primary and another
@@ -594,7 +594,7 @@ func freePeers(t *testing.T, n int) string {
 	t.Helper()
 	var peers []string
 	for id := 1; id <= n; id++ {
-		l := servetest.ListenBelowEphemeral(t)
+		l := fencelocktest.ListenBelowEphemeral(t)
 		defer l.Close() // held until all are chosen, so they differ
 		peers = append(peers, fmt.Sprintf("%d=%s", id, l.Addr()))
 	}

@@ -27,8 +27,8 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencehttp"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/fencesql"
-	"github.com/fencelock/fencelock/internal/servetest"
 )
 
 const (
@@ -543,7 +543,7 @@ func freePeers(t *testing.T, n int) string {
 	t.Helper()
 	var peers []string
 	for id := 1; id <= n; id++ {
-		l := servetest.ListenBelowEphemeral(t)
+		l := fencelocktest.ListenBelowEphemeral(t)
 		defer l.Close() // held until all are chosen, so they differ
 		peers = append(peers, fmt.Sprintf("%d=%s", id, l.Addr()))
 	}

@@ -21,10 +21,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/internal/servetest"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
-func freePort(t *testing.T) string { return servetest.FreePort(t) }
+func freePort(t *testing.T) string { return fencelocktest.FreePort(t) }
 
 func post(t *testing.T, u, secret string, body any) map[string]any {
 	t.Helper()

@@ -1,8 +1,9 @@
-// Package servetest starts `fencelock serve` processes on free loopback
-// ports for the tests of every package that needs real processes (the
-// command's, the clients', the examples'), so that each does not carry its
-// own copy of the port picking, the build and the readiness wait.
-package servetest
+package fencelocktest
+
+// This file starts `fencelock serve` processes on free loopback ports for
+// the tests that need real processes (the command's, the clients', the
+// examples', a user's), so that each does not carry its own copy of the
+// port picking, the build and the readiness wait.
 
 import (
 	"bytes"
@@ -62,9 +63,11 @@ var (
 	buildErr  error
 )
 
-// Binary builds cmd/fencelock once per test process and returns its path.
-// The file lives in a temporary directory left to the OS's cleanup: every
-// test of the process shares it.
+// Binary builds cmd/fencelock once per test process and returns its path;
+// a failed build fails the test (and every later call). It runs `go build`,
+// so the test must run where the module's source is (its own tests, or a
+// module that requires it). The file lives in a temporary directory left to
+// the OS's cleanup: every test of the process shares it.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -85,9 +88,11 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
-// Cluster is three `fencelock serve` processes on loopback, IDs 1 to 3,
-// each with the others' HTTP URLs (--http-peers) and its own --dir.
-type Cluster struct {
+// Processes is three `fencelock serve` processes on loopback, IDs 1 to 3,
+// each with the others' HTTP URLs (--http-peers) and its own --dir. Its
+// methods are safe for concurrent use; those that fail the test must be
+// called from the test's goroutine, as t.Fatal must.
+type Processes struct {
 	t    testing.TB
 	bin  string
 	args map[uint64][]string
@@ -120,19 +125,21 @@ func (l *LockedBuffer) String() string {
 	return l.b.String()
 }
 
-// Start starts three replicas with extra flags after the common ones and
-// waits until each is ready (/readyz); the test's cleanup stops them
-// (SIGTERM, then SIGKILL after 10s) and, if it failed, logs their output.
-func Start(t testing.TB, extra ...string) *Cluster {
+// StartServe starts three `fencelock serve` processes (Binary) with extra
+// flags after the common ones (ServeArgs) and waits until each is ready
+// (/readyz); the test's cleanup stops them (SIGTERM, then SIGKILL after
+// 10s) and, if it failed, logs their output. A replica that does not start
+// or is not ready in 60s fails the test.
+func StartServe(t testing.TB, extra ...string) *Processes {
 	t.Helper()
-	return StartBinary(t, Binary(t), extra...)
+	return StartServeBinary(t, Binary(t), extra...)
 }
 
-// StartBinary is Start with the fencelock binary at bin: another build
-// (see SetBinary to run one replica on yet another).
-func StartBinary(t testing.TB, bin string, extra ...string) *Cluster {
+// StartServeBinary is StartServe with the fencelock binary at bin: another
+// build (see SetBinary to run one replica on yet another).
+func StartServeBinary(t testing.TB, bin string, extra ...string) *Processes {
 	t.Helper()
-	c := &Cluster{t: t, bin: bin, cmds: map[uint64]*exec.Cmd{}, done: map[uint64]chan struct{}{},
+	c := &Processes{t: t, bin: bin, cmds: map[uint64]*exec.Cmd{}, done: map[uint64]chan struct{}{},
 		logs: map[uint64]*LockedBuffer{}, bins: map[uint64]string{}, kills: map[uint64]bool{}}
 	c.args, c.URLs = ServeArgs(t, extra...)
 	for id := uint64(1); id <= 3; id++ {
@@ -170,22 +177,22 @@ func ServeArgs(t testing.TB, extra ...string) (args map[uint64][]string, urls ma
 }
 
 // Bin returns the path of the fencelock binary the replicas run.
-func (c *Cluster) Bin() string { return c.bin }
+func (c *Processes) Bin() string { return c.bin }
 
 // SetBinary makes replica id's next Run start the fencelock binary at bin
 // (an upgrade, or a downgrade) with the same arguments.
-func (c *Cluster) SetBinary(id uint64, bin string) {
+func (c *Processes) SetBinary(id uint64, bin string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.bins[id] = bin
 }
 
 // Args returns replica id's `fencelock serve` arguments.
-func (c *Cluster) Args(id uint64) []string { return append([]string(nil), c.args[id]...) }
+func (c *Processes) Args(id uint64) []string { return append([]string(nil), c.args[id]...) }
 
 // Run starts replica id's process (again, after Stop or Kill: on the same
 // --dir) without waiting for it to be ready.
-func (c *Cluster) Run(id uint64) {
+func (c *Processes) Run(id uint64) {
 	c.t.Helper()
 	c.mu.Lock()
 	bin := c.bins[id]
@@ -208,7 +215,7 @@ func (c *Cluster) Run(id uint64) {
 
 // Exited returns a channel closed when replica id's latest process exits,
 // and whether it was Stop (or StopAll) that ended it; nil if it never ran.
-func (c *Cluster) Exited(id uint64) (<-chan struct{}, func() bool) {
+func (c *Processes) Exited(id uint64) (<-chan struct{}, func() bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	done := c.done[id]
@@ -223,14 +230,14 @@ func (c *Cluster) Exited(id uint64) (<-chan struct{}, func() bool) {
 }
 
 // Restart runs replica id again and waits until it is ready.
-func (c *Cluster) Restart(id uint64) {
+func (c *Processes) Restart(id uint64) {
 	c.t.Helper()
 	c.Run(id)
 	c.WaitReady(id)
 }
 
 // Cmd returns replica id's running process, nil if it is not running.
-func (c *Cluster) Cmd(id uint64) *exec.Cmd {
+func (c *Processes) Cmd(id uint64) *exec.Cmd {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cmds[id]
@@ -239,7 +246,7 @@ func (c *Cluster) Cmd(id uint64) *exec.Cmd {
 // Stop sends sig to replica id (SIGTERM: a graceful stop, SIGKILL: a
 // crash) and waits for its process to exit, returning its exit code (-1
 // for a process a signal ended, 0 if none ran).
-func (c *Cluster) Stop(id uint64, sig syscall.Signal) int {
+func (c *Processes) Stop(id uint64, sig syscall.Signal) int {
 	c.mu.Lock()
 	cmd, done := c.cmds[id], c.done[id]
 	delete(c.cmds, id)
@@ -255,13 +262,13 @@ func (c *Cluster) Stop(id uint64, sig syscall.Signal) int {
 }
 
 // Kill is Stop with SIGKILL.
-func (c *Cluster) Kill(id uint64) { c.Stop(id, syscall.SIGKILL) }
+func (c *Processes) Kill(id uint64) { c.Stop(id, syscall.SIGKILL) }
 
 // Freeze stops replica id's process where it stands (SIGSTOP), as a host
 // that hangs: its sockets stay open, connections are accepted by the
 // kernel, and nothing is answered until Thaw. Stop, Kill and StopAll thaw
 // a frozen process first. It fails the test if the replica is not running.
-func (c *Cluster) Freeze(id uint64) {
+func (c *Processes) Freeze(id uint64) {
 	c.t.Helper()
 	if cmd := c.Cmd(id); cmd == nil || cmd.Process.Signal(syscall.SIGSTOP) != nil {
 		c.t.Fatalf("replica %d is not running: nothing to freeze", id)
@@ -270,14 +277,14 @@ func (c *Cluster) Freeze(id uint64) {
 
 // Thaw resumes replica id's process after Freeze (SIGCONT); a replica not
 // running is left alone, so that a test may defer it.
-func (c *Cluster) Thaw(id uint64) {
+func (c *Processes) Thaw(id uint64) {
 	if cmd := c.Cmd(id); cmd != nil {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 	}
 }
 
 // Logs returns what replica id's latest process wrote so far.
-func (c *Cluster) Logs(id uint64) string {
+func (c *Processes) Logs(id uint64) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b := c.logs[id]; b != nil {
@@ -288,7 +295,7 @@ func (c *Cluster) Logs(id uint64) string {
 
 // StopAll stops every running replica (SIGTERM, SIGKILL after 10s); if
 // the test failed it logs their output.
-func (c *Cluster) StopAll() {
+func (c *Processes) StopAll() {
 	c.mu.Lock()
 	cmds := c.cmds
 	c.cmds = map[uint64]*exec.Cmd{}
@@ -316,7 +323,7 @@ func (c *Cluster) StopAll() {
 
 // WaitReady polls replica id's /readyz, as a load balancer would, until it
 // says ready; it fails the test after 60s.
-func (c *Cluster) WaitReady(id uint64) {
+func (c *Processes) WaitReady(id uint64) {
 	c.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -185,7 +185,7 @@ func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
 // its live session would keep it forever. Whatever replica 1 answers, the
 // group agrees with it afterwards.
 func TestStaleCopyNeverAnswersNotHeld(t *testing.T) {
-	p := servetest.Start(t, "--http-peers=")
+	p := fencelocktest.StartServe(t, "--http-peers=")
 	const ttl = 15000
 	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
 
@@ -196,7 +196,7 @@ func TestStaleCopyNeverAnswersNotHeld(t *testing.T) {
 			p.Thaw(1)
 		}
 	}()
-	servetest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
+	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
 		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
 		return err == nil && r.status == 200
 	})
@@ -229,7 +229,7 @@ func TestStaleCopyNeverAnswersNotHeld(t *testing.T) {
 // copy while the group shows S queued: S would be granted q later and hold
 // it unknowing. Whatever replica 1 answers, the group agrees afterwards.
 func TestStaleCopyNeverAnswersNothingQueued(t *testing.T) {
-	p := servetest.Start(t, "--http-peers=")
+	p := fencelocktest.StartServe(t, "--http-peers=")
 	const ttl = 15000
 	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
 	o, oSecret := newHTTPSession(t, p.URLs[2], ttl, "O")
@@ -244,7 +244,7 @@ func TestStaleCopyNeverAnswersNothingQueued(t *testing.T) {
 			p.Thaw(1)
 		}
 	}()
-	servetest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
+	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
 		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
 		return err == nil && r.status == 200
 	})

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // The API's JSON, as this client reads it. Unknown fields are ignored, so
@@ -155,19 +155,19 @@ func parseTime(s string) time.Time {
 
 // fenceOf reads a grant's fence: "GROUP:TOKEN", or the bare token when the
 // answer has no fence. Its token must be the answer's.
-func fenceOf(s string, token uint64) (fencelock.Fence, error) {
+func fenceOf(s string, token uint64) (lockapi.Fence, error) {
 	if token == 0 {
-		return fencelock.Fence{}, fmt.Errorf("a grant without a token")
+		return lockapi.Fence{}, fmt.Errorf("a grant without a token")
 	}
 	if s == "" {
-		return fencelock.Fence{Token: token}, nil
+		return lockapi.Fence{Token: token}, nil
 	}
-	f, err := fencelock.ParseFence(s)
+	f, err := lockapi.ParseFence(s)
 	if err != nil {
-		return fencelock.Fence{}, err
+		return lockapi.Fence{}, err
 	}
 	if f.Token != token {
-		return fencelock.Fence{}, fmt.Errorf("fence %q does not carry token %d", clean(s, 64), token)
+		return lockapi.Fence{}, fmt.Errorf("fence %q does not carry token %d", clean(s, 64), token)
 	}
 	return f, nil
 }
@@ -182,29 +182,29 @@ func partOf(session, part wid) uint64 {
 	return uint64(session)
 }
 
-func (l lockJSON) info() fencelock.LockInfo {
-	out := fencelock.LockInfo{Name: l.Name, Held: l.Held, Token: uint64(l.FencingToken), SessionID: uint64(l.HolderSession),
+func (l lockJSON) info() lockapi.LockInfo {
+	out := lockapi.LockInfo{Name: l.Name, Held: l.Held, Token: uint64(l.FencingToken), SessionID: uint64(l.HolderSession),
 		PartID:  partOf(l.HolderSession, l.HolderPart),
 		Waiters: l.Waiters, Shared: l.Shared, Permits: l.Permits, SessionName: l.HolderName, GrantedAt: parseTime(l.GrantedAt)}
 	for _, h := range l.Holders {
-		out.Holders = append(out.Holders, fencelock.Holder{SessionID: uint64(h.Session), PartID: partOf(h.Session, h.Part), Token: uint64(h.FencingToken),
+		out.Holders = append(out.Holders, lockapi.Holder{SessionID: uint64(h.Session), PartID: partOf(h.Session, h.Part), Token: uint64(h.FencingToken),
 			Owner: h.Owner, Name: h.Name, GrantedAt: parseTime(h.GrantedAt)})
 	}
 	for _, q := range l.Queue {
 		out.Queue = append(out.Queue, uint64(q))
 	}
 	for _, w := range l.Waiting {
-		out.Waiting = append(out.Waiting, fencelock.Waiter{SessionID: uint64(w.Session), PartID: partOf(w.Session, w.Part), Name: w.Name, Place: w.Place,
+		out.Waiting = append(out.Waiting, lockapi.Waiter{SessionID: uint64(w.Session), PartID: partOf(w.Session, w.Part), Name: w.Name, Place: w.Place,
 			Owner: w.Owner, Shared: w.Shared, QueuedAt: parseTime(w.QueuedAt)})
 	}
 	return out
 }
 
-func (l *leaderJSON) info(election string) fencelock.LeaderInfo {
+func (l *leaderJSON) info(election string) lockapi.LeaderInfo {
 	if l == nil {
-		return fencelock.LeaderInfo{Election: election}
+		return lockapi.LeaderInfo{Election: election}
 	}
-	return fencelock.LeaderInfo{Election: election, Value: l.Value, Token: uint64(l.Token), SessionID: uint64(l.SessionID),
+	return lockapi.LeaderInfo{Election: election, Value: l.Value, Token: uint64(l.Token), SessionID: uint64(l.SessionID),
 		PartID:      partOf(l.SessionID, l.PartID),
 		SessionName: l.Name, ElectedAt: parseTime(l.ElectedAt)}
 }

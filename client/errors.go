@@ -140,11 +140,7 @@ func limitSentinel(msg string) []error {
 // code "http".
 func decodeError(status int, b []byte, session bool, endpoint string) *Error {
 	e := &Error{Status: status, Endpoint: endpoint, session: session}
-	var body struct {
-		Message string `json:"error"`
-		Code    string `json:"code"`
-		Owner   uint64 `json:"owner"`
-	}
+	var body lockapi.ErrorBody
 	if json.Unmarshal(b, &body) == nil && body.Code != "" {
 		e.Code, e.Message, e.Owner = clean(body.Code, 64), clean(body.Message, 4096), body.Owner
 		return e

@@ -29,7 +29,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (lockapi.LockInfo, er
 	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/locks/" + url.PathEscape(name)}, &l); err != nil {
 		return lockapi.LockInfo{}, err
 	}
-	info := l.info()
+	info := lockInfoOf(l)
 	info.Name = name
 	return info, nil
 }
@@ -44,7 +44,7 @@ func (c *Client) Leader(ctx context.Context, election string) (lockapi.LeaderInf
 	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/elections/" + url.PathEscape(election)}, &e); err != nil {
 		return lockapi.LeaderInfo{}, err
 	}
-	li := e.Leader.info(election)
+	li := leaderInfoOf(e.Leader, election)
 	if li.Token == 0 {
 		return li, fmt.Errorf("%w: %q", lockapi.ErrNoLeader, clean(election, 64))
 	}
@@ -78,7 +78,7 @@ func (c *Client) Observe(ctx context.Context, election string) <-chan lockapi.Le
 			if err := json.Unmarshal(data, &oe); err != nil {
 				return lockapi.LeaderInfo{}, err
 			}
-			return oe.Leader.info(election), nil
+			return leaderInfoOf(oe.Leader, election), nil
 		})
 }
 
@@ -100,7 +100,7 @@ func (c *Client) Watch(ctx context.Context, name string) <-chan lockapi.LockInfo
 			if err := json.Unmarshal(data, &l); err != nil {
 				return lockapi.LockInfo{}, err
 			}
-			info := l.info()
+			info := lockInfoOf(l)
 			info.Name = name
 			info.Queue, info.Waiting = nil, nil
 			return info, nil

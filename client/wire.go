@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/fencelock/fencelock/lockapi"
@@ -16,121 +14,19 @@ import (
 // every field is checked where it is used, so that a garbage answer is an
 // error and never a panic.
 
-// wid is a 64-bit ID or token: a decimal string, or a JSON number.
-type wid uint64
-
-func (id wid) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + strconv.FormatUint(uint64(id), 10) + `"`), nil
-}
-
-func (id *wid) UnmarshalJSON(b []byte) error {
-	s := string(bytes.TrimSpace(b))
-	if s == "null" {
-		return nil
-	}
-	if strings.HasPrefix(s, `"`) {
-		var str string
-		if err := json.Unmarshal(b, &str); err != nil {
-			return err
-		}
-		s = str
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return fmt.Errorf("not a decimal 64-bit unsigned integer: %.40q", s)
-	}
-	*id = wid(v)
-	return nil
-}
-
-type sessionAnswer struct {
-	SessionID     wid              `json:"session_id"`
-	SessionSecret string           `json:"session_secret"`
-	TimeoutMS     int64            `json:"timeout_ms"`
-	LeaseMS       int64            `json:"lease_ms"`
-	Leases        map[string]int64 `json:"leases"`
-}
-
-// acquireAnswer and campaignAnswer: LeaseMS, with a grant, is how long
-// after the call's send the grant may be acted on; nil from a server
-// before it.
-type acquireAnswer struct {
-	Granted       bool   `json:"granted"`
-	FencingToken  wid    `json:"fencing_token"`
-	Fence         string `json:"fence"`
-	QueuePosition int    `json:"queue_position"`
-	HolderSession wid    `json:"holder_session"`
-	LeaseMS       *int64 `json:"lease_ms"`
-}
-
-type campaignAnswer struct {
-	Elected       bool   `json:"elected"`
-	Token         wid    `json:"token"`
-	Fence         string `json:"fence"`
-	Value         string `json:"value"`
-	QueuePosition int    `json:"queue_position"`
-	HolderSession wid    `json:"holder_session"`
-	LeaseMS       *int64 `json:"lease_ms"`
-}
-
-type holderJSON struct {
-	Session      wid    `json:"session_id"`
-	Part         wid    `json:"part_id"`
-	Name         string `json:"name"`
-	FencingToken wid    `json:"fencing_token"`
-	Owner        uint64 `json:"owner"`
-	GrantedAt    string `json:"granted_at"`
-}
-
-type waiterJSON struct {
-	Session  wid    `json:"session_id"`
-	Part     wid    `json:"part_id"`
-	Name     string `json:"name"`
-	Place    int    `json:"place"`
-	Owner    uint64 `json:"owner"`
-	Shared   bool   `json:"shared"`
-	QueuedAt string `json:"queued_at"`
-}
-
-type lockJSON struct {
-	Name          string       `json:"name"`
-	Held          bool         `json:"held"`
-	HolderSession wid          `json:"holder_session"`
-	HolderPart    wid          `json:"holder_part"`
-	HolderName    string       `json:"holder_name"`
-	GrantedAt     string       `json:"granted_at"`
-	FencingToken  wid          `json:"fencing_token"`
-	Shared        bool         `json:"shared"`
-	Permits       int          `json:"permits"`
-	Holders       []holderJSON `json:"holders"`
-	Waiters       int          `json:"waiters"`
-	Queue         []wid        `json:"queue"`
-	Waiting       []waiterJSON `json:"waiting"`
-}
-
-type leaderJSON struct {
-	SessionID wid    `json:"session_id"`
-	PartID    wid    `json:"part_id"`
-	Name      string `json:"name"`
-	Value     string `json:"value"`
-	Token     wid    `json:"token"`
-	ElectedAt string `json:"elected_at"`
-}
-
-type observeEvent struct {
-	Name   string      `json:"name"`
-	Leader *leaderJSON `json:"leader"`
-}
-
-type electionJSON struct {
-	Name   string      `json:"name"`
-	Leader *leaderJSON `json:"leader"`
-}
-
-type errorEvent struct {
-	Message string `json:"error"`
-	Code    string `json:"code"`
-}
+// The API's types are lockapi's, the ones the service writes; this
+// package names them for what it does with them.
+type (
+	wid            = lockapi.ID
+	sessionAnswer  = lockapi.SessionResponse
+	acquireAnswer  = lockapi.AcquireResponse
+	campaignAnswer = lockapi.CampaignResponse
+	lockJSON       = lockapi.LockJSON
+	leaderJSON     = lockapi.LeaderJSON
+	observeEvent   = lockapi.ObserveEvent
+	electionJSON   = lockapi.ElectionJSON
+	errorEvent     = lockapi.ErrorBody
+)
 
 // decodeAnswer reads one JSON value into out.
 func decodeAnswer(b []byte, out any) error {
@@ -182,7 +78,7 @@ func partOf(session, part wid) uint64 {
 	return uint64(session)
 }
 
-func (l lockJSON) info() lockapi.LockInfo {
+func lockInfoOf(l lockJSON) lockapi.LockInfo {
 	out := lockapi.LockInfo{Name: l.Name, Held: l.Held, Token: uint64(l.FencingToken), SessionID: uint64(l.HolderSession),
 		PartID:  partOf(l.HolderSession, l.HolderPart),
 		Waiters: l.Waiters, Shared: l.Shared, Permits: l.Permits, SessionName: l.HolderName, GrantedAt: parseTime(l.GrantedAt)}
@@ -200,7 +96,7 @@ func (l lockJSON) info() lockapi.LockInfo {
 	return out
 }
 
-func (l *leaderJSON) info(election string) lockapi.LeaderInfo {
+func leaderInfoOf(l *leaderJSON, election string) lockapi.LeaderInfo {
 	if l == nil {
 		return lockapi.LeaderInfo{Election: election}
 	}

@@ -4,16 +4,12 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/session"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // AcquireOption configures one Acquire, AcquireShared, AcquireSemaphore or
 // Campaign call (and their Try forms).
-type AcquireOption func(*acquireOptions)
-
-type acquireOptions struct {
-	maxHold  time.Duration
-	position func(int)
-}
+type AcquireOption = lockapi.AcquireOption
 
 // WithQueuePosition makes a call that has to wait report where it waits:
 // f(1) at the head of the lock's queue (or the election's candidates),
@@ -23,9 +19,7 @@ type acquireOptions struct {
 // a request granted at once or refused, nor after the call returned. f runs
 // on a goroutine of its own and must not block: the call waits for it
 // before it returns.
-func WithQueuePosition(f func(position int)) AcquireOption {
-	return func(o *acquireOptions) { o.position = f }
-}
+func WithQueuePosition(f func(position int)) AcquireOption { return lockapi.WithQueuePosition(f) }
 
 // WithMaxHold bounds how long the grant lasts: the group frees it d after
 // it made it, even while the session lives, and grants the lock (or the
@@ -42,16 +36,11 @@ func WithQueuePosition(f func(position int)) AcquireOption {
 // shorter. A resumed session (WithResume) does not keep a grant with a
 // maximum hold. d must lie in [2 × safety margin, MaxHoldLimit], else the
 // call fails with ErrInvalidMaxHold; 0, the default, is no bound.
-func WithMaxHold(d time.Duration) AcquireOption {
-	return func(o *acquireOptions) { o.maxHold = d }
-}
+func WithMaxHold(d time.Duration) AcquireOption { return lockapi.WithMaxHold(d) }
 
 // acquireOpts folds opts into a request's options; the request checks
 // them (internal/session).
 func acquireOpts(opts []AcquireOption) session.RequestOptions {
-	var o acquireOptions
-	for _, f := range opts {
-		f(&o)
-	}
-	return session.RequestOptions{MaxHold: o.maxHold, Position: o.position}
+	o := lockapi.ReadAcquireOptions(opts...)
+	return session.RequestOptions{MaxHold: o.MaxHold, Position: o.QueuePosition}
 }

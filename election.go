@@ -6,28 +6,12 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/session"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // LeaderInfo describes the leader of an election as the group sees it. An
 // election without a leader has Token 0 and no value or session.
-type LeaderInfo struct {
-	Election  string
-	Value     string
-	Token     uint64 // the term's epoch: the fencing token of its grant
-	SessionID uint64 // the leader's session (Session.ID); 0 without a leader, or unknown (see LockInfo)
-	PartID    uint64 // its part in the election's group (Session.IDIn): SessionID in the default group
-	// SessionName is the leader's session's name (WithSessionName) and
-	// ElectedAt when it was elected, by the clock of the replica that
-	// proposed the entry electing it (zero: unknown, as for a term begun
-	// before the group's log recorded times).
-	SessionName string
-	ElectedAt   time.Time
-	// Err is set only in the one value Observe sends before it closes its
-	// channel for a mistake rather than ctx: ErrInvalidName for a name
-	// that cannot be an election's, ErrUnknownGroup for one whose group
-	// is not the deployment's.
-	Err error
-}
+type LeaderInfo = lockapi.LeaderInfo
 
 func leaderInfo(e session.ElectionInfo) LeaderInfo {
 	return fromLeader(session.LeaderOf(e))

@@ -1,15 +1,14 @@
 package fencelock
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/internal/session"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // The sentinel errors. Errors returned by fencelock wrap one of them (or a
-// context error); test with errors.Is.
+// context error); test with errors.Is. Each is package lockapi's value of
+// the same name, which the HTTP client returns too.
 var (
 	// ErrLocked: TryAcquire found the lock held.
 	ErrLocked = session.ErrLocked
@@ -17,7 +16,7 @@ var (
 	// was released, or the session expired and the lock passed on).
 	ErrNotHeld = session.ErrNotHeld
 	// ErrStaleToken: a Fencer refused a token lower than one it admitted.
-	ErrStaleToken = errors.New("fencelock: stale fencing token")
+	ErrStaleToken = lockapi.ErrStaleToken
 	// ErrSessionExpired: the session could not be renewed in time, or the
 	// group expired it. Its locks are lost; open a new session.
 	ErrSessionExpired = session.ErrSessionExpired
@@ -52,9 +51,9 @@ var (
 	// ErrInvalidConfig: Start was given an unusable Config.
 	ErrInvalidConfig = replica.ErrInvalidConfig
 	// ErrInvalidTTL: a session TTL or safety margin outside the allowed range.
-	ErrInvalidTTL = errors.New("fencelock: invalid session TTL")
+	ErrInvalidTTL = lockapi.ErrInvalidTTL
 	// ErrNoLeader: Node.Leader found the election without a leader.
-	ErrNoLeader = errors.New("fencelock: election has no leader")
+	ErrNoLeader = lockapi.ErrNoLeader
 	// ErrRevoked: an operator revoked the grant (Node.Revoke,
 	// Node.RevokeLeadership) or ended the session (Node.EndSession).
 	ErrRevoked = session.ErrRevoked
@@ -77,10 +76,10 @@ var (
 	ErrPermitConflict = session.ErrPermitConflict
 	// ErrInvalidPermits: a semaphore's permit count is below 1 or above
 	// MaxHoldersPerLock.
-	ErrInvalidPermits = errors.New("fencelock: invalid permit count")
+	ErrInvalidPermits = lockapi.ErrInvalidPermits
 	// ErrInvalidLockDelay: a lock-delay (WithLockDelay) below 0 or above
 	// MaxLockDelay.
-	ErrInvalidLockDelay = errors.New("fencelock: invalid lock-delay")
+	ErrInvalidLockDelay = lockapi.ErrInvalidLockDelay
 	// ErrInvalidMaxHold: a maximum hold (WithMaxHold) below twice the
 	// session's safety margin or above MaxHoldLimit.
 	ErrInvalidMaxHold = session.ErrInvalidMaxHold
@@ -119,20 +118,9 @@ var (
 	ErrVersionTooNew = session.ErrVersionTooNew
 )
 
-// StaleTokenError is the error of a Fencer that refused a token.
-type StaleTokenError struct {
-	Resource string
-	Token    uint64 // the token refused
-	Highest  uint64 // the highest token admitted for Resource
-}
-
-func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("fencelock: stale fencing token %d for %q: token %d was already admitted",
-		e.Token, e.Resource, e.Highest)
-}
-
-// Is makes errors.Is(err, ErrStaleToken) true.
-func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+// StaleTokenError is the error of a Fencer that refused a token;
+// errors.Is(err, ErrStaleToken) holds for it.
+type StaleTokenError = lockapi.StaleTokenError
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

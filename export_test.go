@@ -1,6 +1,9 @@
 package fencelock
 
-import "github.com/fencelock/fencelock/internal/session"
+import (
+	"github.com/fencelock/fencelock/internal/session"
+	"github.com/fencelock/fencelock/lockapi"
+)
 
 // commitFunc is how a session's background command reaches the group.
 type commitFunc = session.CommitFunc
@@ -10,7 +13,7 @@ type commitFunc = session.CommitFunc
 // to delay their commit. Each part gets a route of its own, so its
 // keep-alives go alone, not in the node's batches.
 func withCommit(wrap func(commitFunc) commitFunc) SessionOption {
-	return func(o *sessionOptions) {
-		o.route = func(next session.Route) session.Route { return session.RouteFunc(wrap(next.Propose)) }
+	return func(s *lockapi.SessionSettings) {
+		embedded(s).route = func(next session.Route) session.Route { return session.RouteFunc(wrap(next.Propose)) }
 	}
 }

@@ -2,12 +2,9 @@ package fencelock
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/fencelock/fencelock/internal/session"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // Fence is a grant's fencing token together with the ID of the group that
@@ -24,48 +21,22 @@ import (
 // alone on a resource keyed to no group, and refuse it with ErrOtherGroup
 // (never raising the mark) on a resource keyed to a group (see Fencer's
 // Groups).
-type Fence struct {
-	Group uint64
-	Token uint64
-}
-
-// String formats f as "GROUP:TOKEN", the group in 16 hex digits and the
-// token in decimal, for headers, logs and other languages.
-func (f Fence) String() string { return fmt.Sprintf("%016x:%d", f.Group, f.Token) }
+type Fence = lockapi.Fence
 
 // ErrInvalidFence reports a string that is not a Fence's String form.
-var ErrInvalidFence = errors.New("fencelock: malformed fence")
+var ErrInvalidFence = lockapi.ErrInvalidFence
 
 // ErrOtherGroup: a fencer refused a token granted by another group (or by
 // another incarnation of this group) than the one the resource is keyed
 // to, or a token without a group (Group 0) at a keyed resource. A token is
 // not comparable with another group's: re-key the resource if the group
 // was replaced on purpose.
-var ErrOtherGroup = errors.New("fencelock: fencing token of another group")
+var ErrOtherGroup = lockapi.ErrOtherGroup
 
 // ParseFence parses the String form of a Fence. A bare decimal token (no
 // group) parses with Group 0, as does "0000000000000000:N": a fence that a
 // resource keyed to a group refuses.
-func ParseFence(s string) (Fence, error) {
-	group, token, found := strings.Cut(s, ":")
-	if !found {
-		group, token = "", s
-	}
-	var f Fence
-	var err error
-	if found {
-		if len(group) != 16 {
-			return Fence{}, fmt.Errorf("%w: %q: the group is 16 hex digits", ErrInvalidFence, truncate(s, 64))
-		}
-		if f.Group, err = strconv.ParseUint(group, 16, 64); err != nil {
-			return Fence{}, fmt.Errorf("%w: %q: %v", ErrInvalidFence, truncate(s, 64), err)
-		}
-	}
-	if f.Token, err = strconv.ParseUint(token, 10, 64); err != nil || f.Token == 0 {
-		return Fence{}, fmt.Errorf("%w: %q: the token is a decimal number > 0", ErrInvalidFence, truncate(s, 64))
-	}
-	return f, nil
-}
+func ParseFence(s string) (Fence, error) { return lockapi.ParseFence(s) }
 
 // Fence returns the lock's fence: its token and its group's ID.
 func (l *Lock) Fence() Fence { return fenceOf(l.g()) }

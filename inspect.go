@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/session"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // LockInfo describes a lock as its group sees it: the group its Name's
@@ -17,83 +18,13 @@ import (
 // Session.IDIn): the same in the default group; in a named group,
 // SessionID is 0 for a part opened before the group wrote log version 10,
 // which only PartID names (see Session.IDIn and docs/operations.md).
-type LockInfo struct {
-	Name      string
-	Held      bool
-	Token     uint64 // fencing token of the oldest current grant; 0 when free
-	SessionID uint64 // its holder's session (Session.ID); 0 when free or unknown
-	PartID    uint64 // its holder's part in the lock's group (Session.IDIn); 0 when free
-	Waiters   int    // requests queued behind the holders
-	Shared    bool   // held in shared mode: AcquireShared's holders, or a semaphore's
-	Permits   int    // a semaphore's permit count; 0 for a lock
-	// SessionName is the oldest current grant's session's name (see
-	// WithSessionName); "" when free, or for a session opened before
-	// sessions had names.
-	SessionName string
-	// GrantedAt is when the oldest current grant was made (see
-	// Holder.GrantedAt); zero when free or unknown.
-	GrantedAt time.Time
-	// Holders is every current grant, oldest (lowest token) first; nil when
-	// free.
-	Holders []Holder
-	// Queue is the sessions of the waiting requests (their SessionIDs, 0
-	// for unknown: see Waiting for their PartIDs), head first: a
-	// request's position is its index plus one. Inspect lists them all,
-	// Locks the first QueueListed; Watch lists none (Waiters counts them).
-	Queue []uint64
-	// Waiting is the same waiting requests as Queue, with their sessions'
-	// names, their places and when they queued. Watch lists none.
-	Waiting []Waiter
-	// Delayed: the lock is under a lock-delay (a session opened
-	// WithLockDelay that held it expired, or an operator ended it), and
-	// nobody is granted it until the delay ends. When that is, is the
-	// group leader's timer's to know: the state holds no clock.
-	Delayed bool
-	// Err is set only in the one value Watch sends before it closes its
-	// channel for a mistake rather than ctx: ErrInvalidName or
-	// ErrUnknownGroup.
-	Err error
-}
+type LockInfo = lockapi.LockInfo
 
 // Holder is one current grant of a lock.
-type Holder struct {
-	SessionID uint64 // the holder's session (Session.ID); 0: unknown (see LockInfo)
-	PartID    uint64 // its part in the lock's group (Session.IDIn): SessionID in the default group
-	Token     uint64
-	Owner     uint64        // the replica the holder's session lives on
-	MaxHold   time.Duration // the grant's maximum hold (WithMaxHold); 0: none
-	// Name is the holder's session's name (WithSessionName): who holds it.
-	// "" for a session opened before sessions had names.
-	Name string
-	// GrantedAt is when the grant was made, by the clock of the replica
-	// that proposed the entry granting it (the acquire, or the release or
-	// expiry that passed the lock on); time.Since(GrantedAt) is how long
-	// it has been held, as far as the clocks agree. The zero Time: unknown
-	// (a grant made before the group recorded times).
-	GrantedAt time.Time
-}
-
-// HeldFor returns how long the grant has been held by now's clock, or 0
-// if its grant time is unknown.
-func (h Holder) HeldFor(now time.Time) time.Duration {
-	if h.GrantedAt.IsZero() {
-		return 0
-	}
-	return max(now.Sub(h.GrantedAt), 0)
-}
+type Holder = lockapi.Holder
 
 // Waiter is one request waiting for a lock.
-type Waiter struct {
-	SessionID uint64 // its session (Session.ID); 0: unknown (see LockInfo)
-	PartID    uint64 // its part in the lock's group (Session.IDIn): SessionID in the default group
-	Name      string // its session's name
-	Owner     uint64 // the replica its session lives on
-	Shared    bool   // it asks for the lock in shared mode
-	Place     int    // its place in the queue: 1 at the head
-	// QueuedAt is when it joined the queue, by its proposer's clock; the
-	// zero Time: unknown.
-	QueuedAt time.Time
-}
+type Waiter = lockapi.Waiter
 
 // unixTime converts a time the group stored (nanoseconds since the Unix
 // epoch; 0 for unknown) to a Time, the zero Time for unknown.
@@ -118,8 +49,8 @@ func waiters(name string, ws []session.Waiter) []Waiter {
 	return out
 }
 
-// equal reports whether a and b describe the same state.
-func (a LockInfo) equal(b LockInfo) bool {
+// lockInfoEqual reports whether a and b describe the same state.
+func lockInfoEqual(a, b LockInfo) bool {
 	return a.Name == b.Name && a.Held == b.Held && a.Token == b.Token && a.SessionID == b.SessionID && a.PartID == b.PartID &&
 		a.Waiters == b.Waiters && a.Shared == b.Shared && a.Permits == b.Permits && a.Err == b.Err &&
 		a.Delayed == b.Delayed && a.SessionName == b.SessionName && a.GrantedAt.Equal(b.GrantedAt) &&

@@ -2,7 +2,7 @@ package fencelock
 
 import (
 	"context"
-	"time"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // The interfaces below are what an embedded *Session and a remote
@@ -26,39 +26,14 @@ import (
 //
 // Done closes, by the holder's own clock, no later than the group could
 // give the grant to another; Err is nil until then and says why after.
-type Grant interface {
-	// Token is the grant's fencing token: tokens rise with every grant in
-	// the group, so a resource that refuses lower ones refuses a holder
-	// whose grant has passed on.
-	Token() uint64
-	// Fence is the token with its group's ID.
-	Fence() Fence
-	Done() <-chan struct{}
-	Err() error
-	// Context returns a context that ends when the grant does.
-	Context(parent context.Context) context.Context
-}
+type Grant = lockapi.Grant
 
 // LockGrant is a held lock: *Lock, and the client's *client.Lock.
-type LockGrant interface {
-	Grant
-	Name() string
-	// Release frees the lock; a grant that is no longer current is left
-	// alone and the error wraps ErrNotHeld.
-	Release(ctx context.Context) error
-}
+type LockGrant = lockapi.LockGrant
 
 // Term is a term of leadership: *Leadership, and the client's
 // *client.Leadership.
-type Term interface {
-	Grant
-	Election() string
-	Value() string
-	// Proclaim replaces the leader's value; ErrNotLeader if the term is over.
-	Proclaim(ctx context.Context, value string) error
-	// Resign ends the term; ErrNotLeader if it was over already.
-	Resign(ctx context.Context) error
-}
+type Term = lockapi.Term
 
 // Locker is a session that can take locks and campaign: *Session, and the
 // client's *client.Session. Its methods mean what the Session methods they
@@ -68,16 +43,7 @@ type Term interface {
 //
 // Done closes, by the holder's clock, no later than the group could expire
 // the session and pass its grants on; Err is nil until then.
-type Locker interface {
-	ID() uint64
-	Lock(ctx context.Context, name string, opts ...AcquireOption) (LockGrant, error)
-	TryLock(ctx context.Context, name string, opts ...AcquireOption) (LockGrant, error)
-	Lead(ctx context.Context, election, value string, opts ...AcquireOption) (Term, error)
-	TryLead(ctx context.Context, election, value string, opts ...AcquireOption) (Term, error)
-	Done() <-chan struct{}
-	Err() error
-	Close(ctx context.Context) error
-}
+type Locker = lockapi.Locker
 
 var (
 	_ Locker    = (*Session)(nil)
@@ -130,44 +96,20 @@ func (s *Session) TryLead(ctx context.Context, election, value string, opts ...A
 // ReadSessionOptions. It is for a Locker implemented outside this package
 // (the client package, a test double), which takes the same options and
 // must refuse those it cannot honour rather than ignore them.
-type SessionSettings struct {
-	TTL               time.Duration // WithTTL; 0: the implementation's default
-	Name              string        // WithSessionName
-	Named             bool          // WithSessionName was given
-	Margin            time.Duration // WithSafetyMargin; 0: the default
-	LockDelay         time.Duration // WithLockDelay
-	Resume            bool          // WithResume was given a token
-	ExternalKeepAlive bool          // WithExternalKeepAlive
-}
+type SessionSettings = lockapi.SessionSettings
 
 // ReadSessionOptions applies opts to empty settings and reports them. It
 // checks nothing: NewSession does.
 func ReadSessionOptions(opts ...SessionOption) SessionSettings {
-	var o sessionOptions
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
-	}
-	return SessionSettings{TTL: o.ttl, Name: o.name, Named: o.named, Margin: o.margin, LockDelay: o.delay,
-		Resume: o.resume.session != 0, ExternalKeepAlive: o.external}
+	return lockapi.ReadSessionOptions(opts...)
 }
 
 // AcquireSettings is what a list of AcquireOptions asks for, read by
 // ReadAcquireOptions, for a Locker implemented outside this package.
-type AcquireSettings struct {
-	MaxHold       time.Duration // WithMaxHold; 0: no bound
-	QueuePosition func(int)     // WithQueuePosition; nil: none
-}
+type AcquireSettings = lockapi.AcquireSettings
 
 // ReadAcquireOptions applies opts to empty settings and reports them. It
 // checks nothing: the call that takes them does.
 func ReadAcquireOptions(opts ...AcquireOption) AcquireSettings {
-	var o acquireOptions
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
-	}
-	return AcquireSettings{MaxHold: o.maxHold, QueuePosition: o.position}
+	return lockapi.ReadAcquireOptions(opts...)
 }

@@ -217,7 +217,7 @@ func (e *electionLoop) backoff() *retryPause {
 	ttl := e.n.cfg.SessionTTL
 	for _, f := range e.opts {
 		var o sessionOptions
-		f(&o)
+		o.apply([]SessionOption{f})
 		if o.ttl != 0 {
 			ttl = o.ttl
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/session"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // ResumeToken lets a restarted process take its session back (see
@@ -29,7 +30,9 @@ type ResumeToken struct {
 // does, and open a new session only if that one is over
 // (ErrSessionExpired); the zero token resumes nothing. RunElection given it
 // resumes its first session, and with it a term the session still leads.
-func WithResume(t ResumeToken) SessionOption { return func(o *sessionOptions) { o.resume = t } }
+func WithResume(t ResumeToken) SessionOption {
+	return func(s *lockapi.SessionSettings) { embedded(s).resume, s.Resume = t, t.session != 0 }
+}
 
 // Resume returns the token that resumes this session after its process
 // restarts: every part the session has at the call. It changes only when the
@@ -212,9 +215,7 @@ func (n *Node) ResumeSession(ctx context.Context, t ResumeToken, opts ...Session
 		}
 	}
 	o := sessionOptions{ttl: t.ttl}
-	for _, f := range opts {
-		f(&o)
-	}
+	o.apply(opts)
 	o.ttl = t.ttl
 	if err := o.check(); err != nil {
 		return nil, err

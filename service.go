@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/servicehook"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // The HTTP service (package httpapi) reaches the sessions it serves for
@@ -16,7 +17,7 @@ import (
 func init() {
 	servicehook.Register(
 		func(f func(group string) uint64) any {
-			return SessionOption(func(o *sessionOptions) { o.nonce = f })
+			return SessionOption(func(s *lockapi.SessionSettings) { embedded(s).nonce = f })
 		},
 		func(ctx context.Context, node any, id uint64, nonce func(group string) uint64, opts []any) (any, error) {
 			n, ok := node.(*Node)
@@ -91,9 +92,7 @@ func (n *Node) adoptSession(ctx context.Context, id uint64, nonce func(group str
 	}
 	info := page.Sessions[0]
 	o := sessionOptions{ttl: info.TTL}
-	for _, f := range opts {
-		f(&o)
-	}
+	o.apply(opts)
 	o.ttl, o.nonce = info.TTL, nonce
 	// The parts it opens later carry the name the group stored at the
 	// open, as a resumed session's do.

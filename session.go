@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/session"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // SessionOption configures NewSession.
-type SessionOption func(*sessionOptions)
+type SessionOption = lockapi.SessionOption
 
 type sessionOptions struct {
 	ttl, margin time.Duration
@@ -29,7 +30,7 @@ type sessionOptions struct {
 // WithTTL sets the session's time to live: how long the group keeps it, and
 // its locks, after the last keep-alive it applied. Between 100ms and 24h;
 // the default is Config.SessionTTL.
-func WithTTL(ttl time.Duration) SessionOption { return func(o *sessionOptions) { o.ttl = ttl } }
+func WithTTL(ttl time.Duration) SessionOption { return lockapi.WithTTL(ttl) }
 
 // WithSafetyMargin sets how long before TTL runs out, by the holder's own
 // clock, the holder gives the session up when it could not renew it. The
@@ -42,9 +43,7 @@ func WithTTL(ttl time.Duration) SessionOption { return func(o *sessionOptions) {
 // could act after the group expired it. Clocks need not be synchronised:
 // only rates matter. A larger margin leaves each keep-alive less time to
 // commit (see the package doc's keep-alive schedule), hence the bound.
-func WithSafetyMargin(m time.Duration) SessionOption {
-	return func(o *sessionOptions) { o.margin = m }
-}
+func WithSafetyMargin(m time.Duration) SessionOption { return lockapi.WithSafetyMargin(m) }
 
 // WithLockDelay gives the session a lock-delay (Chubby's, Consul's): if
 // the group expires the session, or an operator ends it (Node.EndSession),
@@ -61,9 +60,7 @@ func WithSafetyMargin(m time.Duration) SessionOption {
 // Delayed. An operator's EndSession delays too because the holder did not
 // choose to stop: it may be acting right now, unlike after an expiry, where
 // its own clock stopped it a margin before.
-func WithLockDelay(d time.Duration) SessionOption {
-	return func(o *sessionOptions) { o.delay = d }
-}
+func WithLockDelay(d time.Duration) SessionOption { return lockapi.WithLockDelay(d) }
 
 // WithExternalKeepAlive makes a session that renews itself only when its
 // holder calls KeepAlive: no goroutine of its own sends keep-alives. It is for
@@ -81,7 +78,7 @@ func WithLockDelay(d time.Duration) SessionOption {
 // it renewed each part that holds something, so answer a heartbeat as
 // renewed only on nil.
 func WithExternalKeepAlive() SessionOption {
-	return func(o *sessionOptions) { o.external = true }
+	return func(s *lockapi.SessionSettings) { s.ExternalKeepAlive = true }
 }
 
 // WithSessionName names the session, so that every view of a holder,
@@ -94,9 +91,7 @@ func WithExternalKeepAlive() SessionOption {
 // without NUL, else NewSession fails with ErrInvalidSessionName before
 // anything is proposed. A resumed session keeps the name the group
 // stored; the option names only the parts it opens later.
-func WithSessionName(name string) SessionOption {
-	return func(o *sessionOptions) { o.name, o.named = name, true }
-}
+func WithSessionName(name string) SessionOption { return lockapi.WithSessionName(name) }
 
 // MaxSessionNameLen is the longest session name, in bytes.
 const MaxSessionNameLen = session.MaxSessionNameLen
@@ -114,6 +109,37 @@ var defaultSessionName = sync.OnceValue(func() string {
 	}
 	return name
 })
+
+// embeddedOptions are the options only an embedded session reads; they
+// ride in lockapi.SessionSettings.Embedded, so that SessionOption can be
+// the leaf's type that the HTTP client takes too.
+type embeddedOptions struct {
+	resume ResumeToken
+	route  func(session.Route) session.Route
+	nonce  func(group string) uint64
+}
+
+// embedded returns s's embedded options, making them if it has none.
+func embedded(s *lockapi.SessionSettings) *embeddedOptions {
+	e, ok := s.Embedded.(*embeddedOptions)
+	if !ok {
+		e = &embeddedOptions{}
+		s.Embedded = e
+	}
+	return e
+}
+
+// apply applies opts (nil ones skipped) over o, whose fields are the
+// defaults an option leaves alone.
+func (o *sessionOptions) apply(opts []SessionOption) {
+	s := lockapi.SessionSettings{TTL: o.ttl, Name: o.name, Named: o.named, Margin: o.margin, LockDelay: o.delay,
+		Resume: o.resume.session != 0, ExternalKeepAlive: o.external,
+		Embedded: &embeddedOptions{resume: o.resume, route: o.route, nonce: o.nonce}}
+	lockapi.ApplySessionOptions(&s, opts...)
+	e := embedded(&s)
+	o.ttl, o.name, o.named, o.margin, o.delay, o.external = s.TTL, s.Name, s.Named, s.Margin, s.LockDelay, s.ExternalKeepAlive
+	o.resume, o.route, o.nonce = e.resume, e.route, e.nonce
+}
 
 // check validates the options and fills in the default margin and name.
 func (o *sessionOptions) check() error {
@@ -172,9 +198,7 @@ type Session struct {
 // NewSession opens a session on the group, owned by this node.
 func (n *Node) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
 	o := sessionOptions{ttl: n.cfg.SessionTTL}
-	for _, f := range opts {
-		f(&o)
-	}
+	o.apply(opts)
 	if err := o.check(); err != nil {
 		return nil, err
 	}

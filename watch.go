@@ -18,7 +18,7 @@ import (
 // nothing, so its watchers see no change until it catches up.
 func (n *Node) Watch(ctx context.Context, name string) <-chan LockInfo {
 	first := func(ctx context.Context) (LockInfo, error) { return n.Inspect(ctx, name) }
-	out, err := session.WatchLock(n.h, ctx, name, first, lockInfo, LockInfo.equal)
+	out, err := session.WatchLock(n.h, ctx, name, first, lockInfo, lockInfoEqual)
 	if err != nil {
 		return closedWith(LockInfo{Name: name, Err: err})
 	}

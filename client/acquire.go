@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 var (
-	_ fencelock.Locker    = (*Session)(nil)
-	_ fencelock.LockGrant = (*Lock)(nil)
-	_ fencelock.Term      = (*Leadership)(nil)
+	_ lockapi.Locker    = (*Session)(nil)
+	_ lockapi.LockGrant = (*Lock)(nil)
+	_ lockapi.Term      = (*Leadership)(nil)
 )
 
 // Acquire waits until lock name is granted to this session, then returns it
@@ -33,7 +32,7 @@ var (
 // closes, with ErrMaxHoldExceeded, a safety margin (TTL/5) before the
 // group frees the grant). Campaign does not take WithMaxHold: the API
 // serves it for locks only (errors.ErrUnsupported).
-func (s *Session) Acquire(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
+func (s *Session) Acquire(ctx context.Context, name string, opts ...lockapi.AcquireOption) (*Lock, error) {
 	g, err := s.request(ctx, false, name, "", true, lockMode{}, opts)
 	if err != nil {
 		return nil, err
@@ -43,7 +42,7 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...fencelock.Ac
 
 // TryAcquire takes the lock if it is free, and fails at once with an error
 // wrapping ErrLocked if it is held (by this session too); it never queues.
-func (s *Session) TryAcquire(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
+func (s *Session) TryAcquire(ctx context.Context, name string, opts ...lockapi.AcquireOption) (*Lock, error) {
 	g, err := s.request(ctx, false, name, "", false, lockMode{}, opts)
 	if err != nil {
 		return nil, err
@@ -57,7 +56,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...fencelock
 // Acquire; a name held or waited for as a semaphore fails with an error
 // wrapping ErrPermitConflict, as does a name this session holds or waits
 // for in another mode.
-func (s *Session) AcquireShared(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
+func (s *Session) AcquireShared(ctx context.Context, name string, opts ...lockapi.AcquireOption) (*Lock, error) {
 	g, err := s.request(ctx, false, name, "", true, lockMode{shared: true}, opts)
 	if err != nil {
 		return nil, err
@@ -68,7 +67,7 @@ func (s *Session) AcquireShared(ctx context.Context, name string, opts ...fencel
 // TryAcquireShared takes lock name in shared mode if the holders admit it
 // and nobody waits before it, and fails at once with an error wrapping
 // ErrLocked otherwise; it never queues.
-func (s *Session) TryAcquireShared(ctx context.Context, name string, opts ...fencelock.AcquireOption) (*Lock, error) {
+func (s *Session) TryAcquireShared(ctx context.Context, name string, opts ...lockapi.AcquireOption) (*Lock, error) {
 	g, err := s.request(ctx, false, name, "", false, lockMode{shared: true}, opts)
 	if err != nil {
 		return nil, err
@@ -82,20 +81,20 @@ func (s *Session) TryAcquireShared(ctx context.Context, name string, opts ...fen
 // fails with ErrInvalidPermits having asked nothing; another count than
 // the semaphore's, or a lock's name, with an error wrapping
 // ErrPermitConflict.
-func (s *Session) AcquireSemaphore(ctx context.Context, name string, permits int, opts ...fencelock.AcquireOption) (*Lock, error) {
+func (s *Session) AcquireSemaphore(ctx context.Context, name string, permits int, opts ...lockapi.AcquireOption) (*Lock, error) {
 	return s.semaphore(ctx, name, permits, true, opts)
 }
 
 // TryAcquireSemaphore takes a permit of semaphore name if one is free and
 // nobody waits before it, and fails at once with an error wrapping
 // ErrLocked otherwise; it never queues.
-func (s *Session) TryAcquireSemaphore(ctx context.Context, name string, permits int, opts ...fencelock.AcquireOption) (*Lock, error) {
+func (s *Session) TryAcquireSemaphore(ctx context.Context, name string, permits int, opts ...lockapi.AcquireOption) (*Lock, error) {
 	return s.semaphore(ctx, name, permits, false, opts)
 }
 
-func (s *Session) semaphore(ctx context.Context, name string, permits int, wait bool, opts []fencelock.AcquireOption) (*Lock, error) {
-	if permits < 1 || permits > fencelock.MaxHoldersPerLock {
-		return nil, fmt.Errorf("%w: %d, allowed 1 to %d", fencelock.ErrInvalidPermits, permits, fencelock.MaxHoldersPerLock)
+func (s *Session) semaphore(ctx context.Context, name string, permits int, wait bool, opts []lockapi.AcquireOption) (*Lock, error) {
+	if permits < 1 || permits > lockapi.MaxHoldersPerLock {
+		return nil, fmt.Errorf("%w: %d, allowed 1 to %d", lockapi.ErrInvalidPermits, permits, lockapi.MaxHoldersPerLock)
 	}
 	g, err := s.request(ctx, false, name, "", wait, lockMode{shared: true, permits: permits}, opts)
 	if err != nil {
@@ -115,7 +114,7 @@ type lockMode struct {
 // most 4096 bytes), and waits until it leads. Waiting, failover,
 // cancellation (the candidacy is withdrawn) and the session's end behave as
 // for Acquire.
-func (s *Session) Campaign(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (*Leadership, error) {
+func (s *Session) Campaign(ctx context.Context, election, value string, opts ...lockapi.AcquireOption) (*Leadership, error) {
 	g, err := s.request(ctx, true, election, value, true, lockMode{}, opts)
 	if err != nil {
 		return nil, err
@@ -126,7 +125,7 @@ func (s *Session) Campaign(ctx context.Context, election, value string, opts ...
 // TryCampaign makes the session the election's leader if it has none, and
 // otherwise fails at once with an error wrapping ErrElectionTaken without
 // queuing.
-func (s *Session) TryCampaign(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (*Leadership, error) {
+func (s *Session) TryCampaign(ctx context.Context, election, value string, opts ...lockapi.AcquireOption) (*Leadership, error) {
 	g, err := s.request(ctx, true, election, value, false, lockMode{}, opts)
 	if err != nil {
 		return nil, err
@@ -135,7 +134,7 @@ func (s *Session) TryCampaign(ctx context.Context, election, value string, opts 
 }
 
 // Lock is Acquire for a fencelock.Locker; on an error the LockGrant is nil.
-func (s *Session) Lock(ctx context.Context, name string, opts ...fencelock.AcquireOption) (fencelock.LockGrant, error) {
+func (s *Session) Lock(ctx context.Context, name string, opts ...lockapi.AcquireOption) (lockapi.LockGrant, error) {
 	l, err := s.Acquire(ctx, name, opts...)
 	if err != nil {
 		return nil, err
@@ -145,7 +144,7 @@ func (s *Session) Lock(ctx context.Context, name string, opts ...fencelock.Acqui
 
 // TryLock is TryAcquire for a fencelock.Locker; on an error the LockGrant
 // is nil.
-func (s *Session) TryLock(ctx context.Context, name string, opts ...fencelock.AcquireOption) (fencelock.LockGrant, error) {
+func (s *Session) TryLock(ctx context.Context, name string, opts ...lockapi.AcquireOption) (lockapi.LockGrant, error) {
 	l, err := s.TryAcquire(ctx, name, opts...)
 	if err != nil {
 		return nil, err
@@ -154,7 +153,7 @@ func (s *Session) TryLock(ctx context.Context, name string, opts ...fencelock.Ac
 }
 
 // Lead is Campaign for a fencelock.Locker; on an error the Term is nil.
-func (s *Session) Lead(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (fencelock.Term, error) {
+func (s *Session) Lead(ctx context.Context, election, value string, opts ...lockapi.AcquireOption) (lockapi.Term, error) {
 	l, err := s.Campaign(ctx, election, value, opts...)
 	if err != nil {
 		return nil, err
@@ -164,7 +163,7 @@ func (s *Session) Lead(ctx context.Context, election, value string, opts ...fenc
 
 // TryLead is TryCampaign for a fencelock.Locker; on an error the Term is
 // nil.
-func (s *Session) TryLead(ctx context.Context, election, value string, opts ...fencelock.AcquireOption) (fencelock.Term, error) {
+func (s *Session) TryLead(ctx context.Context, election, value string, opts ...lockapi.AcquireOption) (lockapi.Term, error) {
 	l, err := s.TryCampaign(ctx, election, value, opts...)
 	if err != nil {
 		return nil, err
@@ -184,20 +183,20 @@ type answerState struct {
 
 // request runs Acquire, TryAcquire, Campaign and TryCampaign.
 func (s *Session) request(ctx context.Context, election bool, name, value string, wait bool, mode lockMode,
-	opts []fencelock.AcquireOption) (*grant, error) {
-	if why := fsm.NameProblem(name); why != "" {
-		return nil, fmt.Errorf("%w: %q: %s", fencelock.ErrInvalidName, clean(name, 64), why)
+	opts []lockapi.AcquireOption) (*grant, error) {
+	if why := lockapi.NameProblem(name); why != "" {
+		return nil, fmt.Errorf("%w: %q: %s", lockapi.ErrInvalidName, clean(name, 64), why)
 	}
-	if election && len(value) > fsm.MaxValueLen {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", fencelock.ErrValueTooLarge, len(value), fsm.MaxValueLen)
+	if election && len(value) > lockapi.MaxValueLen {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", lockapi.ErrValueTooLarge, len(value), lockapi.MaxValueLen)
 	}
-	set := fencelock.ReadAcquireOptions(opts...)
+	set := lockapi.ReadAcquireOptions(opts...)
 	if set.MaxHold != 0 && election {
 		return nil, fmt.Errorf("%w: WithMaxHold of a campaign through the HTTP API", errors.ErrUnsupported)
 	}
-	if set.MaxHold < 0 || set.MaxHold > fencelock.MaxHoldLimit || (set.MaxHold > 0 && set.MaxHold < 2*s.margin()) {
-		return nil, fmt.Errorf("%w: %v must lie in [%v, %v] (twice the safety margin)", fencelock.ErrInvalidMaxHold,
-			set.MaxHold, 2*s.margin(), fencelock.MaxHoldLimit)
+	if set.MaxHold < 0 || set.MaxHold > lockapi.MaxHoldLimit || (set.MaxHold > 0 && set.MaxHold < 2*s.margin()) {
+		return nil, fmt.Errorf("%w: %v must lie in [%v, %v] (twice the safety margin)", lockapi.ErrInvalidMaxHold,
+			set.MaxHold, 2*s.margin(), lockapi.MaxHoldLimit)
 	}
 	mode.maxHold = set.MaxHold
 	key := "lock:" + name
@@ -210,9 +209,9 @@ func (s *Session) request(ctx context.Context, election bool, name, value string
 	}
 	if !ok {
 		if election {
-			return nil, fmt.Errorf("%w: %q is led or campaigned for by this session", fencelock.ErrElectionTaken, clean(name, 64))
+			return nil, fmt.Errorf("%w: %q is led or campaigned for by this session", lockapi.ErrElectionTaken, clean(name, 64))
 		}
-		return nil, fmt.Errorf("%w: %q is held or waited for by this session", fencelock.ErrLocked, clean(name, 64))
+		return nil, fmt.Errorf("%w: %q is held or waited for by this session", lockapi.ErrLocked, clean(name, 64))
 	}
 	g, err := s.ask(ctx, election, name, value, wait, mode, set.QueuePosition, free)
 	if err != nil {
@@ -305,9 +304,9 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 			return g, nil
 		case err == nil && !wait:
 			if election {
-				return nil, fmt.Errorf("%w: %q", fencelock.ErrElectionTaken, clean(name, 64))
+				return nil, fmt.Errorf("%w: %q", lockapi.ErrElectionTaken, clean(name, 64))
 			}
-			return nil, fmt.Errorf("%w: %q", fencelock.ErrLocked, clean(name, 64))
+			return nil, fmt.Errorf("%w: %q", lockapi.ErrLocked, clean(name, 64))
 		case err == nil:
 			if a.position > 0 && a.position != last {
 				last, backoff = a.position, pollMin
@@ -315,10 +314,10 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 					position(a.position)
 				}
 			}
-		case errors.Is(err, fencelock.ErrSessionExpired):
-			s.end(fmt.Errorf("%w: the session ended at the group: %w", fencelock.ErrSessionExpired, err))
+		case errors.Is(err, lockapi.ErrSessionExpired):
+			s.end(fmt.Errorf("%w: the session ended at the group: %w", lockapi.ErrSessionExpired, err))
 			return nil, err
-		case !errors.Is(err, fencelock.ErrUnavailable):
+		case !errors.Is(err, lockapi.ErrUnavailable):
 			return nil, err // an answer that will not change: a bad name, no right, a limit
 		case ctx.Err() != nil || !wait:
 			// Unanswered, and the call is over: the request may stand at
@@ -360,7 +359,7 @@ func (s *Session) abandon(election bool, name string, mode lockMode) {
 	}
 	for range 3 {
 		err := s.c.call(ctx, callSpec{method: "POST", path: path, secret: s.secret, session: true, in: withdraw{wid(s.id)}}, nil)
-		if err == nil || !errors.Is(err, fencelock.ErrNotHeld) {
+		if err == nil || !errors.Is(err, lockapi.ErrNotHeld) {
 			return // withdrawn, or it cannot be: the session's end frees it
 		}
 		// Nothing queued: granted in the meantime, or nothing at all. A
@@ -382,7 +381,7 @@ func (s *Session) abandon(election bool, name string, mode lockMode) {
 			}
 			err = s.c.call(ctx, callSpec{method: "POST", path: path, secret: s.secret, session: true, in: release{wid(s.id), wid(a.token)}}, nil)
 		}
-		if err == nil || errors.Is(err, fencelock.ErrNotHeld) || errors.Is(err, fencelock.ErrNotLeader) {
+		if err == nil || errors.Is(err, lockapi.ErrNotHeld) || errors.Is(err, lockapi.ErrNotLeader) {
 			return
 		}
 	}

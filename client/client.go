@@ -10,8 +10,12 @@
 //
 // A Session's methods have the names and meanings of *fencelock.Session's,
 // its Lock and Leadership those of *fencelock.Lock and *fencelock.Leadership,
-// and its errors are the root package's sentinels (errors.Is(err,
-// fencelock.ErrLocked)). Both session types satisfy fencelock.Locker.
+// and its errors are the sentinels of package lockapi, which the root
+// package re-exports (errors.Is(err, fencelock.ErrLocked) and
+// errors.Is(err, lockapi.ErrLocked) are one test). Both session types
+// satisfy lockapi.Locker (fencelock.Locker). The package imports lockapi,
+// not the root: a program that uses only this client links no raft,
+// storage or cgo (TestClientLinksNoEngine).
 //
 // # Failover
 //
@@ -69,7 +73,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // Config configures New.
@@ -178,7 +182,7 @@ func (c *Client) Close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.close(ctx, fmt.Errorf("%w: the client was closed", fencelock.ErrClosed))
+			s.close(ctx, fmt.Errorf("%w: the client was closed", lockapi.ErrClosed))
 		}()
 	}
 	wg.Wait()
@@ -270,7 +274,8 @@ func failover(err error) bool {
 		return false
 	}
 	var bad *badAnswerError
-	return !errors.As(err, &bad) // no answer: refused, reset, timed out
+	var reset *resetError
+	return !errors.As(err, &bad) && !errors.As(err, &reset) // no answer: refused, reset, timed out
 }
 
 // call makes the call on the endpoints in turn, in order's order, each
@@ -397,7 +402,7 @@ func unavailable(ctx context.Context, errs []error) error {
 	for i, e := range errs {
 		msgs[i] = e.Error()
 	}
-	wrapped := []error{fencelock.ErrUnavailable}
+	wrapped := []error{lockapi.ErrUnavailable}
 	if ctx.Err() != nil {
 		wrapped = append(wrapped, ctx.Err())
 	}
@@ -435,6 +440,9 @@ func (c *Client) once(ctx context.Context, base string, sp callSpec, body []byte
 		return err
 	}
 	defer resp.Body.Close()
+	if d, ok := out.(download); ok && resp.StatusCode == http.StatusOK {
+		return d.copy(resp)
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return err

@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
-// The errors of answers that no root sentinel stands for. Every other
-// answer's error wraps the root package's sentinel (see Error.Is).
+// The errors of answers that no lockapi sentinel stands for. Every other
+// answer's error wraps lockapi's sentinel (see Error.Is), which package
+// fencelock re-exports under the same name.
 var (
 	// ErrBadEndpoint: a Config.Endpoints entry is not an http:// or
 	// https:// base URL.
@@ -71,53 +72,53 @@ func (e *Error) sentinels() []error {
 	case "bad_request":
 		return []error{ErrBadRequest}
 	case "invalid_name":
-		return []error{fencelock.ErrInvalidName}
+		return []error{lockapi.ErrInvalidName}
 	case "invalid_ttl":
-		return []error{fencelock.ErrInvalidTTL}
+		return []error{lockapi.ErrInvalidTTL}
 	case "value_too_large":
-		return []error{fencelock.ErrValueTooLarge}
+		return []error{lockapi.ErrValueTooLarge}
 	case "unknown_group":
-		return []error{fencelock.ErrUnknownGroup}
+		return []error{lockapi.ErrUnknownGroup}
 	case "unauthorized":
 		return []error{ErrUnauthorized}
 	case "forbidden":
 		return []error{ErrForbidden}
 	case "not_found":
 		if e.session {
-			return []error{fencelock.ErrSessionExpired}
+			return []error{lockapi.ErrSessionExpired}
 		}
 		return []error{ErrNotFound}
 	case "stale_token":
-		return []error{fencelock.ErrNotHeld}
+		return []error{lockapi.ErrNotHeld}
 	case "not_leader":
-		return []error{fencelock.ErrNotLeader}
+		return []error{lockapi.ErrNotLeader}
 	case "invalid_permits":
-		return []error{fencelock.ErrInvalidPermits}
+		return []error{lockapi.ErrInvalidPermits}
 	case "permit_conflict":
-		return []error{fencelock.ErrPermitConflict}
+		return []error{lockapi.ErrPermitConflict}
 	case "max_hold_exceeded":
-		return []error{fencelock.ErrMaxHoldExceeded, fencelock.ErrNotHeld}
+		return []error{lockapi.ErrMaxHoldExceeded, lockapi.ErrNotHeld}
 	case "locked":
-		return []error{fencelock.ErrLocked}
+		return []error{lockapi.ErrLocked}
 	case "id_removed":
-		return []error{fencelock.ErrIDRemoved}
+		return []error{lockapi.ErrIDRemoved}
 	case "membership":
-		return []error{fencelock.ErrMembership}
+		return []error{lockapi.ErrMembership}
 	case "limit_exceeded":
-		return append([]error{fencelock.ErrLimitExceeded}, limitSentinel(e.Message)...)
+		return append([]error{lockapi.ErrLimitExceeded}, limitSentinel(e.Message)...)
 	case "too_many_streams":
 		return []error{ErrTooManyStreams}
 	case "session_elsewhere", "unavailable", "replica_removed":
 		// All three mean: ask another replica. Once every one was asked
 		// the call could not reach the group: ErrUnavailable, as for an
 		// embedded call.
-		return []error{fencelock.ErrUnavailable}
+		return []error{lockapi.ErrUnavailable}
 	case "no_quorum":
-		return []error{fencelock.ErrNoQuorum, fencelock.ErrUnavailable}
+		return []error{lockapi.ErrNoQuorum, lockapi.ErrUnavailable}
 	}
 	switch e.Status {
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
-		return []error{fencelock.ErrUnavailable}
+		return []error{lockapi.ErrUnavailable}
 	}
 	return []error{ErrServer}
 }
@@ -125,8 +126,8 @@ func (e *Error) sentinels() []error {
 // limitSentinel finds which limit a limit_exceeded answer names, from the
 // library's error text the server passes on.
 func limitSentinel(msg string) []error {
-	for _, s := range []error{fencelock.ErrTooManySessions, fencelock.ErrTooManyLocks, fencelock.ErrTooManyWaiters,
-		fencelock.ErrTooManyPending} {
+	for _, s := range []error{lockapi.ErrTooManySessions, lockapi.ErrTooManyLocks, lockapi.ErrTooManyWaiters,
+		lockapi.ErrTooManyPending} {
 		if strings.Contains(msg, s.Error()) {
 			return []error{s}
 		}
@@ -139,11 +140,7 @@ func limitSentinel(msg string) []error {
 // code "http".
 func decodeError(status int, b []byte, session bool, endpoint string) *Error {
 	e := &Error{Status: status, Endpoint: endpoint, session: session}
-	var body struct {
-		Message string `json:"error"`
-		Code    string `json:"code"`
-		Owner   uint64 `json:"owner"`
-	}
+	var body lockapi.ErrorBody
 	if json.Unmarshal(b, &body) == nil && body.Code != "" {
 		e.Code, e.Message, e.Owner = clean(body.Code, 64), clean(body.Message, 4096), body.Owner
 		return e

@@ -39,11 +39,11 @@ func FuzzDecodeAnswers(f *testing.F) {
 		}
 		var lj lockJSON
 		if decodeAnswer(b, &lj) == nil {
-			_ = lj.info()
+			_ = lockInfoOf(lj)
 		}
 		var ej electionJSON
 		if decodeAnswer(b, &ej) == nil {
-			_ = ej.Leader.info("e")
+			_ = leaderInfoOf(ej.Leader, "e")
 		}
 		for _, status := range []int{400, 404, 421, 503, 502} {
 			e := decodeError(status, b, status == 404, "x")
@@ -53,7 +53,7 @@ func FuzzDecodeAnswers(f *testing.F) {
 		scanEvents(bytes.NewReader(b), func(bool) {}, func(ev sseEvent) bool {
 			var oe observeEvent
 			if json.Unmarshal(ev.data, &oe) == nil {
-				_ = oe.Leader.info("e")
+				_ = leaderInfoOf(oe.Leader, "e")
 			}
 			return true
 		})

@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/clock"
-	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // grant is one lock's or one term's grant, held by a session.
@@ -18,7 +17,7 @@ type grant struct {
 	s        *Session
 	name     string
 	token    uint64
-	fence    fencelock.Fence
+	fence    lockapi.Fence
 	election bool
 	free     func() // gives the session's slot for name back
 
@@ -38,11 +37,11 @@ func (g *grant) bound(deadline clock.Instant) {
 		return
 	}
 	g.timer = time.AfterFunc(max(deadline.Sub(now()), 0), func() {
-		g.end(fmt.Errorf("%w: %q token %d", fencelock.ErrMaxHoldExceeded, g.name, g.token))
+		g.end(fmt.Errorf("%w: %q token %d", lockapi.ErrMaxHoldExceeded, g.name, g.token))
 	})
 }
 
-func newGrant(s *Session, name string, token uint64, f fencelock.Fence, election bool, value string, free func()) *grant {
+func newGrant(s *Session, name string, token uint64, f lockapi.Fence, election bool, value string, free func()) *grant {
 	return &grant{s: s, name: name, token: token, fence: f, election: election, value: value, free: free,
 		done: make(chan struct{})}
 }
@@ -131,7 +130,7 @@ func (l *Lock) Name() string { return l.g.name }
 func (l *Lock) Token() uint64 { return l.g.token }
 
 // Fence returns the grant's fence: its token and its group's ID.
-func (l *Lock) Fence() fencelock.Fence { return l.g.fence }
+func (l *Lock) Fence() lockapi.Fence { return l.g.fence }
 
 // Done is closed when the holder must stop acting: the lock was released,
 // or the session is over (see Session.Done), which by this process's clock
@@ -171,7 +170,7 @@ func (l *Lock) Context(parent context.Context) context.Context { return l.g.Cont
 func (l *Lock) Release(ctx context.Context) error {
 	g := l.g
 	if err := g.Err(); err != nil {
-		return fmt.Errorf("%w: the grant is over: %w", fencelock.ErrNotHeld, err)
+		return fmt.Errorf("%w: the grant is over: %w", lockapi.ErrNotHeld, err)
 	}
 	type release struct {
 		SessionID    wid `json:"session_id"`
@@ -180,7 +179,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	var unsure bool
 	err := g.s.c.call(ctx, callSpec{method: "POST", path: lockPath(g.name, "release"), secret: g.s.secret, session: true,
 		in: release{wid(g.s.id), wid(g.token)}, unsure: &unsure}, nil)
-	return g.s.settle(g, forgiveRetry(err, unsure, fencelock.ErrNotHeld), fencelock.ErrNotHeld)
+	return g.s.settle(g, forgiveRetry(err, unsure, lockapi.ErrNotHeld), lockapi.ErrNotHeld)
 }
 
 // forgiveRetry is nil for a release or resign that found its grant over
@@ -188,7 +187,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // (unsure): the outcome the caller asked for, which that attempt may have
 // brought about. Any other err is returned as it is.
 func forgiveRetry(err error, unsure bool, notHeld error) error {
-	if unsure && errors.Is(err, notHeld) && !errors.Is(err, fencelock.ErrSessionExpired) {
+	if unsure && errors.Is(err, notHeld) && !errors.Is(err, lockapi.ErrSessionExpired) {
 		return nil
 	}
 	return err
@@ -202,8 +201,8 @@ func (s *Session) settle(g *grant, err error, notHeld error) error {
 	case err == nil:
 		g.end(fmt.Errorf("%w: released", notHeld))
 		return nil
-	case errors.Is(err, fencelock.ErrSessionExpired) && errors.As(err, &e):
-		s.end(fmt.Errorf("%w: the session ended at the group: %w", fencelock.ErrSessionExpired, err))
+	case errors.Is(err, lockapi.ErrSessionExpired) && errors.As(err, &e):
+		s.end(fmt.Errorf("%w: the session ended at the group: %w", lockapi.ErrSessionExpired, err))
 		return fmt.Errorf("%w: %w", notHeld, err)
 	case errors.Is(err, notHeld):
 		g.end(err)
@@ -223,7 +222,7 @@ func (l *Leadership) Election() string { return l.g.name }
 func (l *Leadership) Token() uint64 { return l.g.token }
 
 // Fence returns the term's fence: its epoch and its group's ID.
-func (l *Leadership) Fence() fencelock.Fence { return l.g.fence }
+func (l *Leadership) Fence() lockapi.Fence { return l.g.fence }
 
 // Value returns the leader's value: the one it campaigned with, or the last
 // one it proclaimed.
@@ -251,11 +250,11 @@ func (l *Leadership) Context(parent context.Context) context.Context { return l.
 // error then wraps Err's reason too); ErrValueTooLarge over 4096 bytes.
 func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	g := l.g
-	if len(value) > fsm.MaxValueLen {
-		return fmt.Errorf("%w: %d bytes, at most %d", fencelock.ErrValueTooLarge, len(value), fsm.MaxValueLen)
+	if len(value) > lockapi.MaxValueLen {
+		return fmt.Errorf("%w: %d bytes, at most %d", lockapi.ErrValueTooLarge, len(value), lockapi.MaxValueLen)
 	}
 	if err := g.Err(); err != nil {
-		return fmt.Errorf("%w: the term is over: %w", fencelock.ErrNotLeader, err)
+		return fmt.Errorf("%w: the term is over: %w", lockapi.ErrNotLeader, err)
 	}
 	type proclaim struct {
 		SessionID wid    `json:"session_id"`
@@ -270,8 +269,8 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 		g.mu.Unlock()
 		return nil
 	}
-	if errors.Is(err, fencelock.ErrNotLeader) || errors.Is(err, fencelock.ErrSessionExpired) {
-		return g.s.settle(g, err, fencelock.ErrNotLeader)
+	if errors.Is(err, lockapi.ErrNotLeader) || errors.Is(err, lockapi.ErrSessionExpired) {
+		return g.s.settle(g, err, lockapi.ErrNotLeader)
 	}
 	return err
 }
@@ -285,7 +284,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 func (l *Leadership) Resign(ctx context.Context) error {
 	g := l.g
 	if err := g.Err(); err != nil {
-		return fmt.Errorf("%w: the term is over: %w", fencelock.ErrNotLeader, err)
+		return fmt.Errorf("%w: the term is over: %w", lockapi.ErrNotLeader, err)
 	}
 	type resign struct {
 		SessionID wid `json:"session_id"`
@@ -294,7 +293,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	var unsure bool
 	err := g.s.c.call(ctx, callSpec{method: "POST", path: electionPath(g.name, "resign"), secret: g.s.secret, session: true,
 		in: resign{wid(g.s.id), wid(g.token)}, unsure: &unsure}, nil)
-	return g.s.settle(g, forgiveRetry(err, unsure, fencelock.ErrNotLeader), fencelock.ErrNotLeader)
+	return g.s.settle(g, forgiveRetry(err, unsure, lockapi.ErrNotLeader), lockapi.ErrNotLeader)
 }
 
 func lockPath(name, verb string) string {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // The list calls: what `fencelock status`, `locks` and `sessions` show.
@@ -301,7 +301,7 @@ func (c *Client) Locks(ctx context.Context, prefix, group string) (LockList, err
 		}
 		for i, l := range page.Locks {
 			if l.Group == "" {
-				_, page.Locks[i].Group, _ = fencelock.SplitName(l.Name)
+				_, page.Locks[i].Group, _ = lockapi.SplitName(l.Name)
 			}
 		}
 		all.Locks = append(all.Locks, page.Locks...)
@@ -323,8 +323,8 @@ func (c *Client) Locks(ctx context.Context, prefix, group string) (LockList, err
 // waits for. n is 1 to fencelock.MaxContended, else it fails with
 // fencelock.ErrInvalidConfig before any call; otherwise it fails as Locks.
 func (c *Client) Contended(ctx context.Context, group string, n int) (LockList, error) {
-	if n < 1 || n > fencelock.MaxContended {
-		return LockList{}, fmt.Errorf("%w: %d locks: want 1 to %d", fencelock.ErrInvalidConfig, n, fencelock.MaxContended)
+	if n < 1 || n > lockapi.MaxContended {
+		return LockList{}, fmt.Errorf("%w: %d locks: want 1 to %d", lockapi.ErrInvalidConfig, n, lockapi.MaxContended)
 	}
 	q := url.Values{"sort": {"waiters"}, "limit": {strconv.Itoa(n)}}
 	if group != "" {

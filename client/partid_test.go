@@ -18,7 +18,7 @@ func TestViewsCarryPartIDs(t *testing.T) {
 	decode := func(raw string) fencelock.LockInfo {
 		var l lockJSON
 		require.NoError(t, json.Unmarshal([]byte(raw), &l))
-		return l.info()
+		return lockInfoOf(l)
 	}
 	named := decode(`{"name":"x@b","held":true,"holder_session":"65536","holder_part":"131072","fencing_token":"9",
 		"holders":[{"session_id":"65536","part_id":"131072","fencing_token":"9"}],
@@ -37,6 +37,6 @@ func TestViewsCarryPartIDs(t *testing.T) {
 
 	var l leaderJSON
 	require.NoError(t, json.Unmarshal([]byte(`{"session_id":"65536","part_id":"131072","token":"9"}`), &l))
-	info := l.info("e@b")
+	info := leaderInfoOf(&l, "e@b")
 	require.Equal(t, []uint64{65536, 131072}, []uint64{info.SessionID, info.PartID})
 }

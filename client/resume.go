@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // ResumeToken lets a restarted process take its remote session back (see
@@ -77,7 +77,7 @@ func (t *ResumeToken) UnmarshalText(b []byte) error {
 // input (it may hold a secret).
 func ParseResumeToken(s string) (ResumeToken, error) {
 	bad := func(why string) (ResumeToken, error) {
-		return ResumeToken{}, fmt.Errorf("%w: %s", fencelock.ErrInvalidResumeToken, why)
+		return ResumeToken{}, fmt.Errorf("%w: %s", lockapi.ErrInvalidResumeToken, why)
 	}
 	f := strings.SplitN(s, ".", 4)
 	if len(f) != 4 || f[0] != resumePrefix {
@@ -142,13 +142,13 @@ func ParseResumeToken(s string) (ResumeToken, error) {
 // apart.
 func (c *Client) ResumeSession(ctx context.Context, t ResumeToken) (*Session, error) {
 	if t.id == 0 || t.secret == "" {
-		return nil, fmt.Errorf("%w: the zero token", fencelock.ErrInvalidResumeToken)
+		return nil, fmt.Errorf("%w: the zero token", lockapi.ErrInvalidResumeToken)
 	}
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("%w: the client was closed", fencelock.ErrClosed)
+		return nil, fmt.Errorf("%w: the client was closed", lockapi.ErrClosed)
 	}
 	// The heartbeat adopts the session (a replica given its secret
 	// resumes it at the group) and renews it; the lease counts from its
@@ -162,7 +162,7 @@ func (c *Client) ResumeSession(ctx context.Context, t ResumeToken) (*Session, er
 		// Over, never was, or not this secret's: the API tells them
 		// apart only to the session's holder, and so does this.
 		return nil, fmt.Errorf("%w: the group refused to resume session %d: it is over, or the token is not its own",
-			fencelock.ErrSessionExpired, t.id)
+			lockapi.ErrSessionExpired, t.id)
 	}
 	if err != nil {
 		return nil, err
@@ -172,11 +172,11 @@ func (c *Client) ResumeSession(ctx context.Context, t ResumeToken) (*Session, er
 			a.TimeoutMS, a.LeaseMS)}
 	}
 	if ttl := time.Duration(a.TimeoutMS) * time.Millisecond; ttl != t.ttl {
-		return nil, fmt.Errorf("%w: the token's TTL is %v, the session's %v", fencelock.ErrInvalidResumeToken, t.ttl, ttl)
+		return nil, fmt.Errorf("%w: the token's TTL is %v, the session's %v", lockapi.ErrInvalidResumeToken, t.ttl, ttl)
 	}
 	if a.LeaseMS <= 0 {
 		return nil, fmt.Errorf("%w: the resume's heartbeat was answered without a lease (groups not renewed: %v): try again",
-			fencelock.ErrUnavailable, notRenewed(a.Leases))
+			lockapi.ErrUnavailable, notRenewed(a.Leases))
 	}
 	return c.start(t.id, t.secret, t.ttl, time.Duration(a.LeaseMS)*time.Millisecond, sent)
 }

@@ -11,9 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/clock"
-	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // now reads the clock the lease is timed on, as the embedded session's: the
@@ -93,8 +92,8 @@ type Session struct {
 // fencelock.ErrInvalidTTL or ErrInvalidSessionName before any call. A
 // create whose answer was lost and that was sent again leaves a session
 // nobody heartbeats, which the group expires one TTL later.
-func (c *Client) NewSession(ctx context.Context, opts ...fencelock.SessionOption) (*Session, error) {
-	o := fencelock.ReadSessionOptions(opts...)
+func (c *Client) NewSession(ctx context.Context, opts ...lockapi.SessionOption) (*Session, error) {
+	o := lockapi.ReadSessionOptions(opts...)
 	switch {
 	case o.Margin != 0:
 		return nil, fmt.Errorf("%w: WithSafetyMargin (the HTTP API fixes the margin at TTL/5)", errors.ErrUnsupported)
@@ -102,25 +101,25 @@ func (c *Client) NewSession(ctx context.Context, opts ...fencelock.SessionOption
 		return nil, fmt.Errorf("%w: WithLockDelay through the HTTP API", errors.ErrUnsupported)
 	case o.Resume:
 		return nil, fmt.Errorf("%w: WithResume through the HTTP API: resume with Client.ResumeSession and the client.ResumeToken"+
-			" of the session's Resume (a fencelock.ResumeToken is an embedded session's)", errors.ErrUnsupported)
+			" of the session's Resume (a lockapi.ResumeToken is an embedded session's)", errors.ErrUnsupported)
 	case o.ExternalKeepAlive:
 		return nil, fmt.Errorf("%w: WithExternalKeepAlive (a client session heartbeats on its own)", errors.ErrUnsupported)
 	}
 	if o.TTL != 0 && (o.TTL < minTTL || o.TTL > maxTTL) {
-		return nil, fmt.Errorf("%w: %v outside [%v, %v]", fencelock.ErrInvalidTTL, o.TTL, minTTL, maxTTL)
+		return nil, fmt.Errorf("%w: %v outside [%v, %v]", lockapi.ErrInvalidTTL, o.TTL, minTTL, maxTTL)
 	}
 	name := o.Name
 	if !o.Named {
 		name = defaultName()
 	}
-	if err := fsm.CheckSessionName(name); err != nil {
-		return nil, fmt.Errorf("%w: %v", fencelock.ErrInvalidSessionName, err)
+	if err := lockapi.CheckSessionName(name); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("%w: the client was closed", fencelock.ErrClosed)
+		return nil, fmt.Errorf("%w: the client was closed", lockapi.ErrClosed)
 	}
 	type create struct {
 		TTLMillis int64  `json:"ttl_ms,omitempty"`
@@ -155,8 +154,8 @@ func (c *Client) start(id uint64, secret string, ttl, lease time.Duration, sent 
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		s.end(fmt.Errorf("%w: the client was closed", fencelock.ErrClosed))
-		return nil, fencelock.ErrClosed
+		s.end(fmt.Errorf("%w: the client was closed", lockapi.ErrClosed))
+		return nil, lockapi.ErrClosed
 	}
 	c.sessions[s] = struct{}{}
 	c.wg.Add(1)
@@ -172,8 +171,8 @@ var defaultName = sync.OnceValue(func() string {
 		host = "unknown-host"
 	}
 	name := fmt.Sprintf("%s:%d", host, os.Getpid())
-	if len(name) > fencelock.MaxSessionNameLen {
-		name = strings.ToValidUTF8(name[:fencelock.MaxSessionNameLen], "")
+	if len(name) > lockapi.MaxSessionNameLen {
+		name = strings.ToValidUTF8(name[:lockapi.MaxSessionNameLen], "")
 	}
 	return name
 })
@@ -213,7 +212,7 @@ func (s *Session) Err() error {
 // error says so and the group frees the locks when the TTL runs out.
 // Closing a session that is over returns nil.
 func (s *Session) Close(ctx context.Context) error {
-	return s.close(ctx, fencelock.ErrSessionClosed)
+	return s.close(ctx, lockapi.ErrSessionClosed)
 }
 
 func (s *Session) close(ctx context.Context, why error) error {
@@ -228,7 +227,7 @@ func (s *Session) close(ctx context.Context, why error) error {
 	// delete is in flight.
 	s.end(why)
 	err := s.c.call(ctx, callSpec{method: "DELETE", path: s.path(), secret: s.secret, session: true}, nil)
-	if errors.Is(err, fencelock.ErrSessionExpired) {
+	if errors.Is(err, lockapi.ErrSessionExpired) {
 		return nil // ended at the group already
 	}
 	return err
@@ -245,9 +244,9 @@ func (s *Session) check() {
 	switch {
 	case passed && byGrant:
 		s.end(fmt.Errorf("%w: a grant's lease ran out by this process's clock before a heartbeat renewed the session in its group",
-			fencelock.ErrSessionExpired))
+			lockapi.ErrSessionExpired))
 	case passed:
-		s.end(fmt.Errorf("%w: no heartbeat answered within the lease (%v) by this process's clock", fencelock.ErrSessionExpired, lease))
+		s.end(fmt.Errorf("%w: no heartbeat answered within the lease (%v) by this process's clock", lockapi.ErrSessionExpired, lease))
 	}
 }
 
@@ -401,7 +400,7 @@ func (s *Session) SetHeartbeatPeriod(d time.Duration) error {
 	if d < MinHeartbeatPeriod || d > s.lease/2 {
 		lease := s.lease
 		s.mu.Unlock()
-		return fmt.Errorf("%w: heartbeat period %v outside [%v, %v] (half the lease)", fencelock.ErrInvalidConfig, d, MinHeartbeatPeriod, lease/2)
+		return fmt.Errorf("%w: heartbeat period %v outside [%v, %v] (half the lease)", lockapi.ErrInvalidConfig, d, MinHeartbeatPeriod, lease/2)
 	}
 	s.every = d
 	s.mu.Unlock()
@@ -556,13 +555,13 @@ func (s *Session) KeepAlive(ctx context.Context) error {
 	case s.Err() != nil:
 		return s.Err()
 	case b.err != nil:
-		if errors.Is(b.err, fencelock.ErrUnavailable) {
+		if errors.Is(b.err, lockapi.ErrUnavailable) {
 			return b.err
 		}
-		return fmt.Errorf("%w: heartbeat: %w", fencelock.ErrUnavailable, b.err)
+		return fmt.Errorf("%w: heartbeat: %w", lockapi.ErrUnavailable, b.err)
 	case b.a.LeaseMS <= 0:
 		return fmt.Errorf("%w: the heartbeat was answered without a lease (groups not renewed: %v)",
-			fencelock.ErrUnavailable, notRenewed(b.a.Leases))
+			lockapi.ErrUnavailable, notRenewed(b.a.Leases))
 	}
 	return nil
 }
@@ -588,7 +587,7 @@ func (s *Session) answer(b beat) {
 		// 404: the group ended the session (expired, deleted, revoked).
 		// 403: the replica no longer accepts its secret or the token's
 		// right to it: it cannot be renewed either way.
-		s.end(fmt.Errorf("%w: the session ended at the group: %w", fencelock.ErrSessionExpired, b.err))
+		s.end(fmt.Errorf("%w: the session ended at the group: %w", lockapi.ErrSessionExpired, b.err))
 		return
 	}
 	if b.err != nil {

@@ -13,8 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // Inspect returns the lock's state as the group sees it (GET
@@ -22,32 +21,32 @@ import (
 // their tokens and its whole queue. It fails with ErrInvalidName for a bad
 // name, ErrUnknownGroup for a group the deployment does not run, and an
 // error wrapping ErrUnavailable when no endpoint answered.
-func (c *Client) Inspect(ctx context.Context, name string) (fencelock.LockInfo, error) {
-	if why := fsm.NameProblem(name); why != "" {
-		return fencelock.LockInfo{}, fmt.Errorf("%w: %q: %s", fencelock.ErrInvalidName, clean(name, 64), why)
+func (c *Client) Inspect(ctx context.Context, name string) (lockapi.LockInfo, error) {
+	if why := lockapi.NameProblem(name); why != "" {
+		return lockapi.LockInfo{}, fmt.Errorf("%w: %q: %s", lockapi.ErrInvalidName, clean(name, 64), why)
 	}
 	var l lockJSON
 	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/locks/" + url.PathEscape(name)}, &l); err != nil {
-		return fencelock.LockInfo{}, err
+		return lockapi.LockInfo{}, err
 	}
-	info := l.info()
+	info := lockInfoOf(l)
 	info.Name = name
 	return info, nil
 }
 
 // Leader returns the election's current leader (GET /v1/elections/{name}),
 // or an error wrapping ErrNoLeader when it has none.
-func (c *Client) Leader(ctx context.Context, election string) (fencelock.LeaderInfo, error) {
-	if why := fsm.NameProblem(election); why != "" {
-		return fencelock.LeaderInfo{}, fmt.Errorf("%w: %q: %s", fencelock.ErrInvalidName, clean(election, 64), why)
+func (c *Client) Leader(ctx context.Context, election string) (lockapi.LeaderInfo, error) {
+	if why := lockapi.NameProblem(election); why != "" {
+		return lockapi.LeaderInfo{}, fmt.Errorf("%w: %q: %s", lockapi.ErrInvalidName, clean(election, 64), why)
 	}
 	var e electionJSON
 	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/elections/" + url.PathEscape(election)}, &e); err != nil {
-		return fencelock.LeaderInfo{}, err
+		return lockapi.LeaderInfo{}, err
 	}
-	li := e.Leader.info(election)
+	li := leaderInfoOf(e.Leader, election)
 	if li.Token == 0 {
-		return li, fmt.Errorf("%w: %q", fencelock.ErrNoLeader, clean(election, 64))
+		return li, fmt.Errorf("%w: %q", lockapi.ErrNoLeader, clean(election, 64))
 	}
 	return li, nil
 }
@@ -70,16 +69,16 @@ var (
 // state. The channel is closed when ctx ends or the Client closes; for a
 // name the API refuses (ErrInvalidName, ErrUnknownGroup, no read right) it
 // carries one LeaderInfo whose Err says why, and is closed.
-func (c *Client) Observe(ctx context.Context, election string) <-chan fencelock.LeaderInfo {
-	fail := func(err error) fencelock.LeaderInfo { return fencelock.LeaderInfo{Election: election, Err: err} }
+func (c *Client) Observe(ctx context.Context, election string) <-chan lockapi.LeaderInfo {
+	fail := func(err error) lockapi.LeaderInfo { return lockapi.LeaderInfo{Election: election, Err: err} }
 	path := "/v1/elections/" + url.PathEscape(election) + "/observe"
 	return followLatest(ctx, c, election, path, fail, []string{"state", "leader", "no_leader", "proclaimed"},
-		func(data []byte) (fencelock.LeaderInfo, error) {
+		func(data []byte) (lockapi.LeaderInfo, error) {
 			var oe observeEvent
 			if err := json.Unmarshal(data, &oe); err != nil {
-				return fencelock.LeaderInfo{}, err
+				return lockapi.LeaderInfo{}, err
 			}
-			return oe.Leader.info(election), nil
+			return leaderInfoOf(oe.Leader, election), nil
 		})
 }
 
@@ -93,15 +92,15 @@ func (c *Client) Observe(ctx context.Context, election string) <-chan fencelock.
 // ctx ends or the Client closes; for a name the API refuses
 // (ErrInvalidName, ErrUnknownGroup, no read right) it carries one LockInfo
 // whose Err says why, and is closed.
-func (c *Client) Watch(ctx context.Context, name string) <-chan fencelock.LockInfo {
-	fail := func(err error) fencelock.LockInfo { return fencelock.LockInfo{Name: name, Err: err} }
+func (c *Client) Watch(ctx context.Context, name string) <-chan lockapi.LockInfo {
+	fail := func(err error) lockapi.LockInfo { return lockapi.LockInfo{Name: name, Err: err} }
 	return followLatest(ctx, c, name, lockPath(name, "watch"), fail, []string{"state", "granted", "released", "expired", "revoked", "queue"},
-		func(data []byte) (fencelock.LockInfo, error) {
+		func(data []byte) (lockapi.LockInfo, error) {
 			var l lockJSON
 			if err := json.Unmarshal(data, &l); err != nil {
-				return fencelock.LockInfo{}, err
+				return lockapi.LockInfo{}, err
 			}
-			info := l.info()
+			info := lockInfoOf(l)
 			info.Name = name
 			info.Queue, info.Waiting = nil, nil
 			return info, nil
@@ -119,15 +118,15 @@ func (c *Client) Watch(ctx context.Context, name string) <-chan fencelock.LockIn
 func followLatest[T any](ctx context.Context, c *Client, name, path string, fail func(error) T, kinds []string,
 	decode func(data []byte) (T, error)) <-chan T {
 	out := make(chan T, 1)
-	if why := fsm.NameProblem(name); why != "" {
-		out <- fail(fmt.Errorf("%w: %q: %s", fencelock.ErrInvalidName, clean(name, 64), why))
+	if why := lockapi.NameProblem(name); why != "" {
+		out <- fail(fmt.Errorf("%w: %q: %s", lockapi.ErrInvalidName, clean(name, 64), why))
 		close(out)
 		return out
 	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		out <- fail(fmt.Errorf("%w: the client was closed", fencelock.ErrClosed))
+		out <- fail(fmt.Errorf("%w: the client was closed", lockapi.ErrClosed))
 		close(out)
 		return out
 	}

@@ -13,38 +13,12 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
-// ID is a 64-bit session ID or fencing token. It is written as a decimal
-// string, as the protobuf JSON mapping writes 64-bit integers, so that
-// JavaScript clients (whose numbers are doubles) lose nothing; a JSON number
-// is accepted too, for hand-written curl calls.
-type ID uint64
-
-// MarshalJSON writes the ID as a decimal string.
-func (id ID) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + strconv.FormatUint(uint64(id), 10) + `"`), nil
-}
-
-// UnmarshalJSON reads a decimal string or a non-negative integer number.
-func (id *ID) UnmarshalJSON(b []byte) error {
-	s := string(b)
-	if strings.HasPrefix(s, `"`) {
-		var str string
-		if err := json.Unmarshal(b, &str); err != nil {
-			return err
-		}
-		s = str
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return fmt.Errorf("not a decimal 64-bit unsigned integer: %.40q", s)
-	}
-	*id = ID(v)
-	return nil
-}
-
-func (id ID) String() string { return strconv.FormatUint(uint64(id), 10) }
+// ID is a 64-bit session ID or fencing token, written as a decimal
+// string (lockapi.ID, which the Go client decodes too).
+type ID = lockapi.ID
 
 // The request bodies. Every decoder refuses unknown fields, trailing data
 // and missing required fields, so that a typo ("wiat") is an error rather

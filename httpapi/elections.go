@@ -7,24 +7,12 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/servicehook"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // CampaignResponse answers a campaign.
-type CampaignResponse struct {
-	Elected bool   `json:"elected"`
-	Token   ID     `json:"token,omitempty"` // the term's epoch
-	Fence   string `json:"fence,omitempty"`
-	Value   string `json:"value,omitempty"`
-	// QueuePosition is 1 for the next candidate to lead; set while waiting.
-	QueuePosition int `json:"queue_position,omitempty"`
-	// HolderSession is the session's part ID in the election's group, as
-	// AcquireResponse's: what the election's views name as its part_id
-	// (its session_id in the default group).
-	HolderSession ID `json:"holder_session,omitempty"`
-	// LeaseMS, in a campaign's answer that elects, is AcquireResponse's:
-	// how long after sending the call the client may act as leader.
-	LeaseMS *int64 `json:"lease_ms,omitempty"`
-}
+// It is lockapi.CampaignResponse, which the Go client decodes too.
+type CampaignResponse = lockapi.CampaignResponse
 
 func electedResponse(l *fencelock.Leadership) CampaignResponse {
 	var holder ID
@@ -160,38 +148,16 @@ func (s *Server) resign(w http.ResponseWriter, r *http.Request) {
 }
 
 // LeaderJSON describes an election's leader.
-type LeaderJSON struct {
-	SessionID ID     `json:"session_id"`
-	PartID    ID     `json:"part_id,omitempty"` // in a named group: the session's part there (see LockJSON)
-	Name      string `json:"name,omitempty"`    // its session's name
-	Value     string `json:"value"`
-	Token     ID     `json:"token"`
-	// ElectedAt is when it was elected (RFC 3339), LeadingForMS how long
-	// ago by this replica's clock; absent when unknown (and in observe
-	// events, which come from the log and carry neither).
-	ElectedAt    string `json:"elected_at,omitempty"`
-	LeadingForMS int64  `json:"leading_for_ms,omitempty"`
-}
+// It is lockapi.LeaderJSON, which the Go client decodes too.
+type LeaderJSON = lockapi.LeaderJSON
 
 // CandidateJSON is a queued candidate.
-type CandidateJSON struct {
-	SessionID ID     `json:"session_id"`
-	PartID    ID     `json:"part_id,omitempty"` // in a named group: the session's part there (see LockJSON)
-	Name      string `json:"name"`
-	Place     int    `json:"place"` // 1 leads next
-	Value     string `json:"value"`
-	Replica   uint64 `json:"replica"`
-	QueuedAt  string `json:"queued_at,omitempty"`
-	WaitedMS  int64  `json:"waited_ms,omitempty"`
-}
+// It is lockapi.CandidateJSON, which the Go client decodes too.
+type CandidateJSON = lockapi.CandidateJSON
 
 // ElectionJSON answers GET /v1/elections/{name}.
-type ElectionJSON struct {
-	Name       string          `json:"name"`
-	Leader     *LeaderJSON     `json:"leader"` // null without a leader
-	Candidates []CandidateJSON `json:"candidates"`
-	Total      int             `json:"total"`
-}
+// It is lockapi.ElectionJSON, which the Go client decodes too.
+type ElectionJSON = lockapi.ElectionJSON
 
 func leaderJSON(li fencelock.LeaderInfo) *LeaderJSON {
 	if li.Token == 0 {
@@ -271,10 +237,8 @@ func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
 }
 
 // ObserveEvent is the data of one observe event.
-type ObserveEvent struct {
-	Name   string      `json:"name"`
-	Leader *LeaderJSON `json:"leader"`
-}
+// It is lockapi.ObserveEvent, which the Go client decodes too.
+type ObserveEvent = lockapi.ObserveEvent
 
 func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // The error codes of the API, in the "code" field of every error body.
@@ -47,12 +48,8 @@ const (
 )
 
 // Error is the body of every error response.
-type Error struct {
-	Message string `json:"error"`
-	Code    string `json:"code"`
-	// Owner is the replica that owns the session, for session_elsewhere.
-	Owner uint64 `json:"owner,omitempty"`
-}
+// It is lockapi.ErrorBody, which the Go client decodes too.
+type Error = lockapi.ErrorBody
 
 // apiError is an error with its status and code.
 type apiError struct {

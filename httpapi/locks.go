@@ -9,34 +9,14 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/servicehook"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // --- locks ---
 
 // AcquireResponse answers an acquire.
-type AcquireResponse struct {
-	Granted      bool `json:"granted"`
-	FencingToken ID   `json:"fencing_token,omitempty"`
-	// Fence is the token with the group's ID, "GROUP:TOKEN" (fencelock.Fence).
-	Fence string `json:"fence,omitempty"`
-	// QueuePosition is 1 for the next in line; set while waiting.
-	QueuePosition int `json:"queue_position,omitempty"`
-	// HolderSession is the session's part ID in the lock's group, with a
-	// grant or a place in the queue: what the lock's views and watch
-	// events name as its part_id. It is session_id in the default group;
-	// in a named group ("name@group") it is the ID of the session's part
-	// there (the views name the session itself by its session_id).
-	HolderSession ID `json:"holder_session,omitempty"`
-	// LeaseMS, in an answer that grants, is how long after sending this
-	// call the client may act as holder of the grant: the time its
-	// session's part in the lock's group had left when the call arrived,
-	// less a margin, at most a heartbeat's lease_ms. The client acts on
-	// everything its session holds until the earlier of this and its
-	// heartbeats' lease; a heartbeat sent after this answer arrived, and
-	// answered OK, renews that part too (it now holds something). Absent
-	// without a grant (and from servers before it).
-	LeaseMS *int64 `json:"lease_ms,omitempty"`
-}
+// It is lockapi.AcquireResponse, which the Go client decodes too.
+type AcquireResponse = lockapi.AcquireResponse
 
 // groupOf returns the group a lock or election name lives in
 // (fencelock.SplitName): "" (the default group) for a name without '@'.
@@ -136,64 +116,16 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 // LockJSON describes a lock.
-type LockJSON struct {
-	Name string `json:"name"`
-	// Group is the group the lock lives in, its name's "@group" ("": the
-	// default group): its tokens are that group's. Every session_id in it
-	// is a session's ID (the default group's: the API's session_id), and
-	// in a named group every part_id the ID of that session's part there.
-	// A session_id is 0 (holder_session absent) for a part opened before
-	// its group wrote log version 10: its part_id names it.
-	Group         string `json:"group"`
-	Held          bool   `json:"held"`
-	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's session_id
-	HolderPart    ID     `json:"holder_part,omitempty"`    // its part_id: in a named group only
-	HolderName    string `json:"holder_name,omitempty"`    // its session's name
-	// GrantedAt is when the oldest grant was made (RFC 3339, by the
-	// proposing replica's clock), HeldForMS how long ago that was by this
-	// replica's: both absent when free or unknown.
-	GrantedAt    string `json:"granted_at,omitempty"`
-	HeldForMS    int64  `json:"held_for_ms,omitempty"`
-	FencingToken ID     `json:"fencing_token,omitempty"` // the oldest holder's
-	Owner        uint64 `json:"owner,omitempty"`         // the replica the oldest holder's session lives on
-	// Shared and Permits tell a shared lock's or a semaphore's holders
-	// (taken in Go with AcquireShared, AcquireSemaphore); Holders lists
-	// every current grant, oldest first.
-	Shared  bool         `json:"shared,omitempty"`
-	Permits int          `json:"permits,omitempty"`
-	Holders []HolderJSON `json:"holders"`
-	Waiters int          `json:"waiters"`
-	// Queue is the waiting sessions, head first: all of them from GET
-	// /v1/locks/{name}, the first 16 in a listing (Waiters counts them all).
-	Queue []ID `json:"queue"`
-	// Waiting is the same waiting requests with their sessions' names and
-	// places.
-	Waiting []WaiterJSON `json:"waiting"`
-}
+// It is lockapi.LockJSON, which the Go client decodes too.
+type LockJSON = lockapi.LockJSON
 
 // HolderJSON is one current grant of a lock.
-type HolderJSON struct {
-	Session      ID     `json:"session_id"`
-	Part         ID     `json:"part_id,omitempty"` // in a named group: the session's part there
-	Name         string `json:"name"`              // the holder's session's name
-	FencingToken ID     `json:"fencing_token"`
-	Owner        uint64 `json:"owner"`
-	GrantedAt    string `json:"granted_at,omitempty"`  // RFC 3339; absent: unknown
-	HeldForMS    int64  `json:"held_for_ms,omitempty"` // by this replica's clock
-}
+// It is lockapi.HolderJSON, which the Go client decodes too.
+type HolderJSON = lockapi.HolderJSON
 
 // WaiterJSON is one waiting request of a lock.
-type WaiterJSON struct {
-	Session  ID     `json:"session_id"`
-	Part     ID     `json:"part_id,omitempty"` // in a named group: the session's part there
-	Name     string `json:"name"`
-	Place    int    `json:"place"` // 1: next
-	Owner    uint64 `json:"owner"`
-	Shared   bool   `json:"shared,omitempty"`
-	QueuedAt string `json:"queued_at,omitempty"`
-	// WaitedMS is how long it has waited, by this replica's clock.
-	WaitedMS int64 `json:"waited_ms,omitempty"`
-}
+// It is lockapi.WaiterJSON, which the Go client decodes too.
+type WaiterJSON = lockapi.WaiterJSON
 
 // stamp renders a time the group recorded, and how long ago it was: ""
 // and 0 for an unknown one.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/internal/servicehook"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // session is an HTTP session this replica serves, with the acquires and
@@ -151,27 +152,8 @@ func (s *Server) drop(hs *session) {
 // --- sessions ---
 
 // SessionResponse answers POST /v1/sessions and heartbeats.
-type SessionResponse struct {
-	SessionID ID `json:"session_id,omitempty"`
-	// SessionSecret is the session's credential, in the create response
-	// only: every call acting on the session sends it in the
-	// Fencelock-Session-Secret header. No other answer shows it.
-	SessionSecret string `json:"session_secret,omitempty"`
-	TimeoutMS     int64  `json:"timeout_ms"`
-	// LeaseMS is how long after sending the heartbeat (or the create) whose
-	// answer this is the client may act as holder of everything the session
-	// holds, in every group: stop acting by then unless a later heartbeat
-	// was answered. It is the shortest of Leases over the groups where the
-	// session holds a lock, a leadership or a request (and the default
-	// group): a heartbeat that could not renew such a group fails instead.
-	LeaseMS int64 `json:"lease_ms"`
-	// Leases is the lease of the session's part in each group it has one
-	// in, by group name ("" the default group), in milliseconds from the
-	// send of the heartbeat: TTL − 2·margin for a part this heartbeat
-	// renewed, 0 for one it did not (it promises nothing, and ends by its
-	// own deadline at the replica).
-	Leases map[string]int64 `json:"leases,omitempty"`
-}
+// It is lockapi.SessionResponse, which the Go client decodes too.
+type SessionResponse = lockapi.SessionResponse
 
 // sessionResponse is the answer to a create (leases nil: only the default
 // part, just opened) or to a heartbeat (leases: what its KeepAliveGroups

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	apiclient "github.com/fencelock/fencelock/client"
 	"github.com/fencelock/fencelock/httpapi"
 )
 
@@ -53,14 +54,15 @@ func groupsCmd(args []string) error {
 	if len(rest) > 0 {
 		return fmt.Errorf("groups: unexpected argument %q (want list, create, drop or set-voters)", rest[0])
 	}
-	c, err := f.client()
+	ctx, cancel := callCtx()
+	defer cancel()
+	c, err := f.apiClient(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
+	defer c.Close()
 	var raw json.RawMessage
-	if err := c.do(ctx, "GET", "/v1/groups", nil, &raw); err != nil {
+	if err := c.Do(ctx, "GET", "/v1/groups", nil, &raw); err != nil {
 		return err
 	}
 	if f.output == "json" {
@@ -109,15 +111,15 @@ func parseIDs(what, s string) ([]uint64, error) {
 }
 
 // votersChange is the NAME ID,ID,... of create and set-voters, and the
-// client to send it with.
+// flags of the client to send it with.
 type votersChange struct {
-	c      *client
+	f      clientFlags
 	name   string
 	voters []uint64
 }
 
 // parseVotersChange parses the arguments of groups sub (create or
-// set-voters) and makes the client.
+// set-voters).
 func parseVotersChange(sub string, args []string) (votersChange, error) {
 	var f clientFlags
 	fs := newFlags("groups "+sub, "NAME ID,ID,... [flags]")
@@ -133,18 +135,17 @@ func parseVotersChange(sub string, args []string) (votersChange, error) {
 	if err != nil {
 		return votersChange{}, err
 	}
-	c, err := f.client()
-	if err != nil {
+	if _, err := parseBases(f.url); err != nil {
 		return votersChange{}, err
 	}
-	return votersChange{c: c, name: rest[0], voters: voters}, nil
+	return votersChange{f: f, name: rest[0], voters: voters}, nil
 }
 
 // send sends the voters with method to the group's path, /v1/groups/NAME
-// and suffix, and returns the group as the table has it after.
-func (v votersChange) send(ctx context.Context, method, suffix string) (httpapi.TableGroupJSON, error) {
+// and suffix, on c, and returns the group as the table has it after.
+func (v votersChange) send(ctx context.Context, c *apiclient.Client, method, suffix string) (httpapi.TableGroupJSON, error) {
 	var g httpapi.TableGroupJSON
-	err := v.c.call(ctx, 0, "", method, "/v1/groups/"+url.PathEscape(v.name)+suffix, httpapi.VotersRequest{Voters: v.voters}, &g)
+	err := c.Do(ctx, method, "/v1/groups/"+url.PathEscape(v.name)+suffix, httpapi.VotersRequest{Voters: v.voters}, &g)
 	return g, err
 }
 
@@ -157,12 +158,17 @@ func groupsCreateCmd(args []string) error {
 	}
 	ctx, cancel := changeCtx()
 	defer cancel()
-	g, err := v.send(ctx, "POST", "")
-	var ae *apiError
-	if errors.As(err, &ae) && ae.body.Code == httpapi.CodeGroupExists {
+	c, err := v.f.changeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	g, err := v.send(ctx, c, "POST", "")
+	var ae *apiclient.Error
+	if errors.As(err, &ae) && ae.Code == httpapi.CodeGroupExists {
 		// A create that applied and whose answer was lost, asked again of
 		// another replica: done, if the group is the one asked for.
-		if g, ok := findGroup(ctx, v.c, v.name); ok && ids(g.Voters) == ids(slices.Sorted(slices.Values(v.voters))) {
+		if g, ok := findGroup(ctx, c, v.name); ok && ids(g.Voters) == ids(slices.Sorted(slices.Values(v.voters))) {
 			fmt.Printf("group %s runs, voters %s\n", v.name, ids(g.Voters))
 			return nil
 		}
@@ -175,9 +181,9 @@ func groupsCreateCmd(args []string) error {
 }
 
 // findGroup reads the table and returns group name, if it has it.
-func findGroup(ctx context.Context, c *client, name string) (httpapi.TableGroupJSON, bool) {
+func findGroup(ctx context.Context, c *apiclient.Client, name string) (httpapi.TableGroupJSON, bool) {
 	var gs httpapi.GroupsJSON
-	if err := c.do(ctx, "GET", "/v1/groups", nil, &gs); err != nil {
+	if err := c.Do(ctx, "GET", "/v1/groups", nil, &gs); err != nil {
 		return httpapi.TableGroupJSON{}, false
 	}
 	for _, g := range gs.Groups {
@@ -203,18 +209,22 @@ func groupsDropCmd(args []string) error {
 		return fmt.Errorf("groups drop: want one group name, got %d arguments", len(rest))
 	}
 	name := rest[0]
-	c, err := f.client()
-	if err != nil {
+	if _, err := parseBases(f.url); err != nil {
 		return err
 	}
 	ctx, cancel := changeCtx()
 	defer cancel()
+	c, err := f.changeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	path := "/v1/groups/" + url.PathEscape(name)
 	if *force {
 		path += "?force=true"
 	}
 	var resp httpapi.DropResponse
-	if err := c.call(ctx, 0, "", "DELETE", path, nil, &resp); err != nil {
+	if err := c.Do(ctx, "DELETE", path, nil, &resp); err != nil {
 		return err
 	}
 	fmt.Printf("group %s dropped: its raft data is removed from every replica\n", name)
@@ -230,7 +240,12 @@ func groupsSetVotersCmd(args []string) error {
 	}
 	ctx, cancel := changeCtx()
 	defer cancel()
-	g, err := v.send(ctx, "PUT", "/voters")
+	c, err := v.f.changeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	g, err := v.send(ctx, c, "PUT", "/voters")
 	if err != nil {
 		return err
 	}
@@ -259,14 +274,15 @@ func membersReplaceCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := f.client()
+	ctx, cancel := changeCtx()
+	defer cancel()
+	c, err := f.changeClient(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := changeCtx()
-	defer cancel()
+	defer c.Close()
 	var resp httpapi.MemberChangeResponse
-	if err := c.call(ctx, 0, "", "POST", fmt.Sprintf("/v1/members/%d/replace", pair[0]), httpapi.ReplaceRequest{New: pair[1]}, &resp); err != nil {
+	if err := c.Do(ctx, "POST", fmt.Sprintf("/v1/members/%d/replace", pair[0]), httpapi.ReplaceRequest{New: pair[1]}, &resp); err != nil {
 		return err
 	}
 	fmt.Printf("replica %d took replica %d's place in every group; %d is removed for good: delete its Dir\n", pair[1], pair[0], pair[0])

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/fencelock/fencelock"
@@ -60,12 +58,16 @@ func snapshotSave(args []string) error {
 		return fmt.Errorf("snapshot save: want one FILE, got %d arguments", len(rest))
 	}
 	file := rest[0]
-	c, err := cf.client()
-	if err != nil {
+	if _, err := parseBases(cf.url); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	c, err := cf.apiClient(ctx)
+	if err != nil {
+		return fmt.Errorf("snapshot save: %w", err)
+	}
+	defer c.Close()
 	tmp := file + ".partial"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -73,27 +75,16 @@ func snapshotSave(args []string) error {
 	}
 	defer os.Remove(tmp)
 	defer f.Close()
-	var errs []error
-	saved := false
-	for _, base := range c.bases {
-		if err := c.download(ctx, base, f); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", base, err))
-			if ctx.Err() != nil || !failover(err) {
-				break
-			}
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
-				return err
-			}
-			if err := f.Truncate(0); err != nil {
-				return err
-			}
-			continue
+	// Each replica's answer starts the file over: a download cut short on
+	// one replica leaves nothing behind when the next answers.
+	restart := func() (io.Writer, error) {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
 		}
-		saved = true
-		break
+		return f, f.Truncate(0)
 	}
-	if !saved {
-		return fmt.Errorf("snapshot save: %w", errors.Join(errs...))
+	if err := c.Download(ctx, httpapi.SnapshotPath, restart); err != nil {
+		return fmt.Errorf("snapshot save: %w", err)
 	}
 	if err := f.Sync(); err != nil {
 		return err
@@ -112,38 +103,6 @@ func snapshotSave(args []string) error {
 		return err
 	}
 	printBackup(os.Stdout, file, info)
-	return nil
-}
-
-// download writes the backup base answers to w.
-func (c *client) download(ctx context.Context, base string, w io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+httpapi.SnapshotPath, nil)
-	if err != nil {
-		return err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		e := &apiError{status: resp.StatusCode}
-		if json.Unmarshal(b, &e.body) != nil || e.body.Code == "" {
-			e.body.Message, e.body.Code = strings.TrimSpace(string(b)), "http"
-		}
-		return e
-	}
-	n, err := io.Copy(w, resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return fmt.Errorf("the answer was cut short: %d of %d bytes", n, resp.ContentLength)
-	}
 	return nil
 }
 

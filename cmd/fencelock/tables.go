@@ -611,8 +611,7 @@ func membersCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := f.client()
-	if err != nil {
+	if _, err := parseBases(f.url); err != nil {
 		return err
 	}
 	if len(rest) > 0 {
@@ -620,12 +619,17 @@ func membersCmd(args []string) error {
 	}
 	ctx, cancel := callCtx()
 	defer cancel()
+	c, err := f.apiClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	path := "/v1/members"
 	if f.group != "" {
 		path += "?" + url.Values{"group": {f.group}}.Encode()
 	}
 	var raw json.RawMessage
-	if err := c.do(ctx, "GET", path, nil, &raw); err != nil {
+	if err := c.Do(ctx, "GET", path, nil, &raw); err != nil {
 		return err
 	}
 	if f.output == "json" {
@@ -746,15 +750,16 @@ func membersAddCmd(args []string) error {
 	case *addr == "":
 		return errors.New("members add: --addr is required")
 	}
-	c, err := f.client()
+	ctx, cancel := callCtx()
+	defer cancel()
+	c, err := f.apiClient(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
+	defer c.Close()
 	var resp httpapi.MemberChangeResponse
 	req := httpapi.AddMemberRequest{ID: *id, Addr: *addr, Voting: *voting}
-	if err := c.do(ctx, "POST", "/v1/members", req, &resp); err != nil {
+	if err := c.Do(ctx, "POST", "/v1/members", req, &resp); err != nil {
 		return err
 	}
 	role := "a non-voting replica (it applies the log and serves clients, and does not vote; --voting makes it a voter)"
@@ -782,14 +787,15 @@ func membersRemoveCmd(args []string) error {
 	if err != nil || id == 0 {
 		return fmt.Errorf("members remove: %q is not a replica ID (a positive integer)", rest[0])
 	}
-	c, err := f.client()
+	ctx, cancel := callCtx()
+	defer cancel()
+	c, err := f.apiClient(ctx)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
+	defer c.Close()
 	var resp httpapi.MemberChangeResponse
-	if err := c.do(ctx, "DELETE", fmt.Sprintf("/v1/members/%d", id), nil, &resp); err != nil {
+	if err := c.Do(ctx, "DELETE", fmt.Sprintf("/v1/members/%d", id), nil, &resp); err != nil {
 		return err
 	}
 	fmt.Printf("replica %d is removed for good: its ID can never be used again\n", id)

@@ -8,27 +8,29 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/fencelock/fencelock/internal/proposer"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // The errors the root package re-exports under the same names; their
-// meaning is documented there.
+// meaning is documented there. They are the leaf's (package lockapi), so
+// that a client which links no engine tests for the same values.
 var (
-	ErrUnavailable   = errors.New("fencelock: group unavailable")
-	ErrClosed        = errors.New("fencelock: node closed")
-	ErrInvalidConfig = errors.New("fencelock: invalid configuration")
-	ErrMembership    = errors.New("fencelock: invalid membership change")
-	ErrIDRemoved     = errors.New("fencelock: replica ID was removed from the group")
-	ErrRemoved       = errors.New("fencelock: this replica was removed from the group")
-	ErrUnknownGroup  = errors.New("fencelock: unknown group")
-	ErrNoQuorum      = errors.New("fencelock: no quorum")
+	ErrUnavailable   = lockapi.ErrUnavailable
+	ErrClosed        = lockapi.ErrClosed
+	ErrInvalidConfig = lockapi.ErrInvalidConfig
+	ErrMembership    = lockapi.ErrMembership
+	ErrIDRemoved     = lockapi.ErrIDRemoved
+	ErrRemoved       = lockapi.ErrRemoved
+	ErrUnknownGroup  = lockapi.ErrUnknownGroup
+	ErrNoQuorum      = lockapi.ErrNoQuorum
 
 	// The group table's (table.go, tableops.go).
-	ErrGroupExists      = errors.New("fencelock: group exists")
-	ErrInvalidGroupName = errors.New("fencelock: invalid group name")
-	ErrInvalidVoters    = errors.New("fencelock: invalid voters")
-	ErrGroupHoldsLocks  = errors.New("fencelock: group holds locks")
-	ErrGroupDropped     = errors.New("fencelock: group dropped")
-	ErrGroupMoved       = errors.New("fencelock: group moved off this replica")
+	ErrGroupExists      = lockapi.ErrGroupExists
+	ErrInvalidGroupName = lockapi.ErrInvalidGroupName
+	ErrInvalidVoters    = lockapi.ErrInvalidVoters
+	ErrGroupHoldsLocks  = lockapi.ErrGroupHoldsLocks
+	ErrGroupDropped     = lockapi.ErrGroupDropped
+	ErrGroupMoved       = lockapi.ErrGroupMoved
 )
 
 // unavailableError is returned when the context ended before the group

@@ -2,39 +2,40 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
-// The errors the machinery returns. Package fencelock re-exports each under
-// the same name, with the contract in its doc comment; they live here
-// because this package returns them and cannot import its caller.
+// The errors the machinery returns are the leaf's (package lockapi), so
+// that a client which links no engine tests for the same values; package
+// fencelock re-exports each under the same name, with the contract in its
+// doc comment.
 var (
-	ErrLocked             = errors.New("fencelock: lock is held")
-	ErrNotHeld            = errors.New("fencelock: lock not held")
-	ErrSessionExpired     = errors.New("fencelock: session expired")
-	ErrSessionClosed      = errors.New("fencelock: session closed")
-	ErrRevoked            = errors.New("fencelock: revoked by an operator")
-	ErrInvalidResumeToken = errors.New("fencelock: invalid resume token")
-	ErrElectionTaken      = errors.New("fencelock: election has a leader")
-	ErrNotLeader          = errors.New("fencelock: not the leader")
-	ErrPermitConflict     = errors.New("fencelock: permit count conflicts with the lock's")
-	ErrMaxHoldExceeded    = errors.New("fencelock: maximum hold exceeded")
+	ErrLocked             = lockapi.ErrLocked
+	ErrNotHeld            = lockapi.ErrNotHeld
+	ErrSessionExpired     = lockapi.ErrSessionExpired
+	ErrSessionClosed      = lockapi.ErrSessionClosed
+	ErrRevoked            = lockapi.ErrRevoked
+	ErrInvalidResumeToken = lockapi.ErrInvalidResumeToken
+	ErrElectionTaken      = lockapi.ErrElectionTaken
+	ErrNotLeader          = lockapi.ErrNotLeader
+	ErrPermitConflict     = lockapi.ErrPermitConflict
+	ErrMaxHoldExceeded    = lockapi.ErrMaxHoldExceeded
 
 	// The errors of the arguments the front door checks (names.go,
 	// calls.go, limits.go).
-	ErrInvalidName        = errors.New("fencelock: invalid lock name")
-	ErrInvalidSessionName = errors.New("fencelock: invalid session name")
-	ErrValueTooLarge      = errors.New("fencelock: election value too large")
-	ErrInvalidMaxHold     = errors.New("fencelock: invalid maximum hold")
+	ErrInvalidName        = lockapi.ErrInvalidName
+	ErrInvalidSessionName = lockapi.ErrInvalidSessionName
+	ErrValueTooLarge      = lockapi.ErrValueTooLarge
+	ErrInvalidMaxHold     = lockapi.ErrInvalidMaxHold
 
-	ErrLimitExceeded   = errors.New("fencelock: limit exceeded")
-	ErrTooManySessions = fmt.Errorf("%w: too many sessions in the group", ErrLimitExceeded)
-	ErrTooManyLocks    = fmt.Errorf("%w: too many locks in the session", ErrLimitExceeded)
-	ErrTooManyWaiters  = fmt.Errorf("%w: too many waiters for the lock", ErrLimitExceeded)
-	ErrTooManyPending  = fmt.Errorf("%w: too many requests in flight in the session", ErrLimitExceeded)
+	ErrLimitExceeded   = lockapi.ErrLimitExceeded
+	ErrTooManySessions = lockapi.ErrTooManySessions
+	ErrTooManyLocks    = lockapi.ErrTooManyLocks
+	ErrTooManyWaiters  = lockapi.ErrTooManyWaiters
+	ErrTooManyPending  = lockapi.ErrTooManyPending
 )
 
 // LimitError maps the group's LimitExceeded reply to its sentinel.

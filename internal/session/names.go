@@ -9,24 +9,17 @@ package session
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // SplitName splits a lock or election name into its base and the group it
-// lives in: what follows its last '@' (a base may hold '@' itself), or ""
-// (the default group) for a name without '@', whose base is the whole
-// name. ok is false for a name that ends in '@': the default group has no
-// name to write, so such a name is in no group.
-func SplitName(name string) (base, group string, ok bool) {
-	i := strings.LastIndexByte(name, '@')
-	if i < 0 {
-		return name, "", true
-	}
-	return name[:i], name[i+1:], i+1 < len(name)
-}
+// lives in (lockapi.SplitName: the rule the client reads too). ok is false
+// for a name that ends in '@': the default group has no name to write, so
+// such a name is in no group.
+func SplitName(name string) (base, group string, ok bool) { return lockapi.SplitName(name) }
 
 // checkName refuses a name that cannot be a lock's or an election's:
 // ErrInvalidName.

@@ -65,7 +65,8 @@ type flags struct {
 	handoff                                 int
 	duration                                time.Duration
 	workers, runs, iterations, replicas     int
-	keep, http, client, traced              bool
+	keep, http, client, clientInProcess     bool
+	traced                                  bool
 	before                                  string
 	w6Locks, w6Sessions, w6Extra, w6Workers int
 
@@ -94,6 +95,7 @@ func run() error {
 	flag.StringVar(&f.peer, "peer", "", "also run this peer side by side: etcd, or redis (one fsync'd redis-server with redsync: a floor, W1-W3 only)")
 	flag.BoolVar(&f.http, "http", false, "also run W1-W3 through the HTTP API (system fencelock-http) and print its ratio over the in-process calls")
 	flag.BoolVar(&f.client, "client", false, "also run W1-W3 through the Go client package against three `fencelock serve` processes built from this tree (system fencelock-client) and print its ratios over the in-process calls and over the -peer; with -before, the serve processes built at each revision run through this build's client instead of that build's in-process bench")
+	flag.BoolVar(&f.clientInProcess, "client-inprocess", false, "with -client: the serve processes' API runs in this process instead (httpapi over replicas here, system fencelock-client-inprocess), so that -cpuprofile, -blockprofile and -trace see both sides of a call")
 	flag.BoolVar(&f.traced, "traced", false, "also run W1-W3 with every replica recording OpenTelemetry spans (the SDK, a batching exporter that counts them) and print the traced figures over the untraced ones")
 	flag.StringVar(&f.before, "before", "", "also run W1-W3 with this command built at these git revisions (a comma-separated list; temporary worktrees), interleaved, and print this build's figures over each one's (e.g. the last commit before a change)")
 	flag.StringVar(&f.peerDir, "peerdir", "", "source dir of the peer (default: bench/etcdpeer or bench/redispeer, found next to this command)")
@@ -181,7 +183,7 @@ func run() error {
 		}
 	}
 	var serveBin string
-	if f.client {
+	if f.client && !f.clientInProcess {
 		serveBin = filepath.Join(root, "fencelock-serve")
 		src, err := repoRoot()
 		if err != nil {

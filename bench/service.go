@@ -32,25 +32,51 @@ func clientStarter(bin string, size int) lockbench.Starter {
 		if err != nil {
 			return nil, err
 		}
-		return serviceCluster{g}, nil
+		return serviceCluster{g, g.urls}, nil
 	}
 }
 
-// serviceCluster is a serveGroup as a lockbench.Cluster: each worker is a
+// clientInProcessStarter is the client system on the HTTP API of replicas
+// in this process (the -http system's), for -client-inprocess: the
+// profiles of this process (-cpuprofile, -blockprofile, -trace) then see
+// the server's side of each call beside the client's.
+func clientInProcessStarter(size int) lockbench.Starter {
+	start := httpStarter(size)
+	return func(ctx context.Context, dir string) (lockbench.Cluster, error) {
+		c, err := start(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		hc := c.(*httpCluster)
+		return serviceCluster{hc, hc.urls}, nil
+	}
+}
+
+// replicaSet is a lockbench.Cluster but for its clients.
+type replicaSet interface {
+	Replicas() int
+	Leader(ctx context.Context) (int, error)
+	Stop(replica int) error
+	Close() error
+}
+
+// serviceCluster is a group of replicas serving the API at urls, as a
+// lockbench.Cluster whose clients are the Go client's: each worker is a
 // client.Client of its own (one process of a service's), its first
 // endpoint the replica the workload puts it on.
-type serviceCluster struct{ g *serveGroup }
+type serviceCluster struct {
+	replicaSet
+	urls []string
+}
 
-func (c serviceCluster) Replicas() int                           { return c.g.Replicas() }
-func (c serviceCluster) Leader(ctx context.Context) (int, error) { return c.g.Leader(ctx) }
-func (c serviceCluster) Stop(i int) error                        { return c.g.Kill(context.Background(), i) }
-func (c serviceCluster) Close() error                            { return c.g.Close() }
+// Stop kills replica i's process (a lockbench.Cluster stops hard).
+func (g *serveGroup) Stop(i int) error { return g.Kill(context.Background(), i) }
 
 func (c serviceCluster) NewClient(ctx context.Context, i int, ttl time.Duration) (lockbench.Client, error) {
-	n := len(c.g.urls)
+	n := len(c.urls)
 	endpoints := make([]string, 0, n)
 	for k := range n { // replica i first: the session opens there
-		endpoints = append(endpoints, c.g.urls[(i+k)%n])
+		endpoints = append(endpoints, c.urls[(i+k)%n])
 	}
 	cl, err := flclient.New(ctx, flclient.Config{Endpoints: endpoints})
 	if err != nil {
@@ -107,12 +133,17 @@ func buildServeAt(src, out string) error {
 // of bin in dir, prints its line labelled system and adds it to into.
 // A workload the client system does not run (W5: its sessions cannot stop
 // heartbeating) is an error.
+// With bin "", the replicas run in this process (clientInProcessStarter).
 func runClient(ctx context.Context, o lockbench.Options, w, bin, dir, system string, keep bool, into map[string][]lockbench.Result) error {
 	if !serviceWorkload(w) {
 		return fmt.Errorf("%s does not run on %s (W1-W3 only)", w, system)
 	}
 	o.System = system
-	res, err := lockbench.Run(ctx, o, w, clientStarter(bin, 3), dir)
+	start := clientStarter(bin, 3)
+	if bin == "" {
+		start, o.System = clientInProcessStarter(3), system+"-inprocess"
+	}
+	res, err := lockbench.Run(ctx, o, w, start, dir)
 	if err != nil {
 		return fmt.Errorf("%s on %s: %w (the replicas' logs: %s)", w, system, err, dir)
 	}

@@ -333,7 +333,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 		fresh = true
 	}
 	hs.mu.Unlock()
-	if !fresh && c.wait {
+	if !fresh && c.wait && r.Header.Get(forwardedHeader) == "" {
 		holdReask(ctx, wt, reaskHold(hs.s.TTL()))
 	}
 	pos, err := awaitQueued(ctx, hs, c.election, name, wt)
@@ -367,10 +367,10 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 
 // reaskHold bounds how long a re-issued waiting acquire or campaign is
 // held for its grant (holdReask): a fortieth of the session's TTL, 250ms
-// for a 10s TTL. It stays below half of forwardWait, so that a re-ask
-// forwarded to the session's owner is answered before the forwarding
-// replica gives up on the owner and adopts the session, and well below a
-// client's share of a call's time per endpoint.
+// for a 10s TTL, well below a client's share of a call's time per
+// endpoint. A re-ask forwarded from another replica is not held: that
+// replica waits only forwardWait for the owner's answer before it adopts
+// the session, and a hold plus the grant's backing reads could outlast it.
 func reaskHold(ttl time.Duration) time.Duration { return ttl / 40 }
 
 // holdReask waits, for at most d, until the call of a re-issued waiting

@@ -334,7 +334,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 	}
 	hs.mu.Unlock()
 	if !fresh && c.wait && r.Header.Get(forwardedHeader) == "" {
-		holdReask(ctx, wt, reaskHold(hs.s.TTL()))
+		holdReask(ctx, wt, reaskHold(hs.s.TTL(), s.timeout))
 	}
 	pos, err := awaitQueued(ctx, hs, c.election, name, wt)
 	if err == nil && pos == 0 && (!fresh || wt.position.Load() != 0) && !seeded.On(seeded.GrantFromLocalState) {
@@ -366,12 +366,17 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 }
 
 // reaskHold bounds how long a re-issued waiting acquire or campaign is
-// held for its grant (holdReask): a fortieth of the session's TTL, 250ms
-// for a 10s TTL, well below a client's share of a call's time per
-// endpoint. A re-ask forwarded from another replica is not held: that
-// replica waits only forwardWait for the owner's answer before it adopts
-// the session, and a hold plus the grant's backing reads could outlast it.
-func reaskHold(ttl time.Duration) time.Duration { return ttl / 40 }
+// held for its grant (holdReask): a fortieth of the session's TTL (250ms
+// for a 10s TTL), at most a quarter of the call's timeout (2.5s of the
+// default 10s), so that the answer comes well within a client's share of
+// a call's time per endpoint and never as the call's timeout. A re-ask
+// forwarded from
+// another replica is not held: that replica waits only forwardWait for
+// the owner's answer before it adopts the session, and a hold plus the
+// grant's backing reads could outlast it.
+func reaskHold(ttl, timeout time.Duration) time.Duration {
+	return min(ttl/40, timeout/4)
+}
 
 // holdReask waits, for at most d, until the call of a re-issued waiting
 // acquire or campaign returns (granted or failed), or ctx ends: a long

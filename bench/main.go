@@ -7,6 +7,7 @@
 //	go run ./bench -workload W1,W2 -peer etcd -runs 3  # interleaved with etcd, plus ratio lines
 //	go run ./bench -workload W1,W2,W3 -peer redis -runs 3  # interleaved with one fsync'd Redis (a floor), plus ratio lines
 //	go run ./bench -workload W1,W2,W3 -http            # also over the HTTP API, plus its ratio over in-process
+//	go run ./bench -workload W1,W2,W3 -client -peer etcd -runs 3  # also through the Go client to three serve processes, plus its ratios over in-process and etcd
 //	go run ./bench -workload W1,W2 -runs 5 -traced -before 81eb4ff^  # tracing on over off, and off over the build before tracing
 //	go run ./bench -workload W9 -w9-sessions 2000 -w9-idle 20s  # idle sessions (W9 runs only when named)
 //	go run ./bench -workload W10                       # many groups (only when named): W10a per G, W10b, a check line
@@ -64,7 +65,8 @@ type flags struct {
 	handoff                                 int
 	duration                                time.Duration
 	workers, runs, iterations, replicas     int
-	keep, http, traced                      bool
+	keep, http, client, clientInProcess     bool
+	traced                                  bool
 	before                                  string
 	w6Locks, w6Sessions, w6Extra, w6Workers int
 
@@ -92,6 +94,8 @@ func run() error {
 	flag.BoolVar(&f.keep, "keep", false, "keep the data dirs")
 	flag.StringVar(&f.peer, "peer", "", "also run this peer side by side: etcd, or redis (one fsync'd redis-server with redsync: a floor, W1-W3 only)")
 	flag.BoolVar(&f.http, "http", false, "also run W1-W3 through the HTTP API (system fencelock-http) and print its ratio over the in-process calls")
+	flag.BoolVar(&f.client, "client", false, "also run W1-W3 through the Go client package against three `fencelock serve` processes built from this tree (system fencelock-client) and print its ratios over the in-process calls and over the -peer; with -before, the serve processes built at each revision run through this build's client instead of that build's in-process bench")
+	flag.BoolVar(&f.clientInProcess, "client-inprocess", false, "with -client: the serve processes' API runs in this process instead (httpapi over replicas here, system fencelock-client-inprocess), so that -cpuprofile, -blockprofile and -trace see both sides of a call")
 	flag.BoolVar(&f.traced, "traced", false, "also run W1-W3 with every replica recording OpenTelemetry spans (the SDK, a batching exporter that counts them) and print the traced figures over the untraced ones")
 	flag.StringVar(&f.before, "before", "", "also run W1-W3 with this command built at these git revisions (a comma-separated list; temporary worktrees), interleaved, and print this build's figures over each one's (e.g. the last commit before a change)")
 	flag.StringVar(&f.peerDir, "peerdir", "", "source dir of the peer (default: bench/etcdpeer or bench/redispeer, found next to this command)")
@@ -162,7 +166,7 @@ func run() error {
 	var befores []*peer
 	if f.before != "" {
 		for i, rev := range strings.Split(f.before, ",") {
-			b, err := buildBefore(strings.TrimSpace(rev), root, i)
+			b, err := buildBefore(strings.TrimSpace(rev), root, i, f.client)
 			if err != nil {
 				return err
 			}
@@ -175,6 +179,17 @@ func run() error {
 			return fmt.Errorf("unknown peer %q (have: etcd, redis)", f.peer)
 		}
 		if peer, err = buildPeer(f.peer, f.peerDir, root); err != nil {
+			return err
+		}
+	}
+	var serveBin string
+	if f.client && !f.clientInProcess {
+		serveBin = filepath.Join(root, "fencelock-serve")
+		src, err := repoRoot()
+		if err != nil {
+			return err
+		}
+		if err := buildServeAt(src, serveBin); err != nil {
 			return err
 		}
 	}
@@ -210,6 +225,7 @@ func run() error {
 	ours := map[string][]lockbench.Result{}
 	theirs := map[string][]lockbench.Result{}
 	overHTTP := map[string][]lockbench.Result{}
+	throughClient := map[string][]lockbench.Result{}
 	traced := map[string][]lockbench.Result{}
 	earlier := make([]map[string][]lockbench.Result, len(befores)) // by befores' index
 	for i := range befores {
@@ -217,6 +233,12 @@ func run() error {
 	}
 	runBefores := func(w string, r int) error {
 		for i, b := range befores {
+			if f.client { // the service at that revision, through this client
+				if err := runClient(ctx, o, w, b.serve, fmt.Sprintf("%s-%s-%d", filepath.Join(root, b.dirPrefix), w, r), clientSystem+"@"+b.rev, f.keep, earlier[i]); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := b.run(ctx, f, w, r, earlier[i]); err != nil {
 				return err
 			}
@@ -298,6 +320,11 @@ func run() error {
 				fmt.Println(hr.JSON())
 				overHTTP[w] = append(overHTTP[w], hr)
 			}
+			if f.client && serviceWorkload(w) {
+				if err := runClient(ctx, o, w, serveBin, dir+"-client", clientSystem, f.keep, throughClient); err != nil {
+					return err
+				}
+			}
 			if f.traced && tracedWorkload(w) {
 				to := o
 				to.System = "fencelock-traced"
@@ -332,13 +359,29 @@ func run() error {
 			fmt.Println(lockbench.Compare("fencelock-inprocess", w, overHTTP[w], ours[w]).JSON())
 		}
 	}
-	// Tracing's cost: traced over untraced, and this build over -before's.
+	// The service through the Go client: over the in-process calls, and
+	// over the peer's.
+	for _, w := range workloads {
+		if len(throughClient[w]) == 0 {
+			continue
+		}
+		fmt.Println(compareAs(clientSystem, "fencelock-inprocess", w, throughClient[w], ours[w]).JSON())
+		if peer != nil && len(theirs[w]) > 0 {
+			fmt.Println(compareAs(clientSystem, f.peer, w, throughClient[w], theirs[w]).JSON())
+		}
+	}
+	// Tracing's cost: traced over untraced, and this build over -before's
+	// (with -client: this tree's service over the one built at each).
 	for _, w := range workloads {
 		if len(traced[w]) > 0 {
 			fmt.Println(lockbench.Compare("fencelock-untraced", w, traced[w], ours[w]).JSON())
 		}
 		for i, b := range befores {
-			if len(earlier[i][w]) > 0 {
+			switch {
+			case len(earlier[i][w]) == 0:
+			case f.client:
+				fmt.Println(compareAs(clientSystem, clientSystem+"@"+b.rev, w, throughClient[w], earlier[i][w]).JSON())
+			default:
 				fmt.Println(lockbench.Compare(b.name, w, ours[w], earlier[i][w]).JSON())
 			}
 		}
@@ -410,6 +453,9 @@ type peer struct {
 	// name labels its result lines ("etcd", "fencelock@REV"); dirPrefix
 	// starts the names of its data dirs.
 	name, dirPrefix string
+	// rev and serve, of a -before build with -client: its revision and its
+	// fencelock command.
+	rev, serve string
 }
 
 // buildPeer builds the peer named kind ("etcd" or "redis") from its module,

@@ -78,8 +78,8 @@ func tracedStarter(size int, exported *atomic.Int64) lockbench.Starter {
 func tracedWorkload(w string) bool { return strings.HasPrefix(w, "W1") || w == "W2" || w == "W3" }
 
 // buildBefore builds this command at git revision rev, in a worktree under
-// root that it removes again.
-func buildBefore(rev, root string, i int) (*peer, error) {
+// root that it removes again; with serve, the fencelock command too.
+func buildBefore(rev, root string, i int, serve bool) (*peer, error) {
 	wt := filepath.Join(root, fmt.Sprintf("before-src-%d", i))
 	if out, err := exec.Command("git", "worktree", "add", "--detach", wt, rev).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("-before %s: git worktree add: %v: %s", rev, err, out)
@@ -94,5 +94,12 @@ func buildBefore(rev, root string, i int) (*peer, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("-before %s: build its bench: %w", rev, err)
 	}
-	return &peer{bin: bin, root: root, name: "fencelock@" + rev, dirPrefix: fmt.Sprintf("before-%d", i)}, nil
+	p := &peer{bin: bin, root: root, name: "fencelock@" + rev, dirPrefix: fmt.Sprintf("before-%d", i), rev: rev}
+	if serve {
+		p.serve = filepath.Join(root, fmt.Sprintf("fencelock-serve-before-%d", i))
+		if err := buildServeAt(wt, p.serve); err != nil {
+			return nil, fmt.Errorf("-before %s: %w", rev, err)
+		}
+	}
+	return p, nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -334,6 +335,9 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 		fresh = true
 	}
 	hs.mu.Unlock()
+	if !fresh && c.wait && r.Header.Get(forwardedHeader) == "" {
+		holdReask(ctx, wt, reaskHold(hs.s.TTL(), s.timeout))
+	}
 	pos, err := awaitQueued(ctx, hs, c.election, name, wt)
 	if err == nil && pos == 0 && (!fresh || wt.position.Load() != 0) && !seeded.On(seeded.GrantFromLocalState) {
 		// The grant is not this call's command's result: an earlier
@@ -360,6 +364,40 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 		writeJSON(w, http.StatusOK, c.granted(wt))
 	default:
 		writeJSON(w, http.StatusOK, c.queued(pos))
+	}
+}
+
+// reaskHold bounds how long a re-issued waiting acquire or campaign is
+// held for its grant (holdReask): a fortieth of the session's TTL (250ms
+// for a 10s TTL), at most a quarter of the call's timeout (2.5s of the
+// default 10s), so that the answer comes well within a client's share of
+// a call's time per endpoint and never as the call's timeout. A re-ask
+// forwarded from
+// another replica is not held: that replica waits only forwardWait for
+// the owner's answer before it adopts the session, and a hold plus the
+// grant's backing reads could outlast it.
+func reaskHold(ttl, timeout time.Duration) time.Duration {
+	return min(ttl/40, timeout/4)
+}
+
+// holdReask waits, for at most d, until the call of a re-issued waiting
+// acquire or campaign returns (granted or failed), or ctx ends: a long
+// poll. A client that polls its queued request (the Go client waits 20ms
+// after an answer that shows a new place, doubling to 500ms while none
+// does) then learns of its grant when this replica applies it, not at
+// its next poll, and a hot lock is not left granted to a waiter that has
+// not heard yet. The answer after the hold is as without it: the state of
+// the call, its grant backed by the group's reads.
+func holdReask(ctx context.Context, wt *wait, d time.Duration) {
+	if d <= 0 || wt.isDone() {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-wt.done:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 

@@ -349,12 +349,23 @@ type Node struct {
 type nodeGroups struct{ n *Node }
 
 // Group returns the replica of group name, nil for a group this node does
-// not run.
-func (g nodeGroups) Group(name string) *replica.Replica { return g.n.host.Group(name) }
+// not run (a nil interface: the session machinery compares with nil).
+func (g nodeGroups) Group(name string) session.Group {
+	if r := g.n.host.Group(name); r != nil {
+		return r
+	}
+	return nil
+}
 
 // Lookup returns the replica of group name, waiting for one the group table
 // created a moment ago (see replica.Host.Lookup).
-func (g nodeGroups) Lookup(name string) (*replica.Replica, error) { return g.n.host.Lookup(name) }
+func (g nodeGroups) Lookup(name string) (session.Group, error) {
+	r, err := g.n.host.Lookup(name)
+	if r == nil {
+		return nil, err
+	}
+	return r, err
+}
 
 // Names returns the groups this node runs, the default group first.
 func (g nodeGroups) Names() []string { return g.n.host.Groups() }

@@ -1,9 +1,10 @@
 package replica
 
 // A mirror is how a host that runs only its own groups (PlaceOwn) reaches
-// a group it does not run: a Replica in mirror mode, which the session
-// machinery uses as it uses a shard's (Propose, Read, StaleRead, its Sink),
-// and which is fed by a replica that runs the group (servemirror.go).
+// a group it does not run: a Group of its own (group.go), which the
+// session machinery uses as it uses a shard (Propose, Read, StaleRead, its
+// Sink), and which is fed by a replica that runs the group
+// (servemirror.go).
 //
 // It subscribes over a call connection to one of the group's voters (the
 // group table's, tried in turn), receives the state as a snapshot at some
@@ -58,7 +59,7 @@ import (
 var MirrorIdle = time.Minute
 
 // errMirrorIdle is why a call on a mirror that stopped unused fails: the
-// call goes to a new mirror (Replica.Propose, Read, StaleRead).
+// call goes to a new mirror (Host.replaced).
 var errMirrorIdle = errors.New("the mirror stopped, unused")
 
 const (
@@ -84,8 +85,13 @@ func (m *mirror) leaderPatience() time.Duration {
 	return min(4*m.r.electionTimeout()<<min(m.leaderless, 8), max(mirrorIdle, 4*m.r.electionTimeout()))
 }
 
-// mirror is a Replica's mirror mode: the group's state as fed by a server.
+// mirror is a group this host does not run, as fed by a server: the
+// second maker of Group, beside the shard (*Replica).
 type mirror struct {
+	// r holds what a mirror shares with a shard: its name, shard ID,
+	// voters, Sink, applied index, group ID, gate and lifecycle (closed,
+	// gone, wg). The mirror never calls r's Propose, Read or StaleRead:
+	// those are the shard's.
 	r *Replica
 	h *Host
 
@@ -155,19 +161,20 @@ func (m *mirror) watchIdle() {
 			return
 		case <-t.C:
 		}
-		if m.idle() && m.h.retireIdle(m.r) {
+		if m.idle() && m.h.retireIdle(m) {
 			return
 		}
 	}
 }
 
-// retireIdle stops idle mirror r unless it is in use again, the host is
+// retireIdle stops idle mirror m unless it is in use again, the host is
 // closing, or it is no longer the group's mirror; it reports whether it
 // did. Close waits for the stop.
-func (h *Host) retireIdle(r *Replica) bool {
+func (h *Host) retireIdle(m *mirror) bool {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
-	if h.mirror(r.name) != r || !r.mirror.idle() {
+	r := m.r
+	if h.mirror(r.name) != m || !m.idle() {
 		return false
 	}
 	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.name, errMirrorIdle)
@@ -227,12 +234,11 @@ func (c *mirrorConn) answer(m wireMsg) {
 // newMirror makes the mirror of table entry e, whose Sink has seen the
 // group's state up to delivered (the index the shard this host ran of it
 // applied, or 0).
-func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *Replica {
+func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirror {
 	r := newReplica(h, e.Name, e.shard(), h.sinks(e.Name))
 	r.voters = slices.Clone(voters)
 	r.nh = h.nh
 	m := &mirror{r: r, h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
-	r.mirror = m
 	r.appliedIndex.Store(delivered)
 	m.lastUse.Store(time.Now().UnixNano())
 	r.wg.Add(2)
@@ -247,7 +253,7 @@ func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *Repli
 		m.watchIdle()
 	}()
 	r.log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
-	return r
+	return m
 }
 
 // recvState receives the rest of a state sent in parts (sendState), first
@@ -805,7 +811,69 @@ func (m *mirror) moveOn(ctx context.Context, cutOff []uint64) bool {
 	})
 }
 
-// propose is Propose in mirror mode.
+// Propose applies cmd through the mirror's server, retried on another
+// voter as the mirror moves on, and returns once the mirror applied the
+// entry, so its Sink has seen the entry's events: the same contract as
+// Replica.Propose, whose errors it returns in a mirrorError.
+func (m *mirror) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	res, err := m.propose(ctx, cmd)
+	if g := m.h.replaced(m, err); g != nil {
+		return g.Propose(ctx, cmd) // the same command: applied at most once
+	}
+	return res, err
+}
+
+// Read asks the server for its linearizable read point and runs q on the
+// mirror's state once it applied that far.
+func (m *mirror) Read(ctx context.Context, q fsm.Query) (any, error) {
+	v, err := m.read(ctx, q)
+	if g := m.h.replaced(m, err); g != nil {
+		return g.Read(ctx, q)
+	}
+	return v, err
+}
+
+// StaleRead runs q on the mirror's state as it is: it may lag behind the
+// group's leader.
+func (m *mirror) StaleRead(q fsm.Query) (any, error) {
+	v, err := m.staleRead(q)
+	if g := m.h.replaced(m, err); g != nil {
+		return g.StaleRead(q)
+	}
+	return v, err
+}
+
+// Members reads the membership linearizably at one of the group's voters.
+func (m *mirror) Members(ctx context.Context) (Membership, error) {
+	return m.h.membersRemote(ctx, m.r.name, m.r.shard, m.r.ConfiguredVoters())
+}
+
+// Leader is the group's leader as the server last reported it.
+func (m *mirror) Leader() uint64 { return m.r.leader.Load() }
+
+// GroupID is the group's ID once the mirror applied it; 0 before.
+func (m *mirror) GroupID() uint64 { return m.r.groupID.Load() }
+
+// Gate is the versions the group writes, as the mirror applied them.
+func (m *mirror) Gate() fsm.Gate { return m.r.Gate() }
+
+// Counters are the mirror's: its proposals, and the counts of its state.
+func (m *mirror) Counters() Counters { return m.r.ops.counters(m.StaleRead) }
+
+// Name is the group's name.
+func (m *mirror) Name() string { return m.r.name }
+
+// ShardID is the group's Dragonboat shard ID (on the voters).
+func (m *mirror) ShardID() uint64 { return m.r.shard }
+
+// ConfiguredVoters are the group's voters as the group table gives them.
+func (m *mirror) ConfiguredVoters() []uint64 { return m.r.ConfiguredVoters() }
+
+// Go runs f on the host's background work: the sessions' work on a named
+// group outlives its mirror (the shard may take over).
+func (m *mirror) Go(f func()) bool { return m.h.goBackground(f) }
+
+// propose is Propose without the retry on a replacement.
 func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	defer m.use()()
 	defer m.r.ops.proposals.since(time.Now())
@@ -820,7 +888,7 @@ func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, erro
 	return res.Res, nil
 }
 
-// read is Read in mirror mode.
+// read is Read without the retry on a replacement.
 func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 	defer m.use()()
 	res, err := m.call(ctx, wireMsg{Kind: wireRead})
@@ -836,7 +904,7 @@ func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 	return m.staleRead(q)
 }
 
-// staleRead is StaleRead in mirror mode.
+// staleRead is StaleRead without the retry on a replacement.
 func (m *mirror) staleRead(q fsm.Query) (any, error) {
 	defer m.use()()
 	select {
@@ -856,8 +924,9 @@ func (m *mirror) staleRead(q fsm.Query) (any, error) {
 	return q(m.st), nil
 }
 
-// status is Status in mirror mode.
-func (m *mirror) status() Status {
+// Status is the mirror's local view, without I/O: Mirror is its server (0
+// while none), Voters the table's with their addresses.
+func (m *mirror) Status() Status {
 	r := m.r
 	st := Status{LeaderID: r.leader.Load(), AppliedIndex: r.appliedIndex.Load(), GroupID: r.groupID.Load(),
 		NonVoting: true, Gate: r.Gate(), Mirror: m.server.Load(), Voters: map[uint64]string{}}
@@ -870,7 +939,10 @@ func (m *mirror) status() Status {
 // stop ends the mirror: calls in flight fail with its reason.
 func (m *mirror) stop() { m.r.stop() }
 
-// mirrorError is a call's failure in mirror mode: which group, through
+// wait returns once the mirror's goroutines ended (after stop).
+func (m *mirror) wait() { m.r.wg.Wait() }
+
+// mirrorError is a call's failure on a mirror: which group, through
 // which server, and why; errors.Is finds ErrUnavailable (and ErrNoQuorum,
 // or fsm.ErrVersionGated) as for a local shard.
 type mirrorError struct {
@@ -901,7 +973,7 @@ func (e *mirrorError) Unwrap() []error {
 }
 
 // mirror returns the mirror of group name, nil if there is none.
-func (h *Host) mirror(name string) *Replica {
+func (h *Host) mirror(name string) *mirror {
 	if p := h.mirrors.Load(); p != nil {
 		return (*p)[name]
 	}
@@ -910,12 +982,17 @@ func (h *Host) mirror(name string) *Replica {
 
 // Mirrors returns the mirrors this host has now, by name: the groups it
 // reaches without running them (PlaceOwnGroups).
-func (h *Host) Mirrors() []*Replica {
-	return slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *Replica) int { return cmp.Compare(a.name, b.name) })
+func (h *Host) Mirrors() []Group {
+	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror) int { return cmp.Compare(a.r.name, b.r.name) })
+	out := make([]Group, len(ms))
+	for i, m := range ms {
+		out[i] = m
+	}
+	return out
 }
 
 // mirrorList returns the mirrors; the caller holds setMu.
-func (h *Host) mirrorList() []*Replica {
+func (h *Host) mirrorList() []*mirror {
 	if p := h.mirrors.Load(); p != nil {
 		return slices.Collect(maps.Values(*p))
 	}
@@ -924,8 +1001,8 @@ func (h *Host) mirrorList() []*Replica {
 
 // setMirror publishes (r non-nil) or removes the mirror of group name;
 // the caller holds setMu.
-func (h *Host) setMirror(name string, r *Replica) {
-	out := map[string]*Replica{}
+func (h *Host) setMirror(name string, r *mirror) {
+	out := map[string]*mirror{}
 	if p := h.mirrors.Load(); p != nil {
 		out = maps.Clone(*p)
 	}
@@ -939,7 +1016,7 @@ func (h *Host) setMirror(name string, r *Replica) {
 
 // mirrorOf returns this host's mirror of table entry e, started if need
 // be, or nil once the host closes.
-func (h *Host) mirrorOf(e fsm.GroupEntry) *Replica {
+func (h *Host) mirrorOf(e fsm.GroupEntry) Group {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
 	select {
@@ -947,16 +1024,16 @@ func (h *Host) mirrorOf(e fsm.GroupEntry) *Replica {
 		return nil
 	default:
 	}
-	if r := h.mirror(e.Name); r != nil && r.shard == e.Shard {
-		return r
+	if m := h.mirror(e.Name); m != nil && m.r.shard == e.Shard {
+		return m
 	}
 	if r := h.running(e.Name); r != nil {
 		return r
 	}
 	ng := namedGroup{Name: e.Name, Shard: e.Shard}
-	r := h.newMirror(ng, e.Voters, 0)
-	h.setMirror(e.Name, r)
-	return r
+	m := h.newMirror(ng, e.Voters, 0)
+	h.setMirror(e.Name, m)
+	return m
 }
 
 // goBackground runs f on the host's background work unless it is closing.

@@ -54,9 +54,7 @@ func testMirror(sink Sink, delivered uint64) *mirror {
 	r := &Replica{sink: sink, groupKnown: make(chan struct{}), closed: make(chan struct{})}
 	g := fsm.Baseline
 	r.gate.Store(&g)
-	m := &mirror{r: r, delivered: delivered, appliedUp: make(chan struct{})}
-	r.mirror = m
-	return m
+	return &mirror{r: r, delivered: delivered, appliedUp: make(chan struct{})}
 }
 
 // A mirror whose Sink has seen the group up to index 6 (the shard this
@@ -89,4 +87,13 @@ func TestMirrorGoesLiveOnlyAtWhatItsSinkSaw(t *testing.T) {
 	v, err := m.staleRead(func(st *fsm.State) any { return st.Index() })
 	require.NoError(t, err)
 	require.Equal(t, uint64(9), v)
+}
+
+// A mirror's counters count its own copy of the group's state: the shard's
+// copy, which this host does not run, is never asked.
+func TestMirrorCountersReadItsOwnState(t *testing.T) {
+	log := groupLog(t, 5) // a leader's start, then four sessions opened
+	m := testMirror(&sinkLog{}, 0)
+	m.install(snapshotAt(t, log, 5))
+	require.Equal(t, 4, m.Counters().Sessions)
 }

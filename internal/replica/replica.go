@@ -5,18 +5,26 @@
 //
 // A map of the package:
 //
+//   - group.go: Group, a group as this host reaches it, and what
+//     Host.Group and Host.Lookup return. Its two makers are the shard
+//     (Replica: replica.go, propose.go) and the mirror (mirror.go); each
+//     does the job its own way, and neither branches on the other. The
+//     session layer (internal/session) reaches groups through its own
+//     interface of the same role, which both satisfy.
 //   - host.go: Config, Start and Close: one Dragonboat NodeHost per process,
 //     its transport, its Dir and its listeners, and one Replica (one shard)
 //     per group on it: the default group and each Config.Groups entry.
-//   - replica.go: one group's replica: its proposer, expiry timers and
+//   - replica.go: one group's shard: its proposer, expiry timers and
 //     Status, the local view without I/O.
 //   - groups.go: named groups: their shard IDs, their identity kept in Dir,
 //     the non-voting replicas every host runs of the groups it does not
 //     vote in, and the removal check.
 //   - balance.go: TransferLeadership, and the balancer that spreads the
 //     groups' leaders over the hosts by rate-limited transfers.
-//   - propose.go: Propose and Read, retried through leader changes and
-//     timeouts until the caller's context ends.
+//   - propose.go: the shard's Propose and Read, retried through leader
+//     changes and timeouts until the caller's context ends, and the one
+//     retry of a call whose Group was replaced meanwhile (Host.replaced),
+//     which shard and mirror share.
 //   - calls.go: the fence that lets a shard stop only once no read of its
 //     state machine is in flight.
 //   - apply.go: what the state machine applies, in order: the replica's own
@@ -32,8 +40,11 @@
 //   - membership.go: membership changes and linearizable membership reads.
 //   - placement.go: Placement, which named groups a host runs a shard of,
 //     and what its peers announced of theirs.
-//   - mirror.go: a Replica in mirror mode: a group this host does not run,
-//     reached through a replica that does (its proposals, reads, events).
+//   - mirror.go: the mirror, Group's second maker: a group this host does
+//     not run, reached through a replica that does (its proposals, reads,
+//     events). It keeps what it shares with a shard (name, voters, Sink,
+//     applied index, group ID, gate, lifecycle) in a Replica it never
+//     proposes through.
 //   - servemirror.go: the replica's side of the mirrors it feeds, over the
 //     transport's call connections; mirrorwire.go their messages.
 //   - mirrorswap.go: a mirror and a shard of one group taking over from
@@ -45,9 +56,10 @@
 //   - ops.go: counters and the proposal latency histogram.
 //
 // Data flows one way: the root proposes commands and reads queries
-// (root → replica → fsm), and what is applied flows back through one Sink
-// per group. A Replica is one Dragonboat shard; every group of a process
-// shares the Host's NodeHost, so its transport, log store and disk writes.
+// (root → session → a Group here → fsm), and what is applied flows back
+// through one Sink per group. A Replica is one Dragonboat shard; every
+// group of a process shares the Host's NodeHost, so its transport, log
+// store and disk writes.
 package replica
 
 import (
@@ -151,9 +163,6 @@ type Replica struct {
 	preferGaveUp atomic.Int64
 	ops          ops
 	snaps        snapStats
-	// mirror is set on a mirror of a group this host does not run
-	// (mirror.go): then there is no shard, and the calls go to the mirror.
-	mirror *mirror
 	// held holds a new shard's events back while the group's mirror
 	// feeds its Sink (mirrorswap.go); nil otherwise.
 	held *holdSink
@@ -351,9 +360,6 @@ type Status struct {
 
 // Status returns the replica's local view, without I/O.
 func (r *Replica) Status() Status {
-	if r.mirror != nil {
-		return r.mirror.status()
-	}
 	st := Status{
 		LeaderID:     r.leader.Load(),
 		Term:         r.term.Load(),

@@ -101,7 +101,7 @@ func startTwoGroups(t *testing.T) *twoGroups {
 		if err != nil {
 			return nil, err
 		}
-		return h.Group(""), nil
+		return h.Shard(""), nil
 	}
 	r, err := start(replicaConfig(net, filepath.Join(dir, "default"), 1, def), tg.h.Sink(""))
 	require.NoError(t, err)

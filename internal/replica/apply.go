@@ -150,13 +150,6 @@ func (r *Replica) restored(st *fsm.State) {
 	r.sink.Restored(st)
 }
 
-// setGroupID records the group's ID, applied here, and lets the proposals
-// held back for it go (awaitGroupID).
-func (r *Replica) setGroupID(id uint64) {
-	r.groupID.Store(id)
-	r.groupOnce.Do(func() { close(r.groupKnown) })
-}
-
 // proposeExpire and proposeLeaderStart are the expiry tracker's actions on
 // the leader; they must not block, so the proposal runs in the background.
 // The tracker asks again until the state shows the effect.

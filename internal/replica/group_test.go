@@ -8,14 +8,20 @@ import (
 )
 
 // A shard and a mirror are two makers of Group, not two modes of one type:
-// a Replica (the shard) holds no mirror to branch on, and Host.Group hands
-// out either as a Group.
+// a Replica (the shard) holds no mirror to branch on, a mirror holds no
+// Replica to borrow a shard's machinery from (they share a groupCore), and
+// Host.Group hands out either as a Group.
 func TestShardAndMirrorAreTwoTypes(t *testing.T) {
-	mirrorType := reflect.TypeFor[*mirror]()
-	shard := reflect.TypeFor[Replica]()
+	mirrorType, shardType := reflect.TypeFor[*mirror](), reflect.TypeFor[*Replica]()
+	shard := shardType.Elem()
 	for i := range shard.NumField() {
 		if f := shard.Field(i); f.Type == mirrorType {
 			t.Errorf("Replica.%s (%s) is a mirror mode inside the shard", f.Name, f.Type)
+		}
+	}
+	for i := range mirrorType.Elem().NumField() {
+		if f := mirrorType.Elem().Field(i); f.Type == shardType {
+			t.Errorf("mirror.%s (%s) is a shard inside the mirror", f.Name, f.Type)
 		}
 	}
 	group := reflect.TypeFor[Group]()

@@ -82,18 +82,14 @@ const (
 // anywhere does not have its mirrors resubscribe (a snapshot each) in a
 // tight loop.
 func (m *mirror) leaderPatience() time.Duration {
-	return min(4*m.r.electionTimeout()<<min(m.leaderless, 8), max(mirrorIdle, 4*m.r.electionTimeout()))
+	return min(4*m.electionTimeout()<<min(m.leaderless, 8), max(mirrorIdle, 4*m.electionTimeout()))
 }
 
 // mirror is a group this host does not run, as fed by a server: the
 // second maker of Group, beside the shard (*Replica).
 type mirror struct {
-	// r holds what a mirror shares with a shard: its name, shard ID,
-	// voters, Sink, applied index, group ID, gate and lifecycle (closed,
-	// gone, wg). The mirror never calls r's Propose, Read or StaleRead:
-	// those are the shard's.
-	r *Replica
-	h *Host
+	groupCore // what a mirror shares with a shard (group.go)
+	h         *Host
 
 	mu        sync.RWMutex // st; held while an entry applies and its events reach the Sink
 	st        *fsm.State
@@ -147,7 +143,7 @@ func (m *mirror) idle() bool {
 	if m.inUse.Load() > 0 || time.Since(time.Unix(0, m.lastUse.Load())) < MirrorIdle {
 		return false
 	}
-	i, ok := m.r.sink.(Idler)
+	i, ok := m.sink.(Idler)
 	return ok && i.Idle()
 }
 
@@ -157,7 +153,7 @@ func (m *mirror) watchIdle() {
 	defer t.Stop()
 	for {
 		select {
-		case <-m.r.closed:
+		case <-m.closed:
 			return
 		case <-t.C:
 		}
@@ -173,15 +169,15 @@ func (m *mirror) watchIdle() {
 func (h *Host) retireIdle(m *mirror) bool {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
-	r := m.r
+	r := &m.groupCore
 	if h.mirror(r.name) != m || !m.idle() {
 		return false
 	}
 	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.name, errMirrorIdle)
 	r.gone.Store(&why)
 	if !h.goBackground(func() {
-		r.stop()
-		r.wg.Wait()
+		m.stop()
+		m.wait()
 	}) {
 		return false // closing: Close stops it
 	}
@@ -235,10 +231,10 @@ func (c *mirrorConn) answer(m wireMsg) {
 // group's state up to delivered (the index the shard this host ran of it
 // applied, or 0).
 func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirror {
-	r := newReplica(h, e.Name, e.shard(), h.sinks(e.Name))
+	m := &mirror{h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
+	m.init(h.cfg, e.Name, e.shard(), h.sinks(e.Name))
+	r := &m.groupCore
 	r.voters = slices.Clone(voters)
-	r.nh = h.nh
-	m := &mirror{r: r, h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
 	r.appliedIndex.Store(delivered)
 	m.lastUse.Store(time.Now().UnixNano())
 	r.wg.Add(2)
@@ -282,7 +278,7 @@ func recvState(c transport.CallConn, first wireMsg) (wireMsg, error) {
 
 // run keeps a stream up until the mirror stops.
 func (m *mirror) run() {
-	r := m.r
+	r := &m.groupCore
 	wait := r.cfg.RTT
 	for {
 		select {
@@ -322,14 +318,14 @@ func (m *mirror) run() {
 // from the next one: the group's voters as the table has them, with their
 // addresses.
 func (m *mirror) servers() []uint64 {
-	voters := m.r.ConfiguredVoters()
+	voters := m.ConfiguredVoters()
 	if v := m.h.tab.cur.Load(); v != nil {
-		if e, ok := v.find(m.r.name); ok && e.Shard == m.r.shard {
+		if e, ok := v.find(m.name); ok && e.Shard == m.shard {
 			voters = e.Voters
-			m.r.setVoters(voters)
+			m.setVoters(voters)
 		}
 	}
-	voters = slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == m.r.cfg.ReplicaID })
+	voters = slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == m.cfg.ReplicaID })
 	if len(voters) == 0 {
 		return nil
 	}
@@ -345,7 +341,7 @@ func (m *mirror) servers() []uint64 {
 
 // setLeader records the leader the server reports (0: none).
 func (m *mirror) setLeader(leader uint64) {
-	m.r.leader.Store(leader)
+	m.leader.Store(leader)
 	if leader != 0 {
 		m.noLeaderSince.Store(0)
 		return
@@ -365,17 +361,17 @@ func (m *mirror) leave(c *mirrorConn, why string) {
 		return
 	default:
 	}
-	m.r.log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
+	m.log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
 	c.close()
 }
 
 // addr returns the raft address of replica id (Host.memberAddr).
-func (m *mirror) addr(id uint64) (string, bool) { return m.h.memberAddr(m.r.name, id) }
+func (m *mirror) addr(id uint64) (string, bool) { return m.h.memberAddr(m.name, id) }
 
 // stream subscribes to one server and applies what it sends until the
 // stream breaks; the error says why.
 func (m *mirror) stream() error {
-	r := m.r
+	r := &m.groupCore
 	if m.h.calls == nil {
 		return errors.New("the transport carries no calls between replicas")
 	}
@@ -409,7 +405,7 @@ func (m *mirror) stream() error {
 // follow runs one stream from replica id at addr: nil when it ran and
 // broke (worth trying again at once), else why it never went live.
 func (m *mirror) follow(id uint64, addr string) error {
-	r := m.r
+	r := &m.groupCore
 	ctx, cancel := context.WithTimeout(r.ctx, 2*r.cfg.ProposalTimeout)
 	c, err := m.h.calls.DialCall(ctx, addr)
 	cancel()
@@ -558,29 +554,30 @@ func (m *mirror) goLive() {
 	m.live = true
 	m.delivered = m.st.Index()
 	m.note(m.st)
-	m.r.sink.Restored(m.st)
+	m.sink.Restored(m.st)
 }
 
 // note takes the replica's view from a state: its applied index, group ID
 // and gate.
 func (m *mirror) note(st *fsm.State) {
-	m.r.appliedIndex.Store(st.Index())
+	m.appliedIndex.Store(st.Index())
 	if id := st.GroupID(); id != 0 {
-		m.r.setGroupID(id)
+		m.setGroupID(id)
 	}
-	m.gate(st.Gate())
+	m.noteGate(st.Gate())
 }
 
-// gate records the versions the group writes as the mirror applied them:
-// a view only; the host keeps in Dir the versions of the groups it runs.
-func (m *mirror) gate(g fsm.Gate) {
+// noteGate records the versions the group writes as the mirror applied
+// them: a view only; the host keeps in Dir the versions of the groups it
+// runs.
+func (m *mirror) noteGate(g fsm.Gate) {
 	for {
-		old := m.r.gate.Load()
+		old := m.gate.Load()
 		if old.Covers(g) {
 			return
 		}
 		next := old.Max(g)
-		if m.r.gate.CompareAndSwap(old, &next) {
+		if m.gate.CompareAndSwap(old, &next) {
 			return
 		}
 	}
@@ -611,16 +608,16 @@ func (m *mirror) apply(es []wireEntry) error {
 			switch ev := &events[i]; ev.Kind {
 			case fsm.EventLeaderStarted:
 				if ev.Group != 0 {
-					m.r.setGroupID(ev.Group)
+					m.setGroupID(ev.Group)
 				}
 			case fsm.EventGateRaised:
-				m.gate(ev.Gate)
+				m.noteGate(ev.Gate)
 			}
 		}
-		m.r.appliedIndex.Store(e.Index)
+		m.appliedIndex.Store(e.Index)
 		m.delivered = e.Index
 		if err == nil {
-			m.r.sink.Applied(e.Index, events)
+			m.sink.Applied(e.Index, events)
 		}
 	}
 	return nil
@@ -660,11 +657,11 @@ func (m *mirror) await(ctx context.Context, index uint64) error {
 		case <-up:
 		case <-ctx.Done():
 			return m.unavailable(ctx.Err(), fmt.Errorf("the group applied index %d, which this replica's mirror has not reached yet", index))
-		case <-m.r.closed:
+		case <-m.closed:
 			if s := m.successor.Load(); s != nil {
 				continue
 			}
-			return m.r.closedErr()
+			return m.closedErr()
 		}
 	}
 }
@@ -692,7 +689,7 @@ func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
 func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 	var limit <-chan time.Time
 	if _, ok := ctx.Deadline(); ok || failFast(ctx) {
-		t := time.NewTimer(max(2*m.r.electionTimeout(), 2*m.r.cfg.ProposalTimeout))
+		t := time.NewTimer(max(2*m.electionTimeout(), 2*m.cfg.ProposalTimeout))
 		defer t.Stop()
 		limit = t.C
 	}
@@ -713,8 +710,8 @@ func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 			return nil, m.noServer()
 		case <-ctx.Done():
 			return nil, m.unavailable(ctx.Err(), m.noServer())
-		case <-m.r.closed:
-			return nil, m.r.closedErr()
+		case <-m.closed:
+			return nil, m.closedErr()
 		}
 	}
 }
@@ -730,8 +727,8 @@ func (m *mirror) noServer() error {
 	if last != nil {
 		why = last.Error()
 	}
-	return &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, code: codeUnavailable,
-		text: fmt.Sprintf("no replica that runs it can be reached (voters %v): %s", m.r.ConfiguredVoters(), why)}
+	return &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: codeUnavailable,
+		text: fmt.Sprintf("no replica that runs it can be reached (voters %v): %s", m.ConfiguredVoters(), why)}
 }
 
 func (m *mirror) unavailable(ctxErr, last error) error {
@@ -766,7 +763,7 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 		select {
 		case res := <-ch:
 			if res.Code == codeElsewhere {
-				m.r.log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
+				m.log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
 				c.close()
 				continue
 			}
@@ -780,16 +777,16 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 				}
 			}
 			if res.Code != codeOK {
-				return res, &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
+				return res, &mirrorError{group: m.name, self: m.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
 			}
 			return res, nil
 		case <-c.broken:
 			c.forget(msg.ID)
 		case <-ctx.Done():
 			c.forget(msg.ID)
-			return wireMsg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.r.name))
-		case <-m.r.closed:
-			return wireMsg{}, m.r.closedErr()
+			return wireMsg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.name))
+		case <-m.closed:
+			return wireMsg{}, m.closedErr()
 		}
 	}
 }
@@ -802,12 +799,12 @@ func (m *mirror) moveOn(ctx context.Context, cutOff []uint64) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < m.r.electionTimeout() {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < m.electionTimeout() {
 		return false
 	}
-	voters := m.r.ConfiguredVoters()
+	voters := m.ConfiguredVoters()
 	return slices.ContainsFunc(voters, func(id uint64) bool {
-		return id != m.r.cfg.ReplicaID && !slices.Contains(cutOff, id)
+		return id != m.cfg.ReplicaID && !slices.Contains(cutOff, id)
 	})
 }
 
@@ -845,29 +842,11 @@ func (m *mirror) StaleRead(q fsm.Query) (any, error) {
 
 // Members reads the membership linearizably at one of the group's voters.
 func (m *mirror) Members(ctx context.Context) (Membership, error) {
-	return m.h.membersRemote(ctx, m.r.name, m.r.shard, m.r.ConfiguredVoters())
+	return m.h.membersRemote(ctx, m.name, m.shard, m.ConfiguredVoters())
 }
 
-// Leader is the group's leader as the server last reported it.
-func (m *mirror) Leader() uint64 { return m.r.leader.Load() }
-
-// GroupID is the group's ID once the mirror applied it; 0 before.
-func (m *mirror) GroupID() uint64 { return m.r.groupID.Load() }
-
-// Gate is the versions the group writes, as the mirror applied them.
-func (m *mirror) Gate() fsm.Gate { return m.r.Gate() }
-
 // Counters are the mirror's: its proposals, and the counts of its state.
-func (m *mirror) Counters() Counters { return m.r.ops.counters(m.StaleRead) }
-
-// Name is the group's name.
-func (m *mirror) Name() string { return m.r.name }
-
-// ShardID is the group's Dragonboat shard ID (on the voters).
-func (m *mirror) ShardID() uint64 { return m.r.shard }
-
-// ConfiguredVoters are the group's voters as the group table gives them.
-func (m *mirror) ConfiguredVoters() []uint64 { return m.r.ConfiguredVoters() }
+func (m *mirror) Counters() Counters { return m.ops.counters(m.StaleRead) }
 
 // Go runs f on the host's background work: the sessions' work on a named
 // group outlives its mirror (the shard may take over).
@@ -876,7 +855,7 @@ func (m *mirror) Go(f func()) bool { return m.h.goBackground(f) }
 // propose is Propose without the retry on a replacement.
 func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	defer m.use()()
-	defer m.r.ops.proposals.since(time.Now())
+	defer m.ops.proposals.since(time.Now())
 	data := fsm.AppendBatch(nil, []fsm.Command{cmd})
 	res, err := m.call(ctx, wireMsg{Kind: wirePropose, Data: data})
 	if err != nil {
@@ -908,8 +887,8 @@ func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 func (m *mirror) staleRead(q fsm.Query) (any, error) {
 	defer m.use()()
 	select {
-	case <-m.r.closed:
-		return nil, m.r.closedErr()
+	case <-m.closed:
+		return nil, m.closedErr()
 	default:
 	}
 	if s := m.successor.Load(); s != nil {
@@ -918,7 +897,7 @@ func (m *mirror) staleRead(q fsm.Query) (any, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.st == nil || !m.live {
-		return nil, &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, code: codeUnavailable,
+		return nil, &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: codeUnavailable,
 			text: "this replica's mirror of the group has no state yet"}
 	}
 	return q(m.st), nil
@@ -927,7 +906,7 @@ func (m *mirror) staleRead(q fsm.Query) (any, error) {
 // Status is the mirror's local view, without I/O: Mirror is its server (0
 // while none), Voters the table's with their addresses.
 func (m *mirror) Status() Status {
-	r := m.r
+	r := &m.groupCore
 	st := Status{LeaderID: r.leader.Load(), AppliedIndex: r.appliedIndex.Load(), GroupID: r.groupID.Load(),
 		NonVoting: true, Gate: r.Gate(), Mirror: m.server.Load(), Voters: map[uint64]string{}}
 	for _, id := range r.ConfiguredVoters() {
@@ -937,10 +916,15 @@ func (m *mirror) Status() Status {
 }
 
 // stop ends the mirror: calls in flight fail with its reason.
-func (m *mirror) stop() { m.r.stop() }
+func (m *mirror) stop() {
+	m.stopOnce.Do(func() {
+		close(m.closed)
+		m.cancel() // ends the stream (follow)
+	})
+}
 
 // wait returns once the mirror's goroutines ended (after stop).
-func (m *mirror) wait() { m.r.wg.Wait() }
+func (m *mirror) wait() { m.wg.Wait() }
 
 // mirrorError is a call's failure on a mirror: which group, through
 // which server, and why; errors.Is finds ErrUnavailable (and ErrNoQuorum,
@@ -983,7 +967,7 @@ func (h *Host) mirror(name string) *mirror {
 // Mirrors returns the mirrors this host has now, by name: the groups it
 // reaches without running them (PlaceOwnGroups).
 func (h *Host) Mirrors() []Group {
-	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror) int { return cmp.Compare(a.r.name, b.r.name) })
+	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror) int { return cmp.Compare(a.name, b.name) })
 	out := make([]Group, len(ms))
 	for i, m := range ms {
 		out[i] = m
@@ -1024,7 +1008,7 @@ func (h *Host) mirrorOf(e fsm.GroupEntry) Group {
 		return nil
 	default:
 	}
-	if m := h.mirror(e.Name); m != nil && m.r.shard == e.Shard {
+	if m := h.mirror(e.Name); m != nil && m.shard == e.Shard {
 		return m
 	}
 	if r := h.running(e.Name); r != nil {

@@ -51,10 +51,11 @@ func snapshotAt(t *testing.T, log []wireEntry, n int) *fsm.State {
 }
 
 func testMirror(sink Sink, delivered uint64) *mirror {
-	r := &Replica{sink: sink, groupKnown: make(chan struct{}), closed: make(chan struct{})}
+	m := &mirror{groupCore: groupCore{sink: sink, groupKnown: make(chan struct{}), closed: make(chan struct{})},
+		delivered: delivered, appliedUp: make(chan struct{})}
 	g := fsm.Baseline
-	r.gate.Store(&g)
-	return &mirror{r: r, delivered: delivered, appliedUp: make(chan struct{})}
+	m.gate.Store(&g)
+	return m
 }
 
 // A mirror whose Sink has seen the group up to index 6 (the shard this
@@ -77,8 +78,8 @@ func TestMirrorGoesLiveOnlyAtWhatItsSinkSaw(t *testing.T) {
 	require.Equal(t, []uint64{7, 8}, sink.applied)
 	ok, _ = m.reached(8)
 	require.True(t, ok)
-	require.Equal(t, uint64(8), m.r.appliedIndex.Load())
-	require.NotZero(t, m.r.GroupID(), "the group's ID comes with the state")
+	require.Equal(t, uint64(8), m.appliedIndex.Load())
+	require.NotZero(t, m.GroupID(), "the group's ID comes with the state")
 
 	// A new stream from a server ahead: its snapshot replaces the state
 	// at once.

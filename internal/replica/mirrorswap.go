@@ -84,7 +84,7 @@ func (r *Replica) waiting() bool { return r.held != nil && !r.held.isOpen() }
 // handover makes shard r, started where mirror m fed the group's Sink,
 // take over from it (see above). It gives up when either stops.
 func (h *Host) handover(m *mirror, r *Replica) {
-	mr := m.r
+	mr := &m.groupCore
 	poll := time.NewTicker(max(r.cfg.RTT, time.Millisecond))
 	defer poll.Stop()
 	wait := func(done func() bool) bool {
@@ -152,7 +152,7 @@ func (h *Host) followMirrors(v tableView) {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
 	for _, m := range h.mirrorList() {
-		mr := m.r
+		mr := &m.groupCore
 		e, ok := v.find(mr.name)
 		if ok && e.Shard == mr.shard {
 			mr.setVoters(e.Voters)
@@ -166,6 +166,6 @@ func (h *Host) followMirrors(v tableView) {
 		} else {
 			mr.sink.Removed()
 		}
-		mr.stop()
+		m.stop()
 	}
 }

@@ -413,8 +413,8 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 // either. Never two mirrors of a group, nor one that Close would not stop.
 func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
 	delivered := r.appliedIndex.Load()
-	if m := h.mirror(r.name); m != nil && m.r.shard == r.shard {
-		old := m.r
+	if m := h.mirror(r.name); m != nil && m.shard == r.shard {
+		old := &m.groupCore
 		m.mu.Lock()
 		retired := m.retired
 		delivered = max(delivered, m.delivered)

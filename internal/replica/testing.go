@@ -268,7 +268,7 @@ func (h *Host) MirrorsApplied() map[string]uint64 {
 	out := map[string]uint64{}
 	if p := h.mirrors.Load(); p != nil {
 		for name, m := range *p {
-			out[name] = m.r.appliedIndex.Load()
+			out[name] = m.appliedIndex.Load()
 		}
 	}
 	return out

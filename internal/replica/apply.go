@@ -68,7 +68,7 @@ func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) 
 	o.r.applied(index, events)
 }
 
-// Entry feeds the mirrors this replica serves (servemirror.go).
+// Entry feeds the mirrors this replica serves (mirror_serve.go).
 func (o observer) Entry(index uint64, data []byte) { o.r.subs.publish(index, data) }
 
 func (o observer) Restored(st *fsm.State) {

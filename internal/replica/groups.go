@@ -441,7 +441,7 @@ const lookupLimit = 5 * time.Second
 func (h *Host) Lookup(group string) (Group, error) {
 	if h.running(group) != nil {
 		// The shard, or the mirror that serves the group until the shard
-		// caught up with it (mirrorswap.go): a shard still catching up may
+		// caught up with it (mirror_swap.go): a shard still catching up may
 		// not reach the group's leader yet.
 		if g := h.Group(group); g != nil {
 			return g, nil

@@ -434,7 +434,7 @@ func (h *Host) Group(name string) Group {
 		return r
 	}
 	if m := h.mirror(name); m != nil {
-		return m // until the shard took over from it (mirrorswap.go)
+		return m // until the shard took over from it (mirror_swap.go)
 	}
 	if r == nil {
 		return nil

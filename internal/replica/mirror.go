@@ -4,7 +4,7 @@ package replica
 // a group it does not run: a Group of its own (group.go), which the
 // session machinery uses as it uses a shard (Propose, Read, StaleRead, its
 // Sink), and which is fed by a replica that runs the group
-// (servemirror.go).
+// (mirror_serve.go).
 //
 // It subscribes over a call connection to one of the group's voters (the
 // group table's, tried in turn), receives the state as a snapshot at some
@@ -33,7 +33,7 @@ package replica
 //
 // A mirror starts at the first call that names its group, and stops when
 // the group runs here (the table made this host a voter: the shard takes
-// over, mirrorswap.go), when it is dropped, or after MirrorIdle with no
+// over, mirror_swap.go), when it is dropped, or after MirrorIdle with no
 // call, no session's part and no watch on it here (its Sink is an Idler):
 // a call that meets a mirror stopping so goes to a new one.
 
@@ -119,7 +119,7 @@ type mirror struct {
 	noLeaderSince atomic.Int64
 	leaderless    int
 	ids           atomic.Uint64
-	// successor is the shard that took over (mirrorswap.go): calls
+	// successor is the shard that took over (mirror_swap.go): calls
 	// waiting for an index wait for it there.
 	successor atomic.Pointer[Replica]
 	// lastUse (unix nanos) and inUse are the calls', for the idle stop.

@@ -7,12 +7,12 @@
 //
 //   - group.go: Group, a group as this host reaches it, and what
 //     Host.Group and Host.Lookup return. Its two makers are the shard
-//     (Replica: replica.go, propose.go) and the mirror (mirror.go); each
-//     does the job its own way, and neither branches on the other nor
-//     holds the other; what they share (name, voters, Sink, applied index,
-//     group ID, gate, counters, lifecycle) is a groupCore each embeds. The
-//     session layer (internal/session) reaches groups through its own
-//     interface of the same role, which both satisfy.
+//     (Replica: replica.go, shard_propose.go) and the mirror (mirror*.go);
+//     each does the job its own way, and neither branches on the other
+//     nor holds the other; what they share (name, voters, Sink, applied
+//     index, group ID, gate, counters, lifecycle) is a groupCore each
+//     embeds. The session layer (internal/session) reaches groups through
+//     its own interface of the same role, which both satisfy.
 //   - host.go: Config, Start and Close: one Dragonboat NodeHost per process,
 //     its transport, its Dir and its listeners, and one Replica (one shard)
 //     per group on it: the default group and each Config.Groups entry.
@@ -23,10 +23,10 @@
 //     vote in, and the removal check.
 //   - balance.go: TransferLeadership, and the balancer that spreads the
 //     groups' leaders over the hosts by rate-limited transfers.
-//   - propose.go: the shard's Propose and Read, retried through leader
-//     changes and timeouts until the caller's context ends, and the one
-//     retry of a call whose Group was replaced meanwhile (Host.replaced),
-//     which shard and mirror share.
+//   - shard_propose.go: the shard's Propose and Read, retried through
+//     leader changes and timeouts until the caller's context ends, and the
+//     one retry of a call whose Group was replaced meanwhile
+//     (Host.replaced), which shard and mirror share.
 //   - calls.go: the fence that lets a shard stop only once no read of its
 //     state machine is in flight.
 //   - apply.go: what the state machine applies, in order: the replica's own
@@ -45,9 +45,11 @@
 //   - mirror.go: the mirror, Group's second maker: a group this host does
 //     not run, reached through a replica that does (its proposals, reads,
 //     events).
-//   - servemirror.go: the replica's side of the mirrors it feeds, over the
-//     transport's call connections; mirrorwire.go their messages.
-//   - mirrorswap.go: a mirror and a shard of one group taking over from
+//   - mirror_serve.go: the replica's side of the mirrors it feeds, over the
+//     transport's call connections; mirror_wire.go their messages;
+//     mirror_members.go a mirror's membership read at a voter, and the
+//     voter's side.
+//   - mirror_swap.go: a mirror and a shard of one group taking over from
 //     each other as the group table moves the group's voters.
 //   - backup.go: a group's exported copy and a restore's import;
 //     exportgroup.go every group's copy for a backup, from a voter over a
@@ -143,9 +145,9 @@ type Replica struct {
 	preferGaveUp atomic.Int64
 	snaps        snapStats
 	// held holds a new shard's events back while the group's mirror
-	// feeds its Sink (mirrorswap.go); nil otherwise.
+	// feeds its Sink (mirror_swap.go); nil otherwise.
 	held *holdSink
-	// subs are the mirrors this replica feeds (servemirror.go).
+	// subs are the mirrors this replica feeds (mirror_serve.go).
 	subs subscribers
 	// lostReplies is set only by tests (TestingLoseReplies): kinds whose
 	// next committed proposals Propose reports as lost to a leader change.

@@ -89,7 +89,7 @@ func (m *mirror) leaderPatience() time.Duration {
 // second maker of Group, beside the shard (*Replica).
 type mirror struct {
 	groupCore // what a mirror shares with a shard (group.go)
-	h         *Host
+	h         mirrorHost
 
 	mu        sync.RWMutex // st; held while an entry applies and its events reach the Sink
 	st        *fsm.State
@@ -125,6 +125,57 @@ type mirror struct {
 	// lastUse (unix nanos) and inUse are the calls', for the idle stop.
 	lastUse atomic.Int64
 	inUse   atomic.Int64
+}
+
+// mirrorHost is what a mirror asks of the host it runs on, and no more
+// (the Host is its one maker): the mirror reaches its host through these
+// seven calls, not through the host's fields.
+type mirrorHost interface {
+	// callsReady says why no call connection can be opened now, nil if
+	// one can; dialCall opens one to the replica at addr.
+	callsReady() error
+	dialCall(ctx context.Context, addr string) (transport.CallConn, error)
+	// tableVoters returns group name's voters as the group table last
+	// read here has them, if it has the group on shard.
+	tableVoters(name string, shard uint64) ([]uint64, bool)
+	// memberAddr returns the raft address of replica id of group.
+	memberAddr(group string, id uint64) (string, bool)
+	// membersRemote reads the group's membership at one of ask.
+	membersRemote(ctx context.Context, name string, shard uint64, ask []uint64) (Membership, error)
+	// replaced is the group's Group now, if a call on g failed because g
+	// was replaced (shard_propose.go).
+	replaced(g Group, err error) Group
+	// retireIdle stops m if it is still idle and still the group's
+	// mirror; goBackground runs f on the host's background work.
+	retireIdle(m *mirror) bool
+	goBackground(f func()) bool
+}
+
+// callsReady says why this host cannot open a call connection now.
+func (h *Host) callsReady() error {
+	if h.calls == nil {
+		return errors.New("the transport carries no calls between replicas")
+	}
+	if h.down.Load() {
+		return errors.New("this host is cut off (a test's crash)")
+	}
+	return nil
+}
+
+// dialCall opens a call connection to the replica at addr.
+func (h *Host) dialCall(ctx context.Context, addr string) (transport.CallConn, error) {
+	return h.calls.DialCall(ctx, addr)
+}
+
+// tableVoters returns group name's voters as the group table last read
+// here has them, if it has the group on shard.
+func (h *Host) tableVoters(name string, shard uint64) ([]uint64, bool) {
+	if v := h.tab.cur.Load(); v != nil {
+		if e, ok := v.find(name); ok && e.Shard == shard {
+			return e.Voters, true
+		}
+	}
+	return nil, false
 }
 
 // use counts a call on the mirror until the returned function is called.
@@ -319,11 +370,9 @@ func (m *mirror) run() {
 // addresses.
 func (m *mirror) servers() []uint64 {
 	voters := m.ConfiguredVoters()
-	if v := m.h.tab.cur.Load(); v != nil {
-		if e, ok := v.find(m.name); ok && e.Shard == m.shard {
-			voters = e.Voters
-			m.setVoters(voters)
-		}
+	if v, ok := m.h.tableVoters(m.name, m.shard); ok {
+		voters = v
+		m.setVoters(voters)
 	}
 	voters = slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == m.cfg.ReplicaID })
 	if len(voters) == 0 {
@@ -372,11 +421,8 @@ func (m *mirror) addr(id uint64) (string, bool) { return m.h.memberAddr(m.name, 
 // stream breaks; the error says why.
 func (m *mirror) stream() error {
 	r := &m.groupCore
-	if m.h.calls == nil {
-		return errors.New("the transport carries no calls between replicas")
-	}
-	if m.h.down.Load() {
-		return errors.New("this host is cut off (a test's crash)")
+	if err := m.h.callsReady(); err != nil {
+		return err
 	}
 	var errs []error
 	for _, id := range m.servers() {
@@ -407,7 +453,7 @@ func (m *mirror) stream() error {
 func (m *mirror) follow(id uint64, addr string) error {
 	r := &m.groupCore
 	ctx, cancel := context.WithTimeout(r.ctx, 2*r.cfg.ProposalTimeout)
-	c, err := m.h.calls.DialCall(ctx, addr)
+	c, err := m.h.dialCall(ctx, addr)
 	cancel()
 	if err != nil {
 		return err

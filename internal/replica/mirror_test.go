@@ -52,7 +52,7 @@ func snapshotAt(t *testing.T, log []wireEntry, n int) *fsm.State {
 
 func testMirror(sink Sink, delivered uint64) *mirror {
 	m := &mirror{groupCore: groupCore{sink: sink, groupKnown: make(chan struct{}), closed: make(chan struct{})},
-		delivered: delivered, appliedUp: make(chan struct{})}
+		h: &Host{}, delivered: delivered, appliedUp: make(chan struct{})}
 	g := fsm.Baseline
 	m.gate.Store(&g)
 	return m

@@ -44,7 +44,8 @@
 //     and what its peers announced of theirs.
 //   - mirror.go: the mirror, Group's second maker: a group this host does
 //     not run, reached through a replica that does (its proposals, reads,
-//     events).
+//     events). It asks its host only what mirrorHost names (seven calls),
+//     never for the host's fields.
 //   - mirror_serve.go: the replica's side of the mirrors it feeds, over the
 //     transport's call connections; mirror_wire.go their messages;
 //     mirror_members.go a mirror's membership read at a voter, and the

@@ -47,7 +47,7 @@ func TestGateRaiseSendsNothingNewToAMemberAddedMeanwhile(t *testing.T) {
 	// Every raise stops in the gap until the test lets it go.
 	inGap, goOn := make(chan struct{}, 3), make(chan struct{})
 	for _, n := range c.nodes {
-		n.host.Group("").TestingHoldGateRaise(func() {
+		n.host.Shard("").TestingHoldGateRaise(func() {
 			inGap <- struct{}{}
 			<-goOn
 		})

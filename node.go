@@ -348,13 +348,24 @@ type Node struct {
 // session machinery (session.Groups).
 type nodeGroups struct{ n *Node }
 
-// Group returns the replica of group name, nil for a group this node does
-// not run.
-func (g nodeGroups) Group(name string) *replica.Replica { return g.n.host.Group(name) }
+// Group returns this node's shard or mirror of group name, nil for a
+// group this node does not reach now.
+func (g nodeGroups) Group(name string) session.Group {
+	if r := g.n.host.Group(name); r != nil {
+		return r
+	}
+	return nil // a nil interface: the session machinery compares with nil
+}
 
-// Lookup returns the replica of group name, waiting for one the group table
-// created a moment ago (see replica.Host.Lookup).
-func (g nodeGroups) Lookup(name string) (*replica.Replica, error) { return g.n.host.Lookup(name) }
+// Lookup returns this node's shard or mirror of group name, waiting for
+// one the group table created a moment ago (see replica.Host.Lookup).
+func (g nodeGroups) Lookup(name string) (session.Group, error) {
+	r, err := g.n.host.Lookup(name)
+	if r == nil {
+		return nil, err
+	}
+	return r, err
+}
 
 // Names returns the groups this node runs, the default group first.
 func (g nodeGroups) Names() []string { return g.n.host.Groups() }
@@ -395,7 +406,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.host = host
-	n.r = host.Group("")
+	n.r = host.Shard("") // every host runs the default group's shard
 	return n, nil
 }
 

@@ -46,7 +46,7 @@ func TestResumeKeepsAGrantJustMade(t *testing.T) {
 		}
 		lose := i%8 >= 4 // the resume's first reply is lost: it applies twice
 		if lose {
-			c.node(3).host.Group(group).TestingLoseReplies(fsm.KindResume, 1)
+			c.node(3).host.Shard(group).TestingLoseReplies(fsm.KindResume, 1)
 		}
 		rs, err := c.node(3).ResumeSession(ctx, s.Resume())
 		require.NoError(t, err, "round %d", i)
@@ -59,7 +59,7 @@ func TestResumeKeepsAGrantJustMade(t *testing.T) {
 			listed = append(listed, l.Token())
 		}
 		if lose {
-			require.Zero(t, c.node(3).host.Group(group).TestingLostReplies(fsm.KindResume), "round %d: the resume proposed again", i)
+			require.Zero(t, c.node(3).host.Shard(group).TestingLostReplies(fsm.KindResume), "round %d: the resume proposed again", i)
 		}
 		part, ok := rs.s.PartID(group) // a named group knows the session by its part's ID there
 		require.True(t, ok, "round %d: the resumed session has no part in group %q", i, group)

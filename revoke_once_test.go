@@ -33,7 +33,7 @@ func TestOperatorCallsApplyOnceAcrossRetries(t *testing.T) {
 		// loseReply makes the operator's next call of kind in the group
 		// propose twice, and returns a check that it did.
 		loseReply := func(t *testing.T, kind fsm.Kind) (check func()) {
-			r := op.host.Group(g.group)
+			r := op.host.Shard(g.group)
 			r.TestingLoseReplies(kind, 1)
 			return func() {
 				t.Helper()

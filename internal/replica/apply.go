@@ -68,7 +68,7 @@ func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) 
 	o.r.applied(index, events)
 }
 
-// Entry feeds the mirrors this replica serves (servemirror.go).
+// Entry feeds the mirrors this replica serves (mirror_serve.go).
 func (o observer) Entry(index uint64, data []byte) { o.r.subs.publish(index, data) }
 
 func (o observer) Restored(st *fsm.State) {
@@ -148,13 +148,6 @@ func (r *Replica) restored(st *fsm.State) {
 	}
 	r.tracker.Reset(sessions, delays, holds, st.LeaderMark())
 	r.sink.Restored(st)
-}
-
-// setGroupID records the group's ID, applied here, and lets the proposals
-// held back for it go (awaitGroupID).
-func (r *Replica) setGroupID(id uint64) {
-	r.groupID.Store(id)
-	r.groupOnce.Do(func() { close(r.groupKnown) })
 }
 
 // proposeExpire and proposeLeaderStart are the expiry tracker's actions on

@@ -214,8 +214,8 @@ func (h *Host) exportFrom(ctx context.Context, t exportTarget, addr, dir string)
 // first, then the others in turn, never this host.
 func (h *Host) askOrder(name string, voters []uint64) []uint64 {
 	order := slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == h.cfg.ReplicaID })
-	if m := h.mirror(name); m != nil && m.mirror != nil {
-		if s := m.mirror.server.Load(); slices.Contains(order, s) {
+	if m := h.mirror(name); m != nil {
+		if s := m.server.Load(); slices.Contains(order, s) {
 			i := slices.Index(order, s)
 			order = append(order[i:], order[:i]...)
 		}

@@ -12,7 +12,7 @@ import (
 // it goes once the ID is applied here, fails as unavailable (with ctx's error) if ctx
 // ends first, and with ErrClosed if the replica closes first.
 func TestProposalsWaitForTheGroupID(t *testing.T) {
-	r := &Replica{groupKnown: make(chan struct{}), closed: make(chan struct{})}
+	r := &Replica{groupCore: groupCore{groupKnown: make(chan struct{}), closed: make(chan struct{})}}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	failed := make(chan error, 1)
@@ -36,7 +36,7 @@ func TestProposalsWaitForTheGroupID(t *testing.T) {
 	stop()
 	require.NoError(t, r.awaitGroupID(done), "known: no wait, whatever ctx")
 
-	closing := &Replica{groupKnown: make(chan struct{}), closed: make(chan struct{})}
+	closing := &Replica{groupCore: groupCore{groupKnown: make(chan struct{}), closed: make(chan struct{})}}
 	go func() { waiting <- closing.awaitGroupID(context.Background()) }()
 	close(closing.closed)
 	require.ErrorIs(t, <-waiting, ErrClosed)

@@ -438,20 +438,22 @@ const lookupLimit = 5 * time.Second
 // round trip to the default group per call. A read that fails is the
 // call's error (ErrUnavailable, with why): the table may well have the
 // group, so it is never reported as unknown.
-func (h *Host) Lookup(group string) (*Replica, error) {
-	if r := h.Group(group); r != nil && (r.mirror == nil || h.running(group) != nil) {
+func (h *Host) Lookup(group string) (Group, error) {
+	if h.running(group) != nil {
 		// The shard, or the mirror that serves the group until the shard
-		// caught up with it (mirrorswap.go): a shard still catching up may
+		// caught up with it (mirror_swap.go): a shard still catching up may
 		// not reach the group's leader yet.
-		return r, nil
+		if g := h.Group(group); g != nil {
+			return g, nil
+		}
 	}
 	unknown := fmt.Errorf("%w: %q", ErrUnknownGroup, truncate(group, 64))
 	if group == "" || !fsm.ValidGroupName(group) {
 		return nil, unknown
 	}
-	if r := h.mirror(group); r != nil {
-		if e, ok := h.tab.entry(r); ok && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
-			return r, nil
+	if m := h.mirror(group); m != nil {
+		if e, ok := h.tab.entry(m); ok && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
+			return m, nil
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lookupLimit)
@@ -503,8 +505,8 @@ func (h *Host) Lookup(group string) (*Replica, error) {
 	}
 	h.tab.changed()
 	for {
-		if r := h.Group(group); r != nil && r.shard == e.Shard {
-			return r, nil
+		if g := h.Group(group); g != nil && g.ShardID() == e.Shard {
+			return g, nil
 		}
 		if err := h.pause(ctx); err != nil {
 			return nil, fmt.Errorf("%w: group %q: the group table has it, and this replica has not started it yet: %w", ErrUnavailable, truncate(group, 64), err)

@@ -80,7 +80,7 @@ func TestProgressObservesAcknowledgedAppends(t *testing.T) {
 // yet waits until it has (raft would skip the campaign), and goes at once
 // when nothing is pending.
 func TestTimeoutNowWaitsForApply(t *testing.T) {
-	r := &Replica{shard: 7}
+	r := &Replica{groupCore: groupCore{shard: 7}}
 	h := &Host{cfg: Config{ElectionTicks: 1000, RTT: time.Millisecond}, closed: make(chan struct{})}
 	h.gset.Store(&groupSet{byShard: map[uint64]*Replica{7: r}})
 	defer h.wg.Wait()

@@ -74,7 +74,7 @@ type Host struct {
 
 	// mirrors are the groups this host reaches through a replica that runs
 	// them (mirror.go), by name; guarded by setMu, read without it.
-	mirrors atomic.Pointer[map[string]*Replica]
+	mirrors atomic.Pointer[map[string]*mirror]
 	// mirrorsRunning counts the mirrors started here whose stream loop
 	// has not ended, in the map or not (tests: TestingMirrorsRunning).
 	mirrorsRunning atomic.Int64
@@ -425,18 +425,26 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// Group returns this host's replica of the named group ("" is the default
-// group), or its mirror of it (placement.go) while it has one, or nil.
-func (h *Host) Group(name string) *Replica {
+// Group returns this host's shard of the named group ("" is the default
+// group), or its mirror of it (placement.go) while it has one, or nil (a
+// nil interface).
+func (h *Host) Group(name string) Group {
 	r := h.running(name)
 	if r != nil && !r.waiting() {
 		return r
 	}
 	if m := h.mirror(name); m != nil {
-		return m // until the shard took over from it (mirrorswap.go)
+		return m // until the shard took over from it (mirror_swap.go)
+	}
+	if r == nil {
+		return nil
 	}
 	return r
 }
+
+// Shard returns the replica of the named group whose shard this host runs
+// ("" is the default group, which every host runs), or nil.
+func (h *Host) Shard(name string) *Replica { return h.running(name) }
 
 // running returns the replica of the named group whose shard this host
 // runs, or nil.
@@ -488,7 +496,7 @@ func (h *Host) Close() error {
 			r.wg.Wait()
 		}
 		for _, m := range mirrors {
-			m.wg.Wait()
+			m.wait()
 		}
 		h.bgMu.Lock()
 		h.bgMu.Unlock() // no Go passes its check from here on: h.closed is closed

@@ -418,11 +418,6 @@ func (q quorumView) String() string {
 		group, q.leaderless.Round(100*time.Millisecond), reach, q.need, q.total)
 }
 
-// electionTimeout is the group's raft election timeout.
-func (r *Replica) electionTimeout() time.Duration {
-	return time.Duration(r.cfg.ElectionTicks) * r.cfg.RTT
-}
-
 // patience is how long a group may go without a leader before this replica
 // calls it stuck: an election takes one to two election timeouts, so a
 // group without a leader for many of them is not electing one.

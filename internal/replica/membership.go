@@ -24,12 +24,8 @@ type Membership struct {
 	ConfigChangeIndex uint64
 }
 
-// Members reads the membership linearizably; on a mirror, at one of the
-// group's voters.
+// Members reads the membership linearizably, on this host's shard.
 func (r *Replica) Members(ctx context.Context) (Membership, error) {
-	if r.mirror != nil {
-		return r.host.membersRemote(ctx, r.name, r.shard, r.ConfiguredVoters())
-	}
 	m, err := r.membership(ctx)
 	if err != nil {
 		return Membership{}, err

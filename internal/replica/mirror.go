@@ -1,9 +1,10 @@
 package replica
 
 // A mirror is how a host that runs only its own groups (PlaceOwn) reaches
-// a group it does not run: a Replica in mirror mode, which the session
-// machinery uses as it uses a shard's (Propose, Read, StaleRead, its Sink),
-// and which is fed by a replica that runs the group (servemirror.go).
+// a group it does not run: a Group of its own (group.go), which the
+// session machinery uses as it uses a shard (Propose, Read, StaleRead, its
+// Sink), and which is fed by a replica that runs the group
+// (mirror_serve.go).
 //
 // It subscribes over a call connection to one of the group's voters (the
 // group table's, tried in turn), receives the state as a snapshot at some
@@ -32,7 +33,7 @@ package replica
 //
 // A mirror starts at the first call that names its group, and stops when
 // the group runs here (the table made this host a voter: the shard takes
-// over, mirrorswap.go), when it is dropped, or after MirrorIdle with no
+// over, mirror_swap.go), when it is dropped, or after MirrorIdle with no
 // call, no session's part and no watch on it here (its Sink is an Idler):
 // a call that meets a mirror stopping so goes to a new one.
 
@@ -58,7 +59,7 @@ import (
 var MirrorIdle = time.Minute
 
 // errMirrorIdle is why a call on a mirror that stopped unused fails: the
-// call goes to a new mirror (Replica.Propose, Read, StaleRead).
+// call goes to a new mirror (Host.replaced).
 var errMirrorIdle = errors.New("the mirror stopped, unused")
 
 const (
@@ -81,13 +82,14 @@ const (
 // anywhere does not have its mirrors resubscribe (a snapshot each) in a
 // tight loop.
 func (m *mirror) leaderPatience() time.Duration {
-	return min(4*m.r.electionTimeout()<<min(m.leaderless, 8), max(mirrorIdle, 4*m.r.electionTimeout()))
+	return min(4*m.electionTimeout()<<min(m.leaderless, 8), max(mirrorIdle, 4*m.electionTimeout()))
 }
 
-// mirror is a Replica's mirror mode: the group's state as fed by a server.
+// mirror is a group this host does not run, as fed by a server: the
+// second maker of Group, beside the shard (*Replica).
 type mirror struct {
-	r *Replica
-	h *Host
+	groupCore // what a mirror shares with a shard (group.go)
+	h         mirrorHost
 
 	mu        sync.RWMutex // st; held while an entry applies and its events reach the Sink
 	st        *fsm.State
@@ -117,12 +119,63 @@ type mirror struct {
 	noLeaderSince atomic.Int64
 	leaderless    int
 	ids           atomic.Uint64
-	// successor is the shard that took over (mirrorswap.go): calls
+	// successor is the shard that took over (mirror_swap.go): calls
 	// waiting for an index wait for it there.
 	successor atomic.Pointer[Replica]
 	// lastUse (unix nanos) and inUse are the calls', for the idle stop.
 	lastUse atomic.Int64
 	inUse   atomic.Int64
+}
+
+// mirrorHost is what a mirror asks of the host it runs on, and no more
+// (the Host is its one maker): the mirror reaches its host through these
+// seven calls, not through the host's fields.
+type mirrorHost interface {
+	// callsReady says why no call connection can be opened now, nil if
+	// one can; dialCall opens one to the replica at addr.
+	callsReady() error
+	dialCall(ctx context.Context, addr string) (transport.CallConn, error)
+	// tableVoters returns group name's voters as the group table last
+	// read here has them, if it has the group on shard.
+	tableVoters(name string, shard uint64) ([]uint64, bool)
+	// memberAddr returns the raft address of replica id of group.
+	memberAddr(group string, id uint64) (string, bool)
+	// membersRemote reads the group's membership at one of ask.
+	membersRemote(ctx context.Context, name string, shard uint64, ask []uint64) (Membership, error)
+	// replaced is the group's Group now, if a call on g failed because g
+	// was replaced (shard_propose.go).
+	replaced(g Group, err error) Group
+	// retireIdle stops m if it is still idle and still the group's
+	// mirror; goBackground runs f on the host's background work.
+	retireIdle(m *mirror) bool
+	goBackground(f func()) bool
+}
+
+// callsReady says why this host cannot open a call connection now.
+func (h *Host) callsReady() error {
+	if h.calls == nil {
+		return errors.New("the transport carries no calls between replicas")
+	}
+	if h.down.Load() {
+		return errors.New("this host is cut off (a test's crash)")
+	}
+	return nil
+}
+
+// dialCall opens a call connection to the replica at addr.
+func (h *Host) dialCall(ctx context.Context, addr string) (transport.CallConn, error) {
+	return h.calls.DialCall(ctx, addr)
+}
+
+// tableVoters returns group name's voters as the group table last read
+// here has them, if it has the group on shard.
+func (h *Host) tableVoters(name string, shard uint64) ([]uint64, bool) {
+	if v := h.tab.cur.Load(); v != nil {
+		if e, ok := v.find(name); ok && e.Shard == shard {
+			return e.Voters, true
+		}
+	}
+	return nil, false
 }
 
 // use counts a call on the mirror until the returned function is called.
@@ -141,7 +194,7 @@ func (m *mirror) idle() bool {
 	if m.inUse.Load() > 0 || time.Since(time.Unix(0, m.lastUse.Load())) < MirrorIdle {
 		return false
 	}
-	i, ok := m.r.sink.(Idler)
+	i, ok := m.sink.(Idler)
 	return ok && i.Idle()
 }
 
@@ -151,30 +204,31 @@ func (m *mirror) watchIdle() {
 	defer t.Stop()
 	for {
 		select {
-		case <-m.r.closed:
+		case <-m.closed:
 			return
 		case <-t.C:
 		}
-		if m.idle() && m.h.retireIdle(m.r) {
+		if m.idle() && m.h.retireIdle(m) {
 			return
 		}
 	}
 }
 
-// retireIdle stops idle mirror r unless it is in use again, the host is
+// retireIdle stops idle mirror m unless it is in use again, the host is
 // closing, or it is no longer the group's mirror; it reports whether it
 // did. Close waits for the stop.
-func (h *Host) retireIdle(r *Replica) bool {
+func (h *Host) retireIdle(m *mirror) bool {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
-	if h.mirror(r.name) != r || !r.mirror.idle() {
+	r := &m.groupCore
+	if h.mirror(r.name) != m || !m.idle() {
 		return false
 	}
 	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.name, errMirrorIdle)
 	r.gone.Store(&why)
 	if !h.goBackground(func() {
-		r.stop()
-		r.wg.Wait()
+		m.stop()
+		m.wait()
 	}) {
 		return false // closing: Close stops it
 	}
@@ -227,12 +281,11 @@ func (c *mirrorConn) answer(m wireMsg) {
 // newMirror makes the mirror of table entry e, whose Sink has seen the
 // group's state up to delivered (the index the shard this host ran of it
 // applied, or 0).
-func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *Replica {
-	r := newReplica(h, e.Name, e.shard(), h.sinks(e.Name))
+func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirror {
+	m := &mirror{h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
+	m.init(h.cfg, e.Name, e.shard(), h.sinks(e.Name))
+	r := &m.groupCore
 	r.voters = slices.Clone(voters)
-	r.nh = h.nh
-	m := &mirror{r: r, h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
-	r.mirror = m
 	r.appliedIndex.Store(delivered)
 	m.lastUse.Store(time.Now().UnixNano())
 	r.wg.Add(2)
@@ -247,7 +300,7 @@ func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *Repli
 		m.watchIdle()
 	}()
 	r.log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
-	return r
+	return m
 }
 
 // recvState receives the rest of a state sent in parts (sendState), first
@@ -276,7 +329,7 @@ func recvState(c transport.CallConn, first wireMsg) (wireMsg, error) {
 
 // run keeps a stream up until the mirror stops.
 func (m *mirror) run() {
-	r := m.r
+	r := &m.groupCore
 	wait := r.cfg.RTT
 	for {
 		select {
@@ -316,14 +369,12 @@ func (m *mirror) run() {
 // from the next one: the group's voters as the table has them, with their
 // addresses.
 func (m *mirror) servers() []uint64 {
-	voters := m.r.ConfiguredVoters()
-	if v := m.h.tab.cur.Load(); v != nil {
-		if e, ok := v.find(m.r.name); ok && e.Shard == m.r.shard {
-			voters = e.Voters
-			m.r.setVoters(voters)
-		}
+	voters := m.ConfiguredVoters()
+	if v, ok := m.h.tableVoters(m.name, m.shard); ok {
+		voters = v
+		m.setVoters(voters)
 	}
-	voters = slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == m.r.cfg.ReplicaID })
+	voters = slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == m.cfg.ReplicaID })
 	if len(voters) == 0 {
 		return nil
 	}
@@ -339,7 +390,7 @@ func (m *mirror) servers() []uint64 {
 
 // setLeader records the leader the server reports (0: none).
 func (m *mirror) setLeader(leader uint64) {
-	m.r.leader.Store(leader)
+	m.leader.Store(leader)
 	if leader != 0 {
 		m.noLeaderSince.Store(0)
 		return
@@ -359,22 +410,19 @@ func (m *mirror) leave(c *mirrorConn, why string) {
 		return
 	default:
 	}
-	m.r.log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
+	m.log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
 	c.close()
 }
 
 // addr returns the raft address of replica id (Host.memberAddr).
-func (m *mirror) addr(id uint64) (string, bool) { return m.h.memberAddr(m.r.name, id) }
+func (m *mirror) addr(id uint64) (string, bool) { return m.h.memberAddr(m.name, id) }
 
 // stream subscribes to one server and applies what it sends until the
 // stream breaks; the error says why.
 func (m *mirror) stream() error {
-	r := m.r
-	if m.h.calls == nil {
-		return errors.New("the transport carries no calls between replicas")
-	}
-	if m.h.down.Load() {
-		return errors.New("this host is cut off (a test's crash)")
+	r := &m.groupCore
+	if err := m.h.callsReady(); err != nil {
+		return err
 	}
 	var errs []error
 	for _, id := range m.servers() {
@@ -403,9 +451,9 @@ func (m *mirror) stream() error {
 // follow runs one stream from replica id at addr: nil when it ran and
 // broke (worth trying again at once), else why it never went live.
 func (m *mirror) follow(id uint64, addr string) error {
-	r := m.r
+	r := &m.groupCore
 	ctx, cancel := context.WithTimeout(r.ctx, 2*r.cfg.ProposalTimeout)
-	c, err := m.h.calls.DialCall(ctx, addr)
+	c, err := m.h.dialCall(ctx, addr)
 	cancel()
 	if err != nil {
 		return err
@@ -552,29 +600,30 @@ func (m *mirror) goLive() {
 	m.live = true
 	m.delivered = m.st.Index()
 	m.note(m.st)
-	m.r.sink.Restored(m.st)
+	m.sink.Restored(m.st)
 }
 
 // note takes the replica's view from a state: its applied index, group ID
 // and gate.
 func (m *mirror) note(st *fsm.State) {
-	m.r.appliedIndex.Store(st.Index())
+	m.appliedIndex.Store(st.Index())
 	if id := st.GroupID(); id != 0 {
-		m.r.setGroupID(id)
+		m.setGroupID(id)
 	}
-	m.gate(st.Gate())
+	m.noteGate(st.Gate())
 }
 
-// gate records the versions the group writes as the mirror applied them:
-// a view only; the host keeps in Dir the versions of the groups it runs.
-func (m *mirror) gate(g fsm.Gate) {
+// noteGate records the versions the group writes as the mirror applied
+// them: a view only; the host keeps in Dir the versions of the groups it
+// runs.
+func (m *mirror) noteGate(g fsm.Gate) {
 	for {
-		old := m.r.gate.Load()
+		old := m.gate.Load()
 		if old.Covers(g) {
 			return
 		}
 		next := old.Max(g)
-		if m.r.gate.CompareAndSwap(old, &next) {
+		if m.gate.CompareAndSwap(old, &next) {
 			return
 		}
 	}
@@ -605,16 +654,16 @@ func (m *mirror) apply(es []wireEntry) error {
 			switch ev := &events[i]; ev.Kind {
 			case fsm.EventLeaderStarted:
 				if ev.Group != 0 {
-					m.r.setGroupID(ev.Group)
+					m.setGroupID(ev.Group)
 				}
 			case fsm.EventGateRaised:
-				m.gate(ev.Gate)
+				m.noteGate(ev.Gate)
 			}
 		}
-		m.r.appliedIndex.Store(e.Index)
+		m.appliedIndex.Store(e.Index)
 		m.delivered = e.Index
 		if err == nil {
-			m.r.sink.Applied(e.Index, events)
+			m.sink.Applied(e.Index, events)
 		}
 	}
 	return nil
@@ -654,11 +703,11 @@ func (m *mirror) await(ctx context.Context, index uint64) error {
 		case <-up:
 		case <-ctx.Done():
 			return m.unavailable(ctx.Err(), fmt.Errorf("the group applied index %d, which this replica's mirror has not reached yet", index))
-		case <-m.r.closed:
+		case <-m.closed:
 			if s := m.successor.Load(); s != nil {
 				continue
 			}
-			return m.r.closedErr()
+			return m.closedErr()
 		}
 	}
 }
@@ -686,7 +735,7 @@ func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
 func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 	var limit <-chan time.Time
 	if _, ok := ctx.Deadline(); ok || failFast(ctx) {
-		t := time.NewTimer(max(2*m.r.electionTimeout(), 2*m.r.cfg.ProposalTimeout))
+		t := time.NewTimer(max(2*m.electionTimeout(), 2*m.cfg.ProposalTimeout))
 		defer t.Stop()
 		limit = t.C
 	}
@@ -707,8 +756,8 @@ func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 			return nil, m.noServer()
 		case <-ctx.Done():
 			return nil, m.unavailable(ctx.Err(), m.noServer())
-		case <-m.r.closed:
-			return nil, m.r.closedErr()
+		case <-m.closed:
+			return nil, m.closedErr()
 		}
 	}
 }
@@ -724,8 +773,8 @@ func (m *mirror) noServer() error {
 	if last != nil {
 		why = last.Error()
 	}
-	return &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, code: codeUnavailable,
-		text: fmt.Sprintf("no replica that runs it can be reached (voters %v): %s", m.r.ConfiguredVoters(), why)}
+	return &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: codeUnavailable,
+		text: fmt.Sprintf("no replica that runs it can be reached (voters %v): %s", m.ConfiguredVoters(), why)}
 }
 
 func (m *mirror) unavailable(ctxErr, last error) error {
@@ -760,7 +809,7 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 		select {
 		case res := <-ch:
 			if res.Code == codeElsewhere {
-				m.r.log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
+				m.log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
 				c.close()
 				continue
 			}
@@ -774,16 +823,16 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 				}
 			}
 			if res.Code != codeOK {
-				return res, &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
+				return res, &mirrorError{group: m.name, self: m.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
 			}
 			return res, nil
 		case <-c.broken:
 			c.forget(msg.ID)
 		case <-ctx.Done():
 			c.forget(msg.ID)
-			return wireMsg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.r.name))
-		case <-m.r.closed:
-			return wireMsg{}, m.r.closedErr()
+			return wireMsg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.name))
+		case <-m.closed:
+			return wireMsg{}, m.closedErr()
 		}
 	}
 }
@@ -796,19 +845,63 @@ func (m *mirror) moveOn(ctx context.Context, cutOff []uint64) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < m.r.electionTimeout() {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < m.electionTimeout() {
 		return false
 	}
-	voters := m.r.ConfiguredVoters()
+	voters := m.ConfiguredVoters()
 	return slices.ContainsFunc(voters, func(id uint64) bool {
-		return id != m.r.cfg.ReplicaID && !slices.Contains(cutOff, id)
+		return id != m.cfg.ReplicaID && !slices.Contains(cutOff, id)
 	})
 }
 
-// propose is Propose in mirror mode.
+// Propose applies cmd through the mirror's server, retried on another
+// voter as the mirror moves on, and returns once the mirror applied the
+// entry, so its Sink has seen the entry's events: the same contract as
+// Replica.Propose, whose errors it returns in a mirrorError.
+func (m *mirror) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	res, err := m.propose(ctx, cmd)
+	if g := m.h.replaced(m, err); g != nil {
+		return g.Propose(ctx, cmd) // the same command: applied at most once
+	}
+	return res, err
+}
+
+// Read asks the server for its linearizable read point and runs q on the
+// mirror's state once it applied that far.
+func (m *mirror) Read(ctx context.Context, q fsm.Query) (any, error) {
+	v, err := m.read(ctx, q)
+	if g := m.h.replaced(m, err); g != nil {
+		return g.Read(ctx, q)
+	}
+	return v, err
+}
+
+// StaleRead runs q on the mirror's state as it is: it may lag behind the
+// group's leader.
+func (m *mirror) StaleRead(q fsm.Query) (any, error) {
+	v, err := m.staleRead(q)
+	if g := m.h.replaced(m, err); g != nil {
+		return g.StaleRead(q)
+	}
+	return v, err
+}
+
+// Members reads the membership linearizably at one of the group's voters.
+func (m *mirror) Members(ctx context.Context) (Membership, error) {
+	return m.h.membersRemote(ctx, m.name, m.shard, m.ConfiguredVoters())
+}
+
+// Counters are the mirror's: its proposals, and the counts of its state.
+func (m *mirror) Counters() Counters { return m.ops.counters(m.StaleRead) }
+
+// Go runs f on the host's background work: the sessions' work on a named
+// group outlives its mirror (the shard may take over).
+func (m *mirror) Go(f func()) bool { return m.h.goBackground(f) }
+
+// propose is Propose without the retry on a replacement.
 func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	defer m.use()()
-	defer m.r.ops.proposals.since(time.Now())
+	defer m.ops.proposals.since(time.Now())
 	data := fsm.AppendBatch(nil, []fsm.Command{cmd})
 	res, err := m.call(ctx, wireMsg{Kind: wirePropose, Data: data})
 	if err != nil {
@@ -820,7 +913,7 @@ func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, erro
 	return res.Res, nil
 }
 
-// read is Read in mirror mode.
+// read is Read without the retry on a replacement.
 func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 	defer m.use()()
 	res, err := m.call(ctx, wireMsg{Kind: wireRead})
@@ -836,12 +929,12 @@ func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 	return m.staleRead(q)
 }
 
-// staleRead is StaleRead in mirror mode.
+// staleRead is StaleRead without the retry on a replacement.
 func (m *mirror) staleRead(q fsm.Query) (any, error) {
 	defer m.use()()
 	select {
-	case <-m.r.closed:
-		return nil, m.r.closedErr()
+	case <-m.closed:
+		return nil, m.closedErr()
 	default:
 	}
 	if s := m.successor.Load(); s != nil {
@@ -850,15 +943,16 @@ func (m *mirror) staleRead(q fsm.Query) (any, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.st == nil || !m.live {
-		return nil, &mirrorError{group: m.r.name, self: m.r.cfg.ReplicaID, code: codeUnavailable,
+		return nil, &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: codeUnavailable,
 			text: "this replica's mirror of the group has no state yet"}
 	}
 	return q(m.st), nil
 }
 
-// status is Status in mirror mode.
-func (m *mirror) status() Status {
-	r := m.r
+// Status is the mirror's local view, without I/O: Mirror is its server (0
+// while none), Voters the table's with their addresses.
+func (m *mirror) Status() Status {
+	r := &m.groupCore
 	st := Status{LeaderID: r.leader.Load(), AppliedIndex: r.appliedIndex.Load(), GroupID: r.groupID.Load(),
 		NonVoting: true, Gate: r.Gate(), Mirror: m.server.Load(), Voters: map[uint64]string{}}
 	for _, id := range r.ConfiguredVoters() {
@@ -868,9 +962,17 @@ func (m *mirror) status() Status {
 }
 
 // stop ends the mirror: calls in flight fail with its reason.
-func (m *mirror) stop() { m.r.stop() }
+func (m *mirror) stop() {
+	m.stopOnce.Do(func() {
+		close(m.closed)
+		m.cancel() // ends the stream (follow)
+	})
+}
 
-// mirrorError is a call's failure in mirror mode: which group, through
+// wait returns once the mirror's goroutines ended (after stop).
+func (m *mirror) wait() { m.wg.Wait() }
+
+// mirrorError is a call's failure on a mirror: which group, through
 // which server, and why; errors.Is finds ErrUnavailable (and ErrNoQuorum,
 // or fsm.ErrVersionGated) as for a local shard.
 type mirrorError struct {
@@ -901,7 +1003,7 @@ func (e *mirrorError) Unwrap() []error {
 }
 
 // mirror returns the mirror of group name, nil if there is none.
-func (h *Host) mirror(name string) *Replica {
+func (h *Host) mirror(name string) *mirror {
 	if p := h.mirrors.Load(); p != nil {
 		return (*p)[name]
 	}
@@ -910,12 +1012,17 @@ func (h *Host) mirror(name string) *Replica {
 
 // Mirrors returns the mirrors this host has now, by name: the groups it
 // reaches without running them (PlaceOwnGroups).
-func (h *Host) Mirrors() []*Replica {
-	return slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *Replica) int { return cmp.Compare(a.name, b.name) })
+func (h *Host) Mirrors() []Group {
+	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror) int { return cmp.Compare(a.name, b.name) })
+	out := make([]Group, len(ms))
+	for i, m := range ms {
+		out[i] = m
+	}
+	return out
 }
 
 // mirrorList returns the mirrors; the caller holds setMu.
-func (h *Host) mirrorList() []*Replica {
+func (h *Host) mirrorList() []*mirror {
 	if p := h.mirrors.Load(); p != nil {
 		return slices.Collect(maps.Values(*p))
 	}
@@ -924,8 +1031,8 @@ func (h *Host) mirrorList() []*Replica {
 
 // setMirror publishes (r non-nil) or removes the mirror of group name;
 // the caller holds setMu.
-func (h *Host) setMirror(name string, r *Replica) {
-	out := map[string]*Replica{}
+func (h *Host) setMirror(name string, r *mirror) {
+	out := map[string]*mirror{}
 	if p := h.mirrors.Load(); p != nil {
 		out = maps.Clone(*p)
 	}
@@ -939,7 +1046,7 @@ func (h *Host) setMirror(name string, r *Replica) {
 
 // mirrorOf returns this host's mirror of table entry e, started if need
 // be, or nil once the host closes.
-func (h *Host) mirrorOf(e fsm.GroupEntry) *Replica {
+func (h *Host) mirrorOf(e fsm.GroupEntry) Group {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
 	select {
@@ -947,16 +1054,16 @@ func (h *Host) mirrorOf(e fsm.GroupEntry) *Replica {
 		return nil
 	default:
 	}
-	if r := h.mirror(e.Name); r != nil && r.shard == e.Shard {
-		return r
+	if m := h.mirror(e.Name); m != nil && m.shard == e.Shard {
+		return m
 	}
 	if r := h.running(e.Name); r != nil {
 		return r
 	}
 	ng := namedGroup{Name: e.Name, Shard: e.Shard}
-	r := h.newMirror(ng, e.Voters, 0)
-	h.setMirror(e.Name, r)
-	return r
+	m := h.newMirror(ng, e.Voters, 0)
+	h.setMirror(e.Name, m)
+	return m
 }
 
 // goBackground runs f on the host's background work unless it is closing.

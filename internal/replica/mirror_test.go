@@ -51,11 +51,10 @@ func snapshotAt(t *testing.T, log []wireEntry, n int) *fsm.State {
 }
 
 func testMirror(sink Sink, delivered uint64) *mirror {
-	r := &Replica{sink: sink, groupKnown: make(chan struct{}), closed: make(chan struct{})}
+	m := &mirror{groupCore: groupCore{sink: sink, groupKnown: make(chan struct{}), closed: make(chan struct{})},
+		h: &Host{}, delivered: delivered, appliedUp: make(chan struct{})}
 	g := fsm.Baseline
-	r.gate.Store(&g)
-	m := &mirror{r: r, delivered: delivered, appliedUp: make(chan struct{})}
-	r.mirror = m
+	m.gate.Store(&g)
 	return m
 }
 
@@ -79,8 +78,8 @@ func TestMirrorGoesLiveOnlyAtWhatItsSinkSaw(t *testing.T) {
 	require.Equal(t, []uint64{7, 8}, sink.applied)
 	ok, _ = m.reached(8)
 	require.True(t, ok)
-	require.Equal(t, uint64(8), m.r.appliedIndex.Load())
-	require.NotZero(t, m.r.GroupID(), "the group's ID comes with the state")
+	require.Equal(t, uint64(8), m.appliedIndex.Load())
+	require.NotZero(t, m.GroupID(), "the group's ID comes with the state")
 
 	// A new stream from a server ahead: its snapshot replaces the state
 	// at once.
@@ -89,4 +88,13 @@ func TestMirrorGoesLiveOnlyAtWhatItsSinkSaw(t *testing.T) {
 	v, err := m.staleRead(func(st *fsm.State) any { return st.Index() })
 	require.NoError(t, err)
 	require.Equal(t, uint64(9), v)
+}
+
+// A mirror's counters count its own copy of the group's state: the shard's
+// copy, which this host does not run, is never asked.
+func TestMirrorCountersReadItsOwnState(t *testing.T) {
+	log := groupLog(t, 5) // a leader's start, then four sessions opened
+	m := testMirror(&sinkLog{}, 0)
+	m.install(snapshotAt(t, log, 5))
+	require.Equal(t, 4, m.Counters().Sessions)
 }

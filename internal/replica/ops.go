@@ -249,22 +249,26 @@ type Counters struct {
 
 // Counters returns the counters, and the state's counts from this
 // replica's copy of the state (no I/O).
-func (r *Replica) Counters() Counters {
+func (r *Replica) Counters() Counters { return r.ops.counters(r.StaleRead) }
+
+// counters are the counters, with the state's counts read by staleRead:
+// the shard's copy of the state, or the mirror's.
+func (o *ops) counters(staleRead func(fsm.Query) (any, error)) Counters {
 	c := Counters{
-		Entries:            r.ops.entries.Load(),
-		Commands:           r.ops.commands.Load(),
-		KeepAlives:         r.ops.keepAlives.Load(),
-		KeepAliveEntries:   r.ops.keepAliveEntries.Load(),
-		Renewals:           r.ops.renewals.Load(),
-		Grants:             r.ops.grants.Load(),
-		Releases:           r.ops.releases.Load(),
-		Expiries:           r.ops.expiries.Load(),
-		LeaderChanges:      r.ops.leaderChanges.Load(),
-		ConnectionFailures: r.ops.connFailures.Load(),
-		ProposalLatency:    r.ops.proposals.snapshot(),
+		Entries:            o.entries.Load(),
+		Commands:           o.commands.Load(),
+		KeepAlives:         o.keepAlives.Load(),
+		KeepAliveEntries:   o.keepAliveEntries.Load(),
+		Renewals:           o.renewals.Load(),
+		Grants:             o.grants.Load(),
+		Releases:           o.releases.Load(),
+		Expiries:           o.expiries.Load(),
+		LeaderChanges:      o.leaderChanges.Load(),
+		ConnectionFailures: o.connFailures.Load(),
+		ProposalLatency:    o.proposals.snapshot(),
 	}
 	type counts struct{ sessions, locks, waiting int }
-	v, err := r.StaleRead(fsm.Query(func(s *fsm.State) any {
+	v, err := staleRead(fsm.Query(func(s *fsm.State) any {
 		var n counts
 		n.sessions, n.locks, n.waiting = s.Counts()
 		return n

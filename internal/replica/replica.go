@@ -5,18 +5,28 @@
 //
 // A map of the package:
 //
+//   - group.go: Group, a group as this host reaches it, and what
+//     Host.Group and Host.Lookup return. Its two makers are the shard
+//     (Replica: replica.go, shard_propose.go) and the mirror (mirror*.go);
+//     each does the job its own way, and neither branches on the other
+//     nor holds the other; what they share (name, voters, Sink, applied
+//     index, group ID, gate, counters, lifecycle) is a groupCore each
+//     embeds. The session layer (internal/session) reaches groups through
+//     its own interface of the same role, which both satisfy.
 //   - host.go: Config, Start and Close: one Dragonboat NodeHost per process,
 //     its transport, its Dir and its listeners, and one Replica (one shard)
 //     per group on it: the default group and each Config.Groups entry.
-//   - replica.go: one group's replica: its proposer, expiry timers and
+//   - replica.go: one group's shard: its proposer, expiry timers and
 //     Status, the local view without I/O.
 //   - groups.go: named groups: their shard IDs, their identity kept in Dir,
 //     the non-voting replicas every host runs of the groups it does not
 //     vote in, and the removal check.
 //   - balance.go: TransferLeadership, and the balancer that spreads the
 //     groups' leaders over the hosts by rate-limited transfers.
-//   - propose.go: Propose and Read, retried through leader changes and
-//     timeouts until the caller's context ends.
+//   - shard_propose.go: the shard's Propose and Read, retried through
+//     leader changes and timeouts until the caller's context ends, and the
+//     one retry of a call whose Group was replaced meanwhile
+//     (Host.replaced), which shard and mirror share.
 //   - calls.go: the fence that lets a shard stop only once no read of its
 //     state machine is in flight.
 //   - apply.go: what the state machine applies, in order: the replica's own
@@ -32,11 +42,15 @@
 //   - membership.go: membership changes and linearizable membership reads.
 //   - placement.go: Placement, which named groups a host runs a shard of,
 //     and what its peers announced of theirs.
-//   - mirror.go: a Replica in mirror mode: a group this host does not run,
-//     reached through a replica that does (its proposals, reads, events).
-//   - servemirror.go: the replica's side of the mirrors it feeds, over the
-//     transport's call connections; mirrorwire.go their messages.
-//   - mirrorswap.go: a mirror and a shard of one group taking over from
+//   - mirror.go: the mirror, Group's second maker: a group this host does
+//     not run, reached through a replica that does (its proposals, reads,
+//     events). It asks its host only what mirrorHost names (seven calls),
+//     never for the host's fields.
+//   - mirror_serve.go: the replica's side of the mirrors it feeds, over the
+//     transport's call connections; mirror_wire.go their messages;
+//     mirror_members.go a mirror's membership read at a voter, and the
+//     voter's side.
+//   - mirror_swap.go: a mirror and a shard of one group taking over from
 //     each other as the group table moves the group's voters.
 //   - backup.go: a group's exported copy and a restore's import;
 //     exportgroup.go every group's copy for a backup, from a voter over a
@@ -45,15 +59,14 @@
 //   - ops.go: counters and the proposal latency histogram.
 //
 // Data flows one way: the root proposes commands and reads queries
-// (root → replica → fsm), and what is applied flows back through one Sink
-// per group. A Replica is one Dragonboat shard; every group of a process
-// shares the Host's NodeHost, so its transport, log store and disk writes.
+// (root → session → a Group here → fsm), and what is applied flows back
+// through one Sink per group. A Replica is one Dragonboat shard; every
+// group of a process shares the Host's NodeHost, so its transport, log
+// store and disk writes.
 package replica
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -97,39 +110,23 @@ const (
 // Replica is one running replica of one group: one Dragonboat shard on its
 // Host. Its methods are safe for concurrent use.
 type Replica struct {
-	cfg     Config
-	log     *slog.Logger
+	groupCore // what a shard shares with a mirror (group.go)
+
 	host    *Host
-	name    string // the group's name; "" for the default group
-	shard   uint64 // the group's shard ID (GroupShardID)
-	sink    Sink
 	nh      *dragonboat.NodeHost
 	prop    *proposer.Proposer
 	tracker *expiry.Tracker
 
-	// voters are the group's configured voters (the default group's are
-	// its bootstrap Members; a named group's the table's, once it is set:
-	// setVoters); bootstrap is the members map the shard starts with, nil
-	// for a non-voting host, which joins.
-	voters    []uint64
-	votersP   atomic.Pointer[[]uint64] // replaces voters once set
+	// bootstrap is the members map the shard starts with, nil for a
+	// non-voting host, which joins.
 	bootstrap map[uint64]string
 	join      bool
 	// ident and identVoters are a named group's identity (namedDigest)
 	// and the voters it was bootstrapped with, for the handshake.
 	ident       string
 	identVoters []uint64
-	// gone is set once the group stopped running on this host for good
-	// (the table dropped it, or moved it off this host): calls fail with
-	// it.
-	gone atomic.Pointer[error]
 
-	leader        atomic.Uint64 // leader ID as last reported by raft; 0 when unknown
 	term          atomic.Uint64
-	appliedIndex  atomic.Uint64
-	groupID       atomic.Uint64 // the group's ID, once applied here (fsm.State.GroupID)
-	groupKnown    chan struct{} // closed once groupID is set (setGroupID)
-	groupOnce     sync.Once
 	restoredIndex atomic.Uint64 // the last snapshot the state was restored from
 	// leaderlessSince is when the group was last seen to lose its leader
 	// (or the shard started), in unix nanoseconds; 0 while a leader is
@@ -140,24 +137,18 @@ type Replica struct {
 	// refused is set once this replica found its log lost entries it had
 	// acknowledged (oldcopy.go): calls fail with it.
 	refused atomic.Pointer[error]
-	// gate is the versions the group writes as applied here; gateNudge
-	// wakes the leader's loop that raises it, and gateView is the
-	// membership a gated call names (versions.go).
-	gate      atomic.Pointer[fsm.Gate]
+	// gateNudge wakes the leader's loop that raises the gate, and
+	// gateView is the membership a gated call names (versions.go).
 	gateNudge chan struct{}
 	gateView  atomic.Pointer[gateView]
 	// preferGaveUp is when an open last waited for the gate in vain
 	// (preferGate), in Unix nanoseconds; 0: never.
 	preferGaveUp atomic.Int64
-	ops          ops
 	snaps        snapStats
-	// mirror is set on a mirror of a group this host does not run
-	// (mirror.go): then there is no shard, and the calls go to the mirror.
-	mirror *mirror
 	// held holds a new shard's events back while the group's mirror
-	// feeds its Sink (mirrorswap.go); nil otherwise.
+	// feeds its Sink (mirror_swap.go); nil otherwise.
 	held *holdSink
-	// subs are the mirrors this replica feeds (servemirror.go).
+	// subs are the mirrors this replica feeds (mirror_serve.go).
 	subs subscribers
 	// lostReplies is set only by tests (TestingLoseReplies): kinds whose
 	// next committed proposals Propose reports as lost to a leader change.
@@ -172,39 +163,16 @@ type Replica struct {
 
 	mu      sync.Mutex
 	closing bool
-	wg      sync.WaitGroup // background goroutines
 	// calls are the reads of the shard's state machine in flight, which
 	// stop waits for before the shard may stop (calls.go).
 	calls callFence
-
-	closed   chan struct{}
-	stopOnce sync.Once
-	ctx      context.Context // cancelled by Close: bounds background work
-	cancel   context.CancelFunc
 }
 
 // newReplica prepares the replica of one group; the Host starts its shard.
 func newReplica(h *Host, name string, shard uint64, sink Sink) *Replica {
 	cfg := h.cfg
-	r := &Replica{
-		cfg:      cfg,
-		log:      cfg.Logger.With("replica", cfg.ReplicaID),
-		host:     h,
-		name:     name,
-		shard:    shard,
-		sink:     sink,
-		closed:   make(chan struct{}),
-		leaderUp: make(chan struct{}),
-
-		groupKnown: make(chan struct{}),
-		gateNudge:  make(chan struct{}, 1),
-	}
-	baseline := fsm.Baseline
-	r.gate.Store(&baseline)
-	if name != "" {
-		r.log = r.log.With("group", name)
-	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r := &Replica{host: h, leaderUp: make(chan struct{}), gateNudge: make(chan struct{}, 1)}
+	r.init(cfg, name, shard, sink)
 	r.tracker = expiry.New(cfg.Clock, expireRetry, cfg.ReplicaID, expiry.Actions{Start: r.proposeLeaderStart, Expire: r.proposeExpire,
 		Undelay: r.proposeUndelay, ExpireGrant: r.proposeExpireGrant})
 	// The proposer exists before the NodeHost, whose leader events it hears;
@@ -299,38 +267,6 @@ func (r *Replica) nodeHostInfo() *dragonboat.NodeHostInfo { return r.host.nodeHo
 // Done is closed when Close begins.
 func (r *Replica) Done() <-chan struct{} { return r.closed }
 
-// Name returns the group's name; "" for the default group.
-func (r *Replica) Name() string { return r.name }
-
-// ShardID returns the group's Dragonboat shard ID.
-func (r *Replica) ShardID() uint64 { return r.shard }
-
-// ConfiguredVoters returns the group's voters as configured: a named
-// group's voters as the group table (or, before it, Config.Groups) gives
-// them, or the default group's bootstrap Members (its current voters are
-// in Status, as AddReplica and RemoveReplica change them).
-func (r *Replica) ConfiguredVoters() []uint64 {
-	if p := r.votersP.Load(); p != nil {
-		return slices.Clone(*p)
-	}
-	return slices.Clone(r.voters)
-}
-
-// setVoters records the voters the group table gives the group.
-func (r *Replica) setVoters(voters []uint64) {
-	v := slices.Clone(voters)
-	r.votersP.Store(&v)
-}
-
-// closedErr is what a call fails with once the replica stopped: the reason
-// the group stopped running here, or ErrClosed.
-func (r *Replica) closedErr() error {
-	if e := r.gone.Load(); e != nil {
-		return *e
-	}
-	return ErrClosed
-}
-
 // Status is the replica's local view (the root's Status documents it).
 type Status struct {
 	LeaderID, Term, AppliedIndex, GroupID uint64
@@ -351,9 +287,6 @@ type Status struct {
 
 // Status returns the replica's local view, without I/O.
 func (r *Replica) Status() Status {
-	if r.mirror != nil {
-		return r.mirror.status()
-	}
 	st := Status{
 		LeaderID:     r.leader.Load(),
 		Term:         r.term.Load(),
@@ -375,12 +308,6 @@ func (r *Replica) Status() Status {
 	}
 	return st
 }
-
-// Leader returns the leader's ID as last reported by raft; 0 when unknown.
-func (r *Replica) Leader() uint64 { return r.leader.Load() }
-
-// GroupID returns the group's ID once this replica applied it; 0 before.
-func (r *Replica) GroupID() uint64 { return r.groupID.Load() }
 
 // RestoredIndex returns the index of the last snapshot the state was
 // restored from (at restart or catching up); 0 if none.

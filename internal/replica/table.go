@@ -77,15 +77,15 @@ func (t *tableState) changed() {
 	}
 }
 
-// entry returns the table's entry for r's group, if the table is set and
-// has r's group on r's shard.
-func (t *tableState) entry(r *Replica) (fsm.GroupEntry, bool) {
+// entry returns the table's entry for g's group, if the table is set and
+// has g's group on g's shard.
+func (t *tableState) entry(g Group) (fsm.GroupEntry, bool) {
 	v := t.cur.Load()
 	if v == nil || !v.set {
 		return fsm.GroupEntry{}, false
 	}
-	e, ok := v.find(r.name)
-	return e, ok && e.Shard == r.shard
+	e, ok := v.find(g.Name())
+	return e, ok && e.Shard == g.ShardID()
 }
 
 func (v *tableView) find(name string) (fsm.GroupEntry, bool) {
@@ -413,8 +413,8 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 // either. Never two mirrors of a group, nor one that Close would not stop.
 func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
 	delivered := r.appliedIndex.Load()
-	if old := h.mirror(r.name); old != nil && old.shard == r.shard {
-		m := old.mirror
+	if m := h.mirror(r.name); m != nil && m.shard == r.shard {
+		old := &m.groupCore
 		m.mu.Lock()
 		retired := m.retired
 		delivered = max(delivered, m.delivered)
@@ -427,8 +427,8 @@ func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
 		why := movedOff(r.name)
 		old.gone.Store(&why)
 		if !h.goBackground(func() {
-			old.stop()
-			old.wg.Wait()
+			m.stop()
+			m.wait()
 		}) {
 			return // closing: Close stops it
 		}

@@ -267,8 +267,8 @@ func (h *Host) nodeHostInfoWithLogs() *dragonboat.NodeHostInfo {
 func (h *Host) MirrorsApplied() map[string]uint64 {
 	out := map[string]uint64{}
 	if p := h.mirrors.Load(); p != nil {
-		for name, r := range *p {
-			out[name] = r.appliedIndex.Load()
+		for name, m := range *p {
+			out[name] = m.appliedIndex.Load()
 		}
 	}
 	return out

@@ -127,10 +127,6 @@ func groupName(name string) string {
 	return fmt.Sprintf("group %q", name)
 }
 
-// Gate returns the log and snapshot versions the group writes, as applied
-// on this replica (fsm.State.Gate).
-func (r *Replica) Gate() fsm.Gate { return *r.gate.Load() }
-
 // setGate records the gate applied here (a KindGate, or a snapshot). The
 // state's gate never falls, and neither does this view of it: the
 // proposer writes at it.

@@ -23,7 +23,7 @@ func hostWithGates(gates map[string]fsm.Gate) (*Host, *peers) {
 		if !ok {
 			continue
 		}
-		r := &Replica{name: name, gateNudge: make(chan struct{}, 1)}
+		r := &Replica{groupCore: groupCore{name: name}, gateNudge: make(chan struct{}, 1)}
 		r.gate.Store(&g)
 		set.list = append(set.list, r)
 		set.byName[name] = r

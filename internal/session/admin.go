@@ -50,7 +50,7 @@ func (h *Host) Revoke(ctx context.Context, name string, token uint64, election b
 // owns it, as an expiry would. A session that is already over is
 // ErrSessionExpired.
 func (h *Host) EndSession(ctx context.Context, group string, id uint64) error {
-	r, err := h.Replica(group)
+	r, err := h.Group(group)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (h *Host) EndSession(ctx context.Context, group string, id uint64) error {
 
 // Members reads group's membership ("" is the default group).
 func (h *Host) Members(ctx context.Context, group string) (replica.Membership, error) {
-	r, err := h.Replica(group)
+	r, err := h.Group(group)
 	if err != nil {
 		return replica.Membership{}, err
 	}

@@ -29,16 +29,16 @@ var (
 // testGroups is a Groups over replicas a test started.
 type testGroups struct {
 	mu sync.RWMutex
-	m  map[string]*replica.Replica
+	m  map[string]Group
 }
 
-func (g *testGroups) Group(name string) *replica.Replica {
+func (g *testGroups) Group(name string) Group {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.m[name]
 }
 
-func (g *testGroups) Lookup(name string) (*replica.Replica, error) {
+func (g *testGroups) Lookup(name string) (Group, error) {
 	if r := g.Group(name); r != nil {
 		return r, nil
 	}
@@ -81,7 +81,7 @@ func replicaConfig(net *transport.Network, dir string, id uint64, members map[ui
 func startTwoGroups(t *testing.T) *twoGroups {
 	t.Helper()
 	net := transport.NewNetwork(24)
-	tg := &twoGroups{t: t, groups: &testGroups{m: map[string]*replica.Replica{}}, others: map[uint64]*replica.Replica{}}
+	tg := &twoGroups{t: t, groups: &testGroups{m: map[string]Group{}}, others: map[uint64]*replica.Replica{}}
 	tg.h = NewHost(Config{ReplicaID: 1, ProposalTimeout: time.Second, RTT: 10 * time.Millisecond,
 		Clock: clock.Real, Log: quiet, Groups: tg.groups, UnknownGroup: errUnknown})
 	dir := t.TempDir()
@@ -95,13 +95,13 @@ func startTwoGroups(t *testing.T) *twoGroups {
 		}
 	})
 	// Each group runs on hosts of its own here, as the default group of
-	// each: the session machinery only sees a group's *replica.Replica.
+	// each: the session machinery only sees a group's Group.
 	start := func(cfg replica.Config, sink replica.Sink) (*replica.Replica, error) {
 		h, err := replica.Start(cfg, func(string) replica.Sink { return sink })
 		if err != nil {
 			return nil, err
 		}
-		return h.Group(""), nil
+		return h.Shard(""), nil
 	}
 	r, err := start(replicaConfig(net, filepath.Join(dir, "default"), 1, def), tg.h.Sink(""))
 	require.NoError(t, err)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 
 	"github.com/fencelock/fencelock/internal/fsm"
-	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/lockapi"
 )
 
@@ -42,7 +41,7 @@ func checkValue(value string) error {
 // Route returns the group name lives in (SplitName) and this process's
 // replica of it, or an error wrapping UnknownGroup if that is not a group
 // of the deployment. It does not check the name: the calls check it first.
-func (h *Host) Route(name string) (string, *replica.Replica, error) {
+func (h *Host) Route(name string) (string, Group, error) {
 	_, group, ok := SplitName(name)
 	if !ok {
 		return "", nil, fmt.Errorf("%w: %q in %q", h.cfg.UnknownGroup, group, truncate(name, 64))
@@ -55,7 +54,7 @@ func (h *Host) Route(name string) (string, *replica.Replica, error) {
 }
 
 // route checks name, then routes it.
-func (h *Host) route(name string) (string, *replica.Replica, error) {
+func (h *Host) route(name string) (string, Group, error) {
 	if err := checkName(name); err != nil {
 		return "", nil, err
 	}
@@ -67,7 +66,7 @@ func (h *Host) route(name string) (string, *replica.Replica, error) {
 // the part before its last '@' and r the group's replica. A group stores
 // each name whole, "@group" and all, so a name there starts with base as
 // it starts with the prefix here.
-func (h *Host) routePrefix(prefix string) (base, group string, r *replica.Replica, named bool, err error) {
+func (h *Host) routePrefix(prefix string) (base, group string, r Group, named bool, err error) {
 	base, _, _ = SplitName(prefix)
 	if base == prefix {
 		return prefix, "", nil, false, nil
@@ -76,9 +75,9 @@ func (h *Host) routePrefix(prefix string) (base, group string, r *replica.Replic
 	return base, group, r, true, err
 }
 
-// Replica returns group's replica ("" is the default group), or an error
+// Group returns group's Group ("" is the default group), or an error
 // wrapping UnknownGroup: for the calls that take a group by name.
-func (h *Host) Replica(group string) (*replica.Replica, error) {
+func (h *Host) Group(group string) (Group, error) {
 	return h.cfg.Groups.Lookup(group)
 }
 

@@ -14,7 +14,7 @@ import (
 // '@', is the Config's UnknownGroup, never the default group.
 func TestRoute(t *testing.T) {
 	def, b := &replica.Replica{}, &replica.Replica{} // only compared, never run
-	h := NewHost(Config{Log: quiet, Groups: &testGroups{m: map[string]*replica.Replica{"": def, "b": b}}, UnknownGroup: errUnknown})
+	h := NewHost(Config{Log: quiet, Groups: &testGroups{m: map[string]Group{"": def, "b": b}}, UnknownGroup: errUnknown})
 	defer h.Close(replica.ErrClosed)
 	for name, want := range map[string]struct {
 		group string
@@ -37,7 +37,7 @@ func TestRoute(t *testing.T) {
 		require.Equal(t, want.group, group, name)
 		require.Same(t, want.r, r, name)
 	}
-	_, err := h.Replica(strings.Repeat("g", 100))
+	_, err := h.Group(strings.Repeat("g", 100))
 	require.ErrorIs(t, err, errUnknown)
 	require.Contains(t, err.Error(), strings.Repeat("g", 64)+"…", "a long group name is cut")
 

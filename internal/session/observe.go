@@ -90,7 +90,7 @@ type observed struct {
 // next one, so a thousand observers starting at once cost two reads, not a
 // thousand (whose retries, when the group is slow to answer, would make it
 // slower still).
-func (rt *router) firstRead(ctx context.Context, r *replica.Replica, w *watch) (observed, error) {
+func (rt *router) firstRead(ctx context.Context, r Group, w *watch) (observed, error) {
 	sr, start := rt.watches.join(w)
 	if start {
 		rt.startRead(r, w, sr)
@@ -106,7 +106,7 @@ func (rt *router) firstRead(ctx context.Context, r *replica.Replica, w *watch) (
 
 // startRead runs the shared read sr of w, then the next one if observers
 // joined it meanwhile.
-func (rt *router) startRead(r *replica.Replica, w *watch, sr *sharedRead) {
+func (rt *router) startRead(r Group, w *watch, sr *sharedRead) {
 	ctx, cancel := context.WithCancel(rt.ctx)
 	rt.watches.started(sr, cancel)
 	ok := rt.goBackground(func() {

@@ -18,7 +18,7 @@ import (
 // resumed session whose Locks lacked the lock its group kept; leader-crash).
 func TestResumingPartSurvivesAnOlderSnapshot(t *testing.T) {
 	h := NewHost(Config{ReplicaID: 2, ProposalTimeout: time.Second, RTT: 10 * time.Millisecond,
-		Clock: clock.Real, Log: quiet, Groups: &testGroups{m: map[string]*replica.Replica{}}, UnknownGroup: errUnknown})
+		Clock: clock.Real, Log: quiet, Groups: &testGroups{m: map[string]Group{}}, UnknownGroup: errUnknown})
 	t.Cleanup(func() { h.Close(replica.ErrClosed) })
 
 	// The group's history: the session opens at 20, is granted "x" at 21

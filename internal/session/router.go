@@ -62,13 +62,13 @@ func newRouter(h *Host, group string) *router {
 // after that, such as the Resign of a leader loop whose term just ended
 // here, must not reach the group through the replica, which stops only
 // after the sessions do.
-func (rt *router) replica() (*replica.Replica, error) {
+func (rt *router) replica() (Group, error) {
 	select {
 	case <-rt.h.closed: // closed after closeErr is set, before any session ends
 		return nil, rt.h.closeErr
 	default:
 	}
-	return rt.h.Replica(rt.group)
+	return rt.h.Group(rt.group)
 }
 
 // goBackground runs f in the background unless the Host is closing; the

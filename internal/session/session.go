@@ -5,19 +5,26 @@
 // and calls in here, where its arguments are checked, its name is taken to
 // its group (`base@group`, SplitName and Host.Route), its command is built
 // or its read made; this package proposes commands to and reads from the
-// group's internal/replica, and hears back from it on that group's Sink.
+// group through its Group (group.go: the role, whose two makers, a local
+// shard and a mirror, live in internal/replica), and hears back from it on
+// that group's Sink.
 // The root never sees internal/fsm: the constants and views it publishes
 // are named here (limits.go, views.go).
 //
 // # Roles
 //
+//	Group     a group's role (group.go): propose, read, stale read,
+//	          membership, status (leader, group ID), background work; what
+//	          is applied comes back on the group's Sink. A shard or a mirror
+//	          in internal/replica; this package knows neither.
 //	Host      one per fencelock.Node: the groups this process reaches
-//	          (Groups), a router per group, background work, Close.
+//	          (Groups, a Group each), a router per group, background work,
+//	          Close.
 //	router    one per group: replica.Sink for that group (events come
 //	          back here, on its apply goroutine), the parts living in the
 //	          group by session ID, the group's renewer, its election and
 //	          lock watches, and the one route its parts' background
-//	          commands take to the group's replica of the moment (a shard,
+//	          commands take to the group's Group of the moment (a shard,
 //	          or a mirror where this process does not run the group).
 //	          (router.go, renew.go, watch.go, observe.go)
 //	Session   one per fencelock.Session: its parts by group name, opened
@@ -40,7 +47,7 @@
 //	          in and whether they are led (contention.go). Counted by the
 //	          caller's side, read by the root's Stats.
 //	front door  what each public call of the root does here: names.go
-//	          (checking a name, SplitName, Route, Replica), calls.go
+//	          (checking a name, SplitName, Route, Group), calls.go
 //	          (Acquire, Campaign: their checks and commands), views.go
 //	          (Inspect, Locks, Contended, Sessions, Election, Candidates,
 //	          Elections, Ready: reads of a group's state), admin.go
@@ -53,8 +60,9 @@
 //	     │ Session.Acquire(name, …),          ▲ Grant / Done / Err,
 //	     │ Host.Inspect(name), …              │ views
 //	     ▼ names.go: name -> group            │
-//	  Session ──parts[group]──► Part ──► replica.Propose   (internal/replica)
-//	                             ▲                            │ applies (internal/fsm)
+//	  Session ──parts[group]──► Part ──► Group.Propose   (a shard or a mirror,
+//	                             ▲                            │   internal/replica)
+//	                             │                            │ applies (internal/fsm)
 //	                             └── router (replica.Sink) ◄──┘ events of that group
 //
 // Calls flow down only; events come back up on one typed Sink per group,
@@ -94,17 +102,17 @@ import (
 	"github.com/fencelock/fencelock/internal/seeded"
 )
 
-// Groups resolves a group's name to the replica of it that this process
-// runs; "" is the default group. Group returns nil for a group it does not
-// know; Names lists the groups it runs, the default group first.
+// Groups resolves a group's name to the Group this process reaches it
+// through; "" is the default group. Group returns nil (a nil interface) for
+// a group it does not know; Names lists the groups it runs, the default group first.
 // fencelock.Node implements it.
 type Groups interface {
-	Group(name string) *replica.Replica
+	Group(name string) Group
 	// Lookup is Group for a call that names the group: a group this host
 	// has not started yet but the group table has (created a moment ago)
 	// is waited for, and the error says why there is none (wrapping
 	// replica.ErrUnknownGroup, or replica.ErrGroupMoved).
-	Lookup(name string) (*replica.Replica, error)
+	Lookup(name string) (Group, error)
 	Names() []string
 	// Reachable lists every group a call here can name (replica.Host.
 	// Reachable): Names, and the group table's others, read then.
@@ -505,7 +513,7 @@ func (s *Session) parentIn(group string) uint64 {
 
 // openPart opens s's part in group.
 func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
-	r, err := s.h.Replica(group)
+	r, err := s.h.Group(group)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencelock/fencelock/internal/fsm"
-	"github.com/fencelock/fencelock/internal/replica"
 )
 
 // Tracing: one span per Acquire, TryAcquire (every mode), Campaign,
@@ -145,7 +144,7 @@ func endErr(span trace.Span, err error) {
 
 // propose proposes cmd on r, in a child span of ctx's span when that
 // records.
-func (p *Part) propose(ctx context.Context, r *replica.Replica, cmd fsm.Command) (fsm.Result, error) {
+func (p *Part) propose(ctx context.Context, r Group, cmd fsm.Command) (fsm.Result, error) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return r.Propose(ctx, cmd)
 	}
@@ -166,7 +165,7 @@ func (p *Part) propose(ctx context.Context, r *replica.Replica, cmd fsm.Command)
 // its queue as this replica applied it: the entry that queued it was
 // applied here before its proposal returned (0: granted meanwhile). ok is
 // false, and nothing is read, when the span does not record.
-func (p *Part) queuedAt(ctx context.Context, r *replica.Replica, seq uint64) (pos int, ok bool) {
+func (p *Part) queuedAt(ctx context.Context, r Group, seq uint64) (pos int, ok bool) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return 0, false

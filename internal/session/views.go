@@ -116,7 +116,7 @@ func (h *Host) Locks(ctx context.Context, prefix string, q ListQuery) (LockPage,
 		return LockPage{}, err
 	}
 	for _, group := range groups {
-		r, err := h.Replica(group)
+		r, err := h.Group(group)
 		if err != nil {
 			return LockPage{}, err
 		}
@@ -139,7 +139,7 @@ func (h *Host) Locks(ctx context.Context, prefix string, q ListQuery) (LockPage,
 
 // locksPage reads one page of group's locks (replica r) starting with
 // prefix.
-func locksPage(ctx context.Context, r *replica.Replica, group, prefix string, q ListQuery) ([]ListedLock, bool, error) {
+func locksPage(ctx context.Context, r Group, group, prefix string, q ListQuery) ([]ListedLock, bool, error) {
 	type page struct {
 		locks []LockEntry
 		more  bool
@@ -165,7 +165,7 @@ func (h *Host) Contended(ctx context.Context, group string, count int) ([]LockVi
 	if count < 1 || count > MaxContended {
 		return nil, fmt.Errorf("%w: contended count %d outside [1, %d]", replica.ErrInvalidConfig, count, MaxContended)
 	}
-	r, err := h.Replica(group)
+	r, err := h.Group(group)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func (h *Host) Sessions(ctx context.Context, group string, q ListQuery) ([]Sessi
 	if err := q.check(); err != nil {
 		return nil, false, err
 	}
-	r, err := h.Replica(group)
+	r, err := h.Group(group)
 	if err != nil {
 		return nil, false, err
 	}
@@ -269,7 +269,7 @@ func (h *Host) Elections(ctx context.Context, prefix string, q ListQuery) ([]Ele
 		return nil, false, err
 	}
 	if !named {
-		if r, err = h.Replica(""); err != nil {
+		if r, err = h.Group(""); err != nil {
 			return nil, false, err
 		}
 	}
@@ -329,7 +329,7 @@ func (h *Host) Ready(ctx context.Context) error {
 // knows none (the name never changes, but a copy may not have caught up
 // with the open).
 func (h *Host) SessionName(id uint64) string {
-	r, err := h.Replica("")
+	r, err := h.Group("")
 	if err != nil {
 		return ""
 	}

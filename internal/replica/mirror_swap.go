@@ -81,10 +81,10 @@ func (s *holdSink) Dropped(err error) {
 // waiting reports whether r's events are still held back for its mirror.
 func (r *Replica) waiting() bool { return r.held != nil && !r.held.isOpen() }
 
-// handover makes shard r, started where mirror mr fed the group's Sink,
+// handover makes shard r, started where mirror m fed the group's Sink,
 // take over from it (see above). It gives up when either stops.
-func (h *Host) handover(mr *Replica, r *Replica) {
-	m := mr.mirror
+func (h *Host) handover(m *mirror, r *Replica) {
+	mr := &m.groupCore
 	poll := time.NewTicker(max(r.cfg.RTT, time.Millisecond))
 	defer poll.Stop()
 	wait := func(done func() bool) bool {
@@ -137,11 +137,11 @@ func (h *Host) handover(mr *Replica, r *Replica) {
 	why := fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.name, errMovedHere)
 	mr.gone.Store(&why)
 	h.setMu.Lock()
-	if h.mirror(mr.name) == mr {
+	if h.mirror(mr.name) == m {
 		h.setMirror(mr.name, nil)
 	}
 	h.setMu.Unlock()
-	mr.stop()
+	m.stop()
 	r.log.Info("fencelock: the group's shard took over from its mirror here")
 }
 
@@ -151,7 +151,8 @@ func (h *Host) handover(mr *Replica, r *Replica) {
 func (h *Host) followMirrors(v tableView) {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
-	for _, mr := range h.mirrorList() {
+	for _, m := range h.mirrorList() {
+		mr := &m.groupCore
 		e, ok := v.find(mr.name)
 		if ok && e.Shard == mr.shard {
 			mr.setVoters(e.Voters)
@@ -165,6 +166,6 @@ func (h *Host) followMirrors(v tableView) {
 		} else {
 			mr.sink.Removed()
 		}
-		mr.stop()
+		m.stop()
 	}
 }

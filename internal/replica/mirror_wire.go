@@ -10,7 +10,7 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
-// The messages of a mirror's call connection (mirror.go, servemirror.go),
+// The messages of a mirror's call connection (mirror.go, mirror_serve.go),
 // each one transport call message:
 //
 //	mirror -> server: subscribe(shard, name)  once, first
@@ -19,7 +19,7 @@ import (
 //	server -> mirror: snapshot(index, leader, state)  once, first
 //	                | snapshotPart(index, leader, total, part)...  first, instead,
 //	                  when the state is larger than one message: its parts in
-//	                  order, exactly total bytes (servemirror.go, sendState)
+//	                  order, exactly total bytes (mirror_serve.go, sendState)
 //	                  entries(leader, [index, data]...)
 //	                  result(id, index, code, text, status, value, refused)
 //	                  refuse(code, text)
@@ -36,7 +36,7 @@ import (
 //	                | ping(leader)...  refuse(code, text)
 //
 // A replica that does not run a group reads its membership from one of
-// its voters on a call connection of its own (membersremote.go):
+// its voters on a call connection of its own (mirror_members.go):
 //
 //	reader -> server: members(shard, name, timeout)  once, first, alone
 //	server -> reader: membership(config change index, voters, non-voting, removed)

@@ -2,7 +2,7 @@ package replica
 
 // The membership of a group this host does not run (PlaceOwnGroups): read
 // at one of the group's voters, which reads it linearizably as Members on
-// its shard does, over a call connection of its own (mirrorwire.go:
+// its shard does, over a call connection of its own (mirror_wire.go:
 // members, then membership or a refusal). Members on a mirror and SetVoters
 // called on a replica outside the group use it.
 

@@ -177,7 +177,7 @@ func chunk(entries []wireEntry) [][]wireEntry {
 
 // ServeCall implements transport.CallHandler: a mirror's subscription, a
 // backup's export of a group (serveexport.go), or a read of a group's
-// membership (membersremote.go).
+// membership (mirror_members.go).
 func (p *peers) ServeCall(peer peering.Hello, c transport.CallConn) { p.h.serveMirror(peer, c) }
 
 // serveMirror serves one mirror's call connection until it ends.

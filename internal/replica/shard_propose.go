@@ -26,20 +26,13 @@ import (
 // fsm.ErrVersionGated that names the members the group waits for: nothing
 // is proposed.
 func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-	if r.mirror != nil {
-		res, err := r.mirror.propose(ctx, cmd)
-		if r2 := r.replaced(err); r2 != nil {
-			return r2.Propose(ctx, cmd) // the same command: applied at most once
-		}
-		return res, err
-	}
 	if err := r.gated(ctx, &cmd); err != nil {
 		return fsm.Result{}, err
 	}
 	r.preferGate(ctx, cmd)
 	res, err := r.propose(ctx, cmd)
-	if r2 := r.replaced(err); r2 != nil {
-		return r2.Propose(ctx, cmd) // the shard moved off: through its mirror now
+	if g := r.host.replaced(r, err); g != nil {
+		return g.Propose(ctx, cmd) // the shard moved off: through its mirror now
 	}
 	return res, err
 }
@@ -91,16 +84,9 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 // see its answer), so the first attempts are short, about two election
 // timeouts, and the wait doubles from there up to ProposalTimeout.
 func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
-	if r.mirror != nil {
-		v, err := r.mirror.read(ctx, q)
-		if r2 := r.replaced(err); r2 != nil {
-			return r2.Read(ctx, q)
-		}
-		return v, err
-	}
 	v, err := r.read(ctx, q)
-	if r2 := r.replaced(err); r2 != nil {
-		return r2.Read(ctx, q)
+	if g := r.host.replaced(r, err); g != nil {
+		return g.Read(ctx, q)
 	}
 	return v, err
 }
@@ -139,20 +125,21 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 	}
 }
 
-// replaced returns, for a call that failed because the group's replica
+// replaced returns, for a call on g that failed because the group's Group
 // here was replaced (a mirror stopped unused, a shard whose voters moved
-// off this host, a mirror whose group now runs here), the group's replica
+// off this host, a mirror whose group now runs here), the group's Group
 // now; nil for any other failure. The call is then made again there, the
-// same command: the group applies it at most once.
-func (r *Replica) replaced(err error) *Replica {
+// same command: the group applies it at most once. Shard and mirror share
+// this one retry of a replacement.
+func (h *Host) replaced(g Group, err error) Group {
 	if err == nil || !errors.Is(err, errMirrorIdle) && !errors.Is(err, errMovedOff) && !errors.Is(err, errMovedHere) {
 		return nil
 	}
-	r2, lerr := r.host.Lookup(r.name)
-	if lerr != nil || r2 == r {
+	g2, lerr := h.Lookup(g.Name())
+	if lerr != nil || g2 == g {
 		return nil
 	}
-	return r2
+	return g2
 }
 
 // check returns the error that ends a retry loop, if any.
@@ -272,16 +259,9 @@ func (b *backoff) wait(ctx context.Context, closed, leader <-chan struct{}) {
 // group: it may lag behind the leader. Once the replica stopped it fails
 // with ErrClosed, or why the group stopped here (ErrGroupDropped, ...).
 func (r *Replica) StaleRead(q fsm.Query) (any, error) {
-	if r.mirror != nil {
-		v, err := r.mirror.staleRead(q)
-		if r2 := r.replaced(err); r2 != nil {
-			return r2.StaleRead(q)
-		}
-		return v, err
-	}
 	v, err := r.staleRead(q)
-	if r2 := r.replaced(err); r2 != nil {
-		return r2.StaleRead(q) // the shard moved off: through its mirror now
+	if g := r.host.replaced(r, err); g != nil {
+		return g.StaleRead(q) // the shard moved off: through its mirror now
 	}
 	return v, err
 }

@@ -50,10 +50,10 @@ func goLiveWith(m *mirror, server uint64, code byte, index uint64) *mirrorConn {
 // answers it, and tries the one it left last when it subscribes again.
 func TestMirrorCallLeavesAVoterWithNoQuorum(t *testing.T) {
 	m := testMirror(&sinkLog{}, 0)
-	m.r.cfg = Config{ReplicaID: 4, RTT: 10 * time.Millisecond, ElectionTicks: 15, ProposalTimeout: time.Second}
-	m.r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	m.r.voters = []uint64{1, 2, 3}
-	m.r.name = "g"
+	m.cfg = Config{ReplicaID: 4, RTT: 10 * time.Millisecond, ElectionTicks: 15, ProposalTimeout: time.Second}
+	m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	m.voters = []uint64{1, 2, 3}
+	m.name = "g"
 	m.h = &Host{} // no table read yet: the voters are the mirror's own
 	m.connUp = make(chan struct{})
 	cut := goLiveWith(m, 2, codeNoQuorum, 0)

@@ -77,7 +77,13 @@ func (c *httpCluster) Close() error {
 }
 
 func (c *httpCluster) NewClient(ctx context.Context, i int, ttl time.Duration) (lockbench.Client, error) {
-	cl := &httpClient{hc: c.hc, base: c.urls[i], stop: make(chan struct{}), stopped: make(chan struct{})}
+	return newHTTPClient(ctx, c.hc, c.urls[i], ttl)
+}
+
+// newHTTPClient opens a session with ttl at the API at base and keeps it
+// alive, a heartbeat every ttl/3.
+func newHTTPClient(ctx context.Context, hc *http.Client, base string, ttl time.Duration) (*httpClient, error) {
+	cl := &httpClient{hc: hc, base: base, stop: make(chan struct{}), stopped: make(chan struct{})}
 	var r httpapi.SessionResponse
 	if err := cl.post(ctx, "/v1/sessions", httpapi.CreateSessionRequest{TTLMillis: ttl.Milliseconds()}, &r); err != nil {
 		return nil, err

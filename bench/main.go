@@ -52,6 +52,9 @@ func main() {
 	if runChild() { // W6 restarts a replica in a process of its own
 		return
 	}
+	if runFloorChild() { // -http-floor's stub servers
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -59,16 +62,16 @@ func main() {
 }
 
 type flags struct {
-	workload, dir, peer, peerDir            string
-	cpuProfile, blockProfile, mutexProfile  string
-	execTrace                               string
-	handoff                                 int
-	duration                                time.Duration
-	workers, runs, iterations, replicas     int
-	keep, http, client, clientInProcess     bool
-	traced                                  bool
-	before                                  string
-	w6Locks, w6Sessions, w6Extra, w6Workers int
+	workload, dir, peer, peerDir               string
+	cpuProfile, blockProfile, mutexProfile     string
+	execTrace                                  string
+	handoff                                    int
+	duration                                   time.Duration
+	workers, runs, iterations, replicas        int
+	keep, http, floor, client, clientInProcess bool
+	traced                                     bool
+	before                                     string
+	w6Locks, w6Sessions, w6Extra, w6Workers    int
 
 	w9Sessions, w9Parallel int
 	w9TTL, w9Idle          time.Duration
@@ -94,6 +97,7 @@ func run() error {
 	flag.BoolVar(&f.keep, "keep", false, "keep the data dirs")
 	flag.StringVar(&f.peer, "peer", "", "also run this peer side by side: etcd, or redis (one fsync'd redis-server with redsync: a floor, W1-W3 only)")
 	flag.BoolVar(&f.http, "http", false, "also run W1-W3 through the HTTP API (system fencelock-http) and print its ratio over the in-process calls")
+	flag.BoolVar(&f.floor, "http-floor", false, "also run W1 and W2 through the raw HTTP client against three stub servers, each a process of its own, that answer every call at once with no consensus behind it (system http-floor): what net/http and JSON alone cost between processes here, a floor under any service over them")
 	flag.BoolVar(&f.client, "client", false, "also run W1-W3 through the Go client package against three `fencelock serve` processes built from this tree (system fencelock-client) and print its ratios over the in-process calls and over the -peer; with -before, the serve processes built at each revision run through this build's client instead of that build's in-process bench")
 	flag.BoolVar(&f.clientInProcess, "client-inprocess", false, "with -client: the serve processes' API runs in this process instead (httpapi over replicas here, system fencelock-client-inprocess), so that -cpuprofile, -blockprofile and -trace see both sides of a call")
 	flag.BoolVar(&f.traced, "traced", false, "also run W1-W3 with every replica recording OpenTelemetry spans (the SDK, a batching exporter that counts them) and print the traced figures over the untraced ones")
@@ -225,6 +229,7 @@ func run() error {
 	ours := map[string][]lockbench.Result{}
 	theirs := map[string][]lockbench.Result{}
 	overHTTP := map[string][]lockbench.Result{}
+	floor := map[string][]lockbench.Result{}
 	throughClient := map[string][]lockbench.Result{}
 	traced := map[string][]lockbench.Result{}
 	earlier := make([]map[string][]lockbench.Result, len(befores)) // by befores' index
@@ -320,6 +325,16 @@ func run() error {
 				fmt.Println(hr.JSON())
 				overHTTP[w] = append(overHTTP[w], hr)
 			}
+			if f.floor && floorWorkload(w) {
+				fo := o
+				fo.System = floorSystem
+				fr, err := lockbench.Run(ctx, fo, w, floorStarter(f.replicas), dir+"-floor")
+				if err != nil {
+					return fmt.Errorf("%s on the HTTP floor: %w", w, err)
+				}
+				fmt.Println(fr.JSON())
+				floor[w] = append(floor[w], fr)
+			}
 			if f.client && serviceWorkload(w) {
 				if err := runClient(ctx, o, w, serveBin, dir+"-client", clientSystem, f.keep, throughClient); err != nil {
 					return err
@@ -357,6 +372,12 @@ func run() error {
 	for _, w := range workloads {
 		if len(overHTTP[w]) > 0 {
 			fmt.Println(lockbench.Compare("fencelock-inprocess", w, overHTTP[w], ours[w]).JSON())
+		}
+	}
+	// The HTTP floor under the service: the client's figures over it.
+	for _, w := range workloads {
+		if len(floor[w]) > 0 && len(throughClient[w]) > 0 {
+			fmt.Println(compareAs(clientSystem, floorSystem, w, throughClient[w], floor[w]).JSON())
 		}
 	}
 	// The service through the Go client: over the in-process calls, and

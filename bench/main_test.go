@@ -19,7 +19,12 @@ import (
 	"github.com/fencelock/fencelock/bench/lockbench"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if runFloorChild() { // the -http-floor stubs are this binary too
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func w2Sweep() sweepFile {
 	sw := sweepFile{Sweep: "W2", Param: "workers", Date: "2026-12-03T19:00:00Z", Host: "2 cpus"}

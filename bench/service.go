@@ -69,6 +69,29 @@ type serviceCluster struct {
 	urls []string
 }
 
+// Pids are the serve processes' (lockbench.Processes), so that W2's CPU
+// figure counts the replicas' CPU beside the clients'; servers in this
+// process have none of their own.
+func (c serviceCluster) Pids() []int {
+	if p, ok := c.replicaSet.(lockbench.Processes); ok {
+		return p.Pids()
+	}
+	return nil
+}
+
+// Pids are the running serve processes' IDs.
+func (g *serveGroup) Pids() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var pids []int
+	for _, p := range g.procs {
+		if p != nil && p.Process != nil {
+			pids = append(pids, p.Process.Pid)
+		}
+	}
+	return pids
+}
+
 // Stop kills replica i's process (a lockbench.Cluster stops hard).
 func (g *serveGroup) Stop(i int) error { return g.Kill(context.Background(), i) }
 

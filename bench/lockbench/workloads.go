@@ -208,6 +208,9 @@ func Throughput(ctx context.Context, c Cluster, workers int, d time.Duration, na
 	)
 	stop := time.Now().Add(d + 2*time.Second) // 2s warm-up, then d measured
 	measureFrom := stop.Add(-d)
+	// The CPU every process of the system spent in the measured window:
+	// on a box of few cores, throughput is bounded by it.
+	spent := measureCPU(ctx, newCPUClock(c), measureFrom, stop)
 	for i, cl := range cs {
 		wg.Go(func() {
 			name := name(i)
@@ -240,9 +243,14 @@ func Throughput(ctx context.Context, c Cluster, workers int, d time.Duration, na
 	}
 	race(ctx, starts, &wg, cs)
 	a := acq.sorted()
-	return Result{Workers: workers, DurationS: d.Seconds(), Ops: pairs,
+	res := Result{Workers: workers, DurationS: d.Seconds(), Ops: pairs,
 		OpsPerS: round1(float64(pairs) / d.Seconds()),
-		P50:     a.pct(.5), P99: a.pct(.99), P999: a.pct(.999), Max: a.pct(1), Errors: errs}, nil
+		P50:     a.pct(.5), P99: a.pct(.99), P999: a.pct(.999), Max: a.pct(1), Errors: errs}
+	if cpu, ok := <-spent; ok && pairs > 0 {
+		res.Notes = fmt.Sprintf("cpu_us_per_pair=%.0f cores=%.2f",
+			float64(cpu.Microseconds())/float64(pairs), cpu.Seconds()/d.Seconds())
+	}
+	return res, nil
 }
 
 // W3: every worker loops on one lock; the figures are the waits. Tokens

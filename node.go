@@ -359,8 +359,8 @@ func (g nodeGroups) Group(name string) session.Group {
 
 // Lookup returns this node's shard or mirror of group name, waiting for
 // one the group table created a moment ago (see replica.Host.Lookup).
-func (g nodeGroups) Lookup(name string) (session.Group, error) {
-	r, err := g.n.host.Lookup(name)
+func (g nodeGroups) Lookup(ctx context.Context, name string) (session.Group, error) {
+	r, err := g.n.host.Lookup(ctx, name)
 	if r == nil {
 		return nil, err
 	}

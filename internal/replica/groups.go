@@ -417,7 +417,8 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 
 // lookupLimit bounds how long a call naming a group this host does not run
 // waits for the group table: for the table to be read, and, if the group is
-// one of it, for this host to start it.
+// one of it, for this host to start it. The caller's context bounds it
+// too: a call given up returns with its context's error at once.
 const lookupLimit = 5 * time.Second
 
 // Lookup returns this host's replica of group ("" is the default group), or
@@ -438,7 +439,7 @@ const lookupLimit = 5 * time.Second
 // round trip to the default group per call. A read that fails is the
 // call's error (ErrUnavailable, with why): the table may well have the
 // group, so it is never reported as unknown.
-func (h *Host) Lookup(group string) (Group, error) {
+func (h *Host) Lookup(ctx context.Context, group string) (Group, error) {
 	if h.running(group) != nil {
 		// The shard, or the mirror that serves the group until the shard
 		// caught up with it (mirror_swap.go): a shard still catching up may
@@ -456,7 +457,7 @@ func (h *Host) Lookup(group string) (Group, error) {
 			return m, nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), lookupLimit)
+	ctx, cancel := context.WithTimeout(ctx, lookupLimit)
 	defer cancel()
 	noTable := func(err error) error {
 		return fmt.Errorf("%w: group %q: the group table, which says where it runs, cannot be read here: %w", ErrUnavailable, truncate(group, 64), err)

@@ -144,7 +144,7 @@ type mirrorHost interface {
 	membersRemote(ctx context.Context, name string, shard uint64, ask []uint64) (Membership, error)
 	// replaced is the group's Group now, if a call on g failed because g
 	// was replaced (shard_propose.go).
-	replaced(g Group, err error) Group
+	replaced(ctx context.Context, g Group, err error) Group
 	// retireIdle stops m if it is still idle and still the group's
 	// mirror; goBackground runs f on the host's background work.
 	retireIdle(m *mirror) bool
@@ -860,7 +860,7 @@ func (m *mirror) moveOn(ctx context.Context, cutOff []uint64) bool {
 // Replica.Propose, whose errors it returns in a mirrorError.
 func (m *mirror) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	res, err := m.propose(ctx, cmd)
-	if g := m.h.replaced(m, err); g != nil {
+	if g := m.h.replaced(ctx, m, err); g != nil {
 		return g.Propose(ctx, cmd) // the same command: applied at most once
 	}
 	return res, err
@@ -870,7 +870,7 @@ func (m *mirror) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, erro
 // mirror's state once it applied that far.
 func (m *mirror) Read(ctx context.Context, q fsm.Query) (any, error) {
 	v, err := m.read(ctx, q)
-	if g := m.h.replaced(m, err); g != nil {
+	if g := m.h.replaced(ctx, m, err); g != nil {
 		return g.Read(ctx, q)
 	}
 	return v, err
@@ -880,7 +880,7 @@ func (m *mirror) Read(ctx context.Context, q fsm.Query) (any, error) {
 // group's leader.
 func (m *mirror) StaleRead(q fsm.Query) (any, error) {
 	v, err := m.staleRead(q)
-	if g := m.h.replaced(m, err); g != nil {
+	if g := m.h.replaced(context.Background(), m, err); g != nil { // a local read has no deadline: lookupLimit bounds the lookup
 		return g.StaleRead(q)
 	}
 	return v, err

@@ -31,7 +31,7 @@ func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 	}
 	r.preferGate(ctx, cmd)
 	res, err := r.propose(ctx, cmd)
-	if g := r.host.replaced(r, err); g != nil {
+	if g := r.host.replaced(ctx, r, err); g != nil {
 		return g.Propose(ctx, cmd) // the shard moved off: through its mirror now
 	}
 	return res, err
@@ -85,7 +85,7 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 // timeouts, and the wait doubles from there up to ProposalTimeout.
 func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
 	v, err := r.read(ctx, q)
-	if g := r.host.replaced(r, err); g != nil {
+	if g := r.host.replaced(ctx, r, err); g != nil {
 		return g.Read(ctx, q)
 	}
 	return v, err
@@ -131,11 +131,11 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 // now; nil for any other failure. The call is then made again there, the
 // same command: the group applies it at most once. Shard and mirror share
 // this one retry of a replacement.
-func (h *Host) replaced(g Group, err error) Group {
+func (h *Host) replaced(ctx context.Context, g Group, err error) Group {
 	if err == nil || !errors.Is(err, errMirrorIdle) && !errors.Is(err, errMovedOff) && !errors.Is(err, errMovedHere) {
 		return nil
 	}
-	g2, lerr := h.Lookup(g.Name())
+	g2, lerr := h.Lookup(ctx, g.Name())
 	if lerr != nil || g2 == g {
 		return nil
 	}
@@ -260,7 +260,7 @@ func (b *backoff) wait(ctx context.Context, closed, leader <-chan struct{}) {
 // with ErrClosed, or why the group stopped here (ErrGroupDropped, ...).
 func (r *Replica) StaleRead(q fsm.Query) (any, error) {
 	v, err := r.staleRead(q)
-	if g := r.host.replaced(r, err); g != nil {
+	if g := r.host.replaced(context.Background(), r, err); g != nil { // a local read has no deadline: lookupLimit bounds the lookup
 		return g.StaleRead(q) // the shard moved off: through its mirror now
 	}
 	return v, err

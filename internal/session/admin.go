@@ -20,7 +20,7 @@ import (
 // is 0. It checks the name, then routes it. A lock nobody holds is
 // ErrNotHeld, an election nobody leads ErrNotLeader.
 func (h *Host) Revoke(ctx context.Context, name string, token uint64, election bool) error {
-	_, r, err := h.route(name)
+	_, r, err := h.route(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (h *Host) Revoke(ctx context.Context, name string, token uint64, election b
 // owns it, as an expiry would. A session that is already over is
 // ErrSessionExpired.
 func (h *Host) EndSession(ctx context.Context, group string, id uint64) error {
-	r, err := h.Group(group)
+	r, err := h.Group(ctx, group)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (h *Host) EndSession(ctx context.Context, group string, id uint64) error {
 
 // Members reads group's membership ("" is the default group).
 func (h *Host) Members(ctx context.Context, group string) (replica.Membership, error) {
-	r, err := h.Group(group)
+	r, err := h.Group(ctx, group)
 	if err != nil {
 		return replica.Membership{}, err
 	}

@@ -88,7 +88,7 @@ func (h *Host) Adopt(ctx context.Context, id uint64, groups []string, o Options,
 // of the default group: the base its last resume set (fsm.SessionInfo).
 // A session that is over is ErrSessionExpired.
 func (h *Host) readEpoch(ctx context.Context, id uint64) (uint64, error) {
-	r, err := h.Group("")
+	r, err := h.Group(ctx, "")
 	if err != nil {
 		return 0, err
 	}
@@ -147,7 +147,7 @@ func (s *Session) Abandon(err error) {
 // session again (httpapi's retryLost), taking the part back with its
 // grants.
 func (s *Session) stillOwn(ctx context.Context) error {
-	r, err := s.h.Group("")
+	r, err := s.h.Group(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Session) stillOwn(ctx context.Context) error {
 // way may hold an earlier holder's requests, whose numbers only a resume
 // moves past.
 func (s *Session) findPart(ctx context.Context, g string) (uint64, error) {
-	r, err := s.h.Group(g)
+	r, err := s.h.Group(ctx, g)
 	if err != nil {
 		return 0, err
 	}

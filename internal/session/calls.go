@@ -27,7 +27,7 @@ func (s *Session) Acquire(ctx context.Context, name string, shared bool, permits
 	if shared {
 		cmd.Kind, cmd.Permits = fsm.KindAcquireShared, uint64(permits)
 	}
-	group, _, err := s.h.Route(name)
+	group, _, err := s.h.Route(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (s *Session) Campaign(ctx context.Context, election, value string, wait boo
 	if err := s.checkRequest(o); err != nil {
 		return nil, err
 	}
-	group, _, err := s.h.Route(election)
+	group, _, err := s.h.Route(ctx, election)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func (h *Host) CheckCampaign(election, value string) error {
 	if err := checkCampaign(election, value); err != nil {
 		return err
 	}
-	_, _, err := h.Route(election)
+	_, _, err := h.Route(context.Background(), election)
 	return err
 }
 

@@ -91,7 +91,7 @@ func (g *Grant) GroupID() uint64 {
 	if g.p == nil {
 		return 0
 	}
-	r, err := g.p.rt.replica()
+	r, err := g.p.rt.replica(context.Background())
 	if err != nil {
 		return 0
 	}

@@ -38,7 +38,7 @@ func (g *testGroups) Group(name string) Group {
 	return g.m[name]
 }
 
-func (g *testGroups) Lookup(name string) (Group, error) {
+func (g *testGroups) Lookup(_ context.Context, name string) (Group, error) {
 	if r := g.Group(name); r != nil {
 		return r, nil
 	}

@@ -116,7 +116,7 @@ func (p *Part) forgetKept(token uint64) {
 // (see withdraw), and reports how many requests it withdrew: none for a
 // name in no group of the deployment.
 func (s *Session) WithdrawKept(name string, election bool) int {
-	group, _, err := s.h.Route(name)
+	group, _, err := s.h.Route(context.Background(), name)
 	if err != nil {
 		return 0
 	}

@@ -8,6 +8,7 @@ package session
 // UnknownGroup, never a fall back to another group.
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/fencelock/fencelock/internal/fsm"
@@ -41,12 +42,12 @@ func checkValue(value string) error {
 // Route returns the group name lives in (SplitName) and this process's
 // replica of it, or an error wrapping UnknownGroup if that is not a group
 // of the deployment. It does not check the name: the calls check it first.
-func (h *Host) Route(name string) (string, Group, error) {
+func (h *Host) Route(ctx context.Context, name string) (string, Group, error) {
 	_, group, ok := SplitName(name)
 	if !ok {
 		return "", nil, fmt.Errorf("%w: %q in %q", h.cfg.UnknownGroup, group, truncate(name, 64))
 	}
-	r, err := h.cfg.Groups.Lookup(group)
+	r, err := h.cfg.Groups.Lookup(ctx, group)
 	if err != nil {
 		return "", nil, fmt.Errorf("%w in %q", err, truncate(name, 64))
 	}
@@ -54,11 +55,11 @@ func (h *Host) Route(name string) (string, Group, error) {
 }
 
 // route checks name, then routes it.
-func (h *Host) route(name string) (string, Group, error) {
+func (h *Host) route(ctx context.Context, name string) (string, Group, error) {
 	if err := checkName(name); err != nil {
 		return "", nil, err
 	}
-	return h.Route(name)
+	return h.Route(ctx, name)
 }
 
 // routePrefix takes a listing's prefix to the group it names: named is
@@ -66,19 +67,19 @@ func (h *Host) route(name string) (string, Group, error) {
 // the part before its last '@' and r the group's replica. A group stores
 // each name whole, "@group" and all, so a name there starts with base as
 // it starts with the prefix here.
-func (h *Host) routePrefix(prefix string) (base, group string, r Group, named bool, err error) {
+func (h *Host) routePrefix(ctx context.Context, prefix string) (base, group string, r Group, named bool, err error) {
 	base, _, _ = SplitName(prefix)
 	if base == prefix {
 		return prefix, "", nil, false, nil
 	}
-	group, r, err = h.Route(prefix)
+	group, r, err = h.Route(ctx, prefix)
 	return base, group, r, true, err
 }
 
 // Group returns group's Group ("" is the default group), or an error
 // wrapping UnknownGroup: for the calls that take a group by name.
-func (h *Host) Group(group string) (Group, error) {
-	return h.cfg.Groups.Lookup(group)
+func (h *Host) Group(ctx context.Context, group string) (Group, error) {
+	return h.cfg.Groups.Lookup(ctx, group)
 }
 
 // truncate shortens s to n bytes for an error message.

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestRoute(t *testing.T) {
 		"x@c":     {"", nil},
 		"x@B":     {"", nil},
 	} {
-		group, r, err := h.Route(name)
+		group, r, err := h.Route(context.Background(), name)
 		if want.r == nil {
 			require.ErrorIs(t, err, errUnknown, name)
 			require.Contains(t, err.Error(), name, "the error names the name")
@@ -37,13 +38,13 @@ func TestRoute(t *testing.T) {
 		require.Equal(t, want.group, group, name)
 		require.Same(t, want.r, r, name)
 	}
-	_, err := h.Group(strings.Repeat("g", 100))
+	_, err := h.Group(context.Background(), strings.Repeat("g", 100))
 	require.ErrorIs(t, err, errUnknown)
 	require.Contains(t, err.Error(), strings.Repeat("g", 64)+"…", "a long group name is cut")
 
 	// The calls that take a name check it before they route it.
 	for _, name := range []string{"", "a\x00b@b", strings.Repeat("n", MaxNameLen+1)} {
-		_, _, err := h.route(name)
+		_, _, err := h.route(context.Background(), name)
 		require.ErrorIs(t, err, ErrInvalidName, "%q", name)
 	}
 	require.ErrorIs(t, h.CheckCampaign("e@b", strings.Repeat("v", MaxValueLen+1)), ErrValueTooLarge)

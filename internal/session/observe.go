@@ -31,7 +31,7 @@ func LeaderOf(e fsm.ElectionInfo) Leader {
 // converted by conv, the value waiting to be received always the latest.
 // An invalid name or one in no group of the deployment is its error.
 func Observe[T comparable](h *Host, ctx context.Context, election string, conv func(Leader) T) (<-chan T, error) {
-	group, r, err := h.route(election)
+	group, r, err := h.route(ctx, election)
 	if err != nil {
 		return nil, err
 	}

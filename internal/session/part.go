@@ -308,7 +308,7 @@ func (p *Part) isDefault() bool {
 // session: this copy is superseded). It records what it learned in
 // endedAs, for the part's end that follows.
 func (p *Part) closeAt(ctx context.Context) (applied bool, err error) {
-	r, err := p.rt.replica()
+	r, err := p.rt.replica(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -84,7 +84,7 @@ func (p *Part) call(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 		return fsm.Result{}, err
 	}
 	defer p.finish(seq)
-	r, err := p.rt.replica()
+	r, err := p.rt.replica(ctx)
 	if err != nil {
 		return fsm.Result{}, err
 	}
@@ -115,7 +115,7 @@ func (p *Part) request(ctx context.Context, cmd *fsm.Command, o RequestOptions) 
 			return p.awaitKept(ctx, cmd, seq, w, o)
 		}
 	}
-	r, err := p.rt.replica()
+	r, err := p.rt.replica(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +233,7 @@ func (p *Part) withdraw(seq uint64, req fsm.Command, wait time.Duration) {
 	}
 	h := p.rt.h
 	cancel := func(ctx context.Context) bool {
-		r, err := p.rt.replica()
+		r, err := p.rt.replica(context.Background())
 		if err == nil {
 			_, err = r.Propose(ctx, fsm.Command{Kind: fsm.KindCancel, Session: p.id, Target: seq, Floor: p.floor(),
 				Name: req.Name, Election: req.Kind == fsm.KindCampaign})

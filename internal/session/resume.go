@@ -31,7 +31,7 @@ func (s *Session) Tokens() []PartToken {
 	out := make([]PartToken, 0, len(parts))
 	for _, p := range parts {
 		var gid uint64
-		if r, err := s.h.Group(p.rt.group); err == nil {
+		if r, err := s.h.Group(context.Background(), p.rt.group); err == nil {
 			gid = r.GroupID()
 		}
 		out = append(out, PartToken{Group: p.rt.group, GroupID: gid, Session: p.id, Secret: p.nonce})
@@ -114,7 +114,7 @@ func (h *Host) resume(ctx context.Context, parts []PartToken, o Options, owner a
 // never answers a grant from such a copy alone (httpapi's backed), and a
 // superseded copy closes nothing at the groups (Session.partEnded).
 func (s *Session) resumePart(ctx context.Context, t PartToken, keep bool, f fence) (*Part, error) {
-	r, err := s.h.Group(t.Group)
+	r, err := s.h.Group(ctx, t.Group)
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func newRouter(h *Host, group string) *router {
 	rt.ctx, rt.cancel = context.WithCancel(h.ctx)
 	rt.renew = newRenewer(rt)
 	rt.route = RouteFunc(func(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-		r, err := rt.replica()
+		r, err := rt.replica(context.Background())
 		if err != nil {
 			return fsm.Result{}, err
 		}
@@ -62,13 +62,13 @@ func newRouter(h *Host, group string) *router {
 // after that, such as the Resign of a leader loop whose term just ended
 // here, must not reach the group through the replica, which stops only
 // after the sessions do.
-func (rt *router) replica() (Group, error) {
+func (rt *router) replica(ctx context.Context) (Group, error) {
 	select {
 	case <-rt.h.closed: // closed after closeErr is set, before any session ends
 		return nil, rt.h.closeErr
 	default:
 	}
-	return rt.h.Group(rt.group)
+	return rt.h.Group(ctx, rt.group)
 }
 
 // goBackground runs f in the background unless the Host is closing; the

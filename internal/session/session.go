@@ -112,7 +112,7 @@ type Groups interface {
 	// has not started yet but the group table has (created a moment ago)
 	// is waited for, and the error says why there is none (wrapping
 	// replica.ErrUnknownGroup, or replica.ErrGroupMoved).
-	Lookup(name string) (Group, error)
+	Lookup(ctx context.Context, name string) (Group, error)
 	Names() []string
 	// Reachable lists every group a call here can name (replica.Host.
 	// Reachable): Names, and the group table's others, read then.
@@ -513,7 +513,7 @@ func (s *Session) parentIn(group string) uint64 {
 
 // openPart opens s's part in group.
 func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
-	r, err := s.h.Group(group)
+	r, err := s.h.Group(ctx, group)
 	if err != nil {
 		return nil, err
 	}

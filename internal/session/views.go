@@ -63,7 +63,7 @@ type LockView struct {
 
 // Inspect reads lock name, with its whole queue, in the group it lives in.
 func (h *Host) Inspect(ctx context.Context, name string) (LockView, error) {
-	_, r, err := h.route(name)
+	_, r, err := h.route(ctx, name)
 	if err != nil {
 		return LockView{}, err
 	}
@@ -99,7 +99,7 @@ func (h *Host) Locks(ctx context.Context, prefix string, q ListQuery) (LockPage,
 	if err := q.check(); err != nil {
 		return LockPage{}, err
 	}
-	base, group, r, named, err := h.routePrefix(prefix)
+	base, group, r, named, err := h.routePrefix(ctx, prefix)
 	if err != nil {
 		return LockPage{}, err
 	}
@@ -116,7 +116,7 @@ func (h *Host) Locks(ctx context.Context, prefix string, q ListQuery) (LockPage,
 		return LockPage{}, err
 	}
 	for _, group := range groups {
-		r, err := h.Group(group)
+		r, err := h.Group(ctx, group)
 		if err != nil {
 			return LockPage{}, err
 		}
@@ -165,7 +165,7 @@ func (h *Host) Contended(ctx context.Context, group string, count int) ([]LockVi
 	if count < 1 || count > MaxContended {
 		return nil, fmt.Errorf("%w: contended count %d outside [1, %d]", replica.ErrInvalidConfig, count, MaxContended)
 	}
-	r, err := h.Group(group)
+	r, err := h.Group(ctx, group)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func (h *Host) Sessions(ctx context.Context, group string, q ListQuery) ([]Sessi
 	if err := q.check(); err != nil {
 		return nil, false, err
 	}
-	r, err := h.Group(group)
+	r, err := h.Group(ctx, group)
 	if err != nil {
 		return nil, false, err
 	}
@@ -215,7 +215,7 @@ func (h *Host) Sessions(ctx context.Context, group string, q ListQuery) ([]Sessi
 
 // Election reads election in the group it lives in.
 func (h *Host) Election(ctx context.Context, election string) (ElectionInfo, error) {
-	_, r, err := h.route(election)
+	_, r, err := h.route(ctx, election)
 	if err != nil {
 		return ElectionInfo{}, err
 	}
@@ -239,7 +239,7 @@ func (h *Host) Candidates(ctx context.Context, election string, q ListQuery) (El
 	if err := q.check(); err != nil {
 		return ElectionInfo{}, nil, err
 	}
-	_, r, err := h.Route(election)
+	_, r, err := h.Route(ctx, election)
 	if err != nil {
 		return ElectionInfo{}, nil, err
 	}
@@ -264,12 +264,12 @@ func (h *Host) Elections(ctx context.Context, prefix string, q ListQuery) ([]Ele
 	if err := q.check(); err != nil {
 		return nil, false, err
 	}
-	base, _, r, named, err := h.routePrefix(prefix)
+	base, _, r, named, err := h.routePrefix(ctx, prefix)
 	if err != nil {
 		return nil, false, err
 	}
 	if !named {
-		if r, err = h.Group(""); err != nil {
+		if r, err = h.Group(ctx, ""); err != nil {
 			return nil, false, err
 		}
 	}
@@ -329,7 +329,7 @@ func (h *Host) Ready(ctx context.Context) error {
 // knows none (the name never changes, but a copy may not have caught up
 // with the open).
 func (h *Host) SessionName(id uint64) string {
-	r, err := h.Group("")
+	r, err := h.Group(context.Background(), "")
 	if err != nil {
 		return ""
 	}

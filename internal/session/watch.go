@@ -15,7 +15,7 @@ import (
 // deployment is its error.
 func WatchLock[T any](h *Host, ctx context.Context, name string, first func(context.Context) (T, error),
 	local func(LockInfo) T, same func(a, b T) bool) (<-chan T, error) {
-	group, r, err := h.route(name)
+	group, r, err := h.route(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (p *Part) reportPositions(stop <-chan struct{}, name string, election bool,
 	started := rt.goBackground(func() {
 		defer close(done)
 		defer rt.lockWatches.remove(key, w)
-		r, err := rt.replica()
+		r, err := rt.replica(context.Background())
 		if err != nil {
 			return
 		}

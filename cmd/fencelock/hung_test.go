@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -93,23 +91,11 @@ func TestLockCommandOutlivesAFrozenOwner(t *testing.T) {
 	cmd := exec.Command(p.Bin(), "lock", "--http", list, "--ttl", ttl.String(), name, "--",
 		"sh", "-c", `echo "$FENCELOCK_TOKEN" > out.tmp && mv out.tmp out; while :; do sleep 0.05; done`)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	cmd.WaitDelay = 10 * time.Second // CMD, which holds stderr too, outlives a killed lock command
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		// SIGTERM: the lock command stops CMD (its process group) and
-		// releases the lock; SIGKILL only if it does not exit.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	lock := fencelocktest.StartCmd(t, cmd)
+	// SIGTERM: the lock command stops CMD (its process group) and
+	// releases the lock; SIGKILL only if it does not exit.
+	defer lock.Stop(30 * time.Second)
 	var token string
 	fencelocktest.WaitFor(t, "CMD to start", func() bool {
 		b, err := os.ReadFile(out)
@@ -124,10 +110,10 @@ func TestLockCommandOutlivesAFrozenOwner(t *testing.T) {
 	defer p.Thaw(owner)
 	frozen := time.Now()
 	select {
-	case err := <-exited:
-		exited <- err
+	case <-lock.Exited():
+		err := lock.Err()
 		t.Fatalf("the lock command ended %v after its session's replica froze, two healthy replicas left: %v; stderr: %s",
-			time.Since(frozen).Round(100*time.Millisecond), err, stderr.String())
+			time.Since(frozen).Round(100*time.Millisecond), err, lock.Stderr.String())
 	case <-time.After(ttl + ttl/5):
 	}
 	other := p.URLs[owner%3+1]

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
@@ -44,15 +43,8 @@ func TestLockCommand(t *testing.T) {
 	script := `echo "$FENCELOCK_TOKEN" > out.tmp && mv out.tmp out; trap 'echo term >> log; exit 7' TERM; while :; do sleep 0.05; done`
 	cmd := exec.Command(p.bin, "lock", "--http", X, "--ttl", "2s", "--grace", "5s", name, "--", "sh", "-c", script)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}()
+	lock := fencelocktest.StartCmd(t, cmd)
+	defer lock.Kill()
 
 	// Queued behind the blocker: CMD has not run.
 	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
@@ -89,18 +81,18 @@ func TestLockCommand(t *testing.T) {
 
 	var cmdEnd time.Time
 	select {
-	case err := <-exited:
+	case <-lock.Exited():
 		cmdEnd = time.Now()
-		exited <- err // for the deferred cleanup
+		err := lock.Err()
 		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, "stderr: %s", stderr.String())
-		require.Equal(t, 7, ee.ExitCode(), "the lock command exits with CMD's status; stderr: %s", stderr.String())
+		require.ErrorAs(t, err, &ee, "stderr: %s", lock.Stderr.String())
+		require.Equal(t, 7, ee.ExitCode(), "the lock command exits with CMD's status; stderr: %s", lock.Stderr.String())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("CMD still runs 30s after its replica stopped; stderr: %s", stderr.String())
+		t.Fatalf("CMD still runs 30s after its replica stopped; stderr: %s", lock.Stderr.String())
 	}
 	log, _ := os.ReadFile(filepath.Join(dir, "log"))
 	require.Equal(t, "term\n", string(log), "CMD got no SIGTERM")
-	t.Logf("CMD stopped %v after its replica was stopped; stderr:\n%s", cmdEnd.Sub(stopped), stderr.String())
+	t.Logf("CMD stopped %v after its replica was stopped; stderr:\n%s", cmdEnd.Sub(stopped), lock.Stderr.String())
 
 	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.kind == "granted" && e.data["holder_session"] == next })
 	granted := e.at
@@ -140,15 +132,8 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	// session: a hung replica is a dead one, TestLockCommandOutlivesAFrozenOwner).
 	cmd := exec.Command(p.bin, "lock", "--http", X, "--ttl", "3s", name, "--", "sh", "-c", script)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}()
+	lock := fencelocktest.StartCmd(t, cmd)
+	defer lock.Kill()
 	alive, err := os.Open(fifo) // blocks until the command opens it
 	require.NoError(t, err)
 	defer alive.Close()
@@ -189,7 +174,7 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	select {
 	case killed = <-dead:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the command still runs 60s after its session's replica stopped; stderr: %s", stderr.String())
+		t.Fatalf("the command still runs 60s after its session's replica stopped; stderr: %s", lock.Stderr.String())
 	}
 	// Still held by the killed command's session after the kill: the group
 	// had not granted the lock to anyone else when the command died.
@@ -201,19 +186,19 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	require.True(t, killed.Before(e.at), "the next holder was granted before the command was killed")
 
 	select {
-	case err := <-exited:
-		exited <- err
+	case <-lock.Exited():
+		err := lock.Err()
 		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, "stderr: %s", stderr.String())
-		require.Equal(t, 128+9, ee.ExitCode(), "the lock command exits with the command's status (SIGKILL); stderr: %s", stderr.String())
+		require.ErrorAs(t, err, &ee, "stderr: %s", lock.Stderr.String())
+		require.Equal(t, 128+9, ee.ExitCode(), "the lock command exits with the command's status (SIGKILL); stderr: %s", lock.Stderr.String())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the lock command did not exit after its command was killed; stderr: %s", stderr.String())
+		t.Fatalf("the lock command did not exit after its command was killed; stderr: %s", lock.Stderr.String())
 	}
-	require.Contains(t, stderr.String(), "SIGTERM")
-	require.Contains(t, stderr.String(), "SIGKILL")
+	require.Contains(t, lock.Stderr.String(), "SIGTERM")
+	require.Contains(t, lock.Stderr.String(), "SIGKILL")
 	// Its one heartbeat in flight to the hung X has not failed yet when the
 	// lease reaches its grace: the loss says that none was answered.
-	require.Contains(t, stderr.String(), "no heartbeat was answered to extend it", "the loss says why")
+	require.Contains(t, lock.Stderr.String(), "no heartbeat was answered to extend it", "the loss says why")
 }
 
 // With a replica in --http that does not answer, every command fails over
@@ -256,15 +241,8 @@ func TestCommandsFailOver(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(p.bin, "lock", "--http", list, "--ttl", "3s", name, "--", "sh", "-c", "touch ran")
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}()
+	lock := fencelocktest.StartCmd(t, cmd)
+	defer lock.Kill()
 	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
 		return do(t, "GET", lockPath(Y, name, ""), nil).body["waiters"] == float64(1)
 	})
@@ -284,20 +262,20 @@ func TestCommandsFailOver(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "ran"))
 	require.True(t, os.IsNotExist(err), "the command ran although another session held the lock")
 	select {
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("the lock command ended when its session's replica died: %v; stderr: %s", err, stderr.String())
+	case <-lock.Exited():
+		err := lock.Err()
+		t.Fatalf("the lock command ended when its session's replica died: %v; stderr: %s", err, lock.Stderr.String())
 	default:
 	}
 	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
 	require.Equal(t, 200, r.status, r.raw)
 	select {
-	case err := <-exited:
-		exited <- err
-		require.NoError(t, err, "stderr: %s", stderr.String())
+	case <-lock.Exited():
+		err := lock.Err()
+		require.NoError(t, err, "stderr: %s", lock.Stderr.String())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the lock command was not granted the lock its session waited for; stderr: %s", stderr.String())
+		t.Fatalf("the lock command was not granted the lock its session waited for; stderr: %s", lock.Stderr.String())
 	}
 	_, err = os.Stat(filepath.Join(dir, "ran"))
-	require.NoError(t, err, "the command did not run; stderr: %s", stderr.String())
+	require.NoError(t, err, "the command did not run; stderr: %s", lock.Stderr.String())
 }

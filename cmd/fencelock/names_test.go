@@ -27,13 +27,8 @@ func TestLocksShowsNames(t *testing.T) {
 
 	// The lock command queues behind it, named.
 	waiter := exec.Command(bin, "lock", "--http", base, "--name", "backfill@worker-7", "jobs/reindex", "--", "true")
-	require.NoError(t, waiter.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- waiter.Wait() }()
-	defer func() {
-		_ = waiter.Process.Kill()
-		<-exited
-	}()
+	lock := fencelocktest.StartCmd(t, waiter)
+	defer lock.Kill()
 	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
 		return do(t, "GET", lockPath(base, "jobs/reindex", ""), nil).body["waiters"] == float64(1)
 	})
@@ -73,8 +68,8 @@ func TestLocksShowsNames(t *testing.T) {
 	r = do(t, "POST", lockPath(base, "jobs/reindex", "release"), map[string]any{"session_id": holder, "fencing_token": token})
 	require.Equal(t, 200, r.status, r.raw)
 	select {
-	case err := <-exited:
-		exited <- err
+	case <-lock.Exited():
+		err := lock.Err()
 		require.NoError(t, err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("the lock command did not run within 60s of the release")

@@ -23,101 +23,77 @@ import (
 // elsewhere is answered with the one grant; and a wrong secret adopts
 // nothing.
 func TestSessionOutlivesItsReplica(t *testing.T) {
-	for _, crash := range []bool{false, true} {
-		name := "graceful"
-		if crash {
-			name = "crash"
-		}
-		t.Run(name, func(t *testing.T) {
-			g := newGroup(t, true)
-			one, two, three := g.urls[1], g.urls[2], g.urls[3]
-			s := newSession(t, one, 6000)
-			o := newSession(t, three, 6000)
-			// Through replica 2, forwarded to replica 1, which serves s.
-			r := call(t, "POST", lockURL(two, "jobs/a", "acquire"), map[string]any{"session_id": s, "wait": false})
-			require.Equal(t, true, r.body["granted"], r.raw)
-			token := r.str("fencing_token")
-			r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": o, "wait": false})
-			require.Equal(t, true, r.body["granted"], r.raw)
-			otherToken := r.str("fencing_token")
-			// s waits for jobs/b on replica 1.
-			r = call(t, "POST", lockURL(one, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	eachStop(t, func(t *testing.T, graceful bool) {
+		g := newGroup(t, true)
+		one, two, three := g.urls[1], g.urls[2], g.urls[3]
+		s := newSession(t, one, 6000)
+		o := newSession(t, three, 6000)
+		// Through replica 2, forwarded to replica 1, which serves s.
+		token := grant(t, two, "jobs/a", s)
+		otherToken := grant(t, three, "jobs/b", o)
+		// s waits for jobs/b on replica 1.
+		r := call(t, "POST", lockURL(one, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
+		require.Equal(t, float64(1), r.body["queue_position"], r.raw)
 
-			if crash {
-				testhook.Crash(context.Background(), g.nodes[1])
-				g.srvs[1].CloseClientConnections()
-				g.srvs[1].Close()
-				g.apis[1].Close()
-			} else { // as fencelock serve stops on SIGTERM
-				g.apis[1].Close()
-				g.srvs[1].Close()
-				require.NoError(t, g.nodes[1].Close())
-			}
+		stopOne(t, g, graceful)
 
-			r = call(t, "POST", two+"/v1/sessions/"+s+"/heartbeat", nil)
+		r = call(t, "POST", two+"/v1/sessions/"+s+"/heartbeat", nil)
+		require.Equal(t, 200, r.status, r.raw)
+		require.Greater(t, r.body["lease_ms"].(float64), float64(0), r.raw)
+		held := func(at string) {
+			t.Helper()
+			r := call(t, "GET", lockURL(at, "jobs/a", ""), nil)
 			require.Equal(t, 200, r.status, r.raw)
-			require.Greater(t, r.body["lease_ms"].(float64), float64(0), r.raw)
-			held := func(at string) {
-				t.Helper()
-				r := call(t, "GET", lockURL(at, "jobs/a", ""), nil)
-				require.Equal(t, 200, r.status, r.raw)
-				require.Equal(t, s, r.str("holder_session"), r.raw)
-				require.Equal(t, token, r.str("fencing_token"), r.raw)
-				r = call(t, "POST", lockURL(at, "jobs/a", "acquire"), map[string]any{"session_id": o, "wait": false})
-				require.Equal(t, 200, r.status, r.raw)
-				require.Equal(t, false, r.body["granted"], r.raw)
-			}
-			held(two)
-			held(three)
-
-			// The holder's acquire, re-issued anywhere, answers its grant.
-			for _, at := range []string{three, two} {
-				r = call(t, "POST", lockURL(at, "jobs/a", "acquire"), map[string]any{"session_id": s, "wait": true})
-				require.Equal(t, true, r.body["granted"], r.raw)
-				require.Equal(t, token, r.str("fencing_token"), r.raw)
-			}
-
-			// A wrong secret is refused, on a replica that serves the
-			// session and on one that does not, and moves nothing.
-			bad := map[string]string{httpapi.SecretHeader: "not-the-secret"}
-			for _, at := range []string{two, three} {
-				r = callWith(t, "POST", at+"/v1/sessions/"+s+"/heartbeat", nil, bad)
-				require.Equal(t, 403, r.status, r.raw)
-				require.Equal(t, "forbidden", r.str("code"), r.raw)
-			}
-			r = call(t, "GET", two+"/v1/status", nil)
-			require.Equal(t, float64(1), r.body["http_sessions"], "replica 2 serves s alone: %s", r.raw)
-			r = call(t, "GET", three+"/v1/status", nil)
-			require.Equal(t, float64(1), r.body["http_sessions"], "replica 3 serves o alone: %s", r.raw)
-
-			// The waiting acquire of jobs/b, re-issued on replica 3: the
-			// adoption kept it in its place, and it is granted once, when
-			// o releases.
-			r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			r = call(t, "POST", lockURL(three, "jobs/b", "release"), map[string]any{"session_id": o, "fencing_token": otherToken})
-			require.Equal(t, 200, r.status, r.raw)
-			var grant string
-			require.Eventually(t, func() bool {
-				r = call(t, "POST", lockURL(two, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
-				grant = r.str("fencing_token")
-				return r.body["granted"] == true
-			}, 10*time.Second, 50*time.Millisecond, r.raw)
-			r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": false})
-			require.Equal(t, true, r.body["granted"], r.raw)
-			require.Equal(t, grant, r.str("fencing_token"), r.raw)
-			r = call(t, "GET", lockURL(two, "jobs/b", ""), nil)
 			require.Equal(t, s, r.str("holder_session"), r.raw)
-			require.Equal(t, float64(0), r.body["waiters"], r.raw)
+			require.Equal(t, token, r.str("fencing_token"), r.raw)
+			r = call(t, "POST", lockURL(at, "jobs/a", "acquire"), map[string]any{"session_id": o, "wait": false})
+			require.Equal(t, 200, r.status, r.raw)
+			require.Equal(t, false, r.body["granted"], r.raw)
+		}
+		held(two)
+		held(three)
 
-			// DELETE through replica 3 ends it where it lives.
-			r = call(t, "DELETE", three+"/v1/sessions/"+s, nil)
-			require.Equal(t, 204, r.status, r.raw)
-			r = call(t, "GET", lockURL(two, "jobs/a", ""), nil)
-			require.Equal(t, false, r.body["held"], r.raw)
-		})
-	}
+		// The holder's acquire, re-issued anywhere, answers its grant.
+		for _, at := range []string{three, two} {
+			r = call(t, "POST", lockURL(at, "jobs/a", "acquire"), map[string]any{"session_id": s, "wait": true})
+			require.Equal(t, true, r.body["granted"], r.raw)
+			require.Equal(t, token, r.str("fencing_token"), r.raw)
+		}
+
+		// A wrong secret is refused, on a replica that serves the
+		// session and on one that does not, and moves nothing.
+		bad := map[string]string{httpapi.SecretHeader: "not-the-secret"}
+		for _, at := range []string{two, three} {
+			r = callWith(t, "POST", at+"/v1/sessions/"+s+"/heartbeat", nil, bad)
+			require.Equal(t, 403, r.status, r.raw)
+			require.Equal(t, "forbidden", r.str("code"), r.raw)
+		}
+		r = call(t, "GET", two+"/v1/status", nil)
+		require.Equal(t, float64(1), r.body["http_sessions"], "replica 2 serves s alone: %s", r.raw)
+		r = call(t, "GET", three+"/v1/status", nil)
+		require.Equal(t, float64(1), r.body["http_sessions"], "replica 3 serves o alone: %s", r.raw)
+
+		// The waiting acquire of jobs/b, re-issued on replica 3: the
+		// adoption kept it in its place, and it is granted once, when
+		// o releases.
+		r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
+		require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+		r = call(t, "POST", lockURL(three, "jobs/b", "release"), map[string]any{"session_id": o, "fencing_token": otherToken})
+		require.Equal(t, 200, r.status, r.raw)
+		grant := waitGranted(t, two, "jobs/b", s)
+		r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": false})
+		require.Equal(t, true, r.body["granted"], r.raw)
+		require.Equal(t, grant, r.str("fencing_token"), r.raw)
+		r = call(t, "GET", lockURL(two, "jobs/b", ""), nil)
+		require.Equal(t, s, r.str("holder_session"), r.raw)
+		require.Equal(t, float64(0), r.body["waiters"], r.raw)
+
+		// DELETE through replica 3 ends it where it lives.
+		r = call(t, "DELETE", three+"/v1/sessions/"+s, nil)
+		require.Equal(t, 204, r.status, r.raw)
+		r = call(t, "GET", lockURL(two, "jobs/a", ""), nil)
+		require.Equal(t, false, r.body["held"], r.raw)
+	})
 }
 
 // TestAdoptionKeepsEveryGroup: a session holding a lock in the default
@@ -200,88 +176,66 @@ func TestAdoptionKeepsEveryGroup(t *testing.T) {
 // acquire on replica 2, which adopts b: b keeps its place ahead of c, is
 // granted L when a releases it, once, and c is not.
 func TestAdoptionKeepsQueuedAcquires(t *testing.T) {
-	for _, crash := range []bool{false, true} {
-		name := "graceful"
-		if crash {
-			name = "crash"
+	eachStop(t, func(t *testing.T, graceful bool) {
+		g := newGroup(t, true)
+		one, two, three := g.urls[1], g.urls[2], g.urls[3]
+		a := newSession(t, three, 6000)
+		b := newSession(t, one, 6000)
+		c := newSession(t, two, 6000)
+		aToken := grant(t, three, "L", a)
+		r := call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
+		require.Equal(t, float64(2), r.body["queue_position"], r.raw)
+		queue := func(at string, want ...string) {
+			t.Helper()
+			r := call(t, "GET", lockURL(at, "L", ""), nil)
+			require.Equal(t, 200, r.status, r.raw)
+			require.Equal(t, fmt.Sprint(want), fmt.Sprint(r.body["queue"]), r.raw)
 		}
-		t.Run(name, func(t *testing.T) {
-			g := newGroup(t, true)
-			one, two, three := g.urls[1], g.urls[2], g.urls[3]
-			a := newSession(t, three, 6000)
-			b := newSession(t, one, 6000)
-			c := newSession(t, two, 6000)
-			r := call(t, "POST", lockURL(three, "L", "acquire"), map[string]any{"session_id": a, "wait": false})
+		queue(three, b, c)
+
+		stopOne(t, g, graceful)
+
+		// b's client re-issues its waiting acquire on replica 2, which
+		// adopts b: its request keeps its place, and no second one
+		// queues.
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+		queue(two, b, c)
+		queue(three, b, c)
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, float64(1), r.body["queue_position"], "asked again: %s", r.raw)
+		queue(three, b, c)
+
+		// a releases L: b is granted, not c.
+		r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
+		require.Equal(t, 200, r.status, r.raw)
+		bToken := waitGranted(t, two, "L", b)
+		r = call(t, "GET", lockURL(three, "L", ""), nil)
+		require.Equal(t, b, r.str("holder_session"), r.raw)
+		require.Equal(t, bToken, r.str("fencing_token"), r.raw)
+		require.Len(t, r.body["holders"], 1, r.raw)
+		queue(three, c)
+		// Exactly one grant: asked anywhere, b's acquire answers it.
+		for _, at := range []string{two, three} {
+			r = call(t, "POST", lockURL(at, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
 			require.Equal(t, true, r.body["granted"], r.raw)
-			aToken := r.str("fencing_token")
-			r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
-			require.Equal(t, float64(2), r.body["queue_position"], r.raw)
-			queue := func(at string, want ...string) {
-				t.Helper()
-				r := call(t, "GET", lockURL(at, "L", ""), nil)
-				require.Equal(t, 200, r.status, r.raw)
-				require.Equal(t, fmt.Sprint(want), fmt.Sprint(r.body["queue"]), r.raw)
-			}
-			queue(three, b, c)
-
-			if crash {
-				testhook.Crash(context.Background(), g.nodes[1])
-				g.srvs[1].CloseClientConnections()
-				g.srvs[1].Close()
-				g.apis[1].Close()
-			} else {
-				g.apis[1].Close()
-				g.srvs[1].Close()
-				require.NoError(t, g.nodes[1].Close())
-			}
-
-			// b's client re-issues its waiting acquire on replica 2, which
-			// adopts b: its request keeps its place, and no second one
-			// queues.
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, 200, r.status, r.raw)
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			queue(two, b, c)
-			queue(three, b, c)
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], "asked again: %s", r.raw)
-			queue(three, b, c)
-
-			// a releases L: b is granted, not c.
-			r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
-			require.Equal(t, 200, r.status, r.raw)
-			var bToken string
-			require.Eventually(t, func() bool {
-				r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-				bToken = r.str("fencing_token")
-				return r.body["granted"] == true
-			}, 10*time.Second, 50*time.Millisecond, r.raw)
-			r = call(t, "GET", lockURL(three, "L", ""), nil)
-			require.Equal(t, b, r.str("holder_session"), r.raw)
 			require.Equal(t, bToken, r.str("fencing_token"), r.raw)
-			require.Len(t, r.body["holders"], 1, r.raw)
-			queue(three, c)
-			// Exactly one grant: asked anywhere, b's acquire answers it.
-			for _, at := range []string{two, three} {
-				r = call(t, "POST", lockURL(at, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-				require.Equal(t, true, r.body["granted"], r.raw)
-				require.Equal(t, bToken, r.str("fencing_token"), r.raw)
-			}
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			queue(three, c)
+		}
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
+		require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+		queue(three, c)
 
-			// b releases by its token: c is granted.
-			r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b, "fencing_token": bToken})
-			require.Equal(t, 200, r.status, r.raw)
-			require.Eventually(t, func() bool {
-				r = call(t, "GET", lockURL(three, "L", ""), nil)
-				return r.str("holder_session") == c
-			}, 10*time.Second, 50*time.Millisecond, r.raw)
-		})
-	}
+		// b releases by its token: c is granted.
+		r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b, "fencing_token": bToken})
+		require.Equal(t, 200, r.status, r.raw)
+		require.Eventually(t, func() bool {
+			r = call(t, "GET", lockURL(three, "L", ""), nil)
+			return r.str("holder_session") == c
+		}, 10*time.Second, 50*time.Millisecond, r.raw)
+	})
 }
 
 // TestAdoptionWithdrawsAKeptRequest: a waiting acquire re-issued on the
@@ -292,15 +246,10 @@ func TestAdoptionWithdrawsAKeptRequest(t *testing.T) {
 	one, two, three := g.urls[1], g.urls[2], g.urls[3]
 	a := newSession(t, three, 6000)
 	b := newSession(t, one, 6000)
-	r := call(t, "POST", lockURL(three, "L", "acquire"), map[string]any{"session_id": a, "wait": false})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	aToken := r.str("fencing_token")
-	r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+	aToken := grant(t, three, "L", a)
+	r := call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
 	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-	testhook.Crash(context.Background(), g.nodes[1])
-	g.srvs[1].CloseClientConnections()
-	g.srvs[1].Close()
-	g.apis[1].Close()
+	stopOne(t, g, false)
 
 	r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
 	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
@@ -313,6 +262,45 @@ func TestAdoptionWithdrawsAKeptRequest(t *testing.T) {
 	require.Equal(t, 200, r.status, r.raw)
 	r = call(t, "GET", lockURL(two, "L", ""), nil)
 	require.Equal(t, false, r.body["held"], r.raw)
+}
+
+// grant acquires name for session through base, without waiting, requires
+// it granted, and returns its fencing token.
+func grant(t *testing.T, base, name, session string) string {
+	t.Helper()
+	r := call(t, "POST", lockURL(base, name, "acquire"), map[string]any{"session_id": session, "wait": false})
+	require.Equal(t, true, r.body["granted"], r.raw)
+	return r.str("fencing_token")
+}
+
+// waitGranted re-issues session's waiting acquire of name through base
+// until it is answered granted (10s at most), and returns its fencing
+// token.
+func waitGranted(t *testing.T, base, name, session string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := call(t, "POST", lockURL(base, name, "acquire"), map[string]any{"session_id": session, "wait": true})
+		if r.body["granted"] == true {
+			return r.str("fencing_token")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's acquire of %s not granted in 10s: %s", session, name, r.raw)
+		}
+		time.Sleep(50 * time.Millisecond) // polling: the re-issued acquire is the state
+	}
+}
+
+// eachStop runs test twice, as subtests: with replica 1 stopped
+// gracefully, then crashed (stopOne's graceful).
+func eachStop(t *testing.T, test func(t *testing.T, graceful bool)) {
+	for _, graceful := range []bool{true, false} {
+		name := "crash"
+		if graceful {
+			name = "graceful"
+		}
+		t.Run(name, func(t *testing.T) { test(t, graceful) })
+	}
 }
 
 // stopOne crashes replica 1 of g, or with graceful stops it as fencelock
@@ -337,59 +325,51 @@ func stopOne(t *testing.T, g *group, graceful bool) {
 // adoption kept them queued, and the withdrawals take them out by their
 // own numbers: when a releases L and resigns E, nobody is granted either.
 func TestAdoptionWithdrawsAKeptRequestWithoutReissue(t *testing.T) {
-	for _, graceful := range []bool{true, false} {
-		name := "crash"
-		if graceful {
-			name = "graceful"
+	eachStop(t, func(t *testing.T, graceful bool) {
+		g := newGroup(t, true)
+		one, two, three := g.urls[1], g.urls[2], g.urls[3]
+		a := newSession(t, three, 6000)
+		b := newSession(t, one, 6000)
+		el := "/v1/elections/E"
+		aToken := grant(t, three, "L", a)
+		r := call(t, "POST", three+el+"/campaign", map[string]any{"session_id": a, "value": "a", "wait": false})
+		require.Equal(t, true, r.body["elected"], r.raw)
+		aTerm := r.str("token")
+		r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+		r = call(t, "POST", one+el+"/campaign", map[string]any{"session_id": b, "value": "b", "wait": true})
+		require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+		stopOne(t, g, graceful)
+
+		r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
+		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, true, r.body["withdrawn"], r.raw)
+		r = call(t, "GET", lockURL(three, "L", ""), nil)
+		require.Equal(t, float64(0), r.body["waiters"], r.raw)
+		r = call(t, "POST", two+el+"/resign", map[string]any{"session_id": b})
+		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, true, r.body["withdrawn"], r.raw)
+		r = call(t, "GET", three+el, nil)
+		require.Len(t, r.body["candidates"], 0, r.raw)
+		// Withdrawn already: a second withdraw finds nothing.
+		r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
+		require.Equal(t, 409, r.status, r.raw)
+
+		r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
+		require.Equal(t, 200, r.status, r.raw)
+		r = call(t, "POST", three+el+"/resign", map[string]any{"session_id": a, "token": aTerm})
+		require.Equal(t, 200, r.status, r.raw)
+		time.Sleep(200 * time.Millisecond) // a grant to b, if one were made, would be applied by now
+		for _, at := range []string{two, three} {
+			r = call(t, "GET", lockURL(at, "L", ""), nil)
+			require.Equal(t, false, r.body["held"], r.raw)
+			r = call(t, "GET", at+el, nil)
+			require.Nil(t, r.body["leader"], r.raw)
 		}
-		t.Run(name, func(t *testing.T) {
-			g := newGroup(t, true)
-			one, two, three := g.urls[1], g.urls[2], g.urls[3]
-			a := newSession(t, three, 6000)
-			b := newSession(t, one, 6000)
-			el := "/v1/elections/E"
-			r := call(t, "POST", lockURL(three, "L", "acquire"), map[string]any{"session_id": a, "wait": false})
-			require.Equal(t, true, r.body["granted"], r.raw)
-			aToken := r.str("fencing_token")
-			r = call(t, "POST", three+el+"/campaign", map[string]any{"session_id": a, "value": "a", "wait": false})
-			require.Equal(t, true, r.body["elected"], r.raw)
-			aTerm := r.str("token")
-			r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			r = call(t, "POST", one+el+"/campaign", map[string]any{"session_id": b, "value": "b", "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			stopOne(t, g, graceful)
-
-			r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
-			require.Equal(t, 200, r.status, r.raw)
-			require.Equal(t, true, r.body["withdrawn"], r.raw)
-			r = call(t, "GET", lockURL(three, "L", ""), nil)
-			require.Equal(t, float64(0), r.body["waiters"], r.raw)
-			r = call(t, "POST", two+el+"/resign", map[string]any{"session_id": b})
-			require.Equal(t, 200, r.status, r.raw)
-			require.Equal(t, true, r.body["withdrawn"], r.raw)
-			r = call(t, "GET", three+el, nil)
-			require.Len(t, r.body["candidates"], 0, r.raw)
-			// Withdrawn already: a second withdraw finds nothing.
-			r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
-			require.Equal(t, 409, r.status, r.raw)
-
-			r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
-			require.Equal(t, 200, r.status, r.raw)
-			r = call(t, "POST", three+el+"/resign", map[string]any{"session_id": a, "token": aTerm})
-			require.Equal(t, 200, r.status, r.raw)
-			time.Sleep(200 * time.Millisecond) // a grant to b, if one were made, would be applied by now
-			for _, at := range []string{two, three} {
-				r = call(t, "GET", lockURL(at, "L", ""), nil)
-				require.Equal(t, false, r.body["held"], r.raw)
-				r = call(t, "GET", at+el, nil)
-				require.Nil(t, r.body["leader"], r.raw)
-			}
-			// b asks afresh, and is granted at once.
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, true, r.body["granted"], r.raw)
-		})
-	}
+		// b asks afresh, and is granted at once.
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, true, r.body["granted"], r.raw)
+	})
 }
 
 // TestAdoptionReissuedCampaignKeepsItsValue: a campaign re-issued on the

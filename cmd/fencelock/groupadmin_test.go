@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,8 +17,7 @@ import (
 // dead replica onto a new one that joined: the replacement procedure of
 // docs/operations.md, with a lock held in a named group throughout.
 func TestGroupsCLIAndMembersReplace(t *testing.T) {
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte("ops\nreader read:*\n"), 0o600))
+	tokens := tempFile(t, "tokens", "ops\nreader read:*\n")
 	p := startProcs(t, "--group", "a=1,2,3", "--tokens-file", tokens)
 	all := strings.Join([]string{p.urls[1], p.urls[2], p.urls[3]}, ",")
 	admin := adminCLI{t: t, bin: p.bin, urls: all, tokens: tokens}
@@ -54,8 +52,7 @@ func TestGroupsCLIAndMembersReplace(t *testing.T) {
 	p.kill(1)
 	raft4, web4 := fencelocktest.FreePort(t), fencelocktest.FreePort(t)
 	mustCLI("members", "add", "--id", "4", "--addr", raft4)
-	idFile := filepath.Join(t.TempDir(), "id")
-	require.NoError(t, os.WriteFile(idFile, []byte("4\n"), 0o600))
+	idFile := tempFile(t, "id", "4\n")
 	args := append([]string{}, p.args[1]...)
 	args = append(args, "--id-file", idFile, "--addr", raft4, "--http", web4, "--dir", filepath.Join(t.TempDir(), "4"))
 	startReplacement(t, p.bin, args, web4)
@@ -78,8 +75,7 @@ func TestGroupsCLIAndMembersReplace(t *testing.T) {
 	fails("invalid_voters", "groups", "set-voters", "a", "2")
 	b, err := exec.Command(p.bin, "groups", "drop", "a", "--http", all, "--token-file", filepath.Join(t.TempDir(), "none")).CombinedOutput()
 	require.Error(t, err, "%s", b)
-	reader := filepath.Join(t.TempDir(), "reader")
-	require.NoError(t, os.WriteFile(reader, []byte("reader\n"), 0o600))
+	reader := tempFile(t, "reader", "reader\n")
 	b, err = exec.Command(p.bin, "groups", "drop", "a", "--http", all, "--token-file", reader).CombinedOutput()
 	require.Error(t, err, "%s", b)
 	require.Contains(t, string(b), "403 forbidden")

@@ -21,8 +21,7 @@ import (
 // never); lock exits with CMD's status.
 func TestLockRevokedStopsCommand(t *testing.T) {
 	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte("sekret\n"), 0o600))
+	tokens := tempFile(t, "tokens", "sekret\n")
 	base, _, _ := startOne(t, "--tokens-file", tokens)
 	const name = "jobs/revoked"
 	script := `echo "$FENCELOCK_TOKEN" > out.tmp && mv out.tmp out; trap 'echo term >> log; exit 7' TERM; while :; do sleep 0.05; done`

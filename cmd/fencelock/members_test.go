@@ -118,10 +118,7 @@ func flagOf(t *testing.T, args []string, name string) string {
 // toward the quorum: with replica 1 stopped, voters 2 and 4 grant a lock.
 func TestServeMembersReplaceLostReplica(t *testing.T) {
 	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte("ops\nreader read:*\n"), 0o600))
-	readerToken := filepath.Join(dir, "reader")
-	require.NoError(t, os.WriteFile(readerToken, []byte("reader\n"), 0o600))
+	tokens, readerToken := tempFile(t, "tokens", "ops\nreader read:*\n"), tempFile(t, "reader", "reader\n")
 	p := startProcs(t, "--tokens-file", tokens)
 	bin := p.bin
 	peers, err := parseIDMap("peers", flagOf(t, p.args[1], "peers"))

@@ -223,9 +223,7 @@ func TestServeSecurity(t *testing.T) {
 // SIGHUP rereads the tokens file; a bad file keeps the old tokens and says
 // why.
 func TestServeTokensReload(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "tokens")
-	require.NoError(t, os.WriteFile(file, []byte("old\n"), 0o600))
+	file := tempFile(t, "tokens", "old\n")
 	base, cmd, logs := startOne(t, "--tokens-file", file)
 	status := func(token string) int {
 		req, _ := http.NewRequest("GET", base+"/v1/status", nil)
@@ -261,14 +259,12 @@ func TestServeTokensReload(t *testing.T) {
 
 // readTokens names the file and the line of a mistake.
 func TestReadTokens(t *testing.T) {
-	dir := t.TempDir()
-	f := filepath.Join(dir, "t")
-	require.NoError(t, os.WriteFile(f, []byte("a lock:jobs/\nb lock\n"), 0o600))
+	f := tempFile(t, "t", "a lock:jobs/\nb lock\n")
 	_, err := readTokens(f)
 	require.ErrorIs(t, err, httpapi.ErrInvalidTokensFile)
 	require.Contains(t, err.Error(), "line 2")
 	require.Contains(t, err.Error(), f)
-	_, err = readTokens(filepath.Join(dir, "missing"))
+	_, err = readTokens(filepath.Join(filepath.Dir(f), "missing"))
 	require.True(t, errors.Is(err, os.ErrNotExist), "%v", err)
 }
 

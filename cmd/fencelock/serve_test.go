@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +25,16 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // binary builds this command once per test run.
+// tempFile writes content to a file called name in a new temporary
+// directory, readable by its owner only (as a tokens file must be), and
+// returns its path.
+func tempFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
 func binary(t *testing.T) string { return fencelocktest.Binary(t) }
 
 // procs is three `fencelock serve` processes on loopback.

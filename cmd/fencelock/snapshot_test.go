@@ -22,10 +22,7 @@ import (
 // backup's last one. A damaged file is refused and leaves the Dir absent.
 func TestSnapshotSaveAndRestore(t *testing.T) {
 	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte("ops\nreader read:*\n"), 0o600))
-	readerToken := filepath.Join(dir, "reader")
-	require.NoError(t, os.WriteFile(readerToken, []byte("reader\n"), 0o600))
+	tokens, readerToken := tempFile(t, "tokens", "ops\nreader read:*\n"), tempFile(t, "reader", "reader\n")
 	p := startProcs(t, "--tokens-file", tokens)
 	all := strings.Join([]string{p.urls[1], p.urls[2], p.urls[3]}, ",")
 

@@ -73,30 +73,7 @@ func TestThreeProcessesFailOver(t *testing.T) {
 // other process is primary meanwhile, and its records go on under that
 // epoch.
 func TestRestartedPrimaryKeepsItsEpoch(t *testing.T) {
-	const ttl = 20 * time.Second // far longer than a restart, even under -race
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	g, resource := startThree(t, ttl)
-	victim := g.waitPrimary(ctx, func(primary) bool { return true })
-	waitRecords(t, ctx, resource, victim.epoch, 3)
-	g.kill(victim.id)
-	killed := time.Now()
-	announced := g.count()
-	g.restart(victim.id)
-
-	back := g.waitPrimary(ctx, func(primary) bool { return true }, announced)
-	require.Equal(t, victim, back, "the restarted primary resumed its term")
-	t.Logf("replica %d killed and restarted: primary again with epoch %d after %v (TTL %v)",
-		victim.id, back.epoch, time.Since(killed).Round(time.Millisecond), ttl)
-	records, err := fencefile.Read(resource)
-	require.NoError(t, err)
-	waitRecords(t, ctx, resource, victim.epoch, countEpoch(records, victim.epoch)+3)
-	g.mu.Lock()
-	require.Equal(t, []primary{victim, victim}, g.primary, "nobody else was primary")
-	g.mu.Unlock()
-	for id := 1; id <= 3; id++ {
-		g.terminate(ctx, id)
-	}
+	restartKeepsEpoch(t, "killed", func(ctx context.Context, g *group, id int) { g.kill(id) })
 }
 
 // With -keep-term, a primary stopped by SIGTERM (a rolling deploy) and
@@ -104,22 +81,30 @@ func TestRestartedPrimaryKeepsItsEpoch(t *testing.T) {
 // resigning, announces the same epoch again, nobody else is primary
 // meanwhile, and its records go on under that epoch.
 func TestGracefullyRestartedPrimaryKeepsItsEpoch(t *testing.T) {
+	restartKeepsEpoch(t, "stopped by SIGTERM", func(ctx context.Context, g *group, id int) {
+		g.terminate(ctx, id) // SIGTERM: a clean exit, the term kept
+		g.waitLine(ctx, id, regexp.MustCompile(`stopped for a restart; the term is kept`))
+	}, "-keep-term")
+}
+
+// restartKeepsEpoch stops the primary of three processes started with
+// flags (stop, described as how), starts it again within its TTL, and
+// requires that it resumes its term: the same epoch announced again,
+// nobody else primary meanwhile, its records going on under that epoch.
+func restartKeepsEpoch(t *testing.T, how string, stop func(ctx context.Context, g *group, id int), flags ...string) {
 	const ttl = 20 * time.Second // far longer than a restart, even under -race
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	g, resource := startThree(t, ttl, "-keep-term")
-	victim := g.waitPrimary(ctx, func(primary) bool { return true })
-	waitRecords(t, ctx, resource, victim.epoch, 3)
+	g, resource, victim := startWithPrimary(t, ctx, ttl, flags...)
 	announced := g.count()
-	g.terminate(ctx, victim.id) // SIGTERM: a clean exit, the term kept
-	g.waitLine(ctx, victim.id, regexp.MustCompile(`stopped for a restart; the term is kept`))
+	stop(ctx, g, victim.id)
 	stopped := time.Now()
 	g.restart(victim.id)
 
 	back := g.waitPrimary(ctx, func(primary) bool { return true }, announced)
 	require.Equal(t, victim, back, "the restarted primary resumed its term")
-	t.Logf("replica %d stopped by SIGTERM and restarted: primary again with epoch %d after %v (TTL %v)",
-		victim.id, back.epoch, time.Since(stopped).Round(time.Millisecond), ttl)
+	t.Logf("replica %d %s and restarted: primary again with epoch %d after %v (TTL %v)",
+		victim.id, how, back.epoch, time.Since(stopped).Round(time.Millisecond), ttl)
 	records, err := fencefile.Read(resource)
 	require.NoError(t, err)
 	waitRecords(t, ctx, resource, victim.epoch, countEpoch(records, victim.epoch)+3)
@@ -138,9 +123,7 @@ func TestFrozenPrimaryStepsDown(t *testing.T) {
 	const ttl, slack = 2 * time.Second, 8 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	g, resource := startThree(t, ttl)
-	victim := g.waitPrimary(ctx, func(primary) bool { return true })
-	waitRecords(t, ctx, resource, victim.epoch, 3)
+	g, resource, victim := startWithPrimary(t, ctx, ttl)
 	victim = g.latestPrimary()
 	// Stopped inside a write, it would hold the file's lock, and its
 	// successor could not write until it is continued.
@@ -173,9 +156,7 @@ func TestPrimaryWokenAtTakeoverWritesNothingMore(t *testing.T) {
 	const ttl = 2 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	g, resource := startThree(t, ttl)
-	victim := g.waitPrimary(ctx, func(primary) bool { return true })
-	waitRecords(t, ctx, resource, victim.epoch, 3)
+	g, resource, victim := startWithPrimary(t, ctx, ttl)
 	victim = g.latestPrimary()
 	before := g.stopOutsideWrite(ctx, victim, resource)
 	next := g.waitPrimary(ctx, func(p primary) bool { return p.id != victim.id && p.epoch > victim.epoch })
@@ -328,6 +309,15 @@ func startThree(t *testing.T, ttl time.Duration, flags ...string) (*group, strin
 		g.restart(id)
 	}
 	return g, filepath.Join(dir, "resource.log")
+}
+
+// startWithPrimary is startThree, and waits until a process announces it
+// is primary and the resource holds three records under its epoch.
+func startWithPrimary(t *testing.T, ctx context.Context, ttl time.Duration, flags ...string) (*group, string, primary) {
+	g, resource := startThree(t, ttl, flags...)
+	victim := g.waitPrimary(ctx, func(primary) bool { return true })
+	waitRecords(t, ctx, resource, victim.epoch, 3)
+	return g, resource, victim
 }
 
 // restart starts process id with the flags it was first started with.

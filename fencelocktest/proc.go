@@ -30,8 +30,8 @@ func Peers(t testing.TB, n int) string {
 	return strings.Join(peers, ",")
 }
 
-// Proc is a process a test started with StartProc. Its stdout goes to the
-// callback line by line; its stderr is kept in Stderr.
+// Proc is a process a test started (StartProc, StartCmd): its stderr is
+// kept in Stderr, and its end is awaited in the background (Exited).
 type Proc struct {
 	Cmd    *exec.Cmd
 	Stderr LockedBuffer
@@ -42,7 +42,7 @@ type Proc struct {
 // StartProc starts bin with args, handing each complete line it prints on
 // stdout (without the newline) to line, from one goroutine at a time; a
 // last line without a newline is not handed on. A process that does not
-// start fails the test. Nothing stops it: the test must (Kill, Terminate).
+// start fails the test; the test's cleanup kills one still running.
 func StartProc(t testing.TB, line func(string), bin string, args ...string) *Proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
@@ -63,6 +63,13 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Proc {
 		p.err = p.Cmd.Wait()
 		close(p.exited)
 	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.Kill()
+		}
+	})
 	return p
 }
 

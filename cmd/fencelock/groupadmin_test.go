@@ -40,16 +40,16 @@ func TestGroupsCLIAndMembersReplace(t *testing.T) {
 	fails("not a positive replica ID", "groups", "create", "c", "1,x")
 	// b grants at once, through any replica.
 	r := callAs(t, "ops", "POST", p.urls[3]+"/v1/sessions", map[string]any{"ttl_ms": 600000}, nil)
-	require.Equal(t, 201, r.status, r.raw)
-	sid, secret := r.str("session_id"), map[string]string{"Fencelock-Session-Secret": r.str("session_secret")}
+	require.Equal(t, 201, r.Status, r.Raw)
+	sid, secret := r.Str("session_id"), map[string]string{"Fencelock-Session-Secret": r.Str("session_secret")}
 	r = callAs(t, "ops", "POST", lockPath(p.urls[3], "kept@b", "acquire"), map[string]any{"session_id": sid}, secret)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	keptToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	keptToken := r.Str("fencing_token")
 	out = mustCLI("groups", "-o", "json")
 	require.Contains(t, out, `"name": "b"`)
 
 	// Replica 1 dies for good; replica 4 joins at a new address.
-	p.kill(1)
+	p.Kill(1)
 	raft4, web4 := fencelocktest.FreePort(t), fencelocktest.FreePort(t)
 	mustCLI("members", "add", "--id", "4", "--addr", raft4)
 	idFile := tempFile(t, "id", "4\n")
@@ -68,7 +68,7 @@ func TestGroupsCLIAndMembersReplace(t *testing.T) {
 	require.Regexp(t, `(?m)^4\s+\S+\s+voter$`, out)
 	require.NotRegexp(t, `(?m)^1\s`, out)
 	r = callAs(t, "ops", "GET", lockPath("http://"+web4, "kept@b", ""), nil, nil)
-	require.Equal(t, keptToken, r.str("fencing_token"), "the lock held in b across the move: %s", r.raw)
+	require.Equal(t, keptToken, r.Str("fencing_token"), "the lock held in b across the move: %s", r.Raw)
 
 	out = mustCLI("groups", "set-voters", "a", "4")
 	require.Contains(t, out, "group a votes on 4 (taken off it for good: 1,2,3)")

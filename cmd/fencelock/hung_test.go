@@ -26,7 +26,7 @@ func heartbeatWithin(base, id string, budget time.Duration) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set(httpapi.SecretHeader, secretOf(req.URL.Path, nil))
+	req.Header.Set(httpapi.SecretHeader, secrets.For(req.URL.Path, nil))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -49,9 +49,9 @@ func TestRawHeartbeatsOutliveAFrozenOwner(t *testing.T) {
 	const name = "jobs/frozen-raw"
 	id := session(t, p.URLs[1], int(ttl.Milliseconds()))
 	r := do(t, "POST", lockPath(p.URLs[1], name, "acquire"), map[string]any{"session_id": id})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	token := r.str("fencing_token")
-	lease := time.Duration(r.body["lease_ms"].(float64)) * time.Millisecond
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	token := r.Str("fencing_token")
+	lease := time.Duration(r.Body["lease_ms"].(float64)) * time.Millisecond
 
 	p.Freeze(1)
 	defer p.Thaw(1)
@@ -67,13 +67,13 @@ func TestRawHeartbeatsOutliveAFrozenOwner(t *testing.T) {
 	}
 	t.Logf("the slowest heartbeat while the owner was frozen took %v (the forward waits %v)", slowest, ttl/20)
 	r = do(t, "GET", lockPath(p.URLs[3], name, ""), nil)
-	require.Equal(t, true, r.body["held"], r.raw)
-	require.Equal(t, token, r.str("fencing_token"), r.raw)
-	require.Equal(t, float64(2), r.body["owner"], "replica 2 adopted the session: %s", r.raw)
+	require.Equal(t, true, r.Body["held"], r.Raw)
+	require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+	require.Equal(t, float64(2), r.Body["owner"], "replica 2 adopted the session: %s", r.Raw)
 
 	p.Thaw(1)
 	r = do(t, "POST", lockPath(p.URLs[2], name, "release"), map[string]any{"session_id": id, "fencing_token": token})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 }
 
 // `fencelock lock NAME -- CMD` with every replica in --http: the replica
@@ -103,8 +103,8 @@ func TestLockCommandOutlivesAFrozenOwner(t *testing.T) {
 		return err == nil
 	})
 	r := do(t, "GET", lockPath(p.URLs[2], name, ""), nil)
-	require.Equal(t, token, r.str("fencing_token"), r.raw)
-	owner := uint64(r.body["owner"].(float64))
+	require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+	owner := uint64(r.Body["owner"].(float64))
 
 	p.Freeze(owner)
 	defer p.Thaw(owner)
@@ -118,9 +118,9 @@ func TestLockCommandOutlivesAFrozenOwner(t *testing.T) {
 	}
 	other := p.URLs[owner%3+1]
 	r = do(t, "GET", lockPath(other, name, ""), nil)
-	require.Equal(t, true, r.body["held"], r.raw)
-	require.Equal(t, token, r.str("fencing_token"), r.raw)
-	require.NotEqual(t, strconv.FormatUint(owner, 10), strconv.FormatFloat(r.body["owner"].(float64), 'f', -1, 64),
-		"the session still lives on the frozen replica: %s", r.raw)
+	require.Equal(t, true, r.Body["held"], r.Raw)
+	require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+	require.NotEqual(t, strconv.FormatUint(owner, 10), strconv.FormatFloat(r.Body["owner"].(float64), 'f', -1, 64),
+		"the session still lives on the frozen replica: %s", r.Raw)
 	p.Thaw(owner)
 }

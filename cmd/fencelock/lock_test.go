@@ -35,8 +35,8 @@ func TestLockCommand(t *testing.T) {
 	stopB := heartbeat(Y, blocker, time.Second)
 	defer stopB()
 	r := do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": blocker})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	blockerToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	blockerToken := r.Str("fencing_token")
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
@@ -48,13 +48,13 @@ func TestLockCommand(t *testing.T) {
 
 	// Queued behind the blocker: CMD has not run.
 	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
-		return do(t, "GET", lockPath(Y, name, ""), nil).body["waiters"] == float64(1)
+		return do(t, "GET", lockPath(Y, name, ""), nil).Body["waiters"] == float64(1)
 	})
 	_, err := os.Stat(out)
 	require.True(t, os.IsNotExist(err), "CMD ran while another session held the lock")
 
 	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	var token string
 	fencelocktest.WaitFor(t, "CMD to start", func() bool {
 		b, err := os.ReadFile(out)
@@ -62,7 +62,7 @@ func TestLockCommand(t *testing.T) {
 		return err == nil
 	})
 	r = do(t, "GET", lockPath(Y, name, ""), nil)
-	require.Equal(t, token, r.str("fencing_token"), "FENCELOCK_TOKEN is not the current grant's: %s", r.raw)
+	require.Equal(t, token, r.Str("fencing_token"), "FENCELOCK_TOKEN is not the current grant's: %s", r.Raw)
 	require.NotEqual(t, blockerToken, token)
 
 	// The next in line, on another replica, is granted only after CMD was
@@ -71,13 +71,13 @@ func TestLockCommand(t *testing.T) {
 	stopN := heartbeat(Y, next, time.Second)
 	defer stopN()
 	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	events := watch(t, ctx, lockPath(Y, name, "watch"))
 
 	stopped := time.Now()
 	t.Logf("stopping replica %d at %s", x, stopped.Format("15:04:05.000"))
-	require.NoError(t, p.cmds[x].Process.Signal(syscall.SIGSTOP))
-	defer p.cmds[x].Process.Signal(syscall.SIGCONT)
+	require.NoError(t, p.Cmd(x).Process.Signal(syscall.SIGSTOP))
+	defer p.Cmd(x).Process.Signal(syscall.SIGCONT)
 
 	var cmdEnd time.Time
 	select {
@@ -94,11 +94,11 @@ func TestLockCommand(t *testing.T) {
 	require.Equal(t, "term\n", string(log), "CMD got no SIGTERM")
 	t.Logf("CMD stopped %v after its replica was stopped; stderr:\n%s", cmdEnd.Sub(stopped), lock.Stderr.String())
 
-	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.kind == "granted" && e.data["holder_session"] == next })
-	granted := e.at
+	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.Kind == "granted" && e.Data["holder_session"] == next })
+	granted := e.At
 	t.Logf("next holder granted %v after the replica stopped", granted.Sub(stopped))
 	require.True(t, cmdEnd.Before(granted), "the group granted the lock before CMD stopped")
-	require.NotEqual(t, token, e.data["fencing_token"])
+	require.NotEqual(t, token, e.Data["fencing_token"])
 }
 
 // deadURL is a loopback URL nothing listens on: a replica that is down.
@@ -151,24 +151,24 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	})
 	require.Len(t, got, 2, "want FENCELOCK_TOKEN and FENCELOCK_FENCE: %q", got)
 	r := do(t, "GET", lockPath(Y, name, ""), nil)
-	holder := r.str("holder_session")
-	require.Equal(t, r.str("fencing_token"), got[0], r.raw)
+	holder := r.Str("holder_session")
+	require.Equal(t, r.Str("fencing_token"), got[0], r.Raw)
 	f, err := fencelock.ParseFence(got[1])
 	require.NoError(t, err)
 	require.Equal(t, got[0], strconv.FormatUint(f.Token, 10), "FENCELOCK_FENCE's token is FENCELOCK_TOKEN")
 	st := do(t, "GET", Y+"/v1/status", nil)
-	require.Equal(t, st.str("group_id"), strconv.FormatUint(f.Group, 16), "FENCELOCK_FENCE's group is the group's")
+	require.Equal(t, st.Str("group_id"), strconv.FormatUint(f.Group, 16), "FENCELOCK_FENCE's group is the group's")
 
 	next := session(t, Y, 10000)
 	stopN := heartbeat(Y, next, time.Second)
 	defer stopN()
 	events := watch(t, ctx, lockPath(Y, name, "watch"))
-	waitEvent(t, events, "state", func(e ev) bool { return e.kind == "state" })
+	waitEvent(t, events, "state", func(e ev) bool { return e.Kind == "state" })
 	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 
-	require.NoError(t, p.cmds[x].Process.Signal(syscall.SIGSTOP))
-	defer p.cmds[x].Process.Signal(syscall.SIGCONT)
+	require.NoError(t, p.Cmd(x).Process.Signal(syscall.SIGSTOP))
+	defer p.Cmd(x).Process.Signal(syscall.SIGCONT)
 
 	var killed time.Time
 	select {
@@ -179,11 +179,11 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	// Still held by the killed command's session after the kill: the group
 	// had not granted the lock to anyone else when the command died.
 	r = do(t, "GET", lockPath(Y, name, ""), nil)
-	require.Equal(t, holder, r.str("holder_session"), "the lock passed on before the kill was seen: %s", r.raw)
+	require.Equal(t, holder, r.Str("holder_session"), "the lock passed on before the kill was seen: %s", r.Raw)
 
-	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.kind == "granted" && e.data["holder_session"] == next })
-	t.Logf("command killed %v before the next holder's grant was seen", e.at.Sub(killed))
-	require.True(t, killed.Before(e.at), "the next holder was granted before the command was killed")
+	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.Kind == "granted" && e.Data["holder_session"] == next })
+	t.Logf("command killed %v before the next holder's grant was seen", e.At.Sub(killed))
+	require.True(t, killed.Before(e.At), "the next holder was granted before the command was killed")
 
 	select {
 	case <-lock.Exited():
@@ -217,8 +217,8 @@ func TestCommandsFailOver(t *testing.T) {
 	stopB := heartbeat(Y, blocker, time.Second)
 	defer stopB()
 	r := do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": blocker})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	blockerToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	blockerToken := r.Str("fencing_token")
 
 	for _, args := range [][]string{{"status"}, {"locks"}, {"sessions"}} {
 		out, err := exec.Command(p.bin, append(args, "--http", list)...).CombinedOutput()
@@ -244,15 +244,15 @@ func TestCommandsFailOver(t *testing.T) {
 	lock := fencelocktest.StartCmd(t, cmd)
 	defer lock.Kill()
 	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
-		return do(t, "GET", lockPath(Y, name, ""), nil).body["waiters"] == float64(1)
+		return do(t, "GET", lockPath(Y, name, ""), nil).Body["waiters"] == float64(1)
 	})
 	// Its session outlives X: the command's heartbeats fail over to Y,
 	// which adopts the session, and its next poll queues the acquire again
 	// there (the adoption withdrew the request X had queued).
-	p.kill(x)
+	p.Kill(x)
 	fencelocktest.WaitFor(t, "the lock command to queue again through another replica", func() bool {
 		r := do(t, "GET", lockPath(Y, name, ""), nil)
-		w, _ := r.body["waiting"].([]any)
+		w, _ := r.Body["waiting"].([]any)
 		if len(w) != 1 {
 			return false
 		}
@@ -268,7 +268,7 @@ func TestCommandsFailOver(t *testing.T) {
 	default:
 	}
 	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	select {
 	case <-lock.Exited():
 		err := lock.Err()

@@ -318,14 +318,21 @@ func TestElections(t *testing.T) {
 	require.Equal(t, s2, e.Data["leader"].(map[string]any)["session_id"])
 }
 
-func TestHealthAndMetrics(t *testing.T) {
-	g := newGroup(t, false, httpapi.WithBearerTokens([]string{"sekret"}))
-	a := g.urls[1]
-	deadline := time.Now().Add(30 * time.Second)
-	for call(t, "GET", a+"/readyz", nil).Status != 200 {
+// waitReady polls base's /readyz, as a load balancer does, until it
+// answers 200, failing the test after within.
+func waitReady(t *testing.T, base string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for call(t, "GET", base+"/readyz", nil).Status != 200 {
 		require.True(t, time.Now().Before(deadline), "never ready")
 		time.Sleep(20 * time.Millisecond) // polling a probe, as a load balancer does
 	}
+}
+
+func TestHealthAndMetrics(t *testing.T) {
+	g := newGroup(t, false, httpapi.WithBearerTokens([]string{"sekret"}))
+	a := g.urls[1]
+	waitReady(t, a, 30*time.Second)
 	require.Equal(t, 200, call(t, "GET", a+"/healthz", nil).Status)
 	r := call(t, "GET", a+"/metrics", nil)
 	require.Equal(t, 401, r.Status)

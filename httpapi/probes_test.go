@@ -16,18 +16,14 @@ import (
 func TestReadyzAndLivez(t *testing.T) {
 	g := newGroup(t, false, httpapi.WithBearerTokens([]string{"sekret"}))
 	a := g.urls[2]
-	deadline := time.Now().Add(60 * time.Second)
-	for call(t, "GET", a+"/readyz", nil).Status != 200 {
-		require.True(t, time.Now().Before(deadline), "never ready")
-		time.Sleep(20 * time.Millisecond) // polling a probe, as a load balancer does
-	}
+	waitReady(t, a, 60*time.Second)
 	r := call(t, "GET", a+"/livez", nil)
 	require.Equal(t, 200, r.Status, r.Raw)
 	require.Equal(t, "ok", r.Str("status"))
 
 	g.nodes[1].Close()
 	g.nodes[3].Close()
-	deadline = time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		r = call(t, "GET", a+"/readyz", nil)
 		if r.Str("code") == httpapi.CodeNoQuorum {

@@ -76,8 +76,8 @@ func TestLockCommand(t *testing.T) {
 
 	stopped := time.Now()
 	t.Logf("stopping replica %d at %s", x, stopped.Format("15:04:05.000"))
-	require.NoError(t, p.Cmd(x).Process.Signal(syscall.SIGSTOP))
-	defer p.Cmd(x).Process.Signal(syscall.SIGCONT)
+	p.Freeze(x)
+	defer p.Thaw(x)
 
 	var cmdEnd time.Time
 	select {
@@ -167,8 +167,8 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
 	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 
-	require.NoError(t, p.Cmd(x).Process.Signal(syscall.SIGSTOP))
-	defer p.Cmd(x).Process.Signal(syscall.SIGCONT)
+	p.Freeze(x)
+	defer p.Thaw(x)
 
 	var killed time.Time
 	select {

@@ -18,10 +18,7 @@ func TestFailoverBetweenEndpoints(t *testing.T) {
 	ctx := testCtx(t)
 	inUse, closing, elsewhere, spare := newFront(t, g.apis[1]), newFront(t, g.apis[1]), newFront(t, g.apis[1]), newFront(t, g.apis[1])
 	c := newClient(t, inUse.url, closing.url, elsewhere.url, spare.url)
-	s, err := c.NewSession(ctx, fencelock.WithTTL(time.Second)) // lease 600ms, heartbeat every 200ms
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "jobs/x")
-	require.NoError(t, err)
+	s, l := hold(t, ctx, c, time.Second, "jobs/x") // lease 600ms, heartbeat every 200ms
 	require.Positive(t, inUse.hits.Load())
 
 	closing.mode.Store("503")
@@ -53,10 +50,7 @@ func TestDoneAtLeaseEndWhenUnreachable(t *testing.T) {
 	ctx := testCtx(t)
 	f1, f2 := newFront(t, g.apis[1]), newFront(t, g.apis[2])
 	c := newClient(t, f1.url, f2.url)
-	s, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second)) // lease 1.2s
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "jobs/lease")
-	require.NoError(t, err)
+	s, l := hold(t, ctx, c, 2*time.Second, "jobs/lease") // lease 1.2s
 	time.Sleep(500 * time.Millisecond)
 	f1.stop()
 	f2.stop()
@@ -78,7 +72,7 @@ func TestDoneAtLeaseEndWhenUnreachable(t *testing.T) {
 		t.Fatal("the lock outlived its session")
 	}
 	require.ErrorIs(t, l.Err(), fencelock.ErrSessionExpired)
-	_, err = s.Acquire(ctx, "jobs/other")
+	_, err := s.Acquire(ctx, "jobs/other")
 	require.ErrorIs(t, err, fencelock.ErrSessionExpired)
 }
 
@@ -88,10 +82,7 @@ func TestDeadlineCheckedOnCall(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
 	c := newClient(t, g.urls[1])
-	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second))
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "jobs/pause")
-	require.NoError(t, err)
+	s, l := hold(t, ctx, c, 10*time.Second, "jobs/pause")
 	s.mu.Lock()
 	s.deadline = now().Add(-time.Millisecond) // as after a pause past it
 	s.mu.Unlock()
@@ -112,10 +103,7 @@ func TestOwnerReplicaStops(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
-	s, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second))
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "jobs/owner")
-	require.NoError(t, err)
+	s, l := hold(t, ctx, c, 2*time.Second, "jobs/owner")
 	token := l.Token()
 	g.stop(1)
 	select {
@@ -171,10 +159,7 @@ func TestWaitingAcquireFailsOver(t *testing.T) {
 	ctx := testCtx(t)
 	a, b := newFront(t, g.apis[1]), newFront(t, g.apis[1])
 	holder := newClient(t, g.urls[3])
-	hs, err := holder.NewSession(ctx, fencelock.WithTTL(5*time.Second))
-	require.NoError(t, err)
-	held, err := hs.Acquire(ctx, "jobs/wait")
-	require.NoError(t, err)
+	_, held := hold(t, ctx, holder, 5*time.Second, "jobs/wait")
 
 	c := newClient(t, a.url, b.url)
 	s, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second))
@@ -209,10 +194,7 @@ func TestWaitingAcquireOwnerStops(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
 	holder := newClient(t, g.urls[3])
-	hs, err := holder.NewSession(ctx, fencelock.WithTTL(5*time.Second))
-	require.NoError(t, err)
-	held, err := hs.Acquire(ctx, "jobs/owner-wait")
-	require.NoError(t, err)
+	_, held := hold(t, ctx, holder, 5*time.Second, "jobs/owner-wait")
 
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
 	s, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second))
@@ -256,10 +238,7 @@ func TestReleaseAskedAgainAfterALostAnswer(t *testing.T) {
 	ctx := testCtx(t)
 	losing, spare := newFront(t, g.apis[1]), newFront(t, g.apis[1])
 	c := newClient(t, losing.url, spare.url)
-	s, err := c.NewSession(ctx, fencelock.WithTTL(5*time.Second))
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "jobs/lost-answer")
-	require.NoError(t, err)
+	_, l := hold(t, ctx, c, 5*time.Second, "jobs/lost-answer")
 
 	losing.mode.Store("lose")
 	require.NoError(t, l.Release(ctx))

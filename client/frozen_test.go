@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelocktest"
 )
 
@@ -24,10 +23,7 @@ func TestSessionOutlivesAFrozenOwner(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClient(t, p.URLs[1], p.URLs[2], p.URLs[3])
 	const ttl = 10 * time.Second
-	s, err := c.NewSession(ctx, fencelock.WithTTL(ttl))
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "jobs/frozen")
-	require.NoError(t, err)
+	s, l := hold(t, ctx, c, ttl, "jobs/frozen")
 	info, err := c.Inspect(ctx, "jobs/frozen")
 	require.NoError(t, err)
 	require.Len(t, info.Holders, 1)

@@ -172,10 +172,7 @@ func TestSessionEndsItsGrantsFirst(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
 	c := newClient(t, g.urls[1])
-	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second))
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "jobs/order")
-	require.NoError(t, err)
+	s, l := hold(t, ctx, c, 10*time.Second, "jobs/order")
 	isClosed := func(ch <-chan struct{}) bool {
 		select {
 		case <-ch:

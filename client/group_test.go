@@ -166,6 +166,17 @@ func newClient(t *testing.T, endpoints ...string) *Client {
 	return c
 }
 
+// hold opens a session of c with ttl and acquires name in it, failing the
+// test if either fails.
+func hold(t *testing.T, ctx context.Context, c *Client, ttl time.Duration, name string) (*Session, *Lock) {
+	t.Helper()
+	s, err := c.NewSession(ctx, fencelock.WithTTL(ttl))
+	require.NoError(t, err)
+	l, err := s.Acquire(ctx, name)
+	require.NoError(t, err)
+	return s, l
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)

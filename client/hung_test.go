@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fencelock/fencelock"
 )
 
 // Two of three endpoints take every call and never answer (hung
@@ -20,10 +18,7 @@ func TestHeartbeatAsksEveryEndpointWithinItsBudget(t *testing.T) {
 	ctx := testCtx(t)
 	a, b, good := newFront(t, g.apis[1]), newFront(t, g.apis[1]), newFront(t, g.apis[1])
 	c := newClient(t, a.url, b.url, good.url)
-	s, err := c.NewSession(ctx, fencelock.WithTTL(5*time.Second)) // lease 3s, heartbeat every 1s, budget 1.5s
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "jobs/hung")
-	require.NoError(t, err)
+	s, l := hold(t, ctx, c, 5*time.Second, "jobs/hung") // lease 3s, heartbeat every 1s, budget 1.5s
 	c.answered(0)
 	a.mode.Store("hang")
 	b.mode.Store("hang")
@@ -80,10 +75,7 @@ func TestFailedHeartbeatSendsTheHeldBackOneAtOnce(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFront(t, g.apis[1])
 	c := newClient(t, f.url)
-	s, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second)) // lease 1.8s, heartbeat every 600ms, budget 900ms
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "jobs/held-back")
-	require.NoError(t, err)
+	s, l := hold(t, ctx, c, 3*time.Second, "jobs/held-back") // lease 1.8s, heartbeat every 600ms, budget 900ms
 	f.mode.Store("hang once")
 	select {
 	case <-s.Done():

@@ -111,10 +111,7 @@ func TestResumeSessionRefusals(t *testing.T) {
 	ctx := testCtx(t)
 	const ttl = 2 * time.Second
 	c := newClient(t, g.urls[1])
-	s, err := c.NewSession(ctx, fencelock.WithTTL(ttl))
-	require.NoError(t, err)
-	l, err := s.Acquire(ctx, "x")
-	require.NoError(t, err)
+	s, l := hold(t, ctx, c, ttl, "x")
 	good := s.Resume()
 
 	wrong, err := ParseResumeToken(strings.Replace(good.String(), "."+s.secret, ".AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 1))
@@ -243,15 +240,9 @@ func TestResumeSessionAfterItsReplicaStopped(t *testing.T) {
 	ctx := testCtx(t)
 	const ttl = 3 * time.Second
 	c1 := newClient(t, g.urls[1])
-	s1, err := c1.NewSession(ctx, fencelock.WithTTL(ttl))
-	require.NoError(t, err)
-	l1, err := s1.Acquire(ctx, "x")
-	require.NoError(t, err)
+	s1, l1 := hold(t, ctx, c1, ttl, "x")
 	c2 := newClient(t, g.urls[2], g.urls[3])
-	holder, err := c2.NewSession(ctx, fencelock.WithTTL(ttl))
-	require.NoError(t, err)
-	held, err := holder.Acquire(ctx, "q")
-	require.NoError(t, err)
+	_, held := hold(t, ctx, c2, ttl, "q")
 	queued := make(chan int, 8)
 	waited := make(chan error, 1)
 	go func() {
@@ -267,7 +258,7 @@ func TestResumeSessionAfterItsReplicaStopped(t *testing.T) {
 
 	wrong := good
 	wrong.secret = strings.Repeat("B", len(good.secret))
-	_, err = c2.ResumeSession(ctx, wrong)
+	_, err := c2.ResumeSession(ctx, wrong)
 	require.ErrorIs(t, err, fencelock.ErrSessionExpired)
 
 	began := time.Now()

@@ -4,8 +4,6 @@ package fencefile
 
 import (
 	"context"
-	"log/slog"
-	"net"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -14,35 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/testhook"
 )
-
-// aheadClock is the process clock moved forward on demand, monotonic
-// reading included, while timers run in real time: a process that woke from
-// a pause before any of its timers could run.
-type aheadClock struct{ ahead atomic.Int64 }
-
-func (c *aheadClock) Now() time.Time                       { return time.Now().Add(time.Duration(c.ahead.Load())) }
-func (c *aheadClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }
-func (c *aheadClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	return clock.Real.AfterFunc(d, f)
-}
 
 // heldLock starts a one-replica group on c and returns a lock held on it,
 // its session frozen so that no keep-alive moves the deadline on.
 func heldLock(t *testing.T, ctx context.Context, c clock.Clock, ttl time.Duration) *fencelock.Lock {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	cfg := fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
-		Logger: slog.New(slog.DiscardHandler)}
-	testhook.UseClock(&cfg, c)
-	node, err := fencelock.Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { node.Close() })
+	node := fencelocktest.NewCluster(t, 1, fencelocktest.WithConfig(func(cfg *fencelock.Config) { testhook.UseClock(cfg, c) })).Node(1)
 	s, err := node.NewSession(ctx, fencelock.WithTTL(ttl))
 	require.NoError(t, err)
 	lock, err := s.Acquire(ctx, "feed")
@@ -63,7 +42,7 @@ func heldLock(t *testing.T, ctx context.Context, c clock.Clock, ttl time.Duratio
 func TestAppendGrantRechecksUnderTheLock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := &aheadClock{}
+	c := &clock.Ahead{}
 	const ttl = 20 * time.Second
 	lock := heldLock(t, ctx, c, ttl)
 	lctx := lock.Context(ctx)
@@ -74,7 +53,7 @@ func TestAppendGrantRechecksUnderTheLock(t *testing.T) {
 	require.NoError(t, f.ClaimGrant(lctx, lock.Fence()))
 	require.NoError(t, f.AppendGrant(lctx, lock.Fence(), []byte("in time")))
 
-	lockedForTest = func() { c.ahead.Store(int64(2 * ttl)) } // the pause, between the lock and the write
+	lockedForTest = func() { c.Set(2 * ttl) } // the pause, between the lock and the write
 	err = f.AppendGrant(lctx, lock.Fence(), []byte("after the deadline"))
 	lockedForTest = nil
 	require.ErrorIs(t, err, fencelock.ErrSessionExpired)

@@ -5,14 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,38 +17,16 @@ import (
 	_ "modernc.org/sqlite" // driver "sqlite"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/fencesql"
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/testhook"
 )
 
-// aheadClock is the process clock moved forward on demand, monotonic
-// reading included, while timers run in real time: a process that woke from
-// a pause before any of its timers could run.
-type aheadClock struct{ ahead atomic.Int64 }
-
-func (c *aheadClock) Now() time.Time                       { return time.Now().Add(time.Duration(c.ahead.Load())) }
-func (c *aheadClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }
-func (c *aheadClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	return clock.Real.AfterFunc(d, f)
-}
-
 // startOne starts a one-replica group whose clock the test moves.
 func startOne(t *testing.T, c clock.Clock) *fencelock.Node {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	cfg := fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
-		Logger: slog.New(slog.DiscardHandler)}
-	testhook.UseClock(&cfg, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	node, err := fencelock.Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { node.Close() })
-	return node
+	return fencelocktest.NewCluster(t, 1, fencelocktest.WithConfig(func(cfg *fencelock.Config) { testhook.UseClock(cfg, c) })).Node(1)
 }
 
 // A request made with a grant's context carries its fence (group and
@@ -60,7 +35,7 @@ func startOne(t *testing.T, c clock.Clock) *fencelock.Node {
 // (the test's TTL is far from over in real time) and the group has not
 // expired the session: the check is made at RoundTrip, not by a timer.
 func TestTransportRechecksGrantBeforeSending(t *testing.T) {
-	c := &aheadClock{}
+	c := &clock.Ahead{}
 	node := startOne(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -101,7 +76,7 @@ func TestTransportRechecksGrantBeforeSending(t *testing.T) {
 	require.NotZero(t, sent.Group)
 
 	testhook.Freeze(s) // no keep-alive moves the deadline on
-	c.ahead.Store(int64(2 * ttl))
+	c.Set(2 * ttl)
 	err = send()
 	require.ErrorIs(t, err, fencelock.ErrSessionExpired)
 	require.Len(t, seen, 1, "the request was not sent")

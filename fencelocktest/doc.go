@@ -17,6 +17,10 @@
 //     Thaw), SIGKILL them (Kill), Restart them on their data dirs. Use it
 //     for tests over the HTTP API from another process or language.
 //
+// Around them: raw calls to the HTTP API, its answers read to the letter
+// (Call, Secrets, Events), and a test's own processes, a program built on
+// fencelock started as its users would (Peers, StartProc, StartCmd).
+//
 // Every call takes the test's testing.TB, fails the test with a message
 // that says what did not happen, and registers the cleanup that stops what
 // it started (t.Cleanup): a test using it leaks no goroutine or process.

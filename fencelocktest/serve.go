@@ -139,9 +139,17 @@ func StartServe(t testing.TB, extra ...string) *Processes {
 // build (see SetBinary to run one replica on yet another).
 func StartServeBinary(t testing.TB, bin string, extra ...string) *Processes {
 	t.Helper()
-	c := &Processes{t: t, bin: bin, cmds: map[uint64]*exec.Cmd{}, done: map[uint64]chan struct{}{},
+	args, urls := ServeArgs(t, extra...)
+	return StartServeArgs(t, bin, args, urls)
+}
+
+// StartServeArgs is StartServeBinary with each replica's arguments and
+// HTTP base URL given, IDs 1 to 3: ServeArgs's, changed, or a deployment of
+// the test's own (one restored from a backup, say).
+func StartServeArgs(t testing.TB, bin string, args map[uint64][]string, urls map[uint64]string) *Processes {
+	t.Helper()
+	c := &Processes{t: t, bin: bin, args: args, URLs: urls, cmds: map[uint64]*exec.Cmd{}, done: map[uint64]chan struct{}{},
 		logs: map[uint64]*LockedBuffer{}, bins: map[uint64]string{}, kills: map[uint64]bool{}}
-	c.args, c.URLs = ServeArgs(t, extra...)
 	for id := uint64(1); id <= 3; id++ {
 		c.Run(id)
 	}

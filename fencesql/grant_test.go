@@ -3,8 +3,6 @@ package fencesql_test
 import (
 	"context"
 	"database/sql"
-	"log/slog"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,35 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/internal/clock"
 	"github.com/fencelock/fencelock/internal/testhook"
 )
 
-// aheadClock is the process clock moved forward on demand, monotonic
-// reading included, while timers run in real time: a process that woke from
-// a pause before any of its timers could run.
-type aheadClock struct{ ahead atomic.Int64 }
-
-func (c *aheadClock) Now() time.Time                       { return time.Now().Add(time.Duration(c.ahead.Load())) }
-func (c *aheadClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }
-func (c *aheadClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	return clock.Real.AfterFunc(d, f)
-}
-
 // startOne starts a one-replica group that takes its time from c.
-func startOne(t *testing.T, ctx context.Context, c clock.Clock) *fencelock.Node {
+func startOne(t *testing.T, c clock.Clock) *fencelock.Node {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	cfg := fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
-		Logger: slog.New(slog.DiscardHandler)}
-	testhook.UseClock(&cfg, c)
-	node, err := fencelock.Start(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { node.Close() })
-	return node
+	return fencelocktest.NewCluster(t, 1, fencelocktest.WithConfig(func(cfg *fencelock.Config) { testhook.UseClock(cfg, c) })).Node(1)
 }
 
 // Do re-checks the grant its context carries, by the holder's clock, before
@@ -51,8 +29,8 @@ func startOne(t *testing.T, ctx context.Context, c clock.Clock) *fencelock.Node 
 // many seconds away in real time, has not run.
 func TestDoRechecksGrantBeforeCommit(t *testing.T) {
 	forEachDB(t, func(t *testing.T, ctx context.Context, d *testDB) {
-		c := &aheadClock{}
-		node := startOne(t, ctx, c)
+		c := &clock.Ahead{}
+		node := startOne(t, c)
 		const ttl = 20 * time.Second
 		s, err := node.NewSession(ctx, fencelock.WithTTL(ttl))
 		require.NoError(t, err)
@@ -71,7 +49,7 @@ func TestDoRechecksGrantBeforeCommit(t *testing.T) {
 			if err := d.insert(lctx, data, row{"r", tok, 2})(tx); err != nil {
 				return err
 			}
-			c.ahead.Store(int64(2 * ttl)) // the holder pauses past its deadline here
+			c.Set(2 * ttl) // the holder pauses past its deadline here
 			return nil
 		})
 		require.ErrorIs(t, err, fencelock.ErrSessionExpired)
@@ -91,7 +69,7 @@ func TestDoRechecksGrantBeforeCommit(t *testing.T) {
 // (a bare token).
 func TestDoTakesTheGroupFromTheGrant(t *testing.T) {
 	forEachDB(t, func(t *testing.T, ctx context.Context, d *testDB) {
-		node := startOne(t, ctx, clock.Real)
+		node := startOne(t, clock.Real)
 		for node.Status().GroupID == 0 { // set by the group's first leader, once
 			select {
 			case <-ctx.Done():

@@ -23,101 +23,77 @@ import (
 // elsewhere is answered with the one grant; and a wrong secret adopts
 // nothing.
 func TestSessionOutlivesItsReplica(t *testing.T) {
-	for _, crash := range []bool{false, true} {
-		name := "graceful"
-		if crash {
-			name = "crash"
+	eachStop(t, func(t *testing.T, graceful bool) {
+		g := newGroup(t, true)
+		one, two, three := g.urls[1], g.urls[2], g.urls[3]
+		s := newSession(t, one, 6000)
+		o := newSession(t, three, 6000)
+		// Through replica 2, forwarded to replica 1, which serves s.
+		token := grant(t, two, "jobs/a", s)
+		otherToken := grant(t, three, "jobs/b", o)
+		// s waits for jobs/b on replica 1.
+		r := call(t, "POST", lockURL(one, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
+		require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+
+		stopOne(t, g, graceful)
+
+		r = call(t, "POST", two+"/v1/sessions/"+s+"/heartbeat", nil)
+		require.Equal(t, 200, r.Status, r.Raw)
+		require.Greater(t, r.Body["lease_ms"].(float64), float64(0), r.Raw)
+		held := func(at string) {
+			t.Helper()
+			r := call(t, "GET", lockURL(at, "jobs/a", ""), nil)
+			require.Equal(t, 200, r.Status, r.Raw)
+			require.Equal(t, s, r.Str("holder_session"), r.Raw)
+			require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+			r = call(t, "POST", lockURL(at, "jobs/a", "acquire"), map[string]any{"session_id": o, "wait": false})
+			require.Equal(t, 200, r.Status, r.Raw)
+			require.Equal(t, false, r.Body["granted"], r.Raw)
 		}
-		t.Run(name, func(t *testing.T) {
-			g := newGroup(t, true)
-			one, two, three := g.urls[1], g.urls[2], g.urls[3]
-			s := newSession(t, one, 6000)
-			o := newSession(t, three, 6000)
-			// Through replica 2, forwarded to replica 1, which serves s.
-			r := call(t, "POST", lockURL(two, "jobs/a", "acquire"), map[string]any{"session_id": s, "wait": false})
-			require.Equal(t, true, r.body["granted"], r.raw)
-			token := r.str("fencing_token")
-			r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": o, "wait": false})
-			require.Equal(t, true, r.body["granted"], r.raw)
-			otherToken := r.str("fencing_token")
-			// s waits for jobs/b on replica 1.
-			r = call(t, "POST", lockURL(one, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+		held(two)
+		held(three)
 
-			if crash {
-				testhook.Crash(context.Background(), g.nodes[1])
-				g.srvs[1].CloseClientConnections()
-				g.srvs[1].Close()
-				g.apis[1].Close()
-			} else { // as fencelock serve stops on SIGTERM
-				g.apis[1].Close()
-				g.srvs[1].Close()
-				require.NoError(t, g.nodes[1].Close())
-			}
+		// The holder's acquire, re-issued anywhere, answers its grant.
+		for _, at := range []string{three, two} {
+			r = call(t, "POST", lockURL(at, "jobs/a", "acquire"), map[string]any{"session_id": s, "wait": true})
+			require.Equal(t, true, r.Body["granted"], r.Raw)
+			require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+		}
 
-			r = call(t, "POST", two+"/v1/sessions/"+s+"/heartbeat", nil)
-			require.Equal(t, 200, r.status, r.raw)
-			require.Greater(t, r.body["lease_ms"].(float64), float64(0), r.raw)
-			held := func(at string) {
-				t.Helper()
-				r := call(t, "GET", lockURL(at, "jobs/a", ""), nil)
-				require.Equal(t, 200, r.status, r.raw)
-				require.Equal(t, s, r.str("holder_session"), r.raw)
-				require.Equal(t, token, r.str("fencing_token"), r.raw)
-				r = call(t, "POST", lockURL(at, "jobs/a", "acquire"), map[string]any{"session_id": o, "wait": false})
-				require.Equal(t, 200, r.status, r.raw)
-				require.Equal(t, false, r.body["granted"], r.raw)
-			}
-			held(two)
-			held(three)
+		// A wrong secret is refused, on a replica that serves the
+		// session and on one that does not, and moves nothing.
+		bad := map[string]string{httpapi.SecretHeader: "not-the-secret"}
+		for _, at := range []string{two, three} {
+			r = callWith(t, "POST", at+"/v1/sessions/"+s+"/heartbeat", nil, bad)
+			require.Equal(t, 403, r.Status, r.Raw)
+			require.Equal(t, "forbidden", r.Str("code"), r.Raw)
+		}
+		r = call(t, "GET", two+"/v1/status", nil)
+		require.Equal(t, float64(1), r.Body["http_sessions"], "replica 2 serves s alone: %s", r.Raw)
+		r = call(t, "GET", three+"/v1/status", nil)
+		require.Equal(t, float64(1), r.Body["http_sessions"], "replica 3 serves o alone: %s", r.Raw)
 
-			// The holder's acquire, re-issued anywhere, answers its grant.
-			for _, at := range []string{three, two} {
-				r = call(t, "POST", lockURL(at, "jobs/a", "acquire"), map[string]any{"session_id": s, "wait": true})
-				require.Equal(t, true, r.body["granted"], r.raw)
-				require.Equal(t, token, r.str("fencing_token"), r.raw)
-			}
+		// The waiting acquire of jobs/b, re-issued on replica 3: the
+		// adoption kept it in its place, and it is granted once, when
+		// o releases.
+		r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
+		require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+		r = call(t, "POST", lockURL(three, "jobs/b", "release"), map[string]any{"session_id": o, "fencing_token": otherToken})
+		require.Equal(t, 200, r.Status, r.Raw)
+		grant := waitGranted(t, two, "jobs/b", s)
+		r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": false})
+		require.Equal(t, true, r.Body["granted"], r.Raw)
+		require.Equal(t, grant, r.Str("fencing_token"), r.Raw)
+		r = call(t, "GET", lockURL(two, "jobs/b", ""), nil)
+		require.Equal(t, s, r.Str("holder_session"), r.Raw)
+		require.Equal(t, float64(0), r.Body["waiters"], r.Raw)
 
-			// A wrong secret is refused, on a replica that serves the
-			// session and on one that does not, and moves nothing.
-			bad := map[string]string{httpapi.SecretHeader: "not-the-secret"}
-			for _, at := range []string{two, three} {
-				r = callWith(t, "POST", at+"/v1/sessions/"+s+"/heartbeat", nil, bad)
-				require.Equal(t, 403, r.status, r.raw)
-				require.Equal(t, "forbidden", r.str("code"), r.raw)
-			}
-			r = call(t, "GET", two+"/v1/status", nil)
-			require.Equal(t, float64(1), r.body["http_sessions"], "replica 2 serves s alone: %s", r.raw)
-			r = call(t, "GET", three+"/v1/status", nil)
-			require.Equal(t, float64(1), r.body["http_sessions"], "replica 3 serves o alone: %s", r.raw)
-
-			// The waiting acquire of jobs/b, re-issued on replica 3: the
-			// adoption kept it in its place, and it is granted once, when
-			// o releases.
-			r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			r = call(t, "POST", lockURL(three, "jobs/b", "release"), map[string]any{"session_id": o, "fencing_token": otherToken})
-			require.Equal(t, 200, r.status, r.raw)
-			var grant string
-			require.Eventually(t, func() bool {
-				r = call(t, "POST", lockURL(two, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": true})
-				grant = r.str("fencing_token")
-				return r.body["granted"] == true
-			}, 10*time.Second, 50*time.Millisecond, r.raw)
-			r = call(t, "POST", lockURL(three, "jobs/b", "acquire"), map[string]any{"session_id": s, "wait": false})
-			require.Equal(t, true, r.body["granted"], r.raw)
-			require.Equal(t, grant, r.str("fencing_token"), r.raw)
-			r = call(t, "GET", lockURL(two, "jobs/b", ""), nil)
-			require.Equal(t, s, r.str("holder_session"), r.raw)
-			require.Equal(t, float64(0), r.body["waiters"], r.raw)
-
-			// DELETE through replica 3 ends it where it lives.
-			r = call(t, "DELETE", three+"/v1/sessions/"+s, nil)
-			require.Equal(t, 204, r.status, r.raw)
-			r = call(t, "GET", lockURL(two, "jobs/a", ""), nil)
-			require.Equal(t, false, r.body["held"], r.raw)
-		})
-	}
+		// DELETE through replica 3 ends it where it lives.
+		r = call(t, "DELETE", three+"/v1/sessions/"+s, nil)
+		require.Equal(t, 204, r.Status, r.Raw)
+		r = call(t, "GET", lockURL(two, "jobs/a", ""), nil)
+		require.Equal(t, false, r.Body["held"], r.Raw)
+	})
 }
 
 // TestAdoptionKeepsEveryGroup: a session holding a lock in the default
@@ -136,12 +112,12 @@ func TestAdoptionKeepsEveryGroup(t *testing.T) {
 		var r reply
 		require.Eventually(t, func() bool { // group b may still be electing its leader
 			r = call(t, "POST", lockURL(one, name, "acquire"), map[string]any{"session_id": s, "wait": false})
-			return r.status == 200
+			return r.Status == 200
 		}, 20*time.Second, 50*time.Millisecond)
-		require.Equal(t, true, r.body["granted"], r.raw)
-		tokens[i] = r.str("fencing_token")
+		require.Equal(t, true, r.Body["granted"], r.Raw)
+		tokens[i] = r.Str("fencing_token")
 	}
-	partB := call(t, "GET", lockURL(two, "x@b", ""), nil).str("holder_session")
+	partB := call(t, "GET", lockURL(two, "x@b", ""), nil).Str("holder_session")
 
 	g.apis[1].Close()
 	g.srvs[1].Close()
@@ -157,7 +133,7 @@ func TestAdoptionKeepsEveryGroup(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				req, _ := http.NewRequest("POST", at+"/v1/sessions/"+s+"/heartbeat", nil)
-				req.Header.Set(httpapi.SecretHeader, secretOf(req.URL.Path, nil))
+				req.Header.Set(httpapi.SecretHeader, secrets.For(req.URL.Path, nil))
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					statuses <- err.Error()
@@ -175,23 +151,23 @@ func TestAdoptionKeepsEveryGroup(t *testing.T) {
 		require.NotContains(t, st, "404", "a racing adoption said the session is gone")
 	}
 	r := call(t, "POST", three+"/v1/sessions/"+s+"/heartbeat", nil)
-	require.Equal(t, 200, r.status, r.raw)
-	leases := r.body["leases"].(map[string]any)
-	require.Greater(t, leases["b"].(float64), float64(0), r.raw)
-	require.Greater(t, leases[""].(float64), float64(0), r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	leases := r.Body["leases"].(map[string]any)
+	require.Greater(t, leases["b"].(float64), float64(0), r.Raw)
+	require.Greater(t, leases[""].(float64), float64(0), r.Raw)
 	for i, name := range []string{"x@b", "y"} {
 		r = call(t, "GET", lockURL(two, name, ""), nil)
-		require.Equal(t, tokens[i], r.str("fencing_token"), r.raw)
+		require.Equal(t, tokens[i], r.Str("fencing_token"), r.Raw)
 		r = call(t, "POST", lockURL(two, name, "acquire"), map[string]any{"session_id": s, "wait": false})
-		require.Equal(t, true, r.body["granted"], r.raw)
-		require.Equal(t, tokens[i], r.str("fencing_token"), r.raw)
+		require.Equal(t, true, r.Body["granted"], r.Raw)
+		require.Equal(t, tokens[i], r.Str("fencing_token"), r.Raw)
 		r = call(t, "POST", lockURL(two, name, "acquire"), map[string]any{"session_id": o, "wait": false})
-		require.Equal(t, false, r.body["granted"], r.raw)
+		require.Equal(t, false, r.Body["granted"], r.Raw)
 	}
-	require.Equal(t, partB, call(t, "GET", lockURL(two, "x@b", ""), nil).str("holder_session"))
+	require.Equal(t, partB, call(t, "GET", lockURL(two, "x@b", ""), nil).Str("holder_session"))
 	// Released through the replica that adopted it, by the kept token.
 	r = call(t, "POST", lockURL(three, "x@b", "release"), map[string]any{"session_id": s, "fencing_token": tokens[0]})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 }
 
 // TestAdoptionKeepsQueuedAcquires: session a holds L; b waits for L on
@@ -200,88 +176,66 @@ func TestAdoptionKeepsEveryGroup(t *testing.T) {
 // acquire on replica 2, which adopts b: b keeps its place ahead of c, is
 // granted L when a releases it, once, and c is not.
 func TestAdoptionKeepsQueuedAcquires(t *testing.T) {
-	for _, crash := range []bool{false, true} {
-		name := "graceful"
-		if crash {
-			name = "crash"
+	eachStop(t, func(t *testing.T, graceful bool) {
+		g := newGroup(t, true)
+		one, two, three := g.urls[1], g.urls[2], g.urls[3]
+		a := newSession(t, three, 6000)
+		b := newSession(t, one, 6000)
+		c := newSession(t, two, 6000)
+		aToken := grant(t, three, "L", a)
+		r := call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
+		require.Equal(t, float64(2), r.Body["queue_position"], r.Raw)
+		queue := func(at string, want ...string) {
+			t.Helper()
+			r := call(t, "GET", lockURL(at, "L", ""), nil)
+			require.Equal(t, 200, r.Status, r.Raw)
+			require.Equal(t, fmt.Sprint(want), fmt.Sprint(r.Body["queue"]), r.Raw)
 		}
-		t.Run(name, func(t *testing.T) {
-			g := newGroup(t, true)
-			one, two, three := g.urls[1], g.urls[2], g.urls[3]
-			a := newSession(t, three, 6000)
-			b := newSession(t, one, 6000)
-			c := newSession(t, two, 6000)
-			r := call(t, "POST", lockURL(three, "L", "acquire"), map[string]any{"session_id": a, "wait": false})
-			require.Equal(t, true, r.body["granted"], r.raw)
-			aToken := r.str("fencing_token")
-			r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
-			require.Equal(t, float64(2), r.body["queue_position"], r.raw)
-			queue := func(at string, want ...string) {
-				t.Helper()
-				r := call(t, "GET", lockURL(at, "L", ""), nil)
-				require.Equal(t, 200, r.status, r.raw)
-				require.Equal(t, fmt.Sprint(want), fmt.Sprint(r.body["queue"]), r.raw)
-			}
-			queue(three, b, c)
+		queue(three, b, c)
 
-			if crash {
-				testhook.Crash(context.Background(), g.nodes[1])
-				g.srvs[1].CloseClientConnections()
-				g.srvs[1].Close()
-				g.apis[1].Close()
-			} else {
-				g.apis[1].Close()
-				g.srvs[1].Close()
-				require.NoError(t, g.nodes[1].Close())
-			}
+		stopOne(t, g, graceful)
 
-			// b's client re-issues its waiting acquire on replica 2, which
-			// adopts b: its request keeps its place, and no second one
-			// queues.
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, 200, r.status, r.raw)
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			queue(two, b, c)
-			queue(three, b, c)
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], "asked again: %s", r.raw)
-			queue(three, b, c)
+		// b's client re-issues its waiting acquire on replica 2, which
+		// adopts b: its request keeps its place, and no second one
+		// queues.
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, 200, r.Status, r.Raw)
+		require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+		queue(two, b, c)
+		queue(three, b, c)
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, float64(1), r.Body["queue_position"], "asked again: %s", r.Raw)
+		queue(three, b, c)
 
-			// a releases L: b is granted, not c.
-			r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
-			require.Equal(t, 200, r.status, r.raw)
-			var bToken string
-			require.Eventually(t, func() bool {
-				r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-				bToken = r.str("fencing_token")
-				return r.body["granted"] == true
-			}, 10*time.Second, 50*time.Millisecond, r.raw)
+		// a releases L: b is granted, not c.
+		r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
+		require.Equal(t, 200, r.Status, r.Raw)
+		bToken := waitGranted(t, two, "L", b)
+		r = call(t, "GET", lockURL(three, "L", ""), nil)
+		require.Equal(t, b, r.Str("holder_session"), r.Raw)
+		require.Equal(t, bToken, r.Str("fencing_token"), r.Raw)
+		require.Len(t, r.Body["holders"], 1, r.Raw)
+		queue(three, c)
+		// Exactly one grant: asked anywhere, b's acquire answers it.
+		for _, at := range []string{two, three} {
+			r = call(t, "POST", lockURL(at, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+			require.Equal(t, true, r.Body["granted"], r.Raw)
+			require.Equal(t, bToken, r.Str("fencing_token"), r.Raw)
+		}
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
+		require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+		queue(three, c)
+
+		// b releases by its token: c is granted.
+		r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b, "fencing_token": bToken})
+		require.Equal(t, 200, r.Status, r.Raw)
+		require.Eventually(t, func() bool {
 			r = call(t, "GET", lockURL(three, "L", ""), nil)
-			require.Equal(t, b, r.str("holder_session"), r.raw)
-			require.Equal(t, bToken, r.str("fencing_token"), r.raw)
-			require.Len(t, r.body["holders"], 1, r.raw)
-			queue(three, c)
-			// Exactly one grant: asked anywhere, b's acquire answers it.
-			for _, at := range []string{two, three} {
-				r = call(t, "POST", lockURL(at, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-				require.Equal(t, true, r.body["granted"], r.raw)
-				require.Equal(t, bToken, r.str("fencing_token"), r.raw)
-			}
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": c, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			queue(three, c)
-
-			// b releases by its token: c is granted.
-			r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b, "fencing_token": bToken})
-			require.Equal(t, 200, r.status, r.raw)
-			require.Eventually(t, func() bool {
-				r = call(t, "GET", lockURL(three, "L", ""), nil)
-				return r.str("holder_session") == c
-			}, 10*time.Second, 50*time.Millisecond, r.raw)
-		})
-	}
+			return r.Str("holder_session") == c
+		}, 10*time.Second, 50*time.Millisecond, r.Raw)
+	})
 }
 
 // TestAdoptionWithdrawsAKeptRequest: a waiting acquire re-issued on the
@@ -292,27 +246,61 @@ func TestAdoptionWithdrawsAKeptRequest(t *testing.T) {
 	one, two, three := g.urls[1], g.urls[2], g.urls[3]
 	a := newSession(t, three, 6000)
 	b := newSession(t, one, 6000)
-	r := call(t, "POST", lockURL(three, "L", "acquire"), map[string]any{"session_id": a, "wait": false})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	aToken := r.str("fencing_token")
-	r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-	testhook.Crash(context.Background(), g.nodes[1])
-	g.srvs[1].CloseClientConnections()
-	g.srvs[1].Close()
-	g.apis[1].Close()
+	aToken := grant(t, three, "L", a)
+	r := call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+	stopOne(t, g, false)
 
 	r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, true, r.body["withdrawn"], r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, true, r.Body["withdrawn"], r.Raw)
 	r = call(t, "GET", lockURL(three, "L", ""), nil)
-	require.Equal(t, float64(0), r.body["waiters"], r.raw)
+	require.Equal(t, float64(0), r.Body["waiters"], r.Raw)
 	r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = call(t, "GET", lockURL(two, "L", ""), nil)
-	require.Equal(t, false, r.body["held"], r.raw)
+	require.Equal(t, false, r.Body["held"], r.Raw)
+}
+
+// grant acquires name for session through base, without waiting, requires
+// it granted, and returns its fencing token.
+func grant(t *testing.T, base, name, session string) string {
+	t.Helper()
+	r := call(t, "POST", lockURL(base, name, "acquire"), map[string]any{"session_id": session, "wait": false})
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	return r.Str("fencing_token")
+}
+
+// waitGranted re-issues session's waiting acquire of name through base
+// until it is answered granted (10s at most), and returns its fencing
+// token.
+func waitGranted(t *testing.T, base, name, session string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := call(t, "POST", lockURL(base, name, "acquire"), map[string]any{"session_id": session, "wait": true})
+		if r.Body["granted"] == true {
+			return r.Str("fencing_token")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's acquire of %s not granted in 10s: %s", session, name, r.Raw)
+		}
+		time.Sleep(50 * time.Millisecond) // polling: the re-issued acquire is the state
+	}
+}
+
+// eachStop runs test twice, as subtests: with replica 1 stopped
+// gracefully, then crashed (stopOne's graceful).
+func eachStop(t *testing.T, test func(t *testing.T, graceful bool)) {
+	for _, graceful := range []bool{true, false} {
+		name := "crash"
+		if graceful {
+			name = "graceful"
+		}
+		t.Run(name, func(t *testing.T) { test(t, graceful) })
+	}
 }
 
 // stopOne crashes replica 1 of g, or with graceful stops it as fencelock
@@ -337,59 +325,51 @@ func stopOne(t *testing.T, g *group, graceful bool) {
 // adoption kept them queued, and the withdrawals take them out by their
 // own numbers: when a releases L and resigns E, nobody is granted either.
 func TestAdoptionWithdrawsAKeptRequestWithoutReissue(t *testing.T) {
-	for _, graceful := range []bool{true, false} {
-		name := "crash"
-		if graceful {
-			name = "graceful"
+	eachStop(t, func(t *testing.T, graceful bool) {
+		g := newGroup(t, true)
+		one, two, three := g.urls[1], g.urls[2], g.urls[3]
+		a := newSession(t, three, 6000)
+		b := newSession(t, one, 6000)
+		el := "/v1/elections/E"
+		aToken := grant(t, three, "L", a)
+		r := call(t, "POST", three+el+"/campaign", map[string]any{"session_id": a, "value": "a", "wait": false})
+		require.Equal(t, true, r.Body["elected"], r.Raw)
+		aTerm := r.Str("token")
+		r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+		r = call(t, "POST", one+el+"/campaign", map[string]any{"session_id": b, "value": "b", "wait": true})
+		require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+		stopOne(t, g, graceful)
+
+		r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
+		require.Equal(t, 200, r.Status, r.Raw)
+		require.Equal(t, true, r.Body["withdrawn"], r.Raw)
+		r = call(t, "GET", lockURL(three, "L", ""), nil)
+		require.Equal(t, float64(0), r.Body["waiters"], r.Raw)
+		r = call(t, "POST", two+el+"/resign", map[string]any{"session_id": b})
+		require.Equal(t, 200, r.Status, r.Raw)
+		require.Equal(t, true, r.Body["withdrawn"], r.Raw)
+		r = call(t, "GET", three+el, nil)
+		require.Len(t, r.Body["candidates"], 0, r.Raw)
+		// Withdrawn already: a second withdraw finds nothing.
+		r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
+		require.Equal(t, 409, r.Status, r.Raw)
+
+		r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
+		require.Equal(t, 200, r.Status, r.Raw)
+		r = call(t, "POST", three+el+"/resign", map[string]any{"session_id": a, "token": aTerm})
+		require.Equal(t, 200, r.Status, r.Raw)
+		time.Sleep(200 * time.Millisecond) // a grant to b, if one were made, would be applied by now
+		for _, at := range []string{two, three} {
+			r = call(t, "GET", lockURL(at, "L", ""), nil)
+			require.Equal(t, false, r.Body["held"], r.Raw)
+			r = call(t, "GET", at+el, nil)
+			require.Nil(t, r.Body["leader"], r.Raw)
 		}
-		t.Run(name, func(t *testing.T) {
-			g := newGroup(t, true)
-			one, two, three := g.urls[1], g.urls[2], g.urls[3]
-			a := newSession(t, three, 6000)
-			b := newSession(t, one, 6000)
-			el := "/v1/elections/E"
-			r := call(t, "POST", lockURL(three, "L", "acquire"), map[string]any{"session_id": a, "wait": false})
-			require.Equal(t, true, r.body["granted"], r.raw)
-			aToken := r.str("fencing_token")
-			r = call(t, "POST", three+el+"/campaign", map[string]any{"session_id": a, "value": "a", "wait": false})
-			require.Equal(t, true, r.body["elected"], r.raw)
-			aTerm := r.str("token")
-			r = call(t, "POST", lockURL(one, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			r = call(t, "POST", one+el+"/campaign", map[string]any{"session_id": b, "value": "b", "wait": true})
-			require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-			stopOne(t, g, graceful)
-
-			r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
-			require.Equal(t, 200, r.status, r.raw)
-			require.Equal(t, true, r.body["withdrawn"], r.raw)
-			r = call(t, "GET", lockURL(three, "L", ""), nil)
-			require.Equal(t, float64(0), r.body["waiters"], r.raw)
-			r = call(t, "POST", two+el+"/resign", map[string]any{"session_id": b})
-			require.Equal(t, 200, r.status, r.raw)
-			require.Equal(t, true, r.body["withdrawn"], r.raw)
-			r = call(t, "GET", three+el, nil)
-			require.Len(t, r.body["candidates"], 0, r.raw)
-			// Withdrawn already: a second withdraw finds nothing.
-			r = call(t, "POST", lockURL(two, "L", "release"), map[string]any{"session_id": b})
-			require.Equal(t, 409, r.status, r.raw)
-
-			r = call(t, "POST", lockURL(three, "L", "release"), map[string]any{"session_id": a, "fencing_token": aToken})
-			require.Equal(t, 200, r.status, r.raw)
-			r = call(t, "POST", three+el+"/resign", map[string]any{"session_id": a, "token": aTerm})
-			require.Equal(t, 200, r.status, r.raw)
-			time.Sleep(200 * time.Millisecond) // a grant to b, if one were made, would be applied by now
-			for _, at := range []string{two, three} {
-				r = call(t, "GET", lockURL(at, "L", ""), nil)
-				require.Equal(t, false, r.body["held"], r.raw)
-				r = call(t, "GET", at+el, nil)
-				require.Nil(t, r.body["leader"], r.raw)
-			}
-			// b asks afresh, and is granted at once.
-			r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
-			require.Equal(t, true, r.body["granted"], r.raw)
-		})
-	}
+		// b asks afresh, and is granted at once.
+		r = call(t, "POST", lockURL(two, "L", "acquire"), map[string]any{"session_id": b, "wait": true})
+		require.Equal(t, true, r.Body["granted"], r.Raw)
+	})
 }
 
 // TestAdoptionReissuedCampaignKeepsItsValue: a campaign re-issued on the
@@ -404,32 +384,32 @@ func TestAdoptionReissuedCampaignKeepsItsValue(t *testing.T) {
 	b := newSession(t, one, 6000)
 	el := "/v1/elections/E"
 	r := call(t, "POST", three+el+"/campaign", map[string]any{"session_id": a, "value": "a", "wait": false})
-	require.Equal(t, true, r.body["elected"], r.raw)
-	aTerm := r.str("token")
+	require.Equal(t, true, r.Body["elected"], r.Raw)
+	aTerm := r.Str("token")
 	r = call(t, "POST", one+el+"/campaign", map[string]any{"session_id": b, "value": "queued", "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	stopOne(t, g, false)
 
 	r = call(t, "POST", two+el+"/campaign", map[string]any{"session_id": b, "value": "reissued", "wait": true})
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	r = call(t, "GET", three+el, nil)
-	require.Len(t, r.body["candidates"], 1, r.raw)
-	require.Equal(t, "queued", r.body["candidates"].([]any)[0].(map[string]any)["value"], r.raw)
+	require.Len(t, r.Body["candidates"], 1, r.Raw)
+	require.Equal(t, "queued", r.Body["candidates"].([]any)[0].(map[string]any)["value"], r.Raw)
 
 	r = call(t, "POST", three+el+"/resign", map[string]any{"session_id": a, "token": aTerm})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	require.Eventually(t, func() bool {
 		r = call(t, "POST", two+el+"/campaign", map[string]any{"session_id": b, "value": "reissued", "wait": true})
-		return r.body["elected"] == true
-	}, 10*time.Second, 50*time.Millisecond, r.raw)
-	require.Equal(t, "queued", r.str("value"), r.raw)
-	bTerm := r.str("token")
+		return r.Body["elected"] == true
+	}, 10*time.Second, 50*time.Millisecond, r.Raw)
+	require.Equal(t, "queued", r.Str("value"), r.Raw)
+	bTerm := r.Str("token")
 	r = call(t, "GET", three+el, nil)
-	require.Equal(t, "queued", r.body["leader"].(map[string]any)["value"], r.raw)
+	require.Equal(t, "queued", r.Body["leader"].(map[string]any)["value"], r.Raw)
 	r = call(t, "POST", two+el+"/proclaim", map[string]any{"session_id": b, "token": bTerm, "value": "reissued"})
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, "reissued", r.str("value"), r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, "reissued", r.Str("value"), r.Raw)
 	r = call(t, "GET", three+el, nil)
-	require.Equal(t, "reissued", r.body["leader"].(map[string]any)["value"], r.raw)
+	require.Equal(t, "reissued", r.Body["leader"].(map[string]any)["value"], r.Raw)
 }

@@ -1,17 +1,13 @@
 package httpapi_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -99,146 +96,34 @@ func newGroupWith(t *testing.T, tune func(*fencelock.Config), forward bool, opts
 	return g
 }
 
-type reply struct {
-	status int
-	body   map[string]any
-	raw    string
-}
-
-func (r reply) str(k string) string { s, _ := r.body[k].(string); return s }
+type reply = fencelocktest.Reply
 
 // secrets holds each session's secret, as its creator keeps it.
-var secrets sync.Map // session ID → secret
-
-// secretOf is the secret of the session a call names, in its body's
-// session_id or its /v1/sessions/{id} path; "" for none.
-func secretOf(u string, body any) string {
-	id := ""
-	if m, ok := body.(map[string]any); ok {
-		id, _ = m["session_id"].(string)
-	}
-	if _, rest, ok := strings.Cut(u, "/v1/sessions/"); ok {
-		id, _, _ = strings.Cut(rest, "/")
-	}
-	s, _ := secrets.Load(id)
-	str, _ := s.(string)
-	return str
-}
+var secrets fencelocktest.Secrets
 
 // call makes a call as the creator of the session it names would: with
 // that session's secret (callWith sends exactly the headers it is given).
 func call(t *testing.T, method, u string, body any) reply {
 	t.Helper()
-	var hdr map[string]string
-	if sec := secretOf(u, body); sec != "" {
-		hdr = map[string]string{httpapi.SecretHeader: sec}
-	}
-	return callWith(t, method, u, body, hdr)
+	return callWith(t, method, u, body, secrets.Header(u, body))
 }
 
 func callWith(t *testing.T, method, u string, body any, hdr map[string]string) reply {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, u, rd)
-	require.NoError(t, err)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, raw: string(raw)}
-	_ = json.Unmarshal(raw, &r.body)
-	return r
+	return fencelocktest.Call(t, http.DefaultClient, method, u, body, hdr)
 }
 
 func newSession(t *testing.T, base string, ttlMS int) string {
 	t.Helper()
-	r := call(t, "POST", base+"/v1/sessions", map[string]any{"ttl_ms": ttlMS})
-	require.Equal(t, 201, r.status, r.raw)
-	require.NotEmpty(t, r.str("session_id"))
-	require.NotEmpty(t, r.str("session_secret"), r.raw)
-	secrets.Store(r.str("session_id"), r.str("session_secret"))
-	return r.str("session_id")
+	return secrets.Session(t, http.DefaultClient, base, ttlMS)
 }
 
-func lockURL(base, name, action string) string {
-	u := base + "/v1/locks/" + url.PathEscape(name)
-	if action != "" {
-		u += "/" + action
-	}
-	return u
-}
+var lockURL = fencelocktest.LockURL
 
-// event is one SSE event.
-type event struct {
-	kind string
-	data map[string]any
-}
+// event is one event of a stream (sse), waited for with nextEvent.
+type event = fencelocktest.Event
 
-// sse reads the events of a stream into a channel until ctx ends.
-func sse(t *testing.T, ctx context.Context, u string) <-chan event {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	require.Equal(t, 200, resp.StatusCode)
-	ch := make(chan event, 100)
-	go func() {
-		defer resp.Body.Close()
-		defer close(ch)
-		sc := bufio.NewScanner(resp.Body)
-		var ev event
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev.kind = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				_ = json.Unmarshal([]byte(line[6:]), &ev.data)
-			case line == "" && ev.kind != "":
-				select {
-				case ch <- ev:
-				case <-ctx.Done():
-					return
-				}
-				ev = event{}
-			}
-		}
-	}()
-	return ch
-}
-
-// nextEvent waits for an event satisfying ok, skipping others.
-func nextEvent(t *testing.T, ch <-chan event, what string, ok func(event) bool) event {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case ev, open := <-ch:
-			if !open {
-				t.Fatalf("stream ended waiting for %s", what)
-			}
-			if ok(ev) {
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("no %s event", what)
-		}
-	}
-}
+var sse, nextEvent = fencelocktest.Events, fencelocktest.NextEvent
 
 func TestLockFlow(t *testing.T) {
 	g := newGroup(t, true)
@@ -248,69 +133,69 @@ func TestLockFlow(t *testing.T) {
 	s1, s2, s3 := newSession(t, a, 10000), newSession(t, b, 10000), newSession(t, c, 10000)
 	const name = "jobs/reindex"
 	events := sse(t, ctx, lockURL(b, name, "watch"))
-	nextEvent(t, events, "state", func(e event) bool { return e.kind == "state" })
+	nextEvent(t, events, "state", func(e event) bool { return e.Kind == "state" })
 
 	r := call(t, "POST", lockURL(a, name, "acquire"), map[string]any{"session_id": s1, "wait": false})
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, true, r.body["granted"])
-	t1 := r.str("fencing_token")
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, true, r.Body["granted"])
+	t1 := r.Str("fencing_token")
 	require.NotEmpty(t, t1)
-	nextEvent(t, events, "granted s1", func(e event) bool { return e.kind == "granted" && e.data["holder_session"] == s1 })
+	nextEvent(t, events, "granted s1", func(e event) bool { return e.Kind == "granted" && e.Data["holder_session"] == s1 })
 
 	// Same session, same lock: its current state, nothing queued.
 	r = call(t, "POST", lockURL(a, name, "acquire"), map[string]any{"session_id": s1, "wait": true})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	require.Equal(t, t1, r.str("fencing_token"))
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	require.Equal(t, t1, r.Str("fencing_token"))
 
 	r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s2, "wait": false})
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, map[string]any{"granted": false}, r.body)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, map[string]any{"granted": false}, r.Body)
 
 	r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s2, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s2, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], "re-acquire queued twice: %s", r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], "re-acquire queued twice: %s", r.Raw)
 	// s3's acquire goes to replica a, which forwards it to c, s3's owner.
 	r = call(t, "POST", lockURL(a, name, "acquire"), map[string]any{"session_id": s3, "wait": true})
-	require.Equal(t, float64(2), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(2), r.Body["queue_position"], r.Raw)
 
 	r = call(t, "GET", lockURL(c, name, ""), nil)
-	require.Equal(t, s1, r.str("holder_session"), r.raw)
-	require.Equal(t, []any{s2, s3}, r.body["queue"])
-	require.Equal(t, float64(2), r.body["waiters"])
+	require.Equal(t, s1, r.Str("holder_session"), r.Raw)
+	require.Equal(t, []any{s2, s3}, r.Body["queue"])
+	require.Equal(t, float64(2), r.Body["waiters"])
 
 	// A wrong token changes nothing.
 	r = call(t, "POST", lockURL(a, name, "release"), map[string]any{"session_id": s1, "fencing_token": "1"})
-	require.Equal(t, 409, r.status, r.raw)
-	require.Equal(t, "stale_token", r.str("code"))
+	require.Equal(t, 409, r.Status, r.Raw)
+	require.Equal(t, "stale_token", r.Str("code"))
 	r = call(t, "POST", lockURL(a, name, "release"), map[string]any{"session_id": s1, "fencing_token": t1})
-	require.Equal(t, 200, r.status, r.raw)
-	ev := nextEvent(t, events, "granted s2", func(e event) bool { return e.kind == "granted" })
-	require.Equal(t, s2, ev.data["holder_session"])
+	require.Equal(t, 200, r.Status, r.Raw)
+	ev := nextEvent(t, events, "granted s2", func(e event) bool { return e.Kind == "granted" })
+	require.Equal(t, s2, ev.Data["holder_session"])
 	// The old token is stale now.
 	r = call(t, "POST", lockURL(a, name, "release"), map[string]any{"session_id": s1, "fencing_token": t1})
-	require.Equal(t, 409, r.status, r.raw)
+	require.Equal(t, 409, r.Status, r.Raw)
 
 	r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s2, "wait": true})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	t2 := r.str("fencing_token")
-	require.Equal(t, ev.data["fencing_token"], t2)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	t2 := r.Str("fencing_token")
+	require.Equal(t, ev.Data["fencing_token"], t2)
 	require.Greater(t, len(t2), 0)
 
 	// Deleting s2 passes the lock to s3.
 	r = call(t, "DELETE", b+"/v1/sessions/"+s2, nil)
-	require.Equal(t, 204, r.status, r.raw)
-	ev = nextEvent(t, events, "granted s3", func(e event) bool { return e.kind == "granted" })
-	require.Equal(t, s3, ev.data["holder_session"])
+	require.Equal(t, 204, r.Status, r.Raw)
+	ev = nextEvent(t, events, "granted s3", func(e event) bool { return e.Kind == "granted" })
+	require.Equal(t, s3, ev.Data["holder_session"])
 	r = call(t, "POST", b+"/v1/sessions/"+s2+"/heartbeat", nil)
-	require.Equal(t, 404, r.status, r.raw)
+	require.Equal(t, 404, r.Status, r.Raw)
 
 	r = call(t, "GET", a+"/v1/locks?prefix=jobs/", nil)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Len(t, r.body["locks"], 1)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Len(t, r.Body["locks"], 1)
 	r = call(t, "GET", a+"/v1/sessions?limit=1", nil)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, true, r.body["more"], r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, true, r.Body["more"], r.Raw)
 }
 
 // A session whose client stops heartbeating expires and loses its lock, and
@@ -322,34 +207,34 @@ func TestHeartbeatExpiry(t *testing.T) {
 	a, b := g.urls[1], g.urls[2]
 	dead := newSession(t, a, 2000)
 	r := call(t, "POST", a+"/v1/sessions/"+dead+"/heartbeat", nil)
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	live := newSession(t, b, 10000)
 	events := sse(t, ctx, lockURL(b, "x", "watch"))
 	r = call(t, "POST", lockURL(a, "x", "acquire"), map[string]any{"session_id": dead, "wait": true})
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 	// Heartbeats keep it for 3 TTLs. The live client heartbeats too: its
 	// replica would give it up 8s after its last renewal, about when the
 	// dead one's lock passes on.
 	start := time.Now()
 	for time.Since(start) < 6*time.Second {
 		r = call(t, "POST", a+"/v1/sessions/"+dead+"/heartbeat", nil)
-		require.Equal(t, 200, r.status, r.raw)
-		require.Equal(t, float64(2000), r.body["timeout_ms"])
+		require.Equal(t, 200, r.Status, r.Raw)
+		require.Equal(t, float64(2000), r.Body["timeout_ms"])
 		r = call(t, "POST", b+"/v1/sessions/"+live+"/heartbeat", nil)
-		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
 		time.Sleep(250 * time.Millisecond) // the client's heartbeat period, not synchronisation
 	}
 	last := time.Now()
 	r = call(t, "POST", lockURL(b, "x", "acquire"), map[string]any{"session_id": live, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-	nextEvent(t, events, "expired", func(e event) bool { return e.kind == "expired" && e.data["previous_session"] == dead })
-	ev := nextEvent(t, events, "granted", func(e event) bool { return e.kind == "granted" })
-	require.Equal(t, live, ev.data["holder_session"])
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+	nextEvent(t, events, "expired", func(e event) bool { return e.Kind == "expired" && e.Data["previous_session"] == dead })
+	ev := nextEvent(t, events, "granted", func(e event) bool { return e.Kind == "granted" })
+	require.Equal(t, live, ev.Data["holder_session"])
 	// The expiry came before the grant, as the events show; how soon after
 	// the last heartbeat is the benchmarks' business.
 	t.Logf("lock passed on %v after the last heartbeat", time.Since(last))
 	r = call(t, "POST", a+"/v1/sessions/"+dead+"/heartbeat", nil)
-	require.Equal(t, 404, r.status, r.raw)
+	require.Equal(t, 404, r.Status, r.Raw)
 }
 
 func TestBadInput(t *testing.T) {
@@ -387,17 +272,17 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r := call(t, tc.method, tc.url, tc.body)
-		require.Equal(t, tc.status, r.status, "%s %s: %s", tc.method, tc.url, r.raw)
-		require.Equal(t, tc.code, r.str("code"), "%s %s: %s", tc.method, tc.url, r.raw)
-		require.NotEmpty(t, r.str("error"))
+		require.Equal(t, tc.status, r.Status, "%s %s: %s", tc.method, tc.url, r.Raw)
+		require.Equal(t, tc.code, r.Str("code"), "%s %s: %s", tc.method, tc.url, r.Raw)
+		require.NotEmpty(t, r.Str("error"))
 	}
 	// Nothing changed.
 	r := call(t, "GET", lockURL(a, "x", ""), nil)
-	require.Equal(t, false, r.body["held"], r.raw)
+	require.Equal(t, false, r.Body["held"], r.Raw)
 	r = call(t, "GET", a+"/v1/locks", nil)
-	require.Empty(t, r.body["locks"], r.raw)
+	require.Empty(t, r.Body["locks"], r.Raw)
 	r = call(t, "GET", a+"/v1/sessions", nil)
-	require.Len(t, r.body["sessions"], 1, r.raw)
+	require.Len(t, r.Body["sessions"], 1, r.Raw)
 }
 
 func TestElections(t *testing.T) {
@@ -407,44 +292,51 @@ func TestElections(t *testing.T) {
 	a, b := g.urls[1], g.urls[2]
 	s1, s2 := newSession(t, a, 10000), newSession(t, b, 10000)
 	ev := sse(t, ctx, b+"/v1/elections/orders%2Fprimary/observe")
-	nextEvent(t, ev, "state", func(e event) bool { return e.kind == "state" })
+	nextEvent(t, ev, "state", func(e event) bool { return e.Kind == "state" })
 	el := a + "/v1/elections/orders%2Fprimary"
 	r := call(t, "POST", el+"/campaign", map[string]any{"session_id": s1, "value": "10.0.0.1", "wait": true})
-	require.Equal(t, true, r.body["elected"], r.raw)
-	tok := r.str("token")
-	nextEvent(t, ev, "leader", func(e event) bool { return e.kind == "leader" })
+	require.Equal(t, true, r.Body["elected"], r.Raw)
+	tok := r.Str("token")
+	nextEvent(t, ev, "leader", func(e event) bool { return e.Kind == "leader" })
 	r = call(t, "POST", el+"/campaign", map[string]any{"session_id": s2, "value": "10.0.0.2", "wait": false})
-	require.Equal(t, false, r.body["elected"], r.raw)
+	require.Equal(t, false, r.Body["elected"], r.Raw)
 	r = call(t, "POST", el+"/campaign", map[string]any{"session_id": s2, "value": "10.0.0.2", "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	r = call(t, "POST", el+"/proclaim", map[string]any{"session_id": s1, "token": tok, "value": "10.0.0.9"})
-	require.Equal(t, 200, r.status, r.raw)
-	e := nextEvent(t, ev, "proclaimed", func(e event) bool { return e.kind == "proclaimed" })
-	require.Equal(t, "10.0.0.9", e.data["leader"].(map[string]any)["value"])
+	require.Equal(t, 200, r.Status, r.Raw)
+	e := nextEvent(t, ev, "proclaimed", func(e event) bool { return e.Kind == "proclaimed" })
+	require.Equal(t, "10.0.0.9", e.Data["leader"].(map[string]any)["value"])
 	r = call(t, "GET", el, nil)
-	require.Equal(t, "10.0.0.9", r.body["leader"].(map[string]any)["value"], r.raw)
-	require.Len(t, r.body["candidates"], 1)
+	require.Equal(t, "10.0.0.9", r.Body["leader"].(map[string]any)["value"], r.Raw)
+	require.Len(t, r.Body["candidates"], 1)
 	r = call(t, "POST", el+"/proclaim", map[string]any{"session_id": s1, "token": "5", "value": "x"})
-	require.Equal(t, 409, r.status, r.raw)
-	require.Equal(t, "not_leader", r.str("code"))
+	require.Equal(t, 409, r.Status, r.Raw)
+	require.Equal(t, "not_leader", r.Str("code"))
 	r = call(t, "POST", el+"/resign", map[string]any{"session_id": s1, "token": tok})
-	require.Equal(t, 200, r.status, r.raw)
-	e = nextEvent(t, ev, "leader s2", func(e event) bool { return e.kind == "leader" })
-	require.Equal(t, s2, e.data["leader"].(map[string]any)["session_id"])
+	require.Equal(t, 200, r.Status, r.Raw)
+	e = nextEvent(t, ev, "leader s2", func(e event) bool { return e.Kind == "leader" })
+	require.Equal(t, s2, e.Data["leader"].(map[string]any)["session_id"])
+}
+
+// waitReady polls base's /readyz, as a load balancer does, until it
+// answers 200, failing the test after within.
+func waitReady(t *testing.T, base string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for call(t, "GET", base+"/readyz", nil).Status != 200 {
+		require.True(t, time.Now().Before(deadline), "never ready")
+		time.Sleep(20 * time.Millisecond) // polling a probe, as a load balancer does
+	}
 }
 
 func TestHealthAndMetrics(t *testing.T) {
 	g := newGroup(t, false, httpapi.WithBearerTokens([]string{"sekret"}))
 	a := g.urls[1]
-	deadline := time.Now().Add(30 * time.Second)
-	for call(t, "GET", a+"/readyz", nil).status != 200 {
-		require.True(t, time.Now().Before(deadline), "never ready")
-		time.Sleep(20 * time.Millisecond) // polling a probe, as a load balancer does
-	}
-	require.Equal(t, 200, call(t, "GET", a+"/healthz", nil).status)
+	waitReady(t, a, 30*time.Second)
+	require.Equal(t, 200, call(t, "GET", a+"/healthz", nil).Status)
 	r := call(t, "GET", a+"/metrics", nil)
-	require.Equal(t, 401, r.status)
-	require.Equal(t, "unauthorized", r.str("code"))
+	require.Equal(t, 401, r.Status)
+	require.Equal(t, "unauthorized", r.Str("code"))
 	req, _ := http.NewRequest("GET", a+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer sekret")
 	resp, err := http.DefaultClient.Do(req)

@@ -70,8 +70,8 @@ func TestDashboard(t *testing.T) {
 
 	sid := newSession(t, g.urls[1], 10000)
 	r := call(t, "POST", lockURL(g.urls[1], name, "acquire"), map[string]any{"session_id": sid, "wait": false})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	token := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	token := r.Str("fencing_token")
 
 	err = chromedp.Do(ctx,
 		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('tr[data-lock="%s"]')?.textContent.includes("%s")`, name, sid),
@@ -83,7 +83,7 @@ func TestDashboard(t *testing.T) {
 	t.Logf("dashboard row: %q", text)
 	// A second lock nobody watched yet turns up from the periodic listing.
 	r = call(t, "POST", lockURL(g.urls[3], "other", "acquire"), map[string]any{"session_id": newSession(t, g.urls[3], 10000)})
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 	err = chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.querySelector('tr[data-lock="other"]') !== null`,
 		chromedp.WithPollingTimeout(30*time.Second)))
 	require.NoError(t, err)
@@ -94,12 +94,12 @@ func TestDashboard(t *testing.T) {
 	// is listed with its leader's name; every table has a legend.
 	holder := newNamedSession(t, g.urls[1], "reindex@worker-3")
 	r = call(t, "POST", lockURL(g.urls[1], "jobs/reindex", "acquire"), map[string]any{"session_id": holder})
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 	waiter := newNamedSession(t, g.urls[3], "backfill@worker-7")
 	r = call(t, "POST", lockURL(g.urls[3], "jobs/reindex", "acquire"), map[string]any{"session_id": waiter, "wait": true})
-	require.Equal(t, false, r.body["granted"], r.raw)
+	require.Equal(t, false, r.Body["granted"], r.Raw)
 	r = call(t, "POST", g.urls[2]+"/v1/elections/orders%2Fprimary/campaign", map[string]any{"session_id": holder, "value": "10.0.0.9"})
-	require.Equal(t, true, r.body["elected"], r.raw)
+	require.Equal(t, true, r.Body["elected"], r.Raw)
 	const reindexRow = `document.querySelector('tr[data-lock="jobs/reindex"]')?.textContent ?? ""`
 	// "held for" renders whole seconds: wait for it to pass 0s, so that the
 	// assertion sees a time that counts.
@@ -176,7 +176,7 @@ func TestDashboardShowsMirrors(t *testing.T) {
 	sid := newSession(t, g.urls[1], 10000)
 	require.Eventually(t, func() bool {
 		r := call(t, "POST", lockURL(g.urls[1], "job@solo", "acquire"), map[string]any{"session_id": sid, "wait": false})
-		return r.body["granted"] == true
+		return r.Body["granted"] == true
 	}, 60*time.Second, 50*time.Millisecond, "solo's lock through replica 1")
 
 	bctx := browser(t, exe)

@@ -52,14 +52,30 @@ func (s *Server) sessionCall(w http.ResponseWriter, r *http.Request, decode func
 	return name, hs, true
 }
 
-func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
-	arrived := servicehook.Now(s.node) // before the session's lookup, which may adopt it
-	var req CampaignRequest
+// sessionRequest is the body of a call for a session: it names the session.
+type sessionRequest interface{ session() ID }
+
+func (r AcquireRequest) session() ID  { return r.SessionID }
+func (r ReleaseRequest) session() ID  { return r.SessionID }
+func (r CampaignRequest) session() ID { return r.SessionID }
+func (r ProclaimRequest) session() ID { return r.SessionID }
+func (r ResignRequest) session() ID   { return r.SessionID }
+
+// decodeCall is sessionCall with the body read by decode: it returns the
+// request as well.
+func decodeCall[T sessionRequest](s *Server, w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (T, string, *session, bool) {
+	var req T
 	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
 		var err error
-		req, err = DecodeCampaign(b)
-		return req.SessionID, err
+		req, err = decode(b)
+		return req.session(), err
 	})
+	return req, name, hs, ok
+}
+
+func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
+	arrived := servicehook.Now(s.node) // before the session's lookup, which may adopt it
+	req, name, hs, ok := decodeCall(s, w, r, DecodeCampaign)
 	if !ok {
 		return
 	}
@@ -102,12 +118,7 @@ func term(hs *session, name string, token ID) (*fencelock.Leadership, error) {
 }
 
 func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
-	var req ProclaimRequest
-	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
-		var err error
-		req, err = DecodeProclaim(b)
-		return req.SessionID, err
-	})
+	req, name, hs, ok := decodeCall(s, w, r, DecodeProclaim)
 	if !ok {
 		return
 	}
@@ -128,12 +139,7 @@ func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resign(w http.ResponseWriter, r *http.Request) {
-	var req ResignRequest
-	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
-		var err error
-		req, err = DecodeResign(b)
-		return req.SessionID, err
-	})
+	req, name, hs, ok := decodeCall(s, w, r, DecodeResign)
 	if !ok {
 		return
 	}
@@ -185,55 +191,43 @@ type ElectionList struct {
 // listElections answers GET /v1/elections, paged as GET /v1/locks: prefix,
 // after, limit.
 func (s *Server) listElections(w http.ResponseWriter, r *http.Request) {
-	limit, err := pageLimit(r)
+	opts, err := pageByName(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	q := r.URL.Query()
-	opts := []fencelock.ListOption{fencelock.ListLimit(limit)}
-	if a := q.Get("after"); a != "" {
-		opts = append(opts, fencelock.ListAfter(a))
+	ask := func(ctx context.Context) (fencelock.ElectionPage, error) {
+		return s.node.Elections(ctx, r.URL.Query().Get("prefix"), opts...)
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	page, err := s.node.Elections(ctx, q.Get("prefix"), opts...)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	out := ElectionList{Elections: []ElectionSummary{}, More: page.More}
-	for _, e := range page.Elections {
-		out.Elections = append(out.Elections, ElectionSummary{Name: e.Election, Leader: leaderJSON(e.LeaderInfo),
-			Candidates: e.Candidates})
-	}
-	if page.More && len(page.Elections) > 0 {
-		out.Next = page.Elections[len(page.Elections)-1].Election
-	}
-	writeJSON(w, http.StatusOK, out)
+	reply(s, w, r, ask, func(page fencelock.ElectionPage) any {
+		out := ElectionList{Elections: []ElectionSummary{}, More: page.More}
+		for _, e := range page.Elections {
+			out.Elections = append(out.Elections, ElectionSummary{Name: e.Election, Leader: leaderJSON(e.LeaderInfo),
+				Candidates: e.Candidates})
+		}
+		if page.More && len(page.Elections) > 0 {
+			out.Next = page.Elections[len(page.Elections)-1].Election
+		}
+		return out
+	})
 }
 
 func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := validName(name); err != nil {
-		writeError(w, err)
+	name, ok := pathName(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	c, err := s.node.Candidates(ctx, name)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	now := time.Now()
-	out := ElectionJSON{Name: name, Leader: leaderJSON(c.Leader), Candidates: []CandidateJSON{}, Total: c.Total}
-	for _, q := range c.Queue {
-		cj := CandidateJSON{SessionID: ID(q.SessionID), PartID: partID(groupOf(name) != "", q.PartID), Name: q.Name, Place: q.Place, Value: q.Value, Replica: q.Replica}
-		cj.QueuedAt, cj.WaitedMS = stamp(q.QueuedAt, now)
-		out.Candidates = append(out.Candidates, cj)
-	}
-	writeJSON(w, http.StatusOK, out)
+	ask := func(ctx context.Context) (fencelock.Candidates, error) { return s.node.Candidates(ctx, name) }
+	reply(s, w, r, ask, func(c fencelock.Candidates) any {
+		now := time.Now()
+		out := ElectionJSON{Name: name, Leader: leaderJSON(c.Leader), Candidates: []CandidateJSON{}, Total: c.Total}
+		for _, q := range c.Queue {
+			cj := CandidateJSON{SessionID: ID(q.SessionID), PartID: partID(groupOf(name) != "", q.PartID), Name: q.Name, Place: q.Place, Value: q.Value, Replica: q.Replica}
+			cj.QueuedAt, cj.WaitedMS = stamp(q.QueuedAt, now)
+			out.Candidates = append(out.Candidates, cj)
+		}
+		return out
+	})
 }
 
 // ObserveEvent is the data of one observe event.
@@ -241,27 +235,9 @@ func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
 type ObserveEvent = lockapi.ObserveEvent
 
 func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := validName(name); err != nil {
-		writeError(w, err)
-		return
-	}
-	st, ok := s.startStream(w, r)
-	if !ok {
-		return
-	}
-	defer st.stop()
-	ch := s.node.Observe(st.ctx, name)
 	first, prev := true, fencelock.LeaderInfo{}
-	for {
-		li, ok := recv(st, ch)
-		if !ok {
-			return
-		}
-		if li.Err != nil {
-			st.send("error", Error{Message: li.Err.Error(), Code: classify(li.Err).code})
-			return
-		}
+	errOf := func(li fencelock.LeaderInfo) error { return li.Err }
+	follow(s, w, r, s.node.Observe, errOf, func(st *stream, name string, li fencelock.LeaderInfo) {
 		ev := ObserveEvent{Name: name, Leader: leaderJSON(li)}
 		switch {
 		case first:
@@ -274,5 +250,5 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request) {
 			st.send("proclaimed", ev)
 		}
 		first, prev = false, li
-	}
+	})
 }

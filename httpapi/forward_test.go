@@ -40,8 +40,8 @@ func TestForwardToHungOwnerAdopts(t *testing.T) {
 	const ttlMS = 10000 // margin 2s, lease 6s: the forward waits 500ms
 	s := newSession(t, g.urls[1], ttlMS)
 	r := call(t, "POST", lockURL(g.urls[1], "jobs/hung", "acquire"), acquireBody(s, false, nil))
-	require.Equal(t, true, r.body["granted"], r.raw)
-	token := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	token := r.Str("fencing_token")
 
 	// The Go client's budget for a heartbeat: half the lease.
 	budget := ttlMS * 3 / 5 / 2 * time.Millisecond
@@ -49,7 +49,7 @@ func TestForwardToHungOwnerAdopts(t *testing.T) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "POST", g.urls[2]+"/v1/sessions/"+s+"/heartbeat", nil)
 	require.NoError(t, err)
-	req.Header.Set(httpapi.SecretHeader, secretOf(req.URL.Path, nil))
+	req.Header.Set(httpapi.SecretHeader, secrets.For(req.URL.Path, nil))
 	sent := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err, "no answer from a healthy replica within a heartbeat's budget (%v): it waits for the hung owner", budget)
@@ -58,9 +58,9 @@ func TestForwardToHungOwnerAdopts(t *testing.T) {
 	t.Logf("heartbeat answered by replica 2 in %v (budget %v, a third of it an endpoint's share)", time.Since(sent), budget)
 
 	r = call(t, "GET", lockURL(g.urls[3], "jobs/hung", ""), nil)
-	require.Equal(t, token, r.str("fencing_token"), r.raw)
-	require.Equal(t, float64(2), r.body["owner"], "replica 2 adopted the session: %s", r.raw)
+	require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+	require.Equal(t, float64(2), r.Body["owner"], "replica 2 adopted the session: %s", r.Raw)
 	// The session lives on replica 2 now: served there without a forward.
 	r = call(t, "POST", lockURL(g.urls[2], "jobs/hung", "acquire"), acquireBody(s, false, nil))
-	require.Equal(t, token, r.str("fencing_token"), r.raw)
+	require.Equal(t, token, r.Str("fencing_token"), r.Raw)
 }

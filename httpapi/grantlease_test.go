@@ -14,8 +14,8 @@ import (
 // leaseOf is an answer's lease_ms, which must be there.
 func leaseOf(t *testing.T, r reply) time.Duration {
 	t.Helper()
-	v, ok := r.body["lease_ms"].(float64)
-	require.True(t, ok, "a granting answer without lease_ms: %s", r.raw)
+	v, ok := r.Body["lease_ms"].(float64)
+	require.True(t, ok, "a granting answer without lease_ms: %s", r.Raw)
 	return time.Duration(v) * time.Millisecond
 }
 
@@ -33,36 +33,36 @@ func TestGrantAnswersCarryALease(t *testing.T) {
 	inBounds := func(r reply, what string) {
 		t.Helper()
 		l := leaseOf(t, r)
-		require.Positive(t, l, "%s: %s", what, r.raw)
-		require.LessOrEqual(t, l, full, "%s: %s", what, r.raw)
+		require.Positive(t, l, "%s: %s", what, r.Raw)
+		require.LessOrEqual(t, l, full, "%s: %s", what, r.Raw)
 	}
 	for _, name := range []string{"jobs/x", "jobs/x@b"} {
 		r := call(t, "POST", lockURL(a, name, "acquire"), map[string]any{"session_id": s1, "wait": false})
-		require.Equal(t, true, r.body["granted"], r.raw)
+		require.Equal(t, true, r.Body["granted"], r.Raw)
 		inBounds(r, name+": a try that grants")
-		tok := r.str("fencing_token")
+		tok := r.Str("fencing_token")
 
 		r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s2, "wait": false})
-		require.Equal(t, map[string]any{"granted": false}, r.body, "refused: no lease")
+		require.Equal(t, map[string]any{"granted": false}, r.Body, "refused: no lease")
 		r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s2, "wait": true})
-		require.Equal(t, float64(1), r.body["queue_position"], r.raw)
-		require.NotContains(t, r.body, "lease_ms", "queued: no lease")
+		require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+		require.NotContains(t, r.Body, "lease_ms", "queued: no lease")
 
 		r = call(t, "POST", lockURL(a, name, "release"), map[string]any{"session_id": s1, "fencing_token": tok})
-		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
 		require.Eventually(t, func() bool {
 			r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s2, "wait": true})
-			return r.body["granted"] == true
+			return r.Body["granted"] == true
 		}, 30*time.Second, 20*time.Millisecond, "s2 granted %s after the release", name)
 		inBounds(r, name+": a waiting call asked again")
 	}
 	for _, name := range []string{"orders/primary", "orders/primary@b"} {
 		r := call(t, "POST", a+"/v1/elections/"+url.PathEscape(name)+"/campaign", map[string]any{"session_id": s1, "value": "v", "wait": true})
-		require.Equal(t, true, r.body["elected"], r.raw)
+		require.Equal(t, true, r.Body["elected"], r.Raw)
 		inBounds(r, name+": a campaign that elects")
 		r = call(t, "POST", b+"/v1/elections/"+url.PathEscape(name)+"/campaign", map[string]any{"session_id": s2, "value": "w", "wait": false})
-		require.Equal(t, false, r.body["elected"], r.raw)
-		require.NotContains(t, r.body, "lease_ms", "not elected: no lease")
+		require.Equal(t, false, r.Body["elected"], r.Raw)
+		require.NotContains(t, r.Body, "lease_ms", "not elected: no lease")
 	}
 }
 
@@ -91,22 +91,22 @@ func TestGrantLeaseBoundByItsPart(t *testing.T) {
 	heartbeat := func() reply {
 		t.Helper()
 		r := call(t, "POST", a+"/v1/sessions/"+sid+"/heartbeat", nil)
-		require.Equal(t, 200, r.status, r.raw)
-		require.Equal(t, float64(full.Milliseconds()), r.body["lease_ms"], r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
+		require.Equal(t, float64(full.Milliseconds()), r.Body["lease_ms"], r.Raw)
 		return r
 	}
-	bLease := func(r reply) any { return r.body["leases"].(map[string]any)["b"] }
+	bLease := func(r reply) any { return r.Body["leases"].(map[string]any)["b"] }
 
 	// The part in b is opened by a grant, which is given back: it holds
 	// nothing. A heartbeat renews it; its renewal was sent before renewed.
 	r := call(t, "POST", lockURL(a, "x@b", "acquire"), map[string]any{"session_id": sid, "wait": false})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	part := r.str("holder_session")
-	r = call(t, "POST", lockURL(a, "x@b", "release"), map[string]any{"session_id": sid, "fencing_token": r.str("fencing_token")})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	part := r.Str("holder_session")
+	r = call(t, "POST", lockURL(a, "x@b", "release"), map[string]any{"session_id": sid, "fencing_token": r.Str("fencing_token")})
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = heartbeat()
 	renewed := time.Now()
-	require.Equal(t, float64(full.Milliseconds()), bLease(r), r.raw)
+	require.Equal(t, float64(full.Milliseconds()), bLease(r), r.Raw)
 	deadline := renewed.Add(ttl - margin) // the part's deadline is no later
 
 	// Cut from b. The next heartbeat, one period (a third of the lease)
@@ -123,7 +123,7 @@ func TestGrantLeaseBoundByItsPart(t *testing.T) {
 	}
 	last := time.Now()
 	r = heartbeat()
-	require.Equal(t, float64(0), bLease(r), "b was not renewed: %s", r.raw)
+	require.Equal(t, float64(0), bLease(r), "b was not renewed: %s", r.Raw)
 	require.True(t, last.Add(full).After(deadline), "the heartbeat alone promises past the part's deadline")
 
 	// Healed, and no heartbeat since: x@b granted in the same part.
@@ -132,27 +132,27 @@ func TestGrantLeaseBoundByItsPart(t *testing.T) {
 	for {
 		sent = time.Now()
 		r = call(t, "POST", lockURL(a, "x@b", "acquire"), map[string]any{"session_id": sid, "wait": false})
-		if r.status == 200 && r.body["granted"] == true {
+		if r.Status == 200 && r.Body["granted"] == true {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("x@b never granted after the heal: %s", r.raw)
+			t.Fatalf("x@b never granted after the heal: %s", r.Raw)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	require.Equal(t, part, r.str("holder_session"),
-		"granted in the part that was not renewed (the test needs its deadline not to have passed): %s", r.raw)
+	require.Equal(t, part, r.Str("holder_session"),
+		"granted in the part that was not renewed (the test needs its deadline not to have passed): %s", r.Raw)
 	lease := leaseOf(t, r)
 	// From the acquire's send, the part's deadline less the margin for
 	// clock rates leaves at most (0 if the grant came later than that):
 	bound := max(0, deadline.Sub(sent)-margin)
-	require.LessOrEqual(t, lease, bound, "the grant's lease reaches past its part's deadline: %s", r.raw)
-	require.Less(t, lease, full, r.raw)
+	require.LessOrEqual(t, lease, bound, "the grant's lease reaches past its part's deadline: %s", r.Raw)
+	require.Less(t, lease, full, r.Raw)
 	t.Logf("the last heartbeat promised until %v past the part's deadline; the grant's lease_ms %v ends by %v before it",
 		last.Add(full).Sub(deadline), lease, deadline.Sub(sent.Add(lease)))
 
 	// The next heartbeat renews the part, which now holds x@b.
 	r = heartbeat()
-	require.Equal(t, float64(full.Milliseconds()), bLease(r), r.raw)
+	require.Equal(t, float64(full.Milliseconds()), bLease(r), r.Raw)
 }

@@ -24,13 +24,13 @@ func TestGroupTableOverHTTP(t *testing.T) {
 	admin, reader := bearer("admin"), bearer("reader")
 	code := func(r reply, status int, code string) {
 		t.Helper()
-		require.Equal(t, status, r.status, r.raw)
-		require.Equal(t, code, r.str("code"), r.raw)
+		require.Equal(t, status, r.Status, r.Raw)
+		require.Equal(t, code, r.Str("code"), r.Raw)
 	}
 
 	r := callWith(t, "GET", base+"/v1/groups", nil, reader)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, []any{}, r.body["groups"])
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, []any{}, r.Body["groups"])
 
 	// Only admin on every name changes the table.
 	voters := map[string]any{"voters": []int{1, 2, 3}}
@@ -43,10 +43,10 @@ func TestGroupTableOverHTTP(t *testing.T) {
 	code(callWith(t, "POST", base+"/v1/members/x/replace", map[string]any{"new": 4}, admin), 400, httpapi.CodeBadRequest)
 
 	r = callWith(t, "POST", base+"/v1/groups/billing", voters, admin)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, "billing", r.str("name"))
-	require.Equal(t, []any{1.0, 2.0, 3.0}, r.body["voters"])
-	require.NotEmpty(t, r.str("shard_id"))
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, "billing", r.Str("name"))
+	require.Equal(t, []any{1.0, 2.0, 3.0}, r.Body["voters"])
+	require.NotEmpty(t, r.Str("shard_id"))
 	code(callWith(t, "POST", base+"/v1/groups/billing", voters, admin), 409, httpapi.CodeGroupExists)
 	code(callWith(t, "POST", base+"/v1/groups/Billing", voters, admin), 400, httpapi.CodeInvalidGroup)
 	code(callWith(t, "POST", base+"/v1/groups/other", map[string]any{"voters": []int{1, 2}}, admin), 400, httpapi.CodeInvalidVoters)
@@ -61,16 +61,16 @@ func TestGroupTableOverHTTP(t *testing.T) {
 	// The group grants at once on every replica, through the API.
 	sid, hdr := newSessionAs(t, g.urls[1], "admin")
 	acq := callWith(t, "POST", g.urls[1]+"/v1/locks/job%40billing/acquire", map[string]any{"session_id": sid, "wait": true}, hdr)
-	require.Equal(t, 200, acq.status, acq.raw)
-	require.Equal(t, true, acq.body["granted"], acq.raw)
+	require.Equal(t, 200, acq.Status, acq.Raw)
+	require.Equal(t, true, acq.Body["granted"], acq.Raw)
 
 	// Down to one voter, f: the others are taken off the group.
 	r = callWith(t, "PUT", base+"/v1/groups/billing/voters", map[string]any{"voters": []uint64{f}}, admin)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, []any{float64(f)}, r.body["voters"])
-	require.Len(t, r.body["removed"], 2)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, []any{float64(f)}, r.Body["voters"])
+	require.Len(t, r.Body["removed"], 2)
 	m := callWith(t, "GET", base+"/v1/members?group=billing", nil, reader)
-	require.Equal(t, map[string]any{fmt.Sprint(f): g.net.Addr(f)}, m.body["voters"], m.raw)
+	require.Equal(t, map[string]any{fmt.Sprint(f): g.net.Addr(f)}, m.Body["voters"], m.Raw)
 	other := g.urls[f%3+1]
 	// A replica taken off the group learns of it from the group, a moment
 	// after the move is done; until then it answers 503, which a client
@@ -78,7 +78,7 @@ func TestGroupTableOverHTTP(t *testing.T) {
 	var moved reply
 	require.Eventually(t, func() bool {
 		moved = callWith(t, "GET", other+"/v1/members?group=billing", nil, reader)
-		return moved.status != 503
+		return moved.Status != 503
 	}, time.Minute, 20*time.Millisecond)
 	code(moved, 421, httpapi.CodeGroupMoved)
 	code(callWith(t, "PUT", base+"/v1/groups/billing/voters", map[string]any{"voters": []uint64{f%3 + 1}}, admin), 400, httpapi.CodeInvalidVoters)
@@ -86,8 +86,8 @@ func TestGroupTableOverHTTP(t *testing.T) {
 	// The lock taken before is still held: a plain drop is refused.
 	code(callWith(t, "DELETE", base+"/v1/groups/billing", nil, admin), 409, httpapi.CodeGroupHoldsLocks)
 	r = callWith(t, "DELETE", base+"/v1/groups/billing?force=true", nil, admin)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, true, r.body["dropped"])
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, true, r.Body["dropped"])
 	r = callWith(t, "GET", base+"/v1/groups", nil, reader)
-	require.Equal(t, []any{}, r.body["groups"], r.raw)
+	require.Equal(t, []any{}, r.Body["groups"], r.Raw)
 }

@@ -91,18 +91,13 @@ func (s *Server) groupChangeCtx(r *http.Request) (context.Context, context.Cance
 // listGroups answers GET /v1/groups: the group table, as a linearizable
 // read of the default group.
 func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	groups, err := s.node.Groups(ctx)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	out := GroupsJSON{Groups: []TableGroupJSON{}}
-	for _, g := range groups {
-		out.Groups = append(out.Groups, groupJSON(g))
-	}
-	writeJSON(w, http.StatusOK, out)
+	reply(s, w, r, s.node.Groups, func(groups []fencelock.GroupInfo) any {
+		out := GroupsJSON{Groups: []TableGroupJSON{}}
+		for _, g := range groups {
+			out.Groups = append(out.Groups, groupJSON(g))
+		}
+		return out
+	})
 }
 
 // answerGroup answers a change with the group as the table has it after.

@@ -34,10 +34,10 @@ func TestGroupsOverHTTP(t *testing.T) {
 	ids := map[string]string{}
 	for len(ids) < 2 {
 		r := call(t, "GET", a+"/v1/status", nil)
-		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
 		clear(ids)
-		groups, _ := r.body["groups"].([]any)
-		require.Len(t, groups, 2, r.raw)
+		groups, _ := r.Body["groups"].([]any)
+		require.Len(t, groups, 2, r.Raw)
 		for _, x := range groups {
 			gj := x.(map[string]any)
 			if gj["leader_id"].(float64) != 0 && gj["group_id"] != "0" && reflect.DeepEqual(newest, gj["writes"]) {
@@ -46,14 +46,14 @@ func TestGroupsOverHTTP(t *testing.T) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("status never showed both groups led: %s", r.raw)
+			t.Fatalf("status never showed both groups led: %s", r.Raw)
 		case <-time.After(20 * time.Millisecond): // status has no change notification
 		}
 	}
 	require.NotEqual(t, ids[""], ids["b"])
 	fenceGroup := func(r reply) string {
-		f, err := fencelock.ParseFence(r.str("fence"))
-		require.NoError(t, err, r.raw)
+		f, err := fencelock.ParseFence(r.Str("fence"))
+		require.NoError(t, err, r.Raw)
 		return strconv.FormatUint(f.Group, 16)
 	}
 
@@ -62,67 +62,67 @@ func TestGroupsOverHTTP(t *testing.T) {
 	const ttl = 1500 * time.Millisecond
 	sid := newSession(t, a, int(ttl.Milliseconds()))
 	rb := call(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid, "wait": false})
-	require.Equal(t, 200, rb.status, rb.raw)
-	require.Equal(t, true, rb.body["granted"], rb.raw)
+	require.Equal(t, 200, rb.Status, rb.Raw)
+	require.Equal(t, true, rb.Body["granted"], rb.Raw)
 	require.Equal(t, ids["b"], fenceGroup(rb), "x@b is fenced by b")
-	partB := rb.str("holder_session")
-	require.NotEmpty(t, partB, rb.raw)
+	partB := rb.Str("holder_session")
+	require.NotEmpty(t, partB, rb.Raw)
 	rd := call(t, "POST", lockURL(a, "y", "acquire"), map[string]any{"session_id": sid, "wait": false})
-	require.Equal(t, true, rd.body["granted"], rd.raw)
+	require.Equal(t, true, rd.Body["granted"], rd.Raw)
 	require.Equal(t, ids[""], fenceGroup(rd), "y is fenced by the default group")
-	require.Equal(t, sid, rd.str("holder_session"), "in the default group the session goes by session_id")
+	require.Equal(t, sid, rd.Str("holder_session"), "in the default group the session goes by session_id")
 	// The same call through another replica is forwarded to the owner
 	// and answers the same grant.
 	r := call(t, "POST", other+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid, "wait": false})
-	require.Equal(t, rb.str("fence"), r.str("fence"), r.raw)
+	require.Equal(t, rb.Str("fence"), r.Str("fence"), r.Raw)
 	r = call(t, "POST", lockURL(a, "q@nope", "acquire"), map[string]any{"session_id": sid, "wait": false})
-	require.Equal(t, 400, r.status, r.raw)
-	require.Equal(t, httpapi.CodeUnknownGroup, r.str("code"))
+	require.Equal(t, 400, r.Status, r.Raw)
+	require.Equal(t, httpapi.CodeUnknownGroup, r.Str("code"))
 
 	// Views: one group each.
 	names := func(r reply) []string {
 		var out []string
-		locks, _ := r.body["locks"].([]any)
+		locks, _ := r.Body["locks"].([]any)
 		for _, l := range locks {
 			out = append(out, l.(map[string]any)["name"].(string))
 		}
 		return out
 	}
 	r = call(t, "GET", other+"/v1/locks?group=b", nil)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, "b", r.body["group"])
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, "b", r.Body["group"])
 	require.Equal(t, []string{"x@b"}, names(r))
 	r = call(t, "GET", other+"/v1/locks?prefix=x%40b", nil)
-	require.Equal(t, []string{"x@b"}, names(r), r.raw)
+	require.Equal(t, []string{"x@b"}, names(r), r.Raw)
 	r = call(t, "GET", other+"/v1/locks?prefix=x%40b&group=c", nil)
-	require.Equal(t, 400, r.status, r.raw)
+	require.Equal(t, 400, r.Status, r.Raw)
 	// Without a group: every group's locks, each with its group.
 	r = call(t, "GET", other+"/v1/locks", nil)
-	require.Equal(t, "", r.body["group"])
-	require.Equal(t, true, r.body["all_groups"], r.raw)
+	require.Equal(t, "", r.Body["group"])
+	require.Equal(t, true, r.Body["all_groups"], r.Raw)
 	require.Equal(t, []string{"x@b", "y"}, names(r))
-	locks := r.body["locks"].([]any)
-	require.Equal(t, "b", locks[0].(map[string]any)["group"], r.raw)
-	require.Equal(t, "", locks[1].(map[string]any)["group"], r.raw)
+	locks := r.Body["locks"].([]any)
+	require.Equal(t, "b", locks[0].(map[string]any)["group"], r.Raw)
+	require.Equal(t, "", locks[1].(map[string]any)["group"], r.Raw)
 	r = call(t, "GET", other+"/v1/locks?prefix=y", nil)
 	require.Equal(t, []string{"y"}, names(r))
 	r = call(t, "GET", other+"/v1/locks?group=nope", nil)
-	require.Equal(t, 400, r.status, r.raw)
-	require.Equal(t, httpapi.CodeUnknownGroup, r.str("code"))
+	require.Equal(t, 400, r.Status, r.Raw)
+	require.Equal(t, httpapi.CodeUnknownGroup, r.Str("code"))
 	// A named group's views show the session by its session_id, and its
 	// part there by part_id (the acquire's holder_session).
 	r = call(t, "GET", other+"/v1/locks/x%40b", nil)
-	require.Equal(t, sid, r.str("holder_session"), r.raw)
-	require.Equal(t, partB, r.str("holder_part"), r.raw)
-	holder := r.body["holders"].([]any)[0].(map[string]any)
-	require.Equal(t, []any{sid, partB}, []any{holder["session_id"], holder["part_id"]}, r.raw)
+	require.Equal(t, sid, r.Str("holder_session"), r.Raw)
+	require.Equal(t, partB, r.Str("holder_part"), r.Raw)
+	holder := r.Body["holders"].([]any)[0].(map[string]any)
+	require.Equal(t, []any{sid, partB}, []any{holder["session_id"], holder["part_id"]}, r.Raw)
 	r = call(t, "GET", other+"/v1/locks/y", nil)
-	require.Equal(t, sid, r.str("holder_session"), r.raw)
-	require.NotContains(t, r.raw, "part_id", "the default group's part is the session")
-	require.NotContains(t, r.raw, "holder_part")
+	require.Equal(t, sid, r.Str("holder_session"), r.Raw)
+	require.NotContains(t, r.Raw, "part_id", "the default group's part is the session")
+	require.NotContains(t, r.Raw, "holder_part")
 	sessions := func(r reply, field string) []string {
 		var out []string
-		list, _ := r.body["sessions"].([]any)
+		list, _ := r.Body["sessions"].([]any)
 		for _, s := range list {
 			id, _ := s.(map[string]any)[field].(string)
 			out = append(out, id)
@@ -130,42 +130,42 @@ func TestGroupsOverHTTP(t *testing.T) {
 		return out
 	}
 	r = call(t, "GET", other+"/v1/sessions?group=b", nil)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, "b", r.body["group"])
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, "b", r.Body["group"])
 	require.Equal(t, []string{sid}, sessions(r, "session_id"))
 	require.Equal(t, []string{partB}, sessions(r, "part_id"))
 	r = call(t, "GET", other+"/v1/sessions", nil)
-	require.Equal(t, []string{sid}, sessions(r, "session_id"), r.raw)
+	require.Equal(t, []string{sid}, sessions(r, "session_id"), r.Raw)
 
 	// Heartbeats alone keep both parts (the session renews itself only on
 	// them): after three TTLs both grants are still the same ones.
 	start := time.Now()
 	for time.Since(start) < 3*ttl {
 		r = call(t, "POST", other+"/v1/sessions/"+sid+"/heartbeat", nil)
-		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
 		time.Sleep(ttl / 6) // the client's heartbeat period, not synchronisation
 	}
 	r = call(t, "GET", lockURL(other, "x@b", ""), nil)
-	require.Equal(t, rb.str("fencing_token"), r.str("fencing_token"), "x@b kept by heartbeats: %s", r.raw)
-	require.Equal(t, partB, r.str("holder_part"))
+	require.Equal(t, rb.Str("fencing_token"), r.Str("fencing_token"), "x@b kept by heartbeats: %s", r.Raw)
+	require.Equal(t, partB, r.Str("holder_part"))
 	r = call(t, "GET", lockURL(other, "y", ""), nil)
-	require.Equal(t, rd.str("fencing_token"), r.str("fencing_token"), r.raw)
+	require.Equal(t, rd.Str("fencing_token"), r.Str("fencing_token"), r.Raw)
 
 	// With its secret, DELETE ends the whole session: ?group= (one part,
 	// an administrator's call) is refused, and nothing ends.
 	r = callWith(t, "DELETE", a+"/v1/sessions/"+sid+"?group=b", nil,
-		map[string]string{httpapi.SecretHeader: secretOf(a+"/v1/sessions/"+sid, nil)})
-	require.Equal(t, 400, r.status, "?group= with the secret: %s", r.raw)
+		map[string]string{httpapi.SecretHeader: secrets.For(a+"/v1/sessions/"+sid, nil)})
+	require.Equal(t, 400, r.Status, "?group= with the secret: %s", r.Raw)
 	r = call(t, "POST", a+"/v1/sessions/"+sid+"/heartbeat", nil)
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 
 	// Without heartbeats the parts end, x@b's too: its watch says expired.
 	events := sse(t, ctx, lockURL(other, "x@b", "watch"))
-	nextEvent(t, events, "state", func(e event) bool { return e.kind == "state" && e.data["held"] == true })
-	ev := nextEvent(t, events, "expired", func(e event) bool { return e.kind == "released" || e.kind == "expired" })
-	require.Equal(t, "expired", ev.kind, "x@b ended with its session: %v", ev.data)
-	require.Equal(t, sid, ev.data["previous_session"])
-	require.Equal(t, partB, ev.data["previous_part"])
+	nextEvent(t, events, "state", func(e event) bool { return e.Kind == "state" && e.Data["held"] == true })
+	ev := nextEvent(t, events, "expired", func(e event) bool { return e.Kind == "released" || e.Kind == "expired" })
+	require.Equal(t, "expired", ev.Kind, "x@b ended with its session: %v", ev.Data)
+	require.Equal(t, sid, ev.Data["previous_session"])
+	require.Equal(t, partB, ev.Data["previous_part"])
 }
 
 // An administrator ends one part of a session with ?group=: the locks held
@@ -181,37 +181,37 @@ func TestGroupsAdminOverHTTP(t *testing.T) {
 	a, other := g.urls[1], g.urls[2]
 	sid, h := newSessionAs(t, a, "full")
 	r := callWith(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid}, h)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	partB := r.str("holder_session")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	partB := r.Str("holder_session")
 	r = callWith(t, "POST", lockURL(a, "y", "acquire"), map[string]any{"session_id": sid}, h)
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 
 	admin := bearer("admin")
 	r = callWith(t, "DELETE", other+"/v1/sessions/"+partB+"?group=nope", nil, admin)
-	require.Equal(t, 400, r.status, r.raw)
-	require.Equal(t, httpapi.CodeUnknownGroup, r.str("code"))
+	require.Equal(t, 400, r.Status, r.Raw)
+	require.Equal(t, httpapi.CodeUnknownGroup, r.Str("code"))
 	r = callWith(t, "DELETE", other+"/v1/sessions/"+partB+"?group=b", nil, admin)
-	require.Equal(t, 204, r.status, r.raw)
+	require.Equal(t, 204, r.Status, r.Raw)
 	r = callWith(t, "GET", lockURL(other, "x@b", ""), nil, admin)
-	require.Equal(t, false, r.body["held"], "the part in b ended at b: %s", r.raw)
+	require.Equal(t, false, r.Body["held"], "the part in b ended at b: %s", r.Raw)
 	r = callWith(t, "GET", lockURL(other, "y", ""), nil, admin)
-	require.Equal(t, sid, r.str("holder_session"), "the default part is untouched: %s", r.raw)
+	require.Equal(t, sid, r.Str("holder_session"), "the default part is untouched: %s", r.Raw)
 	r = callWith(t, "POST", a+"/v1/sessions/"+sid+"/heartbeat", nil, h)
-	require.Equal(t, 200, r.status, "the session lives on: %s", r.raw)
+	require.Equal(t, 200, r.Status, "the session lives on: %s", r.Raw)
 	// The session's next call naming b opens a new part there.
 	r = callWith(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid}, h)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	require.NotEqual(t, partB, r.str("holder_session"))
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	require.NotEqual(t, partB, r.Str("holder_session"))
 
 	// Listings: read:jobs/ may list jobs/ in b; a grant written with the
 	// group in it covers no listing of b, whose names end in "@b".
 	jobs, odd := bearer("jobs"), bearer("odd")
 	r = callWith(t, "GET", other+"/v1/locks?prefix=jobs%2F&group=b", nil, jobs)
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = callWith(t, "GET", other+"/v1/locks?prefix=jobs%2F%40b", nil, jobs)
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = callWith(t, "GET", other+"/v1/locks?group=b", nil, jobs)
-	require.Equal(t, 403, r.status, r.raw)
+	require.Equal(t, 403, r.Status, r.Raw)
 	r = callWith(t, "GET", other+"/v1/locks?prefix=jobs%2F%40b", nil, odd)
-	require.Equal(t, 403, r.status, "jobs/x@b is not under the grant jobs/@b: %s", r.raw)
+	require.Equal(t, 403, r.Status, "jobs/x@b is not under the grant jobs/@b: %s", r.Raw)
 }

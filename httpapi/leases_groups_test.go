@@ -32,13 +32,13 @@ func TestHeartbeatLeasesPerGroup(t *testing.T) {
 	sid := newSession(t, a, int(ttl.Milliseconds()))
 	lock := func() reply {
 		r := call(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid, "wait": false})
-		require.Equal(t, 200, r.status, r.raw)
-		require.Equal(t, true, r.body["granted"], r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
+		require.Equal(t, true, r.Body["granted"], r.Raw)
 		return r
 	}
 	leases := func(r reply) map[string]float64 {
 		out := map[string]float64{}
-		m, _ := r.body["leases"].(map[string]any)
+		m, _ := r.Body["leases"].(map[string]any)
 		for k, v := range m {
 			out[k], _ = v.(float64)
 		}
@@ -52,39 +52,39 @@ func TestHeartbeatLeasesPerGroup(t *testing.T) {
 	// Both reachable: one lease per group, lease_ms the same.
 	rb := lock()
 	r := call(t, "POST", a+"/v1/sessions/"+sid+"/heartbeat", nil)
-	require.Equal(t, 200, r.status, r.raw)
-	full, _ := r.body["lease_ms"].(float64)
-	require.Positive(t, full, r.raw)
-	require.Equal(t, map[string]float64{"": full, "b": full}, leases(r), r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	full, _ := r.Body["lease_ms"].(float64)
+	require.Positive(t, full, r.Raw)
+	require.Equal(t, map[string]float64{"": full, "b": full}, leases(r), r.Raw)
 
 	// Released, the part in b holds nothing: cut from b, the heartbeat is
 	// answered, b's lease is 0, and lease_ms is the default part's.
-	r = call(t, "POST", a+"/v1/locks/x%40b/release", map[string]any{"session_id": sid, "fencing_token": rb.str("fencing_token")})
-	require.Equal(t, 200, r.status, r.raw)
+	r = call(t, "POST", a+"/v1/locks/x%40b/release", map[string]any{"session_id": sid, "fencing_token": rb.Str("fencing_token")})
+	require.Equal(t, 200, r.Status, r.Raw)
 	cut()
 	r = call(t, "POST", a+"/v1/sessions/"+sid+"/heartbeat", nil)
-	require.Equal(t, 200, r.status, "a part that holds nothing fails no heartbeat: %s", r.raw)
-	require.Equal(t, map[string]float64{"": full, "b": 0}, leases(r), r.raw)
-	require.Equal(t, full, r.body["lease_ms"], r.raw)
+	require.Equal(t, 200, r.Status, "a part that holds nothing fails no heartbeat: %s", r.Raw)
+	require.Equal(t, map[string]float64{"": full, "b": 0}, leases(r), r.Raw)
+	require.Equal(t, full, r.Body["lease_ms"], r.Raw)
 
 	// Healed, x@b is held again (in a new part, if the old one was given
 	// up meanwhile); cut again, the heartbeat fails and names b.
 	g.net.Heal()
 	for {
 		r = call(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid, "wait": false})
-		if r.status == 200 && r.body["granted"] == true {
+		if r.Status == 200 && r.Body["granted"] == true {
 			break
 		}
 		select { // the part in b may be closing at b still
 		case <-ctx.Done():
-			t.Fatalf("x@b never granted again: %s", r.raw)
+			t.Fatalf("x@b never granted again: %s", r.Raw)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	cut()
 	defer g.net.Heal()
 	r = call(t, "POST", a+"/v1/sessions/"+sid+"/heartbeat", nil)
-	require.Equal(t, 503, r.status, "a heartbeat that could not renew the part holding x@b: %s", r.raw)
-	require.Contains(t, []string{httpapi.CodeUnavailable, httpapi.CodeNoQuorum}, r.str("code"), r.raw)
-	require.Contains(t, r.str("error"), `group "b"`, r.raw)
+	require.Equal(t, 503, r.Status, "a heartbeat that could not renew the part holding x@b: %s", r.Raw)
+	require.Contains(t, []string{httpapi.CodeUnavailable, httpapi.CodeNoQuorum}, r.Str("code"), r.Raw)
+	require.Contains(t, r.Str("error"), `group "b"`, r.Raw)
 }

@@ -33,12 +33,7 @@ func holderSession(hs *session, name string) ID {
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	arrived := servicehook.Now(s.node) // before the session's lookup, which may adopt it
-	var req AcquireRequest
-	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
-		var err error
-		req, err = DecodeAcquire(b)
-		return req.SessionID, err
-	})
+	req, name, hs, ok := decodeCall(s, w, r, DecodeAcquire)
 	if !ok {
 		return
 	}
@@ -96,12 +91,7 @@ type ReleaseResponse struct {
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	var req ReleaseRequest
-	name, hs, ok := s.sessionCall(w, r, func(b []byte) (ID, error) {
-		var err error
-		req, err = DecodeRelease(b)
-		return req.SessionID, err
-	})
+	req, name, hs, ok := decodeCall(s, w, r, DecodeRelease)
 	if !ok {
 		return
 	}
@@ -173,19 +163,12 @@ func lockJSON(info fencelock.LockInfo) LockJSON {
 }
 
 func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := validName(name); err != nil {
-		writeError(w, err)
+	name, ok := pathName(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	info, err := s.node.Inspect(ctx, name)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, lockJSON(info))
+	ask := func(ctx context.Context) (fencelock.LockInfo, error) { return s.node.Inspect(ctx, name) }
+	reply(s, w, r, ask, func(info fencelock.LockInfo) any { return lockJSON(info) })
 }
 
 // LockList answers GET /v1/locks.
@@ -213,35 +196,27 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusBadRequest, CodeBadRequest, `sort must be "name" or "waiters"`))
 		return
 	}
-	limit, err := pageLimit(r)
+	opts, err := pageByName(r)
 	if err != nil {
 		writeError(w, err)
 		return
-	}
-	opts := []fencelock.ListOption{fencelock.ListLimit(limit)}
-	if a := q.Get("after"); a != "" {
-		opts = append(opts, fencelock.ListAfter(a))
 	}
 	prefix, err := listPrefix(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	page, err := s.node.Locks(ctx, prefix, opts...)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	out := LockList{Group: page.Group, AllGroups: page.AllGroups, Locks: []LockJSON{}, More: page.More}
-	for _, d := range page.Locks {
-		out.Locks = append(out.Locks, lockJSON(d.LockInfo))
-	}
-	if page.More && len(page.Locks) > 0 {
-		out.Next = page.Locks[len(page.Locks)-1].Name
-	}
-	writeJSON(w, http.StatusOK, out)
+	ask := func(ctx context.Context) (fencelock.LockPage, error) { return s.node.Locks(ctx, prefix, opts...) }
+	reply(s, w, r, ask, func(page fencelock.LockPage) any {
+		out := LockList{Group: page.Group, AllGroups: page.AllGroups, Locks: []LockJSON{}, More: page.More}
+		for _, d := range page.Locks {
+			out.Locks = append(out.Locks, lockJSON(d.LockInfo))
+		}
+		if page.More && len(page.Locks) > 0 {
+			out.Next = page.Locks[len(page.Locks)-1].Name
+		}
+		return out
+	})
 }
 
 // listPrefix is the prefix GET /v1/locks lists: ?prefix, with ?group's
@@ -328,27 +303,9 @@ type LockEvent struct {
 }
 
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := validName(name); err != nil {
-		writeError(w, err)
-		return
-	}
-	st, ok := s.startStream(w, r)
-	if !ok {
-		return
-	}
-	defer st.stop()
-	ch := s.node.Watch(st.ctx, name)
 	var prev *fencelock.LockInfo
-	for {
-		info, ok := recv(st, ch)
-		if !ok {
-			return
-		}
-		if info.Err != nil {
-			st.send("error", Error{Message: info.Err.Error(), Code: classify(info.Err).code})
-			return
-		}
+	errOf := func(info fencelock.LockInfo) error { return info.Err }
+	follow(s, w, r, s.node.Watch, errOf, func(st *stream, name string, info fencelock.LockInfo) {
 		ev := LockEvent{LockJSON: lockJSON(info)}
 		switch {
 		case prev == nil:
@@ -372,7 +329,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			st.send("queue", ev)
 		}
 		prev = &info
-	}
+	})
 }
 
 // listContended answers GET /v1/locks?sort=waiters: the limit (at most
@@ -395,16 +352,14 @@ func (s *Server) listContended(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	locks, err := s.node.ContendedIn(ctx, q.Get("group"), limit)
-	if err != nil {
-		writeError(w, err)
-		return
+	ask := func(ctx context.Context) ([]fencelock.LockInfo, error) {
+		return s.node.ContendedIn(ctx, q.Get("group"), limit)
 	}
-	out := LockList{Locks: []LockJSON{}}
-	for _, l := range locks {
-		out.Locks = append(out.Locks, lockJSON(l))
-	}
-	writeJSON(w, http.StatusOK, out)
+	reply(s, w, r, ask, func(locks []fencelock.LockInfo) any {
+		out := LockList{Locks: []LockJSON{}}
+		for _, l := range locks {
+			out.Locks = append(out.Locks, lockJSON(l))
+		}
+		return out
+	})
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -70,14 +71,10 @@ func needAdminAll(p *principal, r *http.Request) error {
 // listMembers answers GET /v1/members[?group=NAME]: any replica answers,
 // once it has caught up with the group's leader (a linearizable read).
 func (s *Server) listMembers(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	m, err := s.node.MembersOf(ctx, r.URL.Query().Get("group"))
-	if err != nil {
-		writeError(w, err)
-		return
+	ask := func(ctx context.Context) (fencelock.Membership, error) {
+		return s.node.MembersOf(ctx, r.URL.Query().Get("group"))
 	}
-	writeJSON(w, http.StatusOK, membersJSON(m))
+	reply(s, w, r, ask, func(m fencelock.Membership) any { return membersJSON(m) })
 }
 
 func membersJSON(m fencelock.Membership) MembersJSON {

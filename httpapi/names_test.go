@@ -19,9 +19,9 @@ func newNamedSession(t *testing.T, base, name string) string {
 		body["name"] = name
 	}
 	r := call(t, "POST", base+"/v1/sessions", body)
-	require.Equal(t, 201, r.status, r.raw)
-	secrets.Store(r.str("session_id"), r.str("session_secret"))
-	return r.str("session_id")
+	require.Equal(t, 201, r.Status, r.Raw)
+	secrets.Keep(r.Str("session_id"), r.Str("session_secret"))
+	return r.Str("session_id")
 }
 
 // A lock held by a session named reindex@worker-3 shows that name and its
@@ -32,10 +32,10 @@ func TestNamesInHTTPViews(t *testing.T) {
 	g := newGroup(t, true)
 	holder := newNamedSession(t, g.urls[1], "reindex@worker-3")
 	r := call(t, "POST", lockURL(g.urls[1], "jobs/reindex", "acquire"), map[string]any{"session_id": holder})
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 	waiter := newNamedSession(t, g.urls[2], "backfill@worker-7")
 	r = call(t, "POST", lockURL(g.urls[2], "jobs/reindex", "acquire"), map[string]any{"session_id": waiter, "wait": true})
-	require.Equal(t, false, r.body["granted"], r.raw)
+	require.Equal(t, false, r.Body["granted"], r.Raw)
 	anon := newNamedSession(t, g.urls[3], "")
 
 	check := func(l map[string]any) {
@@ -60,18 +60,18 @@ func TestNamesInHTTPViews(t *testing.T) {
 	var one reply
 	fencelocktest.WaitFor(t, "the held lock to be held for a while", func() bool {
 		one = call(t, "GET", lockURL(g.urls[3], "jobs/reindex", ""), nil)
-		v, _ := one.body["held_for_ms"].(float64)
+		v, _ := one.Body["held_for_ms"].(float64)
 		return v > 0
 	})
-	check(one.body)
+	check(one.Body)
 	r = call(t, "GET", g.urls[3]+"/v1/locks?prefix=jobs/", nil)
-	require.Equal(t, 200, r.status, r.raw)
-	check(r.body["locks"].([]any)[0].(map[string]any))
+	require.Equal(t, 200, r.Status, r.Raw)
+	check(r.Body["locks"].([]any)[0].(map[string]any))
 
 	r = call(t, "GET", g.urls[1]+"/v1/sessions", nil)
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	names := map[string]string{}
-	for _, s := range r.body["sessions"].([]any) {
+	for _, s := range r.Body["sessions"].([]any) {
 		m := s.(map[string]any)
 		names[m["session_id"].(string)] = m["name"].(string)
 	}
@@ -81,7 +81,7 @@ func TestNamesInHTTPViews(t *testing.T) {
 
 	for _, bad := range []string{strings.Repeat("n", 257), "a\x00b"} {
 		r = call(t, "POST", g.urls[1]+"/v1/sessions", map[string]any{"name": bad})
-		require.Equal(t, 400, r.status, r.raw)
+		require.Equal(t, 400, r.Status, r.Raw)
 	}
 }
 
@@ -93,19 +93,19 @@ func TestContendedHTTP(t *testing.T) {
 	holder := newNamedSession(t, a, "holder")
 	for _, n := range []string{"a", "b", "quiet"} {
 		r := call(t, "POST", lockURL(a, n, "acquire"), map[string]any{"session_id": holder})
-		require.Equal(t, true, r.body["granted"], r.raw)
+		require.Equal(t, true, r.Body["granted"], r.Raw)
 	}
 	for i, n := range []string{"a", "b", "b"} {
 		s := newNamedSession(t, g.urls[uint64(i%3+1)], fmt.Sprintf("w%d", i))
 		r := call(t, "POST", lockURL(g.urls[uint64(i%3+1)], n, "acquire"), map[string]any{"session_id": s, "wait": true})
-		require.Equal(t, false, r.body["granted"], r.raw)
+		require.Equal(t, false, r.Body["granted"], r.Raw)
 	}
 	var got []string
 	fencelocktest.WaitFor(t, "both queues", func() bool {
 		r := call(t, "GET", g.urls[2]+"/v1/locks?sort=waiters", nil)
-		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
 		got = nil
-		for _, l := range r.body["locks"].([]any) {
+		for _, l := range r.Body["locks"].([]any) {
 			m := l.(map[string]any)
 			require.Equal(t, "holder", m["holder_name"])
 			got = append(got, fmt.Sprintf("%s:%v", m["name"], m["waiters"]))
@@ -114,10 +114,10 @@ func TestContendedHTTP(t *testing.T) {
 	})
 	require.Equal(t, []string{"b:2", "a:1"}, got)
 	r := call(t, "GET", a+"/v1/locks?sort=waiters&limit=1", nil)
-	require.Len(t, r.body["locks"], 1, r.raw)
+	require.Len(t, r.Body["locks"], 1, r.Raw)
 	for _, q := range []string{"sort=waiters&limit=101", "sort=waiters&prefix=a", "sort=size", "sort=waiters&group=nosuch"} {
 		r := call(t, "GET", a+"/v1/locks?"+q, nil)
-		require.Equal(t, 400, r.status, "%s: %s", q, r.raw)
+		require.Equal(t, 400, r.Status, "%s: %s", q, r.Raw)
 	}
 }
 
@@ -129,7 +129,7 @@ func TestElectionsHTTP(t *testing.T) {
 	s := newNamedSession(t, a, "primary@db-1")
 	for _, e := range []string{"orders/p", "orders/q", "orders/r", "payments/p"} {
 		r := call(t, "POST", a+"/v1/elections/"+strings.ReplaceAll(e, "/", "%2F")+"/campaign", map[string]any{"session_id": s, "value": "v-" + e})
-		require.Equal(t, true, r.body["elected"], r.raw)
+		require.Equal(t, true, r.Body["elected"], r.Raw)
 	}
 	var names []string
 	after := ""
@@ -139,8 +139,8 @@ func TestElectionsHTTP(t *testing.T) {
 			u += "&after=" + after
 		}
 		r := call(t, "GET", u, nil)
-		require.Equal(t, 200, r.status, r.raw)
-		for _, e := range r.body["elections"].([]any) {
+		require.Equal(t, 200, r.Status, r.Raw)
+		for _, e := range r.Body["elections"].([]any) {
 			m := e.(map[string]any)
 			names = append(names, m["name"].(string))
 			l := m["leader"].(map[string]any)
@@ -149,13 +149,13 @@ func TestElectionsHTTP(t *testing.T) {
 			require.NotEmpty(t, l["elected_at"])
 			require.Equal(t, float64(0), m["candidates"])
 		}
-		if r.body["more"] != true {
+		if r.Body["more"] != true {
 			require.Equal(t, 2, pages)
 			break
 		}
-		after = r.str("next")
+		after = r.Str("next")
 	}
 	require.Equal(t, []string{"orders/p", "orders/q", "orders/r"}, names)
 	r := call(t, "GET", a+"/v1/elections?limit=0", nil)
-	require.Equal(t, 400, r.status, r.raw)
+	require.Equal(t, 400, r.Status, r.Raw)
 }

@@ -44,15 +44,15 @@ func TestWaitingAcquireSaysNoQuorum(t *testing.T) {
 	wg.Wait()
 	for i, c := range calls {
 		r := replies[i]
-		require.Equal(t, 503, r.status, "%s: %s", c.what, r.raw)
-		require.Equal(t, httpapi.CodeNoQuorum, r.str("code"), "%s: %s", c.what, r.raw)
-		require.Contains(t, r.str("error"), "this replica reaches 0 of the other 2 voters", c.what)
+		require.Equal(t, 503, r.Status, "%s: %s", c.what, r.Raw)
+		require.Equal(t, httpapi.CodeNoQuorum, r.Str("code"), "%s: %s", c.what, r.Raw)
+		require.Contains(t, r.Str("error"), "this replica reaches 0 of the other 2 voters", c.what)
 		require.Less(t, took[i], took[0]+2*time.Second, "%s took %v, wait false %v", c.what, took[i], took[0])
 	}
 
 	// Once the cause is known, a new waiting acquire says it at once.
 	start := time.Now()
 	r := call(t, "POST", lockURL(a, "z", "acquire"), map[string]any{"session_id": s, "wait": true})
-	require.Equal(t, httpapi.CodeNoQuorum, r.str("code"), r.raw)
+	require.Equal(t, httpapi.CodeNoQuorum, r.Str("code"), r.Raw)
 	require.Less(t, time.Since(start), 2*time.Second)
 }

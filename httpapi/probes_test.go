@@ -16,29 +16,25 @@ import (
 func TestReadyzAndLivez(t *testing.T) {
 	g := newGroup(t, false, httpapi.WithBearerTokens([]string{"sekret"}))
 	a := g.urls[2]
-	deadline := time.Now().Add(60 * time.Second)
-	for call(t, "GET", a+"/readyz", nil).status != 200 {
-		require.True(t, time.Now().Before(deadline), "never ready")
-		time.Sleep(20 * time.Millisecond) // polling a probe, as a load balancer does
-	}
+	waitReady(t, a, 60*time.Second)
 	r := call(t, "GET", a+"/livez", nil)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, "ok", r.str("status"))
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, "ok", r.Str("status"))
 
 	g.nodes[1].Close()
 	g.nodes[3].Close()
-	deadline = time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		r = call(t, "GET", a+"/readyz", nil)
-		if r.str("code") == httpapi.CodeNoQuorum {
+		if r.Str("code") == httpapi.CodeNoQuorum {
 			break
 		}
-		require.NotEqual(t, 200, r.status, "ready without a quorum: %s", r.raw)
-		require.True(t, time.Now().Before(deadline), "never no_quorum: %s", r.raw)
+		require.NotEqual(t, 200, r.Status, "ready without a quorum: %s", r.Raw)
+		require.True(t, time.Now().Before(deadline), "never no_quorum: %s", r.Raw)
 		time.Sleep(50 * time.Millisecond)
 	}
-	require.Equal(t, 503, r.status)
-	require.Contains(t, r.str("error"), "the default group")
-	require.Contains(t, r.str("error"), "this replica reaches 0 of the other 2 voters")
-	require.Equal(t, 200, call(t, "GET", a+"/livez", nil).status, "a replica without quorum is alive")
+	require.Equal(t, 503, r.Status)
+	require.Contains(t, r.Str("error"), "the default group")
+	require.Contains(t, r.Str("error"), "this replica reaches 0 of the other 2 voters")
+	require.Equal(t, 200, call(t, "GET", a+"/livez", nil).Status, "a replica without quorum is alive")
 }

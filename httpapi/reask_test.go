@@ -25,12 +25,12 @@ func TestReaskedAcquireAnswersTheGrantWhenMade(t *testing.T) {
 	const name = "jobs/longpoll"
 
 	r := call(t, "POST", lockURL(a, name, "acquire"), map[string]any{"session_id": s1, "wait": false})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	t1 := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	t1 := r.Str("fencing_token")
 	r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s2, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s3, "wait": true})
-	require.Equal(t, float64(2), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(2), r.Body["queue_position"], r.Raw)
 
 	// s2's owner, replica 2, behind a handler that says when the re-ask
 	// came in: the release is sent only after it did.
@@ -48,16 +48,16 @@ func TestReaskedAcquireAnswersTheGrantWhenMade(t *testing.T) {
 	}()
 	<-entered
 	r = call(t, "POST", lockURL(a, name, "release"), map[string]any{"session_id": s1, "fencing_token": t1})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = <-answer
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, true, r.body["granted"], "the re-ask sent before the release answered without the grant: %s", r.raw)
-	require.NotEqual(t, t1, r.str("fencing_token"), r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, true, r.Body["granted"], "the re-ask sent before the release answered without the grant: %s", r.Raw)
+	require.NotEqual(t, t1, r.Str("fencing_token"), r.Raw)
 
 	// s3 waits on: its re-ask answers its place once the bound ran out.
 	r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s3, "wait": true})
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 }
 
 // A re-ask forwarded to the session's owner by another replica is answered
@@ -73,15 +73,15 @@ func TestForwardedReaskIsNotHeld(t *testing.T) {
 	s1, s2 := newSession(t, a, 2400000), newSession(t, b, 2400000)
 	const name = "jobs/forwarded"
 	r := call(t, "POST", lockURL(a, name, "acquire"), map[string]any{"session_id": s1, "wait": false})
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 	r = call(t, "POST", lockURL(b, name, "acquire"), map[string]any{"session_id": s2, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 
 	// Through replica 1, which forwards it to 2, s2's owner.
 	start := time.Now()
 	r = call(t, "POST", lockURL(a, name, "acquire"), map[string]any{"session_id": s2, "wait": true})
 	took := time.Since(start)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	require.Less(t, took, 20*time.Second, "the forwarded re-ask was held")
 }

@@ -32,17 +32,17 @@ func groupState(t *testing.T, base string, locks, elections []string, hdr map[st
 	out := map[string]string{}
 	for _, n := range locks {
 		r := callWith(t, "GET", lockURL(base, n, ""), nil, hdr)
-		require.Equal(t, 200, r.status, r.raw)
-		out["lock "+n] = withoutAges(r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
+		out["lock "+n] = withoutAges(r.Raw)
 	}
 	for _, n := range elections {
 		r := callWith(t, "GET", base+"/v1/elections/"+strings.ReplaceAll(n, "/", "%2F"), nil, hdr)
-		require.Equal(t, 200, r.status, r.raw)
-		out["election "+n] = withoutAges(r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
+		out["election "+n] = withoutAges(r.Raw)
 	}
 	r := callWith(t, "GET", base+"/v1/sessions", nil, hdr)
-	require.Equal(t, 200, r.status, r.raw)
-	out["sessions"] = withoutAges(r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	out["sessions"] = withoutAges(r.Raw)
 	return out
 }
 
@@ -58,30 +58,30 @@ func TestSessionSecretShownOnce(t *testing.T) {
 	g := newGroup(t, true)
 	a := g.urls[1]
 	r := call(t, "POST", a+"/v1/sessions", map[string]any{"ttl_ms": 10000})
-	require.Equal(t, 201, r.status, r.raw)
-	id, secret := r.str("session_id"), r.str("session_secret")
+	require.Equal(t, 201, r.Status, r.Raw)
+	id, secret := r.Str("session_id"), r.Str("session_secret")
 	raw, err := base64.RawURLEncoding.DecodeString(secret)
 	require.NoError(t, err, secret)
 	require.GreaterOrEqual(t, len(raw)*8, 128, "a secret of %d bits", len(raw)*8)
-	secrets.Store(id, secret)
+	secrets.Keep(id, secret)
 	r2 := call(t, "POST", a+"/v1/sessions", nil)
-	require.NotEqual(t, secret, r2.str("session_secret"))
+	require.NotEqual(t, secret, r2.Str("session_secret"))
 
 	r = call(t, "POST", lockURL(a, "s/x", "acquire"), map[string]any{"session_id": id})
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ev := nextEvent(t, sse(t, ctx, lockURL(g.urls[2], "s/x", "watch")), "state", func(e event) bool { return e.kind == "state" })
-	require.Equal(t, id, ev.data["holder_session"])
+	ev := nextEvent(t, sse(t, ctx, lockURL(g.urls[2], "s/x", "watch")), "state", func(e event) bool { return e.Kind == "state" })
+	require.Equal(t, id, ev.Data["holder_session"])
 	hb := call(t, "POST", a+"/v1/sessions/"+id+"/heartbeat", nil)
-	require.Equal(t, 200, hb.status, hb.raw)
+	require.Equal(t, 200, hb.Status, hb.Raw)
 	for _, u := range []string{a + "/v1/sessions", lockURL(a, "s/x", ""), a + "/v1/locks", a + "/v1/status"} {
 		r := call(t, "GET", u, nil)
-		require.Equal(t, 200, r.status, r.raw)
-		require.NotContains(t, r.raw, secret, "GET %s shows the secret", u)
+		require.Equal(t, 200, r.Status, r.Raw)
+		require.NotContains(t, r.Raw, secret, "GET %s shows the secret", u)
 	}
-	require.NotContains(t, hb.raw, secret, "a heartbeat's answer shows the secret")
-	for _, v := range ev.data {
+	require.NotContains(t, hb.Raw, secret, "a heartbeat's answer shows the secret")
+	for _, v := range ev.Data {
 		require.NotEqual(t, secret, v)
 	}
 }
@@ -98,23 +98,24 @@ func TestSessionHijack(t *testing.T) {
 	bystander := newSession(t, owner, 10000)
 	const lock, lock2, el, el2 = "jobs/held", "jobs/free", "orders/primary", "orders/other"
 	r := call(t, "POST", lockURL(owner, lock, "acquire"), map[string]any{"session_id": victim})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	token := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	token := r.Str("fencing_token")
 	r = call(t, "POST", lockURL(owner, lock, "acquire"), map[string]any{"session_id": waiter, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	r = call(t, "POST", owner+"/v1/elections/orders%2Fprimary/campaign", map[string]any{"session_id": victim, "value": "v1"})
-	require.Equal(t, true, r.body["elected"], r.raw)
-	term := r.str("token")
+	require.Equal(t, true, r.Body["elected"], r.Raw)
+	term := r.Str("token")
 	before := groupState(t, other, []string{lock, lock2}, []string{el, el2}, nil)
 
-	attackerSecret, _ := secrets.Load(attacker)
-	bystanderSecret, _ := secrets.Load(bystander)
+	attackerSecret, bystanderSecret := secrets.Of(attacker), secrets.Of(bystander)
+	require.NotEmpty(t, attackerSecret)
+	require.NotEmpty(t, bystanderSecret)
 	headers := map[string]map[string]string{
 		"no secret":                nil,
 		"empty secret":             {httpapi.SecretHeader: ""},
 		"wrong secret":             {httpapi.SecretHeader: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
-		"another session's":        {httpapi.SecretHeader: attackerSecret.(string)},
-		"a same-replica session's": {httpapi.SecretHeader: bystanderSecret.(string)},
+		"another session's":        {httpapi.SecretHeader: attackerSecret},
+		"a same-replica session's": {httpapi.SecretHeader: bystanderSecret},
 	}
 	type attempt struct {
 		method, path string
@@ -138,8 +139,8 @@ func TestSessionHijack(t *testing.T) {
 		for _, base := range []string{owner, other} {
 			for _, a := range attempts {
 				r := callWith(t, a.method, base+a.path, a.body, hdr)
-				require.Equal(t, 403, r.status, "%s %s%s with %s: %s", a.method, base, a.path, hname, r.raw)
-				require.Equal(t, "forbidden", r.str("code"), r.raw)
+				require.Equal(t, 403, r.Status, "%s %s%s with %s: %s", a.method, base, a.path, hname, r.Raw)
+				require.Equal(t, "forbidden", r.Str("code"), r.Raw)
 				n++
 				require.Equal(t, before, groupState(t, other, []string{lock, lock2}, []string{el, el2}, nil),
 					"state changed after %s %s with %s", a.method, a.path, hname)
@@ -150,18 +151,18 @@ func TestSessionHijack(t *testing.T) {
 	// Without a tokens file nobody is admin: no revoke either.
 	for _, u := range []string{lockURL(owner, lock, "revoke"), owner + "/v1/elections/orders%2Fprimary/revoke"} {
 		r := call(t, "POST", u, nil)
-		require.Equal(t, 403, r.status, r.raw)
-		require.Equal(t, "forbidden", r.str("code"), r.raw)
-		require.Contains(t, r.str("error"), "admin", r.raw)
+		require.Equal(t, 403, r.Status, r.Raw)
+		require.Equal(t, "forbidden", r.Str("code"), r.Raw)
+		require.Contains(t, r.Str("error"), "admin", r.Raw)
 	}
 	require.Equal(t, before, groupState(t, other, []string{lock, lock2}, []string{el, el2}, nil))
 	// The creator still can.
 	r = call(t, "POST", owner+"/v1/sessions/"+victim+"/heartbeat", nil)
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = call(t, "POST", lockURL(other, lock, "release"), map[string]any{"session_id": victim, "fencing_token": token}) // forwarded, secret along
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = call(t, "GET", lockURL(other, lock, ""), nil)
-	require.Equal(t, waiter, r.str("holder_session"), r.raw)
+	require.Equal(t, waiter, r.Str("holder_session"), r.Raw)
 }
 
 func bearer(token string) map[string]string {
@@ -184,8 +185,8 @@ func merge(hs ...map[string]string) map[string]string {
 func newSessionAs(t *testing.T, base, token string) (string, map[string]string) {
 	t.Helper()
 	r := callWith(t, "POST", base+"/v1/sessions", map[string]any{"ttl_ms": 10000}, bearer(token))
-	require.Equal(t, 201, r.status, r.raw)
-	return r.str("session_id"), merge(bearer(token), map[string]string{httpapi.SecretHeader: r.str("session_secret")})
+	require.Equal(t, 201, r.Status, r.Raw)
+	return r.Str("session_id"), merge(bearer(token), map[string]string{httpapi.SecretHeader: r.Str("session_secret")})
 }
 
 const aclFile = `# tokens for the ACL matrix
@@ -208,22 +209,22 @@ func TestACLMatrix(t *testing.T) {
 	}
 	forbidden := func(r reply, right string) {
 		t.Helper()
-		require.Equal(t, 403, r.status, r.raw)
-		require.Equal(t, "forbidden", r.str("code"), r.raw)
-		require.Contains(t, r.str("error"), right, "the refusal names the missing right")
+		require.Equal(t, 403, r.Status, r.Raw)
+		require.Equal(t, "forbidden", r.Str("code"), r.Raw)
+		require.Contains(t, r.Str("error"), right, "the refusal names the missing right")
 	}
 
 	// No token, a wrong one: 401.
 	for _, h := range []map[string]string{nil, bearer("nope"), {"Authorization": "full"}} {
 		r := callWith(t, "GET", a+"/v1/status", nil, h)
-		require.Equal(t, 401, r.status, r.raw)
+		require.Equal(t, 401, r.Status, r.Raw)
 	}
 
 	// lock:jobs/ takes jobs/ locks and nothing else.
 	js, jh := newSessionAs(t, a, "jobs")
 	r := callWith(t, "POST", lockURL(a, "jobs/a", "acquire"), map[string]any{"session_id": js}, jh)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	jobToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	jobToken := r.Str("fencing_token")
 	before := state()
 	forbidden(callWith(t, "POST", lockURL(a, "other/x", "acquire"), map[string]any{"session_id": js}, jh), "lock")
 	forbidden(callWith(t, "POST", lockURL(b, "other/x", "acquire"), map[string]any{"session_id": js, "wait": true}, jh), "lock")
@@ -239,10 +240,10 @@ func TestACLMatrix(t *testing.T) {
 	forbidden(callWith(t, "POST", a+"/v1/elections/orders%2Fp/campaign", map[string]any{"session_id": js, "value": "v"}, jh), "elect")
 	forbidden(callWith(t, "POST", lockURL(a, "jobs/a", "revoke"), nil, jh), "admin")
 	r = callWith(t, "GET", a+"/v1/locks?prefix=jobs/", nil, jh)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Len(t, r.body["locks"], 1, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Len(t, r.Body["locks"], 1, r.Raw)
 	r = callWith(t, "GET", lockURL(a, "jobs/a", ""), nil, jh)
-	require.Equal(t, js, r.str("holder_session"), r.raw)
+	require.Equal(t, js, r.Str("holder_session"), r.Raw)
 	require.Equal(t, before, state())
 
 	// read:* reads everything and changes nothing: no session of its own,
@@ -257,21 +258,21 @@ func TestACLMatrix(t *testing.T) {
 	for _, u := range []string{a + "/v1/locks", lockURL(a, "other/x", ""), a + "/v1/sessions", a + "/v1/elections/orders%2Fp",
 		a + "/v1/elections", a + "/v1/locks?sort=waiters"} {
 		r := callWith(t, "GET", u, nil, rd)
-		require.Equal(t, 200, r.status, "%s: %s", u, r.raw)
+		require.Equal(t, 200, r.Status, "%s: %s", u, r.Raw)
 	}
 	require.Equal(t, before, state())
 
 	// elect:orders/ campaigns there and nowhere else.
 	es, eh := newSessionAs(t, b, "elector")
 	r = callWith(t, "POST", a+"/v1/elections/orders%2Fp/campaign", map[string]any{"session_id": es, "value": "e1"}, eh) // forwarded
-	require.Equal(t, true, r.body["elected"], r.raw)
+	require.Equal(t, true, r.Body["elected"], r.Raw)
 	forbidden(callWith(t, "POST", a+"/v1/elections/other%2Fe/campaign", map[string]any{"session_id": es, "value": "e"}, eh), "elect")
 	forbidden(callWith(t, "POST", lockURL(a, "jobs/b", "acquire"), map[string]any{"session_id": es}, eh), "lock")
 	forbidden(callWith(t, "POST", a+"/v1/elections/orders%2Fp/revoke", nil, eh), "admin")
 	forbidden(callWith(t, "GET", a+"/v1/elections", nil, eh), "read")
 	r = callWith(t, "GET", a+"/v1/elections?prefix=orders/", nil, eh)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Len(t, r.body["elections"], 1, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Len(t, r.Body["elections"], 1, r.Raw)
 	before = state()
 
 	// Only admin revokes; admin:jobs/ only jobs/.
@@ -279,22 +280,22 @@ func TestACLMatrix(t *testing.T) {
 	forbidden(callWith(t, "DELETE", a+"/v1/sessions/"+js, nil, bearer("jobadm")), "admin")
 	require.Equal(t, before, state())
 	r = callWith(t, "POST", lockURL(b, "jobs/a", "revoke"), map[string]any{"fencing_token": "1"}, bearer("jobadm"))
-	require.Equal(t, 409, r.status, "a revoke of a grant that is not current: %s", r.raw)
+	require.Equal(t, 409, r.Status, "a revoke of a grant that is not current: %s", r.Raw)
 	require.Equal(t, before, state())
 	r = callWith(t, "POST", lockURL(b, "jobs/a", "revoke"), map[string]any{"fencing_token": jobToken}, bearer("jobadm"))
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = callWith(t, "GET", lockURL(b, "jobs/a", ""), nil, full)
-	require.Equal(t, false, r.body["held"], r.raw)
+	require.Equal(t, false, r.Body["held"], r.Raw)
 	r = callWith(t, "POST", a+"/v1/elections/orders%2Fp/revoke", nil, bearer("admin"))
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = callWith(t, "GET", a+"/v1/elections/orders%2Fp", nil, full)
-	require.Nil(t, r.body["leader"], r.raw)
+	require.Nil(t, r.Body["leader"], r.Raw)
 	// Admin ends another's session without its secret, from a replica
 	// that does not own it.
 	r = callWith(t, "DELETE", b+"/v1/sessions/"+js, nil, bearer("admin"))
-	require.Equal(t, 204, r.status, r.raw)
+	require.Equal(t, 204, r.Status, r.Raw)
 	r = callWith(t, "POST", a+"/v1/sessions/"+js+"/heartbeat", nil, jh)
-	require.Equal(t, 404, r.status, r.raw)
+	require.Equal(t, 404, r.Status, r.Raw)
 	// A secret, when sent, must be right, even for a token that may end
 	// any session without one.
 	forbidden(callWith(t, "DELETE", a+"/v1/sessions/"+es, nil, merge(full, map[string]string{httpapi.SecretHeader: "x"})), "secret")
@@ -302,13 +303,13 @@ func TestACLMatrix(t *testing.T) {
 	// A token alone does everything.
 	fs, fh := newSessionAs(t, a, "full")
 	r = callWith(t, "POST", lockURL(a, "other/x", "acquire"), map[string]any{"session_id": fs}, fh)
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 	r = callWith(t, "POST", a+"/v1/elections/other%2Fe/campaign", map[string]any{"session_id": fs, "value": "f"}, fh)
-	require.Equal(t, true, r.body["elected"], r.raw)
+	require.Equal(t, true, r.Body["elected"], r.Raw)
 	r = callWith(t, "POST", lockURL(a, "other/x", "revoke"), nil, full)
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = callWith(t, "DELETE", a+"/v1/sessions/"+es, nil, full)
-	require.Equal(t, 204, r.status, r.raw)
+	require.Equal(t, 204, r.Status, r.Raw)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", lockURL(b, "other/x", "watch"), nil)
@@ -322,8 +323,8 @@ func TestACLMatrix(t *testing.T) {
 	next, err := httpapi.ParseTokens([]byte("fresh read:*\n"))
 	require.NoError(t, err)
 	g.apis[1].SetACL(next)
-	require.Equal(t, 401, callWith(t, "GET", a+"/v1/status", nil, full).status)
-	require.Equal(t, 200, callWith(t, "GET", a+"/v1/status", nil, bearer("fresh")).status)
+	require.Equal(t, 401, callWith(t, "GET", a+"/v1/status", nil, full).Status)
+	require.Equal(t, 200, callWith(t, "GET", a+"/v1/status", nil, bearer("fresh")).Status)
 }
 
 // Beyond WithMaxStreams, a stream is refused with 429 too_many_streams; a
@@ -337,15 +338,15 @@ func TestStreamLimit(t *testing.T) {
 	defer cancel2()
 	e1 := sse(t, ctx1, lockURL(a, "s1", "watch"))
 	e2 := sse(t, ctx2, a+"/v1/elections/e/observe")
-	nextEvent(t, e1, "state", func(e event) bool { return e.kind == "state" })
-	nextEvent(t, e2, "state", func(e event) bool { return e.kind == "state" })
+	nextEvent(t, e1, "state", func(e event) bool { return e.Kind == "state" })
+	nextEvent(t, e2, "state", func(e event) bool { return e.Kind == "state" })
 	r := call(t, "GET", lockURL(a, "s3", "watch"), nil)
-	require.Equal(t, 429, r.status, r.raw)
-	require.Equal(t, "too_many_streams", r.str("code"), r.raw)
+	require.Equal(t, 429, r.Status, r.Raw)
+	require.Equal(t, "too_many_streams", r.Str("code"), r.Raw)
 	// Another replica has its own bound.
 	ctx3, cancel3 := context.WithCancel(context.Background())
 	defer cancel3()
-	nextEvent(t, sse(t, ctx3, lockURL(g.urls[2], "s3", "watch")), "state", func(e event) bool { return e.kind == "state" })
+	nextEvent(t, sse(t, ctx3, lockURL(g.urls[2], "s3", "watch")), "state", func(e event) bool { return e.Kind == "state" })
 	cancel1()
 	for range e1 { // the client side is gone
 	}
@@ -377,8 +378,8 @@ func TestSlowStreamClosed(t *testing.T) {
 	s := newSession(t, a, 30000)
 	el := a + "/v1/elections/big"
 	r := call(t, "POST", el+"/campaign", map[string]any{"session_id": s, "value": "v"})
-	require.Equal(t, true, r.body["elected"], r.raw)
-	term := r.str("token")
+	require.Equal(t, true, r.Body["elected"], r.Raw)
+	term := r.Str("token")
 
 	// The slow client: a small receive buffer, and it stops reading.
 	d := net.Dialer{Control: func(network, address string, c syscall.RawConn) error {
@@ -422,13 +423,13 @@ func TestSlowStreamClosed(t *testing.T) {
 	var n int
 	for n = 1; n <= 3000 && !freed; n++ {
 		r := call(t, "POST", el+"/proclaim", map[string]any{"session_id": s, "token": term, "value": value[:4096-n%2]})
-		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
 		if n%20 == 0 {
 			freed = streamStatus() == 200
 			// A proclaim does not renew the session: on a loaded machine
 			// the loop can outlast its TTL (it did, at 27s).
 			r := call(t, "POST", a+"/v1/sessions/"+s+"/heartbeat", nil)
-			require.Equal(t, 200, r.status, r.raw)
+			require.Equal(t, 200, r.Status, r.Raw)
 		}
 	}
 	require.True(t, freed, "the stream of a client that stopped reading is still open after %d events of 4 KiB", n)

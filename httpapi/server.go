@@ -183,6 +183,31 @@ func (s *Server) callCtx(r *http.Request) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(r.Context(), s.timeout)
 }
 
+// reply answers a read: it asks the node within the call's bound
+// (callCtx) and writes what render makes of the answer with a 200, or the
+// error the node gave.
+func reply[T any](s *Server, w http.ResponseWriter, r *http.Request, ask func(context.Context) (T, error), render func(T) any) {
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	v, err := ask(ctx)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, render(v))
+}
+
+// pathName is the {name} of a call on one lock or election, checked
+// (validName); ok false: the 400 was written.
+func pathName(w http.ResponseWriter, r *http.Request) (string, bool) {
+	name := r.PathValue("name")
+	if err := validName(name); err != nil {
+		writeError(w, err)
+		return "", false
+	}
+	return name, true
+}
+
 // isCtxErr reports a context error of the caller's own request.
 func isCtxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)

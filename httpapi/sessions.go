@@ -392,6 +392,21 @@ func pageLimit(r *http.Request) (int, error) {
 	return n, nil
 }
 
+// pageByName is the page of a listing in name order (GET /v1/locks and
+// /v1/elections): ?limit (pageLimit) and ?after, the last name of the
+// page before.
+func pageByName(r *http.Request) ([]fencelock.ListOption, error) {
+	limit, err := pageLimit(r)
+	if err != nil {
+		return nil, err
+	}
+	opts := []fencelock.ListOption{fencelock.ListLimit(limit)}
+	if a := r.URL.Query().Get("after"); a != "" {
+		opts = append(opts, fencelock.ListAfter(a))
+	}
+	return opts, nil
+}
+
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	limit, err := pageLimit(r)
 	if err != nil {

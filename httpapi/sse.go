@@ -90,6 +90,36 @@ func (st *stream) send(event string, data any) {
 	})
 }
 
+// follow answers a stream of one name's updates (a lock's watch, an
+// election's observe): it checks the name, starts the stream, and hands
+// each update open sends to each, in order, until the client leaves or the
+// updates end; an update with an error (errOf) ends the stream with an
+// "error" event.
+func follow[T any](s *Server, w http.ResponseWriter, r *http.Request, open func(context.Context, string) <-chan T,
+	errOf func(T) error, each func(st *stream, name string, v T)) {
+	name, ok := pathName(w, r)
+	if !ok {
+		return
+	}
+	st, ok := s.startStream(w, r)
+	if !ok {
+		return
+	}
+	defer st.stop()
+	ch := open(st.ctx, name)
+	for {
+		v, ok := recv(st, ch)
+		if !ok {
+			return
+		}
+		if err := errOf(v); err != nil {
+			st.send("error", Error{Message: err.Error(), Code: classify(err).code})
+			return
+		}
+		each(st, name, v)
+	}
+}
+
 // recv waits for the next value of ch, pinging the client meanwhile; ok is
 // false when the stream or ch ended.
 func recv[T any](st *stream, ch <-chan T) (v T, ok bool) {

@@ -45,21 +45,21 @@ func TestTraceparentIsTheAcquiresParent(t *testing.T) {
 		return map[string]string{"traceparent": "00-" + traceID + "-" + span + "-01"}
 	}
 	withSecret := func(hdr map[string]string, id string) map[string]string {
-		hdr[httpapi.SecretHeader] = secretOf("/v1/sessions/"+id, nil)
+		hdr[httpapi.SecretHeader] = secrets.For("/v1/sessions/"+id, nil)
 		return hdr
 	}
 	holder, waiter := newSession(t, srv.URL, 10000), newSession(t, srv.URL, 10000)
 	r := callWith(t, "POST", lockURL(srv.URL, "jobs/reindex", "acquire"),
 		map[string]any{"session_id": holder}, withSecret(traceparent(client), holder))
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, true, r.body["granted"])
-	token := r.body["fencing_token"]
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, true, r.Body["granted"])
+	token := r.Body["fencing_token"]
 	r = callWith(t, "POST", lockURL(srv.URL, "jobs/reindex", "acquire"),
 		map[string]any{"session_id": waiter, "wait": true}, withSecret(traceparent(waiting), waiter))
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	r = call(t, "POST", lockURL(srv.URL, "jobs/reindex", "release"), map[string]any{"session_id": holder, "fencing_token": token})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 
 	// The waiting call ends with its grant, after the request returned.
 	for done := false; !done; {

@@ -17,21 +17,21 @@ import (
 func TestStatusVersion(t *testing.T) {
 	g := newGroup(t, false)
 	r := call(t, "GET", g.urls[1]+"/v1/status", nil)
-	require.Equal(t, 200, r.status, r.raw)
-	v, ok := r.body["version"].(map[string]any)
-	require.True(t, ok, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	v, ok := r.Body["version"].(map[string]any)
+	require.True(t, ok, r.Raw)
 	want := fencelock.BuildVersion()
-	require.Equal(t, want.Version, v["version"], r.raw)
-	require.Equal(t, float64(want.Codec), v["codec"], r.raw)
-	require.Equal(t, float64(want.Snapshot), v["snapshot"], r.raw)
+	require.Equal(t, want.Version, v["version"], r.Raw)
+	require.Equal(t, float64(want.Codec), v["codec"], r.Raw)
+	require.Equal(t, float64(want.Snapshot), v["snapshot"], r.Raw)
 	if want.Commit != "" {
-		require.Equal(t, want.Commit, v["commit"], r.raw)
+		require.Equal(t, want.Commit, v["commit"], r.Raw)
 	}
 	wantWrites := map[string]any{"codec": float64(want.Codec), "snapshot": float64(want.Snapshot)}
 	require.Eventually(t, func() bool {
 		r := call(t, "GET", g.urls[1]+"/v1/status", nil)
-		groups, _ := r.body["groups"].([]any)
-		if len(groups) == 0 || !reflect.DeepEqual(wantWrites, r.body["writes"]) {
+		groups, _ := r.Body["groups"].([]any)
+		if len(groups) == 0 || !reflect.DeepEqual(wantWrites, r.Body["writes"]) {
 			return false
 		}
 		for _, gr := range groups {

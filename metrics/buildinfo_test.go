@@ -1,15 +1,10 @@
 package metrics
 
 import (
-	"context"
-	"log/slog"
-	"net"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
@@ -19,21 +14,10 @@ import (
 // it runs: the build's version and commit and the log and snapshot formats
 // (fencelock.BuildVersion), and it passes Prometheus' lint.
 func TestBuildInfo(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	n, err := fencelock.Start(ctx, fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
-		Logger: slog.New(slog.DiscardHandler), Groups: []fencelock.GroupConfig{{Name: "billing", Voters: []uint64{1}}}})
-	require.NoError(t, err)
-	defer n.Close()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(n))
-	problems, err := testutil.GatherAndLint(reg, "fencelock_build_info")
-	require.NoError(t, err)
-	require.Empty(t, problems)
+	ctx := testCtx(t)
+	n := startBilling(t, ctx)
+	reg := registry(t, n)
+	requireLint(t, reg, "fencelock_build_info")
 
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -85,7 +69,5 @@ func TestBuildInfo(t *testing.T) {
 		}
 		return true
 	}, 30*time.Second, 20*time.Millisecond)
-	problems, err = testutil.GatherAndLint(reg, "fencelock_log_format_written", "fencelock_snapshot_format_written")
-	require.NoError(t, err)
-	require.Empty(t, problems)
+	requireLint(t, reg, "fencelock_log_format_written", "fencelock_snapshot_format_written")
 }

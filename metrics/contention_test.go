@@ -3,36 +3,14 @@ package metrics
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
 )
-
-// startBilling starts a 1-replica node with the default group and a group
-// named billing, and waits until it leads both.
-func startBilling(t *testing.T, ctx context.Context) *fencelock.Node {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	n, err := fencelock.Start(ctx, fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
-		Logger: slog.New(slog.DiscardHandler), Groups: []fencelock.GroupConfig{{Name: "billing", Voters: []uint64{1}}}})
-	require.NoError(t, err)
-	t.Cleanup(func() { n.Close() })
-	waitFor(t, ctx, "leaders", func() bool {
-		st := n.Status()
-		return len(st.Groups) == 2 && st.Groups[0].LeaderID == 1 && st.Groups[1].LeaderID == 1
-	})
-	return n
-}
 
 // The contention figures count this process's lock calls in the group
 // they name: a wait that blocked until a release is at least as long as
@@ -40,14 +18,10 @@ func startBilling(t *testing.T, ctx context.Context) *fencelock.Node {
 // grant to the release; a deadline and a cancel are counted apart, a Try
 // refused is not counted. The default group sees none of it.
 func TestCollectorContention(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	n := startBilling(t, ctx)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(n))
-	problems, err := testutil.GatherAndLint(reg)
-	require.NoError(t, err)
-	require.Empty(t, problems)
+	reg := registry(t, n)
+	requireLint(t, reg)
 
 	holder, err := n.NewSession(ctx)
 	require.NoError(t, err)
@@ -128,11 +102,9 @@ func TestCollectorContention(t *testing.T) {
 // the election, 0 once it resigned, and stays listed; an election this
 // process never campaigned in has no series.
 func TestCollectorIsLeader(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	n := startBilling(t, ctx)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(n))
+	reg := registry(t, n)
 	s, err := n.NewSession(ctx)
 	require.NoError(t, err)
 	lead, err := s.Campaign(ctx, "primary@billing", "me")

@@ -99,11 +99,53 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	}
 }
 
+// startBilling starts a 1-replica node with the default group and a group
+// named billing, and waits until it leads both.
+func startBilling(t *testing.T, ctx context.Context) *fencelock.Node {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	n, err := fencelock.Start(ctx, fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
+		Logger: slog.New(slog.DiscardHandler), Groups: []fencelock.GroupConfig{{Name: "billing", Voters: []uint64{1}}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { n.Close() })
+	waitFor(t, ctx, "leaders", func() bool {
+		st := n.Status()
+		return len(st.Groups) == 2 && st.Groups[0].LeaderID == 1 && st.Groups[1].LeaderID == 1
+	})
+	return n
+}
+
+// testCtx bounds a test's calls: 60s, or less if the test ends first.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// registry is a pedantic registry of the nodes' collectors.
+func registry(t *testing.T, nodes ...*fencelock.Node) *prometheus.Registry {
+	reg := prometheus.NewPedanticRegistry()
+	for _, n := range nodes {
+		require.NoError(t, reg.Register(NewCollector(n)))
+	}
+	return reg
+}
+
+// requireLint requires the metrics of reg (those named, or every one) to
+// pass Prometheus' lint: names, help and units as its conventions say.
+func requireLint(t *testing.T, reg prometheus.Gatherer, names ...string) {
+	t.Helper()
+	problems, err := testutil.GatherAndLint(reg, names...)
+	require.NoError(t, err)
+	require.Empty(t, problems, "metric names and help follow Prometheus conventions")
+}
+
 // The collector's values move with real operations: grants, releases,
 // queues, sessions, expiries, proposals and leader changes.
 func TestCollectorFollowsTheGroup(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testCtx(t)
 	nodes := startGroup(t)
 	var leader uint64
 	waitFor(t, ctx, "a leader", func() bool {
@@ -111,22 +153,15 @@ func TestCollectorFollowsTheGroup(t *testing.T) {
 		return leader != 0 && nodes[2].Status().LeaderID == leader && nodes[3].Status().LeaderID == leader
 	})
 	follower := leader%3 + 1
-	reg := prometheus.NewPedanticRegistry()
-	for _, n := range nodes {
-		require.NoError(t, reg.Register(NewCollector(n)))
-	}
-	problems, err := testutil.GatherAndLint(reg)
-	require.NoError(t, err)
-	require.Empty(t, problems, "metric names and help follow Prometheus conventions")
-	one := prometheus.NewPedanticRegistry()
-	one.MustRegister(NewCollector(nodes[follower]))
+	reg := registry(t, nodes[1], nodes[2], nodes[3])
+	requireLint(t, reg)
+	one := registry(t, nodes[follower])
 	before := scrape(t, one)
 	require.Equal(t, 1.0, before["fencelock_role{role=voter}"])
 	require.Equal(t, 0.0, before["fencelock_role{role=leader}"])
 	require.Equal(t, 1.0, before["fencelock_has_leader"])
 	require.Equal(t, 3.0, before["fencelock_voters"])
-	lead := prometheus.NewPedanticRegistry()
-	lead.MustRegister(NewCollector(nodes[leader]))
+	lead := registry(t, nodes[leader])
 	require.Equal(t, 1.0, scrape(t, lead)["fencelock_role{role=leader}"])
 
 	s, err := nodes[follower].NewSession(ctx, fencelock.WithTTL(time.Second))
@@ -191,25 +226,10 @@ func TestCollectorFollowsTheGroup(t *testing.T) {
 // default group's carry an empty group label, which Prometheus stores as
 // none.
 func TestCollectorLabelsByGroup(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	n, err := fencelock.Start(ctx, fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: addr}, Dir: t.TempDir(),
-		Logger: slog.New(slog.DiscardHandler), Groups: []fencelock.GroupConfig{{Name: "billing", Voters: []uint64{1}}}})
-	require.NoError(t, err)
-	defer n.Close()
-	waitFor(t, ctx, "leaders", func() bool {
-		st := n.Status()
-		return len(st.Groups) == 2 && st.Groups[0].LeaderID == 1 && st.Groups[1].LeaderID == 1
-	})
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(n))
-	problems, err := testutil.GatherAndLint(reg)
-	require.NoError(t, err)
-	require.Empty(t, problems)
+	ctx := testCtx(t)
+	n := startBilling(t, ctx)
+	reg := registry(t, n)
+	requireLint(t, reg)
 	got := scrape(t, reg)
 	require.Equal(t, 1.0, got["fencelock_role{role=leader}"], "the default group")
 	require.Equal(t, 1.0, got["fencelock_role{group=billing}{role=leader}"])

@@ -66,6 +66,31 @@ func (f *clientFlags) apiClient(ctx context.Context) (*apiclient.Client, error) 
 	return f.apiClientWithin(ctx, 0)
 }
 
+// read runs fn with a client of the replicas (apiClient) under a read's
+// bound (callCtx), and closes the client after. When no client can be made
+// (a bad --http, an unreadable --token-file, no replica answering) fn does
+// not run and that is the error.
+func (f *clientFlags) read(fn func(context.Context, *apiclient.Client) error) error {
+	return withClient(callCtx, f.apiClient, fn)
+}
+
+// change is read for a change of the group table or the membership: under
+// changeCtx's bound, through changeClient.
+func (f *clientFlags) change(fn func(context.Context, *apiclient.Client) error) error {
+	return withClient(changeCtx, f.changeClient, fn)
+}
+
+func withClient(bound func() (context.Context, context.CancelFunc), connect func(context.Context) (*apiclient.Client, error), fn func(context.Context, *apiclient.Client) error) error {
+	ctx, cancel := bound()
+	defer cancel()
+	c, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
 // changeClient is apiClient for a change of the group table or the
 // membership, which a replica may take up to httpapi.GroupChangeTimeout
 // to answer: each try is bounded by that and an even share of the time

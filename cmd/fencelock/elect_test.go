@@ -64,7 +64,7 @@ func TestElectCommand(t *testing.T) {
 	_, _ = start(2, "two", "b")
 	fencelocktest.WaitFor(t, "the second candidate to queue", func() bool {
 		r := do(t, "GET", p.urls[3]+"/v1/elections/orders%2Fprimary", nil)
-		return r.body["total"] == float64(1)
+		return r.Body["total"] == float64(1)
 	})
 	_, err := os.Stat(filepath.Join(dir, "b"))
 	require.True(t, os.IsNotExist(err), "the second CMD ran while the first led")
@@ -84,7 +84,7 @@ func TestElectCommand(t *testing.T) {
 	n2, _ := strconv.ParseUint(t2, 10, 64)
 	require.Greater(t, n2, n1)
 	r := do(t, "GET", p.urls[3]+"/v1/elections/orders%2Fprimary", nil)
-	require.Equal(t, "two", r.body["leader"].(map[string]any)["value"], r.raw)
+	require.Equal(t, "two", r.Body["leader"].(map[string]any)["value"], r.Raw)
 }
 
 // SIGTERM closes serve gracefully, with streams open and an acquire waiting
@@ -95,23 +95,21 @@ func TestServeSIGTERM(t *testing.T) {
 	defer cancel()
 	a, b := session(t, p.urls[2], 10000), session(t, p.urls[1], 10000)
 	r := do(t, "POST", lockPath(p.urls[2], "x", "acquire"), map[string]any{"session_id": a})
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 	r = do(t, "POST", lockPath(p.urls[1], "x", "acquire"), map[string]any{"session_id": b, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	events := watch(t, ctx, lockPath(p.urls[1], "x", "watch"))
 
-	cmd := p.cmds[1]
+	cmd := p.Cmd(1)
+	exited, _ := p.Exited(1)
 	start := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	select {
-	case err := <-exited:
-		require.NoError(t, err, "serve exited badly on SIGTERM:\n%s", p.logs[1])
+	case <-exited:
+		require.True(t, cmd.ProcessState.Success(), "serve exited badly on SIGTERM (%v):\n%s", cmd.ProcessState, p.Logs(1))
 	case <-time.After(15 * time.Second):
-		t.Fatalf("serve still running 15s after SIGTERM:\n%s", p.logs[1])
+		t.Fatalf("serve still running 15s after SIGTERM:\n%s", p.Logs(1))
 	}
-	delete(p.cmds, 1)
 	t.Logf("serve exited %v after SIGTERM", time.Since(start))
 	for range events { // the stream ended with the process
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,8 +17,7 @@ import (
 // dead replica onto a new one that joined: the replacement procedure of
 // docs/operations.md, with a lock held in a named group throughout.
 func TestGroupsCLIAndMembersReplace(t *testing.T) {
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte("ops\nreader read:*\n"), 0o600))
+	tokens := tempFile(t, "tokens", "ops\nreader read:*\n")
 	p := startProcs(t, "--group", "a=1,2,3", "--tokens-file", tokens)
 	all := strings.Join([]string{p.urls[1], p.urls[2], p.urls[3]}, ",")
 	admin := adminCLI{t: t, bin: p.bin, urls: all, tokens: tokens}
@@ -42,20 +40,19 @@ func TestGroupsCLIAndMembersReplace(t *testing.T) {
 	fails("not a positive replica ID", "groups", "create", "c", "1,x")
 	// b grants at once, through any replica.
 	r := callAs(t, "ops", "POST", p.urls[3]+"/v1/sessions", map[string]any{"ttl_ms": 600000}, nil)
-	require.Equal(t, 201, r.status, r.raw)
-	sid, secret := r.str("session_id"), map[string]string{"Fencelock-Session-Secret": r.str("session_secret")}
+	require.Equal(t, 201, r.Status, r.Raw)
+	sid, secret := r.Str("session_id"), map[string]string{"Fencelock-Session-Secret": r.Str("session_secret")}
 	r = callAs(t, "ops", "POST", lockPath(p.urls[3], "kept@b", "acquire"), map[string]any{"session_id": sid}, secret)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	keptToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	keptToken := r.Str("fencing_token")
 	out = mustCLI("groups", "-o", "json")
 	require.Contains(t, out, `"name": "b"`)
 
 	// Replica 1 dies for good; replica 4 joins at a new address.
-	p.kill(1)
+	p.Kill(1)
 	raft4, web4 := fencelocktest.FreePort(t), fencelocktest.FreePort(t)
 	mustCLI("members", "add", "--id", "4", "--addr", raft4)
-	idFile := filepath.Join(t.TempDir(), "id")
-	require.NoError(t, os.WriteFile(idFile, []byte("4\n"), 0o600))
+	idFile := tempFile(t, "id", "4\n")
 	args := append([]string{}, p.args[1]...)
 	args = append(args, "--id-file", idFile, "--addr", raft4, "--http", web4, "--dir", filepath.Join(t.TempDir(), "4"))
 	startReplacement(t, p.bin, args, web4)
@@ -71,15 +68,14 @@ func TestGroupsCLIAndMembersReplace(t *testing.T) {
 	require.Regexp(t, `(?m)^4\s+\S+\s+voter$`, out)
 	require.NotRegexp(t, `(?m)^1\s`, out)
 	r = callAs(t, "ops", "GET", lockPath("http://"+web4, "kept@b", ""), nil, nil)
-	require.Equal(t, keptToken, r.str("fencing_token"), "the lock held in b across the move: %s", r.raw)
+	require.Equal(t, keptToken, r.Str("fencing_token"), "the lock held in b across the move: %s", r.Raw)
 
 	out = mustCLI("groups", "set-voters", "a", "4")
 	require.Contains(t, out, "group a votes on 4 (taken off it for good: 1,2,3)")
 	fails("invalid_voters", "groups", "set-voters", "a", "2")
 	b, err := exec.Command(p.bin, "groups", "drop", "a", "--http", all, "--token-file", filepath.Join(t.TempDir(), "none")).CombinedOutput()
 	require.Error(t, err, "%s", b)
-	reader := filepath.Join(t.TempDir(), "reader")
-	require.NoError(t, os.WriteFile(reader, []byte("reader\n"), 0o600))
+	reader := tempFile(t, "reader", "reader\n")
 	b, err = exec.Command(p.bin, "groups", "drop", "a", "--http", all, "--token-file", reader).CombinedOutput()
 	require.Error(t, err, "%s", b)
 	require.Contains(t, string(b), "403 forbidden")

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -41,37 +40,20 @@ func groupsCmd(args []string) error {
 		}
 	}
 	var f listFlags
-	fs := newFlags("groups", "[list] [flags] | create NAME ID,ID,... | drop NAME [--force] | set-voters NAME ID,ID,...")
-	f.register(fs)
-	fs.StringVar(&f.output, "o", "text", "output: text (or table, the same) or json")
-	rest, err := parseAll(fs, args)
+	rest, err := f.parseWith("groups", "[list] [flags] | create NAME ID,ID,... | drop NAME [--force] | set-voters NAME ID,ID,...", args, nil)
 	if err != nil {
-		return err
-	}
-	if f.output, err = checkOutput("groups", f.output); err != nil {
 		return err
 	}
 	if len(rest) > 0 {
 		return fmt.Errorf("groups: unexpected argument %q (want list, create, drop or set-voters)", rest[0])
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
-	c, err := f.apiClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var raw json.RawMessage
-	if err := c.Do(ctx, "GET", "/v1/groups", nil, &raw); err != nil {
-		return err
-	}
-	if f.output == "json" {
-		return printJSON(raw)
-	}
 	var gs httpapi.GroupsJSON
-	if err := json.Unmarshal(raw, &gs); err != nil {
-		return err
-	}
+	return f.get("/v1/groups", &gs, func() error { return printTable(gs) })
+}
+
+// printTable is the table of named groups: each one's voters and the
+// replicas taken off it for good.
+func printTable(gs httpapi.GroupsJSON) error {
 	if len(gs.Groups) == 0 {
 		fmt.Println("no named groups: every name is in the default group (create one: fencelock groups create NAME ID,ID,...)")
 		return nil
@@ -156,28 +138,23 @@ func groupsCreateCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := changeCtx()
-	defer cancel()
-	c, err := v.f.changeClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	g, err := v.send(ctx, c, "POST", "")
-	var ae *apiclient.Error
-	if errors.As(err, &ae) && ae.Code == httpapi.CodeGroupExists {
-		// A create that applied and whose answer was lost, asked again of
-		// another replica: done, if the group is the one asked for.
-		if g, ok := findGroup(ctx, c, v.name); ok && ids(g.Voters) == ids(slices.Sorted(slices.Values(v.voters))) {
-			fmt.Printf("group %s runs, voters %s\n", v.name, ids(g.Voters))
-			return nil
+	return v.f.change(func(ctx context.Context, c *apiclient.Client) error {
+		g, err := v.send(ctx, c, "POST", "")
+		var ae *apiclient.Error
+		if errors.As(err, &ae) && ae.Code == httpapi.CodeGroupExists {
+			// A create that applied and whose answer was lost, asked again of
+			// another replica: done, if the group is the one asked for.
+			if g, ok := findGroup(ctx, c, v.name); ok && ids(g.Voters) == ids(slices.Sorted(slices.Values(v.voters))) {
+				fmt.Printf("group %s runs, voters %s\n", v.name, ids(g.Voters))
+				return nil
+			}
 		}
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Printf("group %s created, voters %s: names ending in @%s live in it\n", g.Name, ids(g.Voters), g.Name)
-	return nil
+		if err != nil {
+			return err
+		}
+		fmt.Printf("group %s created, voters %s: names ending in @%s live in it\n", g.Name, ids(g.Voters), g.Name)
+		return nil
+	})
 }
 
 // findGroup reads the table and returns group name, if it has it.
@@ -212,19 +189,14 @@ func groupsDropCmd(args []string) error {
 	if _, err := parseBases(f.url); err != nil {
 		return err
 	}
-	ctx, cancel := changeCtx()
-	defer cancel()
-	c, err := f.changeClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	path := "/v1/groups/" + url.PathEscape(name)
 	if *force {
 		path += "?force=true"
 	}
 	var resp httpapi.DropResponse
-	if err := c.Do(ctx, "DELETE", path, nil, &resp); err != nil {
+	if err := f.change(func(ctx context.Context, c *apiclient.Client) error {
+		return c.Do(ctx, "DELETE", path, nil, &resp)
+	}); err != nil {
 		return err
 	}
 	fmt.Printf("group %s dropped: its raft data is removed from every replica\n", name)
@@ -238,15 +210,11 @@ func groupsSetVotersCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := changeCtx()
-	defer cancel()
-	c, err := v.f.changeClient(ctx)
-	if err != nil {
+	var g httpapi.TableGroupJSON
+	if err := v.f.change(func(ctx context.Context, c *apiclient.Client) (err error) {
+		g, err = v.send(ctx, c, "PUT", "/voters")
 		return err
-	}
-	defer c.Close()
-	g, err := v.send(ctx, c, "PUT", "/voters")
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	fmt.Printf("group %s votes on %s", g.Name, ids(g.Voters))
@@ -274,15 +242,10 @@ func membersReplaceCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := changeCtx()
-	defer cancel()
-	c, err := f.changeClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var resp httpapi.MemberChangeResponse
-	if err := c.Do(ctx, "POST", fmt.Sprintf("/v1/members/%d/replace", pair[0]), httpapi.ReplaceRequest{New: pair[1]}, &resp); err != nil {
+	if err := f.change(func(ctx context.Context, c *apiclient.Client) error {
+		return c.Do(ctx, "POST", fmt.Sprintf("/v1/members/%d/replace", pair[0]), httpapi.ReplaceRequest{New: pair[1]}, &resp)
+	}); err != nil {
 		return err
 	}
 	fmt.Printf("replica %d took replica %d's place in every group; %d is removed for good: delete its Dir\n", pair[1], pair[0], pair[0])

@@ -33,7 +33,7 @@ func TestServeGroups(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		r := do(t, "GET", p.urls[1]+"/v1/status", nil)
-		groups, _ := r.body["groups"].([]any)
+		groups, _ := r.Body["groups"].([]any)
 		known := 0
 		for _, g := range groups {
 			if g.(map[string]any)["leader_id"].(float64) != 0 {
@@ -43,7 +43,7 @@ func TestServeGroups(t *testing.T) {
 		if len(groups) == 3 && known == 3 {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "no leader in every group: %s", r.raw)
+		require.True(t, time.Now().Before(deadline), "no leader in every group: %s", r.Raw)
 		time.Sleep(50 * time.Millisecond)
 	}
 	out, err := exec.Command(p.bin, "status", "--http", p.urls[1]).CombinedOutput()
@@ -72,8 +72,8 @@ func TestServeGroups(t *testing.T) {
 	// locks and sessions list one group: --group, or a PREFIX's @group.
 	sid := session(t, p.urls[1], 10000)
 	r := do(t, "POST", p.urls[1]+"/v1/locks/inv%40billing/acquire", map[string]any{"session_id": sid})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	part := r.str("holder_session")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	part := r.Str("holder_session")
 	for _, args := range [][]string{{"--group", "billing"}, {"@billing"}} {
 		out, err = exec.Command(p.bin, append([]string{"locks", "--http", p.urls[2]}, args...)...).CombinedOutput()
 		require.NoError(t, err, "%s", out)
@@ -129,7 +129,7 @@ func TestServePlacementOwn(t *testing.T) {
 	p := startProcs(t, "--placement", "own", "--group", "solo=2")
 	running := func(id uint64) []string {
 		r := do(t, "GET", p.urls[id]+"/v1/status", nil)
-		groups, _ := r.body["groups"].([]any)
+		groups, _ := r.Body["groups"].([]any)
 		var names []string
 		for _, g := range groups {
 			names = append(names, g.(map[string]any)["name"].(string))
@@ -144,28 +144,28 @@ func TestServePlacementOwn(t *testing.T) {
 	// granted on release with a higher token.
 	s1 := session(t, p.urls[1], 10000)
 	r := do(t, "POST", p.urls[1]+"/v1/locks/job%40solo/acquire", map[string]any{"session_id": s1})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	first, err := strconv.ParseUint(r.str("fencing_token"), 10, 64)
-	require.NoError(t, err, r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	first, err := strconv.ParseUint(r.Str("fencing_token"), 10, 64)
+	require.NoError(t, err, r.Raw)
 	s3 := session(t, p.urls[3], 10000)
 	r = do(t, "POST", p.urls[3]+"/v1/locks/job%40solo/acquire", map[string]any{"session_id": s3, "wait": false})
-	require.NotEqual(t, true, r.body["granted"], "held through replica 1: %s", r.raw)
+	require.NotEqual(t, true, r.Body["granted"], "held through replica 1: %s", r.Raw)
 	r = do(t, "POST", p.urls[1]+"/v1/locks/job%40solo/release", map[string]any{"session_id": s1, "fencing_token": first})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r = do(t, "POST", p.urls[3]+"/v1/locks/job%40solo/acquire", map[string]any{"session_id": s3})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	second, err := strconv.ParseUint(r.str("fencing_token"), 10, 64)
-	require.NoError(t, err, r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	second, err := strconv.ParseUint(r.Str("fencing_token"), 10, 64)
+	require.NoError(t, err, r.Raw)
 	require.Greater(t, second, first)
 
 	// Replica 3 reaches solo through a mirror fed by solo's only voter, 2:
 	// its status lists the mirror apart from the groups it runs.
 	r = do(t, "GET", p.urls[3]+"/v1/status", nil)
-	mirrors, _ := r.body["mirrors"].([]any)
-	require.Len(t, mirrors, 1, r.raw)
+	mirrors, _ := r.Body["mirrors"].([]any)
+	require.Len(t, mirrors, 1, r.Raw)
 	m := mirrors[0].(map[string]any)
-	require.Equal(t, "solo", m["name"], r.raw)
-	require.Equal(t, float64(2), m["mirror"], r.raw)
+	require.Equal(t, "solo", m["name"], r.Raw)
+	require.Equal(t, float64(2), m["mirror"], r.Raw)
 	st, err := exec.Command(p.bin, "status", "--http", p.urls[3]).CombinedOutput()
 	require.NoError(t, err, string(st))
 	lines := strings.Split(string(st), "\n")

@@ -431,6 +431,37 @@ func exitStatus(err error) error {
 	return err
 }
 
+// waiting tells the user, on stderr, where in the queue the command waits
+// (what: "for NAME", "to lead NAME").
+func waiting(what string) fencelock.AcquireOption {
+	return fencelock.WithQueuePosition(func(n int) {
+		fmt.Fprintf(os.Stderr, "fencelock: waiting %s (position %d)\n", what, n)
+	})
+}
+
+// relay passes on each update of a grant's lock or election (c.Watch's,
+// c.Observe's) as what it shows of the grant, until in closes or ctx ends.
+func relay[T any](ctx context.Context, in <-chan T, show func(T) shown) <-chan shown {
+	out := make(chan shown)
+	go func() {
+		defer close(out)
+		for v := range in {
+			select {
+			case out <- show(v):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// grantEnv is CMD's environment for grant g: its token and fence, and name
+// (FENCELOCK_LOCK=… or FENCELOCK_ELECTION=…).
+func grantEnv(g heldGrant, name string) []string {
+	return []string{"FENCELOCK_TOKEN=" + strconv.FormatUint(g.Token(), 10), "FENCELOCK_FENCE=" + g.Fence().String(), name}
+}
+
 func lockCmd(args []string) error {
 	var f holdFlags
 	ops, cmd, err := f.parse("lock", "[flags] NAME [--] CMD [ARGS...]", 1, args)
@@ -441,33 +472,18 @@ func lockCmd(args []string) error {
 	return hold(&f, grantKind{
 		what: "lock " + name,
 		take: func(ctx context.Context, s *apiclient.Session) (heldGrant, error) {
-			l, err := s.Acquire(ctx, name, fencelock.WithQueuePosition(func(n int) {
-				fmt.Fprintf(os.Stderr, "fencelock: waiting for %s (position %d)\n", name, n)
-			}))
+			l, err := s.Acquire(ctx, name, waiting("for "+name))
 			if err != nil {
 				return nil, fmt.Errorf("acquire %s: %w", name, err)
 			}
 			return l, nil
 		},
 		watch: func(ctx context.Context, c *apiclient.Client, sid, token uint64) <-chan shown {
-			out := make(chan shown)
-			go func() {
-				defer close(out)
-				for li := range c.Watch(ctx, name) {
-					ev := shown{held: li.Held && shownAs(li.SessionID, sid) && li.Token == token, err: li.Err}
-					select {
-					case out <- ev:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
-			return out
+			return relay(ctx, c.Watch(ctx, name), func(li fencelock.LockInfo) shown {
+				return shown{held: li.Held && shownAs(li.SessionID, sid) && li.Token == token, err: li.Err}
+			})
 		},
-		env: func(g heldGrant) []string {
-			return []string{"FENCELOCK_TOKEN=" + strconv.FormatUint(g.Token(), 10), "FENCELOCK_FENCE=" + g.Fence().String(),
-				"FENCELOCK_LOCK=" + name}
-		},
+		env: func(g heldGrant) []string { return grantEnv(g, "FENCELOCK_LOCK="+name) },
 	}, cmd)
 }
 
@@ -481,32 +497,17 @@ func electCmd(args []string) error {
 	return hold(&f, grantKind{
 		what: "leadership of " + name,
 		take: func(ctx context.Context, s *apiclient.Session) (heldGrant, error) {
-			l, err := s.Campaign(ctx, name, value, fencelock.WithQueuePosition(func(n int) {
-				fmt.Fprintf(os.Stderr, "fencelock: waiting to lead %s (position %d)\n", name, n)
-			}))
+			l, err := s.Campaign(ctx, name, value, waiting("to lead "+name))
 			if err != nil {
 				return nil, fmt.Errorf("campaign %s: %w", name, err)
 			}
 			return l, nil
 		},
 		watch: func(ctx context.Context, c *apiclient.Client, sid, token uint64) <-chan shown {
-			out := make(chan shown)
-			go func() {
-				defer close(out)
-				for li := range c.Observe(ctx, name) {
-					ev := shown{held: shownAs(li.SessionID, sid) && li.Token == token, err: li.Err}
-					select {
-					case out <- ev:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
-			return out
+			return relay(ctx, c.Observe(ctx, name), func(li fencelock.LeaderInfo) shown {
+				return shown{held: shownAs(li.SessionID, sid) && li.Token == token, err: li.Err}
+			})
 		},
-		env: func(g heldGrant) []string {
-			return []string{"FENCELOCK_TOKEN=" + strconv.FormatUint(g.Token(), 10), "FENCELOCK_FENCE=" + g.Fence().String(),
-				"FENCELOCK_ELECTION=" + name}
-		},
+		env: func(g heldGrant) []string { return grantEnv(g, "FENCELOCK_ELECTION="+name) },
 	}, cmd)
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,30 +21,17 @@ import (
 // never); lock exits with CMD's status.
 func TestLockRevokedStopsCommand(t *testing.T) {
 	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte("sekret\n"), 0o600))
+	tokens := tempFile(t, "tokens", "sekret\n")
 	base, _, _ := startOne(t, "--tokens-file", tokens)
 	const name = "jobs/revoked"
 	script := `echo "$FENCELOCK_TOKEN" > out.tmp && mv out.tmp out; trap 'echo term >> log; exit 7' TERM; while :; do sleep 0.05; done`
 	cmd := exec.Command(binary(t), "lock", "--http", base, "--token-file", tokens, "--ttl", "10s", name, "--", "sh", "-c", script)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	cmd.WaitDelay = 2 * time.Second // CMD may outlive a failed test: do not wait for it to close stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		// SIGTERM first: lock passes it to CMD's process group, which a
-		// kill of lock alone would leave running.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	lock := fencelocktest.StartCmd(t, cmd)
+	// SIGTERM first: lock passes it to CMD's process group, which a
+	// kill of lock alone would leave running.
+	defer lock.Stop(5 * time.Second)
 	fencelocktest.WaitFor(t, "CMD to start", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "out"))
 		return err == nil
@@ -59,16 +44,16 @@ func TestLockRevokedStopsCommand(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
 	select {
-	case err := <-exited:
-		exited <- err
+	case <-lock.Exited():
+		err := lock.Err()
 		var ee *exec.ExitError
-		require.True(t, errors.As(err, &ee), "%v; stderr: %s", err, stderr.String())
-		require.Equal(t, 7, ee.ExitCode(), "stderr: %s", stderr.String())
+		require.True(t, errors.As(err, &ee), "%v; stderr: %s", err, lock.Stderr.String())
+		require.Equal(t, 7, ee.ExitCode(), "stderr: %s", lock.Stderr.String())
 	case <-time.After(5 * time.Second):
-		t.Fatalf("CMD still runs 5s after its lock was revoked (its lease is 6s and renewed); stderr: %s", stderr.String())
+		t.Fatalf("CMD still runs 5s after its lock was revoked (its lease is 6s and renewed); stderr: %s", lock.Stderr.String())
 	}
-	t.Logf("CMD stopped %v after the revoke; stderr:\n%s", time.Since(revoked), stderr.String())
+	t.Logf("CMD stopped %v after the revoke; stderr:\n%s", time.Since(revoked), lock.Stderr.String())
 	log, _ := os.ReadFile(filepath.Join(dir, "log"))
 	require.Equal(t, "term\n", string(log), "CMD got no SIGTERM")
-	require.Contains(t, stderr.String(), "the grant ended at the group")
+	require.Contains(t, lock.Stderr.String(), "the grant ended at the group")
 }

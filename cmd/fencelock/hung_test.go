@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +26,7 @@ func heartbeatWithin(base, id string, budget time.Duration) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set(httpapi.SecretHeader, secretOf(req.URL.Path, nil))
+	req.Header.Set(httpapi.SecretHeader, secrets.For(req.URL.Path, nil))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -51,9 +49,9 @@ func TestRawHeartbeatsOutliveAFrozenOwner(t *testing.T) {
 	const name = "jobs/frozen-raw"
 	id := session(t, p.URLs[1], int(ttl.Milliseconds()))
 	r := do(t, "POST", lockPath(p.URLs[1], name, "acquire"), map[string]any{"session_id": id})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	token := r.str("fencing_token")
-	lease := time.Duration(r.body["lease_ms"].(float64)) * time.Millisecond
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	token := r.Str("fencing_token")
+	lease := time.Duration(r.Body["lease_ms"].(float64)) * time.Millisecond
 
 	p.Freeze(1)
 	defer p.Thaw(1)
@@ -69,13 +67,13 @@ func TestRawHeartbeatsOutliveAFrozenOwner(t *testing.T) {
 	}
 	t.Logf("the slowest heartbeat while the owner was frozen took %v (the forward waits %v)", slowest, ttl/20)
 	r = do(t, "GET", lockPath(p.URLs[3], name, ""), nil)
-	require.Equal(t, true, r.body["held"], r.raw)
-	require.Equal(t, token, r.str("fencing_token"), r.raw)
-	require.Equal(t, float64(2), r.body["owner"], "replica 2 adopted the session: %s", r.raw)
+	require.Equal(t, true, r.Body["held"], r.Raw)
+	require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+	require.Equal(t, float64(2), r.Body["owner"], "replica 2 adopted the session: %s", r.Raw)
 
 	p.Thaw(1)
 	r = do(t, "POST", lockPath(p.URLs[2], name, "release"), map[string]any{"session_id": id, "fencing_token": token})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 }
 
 // `fencelock lock NAME -- CMD` with every replica in --http: the replica
@@ -93,23 +91,11 @@ func TestLockCommandOutlivesAFrozenOwner(t *testing.T) {
 	cmd := exec.Command(p.Bin(), "lock", "--http", list, "--ttl", ttl.String(), name, "--",
 		"sh", "-c", `echo "$FENCELOCK_TOKEN" > out.tmp && mv out.tmp out; while :; do sleep 0.05; done`)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	cmd.WaitDelay = 10 * time.Second // CMD, which holds stderr too, outlives a killed lock command
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		// SIGTERM: the lock command stops CMD (its process group) and
-		// releases the lock; SIGKILL only if it does not exit.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	lock := fencelocktest.StartCmd(t, cmd)
+	// SIGTERM: the lock command stops CMD (its process group) and
+	// releases the lock; SIGKILL only if it does not exit.
+	defer lock.Stop(30 * time.Second)
 	var token string
 	fencelocktest.WaitFor(t, "CMD to start", func() bool {
 		b, err := os.ReadFile(out)
@@ -117,24 +103,24 @@ func TestLockCommandOutlivesAFrozenOwner(t *testing.T) {
 		return err == nil
 	})
 	r := do(t, "GET", lockPath(p.URLs[2], name, ""), nil)
-	require.Equal(t, token, r.str("fencing_token"), r.raw)
-	owner := uint64(r.body["owner"].(float64))
+	require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+	owner := uint64(r.Body["owner"].(float64))
 
 	p.Freeze(owner)
 	defer p.Thaw(owner)
 	frozen := time.Now()
 	select {
-	case err := <-exited:
-		exited <- err
+	case <-lock.Exited():
+		err := lock.Err()
 		t.Fatalf("the lock command ended %v after its session's replica froze, two healthy replicas left: %v; stderr: %s",
-			time.Since(frozen).Round(100*time.Millisecond), err, stderr.String())
+			time.Since(frozen).Round(100*time.Millisecond), err, lock.Stderr.String())
 	case <-time.After(ttl + ttl/5):
 	}
 	other := p.URLs[owner%3+1]
 	r = do(t, "GET", lockPath(other, name, ""), nil)
-	require.Equal(t, true, r.body["held"], r.raw)
-	require.Equal(t, token, r.str("fencing_token"), r.raw)
-	require.NotEqual(t, strconv.FormatUint(owner, 10), strconv.FormatFloat(r.body["owner"].(float64), 'f', -1, 64),
-		"the session still lives on the frozen replica: %s", r.raw)
+	require.Equal(t, true, r.Body["held"], r.Raw)
+	require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+	require.NotEqual(t, strconv.FormatUint(owner, 10), strconv.FormatFloat(r.Body["owner"].(float64), 'f', -1, 64),
+		"the session still lives on the frozen replica: %s", r.Raw)
 	p.Thaw(owner)
 }

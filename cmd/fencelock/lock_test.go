@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
@@ -36,33 +35,26 @@ func TestLockCommand(t *testing.T) {
 	stopB := heartbeat(Y, blocker, time.Second)
 	defer stopB()
 	r := do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": blocker})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	blockerToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	blockerToken := r.Str("fencing_token")
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	script := `echo "$FENCELOCK_TOKEN" > out.tmp && mv out.tmp out; trap 'echo term >> log; exit 7' TERM; while :; do sleep 0.05; done`
 	cmd := exec.Command(p.bin, "lock", "--http", X, "--ttl", "2s", "--grace", "5s", name, "--", "sh", "-c", script)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}()
+	lock := fencelocktest.StartCmd(t, cmd)
+	defer lock.Kill()
 
 	// Queued behind the blocker: CMD has not run.
 	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
-		return do(t, "GET", lockPath(Y, name, ""), nil).body["waiters"] == float64(1)
+		return do(t, "GET", lockPath(Y, name, ""), nil).Body["waiters"] == float64(1)
 	})
 	_, err := os.Stat(out)
 	require.True(t, os.IsNotExist(err), "CMD ran while another session held the lock")
 
 	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	var token string
 	fencelocktest.WaitFor(t, "CMD to start", func() bool {
 		b, err := os.ReadFile(out)
@@ -70,7 +62,7 @@ func TestLockCommand(t *testing.T) {
 		return err == nil
 	})
 	r = do(t, "GET", lockPath(Y, name, ""), nil)
-	require.Equal(t, token, r.str("fencing_token"), "FENCELOCK_TOKEN is not the current grant's: %s", r.raw)
+	require.Equal(t, token, r.Str("fencing_token"), "FENCELOCK_TOKEN is not the current grant's: %s", r.Raw)
 	require.NotEqual(t, blockerToken, token)
 
 	// The next in line, on another replica, is granted only after CMD was
@@ -79,34 +71,34 @@ func TestLockCommand(t *testing.T) {
 	stopN := heartbeat(Y, next, time.Second)
 	defer stopN()
 	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	events := watch(t, ctx, lockPath(Y, name, "watch"))
 
 	stopped := time.Now()
 	t.Logf("stopping replica %d at %s", x, stopped.Format("15:04:05.000"))
-	require.NoError(t, p.cmds[x].Process.Signal(syscall.SIGSTOP))
-	defer p.cmds[x].Process.Signal(syscall.SIGCONT)
+	p.Freeze(x)
+	defer p.Thaw(x)
 
 	var cmdEnd time.Time
 	select {
-	case err := <-exited:
+	case <-lock.Exited():
 		cmdEnd = time.Now()
-		exited <- err // for the deferred cleanup
+		err := lock.Err()
 		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, "stderr: %s", stderr.String())
-		require.Equal(t, 7, ee.ExitCode(), "the lock command exits with CMD's status; stderr: %s", stderr.String())
+		require.ErrorAs(t, err, &ee, "stderr: %s", lock.Stderr.String())
+		require.Equal(t, 7, ee.ExitCode(), "the lock command exits with CMD's status; stderr: %s", lock.Stderr.String())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("CMD still runs 30s after its replica stopped; stderr: %s", stderr.String())
+		t.Fatalf("CMD still runs 30s after its replica stopped; stderr: %s", lock.Stderr.String())
 	}
 	log, _ := os.ReadFile(filepath.Join(dir, "log"))
 	require.Equal(t, "term\n", string(log), "CMD got no SIGTERM")
-	t.Logf("CMD stopped %v after its replica was stopped; stderr:\n%s", cmdEnd.Sub(stopped), stderr.String())
+	t.Logf("CMD stopped %v after its replica was stopped; stderr:\n%s", cmdEnd.Sub(stopped), lock.Stderr.String())
 
-	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.kind == "granted" && e.data["holder_session"] == next })
-	granted := e.at
+	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.Kind == "granted" && e.Data["holder_session"] == next })
+	granted := e.At
 	t.Logf("next holder granted %v after the replica stopped", granted.Sub(stopped))
 	require.True(t, cmdEnd.Before(granted), "the group granted the lock before CMD stopped")
-	require.NotEqual(t, token, e.data["fencing_token"])
+	require.NotEqual(t, token, e.Data["fencing_token"])
 }
 
 // deadURL is a loopback URL nothing listens on: a replica that is down.
@@ -140,15 +132,8 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	// session: a hung replica is a dead one, TestLockCommandOutlivesAFrozenOwner).
 	cmd := exec.Command(p.bin, "lock", "--http", X, "--ttl", "3s", name, "--", "sh", "-c", script)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}()
+	lock := fencelocktest.StartCmd(t, cmd)
+	defer lock.Kill()
 	alive, err := os.Open(fifo) // blocks until the command opens it
 	require.NoError(t, err)
 	defer alive.Close()
@@ -166,54 +151,54 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	})
 	require.Len(t, got, 2, "want FENCELOCK_TOKEN and FENCELOCK_FENCE: %q", got)
 	r := do(t, "GET", lockPath(Y, name, ""), nil)
-	holder := r.str("holder_session")
-	require.Equal(t, r.str("fencing_token"), got[0], r.raw)
+	holder := r.Str("holder_session")
+	require.Equal(t, r.Str("fencing_token"), got[0], r.Raw)
 	f, err := fencelock.ParseFence(got[1])
 	require.NoError(t, err)
 	require.Equal(t, got[0], strconv.FormatUint(f.Token, 10), "FENCELOCK_FENCE's token is FENCELOCK_TOKEN")
 	st := do(t, "GET", Y+"/v1/status", nil)
-	require.Equal(t, st.str("group_id"), strconv.FormatUint(f.Group, 16), "FENCELOCK_FENCE's group is the group's")
+	require.Equal(t, st.Str("group_id"), strconv.FormatUint(f.Group, 16), "FENCELOCK_FENCE's group is the group's")
 
 	next := session(t, Y, 10000)
 	stopN := heartbeat(Y, next, time.Second)
 	defer stopN()
 	events := watch(t, ctx, lockPath(Y, name, "watch"))
-	waitEvent(t, events, "state", func(e ev) bool { return e.kind == "state" })
+	waitEvent(t, events, "state", func(e ev) bool { return e.Kind == "state" })
 	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
-	require.Equal(t, float64(1), r.body["queue_position"], r.raw)
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 
-	require.NoError(t, p.cmds[x].Process.Signal(syscall.SIGSTOP))
-	defer p.cmds[x].Process.Signal(syscall.SIGCONT)
+	p.Freeze(x)
+	defer p.Thaw(x)
 
 	var killed time.Time
 	select {
 	case killed = <-dead:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the command still runs 60s after its session's replica stopped; stderr: %s", stderr.String())
+		t.Fatalf("the command still runs 60s after its session's replica stopped; stderr: %s", lock.Stderr.String())
 	}
 	// Still held by the killed command's session after the kill: the group
 	// had not granted the lock to anyone else when the command died.
 	r = do(t, "GET", lockPath(Y, name, ""), nil)
-	require.Equal(t, holder, r.str("holder_session"), "the lock passed on before the kill was seen: %s", r.raw)
+	require.Equal(t, holder, r.Str("holder_session"), "the lock passed on before the kill was seen: %s", r.Raw)
 
-	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.kind == "granted" && e.data["holder_session"] == next })
-	t.Logf("command killed %v before the next holder's grant was seen", e.at.Sub(killed))
-	require.True(t, killed.Before(e.at), "the next holder was granted before the command was killed")
+	e := waitEvent(t, events, "granted to the next", func(e ev) bool { return e.Kind == "granted" && e.Data["holder_session"] == next })
+	t.Logf("command killed %v before the next holder's grant was seen", e.At.Sub(killed))
+	require.True(t, killed.Before(e.At), "the next holder was granted before the command was killed")
 
 	select {
-	case err := <-exited:
-		exited <- err
+	case <-lock.Exited():
+		err := lock.Err()
 		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, "stderr: %s", stderr.String())
-		require.Equal(t, 128+9, ee.ExitCode(), "the lock command exits with the command's status (SIGKILL); stderr: %s", stderr.String())
+		require.ErrorAs(t, err, &ee, "stderr: %s", lock.Stderr.String())
+		require.Equal(t, 128+9, ee.ExitCode(), "the lock command exits with the command's status (SIGKILL); stderr: %s", lock.Stderr.String())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("the lock command did not exit after its command was killed; stderr: %s", stderr.String())
+		t.Fatalf("the lock command did not exit after its command was killed; stderr: %s", lock.Stderr.String())
 	}
-	require.Contains(t, stderr.String(), "SIGTERM")
-	require.Contains(t, stderr.String(), "SIGKILL")
+	require.Contains(t, lock.Stderr.String(), "SIGTERM")
+	require.Contains(t, lock.Stderr.String(), "SIGKILL")
 	// Its one heartbeat in flight to the hung X has not failed yet when the
 	// lease reaches its grace: the loss says that none was answered.
-	require.Contains(t, stderr.String(), "no heartbeat was answered to extend it", "the loss says why")
+	require.Contains(t, lock.Stderr.String(), "no heartbeat was answered to extend it", "the loss says why")
 }
 
 // With a replica in --http that does not answer, every command fails over
@@ -232,8 +217,8 @@ func TestCommandsFailOver(t *testing.T) {
 	stopB := heartbeat(Y, blocker, time.Second)
 	defer stopB()
 	r := do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": blocker})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	blockerToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	blockerToken := r.Str("fencing_token")
 
 	for _, args := range [][]string{{"status"}, {"locks"}, {"sessions"}} {
 		out, err := exec.Command(p.bin, append(args, "--http", list)...).CombinedOutput()
@@ -256,25 +241,18 @@ func TestCommandsFailOver(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(p.bin, "lock", "--http", list, "--ttl", "3s", name, "--", "sh", "-c", "touch ran")
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}()
+	lock := fencelocktest.StartCmd(t, cmd)
+	defer lock.Kill()
 	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
-		return do(t, "GET", lockPath(Y, name, ""), nil).body["waiters"] == float64(1)
+		return do(t, "GET", lockPath(Y, name, ""), nil).Body["waiters"] == float64(1)
 	})
 	// Its session outlives X: the command's heartbeats fail over to Y,
 	// which adopts the session, and its next poll queues the acquire again
 	// there (the adoption withdrew the request X had queued).
-	p.kill(x)
+	p.Kill(x)
 	fencelocktest.WaitFor(t, "the lock command to queue again through another replica", func() bool {
 		r := do(t, "GET", lockPath(Y, name, ""), nil)
-		w, _ := r.body["waiting"].([]any)
+		w, _ := r.Body["waiting"].([]any)
 		if len(w) != 1 {
 			return false
 		}
@@ -284,20 +262,20 @@ func TestCommandsFailOver(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "ran"))
 	require.True(t, os.IsNotExist(err), "the command ran although another session held the lock")
 	select {
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("the lock command ended when its session's replica died: %v; stderr: %s", err, stderr.String())
+	case <-lock.Exited():
+		err := lock.Err()
+		t.Fatalf("the lock command ended when its session's replica died: %v; stderr: %s", err, lock.Stderr.String())
 	default:
 	}
 	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	select {
-	case err := <-exited:
-		exited <- err
-		require.NoError(t, err, "stderr: %s", stderr.String())
+	case <-lock.Exited():
+		err := lock.Err()
+		require.NoError(t, err, "stderr: %s", lock.Stderr.String())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the lock command was not granted the lock its session waited for; stderr: %s", stderr.String())
+		t.Fatalf("the lock command was not granted the lock its session waited for; stderr: %s", lock.Stderr.String())
 	}
 	_, err = os.Stat(filepath.Join(dir, "ran"))
-	require.NoError(t, err, "the command did not run; stderr: %s", stderr.String())
+	require.NoError(t, err, "the command did not run; stderr: %s", lock.Stderr.String())
 }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,24 +75,11 @@ func TestResolveIdentity(t *testing.T) {
 // call makes an API call with a bearer token, as the client commands do.
 func callAs(t *testing.T, token, method, u string, body any, hdr map[string]string) reply {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, u, rd)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
+	h := map[string]string{"Authorization": "Bearer " + token}
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		h[k] = v
 	}
-	resp, err := hc.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, raw: string(raw)}
-	_ = json.Unmarshal(raw, &r.body)
-	return r
+	return fencelocktest.Call(t, hc, method, u, body, h)
 }
 
 // flagOf is the value of --name in args.
@@ -118,10 +102,7 @@ func flagOf(t *testing.T, args []string, name string) string {
 // toward the quorum: with replica 1 stopped, voters 2 and 4 grant a lock.
 func TestServeMembersReplaceLostReplica(t *testing.T) {
 	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte("ops\nreader read:*\n"), 0o600))
-	readerToken := filepath.Join(dir, "reader")
-	require.NoError(t, os.WriteFile(readerToken, []byte("reader\n"), 0o600))
+	tokens, readerToken := tempFile(t, "tokens", "ops\nreader read:*\n"), tempFile(t, "reader", "reader\n")
 	p := startProcs(t, "--tokens-file", tokens)
 	bin := p.bin
 	peers, err := parseIDMap("peers", flagOf(t, p.args[1], "peers"))
@@ -133,11 +114,11 @@ func TestServeMembersReplaceLostReplica(t *testing.T) {
 
 	// A lock held across the replacement, by a session that outlives it.
 	r := callAs(t, "ops", "POST", p.urls[2]+"/v1/sessions", map[string]any{"ttl_ms": 600000, "name": "keeper"}, nil)
-	require.Equal(t, 201, r.status, r.raw)
-	keeper, keeperSecret := r.str("session_id"), map[string]string{"Fencelock-Session-Secret": r.str("session_secret")}
+	require.Equal(t, 201, r.Status, r.Raw)
+	keeper, keeperSecret := r.Str("session_id"), map[string]string{"Fencelock-Session-Secret": r.Str("session_secret")}
 	r = callAs(t, "ops", "POST", lockPath(p.urls[2], "jobs/kept", "acquire"), map[string]any{"session_id": keeper}, keeperSecret)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	keptToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	keptToken := r.Str("fencing_token")
 
 	out := mustCLI("members")
 	t.Logf("fencelock members:\n%s", out)
@@ -146,7 +127,7 @@ func TestServeMembersReplaceLostReplica(t *testing.T) {
 	}
 
 	// Replica 3's volume is lost: its process dies, its Dir goes.
-	p.kill(3)
+	p.Kill(3)
 	require.NoError(t, os.RemoveAll(lostDir))
 
 	// A token without admin reads the membership but cannot change it.
@@ -203,21 +184,21 @@ func TestServeMembersReplaceLostReplica(t *testing.T) {
 	// The lock granted before is still held, same grant, same token, as
 	// replica 4 reads it.
 	r = callAs(t, "ops", "GET", lockPath(url4, "jobs/kept", ""), nil, nil)
-	require.Equal(t, keeper, r.str("holder_session"), r.raw)
-	require.Equal(t, keptToken, r.str("fencing_token"), r.raw)
+	require.Equal(t, keeper, r.Str("holder_session"), r.Raw)
+	require.Equal(t, keptToken, r.Str("fencing_token"), r.Raw)
 
 	// Voters 2 and 4 are a quorum without 1.
-	p.kill(1)
+	p.Kill(1)
 	r = callAs(t, "ops", "POST", url4+"/v1/sessions", map[string]any{"ttl_ms": 60000}, nil)
 	deadline := time.Now().Add(90 * time.Second)
-	for r.status != 201 && time.Now().Before(deadline) {
+	for r.Status != 201 && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 		r = callAs(t, "ops", "POST", url4+"/v1/sessions", map[string]any{"ttl_ms": 60000}, nil)
 	}
-	require.Equal(t, 201, r.status, r.raw)
-	sid, sh := r.str("session_id"), map[string]string{"Fencelock-Session-Secret": r.str("session_secret")}
+	require.Equal(t, 201, r.Status, r.Raw)
+	sid, sh := r.Str("session_id"), map[string]string{"Fencelock-Session-Secret": r.Str("session_secret")}
 	r = callAs(t, "ops", "POST", lockPath(url4, "jobs/new", "acquire"), map[string]any{"session_id": sid}, sh)
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 	r = callAs(t, "ops", "GET", lockPath(p.urls[2], "jobs/kept", ""), nil, nil)
-	require.Equal(t, keptToken, r.str("fencing_token"), "the kept lock, as replica 2 reads it: %s", r.raw)
+	require.Equal(t, keptToken, r.Str("fencing_token"), "the kept lock, as replica 2 reads it: %s", r.Raw)
 }

@@ -18,24 +18,19 @@ func TestLocksShowsNames(t *testing.T) {
 	base, _, _ := startOne(t)
 	bin := binary(t)
 	r := do(t, "POST", base+"/v1/sessions", map[string]any{"ttl_ms": 60000, "name": "reindex@worker-3"})
-	require.Equal(t, 201, r.status, r.raw)
-	holder := r.str("session_id")
-	secrets.Store(holder, r.str("session_secret"))
+	require.Equal(t, 201, r.Status, r.Raw)
+	holder := r.Str("session_id")
+	secrets.Keep(holder, r.Str("session_secret"))
 	r = do(t, "POST", lockPath(base, "jobs/reindex", "acquire"), map[string]any{"session_id": holder})
-	require.Equal(t, true, r.body["granted"], r.raw)
-	token := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	token := r.Str("fencing_token")
 
 	// The lock command queues behind it, named.
 	waiter := exec.Command(bin, "lock", "--http", base, "--name", "backfill@worker-7", "jobs/reindex", "--", "true")
-	require.NoError(t, waiter.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- waiter.Wait() }()
-	defer func() {
-		_ = waiter.Process.Kill()
-		<-exited
-	}()
+	lock := fencelocktest.StartCmd(t, waiter)
+	defer lock.Kill()
 	fencelocktest.WaitFor(t, "the lock command to queue", func() bool {
-		return do(t, "GET", lockPath(base, "jobs/reindex", ""), nil).body["waiters"] == float64(1)
+		return do(t, "GET", lockPath(base, "jobs/reindex", ""), nil).Body["waiters"] == float64(1)
 	})
 
 	run := func(args ...string) string {
@@ -71,10 +66,10 @@ func TestLocksShowsNames(t *testing.T) {
 
 	// Released, the lock passes to the lock command, which runs and exits.
 	r = do(t, "POST", lockPath(base, "jobs/reindex", "release"), map[string]any{"session_id": holder, "fencing_token": token})
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	select {
-	case err := <-exited:
-		exited <- err
+	case <-lock.Exited():
+		err := lock.Err()
 		require.NoError(t, err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("the lock command did not run within 60s of the release")

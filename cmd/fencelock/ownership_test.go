@@ -16,8 +16,8 @@ import (
 func newHTTPSession(t *testing.T, base string, ttlMS int, name string) (id, secret string) {
 	t.Helper()
 	r := do(t, "POST", base+"/v1/sessions", map[string]any{"ttl_ms": ttlMS, "name": name})
-	require.Equal(t, 201, r.status, r.raw)
-	return r.str("session_id"), r.str("session_secret")
+	require.Equal(t, 201, r.Status, r.Raw)
+	return r.Str("session_id"), r.Str("session_secret")
 }
 
 // acquireOn sends session id's acquire of name to base alone.
@@ -44,8 +44,8 @@ func TestStaleCopyNeverAnswersGranted(t *testing.T) {
 
 	r, err := acquireOn(p.URLs[1], "q", s, sSecret, false)
 	require.NoError(t, err)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	oldToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	oldToken := r.Str("fencing_token")
 
 	p.Freeze(1)
 	frozenDone := make(chan struct{})
@@ -55,29 +55,25 @@ func TestStaleCopyNeverAnswersGranted(t *testing.T) {
 		defer close(frozenDone)
 		frozen, frozenErr = acquireOn(p.URLs[1], "q", s, sSecret, false)
 	}()
-	thawed := false
 	defer func() {
-		if !thawed {
-			p.Thaw(1)
-		}
+		p.Thaw(1) // again, should the test end before it thaws it: a running replica is left alone
 		<-frozenDone
 	}()
 
 	// Replica 2 adopts S at its heartbeat, once 2 and 3 have a leader.
 	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
 		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
-		return err == nil && r.status == 200
+		return err == nil && r.Status == 200
 	})
 	r, err = call("POST", []string{p.URLs[2]}, "/v1/locks/q/release", sSecret, map[string]any{"session_id": s, "fencing_token": oldToken})
 	require.NoError(t, err)
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 	r, err = acquireOn(p.URLs[3], "q", o, oSecret, false)
 	require.NoError(t, err)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	oToken := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	oToken := r.Str("fencing_token")
 
 	p.Thaw(1)
-	thawed = true
 	<-frozenDone
 	require.NoError(t, frozenErr)
 	after, err := acquireOn(p.URLs[1], "q", s, sSecret, false)
@@ -86,14 +82,14 @@ func TestStaleCopyNeverAnswersGranted(t *testing.T) {
 	// The group shows O holding q with its token throughout.
 	info, err := call("GET", []string{p.URLs[2]}, "/v1/locks/q", "", nil)
 	require.NoError(t, err)
-	require.Equal(t, 200, info.status, info.raw)
-	require.Equal(t, o, info.str("holder_session"), "q's holder: %s", info.raw)
-	require.Equal(t, oToken, info.str("fencing_token"), "q's token: %s", info.raw)
+	require.Equal(t, 200, info.Status, info.Raw)
+	require.Equal(t, o, info.Str("holder_session"), "q's holder: %s", info.Raw)
+	require.Equal(t, oToken, info.Str("fencing_token"), "q's token: %s", info.Raw)
 	for i, a := range []reply{frozen, after} {
 		when := [...]string{"sent while replica 1 was frozen", "sent after it ran again"}[i]
-		require.NotEqual(t, true, a.body["granted"], fmt.Sprintf(
+		require.NotEqual(t, true, a.Body["granted"], fmt.Sprintf(
 			"S's acquire of q %s was answered granted (%d %s) while O holds q with token %s",
-			when, a.status, a.raw, oToken))
+			when, a.Status, a.Raw, oToken))
 	}
 }
 
@@ -119,8 +115,8 @@ func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
 		o, oSecret := newHTTPSession(t, p.URLs[live[0]], ttl, fmt.Sprintf("O%d", round))
 		r, err := acquireOn(p.URLs[k], name, s, sSecret, false)
 		require.NoError(t, err)
-		require.Equal(t, true, r.body["granted"], r.raw)
-		token := r.str("fencing_token")
+		require.Equal(t, true, r.Body["granted"], r.Raw)
+		token := r.Str("fencing_token")
 
 		p.Kill(k)
 		// Well inside the lease of S's grant, and of every heartbeat of S
@@ -148,29 +144,29 @@ func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
 			wg.Wait()
 			for i, a := range answers {
 				require.NoError(t, errs[i])
-				if a.status != 200 {
+				if a.Status != 200 {
 					continue // 503: the client asks again
 				}
 				switch {
 				case i < 2:
-					leases, _ := a.body["leases"].(map[string]any)
+					leases, _ := a.Body["leases"].(map[string]any)
 					require.Contains(t, leases, "b", "round %d, burst %d: S's heartbeat answered OK without a lease in b, where S holds %s: %s",
-						round, burst, name, a.raw)
+						round, burst, name, a.Raw)
 				case i < 4:
-					if a.body["granted"] == true {
-						require.Equal(t, token, a.str("fencing_token"), "round %d, burst %d: S's acquire answered another token than its grant: %s",
-							round, burst, a.raw)
+					if a.Body["granted"] == true {
+						require.Equal(t, token, a.Str("fencing_token"), "round %d, burst %d: S's acquire answered another token than its grant: %s",
+							round, burst, a.Raw)
 					}
 				default:
-					require.NotEqual(t, true, a.body["granted"], "round %d, burst %d: O was granted %s while S holds it with %s: %s",
-						round, burst, name, token, a.raw)
+					require.NotEqual(t, true, a.Body["granted"], "round %d, burst %d: O was granted %s while S holds it with %s: %s",
+						round, burst, name, token, a.Raw)
 				}
 			}
 		}
 		info, err := call("GET", []string{p.URLs[live[0]]}, "/v1/locks/"+name, "", nil)
 		require.NoError(t, err)
-		require.Equal(t, s, info.str("holder_session"), "round %d: %s's holder: %s", round, name, info.raw)
-		require.Equal(t, token, info.str("fencing_token"), "round %d: %s's token: %s", round, name, info.raw)
+		require.Equal(t, s, info.Str("holder_session"), "round %d: %s's holder: %s", round, name, info.Raw)
+		require.Equal(t, token, info.Str("fencing_token"), "round %d: %s's token: %s", round, name, info.Raw)
 		p.Restart(k)
 	}
 }
@@ -190,34 +186,28 @@ func TestStaleCopyNeverAnswersNotHeld(t *testing.T) {
 	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
 
 	p.Freeze(1)
-	thawed := false
-	defer func() {
-		if !thawed {
-			p.Thaw(1)
-		}
-	}()
+	defer p.Thaw(1) // again, should the test end before it thaws it: a running replica is left alone
 	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
 		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
-		return err == nil && r.status == 200
+		return err == nil && r.Status == 200
 	})
 	r, err := acquireOn(p.URLs[2], "q", s, sSecret, false)
 	require.NoError(t, err)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	token := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	token := r.Str("fencing_token")
 
 	p.Thaw(1)
-	thawed = true
 	rel, err := call("POST", []string{p.URLs[1]}, "/v1/locks/q/release", sSecret, map[string]any{"session_id": s, "fencing_token": token})
 	require.NoError(t, err)
-	require.NotEqual(t, 409, rel.status, "S's release of q (token %s) on the thawed replica 1 was answered %d %s: not held, from its stale copy", token, rel.status, rel.raw)
+	require.NotEqual(t, 409, rel.Status, "S's release of q (token %s) on the thawed replica 1 was answered %d %s: not held, from its stale copy", token, rel.Status, rel.Raw)
 
 	info, err := call("GET", []string{p.URLs[2]}, "/v1/locks/q", "", nil)
 	require.NoError(t, err)
-	require.Equal(t, 200, info.status, info.raw)
-	if rel.status == 200 {
-		require.NotEqual(t, token, info.str("fencing_token"), "S's release was answered 200 %s, yet the group shows q held with its token: %s", rel.raw, info.raw)
+	require.Equal(t, 200, info.Status, info.Raw)
+	if rel.Status == 200 {
+		require.NotEqual(t, token, info.Str("fencing_token"), "S's release was answered 200 %s, yet the group shows q held with its token: %s", rel.Raw, info.Raw)
 	} else {
-		require.Equal(t, token, info.str("fencing_token"), "S's release failed (%d %s), yet q is no longer S's: %s", rel.status, rel.raw, info.raw)
+		require.Equal(t, token, info.Str("fencing_token"), "S's release failed (%d %s), yet q is no longer S's: %s", rel.Status, rel.Raw, info.Raw)
 	}
 }
 
@@ -235,43 +225,37 @@ func TestStaleCopyNeverAnswersNothingQueued(t *testing.T) {
 	o, oSecret := newHTTPSession(t, p.URLs[2], ttl, "O")
 	r, err := acquireOn(p.URLs[2], "q", o, oSecret, false)
 	require.NoError(t, err)
-	require.Equal(t, true, r.body["granted"], r.raw)
+	require.Equal(t, true, r.Body["granted"], r.Raw)
 
 	p.Freeze(1)
-	thawed := false
-	defer func() {
-		if !thawed {
-			p.Thaw(1)
-		}
-	}()
+	defer p.Thaw(1) // again, should the test end before it thaws it: a running replica is left alone
 	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
 		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
-		return err == nil && r.status == 200
+		return err == nil && r.Status == 200
 	})
 	r, err = acquireOn(p.URLs[2], "q", s, sSecret, true)
 	require.NoError(t, err)
-	require.Equal(t, 200, r.status, r.raw)
-	require.EqualValues(t, 1, r.body["queue_position"], r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.EqualValues(t, 1, r.Body["queue_position"], r.Raw)
 	inQueue := func() (bool, reply) {
 		info, err := call("GET", []string{p.URLs[2]}, "/v1/locks/q", "", nil)
 		require.NoError(t, err)
-		require.Equal(t, 200, info.status, info.raw)
-		queue, _ := info.body["queue"].([]any)
+		require.Equal(t, 200, info.Status, info.Raw)
+		queue, _ := info.Body["queue"].([]any)
 		return slices.Contains(queue, any(s)), info
 	}
 	queued, info := inQueue()
-	require.True(t, queued, "S queued for q, yet the group's queue has no S: %s", info.raw)
+	require.True(t, queued, "S queued for q, yet the group's queue has no S: %s", info.Raw)
 
 	p.Thaw(1)
-	thawed = true
 	wd, err := call("POST", []string{p.URLs[1]}, "/v1/locks/q/release", sSecret, map[string]any{"session_id": s})
 	require.NoError(t, err)
-	require.NotEqual(t, 409, wd.status, "S's withdrawal from q's queue on the thawed replica 1 was answered %d %s: nothing queued, from its stale copy", wd.status, wd.raw)
+	require.NotEqual(t, 409, wd.Status, "S's withdrawal from q's queue on the thawed replica 1 was answered %d %s: nothing queued, from its stale copy", wd.Status, wd.Raw)
 
 	queued, info = inQueue()
-	if wd.status == 200 {
-		require.False(t, queued, "S's withdrawal was answered 200 %s, yet the group shows S in q's queue: %s", wd.raw, info.raw)
+	if wd.Status == 200 {
+		require.False(t, queued, "S's withdrawal was answered 200 %s, yet the group shows S in q's queue: %s", wd.Raw, info.Raw)
 	} else {
-		require.True(t, queued, "S's withdrawal failed (%d %s), yet S is no longer in q's queue: %s", wd.status, wd.raw, info.raw)
+		require.True(t, queued, "S's withdrawal failed (%d %s), yet S is no longer in q's queue: %s", wd.Status, wd.Raw, info.Raw)
 	}
 }

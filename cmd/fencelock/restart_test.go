@@ -43,15 +43,15 @@ func call(method string, urls []string, path, secret string, body any) (reply, e
 		}
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		r := reply{status: resp.StatusCode, raw: string(raw)}
-		_ = json.Unmarshal(raw, &r.body)
-		if r.status >= 500 { // this replica cannot serve it now: the next one may
+		r := reply{Status: resp.StatusCode, Raw: string(raw)}
+		_ = json.Unmarshal(raw, &r.Body)
+		if r.Status >= 500 { // this replica cannot serve it now: the next one may
 			answered = r
 			continue
 		}
 		return r, nil
 	}
-	if answered.status != 0 {
+	if answered.Status != 0 {
 		return answered, nil
 	}
 	return reply{}, last
@@ -80,11 +80,11 @@ func startFailoverHeartbeats(urls func() []string, id, secret string, period tim
 			sent := time.Now()
 			r, err := call("POST", urls(), "/v1/sessions/"+id+"/heartbeat", secret, nil)
 			h.mu.Lock()
-			if err == nil && r.status == 200 {
+			if err == nil && r.Status == 200 {
 				h.longest = max(h.longest, sent.Sub(h.last))
 				h.last = sent
 			} else if len(h.fails) < 20 {
-				h.fails = append(h.fails, time.Now().Format("15:04:05.000")+" "+r.raw+errString(err))
+				h.fails = append(h.fails, time.Now().Format("15:04:05.000")+" "+r.Raw+errString(err))
 			}
 			h.mu.Unlock()
 			select {
@@ -140,12 +140,12 @@ func TestRollingRestartKeepsSessions(t *testing.T) {
 	}
 	const ttl = 6000
 	r := do(t, "POST", p.URLs[1]+"/v1/sessions", map[string]any{"ttl_ms": ttl, "name": "holder"})
-	require.Equal(t, 201, r.status, r.raw)
-	holder, holderSecret := r.str("session_id"), r.str("session_secret")
-	lease := time.Duration(r.body["lease_ms"].(float64)) * time.Millisecond
+	require.Equal(t, 201, r.Status, r.Raw)
+	holder, holderSecret := r.Str("session_id"), r.Str("session_secret")
+	lease := time.Duration(r.Body["lease_ms"].(float64)) * time.Millisecond
 	r = do(t, "POST", p.URLs[3]+"/v1/sessions", map[string]any{"ttl_ms": ttl, "name": "other"})
-	require.Equal(t, 201, r.status, r.raw)
-	other, otherSecret := r.str("session_id"), r.str("session_secret")
+	require.Equal(t, 201, r.Status, r.Raw)
+	other, otherSecret := r.Str("session_id"), r.Str("session_secret")
 
 	hb := startFailoverHeartbeats(upURLs, holder, holderSecret, 500*time.Millisecond)
 	hbOther := startFailoverHeartbeats(upURLs, other, otherSecret, 500*time.Millisecond)
@@ -164,8 +164,8 @@ func TestRollingRestartKeepsSessions(t *testing.T) {
 
 	r, err := call("POST", []string{p.URLs[2]}, "/v1/locks/jobs%2Fx/acquire", holderSecret, map[string]any{"session_id": holder, "wait": false})
 	require.NoError(t, err)
-	require.Equal(t, true, r.body["granted"], r.raw)
-	token := r.str("fencing_token")
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	token := r.Str("fencing_token")
 	require.NotEmpty(t, token)
 
 	check := func(step string) {
@@ -178,26 +178,26 @@ func TestRollingRestartKeepsSessions(t *testing.T) {
 			ok := func() bool {
 				urls := upURLs()
 				r, err := call("GET", urls, "/v1/locks/jobs%2Fx", "", nil)
-				if err != nil || r.status != 200 {
-					last = "inspect: " + r.raw + errString(err)
+				if err != nil || r.Status != 200 {
+					last = "inspect: " + r.Raw + errString(err)
 					return false
 				}
-				require.Equal(t, true, r.body["held"], "%s: jobs/x not held: %s", step, r.raw)
-				require.Equal(t, holder, r.str("holder_session"), "%s: jobs/x held by another session: %s", step, r.raw)
-				require.Equal(t, token, r.str("fencing_token"), "%s: jobs/x's token changed: %s", step, r.raw)
+				require.Equal(t, true, r.Body["held"], "%s: jobs/x not held: %s", step, r.Raw)
+				require.Equal(t, holder, r.Str("holder_session"), "%s: jobs/x held by another session: %s", step, r.Raw)
+				require.Equal(t, token, r.Str("fencing_token"), "%s: jobs/x's token changed: %s", step, r.Raw)
 				r, err = call("POST", urls, "/v1/locks/jobs%2Fx/acquire", otherSecret, map[string]any{"session_id": other, "wait": false})
-				if err != nil || r.status != 200 {
-					last = "other's try-acquire: " + r.raw + errString(err)
+				if err != nil || r.Status != 200 {
+					last = "other's try-acquire: " + r.Raw + errString(err)
 					return false
 				}
-				require.Equal(t, false, r.body["granted"], "%s: the other session was granted jobs/x: %s", step, r.raw)
+				require.Equal(t, false, r.Body["granted"], "%s: the other session was granted jobs/x: %s", step, r.Raw)
 				r, err = call("POST", urls, "/v1/locks/jobs%2Fx/acquire", holderSecret, map[string]any{"session_id": holder, "wait": true})
-				if err != nil || r.status != 200 {
-					last = "holder's re-issued acquire: " + r.raw + errString(err)
+				if err != nil || r.Status != 200 {
+					last = "holder's re-issued acquire: " + r.Raw + errString(err)
 					return false
 				}
-				require.Equal(t, true, r.body["granted"], "%s: the holder's re-issued acquire: %s", step, r.raw)
-				require.Equal(t, token, r.str("fencing_token"), "%s: the holder's re-issued acquire: %s", step, r.raw)
+				require.Equal(t, true, r.Body["granted"], "%s: the holder's re-issued acquire: %s", step, r.Raw)
+				require.Equal(t, token, r.Str("fencing_token"), "%s: the holder's re-issued acquire: %s", step, r.Raw)
 				return true
 			}()
 			if ok {
@@ -237,5 +237,5 @@ func TestRollingRestartKeepsSessions(t *testing.T) {
 	require.Less(t, longest, lease, "the holder's heartbeats stalled past its lease; failures: %v", fails)
 	r, err = call("POST", upURLs(), "/v1/locks/jobs%2Fx/release", holderSecret, map[string]any{"session_id": holder, "fencing_token": token})
 	require.NoError(t, err)
-	require.Equal(t, 200, r.status, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
 }

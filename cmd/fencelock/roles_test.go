@@ -118,7 +118,7 @@ func TestStatusRightAfterKill(t *testing.T) {
 	follower := leader%3 + 1
 	asker := (leader+1)%3 + 1 // neither: its view is the one shown first
 	list := p.urls[asker] + "," + p.urls[follower] + "," + p.urls[leader]
-	p.kill(follower)
+	p.Kill(follower)
 	out, err = exec.Command(p.bin, "status", "--http", list).CombinedOutput()
 	var ee *exec.ExitError
 	require.True(t, errors.As(err, &ee), "status must exit non-zero with a replica killed: %v\n%s", err, out)
@@ -133,7 +133,7 @@ func TestStatusRightAfterKill(t *testing.T) {
 	err = exec.Command(p.bin, "status", "--http", list, "-o", "json").Run()
 	require.True(t, errors.As(err, &ee), "%v", err)
 
-	p.kill(leader)
+	p.Kill(leader)
 	out, err = exec.Command(p.bin, "status", "--http", list).CombinedOutput()
 	require.True(t, errors.As(err, &ee), "%v\n%s", err, out)
 	t.Logf("status right after the kill of the leader %d too:\n%s", leader, out)

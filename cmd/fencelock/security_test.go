@@ -93,11 +93,12 @@ func TestServeSecurity(t *testing.T) {
 		// and nothing changes.
 		victim, other := session(t, base, 10000), session(t, base, 10000)
 		r := do(t, "POST", lockPath(base, "h/x", "acquire"), map[string]any{"session_id": victim})
-		require.Equal(t, true, r.body["granted"], r.raw)
-		token := r.str("fencing_token")
-		before := withoutAges(do(t, "GET", lockPath(base, "h/x", ""), nil).raw)
-		otherSecret, _ := secrets.Load(other)
-		for _, sec := range []string{"", "wrong", otherSecret.(string)} {
+		require.Equal(t, true, r.Body["granted"], r.Raw)
+		token := r.Str("fencing_token")
+		before := withoutAges(do(t, "GET", lockPath(base, "h/x", ""), nil).Raw)
+		otherSecret := secrets.Of(other)
+		require.NotEmpty(t, otherSecret)
+		for _, sec := range []string{"", "wrong", otherSecret} {
 			for _, c := range []struct {
 				method, path, body string
 			}{
@@ -116,14 +117,14 @@ func TestServeSecurity(t *testing.T) {
 				resp.Body.Close()
 				require.Equal(t, 403, resp.StatusCode, "%s %s with %q: %s", c.method, c.path, sec, b)
 				require.Contains(t, string(b), `"forbidden"`)
-				require.Equal(t, before, withoutAges(do(t, "GET", lockPath(base, "h/x", ""), nil).raw))
-				require.Equal(t, false, do(t, "GET", lockPath(base, "h/y", ""), nil).body["held"])
+				require.Equal(t, before, withoutAges(do(t, "GET", lockPath(base, "h/x", ""), nil).Raw))
+				require.Equal(t, false, do(t, "GET", lockPath(base, "h/y", ""), nil).Body["held"])
 			}
 		}
 		r = do(t, "POST", lockPath(base, "h/x", "release"), map[string]any{"session_id": victim, "fencing_token": token})
-		require.Equal(t, 200, r.status, r.raw)
+		require.Equal(t, 200, r.Status, r.Raw)
 		for _, id := range []string{victim, other} {
-			require.Equal(t, 204, do(t, "DELETE", base+"/v1/sessions/"+id, nil).status)
+			require.Equal(t, 204, do(t, "DELETE", base+"/v1/sessions/"+id, nil).Status)
 		}
 	})
 
@@ -188,7 +189,7 @@ func TestServeSecurity(t *testing.T) {
 		require.Greater(t, took, 1500*time.Millisecond)
 		require.Less(t, took, 20*time.Second)
 		r := do(t, "GET", base+"/v1/sessions", nil)
-		require.Equal(t, []any{}, r.body["sessions"], "the trickled request made a session: %s", r.raw)
+		require.Equal(t, []any{}, r.Body["sessions"], "the trickled request made a session: %s", r.Raw)
 	})
 
 	t.Run("header bytes", func(t *testing.T) {
@@ -208,24 +209,22 @@ func TestServeSecurity(t *testing.T) {
 		defer cancel()
 		for i := range 4 {
 			events := watch(t, ctx, lockPath(base, fmt.Sprint("s/", i), "watch"))
-			waitEvent(t, events, "state", func(e ev) bool { return e.kind == "state" })
+			waitEvent(t, events, "state", func(e ev) bool { return e.Kind == "state" })
 		}
 		r := do(t, "GET", lockPath(base, "s/5", "watch"), nil)
-		require.Equal(t, 429, r.status, r.raw)
-		require.Equal(t, "too_many_streams", r.str("code"), r.raw)
+		require.Equal(t, 429, r.Status, r.Raw)
+		require.Equal(t, "too_many_streams", r.Str("code"), r.Raw)
 		r = do(t, "GET", base+"/v1/elections/e/observe", nil)
-		require.Equal(t, 429, r.status, r.raw)
+		require.Equal(t, 429, r.Status, r.Raw)
 		// Not a stream: still served.
-		require.Equal(t, 200, do(t, "GET", lockPath(base, "s/5", ""), nil).status)
+		require.Equal(t, 200, do(t, "GET", lockPath(base, "s/5", ""), nil).Status)
 	})
 }
 
 // SIGHUP rereads the tokens file; a bad file keeps the old tokens and says
 // why.
 func TestServeTokensReload(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "tokens")
-	require.NoError(t, os.WriteFile(file, []byte("old\n"), 0o600))
+	file := tempFile(t, "tokens", "old\n")
 	base, cmd, logs := startOne(t, "--tokens-file", file)
 	status := func(token string) int {
 		req, _ := http.NewRequest("GET", base+"/v1/status", nil)
@@ -261,14 +260,12 @@ func TestServeTokensReload(t *testing.T) {
 
 // readTokens names the file and the line of a mistake.
 func TestReadTokens(t *testing.T) {
-	dir := t.TempDir()
-	f := filepath.Join(dir, "t")
-	require.NoError(t, os.WriteFile(f, []byte("a lock:jobs/\nb lock\n"), 0o600))
+	f := tempFile(t, "t", "a lock:jobs/\nb lock\n")
 	_, err := readTokens(f)
 	require.ErrorIs(t, err, httpapi.ErrInvalidTokensFile)
 	require.Contains(t, err.Error(), "line 2")
 	require.Contains(t, err.Error(), f)
-	_, err = readTokens(filepath.Join(dir, "missing"))
+	_, err = readTokens(filepath.Join(filepath.Dir(f), "missing"))
 	require.True(t, errors.Is(err, os.ErrNotExist), "%v", err)
 }
 

@@ -22,21 +22,18 @@ import (
 // backup's last one. A damaged file is refused and leaves the Dir absent.
 func TestSnapshotSaveAndRestore(t *testing.T) {
 	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	require.NoError(t, os.WriteFile(tokens, []byte("ops\nreader read:*\n"), 0o600))
-	readerToken := filepath.Join(dir, "reader")
-	require.NoError(t, os.WriteFile(readerToken, []byte("reader\n"), 0o600))
+	tokens, readerToken := tempFile(t, "tokens", "ops\nreader read:*\n"), tempFile(t, "reader", "reader\n")
 	p := startProcs(t, "--tokens-file", tokens)
 	all := strings.Join([]string{p.urls[1], p.urls[2], p.urls[3]}, ",")
 
 	s := callAs(t, "ops", "POST", p.urls[1]+"/v1/sessions", map[string]any{"ttl_ms": 30000}, nil)
-	require.Equal(t, 201, s.status, s.raw)
-	sid, secret := s.str("session_id"), s.str("session_secret")
+	require.Equal(t, 201, s.Status, s.Raw)
+	sid, secret := s.Str("session_id"), s.Str("session_secret")
 	r := callAs(t, "ops", "POST", lockPath(p.urls[1], "jobs/nightly", "acquire"), map[string]any{"session_id": sid, "wait": false},
 		map[string]string{httpapi.SecretHeader: secret})
-	require.Equal(t, 200, r.status, r.raw)
-	token := r.str("fencing_token")
-	require.NotEmpty(t, token, r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	token := r.Str("fencing_token")
+	require.NotEmpty(t, token, r.Raw)
 
 	file := filepath.Join(dir, "backup.flb")
 	out, err := exec.Command(p.bin, "snapshot", "save", "--http", all, "--token-file", readerToken, file).CombinedOutput()
@@ -57,11 +54,10 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	for i := range 30 {
 		r = callAs(t, "ops", "POST", lockPath(p.urls[1], fmt.Sprintf("jobs/after-%d", i), "acquire"), map[string]any{"session_id": sid, "wait": false},
 			map[string]string{httpapi.SecretHeader: secret})
-		require.Equal(t, 200, r.status, r.raw)
-		lastOld = r.str("fencing_token")
+		require.Equal(t, 200, r.Status, r.Raw)
+		lastOld = r.Str("fencing_token")
 	}
-	p.stopAll() // the disaster
-	p.cmds = nil
+	p.StopAll() // the disaster
 
 	// A damaged file is refused, and the Dir is left absent.
 	data, err := os.ReadFile(file)
@@ -76,15 +72,14 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	require.True(t, os.IsNotExist(err))
 
 	// The new deployment: new addresses, new Dirs, each seeded first.
-	q := &procs{t: t, bin: p.bin, args: map[uint64][]string{}, cmds: map[uint64]*exec.Cmd{}, urls: map[uint64]string{},
-		logs: p.logs}
+	args, urls := map[uint64][]string{}, map[uint64]string{}
 	var peers, httpPeers []string
 	httpAddrs := map[uint64]string{}
 	for id := uint64(1); id <= 3; id++ {
 		httpAddrs[id] = fencelocktest.FreePort(t)
-		q.urls[id] = "http://" + httpAddrs[id]
+		urls[id] = "http://" + httpAddrs[id]
 		peers = append(peers, fmt.Sprintf("%d=%s", id, fencelocktest.FreePort(t)))
-		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, q.urls[id]))
+		httpPeers = append(httpPeers, fmt.Sprintf("%d=%s", id, urls[id]))
 	}
 	newDir := t.TempDir()
 	for id := uint64(1); id <= 3; id++ {
@@ -92,32 +87,28 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		out, err := exec.Command(p.bin, "snapshot", "restore", file, "--dir", d, "--id", fmt.Sprint(id),
 			"--peers", strings.Join(peers, ",")).CombinedOutput()
 		require.NoError(t, err, "%s", out)
-		q.args[id] = []string{"serve", "--id", fmt.Sprint(id), "--peers", strings.Join(peers, ","),
+		args[id] = []string{"serve", "--id", fmt.Sprint(id), "--peers", strings.Join(peers, ","),
 			"--http-peers", strings.Join(httpPeers, ","), "--dir", d, "--http", httpAddrs[id], "--log-level", "warn",
 			"--tokens-file", tokens}
-		q.start(id)
 	}
-	t.Cleanup(q.stopAll)
-	for id := uint64(1); id <= 3; id++ {
-		q.waitReady(id)
-	}
+	q := newProcs(t, fencelocktest.StartServeArgs(t, p.bin, args, urls))
 	r = callAs(t, "ops", "GET", lockPath(q.urls[2], "jobs/nightly", ""), nil, nil)
-	require.Equal(t, 200, r.status, r.raw)
-	require.Equal(t, token, r.str("fencing_token"), r.raw)
-	require.Equal(t, sid, r.str("holder_session"), r.raw)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.Equal(t, token, r.Str("fencing_token"), r.Raw)
+	require.Equal(t, sid, r.Str("holder_session"), r.Raw)
 
 	// The HTTP session goes on: a heartbeat with its secret renews it on
 	// the new deployment.
 	hb := callAs(t, "ops", "POST", q.urls[1]+"/v1/sessions/"+sid+"/heartbeat", nil, map[string]string{httpapi.SecretHeader: secret})
-	require.Equal(t, 200, hb.status, hb.raw)
+	require.Equal(t, 200, hb.Status, hb.Raw)
 	s2 := callAs(t, "ops", "POST", q.urls[3]+"/v1/sessions", map[string]any{"ttl_ms": 30000}, nil)
-	require.Equal(t, 201, s2.status, s2.raw)
-	r = callAs(t, "ops", "POST", lockPath(q.urls[3], "jobs/other", "acquire"), map[string]any{"session_id": s2.str("session_id"), "wait": false},
-		map[string]string{httpapi.SecretHeader: s2.str("session_secret")})
-	require.Equal(t, 200, r.status, r.raw)
-	require.NotEmpty(t, r.str("fencing_token"), r.raw)
+	require.Equal(t, 201, s2.Status, s2.Raw)
+	r = callAs(t, "ops", "POST", lockPath(q.urls[3], "jobs/other", "acquire"), map[string]any{"session_id": s2.Str("session_id"), "wait": false},
+		map[string]string{httpapi.SecretHeader: s2.Str("session_secret")})
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.NotEmpty(t, r.Str("fencing_token"), r.Raw)
 	var oldTok, newTok uint64
 	fmt.Sscan(lastOld, &oldTok)
-	fmt.Sscan(r.str("fencing_token"), &newTok)
+	fmt.Sscan(r.Str("fencing_token"), &newTok)
 	require.Greater(t, newTok, oldTok, "the restored deployment's first grant is above the old deployment's last, granted after the backup")
 }

@@ -24,7 +24,7 @@ func TestStatusNoLeader(t *testing.T) {
 	all := p.urls[1] + "," + p.urls[2] + "," + p.urls[3]
 	// Every group elects its own leader: wait until replica 1 knows both.
 	waitStatus(t, p.urls[1], func(r reply) bool {
-		groups, _ := r.body["groups"].([]any)
+		groups, _ := r.Body["groups"].([]any)
 		for _, g := range groups {
 			if g.(map[string]any)["leader_id"].(float64) == 0 {
 				return false
@@ -41,12 +41,12 @@ func TestStatusNoLeader(t *testing.T) {
 		require.Contains(t, string(out), p.urls[id], "each replica answers at its URL: %s", out)
 	}
 
-	p.kill(2)
-	p.kill(3)
+	p.Kill(2)
+	p.Kill(3)
 	// Replica 1 notices: no leader, and neither peer heard from.
 	waitStatus(t, p.urls[1], func(r reply) bool {
-		un, _ := r.body["unreachable"].([]any)
-		return r.body["leader_id"].(float64) == 0 && len(un) == 2
+		un, _ := r.Body["unreachable"].([]any)
+		return r.Body["leader_id"].(float64) == 0 && len(un) == 2
 	})
 	cmd := exec.Command(p.bin, "status", "--http", all)
 	out, err = cmd.CombinedOutput()
@@ -77,7 +77,7 @@ func waitStatus(t *testing.T, base string, ok func(reply) bool) {
 		if ok(r) {
 			return
 		}
-		require.True(t, time.Now().Before(deadline), "status never as expected: %s", r.raw)
+		require.True(t, time.Now().Before(deadline), "status never as expected: %s", r.Raw)
 		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -31,12 +31,22 @@ type listFlags struct {
 }
 
 func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, error) {
+	return f.parseWith(name, argsUsage, args, func(fs *flag.FlagSet) {
+		if name != "status" {
+			fs.StringVar(&f.group, "group", "", "the group to list (default: the default group; a PREFIX may also end in @group)")
+			fs.BoolVar(&f.parts, "parts", false, partsUsage)
+		}
+	})
+}
+
+// parseWith is parse with the flags more registers in place of --group and
+// --parts (locks has its own; groups, none: more is nil).
+func (f *listFlags) parseWith(name, argsUsage string, args []string, more func(*flag.FlagSet)) ([]string, error) {
 	fs := newFlags(name, argsUsage)
 	f.register(fs)
 	fs.StringVar(&f.output, "o", "text", "output: text (or table, the same) or json")
-	if name != "status" {
-		fs.StringVar(&f.group, "group", "", "the group to list (default: the default group; a PREFIX may also end in @group)")
-		fs.BoolVar(&f.parts, "parts", false, partsUsage)
+	if more != nil {
+		more(fs)
 	}
 	rest, err := parseAll(fs, args)
 	if err != nil {
@@ -105,6 +115,24 @@ func printValue(v any) error {
 	return printJSON(b)
 }
 
+// get reads path with a read's bound (read) and prints it: as the replica
+// wrote it with -o json, else decoded into v and shown by show.
+func (f *listFlags) get(path string, v any, show func() error) error {
+	return f.read(func(ctx context.Context, c *apiclient.Client) error {
+		var raw json.RawMessage
+		if err := c.Do(ctx, "GET", path, nil, &raw); err != nil {
+			return err
+		}
+		if f.output == "json" {
+			return printJSON(raw)
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			return err
+		}
+		return show()
+	})
+}
+
 // statusCmd prints one replica's view of the groups (the first of --http
 // that answers), whether each replica answers, and each group's leader.
 //
@@ -124,20 +152,18 @@ func statusCmd(args []string) error {
 	if len(rest) > 0 {
 		return fmt.Errorf("status: unexpected argument %q", rest[0])
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
-	c, err := f.apiClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	return f.read(func(ctx context.Context, c *apiclient.Client) error { return printStatus(ctx, c, f.output) })
+}
+
+// printStatus is status's output, from c's replica.
+func printStatus(ctx context.Context, c *apiclient.Client, output string) error {
 	st, err := c.Status(ctx)
 	if err != nil {
 		return err
 	}
 	answers := probe(ctx, c)
 	rows, notReached, missing := voterRoles(st, answers, dialRaft)
-	if f.output == "json" {
+	if output == "json" {
 		if err := printJSON(st.Raw); err != nil {
 			return err
 		}
@@ -449,18 +475,13 @@ func locksCmd(args []string) error {
 	var f listFlags
 	var sortBy, group string
 	var top int
-	fs := newFlags("locks", "[flags] [PREFIX]")
-	f.register(fs)
-	fs.StringVar(&f.output, "o", "text", "output: text (or table, the same) or json")
-	fs.StringVar(&sortBy, "sort", "name", `"name": every held lock in name order; "waiters": the locks with the longest queues, longest first`)
-	fs.IntVar(&top, "n", 10, "with --sort waiters: how many locks (1 to 100)")
-	fs.StringVar(&group, "group", "", "the group to list or rank (default: list every group, rank the default group's; a PREFIX may also end in @group)")
-	fs.BoolVar(&f.parts, "parts", false, partsUsage)
-	rest, err := parseAll(fs, args)
+	rest, err := f.parseWith("locks", "[flags] [PREFIX]", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&sortBy, "sort", "name", `"name": every held lock in name order; "waiters": the locks with the longest queues, longest first`)
+		fs.IntVar(&top, "n", 10, "with --sort waiters: how many locks (1 to 100)")
+		fs.StringVar(&group, "group", "", "the group to list or rank (default: list every group, rank the default group's; a PREFIX may also end in @group)")
+		fs.BoolVar(&f.parts, "parts", false, partsUsage)
+	})
 	if err != nil {
-		return err
-	}
-	if f.output, err = checkOutput("locks", f.output); err != nil {
 		return err
 	}
 	if sortBy != "name" && sortBy != "waiters" {
@@ -479,26 +500,22 @@ func locksCmd(args []string) error {
 	if len(rest) == 1 {
 		prefix = rest[0]
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
-	c, err := f.apiClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var list apiclient.LockList
-	if sortBy == "waiters" {
-		list, err = c.Contended(ctx, group, top)
-	} else {
-		list, err = c.Locks(ctx, prefix, group)
-	}
-	if err != nil {
-		return err
-	}
-	if f.output == "json" {
-		return printValue(lockListJSON{Group: list.Group, AllGroups: list.AllGroups, Locks: list.Locks})
-	}
-	return printLocks(list, f.parts)
+	return f.read(func(ctx context.Context, c *apiclient.Client) error {
+		var list apiclient.LockList
+		var err error
+		if sortBy == "waiters" {
+			list, err = c.Contended(ctx, group, top)
+		} else {
+			list, err = c.Locks(ctx, prefix, group)
+		}
+		if err != nil {
+			return err
+		}
+		if f.output == "json" {
+			return printValue(lockListJSON{Group: list.Group, AllGroups: list.AllGroups, Locks: list.Locks})
+		}
+		return printLocks(list, f.parts)
+	})
 }
 
 // lockListJSON and sessionListJSON are what -o json prints: the API's page,
@@ -562,29 +579,30 @@ func sessionsCmd(args []string) error {
 	if len(rest) > 0 {
 		return fmt.Errorf("sessions: unexpected argument %q", rest[0])
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
-	c, err := f.apiClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	list, err := c.Sessions(ctx, f.group)
-	if err != nil {
-		return err
-	}
-	if f.output == "json" {
-		return printValue(sessionListJSON{Group: f.group, Sessions: list.Sessions})
-	}
+	return f.read(func(ctx context.Context, c *apiclient.Client) error {
+		list, err := c.Sessions(ctx, f.group)
+		if err != nil {
+			return err
+		}
+		if f.output == "json" {
+			return printValue(sessionListJSON{Group: f.group, Sessions: list.Sessions})
+		}
+		return printSessions(list, f.parts)
+	})
+}
+
+// printSessions is the table of sessions; with parts, a PART column
+// follows SESSION: each one's part ID in the listed group.
+func printSessions(list apiclient.SessionList, parts bool) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	head := "SESSION\t"
-	if f.parts {
+	if parts {
 		head += "PART\t"
 	}
 	fmt.Fprintln(tw, head+"NAME\tOWNER\tTTL\tHELD\tWAITING")
 	for _, s := range list.Sessions {
 		fmt.Fprintf(tw, "%s\t", sessionShown(s.SessionID))
-		if f.parts {
+		if parts {
 			fmt.Fprintf(tw, "%s\t", partShown(s.SessionID, s.PartID))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%v\t%d\t%d\n", s.Name, s.Owner, s.TTL(), s.Held, s.Waiting)
@@ -617,29 +635,12 @@ func membersCmd(args []string) error {
 	if len(rest) > 0 {
 		return fmt.Errorf("members: unexpected argument %q (want add, remove or replace)", rest[0])
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
-	c, err := f.apiClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	path := "/v1/members"
 	if f.group != "" {
 		path += "?" + url.Values{"group": {f.group}}.Encode()
 	}
-	var raw json.RawMessage
-	if err := c.Do(ctx, "GET", path, nil, &raw); err != nil {
-		return err
-	}
-	if f.output == "json" {
-		return printJSON(raw)
-	}
 	var m httpapi.MembersJSON
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return err
-	}
-	return printMembers(m)
+	return f.get(path, &m, func() error { return printMembers(m) })
 }
 
 // printMembers is the table of a group's members, by replica ID, and the
@@ -750,16 +751,11 @@ func membersAddCmd(args []string) error {
 	case *addr == "":
 		return errors.New("members add: --addr is required")
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
-	c, err := f.apiClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var resp httpapi.MemberChangeResponse
 	req := httpapi.AddMemberRequest{ID: *id, Addr: *addr, Voting: *voting}
-	if err := c.Do(ctx, "POST", "/v1/members", req, &resp); err != nil {
+	if err := f.read(func(ctx context.Context, c *apiclient.Client) error {
+		return c.Do(ctx, "POST", "/v1/members", req, &resp)
+	}); err != nil {
 		return err
 	}
 	role := "a non-voting replica (it applies the log and serves clients, and does not vote; --voting makes it a voter)"
@@ -787,15 +783,10 @@ func membersRemoveCmd(args []string) error {
 	if err != nil || id == 0 {
 		return fmt.Errorf("members remove: %q is not a replica ID (a positive integer)", rest[0])
 	}
-	ctx, cancel := callCtx()
-	defer cancel()
-	c, err := f.apiClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var resp httpapi.MemberChangeResponse
-	if err := c.Do(ctx, "DELETE", fmt.Sprintf("/v1/members/%d", id), nil, &resp); err != nil {
+	if err := f.read(func(ctx context.Context, c *apiclient.Client) error {
+		return c.Do(ctx, "DELETE", fmt.Sprintf("/v1/members/%d", id), nil, &resp)
+	}); err != nil {
 		return err
 	}
 	fmt.Printf("replica %d is removed for good: its ID can never be used again\n", id)

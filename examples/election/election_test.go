@@ -73,30 +73,7 @@ func TestThreeProcessesFailOver(t *testing.T) {
 // other process is primary meanwhile, and its records go on under that
 // epoch.
 func TestRestartedPrimaryKeepsItsEpoch(t *testing.T) {
-	const ttl = 20 * time.Second // far longer than a restart, even under -race
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	g, resource := startThree(t, ttl)
-	victim := g.waitPrimary(ctx, func(primary) bool { return true })
-	waitRecords(t, ctx, resource, victim.epoch, 3)
-	g.kill(victim.id)
-	killed := time.Now()
-	announced := g.count()
-	g.restart(victim.id)
-
-	back := g.waitPrimary(ctx, func(primary) bool { return true }, announced)
-	require.Equal(t, victim, back, "the restarted primary resumed its term")
-	t.Logf("replica %d killed and restarted: primary again with epoch %d after %v (TTL %v)",
-		victim.id, back.epoch, time.Since(killed).Round(time.Millisecond), ttl)
-	records, err := fencefile.Read(resource)
-	require.NoError(t, err)
-	waitRecords(t, ctx, resource, victim.epoch, countEpoch(records, victim.epoch)+3)
-	g.mu.Lock()
-	require.Equal(t, []primary{victim, victim}, g.primary, "nobody else was primary")
-	g.mu.Unlock()
-	for id := 1; id <= 3; id++ {
-		g.terminate(ctx, id)
-	}
+	restartKeepsEpoch(t, "killed", func(ctx context.Context, g *group, id int) { g.kill(id) })
 }
 
 // With -keep-term, a primary stopped by SIGTERM (a rolling deploy) and
@@ -104,22 +81,30 @@ func TestRestartedPrimaryKeepsItsEpoch(t *testing.T) {
 // resigning, announces the same epoch again, nobody else is primary
 // meanwhile, and its records go on under that epoch.
 func TestGracefullyRestartedPrimaryKeepsItsEpoch(t *testing.T) {
+	restartKeepsEpoch(t, "stopped by SIGTERM", func(ctx context.Context, g *group, id int) {
+		g.terminate(ctx, id) // SIGTERM: a clean exit, the term kept
+		g.waitLine(ctx, id, regexp.MustCompile(`stopped for a restart; the term is kept`))
+	}, "-keep-term")
+}
+
+// restartKeepsEpoch stops the primary of three processes started with
+// flags (stop, described as how), starts it again within its TTL, and
+// requires that it resumes its term: the same epoch announced again,
+// nobody else primary meanwhile, its records going on under that epoch.
+func restartKeepsEpoch(t *testing.T, how string, stop func(ctx context.Context, g *group, id int), flags ...string) {
 	const ttl = 20 * time.Second // far longer than a restart, even under -race
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	g, resource := startThree(t, ttl, "-keep-term")
-	victim := g.waitPrimary(ctx, func(primary) bool { return true })
-	waitRecords(t, ctx, resource, victim.epoch, 3)
+	g, resource, victim := startWithPrimary(t, ctx, ttl, flags...)
 	announced := g.count()
-	g.terminate(ctx, victim.id) // SIGTERM: a clean exit, the term kept
-	g.waitLine(ctx, victim.id, regexp.MustCompile(`stopped for a restart; the term is kept`))
+	stop(ctx, g, victim.id)
 	stopped := time.Now()
 	g.restart(victim.id)
 
 	back := g.waitPrimary(ctx, func(primary) bool { return true }, announced)
 	require.Equal(t, victim, back, "the restarted primary resumed its term")
-	t.Logf("replica %d stopped by SIGTERM and restarted: primary again with epoch %d after %v (TTL %v)",
-		victim.id, back.epoch, time.Since(stopped).Round(time.Millisecond), ttl)
+	t.Logf("replica %d %s and restarted: primary again with epoch %d after %v (TTL %v)",
+		victim.id, how, back.epoch, time.Since(stopped).Round(time.Millisecond), ttl)
 	records, err := fencefile.Read(resource)
 	require.NoError(t, err)
 	waitRecords(t, ctx, resource, victim.epoch, countEpoch(records, victim.epoch)+3)
@@ -138,9 +123,7 @@ func TestFrozenPrimaryStepsDown(t *testing.T) {
 	const ttl, slack = 2 * time.Second, 8 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	g, resource := startThree(t, ttl)
-	victim := g.waitPrimary(ctx, func(primary) bool { return true })
-	waitRecords(t, ctx, resource, victim.epoch, 3)
+	g, resource, victim := startWithPrimary(t, ctx, ttl)
 	victim = g.latestPrimary()
 	// Stopped inside a write, it would hold the file's lock, and its
 	// successor could not write until it is continued.
@@ -149,7 +132,7 @@ func TestFrozenPrimaryStepsDown(t *testing.T) {
 	defer stop()
 	next := g.waitPrimary(deadline, func(p primary) bool { return p.id != victim.id && p.epoch > victim.epoch })
 	waitRecords(t, ctx, resource, next.epoch, 3)
-	require.NoError(t, g.procs[victim.id].cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, g.procs[victim.id].Cmd.Process.Signal(syscall.SIGCONT))
 	refused := regexp.MustCompile(fmt.Sprintf(`late write: replica %d, epoch %d: refused`, victim.id, victim.epoch))
 	g.waitLine(ctx, victim.id, refused)
 	g.waitLine(ctx, victim.id, regexp.MustCompile(fmt.Sprintf(`stepped down: replica %d, epoch %d`, victim.id, victim.epoch)))
@@ -173,15 +156,13 @@ func TestPrimaryWokenAtTakeoverWritesNothingMore(t *testing.T) {
 	const ttl = 2 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	g, resource := startThree(t, ttl)
-	victim := g.waitPrimary(ctx, func(primary) bool { return true })
-	waitRecords(t, ctx, resource, victim.epoch, 3)
+	g, resource, victim := startWithPrimary(t, ctx, ttl)
 	victim = g.latestPrimary()
 	before := g.stopOutsideWrite(ctx, victim, resource)
 	next := g.waitPrimary(ctx, func(p primary) bool { return p.id != victim.id && p.epoch > victim.epoch })
 	// The successor leads: continue the old primary at once, while the
 	// successor's claim is still on its way to the file.
-	require.NoError(t, g.procs[victim.id].cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, g.procs[victim.id].Cmd.Process.Signal(syscall.SIGCONT))
 	g.waitLine(ctx, victim.id, regexp.MustCompile(fmt.Sprintf(`stepped down: replica %d, epoch %d`, victim.id, victim.epoch)))
 	g.waitLine(ctx, victim.id, regexp.MustCompile(fmt.Sprintf(`late write: replica %d, epoch %d: (refused|admitted)`, victim.id, victim.epoch)))
 	waitRecords(t, ctx, resource, next.epoch, 3)
@@ -215,7 +196,7 @@ func TestPrimaryWokenAtTakeoverWritesNothingMore(t *testing.T) {
 // the file holds, which cannot change while p stays stopped.
 func (g *group) stopOutsideWrite(ctx context.Context, p primary, resource string) int {
 	g.t.Helper()
-	proc := g.procs[p.id].cmd.Process
+	proc := g.procs[p.id].Cmd.Process
 	for {
 		require.NoError(g.t, proc.Signal(syscall.SIGSTOP))
 		waitStopped(g.t, ctx, proc.Pid)
@@ -320,7 +301,7 @@ func startThree(t *testing.T, ttl time.Duration, flags ...string) (*group, strin
 	g := newGroup(t)
 	g.bin = buildExample(t)
 	dir := t.TempDir()
-	peers := freePeers(t, 3)
+	peers := fencelocktest.Peers(t, 3)
 	g.args = func(id int) []string {
 		return append([]string{"-id", strconv.Itoa(id), "-peers", peers, "-dir", dir, "-ttl", ttl.String(), "-every", "100ms"}, flags...)
 	}
@@ -328,6 +309,15 @@ func startThree(t *testing.T, ttl time.Duration, flags ...string) (*group, strin
 		g.restart(id)
 	}
 	return g, filepath.Join(dir, "resource.log")
+}
+
+// startWithPrimary is startThree, and waits until a process announces it
+// is primary and the resource holds three records under its epoch.
+func startWithPrimary(t *testing.T, ctx context.Context, ttl time.Duration, flags ...string) (*group, string, primary) {
+	g, resource := startThree(t, ttl, flags...)
+	victim := g.waitPrimary(ctx, func(primary) bool { return true })
+	waitRecords(t, ctx, resource, victim.epoch, 3)
+	return g, resource, victim
 }
 
 // restart starts process id with the flags it was first started with.
@@ -339,37 +329,23 @@ type group struct {
 	bin     string             // the example, built
 	args    func(int) []string // its flags, by replica ID
 	mu      sync.Mutex
-	procs   map[int]*proc
+	procs   map[int]*fencelocktest.Proc
 	lines   []string // stdout of every process, "N| line"
 	primary []primary
 	changed chan struct{} // closed and replaced on every line
 }
 
-type proc struct {
-	cmd    *exec.Cmd
-	stderr lockedBuffer
-	exited chan struct{}
-	err    error
-}
-
 func newGroup(t *testing.T) *group {
-	g := &group{t: t, procs: map[int]*proc{}, changed: make(chan struct{})}
+	g := &group{t: t, procs: map[int]*fencelocktest.Proc{}, changed: make(chan struct{})}
 	t.Cleanup(g.cleanup)
 	return g
 }
 
 func (g *group) start(id int, bin string, args ...string) {
-	p := &proc{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
-	p.cmd.Stdout = &lineWriter{g: g, id: id}
-	p.cmd.Stderr = &p.stderr
-	require.NoError(g.t, p.cmd.Start())
+	p := fencelocktest.StartProc(g.t, func(text string) { g.line(id, text) }, bin, args...)
 	g.mu.Lock()
 	g.procs[id] = p
 	g.mu.Unlock()
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
 }
 
 func (g *group) line(id int, text string) {
@@ -472,33 +448,19 @@ func (g *group) epochs() map[uint64]int {
 
 // kill sends SIGKILL to process id and waits for it to die.
 func (g *group) kill(id int) {
-	p := g.procs[id]
-	require.NoError(g.t, p.cmd.Process.Kill())
-	<-p.exited
+	require.NoError(g.t, g.procs[id].Kill())
 }
 
 // terminate sends SIGTERM to process id and requires a clean exit.
 func (g *group) terminate(ctx context.Context, id int) {
 	g.t.Helper()
-	p := g.procs[id]
-	require.NoError(g.t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.exited:
-		require.NoError(g.t, p.err, "replica %d did not exit cleanly", id)
-	case <-ctx.Done():
-		g.t.Fatalf("replica %d did not exit after SIGTERM", id)
-	}
+	g.procs[id].Terminate(g.t, ctx, fmt.Sprintf("replica %d", id))
 }
 
 // cleanup kills whatever still runs, and shows the output of a failed run.
 func (g *group) cleanup() {
 	for _, p := range g.procs {
-		select {
-		case <-p.exited:
-		default:
-			p.cmd.Process.Kill()
-			<-p.exited
-		}
+		_ = p.Kill() // fails for one that has exited
 	}
 	if !g.t.Failed() {
 		return
@@ -507,44 +469,8 @@ func (g *group) cleanup() {
 	defer g.mu.Unlock()
 	g.t.Logf("stdout:\n%s", strings.Join(g.lines, "\n"))
 	for id, p := range g.procs {
-		g.t.Logf("stderr of replica %d:\n%s", id, p.stderr.String())
+		g.t.Logf("stderr of replica %d:\n%s", id, p.Stderr.String())
 	}
-}
-
-// lineWriter hands a process's stdout to its group line by line.
-type lineWriter struct {
-	g   *group
-	id  int
-	buf []byte
-}
-
-func (w *lineWriter) Write(b []byte) (int, error) {
-	w.buf = append(w.buf, b...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		w.g.line(w.id, string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitRecords polls the resource, for which no channel exists, until it
@@ -587,16 +513,4 @@ func buildExample(t *testing.T) string {
 	out, err := exec.Command(goTool, append(args, ".")...).CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
-}
-
-// freePeers returns a -peers value with n free loopback ports.
-func freePeers(t *testing.T, n int) string {
-	t.Helper()
-	var peers []string
-	for id := 1; id <= n; id++ {
-		l := fencelocktest.ListenBelowEphemeral(t)
-		defer l.Close() // held until all are chosen, so they differ
-		peers = append(peers, fmt.Sprintf("%d=%s", id, l.Addr()))
-	}
-	return strings.Join(peers, ",")
 }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -239,7 +238,7 @@ type group struct {
 	t       *testing.T
 	db      database
 	mu      sync.Mutex
-	procs   map[int]*proc
+	procs   map[int]*fencelocktest.Proc
 	http    map[int]string
 	lines   []string // stdout of every process, "N| line"
 	evs     []event
@@ -247,34 +246,18 @@ type group struct {
 	sql     *sql.DB
 }
 
-type proc struct {
-	cmd    *exec.Cmd
-	stderr bytes.Buffer // read only after exited
-	exited chan struct{}
-	err    error
-}
-
 func startGroup(t *testing.T, db database, args ...string) *group {
 	t.Helper()
 	bin := buildExample(t)
-	g := &group{t: t, db: db, procs: map[int]*proc{}, http: map[int]string{}, changed: make(chan struct{})}
+	g := &group{t: t, db: db, procs: map[int]*fencelocktest.Proc{}, http: map[int]string{}, changed: make(chan struct{})}
 	t.Cleanup(g.cleanup)
 	var err error
 	g.sql, err = sql.Open(db.driver, db.dsn)
 	require.NoError(t, err)
-	peers := freePeers(t, 3)
+	peers := fencelocktest.Peers(t, 3)
 	for id := 1; id <= 3; id++ {
-		p := &proc{exited: make(chan struct{})}
-		p.cmd = exec.Command(bin, append(append([]string{"-id", strconv.Itoa(id), "-peers", peers,
+		g.procs[id] = fencelocktest.StartProc(t, func(text string) { g.line(id, text) }, bin, append(append([]string{"-id", strconv.Itoa(id), "-peers", peers,
 			"-dir", t.TempDir(), "-http", "127.0.0.1:0", "-ttl", ttl.String()}, db.flag...), args...)...)
-		p.cmd.Stdout = &lineWriter{g: g, id: id}
-		p.cmd.Stderr = &p.stderr
-		require.NoError(t, p.cmd.Start())
-		g.procs[id] = p
-		go func() {
-			p.err = p.cmd.Wait()
-			close(p.exited)
-		}()
 	}
 	return g
 }
@@ -356,14 +339,12 @@ func (g *group) latest(kind string) event {
 }
 
 func (g *group) signal(id int, sig syscall.Signal) {
-	require.NoError(g.t, g.procs[id].cmd.Process.Signal(sig))
+	require.NoError(g.t, g.procs[id].Cmd.Process.Signal(sig))
 }
 
 // kill sends SIGKILL to process id and waits for it to die.
 func (g *group) kill(id int) {
-	p := g.procs[id]
-	require.NoError(g.t, p.cmd.Process.Kill())
-	<-p.exited
+	require.NoError(g.t, g.procs[id].Kill())
 }
 
 // terminateAll sends SIGTERM to the live processes and requires clean exits.
@@ -371,17 +352,11 @@ func (g *group) terminateAll(ctx context.Context) {
 	g.t.Helper()
 	for id, p := range g.procs {
 		select {
-		case <-p.exited:
+		case <-p.Exited():
 			continue // killed
 		default:
 		}
-		require.NoError(g.t, p.cmd.Process.Signal(syscall.SIGTERM))
-		select {
-		case <-p.exited:
-			require.NoError(g.t, p.err, "replica %d did not exit cleanly", id)
-		case <-ctx.Done():
-			g.t.Fatalf("replica %d did not exit after SIGTERM", id)
-		}
+		p.Terminate(g.t, ctx, fmt.Sprintf("replica %d", id))
 	}
 }
 
@@ -464,9 +439,8 @@ func (g *group) waitRows(ctx context.Context, epoch uint64, n int) {
 // cleanup kills whatever still runs, and shows the output of a failed run.
 func (g *group) cleanup() {
 	for _, p := range g.procs {
-		p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot die of SIGKILL until it runs
-		p.cmd.Process.Kill()
-		<-p.exited
+		p.Cmd.Process.Signal(syscall.SIGCONT) // a stopped process cannot die of SIGKILL until it runs
+		_ = p.Kill()
 	}
 	if g.sql != nil {
 		g.sql.Close()
@@ -478,26 +452,7 @@ func (g *group) cleanup() {
 	defer g.mu.Unlock()
 	g.t.Logf("stdout:\n%s", strings.Join(g.lines, "\n"))
 	for id, p := range g.procs {
-		g.t.Logf("stderr of replica %d:\n%s", id, p.stderr.String())
-	}
-}
-
-// lineWriter hands a process's stdout to its group line by line.
-type lineWriter struct {
-	g   *group
-	id  int
-	buf []byte
-}
-
-func (w *lineWriter) Write(b []byte) (int, error) {
-	w.buf = append(w.buf, b...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		w.g.line(w.id, string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
+		g.t.Logf("stderr of replica %d:\n%s", id, p.Stderr.String())
 	}
 }
 
@@ -536,16 +491,4 @@ func buildExample(t *testing.T) string {
 	})
 	require.NoError(t, built.err, "go build: %s", built.out)
 	return built.bin
-}
-
-// freePeers returns a -peers value with n free loopback ports.
-func freePeers(t *testing.T, n int) string {
-	t.Helper()
-	var peers []string
-	for id := 1; id <= n; id++ {
-		l := fencelocktest.ListenBelowEphemeral(t)
-		defer l.Close() // held until all are chosen, so they differ
-		peers = append(peers, fmt.Sprintf("%d=%s", id, l.Addr()))
-	}
-	return strings.Join(peers, ",")
 }

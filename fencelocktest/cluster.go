@@ -59,6 +59,14 @@ func WithHTTP(opts ...httpapi.Option) Option {
 	return func(c *Cluster) { c.serve, c.http = true, opts }
 }
 
+// WithNetwork starts the replicas on net, rather than on a network of
+// their own, so that a test can break it before they start: replica id's
+// address is net.Addr(id) (isolate it, cut its links), and Network returns
+// net. A network serves one cluster at a time.
+func WithNetwork(net *transport.Network) Option {
+	return func(c *Cluster) { c.net = net }
+}
+
 // WithRestore seeds each replica's empty Dir from backup (a file
 // Node.Snapshot wrote) by fencelock.Restore before it first starts, as a
 // deployment restored after a disaster is: the cluster starts with the

@@ -3,13 +3,11 @@ package fencelock
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/testhook"
-	"github.com/fencelock/fencelock/transport"
 )
 
 // writesNewest reports whether st's groups all write what this build
@@ -99,42 +97,4 @@ func TestGroupsViewsAcrossTheGate(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, info.SessionID, "a part opened before the raise stays unknown")
 	require.Equal(t, beforePart, info.PartID)
-}
-
-// A part opened right after a deployment starts, before its group's leader
-// has heard every member announce log version 10 (replica 3 is cut off
-// from the start: not heard from, not known to read less), waits for the
-// raise instead of being written without its session, and then names it.
-func TestPartOpenedBeforeTheRaiseNamesItsSession(t *testing.T) {
-	net := transport.NewNetwork(3)
-	net.Isolate(net.Addr(3))
-	c := startCluster(t, net, 3, func(cfg *Config) {
-		cfg.Groups = []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
-	})
-	ctx := testCtx(t)
-	n := c.node(1)
-	require.Eventually(t, func() bool {
-		st := n.Status()
-		g, ok := group(st, "a")
-		return ok && allLeaders(st) && g.Writes.Codec < BuildVersion().Codec
-	}, 30*time.Second, 10*time.Millisecond, "a has a leader, and writes an older version while 3 is unheard")
-	s := newSession(t, ctx, n)
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Acquire(ctx, "x@a")
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("the part was opened before its group could record its session (err %v)", err)
-	case <-time.After(time.Second): // still waiting for the raise: no member is known to read less
-	}
-	net.Heal()
-	require.NoError(t, <-done)
-	info, err := n.Inspect(ctx, "x@a")
-	require.NoError(t, err)
-	require.Equal(t, s.ID(), info.SessionID, "the part was written with its session")
-	part, ok := s.IDIn("a")
-	require.True(t, ok)
-	require.Equal(t, part, info.PartID)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelocktest"
+	"github.com/fencelock/fencelock/transport"
 )
 
 // A part's ID in a named group is drawn from that group's log, and the
@@ -145,4 +146,42 @@ func TestObserveNamedGroupNamesTheSession(t *testing.T) {
 	want := infoOf(r.l)
 	require.Equal(t, s2.ID(), want.SessionID)
 	observeUntil(t, octx, ch, want)
+}
+
+// A part opened right after a deployment starts, before its group's leader
+// has heard every member announce log version 10 (replica 3 is cut off
+// from the start: not heard from, not known to read less), waits for the
+// raise instead of being written without its session, and then names it.
+func TestPartOpenedBeforeTheRaiseNamesItsSession(t *testing.T) {
+	net := transport.NewNetwork(3)
+	net.Isolate(net.Addr(3))
+	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithNetwork(net), fencelocktest.WithConfig(func(cfg *fencelock.Config) {
+		cfg.Groups = []fencelock.GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
+	}))
+	ctx := testCtx(t)
+	n := c.Node(1)
+	require.Eventually(t, func() bool {
+		st := n.Status()
+		g, ok := group(st, "a")
+		return ok && allLeaders(st) && g.Writes.Codec < fencelock.BuildVersion().Codec
+	}, 30*time.Second, 10*time.Millisecond, "a has a leader, and writes an older version while 3 is unheard")
+	s := newSession(t, ctx, n)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, "x@a")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the part was opened before its group could record its session (err %v)", err)
+	case <-time.After(time.Second): // still waiting for the raise: no member is known to read less
+	}
+	net.Heal()
+	require.NoError(t, <-done)
+	info, err := n.Inspect(ctx, "x@a")
+	require.NoError(t, err)
+	require.Equal(t, s.ID(), info.SessionID, "the part was written with its session")
+	part, ok := s.IDIn("a")
+	require.True(t, ok)
+	require.Equal(t, part, info.PartID)
 }

@@ -10,11 +10,13 @@
 // What lives here:
 //
 //   - locks, elections and leader loops across replicas (lock, election,
-//     leaderloop, watch, position, recipes, revoke, delay, renew, names);
+//     leaderloop, watch, position, recipes, revoke, delay, renew, lease,
+//     names, list);
 //   - quorum loss and failover, crashes and restarts, handover on Close
 //     (noquorum, noquorum_wait, failover, handover, resume, context);
-//   - named groups online, their IDs and views, fencing per group
-//     (groups_*, firstgrant, unknowngroup, fence, fencevalue);
+//   - named groups online, their IDs and views, fencing per group, a
+//     mirror leaving a voter cut off from its group (groups_*, firstgrant,
+//     unknowngroup, fence, fencevalue, mirror_failover);
 //   - deployments refused or restored: a Dir copied back, a changed
 //     address, a misconfigured peer, a backup restored
 //     (oldcopy, changedaddr, misconfig, startfail, backup);

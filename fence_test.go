@@ -260,40 +260,6 @@ func TestFencerRekey(t *testing.T) {
 	require.NoError(t, restored.ClaimFence(context.Background(), "r", Fence{Group: fresh, Token: 3}))
 }
 
-// Claim takes the group from the grant ctx carries: the claim keys the
-// resource to the grant's group, and a resource keyed to another group
-// refuses the grant's token, and the same token without a grant context (a
-// bare token, group 0) too, while an unkeyed resource checks it alone.
-func TestFencerClaimUsesTheGrantsGroup(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	ctx := testCtx(t)
-	c.leader(ctx)
-	n := c.node(1)
-	waitUntil(t, ctx, "the group's ID", func() bool { return n.Status().GroupID != 0 })
-	id := n.Status().GroupID
-	l, err := newSession(t, ctx, n).Acquire(ctx, "claim/group")
-	require.NoError(t, err)
-	lctx := l.Context(ctx)
-
-	f := NewFencer()
-	require.NoError(t, f.Claim(lctx, "mine", l.Token()))
-	require.Equal(t, id, f.Group("mine"), "the claim keyed the resource to the grant's group")
-	require.Equal(t, l.Token(), f.Highest("mine"))
-
-	require.NoError(t, f.Rekey("theirs", id^1))
-	err = f.Claim(lctx, "theirs", l.Token())
-	require.ErrorIs(t, err, ErrOtherGroup)
-	var other *OtherGroupError
-	require.ErrorAs(t, err, &other)
-	require.Equal(t, Fence{Group: id, Token: l.Token()}, other.Fence)
-	require.Zero(t, f.Highest("theirs"))
-	require.ErrorIs(t, f.Claim(ctx, "theirs", l.Token()), ErrOtherGroup, "no grant in ctx: a bare token, refused by a keyed resource")
-	require.Zero(t, f.Highest("theirs"))
-	require.NoError(t, f.Claim(ctx, "unkeyed", l.Token()), "no grant in ctx: the token alone on an unkeyed resource")
-	require.Zero(t, f.Group("unkeyed"))
-	require.Equal(t, id^1, f.Group("theirs"))
-}
-
 // The probe: a resource keyed to group feed at token 100 is sent
 // Fence{0, 5000} (a bare token from another deployment). It must be refused
 // as of no group and leave the mark alone, so that the group's next holder,

@@ -40,38 +40,3 @@ func FuzzParseFence(f *testing.F) {
 		require.Equal(t, fence, again)
 	})
 }
-
-// Every grant carries its group's ID, the same on every replica, chosen by
-// the group's first leader; a group bootstrapped separately has another.
-func TestGrantsCarryTheGroupID(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	ctx := testCtx(t)
-	c.leader(ctx)
-	waitUntil(t, ctx, "every replica knows the group's ID", func() bool {
-		for _, n := range c.nodes {
-			if n.Status().GroupID == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	id := c.node(1).Status().GroupID
-	require.Equal(t, id, c.node(2).Status().GroupID)
-	require.Equal(t, id, c.node(3).Status().GroupID)
-	l, err := newSession(t, ctx, c.node(2)).Acquire(ctx, "x")
-	require.NoError(t, err)
-	require.Equal(t, Fence{Group: id, Token: l.Token()}, l.Fence())
-	f, ok := FenceFrom(l.Context(ctx))
-	require.True(t, ok)
-	require.Equal(t, l.Fence(), f)
-
-	other := newCluster(t, 1, nil)
-	waitUntil(t, ctx, "the other group's ID", func() bool { return other.node(1).Status().GroupID != 0 })
-	require.NotEqual(t, id, other.node(1).Status().GroupID)
-
-	// The ID survives a restart of the whole group.
-	c.closeAll()
-	c.startAll()
-	c.leader(ctx)
-	require.Equal(t, id, c.node(1).Status().GroupID)
-}

@@ -183,50 +183,6 @@ func TestGroupsFiveReplicas(t *testing.T) {
 	})
 }
 
-// Seven named groups (and the default one) on three replicas: within 10 s
-// each replica leads at most ⌈8/3⌉ = 3 of them, and again after one
-// replica restarts.
-func TestGroupsLeadersSpread(t *testing.T) {
-	var groups []GroupConfig
-	for i := range 7 {
-		groups = append(groups, GroupConfig{Name: fmt.Sprintf("g%d", i), Voters: []uint64{1, 2, 3}})
-	}
-	c := newCluster(t, 3, withGroups(groups...))
-	spread := func(what string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		start := time.Now()
-		c.waitStatus(ctx, what, func(_ uint64, _ Status) bool {
-			led := map[uint64]int{}
-			for _, n := range c.nodes {
-				st := n.Status()
-				if len(st.Groups) != 8 || !allLeaders(st) {
-					return false
-				}
-				for _, g := range st.Groups {
-					if g.IsLeader {
-						led[st.ReplicaID]++
-					}
-				}
-			}
-			total := 0
-			for _, k := range led {
-				if k > 3 {
-					return false
-				}
-				total += k
-			}
-			return total == 8
-		})
-		t.Logf("%s: leaders spread in %v", what, time.Since(start).Round(time.Millisecond))
-	}
-	spread("after start")
-	c.stop(2)
-	c.start(2)
-	spread("after replica 2 restarted")
-}
-
 // A host keeps one message stream to each peer, whatever the groups: the
 // groups' messages share its batches and its connection instead of being
 // split over Dragonboat's default four streams (a group's is its shard ID

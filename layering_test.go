@@ -82,29 +82,43 @@ func TestLimitsAreTheStateMachines(t *testing.T) {
 // is fencelocktest's. Each package's own imports count; what the packages
 // it imports use is theirs.
 func TestExamplesImportNothingInternal(t *testing.T) {
+	requireNothingInternal(t, "./examples/...", "/examples/")
+}
+
+// The integration tests go through the public API and the kit only (see
+// integration/doc.go): what needs an unexported name stays in the root.
+func TestIntegrationImportsNothingInternal(t *testing.T) {
+	requireNothingInternal(t, "./integration/...", "/integration")
+}
+
+// requireNothingInternal fails the test if a package matched by pattern
+// whose import path, past the module's, starts with under imports a
+// package under internal/; at least one such package must exist.
+func requireNothingInternal(t *testing.T, pattern, under string) {
+	t.Helper()
 	const module = "github.com/fencelock/fencelock"
-	out, err := exec.Command("go", "list", "-deps", "-test", "-json=ImportPath,Imports", "./examples/...").Output()
+	out, err := exec.Command("go", "list", "-deps", "-test", "-json=ImportPath,Imports", pattern).Output()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		t.Fatalf("go list: %v\n%s", err, exit.Stderr)
 	}
 	require.NoError(t, err)
-	examples := 0
+	found := 0
 	for dec := json.NewDecoder(strings.NewReader(string(out))); dec.More(); {
 		var p struct {
 			ImportPath string
 			Imports    []string
 		}
 		require.NoError(t, dec.Decode(&p))
-		if !strings.HasPrefix(p.ImportPath, module+"/examples/") {
+		if !strings.HasPrefix(p.ImportPath, module+under) {
 			continue
 		}
-		examples++
+		found++
 		for _, imp := range p.Imports {
 			if imp == module+"/internal" || strings.HasPrefix(imp, module+"/internal/") {
 				t.Errorf("%s imports %s", p.ImportPath, imp)
 			}
 		}
 	}
-	require.Positive(t, examples, "go list found no examples/ package")
+	require.Positive(t, found, "go list found no %s package", pattern)
 }

@@ -3,11 +3,8 @@ package fencelock
 import (
 	"context"
 	"log/slog"
-	"strings"
-	"sync"
-	"testing"
 
-	"github.com/stretchr/testify/require"
+	"sync"
 )
 
 // recorder is a slog.Handler that keeps every record at Info or above, with
@@ -53,44 +50,4 @@ func (r recorder) all() []logged {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]logged(nil), *r.records...)
-}
-
-// At info level an application sees fencelock's own structured records,
-// each naming its replica, and no raft chatter: not through elections, a
-// replica's crash and restart, snapshots and catch-up.
-func TestNoRaftChatterAtInfo(t *testing.T) {
-	rec := newRecorder()
-	logger := slog.New(rec)
-	c := newCluster(t, 3, func(cfg *Config) {
-		cfg.Logger = logger
-		cfg.SnapshotEntries, cfg.CompactionOverhead = 10, 5
-	})
-	ctx := testCtx(t)
-	leader := c.leader(ctx)
-	follower := leader%3 + 1
-	s := newSession(t, ctx, c.node(leader))
-	c.stop(follower)
-	for range 30 {
-		l, err := s.Acquire(ctx, "x")
-		require.NoError(t, err)
-		require.NoError(t, l.Release(ctx))
-	}
-	n := c.start(follower)
-	_, err := n.Members(ctx)
-	require.NoError(t, err)
-	c.stop(leader) // an election
-	c.leader(ctx)
-	c.closeAll()
-
-	var leaderChanges int
-	for _, r := range rec.all() {
-		require.False(t, strings.HasPrefix(r.attrs["component"], "dragonboat/"),
-			"raft chatter at %v: %s %v", r.level, r.msg, r.attrs)
-		require.True(t, strings.HasPrefix(r.msg, "fencelock"), "%q", r.msg)
-		require.NotEmpty(t, r.attrs["replica"], "%q names its replica", r.msg)
-		if strings.Contains(r.msg, "leader changed") {
-			leaderChanges++
-		}
-	}
-	require.GreaterOrEqual(t, leaderChanges, 2, "leader changes are logged at info")
 }

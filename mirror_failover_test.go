@@ -20,63 +20,6 @@ func (c *testCluster) cutOff(id uint64, others ...uint64) {
 	}
 }
 
-// A mirror fed by a voter that is cut off from the rest of its group (the
-// link between the voter and the mirror's host still up) moves to a voter
-// that is not: the group keeps its quorum, so a lock held through the
-// mirror is kept for well over a TTL, and calls on the group go on.
-func TestMirrorLeavesAVoterCutOffFromItsGroup(t *testing.T) {
-	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	waitOwnGroup(ctx, c)
-
-	const ttl = 4 * time.Second
-	s4 := newSession(t, ctx, c.node(4), WithTTL(ttl))
-	l, err := s4.Acquire(ctx, "x@g")
-	require.NoError(t, err)
-	server := mirrorServer(c.node(4), "g")
-	require.Contains(t, []uint64{1, 2, 3}, server)
-	others := slices.DeleteFunc([]uint64{1, 2, 3}, func(id uint64) bool { return id == server })
-	c.cutOff(server, others...)
-	cut := time.Now()
-
-	require.Eventually(t, func() bool { return slices.Contains(others, mirrorServer(c.node(4), "g")) }, ttl, 10*time.Millisecond,
-		"the mirror leaves %d, cut off from g, within a TTL", server)
-	t.Logf("the mirror left replica %d %v after the cut, for replica %d", server, time.Since(cut).Round(time.Millisecond), mirrorServer(c.node(4), "g"))
-	require.Never(t, func() bool { return closed(l.Done()) }, 3*ttl, 50*time.Millisecond,
-		"4's lock is kept while g keeps its quorum (cut: %d from %v)", server, others)
-	require.Contains(t, others, mirrorServer(c.node(4), "g"), "the mirror stays off the voter cut off from g")
-	y, err := s4.TryAcquire(ctx, "y@g")
-	require.NoError(t, err, "calls on g from 4 go on")
-	require.NoError(t, y.Release(ctx))
-	info, err := c.node(others[0]).Inspect(ctx, "x@g")
-	require.NoError(t, err)
-	require.True(t, info.Held)
-	require.Equal(t, l.Token(), info.Token, "g holds 4's lock")
-}
-
-// A call on a group reached through a mirror uses the group table the
-// host follows: with the default group unreachable from 4 (4 cut from
-// every replica), a call naming g fails with why (ErrUnavailable), never
-// as an unknown group.
-func TestMirroredGroupIsNoUnknownGroupWhenTheTableCannotBeRead(t *testing.T) {
-	c := newCluster(t, 4, withPlacement(PlaceOwnGroups, GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	waitOwnGroup(ctx, c)
-	_, err := c.node(4).Inspect(ctx, "x@g")
-	require.NoError(t, err)
-	require.NotZero(t, mirrorServer(c.node(4), "g"))
-
-	c.net.Isolate(c.addr(4))
-	cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = c.node(4).Inspect(cctx, "x@g")
-	ccancel()
-	require.Error(t, err)
-	require.NotErrorIs(t, err, ErrUnknownGroup)
-	require.ErrorIs(t, err, ErrUnavailable)
-}
-
 // A voter removed from a group while it was down (crashed during
 // SetVoters, restarted after it) learns of it under PlaceEveryGroup too: it
 // stops running the group, calls naming the group there fail with

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -132,46 +131,6 @@ func TestTypoInOwnAddressCrashesNobody(t *testing.T) {
 	require.Equal(t, nodes[0].r.Group(), nodes[1].r.Group())
 }
 
-// A wrong port for a peer in one replica's map used to panic that replica.
-func TestWrongPeerPortCrashesNobody(t *testing.T) {
-	tap := newLogTap()
-	ctx := testCtx(t)
-	wrong := freeAddr(t)
-	right, nodes := misconfigured(t, tap, func(m map[uint64]string) map[uint64]string { m[1] = wrong; return m })
-	tap.wait(t, ctx, "belongs to another group", "1 is "+right[1]+" there, "+wrong+" here")
-	groupWorks(t, ctx, nodes, "port")
-}
-
-// A replica given a Members map of its own alone used to bootstrap a group
-// of its own silently, granting the same names. It still is a group (a
-// one-replica group is a valid configuration), but the real group's
-// replicas refuse it, and the difference is logged on both sides.
-func TestLoneMembersMapIsReported(t *testing.T) {
-	tap := newLogTap()
-	ctx := testCtx(t)
-	_, nodes := misconfigured(t, tap, func(m map[uint64]string) map[uint64]string {
-		return map[uint64]string{3: m[3]}
-	})
-	tap.wait(t, ctx, "refused the replica connecting", "belongs to another group", "1 only there (", "2 only there (")
-	tap.wait(t, ctx, "refused this one", "belongs to another group", "1 only there (", "2 only there (")
-	groupWorks(t, ctx, nodes, "lone")
-}
-
-// The same Dir started twice in one process used to panic inside pebble.
-func TestSameDirTwiceInOneProcess(t *testing.T) {
-	members := map[uint64]string{1: freeAddr(t)}
-	dir := t.TempDir()
-	n, err := Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
-	require.NoError(t, err)
-	_, err = Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir + "/.", Logger: quietLogger})
-	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorContains(t, err, "in use")
-	n.Close()
-	n, err = Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
-	require.NoError(t, err, "Close frees the Dir")
-	n.Close()
-}
-
 // The group identity is kept in Dir: a restart keeps it, even when the
 // Members it is restarted with differ (which is logged); a corrupt file
 // stops the start rather than letting the replica guess its group.
@@ -199,20 +158,6 @@ func TestGroupIdentityIsKeptInDir(t *testing.T) {
 	require.ErrorContains(t, err, "corrupt")
 }
 
-// A replica without a quorum says so, naming the voters it cannot reach,
-// instead of waiting in silence.
-func TestNoQuorumIsLogged(t *testing.T) {
-	tap := newLogTap()
-	members := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
-	n, err := Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: t.TempDir(), Logger: tap.logger()})
-	require.NoError(t, err)
-	defer n.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	line := tap.wait(t, ctx, "no raft leader", "reaches 0 of the other 2 voters", "quorum needs 2 of 3")
-	require.Contains(t, line, "2="+members[2])
-}
-
 // The zero Lock and Leadership are usable, like any zero value: a grant
 // that is already over.
 func TestZeroGrantsDoNotPanic(t *testing.T) {
@@ -235,22 +180,6 @@ func TestZeroGrantsDoNotPanic(t *testing.T) {
 	}
 }
 
-// A call whose context was over before it began never asked the group: it
-// returns the context's error alone, not ErrUnavailable.
-func TestCallWithContextAlreadyOver(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	ctx := testCtx(t)
-	s := newSession(t, ctx, c.node(1))
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	_, err := s.Acquire(done, "x")
-	require.ErrorIs(t, err, context.Canceled)
-	require.NotErrorIs(t, err, ErrUnavailable)
-	_, err = c.node(1).Inspect(done, "x")
-	require.ErrorIs(t, err, context.Canceled)
-	require.NotErrorIs(t, err, ErrUnavailable)
-}
-
 // Start failures wrap ErrInvalidConfig and say what is wrong in the
 // library's words.
 func TestStartErrorsAreConfigErrors(t *testing.T) {
@@ -264,41 +193,4 @@ func TestStartErrorsAreConfigErrors(t *testing.T) {
 
 	_, err = Start(context.Background(), Config{ReplicaID: 1, Members: map[uint64]string{1: "127.0.0.1"}, Dir: t.TempDir(), Logger: quietLogger})
 	require.ErrorIs(t, err, ErrInvalidConfig)
-}
-
-// A replica whose Dir belongs to an earlier incarnation of the group (the
-// others were wiped and bootstrapped again with the same Members) is refused:
-// its tokens are not comparable with the new incarnation's.
-func TestStaleIncarnationIsRefused(t *testing.T) {
-	tap := newLogTap()
-	ctx := testCtx(t)
-	members := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
-	base := t.TempDir()
-	dir := func(id uint64, gen string) string { return filepath.Join(base, gen+string(rune('0'+id))) }
-	start := func(id uint64, gen string) *Node {
-		n, err := Start(context.Background(), Config{ReplicaID: id, Members: members, Dir: dir(id, gen), Logger: tap.logger()})
-		require.NoError(t, err)
-		t.Cleanup(func() { n.Close() })
-		return n
-	}
-	// Incarnation A runs with all three and chooses its ID; then 1 and 2
-	// are wiped and bootstrapped again (incarnation B), and 3 comes back on
-	// its old Dir.
-	a := []*Node{start(1, "a"), start(2, "a"), start(3, "a")}
-	waitUntil(t, ctx, "incarnation A has an ID", func() bool { return a[2].Status().GroupID != 0 })
-	oldID := a[2].Status().GroupID
-	for _, n := range a {
-		n.Close()
-	}
-	b1, b2 := start(1, "b"), start(2, "b")
-	waitUntil(t, ctx, "incarnation B has an ID", func() bool { return b1.Status().GroupID != 0 })
-	require.NotEqual(t, oldID, b1.Status().GroupID)
-	start(3, "a") // restarted on its old Dir
-	tap.wait(t, ctx, "another incarnation of this group")
-	for _, n := range []*Node{b1, b2} {
-		s := newSession(t, ctx, n)
-		l, err := s.Acquire(ctx, "after")
-		require.NoError(t, err)
-		require.NoError(t, l.Release(ctx))
-	}
 }

@@ -1,6 +1,7 @@
 package fencelocktest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ type Cluster struct {
 	tune    func(*fencelock.Config)
 	http    []httpapi.Option // with serve: each replica's API options
 	serve   bool
+	restore []byte // WithRestore's backup
 
 	mu     sync.Mutex
 	nodes  map[uint64]*fencelock.Node
@@ -55,6 +57,24 @@ func WithConfig(tune func(*fencelock.Config)) Option {
 // URL that stays the same across restarts: see URL.
 func WithHTTP(opts ...httpapi.Option) Option {
 	return func(c *Cluster) { c.serve, c.http = true, opts }
+}
+
+// WithNetwork starts the replicas on net, rather than on a network of
+// their own, so that a test can break it before they start: replica id's
+// address is net.Addr(id) (isolate it, cut its links), and Network returns
+// net. A network serves one cluster at a time.
+func WithNetwork(net *transport.Network) Option {
+	return func(c *Cluster) { c.net = net }
+}
+
+// WithRestore seeds each replica's empty Dir from backup (a file
+// Node.Snapshot wrote) by fencelock.Restore before it first starts, as a
+// deployment restored after a disaster is: the cluster starts with the
+// backup's groups, locks, sessions and tokens. A backup Restore refuses
+// (ErrInvalidBackup, or ErrInvalidConfig for Members without a group's
+// voters) fails the test before any replica starts.
+func WithRestore(backup []byte) Option {
+	return func(c *Cluster) { c.restore = backup }
 }
 
 // quiet keeps Dragonboat's and the API's logs out of the test's output.
@@ -85,6 +105,13 @@ func NewCluster(t testing.TB, size int, opts ...Option) *Cluster {
 		}
 	}
 	t.Cleanup(c.closeAll)
+	if c.restore != nil {
+		for id := range c.members {
+			if _, err := fencelock.Restore(bytes.NewReader(c.restore), c.config(id)); err != nil {
+				t.Fatalf("fencelocktest: restoring replica %d: %v", id, err)
+			}
+		}
+	}
 	for _, s := range c.srvs {
 		s.Start()
 	}
@@ -166,6 +193,12 @@ func (c *Cluster) Members() map[uint64]string {
 	}
 	return m
 }
+
+// Dir returns replica id's data dir (Config.Dir), the same across
+// restarts: while the replica is stopped or crashed a test may read it, or
+// replace it (an operator's copy of an older one), before Restart. It is
+// "" for an ID that is not a member.
+func (c *Cluster) Dir(id uint64) string { return c.dirs[id] }
 
 // Node returns replica id's running Node; nil while it is stopped or
 // crashed.

@@ -1,8 +1,10 @@
 package fencelocktest_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/transport"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -94,4 +97,57 @@ func TestStoppedReplicaDropsItsHTTPUntilRestart(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 20*time.Millisecond, "the restarted replica is never ready")
+}
+
+// A cluster made WithRestore starts from the backup: every replica holds
+// the backup's lock with its token, and grants above it. Each replica's
+// Dir is where it keeps that state, the same across a restart.
+func TestWithRestoreStartsFromTheBackup(t *testing.T) {
+	ctx := testCtx(t)
+	src := fencelocktest.NewCluster(t, 3)
+	src.Leader(ctx)
+	s, err := src.Node(1).NewSession(ctx, fencelock.WithTTL(time.Minute))
+	require.NoError(t, err)
+	held, err := s.Acquire(ctx, "x")
+	require.NoError(t, err)
+	var backup bytes.Buffer
+	require.NoError(t, src.Node(2).Snapshot(ctx, &backup))
+
+	dst := fencelocktest.NewCluster(t, 3, fencelocktest.WithRestore(backup.Bytes()))
+	dst.Leader(ctx)
+	for id := uint64(1); id <= 3; id++ {
+		info, err := dst.Node(id).Inspect(ctx, "x")
+		require.NoError(t, err)
+		require.True(t, info.Held, "replica %d: the backup's lock is not held", id)
+		require.Equal(t, held.Token(), info.Token, "replica %d", id)
+	}
+
+	dir := dst.Dir(2)
+	dst.Stop(2)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries, "the stopped replica's Dir is empty")
+	require.Equal(t, dir, dst.Dir(2))
+	s2, err := dst.Restart(2).NewSession(ctx)
+	require.NoError(t, err)
+	l, err := s2.TryAcquire(ctx, "y")
+	require.NoError(t, err)
+	require.Greater(t, l.Token(), held.Token(), "the restored group grants above the backup's tokens")
+}
+
+// A cluster made WithNetwork runs on the test's network, broken before the
+// replicas started: replica 3, isolated from the start, hears nobody while
+// the other two elect a leader through it.
+func TestWithNetworkStartsOnTheTestsNetwork(t *testing.T) {
+	net := transport.NewNetwork(1)
+	net.Isolate(net.Addr(3))
+	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithNetwork(net))
+	require.Same(t, net, c.Network())
+	require.Eventually(t, func() bool {
+		l := c.Node(1).Status().LeaderID
+		return l != 0 && l == c.Node(2).Status().LeaderID
+	}, 30*time.Second, 10*time.Millisecond, "replicas 1 and 2 elect no leader")
+	require.Positive(t, net.Stats(c.Addr(1)).Messages, "the replicas' messages do not go through the test's network")
+	require.Zero(t, net.Stats(c.Addr(3)).Messages, "replica 3, isolated before it started, heard from a peer")
+	require.Zero(t, c.Node(3).Status().LeaderID)
 }

@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // The views describe one group: the name's or the prefix's "@group", or
@@ -14,14 +17,14 @@ import (
 // EndSessionIn ends one part, EndSession the whole session, whose node
 // then closes its other parts at their groups.
 func TestGroupsViews(t *testing.T) {
-	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
+	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}})))
 	ctx := testCtx(t)
-	c.waitStatus(ctx, "leaders, writing log version 10", func(_ uint64, st Status) bool {
+	waitStatus(t, ctx, c, "leaders, writing log version 10", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
 	})
-	n := c.node(2)
+	n := c.Node(2)
 
-	s, err := c.node(1).NewSession(ctx)
+	s, err := c.Node(1).NewSession(ctx)
 	require.NoError(t, err)
 	_, ok := s.IDIn("a")
 	require.False(t, ok, "no part in a before a call names it")
@@ -60,7 +63,7 @@ func TestGroupsViews(t *testing.T) {
 	require.Equal(t, []uint64{s.ID(), idA}, []uint64{leader.SessionID, leader.PartID})
 
 	// Locks: one group per page.
-	names := func(p LockPage) []string {
+	names := func(p fencelock.LockPage) []string {
 		var out []string
 		for _, l := range p.Locks {
 			out = append(out, l.Name)
@@ -86,11 +89,11 @@ func TestGroupsViews(t *testing.T) {
 	require.Equal(t, s.ID(), page.Locks[0].SessionID)
 	require.Equal(t, s.ID(), page.Locks[1].SessionID, "a named group's lock: the session's ID")
 	require.Equal(t, idA, page.Locks[1].PartID, "and the part's ID there")
-	page, err = n.Locks(ctx, "", ListLimit(2))
+	page, err = n.Locks(ctx, "", fencelock.ListLimit(2))
 	require.NoError(t, err)
 	require.Equal(t, []string{"x", "y@a"}, names(page))
 	require.True(t, page.More)
-	page, err = n.Locks(ctx, "", ListLimit(2), ListAfter("y@a"))
+	page, err = n.Locks(ctx, "", fencelock.ListLimit(2), fencelock.ListAfter("y@a"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"z@a"}, names(page))
 	require.False(t, page.More)
@@ -99,14 +102,14 @@ func TestGroupsViews(t *testing.T) {
 	require.Equal(t, []string{"z@a"}, names(page), "a prefix without '@' matches in every group")
 
 	// Sessions: per group, each part under its session's ID and its own.
-	ids := func(p SessionPage) []uint64 {
+	ids := func(p fencelock.SessionPage) []uint64 {
 		var out []uint64
 		for _, si := range p.Sessions {
 			out = append(out, si.ID)
 		}
 		return out
 	}
-	parts := func(p SessionPage) []uint64 {
+	parts := func(p fencelock.SessionPage) []uint64 {
 		var out []uint64
 		for _, si := range p.Sessions {
 			out = append(out, si.PartID)
@@ -142,19 +145,19 @@ func TestGroupsViews(t *testing.T) {
 
 	// Unknown groups fail loudly everywhere.
 	_, err = n.SessionsIn(ctx, "nope")
-	require.ErrorIs(t, err, ErrUnknownGroup)
+	require.ErrorIs(t, err, fencelock.ErrUnknownGroup)
 	_, err = n.MembersOf(ctx, "nope")
-	require.ErrorIs(t, err, ErrUnknownGroup)
+	require.ErrorIs(t, err, fencelock.ErrUnknownGroup)
 	_, err = n.Locks(ctx, "@nope")
-	require.ErrorIs(t, err, ErrUnknownGroup)
-	require.ErrorIs(t, n.EndSessionIn(ctx, "nope", idA), ErrUnknownGroup)
+	require.ErrorIs(t, err, fencelock.ErrUnknownGroup)
+	require.ErrorIs(t, n.EndSessionIn(ctx, "nope", idA), fencelock.ErrUnknownGroup)
 	_, err = n.Inspect(ctx, "y@nope")
-	require.ErrorIs(t, err, ErrUnknownGroup)
+	require.ErrorIs(t, err, fencelock.ErrUnknownGroup)
 
 	// EndSessionIn ends the part in a only.
 	require.NoError(t, n.EndSessionIn(ctx, "a", idA))
 	waitDone(t, ctx, y.Done(), "y@a")
-	require.ErrorIs(t, y.Err(), ErrRevoked)
+	require.ErrorIs(t, y.Err(), fencelock.ErrRevoked)
 	waitDone(t, ctx, z.Done(), "z@a")
 	require.NoError(t, x.Err(), "the default part is untouched")
 	require.NoError(t, s.Err())
@@ -170,8 +173,8 @@ func TestGroupsViews(t *testing.T) {
 	w := n.Watch(ctx, "z@a")
 	require.NoError(t, n.EndSession(ctx, s.ID()))
 	waitDone(t, ctx, s.Done(), "the session")
-	require.ErrorIs(t, s.Err(), ErrRevoked)
-	require.ErrorIs(t, x.Err(), ErrRevoked)
+	require.ErrorIs(t, s.Err(), fencelock.ErrRevoked)
+	require.ErrorIs(t, x.Err(), fencelock.ErrRevoked)
 	waitDone(t, ctx, z.Done(), "z@a")
 	for info := range w {
 		if !info.Held {
@@ -198,16 +201,16 @@ func waitDone(t *testing.T, ctx context.Context, done <-chan struct{}, what stri
 // ErrOtherGroup however large their tokens, by DoFence and by Claim with a
 // grant context, and the resource's mark is unchanged.
 func TestGroupsFenceOneGroup(t *testing.T) {
-	c := newCluster(t, 3, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
+	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}})))
 	ctx := testCtx(t)
-	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return len(st.Groups) == 3 && allLeaders(st) })
-	s, err := c.node(1).NewSession(ctx)
+	waitStatus(t, ctx, c, "leaders", func(_ uint64, st fencelock.Status) bool { return len(st.Groups) == 3 && allLeaders(st) })
+	s, err := c.Node(1).NewSession(ctx)
 	require.NoError(t, err)
 	la, err := s.Acquire(ctx, "orders@a")
 	require.NoError(t, err)
-	fences := NewFencer()
+	fences := fencelock.NewFencer()
 	require.NoError(t, fences.Claim(la.Context(ctx), "db/orders", la.Token()))
-	ga, _ := group(c.node(1).Status(), "a")
+	ga, _ := group(c.Node(1).Status(), "a")
 	require.Equal(t, ga.GroupID, fences.Group("db/orders"), "the claim keyed the resource to a")
 
 	// Grants of the default group and of b, taken after la's (so that
@@ -215,7 +218,7 @@ func TestGroupsFenceOneGroup(t *testing.T) {
 	for _, name := range []string{"orders", "orders@b"} {
 		// Push the other group's token past la's, so that only the group
 		// check can refuse it.
-		var l *Lock
+		var l *fencelock.Lock
 		for l == nil || l.Token() <= la.Token() {
 			if l != nil {
 				require.NoError(t, l.Release(ctx))
@@ -225,10 +228,10 @@ func TestGroupsFenceOneGroup(t *testing.T) {
 		}
 		wrote := false
 		err = fences.DoFence("db/orders", l.Fence(), func() error { wrote = true; return nil })
-		require.ErrorIs(t, err, ErrOtherGroup, "%s's grant at a's resource", name)
+		require.ErrorIs(t, err, fencelock.ErrOtherGroup, "%s's grant at a's resource", name)
 		require.False(t, wrote)
 		err = fences.Claim(l.Context(ctx), "db/orders", l.Token())
-		require.ErrorIs(t, err, ErrOtherGroup, "%s's claim at a's resource", name)
+		require.ErrorIs(t, err, fencelock.ErrOtherGroup, "%s's claim at a's resource", name)
 		require.Equal(t, la.Token(), fences.Highest("db/orders"), "the mark is a's")
 	}
 	// a's own holder still writes.

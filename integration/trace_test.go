@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -9,51 +9,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
-
-// tracedCluster starts a 1-replica node with a group named billing, whose
-// spans go to an in-memory exporter.
-func tracedCluster(t *testing.T) (*testCluster, *tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	c := newCluster(t, 1, func(cfg *Config) {
-		cfg.TracerProvider = tp
-		cfg.Groups = []GroupConfig{{Name: "billing", Voters: []uint64{1}}}
-	})
-	return c, exp, tp
-}
-
-// spansOf returns the ended spans named name, in the order they ended.
-func spansOf(exp *tracetest.InMemoryExporter, name string) []tracetest.SpanStub {
-	var out []tracetest.SpanStub
-	for _, s := range exp.GetSpans() {
-		if s.Name == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// attrs returns a span's attributes by key.
-func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
-	out := map[attribute.Key]attribute.Value{}
-	for _, kv := range s.Attributes {
-		out[kv.Key] = kv.Value
-	}
-	return out
-}
-
-// childrenOf returns the spans whose parent is s, named name.
-func childrenOf(exp *tracetest.InMemoryExporter, s tracetest.SpanStub, name string) []tracetest.SpanStub {
-	var out []tracetest.SpanStub
-	for _, c := range spansOf(exp, name) {
-		if c.Parent.SpanID() == s.SpanContext.SpanID() {
-			out = append(out, c)
-		}
-	}
-	return out
-}
 
 // Every Acquire is one span, a child of the caller's, that names the lock,
 // its mode and group, the result, the token, the place at entry and the
@@ -65,20 +24,20 @@ func TestTracingAcquire(t *testing.T) {
 	ctx := testCtx(t)
 	ctx, job := tp.Tracer("test").Start(ctx, "job")
 	defer job.End()
-	holder := newSession(t, ctx, c.node(1))
-	first, second := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(1))
+	holder := newSession(t, ctx, c.Node(1))
+	first, second := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(1))
 
 	l, err := holder.Acquire(ctx, "report@billing")
 	require.NoError(t, err)
 	_, err = first.TryAcquire(ctx, "report@billing")
-	require.ErrorIs(t, err, ErrLocked)
+	require.ErrorIs(t, err, fencelock.ErrLocked)
 
 	type result struct {
-		l       *Lock
+		l       *fencelock.Lock
 		err     error
 		started time.Time
 	}
-	wait := func(s *Session, shared bool) (*positions, chan result) {
+	wait := func(s *fencelock.Session, shared bool) (*positions, chan result) {
 		pos, out := newPositions(), make(chan result, 1)
 		go func() {
 			started := time.Now()
@@ -86,7 +45,7 @@ func TestTracingAcquire(t *testing.T) {
 			if shared {
 				acquire = s.AcquireShared
 			}
-			l, err := acquire(ctx, "report@billing", WithQueuePosition(pos.report))
+			l, err := acquire(ctx, "report@billing", fencelock.WithQueuePosition(pos.report))
 			out <- result{l, err, started}
 		}()
 		return pos, out
@@ -170,34 +129,17 @@ func TestTracingAcquire(t *testing.T) {
 	require.NotEmpty(t, childrenOf(exp, releases[0], "fencelock.propose"))
 }
 
-// requireGrantedEvent checks that s has a "granted" event counting ahead
-// waiters before it at entry.
-func requireGrantedEvent(t *testing.T, s tracetest.SpanStub, ahead int64) {
-	t.Helper()
-	for _, e := range s.Events {
-		if e.Name == "granted" {
-			for _, kv := range e.Attributes {
-				if kv.Key == "fencelock.waiters_ahead" {
-					require.Equal(t, ahead, kv.Value.AsInt64())
-					return
-				}
-			}
-		}
-	}
-	t.Fatalf("%s: no granted event with waiters_ahead in %v", s.Name, s.Events)
-}
-
 // Campaign, TryCampaign, Resign, semaphores, a call that times out and a
 // release of a grant no longer current each have their span and result.
 func TestTracingOtherCalls(t *testing.T) {
 	c, exp, _ := tracedCluster(t)
 	ctx := testCtx(t)
-	s, other := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(1))
+	s, other := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(1))
 
 	lead, err := s.Campaign(ctx, "primary", "me")
 	require.NoError(t, err)
 	_, err = other.TryCampaign(ctx, "primary", "them")
-	require.ErrorIs(t, err, ErrElectionTaken)
+	require.ErrorIs(t, err, fencelock.ErrElectionTaken)
 	require.NoError(t, lead.Resign(ctx))
 
 	p, err := s.TryAcquireSemaphore(ctx, "pool", 2)
@@ -211,7 +153,7 @@ func TestTracingOtherCalls(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.NoError(t, l.Release(ctx))
-	require.ErrorIs(t, l.Release(ctx), ErrNotHeld)
+	require.ErrorIs(t, l.Release(ctx), fencelock.ErrNotHeld)
 	require.NoError(t, p.Release(ctx))
 
 	one := func(name string) map[attribute.Key]attribute.Value {
@@ -249,4 +191,65 @@ func TestTracingOtherCalls(t *testing.T) {
 		results = append(results, attrs(sp)["fencelock.result"].AsString())
 	}
 	require.Equal(t, []string{"ok", "not_held", "ok"}, results)
+}
+
+// tracedCluster starts a 1-replica node with a group named billing, whose
+// spans go to an in-memory exporter.
+func tracedCluster(t *testing.T) (*fencelocktest.Cluster, *tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	c := fencelocktest.NewCluster(t, 1, fencelocktest.WithConfig(func(cfg *fencelock.Config) {
+		cfg.TracerProvider = tp
+		cfg.Groups = []fencelock.GroupConfig{{Name: "billing", Voters: []uint64{1}}}
+	}))
+	return c, exp, tp
+}
+
+// spansOf returns the ended spans named name, in the order they ended.
+func spansOf(exp *tracetest.InMemoryExporter, name string) []tracetest.SpanStub {
+	var out []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// attrs returns a span's attributes by key.
+func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
+	out := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes {
+		out[kv.Key] = kv.Value
+	}
+	return out
+}
+
+// childrenOf returns the spans whose parent is s, named name.
+func childrenOf(exp *tracetest.InMemoryExporter, s tracetest.SpanStub, name string) []tracetest.SpanStub {
+	var out []tracetest.SpanStub
+	for _, c := range spansOf(exp, name) {
+		if c.Parent.SpanID() == s.SpanContext.SpanID() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// requireGrantedEvent checks that s has a "granted" event counting ahead
+// waiters before it at entry.
+func requireGrantedEvent(t *testing.T, s tracetest.SpanStub, ahead int64) {
+	t.Helper()
+	for _, e := range s.Events {
+		if e.Name == "granted" {
+			for _, kv := range e.Attributes {
+				if kv.Key == "fencelock.waiters_ahead" {
+					require.Equal(t, ahead, kv.Value.AsInt64())
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("%s: no granted event with waiters_ahead in %v", s.Name, s.Events)
 }

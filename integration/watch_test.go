@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -8,10 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // until receives from ch until a LockInfo satisfies ok, and returns it.
-func until(t *testing.T, ctx context.Context, ch <-chan LockInfo, what string, ok func(LockInfo) bool) LockInfo {
+func until(t *testing.T, ctx context.Context, ch <-chan fencelock.LockInfo, what string, ok func(fencelock.LockInfo) bool) fencelock.LockInfo {
 	t.Helper()
 	for {
 		select {
@@ -30,48 +33,48 @@ func until(t *testing.T, ctx context.Context, ch <-chan LockInfo, what string, o
 // first, then grants, a waiter queued, the hand-over, an expiry-free
 // release, each as this replica applies it.
 func TestWatchFollowsALock(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	wctx, stop := context.WithCancel(ctx)
-	ch := c.node(3).Watch(wctx, "jobs/reindex")
-	first := until(t, ctx, ch, "the first state", func(LockInfo) bool { return true })
-	require.Equal(t, LockInfo{Name: "jobs/reindex"}, first)
+	ch := c.Node(3).Watch(wctx, "jobs/reindex")
+	first := until(t, ctx, ch, "the first state", func(fencelock.LockInfo) bool { return true })
+	require.Equal(t, fencelock.LockInfo{Name: "jobs/reindex"}, first)
 
-	a := newSession(t, ctx, c.node(1))
+	a := newSession(t, ctx, c.Node(1))
 	l, err := a.Acquire(ctx, "jobs/reindex")
 	require.NoError(t, err)
-	held := until(t, ctx, ch, "the grant", func(i LockInfo) bool { return i.Held })
+	held := until(t, ctx, ch, "the grant", func(i fencelock.LockInfo) bool { return i.Held })
 	require.Equal(t, l.Token(), held.Token)
 	require.Equal(t, a.ID(), held.SessionID)
 
-	b := newSession(t, ctx, c.node(2))
-	granted := make(chan *Lock, 1)
+	b := newSession(t, ctx, c.Node(2))
+	granted := make(chan *fencelock.Lock, 1)
 	go func() {
 		next, _ := b.Acquire(ctx, "jobs/reindex")
 		granted <- next
 	}()
-	until(t, ctx, ch, "the waiter", func(i LockInfo) bool { return i.Waiters == 1 })
+	until(t, ctx, ch, "the waiter", func(i fencelock.LockInfo) bool { return i.Waiters == 1 })
 	require.NoError(t, l.Release(ctx))
 	next := <-granted
 	require.NotNil(t, next)
-	handed := until(t, ctx, ch, "the hand-over", func(i LockInfo) bool { return i.Token == next.Token() })
-	require.Equal(t, LockInfo{Name: "jobs/reindex", Held: true, Token: next.Token(), SessionID: b.ID(), PartID: b.ID(),
-		Holders: []Holder{{SessionID: b.ID(), PartID: b.ID(), Token: next.Token(), Owner: 2}}}, unnamed(t, handed))
+	handed := until(t, ctx, ch, "the hand-over", func(i fencelock.LockInfo) bool { return i.Token == next.Token() })
+	require.Equal(t, fencelock.LockInfo{Name: "jobs/reindex", Held: true, Token: next.Token(), SessionID: b.ID(), PartID: b.ID(),
+		Holders: []fencelock.Holder{{SessionID: b.ID(), PartID: b.ID(), Token: next.Token(), Owner: 2}}}, unnamed(t, handed))
 
-	require.NoError(t, c.node(1).Revoke(ctx, "jobs/reindex"))
-	until(t, ctx, ch, "the revocation", func(i LockInfo) bool { return !i.Held })
+	require.NoError(t, c.Node(1).Revoke(ctx, "jobs/reindex"))
+	until(t, ctx, ch, "the revocation", func(i fencelock.LockInfo) bool { return !i.Held })
 	stop()
 	for range ch { // closes once its ctx ended
 	}
 }
 
 func TestWatchInvalidName(t *testing.T) {
-	c := newCluster(t, 1, nil)
+	c := fencelocktest.NewCluster(t, 1)
 	ctx := testCtx(t)
-	ch := c.node(1).Watch(ctx, "")
+	ch := c.Node(1).Watch(ctx, "")
 	info, ok := <-ch
 	require.True(t, ok)
-	require.ErrorIs(t, info.Err, ErrInvalidName)
+	require.ErrorIs(t, info.Err, fencelock.ErrInvalidName)
 	_, ok = <-ch
 	require.False(t, ok)
 }
@@ -80,12 +83,12 @@ func TestWatchInvalidName(t *testing.T) {
 // order the group made them: each holder releases only once the watch has
 // shown its grant, so nothing coalesces away.
 func TestWatchSeesEveryGrantOfAContendedLock(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	ch := c.node(3).Watch(wctx, "hot")
-	until(t, ctx, ch, "the first state", func(LockInfo) bool { return true })
+	ch := c.Node(3).Watch(wctx, "hot")
+	until(t, ctx, ch, "the first state", func(fencelock.LockInfo) bool { return true })
 
 	const holders = 6
 	seen := make(chan uint64, holders) // grants the watch showed, in its order
@@ -128,7 +131,7 @@ func TestWatchSeesEveryGrantOfAContendedLock(t *testing.T) {
 	var wg sync.WaitGroup
 	granted := make(chan uint64, holders)
 	for i := range holders {
-		s := newSession(t, ctx, c.node(uint64(1+i%3)))
+		s := newSession(t, ctx, c.Node(uint64(1+i%3)))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // In a brand-new group the very first grants already carry the group's ID:
@@ -14,7 +16,7 @@ import (
 // Every replica opens a session and asks for a lock, then campaigns, at
 // once, before any leader exists.
 func TestFirstGrantsOfANewGroupCarryItsID(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	type seen struct {
 		what  string
@@ -28,7 +30,7 @@ func TestFirstGrantsOfANewGroupCarryItsID(t *testing.T) {
 		seens = append(seens, seen{what, group})
 	}
 	var wg sync.WaitGroup
-	for id, n := range c.nodes {
+	for id, n := range running(c) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -51,7 +53,7 @@ func TestFirstGrantsOfANewGroupCarryItsID(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	id := c.node(1).Status().GroupID
+	id := c.Node(1).Status().GroupID
 	require.NotZero(t, id)
 	require.Len(t, seens, 6)
 	for _, s := range seens {

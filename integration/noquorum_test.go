@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/transport"
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Two of three replicas stopped: a call on the third fails with
@@ -17,16 +18,16 @@ import (
 // deadline; a call without a deadline waits, and gets the same cause with
 // the context's error when it ends.
 func TestNoQuorumSaysTheCause(t *testing.T) {
-	c := newCluster(t, 3, func(cfg *Config) {
-		cfg.Groups = []GroupConfig{{Name: "orders", Voters: []uint64{1, 2, 3}}}
-	})
+	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(func(cfg *fencelock.Config) {
+		cfg.Groups = []fencelock.GroupConfig{{Name: "orders", Voters: []uint64{1, 2, 3}}}
+	}))
 	ctx := testCtx(t)
-	c.leader(ctx)
-	n := c.node(1)
+	c.Leader(ctx)
+	n := c.Node(1)
 	_, err := n.Inspect(ctx, "x@orders") // the named group has a leader too
 	require.NoError(t, err)
-	c.stop(2)
-	c.stop(3)
+	c.Stop(2)
+	c.Stop(3)
 
 	for _, tc := range []struct {
 		what, group string
@@ -49,14 +50,14 @@ func TestNoQuorumSaysTheCause(t *testing.T) {
 		err := tc.call(cctx)
 		early := cctx.Err() == nil
 		cancel()
-		require.ErrorIs(t, err, ErrNoQuorum, tc.what)
-		require.ErrorIs(t, err, ErrUnavailable, tc.what)
+		require.ErrorIs(t, err, fencelock.ErrNoQuorum, tc.what)
+		require.ErrorIs(t, err, fencelock.ErrUnavailable, tc.what)
 		require.True(t, early, "%s: failed only at its deadline: %v", tc.what, err)
 		msg := err.Error()
 		require.Contains(t, msg, tc.group, tc.what)
 		require.Contains(t, msg, "this replica reaches 0 of the other 2 voters", tc.what)
-		require.Contains(t, msg, "2="+c.members[2], tc.what)
-		require.Contains(t, msg, "3="+c.members[3], tc.what)
+		require.Contains(t, msg, "2="+c.Addr(2), tc.what)
+		require.Contains(t, msg, "3="+c.Addr(3), tc.what)
 		require.Contains(t, msg, "a quorum needs 2 of 3", tc.what)
 	}
 
@@ -66,8 +67,8 @@ func TestNoQuorumSaysTheCause(t *testing.T) {
 	defer time.AfterFunc(300*time.Millisecond, stop).Stop()
 	_, err = n.Inspect(wait, "y")
 	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorIs(t, err, ErrNoQuorum)
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, fencelock.ErrNoQuorum)
+	require.ErrorIs(t, err, fencelock.ErrUnavailable)
 	require.False(t, errors.Is(err, context.DeadlineExceeded))
 }
 
@@ -77,26 +78,26 @@ func TestNoQuorumSaysTheCause(t *testing.T) {
 // group has no leader or quorum; a longer call names what its attempts
 // met (the group's silence), not the deadline that cut its last one.
 func TestUnansweredCallNamesWhatItsAttemptsMet(t *testing.T) {
-	net := transport.NewNetwork(3)
-	c := startCluster(t, net, 3, nil)
+	c := fencelocktest.NewCluster(t, 3)
+	net := c.Network()
 	ctx := testCtx(t)
-	l := c.leader(ctx)
+	l := c.Leader(ctx)
 	f := l%3 + 1
-	n := c.node(f)
+	n := c.Node(f)
 	s := newSession(t, ctx, n) // before the cut
 	net.Cut(net.Addr(f), net.Addr(l))
 
-	short, cancel := context.WithTimeout(ctx, DefaultProposalTimeout/4)
+	short, cancel := context.WithTimeout(ctx, fencelock.DefaultProposalTimeout/4)
 	_, err := s.TryAcquire(short, "x")
 	cancel()
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, fencelock.ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), "last attempt: the call's deadline came before the group answered")
 
-	long, cancel := context.WithTimeout(ctx, 3*DefaultProposalTimeout)
+	long, cancel := context.WithTimeout(ctx, 3*fencelock.DefaultProposalTimeout)
 	_, err = s.TryAcquire(long, "x")
 	cancel()
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, fencelock.ErrUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), "last attempt: no answer in time")
 }

@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // TestDirRestoredFromOlderCopyIsRefused: replica 3's Dir is copied while it
@@ -38,17 +41,17 @@ func TestDirRestoredFromOlderCopyIsRefused(t *testing.T) {
 // the leader changed meanwhile, and the run proved nothing.
 func olderCopyRefused(t *testing.T) bool {
 	ctx := testCtx(t)
-	c := newCluster(t, 3, nil)
-	defer c.closeAll()
-	if c.leader(ctx) == 3 {
-		require.NoError(t, c.node(3).TransferLeadership(ctx, "", 1))
+	c := fencelocktest.NewCluster(t, 3)
+	defer stopAll(c)
+	if c.Leader(ctx) == 3 {
+		require.NoError(t, c.Node(3).TransferLeadership(ctx, "", 1))
 	}
-	leader := c.leader(ctx)
+	leader := c.Leader(ctx)
 	// The term in which replica 3 acknowledges the grants: the refusal is
 	// owed only if the leader stays in it until replica 3 restarts on the
 	// old copy.
-	term := c.node(leader).Status().Term
-	s, err := c.node(leader).NewSession(ctx)
+	term := c.Node(leader).Status().Term
+	s, err := c.Node(leader).NewSession(ctx)
 	require.NoError(t, err)
 	grant := func(n int) {
 		for range n {
@@ -58,37 +61,37 @@ func olderCopyRefused(t *testing.T) bool {
 		}
 	}
 	grant(5)
-	c.stop(3)
-	old := c.dirs[3] + ".copy"
-	require.NoError(t, os.CopyFS(old, os.DirFS(c.dirs[3])))
-	c.start(3)
+	c.Stop(3)
+	old := c.Dir(3) + ".copy"
+	require.NoError(t, os.CopyFS(old, os.DirFS(c.Dir(3))))
+	c.Restart(3)
 	grant(30)
 	// Replica 3 has acknowledged the entries of the grants (it applies
 	// them, after appending them).
-	want := c.node(leader).Status().AppliedIndex
-	waitUntil(t, ctx, "replica 3 applies the grants", func() bool { return c.node(3).Status().AppliedIndex >= want })
-	c.stop(3)
-	require.NoError(t, os.RemoveAll(c.dirs[3]))
-	require.NoError(t, os.Rename(old, c.dirs[3]))
+	want := c.Node(leader).Status().AppliedIndex
+	waitUntil(t, ctx, "replica 3 applies the grants", func() bool { return c.Node(3).Status().AppliedIndex >= want })
+	c.Stop(3)
+	require.NoError(t, os.RemoveAll(c.Dir(3)))
+	require.NoError(t, os.Rename(old, c.Dir(3)))
 
-	n := c.start(3)
+	n := c.Restart(3)
 	var last error
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		_, last = n.Inspect(cctx, "jobs/a")
 		cancel()
-		if errors.Is(last, ErrInvalidConfig) {
+		if errors.Is(last, fencelock.ErrInvalidConfig) {
 			break
 		}
 	}
-	if !errors.Is(last, ErrInvalidConfig) && c.node(leader).Status().Term != term {
+	if !errors.Is(last, fencelock.ErrInvalidConfig) && c.Node(leader).Status().Term != term {
 		// The leader changed after replica 3 acknowledged: no leader
 		// remembers its progress, and the run proved nothing. (The term
 		// is read before the grants: read after replica 3's stop, a change
 		// during the stop went unseen and the run failed after 20 s.)
 		return false
 	}
-	require.ErrorIs(t, last, ErrInvalidConfig)
+	require.ErrorIs(t, last, fencelock.ErrInvalidConfig)
 	require.Contains(t, last.Error(), "older copy")
 	grant(3) // the other two go on
 	return true

@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // With only the default group configured, every call that takes a lock or
@@ -14,8 +17,8 @@ import (
 func TestUnknownGroupFailsEveryCall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := newCluster(t, 1, nil)
-	n := c.node(1)
+	c := fencelocktest.NewCluster(t, 1)
+	n := c.Node(1)
 	s := newSession(t, ctx, n)
 	for _, name := range []string{"x@nope", "x@", "x@Billing", "a@b@nope"} {
 		calls := map[string]error{}
@@ -35,15 +38,15 @@ func TestUnknownGroupFailsEveryCall(t *testing.T) {
 		calls["RevokeLeadership"] = n.RevokeLeadership(ctx, name)
 		_, calls["Locks"] = n.Locks(ctx, name)
 		_, calls["Elections"] = n.Elections(ctx, name)
-		calls["RunElection"] = n.RunElection(ctx, name, "v", ElectionCallbacks{
-			OnStartedLeading: func(context.Context, *Leadership) { t.Error("led an election in an unknown group") },
+		calls["RunElection"] = n.RunElection(ctx, name, "v", fencelock.ElectionCallbacks{
+			OnStartedLeading: func(context.Context, *fencelock.Leadership) { t.Error("led an election in an unknown group") },
 		})
 		obs := <-n.Observe(ctx, name)
 		calls["Observe"] = obs.Err
 		w := <-n.Watch(ctx, name)
 		calls["Watch"] = w.Err
 		for call, err := range calls {
-			require.ErrorIs(t, err, ErrUnknownGroup, "%s(%q)", call, name)
+			require.ErrorIs(t, err, fencelock.ErrUnknownGroup, "%s(%q)", call, name)
 		}
 	}
 	page, err := n.Locks(ctx, "")

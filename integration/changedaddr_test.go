@@ -1,10 +1,13 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // A replica restarted on its Dir with another address of its own is
@@ -14,9 +17,9 @@ import (
 // restart with the old address works.
 func TestChangedOwnAddressIsExplained(t *testing.T) {
 	dir := t.TempDir()
-	old := freeAddr(t)
-	cfg := Config{ReplicaID: 1, Members: map[uint64]string{1: old}, Dir: dir, Logger: quietLogger}
-	n, err := Start(context.Background(), cfg)
+	old := fencelocktest.FreePort(t)
+	cfg := fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: old}, Dir: dir, Logger: quiet}
+	n, err := fencelock.Start(context.Background(), cfg)
 	require.NoError(t, err)
 	ctx := testCtx(t)
 	s, err := n.NewSession(ctx)
@@ -24,10 +27,10 @@ func TestChangedOwnAddressIsExplained(t *testing.T) {
 	require.NoError(t, s.Close(ctx))
 	require.NoError(t, n.Close())
 
-	moved := freeAddr(t)
+	moved := fencelocktest.FreePort(t)
 	cfg.Members = map[uint64]string{1: moved}
-	_, err = Start(context.Background(), cfg)
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = fencelock.Start(context.Background(), cfg)
+	require.ErrorIs(t, err, fencelock.ErrInvalidConfig)
 	msg := err.Error()
 	require.NotContains(t, msg, "not the owner")
 	require.Contains(t, msg, "at raft address "+old+", and this start gives it "+moved)
@@ -35,7 +38,7 @@ func TestChangedOwnAddressIsExplained(t *testing.T) {
 	require.Contains(t, msg, "under a new ID with an empty Dir")
 
 	cfg.Members = map[uint64]string{1: old}
-	n, err = Start(context.Background(), cfg)
+	n, err = fencelock.Start(context.Background(), cfg)
 	require.NoError(t, err)
 	s, err = n.NewSession(ctx)
 	require.NoError(t, err)

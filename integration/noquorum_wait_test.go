@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Two of three replicas stopped: a waiting Acquire and a Campaign, with a
@@ -14,14 +17,14 @@ import (
 // is not waiting for the group to come back, which only an operator can
 // bring about.
 func TestWaitingCallsSayNoQuorum(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
-	c.leader(ctx)
-	n := c.node(1)
-	s, err := n.NewSession(ctx, WithTTL(time.Minute))
+	c.Leader(ctx)
+	n := c.Node(1)
+	s, err := n.NewSession(ctx, fencelock.WithTTL(time.Minute))
 	require.NoError(t, err)
-	c.stop(2)
-	c.stop(3)
+	c.Stop(2)
+	c.Stop(3)
 
 	timed := func(what string, call func(context.Context) error, deadline bool) time.Duration {
 		t.Helper()
@@ -37,8 +40,8 @@ func TestWaitingCallsSayNoQuorum(t *testing.T) {
 		err := call(cctx)
 		took := time.Since(start)
 		early := cctx.Err() == nil
-		require.ErrorIs(t, err, ErrNoQuorum, what)
-		require.ErrorIs(t, err, ErrUnavailable, what)
+		require.ErrorIs(t, err, fencelock.ErrNoQuorum, what)
+		require.ErrorIs(t, err, fencelock.ErrUnavailable, what)
 		require.True(t, early, "%s: failed only when its context ended: %v", what, err)
 		require.Contains(t, err.Error(), "a quorum needs 2 of 3", what)
 		return took

@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // callTiming is one acquire or release of the worker: when it started and
@@ -19,7 +22,7 @@ type callTiming struct {
 
 // worker acquires and releases lock name on s until stop closes, recording
 // every call; it reports the first error.
-func worker(ctx context.Context, s *Session, name string, stop <-chan struct{}, calls chan<- callTiming) error {
+func worker(ctx context.Context, s *fencelock.Session, name string, stop <-chan struct{}, calls chan<- callTiming) error {
 	for {
 		select {
 		case <-stop:
@@ -47,12 +50,12 @@ func worker(ctx context.Context, s *Session, name string, stop <-chan struct{}, 
 // call the worker made alone (a generous bound on a loaded machine; W11
 // measures the figure), and another replica leads when Close returns.
 func TestCloseHandsLeadershipOver(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
-	leader := c.leader(ctx)
-	term := c.node(leader).Status().Term
+	leader := c.Leader(ctx)
+	term := c.Node(leader).Status().Term
 	w := leader%3 + 1
-	s := newSession(t, ctx, c.node(w))
+	s := newSession(t, ctx, c.Node(w))
 
 	// The worker's normal latency, measured alone in the same test.
 	stop := make(chan struct{})
@@ -66,14 +69,14 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 	normal := slices.Max(alone)
 
 	closeStart := time.Now()
-	require.NoError(t, c.node(leader).Close())
+	require.NoError(t, c.Node(leader).Close())
 	closed := time.Since(closeStart)
 	// Another replica leads now: it took office before Close returned, and
 	// its own report of it is at most an event delivery away; an election
 	// after a crash could not start before an election timeout (150ms).
 	var led uint64
 	require.Eventually(t, func() bool {
-		for id, n := range c.nodes {
+		for id, n := range running(c) {
 			if id != leader {
 				if st := n.Status(); st.IsLeader && st.Term > term {
 					led = id
@@ -109,21 +112,21 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 	t.Logf("%d calls ended after the close began; the slowest took %v", len(during), worst)
 	require.LessOrEqual(t, worst, normal+50*time.Millisecond,
 		"a call waited more than 50ms beyond the worker's slowest call alone (%v)", normal)
-	c.stop(leader) // Close was called: the cluster forgets the node
+	c.Stop(leader) // Close was called: the cluster forgets the node
 }
 
 // Close of a leader whose group has lost its quorum waits a bounded time
 // for a handover that cannot happen, then stops; a second Close is a no-op.
 func TestCloseWithoutQuorumIsBounded(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
-	leader := c.leader(ctx)
-	for id := range c.members {
+	leader := c.Leader(ctx)
+	for id := range c.Members() {
 		if id != leader {
-			c.stop(id)
+			c.Stop(id)
 		}
 	}
-	n := c.node(leader)
+	n := c.Node(leader)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range 2 {
@@ -135,6 +138,6 @@ func TestCloseWithoutQuorumIsBounded(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.NoError(t, n.Close())
 	_, err := n.NewSession(ctx)
-	require.ErrorIs(t, err, ErrClosed)
-	c.stop(leader)
+	require.ErrorIs(t, err, fencelock.ErrClosed)
+	c.Stop(leader)
 }

@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // A start that fails before the replica ever ran (its raft port is in use)
@@ -32,9 +35,9 @@ func TestFailedStartLeavesDirAsFound(t *testing.T) {
 	} {
 		dir := filepath.Join(base, tc.name)
 		tc.pre(dir)
-		cfg := Config{ReplicaID: 1, Members: map[uint64]string{1: busy.Addr().String()}, Dir: dir, Logger: quietLogger}
-		_, err := Start(context.Background(), cfg)
-		require.ErrorIs(t, err, ErrInvalidConfig, tc.name)
+		cfg := fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: busy.Addr().String()}, Dir: dir, Logger: quiet}
+		_, err := fencelock.Start(context.Background(), cfg)
+		require.ErrorIs(t, err, fencelock.ErrInvalidConfig, tc.name)
 		require.ErrorContains(t, err, "in use by another process", tc.name)
 		entries, rerr := os.ReadDir(dir)
 		if tc.left == nil {
@@ -49,8 +52,8 @@ func TestFailedStartLeavesDirAsFound(t *testing.T) {
 		}
 
 		// The corrected retry, on another address and the same Dir.
-		cfg.Members = map[uint64]string{1: freeAddr(t)}
-		n, err := Start(context.Background(), cfg)
+		cfg.Members = map[uint64]string{1: fencelocktest.FreePort(t)}
+		n, err := fencelock.Start(context.Background(), cfg)
 		require.NoError(t, err, tc.name)
 		ctx := testCtx(t)
 		s, err := n.NewSession(ctx)

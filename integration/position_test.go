@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // positions records the places a waiting call reported.
@@ -49,25 +52,25 @@ func (p *positions) await(t *testing.T, ctx context.Context, pos int) {
 // when the head gives up, when the holder releases; a call granted at once
 // reports nothing, and Inspect lists the queue in the same order.
 func TestQueuePositions(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
-	holder := newSession(t, ctx, c.node(1))
-	l, err := holder.Acquire(ctx, "q", WithQueuePosition(func(int) { t.Error("a grant at once reported a position") }))
+	holder := newSession(t, ctx, c.Node(1))
+	l, err := holder.Acquire(ctx, "q", fencelock.WithQueuePosition(func(int) { t.Error("a grant at once reported a position") }))
 	require.NoError(t, err)
 
 	type call struct {
-		s      *Session
+		s      *fencelock.Session
 		pos    *positions
 		cancel context.CancelFunc
-		lock   chan *Lock
+		lock   chan *fencelock.Lock
 	}
 	calls := make([]*call, 3)
 	for i := range calls {
 		cctx, cancel := context.WithCancel(ctx)
-		cl := &call{s: newSession(t, ctx, c.node(uint64(1+i))), pos: newPositions(), cancel: cancel, lock: make(chan *Lock, 1)}
+		cl := &call{s: newSession(t, ctx, c.Node(uint64(1+i))), pos: newPositions(), cancel: cancel, lock: make(chan *fencelock.Lock, 1)}
 		calls[i] = cl
 		go func() {
-			l, err := cl.s.Acquire(cctx, "q", WithQueuePosition(cl.pos.report))
+			l, err := cl.s.Acquire(cctx, "q", fencelock.WithQueuePosition(cl.pos.report))
 			if err != nil {
 				l = nil
 			}
@@ -75,7 +78,7 @@ func TestQueuePositions(t *testing.T) {
 		}()
 		cl.pos.await(t, ctx, i+1)
 	}
-	info := inspect(t, ctx, c.node(2), "q")
+	info := inspect(t, ctx, c.Node(2), "q")
 	require.Equal(t, []uint64{calls[0].s.ID(), calls[1].s.ID(), calls[2].s.ID()}, info.Queue)
 
 	calls[0].cancel() // the head gives up
@@ -99,14 +102,14 @@ func TestQueuePositions(t *testing.T) {
 
 // Candidates report their places too.
 func TestCampaignQueuePosition(t *testing.T) {
-	c := newCluster(t, 1, nil)
+	c := fencelocktest.NewCluster(t, 1)
 	ctx := testCtx(t)
-	lead, err := newSession(t, ctx, c.node(1)).Campaign(ctx, "e", "a")
+	lead, err := newSession(t, ctx, c.Node(1)).Campaign(ctx, "e", "a")
 	require.NoError(t, err)
 	pos := newPositions()
-	elected := make(chan *Leadership, 1)
+	elected := make(chan *fencelock.Leadership, 1)
 	go func() {
-		l, err := newSession(t, ctx, c.node(1)).Campaign(ctx, "e", "b", WithQueuePosition(pos.report))
+		l, err := newSession(t, ctx, c.Node(1)).Campaign(ctx, "e", "b", fencelock.WithQueuePosition(pos.report))
 		if err != nil {
 			l = nil
 		}

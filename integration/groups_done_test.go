@@ -1,4 +1,4 @@
-package fencelock
+package integration_test
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/transport"
+	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Issue 24's "Done when", through the public API on a transport.Network:
@@ -16,36 +17,35 @@ import (
 // there; the other groups keep granting; the group comes back under its ID.
 func TestGroupsDoneWhen(t *testing.T) {
 	const ttl = 2 * time.Second
-	net := transport.NewNetwork(5)
-	c := startCluster(t, net, 5, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}}))
+	c := fencelocktest.NewCluster(t, 5, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}})))
 	ctx := testCtx(t)
-	c.waitStatus(ctx, "every host runs every group", func(_ uint64, st Status) bool {
+	waitStatus(t, ctx, c, "every host runs every group", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 3 && allLeaders(st)
 	})
 	ids := map[string]uint64{}
-	for _, g := range c.node(1).Status().Groups {
+	for _, g := range c.Node(1).Status().Groups {
 		ids[g.Name] = g.GroupID
 	}
 
 	// A session on replica 1 holds a lock in each group, each fenced by
 	// its own group.
-	s1, err := c.node(1).NewSession(ctx, WithTTL(ttl))
+	s1, err := c.Node(1).NewSession(ctx, fencelock.WithTTL(ttl))
 	require.NoError(t, err)
 	seen := map[uint64]string{}
 	for _, name := range []string{"x@a", "y@b", "z"} {
 		l, err := s1.Acquire(ctx, name)
 		require.NoError(t, err, name)
-		_, g, _ := SplitName(name)
+		_, g, _ := fencelock.SplitName(name)
 		require.Equal(t, ids[g], l.Fence().Group, "%s is fenced by group %q", name, g)
 		require.NotContains(t, seen, l.Fence().Group, "%s and %s share a group", name, seen[l.Fence().Group])
 		seen[l.Fence().Group] = name
 	}
 	_, err = s1.Acquire(ctx, "q@nope")
-	require.ErrorIs(t, err, ErrUnknownGroup)
+	require.ErrorIs(t, err, fencelock.ErrUnknownGroup)
 	require.NoError(t, s1.Err(), "a refused name ends nothing")
 
 	// A session on replica 3 (a voter of both) holds j@a and k@b.
-	s3, err := c.node(3).NewSession(ctx, WithTTL(ttl))
+	s3, err := c.Node(3).NewSession(ctx, fencelock.WithTTL(ttl))
 	require.NoError(t, err)
 	j, err := s3.Acquire(ctx, "j@a")
 	require.NoError(t, err)
@@ -54,8 +54,8 @@ func TestGroupsDoneWhen(t *testing.T) {
 
 	// Stopping 1 and 2 takes a's quorum: j@a's Done closes by the holder's
 	// clock, within its TTL (bounded generously for a loaded machine).
-	c.stop(1)
-	c.stop(2)
+	c.Stop(1)
+	c.Stop(2)
 	stopped := time.Now()
 	select {
 	case <-j.Done():
@@ -63,7 +63,7 @@ func TestGroupsDoneWhen(t *testing.T) {
 	case <-time.After(5 * ttl):
 		t.Fatalf("j@a still held %v after a lost its quorum", 5*ttl)
 	}
-	require.ErrorIs(t, j.Err(), ErrSessionExpired)
+	require.ErrorIs(t, j.Err(), fencelock.ErrSessionExpired)
 
 	// k@b is untouched: after more than a TTL without a, it is held by its
 	// holder's view and by group b's.
@@ -74,7 +74,7 @@ func TestGroupsDoneWhen(t *testing.T) {
 	}
 	require.NoError(t, k.Err())
 	require.NoError(t, s3.Err(), "the session as a whole lives on")
-	info, err := c.node(4).Inspect(ctx, "k@b")
+	info, err := c.Node(4).Inspect(ctx, "k@b")
 	require.NoError(t, err)
 	require.True(t, info.Held)
 	require.Equal(t, k.Token(), info.Token, "b still holds k@b for its holder")
@@ -85,7 +85,7 @@ func TestGroupsDoneWhen(t *testing.T) {
 	}
 
 	// A session on replica 4 takes w@b while a has no quorum ...
-	s4, err := c.node(4).NewSession(ctx, WithTTL(ttl))
+	s4, err := c.Node(4).NewSession(ctx, fencelock.WithTTL(ttl))
 	require.NoError(t, err)
 	w, err := s4.Acquire(ctx, "w@b")
 	require.NoError(t, err)
@@ -93,11 +93,11 @@ func TestGroupsDoneWhen(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err = s4.TryAcquire(short, "v@a")
 	cancel()
-	require.ErrorIs(t, err, ErrUnavailable, "a has no quorum")
+	require.ErrorIs(t, err, fencelock.ErrUnavailable, "a has no quorum")
 
 	// ... and v@a once 1 and 2 are back, under a's group ID.
-	c.start(1)
-	c.start(2)
+	c.Restart(1)
+	c.Restart(2)
 	v, err := s4.Acquire(ctx, "v@a")
 	require.NoError(t, err)
 	require.Equal(t, ids["a"], v.Fence().Group, "a came back under its group ID")

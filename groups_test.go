@@ -358,7 +358,7 @@ func TestGroupIdentityIsChecked(t *testing.T) {
 func (c *testCluster) waitTable(ctx context.Context) {
 	c.t.Helper()
 	for id, n := range c.nodes {
-		for !n.host.FollowsTable() {
+		for !n.Status().FollowsGroupTable {
 			select {
 			case <-ctx.Done():
 				c.t.Fatalf("replica %d does not follow the group table: %v", id, ctx.Err())
@@ -527,7 +527,7 @@ func TestDirThatNeverReadTheTableTakesMovedVoters(t *testing.T) {
 	c.stop(4)
 	net.Isolate(net.Addr(4))
 	c.start(4) // keeps a with voters 1, 2, 3 in its Dir; reads no table
-	require.False(t, c.node(4).host.FollowsTable())
+	require.False(t, c.node(4).Status().FollowsGroupTable, "a replica that never read the table runs its Config.Groups")
 	c.stop(4)
 	net.Heal()
 	c.stop(1)

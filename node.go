@@ -485,6 +485,12 @@ type Status struct {
 	// Unreached and the snapshot and membership fields are zero: a mirror
 	// has no raft state of its own.
 	Mirrors []GroupStatus
+	// FollowsGroupTable is true once this replica runs the named groups
+	// the group table lists (it has seen the table set, seeded from
+	// Config.Groups or changed by CreateGroup), rather than its own
+	// Config.Groups; it never turns false again. While it is false, a
+	// group created through another replica is not run here yet.
+	FollowsGroupTable bool
 
 	// Version is what this replica runs (BuildVersion): the library's
 	// build, and the newest log and snapshot formats it reads.
@@ -543,6 +549,7 @@ func (n *Node) Status() Status {
 		NonVoting: st.NonVoting, Removed: st.Removed, LastSnapshotIndex: st.LastSnapshotIndex,
 		GroupID: st.GroupID, Voters: st.Voters, ConfigChangeIndex: st.ConfigChangeIndex,
 		Unreached: st.Unreached, Version: BuildVersion(), Writes: formats(st.Gate),
+		FollowsGroupTable: n.host.FollowsTable(),
 	}
 	for _, r := range n.host.Replicas() {
 		name, gs := r.Name(), st

@@ -17,11 +17,10 @@ import (
 // that is not: the group keeps its quorum, so a lock held through the
 // mirror is kept for well over a TTL, and calls on the group go on.
 func TestMirrorLeavesAVoterCutOffFromItsGroup(t *testing.T) {
-	taps := newTaps(4)
-	c := fencelocktest.NewCluster(t, 4, fencelocktest.WithConfig(taps.tune(withPlacement(fencelock.PlaceOwnGroups, fencelock.GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))))
+	c := fencelocktest.NewCluster(t, 4, fencelocktest.WithConfig(withPlacement(fencelock.PlaceOwnGroups, fencelock.GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}})))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	waitOwnGroup(t, ctx, c, taps)
+	waitOwnGroup(t, ctx, c)
 
 	const ttl = 4 * time.Second
 	s4 := newSession(t, ctx, c.Node(4), fencelock.WithTTL(ttl))
@@ -53,11 +52,10 @@ func TestMirrorLeavesAVoterCutOffFromItsGroup(t *testing.T) {
 // every replica), a call naming g fails with why (ErrUnavailable), never
 // as an unknown group.
 func TestMirroredGroupIsNoUnknownGroupWhenTheTableCannotBeRead(t *testing.T) {
-	taps := newTaps(4)
-	c := fencelocktest.NewCluster(t, 4, fencelocktest.WithConfig(taps.tune(withPlacement(fencelock.PlaceOwnGroups, fencelock.GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))))
+	c := fencelocktest.NewCluster(t, 4, fencelocktest.WithConfig(withPlacement(fencelock.PlaceOwnGroups, fencelock.GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}})))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	waitOwnGroup(t, ctx, c, taps)
+	waitOwnGroup(t, ctx, c)
 	_, err := c.Node(4).Inspect(ctx, "x@g")
 	require.NoError(t, err)
 	require.NotZero(t, mirrorServer(c.Node(4), "g"))
@@ -78,40 +76,19 @@ func withPlacement(p fencelock.Placement, groups ...fencelock.GroupConfig) func(
 	}
 }
 
-// taps are the replicas' loggers by ID, one logTap each.
-type taps map[uint64]*logTap
-
-func newTaps(size uint64) taps {
-	ts := taps{}
-	for id := uint64(1); id <= size; id++ {
-		ts[id] = newLogTap()
-	}
-	return ts
-}
-
-// tune is then's tune, with each replica logging to its own tap.
-func (ts taps) tune(then func(*fencelock.Config)) func(*fencelock.Config) {
-	return func(cfg *fencelock.Config) {
-		then(cfg)
-		cfg.Logger = ts[cfg.ReplicaID].logger()
-	}
-}
-
-// waitTable waits until every running replica follows the group table,
-// which each says once, when it begins to (the root's tests read it from
-// the host: Status does not show it).
-func waitTable(t *testing.T, ctx context.Context, c *fencelocktest.Cluster, ts taps) {
+// waitTable waits until every running replica follows the group table.
+func waitTable(t *testing.T, ctx context.Context, c *fencelocktest.Cluster) {
 	t.Helper()
-	for id := range running(c) {
-		ts[id].wait(t, ctx, "the deployment's named groups are the group table's from now on")
-	}
+	waitStatus(t, ctx, c, "every replica follows the group table", func(_ uint64, st fencelock.Status) bool {
+		return st.FollowsGroupTable
+	})
 }
 
 // waitOwnGroup waits until c's group g, voted by replicas 1-3 and placed
 // PlaceOwnGroups, runs on its voters only, with a leader everywhere.
-func waitOwnGroup(t *testing.T, ctx context.Context, c *fencelocktest.Cluster, ts taps) {
+func waitOwnGroup(t *testing.T, ctx context.Context, c *fencelocktest.Cluster) {
 	t.Helper()
-	waitTable(t, ctx, c, ts)
+	waitTable(t, ctx, c)
 	waitStatus(t, ctx, c, "g runs on its voters only, with a leader", func(id uint64, st fencelock.Status) bool {
 		_, has := group(st, "g")
 		return has == (id <= 3) && allLeaders(st)

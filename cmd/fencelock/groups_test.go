@@ -90,7 +90,11 @@ func TestServeGroups(t *testing.T) {
 	// there only with --parts.
 	require.Equal(t, "HOLDER SESSION", columnOf(lines, "HOLDER SESSION", 0), "%s", out)
 	require.Equal(t, sid, columnOf(lines, "HOLDER SESSION", 1), "%s", out)
-	require.NotContains(t, string(out), part, "%s", out)
+	// No part column: the part's ID itself may well be in the table, as
+	// the session's (both count from their group's log index, and two
+	// groups' logs can stand at the same index: 458752 and 458752 in a CI
+	// run).
+	require.NotContains(t, lines[0], "HOLDER PART", "%s", out)
 	out, err = exec.Command(p.bin, "locks", "--parts", "--http", p.urls[2]).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	lines = strings.Split(strings.TrimSpace(string(out)), "\n")

@@ -274,12 +274,58 @@ func (c *Processes) Kill(id uint64) { c.Stop(id, syscall.SIGKILL) }
 
 // Freeze stops replica id's process where it stands (SIGSTOP), as a host
 // that hangs: its sockets stay open, connections are accepted by the
-// kernel, and nothing is answered until Thaw. Stop, Kill and StopAll thaw
-// a frozen process first. It fails the test if the replica is not running.
+// kernel, and nothing is answered until Thaw. It returns once every thread
+// of the process is stopped, as /proc shows: the kernel stops a process
+// only as it schedules its threads, and on a loaded machine one of them
+// can go on answering calls for milliseconds after the signal is sent
+// (where there is no /proc, it returns once the signal is sent). Stop,
+// Kill and StopAll thaw a frozen process first. It fails the test if the
+// replica is not running, or is not stopped within 10s.
 func (c *Processes) Freeze(id uint64) {
 	c.t.Helper()
-	if cmd := c.Cmd(id); cmd == nil || cmd.Process.Signal(syscall.SIGSTOP) != nil {
+	cmd := c.Cmd(id)
+	if cmd == nil || cmd.Process.Signal(syscall.SIGSTOP) != nil {
 		c.t.Fatalf("replica %d is not running: nothing to freeze", id)
+	}
+	if err := waitStopped(cmd.Process.Pid, 10*time.Second); err != nil {
+		c.t.Fatalf("replica %d: %v", id, err)
+	}
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T
+// in /proc/<pid>/task/*/stat), or within has passed.
+func waitStopped(pid int, within time.Duration) error {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	deadline := time.Now().Add(within)
+	for {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			if _, statErr := os.Stat("/proc/self"); statErr != nil {
+				return nil // no /proc here: the signal is all there is
+			}
+			return fmt.Errorf("its threads cannot be read: %w", err)
+		}
+		stopped := true
+		for _, task := range tasks {
+			b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			if err != nil {
+				continue // a thread that ended meanwhile
+			}
+			// The state follows the command name, which is in parentheses
+			// and may hold anything.
+			st := string(b)
+			if i := strings.LastIndexByte(st, ')'); i < 0 || i+2 >= len(st) || st[i+2] != 'T' && st[i+2] != 't' {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not stopped %v after SIGSTOP", within)
+		}
+		time.Sleep(time.Millisecond) // nothing signals a stop: /proc is read again
 	}
 }
 

@@ -292,6 +292,18 @@ func (c *Processes) Freeze(id uint64) {
 	}
 }
 
+// WaitStopped returns once every thread of process pid is stopped, as
+// after a SIGSTOP the test sent: the kernel stops a process only as it
+// schedules its threads, so a loaded machine can leave one running for
+// milliseconds after the signal. Where there is no /proc it returns at
+// once. It fails the test if the process is not stopped within 10s.
+func WaitStopped(t testing.TB, pid int) {
+	t.Helper()
+	if err := waitStopped(pid, 10*time.Second); err != nil {
+		t.Fatalf("process %d: %v", pid, err)
+	}
+}
+
 // waitStopped waits until every thread of process pid is stopped (state T
 // in /proc/<pid>/task/*/stat), or within has passed.
 func waitStopped(pid int, within time.Duration) error {

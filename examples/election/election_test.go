@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -199,7 +198,7 @@ func (g *group) stopOutsideWrite(ctx context.Context, p primary, resource string
 	proc := g.procs[p.id].Cmd.Process
 	for {
 		require.NoError(g.t, proc.Signal(syscall.SIGSTOP))
-		waitStopped(g.t, ctx, proc.Pid)
+		fencelocktest.WaitStopped(g.t, proc.Pid)
 		unlock, ok := tryLock(g.t, resource+".lock")
 		if ok {
 			// Not inside a write, and stopped: it cannot write until
@@ -222,38 +221,6 @@ func (g *group) stopOutsideWrite(ctx context.Context, p primary, resource string
 				g.t.Fatalf("replica %d holds the file's lock for good", p.id)
 			case <-time.After(time.Millisecond):
 			}
-		}
-	}
-}
-
-// waitStopped polls /proc, for which no channel exists, until every thread
-// of process pid is stopped: SIGSTOP is delivered asynchronously.
-func waitStopped(t *testing.T, ctx context.Context, pid int) {
-	t.Helper()
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if err != nil || len(tasks) == 0 {
-		t.Skip("needs /proc to see that a process is stopped")
-	}
-	for {
-		stopped := true
-		for _, task := range tasks {
-			b, err := os.ReadFile(task)
-			if err != nil {
-				continue // the thread has exited
-			}
-			// The state follows the command's closing parenthesis.
-			i := bytes.LastIndexByte(b, ')')
-			if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-				stopped = false
-			}
-		}
-		if stopped {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("process %d did not stop", pid)
-		case <-time.After(time.Millisecond):
 		}
 	}
 }

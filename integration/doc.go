@@ -7,19 +7,21 @@
 // unit tests, so that the root's tests stay within go test's time, and
 // written so that a test can be copied out of this module.
 //
-// What lives here:
+// What lives here, a file per theme:
 //
-//   - locks, elections and leader loops across replicas (lock, election,
-//     leaderloop, watch, position, recipes, revoke, delay, renew, lease,
-//     names, list);
+//   - locks, elections and leader loops across replicas, a grant's context
+//     (lock, election, leaderloop, watch, position, recipes, revoke, names,
+//     list);
+//   - session leases: keep-alives, expiry, lock-delay, the safety margin
+//     (lease);
 //   - quorum loss and failover, crashes and restarts, handover on Close
-//     (noquorum, noquorum_wait, failover, handover, resume, context);
-//   - named groups online, their IDs and views, fencing per group, a
-//     mirror leaving a voter cut off from its group (groups_*, firstgrant,
-//     unknowngroup, fence, fencevalue, mirror_failover);
+//     (noquorum, failover, resume);
+//   - named groups: online, done, unknown (groups), their IDs and views
+//     (groups_views), a grant's group ID and fencing per group (fence), a
+//     mirror leaving a voter cut off from its group (mirror_failover);
 //   - deployments refused or restored: a Dir copied back, a changed
-//     address, a misconfigured peer, a backup restored
-//     (oldcopy, changedaddr, misconfig, startfail, backup);
+//     address, a misconfigured peer, a failed start (misconfig), a backup
+//     restored (backup);
 //   - what a deployment logs and traces (log, trace).
 //
 // What stays in the root (package fencelock): tests that need unexported

@@ -1,6 +1,8 @@
 package integration_test
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,4 +43,89 @@ func TestFencerClaimUsesTheGrantsGroup(t *testing.T) {
 	require.NoError(t, f.Claim(ctx, "unkeyed", l.Token()), "no grant in ctx: the token alone on an unkeyed resource")
 	require.Zero(t, f.Group("unkeyed"))
 	require.Equal(t, id^1, f.Group("theirs"))
+}
+
+// Every grant carries its group's ID, the same on every replica, chosen by
+// the group's first leader; a group bootstrapped separately has another.
+func TestGrantsCarryTheGroupID(t *testing.T) {
+	c := fencelocktest.NewCluster(t, 3)
+	ctx := testCtx(t)
+	c.Leader(ctx)
+	waitUntil(t, ctx, "every replica knows the group's ID", func() bool {
+		for _, n := range running(c) {
+			if n.Status().GroupID == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	id := c.Node(1).Status().GroupID
+	require.Equal(t, id, c.Node(2).Status().GroupID)
+	require.Equal(t, id, c.Node(3).Status().GroupID)
+	l, err := newSession(t, ctx, c.Node(2)).Acquire(ctx, "x")
+	require.NoError(t, err)
+	require.Equal(t, fencelock.Fence{Group: id, Token: l.Token()}, l.Fence())
+	f, ok := fencelock.FenceFrom(l.Context(ctx))
+	require.True(t, ok)
+	require.Equal(t, l.Fence(), f)
+
+	other := fencelocktest.NewCluster(t, 1)
+	waitUntil(t, ctx, "the other group's ID", func() bool { return other.Node(1).Status().GroupID != 0 })
+	require.NotEqual(t, id, other.Node(1).Status().GroupID)
+
+	// The ID survives a restart of the whole group.
+	restartAll(c)
+	c.Leader(ctx)
+	require.Equal(t, id, c.Node(1).Status().GroupID)
+}
+
+// In a brand-new group the very first grants already carry the group's ID:
+// a grant is applied only after the ID (its entry has a higher index), so
+// its fence, read the moment the grant is reported, never has group 0.
+// Every replica opens a session and asks for a lock, then campaigns, at
+// once, before any leader exists.
+func TestFirstGrantsOfANewGroupCarryItsID(t *testing.T) {
+	c := fencelocktest.NewCluster(t, 3)
+	ctx := testCtx(t)
+	type seen struct {
+		what  string
+		group uint64
+	}
+	var mu sync.Mutex
+	var seens []seen
+	record := func(what string, group uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		seens = append(seens, seen{what, group})
+	}
+	var wg sync.WaitGroup
+	for id, n := range running(c) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := n.NewSession(ctx)
+			if !assertNoError(t, err) {
+				return
+			}
+			defer s.Close(ctx)
+			l, err := s.Acquire(ctx, fmt.Sprintf("first-%d", id))
+			if !assertNoError(t, err) {
+				return
+			}
+			record(fmt.Sprintf("replica %d's first lock", id), l.Fence().Group)
+			lead, err := s.Campaign(ctx, "first", "")
+			if !assertNoError(t, err) {
+				return
+			}
+			record(fmt.Sprintf("replica %d's term", id), lead.Fence().Group)
+			assertNoError(t, lead.Resign(ctx)) // the next replica's turn
+		}()
+	}
+	wg.Wait()
+	id := c.Node(1).Status().GroupID
+	require.NotZero(t, id)
+	require.Len(t, seens, 6)
+	for _, s := range seens {
+		require.Equal(t, id, s.group, "%s: the group's ID", s.what)
+	}
 }

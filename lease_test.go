@@ -235,3 +235,175 @@ func TestSuspendedHolderFindsItsDeadlinePassed(t *testing.T) {
 		})
 	}
 }
+
+// A session that its node stops covering (frozen: its process is cut off,
+// its clock runs on) while the node's batches renew the others expires at
+// the group one TTL after the last renewal that covered it, no sooner; its
+// holder gave it up before; the others live on.
+func TestUncoveredSessionExpiresOneTTLAfterItsLastRenewal(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	leader := c.leader(ctx)
+	f := c.node(leader%3 + 1)
+	const ttl = time.Second
+	a := newSession(t, ctx, f, WithTTL(ttl))
+	b := newSession(t, ctx, f, WithTTL(ttl))
+	la, err := a.Acquire(ctx, "covered/a")
+	require.NoError(t, err)
+	lb, err := b.Acquire(ctx, "covered/b")
+	require.NoError(t, err)
+	waiter := newSession(t, ctx, c.node(leader), WithTTL(10*time.Second))
+	res := acquireAsync(ctx, waiter, "covered/a")
+	waitWaiters(t, ctx, c.node(leader), "covered/a", 1)
+
+	expiries := c.node(leader).Stats().Expiries
+	testhook.Freeze(a)
+	defer testhook.Thaw(a)
+	r := <-res
+	granted := time.Now()
+	require.NoError(t, r.err)
+	require.Greater(t, r.l.Token(), la.Token())
+	require.True(t, closed(la.Done()), "the holder gave up before the group passed its lock on")
+	last := testhook.LastKeepAlive(a)
+	require.GreaterOrEqual(t, granted.Sub(last), ttl, "the group expired the session less than a TTL after a renewal covered it")
+	// The lock passed on because the group expired the session (its frozen
+	// holder closes nothing): how soon after the TTL is not the test's.
+	waitUntil(t, ctx, "the group counted the session's expiry", func() bool {
+		return c.node(leader).Stats().Expiries == expiries+1
+	})
+
+	// b shared a's batches until a froze, and kept renewing.
+	watch := time.NewTimer(2 * ttl)
+	defer watch.Stop()
+	select {
+	case <-lb.Done():
+		t.Fatalf("the covered session lost its lock: %v", lb.Err())
+	case <-watch.C:
+	}
+	require.NoError(t, b.Err())
+	require.True(t, testhook.LastKeepAlive(b).After(granted), "b was renewed after a expired")
+	require.Equal(t, b.ID(), inspect(t, ctx, c.node(leader), "covered/b").SessionID)
+	require.NoError(t, r.l.Release(ctx))
+}
+
+// A session with WithExternalKeepAlive lives while KeepAlive is called, and
+// once the calls stop its locks pass on, after the holder gave it up.
+func TestExternalKeepAlive(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	n := c.node(c.leader(ctx))
+	const ttl = time.Second
+	s, err := n.NewSession(ctx, WithTTL(ttl), WithExternalKeepAlive())
+	require.NoError(t, err)
+	l, err := s.Acquire(ctx, "ext")
+	require.NoError(t, err)
+
+	// Heartbeats for three TTLs keep it alive: without them it would end
+	// after TTL − margin.
+	start := time.Now()
+	var last time.Time
+	for time.Since(start) < 3*ttl {
+		last = time.Now()
+		require.NoError(t, s.KeepAlive(ctx))
+		select {
+		case <-l.Done():
+			t.Fatalf("lock lost while heartbeating: %v", l.Err())
+		case <-time.After(ttl / 4):
+		}
+	}
+	info, err := n.Inspect(ctx, "ext")
+	require.NoError(t, err)
+	require.Equal(t, s.ID(), info.SessionID)
+
+	// The waiter is queued, and granted once the heartbeats stop.
+	other, err := c.node(1 + c.leader(ctx)%3).NewSession(ctx)
+	require.NoError(t, err)
+	defer other.Close(ctx)
+	queued := make(chan int, 1)
+	l2, err := other.Acquire(ctx, "ext", WithQueuePosition(func(p int) { queued <- p }))
+	holderStopped := closed(s.s.Testing().Done()) // the raw channel: Done() would check the deadline itself
+	require.NoError(t, err)
+	freed := time.Since(last)
+	require.Equal(t, 1, <-queued, "it waited at the head of the queue")
+	require.Greater(t, l2.Token(), l.Token())
+	t.Logf("lock passed on %v after the last heartbeat (TTL %v)", freed, ttl)
+	require.GreaterOrEqual(t, freed, ttl-s.SafetyMargin()-50*time.Millisecond)
+	// It passed on because the heartbeats stopped: the holder had given
+	// the session up by its own deadline when the waiter was granted.
+	require.True(t, holderStopped, "the lock passed on while its holder still believed it held it")
+	<-s.Done()
+	require.ErrorIs(t, s.KeepAlive(ctx), ErrSessionExpired)
+}
+
+// A holder cut off from the group (frozen) with a lock-delay: the group
+// expires its session and frees the lock into a delayed state, shown by
+// Inspect, and the waiter is granted it only when the leader's timer ends
+// the delay, at least the delay after the holder stopped by its own clock.
+func TestLockDelayAfterExpiry(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	leader := c.leader(ctx)
+	f1 := leader%3 + 1
+	f2 := f1%3 + 1
+	const ttl, delay = time.Second, 2 * time.Second
+	a := newSession(t, ctx, c.node(f1), WithTTL(ttl), WithLockDelay(delay))
+	b := newSession(t, ctx, c.node(f2))
+	la, err := a.Acquire(ctx, "job")
+	require.NoError(t, err)
+	res := acquireAsync(ctx, b, "job")
+	waitWaiters(t, ctx, c.node(f2), "job", 1)
+
+	testhook.Freeze(a)
+	defer testhook.Thaw(a)
+	<-la.Done()
+	stopped := time.Now()
+	require.ErrorIs(t, la.Err(), ErrSessionExpired)
+	waitUntil(t, ctx, "the expired holder's lock is delayed", func() bool {
+		info := inspect(t, ctx, c.node(f2), "job")
+		return info.Delayed && !info.Held && info.Waiters == 1
+	})
+	_, err = newSession(t, ctx, c.node(leader)).TryAcquire(ctx, "job")
+	require.ErrorIs(t, err, ErrLocked, "nobody gets a delayed lock")
+
+	r := <-res
+	require.NoError(t, r.err)
+	// The group expired the session at least a margin after the holder
+	// stopped, and the delay ran from then.
+	require.GreaterOrEqual(t, time.Since(stopped), delay, "granted before the delay ran out")
+	require.Greater(t, r.l.Token(), la.Token())
+	info := inspect(t, ctx, c.node(f1), "job")
+	require.False(t, info.Delayed)
+	require.Equal(t, b.ID(), info.SessionID)
+}
+
+// A leader change during a delay restarts it in full: the new leader
+// cannot know how much of it ran, so the lock stays delayed for the whole
+// delay after the new leader took office, never less.
+func TestLockDelayRestartsOnLeaderChange(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testCtx(t)
+	old := c.leader(ctx)
+	f1 := old%3 + 1
+	f2 := f1%3 + 1
+	const ttl, delay = time.Second, 4 * time.Second
+	a := newSession(t, ctx, c.node(f1), WithTTL(ttl), WithLockDelay(delay))
+	b := newSession(t, ctx, c.node(f2), WithTTL(20*time.Second))
+	la, err := a.Acquire(ctx, "job")
+	require.NoError(t, err)
+	res := acquireAsync(ctx, b, "job")
+	waitWaiters(t, ctx, c.node(f2), "job", 1)
+
+	testhook.Freeze(a)
+	defer testhook.Thaw(a)
+	<-la.Done()
+	waitUntil(t, ctx, "the lock is delayed", func() bool { return inspect(t, ctx, c.node(f2), "job").Delayed })
+	// Let a good part of the delay run on the old leader's timer first.
+	time.Sleep(delay / 2)
+	stoppedLeader := time.Now()
+	c.crash(old)
+	r := <-res
+	require.NoError(t, r.err)
+	require.GreaterOrEqual(t, time.Since(stoppedLeader), delay,
+		"the new leader ended the delay before a full delay of its own")
+	require.Greater(t, r.l.Token(), la.Token())
+}

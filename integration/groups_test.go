@@ -347,3 +347,24 @@ func TestUnknownGroupFailsEveryCall(t *testing.T) {
 	require.Equal(t, n.Status().GroupID, l.Fence().Group)
 	require.NoError(t, l.Release(ctx))
 }
+
+// A call that names a group this replica does not run reads the group
+// table first. That read ends with the caller's context, not with a bound
+// of its own (the lookup's 5 s): a call its caller gives up returns at once
+// with ErrUnavailable and the context's error, as every call's contract
+// says, even on a replica cut off from the table's quorum.
+func TestGroupLookupEndsWithTheCallersContext(t *testing.T) {
+	c := fencelocktest.NewCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cut := c.Leader(ctx)%3 + 1
+	c.Isolate(cut)
+
+	call, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	gaveUp := time.AfterFunc(200*time.Millisecond, giveUp) // the caller gives up while the table read waits
+	defer gaveUp.Stop()
+	_, err := c.Node(cut).Inspect(call, "x@nosuch")
+	require.ErrorIs(t, err, context.Canceled, "the lookup outlived its caller: %v", err)
+	require.ErrorIs(t, err, fencelock.ErrUnavailable)
+}

@@ -147,6 +147,14 @@ func (c *testCluster) closeAll() {
 
 func (c *testCluster) node(id uint64) *Node { return c.nodes[id] }
 
+// pauseBalancers stops the leader balancer of every running replica, for
+// a test that places leaders itself: the balancer would move them.
+func (c *testCluster) pauseBalancers() {
+	for _, n := range c.nodes {
+		n.host.TestingPauseBalancer(true)
+	}
+}
+
 // leader waits until the running replicas agree on a leader, and returns it.
 func (c *testCluster) leader(ctx context.Context) uint64 {
 	c.t.Helper()

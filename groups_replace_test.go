@@ -185,9 +185,7 @@ func TestSetVotersOffLiveLeader(t *testing.T) {
 	ctx := testCtx(t)
 	c.waitStatus(ctx, "every host runs a", func(_ uint64, st Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
 	c.waitTable(ctx)
-	for _, n := range c.nodes {
-		n.host.TestingPauseBalancer(true) // 3 keeps a's leadership until the move
-	}
+	c.pauseBalancers() // 3 keeps a's leadership until the move
 	require.NoError(t, c.node(3).TransferLeadership(ctx, "a", 3))
 	s1 := newSession(t, ctx, c.node(1))
 	kept, err := s1.Acquire(ctx, "kept@a")

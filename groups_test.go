@@ -234,9 +234,7 @@ func TestTransferLeadership(t *testing.T) {
 	// The balancer would undo a transfer that leaves a host above its
 	// bound (a target that already leads the other group): the test places
 	// the leaders itself.
-	for _, n := range c.nodes {
-		n.host.TestingPauseBalancer(true)
-	}
+	c.pauseBalancers()
 	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
 	for _, name := range []string{"", "a"} {
 		g, _ := group(c.node(1).Status(), name)

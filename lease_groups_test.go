@@ -18,6 +18,26 @@ type beatRecord struct {
 	err   error
 }
 
+// placeLeaders places the leaders the tests of this file
+// expect: once every one of the groups (the default one included) has a
+// leader, replica 2 leads the default group and replica 4 group b. The
+// balancer would move them, so it is paused on every replica first.
+func placeLeaders(t *testing.T, ctx context.Context, c *testCluster, groups int) {
+	t.Helper()
+	c.pauseBalancers()
+	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return len(st.Groups) == groups && allLeaders(st) })
+	for _, lead := range []struct {
+		group string
+		to    uint64
+	}{{"", 2}, {"b", 4}} {
+		require.NoError(t, c.node(lead.to).TransferLeadership(ctx, lead.group, lead.to), "group %q", lead.group)
+		c.waitStatus(ctx, fmt.Sprintf("group %q led by %d", lead.group, lead.to), func(_ uint64, st Status) bool {
+			g, ok := group(st, lead.group)
+			return ok && g.LeaderID == lead.to
+		})
+	}
+}
+
 // Issue 39. Five replicas, groups a = {1,2,3} and b = {3,4,5}; a session on
 // replica 1 holds x@b and is renewed only by KeepAlive; replica 1 is cut
 // from 4 (b's leader) and 5, while it still reaches the default group's
@@ -30,21 +50,7 @@ func TestKeepAliveCountsEveryGroup(t *testing.T) {
 	c := newCluster(t, 5, withGroups(GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}},
 		GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}}))
 	ctx := testCtx(t)
-	// The leaders are placed by the test: the balancer would move them.
-	for _, n := range c.nodes {
-		n.host.TestingPauseBalancer(true)
-	}
-	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return len(st.Groups) == 3 && allLeaders(st) })
-	for _, lead := range []struct {
-		group string
-		to    uint64
-	}{{"", 2}, {"b", 4}} {
-		require.NoError(t, c.node(lead.to).TransferLeadership(ctx, lead.group, lead.to), "group %q", lead.group)
-		c.waitStatus(ctx, fmt.Sprintf("group %q led by %d", lead.group, lead.to), func(_ uint64, st Status) bool {
-			g, ok := group(st, lead.group)
-			return ok && g.LeaderID == lead.to
-		})
-	}
+	placeLeaders(t, ctx, c, 3)
 
 	const ttl = 3 * time.Second
 	s1, err := c.node(1).NewSession(ctx, WithTTL(ttl), WithExternalKeepAlive())
@@ -185,20 +191,7 @@ func TestKeepAliveCountsEveryGroup(t *testing.T) {
 func TestKeepAliveGroupsReportsEachPart(t *testing.T) {
 	c := newCluster(t, 5, withGroups(GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}}))
 	ctx := testCtx(t)
-	for _, n := range c.nodes {
-		n.host.TestingPauseBalancer(true)
-	}
-	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
-	for _, lead := range []struct {
-		group string
-		to    uint64
-	}{{"", 2}, {"b", 4}} {
-		require.NoError(t, c.node(lead.to).TransferLeadership(ctx, lead.group, lead.to), "group %q", lead.group)
-		c.waitStatus(ctx, fmt.Sprintf("group %q led by %d", lead.group, lead.to), func(_ uint64, st Status) bool {
-			g, ok := group(st, lead.group)
-			return ok && g.LeaderID == lead.to
-		})
-	}
+	placeLeaders(t, ctx, c, 2)
 	const ttl = 3 * time.Second
 	s, err := c.node(1).NewSession(ctx, WithTTL(ttl), WithExternalKeepAlive())
 	require.NoError(t, err)

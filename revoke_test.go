@@ -78,41 +78,44 @@ func TestOperatorCallsApplyOnceAcrossRetries(t *testing.T) {
 			return id
 		}
 
-		t.Run(g.name+"/revoke", func(t *testing.T) {
-			name := "job" + g.suffix
+		// heldWithWaiter has a session on replica 1 hold name and one on
+		// replica 2 queue for it.
+		heldWithWaiter := func(t *testing.T, name string) (held *Lock, waiter *Session, res <-chan acquired) {
+			t.Helper()
 			a, b := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(2))
 			la, err := a.Acquire(ctx, name)
 			require.NoError(t, err)
-			res := acquireAsync(ctx, b, name)
+			res = acquireAsync(ctx, b, name)
 			waitWaiters(t, ctx, op, name, 1)
+			return la, b, res
+		}
+		// handedOn checks that the revoked grant ended and that the waiter
+		// was granted name and still holds it.
+		handedOn := func(t *testing.T, name string, revoked *Lock, waiter *Session, res <-chan acquired) {
+			t.Helper()
+			<-revoked.Done()
+			require.ErrorIs(t, revoked.Err(), ErrRevoked)
+			got := <-res
+			require.NoError(t, got.err)
+			requireStillHolds(t, ctx, c, name, got.l, partID(t, waiter))
+		}
 
+		t.Run(g.name+"/revoke", func(t *testing.T) {
+			name := "job" + g.suffix
+			la, b, res := heldWithWaiter(t, name)
 			check := loseReply(t, fsm.KindRevoke)
 			require.NoError(t, op.Revoke(ctx, name))
 			check()
-			<-la.Done()
-			require.ErrorIs(t, la.Err(), ErrRevoked)
-			got := <-res
-			require.NoError(t, got.err)
-			lb := got.l
-			requireStillHolds(t, ctx, c, name, lb, partID(t, b))
+			handedOn(t, name, la, b, res)
 		})
 
 		t.Run(g.name+"/revoke grant", func(t *testing.T) {
 			name := "grant" + g.suffix
-			a, b := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(2))
-			la, err := a.Acquire(ctx, name)
-			require.NoError(t, err)
-			res := acquireAsync(ctx, b, name)
-			waitWaiters(t, ctx, op, name, 1)
-
+			la, b, res := heldWithWaiter(t, name)
 			check := loseReply(t, fsm.KindRevoke)
 			require.NoError(t, op.RevokeGrant(ctx, name, la.Token()), "not ErrNotHeld: the call's own first attempt ended the grant")
 			check()
-			<-la.Done()
-			require.ErrorIs(t, la.Err(), ErrRevoked)
-			got := <-res
-			require.NoError(t, got.err)
-			requireStillHolds(t, ctx, c, name, got.l, partID(t, b))
+			handedOn(t, name, la, b, res)
 			require.ErrorIs(t, op.RevokeGrant(ctx, name, la.Token()), ErrNotHeld, "a new call finds the grant gone")
 		})
 
@@ -214,9 +217,7 @@ func TestRevokeAppliesOnceAcrossALeaderTransfer(t *testing.T) {
 		})
 	})
 	ctx := testCtx(t)
-	for _, n := range c.nodes {
-		n.host.TestingPauseBalancer(true)
-	}
+	c.pauseBalancers()
 	applied := func(name string) int {
 		mu.Lock()
 		defer mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,15 +22,7 @@ import (
 // then started.
 func restoredCluster(t *testing.T, file []byte, size int, tune func(*Config)) *testCluster {
 	t.Helper()
-	net := transport.NewNetwork(uint64(size) + 100)
-	c := &testCluster{t: t, net: net, members: map[uint64]string{}, dirs: map[uint64]string{},
-		nodes: map[uint64]*Node{}, tune: tune}
-	base := t.TempDir()
-	for id := uint64(1); id <= uint64(size); id++ {
-		c.members[id] = c.addr(id)
-		c.dirs[id] = filepath.Join(base, fmt.Sprint(id))
-	}
-	t.Cleanup(c.closeAll)
+	c := unstartedCluster(t, transport.NewNetwork(uint64(size)+100), size, tune)
 	for id := range c.members {
 		_, err := Restore(bytes.NewReader(file), c.config(id))
 		require.NoError(t, err)

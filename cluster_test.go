@@ -65,6 +65,15 @@ func newTCPCluster(t testing.TB, size int, tune func(*Config)) *testCluster {
 
 func startCluster(t testing.TB, net *transport.Network, size int, tune func(*Config)) *testCluster {
 	t.Helper()
+	c := unstartedCluster(t, net, size, tune)
+	c.startAll()
+	return c
+}
+
+// unstartedCluster gives size replicas their addresses and Dirs, and
+// registers the cleanup that closes those started, but starts none: a test
+// that prepares the Dirs first (Restore) starts them itself (startAll).
+func unstartedCluster(t testing.TB, net *transport.Network, size int, tune func(*Config)) *testCluster {
 	c := &testCluster{t: t, net: net, members: map[uint64]string{}, dirs: map[uint64]string{},
 		nodes: map[uint64]*Node{}, tune: tune}
 	base := t.TempDir()
@@ -73,7 +82,6 @@ func startCluster(t testing.TB, net *transport.Network, size int, tune func(*Con
 		c.dirs[id] = filepath.Join(base, fmt.Sprint(id))
 	}
 	t.Cleanup(c.closeAll)
-	c.startAll()
 	return c
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencelock/fencelock/fencelocktest/logtap"
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/testhook"
 )
@@ -33,8 +34,8 @@ import (
 // TestRollingUpgradeAcrossLogVersions does this with the released build
 // itself, over real processes.)
 func TestVersionGate(t *testing.T) {
-	rec := newRecorder()
-	logger := slog.New(rec)
+	rec := logtap.New(slog.LevelInfo)
+	logger := rec.Logger()
 	var mu sync.Mutex
 	old := map[uint64]bool{3: true}
 	c := newCluster(t, 3, func(cfg *Config) {
@@ -51,14 +52,8 @@ func TestVersionGate(t *testing.T) {
 	writes := func(want Formats) func() bool {
 		return func() bool {
 			for _, n := range c.nodes {
-				st := n.Status()
-				if st.Writes != want {
+				if !writesAll(n.Status(), want) {
 					return false
-				}
-				for _, g := range st.Groups {
-					if g.Writes != want {
-						return false
-					}
 				}
 			}
 			return true
@@ -125,8 +120,8 @@ func TestVersionGate(t *testing.T) {
 	mu.Unlock()
 	c.start(3)
 	require.Eventually(t, func() bool {
-		for _, r := range rec.all() {
-			if strings.Contains(r.msg, "replica 3 at "+c.members[3]+" reads log versions up to 8 and snapshot versions up to 6, "+
+		for _, r := range rec.Records() {
+			if strings.Contains(r.Message, "replica 3 at "+c.members[3]+" reads log versions up to 8 and snapshot versions up to 6, "+
 				"but the default group writes log version 11, snapshot version 9: it cannot read the group's entries. Run a build on replica 3 that reads them") {
 				return true
 			}
@@ -165,8 +160,8 @@ const gateRound = 1500 * time.Millisecond
 // (On transport.Network every batch runs the handshake's check, which
 // hides this: the test needs sockets.)
 func TestGateRaiseSendsNothingNewToAMemberAddedMeanwhile(t *testing.T) {
-	rec := newRecorder()
-	logger := slog.New(rec)
+	rec := logtap.New(slog.LevelInfo)
+	logger := rec.Logger()
 	var mu sync.Mutex
 	old := map[uint64]bool{3: true, 4: true}
 	announce := func(cfg *Config) {
@@ -230,8 +225,8 @@ func TestGateRaiseSendsNothingNewToAMemberAddedMeanwhile(t *testing.T) {
 	// Either the leader holds the new entries back from replica 4 and
 	// says so, or replica 4 applies them.
 	heldBack := func() bool {
-		for _, r := range rec.all() {
-			if strings.Contains(r.msg, "replica 4 reads log versions up to 8") && strings.Contains(r.msg, "not sent") {
+		for _, r := range rec.Records() {
+			if strings.Contains(r.Message, "replica 4 reads log versions up to 8") && strings.Contains(r.Message, "not sent") {
 				return true
 			}
 		}

@@ -15,7 +15,12 @@ import (
 // session's ID there.
 func writesNewest(st Status) bool {
 	v := BuildVersion()
-	want := Formats{Codec: v.Codec, Snapshot: v.Snapshot}
+	return writesAll(st, Formats{Codec: v.Codec, Snapshot: v.Snapshot})
+}
+
+// writesAll reports whether st's replica and every group it shows write
+// want.
+func writesAll(st Status, want Formats) bool {
 	if st.Writes != want {
 		return false
 	}

@@ -1,69 +1,16 @@
 package fencelock
 
 import (
-	"context"
+	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/fencelocktest/logtap"
 )
-
-// gapGranter is a granter that also records the longest time between two
-// grants, from its first grant on.
-type gapGranter struct {
-	*granter
-	mu      sync.Mutex
-	last    time.Time
-	longest time.Duration
-}
-
-func startGapGranter(t *testing.T, ctx context.Context, s *Session, name string) *gapGranter {
-	g := &gapGranter{}
-	g.granter = &granter{t: t, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(g.done)
-		for {
-			select {
-			case <-g.stop:
-				return
-			default:
-			}
-			l, err := s.Acquire(ctx, name)
-			if err != nil {
-				t.Errorf("%s: acquire during the move: %v", name, err)
-				return
-			}
-			now := time.Now()
-			g.mu.Lock()
-			if !g.last.IsZero() {
-				g.longest = max(g.longest, now.Sub(g.last))
-			}
-			g.last = now
-			g.mu.Unlock()
-			g.granter.mu.Lock()
-			if l.Token() <= g.granter.last {
-				t.Errorf("%s: token %d after %d", name, l.Token(), g.granter.last)
-			}
-			g.granter.last = l.Token()
-			g.grants++
-			g.granter.mu.Unlock()
-			if err := l.Release(ctx); err != nil {
-				t.Errorf("%s: release during the move: %v", name, err)
-				return
-			}
-		}
-	}()
-	return g
-}
-
-func (g *gapGranter) gap() time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.longest
-}
 
 // Issue 36, part 2: five replicas, groups a (voters 1,2,3) and b (3,4,5);
 // replica 3 stops for good, and a new replica 6 takes its place in every
@@ -87,9 +34,9 @@ func TestReplaceReplicaInEveryGroup(t *testing.T) {
 		held[name] = l
 	}
 	// Locks taken and given back all along, in each group.
-	granters := map[string]*gapGranter{}
+	granters := map[string]*granter{}
 	for name, id := range map[string]uint64{"k@a": 1, "k@b": 4, "k": 2} {
-		granters[name] = startGapGranter(t, ctx, newSession(t, ctx, c.node(id), WithTTL(ttl)), name)
+		granters[name] = startGranter(t, ctx, newSession(t, ctx, c.node(id), WithTTL(ttl)), name)
 	}
 	finished := false
 	finish := func() {
@@ -177,9 +124,9 @@ func TestReplaceReplicaInEveryGroup(t *testing.T) {
 // with ErrGroupMoved, and so do calls naming the group there), even across
 // a restart; other groups on it are untouched.
 func TestSetVotersOffLiveLeader(t *testing.T) {
-	tap := newLogTap()
+	tap := logtap.New(slog.LevelDebug)
 	c := newCluster(t, 4, func(cfg *Config) {
-		cfg.Logger = tap.logger()
+		cfg.Logger = tap.Logger()
 		cfg.Groups = []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
 	})
 	ctx := testCtx(t)
@@ -195,8 +142,8 @@ func TestSetVotersOffLiveLeader(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, c.node(3).SetVoters(ctx, "a", []uint64{1, 2, 4}))
-	t.Logf("%s", tap.wait(t, ctx, "group handed over before leaving its voters"))
-	t.Logf("%s", tap.wait(t, ctx, "voter removed, as the group table says", "member=3"))
+	t.Logf("%s", tap.Wait(t, ctx, "group handed over before leaving its voters"))
+	t.Logf("%s", tap.Wait(t, ctx, "voter removed, as the group table says", "member=3"))
 	m, err := c.node(2).MembersOf(ctx, "a")
 	require.NoError(t, err)
 	require.Equal(t, []uint64{1, 2, 4}, slices.Sorted(maps.Keys(m.Voters)))

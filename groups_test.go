@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencelock/fencelock/fencelocktest/logtap"
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica"
 	"github.com/fencelock/fencelock/transport"
@@ -315,10 +317,10 @@ func TestNoGroupsIsTheDefaultGroup(t *testing.T) {
 // bootstraps its Config's groups) is refused by its peers, and both sides
 // log the difference.
 func TestGroupIdentityIsChecked(t *testing.T) {
-	tap := newLogTap()
+	tap := logtap.New(slog.LevelDebug)
 	ctx := testCtx(t)
 	c := newCluster(t, 3, func(cfg *Config) {
-		cfg.Logger = tap.logger()
+		cfg.Logger = tap.Logger()
 		cfg.Groups = []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
 	})
 	c.waitStatus(ctx, "leaders", func(_ uint64, st Status) bool { return allLeaders(st) })
@@ -332,7 +334,7 @@ func TestGroupIdentityIsChecked(t *testing.T) {
 	n3, err := Start(ctx, cfg)
 	require.NoError(t, err)
 	c.nodes[3] = n3
-	tap.wait(t, ctx, "Config.Groups differs from the deployment's group table", "a: voters [3] in Config.Groups, [1 2 3] in the table")
+	tap.Wait(t, ctx, "Config.Groups differs from the deployment's group table", "a: voters [3] in Config.Groups, [1 2 3] in the table")
 	_, err = openSession(ctx, n3, "a", time.Minute)
 	require.NoError(t, err, "3 runs the table's a with 1 and 2")
 	c.stop(3)
@@ -343,8 +345,8 @@ func TestGroupIdentityIsChecked(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { n.Close() })
 	// Both sides refuse, and say what differs.
-	tap.wait(t, ctx, "refused the replica at "+c.addr(3), `replica 3 at `+c.addr(3)+` runs group "a" with voters [3], this replica with [1 2 3]`)
-	tap.wait(t, ctx, "the replica at "+c.addr(3)+" refused", `runs group "a" with voters [1 2 3], this replica with [3]`)
+	tap.Wait(t, ctx, "refused the replica at "+c.addr(3), `replica 3 at `+c.addr(3)+` runs group "a" with voters [3], this replica with [1 2 3]`)
+	tap.Wait(t, ctx, "the replica at "+c.addr(3)+" refused", `runs group "a" with voters [1 2 3], this replica with [3]`)
 	// 1 and 2 still form both groups.
 	for _, name := range []string{"", "a"} {
 		_, err := openSession(ctx, c.node(1), name, time.Minute)
@@ -514,12 +516,12 @@ func TestDirThatNeverReadTheTableTakesMovedVoters(t *testing.T) {
 	waitUntil(t, ctx, "the version gate rises", func() bool {
 		return c.node(1).host.Group("").Gate() == fsm.Reads()
 	})
-	tap := newLogTap()
+	tap := logtap.New(slog.LevelDebug)
 	moved := []GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
 	c.tune = func(cfg *Config) {
 		cfg.Groups = moved
 		if cfg.ReplicaID == 4 {
-			cfg.Logger = tap.logger()
+			cfg.Logger = tap.Logger()
 		}
 	}
 	c.stop(4)
@@ -538,7 +540,7 @@ func TestDirThatNeverReadTheTableTakesMovedVoters(t *testing.T) {
 	n4, err := Start(ctx, c.config(4))
 	require.NoError(t, err, "the replica whose Dir is older than the move starts")
 	c.nodes[4] = n4
-	t.Logf("%s", tap.wait(t, ctx, `Voters [1] differ from the voters [1 2 3] this replica first ran it with`))
+	t.Logf("%s", tap.Wait(t, ctx, `Voters [1] differ from the voters [1 2 3] this replica first ran it with`))
 	c.waitTable(ctx)
 	s := newSession(t, ctx, n4)
 	l, err := s.Acquire(ctx, "x@a")

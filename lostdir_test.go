@@ -3,12 +3,15 @@ package fencelock
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/fencelocktest/logtap"
 )
 
 // knownDirs reads the Dir IDs replica's Dir has on record for its peers.
@@ -33,9 +36,9 @@ func knownDirs(t *testing.T, dir string) map[uint64]uint64 {
 // the third, the two make a quorum without the grant, and the lock is
 // granted a second time (with the same fencing token: the index is reused).
 func TestReplicaThatLostItsDirIsRefused(t *testing.T) {
-	tap := newLogTap()
+	tap := logtap.New(slog.LevelDebug)
 	ctx := testCtx(t)
-	c := newCluster(t, 3, func(cfg *Config) { cfg.Logger = tap.logger() })
+	c := newCluster(t, 3, func(cfg *Config) { cfg.Logger = tap.Logger() })
 	l := c.leader(ctx)
 	w, y := l%3+1, (l+1)%3+1 // w will lose its Dir; y never sees the grant
 	waitUntil(t, ctx, "the replicas record each other's Dir", func() bool {
@@ -55,8 +58,8 @@ func TestReplicaThatLostItsDirIsRefused(t *testing.T) {
 	c.net.Heal()
 	c.start(w) // empty, under its old ID
 
-	tap.wait(t, ctx, "is not the replica", "it lost its Dir")
-	tap.wait(t, ctx, "knew this replica", "Dir was lost or replaced")
+	tap.Wait(t, ctx, "is not the replica", "it lost its Dir")
+	tap.Wait(t, ctx, "knew this replica", "Dir was lost or replaced")
 
 	// y and the empty w do not make a quorum: nothing is granted.
 	short, cancel := context.WithTimeout(ctx, 6*time.Second) // past the no-quorum patience (3 s)

@@ -32,14 +32,17 @@ func startJoined(t testing.TB, c *testCluster, cfg Config) *Node {
 }
 
 // granter acquires and releases one lock in a loop on one session, checking
-// that every token is larger than the one before, until stopped.
+// that every token is larger than the one before, until stopped. It records
+// the longest time between two grants, from its first grant on.
 type granter struct {
-	t      testing.TB
-	mu     sync.Mutex
-	grants int
-	last   uint64
-	stop   chan struct{}
-	done   chan struct{}
+	t       testing.TB
+	mu      sync.Mutex
+	grants  int
+	last    uint64
+	granted time.Time // the last grant's
+	longest time.Duration
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 func startGranter(t testing.TB, ctx context.Context, s *Session, name string) *granter {
@@ -54,23 +57,35 @@ func startGranter(t testing.TB, ctx context.Context, s *Session, name string) *g
 			}
 			l, err := s.Acquire(ctx, name)
 			if err != nil {
-				t.Errorf("acquire during membership changes: %v", err)
+				t.Errorf("%s: acquire during the change: %v", name, err)
 				return
 			}
+			now := time.Now()
 			g.mu.Lock()
+			if !g.granted.IsZero() {
+				g.longest = max(g.longest, now.Sub(g.granted))
+			}
+			g.granted = now
 			if l.Token() <= g.last {
-				t.Errorf("token %d after %d", l.Token(), g.last)
+				t.Errorf("%s: token %d after %d", name, l.Token(), g.last)
 			}
 			g.last = l.Token()
 			g.grants++
 			g.mu.Unlock()
 			if err := l.Release(ctx); err != nil {
-				t.Errorf("release during membership changes: %v", err)
+				t.Errorf("%s: release during the change: %v", name, err)
 				return
 			}
 		}
 	}()
 	return g
+}
+
+// gap is the longest time between two grants so far.
+func (g *granter) gap() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.longest
 }
 
 func (g *granter) count() int {

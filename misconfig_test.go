@@ -7,82 +7,17 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/fencelocktest/logtap"
 )
-
-// logTap is a logger that keeps every message, so a test can wait for the
-// warning a mistake must produce. Dragonboat's logs reach the logger of the
-// last replica started in the process, so the replicas of one test share it.
-type logTap struct {
-	mu    sync.Mutex
-	lines []string
-	added chan struct{} // signalled on every new line
-}
-
-func newLogTap() *logTap { return &logTap{added: make(chan struct{}, 1)} }
-
-func (l *logTap) logger() *slog.Logger { return slog.New(tapHandler{l, nil}) }
-
-type tapHandler struct {
-	l     *logTap
-	attrs []slog.Attr
-}
-
-func (h tapHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h tapHandler) WithAttrs(a []slog.Attr) slog.Handler {
-	return tapHandler{h.l, append(append([]slog.Attr(nil), h.attrs...), a...)}
-}
-func (h tapHandler) WithGroup(string) slog.Handler { return h }
-func (h tapHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Level.String() + " " + r.Message)
-	for _, a := range h.attrs {
-		b.WriteString(" " + a.String())
-	}
-	r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
-	h.l.mu.Lock()
-	h.l.lines = append(h.l.lines, b.String())
-	h.l.mu.Unlock()
-	select {
-	case h.l.added <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// wait returns the first line that contains every one of parts, waiting
-// for it until ctx ends.
-func (l *logTap) wait(t *testing.T, ctx context.Context, parts ...string) string {
-	t.Helper()
-	for {
-		l.mu.Lock()
-		for _, line := range l.lines {
-			ok := true
-			for _, p := range parts {
-				ok = ok && strings.Contains(line, p)
-			}
-			if ok {
-				l.mu.Unlock()
-				return line
-			}
-		}
-		l.mu.Unlock()
-		select {
-		case <-l.added:
-		case <-ctx.Done():
-			t.Fatalf("no log line with %q: %v", parts, ctx.Err())
-		}
-	}
-}
 
 // misconfigured starts replicas 1 and 2 of a three-replica group with the
 // right Members, and replica 3 with members3; all log to tap. It returns the
 // right Members and the three nodes.
-func misconfigured(t *testing.T, tap *logTap, members3 func(right map[uint64]string) map[uint64]string) (map[uint64]string, [3]*Node) {
+func misconfigured(t *testing.T, tap *logtap.Tap, members3 func(right map[uint64]string) map[uint64]string) (map[uint64]string, [3]*Node) {
 	t.Helper()
 	right := map[uint64]string{1: freeAddr(t), 2: freeAddr(t), 3: freeAddr(t)}
 	base := t.TempDir()
@@ -93,7 +28,7 @@ func misconfigured(t *testing.T, tap *logTap, members3 func(right map[uint64]str
 			members = members3(maps.Clone(right))
 		}
 		n, err := Start(context.Background(), Config{ReplicaID: id, Members: members,
-			Dir: filepath.Join(base, string(rune('0'+id))), Logger: tap.logger()})
+			Dir: filepath.Join(base, string(rune('0'+id))), Logger: tap.Logger()})
 		require.NoError(t, err)
 		t.Cleanup(func() { n.Close() })
 		nodes[id-1] = n
@@ -119,13 +54,13 @@ func groupWorks(t *testing.T, ctx context.Context, nodes [3]*Node, name string) 
 // target"): a panic here ends the test binary. Now the replicas refuse each
 // other, both sides say what differs, and the other two go on.
 func TestTypoInOwnAddressCrashesNobody(t *testing.T) {
-	tap := newLogTap()
+	tap := logtap.New(slog.LevelDebug)
 	ctx := testCtx(t)
 	wrong := freeAddr(t)
 	right, nodes := misconfigured(t, tap, func(m map[uint64]string) map[uint64]string { m[3] = wrong; return m })
 	diff := "3 is " + wrong + " there, " + right[3] + " here"
-	tap.wait(t, ctx, "refused", "belongs to another group", diff)
-	tap.wait(t, ctx, "refused this one", diff)
+	tap.Wait(t, ctx, "refused", "belongs to another group", diff)
+	tap.Wait(t, ctx, "refused this one", diff)
 	groupWorks(t, ctx, nodes, "typo")
 	require.NotEqual(t, nodes[0].r.Group(), nodes[2].r.Group())
 	require.Equal(t, nodes[0].r.Group(), nodes[1].r.Group())
@@ -135,7 +70,7 @@ func TestTypoInOwnAddressCrashesNobody(t *testing.T) {
 // Members it is restarted with differ (which is logged); a corrupt file
 // stops the start rather than letting the replica guess its group.
 func TestGroupIdentityIsKeptInDir(t *testing.T) {
-	tap := newLogTap()
+	tap := logtap.New(slog.LevelDebug)
 	members := map[uint64]string{1: freeAddr(t)}
 	dir := t.TempDir()
 	n, err := Start(context.Background(), Config{ReplicaID: 1, Members: members, Dir: dir, Logger: quietLogger})
@@ -145,11 +80,11 @@ func TestGroupIdentityIsKeptInDir(t *testing.T) {
 	n.Close()
 
 	other := map[uint64]string{1: members[1], 2: freeAddr(t)}
-	n, err = Start(context.Background(), Config{ReplicaID: 1, Members: other, Dir: dir, Logger: tap.logger()})
+	n, err = Start(context.Background(), Config{ReplicaID: 1, Members: other, Dir: dir, Logger: tap.Logger()})
 	require.NoError(t, err)
 	require.Equal(t, group, n.r.Group())
 	ctx := testCtx(t)
-	tap.wait(t, ctx, "Members differ", "2 only there")
+	tap.Wait(t, ctx, "Members differ", "2 only there")
 	n.Close()
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "fencelock-group.json"), []byte(`{"version":1,"grou`), 0o600))

@@ -19,7 +19,9 @@
 //
 // Around them: raw calls to the HTTP API, its answers read to the letter
 // (Call, Secrets, Events), and a test's own processes, a program built on
-// fencelock started as its users would (Peers, StartProc, StartCmd).
+// fencelock started as its users would (Peers, StartProc, StartCmd). What
+// replicas log, a test waits for or reads with package logtap
+// (fencelocktest/logtap), apart so that fencelock's own tests can use it.
 //
 // Every call takes the test's testing.TB, fails the test with a message
 // that says what did not happen, and registers the cleanup that stops what

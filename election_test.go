@@ -90,29 +90,15 @@ func next(t testing.TB, ctx context.Context, ch <-chan LeaderInfo) LeaderInfo {
 }
 
 // observeUntil receives until the observation equals want, checking that
-// tokens never go back, and returns everything received.
+// tokens never go back, and returns everything received; it fails the test
+// when ctx ends or ch closes first.
 func observeUntil(t testing.TB, ctx context.Context, ch <-chan LeaderInfo, want LeaderInfo) []LeaderInfo {
 	t.Helper()
-	var seen []LeaderInfo
-	var last uint64
-	for {
-		var info LeaderInfo
-		select {
-		case got, ok := <-ch:
-			require.True(t, ok, "the observer's channel closed; saw %v", seen)
-			info = unnamedLeader(t, got)
-		case <-ctx.Done():
-			t.Fatalf("no observation of %+v; saw %+v", want, seen)
-		}
-		seen = append(seen, info)
-		if info.Token != 0 {
-			require.GreaterOrEqual(t, info.Token, last, "observations go back in time: %v", seen)
-			last = info.Token
-		}
-		if info == want {
-			return seen
-		}
+	seen, ok := observedWithin(t, ctx, ch, want)
+	if !ok {
+		t.Fatalf("no observation of %+v (the observer's channel closed, or %v); saw %+v", want, ctx.Err(), seen)
 	}
+	return seen
 }
 
 func requireClosed(t testing.TB, ctx context.Context, ch <-chan LeaderInfo) {
@@ -343,8 +329,9 @@ func TestManyCandidatesOneGrantPerChange(t *testing.T) {
 	}
 }
 
-// observedWithin is observeUntil for a test that reports more on failure:
-// false when ctx ends or ch closes before want is seen.
+// observedWithin receives until the observation equals want, checking
+// that tokens never go back, and returns everything received; false when
+// ctx ends or ch closes first, for a test that reports more on failure.
 func observedWithin(t testing.TB, ctx context.Context, ch <-chan LeaderInfo, want LeaderInfo) ([]LeaderInfo, bool) {
 	t.Helper()
 	var seen []LeaderInfo

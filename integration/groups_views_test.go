@@ -66,11 +66,7 @@ func TestGroupsViews(t *testing.T) {
 
 	// Locks: one group per page.
 	names := func(p fencelock.LockPage) []string {
-		var out []string
-		for _, l := range p.Locks {
-			out = append(out, l.Name)
-		}
-		return out
+		return mapped(p.Locks, func(l fencelock.LockDetail) string { return l.Name })
 	}
 	page, err := n.Locks(ctx, "@a")
 	require.NoError(t, err)
@@ -105,18 +101,10 @@ func TestGroupsViews(t *testing.T) {
 
 	// Sessions: per group, each part under its session's ID and its own.
 	ids := func(p fencelock.SessionPage) []uint64 {
-		var out []uint64
-		for _, si := range p.Sessions {
-			out = append(out, si.ID)
-		}
-		return out
+		return mapped(p.Sessions, func(si fencelock.SessionInfo) uint64 { return si.ID })
 	}
 	parts := func(p fencelock.SessionPage) []uint64 {
-		var out []uint64
-		for _, si := range p.Sessions {
-			out = append(out, si.PartID)
-		}
-		return out
+		return mapped(p.Sessions, func(si fencelock.SessionInfo) uint64 { return si.PartID })
 	}
 	sp, err := n.SessionsIn(ctx, "a")
 	require.NoError(t, err)

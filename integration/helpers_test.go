@@ -113,6 +113,16 @@ func allLeaders(st fencelock.Status) bool {
 	return true
 }
 
+// mapped returns f of each of xs, in order (nil for none): one field of
+// every row of a view.
+func mapped[T, U any](xs []T, f func(T) U) []U {
+	var out []U
+	for _, x := range xs {
+		out = append(out, f(x))
+	}
+	return out
+}
+
 func inspect(t testing.TB, ctx context.Context, n *fencelock.Node, name string) fencelock.LockInfo {
 	t.Helper()
 	info, err := n.Inspect(ctx, name)

@@ -169,12 +169,9 @@ func acquireSharedAsync(ctx context.Context, s *fencelock.Session, name string) 
 	return ch
 }
 
+// holderIDs returns the session ID of each of the lock's holders.
 func holderIDs(info fencelock.LockInfo) []uint64 {
-	var out []uint64
-	for _, h := range info.Holders {
-		out = append(out, h.SessionID)
-	}
-	return out
+	return mapped(info.Holders, func(h fencelock.Holder) uint64 { return h.SessionID })
 }
 
 func notYet(t *testing.T, ch <-chan acquired, what string) {

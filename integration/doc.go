@@ -14,11 +14,11 @@
 //     list);
 //   - session leases: keep-alives, expiry, lock-delay, the safety margin
 //     (lease);
-//   - quorum loss and failover, crashes and restarts, handover on Close
-//     (noquorum, failover, resume);
+//   - quorum loss and failover, crashes and restarts, handover on Close, a
+//     mirror leaving a voter cut off from its group (noquorum, failover,
+//     resume);
 //   - named groups: online, done, unknown (groups), their IDs and views
-//     (groups_views), a grant's group ID and fencing per group (fence), a
-//     mirror leaving a voter cut off from its group (mirror_failover);
+//     (groups_views), a grant's group ID and fencing per group (fence);
 //   - deployments refused or restored: a Dir copied back, a changed
 //     address, a misconfigured peer, a failed start (misconfig), a backup
 //     restored (backup);

@@ -95,10 +95,7 @@ func TestWallClockJumpBackwardExtendsNothing(t *testing.T) {
 			const ttl = time.Second
 			holder := newSession(t, ctx, cl.node(leader%3+1), WithTTL(ttl))
 			waiter := newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))
-			l, err := holder.Acquire(ctx, "jump")
-			require.NoError(t, err)
-			res := acquireAsync(ctx, waiter, "jump")
-			waitWaiters(t, ctx, cl.node(leader), "jump", 1)
+			l, res := holdWithWaiter(t, ctx, cl.node(leader), holder, waiter, "jump")
 
 			testhook.Freeze(holder) // its keep-alives stop; its deadline timer runs
 			defer testhook.Thaw(holder)

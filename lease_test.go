@@ -200,10 +200,7 @@ func TestSuspendedHolderFindsItsDeadlinePassed(t *testing.T) {
 			holder := newSession(t, ctx, cl.node(host), WithTTL(ttl))
 			unwatched := newSession(t, ctx, cl.node(host), WithTTL(ttl))
 			waiter := newSession(t, ctx, cl.node(leader), WithTTL(10*time.Second))
-			l, err := holder.Acquire(ctx, "suspend")
-			require.NoError(t, err)
-			res := acquireAsync(ctx, waiter, "suspend")
-			waitWaiters(t, ctx, cl.node(leader), "suspend", 1)
+			l, res := holdWithWaiter(t, ctx, cl.node(leader), holder, waiter, "suspend")
 
 			testhook.Pause(holder) // the machine sleeps: nothing of the holder runs
 			testhook.Pause(unwatched)
@@ -348,10 +345,7 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 	const ttl, delay = time.Second, 2 * time.Second
 	a := newSession(t, ctx, c.node(f1), WithTTL(ttl), WithLockDelay(delay))
 	b := newSession(t, ctx, c.node(f2))
-	la, err := a.Acquire(ctx, "job")
-	require.NoError(t, err)
-	res := acquireAsync(ctx, b, "job")
-	waitWaiters(t, ctx, c.node(f2), "job", 1)
+	la, res := holdWithWaiter(t, ctx, c.node(f2), a, b, "job")
 
 	testhook.Freeze(a)
 	defer testhook.Thaw(a)
@@ -362,7 +356,7 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 		info := inspect(t, ctx, c.node(f2), "job")
 		return info.Delayed && !info.Held && info.Waiters == 1
 	})
-	_, err = newSession(t, ctx, c.node(leader)).TryAcquire(ctx, "job")
+	_, err := newSession(t, ctx, c.node(leader)).TryAcquire(ctx, "job")
 	require.ErrorIs(t, err, ErrLocked, "nobody gets a delayed lock")
 
 	r := <-res
@@ -388,10 +382,7 @@ func TestLockDelayRestartsOnLeaderChange(t *testing.T) {
 	const ttl, delay = time.Second, 4 * time.Second
 	a := newSession(t, ctx, c.node(f1), WithTTL(ttl), WithLockDelay(delay))
 	b := newSession(t, ctx, c.node(f2), WithTTL(20*time.Second))
-	la, err := a.Acquire(ctx, "job")
-	require.NoError(t, err)
-	res := acquireAsync(ctx, b, "job")
-	waitWaiters(t, ctx, c.node(f2), "job", 1)
+	la, res := holdWithWaiter(t, ctx, c.node(f2), a, b, "job")
 
 	testhook.Freeze(a)
 	defer testhook.Thaw(a)

@@ -66,6 +66,18 @@ func acquireAsync(ctx context.Context, s *Session, name string) <-chan acquired 
 	return ch
 }
 
+// holdWithWaiter has holder take lock name and waiter queue behind it, and
+// waits until n shows the waiter queued: the grant, and where the waiter's
+// result arrives.
+func holdWithWaiter(t testing.TB, ctx context.Context, n *Node, holder, waiter *Session, name string) (*Lock, <-chan acquired) {
+	t.Helper()
+	l, err := holder.Acquire(ctx, name)
+	require.NoError(t, err)
+	res := acquireAsync(ctx, waiter, name)
+	waitWaiters(t, ctx, n, name, 1)
+	return l, res
+}
+
 // Close ends a node's sessions here without ending them at the group, so
 // a Release or Resign made once they ended (a leader loop resigns when its
 // work returns) fails with ErrClosed and changes nothing at the group,

@@ -83,10 +83,7 @@ func TestOperatorCallsApplyOnceAcrossRetries(t *testing.T) {
 		heldWithWaiter := func(t *testing.T, name string) (held *Lock, waiter *Session, res <-chan acquired) {
 			t.Helper()
 			a, b := newSession(t, ctx, c.node(1)), newSession(t, ctx, c.node(2))
-			la, err := a.Acquire(ctx, name)
-			require.NoError(t, err)
-			res = acquireAsync(ctx, b, name)
-			waitWaiters(t, ctx, op, name, 1)
+			la, res := holdWithWaiter(t, ctx, op, a, b, name)
 			return la, b, res
 		}
 		// handedOn checks that the revoked grant ended and that the waiter

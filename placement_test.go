@@ -100,30 +100,8 @@ func TestPlacementOwnGroups(t *testing.T) {
 	}
 
 	// 4 waits first, then 1: the release on 5 grants 4 first.
-	got4 := make(chan *Lock, 1)
-	go func() {
-		l, err := s4.Acquire(ctx, "x@g")
-		if err != nil {
-			t.Error(err)
-		}
-		got4 <- l
-	}()
-	require.Eventually(t, func() bool {
-		info, err := c.node(5).Inspect(ctx, "x@g")
-		return err == nil && info.Waiters == 1
-	}, 30*time.Second, 10*time.Millisecond)
-	got1 := make(chan *Lock, 1)
-	go func() {
-		l, err := s1.Acquire(ctx, "x@g")
-		if err != nil {
-			t.Error(err)
-		}
-		got1 <- l
-	}()
-	require.Eventually(t, func() bool {
-		info, err := c.node(4).Inspect(ctx, "x@g")
-		return err == nil && info.Waiters == 2
-	}, 30*time.Second, 10*time.Millisecond)
+	got4 := queueBehind(t, ctx, c.node(5), s4, "x@g", 1)
+	got1 := queueBehind(t, ctx, c.node(4), s1, "x@g", 2)
 	info, err := c.node(5).Inspect(ctx, "x@g")
 	require.NoError(t, err)
 	require.Equal(t, l5.Token(), info.Token, "the view from 5 shows its own grant")
@@ -262,18 +240,7 @@ func TestPlacementMixed(t *testing.T) {
 	s5 := newSession(t, ctx, c.node(5))
 	l4, err := s4.Acquire(ctx, "k@g")
 	require.NoError(t, err)
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := s5.Acquire(ctx, "k@g")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	require.Eventually(t, func() bool {
-		info, err := c.node(5).Inspect(ctx, "k@g")
-		return err == nil && info.Waiters == 1
-	}, 30*time.Second, 10*time.Millisecond)
+	got := queueBehind(t, ctx, c.node(5), s5, "k@g", 1)
 	require.NoError(t, l4.Release(ctx))
 	l5 := <-got
 	require.NotNil(t, l5)
@@ -316,18 +283,7 @@ func TestPlacementOverMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 	require.NotZero(t, mirrorServer(c.node(4), "g"), "4 reaches g through a mirror")
 	require.False(t, runs(c.node(4), "g"))
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := s1.Acquire(ctx, "x@g")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	require.Eventually(t, func() bool {
-		info, err := c.node(4).Inspect(ctx, "x@g")
-		return err == nil && info.Waiters == 1
-	}, 30*time.Second, 10*time.Millisecond)
+	got := queueBehind(t, ctx, c.node(4), s1, "x@g", 1)
 	require.NoError(t, l4.Release(ctx))
 	l1 := <-got
 	require.NotNil(t, l1)
@@ -547,4 +503,25 @@ func TestMovedOnAndOffLeavesNoMirrorBehind(t *testing.T) {
 	require.NoError(t, y.Release(ctx))
 	c.stop(4)
 	require.Zero(t, n4.host.TestingMirrorsRunning(), "Close stops every mirror")
+}
+
+// queueBehind starts s's Acquire of lock name, which must queue, and
+// waits until n shows waiters queued; Inspect's errors on the way are
+// waited out (a mirror's first reads can fail while it starts). The grant
+// arrives on the channel: nil if the Acquire failed, which fails the test.
+func queueBehind(t *testing.T, ctx context.Context, n *Node, s *Session, name string, waiters int) <-chan *Lock {
+	t.Helper()
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := s.Acquire(ctx, name)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	require.Eventually(t, func() bool {
+		info, err := n.Inspect(ctx, name)
+		return err == nil && info.Waiters == waiters
+	}, 30*time.Second, 10*time.Millisecond)
+	return got
 }

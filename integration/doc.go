@@ -10,8 +10,9 @@
 // What lives here, a file per theme:
 //
 //   - locks, elections and leader loops across replicas, a grant's context
-//     (lock, election, leaderloop, watch, position, recipes, revoke, names,
-//     list);
+//     (lock, election, leaderloop, watch, position, recipes, revoke);
+//   - what the views show: the listings of locks, sessions, elections and
+//     contention, and the session names in them (views);
 //   - session leases: keep-alives, expiry, lock-delay, the safety margin
 //     (lease);
 //   - quorum loss and failover, crashes and restarts, handover on Close, a

@@ -23,7 +23,7 @@
 //   - deployments refused or restored: a Dir copied back, a changed
 //     address, a misconfigured peer, a failed start (misconfig), a backup
 //     restored (backup);
-//   - what a deployment logs and traces (log, trace).
+//   - what a deployment logs and traces (telemetry).
 //
 // What stays in the root (package fencelock): tests that need unexported
 // names — the state machine's own reads (internal/fsm), test hooks

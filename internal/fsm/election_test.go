@@ -750,15 +750,7 @@ func TestElectionReplayIsDeterministic(t *testing.T) {
 	const entries = 3000
 	for i := range entries {
 		cmds := d.entry()
-		ra, ea := a.apply(cmds...) // models and invariants
-		rb, eb := b.apply(cmds...)
-		require.Equal(t, ra, rb, "entry %d", i)
-		require.Equal(t, ea, eb, "entry %d", i)
-		if c != nil {
-			rc, ec := c.apply(cmds...)
-			require.Equal(t, ra, rc, "entry %d", i)
-			require.Equal(t, ea, ec, "entry %d", i)
-		}
+		ra, ea := a.applyAlike(i, cmds, b, c) // models and invariants
 		d.observe(cmds, ra, ea)
 		cov.add(ra, ea)
 		for _, e := range ea {
@@ -802,15 +794,7 @@ func FuzzElectionApply(f *testing.F) {
 		var c *harness
 		for i := 0; len(src.b) > 0 && i < 512; i++ {
 			cmds := d.entry()
-			ra, ea := a.apply(cmds...)
-			rb, eb := b.apply(cmds...)
-			require.Equal(t, ra, rb)
-			require.Equal(t, ea, eb)
-			if c != nil {
-				rc, ec := c.apply(cmds...)
-				require.Equal(t, ra, rc)
-				require.Equal(t, ea, ec)
-			}
+			ra, ea := a.applyAlike(i, cmds, b, c)
 			d.observe(cmds, ra, ea)
 			if i == 8 {
 				c = harnessFor(t, roundTrip(t, a.st))

@@ -72,6 +72,24 @@ func (h *harness) apply(cmds ...Command) ([]Result, []Event) {
 	return h.applyAt(h.idx+1, cmds...)
 }
 
+// applyAlike applies entry i's cmds to h and to each of others that is
+// not nil (copies that must not diverge from h: a second replica, one
+// restored from a snapshot), and requires every copy to answer with h's
+// results and events, which it returns.
+func (h *harness) applyAlike(i int, cmds []Command, others ...*harness) ([]Result, []Event) {
+	h.tb.Helper()
+	rs, evs := h.apply(cmds...)
+	for _, o := range others {
+		if o == nil {
+			continue
+		}
+		ro, eo := o.apply(cmds...)
+		require.Equal(h.tb, rs, ro, "entry %d", i)
+		require.Equal(h.tb, evs, eo, "entry %d", i)
+	}
+	return rs, evs
+}
+
 func (h *harness) applyAt(idx uint64, cmds ...Command) ([]Result, []Event) {
 	h.tb.Helper()
 	rs, evs := h.st.Apply(idx, cmds)

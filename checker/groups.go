@@ -178,22 +178,22 @@ var OneGroupQuorum = Fault{"one-group-quorum", func(ctx context.Context, e *env)
 	}
 	// The lost group's part of the holder's session ends by its own clock;
 	// the others' locks stay held.
-	lost := held[target]
-	select {
-	case <-lost.Done():
-	case <-time.After(e.ttl + 10*time.Second):
-		e.h.violation("one-group-quorum: %q (group %q without quorum) still held by its holder %v after the fault",
-			lost.Name(), target, e.ttl+10*time.Second)
-	case <-ctx.Done():
-		return ctx.Err()
+	ended := func(l *fencelock.Lock, holder string) error {
+		select {
+		case <-l.Done():
+		case <-time.After(e.ttl + 10*time.Second):
+			e.h.violation("one-group-quorum: %q (group %q without quorum) still held by its %s %v after the fault",
+				l.Name(), target, holder, e.ttl+10*time.Second)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
 	}
-	select {
-	case <-xlost.Done():
-	case <-time.After(e.ttl + 10*time.Second):
-		e.h.violation("one-group-quorum: %q (group %q without quorum) still held by its external holder %v after the fault",
-			xlost.Name(), target, e.ttl+10*time.Second)
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := ended(held[target], "holder"); err != nil {
+		return err
+	}
+	if err := ended(xlost, "external holder"); err != nil {
+		return err
 	}
 	kept = true
 	for _, v := range keep.close() {

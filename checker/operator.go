@@ -80,32 +80,42 @@ func (e *env) revokeLock(ctx context.Context, n *fencelock.Node, node uint64, na
 		}
 		token = info.Token
 	}
-	done := e.revoking(func(b *belief) bool { return b.name == name && (token == 0 || b.token == token) })
-	i := e.h.begin(Op{Client: -2, Node: node, Kind: OpRevoke, Lock: name, Token: token})
-	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
-	var err error
-	if byToken {
-		err = n.RevokeGrant(rctx, name, token)
-	} else {
-		err = n.Revoke(rctx, name)
-	}
-	cancel()
-	e.revocationApplied(ctx, n, groupOf(name))
-	done()
+	var i int
+	err := e.revoke(ctx, n, groupOf(name), func(b *belief) bool { return b.name == name && (token == 0 || b.token == token) },
+		func(ctx context.Context) error {
+			i = e.h.begin(Op{Client: -2, Node: node, Kind: OpRevoke, Lock: name, Token: token})
+			if byToken {
+				return n.RevokeGrant(ctx, name, token)
+			}
+			return n.Revoke(ctx, name)
+		})
 	e.h.end(i, e.revoked(err, fencelock.ErrNotHeld), 0)
 }
 
 // revokeTerm ends whatever term of election name is current.
 func (e *env) revokeTerm(ctx context.Context, n *fencelock.Node, node uint64, name string) {
 	key := electionKey(name)
-	done := e.revoking(func(b *belief) bool { return b.name == key })
-	i := e.h.begin(Op{Client: -2, Node: node, Kind: OpRevoke, Lock: key})
-	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
-	err := n.RevokeLeadership(rctx, name)
-	cancel()
-	e.revocationApplied(ctx, n, groupOf(name))
-	done()
+	var i int
+	err := e.revoke(ctx, n, groupOf(name), func(b *belief) bool { return b.name == key }, func(ctx context.Context) error {
+		i = e.h.begin(Op{Client: -2, Node: node, Kind: OpRevoke, Lock: key})
+		return n.RevokeLeadership(ctx, name)
+	})
 	e.h.end(i, e.revoked(err, fencelock.ErrNotLeader), 0)
+}
+
+// revoke runs one revocation through n: call, within the operator's
+// timeout, ends in group the grants match selects. Their beliefs are
+// marked revoked from before the call until every replica has applied it
+// (revocationApplied), so a holder that learns of the end late is not
+// taken for one that holds past it. It returns call's error.
+func (e *env) revoke(ctx context.Context, n *fencelock.Node, group string, match func(*belief) bool, call func(ctx context.Context) error) error {
+	done := e.revoking(match)
+	defer done()
+	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
+	err := call(rctx)
+	cancel()
+	e.revocationApplied(ctx, n, group)
+	return err
 }
 
 // endSession ends a live client session at the group; its holder must then
@@ -123,18 +133,12 @@ func (e *env) endSession(ctx context.Context, n *fencelock.Node, rng *rand.Rand)
 		return
 	}
 	s := live[rng.IntN(len(live))]
-	done := e.revoking(func(b *belief) bool { return b.session == s.ID() })
-	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
-	err := n.EndSession(rctx, s.ID())
-	cancel()
-	e.revocationApplied(ctx, n, "")
-	done()
-	if err != nil {
+	err := e.revoke(ctx, n, "", func(b *belief) bool { return b.session == s.ID() }, func(ctx context.Context) error {
+		return n.EndSession(ctx, s.ID())
+	})
+	if e.revoked(err, nil) != OK {
 		return
 	}
-	e.mu.Lock()
-	e.revokes++
-	e.mu.Unlock()
 	t := time.NewTimer(settleBound)
 	defer t.Stop()
 	select {
@@ -168,18 +172,10 @@ func (e *env) endPart(ctx context.Context, n *fencelock.Node, rng *rand.Rand, gr
 	}
 	t := live[rng.IntN(len(live))]
 	match := func(b *belief) bool { return b.session == t.s.ID() && groupOf(b.name) == group }
-	done := e.revoking(match)
-	rctx, cancel := context.WithTimeout(ctx, e.opTimeout)
-	err := n.EndSessionIn(rctx, group, t.part)
-	cancel()
-	e.revocationApplied(ctx, n, group)
-	done()
-	if err != nil {
+	err := e.revoke(ctx, n, group, match, func(ctx context.Context) error { return n.EndSessionIn(ctx, group, t.part) })
+	if e.revoked(err, nil) != OK {
 		return
 	}
-	e.mu.Lock()
-	e.revokes++
-	e.mu.Unlock()
 	// Every grant the part held when the end applied is over for its
 	// holder by now or soon: its replica has applied the end, or will.
 	var held []*belief
@@ -255,8 +251,9 @@ func (e *env) revoking(match func(*belief) bool) (done func()) {
 	}
 }
 
-// revoked is the outcome of a revocation that returned err; notHeld is the
-// error of one that found nothing to revoke.
+// revoked is the outcome of a revocation that returned err, counted when
+// OK; notHeld is the error of one that found nothing to revoke (nil: no
+// error means that).
 func (e *env) revoked(err error, notHeld error) Outcome {
 	switch {
 	case err == nil:

@@ -232,26 +232,24 @@ func nemesis(ctx context.Context, e *env, sc Scenario) error {
 			return err
 		}
 	}
+	// Each fault, then quiet for the cluster to settle before the next.
+	run := func(f Fault) error {
+		if err := applyFault(ctx, e, f); err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		e.fault()
+		return wait(ctx, quiet)
+	}
 	if sc.Soak > 0 {
-		end := time.Now().Add(sc.Soak)
-		for time.Now().Before(end) {
-			f := sc.Faults[e.rng.IntN(len(sc.Faults))]
-			if err := applyFault(ctx, e, f); err != nil {
-				return fmt.Errorf("%s: %w", f.Name, err)
-			}
-			e.fault()
-			if err := wait(ctx, quiet); err != nil {
+		for end := time.Now().Add(sc.Soak); time.Now().Before(end); {
+			if err := run(sc.Faults[e.rng.IntN(len(sc.Faults))]); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for _, f := range sc.Faults {
-		if err := applyFault(ctx, e, f); err != nil {
-			return fmt.Errorf("%s: %w", f.Name, err)
-		}
-		e.fault()
-		if err := wait(ctx, quiet); err != nil {
+		if err := run(f); err != nil {
 			return err
 		}
 	}

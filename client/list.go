@@ -18,88 +18,25 @@ import (
 // sent.
 
 // ID is a session ID or a fencing token in a listing: a uint64, sent as a
-// decimal string (a JSON number is read too).
-type ID uint64
-
-// MarshalJSON writes the decimal string the API sends.
-func (id ID) MarshalJSON() ([]byte, error) { return wid(id).MarshalJSON() }
-
-// UnmarshalJSON reads a decimal string or number; anything else (a
-// negative, a fraction, over 64 bits) is an error.
-func (id *ID) UnmarshalJSON(b []byte) error { return (*wid)(id).UnmarshalJSON(b) }
-
-// String is the decimal ID.
-func (id ID) String() string { return strconv.FormatUint(uint64(id), 10) }
+// decimal string (a JSON number is read too). It is lockapi.ID.
+type ID = lockapi.ID
 
 // ReplicaStatus is one replica's GET /v1/status: its local view, without a
 // round of the group (a replica cut off from the others answers it too,
-// with what it last knew). The fields above Groups are the default
-// group's.
-type ReplicaStatus struct {
-	ReplicaID    uint64 `json:"replica_id"`
-	LeaderID     uint64 `json:"leader_id"` // 0: no leader known
-	IsLeader     bool   `json:"is_leader"`
-	Term         uint64 `json:"term"`
-	AppliedIndex uint64 `json:"applied_index"`
-	GroupID      string `json:"group_id"`
-	// Voters and NonVoting map a replica ID (decimal) to its raft address.
-	Voters    map[string]string `json:"voters"`
-	NonVoting map[string]string `json:"non_voting"`
-	Sessions  int               `json:"sessions"`
-	LocksHeld int               `json:"locks_held"`
-	Waiters   int               `json:"waiters"`
-	// Unreachable are the voters this replica has not heard from lately:
-	// known on the leader, and on every replica while there is none; empty
-	// on a follower. It lags a replica's death by a few election timeouts.
-	Unreachable []uint64      `json:"unreachable"`
-	Groups      []GroupStatus `json:"groups"`
-	// Mirrors are the groups the replica reaches through a mirror, fed by
-	// one of their voters (GroupStatus.Mirror); empty from a server of a
-	// build before placement.
-	Mirrors []GroupStatus  `json:"mirrors"`
-	Version ReplicaVersion `json:"version"`
-	// Writes is the log and snapshot formats the default group writes (its
-	// version gate); zero from a server of a build before the gate.
-	Writes Formats `json:"writes"`
-	// Raw is the answer as the replica sent it, fields this client does not
-	// know included: what a tool prints for `-o json`.
-	Raw json.RawMessage `json:"-"`
-}
+// with what it last knew). It is lockapi.StatusJSON, the type the service
+// writes; Status and Replicas keep the answer as sent in its Raw.
+type ReplicaStatus = lockapi.StatusJSON
 
 // GroupStatus is one group a replica runs, in ReplicaStatus.Groups.
-type GroupStatus struct {
-	Name        string   `json:"name"` // "": the default group
-	GroupID     string   `json:"group_id"`
-	LeaderID    uint64   `json:"leader_id"` // 0: no leader known
-	IsLeader    bool     `json:"is_leader"`
-	NonVoting   bool     `json:"non_voting"`
-	Voters      []uint64 `json:"voters"`
-	Term        uint64   `json:"term"`
-	LocksHeld   int      `json:"locks_held"`
-	Unreachable []uint64 `json:"unreachable"`
-	// Writes is the log and snapshot formats the group writes (its version
-	// gate); zero from a server of a build before the gate.
-	Writes Formats `json:"writes"`
-	// Mirror is, in ReplicaStatus.Mirrors, the voter feeding the replica's
-	// mirror of the group; 0 while none does.
-	Mirror uint64 `json:"mirror,omitempty"`
-}
+type GroupStatus = lockapi.GroupJSON
 
 // Formats is a pair of format versions: of the log entries and of the
 // snapshots.
-type Formats struct {
-	Codec    int `json:"codec"`
-	Snapshot int `json:"snapshot"`
-}
+type Formats = lockapi.FormatsJSON
 
 // ReplicaVersion is what a replica runs: its build, and the newest log and
 // snapshot formats it reads.
-type ReplicaVersion struct {
-	Version  string `json:"version"`
-	Commit   string `json:"commit,omitempty"`
-	Codec    int    `json:"codec"`
-	Snapshot int    `json:"snapshot"`
-}
+type ReplicaVersion = lockapi.VersionJSON
 
 // EndpointStatus is one endpoint's answer to Replicas: its status, or why
 // it gave none.
@@ -121,61 +58,15 @@ type LockList struct {
 	Locks     []LockEntry `json:"locks"`
 }
 
-// LockEntry is one lock of a listing.
-type LockEntry struct {
-	Name string `json:"name"`
-	// Group is the group the lock lives in, its name's "@group" ("": the
-	// default group): its tokens are that group's. A session_id is the
-	// session's (its ID in the default group), a part_id, in a named group
-	// only, the ID of the session's part there; a session_id is 0
-	// (HolderSession absent) for a part opened before its group wrote log
-	// version 10. Locks fills Group from the name for a server that sends
-	// none.
-	Group         string `json:"group"`
-	Held          bool   `json:"held"`
-	HolderSession ID     `json:"holder_session,omitempty"` // the oldest holder's session_id
-	HolderPart    ID     `json:"holder_part,omitempty"`    // its part_id, in a named group
-	HolderName    string `json:"holder_name,omitempty"`
-	// GrantedAt is when the oldest grant was made (RFC 3339, by the
-	// proposing replica's clock), HeldForMS how long ago by the answering
-	// replica's: both absent when unknown.
-	GrantedAt    string        `json:"granted_at,omitempty"`
-	HeldForMS    int64         `json:"held_for_ms,omitempty"`
-	FencingToken ID            `json:"fencing_token,omitempty"` // the oldest holder's
-	Owner        uint64        `json:"owner,omitempty"`
-	Shared       bool          `json:"shared,omitempty"`
-	Permits      int           `json:"permits,omitempty"`
-	Holders      []HolderEntry `json:"holders"`
-	Waiters      int           `json:"waiters"` // every waiting request
-	// Queue and Waiting are the first waiting requests, head first (a
-	// listing names the first 16; Waiters counts them all).
-	Queue   []ID          `json:"queue"`
-	Waiting []WaiterEntry `json:"waiting"`
-}
+// LockEntry is one lock of a listing (lockapi.LockJSON). Locks fills its
+// Group from the name for a server that sends none.
+type LockEntry = lockapi.LockJSON
 
 // HolderEntry is one current grant of a listed lock.
-type HolderEntry struct {
-	Session      ID     `json:"session_id"`
-	Part         ID     `json:"part_id,omitempty"` // in a named group: the session's part there
-	Name         string `json:"name"`
-	FencingToken ID     `json:"fencing_token"`
-	Owner        uint64 `json:"owner"`
-	GrantedAt    string `json:"granted_at,omitempty"`
-	HeldForMS    int64  `json:"held_for_ms,omitempty"`
-}
+type HolderEntry = lockapi.HolderJSON
 
 // WaiterEntry is one waiting request of a listed lock.
-type WaiterEntry struct {
-	Session  ID     `json:"session_id"`
-	Part     ID     `json:"part_id,omitempty"` // in a named group: the session's part there
-	Name     string `json:"name"`
-	Place    int    `json:"place"` // 1: the head of the queue
-	Owner    uint64 `json:"owner"`
-	Shared   bool   `json:"shared,omitempty"`
-	QueuedAt string `json:"queued_at,omitempty"`
-	// WaitedMS is how long it has waited, by the answering replica's clock.
-	WaitedMS int64 `json:"waited_ms,omitempty"`
-}
+type WaiterEntry = lockapi.WaiterJSON
 
 // SessionList is every open session a Sessions call listed.
 type SessionList struct {
@@ -183,21 +74,11 @@ type SessionList struct {
 	Sessions []SessionEntry `json:"sessions"`
 }
 
-// SessionEntry is one open session of a listing. In a named group it is
-// the part a session opened there: SessionID is the session's (0 if the
-// group does not know it: see LockEntry), PartID the part's in that group.
-type SessionEntry struct {
-	SessionID ID     `json:"session_id"`
-	PartID    ID     `json:"part_id,omitempty"` // in a named group
-	Name      string `json:"name"`
-	Owner     int64  `json:"owner"`
-	TimeoutMS int64  `json:"timeout_ms"`
-	Held      int    `json:"held"`
-	Waiting   int    `json:"waiting"`
-}
-
-// TTL returns the session's time to live.
-func (s SessionEntry) TTL() time.Duration { return time.Duration(s.TimeoutMS) * time.Millisecond }
+// SessionEntry is one open session of a listing (lockapi.SessionJSON). In
+// a named group it is the part a session opened there: SessionID is the
+// session's (0 if the group does not know it: see LockEntry), PartID the
+// part's in that group.
+type SessionEntry = lockapi.SessionJSON
 
 // Status returns the status of the first endpoint that answers (GET
 // /v1/status), failing over as every call does. It fails with an error

@@ -1,13 +1,8 @@
 package httpapi
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,30 +14,11 @@ import (
 // and statuses are read from errors.go's declarations and their comments
 // ("// 409: ..."), so a code added there without its row fails here.
 func TestErrorCodesDocumented(t *testing.T) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "errors.go", nil, parser.ParseComments)
-	require.NoError(t, err)
 	code := map[string]string{} // code -> status, from errors.go
-	for _, d := range f.Decls {
-		gd, ok := d.(*ast.GenDecl)
-		if !ok || gd.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range gd.Specs {
-			vs := spec.(*ast.ValueSpec)
-			if len(vs.Names) != 1 || !strings.HasPrefix(vs.Names[0].Name, "Code") || len(vs.Values) != 1 || vs.Comment == nil {
-				continue
-			}
-			lit, ok := vs.Values[0].(*ast.BasicLit)
-			if !ok {
-				continue
-			}
-			v, err := strconv.Unquote(lit.Value)
-			require.NoError(t, err)
-			status := regexp.MustCompile(`^\d{3}`).FindString(strings.TrimSpace(vs.Comment.Text()))
-			require.NotEmpty(t, status, "%s's comment starts with its HTTP status", vs.Names[0].Name)
-			code[v] = status
-		}
+	for _, c := range codeConsts(t) {
+		status := regexp.MustCompile(`^\d{3}`).FindString(c.comment)
+		require.NotEmpty(t, status, "%s's comment starts with its HTTP status", c.name)
+		code[c.value] = status
 	}
 	require.Greater(t, len(code), 20, "the codes were read from errors.go")
 

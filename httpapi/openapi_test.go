@@ -215,9 +215,26 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 // Code constants.
 func errorCodes(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
-	require.NoError(t, err)
 	var codes []string
+	for _, c := range codeConsts(t) {
+		codes = append(codes, c.value)
+	}
+	require.NotEmpty(t, codes, "no Code constants found in errors.go")
+	return codes
+}
+
+// codeConst is one Code constant of errors.go.
+type codeConst struct {
+	name, value string
+	comment     string // its line comment ("409: ..."); "" without one
+}
+
+// codeConsts reads errors.go's Code constants, each a string literal.
+func codeConsts(t *testing.T) []codeConst {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, parser.ParseComments)
+	require.NoError(t, err)
+	var out []codeConst
 	for _, d := range f.Decls {
 		gd, ok := d.(*ast.GenDecl)
 		if !ok || gd.Tok != token.CONST {
@@ -233,12 +250,15 @@ func errorCodes(t *testing.T) []string {
 				require.True(t, ok, "%s is not a string literal", name.Name)
 				v, err := strconv.Unquote(lit.Value)
 				require.NoError(t, err)
-				codes = append(codes, v)
+				c := codeConst{name: name.Name, value: v}
+				if vs.Comment != nil {
+					c.comment = strings.TrimSpace(vs.Comment.Text())
+				}
+				out = append(out, c)
 			}
 		}
 	}
-	require.NotEmpty(t, codes, "no Code constants found in errors.go")
-	return codes
+	return out
 }
 
 // docCodes collects the error codes the description names: the enum or

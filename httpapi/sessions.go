@@ -355,15 +355,8 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // SessionJSON describes a session in GET /v1/sessions.
-type SessionJSON struct {
-	SessionID ID     `json:"session_id"`
-	PartID    ID     `json:"part_id,omitempty"` // in a named group: the part's ID there, which pages go by
-	Name      string `json:"name"`
-	Owner     int64  `json:"owner"`
-	TimeoutMS int64  `json:"timeout_ms"`
-	Held      int    `json:"held"`
-	Waiting   int    `json:"waiting"`
-}
+// It is lockapi.SessionJSON, which the Go client decodes too.
+type SessionJSON = lockapi.SessionJSON
 
 // SessionList answers GET /v1/sessions.
 type SessionList struct {

@@ -9,60 +9,16 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // StatusJSON answers GET /v1/status: this replica's view of the group.
-type StatusJSON struct {
-	ReplicaID    uint64            `json:"replica_id"`
-	LeaderID     uint64            `json:"leader_id"`
-	IsLeader     bool              `json:"is_leader"`
-	Term         uint64            `json:"term"`
-	AppliedIndex uint64            `json:"applied_index"`
-	GroupID      string            `json:"group_id"`
-	Voters       map[string]string `json:"voters"`
-	NonVoting    map[string]string `json:"non_voting"`
-	Sessions     int               `json:"sessions"`
-	LocksHeld    int               `json:"locks_held"`
-	Waiters      int               `json:"waiters"`
-	// Unreachable are the voters this replica has not heard from in the
-	// last few election timeouts: down, or cut off from it. Known on the
-	// leader, and on every replica while the group has no leader; empty on
-	// a follower (fencelock.Status.Unreached).
-	Unreachable []uint64 `json:"unreachable"`
-	// HTTPSessions counts the sessions this replica's API owns.
-	HTTPSessions int `json:"http_sessions"`
-	// Groups are every group this replica runs, the default group (name
-	// "") first; the fields above are the default group's.
-	Groups []GroupJSON `json:"groups"`
-	// Mirrors are the groups this replica reaches through a mirror, fed by
-	// one of their voters (fencelock.Status.Mirrors): mirror names it.
-	Mirrors []GroupJSON `json:"mirrors"`
-	// Version is what this replica runs: build and log formats.
-	Version VersionJSON `json:"version"`
-	// Writes is the log and snapshot formats the default group writes
-	// (fencelock.Status.Writes).
-	Writes FormatsJSON `json:"writes"`
-}
+// It is lockapi.StatusJSON, which the Go client decodes too.
+type StatusJSON = lockapi.StatusJSON
 
 // GroupJSON is one group in StatusJSON.
-type GroupJSON struct {
-	Name      string   `json:"name"`
-	GroupID   string   `json:"group_id"`
-	LeaderID  uint64   `json:"leader_id"`
-	IsLeader  bool     `json:"is_leader"`
-	NonVoting bool     `json:"non_voting"`
-	Voters    []uint64 `json:"voters"`
-	Term      uint64   `json:"term"`
-	LocksHeld int      `json:"locks_held"`
-	// Unreachable are the group's voters this replica does not reach.
-	Unreachable []uint64 `json:"unreachable"`
-	// Writes is the log and snapshot formats the group writes
-	// (fencelock.GroupStatus.Writes): its version gate.
-	Writes FormatsJSON `json:"writes"`
-	// Mirror is, in Mirrors, the voter feeding this replica's mirror of
-	// the group (0 while none does).
-	Mirror uint64 `json:"mirror,omitempty"`
-}
+// It is lockapi.GroupJSON, which the Go client decodes too.
+type GroupJSON = lockapi.GroupJSON
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st := s.node.Stats()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The HTTP API's JSON (docs/http.md) that a replica's service (httpapi)
@@ -156,6 +157,23 @@ type WaiterJSON struct {
 	// WaitedMS is how long it has waited, by this replica's clock.
 	WaitedMS int64 `json:"waited_ms,omitempty"`
 }
+
+// SessionJSON describes a session in GET /v1/sessions. In a named group
+// it is a session's part there: SessionID is the session's (0 for a part
+// opened before the group wrote log version 10), PartID the part's ID in
+// that group, which pages go by.
+type SessionJSON struct {
+	SessionID ID     `json:"session_id"`
+	PartID    ID     `json:"part_id,omitempty"` // in a named group
+	Name      string `json:"name"`
+	Owner     int64  `json:"owner"`
+	TimeoutMS int64  `json:"timeout_ms"`
+	Held      int    `json:"held"`
+	Waiting   int    `json:"waiting"`
+}
+
+// TTL returns the session's time to live.
+func (s SessionJSON) TTL() time.Duration { return time.Duration(s.TimeoutMS) * time.Millisecond }
 
 // CampaignResponse answers a campaign.
 type CampaignResponse struct {

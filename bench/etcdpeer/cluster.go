@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -34,15 +33,6 @@ type cluster struct {
 	cfgs    []*embed.Config // per member, to restart it on its dir (W11)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func start(ctx context.Context, dir string) (lockbench.Cluster, error) {
 	c := &cluster{etcds: make([]*embed.Etcd, members), cfgs: make([]*embed.Config, members)}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -50,11 +40,11 @@ func start(ctx context.Context, dir string) (lockbench.Cluster, error) {
 	}
 	var peers, initial []string
 	for i := range members {
-		pp, err := freePort()
+		pp, err := lockbench.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		cp, err := freePort()
+		cp, err := lockbench.FreePort()
 		if err != nil {
 			return nil, err
 		}

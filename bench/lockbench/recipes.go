@@ -25,16 +25,69 @@ type Recipes interface {
 // semaphore has permits.
 var ErrTooManyHolders = errors.New("lockbench: more semaphore holders at once than permits")
 
-func recipes(cs []Client) ([]Recipes, error) {
+// recipeClients opens n clients as W2's do, each with its Recipes; a
+// system without them fails the run.
+func recipeClients(ctx context.Context, c Cluster, n int) ([]Client, []Recipes, error) {
+	cs, err := clients(ctx, c, n, sessionTTL)
+	if err != nil {
+		return nil, nil, err
+	}
 	rs := make([]Recipes, len(cs))
 	for i, c := range cs {
 		r, ok := c.(Recipes)
 		if !ok {
-			return nil, fmt.Errorf("%T has no shared locks or semaphores", c)
+			for _, cl := range cs {
+				_ = cl.Close(ctx)
+			}
+			return nil, nil, fmt.Errorf("%T has no shared locks or semaphores", c)
 		}
 		rs[i] = r
 	}
-	return rs, nil
+	return cs, rs, nil
+}
+
+// holdLoop runs W7's and W8's workers, one per client of cs, from the
+// race's start for 2 s of warm-up and then d measured: each loops on
+// acquire(i), calls inside(i) while it holds, and releases. It returns each
+// worker's waits (of the acquires that started in the measured window and
+// were let go before its end) and the failed acquires and releases in all,
+// and closes the clients.
+func holdLoop(ctx context.Context, cs []Client, d time.Duration, acquire func(i int) (Held, error), inside func(i int)) (waits []samples, errs int) {
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		starts = make(chan struct{})
+	)
+	waits = make([]samples, len(cs)) // waits[i] is worker i's alone until race returns
+	stop := time.Now().Add(d + 2*time.Second)
+	measureFrom := stop.Add(-d)
+	for i := range cs {
+		wg.Go(func() {
+			bad := 0
+			<-starts
+			for time.Now().Before(stop) {
+				t0 := time.Now()
+				h, err := acquire(i)
+				if err != nil {
+					bad++
+					continue
+				}
+				wait := time.Since(t0)
+				inside(i)
+				if t0.After(measureFrom) && time.Now().Before(stop) {
+					waits[i] = append(waits[i], wait)
+				}
+				if err := h.Release(ctx); err != nil {
+					bad++
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			errs += bad
+		})
+	}
+	race(ctx, starts, &wg, cs)
+	return waits, errs
 }
 
 // W7: 15 readers (shared) and 1 writer (exclusive) loop on one lock, each
@@ -44,77 +97,43 @@ func recipes(cs []Client) ([]Recipes, error) {
 // within the grant, so an overlap seen is a real one.
 func w7(ctx context.Context, c Cluster, o Options) (Result, error) {
 	workers, d := o.workers(16), o.duration()
-	cs, err := clients(ctx, c, workers, sessionTTL)
-	if err != nil {
-		return Result{}, err
-	}
-	rs, err := recipes(cs)
+	cs, rs, err := recipeClients(ctx, c, workers)
 	if err != nil {
 		return Result{}, err
 	}
 	const name = "bench/W7/0"
+	const writerWorker = 0
 	var (
-		mu              sync.Mutex
-		rwait, wwait    samples
-		errs            int
 		readers, writer atomic.Int32
 		overlaps        atomic.Int64
-		wg              sync.WaitGroup
-		starts          = make(chan struct{})
 	)
-	stop := time.Now().Add(d + 2*time.Second)
-	measureFrom := stop.Add(-d)
-	for i := range cs {
-		isWriter := i == 0
-		wg.Go(func() {
-			var mine samples
-			bad := 0
-			<-starts
-			for time.Now().Before(stop) {
-				t0 := time.Now()
-				var h Held
-				var err error
-				if isWriter {
-					h, err = rs[i].AcquireExclusive(ctx, name)
-				} else {
-					h, err = rs[i].AcquireShared(ctx, name)
-				}
-				if err != nil {
-					bad++
-					continue
-				}
-				wait := time.Since(t0)
-				if isWriter {
-					writer.Add(1)
-					if readers.Load() != 0 || writer.Load() != 1 {
-						overlaps.Add(1)
-					}
-					writer.Add(-1)
-				} else {
-					readers.Add(1)
-					if writer.Load() != 0 {
-						overlaps.Add(1)
-					}
-					readers.Add(-1)
-				}
-				if t0.After(measureFrom) && time.Now().Before(stop) {
-					mine = append(mine, wait)
-				}
-				if err := h.Release(ctx); err != nil {
-					bad++
-				}
+	waits, errs := holdLoop(ctx, cs, d, func(i int) (Held, error) {
+		if i == writerWorker {
+			return rs[i].AcquireExclusive(ctx, name)
+		}
+		return rs[i].AcquireShared(ctx, name)
+	}, func(i int) {
+		if i == writerWorker {
+			writer.Add(1)
+			if readers.Load() != 0 || writer.Load() != 1 {
+				overlaps.Add(1)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if isWriter {
-				wwait = append(wwait, mine...)
-			} else {
-				rwait = append(rwait, mine...)
-			}
-			errs += bad
-		})
+			writer.Add(-1)
+			return
+		}
+		readers.Add(1)
+		if writer.Load() != 0 {
+			overlaps.Add(1)
+		}
+		readers.Add(-1)
+	})
+	wwait := waits[writerWorker]
+	var rwait samples
+	for i, w := range waits {
+		if i != writerWorker {
+			rwait = append(rwait, w...)
+		}
 	}
-	race(ctx, starts, &wg, cs)
 	r, w := rwait.sorted(), wwait.sorted()
 	secs := d.Seconds()
 	res := Result{Workers: workers, DurationS: secs, Ops: len(r) + len(w),
@@ -134,59 +153,27 @@ func w7(ctx context.Context, c Cluster, o Options) (Result, error) {
 func w8(ctx context.Context, c Cluster, o Options) (Result, error) {
 	const permits = 4
 	workers, d := o.workers(16), o.duration()
-	cs, err := clients(ctx, c, workers, sessionTTL)
-	if err != nil {
-		return Result{}, err
-	}
-	rs, err := recipes(cs)
+	cs, rs, err := recipeClients(ctx, c, workers)
 	if err != nil {
 		return Result{}, err
 	}
 	const name = "bench/W8/0"
-	var (
-		mu           sync.Mutex
-		waits        samples
-		errs         int
-		inside, most atomic.Int32
-		wg           sync.WaitGroup
-		starts       = make(chan struct{})
-	)
-	stop := time.Now().Add(d + 2*time.Second)
-	measureFrom := stop.Add(-d)
-	for i := range cs {
-		wg.Go(func() {
-			var mine samples
-			bad := 0
-			<-starts
-			for time.Now().Before(stop) {
-				t0 := time.Now()
-				h, err := rs[i].AcquireSemaphore(ctx, name, permits)
-				if err != nil {
-					bad++
-					continue
-				}
-				wait := time.Since(t0)
-				n := inside.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				// Hold for a moment, so that holders do overlap and the
-				// count means something.
-				time.Sleep(time.Millisecond)
-				inside.Add(-1)
-				if t0.After(measureFrom) && time.Now().Before(stop) {
-					mine = append(mine, wait)
-				}
-				if err := h.Release(ctx); err != nil {
-					bad++
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			waits = append(waits, mine...)
-			errs += bad
-		})
+	var inside, most atomic.Int32
+	perWorker, errs := holdLoop(ctx, cs, d, func(i int) (Held, error) {
+		return rs[i].AcquireSemaphore(ctx, name, permits)
+	}, func(int) {
+		n := inside.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		// Hold for a moment, so that holders do overlap and the count
+		// means something.
+		time.Sleep(time.Millisecond)
+		inside.Add(-1)
+	})
+	var waits samples
+	for _, w := range perWorker {
+		waits = append(waits, w...)
 	}
-	race(ctx, starts, &wg, cs)
 	w := waits.sorted()
 	res := Result{Workers: workers, DurationS: d.Seconds(), Ops: len(w),
 		OpsPerS: round1(float64(len(w)) / d.Seconds()),

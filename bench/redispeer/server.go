@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fencelock/fencelock/bench/lockbench"
 )
 
 // ErrNoRedisServer means redis-server is not on PATH (Debian: apt-get
@@ -56,7 +58,7 @@ func startServer(ctx context.Context, dir string) (*server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := lockbench.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +100,4 @@ func (s *server) stop() {
 			<-s.done
 		}
 	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -106,12 +106,9 @@ func parseVotersChange(sub string, args []string) (votersChange, error) {
 	var f clientFlags
 	fs := newFlags("groups "+sub, "NAME ID,ID,... [flags]")
 	f.register(fs)
-	rest, err := parseAll(fs, args)
+	rest, err := parseArgs(fs, args, 2, "NAME and its voters (ID,ID,...)")
 	if err != nil {
 		return votersChange{}, err
-	}
-	if len(rest) != 2 {
-		return votersChange{}, fmt.Errorf("groups %s: want NAME and its voters (ID,ID,...), got %d arguments", sub, len(rest))
 	}
 	voters, err := parseIDs("groups "+sub, rest[1])
 	if err != nil {
@@ -178,12 +175,9 @@ func groupsDropCmd(args []string) error {
 	fs := newFlags("groups drop", "NAME [--force] [flags]")
 	f.register(fs)
 	force := fs.Bool("force", false, "drop it even though it holds locks: their sessions' parts in the group are ended first (their holders see their locks revoked)")
-	rest, err := parseAll(fs, args)
+	rest, err := parseArgs(fs, args, 1, "one group name")
 	if err != nil {
 		return err
-	}
-	if len(rest) != 1 {
-		return fmt.Errorf("groups drop: want one group name, got %d arguments", len(rest))
 	}
 	name := rest[0]
 	if _, err := parseBases(f.url); err != nil {
@@ -231,12 +225,9 @@ func membersReplaceCmd(args []string) error {
 	var f clientFlags
 	fs := newFlags("members replace", "OLD NEW [flags]")
 	f.register(fs)
-	rest, err := parseAll(fs, args)
+	rest, err := parseArgs(fs, args, 2, "OLD and NEW replica IDs")
 	if err != nil {
 		return err
-	}
-	if len(rest) != 2 {
-		return fmt.Errorf("members replace: want OLD and NEW replica IDs, got %d arguments", len(rest))
 	}
 	pair, err := parseIDs("members replace", rest[0]+","+rest[1])
 	if err != nil {

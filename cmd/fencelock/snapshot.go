@@ -50,12 +50,9 @@ func snapshotSave(args []string) error {
 	fs := newFlags("snapshot save", "[flags] FILE")
 	var cf clientFlags
 	cf.register(fs)
-	rest, err := parseAll(fs, args)
+	rest, err := parseArgs(fs, args, 1, "one FILE")
 	if err != nil {
 		return err
-	}
-	if len(rest) != 1 {
-		return fmt.Errorf("snapshot save: want one FILE, got %d arguments", len(rest))
 	}
 	file := rest[0]
 	if _, err := parseBases(cf.url); err != nil {
@@ -165,12 +162,9 @@ func snapshotRestore(args []string) error {
 func snapshotInfo(args []string) error {
 	fs := newFlags("snapshot info", "FILE [-o text|json]")
 	output := fs.String("o", "text", "output: text or json")
-	rest, err := parseAll(fs, args)
+	rest, err := parseArgs(fs, args, 1, "one FILE")
 	if err != nil {
 		return err
-	}
-	if len(rest) != 1 {
-		return fmt.Errorf("snapshot info: want one FILE, got %d arguments", len(rest))
 	}
 	file := rest[0]
 	f, err := os.Open(file)

@@ -677,6 +677,20 @@ func printMembers(m httpapi.MembersJSON) error {
 	return nil
 }
 
+// parseArgs is parseAll for a command that takes n arguments besides its
+// flags, want describing them ("one FILE"): any other number is an error
+// that names the command and says what it wants.
+func parseArgs(fs *flag.FlagSet, args []string, n int, want string) ([]string, error) {
+	rest, err := parseAll(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) != n {
+		return nil, fmt.Errorf("%s: want %s, got %d arguments", fs.Name(), want, len(rest))
+	}
+	return rest, nil
+}
+
 // parseAll parses fs's flags wherever they stand among args (`remove 3
 // --http URL` as well as `remove --http URL 3`) and returns the other
 // arguments in order; a "--" ends the flags, and every argument after it is
@@ -772,12 +786,9 @@ func membersRemoveCmd(args []string) error {
 	var f clientFlags
 	fs := newFlags("members remove", "ID [flags]")
 	f.register(fs)
-	rest, err := parseAll(fs, args)
+	rest, err := parseArgs(fs, args, 1, "one replica ID")
 	if err != nil {
 		return err
-	}
-	if len(rest) != 1 {
-		return fmt.Errorf("members remove: want one replica ID, got %d arguments", len(rest))
 	}
 	id, err := strconv.ParseUint(rest[0], 10, 64)
 	if err != nil || id == 0 {

@@ -224,10 +224,7 @@ func TestVersion6LogReplays(t *testing.T) {
 	require.Positive(t, badName, "an open refused for its name")
 	require.Positive(t, grants)
 
-	golden, err := os.ReadFile(snapFile)
-	require.NoError(t, err)
-	st, err := DecodeSnapshot(golden)
-	require.NoError(t, err)
+	_, st := frozenSnapshot(t, snapFile)
 	var names, timed, queued int
 	for _, s := range st.Sessions() {
 		if s.Name != "" {
@@ -292,10 +289,7 @@ func TestVersion7LogReplays(t *testing.T) {
 	require.Positive(t, retried)
 	require.Positive(t, withoutID)
 
-	golden, err := os.ReadFile(snapFile)
-	require.NoError(t, err)
-	st, err := DecodeSnapshot(golden)
-	require.NoError(t, err)
+	_, st := frozenSnapshot(t, snapFile)
 	require.Positive(t, st.ops.len(), "the snapshot remembers operations")
 }
 
@@ -309,18 +303,8 @@ func TestVersion8LogReplays(t *testing.T) {
 	const logFile, snapFile = "testdata/log-v8.txt", "testdata/snapshot-v6-log-v8.bin"
 	checkFrozenLog(t, 8, entries, logFile, snapFile, KindKeepAliveBatch)
 	// At the baseline, version 9 writes the entries of version 8 byte for
-	// byte.
-	data, err := os.ReadFile(logFile)
-	require.NoError(t, err)
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
-		require.NoError(t, err)
-		cmds, err := DecodeBatch(b, nil)
-		require.NoError(t, err)
-		again, err := AppendEntry(nil, Baseline, cmds[0].At, cmds)
-		require.NoError(t, err)
-		require.Equal(t, b, again)
-	}
+	// byte (the log holds no raise of the gate: version 8 had none).
+	requireWrittenAgain(t, frozenEntries(t, logFile), 8)
 	// The frozen log holds what version 8 added: resumes that keep the
 	// session's queued requests, each of which is granted later under its
 	// own number; and resumes that withdraw them, as before.
@@ -366,33 +350,13 @@ func TestVersion9LogReplays(t *testing.T) {
 	checkFrozenLog(t, 9, entries, logFile, snapFile, KindGate)
 	// Below gate 10, version 10 writes every entry of version 9 (and 8)
 	// byte for byte: opens without their parents.
-	data, err := os.ReadFile(logFile)
-	require.NoError(t, err)
-	gate := Baseline
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
-		require.NoError(t, err)
-		cmds, err := DecodeBatch(b, nil)
-		require.NoError(t, err)
-		again, err := AppendEntry(nil, gate, cmds[0].At, cmds)
-		require.NoError(t, err)
-		require.Equal(t, b, again, "written at gate %v as version 9 wrote it", gate)
-		for _, c := range cmds {
-			if c.Kind == KindGate && c.Gate.Valid() {
-				gate = gate.Max(c.Gate)
-			}
-		}
-	}
+	frozen := frozenEntries(t, logFile)
+	requireWrittenAgain(t, frozen, 9)
 	// The frozen log holds what version 9 added: the raise, in the first
 	// entry of version 9 (the ones before it are version 8), a raise to
 	// what the gate is already, which changes nothing, and one to a gate
 	// the group may not write, refused.
-	var versions []byte
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
-		require.NoError(t, err)
-		versions = append(versions, b[0])
-	}
+	versions := entryVersions(frozen)
 	first := slices.Index(versions, 9)
 	require.Positive(t, first, "entries of version 8 before the raise")
 	require.Equal(t, slices.Repeat([]byte{8}, first), versions[:first])
@@ -421,11 +385,8 @@ func TestVersion9LogReplays(t *testing.T) {
 	})
 	require.Equal(t, []int{1, 1, 1}, []int{raised, unchanged, refused})
 
-	golden, err := os.ReadFile(snapFile)
-	require.NoError(t, err)
+	golden, st := frozenSnapshot(t, snapFile)
 	require.Equal(t, byte(7), golden[len(snapshotMagic)], "a snapshot of version 7")
-	st, err := DecodeSnapshot(golden)
-	require.NoError(t, err)
 	require.Equal(t, Gate{Codec: 9, Snapshot: 7}, st.Gate())
 }
 
@@ -438,14 +399,7 @@ func TestVersion10LogReplays(t *testing.T) {
 	const entries = 420
 	const logFile, snapFile = "testdata/log-v10.txt", "testdata/snapshot-v8-log-v10.bin"
 	checkFrozenLog(t, 10, entries, logFile, snapFile, KindGate)
-	data, err := os.ReadFile(logFile)
-	require.NoError(t, err)
-	var versions []byte
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
-		require.NoError(t, err)
-		versions = append(versions, b[0])
-	}
+	versions := entryVersions(frozenEntries(t, logFile))
 	nine, ten := slices.Index(versions, 9), slices.Index(versions, 10)
 	require.Positive(t, nine)
 	require.Greater(t, ten, nine)
@@ -469,11 +423,8 @@ func TestVersion10LogReplays(t *testing.T) {
 	require.Positive(t, parents)
 	require.Positive(t, without)
 
-	golden, err := os.ReadFile(snapFile)
-	require.NoError(t, err)
+	golden, st := frozenSnapshot(t, snapFile)
 	require.Equal(t, byte(8), golden[len(snapshotMagic)], "a snapshot of version 8")
-	st, err := DecodeSnapshot(golden)
-	require.NoError(t, err)
 	require.Equal(t, Gate{Codec: 10, Snapshot: 8}, st.Gate())
 	l := st.Lock("part")
 	require.True(t, l.Held)
@@ -499,14 +450,7 @@ func TestVersion11LogReplays(t *testing.T) {
 		writeFrozenLog(t, entries, logFile, snapFile)
 	}
 	checkFrozenLog(t, 11, entries, logFile, snapFile, maxKind)
-	data, err := os.ReadFile(logFile)
-	require.NoError(t, err)
-	var versions []byte
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		b, err := hex.DecodeString(line[:strings.IndexByte(line, ' ')])
-		require.NoError(t, err)
-		versions = append(versions, b[0])
-	}
+	versions := entryVersions(frozenEntries(t, logFile))
 	ten, eleven := slices.Index(versions, 10), slices.Index(versions, 11)
 	require.Positive(t, ten)
 	require.Greater(t, eleven, ten)
@@ -563,11 +507,8 @@ func TestVersion11LogReplays(t *testing.T) {
 	require.Equal(t, 2, answered)
 	require.Zero(t, grantsAfter)
 
-	golden, err := os.ReadFile(snapFile)
-	require.NoError(t, err)
+	golden, st := frozenSnapshot(t, snapFile)
 	require.Equal(t, byte(9), golden[len(snapshotMagic)], "a snapshot of version 9")
-	st, err := DecodeSnapshot(golden)
-	require.NoError(t, err)
 	require.Equal(t, Gate{Codec: 11, Snapshot: 9}, st.Gate())
 	l := st.Lock("fenced")
 	require.True(t, l.Held)
@@ -714,17 +655,10 @@ func writeFrozenLog(t *testing.T, entries int, logFile, snapFile string) {
 // replayFrozen applies the frozen log in file to a new state, calling
 // each with every entry's commands, results and events.
 func replayFrozen(t *testing.T, file string, each func([]Command, []Result, []Event)) {
-	data, err := os.ReadFile(file)
-	require.NoError(t, err)
 	st := New()
-	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		entry, _, _ := strings.Cut(line, " ")
-		b, err := hex.DecodeString(entry)
-		require.NoError(t, err)
-		cmds, err := DecodeBatch(b, nil)
-		require.NoError(t, err)
-		rs, evs := st.Apply(uint64(i+1), cmds)
-		each(cmds, rs, evs)
+	for i, e := range frozenEntries(t, file) {
+		rs, evs := st.Apply(uint64(i+1), e.cmds)
+		each(e.cmds, rs, evs)
 	}
 }
 
@@ -733,8 +667,7 @@ func replayFrozen(t *testing.T, file string, each func([]Command, []Result, []Ev
 // last.
 func checkFrozenLog(t *testing.T, v byte, entries uint64, logFile, snapFile string, last Kind) {
 	st, restored := replayOldLog(t, logFile, v, entries, snapFile)
-	golden, err := os.ReadFile(snapFile)
-	require.NoError(t, err)
+	golden, _ := frozenSnapshot(t, snapFile)
 	if int(golden[len(snapshotMagic)]) == st.Gate().Snapshot {
 		require.Equal(t, golden, saveBytes(t, st), "the log replays to the frozen snapshot")
 		require.Equal(t, golden, saveBytes(t, restored), "the frozen snapshot restores to itself")
@@ -745,20 +678,75 @@ func checkFrozenLog(t *testing.T, v byte, entries uint64, logFile, snapFile stri
 		require.Equal(t, viewOf(restored), viewOf(st))
 	}
 
-	data, err := os.ReadFile(logFile)
-	require.NoError(t, err)
 	seen := map[Kind]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		entry, _, _ := strings.Cut(line, " ")
-		b, err := hex.DecodeString(entry)
-		require.NoError(t, err)
-		cmds, err := DecodeBatch(b, nil)
-		require.NoError(t, err)
-		for _, c := range cmds {
+	for _, e := range frozenEntries(t, logFile) {
+		for _, c := range e.cmds {
 			seen[c.Kind] = true
 		}
 	}
 	for k := KindOpenSession; k <= last; k++ {
 		require.True(t, seen[k], "the frozen log holds a %v", k)
 	}
+}
+
+// frozenEntry is one entry of a frozen log.
+type frozenEntry struct {
+	data []byte    // as the log holds it
+	cmds []Command // decoded by today's codec
+}
+
+// frozenEntries reads the frozen log in file: each line's entry (the hex
+// before its results), decoded.
+func frozenEntries(t *testing.T, file string) []frozenEntry {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var out []frozenEntry
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		entry, _, _ := strings.Cut(line, " ")
+		b, err := hex.DecodeString(entry)
+		require.NoError(t, err)
+		cmds, err := DecodeBatch(b, nil)
+		require.NoError(t, err)
+		out = append(out, frozenEntry{data: b, cmds: cmds})
+	}
+	return out
+}
+
+// entryVersions is the log version each entry was written in, its first
+// byte.
+func entryVersions(entries []frozenEntry) []byte {
+	versions := make([]byte, len(entries))
+	for i, e := range entries {
+		versions[i] = e.data[0]
+	}
+	return versions
+}
+
+// requireWrittenAgain requires today's codec, at the gate the log has
+// raised to by each entry (the baseline before any raise), to write every
+// entry byte for byte as version v wrote it.
+func requireWrittenAgain(t *testing.T, entries []frozenEntry, v int) {
+	t.Helper()
+	gate := Baseline
+	for _, e := range entries {
+		again, err := AppendEntry(nil, gate, e.cmds[0].At, e.cmds)
+		require.NoError(t, err)
+		require.Equal(t, e.data, again, "written at gate %v as version %d wrote it", gate, v)
+		for _, c := range e.cmds {
+			if c.Kind == KindGate && c.Gate.Valid() {
+				gate = gate.Max(c.Gate)
+			}
+		}
+	}
+}
+
+// frozenSnapshot reads the frozen snapshot in file and decodes it.
+func frozenSnapshot(t *testing.T, file string) (golden []byte, st *State) {
+	t.Helper()
+	golden, err := os.ReadFile(file)
+	require.NoError(t, err)
+	st, err = DecodeSnapshot(golden)
+	require.NoError(t, err)
+	return golden, st
 }

@@ -153,11 +153,7 @@ func BenchmarkContended(b *testing.B) {
 			st := New()
 			const n = 1_000_000
 			const sessions = n / MaxLocksPerSession
-			var cmds []Command
-			for i := range sessions + 3 {
-				cmds = append(cmds, openCmd(uint64(i+1)))
-			}
-			st.Apply(1, cmds)
+			st.Apply(1, openCmds(sessions+3))
 			all := st.Sessions()
 			waiters := all[sessions:] // hold nothing: they wait for the contended
 			batch := make([]Command, 0, MaxBatch)

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -110,16 +109,7 @@ func (m leaderModel) matches(st *State) error {
 // checkElectionInvariants checks the election half of the state, and the
 // structures sessions share between locks and elections.
 func checkElectionInvariants(st *State) error {
-	type request struct{ session, seq uint64 }
-	claimed := make(map[request]string)
-	claim := func(s *session, seq uint64, where string) error {
-		r := request{s.id, seq}
-		if prev, dup := claimed[r]; dup {
-			return fmt.Errorf("request %d of session %d both %s and %s", seq, s.id, prev, where)
-		}
-		claimed[r] = where
-		return nil
-	}
+	claim := claims{}.claim
 	for name, l := range st.locks.byName() {
 		if l.election || l.value() != "" {
 			return fmt.Errorf("lock %q is marked as an election", name)
@@ -157,29 +147,9 @@ func checkElectionInvariants(st *State) error {
 		if err := claim(h.s, h.seq, "leading "+name); err != nil {
 			return err
 		}
-		n := 0
-		var prev *waiter
-		for w := e.next(); w != nil; w = w.link.next {
-			if n++; n > e.waiters() {
-				return fmt.Errorf("election %q: queue longer than %d", name, e.waiters())
-			}
-			switch {
-			case w.link.prev != prev || w.l != e:
-				return fmt.Errorf("election %q: broken queue links", name)
-			case st.sessions[w.s.id] != w.s:
-				return fmt.Errorf("election %q: candidate of dead session %d", name, w.s.id)
-			case w.s.campaigns[w.seq] != w:
-				return fmt.Errorf("election %q: candidate %d/%d not in its session", name, w.s.id, w.seq)
-			case len(w.value) > MaxValueLen:
-				return fmt.Errorf("election %q: candidate value of %d bytes", name, len(w.value))
-			}
-			if err := claim(w.s, w.seq, "campaigning in "+name); err != nil {
-				return err
-			}
-			prev = w
-		}
-		if e.queueOf().tail != prev || n != e.waiters() {
-			return fmt.Errorf("election %q: tail or count (%d) wrong, walked %d", name, e.waiters(), n)
+		n, err := checkQueue(st, name, e, electionQueue, claim)
+		if err != nil {
+			return err
 		}
 		candidates += n
 	}
@@ -653,12 +623,7 @@ func TestRestoreRejectsInconsistentElections(t *testing.T) {
 				im.elections[i].values = slices.Clone(im.elections[i].values)
 			}
 			tc.mutate(&im)
-			data := im.bytes()
-			st, err := DecodeSnapshot(data)
-			require.ErrorIs(t, err, ErrCorrupt)
-			require.Nil(t, st)
-			_, err = Restore(bytes.NewReader(data))
-			require.ErrorIs(t, err, ErrCorrupt)
+			requireCorrupt(t, im.bytes())
 		})
 	}
 }
@@ -672,12 +637,7 @@ type electionDriver struct {
 
 var electionNames = []string{"a", "b", "e/ü"}
 
-func (d *electionDriver) electionName() string {
-	if d.n(50) == 0 {
-		return "" // invalid
-	}
-	return electionNames[d.n(uint64(len(electionNames)))]
-}
+func (d *electionDriver) electionName() string { return d.pick(electionNames) }
 
 func (d *electionDriver) value() string {
 	switch d.n(20) {
@@ -750,15 +710,7 @@ func TestElectionReplayIsDeterministic(t *testing.T) {
 	const entries = 3000
 	for i := range entries {
 		cmds := d.entry()
-		ra, ea := a.apply(cmds...) // models and invariants
-		rb, eb := b.apply(cmds...)
-		require.Equal(t, ra, rb, "entry %d", i)
-		require.Equal(t, ea, eb, "entry %d", i)
-		if c != nil {
-			rc, ec := c.apply(cmds...)
-			require.Equal(t, ra, rc, "entry %d", i)
-			require.Equal(t, ea, ec, "entry %d", i)
-		}
+		ra, ea := a.applyAlike(i, cmds, b, c) // models and invariants
 		d.observe(cmds, ra, ea)
 		cov.add(ra, ea)
 		for _, e := range ea {
@@ -770,10 +722,7 @@ func TestElectionReplayIsDeterministic(t *testing.T) {
 			c = harnessFor(t, roundTrip(t, a.st))
 		}
 	}
-	final := saveBytes(t, a.st)
-	require.Equal(t, final, saveBytes(t, b.st))
-	require.Equal(t, final, saveBytes(t, c.st))
-	roundTrip(t, a.st)
+	a.requireConverged(b, c)
 
 	for _, k := range []EventKind{EventElected, EventDeposed, EventProclaimed, EventGranted, EventFreed} {
 		require.Greater(t, cov.events[k], 20, "event %d too rare", k)
@@ -802,15 +751,7 @@ func FuzzElectionApply(f *testing.F) {
 		var c *harness
 		for i := 0; len(src.b) > 0 && i < 512; i++ {
 			cmds := d.entry()
-			ra, ea := a.apply(cmds...)
-			rb, eb := b.apply(cmds...)
-			require.Equal(t, ra, rb)
-			require.Equal(t, ea, eb)
-			if c != nil {
-				rc, ec := c.apply(cmds...)
-				require.Equal(t, ra, rc)
-				require.Equal(t, ea, ec)
-			}
+			ra, ea := a.applyAlike(i, cmds, b, c)
 			d.observe(cmds, ra, ea)
 			if i == 8 {
 				c = harnessFor(t, roundTrip(t, a.st))
@@ -835,12 +776,7 @@ func FuzzElectionApply(f *testing.F) {
 				}
 			}
 		}
-		final := saveBytes(t, a.st)
-		require.Equal(t, final, saveBytes(t, b.st))
-		if c != nil {
-			require.Equal(t, final, saveBytes(t, c.st))
-		}
-		roundTrip(t, a.st)
+		a.requireConverged(b, c)
 	})
 }
 

@@ -18,6 +18,15 @@ func openCmd(nonce uint64) Command {
 	return Command{Kind: KindOpenSession, Nonce: nonce, TTL: 1_000_000_000, Owner: 1}
 }
 
+// openCmds is n opens, nonces 1 to n: one entry of them opens n sessions.
+func openCmds(n int) []Command {
+	cmds := make([]Command, n)
+	for i := range cmds {
+		cmds[i] = openCmd(uint64(i + 1))
+	}
+	return cmds
+}
+
 func keepAliveCmd(s, floor uint64) Command {
 	return Command{Kind: KindKeepAlive, Session: s, Floor: floor}
 }
@@ -70,6 +79,38 @@ func harnessFor(tb testing.TB, st *State) *harness {
 func (h *harness) apply(cmds ...Command) ([]Result, []Event) {
 	h.tb.Helper()
 	return h.applyAt(h.idx+1, cmds...)
+}
+
+// applyAlike applies entry i's cmds to h and to each of others that is
+// not nil (copies that must not diverge from h: a second replica, one
+// restored from a snapshot), and requires every copy to answer with h's
+// results and events, which it returns.
+func (h *harness) applyAlike(i int, cmds []Command, others ...*harness) ([]Result, []Event) {
+	h.tb.Helper()
+	rs, evs := h.apply(cmds...)
+	for _, o := range others {
+		if o == nil {
+			continue
+		}
+		ro, eo := o.apply(cmds...)
+		require.Equal(h.tb, rs, ro, "entry %d", i)
+		require.Equal(h.tb, evs, eo, "entry %d", i)
+	}
+	return rs, evs
+}
+
+// requireConverged requires each of others that is not nil to have
+// reached h's state byte for byte, and h's state to round-trip through a
+// snapshot.
+func (h *harness) requireConverged(others ...*harness) {
+	h.tb.Helper()
+	final := saveBytes(h.tb, h.st)
+	for _, o := range others {
+		if o != nil {
+			require.Equal(h.tb, final, saveBytes(h.tb, o.st))
+		}
+	}
+	roundTrip(h.tb, h.st)
 }
 
 func (h *harness) applyAt(idx uint64, cmds ...Command) ([]Result, []Event) {
@@ -431,16 +472,7 @@ func checkInvariants(st *State, strict bool) error {
 		}
 		waits += len(s.waits)
 	}
-	type request struct{ session, seq uint64 }
-	requests := make(map[request]string)
-	claim := func(s *session, seq uint64, where string) error {
-		r := request{s.id, seq}
-		if prev, dup := requests[r]; dup {
-			return fmt.Errorf("request %d of session %d both %s and %s", seq, s.id, prev, where)
-		}
-		requests[r] = where
-		return nil
-	}
+	claim := claims{}.claim
 	tokens := make(map[uint64]string)
 	queued := 0
 	for name, l := range st.locks.byName() {
@@ -490,29 +522,9 @@ func checkInvariants(st *State, strict bool) error {
 		if l.first.s != nil && l.first.l != l {
 			return fmt.Errorf("lock %q: first grant of another lock", name)
 		}
-		n = 0
-		var prev *waiter
-		for w := l.next(); w != nil; w = w.link.next {
-			if n++; n > l.waiters() {
-				return fmt.Errorf("lock %q: queue longer than %d", name, l.waiters())
-			}
-			switch {
-			case w.link.prev != prev || w.l != l:
-				return fmt.Errorf("lock %q: broken queue links", name)
-			case st.sessions[w.s.id] != w.s:
-				return fmt.Errorf("lock %q: waiter of dead session %d", name, w.s.id)
-			case w.s.waits[w.seq] != w:
-				return fmt.Errorf("lock %q: waiter %d/%d not in its session", name, w.s.id, w.seq)
-			case l.permits() > 0 && !w.shared:
-				return fmt.Errorf("semaphore %q: exclusive waiter %d/%d", name, w.s.id, w.seq)
-			}
-			if err := claim(w.s, w.seq, "waiting for "+name); err != nil {
-				return err
-			}
-			prev = w
-		}
-		if l.queueOf().tail != prev || n != l.waiters() {
-			return fmt.Errorf("lock %q: tail or count (%d) wrong, walked %d", name, l.waiters(), n)
+		n, err := checkQueue(st, name, l, lockQueue, claim)
+		if err != nil {
+			return err
 		}
 		queued += n
 	}
@@ -523,6 +535,81 @@ func checkInvariants(st *State, strict bool) error {
 		return err
 	}
 	return checkContended(st)
+}
+
+// claims records where in the state each request of a session was found
+// (held, queued, leading), so that a request found twice is reported.
+type claims map[struct{ session, seq uint64 }]string
+
+// claim records request seq of s as found where; it fails if the request
+// was found elsewhere already.
+func (c claims) claim(s *session, seq uint64, where string) error {
+	r := struct{ session, seq uint64 }{s.id, seq}
+	if prev, dup := c[r]; dup {
+		return fmt.Errorf("request %d of session %d both %s and %s", seq, s.id, prev, where)
+	}
+	c[r] = where
+	return nil
+}
+
+// queueKind names the entries of a queue for checkQueue, a lock's waiters
+// or an election's candidates, and says what else each must be.
+type queueKind struct {
+	kind, entry, doing string // "lock", "waiter", "waiting for"
+	// inSession reports whether w is among its session's requests.
+	inSession func(w *waiter) bool
+	// check is what else w must be, in queue l called name.
+	check func(l *lock, name string, w *waiter) error
+}
+
+var lockQueue = queueKind{kind: "lock", entry: "waiter", doing: "waiting for",
+	inSession: func(w *waiter) bool { return w.s.waits[w.seq] == w },
+	check: func(l *lock, name string, w *waiter) error {
+		if l.permits() > 0 && !w.shared {
+			return fmt.Errorf("semaphore %q: exclusive waiter %d/%d", name, w.s.id, w.seq)
+		}
+		return nil
+	}}
+
+var electionQueue = queueKind{kind: "election", entry: "candidate", doing: "campaigning in",
+	inSession: func(w *waiter) bool { return w.s.campaigns[w.seq] == w },
+	check: func(_ *lock, name string, w *waiter) error {
+		if len(w.value) > MaxValueLen {
+			return fmt.Errorf("election %q: candidate value of %d bytes", name, len(w.value))
+		}
+		return nil
+	}}
+
+// checkQueue walks the queue of l, called name: its links, its tail and
+// count, and each entry, a request of a live session that is among its
+// session's and claimed by nothing else. It returns how many it walked.
+func checkQueue(st *State, name string, l *lock, q queueKind, claim func(s *session, seq uint64, where string) error) (int, error) {
+	n := 0
+	var prev *waiter
+	for w := l.next(); w != nil; w = w.link.next {
+		if n++; n > l.waiters() {
+			return 0, fmt.Errorf("%s %q: queue longer than %d", q.kind, name, l.waiters())
+		}
+		switch {
+		case w.link.prev != prev || w.l != l:
+			return 0, fmt.Errorf("%s %q: broken queue links", q.kind, name)
+		case st.sessions[w.s.id] != w.s:
+			return 0, fmt.Errorf("%s %q: %s of dead session %d", q.kind, name, q.entry, w.s.id)
+		case !q.inSession(w):
+			return 0, fmt.Errorf("%s %q: %s %d/%d not in its session", q.kind, name, q.entry, w.s.id, w.seq)
+		}
+		if err := q.check(l, name, w); err != nil {
+			return 0, err
+		}
+		if err := claim(w.s, w.seq, q.doing+" "+name); err != nil {
+			return 0, err
+		}
+		prev = w
+	}
+	if l.queueOf().tail != prev || n != l.waiters() {
+		return 0, fmt.Errorf("%s %q: tail or count (%d) wrong, walked %d", q.kind, name, l.waiters(), n)
+	}
+	return n, nil
 }
 
 // checkContended checks the index of contended locks: exactly the locks
@@ -589,6 +676,18 @@ func saveBytes(tb testing.TB, st *State) []byte {
 
 // roundTrip saves st, restores it both ways, checks that the restored state
 // saves to the same bytes and answers queries alike, and returns it.
+// requireCorrupt requires both decoders to refuse the snapshot data with
+// ErrCorrupt, returning no State.
+func requireCorrupt(t *testing.T, data []byte) {
+	t.Helper()
+	st, err := DecodeSnapshot(data)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Nil(t, st)
+	st, err = Restore(bytes.NewReader(data))
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Nil(t, st)
+}
+
 func roundTrip(tb testing.TB, st *State) *State {
 	tb.Helper()
 	data := saveBytes(tb, st)

@@ -26,51 +26,32 @@ type LockEntry struct {
 // O(n) for a page of n locks in all, with O(limit) memory. It runs on the
 // apply goroutine and delays applies while it runs; callers bound limit.
 func (st *State) LocksPage(prefix, after string, limit, queue int) (page []LockEntry, more bool) {
-	if limit <= 0 {
-		return nil, false
-	}
-	sel := &topK[string, *lock]{k: limit + 1}
-	for l := range st.locks.all {
-		if l.name > after && strings.HasPrefix(l.name, prefix) {
-			sel.offer(l.name, l)
+	return listPage(limit, func(offer func(string, *lock)) {
+		for l := range st.locks.all {
+			if l.name > after && strings.HasPrefix(l.name, prefix) {
+				offer(l.name, l)
+			}
 		}
-	}
-	locks := sel.sorted()
-	if len(locks) > limit {
-		locks, more = locks[:limit], true
-	}
-	page = make([]LockEntry, len(locks))
-	for i, l := range locks {
-		page[i] = LockEntry{LockInfo: l.info(), Queue: l.waiting(queue), Waiting: l.waiterList(queue)}
+	}, func(l *lock) LockEntry {
+		e := LockEntry{LockInfo: l.info(), Queue: l.waiting(queue), Waiting: l.waiterList(queue)}
 		if h := l.oldest(); h != nil { // a delayed lock may be free
-			page[i].Owner = h.s.owner
+			e.Owner = h.s.owner
 		}
-	}
-	return page, more
+		return e
+	})
 }
 
 // SessionsPage lists, in ID order, up to limit sessions with IDs above
 // after; more reports whether further sessions exist. It costs like
 // LocksPage.
 func (st *State) SessionsPage(after uint64, limit int) (page []SessionInfo, more bool) {
-	if limit <= 0 {
-		return nil, false
-	}
-	sel := &topK[uint64, *session]{k: limit + 1}
-	for id, s := range st.sessions {
-		if id > after {
-			sel.offer(id, s)
+	return listPage(limit, func(offer func(uint64, *session)) {
+		for id, s := range st.sessions {
+			if id > after {
+				offer(id, s)
+			}
 		}
-	}
-	sessions := sel.sorted()
-	if len(sessions) > limit {
-		sessions, more = sessions[:limit], true
-	}
-	page = make([]SessionInfo, len(sessions))
-	for i, s := range sessions {
-		page[i] = s.info()
-	}
-	return page, more
+	}, (*session).info)
 }
 
 // ElectionsPage lists, in name order, up to limit elections (those with
@@ -78,22 +59,33 @@ func (st *State) SessionsPage(after uint64, limit int) (page []SessionInfo, more
 // after; more reports whether further elections match. It costs like
 // LocksPage, over the elections.
 func (st *State) ElectionsPage(prefix, after string, limit int) (page []ElectionInfo, more bool) {
+	return listPage(limit, func(offer func(string, *lock)) {
+		for e := range st.elections.all {
+			if e.name > after && strings.HasPrefix(e.name, prefix) {
+				offer(e.name, e)
+			}
+		}
+	}, (*lock).electionInfo)
+}
+
+// listPage is one page of a listing: of what scan offers, the limit
+// smallest keys' values, in key order, each as entry describes it, and
+// whether scan offered more. It keeps limit+1 values in a topK, so the
+// order scan offers in (a map's) does not matter, and costs one pass of
+// scan plus O(log limit) per value that enters the page.
+func listPage[K cmp.Ordered, V, E any](limit int, scan func(offer func(K, V)), entry func(V) E) (page []E, more bool) {
 	if limit <= 0 {
 		return nil, false
 	}
-	sel := &topK[string, *lock]{k: limit + 1}
-	for e := range st.elections.all {
-		if e.name > after && strings.HasPrefix(e.name, prefix) {
-			sel.offer(e.name, e)
-		}
+	sel := &topK[K, V]{k: limit + 1}
+	scan(sel.offer)
+	vals := sel.sorted()
+	if len(vals) > limit {
+		vals, more = vals[:limit], true
 	}
-	elections := sel.sorted()
-	if len(elections) > limit {
-		elections, more = elections[:limit], true
-	}
-	page = make([]ElectionInfo, len(elections))
-	for i, e := range elections {
-		page[i] = e.electionInfo()
+	page = make([]E, len(vals))
+	for i, v := range vals {
+		page[i] = entry(v)
 	}
 	return page, more
 }

@@ -104,11 +104,7 @@ func BenchmarkLocksPage(b *testing.B) {
 	st := New()
 	const n = 1_000_000
 	// One session holds at most MaxLocksPerSession: spread the locks.
-	var cmds []Command
-	for i := range n / MaxLocksPerSession {
-		cmds = append(cmds, openCmd(uint64(i+1)))
-	}
-	st.Apply(1, cmds)
+	st.Apply(1, openCmds(n/MaxLocksPerSession))
 	sessions := st.Sessions()
 	require.Len(b, sessions, n/MaxLocksPerSession)
 	batch := make([]Command, 0, MaxBatch)

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"fmt"
 	"io"
 )
 
@@ -23,24 +22,11 @@ type SnapshotHead struct {
 // ErrVersionTooNew.
 func PeekSnapshot(r io.Reader) (SnapshotHead, error) {
 	d := newSnapDecoder(r)
-	var magic [len(snapshotMagic)]byte
-	for i := range magic {
-		magic[i] = d.byte()
+	v, err := d.head()
+	if err != nil {
+		return SnapshotHead{}, err
 	}
-	if d.err != nil || magic != snapshotMagic {
-		if d.ioErr != nil {
-			return SnapshotHead{}, d.err
-		}
-		return SnapshotHead{}, fmt.Errorf("%w: not a snapshot", ErrCorrupt)
-	}
-	h := SnapshotHead{Version: d.uvarint()}
-	switch {
-	case d.err != nil:
-	case h.Version == 0:
-		return SnapshotHead{}, fmt.Errorf("%w: snapshot version 0", ErrCorrupt)
-	case h.Version > snapshotVersion:
-		return SnapshotHead{}, tooNewSnapshot(h.Version)
-	}
+	h := SnapshotHead{Version: v}
 	h.Index, h.LastToken, _ = d.uvarint(), d.uvarint(), d.uvarint()
 	if h.Version >= 2 {
 		d.uvarint() // grants

@@ -218,23 +218,9 @@ func flushIfFull(w io.Writer, buf []byte) ([]byte, error) {
 // same bytes, a body that parses exactly and its checksum, to succeed).
 func Restore(r io.Reader) (*State, error) {
 	d := newSnapDecoder(r)
-	var magic [len(snapshotMagic)]byte
-	for i := range magic {
-		magic[i] = d.byte()
-	}
-	if d.err != nil || magic != snapshotMagic {
-		if d.ioErr != nil {
-			return nil, d.err
-		}
-		return nil, fmt.Errorf("%w: not a snapshot", ErrCorrupt)
-	}
-	v := d.uvarint()
-	switch {
-	case d.err != nil:
-	case v == 0:
-		return nil, fmt.Errorf("%w: snapshot version 0", ErrCorrupt)
-	case v > snapshotVersion:
-		return nil, tooNewSnapshot(v)
+	v, err := d.head()
+	if err != nil {
+		return nil, err
 	}
 	st := New()
 	st.index, st.lastToken, st.lastSession = d.uvarint(), d.uvarint(), d.uvarint()
@@ -432,6 +418,34 @@ func (d *snapDecoder) uvarint() uint64 {
 	}
 	d.pos += n
 	return v
+}
+
+// head reads what every snapshot starts with, its magic and its version,
+// and returns the version. A stream that is not a snapshot, or of version
+// 0, fails with ErrCorrupt, one of a version this build does not restore
+// with ErrVersionTooNew, and one that fails to read with the reader's
+// error. A stream cut short within the version returns no error here: d
+// keeps it, and the caller's next read returns it.
+func (d *snapDecoder) head() (version uint64, err error) {
+	var magic [len(snapshotMagic)]byte
+	for i := range magic {
+		magic[i] = d.byte()
+	}
+	if d.err != nil || magic != snapshotMagic {
+		if d.ioErr != nil {
+			return 0, d.err
+		}
+		return 0, fmt.Errorf("%w: not a snapshot", ErrCorrupt)
+	}
+	v := d.uvarint()
+	switch {
+	case d.err != nil:
+	case v == 0:
+		return 0, fmt.Errorf("%w: snapshot version 0", ErrCorrupt)
+	case v > snapshotVersion:
+		return 0, tooNewSnapshot(v)
+	}
+	return v, nil
 }
 
 func (d *snapDecoder) name() string  { return d.string(MaxNameLen, "name") }

@@ -25,12 +25,8 @@ var goldenSnapshots = []string{"testdata/snapshot-v2.bin", "testdata/snapshot-v3
 // MaxValueLen bytes.
 func largeState(tb testing.TB) *State {
 	h := newHarness(tb)
+	rs, _ := h.apply(openCmds(3000)...)
 	var cmds []Command
-	for i := range 3000 {
-		cmds = append(cmds, openCmd(uint64(i+1)))
-	}
-	rs, _ := h.apply(cmds...)
-	cmds = cmds[:0]
 	for i, r := range rs {
 		cmds = append(cmds, acqCmd(r.Value, 1, strings.Repeat("n", 20+i%40)+string(rune('a'+i%26))+string(rune(0x100+i)), i%3 == 0))
 		if i%3 == 0 {

@@ -506,13 +506,7 @@ func TestRestoreRejectsInconsistentSnapshots(t *testing.T) {
 				im.locks[i].queue = slices.Clone(im.locks[i].queue)
 			}
 			tc.mutate(&im)
-			data := im.bytes()
-			st, err := DecodeSnapshot(data)
-			require.ErrorIs(t, err, ErrCorrupt)
-			require.Nil(t, st)
-			st, err = Restore(bytes.NewReader(data))
-			require.ErrorIs(t, err, ErrCorrupt)
-			require.Nil(t, st)
+			requireCorrupt(t, im.bytes())
 		})
 	}
 
@@ -559,12 +553,8 @@ func TestSaveWriterError(t *testing.T) {
 	small := buildRich(t).st
 	// A state whose snapshot takes several chunks.
 	h := newHarness(t)
+	rs, _ := h.apply(openCmds(3000)...)
 	var cmds []Command
-	for i := range 3000 {
-		cmds = append(cmds, openCmd(uint64(i+1)))
-	}
-	rs, _ := h.apply(cmds...)
-	cmds = cmds[:0]
 	for i, r := range rs {
 		cmds = append(cmds, acqCmd(r.Value, 1, strings.Repeat("n", 20)+string(rune('a'+i%26))+string(rune(0x100+i)), false))
 	}

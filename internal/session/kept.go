@@ -75,25 +75,11 @@ func (p *Part) awaitKept(ctx context.Context, cmd *fsm.Command, seq uint64, w *w
 		return w.grant, nil
 	default:
 	}
-	if o.Position != nil {
-		stop := make(chan struct{})
-		joined := p.reportPositions(stop, cmd.Name, cmd.Kind == fsm.KindCampaign, seq, o.Position)
-		defer func() { close(stop); joined() }()
-	}
-	select {
-	case <-w.ready:
-		if w.grant == nil {
-			return nil, w.err
-		}
+	g, withdrawn, err := p.awaitQueued(ctx, *cmd, seq, w, o.Position)
+	if err == nil {
 		trace.SpanFromContext(ctx).AddEvent("granted")
-		return w.grant, nil
-	case <-p.done:
-		return nil, p.Err()
-	case <-ctx.Done():
-		withdrawn = true
-		p.withdraw(seq, *cmd, p.rt.h.cfg.ProposalTimeout)
-		return nil, ctx.Err()
 	}
+	return g, err
 }
 
 // forgetKept forgets the kept requests no call claimed whose grant was

@@ -169,27 +169,38 @@ func (p *Part) request(ctx context.Context, cmd *fsm.Command, o RequestOptions) 
 		// request is ignored by the group (below the floor, or answered from
 		// its reply cache).
 		p.replied(seq)
-		if o.Position != nil {
-			stop := make(chan struct{})
-			joined := p.reportPositions(stop, cmd.Name, cmd.Kind == fsm.KindCampaign, seq, o.Position)
-			defer func() { close(stop); joined() }()
-		}
+	}
+	var g *Grant
+	g, withdrawn, err = p.awaitQueued(ctx, *cmd, seq, w, o.Position)
+	if err == nil && ahead >= 0 {
+		trace.SpanFromContext(ctx).AddEvent("granted", trace.WithAttributes(attrAhead.Int(ahead)))
+	}
+	return g, err
+}
+
+// awaitQueued waits for the grant of request seq (cmd), queued in the
+// group: until w is granted, the part ends or ctx ends, reporting the
+// request's place in its queue to position meanwhile, if it is not nil.
+// If ctx ends first it withdraws the request, which then finishes it (the
+// caller must not: withdrawn says so), and returns ctx.Err(); a request
+// withdrawn by the group's seal fails with w's error.
+func (p *Part) awaitQueued(ctx context.Context, cmd fsm.Command, seq uint64, w *waiter, position func(int)) (g *Grant, withdrawn bool, err error) {
+	if position != nil {
+		stop := make(chan struct{})
+		joined := p.reportPositions(stop, cmd.Name, cmd.Kind == fsm.KindCampaign, seq, position)
+		defer func() { close(stop); joined() }()
 	}
 	select {
 	case <-w.ready:
 		if w.grant == nil {
-			return nil, w.err // withdrawn by the group's seal
+			return nil, false, w.err // withdrawn by the group's seal
 		}
-		if ahead >= 0 {
-			trace.SpanFromContext(ctx).AddEvent("granted", trace.WithAttributes(attrAhead.Int(ahead)))
-		}
-		return w.grant, nil
+		return w.grant, false, nil
 	case <-p.done:
-		return nil, p.Err()
+		return nil, false, p.Err()
 	case <-ctx.Done():
-		withdrawn = true
-		p.withdraw(seq, *cmd, p.rt.h.cfg.ProposalTimeout)
-		return nil, ctx.Err()
+		p.withdraw(seq, cmd, p.rt.h.cfg.ProposalTimeout)
+		return nil, true, ctx.Err()
 	}
 }
 

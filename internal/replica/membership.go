@@ -9,20 +9,14 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4"
+
+	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
 // Membership is the group's membership as of a linearizable read (the
-// root's Membership documents the fields).
-type Membership struct {
-	Voters    map[uint64]string // voting replicas: ID -> raft address
-	NonVoting map[uint64]string // non-voting replicas: ID -> raft address
-	// Removed lists, in increasing order, the IDs removed from the group.
-	// They can never be used again.
-	Removed []uint64
-	// ConfigChangeIndex is the raft log index of the last applied membership
-	// change: it rises with every change.
-	ConfigChangeIndex uint64
-}
+// root's Membership documents the fields): the wire's, as a voter sends it
+// to a replica that does not run the group (mirror_members.go).
+type Membership = wire.Membership
 
 // Members reads the membership linearizably, on this host's shard.
 func (r *Replica) Members(ctx context.Context) (Membership, error) {

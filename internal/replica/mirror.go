@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/internal/seeded"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -242,7 +243,7 @@ type mirrorConn struct {
 	c      transport.CallConn
 	server uint64
 	mu     sync.Mutex
-	calls  map[uint64]chan wireMsg
+	calls  map[uint64]chan wire.Msg
 	broken chan struct{}
 	once   sync.Once
 }
@@ -254,8 +255,8 @@ func (c *mirrorConn) close() {
 	})
 }
 
-func (c *mirrorConn) register(id uint64) chan wireMsg {
-	ch := make(chan wireMsg, 1)
+func (c *mirrorConn) register(id uint64) chan wire.Msg {
+	ch := make(chan wire.Msg, 1)
 	c.mu.Lock()
 	c.calls[id] = ch
 	c.mu.Unlock()
@@ -268,7 +269,7 @@ func (c *mirrorConn) forget(id uint64) {
 	c.mu.Unlock()
 }
 
-func (c *mirrorConn) answer(m wireMsg) {
+func (c *mirrorConn) answer(m wire.Msg) {
 	c.mu.Lock()
 	ch := c.calls[m.ID]
 	delete(c.calls, m.ID)
@@ -306,25 +307,25 @@ func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirro
 // recvState receives the rest of a state sent in parts (sendState), first
 // being its first part, and returns it as one snapshot message: the parts
 // must have the same index and size, and add up to exactly that size.
-func recvState(c transport.CallConn, first wireMsg) (wireMsg, error) {
+func recvState(c transport.CallConn, first wire.Msg) (wire.Msg, error) {
 	state := append(make([]byte, 0, min(first.Total, 64<<20)), first.Data...)
 	last := first
 	for uint64(len(state)) < first.Total {
 		b, err := c.Recv()
 		if err != nil {
-			return wireMsg{}, err
+			return wire.Msg{}, err
 		}
-		if last, err = decodeWire(b); err != nil {
-			return wireMsg{}, err
+		if last, err = wire.Decode(b); err != nil {
+			return wire.Msg{}, err
 		}
-		if last.Kind != wireSnapshotPart || last.Index != first.Index || last.Total != first.Total ||
+		if last.Kind != wire.KindSnapshotPart || last.Index != first.Index || last.Total != first.Total ||
 			uint64(len(state)+len(last.Data)) > first.Total {
-			return wireMsg{}, fmt.Errorf("%w: a part (kind %d, index %d, state size %d, %d bytes) that does not follow %d bytes of a state of %d at index %d",
-				errWire, last.Kind, last.Index, last.Total, len(last.Data), len(state), first.Total, first.Index)
+			return wire.Msg{}, fmt.Errorf("%w: a part (kind %d, index %d, state size %d, %d bytes) that does not follow %d bytes of a state of %d at index %d",
+				wire.ErrMalformed, last.Kind, last.Index, last.Total, len(last.Data), len(state), first.Total, first.Index)
 		}
 		state = append(state, last.Data...)
 	}
-	return wireMsg{Kind: wireSnapshot, Index: first.Index, Leader: last.Leader, Data: state}, nil
+	return wire.Msg{Kind: wire.KindSnapshot, Index: first.Index, Leader: last.Leader, Data: state}, nil
 }
 
 // run keeps a stream up until the mirror stops.
@@ -458,12 +459,12 @@ func (m *mirror) follow(id uint64, addr string) error {
 	if err != nil {
 		return err
 	}
-	conn := &mirrorConn{c: c, server: id, calls: make(map[uint64]chan wireMsg), broken: make(chan struct{})}
+	conn := &mirrorConn{c: c, server: id, calls: make(map[uint64]chan wire.Msg), broken: make(chan struct{})}
 	defer conn.close()
 	stop := context.AfterFunc(r.ctx, conn.close)
 	defer stop()
-	sub := wireMsg{Kind: wireSubscribe, Shard: r.shard, Name: r.name}
-	if err := c.Send(sub.encode(nil)); err != nil {
+	sub := wire.Msg{Kind: wire.KindSubscribe, Shard: r.shard, Name: r.name}
+	if err := c.Send(sub.Encode(nil)); err != nil {
 		return err
 	}
 	c.SetIdle(mirrorIdle)
@@ -471,20 +472,20 @@ func (m *mirror) follow(id uint64, addr string) error {
 	if err != nil {
 		return err
 	}
-	first, err := decodeWire(b)
+	first, err := wire.Decode(b)
 	if err != nil {
 		return err
 	}
 	switch first.Kind {
-	case wireRefuse:
+	case wire.KindRefuse:
 		return fmt.Errorf("refused: %s", first.Text)
-	case wireSnapshot:
-	case wireSnapshotPart:
+	case wire.KindSnapshot:
+	case wire.KindSnapshotPart:
 		if first, err = recvState(c, first); err != nil {
 			return fmt.Errorf("its snapshot: %w", err)
 		}
 	default:
-		return fmt.Errorf("%w: a stream that opens with kind %d", errWire, first.Kind)
+		return fmt.Errorf("%w: a stream that opens with kind %d", wire.ErrMalformed, first.Kind)
 	}
 	st, err := fsm.Restore(bytes.NewReader(first.Data))
 	if err != nil {
@@ -523,7 +524,7 @@ func (m *mirror) follow(id uint64, addr string) error {
 		defer t.Stop()
 		check := time.NewTicker(max(patience/4, time.Millisecond))
 		defer check.Stop()
-		ping := (&wireMsg{Kind: wirePing}).encode(nil)
+		ping := (&wire.Msg{Kind: wire.KindPing}).Encode(nil)
 		for {
 			select {
 			case <-t.C:
@@ -556,23 +557,23 @@ func (m *mirror) follow(id uint64, addr string) error {
 		if err != nil {
 			return nil
 		}
-		msg, err := decodeWire(b)
+		msg, err := wire.Decode(b)
 		if err != nil {
 			r.log.Warn("fencelock: the replica serving the mirror sent a malformed message; subscribing again", "server", id, "err", err)
 			return nil
 		}
 		switch msg.Kind {
-		case wireEntries:
+		case wire.KindEntries:
 			m.setLeader(msg.Leader)
 			if err := m.apply(msg.Entries); err != nil {
 				r.log.Warn("fencelock: the mirror cannot apply the group's entries; subscribing again", "server", id, "err", err)
 				return nil
 			}
-		case wirePing:
+		case wire.KindPing:
 			m.setLeader(msg.Leader)
-		case wireResult:
+		case wire.KindResult:
 			conn.answer(msg)
-		case wireRefuse:
+		case wire.KindRefuse:
 			r.log.Debug("fencelock: the replica serving the mirror ended the stream", "server", id, "why", msg.Text)
 			return nil
 		default:
@@ -630,7 +631,7 @@ func (m *mirror) noteGate(g fsm.Gate) {
 }
 
 // apply applies a stream's entries in order.
-func (m *mirror) apply(es []wireEntry) error {
+func (m *mirror) apply(es []wire.Entry) error {
 	m.mu.Lock()
 	defer m.applied()
 	defer m.mu.Unlock()
@@ -773,7 +774,7 @@ func (m *mirror) noServer() error {
 	if last != nil {
 		why = last.Error()
 	}
-	return &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: codeUnavailable,
+	return &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: wire.CodeUnavailable,
 		text: fmt.Sprintf("no replica that runs it can be reached (voters %v): %s", m.ConfiguredVoters(), why)}
 }
 
@@ -787,12 +788,12 @@ func (m *mirror) unavailable(ctxErr, last error) error {
 // quorum or unavailable before the call's deadline (it cannot reach the
 // group, another voter may), once per voter: when every voter answered so,
 // the group's answer is the call's.
-func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
+func (m *mirror) call(ctx context.Context, msg wire.Msg) (wire.Msg, error) {
 	var cutOff []uint64 // the servers that answered they cannot reach the group
 	for {
 		c, err := m.current(ctx)
 		if err != nil {
-			return wireMsg{}, err
+			return wire.Msg{}, err
 		}
 		msg.ID = m.ids.Add(1)
 		msg.Timeout = 0
@@ -801,19 +802,19 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 		}
 		msg.FailFast = failFast(ctx)
 		ch := c.register(msg.ID)
-		if err := c.c.Send(msg.encode(nil)); err != nil {
+		if err := c.c.Send(msg.Encode(nil)); err != nil {
 			c.forget(msg.ID)
 			c.close()
 			continue
 		}
 		select {
 		case res := <-ch:
-			if res.Code == codeElsewhere {
+			if res.Code == wire.CodeElsewhere {
 				m.log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
 				c.close()
 				continue
 			}
-			if res.Code == codeNoQuorum || res.Code == codeUnavailable {
+			if res.Code == wire.CodeNoQuorum || res.Code == wire.CodeUnavailable {
 				if !slices.Contains(cutOff, c.server) {
 					cutOff = append(cutOff, c.server)
 				}
@@ -822,7 +823,7 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 					continue
 				}
 			}
-			if res.Code != codeOK {
+			if res.Code != wire.CodeOK {
 				return res, &mirrorError{group: m.name, self: m.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
 			}
 			return res, nil
@@ -830,9 +831,9 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 			c.forget(msg.ID)
 		case <-ctx.Done():
 			c.forget(msg.ID)
-			return wireMsg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.name))
+			return wire.Msg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.name))
 		case <-m.closed:
-			return wireMsg{}, m.closedErr()
+			return wire.Msg{}, m.closedErr()
 		}
 	}
 }
@@ -903,7 +904,7 @@ func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, erro
 	defer m.use()()
 	defer m.ops.proposals.since(time.Now())
 	data := fsm.AppendBatch(nil, []fsm.Command{cmd})
-	res, err := m.call(ctx, wireMsg{Kind: wirePropose, Data: data})
+	res, err := m.call(ctx, wire.Msg{Kind: wire.KindPropose, Data: data})
 	if err != nil {
 		return fsm.Result{}, err
 	}
@@ -916,7 +917,7 @@ func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, erro
 // read is Read without the retry on a replacement.
 func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 	defer m.use()()
-	res, err := m.call(ctx, wireMsg{Kind: wireRead})
+	res, err := m.call(ctx, wire.Msg{Kind: wire.KindRead})
 	if err != nil {
 		return nil, err
 	}
@@ -943,7 +944,7 @@ func (m *mirror) staleRead(q fsm.Query) (any, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.st == nil || !m.live {
-		return nil, &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: codeUnavailable,
+		return nil, &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: wire.CodeUnavailable,
 			text: "this replica's mirror of the group has no state yet"}
 	}
 	return q(m.st), nil
@@ -992,11 +993,11 @@ func (e *mirrorError) Error() string {
 
 func (e *mirrorError) Unwrap() []error {
 	switch e.code {
-	case codeNoQuorum:
+	case wire.CodeNoQuorum:
 		return []error{ErrUnavailable, ErrNoQuorum}
-	case codeGated:
+	case wire.CodeGated:
 		return []error{fsm.ErrVersionGated}
-	case codeInvalid:
+	case wire.CodeInvalid:
 		return []error{ErrInvalidConfig}
 	}
 	return []error{ErrUnavailable}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
 // sinkLog records what a Sink is told.
@@ -21,22 +22,22 @@ func (s *sinkLog) Removed()                            {}
 
 // groupLog is a group's log of n entries (index i opens a session), and
 // the state after each.
-func groupLog(t *testing.T, n int) []wireEntry {
+func groupLog(t *testing.T, n int) []wire.Entry {
 	t.Helper()
-	var out []wireEntry
+	var out []wire.Entry
 	for i := 1; i <= n; i++ {
 		cmd := fsm.Command{Kind: fsm.KindOpenSession, Nonce: uint64(i), TTL: 10e9}
 		if i == 1 {
 			cmd = fsm.Command{Kind: fsm.KindLeaderStart, Owner: 1, Term: 1, Nonce: 7}
 		}
-		out = append(out, wireEntry{Index: uint64(i), Data: fsm.AppendBatch(nil, []fsm.Command{cmd})})
+		out = append(out, wire.Entry{Index: uint64(i), Data: fsm.AppendBatch(nil, []fsm.Command{cmd})})
 	}
 	return out
 }
 
 // snapshotAt is the state after the first n entries, as a stream's
 // snapshot brings it.
-func snapshotAt(t *testing.T, log []wireEntry, n int) *fsm.State {
+func snapshotAt(t *testing.T, log []wire.Entry, n int) *fsm.State {
 	t.Helper()
 	st := fsm.New()
 	for _, e := range log[:n] {

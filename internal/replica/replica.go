@@ -47,7 +47,7 @@
 //     events). It asks its host only what mirrorHost names (seven calls),
 //     never for the host's fields.
 //   - mirror_serve.go: the replica's side of the mirrors it feeds, over the
-//     transport's call connections; mirror_wire.go their messages;
+//     transport's call connections; their messages are package wire's;
 //     mirror_members.go a mirror's membership read at a voter, and the
 //     voter's side.
 //   - mirror_swap.go: a mirror and a shard of one group taking over from
@@ -57,6 +57,13 @@
 //     call connection for a group this host does not run, and
 //     serveexport.go the voter's side.
 //   - ops.go: counters and the proposal latency histogram.
+//
+// Rooms of their own, below this package (each imports nothing of it):
+//
+//   - wire (internal/replica/wire): the bytes of a call connection between
+//     two replicas: a mirror's subscription, a backup's export, a
+//     membership read. Pure encode and decode, fixed by golden bytes; the
+//     mirror and the serving side both import it.
 //
 // Data flows one way: the root proposes commands and reads queries
 // (root → session → a Group here → fsm), and what is applied flows back

@@ -3,7 +3,7 @@ package replica
 // The serving side of a backup's export of a group (exportgroup.go): a
 // replica that runs the group writes a copy of it with Export, as a backup
 // of a local group does, and sends it down the call connection the export
-// request came on, in messages of at most exportChunk bytes (a group's
+// request came on, in messages of at most wire.MaxExportData bytes (a group's
 // state may be far larger than one call message). The request is the one
 // message the caller sends: anything more, or the connection's end, stops
 // the export. The copy is written in a temporary directory under Dir that
@@ -20,12 +20,11 @@ import (
 
 	"github.com/fencelock/fencelock/internal/backup"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/transport"
 )
 
 const (
-	// exportChunk bounds the snapshot bytes of one exportData message.
-	exportChunk = 1 << 20
 	// exportWait bounds an export whose request names no deadline.
 	exportWait = 10 * time.Minute
 	// maxExports bounds the exports a replica serves at once: each writes
@@ -37,8 +36,8 @@ const (
 )
 
 // serveExport answers export request m on c: the group's copy, or a
-// refusal saying why not (codeElsewhere if this replica does not run it).
-func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) {
+// refusal saying why not (wire.CodeElsewhere if this replica does not run it).
+func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg) {
 	release, ok := takeSlot(&h.exporting, maxExports, c, fmt.Sprintf("replica %d is already writing %d copies of groups for other replicas' backups, its most at once: ask another voter of group %q, or again later",
 		h.cfg.ReplicaID, maxExports, truncate(m.Name, 64)))
 	if !ok {
@@ -66,7 +65,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 
 	tmp, err := os.MkdirTemp(h.cfg.Dir, ".snapshot-export-")
 	if err != nil {
-		refuseCall(c, codeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, err))
+		refuseCall(c, wire.CodeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, err))
 		return
 	}
 	defer os.RemoveAll(tmp)
@@ -88,8 +87,8 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 		case res = <-done:
 			waiting = false
 		case <-t.C:
-			ping := wireMsg{Kind: wirePing, Leader: r.leader.Load()}
-			if c.Send(ping.encode(nil)) != nil {
+			ping := wire.Msg{Kind: wire.KindPing, Leader: r.leader.Load()}
+			if c.Send(ping.Encode(nil)) != nil {
 				cancel()
 			}
 		}
@@ -99,9 +98,9 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 		return
 	}
 	ex := res.ex
-	head := wireMsg{Kind: wireExportHead, Index: ex.Snapshot.Index, Data: backup.EncodeMetadata(ex.Meta),
+	head := wire.Msg{Kind: wire.KindExportHead, Index: ex.Snapshot.Index, Data: backup.EncodeMetadata(ex.Meta),
 		Sessions: uint64(ex.Sessions), Locks: uint64(ex.Locks), Elections: uint64(ex.Elections)}
-	if err := c.Send(head.encode(nil)); err != nil {
+	if err := c.Send(head.Encode(nil)); err != nil {
 		return
 	}
 	if err := sendFile(c, ex.File, ex.Snapshot.FileSize); err != nil {
@@ -124,14 +123,14 @@ func sendFile(c transport.CallConn, file string, size uint64) error {
 		return err
 	}
 	defer f.Close()
-	buf := make([]byte, exportChunk)
+	buf := make([]byte, wire.MaxExportData)
 	var msg []byte
 	for sent := uint64(0); sent < size; {
 		n, err := io.ReadFull(f, buf[:min(uint64(len(buf)), size-sent)])
 		if err != nil {
 			return fmt.Errorf("%s after %d bytes: %w", file, sent, err)
 		}
-		msg = (&wireMsg{Kind: wireExportData, Data: buf[:n]}).encode(msg[:0])
+		msg = (&wire.Msg{Kind: wire.KindExportData, Data: buf[:n]}).Encode(msg[:0])
 		if err := c.Send(msg); err != nil {
 			return err
 		}
@@ -147,7 +146,7 @@ func sendFile(c transport.CallConn, file string, size uint64) error {
 func takeSlot(n *atomic.Int32, most int32, c transport.CallConn, why string) (release func(), ok bool) {
 	if n.Add(1) > most {
 		n.Add(-1)
-		refuseCall(c, codeUnavailable, why)
+		refuseCall(c, wire.CodeUnavailable, why)
 		return nil, false
 	}
 	return func() { n.Add(-1) }, true

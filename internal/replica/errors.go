@@ -96,3 +96,11 @@ func describe(err error) string {
 	}
 	return err.Error()
 }
+
+// plural is "1 lock", "2 locks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

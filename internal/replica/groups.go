@@ -45,6 +45,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/datadir"
 )
 
 // groupsFileName keeps the named groups' identities in Dir.
@@ -102,7 +103,7 @@ type groupsFile struct {
 // list is an error.
 func decodeGroups(path string, data []byte) (groupsFile, error) {
 	var f groupsFile
-	if err := decodeDirFile(path, data, &f); err != nil {
+	if err := datadir.DecodeFile(path, data, &f); err != nil {
 		return groupsFile{}, err
 	}
 	if f.Version != 1 {
@@ -125,7 +126,7 @@ func decodeGroups(path string, data []byte) (groupsFile, error) {
 }
 
 func readGroups(path string) (groupsFile, error) {
-	data, err := readDirFile(path)
+	data, err := datadir.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return groupsFile{Version: 1}, nil
 	}
@@ -140,7 +141,7 @@ func writeGroups(path string, f groupsFile) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(path, data)
+	return datadir.WriteFile(path, data)
 }
 
 // loadNamed returns the named groups this host starts with: with the

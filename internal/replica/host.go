@@ -23,6 +23,7 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/logstore"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/datadir"
 	"github.com/fencelock/fencelock/internal/testhook"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -125,11 +126,11 @@ type Host struct {
 // default group), from the first entry replayed on. Every failure wraps
 // ErrInvalidConfig: it is a matter of the Config, its Dir or its address.
 func Start(cfg Config, sinks func(group string) Sink) (*Host, error) {
-	releaseDir, err := claimDir(cfg.Dir)
+	releaseDir, err := datadir.Claim(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	before, err := dirEntries(cfg.Dir)
+	before, err := datadir.Entries(cfg.Dir)
 	if err != nil {
 		releaseDir()
 		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
@@ -137,7 +138,7 @@ func Start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 	h, ran, err := start(cfg, sinks)
 	if err != nil {
 		if !ran {
-			err = undoDir(cfg.Dir, before, err)
+			err = datadir.Undo(cfg.Dir, before, err)
 		}
 		releaseDir()
 		return nil, err
@@ -158,7 +159,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if err != nil {
 		return nil, false, err
 	}
-	dirs, err := loadDirIDs(cfg.Dir, cfg.ReplicaID)
+	dirs, err := datadir.LoadIDs(cfg.Dir, cfg.ReplicaID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -282,7 +283,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	}
 	// From here on the replica may vote and acknowledge entries: its
 	// peers learn its Dir ID, and refuse it should it come back without.
-	if err := dirs.keep(); err != nil {
+	if err := dirs.Keep(); err != nil {
 		return abort(err)
 	}
 	for _, r := range append(slices.Clone(h.groups()), leaving...) {
@@ -369,7 +370,7 @@ func startError(cfg Config, group string, err error) error {
 			why = "the group's voters do not match how this Dir's replica of it first started"
 		}
 	case strings.Contains(why, "failed to lock data directory"): // Dragonboat's ErrLockDirectory, internal to it
-		why = lockedDir(cfg.Dir)
+		why = datadir.Locked(cfg.Dir)
 	case strings.Contains(why, "not the owner of the data directory"): // Dragonboat's ErrNotOwner, internal to it
 		why = changedAddress(cfg)
 	case errors.Is(err, syscall.EADDRINUSE):

@@ -13,7 +13,7 @@ import (
 // acknowledgement. Let back in, it could vote for a candidate that lacks
 // them, or make a quorum without them, and a grant would be made twice with
 // the same token. Its Dir ID is the same (it is a copy), so the Dir ID
-// check (dirid.go) cannot tell.
+// check (package datadir) cannot tell.
 //
 // Raft can tell, if its leader remembers: a leader's heartbeat carries the
 // commit index capped at what the follower acknowledged (Dragonboat sends

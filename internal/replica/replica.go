@@ -64,6 +64,12 @@
 //     two replicas: a mirror's subscription, a backup's export, a
 //     membership read. Pure encode and decode, fixed by golden bytes; the
 //     mirror and the serving side both import it.
+//   - datadir (internal/replica/datadir): the Dir as fencelock keeps it
+//     beside Dragonboat's files: bounded reads and crash-safe writes of its
+//     small files, one replica per Dir in a process, the undoing of a
+//     failed start, and the Dir ID a peer's handshake checks. host.go,
+//     identity.go and the files of the group table, the version gate and
+//     the backup keep their own files through it.
 //
 // Data flows one way: the root proposes commands and reads queries
 // (root → session → a Group here → fsm), and what is applied flows back

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/datadir"
 )
 
 // The version gate (internal/fsm/version.go), as a replica takes part in it:
@@ -468,14 +469,14 @@ type versionRecord struct {
 // start whose build cannot read what one of the groups it runs writes.
 func loadVersions(dir string, groups []string) (*versionRecord, error) {
 	v := &versionRecord{path: filepath.Join(dir, versionsFileName), f: versionsFile{Version: 1, Groups: map[string]gateInDirRec{}}}
-	data, err := readDirFile(v.path)
+	data, err := datadir.ReadFile(v.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return v, nil
 	case err != nil:
 		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
 	}
-	if err := decodeDirFile(v.path, data, &v.f); err != nil {
+	if err := datadir.DecodeFile(v.path, data, &v.f); err != nil {
 		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
 	}
 	if v.f.Version != 1 {
@@ -538,7 +539,7 @@ func (v *versionRecord) keep(name string, g fsm.Gate) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFile(v.path, data); err != nil {
+	if err := datadir.WriteFile(v.path, data); err != nil {
 		return err
 	}
 	v.f.Groups = next

@@ -39,11 +39,9 @@ package replica
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -152,33 +150,6 @@ type mirrorHost interface {
 	goBackground(f func()) bool
 }
 
-// callsReady says why this host cannot open a call connection now.
-func (h *Host) callsReady() error {
-	if h.calls == nil {
-		return errors.New("the transport carries no calls between replicas")
-	}
-	if h.down.Load() {
-		return errors.New("this host is cut off (a test's crash)")
-	}
-	return nil
-}
-
-// dialCall opens a call connection to the replica at addr.
-func (h *Host) dialCall(ctx context.Context, addr string) (transport.CallConn, error) {
-	return h.calls.DialCall(ctx, addr)
-}
-
-// tableVoters returns group name's voters as the group table last read
-// here has them, if it has the group on shard.
-func (h *Host) tableVoters(name string, shard uint64) ([]uint64, bool) {
-	if v := h.tab.cur.Load(); v != nil {
-		if e, ok := v.find(name); ok && e.Shard == shard {
-			return e.Voters, true
-		}
-	}
-	return nil, false
-}
-
 // use counts a call on the mirror until the returned function is called.
 func (m *mirror) use() func() {
 	m.inUse.Add(1)
@@ -213,29 +184,6 @@ func (m *mirror) watchIdle() {
 			return
 		}
 	}
-}
-
-// retireIdle stops idle mirror m unless it is in use again, the host is
-// closing, or it is no longer the group's mirror; it reports whether it
-// did. Close waits for the stop.
-func (h *Host) retireIdle(m *mirror) bool {
-	h.setMu.Lock()
-	defer h.setMu.Unlock()
-	r := &m.groupCore
-	if h.mirror(r.name) != m || !m.idle() {
-		return false
-	}
-	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.name, errMirrorIdle)
-	r.gone.Store(&why)
-	if !h.goBackground(func() {
-		m.stop()
-		m.wait()
-	}) {
-		return false // closing: Close stops it
-	}
-	h.setMirror(r.name, nil)
-	r.log.Debug("fencelock: mirror stopped, unused")
-	return true
 }
 
 // mirrorConn is one stream and the calls waiting on it.
@@ -277,31 +225,6 @@ func (c *mirrorConn) answer(m wire.Msg) {
 	if ch != nil {
 		ch <- m
 	}
-}
-
-// newMirror makes the mirror of table entry e, whose Sink has seen the
-// group's state up to delivered (the index the shard this host ran of it
-// applied, or 0).
-func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirror {
-	m := &mirror{h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
-	m.init(h.cfg, e.Name, e.shard(), h.sinks(e.Name))
-	r := &m.groupCore
-	r.voters = slices.Clone(voters)
-	r.appliedIndex.Store(delivered)
-	m.lastUse.Store(time.Now().UnixNano())
-	r.wg.Add(2)
-	h.mirrorsRunning.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer h.mirrorsRunning.Add(-1)
-		m.run()
-	}()
-	go func() {
-		defer r.wg.Done()
-		m.watchIdle()
-	}()
-	r.log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
-	return m
 }
 
 // recvState receives the rest of a state sent in parts (sendState), first
@@ -713,23 +636,6 @@ func (m *mirror) await(ctx context.Context, index uint64) error {
 	}
 }
 
-// awaitApplied waits until the shard r applied index, polling.
-func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
-	for r.appliedIndex.Load() < index {
-		t := time.NewTimer(r.cfg.RTT)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return &unavailableError{ctxErr: ctx.Err(), last: fmt.Errorf("waiting for index %d", index)}
-		case <-r.closed:
-			t.Stop()
-			return r.closedErr()
-		}
-	}
-	return nil
-}
-
 // current returns the live stream, waiting for one until ctx ends. A call
 // that must not wait long (a deadline, or FailFast) fails after about two
 // election timeouts without one, with why the mirror has none.
@@ -1001,85 +907,4 @@ func (e *mirrorError) Unwrap() []error {
 		return []error{ErrInvalidConfig}
 	}
 	return []error{ErrUnavailable}
-}
-
-// mirror returns the mirror of group name, nil if there is none.
-func (h *Host) mirror(name string) *mirror {
-	if p := h.mirrors.Load(); p != nil {
-		return (*p)[name]
-	}
-	return nil
-}
-
-// Mirrors returns the mirrors this host has now, by name: the groups it
-// reaches without running them (PlaceOwnGroups).
-func (h *Host) Mirrors() []Group {
-	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror) int { return cmp.Compare(a.name, b.name) })
-	out := make([]Group, len(ms))
-	for i, m := range ms {
-		out[i] = m
-	}
-	return out
-}
-
-// mirrorList returns the mirrors; the caller holds setMu.
-func (h *Host) mirrorList() []*mirror {
-	if p := h.mirrors.Load(); p != nil {
-		return slices.Collect(maps.Values(*p))
-	}
-	return nil
-}
-
-// setMirror publishes (r non-nil) or removes the mirror of group name;
-// the caller holds setMu.
-func (h *Host) setMirror(name string, r *mirror) {
-	out := map[string]*mirror{}
-	if p := h.mirrors.Load(); p != nil {
-		out = maps.Clone(*p)
-	}
-	if r == nil {
-		delete(out, name)
-	} else {
-		out[name] = r
-	}
-	h.mirrors.Store(&out)
-}
-
-// mirrorOf returns this host's mirror of table entry e, started if need
-// be, or nil once the host closes.
-func (h *Host) mirrorOf(e fsm.GroupEntry) Group {
-	h.setMu.Lock()
-	defer h.setMu.Unlock()
-	select {
-	case <-h.closed:
-		return nil
-	default:
-	}
-	if m := h.mirror(e.Name); m != nil && m.shard == e.Shard {
-		return m
-	}
-	if r := h.running(e.Name); r != nil {
-		return r
-	}
-	ng := namedGroup{Name: e.Name, Shard: e.Shard}
-	m := h.newMirror(ng, e.Voters, 0)
-	h.setMirror(e.Name, m)
-	return m
-}
-
-// goBackground runs f on the host's background work unless it is closing.
-func (h *Host) goBackground(f func()) bool {
-	h.bgMu.Lock()
-	defer h.bgMu.Unlock()
-	select {
-	case <-h.closed:
-		return false
-	default:
-	}
-	h.bg.Add(1)
-	go func() {
-		defer h.bg.Done()
-		f()
-	}()
-	return true
 }

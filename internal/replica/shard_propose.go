@@ -279,3 +279,20 @@ func (r *Replica) staleRead(q fsm.Query) (any, error) {
 	defer r.calls.exit()
 	return r.nh.StaleRead(r.shard, q)
 }
+
+// awaitApplied waits until the shard r applied index, polling.
+func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
+	for r.appliedIndex.Load() < index {
+		t := time.NewTimer(r.cfg.RTT)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return &unavailableError{ctxErr: ctx.Err(), last: fmt.Errorf("waiting for index %d", index)}
+		case <-r.closed:
+			t.Stop()
+			return r.closedErr()
+		}
+	}
+	return nil
+}

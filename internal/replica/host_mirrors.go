@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/transport"
@@ -75,12 +74,8 @@ func (h *Host) retireIdle(m *mirror) bool {
 // group's state up to delivered (the index the shard this host ran of it
 // applied, or 0).
 func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirror {
-	m := &mirror{h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
-	m.init(h.cfg, e.Name, e.shard(), h.sinks(e.Name))
+	m := makeMirror(h, h.cfg, e.Name, e.shard(), h.sinks(e.Name), voters, delivered)
 	r := &m.groupCore
-	r.voters = slices.Clone(voters)
-	r.appliedIndex.Store(delivered)
-	m.lastUse.Store(time.Now().UnixNano())
 	r.wg.Add(2)
 	h.mirrorsRunning.Add(1)
 	go func() {

@@ -150,6 +150,52 @@ type mirrorHost interface {
 	goBackground(f func()) bool
 }
 
+// makeMirror makes, not yet running, the mirror of group name on shard
+// (run and watchIdle run it), asking host what mirrorHost names; its Sink
+// has seen the group's state up to delivered (the index the shard this
+// host ran of it applied, or 0).
+func makeMirror(host mirrorHost, cfg Config, name string, shard uint64, sink Sink, voters []uint64, delivered uint64) *mirror {
+	m := &mirror{h: host, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
+	m.init(cfg, name, shard, sink)
+	m.voters = slices.Clone(voters)
+	m.appliedIndex.Store(delivered)
+	m.lastUse.Store(time.Now().UnixNano())
+	return m
+}
+
+// retire stops the mirror feeding its Sink, for the shard whose closed
+// channel is shardClosed to take over (mirror_swap.go), and returns the
+// index the Sink has seen. It does nothing, and reports false, once the
+// shard stopped: the mirror then goes on feeding the Sink
+// (Host.mirrorAfter decides under the same lock, after the stop).
+func (m *mirror) retire(shardClosed <-chan struct{}) (delivered uint64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-shardClosed:
+		return 0, false
+	default:
+	}
+	m.retired = true
+	return m.delivered, true
+}
+
+// handedOver records that shard r took over the group's Sink: calls
+// waiting for an index wait for it on r, and calls on the mirror fail with
+// why, which Host.replaced retries on r.
+func (m *mirror) handedOver(r *Replica, why error) {
+	m.successor.Store(r)
+	m.gone.Store(&why)
+}
+
+// handover returns the index the Sink has seen from the mirror, and
+// whether a shard took the Sink over from it, or is taking it.
+func (m *mirror) handover() (delivered uint64, over bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.delivered, m.retired || m.successor.Load() != nil
+}
+
 // use counts a call on the mirror until the returned function is called.
 func (m *mirror) use() func() {
 	m.inUse.Add(1)

@@ -102,19 +102,12 @@ func (h *Host) handover(m *mirror, r *Replica) {
 	if !wait(func() bool { return r.appliedIndex.Load() >= mr.appliedIndex.Load() }) {
 		return
 	}
-	m.mu.Lock()
-	select {
-	case <-r.closed:
-		// The shard stopped (the table moved the group off again): the
-		// mirror goes on feeding the Sink (Host.mirrorAfter decides under
-		// the same lock, after the stop).
-		m.mu.Unlock()
+	// A shard that stopped meanwhile (the table moved the group off
+	// again) leaves the mirror feeding the Sink.
+	last, ok := m.retire(r.closed)
+	if !ok {
 		return
-	default:
 	}
-	m.retired = true
-	last := m.delivered
-	m.mu.Unlock()
 	if !wait(func() bool { return r.appliedIndex.Load() >= last }) {
 		return
 	}
@@ -133,9 +126,7 @@ func (h *Host) handover(m *mirror, r *Replica) {
 		r.log.Warn("fencelock: the group's shard could not take over from its mirror here", "err", err)
 		return
 	}
-	m.successor.Store(r)
-	why := fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.name, errMovedHere)
-	mr.gone.Store(&why)
+	m.handedOver(r, fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.name, errMovedHere))
 	h.setMu.Lock()
 	if h.mirror(mr.name) == m {
 		h.setMirror(mr.name, nil)

@@ -45,7 +45,9 @@
 //   - mirror.go: the mirror, Group's second maker: a group this host does
 //     not run, reached through a replica that does (its proposals, reads,
 //     events). It asks its host only what mirrorHost names (seven calls),
-//     never for the host's fields; mirror.go holds the mirror alone.
+//     never for the host's fields; and the host reaches it through its
+//     methods (makeMirror, retire, handedOver, handover, stop), never its
+//     own fields. mirror.go holds the mirror alone.
 //   - host_mirrors.go: the host's side of its mirrors: making, finding and
 //     retiring them, and its answers to mirrorHost's calls.
 //   - mirror_serve.go: the replica's side of the mirrors it feeds, over the

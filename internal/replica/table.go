@@ -415,11 +415,9 @@ func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
 	delivered := r.appliedIndex.Load()
 	if m := h.mirror(r.name); m != nil && m.shard == r.shard {
 		old := &m.groupCore
-		m.mu.Lock()
-		retired := m.retired
-		delivered = max(delivered, m.delivered)
-		m.mu.Unlock()
-		if !retired && m.successor.Load() == nil {
+		seen, over := m.handover()
+		delivered = max(delivered, seen)
+		if !over {
 			old.setVoters(e.Voters)
 			old.log.Info("fencelock: the group's shard here stopped before it took over from the mirror; the mirror goes on")
 			return

@@ -5,8 +5,8 @@ package replica
 // them by name, retires one that stays unused, and answers the calls a
 // mirror makes of it (mirrorHost): these, memberAddr, membersRemote and
 // replaced. A mirror reaches its host only through those calls; the host
-// reaches a mirror through its Group methods and the handover
-// (mirror_swap.go).
+// reaches a mirror through its methods: Group's, and makeMirror, run,
+// watchIdle, stop and the handover's (retire, handedOver, handover).
 
 import (
 	"cmp"

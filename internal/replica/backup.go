@@ -77,19 +77,19 @@ func (r *Replica) Export(ctx context.Context, dir string) (Exported, error) {
 		if _, ok := ctx.Deadline(); !ok {
 			sctx, cancel = context.WithTimeout(ctx, 10*time.Minute)
 		}
-		index, err = r.nh.SyncRequestSnapshot(sctx, r.shard, dragonboat.SnapshotOption{ExportPath: dir, Exported: true})
+		index, err = r.nh.SyncRequestSnapshot(sctx, r.ShardID(), dragonboat.SnapshotOption{ExportPath: dir, Exported: true})
 		cancel()
 		if err == nil {
 			break
 		}
 		// Busy: another snapshot of the group is being written.
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrRejected) {
-			return Exported{}, fmt.Errorf("%w: export a snapshot of group %q: %s", ErrUnavailable, r.name, describe(err))
+			return Exported{}, fmt.Errorf("%w: export a snapshot of group %q: %s", ErrUnavailable, r.Name(), describe(err))
 		}
-		b.wait(ctx, r.closed, nil)
+		b.wait(ctx, r.Closed, nil)
 	}
 	if index < barrier {
-		return Exported{}, fmt.Errorf("%w: group %q exported its snapshot at index %d, before the read barrier's %d", ErrUnavailable, r.name, index, barrier)
+		return Exported{}, fmt.Errorf("%w: group %q exported its snapshot at index %d, before the read barrier's %d", ErrUnavailable, r.Name(), index, barrier)
 	}
 	ex, err := readExport(dir, index)
 	ex.Sessions, ex.Locks, ex.Elections = at.sessions, at.locks, at.elections

@@ -84,7 +84,7 @@ func (h *Host) exportTargets(ctx context.Context) ([]exportTarget, error) {
 // exportGroup copies group t into dir: here if this host runs it, else
 // from one of its voters.
 func (h *Host) exportGroup(ctx context.Context, t exportTarget, dir string) (Exported, error) {
-	if r := h.running(t.name); r != nil && r.shard == t.shard {
+	if r := h.running(t.name); r != nil && r.ShardID() == t.shard {
 		return r.Export(ctx, dir)
 	}
 	if t.name == "" {

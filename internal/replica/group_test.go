@@ -1,15 +1,18 @@
 package replica
 
 import (
+	"log/slog"
 	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
 )
 
 // A shard and a mirror are two makers of Group, not two modes of one type:
 // a Replica (the shard) holds no mirror to branch on, a mirror holds no
-// Replica to borrow a shard's machinery from (they share a groupCore) and
+// Replica to borrow a shard's machinery from (they share a groupcore.Core) and
 // asks its host only what mirrorHost names, and Host.Group hands out either
 // as a Group.
 func TestShardAndMirrorAreTwoTypes(t *testing.T) {
@@ -32,4 +35,10 @@ func TestShardAndMirrorAreTwoTypes(t *testing.T) {
 	group := reflect.TypeFor[Group]()
 	assert.True(t, reflect.TypeFor[*Replica]().Implements(group), "a shard is a Group")
 	assert.True(t, mirrorType.Implements(group), "a mirror is a Group")
+}
+
+// testCore prepares c, a test's maker's core of group name on shard, whose
+// events go to sink; it logs nothing.
+func testCore(c *groupcore.Core, name string, shard uint64, sink Sink) {
+	c.Init(slog.New(slog.DiscardHandler), 0, name, shard, sink)
 }

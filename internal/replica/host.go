@@ -192,7 +192,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if len(defMembers) == 0 {
 		defMembers = cfg.Members
 	}
-	def.voters = slices.Sorted(maps.Keys(defMembers))
+	def.SetVoters(slices.Sorted(maps.Keys(defMembers)))
 	def.join = cfg.Join
 	// A restarted replica's group is the one in Dir: Members only matter
 	// when a group bootstraps, and the membership changes only through
@@ -215,7 +215,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	var leaving []*Replica
 	for _, ng := range retired {
 		r := namedReplica(h, ng, discard{})
-		set.byShard[r.shard] = r
+		set.byShard[r.ShardID()] = r
 		leaving = append(leaving, r)
 	}
 	set.sort()
@@ -226,7 +226,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 			r.stop()
 		}
 		for _, r := range h.gset.Load().byShard {
-			r.wg.Wait()
+			r.WG.Wait()
 		}
 		return nil, ran, err
 	}
@@ -289,7 +289,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	for _, r := range append(slices.Clone(h.groups()), leaving...) {
 		ran = true
 		if err := r.startShard(); err != nil {
-			return abort(startError(cfg, r.name, err))
+			return abort(startError(cfg, r.Name(), err))
 		}
 	}
 	if err := h.retire(leaving, named); err != nil {
@@ -319,13 +319,13 @@ type groupSet struct {
 
 func (s *groupSet) add(r *Replica) {
 	s.list = append(s.list, r)
-	s.byName[r.name] = r
-	s.byShard[r.shard] = r
+	s.byName[r.Name()] = r
+	s.byShard[r.ShardID()] = r
 }
 
 // sort puts the named groups in name order, after the default group.
 func (s *groupSet) sort() {
-	slices.SortStableFunc(s.list[1:], func(a, b *Replica) int { return strings.Compare(a.name, b.name) })
+	slices.SortStableFunc(s.list[1:], func(a, b *Replica) int { return strings.Compare(a.Name(), b.Name()) })
 }
 
 // with returns a copy of s with r added, or, with add false, removed.
@@ -341,11 +341,11 @@ func (s *groupSet) with(r *Replica, add bool) *groupSet {
 		out.sort()
 		return out
 	}
-	if out.byName[r.name] == r {
-		delete(out.byName, r.name)
+	if out.byName[r.Name()] == r {
+		delete(out.byName, r.Name())
 	}
-	if out.byShard[r.shard] == r {
-		delete(out.byShard, r.shard)
+	if out.byShard[r.ShardID()] == r {
+		delete(out.byShard, r.ShardID())
 	}
 	return out
 }
@@ -459,7 +459,7 @@ func (h *Host) Groups() []string {
 	rs := h.groups()
 	names := make([]string, len(rs))
 	for i, r := range rs {
-		names[i] = r.name
+		names[i] = r.Name()
 	}
 	return names
 }
@@ -494,7 +494,7 @@ func (h *Host) Close() error {
 		h.closeNodeHost()
 		h.wg.Wait()
 		for _, r := range set.byShard {
-			r.wg.Wait()
+			r.WG.Wait()
 		}
 		for _, m := range mirrors {
 			m.wait()

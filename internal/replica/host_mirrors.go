@@ -53,20 +53,20 @@ func (h *Host) tableVoters(name string, shard uint64) ([]uint64, bool) {
 func (h *Host) retireIdle(m *mirror) bool {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
-	r := &m.groupCore
-	if h.mirror(r.name) != m || !m.idle() {
+	r := &m.Core
+	if h.mirror(r.Name()) != m || !m.idle() {
 		return false
 	}
-	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.name, errMirrorIdle)
-	r.gone.Store(&why)
+	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.Name(), errMirrorIdle)
+	r.Gone.Store(&why)
 	if !h.goBackground(func() {
 		m.stop()
 		m.wait()
 	}) {
 		return false // closing: Close stops it
 	}
-	h.setMirror(r.name, nil)
-	r.log.Debug("fencelock: mirror stopped, unused")
+	h.setMirror(r.Name(), nil)
+	r.Log.Debug("fencelock: mirror stopped, unused")
 	return true
 }
 
@@ -75,19 +75,19 @@ func (h *Host) retireIdle(m *mirror) bool {
 // applied, or 0).
 func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirror {
 	m := makeMirror(h, h.cfg, e.Name, e.shard(), h.sinks(e.Name), voters, delivered)
-	r := &m.groupCore
-	r.wg.Add(2)
+	r := &m.Core
+	r.WG.Add(2)
 	h.mirrorsRunning.Add(1)
 	go func() {
-		defer r.wg.Done()
+		defer r.WG.Done()
 		defer h.mirrorsRunning.Add(-1)
 		m.run()
 	}()
 	go func() {
-		defer r.wg.Done()
+		defer r.WG.Done()
 		m.watchIdle()
 	}()
-	r.log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
+	r.Log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
 	return m
 }
 
@@ -102,7 +102,7 @@ func (h *Host) mirror(name string) *mirror {
 // Mirrors returns the mirrors this host has now, by name: the groups it
 // reaches without running them (PlaceOwnGroups).
 func (h *Host) Mirrors() []Group {
-	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror) int { return cmp.Compare(a.name, b.name) })
+	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror) int { return cmp.Compare(a.Name(), b.Name()) })
 	out := make([]Group, len(ms))
 	for i, m := range ms {
 		out[i] = m
@@ -143,7 +143,7 @@ func (h *Host) mirrorOf(e fsm.GroupEntry) Group {
 		return nil
 	default:
 	}
-	if m := h.mirror(e.Name); m != nil && m.shard == e.Shard {
+	if m := h.mirror(e.Name); m != nil && m.ShardID() == e.Shard {
 		return m
 	}
 	if r := h.running(e.Name); r != nil {

@@ -157,10 +157,10 @@ func (p *peers) Hello() peering.Hello {
 	h := p.hello
 	p.dirs.Hello(&h)
 	rs := p.h.groups()
-	h.GroupID = rs[0].groupID.Load()
+	h.GroupID = rs[0].GroupID()
 	for _, r := range rs[1:] {
-		h.Groups = append(h.Groups, peering.GroupHello{Name: r.name, Group: r.ident, Voters: r.identVoters,
-			GroupID: r.groupID.Load(), Shard: r.shard})
+		h.Groups = append(h.Groups, peering.GroupHello{Name: r.Name(), Group: r.ident, Voters: r.identVoters,
+			GroupID: r.GroupID(), Shard: r.ShardID()})
 	}
 	return h
 }
@@ -345,7 +345,7 @@ func (p *peers) monitor(r *Replica, stop <-chan struct{}) {
 			continue
 		}
 		warned = time.Now()
-		r.log.Warn("fencelock: "+q.String(), "unreached", q.unreached)
+		r.Log.Warn("fencelock: "+q.String(), "unreached", q.unreached)
 	}
 }
 
@@ -390,12 +390,12 @@ func (q quorumView) String() string {
 // patience is how long a group may go without a leader before this replica
 // calls it stuck: an election takes one to two election timeouts, so a
 // group without a leader for many of them is not electing one.
-func (r *Replica) patience() time.Duration { return max(20*r.electionTimeout(), 2*time.Second) }
+func (r *Replica) patience() time.Duration { return max(20*r.ElectionTimeout(), 2*time.Second) }
 
 // reachWindow is how recently a voter must have been heard from to count
 // as reached: a few election timeouts, at least 3 s (heartbeats are far
 // more frequent).
-func (r *Replica) reachWindow() time.Duration { return max(3*r.electionTimeout(), 3*time.Second) }
+func (r *Replica) reachWindow() time.Duration { return max(3*r.ElectionTimeout(), 3*time.Second) }
 
 // quorumLost reports whether r's group has had no leader for at least
 // atLeast and this replica does not reach a quorum of its voters, and what
@@ -403,7 +403,7 @@ func (r *Replica) reachWindow() time.Duration { return max(3*r.electionTimeout()
 func (r *Replica) quorumLost(atLeast time.Duration) (quorumView, bool) {
 	since := r.leaderlessSince.Load()
 	vp := r.voterAddrs.Load()
-	if since == 0 || r.leader.Load() != 0 || vp == nil || len(*vp) == 0 {
+	if since == 0 || r.LeaderID.Load() != 0 || vp == nil || len(*vp) == 0 {
 		return quorumView{}, false
 	}
 	d := time.Since(time.Unix(0, since))
@@ -412,7 +412,7 @@ func (r *Replica) quorumLost(atLeast time.Duration) (quorumView, bool) {
 	}
 	voters := *vp
 	window := r.reachWindow()
-	q := quorumView{group: r.name, leaderless: d, nonVoting: true, total: len(voters), need: len(voters)/2 + 1}
+	q := quorumView{group: r.Name(), leaderless: d, nonVoting: true, total: len(voters), need: len(voters)/2 + 1}
 	for _, id := range slices.Sorted(maps.Keys(voters)) {
 		if id == r.cfg.ReplicaID {
 			q.nonVoting = false
@@ -436,11 +436,11 @@ func (p *peers) refresh(r *Replica) map[uint64]string {
 		return nil
 	}
 	for _, s := range info.ShardInfoList {
-		if s.ShardID != r.shard || s.Pending {
+		if s.ShardID != r.ShardID() || s.Pending {
 			continue
 		}
 		m := maps.Clone(s.Replicas)
-		if r.shard == defaultShard {
+		if r.ShardID() == defaultShard {
 			p.members.Store(&m)
 		}
 		return m

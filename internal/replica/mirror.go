@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/internal/seeded"
 	"github.com/fencelock/fencelock/transport"
@@ -81,14 +82,15 @@ const (
 // anywhere does not have its mirrors resubscribe (a snapshot each) in a
 // tight loop.
 func (m *mirror) leaderPatience() time.Duration {
-	return min(4*m.electionTimeout()<<min(m.leaderless, 8), max(mirrorIdle, 4*m.electionTimeout()))
+	return min(4*m.ElectionTimeout()<<min(m.leaderless, 8), max(mirrorIdle, 4*m.ElectionTimeout()))
 }
 
 // mirror is a group this host does not run, as fed by a server: the
 // second maker of Group, beside the shard (*Replica).
 type mirror struct {
-	groupCore // what a mirror shares with a shard (group.go)
-	h         mirrorHost
+	groupcore.Core // what a mirror shares with a shard (initCore)
+	cfg            Config
+	h              mirrorHost
 
 	mu        sync.RWMutex // st; held while an entry applies and its events reach the Sink
 	st        *fsm.State
@@ -155,10 +157,10 @@ type mirrorHost interface {
 // has seen the group's state up to delivered (the index the shard this
 // host ran of it applied, or 0).
 func makeMirror(host mirrorHost, cfg Config, name string, shard uint64, sink Sink, voters []uint64, delivered uint64) *mirror {
-	m := &mirror{h: host, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
-	m.init(cfg, name, shard, sink)
-	m.voters = slices.Clone(voters)
-	m.appliedIndex.Store(delivered)
+	m := &mirror{cfg: cfg, h: host, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
+	initCore(&m.Core, cfg, name, shard, sink)
+	m.SetVoters(voters)
+	m.AppliedIndex.Store(delivered)
 	m.lastUse.Store(time.Now().UnixNano())
 	return m
 }
@@ -185,7 +187,7 @@ func (m *mirror) retire(shardClosed <-chan struct{}) (delivered uint64, ok bool)
 // why, which Host.replaced retries on r.
 func (m *mirror) handedOver(r *Replica, why error) {
 	m.successor.Store(r)
-	m.gone.Store(&why)
+	m.Gone.Store(&why)
 }
 
 // handover returns the index the Sink has seen from the mirror, and
@@ -212,7 +214,7 @@ func (m *mirror) idle() bool {
 	if m.inUse.Load() > 0 || time.Since(time.Unix(0, m.lastUse.Load())) < MirrorIdle {
 		return false
 	}
-	i, ok := m.sink.(Idler)
+	i, ok := m.Sink.(Idler)
 	return ok && i.Idle()
 }
 
@@ -222,7 +224,7 @@ func (m *mirror) watchIdle() {
 	defer t.Stop()
 	for {
 		select {
-		case <-m.closed:
+		case <-m.Closed:
 			return
 		case <-t.C:
 		}
@@ -299,11 +301,11 @@ func recvState(c transport.CallConn, first wire.Msg) (wire.Msg, error) {
 
 // run keeps a stream up until the mirror stops.
 func (m *mirror) run() {
-	r := &m.groupCore
-	wait := r.cfg.RTT
+	r := &m.Core
+	wait := m.cfg.RTT
 	for {
 		select {
-		case <-r.closed:
+		case <-r.Closed:
 			return
 		default:
 		}
@@ -312,25 +314,25 @@ func (m *mirror) run() {
 		m.last = err
 		m.connMu.Unlock()
 		m.server.Store(0)
-		r.leader.Store(0)
+		r.LeaderID.Store(0)
 		select {
-		case <-r.closed:
+		case <-r.Closed:
 			return
 		default:
 		}
 		if err != nil {
-			r.log.Debug("fencelock: the mirror's stream ended; subscribing again", "err", err)
+			r.Log.Debug("fencelock: the mirror's stream ended; subscribing again", "err", err)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-r.closed:
+		case <-r.Closed:
 			t.Stop()
 			return
 		}
 		wait = min(2*wait, mirrorRetryMax)
 		if err == nil {
-			wait = r.cfg.RTT
+			wait = m.cfg.RTT
 		}
 	}
 }
@@ -340,9 +342,9 @@ func (m *mirror) run() {
 // addresses.
 func (m *mirror) servers() []uint64 {
 	voters := m.ConfiguredVoters()
-	if v, ok := m.h.tableVoters(m.name, m.shard); ok {
+	if v, ok := m.h.tableVoters(m.Name(), m.ShardID()); ok {
 		voters = v
-		m.setVoters(voters)
+		m.SetVoters(voters)
 	}
 	voters = slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == m.cfg.ReplicaID })
 	if len(voters) == 0 {
@@ -360,7 +362,7 @@ func (m *mirror) servers() []uint64 {
 
 // setLeader records the leader the server reports (0: none).
 func (m *mirror) setLeader(leader uint64) {
-	m.leader.Store(leader)
+	m.LeaderID.Store(leader)
 	if leader != 0 {
 		m.noLeaderSince.Store(0)
 		return
@@ -380,17 +382,17 @@ func (m *mirror) leave(c *mirrorConn, why string) {
 		return
 	default:
 	}
-	m.log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
+	m.Log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
 	c.close()
 }
 
 // addr returns the raft address of replica id (Host.memberAddr).
-func (m *mirror) addr(id uint64) (string, bool) { return m.h.memberAddr(m.name, id) }
+func (m *mirror) addr(id uint64) (string, bool) { return m.h.memberAddr(m.Name(), id) }
 
 // stream subscribes to one server and applies what it sends until the
 // stream breaks; the error says why.
 func (m *mirror) stream() error {
-	r := &m.groupCore
+	r := &m.Core
 	if err := m.h.callsReady(); err != nil {
 		return err
 	}
@@ -407,7 +409,7 @@ func (m *mirror) stream() error {
 		}
 		errs = append(errs, fmt.Errorf("replica %d at %s: %w", id, addr, err))
 		select {
-		case <-r.closed:
+		case <-r.Closed:
 			return nil
 		default:
 		}
@@ -421,8 +423,8 @@ func (m *mirror) stream() error {
 // follow runs one stream from replica id at addr: nil when it ran and
 // broke (worth trying again at once), else why it never went live.
 func (m *mirror) follow(id uint64, addr string) error {
-	r := &m.groupCore
-	ctx, cancel := context.WithTimeout(r.ctx, 2*r.cfg.ProposalTimeout)
+	r := &m.Core
+	ctx, cancel := context.WithTimeout(r.Ctx, 2*m.cfg.ProposalTimeout)
 	c, err := m.h.dialCall(ctx, addr)
 	cancel()
 	if err != nil {
@@ -430,9 +432,9 @@ func (m *mirror) follow(id uint64, addr string) error {
 	}
 	conn := &mirrorConn{c: c, server: id, calls: make(map[uint64]chan wire.Msg), broken: make(chan struct{})}
 	defer conn.close()
-	stop := context.AfterFunc(r.ctx, conn.close)
+	stop := context.AfterFunc(r.Ctx, conn.close)
 	defer stop()
-	sub := wire.Msg{Kind: wire.KindSubscribe, Shard: r.shard, Name: r.name}
+	sub := wire.Msg{Kind: wire.KindSubscribe, Shard: r.ShardID(), Name: r.Name()}
 	if err := c.Send(sub.Encode(nil)); err != nil {
 		return err
 	}
@@ -478,7 +480,7 @@ func (m *mirror) follow(id uint64, addr string) error {
 		}
 		m.connMu.Unlock()
 	}()
-	r.log.Debug("fencelock: mirror subscribed", "server", id, "index", st.Index())
+	r.Log.Debug("fencelock: mirror subscribed", "server", id, "index", st.Index())
 	// The server gives up a stream it hears nothing on (a mirror gone
 	// without a word, behind a dead link): pings say it is still wanted.
 	// Those pings keep up a stream from a server cut off from the rest of
@@ -517,7 +519,7 @@ func (m *mirror) follow(id uint64, addr string) error {
 		pings.Wait()
 		if leaderless {
 			m.leaderless++
-		} else if r.leader.Load() != 0 {
+		} else if r.LeaderID.Load() != 0 {
 			m.leaderless = 0
 		}
 	}()
@@ -528,14 +530,14 @@ func (m *mirror) follow(id uint64, addr string) error {
 		}
 		msg, err := wire.Decode(b)
 		if err != nil {
-			r.log.Warn("fencelock: the replica serving the mirror sent a malformed message; subscribing again", "server", id, "err", err)
+			r.Log.Warn("fencelock: the replica serving the mirror sent a malformed message; subscribing again", "server", id, "err", err)
 			return nil
 		}
 		switch msg.Kind {
 		case wire.KindEntries:
 			m.setLeader(msg.Leader)
 			if err := m.apply(msg.Entries); err != nil {
-				r.log.Warn("fencelock: the mirror cannot apply the group's entries; subscribing again", "server", id, "err", err)
+				r.Log.Warn("fencelock: the mirror cannot apply the group's entries; subscribing again", "server", id, "err", err)
 				return nil
 			}
 		case wire.KindPing:
@@ -543,7 +545,7 @@ func (m *mirror) follow(id uint64, addr string) error {
 		case wire.KindResult:
 			conn.answer(msg)
 		case wire.KindRefuse:
-			r.log.Debug("fencelock: the replica serving the mirror ended the stream", "server", id, "why", msg.Text)
+			r.Log.Debug("fencelock: the replica serving the mirror ended the stream", "server", id, "why", msg.Text)
 			return nil
 		default:
 			return nil
@@ -570,15 +572,15 @@ func (m *mirror) goLive() {
 	m.live = true
 	m.delivered = m.st.Index()
 	m.note(m.st)
-	m.sink.Restored(m.st)
+	m.Sink.Restored(m.st)
 }
 
 // note takes the replica's view from a state: its applied index, group ID
 // and gate.
 func (m *mirror) note(st *fsm.State) {
-	m.appliedIndex.Store(st.Index())
+	m.AppliedIndex.Store(st.Index())
 	if id := st.GroupID(); id != 0 {
-		m.setGroupID(id)
+		m.SetGroupID(id)
 	}
 	m.noteGate(st.Gate())
 }
@@ -588,12 +590,12 @@ func (m *mirror) note(st *fsm.State) {
 // runs.
 func (m *mirror) noteGate(g fsm.Gate) {
 	for {
-		old := m.gate.Load()
+		old := m.Writes.Load()
 		if old.Covers(g) {
 			return
 		}
 		next := old.Max(g)
-		if m.gate.CompareAndSwap(old, &next) {
+		if m.Writes.CompareAndSwap(old, &next) {
 			return
 		}
 	}
@@ -624,16 +626,16 @@ func (m *mirror) apply(es []wire.Entry) error {
 			switch ev := &events[i]; ev.Kind {
 			case fsm.EventLeaderStarted:
 				if ev.Group != 0 {
-					m.setGroupID(ev.Group)
+					m.SetGroupID(ev.Group)
 				}
 			case fsm.EventGateRaised:
 				m.noteGate(ev.Gate)
 			}
 		}
-		m.appliedIndex.Store(e.Index)
+		m.AppliedIndex.Store(e.Index)
 		m.delivered = e.Index
 		if err == nil {
-			m.sink.Applied(e.Index, events)
+			m.Sink.Applied(e.Index, events)
 		}
 	}
 	return nil
@@ -673,11 +675,11 @@ func (m *mirror) await(ctx context.Context, index uint64) error {
 		case <-up:
 		case <-ctx.Done():
 			return m.unavailable(ctx.Err(), fmt.Errorf("the group applied index %d, which this replica's mirror has not reached yet", index))
-		case <-m.closed:
+		case <-m.Closed:
 			if s := m.successor.Load(); s != nil {
 				continue
 			}
-			return m.closedErr()
+			return m.ClosedErr()
 		}
 	}
 }
@@ -688,7 +690,7 @@ func (m *mirror) await(ctx context.Context, index uint64) error {
 func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 	var limit <-chan time.Time
 	if _, ok := ctx.Deadline(); ok || failFast(ctx) {
-		t := time.NewTimer(max(2*m.electionTimeout(), 2*m.cfg.ProposalTimeout))
+		t := time.NewTimer(max(2*m.ElectionTimeout(), 2*m.cfg.ProposalTimeout))
 		defer t.Stop()
 		limit = t.C
 	}
@@ -709,8 +711,8 @@ func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 			return nil, m.noServer()
 		case <-ctx.Done():
 			return nil, m.unavailable(ctx.Err(), m.noServer())
-		case <-m.closed:
-			return nil, m.closedErr()
+		case <-m.Closed:
+			return nil, m.ClosedErr()
 		}
 	}
 }
@@ -726,7 +728,7 @@ func (m *mirror) noServer() error {
 	if last != nil {
 		why = last.Error()
 	}
-	return &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: wire.CodeUnavailable,
+	return &mirrorError{group: m.Name(), self: m.cfg.ReplicaID, code: wire.CodeUnavailable,
 		text: fmt.Sprintf("no replica that runs it can be reached (voters %v): %s", m.ConfiguredVoters(), why)}
 }
 
@@ -762,7 +764,7 @@ func (m *mirror) call(ctx context.Context, msg wire.Msg) (wire.Msg, error) {
 		select {
 		case res := <-ch:
 			if res.Code == wire.CodeElsewhere {
-				m.log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
+				m.Log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
 				c.close()
 				continue
 			}
@@ -776,16 +778,16 @@ func (m *mirror) call(ctx context.Context, msg wire.Msg) (wire.Msg, error) {
 				}
 			}
 			if res.Code != wire.CodeOK {
-				return res, &mirrorError{group: m.name, self: m.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
+				return res, &mirrorError{group: m.Name(), self: m.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
 			}
 			return res, nil
 		case <-c.broken:
 			c.forget(msg.ID)
 		case <-ctx.Done():
 			c.forget(msg.ID)
-			return wire.Msg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.name))
-		case <-m.closed:
-			return wire.Msg{}, m.closedErr()
+			return wire.Msg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.Name()))
+		case <-m.Closed:
+			return wire.Msg{}, m.ClosedErr()
 		}
 	}
 }
@@ -798,7 +800,7 @@ func (m *mirror) moveOn(ctx context.Context, cutOff []uint64) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < m.electionTimeout() {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < m.ElectionTimeout() {
 		return false
 	}
 	voters := m.ConfiguredVoters()
@@ -841,11 +843,11 @@ func (m *mirror) StaleRead(q fsm.Query) (any, error) {
 
 // Members reads the membership linearizably at one of the group's voters.
 func (m *mirror) Members(ctx context.Context) (Membership, error) {
-	return m.h.membersRemote(ctx, m.name, m.shard, m.ConfiguredVoters())
+	return m.h.membersRemote(ctx, m.Name(), m.ShardID(), m.ConfiguredVoters())
 }
 
 // Counters are the mirror's: its proposals, and the counts of its state.
-func (m *mirror) Counters() Counters { return m.ops.counters(m.StaleRead) }
+func (m *mirror) Counters() Counters { return m.Ops.Counters(m.StaleRead) }
 
 // Go runs f on the host's background work: the sessions' work on a named
 // group outlives its mirror (the shard may take over).
@@ -854,7 +856,7 @@ func (m *mirror) Go(f func()) bool { return m.h.goBackground(f) }
 // propose is Propose without the retry on a replacement.
 func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	defer m.use()()
-	defer m.ops.proposals.since(time.Now())
+	defer m.Ops.Proposals.Since(time.Now())
 	data := fsm.AppendBatch(nil, []fsm.Command{cmd})
 	res, err := m.call(ctx, wire.Msg{Kind: wire.KindPropose, Data: data})
 	if err != nil {
@@ -886,8 +888,8 @@ func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 func (m *mirror) staleRead(q fsm.Query) (any, error) {
 	defer m.use()()
 	select {
-	case <-m.closed:
-		return nil, m.closedErr()
+	case <-m.Closed:
+		return nil, m.ClosedErr()
 	default:
 	}
 	if s := m.successor.Load(); s != nil {
@@ -896,7 +898,7 @@ func (m *mirror) staleRead(q fsm.Query) (any, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.st == nil || !m.live {
-		return nil, &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: wire.CodeUnavailable,
+		return nil, &mirrorError{group: m.Name(), self: m.cfg.ReplicaID, code: wire.CodeUnavailable,
 			text: "this replica's mirror of the group has no state yet"}
 	}
 	return q(m.st), nil
@@ -905,8 +907,8 @@ func (m *mirror) staleRead(q fsm.Query) (any, error) {
 // Status is the mirror's local view, without I/O: Mirror is its server (0
 // while none), Voters the table's with their addresses.
 func (m *mirror) Status() Status {
-	r := &m.groupCore
-	st := Status{LeaderID: r.leader.Load(), AppliedIndex: r.appliedIndex.Load(), GroupID: r.groupID.Load(),
+	r := &m.Core
+	st := Status{LeaderID: r.LeaderID.Load(), AppliedIndex: r.AppliedIndex.Load(), GroupID: r.GroupID(),
 		NonVoting: true, Gate: r.Gate(), Mirror: m.server.Load(), Voters: map[uint64]string{}}
 	for _, id := range r.ConfiguredVoters() {
 		st.Voters[id], _ = m.addr(id)
@@ -916,14 +918,14 @@ func (m *mirror) Status() Status {
 
 // stop ends the mirror: calls in flight fail with its reason.
 func (m *mirror) stop() {
-	m.stopOnce.Do(func() {
-		close(m.closed)
-		m.cancel() // ends the stream (follow)
+	m.StopOnce.Do(func() {
+		close(m.Closed)
+		m.Cancel() // ends the stream (follow)
 	})
 }
 
 // wait returns once the mirror's goroutines ended (after stop).
-func (m *mirror) wait() { m.wg.Wait() }
+func (m *mirror) wait() { m.WG.Wait() }
 
 // mirrorError is a call's failure on a mirror: which group, through
 // which server, and why; errors.Is finds ErrUnavailable (and ErrNoQuorum,

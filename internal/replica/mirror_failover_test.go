@@ -3,7 +3,6 @@ package replica
 import (
 	"context"
 	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -53,9 +52,8 @@ func goLiveWith(m *mirror, server uint64, code byte, index uint64) *mirrorConn {
 func TestMirrorCallLeavesAVoterWithNoQuorum(t *testing.T) {
 	m := testMirror(&sinkLog{}, 0)
 	m.cfg = Config{ReplicaID: 4, RTT: 10 * time.Millisecond, ElectionTicks: 15, ProposalTimeout: time.Second}
-	m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	m.voters = []uint64{1, 2, 3}
-	m.name = "g"
+	testCore(&m.Core, "g", 0, m.Sink)
+	m.SetVoters([]uint64{1, 2, 3})
 	m.h = &Host{} // no table read yet: the voters are the mirror's own
 	m.connUp = make(chan struct{})
 	cut := goLiveWith(m, 2, wire.CodeNoQuorum, 0)

@@ -34,11 +34,11 @@ func (h *Host) serveMembers(c transport.CallConn, m wire.Msg) {
 	if r == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, callWait(2*h.cfg.ProposalTimeout, m.Timeout))
+	ctx, cancel := context.WithTimeout(r.Ctx, callWait(2*h.cfg.ProposalTimeout, m.Timeout))
 	defer cancel()
 	mem, err := r.Members(ctx)
 	if err != nil {
-		refuseCall(c, wireCode(err), fmt.Sprintf("replica %d cannot read group %q's membership: %v", h.cfg.ReplicaID, r.name, err))
+		refuseCall(c, wireCode(err), fmt.Sprintf("replica %d cannot read group %q's membership: %v", h.cfg.ReplicaID, r.Name(), err))
 		return
 	}
 	msg := wire.Msg{Kind: wire.KindMembership, Mem: mem}

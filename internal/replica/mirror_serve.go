@@ -212,16 +212,16 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 	sub := newSubscriber()
 	index, state, err := r.subscribe(sub)
 	if err != nil {
-		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.name, err))
+		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.Name(), err))
 		return
 	}
 	defer r.subs.remove(sub)
-	if err := h.sendStateBounded(c, r.name, index, r.leader.Load(), state); err != nil {
+	if err := h.sendStateBounded(c, r.Name(), index, r.LeaderID.Load(), state); err != nil {
 		return
 	}
-	r.log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
+	r.Log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
 	c.SetIdle(mirrorIdle) // the mirror pings every mirrorPing
-	ctx, cancel := context.WithCancel(r.ctx)
+	ctx, cancel := context.WithCancel(r.Ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -258,14 +258,14 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 // group, or refused its Dir.
 func (r *Replica) serving() error {
 	select {
-	case <-r.closed:
-		return r.closedErr()
+	case <-r.Closed:
+		return r.ClosedErr()
 	default:
 	}
-	if e := r.gone.Load(); e != nil {
+	if e := r.Gone.Load(); e != nil {
 		return *e
 	}
-	if r.ops.removed.Load() {
+	if r.Ops.Removed.Load() {
 		return ErrRemoved
 	}
 	if e := r.refused.Load(); e != nil {
@@ -286,7 +286,7 @@ func (r *Replica) subscribe(sub *subscriber) (uint64, []byte, error) {
 		return 0, nil, r.stoppedErr()
 	}
 	defer r.calls.exit()
-	v, err := r.nh.StaleRead(r.shard, fsm.Query(func(st *fsm.State) any {
+	v, err := r.nh.StaleRead(r.ShardID(), fsm.Query(func(st *fsm.State) any {
 		var buf bytes.Buffer
 		if err := st.Save(&buf); err != nil {
 			return snap{err: err}
@@ -363,14 +363,14 @@ func sendState(c transport.CallConn, index, leader uint64, state []byte) error {
 func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallConn) {
 	t := time.NewTicker(mirrorPing)
 	defer t.Stop()
-	watch := time.NewTicker(max(r.electionTimeout()/2, time.Millisecond))
+	watch := time.NewTicker(max(r.ElectionTimeout()/2, time.Millisecond))
 	defer watch.Stop()
-	sent := r.leader.Load() // the leader the mirror was last told
+	sent := r.LeaderID.Load() // the leader the mirror was last told
 	var buf []byte
 	for {
 		entries, replies := sub.take()
 		for _, es := range chunk(entries) {
-			sent = r.leader.Load()
+			sent = r.LeaderID.Load()
 			msg := wire.Msg{Kind: wire.KindEntries, Leader: sent, Entries: es}
 			buf = msg.Encode(buf[:0])
 			if c.Send(buf) != nil {
@@ -389,13 +389,13 @@ func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallCon
 		select {
 		case <-sub.wake:
 		case <-t.C:
-			sent = r.leader.Load()
+			sent = r.LeaderID.Load()
 			ping := wire.Msg{Kind: wire.KindPing, Leader: sent}
 			if c.Send(ping.Encode(buf[:0])) != nil {
 				return
 			}
 		case <-watch.C:
-			if l := r.leader.Load(); l != sent {
+			if l := r.LeaderID.Load(); l != sent {
 				sent = l
 				ping := wire.Msg{Kind: wire.KindPing, Leader: l}
 				if c.Send(ping.Encode(buf[:0])) != nil {
@@ -440,7 +440,7 @@ func (r *Replica) answer(ctx context.Context, m wire.Msg) wire.Msg {
 		}
 		out.Res, err = r.Propose(ctx, cmds[0])
 		// The entry applied here before Propose returned.
-		out.Index = r.appliedIndex.Load()
+		out.Index = r.AppliedIndex.Load()
 	case wire.KindRead:
 		var v any
 		v, err = r.Read(ctx, func(st *fsm.State) any { return st.Index() })
@@ -475,12 +475,12 @@ func wireCode(err error) byte {
 // (wire.CodeElsewhere: the caller asks another replica) and returns nil.
 func (h *Host) servingGroup(c transport.CallConn, m wire.Msg) *Replica {
 	r := h.running(m.Name)
-	if r == nil || r.shard != m.Shard {
+	if r == nil || r.ShardID() != m.Shard {
 		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
 		return nil
 	}
 	if why := r.serving(); why != nil {
-		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.name, why))
+		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.Name(), why))
 		return nil
 	}
 	return r

@@ -52,10 +52,10 @@ func snapshotAt(t *testing.T, log []wire.Entry, n int) *fsm.State {
 }
 
 func testMirror(sink Sink, delivered uint64) *mirror {
-	m := &mirror{groupCore: groupCore{sink: sink, groupKnown: make(chan struct{}), closed: make(chan struct{})},
-		h: &Host{}, delivered: delivered, appliedUp: make(chan struct{})}
+	m := &mirror{h: &Host{}, delivered: delivered, appliedUp: make(chan struct{})}
+	testCore(&m.Core, "", 0, sink)
 	g := fsm.Baseline
-	m.gate.Store(&g)
+	m.Writes.Store(&g)
 	return m
 }
 
@@ -79,7 +79,7 @@ func TestMirrorGoesLiveOnlyAtWhatItsSinkSaw(t *testing.T) {
 	require.Equal(t, []uint64{7, 8}, sink.applied)
 	ok, _ = m.reached(8)
 	require.True(t, ok)
-	require.Equal(t, uint64(8), m.appliedIndex.Load())
+	require.Equal(t, uint64(8), m.AppliedIndex.Load())
 	require.NotZero(t, m.GroupID(), "the group's ID comes with the state")
 
 	// A new stream from a server ahead: its snapshot replaces the state

@@ -18,12 +18,13 @@ import (
 // nor what runs a group (Dragonboat, the transport, the session layer), so
 // that the host, the shard and the mirror can import them and a change to
 // the machinery above cannot reach into a format below it (the wire's
-// bytes, the Dir's files).
+// bytes, the Dir's files) or into what both makers of a group share.
 func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 	const module = "github.com/fencelock/fencelock/"
 	rooms := map[string][]string{
-		"wire":    {module + "internal/fsm"},
-		"datadir": {module + "internal/peering", module + "lockapi"},
+		"wire":      {module + "internal/fsm"},
+		"datadir":   {module + "internal/peering", module + "lockapi"},
+		"groupcore": {module + "internal/fsm", module + "lockapi"},
 	}
 	for room, allowed := range rooms {
 		files, err := filepath.Glob(filepath.Join(room, "*.go"))

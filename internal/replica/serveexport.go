@@ -48,7 +48,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 	if r == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, callWait(exportWait, m.Timeout))
+	ctx, cancel := context.WithTimeout(r.Ctx, callWait(exportWait, m.Timeout))
 	defer cancel()
 	// The caller sends nothing more; its close (it has the whole copy, or
 	// gave up) ends the export.
@@ -65,7 +65,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 
 	tmp, err := os.MkdirTemp(h.cfg.Dir, ".snapshot-export-")
 	if err != nil {
-		refuseCall(c, wire.CodeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, err))
+		refuseCall(c, wire.CodeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.Name(), err))
 		return
 	}
 	defer os.RemoveAll(tmp)
@@ -87,14 +87,14 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 		case res = <-done:
 			waiting = false
 		case <-t.C:
-			ping := wire.Msg{Kind: wire.KindPing, Leader: r.leader.Load()}
+			ping := wire.Msg{Kind: wire.KindPing, Leader: r.LeaderID.Load()}
 			if c.Send(ping.Encode(nil)) != nil {
 				cancel()
 			}
 		}
 	}
 	if res.err != nil {
-		refuseCall(c, wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, res.err))
+		refuseCall(c, wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.Name(), res.err))
 		return
 	}
 	ex := res.ex
@@ -104,11 +104,11 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 		return
 	}
 	if err := sendFile(c, ex.File, ex.Snapshot.FileSize); err != nil {
-		r.log.Warn("fencelock: a backup's export of the group ended early", "for", peer.Replica, "err", err)
+		r.Log.Warn("fencelock: a backup's export of the group ended early", "for", peer.Replica, "err", err)
 		return
 	}
 	_ = os.RemoveAll(tmp) // sent: no need to keep it while the caller finishes
-	r.log.Info("fencelock: exported the group for another replica's backup", "for", peer.Replica, "index", ex.Snapshot.Index, "bytes", ex.Snapshot.FileSize)
+	r.Log.Info("fencelock: exported the group for another replica's backup", "for", peer.Replica, "index", ex.Snapshot.Index, "bytes", ex.Snapshot.FileSize)
 	// The caller closes once it has it all.
 	select {
 	case <-gone:

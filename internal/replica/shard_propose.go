@@ -40,7 +40,7 @@ func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 // propose is Propose without the gate's check: the leader's raise of the
 // gate is the one command allowed beyond it.
 func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-	defer r.ops.proposals.since(time.Now())
+	defer r.Ops.Proposals.Since(time.Now())
 	if cmd.Kind != fsm.KindLeaderStart {
 		if err := r.awaitGroupID(ctx); err != nil {
 			return fsm.Result{}, err
@@ -66,7 +66,7 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 		}
 		if !retryable(err) {
 			if errors.Is(err, proposer.ErrClosed) {
-				return fsm.Result{}, r.closedErr()
+				return fsm.Result{}, r.ClosedErr()
 			}
 			if errors.Is(err, fsm.ErrVersionGated) {
 				return fsm.Result{}, err
@@ -74,7 +74,7 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 			return fsm.Result{}, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
 		if !errors.Is(err, proposer.ErrLeaderChanged) && !errors.Is(err, dragonboat.ErrTimeout) {
-			b.wait(ctx, r.closed, leader)
+			b.wait(ctx, r.Closed, leader)
 		}
 	}
 }
@@ -106,8 +106,8 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		// stop waits for the reads in flight (calls.go): its cancel ends
 		// this one's wait for the group.
-		unhook := context.AfterFunc(r.ctx, cancel)
-		v, err := r.nh.SyncRead(actx, r.shard, q)
+		unhook := context.AfterFunc(r.Ctx, cancel)
+		v, err := r.nh.SyncRead(actx, r.ShardID(), q)
 		unhook()
 		cancel()
 		r.calls.exit()
@@ -121,7 +121,7 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 			!errors.Is(err, dragonboat.ErrInvalidDeadline) {
 			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, r.closed, leader)
+		b.wait(ctx, r.Closed, leader)
 	}
 }
 
@@ -193,7 +193,7 @@ func failFast(ctx context.Context) bool { return ctx.Value(failFastKey{}) != nil
 // for an election timeout and too few voters are reached), else ctxErr with
 // the last attempt's error.
 func (r *Replica) unavailable(ctxErr, last error) error {
-	if q, lost := r.quorumLost(r.electionTimeout()); lost {
+	if q, lost := r.quorumLost(r.ElectionTimeout()); lost {
 		return &noQuorumError{q: q, ctxErr: ctxErr}
 	}
 	return &unavailableError{ctxErr: ctxErr, last: last}
@@ -210,7 +210,7 @@ var errNoGroupID = errors.New("this replica has not applied the group's ID yet: 
 // restarted replica whose snapshot predates the ID replays its log).
 func (r *Replica) awaitGroupID(ctx context.Context) error {
 	select {
-	case <-r.groupKnown:
+	case <-r.GroupKnown():
 		return nil
 	default:
 	}
@@ -218,10 +218,10 @@ func (r *Replica) awaitGroupID(ctx context.Context) error {
 		return err
 	}
 	select {
-	case <-r.groupKnown:
+	case <-r.GroupKnown():
 		return nil
-	case <-r.closed:
-		return r.closedErr()
+	case <-r.Closed:
+		return r.ClosedErr()
 	case <-ctx.Done():
 		return r.unavailable(ctx.Err(), errNoGroupID)
 	}
@@ -269,29 +269,29 @@ func (r *Replica) StaleRead(q fsm.Query) (any, error) {
 // staleRead is StaleRead on the shard.
 func (r *Replica) staleRead(q fsm.Query) (any, error) {
 	select {
-	case <-r.closed:
-		return nil, r.closedErr()
+	case <-r.Closed:
+		return nil, r.ClosedErr()
 	default:
 	}
 	if !r.calls.enter() {
 		return nil, r.stoppedErr()
 	}
 	defer r.calls.exit()
-	return r.nh.StaleRead(r.shard, q)
+	return r.nh.StaleRead(r.ShardID(), q)
 }
 
 // awaitApplied waits until the shard r applied index, polling.
 func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
-	for r.appliedIndex.Load() < index {
+	for r.AppliedIndex.Load() < index {
 		t := time.NewTimer(r.cfg.RTT)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return &unavailableError{ctxErr: ctx.Err(), last: fmt.Errorf("waiting for index %d", index)}
-		case <-r.closed:
+		case <-r.Closed:
 			t.Stop()
-			return r.closedErr()
+			return r.ClosedErr()
 		}
 	}
 	return nil

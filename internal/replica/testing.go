@@ -269,7 +269,7 @@ func (h *Host) MirrorsApplied() map[string]uint64 {
 	out := map[string]uint64{}
 	if p := h.mirrors.Load(); p != nil {
 		for name, m := range *p {
-			out[name] = m.appliedIndex.Load()
+			out[name] = m.AppliedIndex.Load()
 		}
 	}
 	return out

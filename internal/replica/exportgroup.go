@@ -178,7 +178,7 @@ func (h *Host) exportFrom(ctx context.Context, t exportTarget, addr, dir string)
 	if err := c.Send(req.Encode(nil)); err != nil {
 		return Exported{}, err
 	}
-	c.SetIdle(mirrorIdle) // the server pings while it writes the copy
+	c.SetIdle(wire.IdleAfter) // the server pings while it writes the copy
 	head, err := recvReply(ctx, c, wire.KindExportHead)
 	if err != nil {
 		return Exported{}, err
@@ -216,7 +216,7 @@ func (h *Host) exportFrom(ctx context.Context, t exportTarget, addr, dir string)
 func (h *Host) askOrder(name string, voters []uint64) []uint64 {
 	order := slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == h.cfg.ReplicaID })
 	if m := h.mirror(name); m != nil {
-		if s := m.server.Load(); slices.Contains(order, s) {
+		if s := m.Server(); slices.Contains(order, s) {
 			i := slices.Index(order, s)
 			order = append(order[i:], order[:i]...)
 		}

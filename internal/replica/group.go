@@ -6,13 +6,14 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica/groupcore"
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 )
 
 // Group is one group as this host reaches it, and what Host.Group and
 // Host.Lookup return: its two makers are a local shard (*Replica: this host
 // votes in the group, or runs a non-voting copy of it) and a mirror
-// (*mirror: a copy fed by a voter of a group this host does not run,
-// mirror.go). Each does the job its own way; neither branches on the
+// (*mirror.Mirror: a copy fed by a voter of a group this host does not run,
+// package mirror). Each does the job its own way; neither branches on the
 // other. What a group applies reaches the Sink it was started with, from
 // either.
 //
@@ -58,15 +59,11 @@ type Group interface {
 
 var (
 	_ Group = (*Replica)(nil)
-	_ Group = (*mirror)(nil)
+	_ Group = (*mirror.Mirror)(nil)
 )
 
 // initCore prepares g, the core of a new maker of Group for group name on
 // shard, before anything else uses it.
 func initCore(g *groupcore.Core, cfg Config, name string, shard uint64, sink Sink) {
-	log := cfg.Logger.With("replica", cfg.ReplicaID)
-	if name != "" {
-		log = log.With("group", name)
-	}
-	g.Init(log, time.Duration(cfg.ElectionTicks)*cfg.RTT, name, shard, sink)
+	g.Init(cfg.Logger, cfg.ReplicaID, time.Duration(cfg.ElectionTicks)*cfg.RTT, name, shard, sink)
 }

@@ -1,7 +1,7 @@
 package replica
 
 // Named groups. Every host runs every named group (unless its Placement
-// is PlaceOwn: placement.go, mirror.go): a voter of a group
+// is PlaceOwn: placement.go, package mirror): a voter of a group
 // bootstraps it with the addresses of the group's voters; every other host
 // starts it as a non-voting replica that joins, and the group's leader adds
 // it (SyncRequestAddNonVoting) once the host is in the default group's

@@ -24,6 +24,7 @@ import (
 	"github.com/fencelock/fencelock/internal/logstore"
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 	"github.com/fencelock/fencelock/internal/testhook"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -74,8 +75,8 @@ type Host struct {
 	calls transport.CallDialer // the transport's calls; nil without (placement.go)
 
 	// mirrors are the groups this host reaches through a replica that runs
-	// them (mirror.go), by name; guarded by setMu, read without it.
-	mirrors atomic.Pointer[map[string]*mirror]
+	// them (package mirror), by name; guarded by setMu, read without it.
+	mirrors atomic.Pointer[map[string]*mirror.Mirror]
 	// mirrorsRunning counts the mirrors started here whose stream loop
 	// has not ended, in the map or not (tests: TestingMirrorsRunning).
 	mirrorsRunning atomic.Int64
@@ -486,7 +487,7 @@ func (h *Host) Close() error {
 		mirrors := h.mirrorList()
 		h.setMu.Unlock()
 		for _, m := range mirrors {
-			m.stop()
+			m.Stop()
 		}
 		for _, r := range set.byShard {
 			r.stop()
@@ -497,7 +498,7 @@ func (h *Host) Close() error {
 			r.WG.Wait()
 		}
 		for _, m := range mirrors {
-			m.wait()
+			m.Wait()
 		}
 		h.bgMu.Lock()
 		h.bgMu.Unlock() // no Go passes its check from here on: h.closed is closed

@@ -1,12 +1,12 @@
 package replica
 
-// The host's side of its mirrors (mirror.go): it makes one for a group it
-// does not run at the first call that names the group (mirrorOf), keeps
-// them by name, retires one that stays unused, and answers the calls a
-// mirror makes of it (mirrorHost): these, memberAddr, membersRemote and
-// replaced. A mirror reaches its host only through those calls; the host
-// reaches a mirror through its methods: Group's, and makeMirror, run,
-// watchIdle, stop and the handover's (retire, handedOver, handover).
+// The host's side of its mirrors (internal/replica/mirror): it makes one
+// for a group it does not run at the first call that names the group
+// (mirrorOf), keeps them by name, retires one that stays unused, and
+// answers the calls a mirror makes of it (mirror.Host, through
+// mirrorHost). A mirror reaches its host only through those calls; the
+// host reaches a mirror through its methods: Group's, and New, Run,
+// WatchIdle, Stop and the handover's (Retire, HandedOver, Handover).
 
 import (
 	"cmp"
@@ -15,10 +15,50 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 	"github.com/fencelock/fencelock/transport"
 )
+
+// MirrorIdle is how long a mirror stays without use before it stops; a
+// variable for tests only.
+var MirrorIdle = time.Minute
+
+// mirrorHost is the host as its mirrors see it (mirror.Host): the calls
+// below, and no more.
+type mirrorHost struct{ h *Host }
+
+func (a mirrorHost) CallsReady() error { return a.h.callsReady() }
+func (a mirrorHost) DialCall(ctx context.Context, addr string) (transport.CallConn, error) {
+	return a.h.dialCall(ctx, addr)
+}
+func (a mirrorHost) TableVoters(name string, shard uint64) ([]uint64, bool) {
+	return a.h.tableVoters(name, shard)
+}
+func (a mirrorHost) MemberAddr(group string, id uint64) (string, bool) {
+	return a.h.memberAddr(group, id)
+}
+func (a mirrorHost) MembersRemote(ctx context.Context, name string, shard uint64, ask []uint64) (Membership, error) {
+	return a.h.membersRemote(ctx, name, shard, ask)
+}
+func (a mirrorHost) Replaced(ctx context.Context, m *mirror.Mirror, err error) mirror.Group {
+	if g := a.h.replaced(ctx, m, err); g != nil {
+		return g
+	}
+	return nil
+}
+func (a mirrorHost) RetireIdle(m *mirror.Mirror) bool { return a.h.retireIdle(m) }
+func (a mirrorHost) GoBackground(f func()) bool       { return a.h.goBackground(f) }
+
+// shardSuccessor is a shard that took its group over from a mirror, as
+// the mirror sees it (mirror.Successor).
+type shardSuccessor struct{ *Replica }
+
+func (s shardSuccessor) AwaitApplied(ctx context.Context, index uint64) error {
+	return s.awaitApplied(ctx, index)
+}
 
 // callsReady says why this host cannot open a call connection now.
 func (h *Host) callsReady() error {
@@ -50,18 +90,18 @@ func (h *Host) tableVoters(name string, shard uint64) ([]uint64, bool) {
 // retireIdle stops idle mirror m unless it is in use again, the host is
 // closing, or it is no longer the group's mirror; it reports whether it
 // did. Close waits for the stop.
-func (h *Host) retireIdle(m *mirror) bool {
+func (h *Host) retireIdle(m *mirror.Mirror) bool {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
 	r := &m.Core
-	if h.mirror(r.Name()) != m || !m.idle() {
+	if h.mirror(r.Name()) != m || !m.Idle() {
 		return false
 	}
-	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.Name(), errMirrorIdle)
+	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.Name(), mirror.ErrIdle)
 	r.Gone.Store(&why)
 	if !h.goBackground(func() {
-		m.stop()
-		m.wait()
+		m.Stop()
+		m.Wait()
 	}) {
 		return false // closing: Close stops it
 	}
@@ -73,26 +113,28 @@ func (h *Host) retireIdle(m *mirror) bool {
 // newMirror makes the mirror of table entry e, whose Sink has seen the
 // group's state up to delivered (the index the shard this host ran of it
 // applied, or 0).
-func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirror {
-	m := makeMirror(h, h.cfg, e.Name, e.shard(), h.sinks(e.Name), voters, delivered)
+func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirror.Mirror {
+	cfg := mirror.Config{ReplicaID: h.cfg.ReplicaID, RTT: h.cfg.RTT, ProposalTimeout: h.cfg.ProposalTimeout,
+		ElectionTicks: h.cfg.ElectionTicks, Logger: h.cfg.Logger, Idle: func() time.Duration { return MirrorIdle }}
+	m := mirror.New(mirrorHost{h}, cfg, e.Name, e.shard(), h.sinks(e.Name), voters, delivered)
 	r := &m.Core
 	r.WG.Add(2)
 	h.mirrorsRunning.Add(1)
 	go func() {
 		defer r.WG.Done()
 		defer h.mirrorsRunning.Add(-1)
-		m.run()
+		m.Run()
 	}()
 	go func() {
 		defer r.WG.Done()
-		m.watchIdle()
+		m.WatchIdle()
 	}()
 	r.Log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
 	return m
 }
 
 // mirror returns the mirror of group name, nil if there is none.
-func (h *Host) mirror(name string) *mirror {
+func (h *Host) mirror(name string) *mirror.Mirror {
 	if p := h.mirrors.Load(); p != nil {
 		return (*p)[name]
 	}
@@ -102,7 +144,7 @@ func (h *Host) mirror(name string) *mirror {
 // Mirrors returns the mirrors this host has now, by name: the groups it
 // reaches without running them (PlaceOwnGroups).
 func (h *Host) Mirrors() []Group {
-	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror) int { return cmp.Compare(a.Name(), b.Name()) })
+	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror.Mirror) int { return cmp.Compare(a.Name(), b.Name()) })
 	out := make([]Group, len(ms))
 	for i, m := range ms {
 		out[i] = m
@@ -111,7 +153,7 @@ func (h *Host) Mirrors() []Group {
 }
 
 // mirrorList returns the mirrors; the caller holds setMu.
-func (h *Host) mirrorList() []*mirror {
+func (h *Host) mirrorList() []*mirror.Mirror {
 	if p := h.mirrors.Load(); p != nil {
 		return slices.Collect(maps.Values(*p))
 	}
@@ -120,8 +162,8 @@ func (h *Host) mirrorList() []*mirror {
 
 // setMirror publishes (r non-nil) or removes the mirror of group name;
 // the caller holds setMu.
-func (h *Host) setMirror(name string, r *mirror) {
-	out := map[string]*mirror{}
+func (h *Host) setMirror(name string, r *mirror.Mirror) {
+	out := map[string]*mirror.Mirror{}
 	if p := h.mirrors.Load(); p != nil {
 		out = maps.Clone(*p)
 	}

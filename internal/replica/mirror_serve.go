@@ -1,6 +1,6 @@
 package replica
 
-// The serving side of mirrors (mirror.go): a replica that runs a group
+// The serving side of mirrors (package mirror): a replica that runs a group
 // feeds the mirrors of hosts that do not, over call connections its
 // transport hands it (transport.CallHandler), from members of the
 // deployment only (the handshake checked the caller's Hello).
@@ -220,7 +220,7 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 		return
 	}
 	r.Log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
-	c.SetIdle(mirrorIdle) // the mirror pings every mirrorPing
+	c.SetIdle(wire.IdleAfter) // the mirror pings every wire.PingEvery
 	ctx, cancel := context.WithCancel(r.Ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -361,7 +361,7 @@ func sendState(c transport.CallConn, index, leader uint64, state []byte) error {
 // for long (mirror.leaderPatience), and must learn it within a fraction of
 // that, not a ping period later.
 func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallConn) {
-	t := time.NewTicker(mirrorPing)
+	t := time.NewTicker(wire.PingEvery)
 	defer t.Stop()
 	watch := time.NewTicker(max(r.ElectionTimeout()/2, time.Millisecond))
 	defer watch.Stop()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
@@ -28,7 +29,7 @@ func TestStateInParts(t *testing.T) {
 			require.Equal(t, wire.KindSnapshotPart, first.Kind)
 			require.Len(t, first.Data, 300)
 			var err error
-			first, err = recvState(client, first)
+			first, err = mirror.RecvState(client, first)
 			require.NoError(t, err)
 		}
 		require.NoError(t, <-sent)
@@ -45,7 +46,7 @@ func TestStateInParts(t *testing.T) {
 	} {
 		server, client := pipeCalls()
 		require.NoError(t, server.Send(next.Encode(nil)))
-		_, err := recvState(client, wire.Msg{Kind: wire.KindSnapshotPart, Index: 42, Total: 600, Data: make([]byte, 300)})
+		_, err := mirror.RecvState(client, wire.Msg{Kind: wire.KindSnapshotPart, Index: 42, Total: 600, Data: make([]byte, 300)})
 		require.ErrorIs(t, err, wire.ErrMalformed, name)
 	}
 }

@@ -14,7 +14,7 @@ package replica
 //     Calls waiting on the mirror for an index wait for it on the shard.
 //   - off this host (stopGroup with mirror): the shard stops after raft
 //     removed it, and a mirror starts from what the Sink has seen: its
-//     state reaches the Sink once it is at least as new (mirror.go).
+//     state reaches the Sink once it is at least as new (package mirror).
 
 import (
 	"errors"
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 )
 
 // errMovedOff is why a call on a shard this host stopped running fails: the
@@ -83,7 +84,7 @@ func (r *Replica) waiting() bool { return r.held != nil && !r.held.isOpen() }
 
 // handover makes shard r, started where mirror m fed the group's Sink,
 // take over from it (see above). It gives up when either stops.
-func (h *Host) handover(m *mirror, r *Replica) {
+func (h *Host) handover(m *mirror.Mirror, r *Replica) {
 	mr := &m.Core
 	poll := time.NewTicker(max(r.cfg.RTT, time.Millisecond))
 	defer poll.Stop()
@@ -104,7 +105,7 @@ func (h *Host) handover(m *mirror, r *Replica) {
 	}
 	// A shard that stopped meanwhile (the table moved the group off
 	// again) leaves the mirror feeding the Sink.
-	last, ok := m.retire(r.Closed)
+	last, ok := m.Retire(r.Closed)
 	if !ok {
 		return
 	}
@@ -126,13 +127,13 @@ func (h *Host) handover(m *mirror, r *Replica) {
 		r.Log.Warn("fencelock: the group's shard could not take over from its mirror here", "err", err)
 		return
 	}
-	m.handedOver(r, fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.Name(), errMovedHere))
+	m.HandedOver(shardSuccessor{r}, fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.Name(), errMovedHere))
 	h.setMu.Lock()
 	if h.mirror(mr.Name()) == m {
 		h.setMirror(mr.Name(), nil)
 	}
 	h.setMu.Unlock()
-	m.stop()
+	m.Stop()
 	r.Log.Info("fencelock: the group's shard took over from its mirror here")
 }
 
@@ -157,6 +158,6 @@ func (h *Host) followMirrors(v tableView) {
 		} else {
 			mr.Sink.Removed()
 		}
-		m.stop()
+		m.Stop()
 	}
 }

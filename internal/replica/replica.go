@@ -7,12 +7,13 @@
 //
 //   - group.go: Group, a group as this host reaches it, and what
 //     Host.Group and Host.Lookup return. Its two makers are the shard
-//     (Replica: replica.go, shard_propose.go) and the mirror (mirror*.go);
-//     each does the job its own way, and neither branches on the other
-//     nor holds the other; what they share (name, voters, Sink, applied
-//     index, group ID, gate, counters, lifecycle) is a groupcore.Core each
-//     embeds (initCore). The session layer (internal/session) reaches groups through
-//     its own interface of the same role, which both satisfy.
+//     (Replica: replica.go, shard_propose.go) and the mirror (package
+//     mirror); each does the job its own way, and neither branches on the
+//     other nor holds the other; what they share (name, voters, Sink,
+//     applied index, group ID, gate, counters, lifecycle) is a
+//     groupcore.Core each embeds (initCore). The session layer
+//     (internal/session) reaches groups through its own interface of the
+//     same role, which both satisfy.
 //   - host.go: Config, Start and Close: one Dragonboat NodeHost per process,
 //     its transport, its Dir and its listeners, and one Replica (one shard)
 //     per group on it: the default group and each Config.Groups entry.
@@ -42,14 +43,9 @@
 //   - membership.go: membership changes and linearizable membership reads.
 //   - placement.go: Placement, which named groups a host runs a shard of,
 //     and what its peers announced of theirs.
-//   - mirror.go: the mirror, Group's second maker: a group this host does
-//     not run, reached through a replica that does (its proposals, reads,
-//     events). It asks its host only what mirrorHost names (seven calls),
-//     never for the host's fields; and the host reaches it through its
-//     methods (makeMirror, retire, handedOver, handover, stop), never its
-//     own fields. mirror.go holds the mirror alone.
-//   - host_mirrors.go: the host's side of its mirrors: making, finding and
-//     retiring them, and its answers to mirrorHost's calls.
+//   - host_mirrors.go: the host's side of its mirrors (package mirror,
+//     below): making, finding and retiring them, and its answers to the
+//     calls a mirror makes of its host (mirror.Host, through mirrorHost).
 //   - mirror_serve.go: the replica's side of the mirrors it feeds, over the
 //     transport's call connections; their messages are package wire's;
 //     mirror_members.go a mirror's membership read at a voter, and the
@@ -62,12 +58,16 @@
 //     serveexport.go the voter's side.
 //   - ops.go: counters and the proposal latency histogram.
 //
-// Rooms of their own, below this package (each imports nothing of it):
+// Rooms of their own, below this package (none imports it):
 //
 //   - wire (internal/replica/wire): the bytes of a call connection between
 //     two replicas: a mirror's subscription, a backup's export, a
 //     membership read. Pure encode and decode, fixed by golden bytes; the
 //     mirror and the serving side both import it.
+//   - mirror (internal/replica/mirror): the mirror, Group's second maker:
+//     a group this host does not run, reached through a replica that does
+//     (its proposals, reads, events). It asks its host only what
+//     mirror.Host names, and the host reaches it through its methods.
 //   - groupcore (internal/replica/groupcore): what the two makers of Group
 //     share, a Core each embeds, and the role's vocabulary (Sink, Status,
 //     Counters), which this package names under the same names.

@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"go/ast"
 	"go/parser"
 	"go/token"
 	"path/filepath"
@@ -14,17 +13,21 @@ import (
 )
 
 // The rooms cut out of this package sit below it: each imports the standard
-// library and the few packages its map comment names, never this package
-// nor what runs a group (Dragonboat, the transport, the session layer), so
-// that the host, the shard and the mirror can import them and a change to
-// the machinery above cannot reach into a format below it (the wire's
-// bytes, the Dir's files) or into what both makers of a group share.
+// library and the few packages its map comment names, never this package,
+// Dragonboat nor the session layer, so that the host and the shard can
+// import them, a change to the machinery above cannot reach into a format
+// below it (the wire's bytes, the Dir's files) or into what both makers of
+// a group share, and the mirror reaches its host only through mirror.Host.
 func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 	const module = "github.com/fencelock/fencelock/"
 	rooms := map[string][]string{
 		"wire":      {module + "internal/fsm"},
 		"datadir":   {module + "internal/peering", module + "lockapi"},
 		"groupcore": {module + "internal/fsm", module + "lockapi"},
+		// The mirror is fed over the transport's call connections: it runs
+		// a group's copy, not a Dragonboat shard.
+		"mirror": {module + "internal/fsm", module + "internal/replica/groupcore", module + "internal/replica/wire",
+			module + "internal/seeded", module + "lockapi", module + "transport"},
 	}
 	for room, allowed := range rooms {
 		files, err := filepath.Glob(filepath.Join(room, "*.go"))
@@ -47,69 +50,4 @@ func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 			}
 		}
 	}
-}
-
-// The host reaches a mirror through the mirror's methods (retire,
-// handedOver, handover, run, stop...), as the mirror reaches its host
-// through mirrorHost: no file but mirror.go names a field that only the
-// mirror has (what it shares with a shard, its groupCore, aside), so that
-// the mirror can move to a package of its own with the host's side as it
-// is. A field name that another type of the package also declares (as a
-// field or a method) cannot be told apart without types, and is not
-// checked.
-func TestHostReachesMirrorThroughItsMethods(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
-	parsed := map[string]*ast.File{}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		require.NoError(t, err)
-		parsed[f] = file
-	}
-	own := map[string]bool{}       // the mirror's own fields
-	elsewhere := map[string]bool{} // fields other struct types declare, and methods
-	for _, file := range parsed {
-		ast.Inspect(file, func(n ast.Node) bool {
-			if fd, ok := n.(*ast.FuncDecl); ok && fd.Recv != nil {
-				elsewhere[fd.Name.Name] = true // a method, of whichever type
-			}
-			ts, ok := n.(*ast.TypeSpec)
-			if !ok {
-				return true
-			}
-			st, ok := ts.Type.(*ast.StructType)
-			if !ok {
-				return true
-			}
-			for _, field := range st.Fields.List {
-				for _, name := range field.Names {
-					if ts.Name.Name == "mirror" {
-						own[name.Name] = true
-					} else {
-						elsewhere[name.Name] = true
-					}
-				}
-			}
-			return true
-		})
-	}
-	require.Contains(t, own, "retired", "the mirror's fields were not found")
-	var reached []string
-	for f, file := range parsed {
-		if f == "mirror.go" {
-			continue
-		}
-		ast.Inspect(file, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok && own[sel.Sel.Name] && !elsewhere[sel.Sel.Name] {
-				reached = append(reached, fset.Position(sel.Pos()).String()+": ."+sel.Sel.Name)
-			}
-			return true
-		})
-	}
-	slices.Sort(reached)
-	require.Empty(t, reached, "files that reach into a mirror's own fields")
 }

@@ -79,7 +79,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 		done <- result{ex, err}
 	}()
 	// Pings keep the caller's idle limit from ending a long export.
-	t := time.NewTicker(mirrorPing)
+	t := time.NewTicker(wire.PingEvery)
 	defer t.Stop()
 	var res result
 	for waiting := true; waiting; {
@@ -112,7 +112,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 	// The caller closes once it has it all.
 	select {
 	case <-gone:
-	case <-time.After(mirrorIdle):
+	case <-time.After(wire.IdleAfter):
 	}
 }
 

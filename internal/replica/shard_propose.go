@@ -10,6 +10,8 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/proposer"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 )
 
 // Propose applies cmd through raft, retrying transient failures (no leader
@@ -132,7 +134,7 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 // same command: the group applies it at most once. Shard and mirror share
 // this one retry of a replacement.
 func (h *Host) replaced(ctx context.Context, g Group, err error) Group {
-	if err == nil || !errors.Is(err, errMirrorIdle) && !errors.Is(err, errMovedOff) && !errors.Is(err, errMovedHere) {
+	if err == nil || !errors.Is(err, mirror.ErrIdle) && !errors.Is(err, errMovedOff) && !errors.Is(err, errMovedHere) {
 		return nil
 	}
 	g2, lerr := h.Lookup(ctx, g.Name())
@@ -164,15 +166,13 @@ func (r *Replica) check(ctx context.Context, last error) error {
 		}
 		return r.unavailable(err, last)
 	}
-	if _, ok := ctx.Deadline(); ok || failFast(ctx) {
+	if _, ok := ctx.Deadline(); ok || groupcore.IsFailFast(ctx) {
 		if q, lost := r.quorumLost(r.patience()); lost {
 			return &noQuorumError{q: q}
 		}
 	}
 	return nil
 }
-
-type failFastKey struct{}
 
 // FailFast returns ctx marked so that Propose and Read on it fail with the
 // no-quorum error (ErrUnavailable and ErrNoQuorum) as soon as a call with a
@@ -182,11 +182,7 @@ type failFastKey struct{}
 // deadline must not turn "wait for the lock" into "wait, silent, until an
 // operator brings the voters back". Work that must finish whatever happens
 // meanwhile (a withdrawal, a close) stays unmarked.
-func FailFast(ctx context.Context) context.Context {
-	return context.WithValue(ctx, failFastKey{}, true)
-}
-
-func failFast(ctx context.Context) bool { return ctx.Value(failFastKey{}) != nil }
+func FailFast(ctx context.Context) context.Context { return groupcore.FailFast(ctx) }
 
 // unavailable is the error of a call whose context ended before the group
 // answered: the no-quorum error if that is why (the group has had no leader
@@ -196,7 +192,7 @@ func (r *Replica) unavailable(ctxErr, last error) error {
 	if q, lost := r.quorumLost(r.ElectionTimeout()); lost {
 		return &noQuorumError{q: q, ctxErr: ctxErr}
 	}
-	return &unavailableError{ctxErr: ctxErr, last: last}
+	return errUnavailable(ctxErr, last)
 }
 
 // errNoGroupID is why a proposal held back by awaitGroupID never went.
@@ -288,7 +284,7 @@ func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return &unavailableError{ctxErr: ctx.Err(), last: fmt.Errorf("waiting for index %d", index)}
+			return errUnavailable(ctx.Err(), fmt.Errorf("waiting for index %d", index))
 		case <-r.Closed:
 			t.Stop()
 			return r.ClosedErr()

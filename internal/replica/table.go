@@ -415,7 +415,7 @@ func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
 	delivered := r.AppliedIndex.Load()
 	if m := h.mirror(r.Name()); m != nil && m.ShardID() == r.ShardID() {
 		old := &m.Core
-		seen, over := m.handover()
+		seen, over := m.Handover()
 		delivered = max(delivered, seen)
 		if !over {
 			old.SetVoters(e.Voters)
@@ -425,8 +425,8 @@ func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
 		why := movedOff(r.Name())
 		old.Gone.Store(&why)
 		if !h.goBackground(func() {
-			m.stop()
-			m.wait()
+			m.Stop()
+			m.Wait()
 		}) {
 			return // closing: Close stops it
 		}

@@ -464,7 +464,7 @@ func (h *Host) pause(ctx context.Context) error {
 	case <-h.closed:
 		return ErrClosed
 	case <-ctx.Done():
-		return &unavailableError{ctxErr: ctx.Err(), last: errors.New("the change is under way; it goes on without this call")}
+		return errUnavailable(ctx.Err(), errors.New("the change is under way; it goes on without this call"))
 	}
 }
 

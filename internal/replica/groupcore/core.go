@@ -66,11 +66,16 @@ type Core struct {
 	electionTimeout time.Duration
 }
 
-// Init prepares a new maker's core, before anything else uses it: log
-// names the replica (and the group), electionTimeout is the group's raft
-// election timeout, and what the group applies reaches sink.
-func (g *Core) Init(log *slog.Logger, electionTimeout time.Duration, name string, shard uint64, sink Sink) {
-	g.Log, g.electionTimeout, g.name, g.shard, g.Sink = log, electionTimeout, name, shard, sink
+// Init prepares a new maker's core of group name (the default group's is
+// "") on shard, before anything else uses it: it logs to log, naming
+// replica and group, its raft election timeout is electionTimeout, and
+// what the group applies reaches sink.
+func (g *Core) Init(log *slog.Logger, replica uint64, electionTimeout time.Duration, name string, shard uint64, sink Sink) {
+	g.Log = log.With("replica", replica)
+	if name != "" {
+		g.Log = g.Log.With("group", name)
+	}
+	g.electionTimeout, g.name, g.shard, g.Sink = electionTimeout, name, shard, sink
 	g.Closed = make(chan struct{})
 	g.groupKnown = make(chan struct{})
 	baseline := fsm.Baseline

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 )
@@ -79,6 +80,14 @@ const (
 	KindMembership byte = 13
 
 	KindSnapshotPart byte = 14
+)
+
+// The timing of a call connection: its server pings every PingEvery (while
+// it has nothing else to send), and a side that has heard nothing for
+// IdleAfter gives the connection up.
+const (
+	PingEvery = 5 * time.Second
+	IdleAfter = 15 * time.Second
 )
 
 // Error codes of a result or a refusal: what the mirror does with it.

@@ -1,8 +1,9 @@
-package replica
+package mirror
 
 import (
 	"context"
 	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -33,14 +34,14 @@ func (a *answeringConn) Close() error          { return nil }
 
 // goLiveWith makes a stream from server, answering with code, the
 // mirror's live one.
-func goLiveWith(m *mirror, server uint64, code byte, index uint64) *mirrorConn {
+func goLiveWith(m *Mirror, server uint64, code byte, index uint64) *mirrorConn {
 	a := &answeringConn{code: code, index: index}
 	c := &mirrorConn{c: a, server: server, calls: make(map[uint64]chan wire.Msg), broken: make(chan struct{})}
 	a.c = c
 	m.connMu.Lock()
 	m.conn = c
 	close(m.connUp)
-	m.h = &Host{} // no table read yet: the voters are the mirror's own
+	m.h = lonelyHost{} // no table read yet: the voters are the mirror's own
 	m.connUp = make(chan struct{})
 	m.connMu.Unlock()
 	return c
@@ -52,9 +53,8 @@ func goLiveWith(m *mirror, server uint64, code byte, index uint64) *mirrorConn {
 func TestMirrorCallLeavesAVoterWithNoQuorum(t *testing.T) {
 	m := testMirror(&sinkLog{}, 0)
 	m.cfg = Config{ReplicaID: 4, RTT: 10 * time.Millisecond, ElectionTicks: 15, ProposalTimeout: time.Second}
-	testCore(&m.Core, "g", 0, m.Sink)
+	m.Init(slog.New(slog.DiscardHandler), 4, 15*10*time.Millisecond, "g", 0, m.Sink)
 	m.SetVoters([]uint64{1, 2, 3})
-	m.h = &Host{} // no table read yet: the voters are the mirror's own
 	m.connUp = make(chan struct{})
 	cut := goLiveWith(m, 2, wire.CodeNoQuorum, 0)
 

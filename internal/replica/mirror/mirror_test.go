@@ -1,13 +1,18 @@
-package replica
+package mirror
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
 	"github.com/fencelock/fencelock/internal/replica/wire"
+	"github.com/fencelock/fencelock/transport"
 )
 
 // sinkLog records what a Sink is told.
@@ -51,11 +56,30 @@ func snapshotAt(t *testing.T, log []wire.Entry, n int) *fsm.State {
 	return got
 }
 
-func testMirror(sink Sink, delivered uint64) *mirror {
-	m := &mirror{h: &Host{}, delivered: delivered, appliedUp: make(chan struct{})}
-	testCore(&m.Core, "", 0, sink)
-	g := fsm.Baseline
-	m.Writes.Store(&g)
+// lonelyHost is a host that has read no group table and makes no calls:
+// a mirror's voters are its own, and nothing replaces it.
+type lonelyHost struct{}
+
+var errLonely = errors.New("this test's host makes no calls")
+
+func (lonelyHost) CallsReady() error { return errLonely }
+func (lonelyHost) DialCall(context.Context, string) (transport.CallConn, error) {
+	return nil, errLonely
+}
+func (lonelyHost) TableVoters(string, uint64) ([]uint64, bool) { return nil, false }
+func (lonelyHost) MemberAddr(string, uint64) (string, bool)    { return "", false }
+func (lonelyHost) MembersRemote(context.Context, string, uint64, []uint64) (wire.Membership, error) {
+	return wire.Membership{}, errLonely
+}
+func (lonelyHost) Replaced(context.Context, *Mirror, error) Group { return nil }
+func (lonelyHost) RetireIdle(*Mirror) bool                        { return false }
+func (lonelyHost) GoBackground(func()) bool                       { return false }
+
+// testMirror is a mirror of the default group, not running, whose Sink has
+// seen the group up to delivered.
+func testMirror(sink groupcore.Sink, delivered uint64) *Mirror {
+	m := &Mirror{h: lonelyHost{}, delivered: delivered, appliedUp: make(chan struct{})}
+	m.Init(slog.New(slog.DiscardHandler), 0, 0, "", 0, sink)
 	return m
 }
 

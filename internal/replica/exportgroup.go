@@ -255,7 +255,7 @@ func recvReply(ctx context.Context, c transport.CallConn, want byte) (wire.Msg, 
 }
 
 // recvFile writes the size bytes of snapshot file the server sends into
-// file; a byte more is an error.
+// file, as exportData messages (wire.RecvParts); a byte more is an error.
 func recvFile(ctx context.Context, c transport.CallConn, file string, size uint64) (err error) {
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -266,20 +266,8 @@ func recvFile(ctx context.Context, c transport.CallConn, file string, size uint6
 			err = cerr
 		}
 	}()
-	for got := uint64(0); got < size; {
-		m, err := recvReply(ctx, c, wire.KindExportData)
-		if err != nil {
-			return fmt.Errorf("after %d of %d bytes: %w", got, size, err)
-		}
-		if got+uint64(len(m.Data)) > size {
-			return fmt.Errorf("%w: more than the snapshot file's %d bytes", wire.ErrMalformed, size)
-		}
-		if _, err := f.Write(m.Data); err != nil {
-			return err
-		}
-		got += uint64(len(m.Data))
-	}
-	return nil
+	next := func() (wire.Msg, error) { return recvReply(ctx, c, wire.KindExportData) }
+	return wire.RecvParts(next, nil, f, 0, size, wire.MaxExportData)
 }
 
 // exportRefusal is a voter's refusal to export a group.

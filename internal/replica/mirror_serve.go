@@ -338,21 +338,16 @@ func (h *Host) sendStateBounded(c transport.CallConn, name string, index, leader
 }
 
 // sendState sends a new subscriber the state it starts from, taken at
-// index.
+// index: whole, or in parts (wire.SendParts) that each name the state's
+// index, leader and size.
 func sendState(c transport.CallConn, index, leader uint64, state []byte) error {
 	if len(state) <= wholeState {
 		return c.Send((&wire.Msg{Kind: wire.KindSnapshot, Index: index, Leader: leader, Data: state}).Encode(nil))
 	}
-	var buf []byte
-	for off := 0; off < len(state); off += statePart {
-		part := wire.Msg{Kind: wire.KindSnapshotPart, Index: index, Leader: leader, Total: uint64(len(state)),
-			Data: state[off:min(off+statePart, len(state))]}
-		buf = part.Encode(buf[:0])
-		if err := c.Send(buf); err != nil {
-			return err
-		}
-	}
-	return nil
+	total := uint64(len(state))
+	return wire.SendParts(c, bytes.NewReader(state), total, statePart, func(data []byte) wire.Msg {
+		return wire.Msg{Kind: wire.KindSnapshotPart, Index: index, Leader: leader, Total: total, Data: data}
+	})
 }
 
 // feed sends sub's queue down c until the subscription or ctx ends, with a

@@ -12,7 +12,6 @@ package replica
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -116,25 +115,19 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 	}
 }
 
-// sendFile sends the size bytes of file down c as exportData messages.
+// sendFile sends the size bytes of file down c as exportData messages
+// (wire.SendParts), after the exportHead that names its size.
 func sendFile(c transport.CallConn, file string, size uint64) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	buf := make([]byte, wire.MaxExportData)
-	var msg []byte
-	for sent := uint64(0); sent < size; {
-		n, err := io.ReadFull(f, buf[:min(uint64(len(buf)), size-sent)])
-		if err != nil {
-			return fmt.Errorf("%s after %d bytes: %w", file, sent, err)
-		}
-		msg = (&wire.Msg{Kind: wire.KindExportData, Data: buf[:n]}).Encode(msg[:0])
-		if err := c.Send(msg); err != nil {
-			return err
-		}
-		sent += uint64(n)
+	err = wire.SendParts(c, f, size, wire.MaxExportData, func(data []byte) wire.Msg {
+		return wire.Msg{Kind: wire.KindExportData, Data: data}
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	return nil
 }

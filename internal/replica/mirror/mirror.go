@@ -307,28 +307,33 @@ func (c *mirrorConn) answer(m wire.Msg) {
 	}
 }
 
-// RecvState receives the rest of a state sent in parts (internal/replica's sendState), first
-// being its first part, and returns it as one snapshot message: the parts
-// must have the same index and size, and add up to exactly that size.
+// RecvState receives the rest of a state sent in parts (wire.RecvParts;
+// internal/replica's sendState sends them), first being its first part,
+// and returns it as one snapshot message: the parts must have the same
+// index and size, and add up to exactly that size.
 func RecvState(c transport.CallConn, first wire.Msg) (wire.Msg, error) {
-	state := append(make([]byte, 0, min(first.Total, 64<<20)), first.Data...)
+	state := bytes.NewBuffer(make([]byte, 0, min(first.Total, 64<<20)))
+	state.Write(first.Data)
 	last := first
-	for uint64(len(state)) < first.Total {
+	next := func() (wire.Msg, error) {
 		b, err := c.Recv()
 		if err != nil {
 			return wire.Msg{}, err
 		}
-		if last, err = wire.Decode(b); err != nil {
-			return wire.Msg{}, err
-		}
-		if last.Kind != wire.KindSnapshotPart || last.Index != first.Index || last.Total != first.Total ||
-			uint64(len(state)+len(last.Data)) > first.Total {
-			return wire.Msg{}, fmt.Errorf("%w: a part (kind %d, index %d, state size %d, %d bytes) that does not follow %d bytes of a state of %d at index %d",
-				wire.ErrMalformed, last.Kind, last.Index, last.Total, len(last.Data), len(state), first.Total, first.Index)
-		}
-		state = append(state, last.Data...)
+		return wire.Decode(b)
 	}
-	return wire.Msg{Kind: wire.KindSnapshot, Index: first.Index, Leader: last.Leader, Data: state}, nil
+	check := func(m wire.Msg) error {
+		if m.Kind != wire.KindSnapshotPart || m.Index != first.Index || m.Total != first.Total {
+			return fmt.Errorf("%w: a part (kind %d, index %d, state size %d) that does not follow %d bytes of a state of %d at index %d",
+				wire.ErrMalformed, m.Kind, m.Index, m.Total, state.Len(), first.Total, first.Index)
+		}
+		last = m
+		return nil
+	}
+	if err := wire.RecvParts(next, check, state, uint64(len(first.Data)), first.Total, wire.MaxStatePart); err != nil {
+		return wire.Msg{}, err
+	}
+	return wire.Msg{Kind: wire.KindSnapshot, Index: first.Index, Leader: last.Leader, Data: state.Bytes()}, nil
 }
 
 // Run keeps a stream up until the mirror stops.

@@ -1,8 +1,10 @@
 // Package wire is the byte format of the call connection one replica opens
 // to another (transport.Caller) to reach a group it does not run: a mirror's
-// subscription, a backup's export, a membership read. It only encodes and
-// decodes: who sends what, and when, is the business of the mirror and the
-// serving side in internal/replica, which both import it.
+// subscription, a backup's export, a membership read. It encodes and
+// decodes them, and carries a group's state in parts, the one way both a
+// mirror's first state and a backup's snapshot file travel (parts.go):
+// who sends what, and when, is the business of the mirror and the serving
+// side in internal/replica, which both import it.
 //
 // Peers of older versions talk to newer ones, so the bytes of every message
 // are fixed (testdata/golden.hex): a new field is a new kind, never a change

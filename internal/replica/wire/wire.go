@@ -25,9 +25,8 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
-// The messages of a mirror's call connection (internal/replica: mirror.go,
-// mirror_serve.go),
-// each one transport call message:
+// The messages of a mirror's call connection (internal/replica/mirror, and
+// internal/replica's mirror_serve.go), each one transport call message:
 //
 //	mirror -> server: subscribe(shard, name)  once, first
 //	                  propose(id, timeout, failFast, command)
@@ -35,17 +34,17 @@ import (
 //	server -> mirror: snapshot(index, leader, state)  once, first
 //	                | snapshotPart(index, leader, total, part)...  first, instead,
 //	                  when the state is larger than one message: its parts in
-//	                  order, exactly total bytes (mirror_serve.go, sendState)
+//	                  order, exactly total bytes (SendParts, RecvParts)
 //	                  entries(leader, [index, data]...)
 //	                  result(id, index, code, text, status, value, refused)
 //	                  refuse(code, text)
 //	                  ping(leader)
 //
 // A backup's call connection (internal/replica: exportgroup.go,
-// serveexport.go) opens with
-// an export request instead, and is answered with the group's exported
-// snapshot: its metadata file, then its snapshot file in chunks of at most
-// MaxExportData bytes, pings while the copy is being written:
+// serveexport.go) opens with an export request instead, and is answered
+// with the group's exported snapshot: its metadata file, then its snapshot
+// file in parts of at most MaxExportData bytes (SendParts, RecvParts),
+// pings while the copy is being written:
 //
 //	backup -> server: export(shard, name, timeout)  once, first, alone
 //	server -> backup: ping(leader)...  exportHead(index, sessions, locks, elections, metadata)
@@ -53,7 +52,8 @@ import (
 //	                | ping(leader)...  refuse(code, text)
 //
 // A replica that does not run a group reads its membership from one of
-// its voters on a call connection of its own (mirror_members.go):
+// its voters on a call connection of its own (internal/replica's
+// mirror_members.go):
 //
 //	reader -> server: members(shard, name, timeout)  once, first, alone
 //	server -> reader: membership(config change index, voters, non-voting, removed)

@@ -10,41 +10,17 @@ import (
 
 	"github.com/fencelock/fencelock/internal/expiry"
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
 	"github.com/fencelock/fencelock/internal/testhook"
 )
 
-// Sink receives what the replica applies. It runs on the apply goroutine,
-// after the replica's own bookkeeping (the expiry timers, the counters, the
-// group's ID) has taken what it needs, so it must not block.
-type Sink interface {
-	// Applied reports the events of the entry at index; events is valid
-	// only during the call.
-	Applied(index uint64, events []fsm.Event)
-	// Restored reports that a snapshot replaced the whole state: the events
-	// of the entries it covered were never reported. st is valid only
-	// during the call.
-	Restored(st *fsm.State)
-	// Removed reports that the group removed this replica: nothing will
-	// complete from now on.
-	Removed()
-}
-
-// Dropper is implemented by a Sink that wants to know why its group
-// stopped running on this host for good (the group table dropped the
-// group, or moved its voters off this host): err wraps ErrGroupDropped or
-// ErrGroupMoved. A Sink without it is told Removed. It may be called more
-// than once, and not on the apply goroutine.
-type Dropper interface {
-	Dropped(err error)
-}
-
-// Idler may be implemented by a Sink: Idle reports that nothing uses the
-// group on this host now (no session's part, no watch), so that a mirror
-// of it (mirror.go) may stop until the group is used again. A Sink without
-// it keeps its mirror for the host's life.
-type Idler interface {
-	Idle() bool
-}
+// Sink receives what a group applies, Dropper why it stopped here, and
+// Idler whether anything here uses it (package groupcore documents them).
+type (
+	Sink    = groupcore.Sink
+	Dropper = groupcore.Dropper
+	Idler   = groupcore.Idler
+)
 
 // observer is the state machine's view of its replica (fsm.Observer,
 // fsm.SnapshotObserver and fsm.TooNewObserver). It is unexported, and so is the package, so that
@@ -53,8 +29,8 @@ type Idler interface {
 type observer struct{ r *Replica }
 
 func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) {
-	o.r.countEntry(cmds)
-	if o.r.shard == defaultShard {
+	o.r.Ops.CountEntry(cmds)
+	if o.r.ShardID() == defaultShard {
 		for i := range events {
 			if events[i].Kind == fsm.EventGroupTable {
 				o.r.host.tab.changed()
@@ -63,7 +39,7 @@ func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) 
 		}
 	}
 	if f := o.r.cfg.OnApplied; f != nil {
-		f(testhook.Applied{Group: o.r.name, Index: index, Cmds: slices.Clone(cmds), Events: cloneEvents(events)})
+		f(testhook.Applied{Group: o.r.Name(), Index: index, Cmds: slices.Clone(cmds), Events: cloneEvents(events)})
 	}
 	o.r.applied(index, events)
 }
@@ -75,7 +51,7 @@ func (o observer) Restored(st *fsm.State) {
 	// The mirrors it feeds miss the entries the snapshot covered: they
 	// subscribe again, for a snapshot of their own.
 	o.r.subs.end(errors.New("the serving replica restored a snapshot"))
-	if o.r.shard == defaultShard {
+	if o.r.ShardID() == defaultShard {
 		o.r.host.tab.changed()
 	}
 	o.r.restored(st)
@@ -91,10 +67,10 @@ func (o observer) SnapshotRestored(index uint64, took time.Duration) {
 }
 
 func (r *Replica) applied(index uint64, events []fsm.Event) {
-	r.appliedIndex.Store(index)
+	r.AppliedIndex.Store(index)
 	for i := range events {
 		e := &events[i]
-		r.count(e)
+		r.Ops.Count(e)
 		switch e.Kind {
 		case fsm.EventTouched:
 			r.tracker.Touch(e.Session, e.Index, time.Duration(e.TTL))
@@ -102,7 +78,7 @@ func (r *Replica) applied(index uint64, events []fsm.Event) {
 			r.tracker.TouchBatch(e.Index, e.Sessions)
 		case fsm.EventLeaderStarted:
 			if e.Group != 0 {
-				r.setGroupID(e.Group)
+				r.SetGroupID(e.Group)
 			}
 			r.tracker.LeaderStarted(e.Index, e.Owner, e.Term)
 		case fsm.EventSessionEnded:
@@ -122,14 +98,14 @@ func (r *Replica) applied(index uint64, events []fsm.Event) {
 			r.setGate(e.Gate)
 		}
 	}
-	r.sink.Applied(index, events)
+	r.Sink.Applied(index, events)
 }
 
 func (r *Replica) restored(st *fsm.State) {
-	r.appliedIndex.Store(st.Index())
+	r.AppliedIndex.Store(st.Index())
 	r.restoredIndex.Store(st.Index())
 	if id := st.GroupID(); id != 0 {
-		r.setGroupID(id)
+		r.SetGroupID(id)
 	}
 	r.setGate(st.Gate())
 	infos := st.Sessions()
@@ -147,7 +123,7 @@ func (r *Replica) restored(st *fsm.State) {
 		holds[i] = expiry.Hold{Name: g.Name, Election: g.Election, Token: g.Token, D: time.Duration(g.MaxHold)}
 	}
 	r.tracker.Reset(sessions, delays, holds, st.LeaderMark())
-	r.sink.Restored(st)
+	r.Sink.Restored(st)
 }
 
 // proposeExpire and proposeLeaderStart are the expiry tracker's actions on
@@ -174,10 +150,10 @@ func (r *Replica) proposeLeaderStart(term uint64) {
 
 func (r *Replica) proposeInBackground(cmd fsm.Command) {
 	r.Go(func() {
-		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.ProposalTimeout)
+		ctx, cancel := context.WithTimeout(r.Ctx, r.cfg.ProposalTimeout)
 		defer cancel()
 		if _, err := r.Propose(ctx, cmd); err != nil {
-			r.log.Debug("fencelock: leader's proposal not applied; it retries", "kind", cmd.Kind, "session", cmd.Session, "err", err)
+			r.Log.Debug("fencelock: leader's proposal not applied; it retries", "kind", cmd.Kind, "session", cmd.Session, "err", err)
 		}
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/fencelock/fencelock/internal/dblog"
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/logstore"
+	"github.com/fencelock/fencelock/internal/replica/datadir"
 	"github.com/fencelock/fencelock/internal/seeded"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -76,19 +77,19 @@ func (r *Replica) Export(ctx context.Context, dir string) (Exported, error) {
 		if _, ok := ctx.Deadline(); !ok {
 			sctx, cancel = context.WithTimeout(ctx, 10*time.Minute)
 		}
-		index, err = r.nh.SyncRequestSnapshot(sctx, r.shard, dragonboat.SnapshotOption{ExportPath: dir, Exported: true})
+		index, err = r.nh.SyncRequestSnapshot(sctx, r.ShardID(), dragonboat.SnapshotOption{ExportPath: dir, Exported: true})
 		cancel()
 		if err == nil {
 			break
 		}
 		// Busy: another snapshot of the group is being written.
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrRejected) {
-			return Exported{}, fmt.Errorf("%w: export a snapshot of group %q: %s", ErrUnavailable, r.name, describe(err))
+			return Exported{}, fmt.Errorf("%w: export a snapshot of group %q: %s", ErrUnavailable, r.Name(), describe(err))
 		}
-		b.wait(ctx, r.closed, nil)
+		b.wait(ctx, r.Closed, nil)
 	}
 	if index < barrier {
-		return Exported{}, fmt.Errorf("%w: group %q exported its snapshot at index %d, before the read barrier's %d", ErrUnavailable, r.name, index, barrier)
+		return Exported{}, fmt.Errorf("%w: group %q exported its snapshot at index %d, before the read barrier's %d", ErrUnavailable, r.Name(), index, barrier)
 	}
 	ex, err := readExport(dir, index)
 	ex.Sessions, ex.Locks, ex.Elections = at.sessions, at.locks, at.elections
@@ -152,7 +153,7 @@ type restoredFile struct {
 
 func readRestored(dir string) (restoredFile, error) {
 	path := filepath.Join(dir, restoredFileName)
-	data, err := readDirFile(path)
+	data, err := datadir.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return restoredFile{}, nil
 	}
@@ -160,7 +161,7 @@ func readRestored(dir string) (restoredFile, error) {
 		return restoredFile{}, err
 	}
 	var f restoredFile
-	if err := decodeDirFile(path, data, &f); err != nil {
+	if err := datadir.DecodeFile(path, data, &f); err != nil {
 		return restoredFile{}, err
 	}
 	if f.Version != 1 {
@@ -202,7 +203,7 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 	if len(entries) > 0 {
 		return fmt.Errorf("%w: restore: Dir %s is not empty: a restore seeds a new replica's Dir, never one in use (move it away first)", ErrInvalidConfig, cfg.Dir)
 	}
-	release, err := claimDir(cfg.Dir)
+	release, err := datadir.Claim(cfg.Dir)
 	if err != nil {
 		return err
 	}
@@ -211,9 +212,9 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 	defer func() {
 		if err != nil {
 			if existed {
-				err = undoDir(cfg.Dir, map[string]bool{}, err)
+				err = datadir.Undo(cfg.Dir, map[string]bool{}, err)
 			} else {
-				err = undoDir(cfg.Dir, nil, err)
+				err = datadir.Undo(cfg.Dir, nil, err)
 			}
 		}
 	}()
@@ -286,7 +287,7 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 	}
 	data, err := json.Marshal(done)
 	if err == nil {
-		err = writeFile(filepath.Join(cfg.Dir, restoredFileName), data)
+		err = datadir.WriteFile(filepath.Join(cfg.Dir, restoredFileName), data)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: restore: %v", ErrInvalidConfig, err)

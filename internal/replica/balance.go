@@ -127,10 +127,10 @@ func (h *Host) balance(ctx context.Context) {
 	cancel()
 	h.bal.holdUntil = time.Now().Add(h.holdOff())
 	if err != nil {
-		v.r.log.Debug("fencelock: leadership transfer to spread the leaders failed; retried after a hold-off", "to", to, "err", err)
+		v.r.Log.Debug("fencelock: leadership transfer to spread the leaders failed; retried after a hold-off", "to", to, "err", err)
 		return
 	}
-	v.r.log.Info("fencelock: leadership handed over to spread the leaders", "to", to)
+	v.r.Log.Info("fencelock: leadership handed over to spread the leaders", "to", to)
 }
 
 // live reports whether the balancer may hand a group to replica id: heard
@@ -191,12 +191,12 @@ func (h *Host) views() []groupView {
 	rs := h.groups()
 	views := make([]groupView, 0, len(rs))
 	for _, r := range rs {
-		v := groupView{r: r, voters: r.ConfiguredVoters(), leader: r.leader.Load()}
+		v := groupView{r: r, voters: r.ConfiguredVoters(), leader: r.LeaderID.Load()}
 		if info != nil {
 			// The voters change (AddReplica and RemoveReplica, the group
 			// table's moves): use the membership as applied here.
 			for _, s := range info.ShardInfoList {
-				if s.ShardID == r.shard && !s.Pending {
+				if s.ShardID == r.ShardID() && !s.Pending {
 					v.voters = slices.Sorted(maps.Keys(s.Replicas))
 				}
 			}
@@ -263,10 +263,10 @@ func (r *Replica) TransferLeadership(ctx context.Context, to uint64) error {
 		return err
 	}
 	if _, ok := m.Nodes[to]; !ok {
-		return fmt.Errorf("%w: replica %d is not a voter of the group%s", ErrMembership, to, inGroup(r.name))
+		return fmt.Errorf("%w: replica %d is not a voter of the group%s", ErrMembership, to, inGroup(r.Name()))
 	}
 	if _, ok := m.Nodes[r.cfg.ReplicaID]; !ok {
-		return fmt.Errorf("%w: replica %d does not vote in the group%s: call TransferLeadership on one of its voters", ErrMembership, r.cfg.ReplicaID, inGroup(r.name))
+		return fmt.Errorf("%w: replica %d does not vote in the group%s: call TransferLeadership on one of its voters", ErrMembership, r.cfg.ReplicaID, inGroup(r.Name()))
 	}
 	return r.transfer(ctx, to, 0)
 }
@@ -285,7 +285,7 @@ func (r *Replica) transfer(ctx context.Context, to uint64, attempts int) error {
 			return err
 		}
 		up := r.leaderKnown()
-		cur := r.leader.Load()
+		cur := r.LeaderID.Load()
 		if cur == to {
 			return nil
 		}
@@ -294,7 +294,7 @@ func (r *Replica) transfer(ctx context.Context, to uint64, attempts int) error {
 		}
 		if cur != 0 {
 			asked++
-			if err := r.nh.RequestLeaderTransfer(r.shard, to); err != nil {
+			if err := r.nh.RequestLeaderTransfer(r.ShardID(), to); err != nil {
 				if !retryable(err) {
 					return fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 				}
@@ -310,7 +310,7 @@ func (r *Replica) transfer(ctx context.Context, to uint64, attempts int) error {
 		case <-up:
 		case <-t.C:
 		case <-ctx.Done():
-		case <-r.closed:
+		case <-r.Closed:
 		}
 		t.Stop()
 	}

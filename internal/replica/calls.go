@@ -46,5 +46,5 @@ func (r *Replica) stoppedErr() error {
 	if e := r.refused.Load(); e != nil {
 		return *e
 	}
-	return r.closedErr()
+	return r.ClosedErr()
 }

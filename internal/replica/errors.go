@@ -8,6 +8,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/fencelock/fencelock/internal/proposer"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
 	"github.com/fencelock/fencelock/lockapi"
 )
 
@@ -33,21 +34,15 @@ var (
 	ErrGroupMoved       = lockapi.ErrGroupMoved
 )
 
-// unavailableError is returned when the context ended before the group
-// answered: both errors.Is(err, ErrUnavailable) and errors.Is(err, ctx.Err())
-// hold, and the last error from raft is kept for diagnosis.
-type unavailableError struct {
-	ctxErr, last error
-}
-
-func (e *unavailableError) Error() string {
-	if e.last == nil {
-		return fmt.Sprintf("%v: %v", ErrUnavailable, e.ctxErr)
+// errUnavailable is the error of a call whose context ended before the
+// group answered (groupcore.Unavailable), with last, the last attempt's
+// error, in the library's words (describe).
+func errUnavailable(ctxErr, last error) error {
+	if last != nil {
+		last = errors.New(describe(last))
 	}
-	return fmt.Sprintf("%v: %v (last attempt: %s)", ErrUnavailable, e.ctxErr, describe(e.last))
+	return groupcore.Unavailable(ctxErr, last)
 }
-
-func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.ctxErr} }
 
 // noQuorumError is returned when a call fails because its group has had no
 // leader for a while and this replica does not reach a quorum of its
@@ -95,4 +90,12 @@ func describe(err error) string {
 		return "the group rejected the request"
 	}
 	return err.Error()
+}
+
+// plural is "1 lock", "2 locks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

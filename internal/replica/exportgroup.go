@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/backup"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -83,7 +84,7 @@ func (h *Host) exportTargets(ctx context.Context) ([]exportTarget, error) {
 // exportGroup copies group t into dir: here if this host runs it, else
 // from one of its voters.
 func (h *Host) exportGroup(ctx context.Context, t exportTarget, dir string) (Exported, error) {
-	if r := h.running(t.name); r != nil && r.shard == t.shard {
+	if r := h.running(t.name); r != nil && r.ShardID() == t.shard {
 		return r.Export(ctx, dir)
 	}
 	if t.name == "" {
@@ -170,15 +171,15 @@ func (h *Host) exportFrom(ctx context.Context, t exportTarget, addr, dir string)
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	req := wireMsg{Kind: wireExport, Shard: t.shard, Name: t.name}
+	req := wire.Msg{Kind: wire.KindExport, Shard: t.shard, Name: t.name}
 	if d, ok := ctx.Deadline(); ok {
 		req.Timeout = uint64(max(time.Until(d).Milliseconds(), 1))
 	}
-	if err := c.Send(req.encode(nil)); err != nil {
+	if err := c.Send(req.Encode(nil)); err != nil {
 		return Exported{}, err
 	}
-	c.SetIdle(mirrorIdle) // the server pings while it writes the copy
-	head, err := recvReply(ctx, c, wireExportHead)
+	c.SetIdle(wire.IdleAfter) // the server pings while it writes the copy
+	head, err := recvReply(ctx, c, wire.KindExportHead)
 	if err != nil {
 		return Exported{}, err
 	}
@@ -188,7 +189,7 @@ func (h *Host) exportFrom(ctx context.Context, t exportTarget, addr, dir string)
 	}
 	if ss.Index != head.Index || ss.ShardID != t.shard || ss.FileSize == 0 || ss.FileSize > backup.MaxFile {
 		return Exported{}, fmt.Errorf("%w: an export of shard %x at index %d, of %d bytes, for shard %x at index %d",
-			errWire, ss.ShardID, ss.Index, ss.FileSize, t.shard, head.Index)
+			wire.ErrMalformed, ss.ShardID, ss.Index, ss.FileSize, t.shard, head.Index)
 	}
 	sub := filepath.Join(dir, fmt.Sprintf("snapshot-%016X", ss.Index))
 	if err := os.Mkdir(sub, 0o700); err != nil {
@@ -215,7 +216,7 @@ func (h *Host) exportFrom(ctx context.Context, t exportTarget, addr, dir string)
 func (h *Host) askOrder(name string, voters []uint64) []uint64 {
 	order := slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == h.cfg.ReplicaID })
 	if m := h.mirror(name); m != nil {
-		if s := m.server.Load(); slices.Contains(order, s) {
+		if s := m.Server(); slices.Contains(order, s) {
 			i := slices.Index(order, s)
 			order = append(order[i:], order[:i]...)
 		}
@@ -226,35 +227,35 @@ func (h *Host) askOrder(name string, voters []uint64) []uint64 {
 // recvReply returns the next message of kind want on a call connection
 // (an export's or a membership read's), skipping pings; a refusal is an
 // exportRefusal.
-func recvReply(ctx context.Context, c transport.CallConn, want byte) (wireMsg, error) {
+func recvReply(ctx context.Context, c transport.CallConn, want byte) (wire.Msg, error) {
 	for {
 		b, err := c.Recv()
 		if err != nil {
 			if ctx.Err() != nil {
-				return wireMsg{}, ctx.Err()
+				return wire.Msg{}, ctx.Err()
 			}
 			// A replica of a build that does not serve the request (an
 			// upgrade in progress) closes the connection so.
-			return wireMsg{}, fmt.Errorf("the connection ended with no answer (a replica of an older build, which does not serve this request, ends it so): %w", err)
+			return wire.Msg{}, fmt.Errorf("the connection ended with no answer (a replica of an older build, which does not serve this request, ends it so): %w", err)
 		}
-		m, err := decodeWire(b)
+		m, err := wire.Decode(b)
 		if err != nil {
-			return wireMsg{}, err
+			return wire.Msg{}, err
 		}
 		switch m.Kind {
-		case wirePing:
+		case wire.KindPing:
 			continue
-		case wireRefuse:
-			return wireMsg{}, &exportRefusal{code: m.Code, text: m.Text}
+		case wire.KindRefuse:
+			return wire.Msg{}, &exportRefusal{code: m.Code, text: m.Text}
 		case want:
 			return m, nil
 		}
-		return wireMsg{}, fmt.Errorf("%w: kind %d in an export", errWire, m.Kind)
+		return wire.Msg{}, fmt.Errorf("%w: kind %d in an export", wire.ErrMalformed, m.Kind)
 	}
 }
 
 // recvFile writes the size bytes of snapshot file the server sends into
-// file; a byte more is an error.
+// file, as exportData messages (wire.RecvParts); a byte more is an error.
 func recvFile(ctx context.Context, c transport.CallConn, file string, size uint64) (err error) {
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -265,20 +266,8 @@ func recvFile(ctx context.Context, c transport.CallConn, file string, size uint6
 			err = cerr
 		}
 	}()
-	for got := uint64(0); got < size; {
-		m, err := recvReply(ctx, c, wireExportData)
-		if err != nil {
-			return fmt.Errorf("after %d of %d bytes: %w", got, size, err)
-		}
-		if got+uint64(len(m.Data)) > size {
-			return fmt.Errorf("%w: more than the snapshot file's %d bytes", errWire, size)
-		}
-		if _, err := f.Write(m.Data); err != nil {
-			return err
-		}
-		got += uint64(len(m.Data))
-	}
-	return nil
+	next := func() (wire.Msg, error) { return recvReply(ctx, c, wire.KindExportData) }
+	return wire.RecvParts(next, nil, f, 0, size, wire.MaxExportData)
 }
 
 // exportRefusal is a voter's refusal to export a group.
@@ -290,7 +279,7 @@ type exportRefusal struct {
 func (e *exportRefusal) Error() string { return "refused: " + e.text }
 
 func (e *exportRefusal) Unwrap() error {
-	if e.code == codeNoQuorum {
+	if e.code == wire.CodeNoQuorum {
 		return ErrNoQuorum
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
 // pipeCall is one end of an in-memory call connection.
@@ -55,7 +56,7 @@ func (p *pipeCall) Close() error          { return nil }
 func TestExportFileInChunks(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	data := make([]byte, 2*exportChunk+12345)
+	data := make([]byte, 2*wire.MaxExportData+12345)
 	_, _ = rand.Read(data)
 	src := filepath.Join(dir, "src")
 	require.NoError(t, os.WriteFile(src, data, 0o600))
@@ -74,14 +75,14 @@ func TestExportFileInChunks(t *testing.T) {
 	server, client = pipeCalls()
 	go func() { sent <- sendFile(server, src, uint64(len(data))) }()
 	err = recvFile(ctx, client, filepath.Join(dir, "short"), uint64(len(data))-1)
-	require.ErrorIs(t, err, errWire)
+	require.ErrorIs(t, err, wire.ErrMalformed)
 	require.NoError(t, <-sent)
 
 	// A refusal after the first chunk.
 	server, client = pipeCalls()
 	go func() {
-		_ = server.Send((&wireMsg{Kind: wireExportData, Data: data[:exportChunk]}).encode(nil))
-		_ = server.Send((&wireMsg{Kind: wireRefuse, Code: codeNoQuorum, Text: "replica 5 cannot export group \"b\": no quorum"}).encode(nil))
+		_ = server.Send((&wire.Msg{Kind: wire.KindExportData, Data: data[:wire.MaxExportData]}).Encode(nil))
+		_ = server.Send((&wire.Msg{Kind: wire.KindRefuse, Code: wire.CodeNoQuorum, Text: "replica 5 cannot export group \"b\": no quorum"}).Encode(nil))
 	}()
 	err = recvFile(ctx, client, filepath.Join(dir, "refused"), uint64(len(data)))
 	require.ErrorIs(t, err, ErrNoQuorum)
@@ -94,7 +95,7 @@ func TestExportFileInChunks(t *testing.T) {
 func TestReplyNeverSentNamesAnOlderBuild(t *testing.T) {
 	client, server := pipeCalls()
 	close(server.done)
-	_, err := recvReply(context.Background(), client, wireMembership)
+	_, err := recvReply(context.Background(), client, wire.KindMembership)
 	require.ErrorContains(t, err, "ended with no answer (a replica of an older build")
 }
 
@@ -108,14 +109,14 @@ func TestServedCallsAreBounded(t *testing.T) {
 		kind, reply byte
 		most        int32
 		slots       func(h *Host) *atomic.Int32
-		serve       func(h *Host, c *pipeCall, m wireMsg)
+		serve       func(h *Host, c *pipeCall, m wire.Msg)
 		refusal     string
 	}{
-		{wireExport, wireExportHead, maxExports, func(h *Host) *atomic.Int32 { return &h.exporting },
-			func(h *Host, c *pipeCall, m wireMsg) { h.serveExport(peering.Hello{Replica: 9}, c, m) },
+		{wire.KindExport, wire.KindExportHead, maxExports, func(h *Host) *atomic.Int32 { return &h.exporting },
+			func(h *Host, c *pipeCall, m wire.Msg) { h.serveExport(peering.Hello{Replica: 9}, c, m) },
 			"replica 7 is already writing 2 copies"},
-		{wireMembers, wireMembership, maxMemberReads, func(h *Host) *atomic.Int32 { return &h.readingMembers },
-			func(h *Host, c *pipeCall, m wireMsg) { h.serveMembers(c, m) },
+		{wire.KindMembers, wire.KindMembership, maxMemberReads, func(h *Host) *atomic.Int32 { return &h.readingMembers },
+			func(h *Host, c *pipeCall, m wire.Msg) { h.serveMembers(c, m) },
 			"replica 7 is already reading 16 memberships"},
 	} {
 		h := &Host{cfg: Config{ReplicaID: 7}}
@@ -125,7 +126,7 @@ func TestServedCallsAreBounded(t *testing.T) {
 			t.Helper()
 			client, server := pipeCalls()
 			defer close(server.done)
-			go tc.serve(h, server, wireMsg{Kind: tc.kind, Shard: 5, Name: "b"})
+			go tc.serve(h, server, wire.Msg{Kind: tc.kind, Shard: 5, Name: "b"})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := recvReply(ctx, client, tc.reply)
@@ -135,7 +136,7 @@ func TestServedCallsAreBounded(t *testing.T) {
 		err := ask()
 		var refused *exportRefusal
 		require.ErrorAs(t, err, &refused)
-		require.Equal(t, codeUnavailable, refused.code)
+		require.Equal(t, wire.CodeUnavailable, refused.code)
 		require.Contains(t, refused.text, tc.refusal)
 		require.Contains(t, refused.text, `group "b"`)
 		require.Equal(t, tc.most, slots.Load(), "a refused call holds no slot")
@@ -143,7 +144,7 @@ func TestServedCallsAreBounded(t *testing.T) {
 		slots.Add(-1) // one ended
 		err = ask()
 		require.ErrorAs(t, err, &refused)
-		require.Equal(t, codeElsewhere, refused.code, "%v", err)
+		require.Equal(t, wire.CodeElsewhere, refused.code, "%v", err)
 		require.Eventually(t, func() bool { return slots.Load() == tc.most-1 }, 10*time.Second, time.Millisecond,
 			"the served call gave its slot back")
 	}

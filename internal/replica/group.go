@@ -2,20 +2,18 @@ package replica
 
 import (
 	"context"
-	"log/slog"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 )
 
 // Group is one group as this host reaches it, and what Host.Group and
 // Host.Lookup return: its two makers are a local shard (*Replica: this host
 // votes in the group, or runs a non-voting copy of it) and a mirror
-// (*mirror: a copy fed by a voter of a group this host does not run,
-// mirror.go). Each does the job its own way; neither branches on the
+// (*mirror.Mirror: a copy fed by a voter of a group this host does not run,
+// package mirror). Each does the job its own way; neither branches on the
 // other. What a group applies reaches the Sink it was started with, from
 // either.
 //
@@ -61,111 +59,11 @@ type Group interface {
 
 var (
 	_ Group = (*Replica)(nil)
-	_ Group = (*mirror)(nil)
+	_ Group = (*mirror.Mirror)(nil)
 )
 
-// groupCore is what the two makers of Group share, each embedding its own:
-// the group's name and shard, its configured voters, the Sink its events
-// go to, what it applied here (index, group ID, gate), its counters, and
-// its lifecycle (closed, ctx, gone, wg). It proposes and reads nothing:
-// that is each maker's own job.
-type groupCore struct {
-	cfg   Config
-	log   *slog.Logger
-	name  string // the group's name; "" for the default group
-	shard uint64 // the group's shard ID (GroupShardID)
-	sink  Sink
-
-	// voters are the group's configured voters (the default group's are
-	// its bootstrap Members; a named group's the table's, once it is set:
-	// setVoters).
-	voters  []uint64
-	votersP atomic.Pointer[[]uint64] // replaces voters once set
-	// gone is set once the group stopped running on this host for good
-	// (the table dropped it, or moved it off this host): calls fail with
-	// it.
-	gone atomic.Pointer[error]
-
-	leader       atomic.Uint64 // leader ID as last known here; 0 when unknown
-	appliedIndex atomic.Uint64
-	groupID      atomic.Uint64 // the group's ID, once applied here (fsm.State.GroupID)
-	groupKnown   chan struct{} // closed once groupID is set (setGroupID)
-	groupOnce    sync.Once
-	// gate is the versions the group writes as applied here (versions.go).
-	gate atomic.Pointer[fsm.Gate]
-	ops  ops
-
-	wg       sync.WaitGroup // background goroutines
-	closed   chan struct{}
-	stopOnce sync.Once
-	ctx      context.Context // cancelled by stop: bounds background work
-	cancel   context.CancelFunc
-}
-
-// init prepares a new maker's core, before anything else uses it.
-func (g *groupCore) init(cfg Config, name string, shard uint64, sink Sink) {
-	g.cfg, g.name, g.shard, g.sink = cfg, name, shard, sink
-	g.log = cfg.Logger.With("replica", cfg.ReplicaID)
-	if name != "" {
-		g.log = g.log.With("group", name)
-	}
-	g.closed = make(chan struct{})
-	g.groupKnown = make(chan struct{})
-	baseline := fsm.Baseline
-	g.gate.Store(&baseline)
-	g.ctx, g.cancel = context.WithCancel(context.Background())
-}
-
-// Name returns the group's name; "" for the default group.
-func (g *groupCore) Name() string { return g.name }
-
-// ShardID returns the group's Dragonboat shard ID.
-func (g *groupCore) ShardID() uint64 { return g.shard }
-
-// Leader returns the leader's ID as last known here; 0 when unknown.
-func (g *groupCore) Leader() uint64 { return g.leader.Load() }
-
-// GroupID returns the group's ID once applied here; 0 before.
-func (g *groupCore) GroupID() uint64 { return g.groupID.Load() }
-
-// Gate returns the log and snapshot versions the group writes, as applied
-// here (fsm.State.Gate).
-func (g *groupCore) Gate() fsm.Gate { return *g.gate.Load() }
-
-// ConfiguredVoters returns the group's voters as configured: a named
-// group's voters as the group table (or, before it, Config.Groups) gives
-// them, or the default group's bootstrap Members (its current voters are
-// in Status, as AddReplica and RemoveReplica change them).
-func (g *groupCore) ConfiguredVoters() []uint64 {
-	if p := g.votersP.Load(); p != nil {
-		return slices.Clone(*p)
-	}
-	return slices.Clone(g.voters)
-}
-
-// setVoters records the voters the group table gives the group.
-func (g *groupCore) setVoters(voters []uint64) {
-	v := slices.Clone(voters)
-	g.votersP.Store(&v)
-}
-
-// setGroupID records the group's ID, applied here, and lets the proposals
-// held back for it go (awaitGroupID).
-func (g *groupCore) setGroupID(id uint64) {
-	g.groupID.Store(id)
-	g.groupOnce.Do(func() { close(g.groupKnown) })
-}
-
-// closedErr is what a call fails with once the group stopped here: the
-// reason it stopped running here, or ErrClosed.
-func (g *groupCore) closedErr() error {
-	if e := g.gone.Load(); e != nil {
-		return *e
-	}
-	return ErrClosed
-}
-
-// electionTimeout is the group's raft election timeout.
-func (g *groupCore) electionTimeout() time.Duration {
-	return time.Duration(g.cfg.ElectionTicks) * g.cfg.RTT
+// initCore prepares g, the core of a new maker of Group for group name on
+// shard, before anything else uses it.
+func initCore(g *groupcore.Core, cfg Config, name string, shard uint64, sink Sink) {
+	g.Init(cfg.Logger, cfg.ReplicaID, time.Duration(cfg.ElectionTicks)*cfg.RTT, name, shard, sink)
 }

@@ -12,7 +12,8 @@ import (
 // it goes once the ID is applied here, fails as unavailable (with ctx's error) if ctx
 // ends first, and with ErrClosed if the replica closes first.
 func TestProposalsWaitForTheGroupID(t *testing.T) {
-	r := &Replica{groupCore: groupCore{groupKnown: make(chan struct{}), closed: make(chan struct{})}}
+	r := &Replica{}
+	testCore(&r.Core, "", 0, nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	failed := make(chan error, 1)
@@ -28,16 +29,17 @@ func TestProposalsWaitForTheGroupID(t *testing.T) {
 
 	waiting := make(chan error, 1)
 	go func() { waiting <- r.awaitGroupID(context.Background()) }()
-	r.setGroupID(0xfeed) // wakes it, whenever it began to wait
+	r.SetGroupID(0xfeed) // wakes it, whenever it began to wait
 	require.NoError(t, <-waiting)
 	require.Equal(t, uint64(0xfeed), r.GroupID())
-	r.setGroupID(0xfeed) // applied again (a restart's replay): no second close
+	r.SetGroupID(0xfeed) // applied again (a restart's replay): no second close
 	done, stop := context.WithCancel(context.Background())
 	stop()
 	require.NoError(t, r.awaitGroupID(done), "known: no wait, whatever ctx")
 
-	closing := &Replica{groupCore: groupCore{groupKnown: make(chan struct{}), closed: make(chan struct{})}}
+	closing := &Replica{}
+	testCore(&closing.Core, "", 0, nil)
 	go func() { waiting <- closing.awaitGroupID(context.Background()) }()
-	close(closing.closed)
+	close(closing.Closed)
 	require.ErrorIs(t, <-waiting, ErrClosed)
 }

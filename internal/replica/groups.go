@@ -1,7 +1,7 @@
 package replica
 
 // Named groups. Every host runs every named group (unless its Placement
-// is PlaceOwn: placement.go, mirror.go): a voter of a group
+// is PlaceOwn: placement.go, package mirror): a voter of a group
 // bootstraps it with the addresses of the group's voters; every other host
 // starts it as a non-voting replica that joins, and the group's leader adds
 // it (SyncRequestAddNonVoting) once the host is in the default group's
@@ -45,6 +45,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/datadir"
 )
 
 // groupsFileName keeps the named groups' identities in Dir.
@@ -102,7 +103,7 @@ type groupsFile struct {
 // list is an error.
 func decodeGroups(path string, data []byte) (groupsFile, error) {
 	var f groupsFile
-	if err := decodeDirFile(path, data, &f); err != nil {
+	if err := datadir.DecodeFile(path, data, &f); err != nil {
 		return groupsFile{}, err
 	}
 	if f.Version != 1 {
@@ -125,7 +126,7 @@ func decodeGroups(path string, data []byte) (groupsFile, error) {
 }
 
 func readGroups(path string) (groupsFile, error) {
-	data, err := readDirFile(path)
+	data, err := datadir.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return groupsFile{Version: 1}, nil
 	}
@@ -140,7 +141,7 @@ func writeGroups(path string, f groupsFile) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(path, data)
+	return datadir.WriteFile(path, data)
 }
 
 // loadNamed returns the named groups this host starts with: with the
@@ -166,7 +167,7 @@ func loadNamed(cfg Config, def groupFile) (named, retired []namedGroup, tableMod
 // namedReplica prepares this host's replica of ng, reporting to sink.
 func namedReplica(h *Host, ng namedGroup, sink Sink) *Replica {
 	r := newReplica(h, ng.Name, ng.shard(), sink)
-	r.voters = ng.Voters
+	r.SetVoters(ng.Voters)
 	r.ident, r.identVoters = ng.Group, ng.Voters
 	r.bootstrap, r.join = ng.Bootstrap, ng.Bootstrap == nil
 	return r
@@ -265,22 +266,22 @@ func (h *Host) retire(leaving []*Replica, named []namedGroup) error {
 	for _, r := range leaving {
 		locks, err := r.localLocks(retireWait)
 		if err != nil {
-			return fmt.Errorf("%w: Groups: group %q, which this replica ran, is no longer configured, and its state here cannot be checked: %v", ErrInvalidConfig, r.name, err)
+			return fmt.Errorf("%w: Groups: group %q, which this replica ran, is no longer configured, and its state here cannot be checked: %v", ErrInvalidConfig, r.Name(), err)
 		}
 		if locks > 0 {
 			return fmt.Errorf("%w: Groups: group %q is no longer configured but holds %s here: release or revoke them, or keep the group in Groups",
-				ErrInvalidConfig, r.name, plural(locks, "lock"))
+				ErrInvalidConfig, r.Name(), plural(locks, "lock"))
 		}
 	}
 	for _, r := range leaving {
 		r.stop()
-		if err := h.nh.StopShard(r.shard); err != nil {
-			h.log.Warn("fencelock: stopping a removed group", "group", r.name, "err", err)
+		if err := h.nh.StopShard(r.ShardID()); err != nil {
+			h.log.Warn("fencelock: stopping a removed group", "group", r.Name(), "err", err)
 		}
-		r.wg.Wait()
+		r.WG.Wait()
 		// It stays in byShard, which the listeners read without a lock:
 		// a stopped shard reports nothing more.
-		h.log.Info("fencelock: group removed from this replica; its raft data stays in Dir", "group", r.name)
+		h.log.Info("fencelock: group removed from this replica; its raft data stays in Dir", "group", r.Name())
 	}
 	if err := writeGroups(filepath.Join(h.cfg.Dir, groupsFileName), groupsFile{Version: 1, Groups: named}); err != nil {
 		return fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
@@ -297,14 +298,14 @@ const retireWait = 30 * time.Second
 // needed: a group whose voters are all being restarted without it must
 // still be checkable).
 func (r *Replica) localLocks(limit time.Duration) (int, error) {
-	lr, err := r.nh.GetLogReader(r.shard)
+	lr, err := r.nh.GetLogReader(r.ShardID())
 	if err != nil {
 		return 0, err
 	}
 	st, _ := lr.NodeState()
 	deadline := time.Now().Add(limit)
 	for {
-		applied := r.appliedIndex.Load()
+		applied := r.AppliedIndex.Load()
 		if applied >= st.Commit || !proposalsAfter(lr, applied, st.Commit) {
 			break
 		}
@@ -313,7 +314,7 @@ func (r *Replica) localLocks(limit time.Duration) (int, error) {
 		}
 		time.Sleep(10 * time.Millisecond) // the replay has no completion signal
 	}
-	v, err := r.nh.StaleRead(r.shard, fsm.Query(func(s *fsm.State) any {
+	v, err := r.nh.StaleRead(r.ShardID(), fsm.Query(func(s *fsm.State) any {
 		_, locks, _ := s.Counts()
 		return locks
 	}))
@@ -354,7 +355,7 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 	var hosts map[uint64]string
 	var gone map[uint64]struct{}
 	for _, r := range rs[1:] {
-		if r.leader.Load() != h.cfg.ReplicaID {
+		if r.LeaderID.Load() != h.cfg.ReplicaID {
 			continue
 		}
 		if hosts == nil {
@@ -386,7 +387,7 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 				continue
 			}
 			if err := r.RemoveReplica(ctx, id); err != nil {
-				r.log.Debug("fencelock: removing a non-voting replica the deployment or the group table removed; retried", "member", id, "err", err)
+				r.Log.Debug("fencelock: removing a non-voting replica the deployment or the group table removed; retried", "member", id, "err", err)
 			}
 			return true
 		}
@@ -405,9 +406,9 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 				continue // it runs only its own groups, or cannot be asked yet
 			}
 			if err := r.addNonVoting(ctx, id, hosts[id], false); err != nil {
-				r.log.Debug("fencelock: adding a host as a non-voting replica of the group; retried", "member", id, "err", err)
+				r.Log.Debug("fencelock: adding a host as a non-voting replica of the group; retried", "member", id, "err", err)
 			} else {
-				r.log.Info("fencelock: host added as a non-voting replica of the group", "member", id)
+				r.Log.Info("fencelock: host added as a non-voting replica of the group", "member", id)
 			}
 			return true
 		}

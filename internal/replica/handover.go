@@ -158,7 +158,7 @@ func (h *Host) holdTimeoutNow(b pb.MessageBatch, deliver raftio.MessageHandler) 
 			break
 		}
 	}
-	if r == nil || r.appliedIndex.Load() >= h.prog.commit(r.shard) {
+	if r == nil || r.AppliedIndex.Load() >= h.prog.commit(r.ShardID()) {
 		return false
 	}
 	// Handlers run until the NodeHost's transport stops, before Close
@@ -167,7 +167,7 @@ func (h *Host) holdTimeoutNow(b pb.MessageBatch, deliver raftio.MessageHandler) 
 	go func() {
 		defer h.wg.Done()
 		deadline := time.Now().Add(h.electionTimeout() / 2)
-		for r.appliedIndex.Load() < h.prog.commit(r.shard) && time.Now().Before(deadline) {
+		for r.AppliedIndex.Load() < h.prog.commit(r.ShardID()) && time.Now().Before(deadline) {
 			select {
 			case <-h.closed:
 				return
@@ -211,10 +211,10 @@ func (h *Host) Handover(ctx context.Context) []string {
 		if v.leader != self || !slices.Contains(v.voters, self) {
 			continue
 		}
-		acked := func(id uint64) uint64 { return h.prog.index(v.r.shard, id) }
+		acked := func(id uint64) uint64 { return h.prog.index(v.r.ShardID(), id) }
 		reachable := func(id uint64) bool { return h.peers.reached(id, window) }
 		if _, ok := pickHandover(v.voters, self, acked, reachable, h.prog.settled); !ok {
-			v.r.log.Warn("fencelock: closing the leader with no reachable voter to hand the group to; the others elect one after an election timeout")
+			v.r.Log.Warn("fencelock: closing the leader with no reachable voter to hand the group to; the others elect one after an election timeout")
 			continue
 		}
 		wg.Add(1)
@@ -235,26 +235,26 @@ func (h *Host) Handover(ctx context.Context) []string {
 					to, ok = pickHandover(voters, self, acked, reachable, h.prog.settled)
 				}
 				if !ok {
-					r.log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "tried", slices.Sorted(maps.Keys(tried)))
+					r.Log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "tried", slices.Sorted(maps.Keys(tried)))
 					return
 				}
 				tried[to] = true
 				err := r.transfer(tctx, to, 1)
-				if ld := r.leader.Load(); err != nil && ld != 0 && ld != self {
+				if ld := r.LeaderID.Load(); err != nil && ld != 0 && ld != self {
 					to, err = ld, nil // another voter won the election: handed over all the same
 				}
 				if err == nil {
-					r.log.Info("fencelock: leadership handed over before closing", "to", to, "took", time.Since(start).Round(time.Microsecond))
+					r.Log.Info("fencelock: leadership handed over before closing", "to", to, "took", time.Since(start).Round(time.Microsecond))
 					mu.Lock()
-					moved = append(moved, r.name)
+					moved = append(moved, r.Name())
 					mu.Unlock()
 					return
 				}
 				if tctx.Err() != nil {
-					r.log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "to", to, "err", err)
+					r.Log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "to", to, "err", err)
 					return
 				}
-				r.log.Info("fencelock: voter did not take the group over; handing it to another", "to", to, "err", err)
+				r.Log.Info("fencelock: voter did not take the group over; handing it to another", "to", to, "err", err)
 			}
 		}(v.r, v.voters)
 	}

@@ -80,13 +80,14 @@ func TestProgressObservesAcknowledgedAppends(t *testing.T) {
 // yet waits until it has (raft would skip the campaign), and goes at once
 // when nothing is pending.
 func TestTimeoutNowWaitsForApply(t *testing.T) {
-	r := &Replica{groupCore: groupCore{shard: 7}}
+	r := &Replica{}
+	testCore(&r.Core, "", 7, nil)
 	h := &Host{cfg: Config{ElectionTicks: 1000, RTT: time.Millisecond}, closed: make(chan struct{})}
 	h.gset.Store(&groupSet{byShard: map[uint64]*Replica{7: r}})
 	defer h.wg.Wait()
 	defer close(h.closed)
 	h.prog.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.Replicate, ShardID: 7, Commit: 10}}})
-	r.appliedIndex.Store(9)
+	r.AppliedIndex.Store(9)
 
 	delivered := make(chan pb.MessageBatch, 1)
 	deliver := func(b pb.MessageBatch) { delivered <- b }
@@ -97,7 +98,7 @@ func TestTimeoutNowWaitsForApply(t *testing.T) {
 		t.Fatal("delivered before the replica applied what it knows committed")
 	default:
 	}
-	r.appliedIndex.Store(10)
+	r.AppliedIndex.Store(10)
 	b := <-delivered
 	require.Equal(t, pb.TimeoutNow, b.Requests[0].Type)
 

@@ -23,6 +23,8 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/logstore"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/datadir"
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 	"github.com/fencelock/fencelock/internal/testhook"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -73,8 +75,8 @@ type Host struct {
 	calls transport.CallDialer // the transport's calls; nil without (placement.go)
 
 	// mirrors are the groups this host reaches through a replica that runs
-	// them (mirror.go), by name; guarded by setMu, read without it.
-	mirrors atomic.Pointer[map[string]*mirror]
+	// them (package mirror), by name; guarded by setMu, read without it.
+	mirrors atomic.Pointer[map[string]*mirror.Mirror]
 	// mirrorsRunning counts the mirrors started here whose stream loop
 	// has not ended, in the map or not (tests: TestingMirrorsRunning).
 	mirrorsRunning atomic.Int64
@@ -125,11 +127,11 @@ type Host struct {
 // default group), from the first entry replayed on. Every failure wraps
 // ErrInvalidConfig: it is a matter of the Config, its Dir or its address.
 func Start(cfg Config, sinks func(group string) Sink) (*Host, error) {
-	releaseDir, err := claimDir(cfg.Dir)
+	releaseDir, err := datadir.Claim(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	before, err := dirEntries(cfg.Dir)
+	before, err := datadir.Entries(cfg.Dir)
 	if err != nil {
 		releaseDir()
 		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
@@ -137,7 +139,7 @@ func Start(cfg Config, sinks func(group string) Sink) (*Host, error) {
 	h, ran, err := start(cfg, sinks)
 	if err != nil {
 		if !ran {
-			err = undoDir(cfg.Dir, before, err)
+			err = datadir.Undo(cfg.Dir, before, err)
 		}
 		releaseDir()
 		return nil, err
@@ -158,7 +160,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if err != nil {
 		return nil, false, err
 	}
-	dirs, err := loadDirIDs(cfg.Dir, cfg.ReplicaID)
+	dirs, err := datadir.LoadIDs(cfg.Dir, cfg.ReplicaID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -191,7 +193,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	if len(defMembers) == 0 {
 		defMembers = cfg.Members
 	}
-	def.voters = slices.Sorted(maps.Keys(defMembers))
+	def.SetVoters(slices.Sorted(maps.Keys(defMembers)))
 	def.join = cfg.Join
 	// A restarted replica's group is the one in Dir: Members only matter
 	// when a group bootstraps, and the membership changes only through
@@ -214,7 +216,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	var leaving []*Replica
 	for _, ng := range retired {
 		r := namedReplica(h, ng, discard{})
-		set.byShard[r.shard] = r
+		set.byShard[r.ShardID()] = r
 		leaving = append(leaving, r)
 	}
 	set.sort()
@@ -225,7 +227,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 			r.stop()
 		}
 		for _, r := range h.gset.Load().byShard {
-			r.wg.Wait()
+			r.WG.Wait()
 		}
 		return nil, ran, err
 	}
@@ -282,13 +284,13 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	}
 	// From here on the replica may vote and acknowledge entries: its
 	// peers learn its Dir ID, and refuse it should it come back without.
-	if err := dirs.keep(); err != nil {
+	if err := dirs.Keep(); err != nil {
 		return abort(err)
 	}
 	for _, r := range append(slices.Clone(h.groups()), leaving...) {
 		ran = true
 		if err := r.startShard(); err != nil {
-			return abort(startError(cfg, r.name, err))
+			return abort(startError(cfg, r.Name(), err))
 		}
 	}
 	if err := h.retire(leaving, named); err != nil {
@@ -318,13 +320,13 @@ type groupSet struct {
 
 func (s *groupSet) add(r *Replica) {
 	s.list = append(s.list, r)
-	s.byName[r.name] = r
-	s.byShard[r.shard] = r
+	s.byName[r.Name()] = r
+	s.byShard[r.ShardID()] = r
 }
 
 // sort puts the named groups in name order, after the default group.
 func (s *groupSet) sort() {
-	slices.SortStableFunc(s.list[1:], func(a, b *Replica) int { return strings.Compare(a.name, b.name) })
+	slices.SortStableFunc(s.list[1:], func(a, b *Replica) int { return strings.Compare(a.Name(), b.Name()) })
 }
 
 // with returns a copy of s with r added, or, with add false, removed.
@@ -340,11 +342,11 @@ func (s *groupSet) with(r *Replica, add bool) *groupSet {
 		out.sort()
 		return out
 	}
-	if out.byName[r.name] == r {
-		delete(out.byName, r.name)
+	if out.byName[r.Name()] == r {
+		delete(out.byName, r.Name())
 	}
-	if out.byShard[r.shard] == r {
-		delete(out.byShard, r.shard)
+	if out.byShard[r.ShardID()] == r {
+		delete(out.byShard, r.ShardID())
 	}
 	return out
 }
@@ -369,7 +371,7 @@ func startError(cfg Config, group string, err error) error {
 			why = "the group's voters do not match how this Dir's replica of it first started"
 		}
 	case strings.Contains(why, "failed to lock data directory"): // Dragonboat's ErrLockDirectory, internal to it
-		why = lockedDir(cfg.Dir)
+		why = datadir.Locked(cfg.Dir)
 	case strings.Contains(why, "not the owner of the data directory"): // Dragonboat's ErrNotOwner, internal to it
 		why = changedAddress(cfg)
 	case errors.Is(err, syscall.EADDRINUSE):
@@ -458,7 +460,7 @@ func (h *Host) Groups() []string {
 	rs := h.groups()
 	names := make([]string, len(rs))
 	for i, r := range rs {
-		names[i] = r.name
+		names[i] = r.Name()
 	}
 	return names
 }
@@ -485,7 +487,7 @@ func (h *Host) Close() error {
 		mirrors := h.mirrorList()
 		h.setMu.Unlock()
 		for _, m := range mirrors {
-			m.stop()
+			m.Stop()
 		}
 		for _, r := range set.byShard {
 			r.stop()
@@ -493,10 +495,10 @@ func (h *Host) Close() error {
 		h.closeNodeHost()
 		h.wg.Wait()
 		for _, r := range set.byShard {
-			r.wg.Wait()
+			r.WG.Wait()
 		}
 		for _, m := range mirrors {
-			m.wait()
+			m.Wait()
 		}
 		h.bgMu.Lock()
 		h.bgMu.Unlock() // no Go passes its check from here on: h.closed is closed

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/datadir"
 )
 
 // A group's identity is fixed when it bootstraps: a digest of its
@@ -83,7 +83,7 @@ func loadGroup(cfg *Config) (groupFile, error) {
 }
 
 func readGroup(path string) (groupFile, error) {
-	data, err := readDirFile(path)
+	data, err := datadir.ReadFile(path)
 	if err != nil {
 		return groupFile{}, err
 	}
@@ -93,7 +93,7 @@ func readGroup(path string) (groupFile, error) {
 // decodeGroup decodes the identity file's bytes.
 func decodeGroup(path string, data []byte) (groupFile, error) {
 	var g groupFile
-	if err := decodeDirFile(path, data, &g); err != nil {
+	if err := datadir.DecodeFile(path, data, &g); err != nil {
 		return groupFile{}, err
 	}
 	if (g.Version != groupFileV1 && g.Version != groupFileGated) || (g.Group == "") != (len(g.Members) == 0) {
@@ -108,38 +108,7 @@ func writeGroup(path string, g groupFile) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(path, data)
-}
-
-// writeFile writes a file of Dir so that a crash leaves the old one or the
-// new one, never a torn one.
-func writeFile(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return datadir.WriteFile(path, data)
 }
 
 // peers is the host's side of the handshake (peering.Local), and its record
@@ -149,7 +118,7 @@ func writeFile(path string, data []byte) error {
 type peers struct {
 	h    *Host
 	path string
-	dirs *dirIDs // this Dir's ID and the peers' (dirid.go)
+	dirs *datadir.IDs // this Dir's ID and the peers' (package datadir)
 
 	mu    sync.Mutex
 	hello peering.Hello // what this host says; Group set once known
@@ -166,7 +135,7 @@ type peers struct {
 	places  sync.Map // replica ID -> its Hello's Place (placement.go)
 }
 
-func newPeers(h *Host, g groupFile, dirs *dirIDs) *peers {
+func newPeers(h *Host, g groupFile, dirs *datadir.IDs) *peers {
 	reads := h.reads()
 	p := &peers{h: h, path: filepath.Join(h.cfg.Dir, groupFileName), dirs: dirs, fileVersion: g.Version, hello: peering.Hello{
 		Group: g.Group, Replica: h.cfg.ReplicaID, Addr: h.cfg.Addr, Members: g.Members,
@@ -186,12 +155,12 @@ func (p *peers) Hello() peering.Hello {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.hello
-	p.dirs.hello(&h)
+	p.dirs.Hello(&h)
 	rs := p.h.groups()
-	h.GroupID = rs[0].groupID.Load()
+	h.GroupID = rs[0].GroupID()
 	for _, r := range rs[1:] {
-		h.Groups = append(h.Groups, peering.GroupHello{Name: r.name, Group: r.ident, Voters: r.identVoters,
-			GroupID: r.groupID.Load(), Shard: r.shard})
+		h.Groups = append(h.Groups, peering.GroupHello{Name: r.Name(), Group: r.ident, Voters: r.identVoters,
+			GroupID: r.GroupID(), Shard: r.ShardID()})
 	}
 	return h
 }
@@ -206,7 +175,7 @@ func (p *peers) group() string {
 // uses this replica's ID, claims an address the group gives another
 // replica, runs a named group under the same name with other voters (or
 // another incarnation of it), or lost its Dir since it was last seen
-// (dirid.go), or reads less than a group it runs writes (versions.go). A
+// (package datadir), or reads less than a group it runs writes (versions.go). A
 // named group that only one side runs is no reason to refuse: that is a
 // rolling restart adding or removing a group, and the group's traffic to a
 // host without it is dropped until that host runs it. The errors name the difference, for both sides' logs.
@@ -232,7 +201,7 @@ func (p *peers) Check(h peering.Hello) error {
 	if want, ok := (*p.members.Load())[h.Replica]; ok && want != h.Addr {
 		return fmt.Errorf("replica %d connects as %s, but the group has replica %d at %s", h.Replica, h.Addr, h.Replica, want)
 	}
-	if err := p.dirs.check(h, func(msg string) { p.h.log.Warn("fencelock: " + msg) }); err != nil {
+	if err := p.dirs.Check(h, func(msg string) { p.h.log.Warn("fencelock: " + msg) }); err != nil {
 		return err
 	}
 	p.recordReads(h.Replica, announced(h))
@@ -376,7 +345,7 @@ func (p *peers) monitor(r *Replica, stop <-chan struct{}) {
 			continue
 		}
 		warned = time.Now()
-		r.log.Warn("fencelock: "+q.String(), "unreached", q.unreached)
+		r.Log.Warn("fencelock: "+q.String(), "unreached", q.unreached)
 	}
 }
 
@@ -421,12 +390,12 @@ func (q quorumView) String() string {
 // patience is how long a group may go without a leader before this replica
 // calls it stuck: an election takes one to two election timeouts, so a
 // group without a leader for many of them is not electing one.
-func (r *Replica) patience() time.Duration { return max(20*r.electionTimeout(), 2*time.Second) }
+func (r *Replica) patience() time.Duration { return max(20*r.ElectionTimeout(), 2*time.Second) }
 
 // reachWindow is how recently a voter must have been heard from to count
 // as reached: a few election timeouts, at least 3 s (heartbeats are far
 // more frequent).
-func (r *Replica) reachWindow() time.Duration { return max(3*r.electionTimeout(), 3*time.Second) }
+func (r *Replica) reachWindow() time.Duration { return max(3*r.ElectionTimeout(), 3*time.Second) }
 
 // quorumLost reports whether r's group has had no leader for at least
 // atLeast and this replica does not reach a quorum of its voters, and what
@@ -434,7 +403,7 @@ func (r *Replica) reachWindow() time.Duration { return max(3*r.electionTimeout()
 func (r *Replica) quorumLost(atLeast time.Duration) (quorumView, bool) {
 	since := r.leaderlessSince.Load()
 	vp := r.voterAddrs.Load()
-	if since == 0 || r.leader.Load() != 0 || vp == nil || len(*vp) == 0 {
+	if since == 0 || r.LeaderID.Load() != 0 || vp == nil || len(*vp) == 0 {
 		return quorumView{}, false
 	}
 	d := time.Since(time.Unix(0, since))
@@ -443,7 +412,7 @@ func (r *Replica) quorumLost(atLeast time.Duration) (quorumView, bool) {
 	}
 	voters := *vp
 	window := r.reachWindow()
-	q := quorumView{group: r.name, leaderless: d, nonVoting: true, total: len(voters), need: len(voters)/2 + 1}
+	q := quorumView{group: r.Name(), leaderless: d, nonVoting: true, total: len(voters), need: len(voters)/2 + 1}
 	for _, id := range slices.Sorted(maps.Keys(voters)) {
 		if id == r.cfg.ReplicaID {
 			q.nonVoting = false
@@ -467,30 +436,14 @@ func (p *peers) refresh(r *Replica) map[uint64]string {
 		return nil
 	}
 	for _, s := range info.ShardInfoList {
-		if s.ShardID != r.shard || s.Pending {
+		if s.ShardID != r.ShardID() || s.Pending {
 			continue
 		}
 		m := maps.Clone(s.Replicas)
-		if r.shard == defaultShard {
+		if r.ShardID() == defaultShard {
 			p.members.Store(&m)
 		}
 		return m
 	}
 	return nil
-}
-
-// dirsInUse holds the Dirs of the replicas running in this process: a
-// second Start on one would corrupt it (Dragonboat's own lock is per
-// process).
-var dirsInUse sync.Map
-
-func claimDir(dir string) (release func(), err error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
-	}
-	if _, taken := dirsInUse.LoadOrStore(abs, struct{}{}); taken {
-		return nil, fmt.Errorf("%w: Dir %s is in use by another replica of this process", ErrInvalidConfig, dir)
-	}
-	return func() { dirsInUse.Delete(abs) }, nil
 }

@@ -9,20 +9,14 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4"
+
+	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
 // Membership is the group's membership as of a linearizable read (the
-// root's Membership documents the fields).
-type Membership struct {
-	Voters    map[uint64]string // voting replicas: ID -> raft address
-	NonVoting map[uint64]string // non-voting replicas: ID -> raft address
-	// Removed lists, in increasing order, the IDs removed from the group.
-	// They can never be used again.
-	Removed []uint64
-	// ConfigChangeIndex is the raft log index of the last applied membership
-	// change: it rises with every change.
-	ConfigChangeIndex uint64
-}
+// root's Membership documents the fields): the wire's, as a voter sends it
+// to a replica that does not run the group (mirror_members.go).
+type Membership = wire.Membership
 
 // Members reads the membership linearizably, on this host's shard.
 func (r *Replica) Members(ctx context.Context) (Membership, error) {
@@ -68,10 +62,10 @@ func (r *Replica) AddReplica(ctx context.Context, id uint64, addr string) error 
 		}
 		return false, checkAdd(m, id, addr, true)
 	}, func(ctx context.Context, ccid uint64) error {
-		return r.nh.SyncRequestAddReplica(ctx, r.shard, id, addr, ccid)
+		return r.nh.SyncRequestAddReplica(ctx, r.ShardID(), id, addr, ccid)
 	})
 	if err == nil {
-		r.log.Info("fencelock: replica added as a voter", "member", id, "addr", addr)
+		r.Log.Info("fencelock: replica added as a voter", "member", id, "addr", addr)
 	}
 	return err
 }
@@ -83,7 +77,7 @@ func (r *Replica) AddNonVoting(ctx context.Context, id uint64, addr string) erro
 	}
 	err := r.addNonVoting(ctx, id, addr, false)
 	if err == nil {
-		r.log.Info("fencelock: non-voting replica added", "member", id, "addr", addr)
+		r.Log.Info("fencelock: non-voting replica added", "member", id, "addr", addr)
 	}
 	return err
 }
@@ -95,7 +89,7 @@ func (r *Replica) AddNonVoting(ctx context.Context, id uint64, addr string) erro
 func (r *Replica) addNonVoting(ctx context.Context, id uint64, addr string, toVoter bool) error {
 	if reads, ok := r.host.peers.readsOf(id); ok && !reads.Covers(r.Gate()) {
 		return fmt.Errorf("%w: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %v: "+
-			"run a build on it that reads them, then add it", ErrMembership, id, reads.Codec, reads.Snapshot, groupName(r.name), r.Gate())
+			"run a build on it that reads them, then add it", ErrMembership, id, reads.Codec, reads.Snapshot, groupName(r.Name()), r.Gate())
 	}
 	return r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
 		if a, ok := m.NonVotings[id]; ok && sameAddr(a, addr) {
@@ -106,7 +100,7 @@ func (r *Replica) addNonVoting(ctx context.Context, id uint64, addr string, toVo
 		}
 		return false, checkAdd(m, id, addr, false)
 	}, func(ctx context.Context, ccid uint64) error {
-		return r.nh.SyncRequestAddNonVoting(ctx, r.shard, id, addr, ccid)
+		return r.nh.SyncRequestAddNonVoting(ctx, r.ShardID(), id, addr, ccid)
 	})
 }
 
@@ -129,10 +123,10 @@ func (r *Replica) RemoveReplica(ctx context.Context, id uint64) error {
 		}
 		return false, nil
 	}, func(ctx context.Context, ccid uint64) error {
-		return r.nh.SyncRequestDeleteReplica(ctx, r.shard, id, ccid)
+		return r.nh.SyncRequestDeleteReplica(ctx, r.ShardID(), id, ccid)
 	})
 	if err == nil {
-		r.log.Info("fencelock: replica removed", "member", id)
+		r.Log.Info("fencelock: replica removed", "member", id)
 	}
 	return err
 }
@@ -235,7 +229,7 @@ func (r *Replica) changeMembership(ctx context.Context,
 		case !retryable(err):
 			return fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, r.closed, r.leaderKnown())
+		b.wait(ctx, r.Closed, r.leaderKnown())
 	}
 }
 
@@ -255,7 +249,7 @@ func (r *Replica) membership(ctx context.Context) (*dragonboat.Membership, error
 			return nil, err
 		}
 		actx, cancel := context.WithTimeout(ctx, attempt)
-		m, err := r.nh.SyncGetShardMembership(actx, r.shard)
+		m, err := r.nh.SyncGetShardMembership(actx, r.ShardID())
 		cancel()
 		if err == nil {
 			return m, nil
@@ -264,6 +258,6 @@ func (r *Replica) membership(ctx context.Context) (*dragonboat.Membership, error
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
 			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, r.closed, r.leaderKnown())
+		b.wait(ctx, r.Closed, r.leaderKnown())
 	}
 }

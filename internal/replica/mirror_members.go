@@ -2,7 +2,7 @@ package replica
 
 // The membership of a group this host does not run (PlaceOwnGroups): read
 // at one of the group's voters, which reads it linearizably as Members on
-// its shard does, over a call connection of its own (mirror_wire.go:
+// its shard does, over a call connection of its own (package wire:
 // members, then membership or a refusal). Members on a mirror and SetVoters
 // called on a replica outside the group use it.
 
@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -22,7 +23,7 @@ const maxMemberReads = 16
 
 // serveMembers answers members request m on c with the group's
 // membership, or a refusal saying why not.
-func (h *Host) serveMembers(c transport.CallConn, m wireMsg) {
+func (h *Host) serveMembers(c transport.CallConn, m wire.Msg) {
 	release, ok := takeSlot(&h.readingMembers, maxMemberReads, c, fmt.Sprintf("replica %d is already reading %d memberships for other replicas, its most at once: ask another voter of group %q, or again later",
 		h.cfg.ReplicaID, maxMemberReads, truncate(m.Name, 64)))
 	if !ok {
@@ -33,15 +34,15 @@ func (h *Host) serveMembers(c transport.CallConn, m wireMsg) {
 	if r == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, callWait(2*h.cfg.ProposalTimeout, m.Timeout))
+	ctx, cancel := context.WithTimeout(r.Ctx, callWait(2*h.cfg.ProposalTimeout, m.Timeout))
 	defer cancel()
 	mem, err := r.Members(ctx)
 	if err != nil {
-		refuseCall(c, wireCode(err), fmt.Sprintf("replica %d cannot read group %q's membership: %v", h.cfg.ReplicaID, r.name, err))
+		refuseCall(c, wireCode(err), fmt.Sprintf("replica %d cannot read group %q's membership: %v", h.cfg.ReplicaID, r.Name(), err))
 		return
 	}
-	msg := wireMsg{Kind: wireMembership, Mem: mem}
-	_ = c.Send(msg.encode(nil))
+	msg := wire.Msg{Kind: wire.KindMembership, Mem: mem}
+	_ = c.Send(msg.Encode(nil))
 }
 
 // membersRemote reads group name's (on shard) membership at one of ask,
@@ -71,14 +72,14 @@ func (h *Host) membersFrom(ctx context.Context, addr, name string, shard uint64)
 	// The answer comes within the request's timeout, or dctx ends the wait.
 	stop := context.AfterFunc(dctx, func() { c.Close() })
 	defer stop()
-	req := wireMsg{Kind: wireMembers, Shard: shard, Name: name}
+	req := wire.Msg{Kind: wire.KindMembers, Shard: shard, Name: name}
 	if d, ok := dctx.Deadline(); ok {
 		req.Timeout = uint64(max(time.Until(d).Milliseconds(), 1))
 	}
-	if err := c.Send(req.encode(nil)); err != nil {
+	if err := c.Send(req.Encode(nil)); err != nil {
 		return Membership{}, err
 	}
-	m, err := recvReply(dctx, c, wireMembership)
+	m, err := recvReply(dctx, c, wire.KindMembership)
 	if err != nil {
 		return Membership{}, err
 	}

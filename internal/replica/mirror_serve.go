@@ -1,6 +1,6 @@
 package replica
 
-// The serving side of mirrors (mirror.go): a replica that runs a group
+// The serving side of mirrors (package mirror): a replica that runs a group
 // feeds the mirrors of hosts that do not, over call connections its
 // transport hands it (transport.CallHandler), from members of the
 // deployment only (the handshake checked the caller's Hello).
@@ -16,7 +16,7 @@ package replica
 // entries it covered never reach the observer.
 //
 // A request names the group by its subscription; one for a group this
-// replica does not run (any more) is answered with codeElsewhere, and the
+// replica does not run (any more) is answered with wire.CodeElsewhere, and the
 // mirror asks another replica.
 
 import (
@@ -30,6 +30,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/transport"
 )
 
@@ -83,7 +84,7 @@ func (ss *subscribers) publish(index uint64, data []byte) {
 		cp = []byte{}
 	}
 	for _, s := range ss.list {
-		s.push(wireEntry{Index: index, Data: cp})
+		s.push(wire.Entry{Index: index, Data: cp})
 	}
 }
 
@@ -101,9 +102,9 @@ func (ss *subscribers) end(why error) {
 // subscriber is one mirror's queue.
 type subscriber struct {
 	mu      sync.Mutex
-	entries []wireEntry
+	entries []wire.Entry
 	bytes   int
-	replies []wireMsg
+	replies []wire.Msg
 	wake    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -121,7 +122,7 @@ func (s *subscriber) signal() {
 	}
 }
 
-func (s *subscriber) push(e wireEntry) {
+func (s *subscriber) push(e wire.Entry) {
 	s.mu.Lock()
 	s.entries = append(s.entries, e)
 	s.bytes += len(e.Data)
@@ -134,7 +135,7 @@ func (s *subscriber) push(e wireEntry) {
 	s.signal()
 }
 
-func (s *subscriber) reply(m wireMsg) {
+func (s *subscriber) reply(m wire.Msg) {
 	s.mu.Lock()
 	s.replies = append(s.replies, m)
 	s.mu.Unlock()
@@ -152,7 +153,7 @@ func (s *subscriber) end(why error) {
 
 // take returns what waits to be sent: the replies after the entries
 // queued before them.
-func (s *subscriber) take() (entries []wireEntry, replies []wireMsg) {
+func (s *subscriber) take() (entries []wire.Entry, replies []wire.Msg) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	entries, replies = s.entries, s.replies
@@ -161,11 +162,11 @@ func (s *subscriber) take() (entries []wireEntry, replies []wireMsg) {
 }
 
 // chunk cuts entries into messages of about maxSubMessage bytes.
-func chunk(entries []wireEntry) [][]wireEntry {
-	var out [][]wireEntry
+func chunk(entries []wire.Entry) [][]wire.Entry {
+	var out [][]wire.Entry
 	for len(entries) > 0 {
 		n, size := 0, 0
-		for n < len(entries) && (n == 0 || size+len(entries[n].Data) <= maxSubMessage) && n < maxWireEntries {
+		for n < len(entries) && (n == 0 || size+len(entries[n].Data) <= maxSubMessage) && n < wire.MaxEntries {
 			size += len(entries[n].Data)
 			n++
 		}
@@ -191,16 +192,16 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 	if err != nil {
 		return
 	}
-	m, err := decodeWire(b)
-	if err == nil && m.Kind == wireExport {
+	m, err := wire.Decode(b)
+	if err == nil && m.Kind == wire.KindExport {
 		h.serveExport(peer, c, m)
 		return
 	}
-	if err == nil && m.Kind == wireMembers {
+	if err == nil && m.Kind == wire.KindMembers {
 		h.serveMembers(c, m)
 		return
 	}
-	if err != nil || m.Kind != wireSubscribe {
+	if err != nil || m.Kind != wire.KindSubscribe {
 		return
 	}
 	c.SetIdle(0)
@@ -211,16 +212,16 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 	sub := newSubscriber()
 	index, state, err := r.subscribe(sub)
 	if err != nil {
-		refuseCall(c, codeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.name, err))
+		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.Name(), err))
 		return
 	}
 	defer r.subs.remove(sub)
-	if err := h.sendStateBounded(c, r.name, index, r.leader.Load(), state); err != nil {
+	if err := h.sendStateBounded(c, r.Name(), index, r.LeaderID.Load(), state); err != nil {
 		return
 	}
-	r.log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
-	c.SetIdle(mirrorIdle) // the mirror pings every mirrorPing
-	ctx, cancel := context.WithCancel(r.ctx)
+	r.Log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
+	c.SetIdle(wire.IdleAfter) // the mirror pings every wire.PingEvery
+	ctx, cancel := context.WithCancel(r.Ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -236,11 +237,11 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 			sub.end(err)
 			return
 		}
-		m, err := decodeWire(b)
-		if err == nil && m.Kind == wirePing {
+		m, err := wire.Decode(b)
+		if err == nil && m.Kind == wire.KindPing {
 			continue
 		}
-		if err != nil || (m.Kind != wirePropose && m.Kind != wireRead) {
+		if err != nil || (m.Kind != wire.KindPropose && m.Kind != wire.KindRead) {
 			sub.end(fmt.Errorf("a malformed request: %v", err))
 			return
 		}
@@ -257,14 +258,14 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 // group, or refused its Dir.
 func (r *Replica) serving() error {
 	select {
-	case <-r.closed:
-		return r.closedErr()
+	case <-r.Closed:
+		return r.ClosedErr()
 	default:
 	}
-	if e := r.gone.Load(); e != nil {
+	if e := r.Gone.Load(); e != nil {
 		return *e
 	}
-	if r.ops.removed.Load() {
+	if r.Ops.Removed.Load() {
 		return ErrRemoved
 	}
 	if e := r.refused.Load(); e != nil {
@@ -285,13 +286,13 @@ func (r *Replica) subscribe(sub *subscriber) (uint64, []byte, error) {
 		return 0, nil, r.stoppedErr()
 	}
 	defer r.calls.exit()
-	v, err := r.nh.StaleRead(r.shard, fsm.Query(func(st *fsm.State) any {
+	v, err := r.nh.StaleRead(r.ShardID(), fsm.Query(func(st *fsm.State) any {
 		var buf bytes.Buffer
 		if err := st.Save(&buf); err != nil {
 			return snap{err: err}
 		}
-		if uint64(buf.Len()) > maxMirrorState {
-			return snap{err: fmt.Errorf("the group's state is %d bytes, more than a mirror takes (%d)", buf.Len(), maxMirrorState)}
+		if uint64(buf.Len()) > wire.MaxState {
+			return snap{err: fmt.Errorf("the group's state is %d bytes, more than a mirror takes (%d)", buf.Len(), wire.MaxState)}
 		}
 		r.subs.add(sub)
 		return snap{index: st.Index(), state: buf.Bytes()}
@@ -309,7 +310,7 @@ func (r *Replica) subscribe(sub *subscriber) (uint64, []byte, error) {
 // tests only (TestingStateParts).
 var (
 	wholeState = transport.MaxCallMessage - 64
-	statePart  = maxSnapshotPart
+	statePart  = wire.MaxStatePart
 )
 
 // stateSendsMost bounds the states larger than one message a replica sends
@@ -337,21 +338,16 @@ func (h *Host) sendStateBounded(c transport.CallConn, name string, index, leader
 }
 
 // sendState sends a new subscriber the state it starts from, taken at
-// index.
+// index: whole, or in parts (wire.SendParts) that each name the state's
+// index, leader and size.
 func sendState(c transport.CallConn, index, leader uint64, state []byte) error {
 	if len(state) <= wholeState {
-		return c.Send((&wireMsg{Kind: wireSnapshot, Index: index, Leader: leader, Data: state}).encode(nil))
+		return c.Send((&wire.Msg{Kind: wire.KindSnapshot, Index: index, Leader: leader, Data: state}).Encode(nil))
 	}
-	var buf []byte
-	for off := 0; off < len(state); off += statePart {
-		part := wireMsg{Kind: wireSnapshotPart, Index: index, Leader: leader, Total: uint64(len(state)),
-			Data: state[off:min(off+statePart, len(state))]}
-		buf = part.encode(buf[:0])
-		if err := c.Send(buf); err != nil {
-			return err
-		}
-	}
-	return nil
+	total := uint64(len(state))
+	return wire.SendParts(c, bytes.NewReader(state), total, statePart, func(data []byte) wire.Msg {
+		return wire.Msg{Kind: wire.KindSnapshotPart, Index: index, Leader: leader, Total: total, Data: data}
+	})
 }
 
 // feed sends sub's queue down c until the subscription or ctx ends, with a
@@ -360,24 +356,24 @@ func sendState(c transport.CallConn, index, leader uint64, state []byte) error {
 // for long (mirror.leaderPatience), and must learn it within a fraction of
 // that, not a ping period later.
 func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallConn) {
-	t := time.NewTicker(mirrorPing)
+	t := time.NewTicker(wire.PingEvery)
 	defer t.Stop()
-	watch := time.NewTicker(max(r.electionTimeout()/2, time.Millisecond))
+	watch := time.NewTicker(max(r.ElectionTimeout()/2, time.Millisecond))
 	defer watch.Stop()
-	sent := r.leader.Load() // the leader the mirror was last told
+	sent := r.LeaderID.Load() // the leader the mirror was last told
 	var buf []byte
 	for {
 		entries, replies := sub.take()
 		for _, es := range chunk(entries) {
-			sent = r.leader.Load()
-			msg := wireMsg{Kind: wireEntries, Leader: sent, Entries: es}
-			buf = msg.encode(buf[:0])
+			sent = r.LeaderID.Load()
+			msg := wire.Msg{Kind: wire.KindEntries, Leader: sent, Entries: es}
+			buf = msg.Encode(buf[:0])
 			if c.Send(buf) != nil {
 				return
 			}
 		}
 		for i := range replies {
-			buf = replies[i].encode(buf[:0])
+			buf = replies[i].Encode(buf[:0])
 			if c.Send(buf) != nil {
 				return
 			}
@@ -388,16 +384,16 @@ func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallCon
 		select {
 		case <-sub.wake:
 		case <-t.C:
-			sent = r.leader.Load()
-			ping := wireMsg{Kind: wirePing, Leader: sent}
-			if c.Send(ping.encode(buf[:0])) != nil {
+			sent = r.LeaderID.Load()
+			ping := wire.Msg{Kind: wire.KindPing, Leader: sent}
+			if c.Send(ping.Encode(buf[:0])) != nil {
 				return
 			}
 		case <-watch.C:
-			if l := r.leader.Load(); l != sent {
+			if l := r.LeaderID.Load(); l != sent {
 				sent = l
-				ping := wireMsg{Kind: wirePing, Leader: l}
-				if c.Send(ping.encode(buf[:0])) != nil {
+				ping := wire.Msg{Kind: wire.KindPing, Leader: l}
+				if c.Send(ping.Encode(buf[:0])) != nil {
 					return
 				}
 			}
@@ -405,8 +401,8 @@ func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallCon
 			sub.mu.Lock()
 			why := sub.why
 			sub.mu.Unlock()
-			msg := wireMsg{Kind: wireRefuse, Code: codeElsewhere, Text: truncate(why.Error(), maxWireText-8)}
-			_ = c.Send(msg.encode(buf[:0]))
+			msg := wire.Msg{Kind: wire.KindRefuse, Code: wire.CodeElsewhere, Text: truncate(why.Error(), wire.MaxText-8)}
+			_ = c.Send(msg.Encode(buf[:0]))
 			return
 		case <-ctx.Done():
 			return
@@ -415,8 +411,8 @@ func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallCon
 }
 
 // answer runs a mirror's request on r: a proposal or a read index.
-func (r *Replica) answer(ctx context.Context, m wireMsg) wireMsg {
-	out := wireMsg{Kind: wireResult, ID: m.ID}
+func (r *Replica) answer(ctx context.Context, m wire.Msg) wire.Msg {
+	out := wire.Msg{Kind: wire.KindResult, ID: m.ID}
 	if m.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(m.Timeout)*time.Millisecond)
@@ -427,20 +423,20 @@ func (r *Replica) answer(ctx context.Context, m wireMsg) wireMsg {
 	}
 	var err error
 	switch m.Kind {
-	case wirePropose:
+	case wire.KindPropose:
 		var cmds []fsm.Command
 		cmds, err = fsm.DecodeBatch(m.Data, nil)
 		if err == nil && len(cmds) != 1 {
-			err = fmt.Errorf("%w: %d commands in one request", errWire, len(cmds))
+			err = fmt.Errorf("%w: %d commands in one request", wire.ErrMalformed, len(cmds))
 		}
 		if err != nil {
-			out.Code, out.Text = codeInvalid, err.Error()
+			out.Code, out.Text = wire.CodeInvalid, err.Error()
 			return out
 		}
 		out.Res, err = r.Propose(ctx, cmds[0])
 		// The entry applied here before Propose returned.
-		out.Index = r.appliedIndex.Load()
-	case wireRead:
+		out.Index = r.AppliedIndex.Load()
+	case wire.KindRead:
 		var v any
 		v, err = r.Read(ctx, func(st *fsm.State) any { return st.Index() })
 		if err == nil {
@@ -448,7 +444,7 @@ func (r *Replica) answer(ctx context.Context, m wireMsg) wireMsg {
 		}
 	}
 	if err != nil {
-		out.Code, out.Text = wireCode(err), truncate(err.Error(), maxWireText-8)
+		out.Code, out.Text = wireCode(err), truncate(err.Error(), wire.MaxText-8)
 	}
 	return out
 }
@@ -457,29 +453,29 @@ func (r *Replica) answer(ctx context.Context, m wireMsg) wireMsg {
 func wireCode(err error) byte {
 	switch {
 	case errors.Is(err, ErrNoQuorum):
-		return codeNoQuorum
+		return wire.CodeNoQuorum
 	case errors.Is(err, fsm.ErrVersionGated):
-		return codeGated
+		return wire.CodeGated
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrRemoved), errors.Is(err, ErrGroupMoved),
 		errors.Is(err, ErrGroupDropped), errors.Is(err, errMovedHere), errors.Is(err, errMovedOff):
-		return codeElsewhere
+		return wire.CodeElsewhere
 	case errors.Is(err, ErrUnavailable):
-		return codeUnavailable
+		return wire.CodeUnavailable
 	}
-	return codeInvalid
+	return wire.CodeInvalid
 }
 
 // servingGroup returns this host's replica of the group request m names,
 // or answers c with a refusal saying why it cannot serve it
-// (codeElsewhere: the caller asks another replica) and returns nil.
-func (h *Host) servingGroup(c transport.CallConn, m wireMsg) *Replica {
+// (wire.CodeElsewhere: the caller asks another replica) and returns nil.
+func (h *Host) servingGroup(c transport.CallConn, m wire.Msg) *Replica {
 	r := h.running(m.Name)
-	if r == nil || r.shard != m.Shard {
-		refuseCall(c, codeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
+	if r == nil || r.ShardID() != m.Shard {
+		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
 		return nil
 	}
 	if why := r.serving(); why != nil {
-		refuseCall(c, codeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.name, why))
+		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.Name(), why))
 		return nil
 	}
 	return r
@@ -487,6 +483,6 @@ func (h *Host) servingGroup(c transport.CallConn, m wireMsg) *Replica {
 
 // refuseCall answers a call on c with a refusal: code and why.
 func refuseCall(c transport.CallConn, code byte, text string) {
-	msg := wireMsg{Kind: wireRefuse, Code: code, Text: truncate(text, maxWireText-8)}
-	_ = c.Send(msg.encode(nil))
+	msg := wire.Msg{Kind: wire.KindRefuse, Code: code, Text: truncate(text, wire.MaxText-8)}
+	_ = c.Send(msg.Encode(nil))
 }

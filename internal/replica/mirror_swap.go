@@ -14,7 +14,7 @@ package replica
 //     Calls waiting on the mirror for an index wait for it on the shard.
 //   - off this host (stopGroup with mirror): the shard stops after raft
 //     removed it, and a mirror starts from what the Sink has seen: its
-//     state reaches the Sink once it is at least as new (mirror.go).
+//     state reaches the Sink once it is at least as new (package mirror).
 
 import (
 	"errors"
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 )
 
 // errMovedOff is why a call on a shard this host stopped running fails: the
@@ -83,15 +84,15 @@ func (r *Replica) waiting() bool { return r.held != nil && !r.held.isOpen() }
 
 // handover makes shard r, started where mirror m fed the group's Sink,
 // take over from it (see above). It gives up when either stops.
-func (h *Host) handover(m *mirror, r *Replica) {
-	mr := &m.groupCore
+func (h *Host) handover(m *mirror.Mirror, r *Replica) {
+	mr := &m.Core
 	poll := time.NewTicker(max(r.cfg.RTT, time.Millisecond))
 	defer poll.Stop()
 	wait := func(done func() bool) bool {
 		for !done() {
 			select {
 			case <-poll.C:
-			case <-r.closed:
+			case <-r.Closed:
 				return false
 			case <-h.closed:
 				return false
@@ -99,29 +100,22 @@ func (h *Host) handover(m *mirror, r *Replica) {
 		}
 		return true
 	}
-	if !wait(func() bool { return r.appliedIndex.Load() >= mr.appliedIndex.Load() }) {
+	if !wait(func() bool { return r.AppliedIndex.Load() >= mr.AppliedIndex.Load() }) {
 		return
 	}
-	m.mu.Lock()
-	select {
-	case <-r.closed:
-		// The shard stopped (the table moved the group off again): the
-		// mirror goes on feeding the Sink (Host.mirrorAfter decides under
-		// the same lock, after the stop).
-		m.mu.Unlock()
+	// A shard that stopped meanwhile (the table moved the group off
+	// again) leaves the mirror feeding the Sink.
+	last, ok := m.Retire(r.Closed)
+	if !ok {
 		return
-	default:
 	}
-	m.retired = true
-	last := m.delivered
-	m.mu.Unlock()
-	if !wait(func() bool { return r.appliedIndex.Load() >= last }) {
+	if !wait(func() bool { return r.AppliedIndex.Load() >= last }) {
 		return
 	}
 	if !r.calls.enter() { // a stop in flight destroys the state machine
 		return
 	}
-	_, err := r.nh.StaleRead(r.shard, fsm.Query(func(st *fsm.State) any {
+	_, err := r.nh.StaleRead(r.ShardID(), fsm.Query(func(st *fsm.State) any {
 		r.held.mu.Lock()
 		r.held.open = true
 		r.held.mu.Unlock()
@@ -130,19 +124,17 @@ func (h *Host) handover(m *mirror, r *Replica) {
 	}))
 	r.calls.exit()
 	if err != nil {
-		r.log.Warn("fencelock: the group's shard could not take over from its mirror here", "err", err)
+		r.Log.Warn("fencelock: the group's shard could not take over from its mirror here", "err", err)
 		return
 	}
-	m.successor.Store(r)
-	why := fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.name, errMovedHere)
-	mr.gone.Store(&why)
+	m.HandedOver(shardSuccessor{r}, fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.Name(), errMovedHere))
 	h.setMu.Lock()
-	if h.mirror(mr.name) == m {
-		h.setMirror(mr.name, nil)
+	if h.mirror(mr.Name()) == m {
+		h.setMirror(mr.Name(), nil)
 	}
 	h.setMu.Unlock()
-	m.stop()
-	r.log.Info("fencelock: the group's shard took over from its mirror here")
+	m.Stop()
+	r.Log.Info("fencelock: the group's shard took over from its mirror here")
 }
 
 // followMirrors stops the mirrors of groups the table dropped (the
@@ -152,20 +144,20 @@ func (h *Host) followMirrors(v tableView) {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
 	for _, m := range h.mirrorList() {
-		mr := &m.groupCore
-		e, ok := v.find(mr.name)
-		if ok && e.Shard == mr.shard {
-			mr.setVoters(e.Voters)
+		mr := &m.Core
+		e, ok := v.find(mr.Name())
+		if ok && e.Shard == mr.ShardID() {
+			mr.SetVoters(e.Voters)
 			continue
 		}
-		why := fmt.Errorf("%w: %q", ErrGroupDropped, mr.name)
-		mr.gone.Store(&why)
-		h.setMirror(mr.name, nil)
-		if d, ok := mr.sink.(Dropper); ok {
+		why := fmt.Errorf("%w: %q", ErrGroupDropped, mr.Name())
+		mr.Gone.Store(&why)
+		h.setMirror(mr.Name(), nil)
+		if d, ok := mr.Sink.(Dropper); ok {
 			d.Dropped(why)
 		} else {
-			mr.sink.Removed()
+			mr.Sink.Removed()
 		}
-		m.stop()
+		m.Stop()
 	}
 }

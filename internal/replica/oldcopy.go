@@ -13,7 +13,7 @@ import (
 // acknowledgement. Let back in, it could vote for a candidate that lacks
 // them, or make a quorum without them, and a grant would be made twice with
 // the same token. Its Dir ID is the same (it is a copy), so the Dir ID
-// check (dirid.go) cannot tell.
+// check (package datadir) cannot tell.
 //
 // Raft can tell, if its leader remembers: a leader's heartbeat carries the
 // commit index capped at what the follower acknowledged (Dragonboat sends
@@ -85,16 +85,16 @@ func (r *Replica) refuse(leader, acked, last uint64) {
 		"It stopped taking part in the group, so that it neither votes nor acknowledges with the entries it lost. "+
 		"Do not start it on this Dir again: remove replica %d from the group and add a replacement under a new ID with an empty Dir "+
 		"(docs/operations.md, \"Replacing a host\"), or restore the whole deployment from a backup into new Dirs",
-		ErrInvalidConfig, groupLabel(r.name), leader, acked, last, r.cfg.ReplicaID)
+		ErrInvalidConfig, groupLabel(r.Name()), leader, acked, last, r.cfg.ReplicaID)
 	if !r.refused.CompareAndSwap(nil, &err) {
 		return
 	}
-	r.log.Error("fencelock: " + err.Error())
+	r.Log.Error("fencelock: " + err.Error())
 	go func() {
 		// The Host's Close may be stopping it too; either way it stops,
 		// once no read of its state machine is in flight (calls.go).
 		r.calls.close()
-		_ = r.host.stopShard(r.shard)
+		_ = r.host.stopShard(r.ShardID())
 	}()
 }
 

@@ -4,7 +4,7 @@ package replica
 // (the default, and every build before it was a choice) a host runs every
 // group, as a non-voting replica where it does not vote (groups.go). With
 // PlaceOwn it runs a group's shard only where it is one of the group's
-// voters; a call naming another group goes through a mirror (mirror.go) of
+// voters; a call naming another group goes through a mirror (package mirror) of
 // the group fed by a replica that runs it (mirror_serve.go). The default
 // group runs everywhere either way.
 //

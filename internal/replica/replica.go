@@ -7,12 +7,13 @@
 //
 //   - group.go: Group, a group as this host reaches it, and what
 //     Host.Group and Host.Lookup return. Its two makers are the shard
-//     (Replica: replica.go, shard_propose.go) and the mirror (mirror*.go);
-//     each does the job its own way, and neither branches on the other
-//     nor holds the other; what they share (name, voters, Sink, applied
-//     index, group ID, gate, counters, lifecycle) is a groupCore each
-//     embeds. The session layer (internal/session) reaches groups through
-//     its own interface of the same role, which both satisfy.
+//     (Replica: replica.go, shard_propose.go) and the mirror (package
+//     mirror); each does the job its own way, and neither branches on the
+//     other nor holds the other; what they share (name, voters, Sink,
+//     applied index, group ID, gate, counters, lifecycle) is a
+//     groupcore.Core each embeds (initCore). The session layer
+//     (internal/session) reaches groups through its own interface of the
+//     same role, which both satisfy.
 //   - host.go: Config, Start and Close: one Dragonboat NodeHost per process,
 //     its transport, its Dir and its listeners, and one Replica (one shard)
 //     per group on it: the default group and each Config.Groups entry.
@@ -42,12 +43,11 @@
 //   - membership.go: membership changes and linearizable membership reads.
 //   - placement.go: Placement, which named groups a host runs a shard of,
 //     and what its peers announced of theirs.
-//   - mirror.go: the mirror, Group's second maker: a group this host does
-//     not run, reached through a replica that does (its proposals, reads,
-//     events). It asks its host only what mirrorHost names (seven calls),
-//     never for the host's fields.
+//   - host_mirrors.go: the host's side of its mirrors (package mirror,
+//     below): making, finding and retiring them, and its answers to the
+//     calls a mirror makes of its host (mirror.Host, through mirrorHost).
 //   - mirror_serve.go: the replica's side of the mirrors it feeds, over the
-//     transport's call connections; mirror_wire.go their messages;
+//     transport's call connections; their messages are package wire's;
 //     mirror_members.go a mirror's membership read at a voter, and the
 //     voter's side.
 //   - mirror_swap.go: a mirror and a shard of one group taking over from
@@ -57,6 +57,26 @@
 //     call connection for a group this host does not run, and
 //     serveexport.go the voter's side.
 //   - ops.go: counters and the proposal latency histogram.
+//
+// Rooms of their own, below this package (none imports it):
+//
+//   - wire (internal/replica/wire): the bytes of a call connection between
+//     two replicas: a mirror's subscription, a backup's export, a
+//     membership read. Pure encode and decode, fixed by golden bytes; the
+//     mirror and the serving side both import it.
+//   - mirror (internal/replica/mirror): the mirror, Group's second maker:
+//     a group this host does not run, reached through a replica that does
+//     (its proposals, reads, events). It asks its host only what
+//     mirror.Host names, and the host reaches it through its methods.
+//   - groupcore (internal/replica/groupcore): what the two makers of Group
+//     share, a Core each embeds, and the role's vocabulary (Sink, Status,
+//     Counters), which this package names under the same names.
+//   - datadir (internal/replica/datadir): the Dir as fencelock keeps it
+//     beside Dragonboat's files: bounded reads and crash-safe writes of its
+//     small files, one replica per Dir in a process, the undoing of a
+//     failed start, and the Dir ID a peer's handshake checks. host.go,
+//     identity.go and the files of the group table, the version gate and
+//     the backup keep their own files through it.
 //
 // Data flows one way: the root proposes commands and reads queries
 // (root → session → a Group here → fsm), and what is applied flows back
@@ -80,6 +100,7 @@ import (
 	"github.com/fencelock/fencelock/internal/expiry"
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/proposer"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
 )
 
 // defaultShard is the default group's shard ID inside Dragonboat: a
@@ -110,8 +131,9 @@ const (
 // Replica is one running replica of one group: one Dragonboat shard on its
 // Host. Its methods are safe for concurrent use.
 type Replica struct {
-	groupCore // what a shard shares with a mirror (group.go)
+	groupcore.Core // what a shard shares with a mirror (initCore)
 
+	cfg     Config
 	host    *Host
 	nh      *dragonboat.NodeHost
 	prop    *proposer.Proposer
@@ -172,13 +194,14 @@ type Replica struct {
 func newReplica(h *Host, name string, shard uint64, sink Sink) *Replica {
 	cfg := h.cfg
 	r := &Replica{host: h, leaderUp: make(chan struct{}), gateNudge: make(chan struct{}, 1)}
-	r.init(cfg, name, shard, sink)
+	r.cfg = cfg
+	initCore(&r.Core, cfg, name, shard, sink)
 	r.tracker = expiry.New(cfg.Clock, expireRetry, cfg.ReplicaID, expiry.Actions{Start: r.proposeLeaderStart, Expire: r.proposeExpire,
 		Undelay: r.proposeUndelay, ExpireGrant: r.proposeExpireGrant})
 	// The proposer exists before the NodeHost, whose leader events it hears;
 	// it proposes nothing until the first call, made after Start returns.
 	r.prop = proposer.New(func(cmd []byte, timeout time.Duration) (*dragonboat.RequestState, error) {
-		return r.nh.Propose(r.nh.GetNoOPSession(r.shard), cmd, timeout)
+		return r.nh.Propose(r.nh.GetNoOPSession(r.ShardID()), cmd, timeout)
 	}, proposer.Config{Timeout: cfg.ProposalTimeout, MaxBatch: 256, InFlight: 16, Gate: r.Gate})
 	return r
 }
@@ -186,7 +209,7 @@ func newReplica(h *Host, name string, shard uint64, sink Sink) *Replica {
 // shardConfig is the group's Dragonboat configuration.
 func (r *Replica) shardConfig() config.Config {
 	return config.Config{
-		ShardID:             r.shard,
+		ShardID:             r.ShardID(),
 		ReplicaID:           r.cfg.ReplicaID,
 		ElectionRTT:         uint64(r.cfg.ElectionTicks),
 		HeartbeatRTT:        uint64(r.cfg.HeartbeatTicks),
@@ -212,7 +235,7 @@ func (r *Replica) shardConfig() config.Config {
 func (r *Replica) startShard() error {
 	r.nh = r.host.nh
 	members := make(map[uint64]dragonboat.Target, len(r.bootstrap))
-	for id, addr := range restoredMembers(r.host.restored, r.name, r.bootstrap) {
+	for id, addr := range restoredMembers(r.host.restored, r.Name(), r.bootstrap) {
 		members[id] = addr
 	}
 	r.leaderlessSince.Store(time.Now().UnixNano())
@@ -223,18 +246,18 @@ func (r *Replica) startShard() error {
 	if err := r.nh.StartReplica(members, r.join, fsm.NewStateMachine(observer{r}), r.shardConfig()); err != nil {
 		return err
 	}
-	r.wg.Add(3)
+	r.WG.Add(3)
 	go func() {
-		defer r.wg.Done()
-		r.tracker.Run(r.closed)
+		defer r.WG.Done()
+		r.tracker.Run(r.Closed)
 	}()
 	go func() {
-		defer r.wg.Done()
-		r.runGate(r.closed)
+		defer r.WG.Done()
+		r.runGate(r.Closed)
 	}()
 	go func() {
-		defer r.wg.Done()
-		r.host.peers.monitor(r, r.closed)
+		defer r.WG.Done()
+		r.host.peers.monitor(r, r.Closed)
 	}()
 	return nil
 }
@@ -243,12 +266,12 @@ func (r *Replica) startShard() error {
 // closes: calls in flight fail with ErrClosed (or why the group stopped
 // here), and when stop returns none is inside Dragonboat any more.
 func (r *Replica) stop() {
-	r.stopOnce.Do(func() {
+	r.StopOnce.Do(func() {
 		r.mu.Lock()
 		r.closing = true
 		r.mu.Unlock()
-		close(r.closed)
-		r.cancel() // ends the reads in flight (Read)
+		close(r.Closed)
+		r.Cancel() // ends the reads in flight (Read)
 		r.prop.Close()
 		r.calls.close()
 		r.subs.end(errors.New("the replica stopped"))
@@ -265,33 +288,24 @@ func (r *Replica) Close() { r.host.Close() }
 func (r *Replica) nodeHostInfo() *dragonboat.NodeHostInfo { return r.host.nodeHostInfo() }
 
 // Done is closed when Close begins.
-func (r *Replica) Done() <-chan struct{} { return r.closed }
+func (r *Replica) Done() <-chan struct{} { return r.Closed }
 
-// Status is the replica's local view (the root's Status documents it).
-type Status struct {
-	LeaderID, Term, AppliedIndex, GroupID uint64
-	NonVoting, Removed                    bool
-	LastSnapshotIndex, ConfigChangeIndex  uint64
-	Voters                                map[uint64]string
-	// Unreached are the other voters this replica has not heard from
-	// lately (reachWindow), sorted; known only where this replica leads the
-	// group or the group has no leader (a follower hears from the leader
-	// alone), empty elsewhere.
-	Unreached []uint64
-	// Gate is the versions the group writes, as applied here.
-	Gate fsm.Gate
-	// Mirror is, on a mirror of a group this host does not run, the
-	// replica that feeds it (0 while none does); 0 on a shard.
-	Mirror uint64
-}
+// Status is a group's local view (the root's Status documents it), and
+// Counters, Histogram and Bucket what it counted (package groupcore).
+type (
+	Status    = groupcore.Status
+	Counters  = groupcore.Counters
+	Histogram = groupcore.Histogram
+	Bucket    = groupcore.Bucket
+)
 
 // Status returns the replica's local view, without I/O.
 func (r *Replica) Status() Status {
 	st := Status{
-		LeaderID:     r.leader.Load(),
+		LeaderID:     r.LeaderID.Load(),
 		Term:         r.term.Load(),
-		AppliedIndex: r.appliedIndex.Load(),
-		GroupID:      r.groupID.Load(),
+		AppliedIndex: r.AppliedIndex.Load(),
+		GroupID:      r.GroupID(),
 		Gate:         r.Gate(),
 	}
 	r.opsStatus(&st)
@@ -323,7 +337,7 @@ func (r *Replica) Group() string { return r.host.peers.group() }
 // for it. The root's background work (keep-alives, withdrawals) runs here
 // too, so that one Close waits for everything.
 func (r *Replica) Go(f func()) bool {
-	if r.name != "" {
+	if r.Name() != "" {
 		// A named group's shard may stop while the group goes on here
 		// through a mirror, or the other way round: the sessions' work on
 		// it is the host's.
@@ -334,9 +348,9 @@ func (r *Replica) Go(f func()) bool {
 	if r.closing {
 		return false
 	}
-	r.wg.Add(1)
+	r.WG.Add(1)
 	go func() {
-		defer r.wg.Done()
+		defer r.WG.Done()
 		f()
 	}()
 	return true
@@ -351,7 +365,7 @@ func (l leaderListener) LeaderUpdated(info raftio.LeaderInfo) {
 	if r == nil {
 		return
 	}
-	old := r.leader.Swap(info.LeaderID)
+	old := r.LeaderID.Swap(info.LeaderID)
 	if info.LeaderID != 0 {
 		r.leaderlessSince.Store(0)
 	} else {

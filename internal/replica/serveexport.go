@@ -3,7 +3,7 @@ package replica
 // The serving side of a backup's export of a group (exportgroup.go): a
 // replica that runs the group writes a copy of it with Export, as a backup
 // of a local group does, and sends it down the call connection the export
-// request came on, in messages of at most exportChunk bytes (a group's
+// request came on, in messages of at most wire.MaxExportData bytes (a group's
 // state may be far larger than one call message). The request is the one
 // message the caller sends: anything more, or the connection's end, stops
 // the export. The copy is written in a temporary directory under Dir that
@@ -12,7 +12,6 @@ package replica
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -20,12 +19,11 @@ import (
 
 	"github.com/fencelock/fencelock/internal/backup"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/transport"
 )
 
 const (
-	// exportChunk bounds the snapshot bytes of one exportData message.
-	exportChunk = 1 << 20
 	// exportWait bounds an export whose request names no deadline.
 	exportWait = 10 * time.Minute
 	// maxExports bounds the exports a replica serves at once: each writes
@@ -37,8 +35,8 @@ const (
 )
 
 // serveExport answers export request m on c: the group's copy, or a
-// refusal saying why not (codeElsewhere if this replica does not run it).
-func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) {
+// refusal saying why not (wire.CodeElsewhere if this replica does not run it).
+func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg) {
 	release, ok := takeSlot(&h.exporting, maxExports, c, fmt.Sprintf("replica %d is already writing %d copies of groups for other replicas' backups, its most at once: ask another voter of group %q, or again later",
 		h.cfg.ReplicaID, maxExports, truncate(m.Name, 64)))
 	if !ok {
@@ -49,7 +47,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 	if r == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, callWait(exportWait, m.Timeout))
+	ctx, cancel := context.WithTimeout(r.Ctx, callWait(exportWait, m.Timeout))
 	defer cancel()
 	// The caller sends nothing more; its close (it has the whole copy, or
 	// gave up) ends the export.
@@ -66,7 +64,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 
 	tmp, err := os.MkdirTemp(h.cfg.Dir, ".snapshot-export-")
 	if err != nil {
-		refuseCall(c, codeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, err))
+		refuseCall(c, wire.CodeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.Name(), err))
 		return
 	}
 	defer os.RemoveAll(tmp)
@@ -80,7 +78,7 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 		done <- result{ex, err}
 	}()
 	// Pings keep the caller's idle limit from ending a long export.
-	t := time.NewTicker(mirrorPing)
+	t := time.NewTicker(wire.PingEvery)
 	defer t.Stop()
 	var res result
 	for waiting := true; waiting; {
@@ -88,54 +86,48 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wireMsg) 
 		case res = <-done:
 			waiting = false
 		case <-t.C:
-			ping := wireMsg{Kind: wirePing, Leader: r.leader.Load()}
-			if c.Send(ping.encode(nil)) != nil {
+			ping := wire.Msg{Kind: wire.KindPing, Leader: r.LeaderID.Load()}
+			if c.Send(ping.Encode(nil)) != nil {
 				cancel()
 			}
 		}
 	}
 	if res.err != nil {
-		refuseCall(c, wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.name, res.err))
+		refuseCall(c, wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.Name(), res.err))
 		return
 	}
 	ex := res.ex
-	head := wireMsg{Kind: wireExportHead, Index: ex.Snapshot.Index, Data: backup.EncodeMetadata(ex.Meta),
+	head := wire.Msg{Kind: wire.KindExportHead, Index: ex.Snapshot.Index, Data: backup.EncodeMetadata(ex.Meta),
 		Sessions: uint64(ex.Sessions), Locks: uint64(ex.Locks), Elections: uint64(ex.Elections)}
-	if err := c.Send(head.encode(nil)); err != nil {
+	if err := c.Send(head.Encode(nil)); err != nil {
 		return
 	}
 	if err := sendFile(c, ex.File, ex.Snapshot.FileSize); err != nil {
-		r.log.Warn("fencelock: a backup's export of the group ended early", "for", peer.Replica, "err", err)
+		r.Log.Warn("fencelock: a backup's export of the group ended early", "for", peer.Replica, "err", err)
 		return
 	}
 	_ = os.RemoveAll(tmp) // sent: no need to keep it while the caller finishes
-	r.log.Info("fencelock: exported the group for another replica's backup", "for", peer.Replica, "index", ex.Snapshot.Index, "bytes", ex.Snapshot.FileSize)
+	r.Log.Info("fencelock: exported the group for another replica's backup", "for", peer.Replica, "index", ex.Snapshot.Index, "bytes", ex.Snapshot.FileSize)
 	// The caller closes once it has it all.
 	select {
 	case <-gone:
-	case <-time.After(mirrorIdle):
+	case <-time.After(wire.IdleAfter):
 	}
 }
 
-// sendFile sends the size bytes of file down c as exportData messages.
+// sendFile sends the size bytes of file down c as exportData messages
+// (wire.SendParts), after the exportHead that names its size.
 func sendFile(c transport.CallConn, file string, size uint64) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	buf := make([]byte, exportChunk)
-	var msg []byte
-	for sent := uint64(0); sent < size; {
-		n, err := io.ReadFull(f, buf[:min(uint64(len(buf)), size-sent)])
-		if err != nil {
-			return fmt.Errorf("%s after %d bytes: %w", file, sent, err)
-		}
-		msg = (&wireMsg{Kind: wireExportData, Data: buf[:n]}).encode(msg[:0])
-		if err := c.Send(msg); err != nil {
-			return err
-		}
-		sent += uint64(n)
+	err = wire.SendParts(c, f, size, wire.MaxExportData, func(data []byte) wire.Msg {
+		return wire.Msg{Kind: wire.KindExportData, Data: data}
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	return nil
 }
@@ -147,7 +139,7 @@ func sendFile(c transport.CallConn, file string, size uint64) error {
 func takeSlot(n *atomic.Int32, most int32, c transport.CallConn, why string) (release func(), ok bool) {
 	if n.Add(1) > most {
 		n.Add(-1)
-		refuseCall(c, codeUnavailable, why)
+		refuseCall(c, wire.CodeUnavailable, why)
 		return nil, false
 	}
 	return func() { n.Add(-1) }, true

@@ -10,6 +10,8 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/proposer"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
+	"github.com/fencelock/fencelock/internal/replica/mirror"
 )
 
 // Propose applies cmd through raft, retrying transient failures (no leader
@@ -40,7 +42,7 @@ func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 // propose is Propose without the gate's check: the leader's raise of the
 // gate is the one command allowed beyond it.
 func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-	defer r.ops.proposals.since(time.Now())
+	defer r.Ops.Proposals.Since(time.Now())
 	if cmd.Kind != fsm.KindLeaderStart {
 		if err := r.awaitGroupID(ctx); err != nil {
 			return fsm.Result{}, err
@@ -66,7 +68,7 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 		}
 		if !retryable(err) {
 			if errors.Is(err, proposer.ErrClosed) {
-				return fsm.Result{}, r.closedErr()
+				return fsm.Result{}, r.ClosedErr()
 			}
 			if errors.Is(err, fsm.ErrVersionGated) {
 				return fsm.Result{}, err
@@ -74,7 +76,7 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 			return fsm.Result{}, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
 		if !errors.Is(err, proposer.ErrLeaderChanged) && !errors.Is(err, dragonboat.ErrTimeout) {
-			b.wait(ctx, r.closed, leader)
+			b.wait(ctx, r.Closed, leader)
 		}
 	}
 }
@@ -106,8 +108,8 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		// stop waits for the reads in flight (calls.go): its cancel ends
 		// this one's wait for the group.
-		unhook := context.AfterFunc(r.ctx, cancel)
-		v, err := r.nh.SyncRead(actx, r.shard, q)
+		unhook := context.AfterFunc(r.Ctx, cancel)
+		v, err := r.nh.SyncRead(actx, r.ShardID(), q)
 		unhook()
 		cancel()
 		r.calls.exit()
@@ -121,7 +123,7 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 			!errors.Is(err, dragonboat.ErrInvalidDeadline) {
 			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, r.closed, leader)
+		b.wait(ctx, r.Closed, leader)
 	}
 }
 
@@ -132,7 +134,7 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 // same command: the group applies it at most once. Shard and mirror share
 // this one retry of a replacement.
 func (h *Host) replaced(ctx context.Context, g Group, err error) Group {
-	if err == nil || !errors.Is(err, errMirrorIdle) && !errors.Is(err, errMovedOff) && !errors.Is(err, errMovedHere) {
+	if err == nil || !errors.Is(err, mirror.ErrIdle) && !errors.Is(err, errMovedOff) && !errors.Is(err, errMovedHere) {
 		return nil
 	}
 	g2, lerr := h.Lookup(ctx, g.Name())
@@ -164,15 +166,13 @@ func (r *Replica) check(ctx context.Context, last error) error {
 		}
 		return r.unavailable(err, last)
 	}
-	if _, ok := ctx.Deadline(); ok || failFast(ctx) {
+	if _, ok := ctx.Deadline(); ok || groupcore.IsFailFast(ctx) {
 		if q, lost := r.quorumLost(r.patience()); lost {
 			return &noQuorumError{q: q}
 		}
 	}
 	return nil
 }
-
-type failFastKey struct{}
 
 // FailFast returns ctx marked so that Propose and Read on it fail with the
 // no-quorum error (ErrUnavailable and ErrNoQuorum) as soon as a call with a
@@ -182,21 +182,17 @@ type failFastKey struct{}
 // deadline must not turn "wait for the lock" into "wait, silent, until an
 // operator brings the voters back". Work that must finish whatever happens
 // meanwhile (a withdrawal, a close) stays unmarked.
-func FailFast(ctx context.Context) context.Context {
-	return context.WithValue(ctx, failFastKey{}, true)
-}
-
-func failFast(ctx context.Context) bool { return ctx.Value(failFastKey{}) != nil }
+func FailFast(ctx context.Context) context.Context { return groupcore.FailFast(ctx) }
 
 // unavailable is the error of a call whose context ended before the group
 // answered: the no-quorum error if that is why (the group has had no leader
 // for an election timeout and too few voters are reached), else ctxErr with
 // the last attempt's error.
 func (r *Replica) unavailable(ctxErr, last error) error {
-	if q, lost := r.quorumLost(r.electionTimeout()); lost {
+	if q, lost := r.quorumLost(r.ElectionTimeout()); lost {
 		return &noQuorumError{q: q, ctxErr: ctxErr}
 	}
-	return &unavailableError{ctxErr: ctxErr, last: last}
+	return errUnavailable(ctxErr, last)
 }
 
 // errNoGroupID is why a proposal held back by awaitGroupID never went.
@@ -210,7 +206,7 @@ var errNoGroupID = errors.New("this replica has not applied the group's ID yet: 
 // restarted replica whose snapshot predates the ID replays its log).
 func (r *Replica) awaitGroupID(ctx context.Context) error {
 	select {
-	case <-r.groupKnown:
+	case <-r.GroupKnown():
 		return nil
 	default:
 	}
@@ -218,10 +214,10 @@ func (r *Replica) awaitGroupID(ctx context.Context) error {
 		return err
 	}
 	select {
-	case <-r.groupKnown:
+	case <-r.GroupKnown():
 		return nil
-	case <-r.closed:
-		return r.closedErr()
+	case <-r.Closed:
+		return r.ClosedErr()
 	case <-ctx.Done():
 		return r.unavailable(ctx.Err(), errNoGroupID)
 	}
@@ -269,13 +265,30 @@ func (r *Replica) StaleRead(q fsm.Query) (any, error) {
 // staleRead is StaleRead on the shard.
 func (r *Replica) staleRead(q fsm.Query) (any, error) {
 	select {
-	case <-r.closed:
-		return nil, r.closedErr()
+	case <-r.Closed:
+		return nil, r.ClosedErr()
 	default:
 	}
 	if !r.calls.enter() {
 		return nil, r.stoppedErr()
 	}
 	defer r.calls.exit()
-	return r.nh.StaleRead(r.shard, q)
+	return r.nh.StaleRead(r.ShardID(), q)
+}
+
+// awaitApplied waits until the shard r applied index, polling.
+func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
+	for r.AppliedIndex.Load() < index {
+		t := time.NewTimer(r.cfg.RTT)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return errUnavailable(ctx.Err(), fmt.Errorf("waiting for index %d", index))
+		case <-r.Closed:
+			t.Stop()
+			return r.ClosedErr()
+		}
+	}
+	return nil
 }

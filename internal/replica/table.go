@@ -182,16 +182,16 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 	h.tab.cur.Store(&v)
 	h.logConfigDiff(v)
 	for _, r := range h.groups()[1:] {
-		e, ok := v.find(r.name)
+		e, ok := v.find(r.Name())
 		switch {
-		case !ok || e.Shard != r.shard:
-			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.name), false)
-		case h.own() && slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.ops.removed.Load() || r.removedUnheard() || h.removalConfirmed(ctx, r, e)):
-			h.stopGroup(r, movedOff(r.name), true)
-		case slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.ops.removed.Load() || h.removalConfirmed(ctx, r, e)):
-			h.stopGroup(r, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.name, h.cfg.ReplicaID), false)
+		case !ok || e.Shard != r.ShardID():
+			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.Name()), false)
+		case h.own() && slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.Ops.Removed.Load() || r.removedUnheard() || h.removalConfirmed(ctx, r, e)):
+			h.stopGroup(r, movedOff(r.Name()), true)
+		case slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.Ops.Removed.Load() || h.removalConfirmed(ctx, r, e)):
+			h.stopGroup(r, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.Name(), h.cfg.ReplicaID), false)
 		default:
-			r.setVoters(e.Voters)
+			r.SetVoters(e.Voters)
 		}
 	}
 	h.followMirrors(v)
@@ -228,15 +228,15 @@ func (r *Replica) removedUnheard() bool {
 // voters vote) may still count for the group's quorum, and must not stop.
 func (h *Host) removalConfirmed(ctx context.Context, r *Replica, e fsm.GroupEntry) bool {
 	since := r.leaderlessSince.Load()
-	if since == 0 || time.Since(time.Unix(0, since)) < r.electionTimeout() || h.calls == nil {
+	if since == 0 || time.Since(time.Unix(0, since)) < r.ElectionTimeout() || h.calls == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*h.cfg.ProposalTimeout)
 	defer cancel()
 	ask := slices.DeleteFunc(slices.Clone(e.Voters), func(id uint64) bool { return id == h.cfg.ReplicaID })
-	m, err := h.membersRemote(ctx, r.name, r.shard, ask)
+	m, err := h.membersRemote(ctx, r.Name(), r.ShardID(), ask)
 	if err != nil {
-		r.log.Debug("fencelock: the group table removes this replica from the group, and no voter confirmed it yet; asked again", "err", err)
+		r.Log.Debug("fencelock: the group table removes this replica from the group, and no voter confirmed it yet; asked again", "err", err)
 		return false
 	}
 	return slices.Contains(m.Removed, h.cfg.ReplicaID)
@@ -324,10 +324,10 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 	}
 	r := namedReplica(h, ng, sink)
 	r.held = held
-	r.voters = slices.Clone(e.Voters)
+	r.SetVoters(e.Voters)
 	if err := r.startShard(); err != nil {
 		r.stop()
-		r.wg.Wait()
+		r.WG.Wait()
 		h.tab.mu.Lock()
 		h.tab.failed[e.Shard] = time.Now()
 		h.tab.mu.Unlock()
@@ -346,7 +346,7 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 	if ng.Bootstrap != nil {
 		role = "voter"
 	}
-	r.log.Info("fencelock: group started here, as the group table says", "as", role, "voters", e.Voters)
+	r.Log.Info("fencelock: group started here, as the group table says", "as", role, "voters", e.Voters)
 }
 
 // stopGroup stops this host's replica r for good: its calls and its
@@ -363,23 +363,23 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 		return
 	default:
 	}
-	if h.running(r.name) != r {
+	if h.running(r.Name()) != r {
 		return
 	}
 	h.gset.Store(h.gset.Load().with(r, false))
-	r.gone.Store(&why)
-	switch d, ok := r.sink.(Dropper); {
+	r.Gone.Store(&why)
+	switch d, ok := r.Sink.(Dropper); {
 	case mirror:
 	case ok:
 		d.Dropped(why)
 	default:
-		r.sink.Removed()
+		r.Sink.Removed()
 	}
 	r.stop()
-	if err := h.nh.StopShard(r.shard); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
-		r.log.Warn("fencelock: stopping a group that no longer runs here", "err", err)
+	if err := h.nh.StopShard(r.ShardID()); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
+		r.Log.Warn("fencelock: stopping a group that no longer runs here", "err", err)
 	}
-	r.wg.Wait()
+	r.WG.Wait()
 	if mirror {
 		if e, ok := h.tab.entry(r); ok {
 			h.mirrorAfter(r, e)
@@ -389,18 +389,18 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 	// leaves data nothing starts again, never a record that would start
 	// the group afresh, on empty data, under this replica's old ID.
 	if err := h.updateGroupsFile(func(f *groupsFile) {
-		f.Groups = slices.DeleteFunc(f.Groups, func(g namedGroup) bool { return g.Name == r.name && g.shard() == r.shard })
+		f.Groups = slices.DeleteFunc(f.Groups, func(g namedGroup) bool { return g.Name == r.Name() && g.shard() == r.ShardID() })
 	}); err != nil {
-		r.log.Warn("fencelock: cannot forget in Dir a group that no longer runs here; its raft data stays", "err", err)
-		r.log.Info("fencelock: group stopped here for good", "why", why)
+		r.Log.Warn("fencelock: cannot forget in Dir a group that no longer runs here; its raft data stays", "err", err)
+		r.Log.Info("fencelock: group stopped here for good", "why", why)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), removeDataLimit)
 	defer cancel()
-	if err := h.nh.SyncRemoveData(ctx, r.shard, h.cfg.ReplicaID); err != nil {
-		r.log.Warn("fencelock: the raft data of a group that no longer runs here stays in Dir", "err", err)
+	if err := h.nh.SyncRemoveData(ctx, r.ShardID(), h.cfg.ReplicaID); err != nil {
+		r.Log.Warn("fencelock: the raft data of a group that no longer runs here stays in Dir", "err", err)
 	}
-	r.log.Info("fencelock: group stopped here for good", "why", why)
+	r.Log.Info("fencelock: group stopped here for good", "why", why)
 }
 
 // mirrorAfter makes a mirror take over group r (table entry e) from its
@@ -412,29 +412,27 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 // stopped, and the new mirror starts from what the Sink has seen of
 // either. Never two mirrors of a group, nor one that Close would not stop.
 func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
-	delivered := r.appliedIndex.Load()
-	if m := h.mirror(r.name); m != nil && m.shard == r.shard {
-		old := &m.groupCore
-		m.mu.Lock()
-		retired := m.retired
-		delivered = max(delivered, m.delivered)
-		m.mu.Unlock()
-		if !retired && m.successor.Load() == nil {
-			old.setVoters(e.Voters)
-			old.log.Info("fencelock: the group's shard here stopped before it took over from the mirror; the mirror goes on")
+	delivered := r.AppliedIndex.Load()
+	if m := h.mirror(r.Name()); m != nil && m.ShardID() == r.ShardID() {
+		old := &m.Core
+		seen, over := m.Handover()
+		delivered = max(delivered, seen)
+		if !over {
+			old.SetVoters(e.Voters)
+			old.Log.Info("fencelock: the group's shard here stopped before it took over from the mirror; the mirror goes on")
 			return
 		}
-		why := movedOff(r.name)
-		old.gone.Store(&why)
+		why := movedOff(r.Name())
+		old.Gone.Store(&why)
 		if !h.goBackground(func() {
-			m.stop()
-			m.wait()
+			m.Stop()
+			m.Wait()
 		}) {
 			return // closing: Close stops it
 		}
-		h.setMirror(r.name, nil)
+		h.setMirror(r.Name(), nil)
 	}
-	h.setMirror(r.name, h.newMirror(namedGroup{Name: r.name, Shard: r.shard}, e.Voters, delivered))
+	h.setMirror(r.Name(), h.newMirror(namedGroup{Name: r.Name(), Shard: r.ShardID()}, e.Voters, delivered))
 }
 
 // updateGroupsFile changes the groups file of Dir; the caller holds setMu.
@@ -573,14 +571,14 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			addr, ok = m.NonVotings[id]
 		}
 		if !ok {
-			r.log.Debug("fencelock: a voter the group table names is not a member of the deployment; add it first", "member", id)
+			r.Log.Debug("fencelock: a voter the group table names is not a member of the deployment; add it first", "member", id)
 			continue
 		}
 		if _, ok := m.NonVotings[id]; !ok {
 			if err := r.addNonVoting(ctx, id, addr, true); err != nil {
-				r.log.Debug("fencelock: adding a new voter as a non-voting replica first; retried", "member", id, "err", err)
+				r.Log.Debug("fencelock: adding a new voter as a non-voting replica first; retried", "member", id, "err", err)
 			} else {
-				r.log.Info("fencelock: new voter added as a non-voting replica; promoted once it has caught up", "member", id)
+				r.Log.Info("fencelock: new voter added as a non-voting replica; promoted once it has caught up", "member", id)
 			}
 			return true
 		}
@@ -591,12 +589,12 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			_, ok := m.Nodes[id]
 			return ok, nil
 		}, func(ctx context.Context, ccid uint64) error {
-			return r.nh.SyncRequestAddReplica(ctx, r.shard, id, addr, ccid)
+			return r.nh.SyncRequestAddReplica(ctx, r.ShardID(), id, addr, ccid)
 		})
 		if err != nil {
-			r.log.Debug("fencelock: promoting a new voter; retried", "member", id, "err", err)
+			r.Log.Debug("fencelock: promoting a new voter; retried", "member", id, "err", err)
 		} else {
-			r.log.Info("fencelock: new voter promoted, as the group table says", "member", id)
+			r.Log.Info("fencelock: new voter promoted, as the group table says", "member", id)
 		}
 		return true
 	}
@@ -613,9 +611,9 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			for _, to := range e.Voters {
 				if _, voter := m.Nodes[to]; voter && h.live(to) {
 					if err := r.transfer(ctx, to, 1); err != nil {
-						r.log.Debug("fencelock: handing the group over before leaving its voters; retried", "to", to, "err", err)
+						r.Log.Debug("fencelock: handing the group over before leaving its voters; retried", "to", to, "err", err)
 					} else {
-						r.log.Info("fencelock: group handed over before leaving its voters, as the group table says", "to", to)
+						r.Log.Info("fencelock: group handed over before leaving its voters, as the group table says", "to", to)
 					}
 					return true
 				}
@@ -623,9 +621,9 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			return true
 		}
 		if err := r.RemoveReplica(ctx, id); err != nil {
-			r.log.Debug("fencelock: removing a voter the group table no longer names; retried", "member", id, "err", err)
+			r.Log.Debug("fencelock: removing a voter the group table no longer names; retried", "member", id, "err", err)
 		} else {
-			r.log.Info("fencelock: voter removed, as the group table says", "member", id)
+			r.Log.Info("fencelock: voter removed, as the group table says", "member", id)
 		}
 		return true
 	}
@@ -636,7 +634,7 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 // was heard from lately and has acknowledged the log up to about what the
 // leader applied.
 func (h *Host) caughtUp(r *Replica, id uint64) bool {
-	return h.prog.heardWithin(id, h.freshness()) && h.prog.index(r.shard, id)+catchUpSlack >= r.appliedIndex.Load()
+	return h.prog.heardWithin(id, h.freshness()) && h.prog.index(r.ShardID(), id)+catchUpSlack >= r.AppliedIndex.Load()
 }
 
 // tableRemoves reads the table again and reports whether it still removes
@@ -647,8 +645,8 @@ func (h *Host) tableRemoves(ctx context.Context, r *Replica, id uint64) bool {
 	if err != nil {
 		return false
 	}
-	e, ok := v.find(r.name)
-	return ok && e.Shard == r.shard && !slices.Contains(e.Voters, id) && slices.Contains(e.Removed, id)
+	e, ok := v.find(r.Name())
+	return ok && e.Shard == r.ShardID() && !slices.Contains(e.Voters, id) && slices.Contains(e.Removed, id)
 }
 
 // FollowsTable reports whether this host runs the group table's groups

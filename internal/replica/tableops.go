@@ -169,7 +169,7 @@ func (h *Host) CreateGroup(ctx context.Context, name string, voters []uint64) er
 		switch {
 		case res.Status == fsm.OK:
 			h.log.Info("fencelock: group created", "group", name, "voters", vs)
-			return h.awaitGroup(ctx, name, func(r *Replica) bool { return r != nil && r.shard == res.Value })
+			return h.awaitGroup(ctx, name, func(r *Replica) bool { return r != nil && r.ShardID() == res.Value })
 		case res.Status == fsm.Conflict:
 			return fmt.Errorf("%w: %q", ErrGroupExists, name)
 		case res.Status == fsm.LimitExceeded:
@@ -200,7 +200,7 @@ func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 		return fmt.Errorf("%w: %q is not a group of the table", ErrUnknownGroup, truncate(name, 64))
 	}
 	r := h.running(name)
-	if r == nil || r.shard != e.Shard {
+	if r == nil || r.ShardID() != e.Shard {
 		return fmt.Errorf("%w: %q does not run on replica %d: call DropGroup on a replica that runs it", ErrGroupMoved, name, h.cfg.ReplicaID)
 	}
 	if err := drain(ctx, r, force); err != nil {
@@ -239,7 +239,7 @@ func drain(ctx context.Context, r *Replica, force bool) error {
 		return err
 	}
 	if d.held > 0 && !force {
-		return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, r.name, plural(d.held, "lock or leadership"))
+		return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, r.Name(), plural(d.held, "lock or leadership"))
 	}
 	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindSeal})
 	switch {
@@ -248,9 +248,9 @@ func drain(ctx context.Context, r *Replica, force bool) error {
 	case err != nil:
 		return err
 	case res.Status != fsm.OK:
-		return fmt.Errorf("fencelock: group %q refused its seal: %v", r.name, res.Status)
+		return fmt.Errorf("fencelock: group %q refused its seal: %v", r.Name(), res.Status)
 	}
-	r.log.Info("fencelock: a group being dropped is sealed, its queued requests withdrawn", "group", r.name, "withdrawn", res.Value)
+	r.Log.Info("fencelock: a group being dropped is sealed, its queued requests withdrawn", "group", r.Name(), "withdrawn", res.Value)
 	if !force {
 		return nil
 	}
@@ -266,7 +266,7 @@ func drain(ctx context.Context, r *Replica, force bool) error {
 			return err
 		}
 	}
-	r.log.Info("fencelock: a sealed group being dropped revoked its grants", "group", r.name, "revoked", d.held)
+	r.Log.Info("fencelock: a sealed group being dropped revoked its grants", "group", r.Name(), "revoked", d.held)
 	return nil
 }
 
@@ -327,7 +327,7 @@ func drainUnsealed(ctx context.Context, r *Replica, force bool) error {
 				return err
 			}
 		}
-		r.log.Info("fencelock: a group being dropped withdrew its queued requests and revoked its grants", "group", r.name,
+		r.Log.Info("fencelock: a group being dropped withdrew its queued requests and revoked its grants", "group", r.Name(),
 			"withdrawn", len(d.cmds)-d.held, "revoked", d.held)
 	}
 	return nil // callers that keep asking: what they got ends with the group
@@ -410,18 +410,18 @@ func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voter
 			}
 			continue
 		}
-		if r == nil || r.shard != shard {
+		if r == nil || r.ShardID() != shard {
 			if slices.Contains(voters, h.cfg.ReplicaID) {
 				return fmt.Errorf("%w: %q no longer runs here", ErrGroupDropped, name)
 			}
 			return nil // moved off this host: every new voter votes
 		}
-		if e := r.gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
+		if e := r.Gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
 			return nil
 		}
 		m, err := r.membership(ctx)
 		if err != nil {
-			if e := r.gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
+			if e := r.Gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
 				return nil
 			}
 			if h.own() && !slices.Contains(voters, h.cfg.ReplicaID) {
@@ -464,7 +464,7 @@ func (h *Host) pause(ctx context.Context) error {
 	case <-h.closed:
 		return ErrClosed
 	case <-ctx.Done():
-		return &unavailableError{ctxErr: ctx.Err(), last: errors.New("the change is under way; it goes on without this call")}
+		return errUnavailable(ctx.Err(), errors.New("the change is under way; it goes on without this call"))
 	}
 }
 

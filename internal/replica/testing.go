@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/logstore"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
 // TestingCrash is for tests: it kills the host (every group's replica on
@@ -268,7 +269,7 @@ func (h *Host) MirrorsApplied() map[string]uint64 {
 	out := map[string]uint64{}
 	if p := h.mirrors.Load(); p != nil {
 		for name, m := range *p {
-			out[name] = m.appliedIndex.Load()
+			out[name] = m.AppliedIndex.Load()
 		}
 	}
 	return out
@@ -286,21 +287,21 @@ func (h *Host) TestingSubscribe(ctx context.Context, addr, name string) (uint64,
 		return 0, err
 	}
 	defer c.Close()
-	sub := wireMsg{Kind: wireSubscribe, Shard: GroupShardID(name), Name: name}
-	if err := c.Send(sub.encode(nil)); err != nil {
+	sub := wire.Msg{Kind: wire.KindSubscribe, Shard: GroupShardID(name), Name: name}
+	if err := c.Send(sub.Encode(nil)); err != nil {
 		return 0, err
 	}
 	b, err := c.Recv()
 	if err != nil {
 		return 0, err
 	}
-	m, err := decodeWire(b)
+	m, err := wire.Decode(b)
 	switch {
 	case err != nil:
 		return 0, err
-	case m.Kind == wireRefuse:
+	case m.Kind == wire.KindRefuse:
 		return 0, fmt.Errorf("refused (code %d): %s", m.Code, m.Text)
-	case m.Kind != wireSnapshot:
+	case m.Kind != wire.KindSnapshot:
 		return 0, fmt.Errorf("kind %d", m.Kind)
 	}
 	return m.Index, nil
@@ -323,7 +324,7 @@ func (h *Host) TestingExport(ctx context.Context, addr, name, dir string) (uint6
 // Production code never calls it.
 func TestingStateParts(whole, part int) (restore func()) {
 	w, p := wholeState, statePart
-	wholeState, statePart = whole, min(part, maxSnapshotPart)
+	wholeState, statePart = whole, min(part, wire.MaxStatePart)
 	return func() { wholeState, statePart = w, p }
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/datadir"
 )
 
 // The version gate (internal/fsm/version.go), as a replica takes part in it:
@@ -107,14 +108,14 @@ func (p *peers) readsOf(id uint64) (fsm.Gate, bool) {
 func (p *peers) checkReads(h peering.Hello) error {
 	reads := announced(h)
 	for _, r := range p.h.groups() {
-		if r.name != "" && !slices.ContainsFunc(h.Groups, func(g peering.GroupHello) bool { return g.Name == r.name }) {
+		if r.Name() != "" && !slices.ContainsFunc(h.Groups, func(g peering.GroupHello) bool { return g.Name == r.Name() }) {
 			continue
 		}
 		if g := r.Gate(); !reads.Covers(g) {
 			return fmt.Errorf("replica %d at %s reads log versions up to %d and snapshot versions up to %d, but %s writes %v: "+
 				"it cannot read the group's entries. Run a build on replica %d that reads them "+
 				"(a replica cannot go back to a build older than what its groups write: docs/operations.md, \"Upgrading\")",
-				h.Replica, h.Addr, reads.Codec, reads.Snapshot, groupName(r.name), g, h.Replica)
+				h.Replica, h.Addr, reads.Codec, reads.Snapshot, groupName(r.Name()), g, h.Replica)
 		}
 	}
 	return nil
@@ -133,19 +134,19 @@ func groupName(name string) string {
 func (r *Replica) setGate(g fsm.Gate) {
 	var old *fsm.Gate
 	for {
-		old = r.gate.Load()
+		old = r.Writes.Load()
 		if old.Covers(g) {
 			return
 		}
 		next := old.Max(g)
-		if r.gate.CompareAndSwap(old, &next) {
+		if r.Writes.CompareAndSwap(old, &next) {
 			g = next
 			break
 		}
 	}
-	r.log.Info("fencelock: "+groupName(r.name)+" writes "+g.String(), "was", old.String())
-	if err := r.host.keepGate(r.name, g); err != nil {
-		r.log.Warn("fencelock: cannot keep the versions the group writes in Dir; a build that cannot read them is refused by its peers rather than at its start", "err", err)
+	r.Log.Info("fencelock: "+groupName(r.Name())+" writes "+g.String(), "was", old.String())
+	if err := r.host.keepGate(r.Name(), g); err != nil {
+		r.Log.Warn("fencelock: cannot keep the versions the group writes in Dir; a build that cannot read them is refused by its peers rather than at its start", "err", err)
 	}
 }
 
@@ -172,14 +173,14 @@ func (r *Replica) runGate(stop <-chan struct{}) {
 // the new gate when it applies the command. A member that has not been
 // heard from since this replica started holds the gate where it is.
 func (r *Replica) raiseGate() {
-	if r.leader.Load() != r.cfg.ReplicaID {
+	if r.LeaderID.Load() != r.cfg.ReplicaID {
 		return
 	}
 	cur, own := r.Gate(), r.host.reads()
 	if cur.Covers(own) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.ProposalTimeout)
+	ctx, cancel := context.WithTimeout(r.Ctx, r.cfg.ProposalTimeout)
 	defer cancel()
 	ids, err := r.gateMembers(ctx)
 	if err != nil {
@@ -205,17 +206,17 @@ func (r *Replica) raiseGate() {
 		// The raise is the first entry a build from before the gate cannot
 		// read: this Dir refuses such a build before it holds one.
 		if err := r.host.peers.refuseOldBuilds(); err != nil {
-			r.log.Warn("fencelock: cannot mark Dir against builds from before the version gate; the gate is not raised", "err", err)
+			r.Log.Warn("fencelock: cannot mark Dir against builds from before the version gate; the gate is not raised", "err", err)
 			return
 		}
 	}
 	if hold := r.holdRaise.Load(); hold != nil {
 		(*hold)() // a test's: see TestingHoldGateRaise
 	}
-	r.log.Info("fencelock: every member of "+groupName(r.name)+" reads "+next.String()+": raising the versions the group writes",
+	r.Log.Info("fencelock: every member of "+groupName(r.Name())+" reads "+next.String()+": raising the versions the group writes",
 		"members", ids, "was", cur.String())
 	if _, err := r.propose(ctx, fsm.Command{Kind: fsm.KindGate, Gate: next}); err != nil {
-		r.log.Debug("fencelock: the gate's raise was not applied; the leader tries again", "err", err)
+		r.Log.Debug("fencelock: the gate's raise was not applied; the leader tries again", "err", err)
 	}
 }
 
@@ -271,7 +272,7 @@ func (r *Replica) gated(ctx context.Context, cmd *fsm.Command) error {
 	if need != 0 && need <= g.Codec {
 		return nil
 	}
-	e := &gatedError{kind: cmd.Kind, need: need, group: r.name, writes: g}
+	e := &gatedError{kind: cmd.Kind, need: need, group: r.Name(), writes: g}
 	if need == 0 {
 		return e
 	}
@@ -334,7 +335,7 @@ func (r *Replica) preferGate(ctx context.Context, cmd fsm.Command) {
 	if last := r.preferGaveUp.Load(); last != 0 && time.Since(time.Unix(0, last)) < preferRetry {
 		return // a member stays unheard from: do not make every open wait
 	}
-	if !r.noneOlder(ctx, &gatedError{kind: cmd.Kind, need: need, group: r.name}) {
+	if !r.noneOlder(ctx, &gatedError{kind: cmd.Kind, need: need, group: r.Name()}) {
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, preferWait)
@@ -372,7 +373,7 @@ func (r *Replica) awaitGate(ctx context.Context, need int) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-r.closed:
+		case <-r.Closed:
 			return false
 		case <-tick.C:
 		}
@@ -427,10 +428,10 @@ func (r *Replica) tooNew(index uint64, err error) {
 	if index != 0 {
 		at = fmt.Sprintf(" at log index %d", index)
 	}
-	r.log.Error(fmt.Sprintf("fencelock: %s writes %s%s; this build reads up to %v: upgrade this replica. It stops now: "+
-		"going on without the entry would leave it with another state than its group's", groupName(r.name), tooNewWhat(err), at, fsm.Reads()))
-	if kerr := r.host.keepGate(r.name, g); kerr != nil {
-		r.log.Warn("fencelock: cannot keep the versions the group writes in Dir", "err", kerr)
+	r.Log.Error(fmt.Sprintf("fencelock: %s writes %s%s; this build reads up to %v: upgrade this replica. It stops now: "+
+		"going on without the entry would leave it with another state than its group's", groupName(r.Name()), tooNewWhat(err), at, fsm.Reads()))
+	if kerr := r.host.keepGate(r.Name(), g); kerr != nil {
+		r.Log.Warn("fencelock: cannot keep the versions the group writes in Dir", "err", kerr)
 	}
 }
 
@@ -468,14 +469,14 @@ type versionRecord struct {
 // start whose build cannot read what one of the groups it runs writes.
 func loadVersions(dir string, groups []string) (*versionRecord, error) {
 	v := &versionRecord{path: filepath.Join(dir, versionsFileName), f: versionsFile{Version: 1, Groups: map[string]gateInDirRec{}}}
-	data, err := readDirFile(v.path)
+	data, err := datadir.ReadFile(v.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return v, nil
 	case err != nil:
 		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
 	}
-	if err := decodeDirFile(v.path, data, &v.f); err != nil {
+	if err := datadir.DecodeFile(v.path, data, &v.f); err != nil {
 		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
 	}
 	if v.f.Version != 1 {
@@ -538,7 +539,7 @@ func (v *versionRecord) keep(name string, g fsm.Gate) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFile(v.path, data); err != nil {
+	if err := datadir.WriteFile(v.path, data); err != nil {
 		return err
 	}
 	v.f.Groups = next
@@ -701,12 +702,12 @@ func entryVersion(e *pb.Entry) (v int, ok bool) {
 // warnTooNew logs, at most once a minute per peer and group, that r's
 // entries (what, of the version named) are not sent to replica id.
 func (h *Host) warnTooNew(id uint64, r *Replica, reads fsm.Gate, what string) {
-	key := [2]uint64{id, r.shard}
+	key := [2]uint64{id, r.ShardID()}
 	now := time.Now()
 	if last, ok := h.tooNewWarned.Load(key); ok && now.Sub(last.(time.Time)) < time.Minute {
 		return
 	}
 	h.tooNewWarned.Store(key, now)
-	r.log.Warn(fmt.Sprintf("fencelock: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %s: "+
-		"its entries are not sent to it, and it falls behind until it runs a build that reads them", id, reads.Codec, reads.Snapshot, groupName(r.name), what))
+	r.Log.Warn(fmt.Sprintf("fencelock: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %s: "+
+		"its entries are not sent to it, and it falls behind until it runs a build that reads them", id, reads.Codec, reads.Snapshot, groupName(r.Name()), what))
 }

@@ -23,8 +23,9 @@ func hostWithGates(gates map[string]fsm.Gate) (*Host, *peers) {
 		if !ok {
 			continue
 		}
-		r := &Replica{groupCore: groupCore{name: name}, gateNudge: make(chan struct{}, 1)}
-		r.gate.Store(&g)
+		r := &Replica{gateNudge: make(chan struct{}, 1)}
+		testCore(&r.Core, name, 0, nil)
+		r.Writes.Store(&g)
 		set.list = append(set.list, r)
 		set.byName[name] = r
 	}
@@ -71,7 +72,7 @@ func TestCheckReads(t *testing.T) {
 		select {
 		case <-r.gateNudge:
 		default:
-			t.Fatalf("group %q's leader was not woken", r.name)
+			t.Fatalf("group %q's leader was not woken", r.Name())
 		}
 	}
 	p.recordReads(3, fsm.Baseline)

@@ -1,10 +1,9 @@
-package replica
-
-// A mirror is how a host that runs only its own groups (PlaceOwn) reaches
-// a group it does not run: a Group of its own (group.go), which the
-// session machinery uses as it uses a shard (Propose, Read, StaleRead, its
-// Sink), and which is fed by a replica that runs the group
-// (mirror_serve.go).
+// Package mirror is the second maker of a group's role, beside the shard
+// (internal/replica's Replica): how a host that runs only its own groups
+// (PlaceOwn) reaches a group it does not run. A Mirror is a Group of its
+// own, which the session machinery uses as it uses a shard (Propose, Read,
+// StaleRead, its Sink), and which is fed by a replica that runs the group
+// (internal/replica's mirror_serve.go).
 //
 // It subscribes over a call connection to one of the group's voters (the
 // group table's, tried in turn), receives the state as a snapshot at some
@@ -33,43 +32,45 @@ package replica
 //
 // A mirror starts at the first call that names its group, and stops when
 // the group runs here (the table made this host a voter: the shard takes
-// over, mirror_swap.go), when it is dropped, or after MirrorIdle with no
+// over: HandedOver), when it is dropped, or after Config.Idle with no
 // call, no session's part and no watch on it here (its Sink is an Idler):
 // a call that meets a mirror stopping so goes to a new one.
+//
+// It reaches its host only through Host (the calls a mirror makes of the
+// host that runs it), and the host reaches it only through its exported
+// methods. It imports groupcore (the Core it shares with a shard), wire
+// (its messages), the transport's call connections, internal/fsm (the
+// state it applies) and lockapi (the errors it returns); nothing of
+// internal/replica.
+package mirror
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/internal/seeded"
+	"github.com/fencelock/fencelock/lockapi"
 	"github.com/fencelock/fencelock/transport"
 )
 
-// MirrorIdle is how long a mirror stays without use before it stops; a
-// variable for tests only.
-var MirrorIdle = time.Minute
+// ErrIdle is why a call on a mirror that stopped unused fails: the
+// call goes to a new mirror (Host.Replaced).
+var ErrIdle = errors.New("the mirror stopped, unused")
 
-// errMirrorIdle is why a call on a mirror that stopped unused fails: the
-// call goes to a new mirror (Host.replaced).
-var errMirrorIdle = errors.New("the mirror stopped, unused")
-
-const (
-	// mirrorIdle is how long a stream may stay silent before the mirror
-	// gives it up: the server pings every mirrorPing.
-	mirrorIdle = 15 * time.Second
-	mirrorPing = 5 * time.Second
-	// mirrorRetryMax bounds the wait between two attempts to subscribe.
-	mirrorRetryMax = time.Second
-)
+// mirrorRetryMax bounds the wait between two attempts to subscribe (a
+// stream silent for wire.IdleAfter is given up: its server pings every
+// wire.PingEvery).
+const mirrorRetryMax = time.Second
 
 // leaderPatience is how long a mirror stays on a server that reports no
 // leader of the group before it tries another voter: four election
@@ -78,18 +79,20 @@ const (
 // and a voter cut off from the rest of its group (it calls elections it
 // cannot win, or stepped down as leader on losing its quorum) is left well
 // within a session's TTL. After each further server found without a
-// leader the patience doubles, up to mirrorIdle: a group with no leader
+// leader the patience doubles, up to wire.IdleAfter: a group with no leader
 // anywhere does not have its mirrors resubscribe (a snapshot each) in a
 // tight loop.
-func (m *mirror) leaderPatience() time.Duration {
-	return min(4*m.electionTimeout()<<min(m.leaderless, 8), max(mirrorIdle, 4*m.electionTimeout()))
+func (m *Mirror) leaderPatience() time.Duration {
+	return min(4*m.ElectionTimeout()<<min(m.leaderless, 8), max(wire.IdleAfter, 4*m.ElectionTimeout()))
 }
 
-// mirror is a group this host does not run, as fed by a server: the
-// second maker of Group, beside the shard (*Replica).
-type mirror struct {
-	groupCore // what a mirror shares with a shard (group.go)
-	h         mirrorHost
+// Mirror is a group this host does not run, as fed by a server: the
+// second maker of a group's role, beside the shard (internal/replica's
+// Replica).
+type Mirror struct {
+	groupcore.Core // what a mirror shares with a shard
+	cfg            Config
+	h              Host
 
 	mu        sync.RWMutex // st; held while an entry applies and its events reach the Sink
 	st        *fsm.State
@@ -119,67 +122,116 @@ type mirror struct {
 	noLeaderSince atomic.Int64
 	leaderless    int
 	ids           atomic.Uint64
-	// successor is the shard that took over (mirror_swap.go): calls
-	// waiting for an index wait for it there.
-	successor atomic.Pointer[Replica]
+	// successor is the shard that took over (HandedOver): calls waiting
+	// for an index wait for it there.
+	successor atomic.Pointer[Successor]
 	// lastUse (unix nanos) and inUse are the calls', for the idle stop.
 	lastUse atomic.Int64
 	inUse   atomic.Int64
 }
 
-// mirrorHost is what a mirror asks of the host it runs on, and no more
-// (the Host is its one maker): the mirror reaches its host through these
-// seven calls, not through the host's fields.
-type mirrorHost interface {
-	// callsReady says why no call connection can be opened now, nil if
-	// one can; dialCall opens one to the replica at addr.
-	callsReady() error
-	dialCall(ctx context.Context, addr string) (transport.CallConn, error)
-	// tableVoters returns group name's voters as the group table last
+// Host is what a mirror asks of the host it runs on, and no more (the
+// host is its one maker): the mirror reaches its host through these calls,
+// not through the host's fields.
+type Host interface {
+	// CallsReady says why no call connection can be opened now, nil if
+	// one can; DialCall opens one to the replica at addr.
+	CallsReady() error
+	DialCall(ctx context.Context, addr string) (transport.CallConn, error)
+	// TableVoters returns group name's voters as the group table last
 	// read here has them, if it has the group on shard.
-	tableVoters(name string, shard uint64) ([]uint64, bool)
-	// memberAddr returns the raft address of replica id of group.
-	memberAddr(group string, id uint64) (string, bool)
-	// membersRemote reads the group's membership at one of ask.
-	membersRemote(ctx context.Context, name string, shard uint64, ask []uint64) (Membership, error)
-	// replaced is the group's Group now, if a call on g failed because g
-	// was replaced (shard_propose.go).
-	replaced(ctx context.Context, g Group, err error) Group
-	// retireIdle stops m if it is still idle and still the group's
-	// mirror; goBackground runs f on the host's background work.
-	retireIdle(m *mirror) bool
-	goBackground(f func()) bool
+	TableVoters(name string, shard uint64) ([]uint64, bool)
+	// MemberAddr returns the raft address of replica id of group.
+	MemberAddr(group string, id uint64) (string, bool)
+	// MembersRemote reads the group's membership at one of ask.
+	MembersRemote(ctx context.Context, name string, shard uint64, ask []uint64) (wire.Membership, error)
+	// Replaced is the group's maker now, if a call on m failed because m
+	// was replaced (a mirror stopped unused, a shard took over), else nil.
+	Replaced(ctx context.Context, m *Mirror, err error) Group
+	// RetireIdle stops m if it is still idle and still the group's
+	// mirror; GoBackground runs f on the host's background work.
+	RetireIdle(m *Mirror) bool
+	GoBackground(f func()) bool
 }
 
-// callsReady says why this host cannot open a call connection now.
-func (h *Host) callsReady() error {
-	if h.calls == nil {
-		return errors.New("the transport carries no calls between replicas")
-	}
-	if h.down.Load() {
-		return errors.New("this host is cut off (a test's crash)")
-	}
-	return nil
+// Group is what a call that failed on a replaced mirror is made again on:
+// the group's maker of the moment (Host.Replaced).
+type Group interface {
+	Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error)
+	Read(ctx context.Context, q fsm.Query) (any, error)
+	StaleRead(q fsm.Query) (any, error)
 }
 
-// dialCall opens a call connection to the replica at addr.
-func (h *Host) dialCall(ctx context.Context, addr string) (transport.CallConn, error) {
-	return h.calls.DialCall(ctx, addr)
+// Successor is the shard that took a group over from its mirror
+// (HandedOver): the calls waiting on the mirror wait on it.
+type Successor interface {
+	// AwaitApplied waits until the shard applied index, or ctx ends.
+	AwaitApplied(ctx context.Context, index uint64) error
+	StaleRead(q fsm.Query) (any, error)
 }
 
-// tableVoters returns group name's voters as the group table last read
-// here has them, if it has the group on shard.
-func (h *Host) tableVoters(name string, shard uint64) ([]uint64, bool) {
-	if v := h.tab.cur.Load(); v != nil {
-		if e, ok := v.find(name); ok && e.Shard == shard {
-			return e.Voters, true
-		}
+// Config is what a mirror needs of its host's configuration (the host's
+// Config documents the fields).
+type Config struct {
+	ReplicaID            uint64
+	RTT, ProposalTimeout time.Duration
+	ElectionTicks        int
+	Logger               *slog.Logger
+	// Idle is how long a mirror stays without use before it stops.
+	Idle func() time.Duration
+}
+
+// New makes, not yet running, the mirror of group name on shard (Run and
+// WatchIdle run it), asking host what Host names; its Sink has seen the
+// group's state up to delivered (the index the shard this host ran of it
+// applied, or 0).
+func New(host Host, cfg Config, name string, shard uint64, sink groupcore.Sink, voters []uint64, delivered uint64) *Mirror {
+	m := &Mirror{cfg: cfg, h: host, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
+	m.Init(cfg.Logger, cfg.ReplicaID, time.Duration(cfg.ElectionTicks)*cfg.RTT, name, shard, sink)
+	m.SetVoters(voters)
+	m.AppliedIndex.Store(delivered)
+	m.lastUse.Store(time.Now().UnixNano())
+	return m
+}
+
+// Retire stops the mirror feeding its Sink, for the shard whose closed
+// channel is shardClosed to take over, and returns the index the Sink has
+// seen. It does nothing, and reports false, once the shard stopped: the
+// mirror then goes on feeding the Sink (the host decides under the same
+// lock, after the stop: Handover).
+func (m *Mirror) Retire(shardClosed <-chan struct{}) (delivered uint64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-shardClosed:
+		return 0, false
+	default:
 	}
-	return nil, false
+	m.retired = true
+	return m.delivered, true
+}
+
+// HandedOver records that shard s took over the group's Sink: calls
+// waiting for an index wait for it on s, and calls on the mirror fail with
+// why, which Host.Replaced retries on s.
+func (m *Mirror) HandedOver(s Successor, why error) {
+	m.successor.Store(&s)
+	m.Gone.Store(&why)
+}
+
+// Server is the replica feeding the mirror, 0 while none does.
+func (m *Mirror) Server() uint64 { return m.server.Load() }
+
+// Handover returns the index the Sink has seen from the mirror, and
+// whether a shard took the Sink over from it, or is taking it.
+func (m *Mirror) Handover() (delivered uint64, over bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.delivered, m.retired || m.successor.Load() != nil
 }
 
 // use counts a call on the mirror until the returned function is called.
-func (m *mirror) use() func() {
+func (m *Mirror) use() func() {
 	m.inUse.Add(1)
 	m.lastUse.Store(time.Now().UnixNano())
 	return func() {
@@ -188,53 +240,30 @@ func (m *mirror) use() func() {
 	}
 }
 
-// idle reports whether the mirror has had no call for MirrorIdle and its
+// Idle reports whether the mirror has had no call for Config.Idle and its
 // Sink says nothing here uses the group.
-func (m *mirror) idle() bool {
-	if m.inUse.Load() > 0 || time.Since(time.Unix(0, m.lastUse.Load())) < MirrorIdle {
+func (m *Mirror) Idle() bool {
+	if m.inUse.Load() > 0 || time.Since(time.Unix(0, m.lastUse.Load())) < m.cfg.Idle() {
 		return false
 	}
-	i, ok := m.sink.(Idler)
+	i, ok := m.Sink.(groupcore.Idler)
 	return ok && i.Idle()
 }
 
-// watchIdle stops the mirror once it is idle.
-func (m *mirror) watchIdle() {
-	t := time.NewTicker(max(MirrorIdle/4, 10*time.Millisecond))
+// WatchIdle stops the mirror once it is idle (Host.RetireIdle).
+func (m *Mirror) WatchIdle() {
+	t := time.NewTicker(max(m.cfg.Idle()/4, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
-		case <-m.closed:
+		case <-m.Closed:
 			return
 		case <-t.C:
 		}
-		if m.idle() && m.h.retireIdle(m) {
+		if m.Idle() && m.h.RetireIdle(m) {
 			return
 		}
 	}
-}
-
-// retireIdle stops idle mirror m unless it is in use again, the host is
-// closing, or it is no longer the group's mirror; it reports whether it
-// did. Close waits for the stop.
-func (h *Host) retireIdle(m *mirror) bool {
-	h.setMu.Lock()
-	defer h.setMu.Unlock()
-	r := &m.groupCore
-	if h.mirror(r.name) != m || !m.idle() {
-		return false
-	}
-	why := fmt.Errorf("%w: group %q: %w", ErrUnavailable, r.name, errMirrorIdle)
-	r.gone.Store(&why)
-	if !h.goBackground(func() {
-		m.stop()
-		m.wait()
-	}) {
-		return false // closing: Close stops it
-	}
-	h.setMirror(r.name, nil)
-	r.log.Debug("fencelock: mirror stopped, unused")
-	return true
 }
 
 // mirrorConn is one stream and the calls waiting on it.
@@ -242,7 +271,7 @@ type mirrorConn struct {
 	c      transport.CallConn
 	server uint64
 	mu     sync.Mutex
-	calls  map[uint64]chan wireMsg
+	calls  map[uint64]chan wire.Msg
 	broken chan struct{}
 	once   sync.Once
 }
@@ -254,8 +283,8 @@ func (c *mirrorConn) close() {
 	})
 }
 
-func (c *mirrorConn) register(id uint64) chan wireMsg {
-	ch := make(chan wireMsg, 1)
+func (c *mirrorConn) register(id uint64) chan wire.Msg {
+	ch := make(chan wire.Msg, 1)
 	c.mu.Lock()
 	c.calls[id] = ch
 	c.mu.Unlock()
@@ -268,7 +297,7 @@ func (c *mirrorConn) forget(id uint64) {
 	c.mu.Unlock()
 }
 
-func (c *mirrorConn) answer(m wireMsg) {
+func (c *mirrorConn) answer(m wire.Msg) {
 	c.mu.Lock()
 	ch := c.calls[m.ID]
 	delete(c.calls, m.ID)
@@ -278,62 +307,42 @@ func (c *mirrorConn) answer(m wireMsg) {
 	}
 }
 
-// newMirror makes the mirror of table entry e, whose Sink has seen the
-// group's state up to delivered (the index the shard this host ran of it
-// applied, or 0).
-func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirror {
-	m := &mirror{h: h, delivered: delivered, appliedUp: make(chan struct{}), connUp: make(chan struct{})}
-	m.init(h.cfg, e.Name, e.shard(), h.sinks(e.Name))
-	r := &m.groupCore
-	r.voters = slices.Clone(voters)
-	r.appliedIndex.Store(delivered)
-	m.lastUse.Store(time.Now().UnixNano())
-	r.wg.Add(2)
-	h.mirrorsRunning.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer h.mirrorsRunning.Add(-1)
-		m.run()
-	}()
-	go func() {
-		defer r.wg.Done()
-		m.watchIdle()
-	}()
-	r.log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
-	return m
-}
-
-// recvState receives the rest of a state sent in parts (sendState), first
-// being its first part, and returns it as one snapshot message: the parts
-// must have the same index and size, and add up to exactly that size.
-func recvState(c transport.CallConn, first wireMsg) (wireMsg, error) {
-	state := append(make([]byte, 0, min(first.Total, 64<<20)), first.Data...)
+// RecvState receives the rest of a state sent in parts (wire.RecvParts;
+// internal/replica's sendState sends them), first being its first part,
+// and returns it as one snapshot message: the parts must have the same
+// index and size, and add up to exactly that size.
+func RecvState(c transport.CallConn, first wire.Msg) (wire.Msg, error) {
+	state := bytes.NewBuffer(make([]byte, 0, min(first.Total, 64<<20)))
+	state.Write(first.Data)
 	last := first
-	for uint64(len(state)) < first.Total {
+	next := func() (wire.Msg, error) {
 		b, err := c.Recv()
 		if err != nil {
-			return wireMsg{}, err
+			return wire.Msg{}, err
 		}
-		if last, err = decodeWire(b); err != nil {
-			return wireMsg{}, err
-		}
-		if last.Kind != wireSnapshotPart || last.Index != first.Index || last.Total != first.Total ||
-			uint64(len(state)+len(last.Data)) > first.Total {
-			return wireMsg{}, fmt.Errorf("%w: a part (kind %d, index %d, state size %d, %d bytes) that does not follow %d bytes of a state of %d at index %d",
-				errWire, last.Kind, last.Index, last.Total, len(last.Data), len(state), first.Total, first.Index)
-		}
-		state = append(state, last.Data...)
+		return wire.Decode(b)
 	}
-	return wireMsg{Kind: wireSnapshot, Index: first.Index, Leader: last.Leader, Data: state}, nil
+	check := func(m wire.Msg) error {
+		if m.Kind != wire.KindSnapshotPart || m.Index != first.Index || m.Total != first.Total {
+			return fmt.Errorf("%w: a part (kind %d, index %d, state size %d) that does not follow %d bytes of a state of %d at index %d",
+				wire.ErrMalformed, m.Kind, m.Index, m.Total, state.Len(), first.Total, first.Index)
+		}
+		last = m
+		return nil
+	}
+	if err := wire.RecvParts(next, check, state, uint64(len(first.Data)), first.Total, wire.MaxStatePart); err != nil {
+		return wire.Msg{}, err
+	}
+	return wire.Msg{Kind: wire.KindSnapshot, Index: first.Index, Leader: last.Leader, Data: state.Bytes()}, nil
 }
 
-// run keeps a stream up until the mirror stops.
-func (m *mirror) run() {
-	r := &m.groupCore
-	wait := r.cfg.RTT
+// Run keeps a stream up until the mirror stops.
+func (m *Mirror) Run() {
+	r := &m.Core
+	wait := m.cfg.RTT
 	for {
 		select {
-		case <-r.closed:
+		case <-r.Closed:
 			return
 		default:
 		}
@@ -342,25 +351,25 @@ func (m *mirror) run() {
 		m.last = err
 		m.connMu.Unlock()
 		m.server.Store(0)
-		r.leader.Store(0)
+		r.LeaderID.Store(0)
 		select {
-		case <-r.closed:
+		case <-r.Closed:
 			return
 		default:
 		}
 		if err != nil {
-			r.log.Debug("fencelock: the mirror's stream ended; subscribing again", "err", err)
+			r.Log.Debug("fencelock: the mirror's stream ended; subscribing again", "err", err)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-r.closed:
+		case <-r.Closed:
 			t.Stop()
 			return
 		}
 		wait = min(2*wait, mirrorRetryMax)
 		if err == nil {
-			wait = r.cfg.RTT
+			wait = m.cfg.RTT
 		}
 	}
 }
@@ -368,11 +377,11 @@ func (m *mirror) run() {
 // servers returns the replicas to subscribe to, in the order to try them
 // from the next one: the group's voters as the table has them, with their
 // addresses.
-func (m *mirror) servers() []uint64 {
+func (m *Mirror) servers() []uint64 {
 	voters := m.ConfiguredVoters()
-	if v, ok := m.h.tableVoters(m.name, m.shard); ok {
+	if v, ok := m.h.TableVoters(m.Name(), m.ShardID()); ok {
 		voters = v
-		m.setVoters(voters)
+		m.SetVoters(voters)
 	}
 	voters = slices.DeleteFunc(slices.Clone(voters), func(id uint64) bool { return id == m.cfg.ReplicaID })
 	if len(voters) == 0 {
@@ -389,8 +398,8 @@ func (m *mirror) servers() []uint64 {
 }
 
 // setLeader records the leader the server reports (0: none).
-func (m *mirror) setLeader(leader uint64) {
-	m.leader.Store(leader)
+func (m *Mirror) setLeader(leader uint64) {
+	m.LeaderID.Store(leader)
 	if leader != 0 {
 		m.noLeaderSince.Store(0)
 		return
@@ -400,7 +409,7 @@ func (m *mirror) setLeader(leader uint64) {
 
 // leave ends stream c because its server cannot reach the group (why):
 // the mirror subscribes to another voter, this one last.
-func (m *mirror) leave(c *mirrorConn, why string) {
+func (m *Mirror) leave(c *mirrorConn, why string) {
 	if seeded.On(seeded.MirrorNeverFailsOver) { // the stream stays on the cut-off server
 		return
 	}
@@ -410,18 +419,18 @@ func (m *mirror) leave(c *mirrorConn, why string) {
 		return
 	default:
 	}
-	m.log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
+	m.Log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
 	c.close()
 }
 
 // addr returns the raft address of replica id (Host.memberAddr).
-func (m *mirror) addr(id uint64) (string, bool) { return m.h.memberAddr(m.name, id) }
+func (m *Mirror) addr(id uint64) (string, bool) { return m.h.MemberAddr(m.Name(), id) }
 
 // stream subscribes to one server and applies what it sends until the
 // stream breaks; the error says why.
-func (m *mirror) stream() error {
-	r := &m.groupCore
-	if err := m.h.callsReady(); err != nil {
+func (m *Mirror) stream() error {
+	r := &m.Core
+	if err := m.h.CallsReady(); err != nil {
 		return err
 	}
 	var errs []error
@@ -437,7 +446,7 @@ func (m *mirror) stream() error {
 		}
 		errs = append(errs, fmt.Errorf("replica %d at %s: %w", id, addr, err))
 		select {
-		case <-r.closed:
+		case <-r.Closed:
 			return nil
 		default:
 		}
@@ -450,41 +459,41 @@ func (m *mirror) stream() error {
 
 // follow runs one stream from replica id at addr: nil when it ran and
 // broke (worth trying again at once), else why it never went live.
-func (m *mirror) follow(id uint64, addr string) error {
-	r := &m.groupCore
-	ctx, cancel := context.WithTimeout(r.ctx, 2*r.cfg.ProposalTimeout)
-	c, err := m.h.dialCall(ctx, addr)
+func (m *Mirror) follow(id uint64, addr string) error {
+	r := &m.Core
+	ctx, cancel := context.WithTimeout(r.Ctx, 2*m.cfg.ProposalTimeout)
+	c, err := m.h.DialCall(ctx, addr)
 	cancel()
 	if err != nil {
 		return err
 	}
-	conn := &mirrorConn{c: c, server: id, calls: make(map[uint64]chan wireMsg), broken: make(chan struct{})}
+	conn := &mirrorConn{c: c, server: id, calls: make(map[uint64]chan wire.Msg), broken: make(chan struct{})}
 	defer conn.close()
-	stop := context.AfterFunc(r.ctx, conn.close)
+	stop := context.AfterFunc(r.Ctx, conn.close)
 	defer stop()
-	sub := wireMsg{Kind: wireSubscribe, Shard: r.shard, Name: r.name}
-	if err := c.Send(sub.encode(nil)); err != nil {
+	sub := wire.Msg{Kind: wire.KindSubscribe, Shard: r.ShardID(), Name: r.Name()}
+	if err := c.Send(sub.Encode(nil)); err != nil {
 		return err
 	}
-	c.SetIdle(mirrorIdle)
+	c.SetIdle(wire.IdleAfter)
 	b, err := c.Recv()
 	if err != nil {
 		return err
 	}
-	first, err := decodeWire(b)
+	first, err := wire.Decode(b)
 	if err != nil {
 		return err
 	}
 	switch first.Kind {
-	case wireRefuse:
+	case wire.KindRefuse:
 		return fmt.Errorf("refused: %s", first.Text)
-	case wireSnapshot:
-	case wireSnapshotPart:
-		if first, err = recvState(c, first); err != nil {
+	case wire.KindSnapshot:
+	case wire.KindSnapshotPart:
+		if first, err = RecvState(c, first); err != nil {
 			return fmt.Errorf("its snapshot: %w", err)
 		}
 	default:
-		return fmt.Errorf("%w: a stream that opens with kind %d", errWire, first.Kind)
+		return fmt.Errorf("%w: a stream that opens with kind %d", wire.ErrMalformed, first.Kind)
 	}
 	st, err := fsm.Restore(bytes.NewReader(first.Data))
 	if err != nil {
@@ -508,7 +517,7 @@ func (m *mirror) follow(id uint64, addr string) error {
 		}
 		m.connMu.Unlock()
 	}()
-	r.log.Debug("fencelock: mirror subscribed", "server", id, "index", st.Index())
+	r.Log.Debug("fencelock: mirror subscribed", "server", id, "index", st.Index())
 	// The server gives up a stream it hears nothing on (a mirror gone
 	// without a word, behind a dead link): pings say it is still wanted.
 	// Those pings keep up a stream from a server cut off from the rest of
@@ -519,11 +528,11 @@ func (m *mirror) follow(id uint64, addr string) error {
 	defer conn.close()
 	leaderless := false
 	pings.Go(func() {
-		t := time.NewTicker(mirrorPing)
+		t := time.NewTicker(wire.PingEvery)
 		defer t.Stop()
 		check := time.NewTicker(max(patience/4, time.Millisecond))
 		defer check.Stop()
-		ping := (&wireMsg{Kind: wirePing}).encode(nil)
+		ping := (&wire.Msg{Kind: wire.KindPing}).Encode(nil)
 		for {
 			select {
 			case <-t.C:
@@ -547,7 +556,7 @@ func (m *mirror) follow(id uint64, addr string) error {
 		pings.Wait()
 		if leaderless {
 			m.leaderless++
-		} else if r.leader.Load() != 0 {
+		} else if r.LeaderID.Load() != 0 {
 			m.leaderless = 0
 		}
 	}()
@@ -556,24 +565,24 @@ func (m *mirror) follow(id uint64, addr string) error {
 		if err != nil {
 			return nil
 		}
-		msg, err := decodeWire(b)
+		msg, err := wire.Decode(b)
 		if err != nil {
-			r.log.Warn("fencelock: the replica serving the mirror sent a malformed message; subscribing again", "server", id, "err", err)
+			r.Log.Warn("fencelock: the replica serving the mirror sent a malformed message; subscribing again", "server", id, "err", err)
 			return nil
 		}
 		switch msg.Kind {
-		case wireEntries:
+		case wire.KindEntries:
 			m.setLeader(msg.Leader)
 			if err := m.apply(msg.Entries); err != nil {
-				r.log.Warn("fencelock: the mirror cannot apply the group's entries; subscribing again", "server", id, "err", err)
+				r.Log.Warn("fencelock: the mirror cannot apply the group's entries; subscribing again", "server", id, "err", err)
 				return nil
 			}
-		case wirePing:
+		case wire.KindPing:
 			m.setLeader(msg.Leader)
-		case wireResult:
+		case wire.KindResult:
 			conn.answer(msg)
-		case wireRefuse:
-			r.log.Debug("fencelock: the replica serving the mirror ended the stream", "server", id, "why", msg.Text)
+		case wire.KindRefuse:
+			r.Log.Debug("fencelock: the replica serving the mirror ended the stream", "server", id, "why", msg.Text)
 			return nil
 		default:
 			return nil
@@ -582,7 +591,7 @@ func (m *mirror) follow(id uint64, addr string) error {
 }
 
 // install makes st the mirror's state, from a new stream's snapshot.
-func (m *mirror) install(st *fsm.State) {
+func (m *Mirror) install(st *fsm.State) {
 	m.mu.Lock()
 	m.st = st
 	m.live = false
@@ -593,22 +602,22 @@ func (m *mirror) install(st *fsm.State) {
 
 // goLive hands the state to the Sink once it is at least as new as what
 // the Sink has seen; the caller holds mu.
-func (m *mirror) goLive() {
+func (m *Mirror) goLive() {
 	if m.live || m.retired || m.st.Index() < m.delivered {
 		return
 	}
 	m.live = true
 	m.delivered = m.st.Index()
 	m.note(m.st)
-	m.sink.Restored(m.st)
+	m.Sink.Restored(m.st)
 }
 
 // note takes the replica's view from a state: its applied index, group ID
 // and gate.
-func (m *mirror) note(st *fsm.State) {
-	m.appliedIndex.Store(st.Index())
+func (m *Mirror) note(st *fsm.State) {
+	m.AppliedIndex.Store(st.Index())
 	if id := st.GroupID(); id != 0 {
-		m.setGroupID(id)
+		m.SetGroupID(id)
 	}
 	m.noteGate(st.Gate())
 }
@@ -616,21 +625,21 @@ func (m *mirror) note(st *fsm.State) {
 // noteGate records the versions the group writes as the mirror applied
 // them: a view only; the host keeps in Dir the versions of the groups it
 // runs.
-func (m *mirror) noteGate(g fsm.Gate) {
+func (m *Mirror) noteGate(g fsm.Gate) {
 	for {
-		old := m.gate.Load()
+		old := m.Writes.Load()
 		if old.Covers(g) {
 			return
 		}
 		next := old.Max(g)
-		if m.gate.CompareAndSwap(old, &next) {
+		if m.Writes.CompareAndSwap(old, &next) {
 			return
 		}
 	}
 }
 
 // apply applies a stream's entries in order.
-func (m *mirror) apply(es []wireEntry) error {
+func (m *Mirror) apply(es []wire.Entry) error {
 	m.mu.Lock()
 	defer m.applied()
 	defer m.mu.Unlock()
@@ -654,23 +663,23 @@ func (m *mirror) apply(es []wireEntry) error {
 			switch ev := &events[i]; ev.Kind {
 			case fsm.EventLeaderStarted:
 				if ev.Group != 0 {
-					m.setGroupID(ev.Group)
+					m.SetGroupID(ev.Group)
 				}
 			case fsm.EventGateRaised:
 				m.noteGate(ev.Gate)
 			}
 		}
-		m.appliedIndex.Store(e.Index)
+		m.AppliedIndex.Store(e.Index)
 		m.delivered = e.Index
 		if err == nil {
-			m.sink.Applied(e.Index, events)
+			m.Sink.Applied(e.Index, events)
 		}
 	}
 	return nil
 }
 
 // applied wakes the calls waiting for an index.
-func (m *mirror) applied() {
+func (m *Mirror) applied() {
 	m.applyMu.Lock()
 	close(m.appliedUp)
 	m.appliedUp = make(chan struct{})
@@ -679,7 +688,7 @@ func (m *mirror) applied() {
 
 // reached reports whether the Sink has seen index, and returns a channel
 // closed when that may have changed.
-func (m *mirror) reached(index uint64) (bool, <-chan struct{}) {
+func (m *Mirror) reached(index uint64) (bool, <-chan struct{}) {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 	m.mu.RLock()
@@ -690,10 +699,10 @@ func (m *mirror) reached(index uint64) (bool, <-chan struct{}) {
 
 // await waits until the group's state here has index: the mirror's, or,
 // once a shard took over, the shard's.
-func (m *mirror) await(ctx context.Context, index uint64) error {
+func (m *Mirror) await(ctx context.Context, index uint64) error {
 	for {
 		if s := m.successor.Load(); s != nil {
-			return s.awaitApplied(ctx, index)
+			return (*s).AwaitApplied(ctx, index)
 		}
 		ok, up := m.reached(index)
 		if ok {
@@ -703,39 +712,22 @@ func (m *mirror) await(ctx context.Context, index uint64) error {
 		case <-up:
 		case <-ctx.Done():
 			return m.unavailable(ctx.Err(), fmt.Errorf("the group applied index %d, which this replica's mirror has not reached yet", index))
-		case <-m.closed:
+		case <-m.Closed:
 			if s := m.successor.Load(); s != nil {
 				continue
 			}
-			return m.closedErr()
+			return m.ClosedErr()
 		}
 	}
-}
-
-// awaitApplied waits until the shard r applied index, polling.
-func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
-	for r.appliedIndex.Load() < index {
-		t := time.NewTimer(r.cfg.RTT)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return &unavailableError{ctxErr: ctx.Err(), last: fmt.Errorf("waiting for index %d", index)}
-		case <-r.closed:
-			t.Stop()
-			return r.closedErr()
-		}
-	}
-	return nil
 }
 
 // current returns the live stream, waiting for one until ctx ends. A call
 // that must not wait long (a deadline, or FailFast) fails after about two
 // election timeouts without one, with why the mirror has none.
-func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
+func (m *Mirror) current(ctx context.Context) (*mirrorConn, error) {
 	var limit <-chan time.Time
-	if _, ok := ctx.Deadline(); ok || failFast(ctx) {
-		t := time.NewTimer(max(2*m.electionTimeout(), 2*m.cfg.ProposalTimeout))
+	if _, ok := ctx.Deadline(); ok || groupcore.IsFailFast(ctx) {
+		t := time.NewTimer(max(2*m.ElectionTimeout(), 2*m.cfg.ProposalTimeout))
 		defer t.Stop()
 		limit = t.C
 	}
@@ -756,8 +748,8 @@ func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 			return nil, m.noServer()
 		case <-ctx.Done():
 			return nil, m.unavailable(ctx.Err(), m.noServer())
-		case <-m.closed:
-			return nil, m.closedErr()
+		case <-m.Closed:
+			return nil, m.ClosedErr()
 		}
 	}
 }
@@ -765,7 +757,7 @@ func (m *mirror) current(ctx context.Context) (*mirrorConn, error) {
 // noServer is the error of a call the mirror could not send: no replica
 // that runs the group could be reached, with why the last attempt failed
 // (as it is now: the call may have waited through several).
-func (m *mirror) noServer() error {
+func (m *Mirror) noServer() error {
 	m.connMu.Lock()
 	last := m.last
 	m.connMu.Unlock()
@@ -773,12 +765,12 @@ func (m *mirror) noServer() error {
 	if last != nil {
 		why = last.Error()
 	}
-	return &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: codeUnavailable,
+	return &mirrorError{group: m.Name(), self: m.cfg.ReplicaID, code: wire.CodeUnavailable,
 		text: fmt.Sprintf("no replica that runs it can be reached (voters %v): %s", m.ConfiguredVoters(), why)}
 }
 
-func (m *mirror) unavailable(ctxErr, last error) error {
-	return &unavailableError{ctxErr: ctxErr, last: last}
+func (m *Mirror) unavailable(ctxErr, last error) error {
+	return groupcore.Unavailable(ctxErr, last)
 }
 
 // call sends msg (a propose or a read) to the server until it answers:
@@ -787,33 +779,33 @@ func (m *mirror) unavailable(ctxErr, last error) error {
 // quorum or unavailable before the call's deadline (it cannot reach the
 // group, another voter may), once per voter: when every voter answered so,
 // the group's answer is the call's.
-func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
+func (m *Mirror) call(ctx context.Context, msg wire.Msg) (wire.Msg, error) {
 	var cutOff []uint64 // the servers that answered they cannot reach the group
 	for {
 		c, err := m.current(ctx)
 		if err != nil {
-			return wireMsg{}, err
+			return wire.Msg{}, err
 		}
 		msg.ID = m.ids.Add(1)
 		msg.Timeout = 0
 		if d, ok := ctx.Deadline(); ok {
 			msg.Timeout = uint64(max(time.Until(d).Milliseconds(), 1))
 		}
-		msg.FailFast = failFast(ctx)
+		msg.FailFast = groupcore.IsFailFast(ctx)
 		ch := c.register(msg.ID)
-		if err := c.c.Send(msg.encode(nil)); err != nil {
+		if err := c.c.Send(msg.Encode(nil)); err != nil {
 			c.forget(msg.ID)
 			c.close()
 			continue
 		}
 		select {
 		case res := <-ch:
-			if res.Code == codeElsewhere {
-				m.log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
+			if res.Code == wire.CodeElsewhere {
+				m.Log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
 				c.close()
 				continue
 			}
-			if res.Code == codeNoQuorum || res.Code == codeUnavailable {
+			if res.Code == wire.CodeNoQuorum || res.Code == wire.CodeUnavailable {
 				if !slices.Contains(cutOff, c.server) {
 					cutOff = append(cutOff, c.server)
 				}
@@ -822,17 +814,17 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 					continue
 				}
 			}
-			if res.Code != codeOK {
-				return res, &mirrorError{group: m.name, self: m.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
+			if res.Code != wire.CodeOK {
+				return res, &mirrorError{group: m.Name(), self: m.cfg.ReplicaID, server: c.server, code: res.Code, text: res.Text}
 			}
 			return res, nil
 		case <-c.broken:
 			c.forget(msg.ID)
 		case <-ctx.Done():
 			c.forget(msg.ID)
-			return wireMsg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.name))
-		case <-m.closed:
-			return wireMsg{}, m.closedErr()
+			return wire.Msg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.Name()))
+		case <-m.Closed:
+			return wire.Msg{}, m.ClosedErr()
 		}
 	}
 }
@@ -841,11 +833,11 @@ func (m *mirror) call(ctx context.Context, msg wireMsg) (wireMsg, error) {
 // quorum or unavailable should try another voter: one is left, and the
 // call has time for it (an answer that came at its deadline says nothing
 // about the server).
-func (m *mirror) moveOn(ctx context.Context, cutOff []uint64) bool {
+func (m *Mirror) moveOn(ctx context.Context, cutOff []uint64) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < m.electionTimeout() {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < m.ElectionTimeout() {
 		return false
 	}
 	voters := m.ConfiguredVoters()
@@ -858,9 +850,9 @@ func (m *mirror) moveOn(ctx context.Context, cutOff []uint64) bool {
 // voter as the mirror moves on, and returns once the mirror applied the
 // entry, so its Sink has seen the entry's events: the same contract as
 // Replica.Propose, whose errors it returns in a mirrorError.
-func (m *mirror) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+func (m *Mirror) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	res, err := m.propose(ctx, cmd)
-	if g := m.h.replaced(ctx, m, err); g != nil {
+	if g := m.h.Replaced(ctx, m, err); g != nil {
 		return g.Propose(ctx, cmd) // the same command: applied at most once
 	}
 	return res, err
@@ -868,9 +860,9 @@ func (m *mirror) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, erro
 
 // Read asks the server for its linearizable read point and runs q on the
 // mirror's state once it applied that far.
-func (m *mirror) Read(ctx context.Context, q fsm.Query) (any, error) {
+func (m *Mirror) Read(ctx context.Context, q fsm.Query) (any, error) {
 	v, err := m.read(ctx, q)
-	if g := m.h.replaced(ctx, m, err); g != nil {
+	if g := m.h.Replaced(ctx, m, err); g != nil {
 		return g.Read(ctx, q)
 	}
 	return v, err
@@ -878,32 +870,32 @@ func (m *mirror) Read(ctx context.Context, q fsm.Query) (any, error) {
 
 // StaleRead runs q on the mirror's state as it is: it may lag behind the
 // group's leader.
-func (m *mirror) StaleRead(q fsm.Query) (any, error) {
+func (m *Mirror) StaleRead(q fsm.Query) (any, error) {
 	v, err := m.staleRead(q)
-	if g := m.h.replaced(context.Background(), m, err); g != nil { // a local read has no deadline: lookupLimit bounds the lookup
+	if g := m.h.Replaced(context.Background(), m, err); g != nil { // a local read has no deadline: lookupLimit bounds the lookup
 		return g.StaleRead(q)
 	}
 	return v, err
 }
 
 // Members reads the membership linearizably at one of the group's voters.
-func (m *mirror) Members(ctx context.Context) (Membership, error) {
-	return m.h.membersRemote(ctx, m.name, m.shard, m.ConfiguredVoters())
+func (m *Mirror) Members(ctx context.Context) (wire.Membership, error) {
+	return m.h.MembersRemote(ctx, m.Name(), m.ShardID(), m.ConfiguredVoters())
 }
 
 // Counters are the mirror's: its proposals, and the counts of its state.
-func (m *mirror) Counters() Counters { return m.ops.counters(m.StaleRead) }
+func (m *Mirror) Counters() groupcore.Counters { return m.Ops.Counters(m.StaleRead) }
 
 // Go runs f on the host's background work: the sessions' work on a named
 // group outlives its mirror (the shard may take over).
-func (m *mirror) Go(f func()) bool { return m.h.goBackground(f) }
+func (m *Mirror) Go(f func()) bool { return m.h.GoBackground(f) }
 
 // propose is Propose without the retry on a replacement.
-func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+func (m *Mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	defer m.use()()
-	defer m.ops.proposals.since(time.Now())
+	defer m.Ops.Proposals.Since(time.Now())
 	data := fsm.AppendBatch(nil, []fsm.Command{cmd})
-	res, err := m.call(ctx, wireMsg{Kind: wirePropose, Data: data})
+	res, err := m.call(ctx, wire.Msg{Kind: wire.KindPropose, Data: data})
 	if err != nil {
 		return fsm.Result{}, err
 	}
@@ -914,9 +906,9 @@ func (m *mirror) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, erro
 }
 
 // read is Read without the retry on a replacement.
-func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
+func (m *Mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 	defer m.use()()
-	res, err := m.call(ctx, wireMsg{Kind: wireRead})
+	res, err := m.call(ctx, wire.Msg{Kind: wire.KindRead})
 	if err != nil {
 		return nil, err
 	}
@@ -924,26 +916,26 @@ func (m *mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 		return nil, err
 	}
 	if s := m.successor.Load(); s != nil {
-		return s.StaleRead(q)
+		return (*s).StaleRead(q)
 	}
 	return m.staleRead(q)
 }
 
 // staleRead is StaleRead without the retry on a replacement.
-func (m *mirror) staleRead(q fsm.Query) (any, error) {
+func (m *Mirror) staleRead(q fsm.Query) (any, error) {
 	defer m.use()()
 	select {
-	case <-m.closed:
-		return nil, m.closedErr()
+	case <-m.Closed:
+		return nil, m.ClosedErr()
 	default:
 	}
 	if s := m.successor.Load(); s != nil {
-		return s.StaleRead(q)
+		return (*s).StaleRead(q)
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.st == nil || !m.live {
-		return nil, &mirrorError{group: m.name, self: m.cfg.ReplicaID, code: codeUnavailable,
+		return nil, &mirrorError{group: m.Name(), self: m.cfg.ReplicaID, code: wire.CodeUnavailable,
 			text: "this replica's mirror of the group has no state yet"}
 	}
 	return q(m.st), nil
@@ -951,9 +943,9 @@ func (m *mirror) staleRead(q fsm.Query) (any, error) {
 
 // Status is the mirror's local view, without I/O: Mirror is its server (0
 // while none), Voters the table's with their addresses.
-func (m *mirror) Status() Status {
-	r := &m.groupCore
-	st := Status{LeaderID: r.leader.Load(), AppliedIndex: r.appliedIndex.Load(), GroupID: r.groupID.Load(),
+func (m *Mirror) Status() groupcore.Status {
+	r := &m.Core
+	st := groupcore.Status{LeaderID: r.LeaderID.Load(), AppliedIndex: r.AppliedIndex.Load(), GroupID: r.GroupID(),
 		NonVoting: true, Gate: r.Gate(), Mirror: m.server.Load(), Voters: map[uint64]string{}}
 	for _, id := range r.ConfiguredVoters() {
 		st.Voters[id], _ = m.addr(id)
@@ -961,19 +953,19 @@ func (m *mirror) Status() Status {
 	return st
 }
 
-// stop ends the mirror: calls in flight fail with its reason.
-func (m *mirror) stop() {
-	m.stopOnce.Do(func() {
-		close(m.closed)
-		m.cancel() // ends the stream (follow)
+// Stop ends the mirror: calls in flight fail with its reason.
+func (m *Mirror) Stop() {
+	m.StopOnce.Do(func() {
+		close(m.Closed)
+		m.Cancel() // ends the stream (follow)
 	})
 }
 
-// wait returns once the mirror's goroutines ended (after stop).
-func (m *mirror) wait() { m.wg.Wait() }
+// Wait returns once the mirror's goroutines ended (after Stop).
+func (m *Mirror) Wait() { m.WG.Wait() }
 
 // mirrorError is a call's failure on a mirror: which group, through
-// which server, and why; errors.Is finds ErrUnavailable (and ErrNoQuorum,
+// which server, and why; errors.Is finds lockapi.ErrUnavailable (and lockapi.ErrNoQuorum,
 // or fsm.ErrVersionGated) as for a local shard.
 type mirrorError struct {
 	group        string
@@ -987,98 +979,17 @@ func (e *mirrorError) Error() string {
 	if e.server != 0 {
 		via = fmt.Sprintf("replica %d, which runs it", e.server)
 	}
-	return fmt.Sprintf("%v: group %q, reached from replica %d through %s: %s", ErrUnavailable, e.group, e.self, via, e.text)
+	return fmt.Sprintf("%v: group %q, reached from replica %d through %s: %s", lockapi.ErrUnavailable, e.group, e.self, via, e.text)
 }
 
 func (e *mirrorError) Unwrap() []error {
 	switch e.code {
-	case codeNoQuorum:
-		return []error{ErrUnavailable, ErrNoQuorum}
-	case codeGated:
+	case wire.CodeNoQuorum:
+		return []error{lockapi.ErrUnavailable, lockapi.ErrNoQuorum}
+	case wire.CodeGated:
 		return []error{fsm.ErrVersionGated}
-	case codeInvalid:
-		return []error{ErrInvalidConfig}
+	case wire.CodeInvalid:
+		return []error{lockapi.ErrInvalidConfig}
 	}
-	return []error{ErrUnavailable}
-}
-
-// mirror returns the mirror of group name, nil if there is none.
-func (h *Host) mirror(name string) *mirror {
-	if p := h.mirrors.Load(); p != nil {
-		return (*p)[name]
-	}
-	return nil
-}
-
-// Mirrors returns the mirrors this host has now, by name: the groups it
-// reaches without running them (PlaceOwnGroups).
-func (h *Host) Mirrors() []Group {
-	ms := slices.SortedFunc(slices.Values(h.mirrorList()), func(a, b *mirror) int { return cmp.Compare(a.name, b.name) })
-	out := make([]Group, len(ms))
-	for i, m := range ms {
-		out[i] = m
-	}
-	return out
-}
-
-// mirrorList returns the mirrors; the caller holds setMu.
-func (h *Host) mirrorList() []*mirror {
-	if p := h.mirrors.Load(); p != nil {
-		return slices.Collect(maps.Values(*p))
-	}
-	return nil
-}
-
-// setMirror publishes (r non-nil) or removes the mirror of group name;
-// the caller holds setMu.
-func (h *Host) setMirror(name string, r *mirror) {
-	out := map[string]*mirror{}
-	if p := h.mirrors.Load(); p != nil {
-		out = maps.Clone(*p)
-	}
-	if r == nil {
-		delete(out, name)
-	} else {
-		out[name] = r
-	}
-	h.mirrors.Store(&out)
-}
-
-// mirrorOf returns this host's mirror of table entry e, started if need
-// be, or nil once the host closes.
-func (h *Host) mirrorOf(e fsm.GroupEntry) Group {
-	h.setMu.Lock()
-	defer h.setMu.Unlock()
-	select {
-	case <-h.closed:
-		return nil
-	default:
-	}
-	if m := h.mirror(e.Name); m != nil && m.shard == e.Shard {
-		return m
-	}
-	if r := h.running(e.Name); r != nil {
-		return r
-	}
-	ng := namedGroup{Name: e.Name, Shard: e.Shard}
-	m := h.newMirror(ng, e.Voters, 0)
-	h.setMirror(e.Name, m)
-	return m
-}
-
-// goBackground runs f on the host's background work unless it is closing.
-func (h *Host) goBackground(f func()) bool {
-	h.bgMu.Lock()
-	defer h.bgMu.Unlock()
-	select {
-	case <-h.closed:
-		return false
-	default:
-	}
-	h.bg.Add(1)
-	go func() {
-		defer h.bg.Done()
-		f()
-	}()
-	return true
+	return []error{lockapi.ErrUnavailable}
 }

@@ -1,4 +1,4 @@
-package replica
+package datadir
 
 import (
 	"crypto/rand"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // A replica's Dir gets a random ID (its Dir ID) when the replica first takes
@@ -37,14 +38,14 @@ import (
 // recorded the Dir ID, and a Dir restored from an older copy (the same Dir
 // ID with a shorter log).
 
-// dirIDFileName is the Dir ID's file in Dir.
-const dirIDFileName = "fencelock-dir.json"
+// idFileName is the Dir ID's file in Dir.
+const idFileName = "fencelock-dir.json"
 
-// maxDirIDs bounds the Dir IDs a replica keeps on record (and so its
+// maxIDs bounds the Dir IDs a replica keeps on record (and so its
 // Hello): a group has a few replicas, a deployment few groups.
-const maxDirIDs = 512
+const maxIDs = 512
 
-type dirIDFile struct {
+type idFile struct {
 	Version int `json:"version"`
 	// Self is this Dir's ID.
 	Self uint64 `json:"self"`
@@ -56,13 +57,13 @@ type dirIDFile struct {
 	Replica uint64 `json:"replica,omitempty"`
 }
 
-// dirIDs is a replica's Dir ID and its record of its peers'.
-type dirIDs struct {
+// IDs is a replica's Dir ID and its record of its peers'.
+type IDs struct {
 	path string
 	self uint64 // this replica's ID
 
 	mu   sync.Mutex
-	file dirIDFile
+	file idFile
 	// kept reports that the file is in Dir (it is written when the
 	// replica first takes part); until then the Dir ID is not told, and
 	// what is learnt is kept in memory.
@@ -74,11 +75,10 @@ type dirIDs struct {
 	conflictWarned time.Time
 }
 
-// loadDirIDs reads the Dir ID kept in dir, or makes a new one (written
-// only by keep).
-func loadDirIDs(dir string, self uint64) (*dirIDs, error) {
-	d := &dirIDs{path: filepath.Join(dir, dirIDFileName), self: self}
-	f, err := readDirIDs(d.path)
+// LoadIDs reads the Dir ID kept in dir, or makes a new one (written// only by Keep).
+func LoadIDs(dir string, self uint64) (*IDs, error) {
+	d := &IDs{path: filepath.Join(dir, idFileName), self: self}
+	f, err := readIDs(d.path)
 	switch {
 	case err == nil && f.Replica != 0 && f.Replica != self:
 		// A Dir holds one replica's raft state (its votes, its log): under
@@ -86,7 +86,7 @@ func loadDirIDs(dir string, self uint64) (*dirIDs, error) {
 		// or chase another deployment's voters while it says it serves.
 		return nil, fmt.Errorf("%w: this replica's Dir %s is replica %d's, and this start is replica %d: a Dir serves the replica ID it was first used with, "+
 			"in this deployment or another. Start replica %d with it, or give replica %d an empty Dir (a new replica: docs/operations.md, \"Replacing a host\")",
-			ErrInvalidConfig, dir, f.Replica, self, f.Replica, self)
+			lockapi.ErrInvalidConfig, dir, f.Replica, self, f.Replica, self)
 	case err == nil:
 		d.file, d.kept = f, true
 		d.file.Replica = self
@@ -94,13 +94,13 @@ func loadDirIDs(dir string, self uint64) (*dirIDs, error) {
 		var b [8]byte
 		for d.file.Self == 0 {
 			if _, err := rand.Read(b[:]); err != nil {
-				return nil, fmt.Errorf("%w: Dir ID: %v", ErrInvalidConfig, err)
+				return nil, fmt.Errorf("%w: Dir ID: %v", lockapi.ErrInvalidConfig, err)
 			}
 			d.file.Self = binary.LittleEndian.Uint64(b[:])
 		}
 		d.file.Version, d.file.Replica = 1, self
 	default:
-		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: Dir: %v", lockapi.ErrInvalidConfig, err)
 	}
 	if d.file.Known == nil {
 		d.file.Known = make(map[uint64]uint64)
@@ -109,58 +109,58 @@ func loadDirIDs(dir string, self uint64) (*dirIDs, error) {
 	return d, nil
 }
 
-func readDirIDs(path string) (dirIDFile, error) {
-	data, err := readDirFile(path)
+func readIDs(path string) (idFile, error) {
+	data, err := ReadFile(path)
 	if err != nil {
-		return dirIDFile{}, err
+		return idFile{}, err
 	}
-	return decodeDirIDs(path, data)
+	return decodeIDs(path, data)
 }
 
-// decodeDirIDs decodes the Dir ID file's bytes.
-func decodeDirIDs(path string, data []byte) (dirIDFile, error) {
-	var f dirIDFile
-	if err := decodeDirFile(path, data, &f); err != nil {
-		return dirIDFile{}, err
+// decodeIDs decodes the Dir ID file's bytes.
+func decodeIDs(path string, data []byte) (idFile, error) {
+	var f idFile
+	if err := DecodeFile(path, data, &f); err != nil {
+		return idFile{}, err
 	}
-	if f.Version != 1 || f.Self == 0 || len(f.Known) > maxDirIDs {
-		return dirIDFile{}, fmt.Errorf("%s is corrupt: version %d, Dir ID %d, %d known", path, f.Version, f.Self, len(f.Known))
+	if f.Version != 1 || f.Self == 0 || len(f.Known) > maxIDs {
+		return idFile{}, fmt.Errorf("%s is corrupt: version %d, Dir ID %d, %d known", path, f.Version, f.Self, len(f.Known))
 	}
 	for id, dir := range f.Known {
 		if id == 0 || dir == 0 {
-			return dirIDFile{}, fmt.Errorf("%s is corrupt: replica %d has Dir ID %d", path, id, dir)
+			return idFile{}, fmt.Errorf("%s is corrupt: replica %d has Dir ID %d", path, id, dir)
 		}
 	}
 	return f, nil
 }
 
-// keep writes the file, before the replica first takes part in a group:
+// Keep writes the file, before the replica first takes part in a group:
 // from then on the Dir ID is told to peers, who record it.
-func (d *dirIDs) keep() error {
+func (d *IDs) Keep() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.kept {
 		return nil
 	}
 	if err := d.write(); err != nil {
-		return fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: Dir: %v", lockapi.ErrInvalidConfig, err)
 	}
 	d.kept = true
 	d.publish()
 	return nil
 }
 
-func (d *dirIDs) write() error {
+func (d *IDs) write() error {
 	data, err := json.Marshal(d.file)
 	if err != nil {
 		return err
 	}
-	return writeFile(d.path, data)
+	return WriteFile(d.path, data)
 }
 
 // publish makes the record what Hello tells; d.mu is held or d is not
 // shared yet.
-func (d *dirIDs) publish() {
+func (d *IDs) publish() {
 	m := maps.Clone(d.file.Known)
 	if d.kept {
 		m[d.self] = d.file.Self
@@ -168,8 +168,8 @@ func (d *dirIDs) publish() {
 	d.told.Store(&m)
 }
 
-// hello fills in what h says of Dirs.
-func (d *dirIDs) hello(h *peering.Hello) {
+// Hello fills in what h says of Dirs.
+func (d *IDs) Hello(h *peering.Hello) {
 	m := *d.told.Load()
 	if _, ok := m[d.self]; ok {
 		h.Dir = m[d.self]
@@ -179,11 +179,11 @@ func (d *dirIDs) hello(h *peering.Hello) {
 	}
 }
 
-// check refuses a peer that is not the replica it was under its ID (or by
+// Check refuses a peer that is not the replica it was under its ID (or by
 // whose record this replica is not), and records what it learns from it,
 // in Dir before the peer's first message is let through. warn is told when
 // two peers disagree about a third.
-func (d *dirIDs) check(h peering.Hello, warn func(msg string)) error {
+func (d *IDs) Check(h peering.Hello, warn func(msg string)) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if seen, ok := h.Dirs[d.self]; ok && seen != d.file.Self {
@@ -214,7 +214,7 @@ func (d *dirIDs) check(h peering.Hello, warn func(msg string)) error {
 			}
 			return
 		}
-		if len(d.file.Known) < maxDirIDs {
+		if len(d.file.Known) < maxIDs {
 			d.file.Known[id] = dir
 			learnt = append(learnt, id)
 		}

@@ -1,4 +1,18 @@
-package replica
+// Package wire is the byte format of the call connection one replica opens
+// to another (transport.Caller) to reach a group it does not run: a mirror's
+// subscription, a backup's export, a membership read. It encodes and
+// decodes them, and carries a group's state in parts, the one way both a
+// mirror's first state and a backup's snapshot file travel (parts.go):
+// who sends what, and when, is the business of the mirror and the serving
+// side in internal/replica, which both import it.
+//
+// Peers of older versions talk to newer ones, so the bytes of every message
+// are fixed (testdata/golden.hex): a new field is a new kind, never a change
+// to an old one.
+//
+// It imports internal/fsm for the result of a command (fsm.Result), which a
+// result message carries field by field.
+package wire
 
 import (
 	"encoding/binary"
@@ -6,12 +20,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 )
 
-// The messages of a mirror's call connection (mirror.go, mirror_serve.go),
-// each one transport call message:
+// The messages of a mirror's call connection (internal/replica/mirror, and
+// internal/replica's mirror_serve.go), each one transport call message:
 //
 //	mirror -> server: subscribe(shard, name)  once, first
 //	                  propose(id, timeout, failFast, command)
@@ -19,16 +34,17 @@ import (
 //	server -> mirror: snapshot(index, leader, state)  once, first
 //	                | snapshotPart(index, leader, total, part)...  first, instead,
 //	                  when the state is larger than one message: its parts in
-//	                  order, exactly total bytes (mirror_serve.go, sendState)
+//	                  order, exactly total bytes (SendParts, RecvParts)
 //	                  entries(leader, [index, data]...)
 //	                  result(id, index, code, text, status, value, refused)
 //	                  refuse(code, text)
 //	                  ping(leader)
 //
-// A backup's call connection (exportgroup.go, serveexport.go) opens with
-// an export request instead, and is answered with the group's exported
-// snapshot: its metadata file, then its snapshot file in chunks of at most
-// exportChunk bytes, pings while the copy is being written:
+// A backup's call connection (internal/replica: exportgroup.go,
+// serveexport.go) opens with an export request instead, and is answered
+// with the group's exported snapshot: its metadata file, then its snapshot
+// file in parts of at most MaxExportData bytes (SendParts, RecvParts),
+// pings while the copy is being written:
 //
 //	backup -> server: export(shard, name, timeout)  once, first, alone
 //	server -> backup: ping(leader)...  exportHead(index, sessions, locks, elections, metadata)
@@ -36,7 +52,8 @@ import (
 //	                | ping(leader)...  refuse(code, text)
 //
 // A replica that does not run a group reads its membership from one of
-// its voters on a call connection of its own (mirror_members.go):
+// its voters on a call connection of its own (internal/replica's
+// mirror_members.go):
 //
 //	reader -> server: members(shard, name, timeout)  once, first, alone
 //	server -> reader: membership(config change index, voters, non-voting, removed)
@@ -48,65 +65,79 @@ import (
 // refuses trailing bytes: a peer's bytes never make a panic or an
 // allocation beyond the message's own size.
 const (
-	wireSubscribe byte = 1
-	wirePropose   byte = 2
-	wireRead      byte = 3
-	wireSnapshot  byte = 4
-	wireEntries   byte = 5
-	wireResult    byte = 6
-	wireRefuse    byte = 7
-	wirePing      byte = 8
+	KindSubscribe byte = 1
+	KindPropose   byte = 2
+	KindRead      byte = 3
+	KindSnapshot  byte = 4
+	KindEntries   byte = 5
+	KindResult    byte = 6
+	KindRefuse    byte = 7
+	KindPing      byte = 8
 	// A backup's export of a group it does not run.
-	wireExport     byte = 9
-	wireExportHead byte = 10
-	wireExportData byte = 11
+	KindExport     byte = 9
+	KindExportHead byte = 10
+	KindExportData byte = 11
 
-	wireMembers    byte = 12
-	wireMembership byte = 13
+	KindMembers    byte = 12
+	KindMembership byte = 13
 
-	wireSnapshotPart byte = 14
+	KindSnapshotPart byte = 14
+)
+
+// The timing of a call connection: its server pings every PingEvery (while
+// it has nothing else to send), and a side that has heard nothing for
+// IdleAfter gives the connection up.
+const (
+	PingEvery = 5 * time.Second
+	IdleAfter = 15 * time.Second
 )
 
 // Error codes of a result or a refusal: what the mirror does with it.
 const (
-	codeOK          byte = 0
-	codeUnavailable byte = 1 // ErrUnavailable: the caller may retry
-	codeNoQuorum    byte = 2 // ErrUnavailable and ErrNoQuorum
-	codeElsewhere   byte = 3 // the server does not run the group (any more): ask another
-	codeGated       byte = 4 // fsm.ErrVersionGated
-	codeInvalid     byte = 5 // anything else, named in the text
-	maxCode              = codeInvalid
+	CodeOK          byte = 0
+	CodeUnavailable byte = 1 // ErrUnavailable: the caller may retry
+	CodeNoQuorum    byte = 2 // ErrUnavailable and ErrNoQuorum
+	CodeElsewhere   byte = 3 // the server does not run the group (any more): ask another
+	CodeGated       byte = 4 // fsm.ErrVersionGated
+	CodeInvalid     byte = 5 // anything else, named in the text
+	maxCode              = CodeInvalid
 )
 
+// Bounds a decoder holds a peer's message to.
 const (
-	maxWireText    = 4 << 10
-	maxWireEntries = 1 << 16
+	// MaxText bounds a result's or a refusal's text.
+	MaxText = 4 << 10
+	// MaxEntries bounds the entries of one entries message.
+	MaxEntries = 1 << 16
 	// maxWireMeta bounds an exported snapshot's metadata file, as a
 	// backup file does.
 	maxWireMeta = 1 << 20
-	// maxSnapshotPart bounds one part of a state sent in parts, and
-	// maxMirrorState the whole state a mirror assembles from them.
-	maxSnapshotPart        = 4 << 20
-	maxMirrorState  uint64 = 4 << 30
+	// MaxStatePart bounds one part of a state sent in parts, and
+	// MaxState the whole state a mirror assembles from them.
+	MaxStatePart        = 4 << 20
+	MaxState     uint64 = 4 << 30
+	// MaxExportData bounds the snapshot bytes of one exportData message.
+	MaxExportData = 1 << 20
 )
 
-// errWire reports a message that is not one of the above.
-var errWire = errors.New("fencelock: malformed mirror message")
+// ErrMalformed reports a message that is not one of the above.
+var ErrMalformed = errors.New("fencelock: malformed mirror message")
 
-type wireEntry struct {
+// Entry is one applied log entry an entries message carries.
+type Entry struct {
 	Index uint64
 	Data  []byte
 }
 
-// wireMsg is one message; which fields count depends on Kind.
-type wireMsg struct {
+// Msg is one message; which fields count depends on Kind.
+type Msg struct {
 	Kind                     byte
 	ID, Index, Leader, Shard uint64
 	Timeout                  uint64 // milliseconds; 0: none
 	FailFast                 bool
 	Name                     string
 	Data                     []byte // the command, or the state
-	Entries                  []wireEntry
+	Entries                  []Entry
 	Code                     byte
 	Text                     string
 	Res                      fsm.Result
@@ -116,6 +147,20 @@ type wireMsg struct {
 	Mem Membership
 	// A snapshot part's: the size of the whole state.
 	Total uint64
+}
+
+// Membership is a group's membership as of a linearizable read, as a
+// membership message carries it (internal/replica names it
+// replica.Membership; the root's Membership documents the fields).
+type Membership struct {
+	Voters    map[uint64]string // voting replicas: ID -> raft address
+	NonVoting map[uint64]string // non-voting replicas: ID -> raft address
+	// Removed lists, in increasing order, the IDs removed from the group.
+	// They can never be used again.
+	Removed []uint64
+	// ConfigChangeIndex is the raft log index of the last applied membership
+	// change: it rises with every change.
+	ConfigChangeIndex uint64
 }
 
 // maxWireAddr bounds a member's raft address in a membership.
@@ -142,28 +187,28 @@ func boolByte(v bool) uint64 {
 	return 0
 }
 
-// encode appends m's encoding to b.
-func (m *wireMsg) encode(b []byte) []byte {
+// Encode appends m's encoding to b.
+func (m *Msg) Encode(b []byte) []byte {
 	u := binary.AppendUvarint
 	b = append(b, m.Kind)
 	switch m.Kind {
-	case wireSubscribe:
+	case KindSubscribe:
 		b = u(b, m.Shard)
 		b = appendBytes(b, []byte(m.Name))
-	case wirePropose:
+	case KindPropose:
 		b = u(u(u(b, m.ID), m.Timeout), boolByte(m.FailFast))
 		b = appendBytes(b, m.Data)
-	case wireRead:
+	case KindRead:
 		b = u(u(u(b, m.ID), m.Timeout), boolByte(m.FailFast))
-	case wireSnapshot:
+	case KindSnapshot:
 		b = u(u(b, m.Index), m.Leader)
 		b = appendBytes(b, m.Data)
-	case wireEntries:
+	case KindEntries:
 		b = u(u(b, m.Leader), uint64(len(m.Entries)))
 		for _, e := range m.Entries {
 			b = appendBytes(u(b, e.Index), e.Data)
 		}
-	case wireResult:
+	case KindResult:
 		b = u(u(b, m.ID), m.Index)
 		b = append(b, m.Code)
 		b = appendBytes(b, []byte(m.Text))
@@ -172,24 +217,24 @@ func (m *wireMsg) encode(b []byte) []byte {
 		for _, id := range m.Res.Refused {
 			b = u(b, id)
 		}
-	case wireRefuse:
+	case KindRefuse:
 		b = append(b, m.Code)
 		b = appendBytes(b, []byte(m.Text))
-	case wirePing:
+	case KindPing:
 		b = u(b, m.Leader)
-	case wireExport, wireMembers: // a request naming a group, with a timeout
+	case KindExport, KindMembers: // a request naming a group, with a timeout
 		b = u(b, m.Shard)
 		b = appendBytes(b, []byte(m.Name))
 		b = u(b, m.Timeout)
-	case wireExportHead:
+	case KindExportHead:
 		b = u(u(u(u(b, m.Index), m.Sessions), m.Locks), m.Elections)
 		b = appendBytes(b, m.Data)
-	case wireExportData:
+	case KindExportData:
 		b = appendBytes(b, m.Data)
-	case wireSnapshotPart:
+	case KindSnapshotPart:
 		b = u(u(u(b, m.Index), m.Leader), m.Total)
 		b = appendBytes(b, m.Data)
-	case wireMembership:
+	case KindMembership:
 		b = u(b, m.Mem.ConfigChangeIndex)
 		b = appendMembers(b, m.Mem.Voters)
 		b = appendMembers(b, m.Mem.NonVoting)
@@ -209,7 +254,7 @@ type wireReader struct {
 
 func (r *wireReader) fail(what string) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s", errWire, what)
+		r.err = fmt.Errorf("%w: %s", ErrMalformed, what)
 	}
 }
 
@@ -287,41 +332,41 @@ func (r *wireReader) flag(what string) bool {
 	return v == 1
 }
 
-// decodeWire decodes one message; anything but exactly one well-formed
-// message is an error wrapping errWire.
-func decodeWire(b []byte) (wireMsg, error) {
+// Decode decodes one message; anything but exactly one well-formed
+// message is an error wrapping ErrMalformed.
+func Decode(b []byte) (Msg, error) {
 	if len(b) == 0 {
-		return wireMsg{}, fmt.Errorf("%w: empty", errWire)
+		return Msg{}, fmt.Errorf("%w: empty", ErrMalformed)
 	}
-	m := wireMsg{Kind: b[0]}
+	m := Msg{Kind: b[0]}
 	r := &wireReader{b: b[1:]}
 	switch m.Kind {
-	case wireSubscribe:
+	case KindSubscribe:
 		m.Shard = r.uvarint("shard")
 		m.Name = string(r.bytes("name", 64))
-	case wirePropose:
+	case KindPropose:
 		m.ID, m.Timeout, m.FailFast = r.uvarint("id"), r.uvarint("timeout"), r.flag("fail fast")
 		m.Data = r.bytes("command", len(b))
 		if r.err == nil && len(m.Data) == 0 {
 			r.fail("empty command")
 		}
-	case wireRead:
+	case KindRead:
 		m.ID, m.Timeout, m.FailFast = r.uvarint("id"), r.uvarint("timeout"), r.flag("fail fast")
-	case wireSnapshot:
+	case KindSnapshot:
 		m.Index, m.Leader = r.uvarint("index"), r.uvarint("leader")
 		m.Data = r.bytes("state", len(b))
-	case wireEntries:
+	case KindEntries:
 		m.Leader = r.uvarint("leader")
 		n := r.uvarint("entries")
 		// Every entry takes at least two bytes: no count beyond that.
-		if r.err == nil && (n == 0 || n > maxWireEntries || n > uint64(len(r.b))/2) {
+		if r.err == nil && (n == 0 || n > MaxEntries || n > uint64(len(r.b))/2) {
 			r.fail("entry count")
 		}
 		if r.err == nil {
-			m.Entries = make([]wireEntry, 0, n)
+			m.Entries = make([]Entry, 0, n)
 			last := uint64(0)
 			for i := uint64(0); i < n && r.err == nil; i++ {
-				e := wireEntry{Index: r.uvarint("entry index"), Data: r.bytes("entry", len(b))}
+				e := Entry{Index: r.uvarint("entry index"), Data: r.bytes("entry", len(b))}
 				if r.err == nil && e.Index <= last {
 					r.fail("entry indexes not increasing")
 				}
@@ -329,10 +374,10 @@ func decodeWire(b []byte) (wireMsg, error) {
 				m.Entries = append(m.Entries, e)
 			}
 		}
-	case wireResult:
+	case KindResult:
 		m.ID, m.Index = r.uvarint("id"), r.uvarint("index")
 		m.Code = r.byte1("code")
-		m.Text = string(r.bytes("text", maxWireText))
+		m.Text = string(r.bytes("text", MaxText))
 		m.Res.Status = fsm.Status(r.byte1("status"))
 		m.Res.Value = r.uvarint("value")
 		n := r.uvarint("refused")
@@ -342,37 +387,37 @@ func decodeWire(b []byte) (wireMsg, error) {
 		for i := uint64(0); i < n && r.err == nil; i++ {
 			m.Res.Refused = append(m.Res.Refused, r.uvarint("refused session"))
 		}
-	case wireRefuse:
+	case KindRefuse:
 		m.Code = r.byte1("code")
-		m.Text = string(r.bytes("text", maxWireText))
-	case wirePing:
+		m.Text = string(r.bytes("text", MaxText))
+	case KindPing:
 		m.Leader = r.uvarint("leader")
-	case wireExport, wireMembers:
+	case KindExport, KindMembers:
 		m.Shard = r.uvarint("shard")
 		m.Name = string(r.bytes("name", 64))
 		m.Timeout = r.uvarint("timeout")
-	case wireExportHead:
+	case KindExportHead:
 		m.Index, m.Sessions = r.uvarint("index"), r.uvarint("sessions")
 		m.Locks, m.Elections = r.uvarint("locks"), r.uvarint("elections")
 		m.Data = r.bytes("metadata", maxWireMeta)
 		if r.err == nil && len(m.Data) == 0 {
 			r.fail("empty metadata")
 		}
-	case wireExportData:
-		m.Data = r.bytes("snapshot data", exportChunk)
+	case KindExportData:
+		m.Data = r.bytes("snapshot data", MaxExportData)
 		if r.err == nil && len(m.Data) == 0 {
 			r.fail("empty snapshot data")
 		}
-	case wireSnapshotPart:
+	case KindSnapshotPart:
 		m.Index, m.Leader, m.Total = r.uvarint("index"), r.uvarint("leader"), r.uvarint("state size")
-		m.Data = r.bytes("state part", maxSnapshotPart)
-		if r.err == nil && (m.Total == 0 || m.Total > maxMirrorState) {
+		m.Data = r.bytes("state part", MaxStatePart)
+		if r.err == nil && (m.Total == 0 || m.Total > MaxState) {
 			r.fail("state size")
 		}
 		if r.err == nil && (len(m.Data) == 0 || uint64(len(m.Data)) > m.Total) {
 			r.fail("state part size")
 		}
-	case wireMembership:
+	case KindMembership:
 		m.Mem.ConfigChangeIndex = r.uvarint("config change index")
 		m.Mem.Voters = r.members("voters")
 		m.Mem.NonVoting = r.members("non-voting")
@@ -391,7 +436,7 @@ func decodeWire(b []byte) (wireMsg, error) {
 			m.Mem.Removed = append(m.Mem.Removed, id)
 		}
 	default:
-		return wireMsg{}, fmt.Errorf("%w: kind %d", errWire, m.Kind)
+		return Msg{}, fmt.Errorf("%w: kind %d", ErrMalformed, m.Kind)
 	}
 	if r.err == nil && m.Code > maxCode {
 		r.fail("code")
@@ -400,7 +445,7 @@ func decodeWire(b []byte) (wireMsg, error) {
 		r.fail("trailing bytes")
 	}
 	if r.err != nil {
-		return wireMsg{}, r.err
+		return Msg{}, r.err
 	}
 	return m, nil
 }

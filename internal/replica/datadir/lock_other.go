@@ -1,6 +1,6 @@
 //go:build !linux
 
-package replica
+package datadir
 
 // lockHolder is not known on this system.
 func lockHolder(string) string { return "" }

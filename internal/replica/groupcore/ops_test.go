@@ -1,4 +1,4 @@
-package replica
+package groupcore
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 // The proposal latency histogram is cumulative, counts what falls beyond
 // its last bucket, and costs no allocation to update.
 func TestLatencyHistogram(t *testing.T) {
-	var h latency
+	var h Latency
 	for _, d := range []time.Duration{100 * time.Microsecond, time.Millisecond, 3 * time.Millisecond, time.Minute} {
 		h.observe(d)
 	}
@@ -31,5 +31,5 @@ func TestLatencyHistogram(t *testing.T) {
 	require.Equal(t, uint64(3), count(5*time.Millisecond))
 	require.Equal(t, uint64(3), count(10*time.Second), "a minute is beyond the last bucket")
 	start := time.Now()
-	require.Zero(t, testing.AllocsPerRun(100, func() { h.since(start) }))
+	require.Zero(t, testing.AllocsPerRun(100, func() { h.Since(start) }))
 }

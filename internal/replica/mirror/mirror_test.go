@@ -1,12 +1,18 @@
-package replica
+package mirror
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
+	"github.com/fencelock/fencelock/internal/replica/wire"
+	"github.com/fencelock/fencelock/transport"
 )
 
 // sinkLog records what a Sink is told.
@@ -21,22 +27,22 @@ func (s *sinkLog) Removed()                            {}
 
 // groupLog is a group's log of n entries (index i opens a session), and
 // the state after each.
-func groupLog(t *testing.T, n int) []wireEntry {
+func groupLog(t *testing.T, n int) []wire.Entry {
 	t.Helper()
-	var out []wireEntry
+	var out []wire.Entry
 	for i := 1; i <= n; i++ {
 		cmd := fsm.Command{Kind: fsm.KindOpenSession, Nonce: uint64(i), TTL: 10e9}
 		if i == 1 {
 			cmd = fsm.Command{Kind: fsm.KindLeaderStart, Owner: 1, Term: 1, Nonce: 7}
 		}
-		out = append(out, wireEntry{Index: uint64(i), Data: fsm.AppendBatch(nil, []fsm.Command{cmd})})
+		out = append(out, wire.Entry{Index: uint64(i), Data: fsm.AppendBatch(nil, []fsm.Command{cmd})})
 	}
 	return out
 }
 
 // snapshotAt is the state after the first n entries, as a stream's
 // snapshot brings it.
-func snapshotAt(t *testing.T, log []wireEntry, n int) *fsm.State {
+func snapshotAt(t *testing.T, log []wire.Entry, n int) *fsm.State {
 	t.Helper()
 	st := fsm.New()
 	for _, e := range log[:n] {
@@ -50,11 +56,30 @@ func snapshotAt(t *testing.T, log []wireEntry, n int) *fsm.State {
 	return got
 }
 
-func testMirror(sink Sink, delivered uint64) *mirror {
-	m := &mirror{groupCore: groupCore{sink: sink, groupKnown: make(chan struct{}), closed: make(chan struct{})},
-		h: &Host{}, delivered: delivered, appliedUp: make(chan struct{})}
-	g := fsm.Baseline
-	m.gate.Store(&g)
+// lonelyHost is a host that has read no group table and makes no calls:
+// a mirror's voters are its own, and nothing replaces it.
+type lonelyHost struct{}
+
+var errLonely = errors.New("this test's host makes no calls")
+
+func (lonelyHost) CallsReady() error { return errLonely }
+func (lonelyHost) DialCall(context.Context, string) (transport.CallConn, error) {
+	return nil, errLonely
+}
+func (lonelyHost) TableVoters(string, uint64) ([]uint64, bool) { return nil, false }
+func (lonelyHost) MemberAddr(string, uint64) (string, bool)    { return "", false }
+func (lonelyHost) MembersRemote(context.Context, string, uint64, []uint64) (wire.Membership, error) {
+	return wire.Membership{}, errLonely
+}
+func (lonelyHost) Replaced(context.Context, *Mirror, error) Group { return nil }
+func (lonelyHost) RetireIdle(*Mirror) bool                        { return false }
+func (lonelyHost) GoBackground(func()) bool                       { return false }
+
+// testMirror is a mirror of the default group, not running, whose Sink has
+// seen the group up to delivered.
+func testMirror(sink groupcore.Sink, delivered uint64) *Mirror {
+	m := &Mirror{h: lonelyHost{}, delivered: delivered, appliedUp: make(chan struct{})}
+	m.Init(slog.New(slog.DiscardHandler), 0, 0, "", 0, sink)
 	return m
 }
 
@@ -78,7 +103,7 @@ func TestMirrorGoesLiveOnlyAtWhatItsSinkSaw(t *testing.T) {
 	require.Equal(t, []uint64{7, 8}, sink.applied)
 	ok, _ = m.reached(8)
 	require.True(t, ok)
-	require.Equal(t, uint64(8), m.appliedIndex.Load())
+	require.Equal(t, uint64(8), m.AppliedIndex.Load())
 	require.NotZero(t, m.GroupID(), "the group's ID comes with the state")
 
 	// A new stream from a server ahead: its snapshot replaces the state

@@ -1,0 +1,53 @@
+package replica
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The rooms cut out of this package sit below it: each imports the standard
+// library and the few packages its map comment names, never this package,
+// Dragonboat nor the session layer, so that the host and the shard can
+// import them, a change to the machinery above cannot reach into a format
+// below it (the wire's bytes, the Dir's files) or into what both makers of
+// a group share, and the mirror reaches its host only through mirror.Host.
+func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
+	const module = "github.com/fencelock/fencelock/"
+	rooms := map[string][]string{
+		"wire":      {module + "internal/fsm"},
+		"datadir":   {module + "internal/peering", module + "lockapi"},
+		"groupcore": {module + "internal/fsm", module + "lockapi"},
+		// The mirror is fed over the transport's call connections: it runs
+		// a group's copy, not a Dragonboat shard.
+		"mirror": {module + "internal/fsm", module + "internal/replica/groupcore", module + "internal/replica/wire",
+			module + "internal/seeded", module + "lockapi", module + "transport"},
+	}
+	for room, allowed := range rooms {
+		files, err := filepath.Glob(filepath.Join(room, "*.go"))
+		require.NoError(t, err)
+		var sources []string
+		for _, f := range files {
+			if !strings.HasSuffix(f, "_test.go") {
+				sources = append(sources, f)
+			}
+		}
+		require.NotEmpty(t, sources, "room %s has no files", room)
+		for _, f := range sources {
+			file, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			require.NoError(t, err)
+			for _, imp := range file.Imports {
+				path, err := strconv.Unquote(imp.Path.Value)
+				require.NoError(t, err)
+				std := !strings.Contains(strings.Split(path, "/")[0], ".")
+				require.True(t, std || slices.Contains(allowed, path), "%s imports %s: room %s may import the standard library and %v", f, path, room, allowed)
+			}
+		}
+	}
+}

@@ -438,9 +438,14 @@ func (c *Client) once(ctx context.Context, base string, sp callSpec, body []byte
 	if sp.secret != "" {
 		req.Header[SecretHeader] = []string{sp.secret}
 	}
-	resp, err := c.hc.Do(req)
+	// The transport itself, not c.hc: the API answers no call with a
+	// redirect (a 3xx is an error answer here), and http.Client's
+	// redirect machinery copies every request's headers for one.
+	resp, err := c.tr.RoundTrip(req)
 	if err != nil {
-		return err
+		// As http.Client reports it ("Post \"URL\": ..."), which errors
+		// show and errors.As looks through.
+		return &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.String(), Err: err}
 	}
 	defer resp.Body.Close()
 	if d, ok := out.(download); ok && resp.StatusCode == http.StatusOK {

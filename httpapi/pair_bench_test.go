@@ -22,14 +22,57 @@ import (
 // service's commands pack.
 //
 //	go test -run '^$' -bench ServicePair -benchtime 5000x -cpuprofile cpu.out -memprofile mem.out ./httpapi/
+//
+// Its sub-benchmark "embedded" runs the same pairs on the same kind of
+// cluster through the library's own sessions, one per worker on the same
+// replicas: what the service adds is the difference.
 func BenchmarkServicePair(b *testing.B) {
+	b.Run("client", func(b *testing.B) { benchPairs(b, true) })
+	b.Run("embedded", func(b *testing.B) { benchPairs(b, false) })
+}
+
+// pairer is what both kinds of session do in BenchmarkServicePair.
+type pairer interface {
+	pair(ctx context.Context, name string) error
+}
+
+type clientPairer struct{ s *client.Session }
+
+func (p clientPairer) pair(ctx context.Context, name string) error {
+	l, err := p.s.Acquire(ctx, name)
+	if err == nil {
+		err = l.Release(ctx)
+	}
+	return err
+}
+
+type embeddedPairer struct{ s *fencelock.Session }
+
+func (p embeddedPairer) pair(ctx context.Context, name string) error {
+	l, err := p.s.Acquire(ctx, name)
+	if err == nil {
+		err = l.Release(ctx)
+	}
+	return err
+}
+
+func benchPairs(b *testing.B, viaClient bool) {
 	const workers = 16
 	c := fencelocktest.NewCluster(b, 3, fencelocktest.WithHTTP())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c.Leader(ctx)
-	sessions := make([]*client.Session, workers)
+	sessions := make([]pairer, workers)
 	for i := range sessions {
+		if !viaClient {
+			s, err := c.Node(uint64(i%3+1)).NewSession(ctx, fencelock.WithTTL(10*time.Second))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			sessions[i] = embeddedPairer{s}
+			continue
+		}
 		id := uint64(i%3 + 1)
 		eps := []string{c.URL(id), c.URL(id%3 + 1), c.URL((id+1)%3 + 1)}
 		cl, err := client.New(ctx, client.Config{Endpoints: eps})
@@ -41,7 +84,7 @@ func BenchmarkServicePair(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sessions[i] = s
+		sessions[i] = clientPairer{s}
 	}
 	stats := func() (uint64, uint64) { st := c.Node(1).Stats(); return st.Entries, st.Commands }
 	b.ReportAllocs()
@@ -58,11 +101,7 @@ func BenchmarkServicePair(b *testing.B) {
 		wg.Go(func() {
 			name := "bench/pair-" + strconv.Itoa(i)
 			for range work {
-				l, err := s.Acquire(ctx, name)
-				if err == nil {
-					err = l.Release(ctx)
-				}
-				if err != nil {
+				if err := s.pair(ctx, name); err != nil {
 					errs <- err
 					return
 				}

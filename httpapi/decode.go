@@ -142,10 +142,11 @@ func DecodeCreateSession(b []byte) (CreateSessionRequest, error) {
 func DecodeAcquire(b []byte) (AcquireRequest, error) {
 	var r AcquireRequest
 	if !flatAcquire(b, &r) {
-		r = AcquireRequest{}
-		if err := decodeJSON(b, &r, false); err != nil {
-			return r, err
+		var j AcquireRequest // apart from r, so that only this path allocates it
+		if err := decodeJSON(b, &j, false); err != nil {
+			return j, err
 		}
+		r = j
 	}
 	if r.Permits < 0 || r.Permits > fencelock.MaxHoldersPerLock {
 		return r, fmt.Errorf("%w: permits %d, allowed 1 to %d", fencelock.ErrInvalidPermits, r.Permits,
@@ -162,10 +163,11 @@ func DecodeAcquire(b []byte) (AcquireRequest, error) {
 func DecodeRelease(b []byte) (ReleaseRequest, error) {
 	var r ReleaseRequest
 	if !flatRelease(b, &r) {
-		r = ReleaseRequest{}
-		if err := decodeJSON(b, &r, false); err != nil {
-			return r, err
+		var j ReleaseRequest // apart from r, so that only this path allocates it
+		if err := decodeJSON(b, &j, false); err != nil {
+			return j, err
 		}
+		r = j
 	}
 	return r, needSession(r.SessionID)
 }

@@ -50,3 +50,12 @@ func TestClientBodiesAreFlat(t *testing.T) {
 	require.True(t, flatRelease([]byte(`{"session_id":"393216","fencing_token":"18446744073709551615"}`), &r))
 	require.Equal(t, ReleaseRequest{SessionID: 393216, FencingToken: 1<<64 - 1}, r)
 }
+
+// The bodies of a lock's handover are read without encoding/json: the
+// reading allocates nothing.
+func TestHandoverBodiesDecodeWithoutAllocating(t *testing.T) {
+	acquire := []byte(`{"session_id":"393216","wait":true}`)
+	release := []byte(`{"session_id":"393216","fencing_token":"7"}`)
+	require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = DecodeAcquire(acquire) }))
+	require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = DecodeRelease(release) }))
+}

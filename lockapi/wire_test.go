@@ -68,3 +68,13 @@ func refID(b []byte) (ID, error) {
 	v, err := strconv.ParseUint(s, 10, 64)
 	return ID(v), err
 }
+
+// An ID, in every body and answer of the API, is read from its usual
+// form without allocating, and written in one allocation.
+func TestIDJSONAllocations(t *testing.T) {
+	var id ID
+	in := []byte(`"393216"`)
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = id.UnmarshalJSON(in) }))
+	require.Equal(t, ID(393216), id)
+	require.LessOrEqual(t, testing.AllocsPerRun(100, func() { _, _ = id.MarshalJSON() }), 1.0)
+}

@@ -222,13 +222,6 @@ func (s *Session) request(ctx context.Context, election bool, name, value string
 
 // spec is the call that asks for (or about) the request.
 func (s *Session) spec(election bool, name, value string, wait bool, mode lockMode) callSpec {
-	type acquire struct {
-		SessionID wid   `json:"session_id"`
-		Wait      bool  `json:"wait"`
-		Shared    bool  `json:"shared,omitempty"`
-		Permits   int   `json:"permits,omitempty"`
-		MaxHoldMS int64 `json:"max_hold_ms,omitempty"`
-	}
 	type campaign struct {
 		SessionID wid    `json:"session_id"`
 		Value     string `json:"value"`
@@ -239,7 +232,7 @@ func (s *Session) spec(election bool, name, value string, wait bool, mode lockMo
 			in: campaign{wid(s.id), value, wait}}
 	}
 	return callSpec{method: "POST", path: lockPath(name, "acquire"), secret: s.secret, session: true,
-		in: acquire{wid(s.id), wait, mode.shared, mode.permits, mode.maxHold.Milliseconds()}}
+		body: acquireBody(s.id, wait, mode)}
 }
 
 // once asks once.

@@ -241,8 +241,11 @@ func tryBound(ctx context.Context, attempt time.Duration, tries int) time.Durati
 // callSpec is one call of the API.
 type callSpec struct {
 	method, path string
-	in           any    // the JSON body; nil for none
-	secret       string // the session's, for a call acting on one
+	in           any // the JSON body; nil for none
+	// body is the JSON body written already (an acquire's or a release's,
+	// wire.go), when in is nil.
+	body   []byte
+	secret string // the session's, for a call acting on one
 	// session: a 404 means the session is over (ErrSessionExpired).
 	session bool
 	// attempt bounds each endpoint's answer while others remain (and
@@ -286,7 +289,7 @@ func failover(err error) bool {
 // fencelock.ErrUnavailable (and ctx's error if it ended) when no endpoint
 // answered.
 func (c *Client) call(ctx context.Context, sp callSpec, out any) error {
-	var body []byte
+	body := sp.body
 	if sp.in != nil {
 		b, err := json.Marshal(sp.in)
 		if err != nil {
@@ -429,21 +432,26 @@ func (c *Client) once(ctx context.Context, base string, sp callSpec, body []byte
 		return err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header["Content-Type"] = jsonType
 	}
 	c.auth(req)
 	if sp.secret != "" {
-		req.Header.Set(SecretHeader, sp.secret)
+		req.Header[SecretHeader] = []string{sp.secret}
 	}
-	resp, err := c.hc.Do(req)
+	// The transport itself, not c.hc: the API answers no call with a
+	// redirect (a 3xx is an error answer here), and http.Client's
+	// redirect machinery copies every request's headers for one.
+	resp, err := c.tr.RoundTrip(req)
 	if err != nil {
-		return err
+		// As http.Client reports it ("Post \"URL\": ..."), which errors
+		// show and errors.As looks through.
+		return &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.String(), Err: err}
 	}
 	defer resp.Body.Close()
 	if d, ok := out.(download); ok && resp.StatusCode == http.StatusOK {
 		return d.copy(resp)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	b, err := readAnswer(resp)
 	if err != nil {
 		return err
 	}
@@ -457,6 +465,24 @@ func (c *Client) once(ctx context.Context, base string, sp callSpec, body []byte
 		return &badAnswerError{endpoint: base, err: err}
 	}
 	return nil
+}
+
+// jsonType is every request body's Content-Type, one slice for all: a
+// request's headers are only read once made (http.RoundTripper).
+var jsonType = []string{"application/json"}
+
+// readAnswer reads an answer's body, at most maxAnswer bytes: into one
+// buffer of its Content-Length when it has one (every answer but a
+// stream's), rather than one grown as it comes.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n <= maxAnswer {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 }
 
 func (c *Client) auth(req *http.Request) {

@@ -172,13 +172,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	if err := g.Err(); err != nil {
 		return fmt.Errorf("%w: the grant is over: %w", lockapi.ErrNotHeld, err)
 	}
-	type release struct {
-		SessionID    wid `json:"session_id"`
-		FencingToken wid `json:"fencing_token"`
-	}
 	var unsure bool
 	err := g.s.c.call(ctx, callSpec{method: "POST", path: lockPath(g.name, "release"), secret: g.s.secret, session: true,
-		in: release{wid(g.s.id), wid(g.token)}, unsure: &unsure}, nil)
+		body: releaseBody(g.s.id, g.token), unsure: &unsure}, nil)
 	return g.s.settle(g, forgiveRetry(err, unsure, lockapi.ErrNotHeld), lockapi.ErrNotHeld)
 }
 

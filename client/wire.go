@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/fencelock/fencelock/lockapi"
@@ -27,6 +28,39 @@ type (
 	electionJSON   = lockapi.ElectionJSON
 	errorEvent     = lockapi.ErrorBody
 )
+
+// acquireBody is the body of an acquire ({"session_id":"1","wait":true},
+// and the mode's fields when set), and releaseBody a release's, written
+// without encoding/json's reflection: they are a lock's every handover,
+// and the service reads them in this form without it too.
+func acquireBody(session uint64, wait bool, m lockMode) []byte {
+	b := make([]byte, 0, 112)
+	b = append(b, `{"session_id":"`...)
+	b = strconv.AppendUint(b, session, 10)
+	b = append(b, `","wait":`...)
+	b = strconv.AppendBool(b, wait)
+	if m.shared {
+		b = append(b, `,"shared":true`...)
+	}
+	if m.permits != 0 {
+		b = append(b, `,"permits":`...)
+		b = strconv.AppendInt(b, int64(m.permits), 10)
+	}
+	if ms := m.maxHold.Milliseconds(); ms != 0 {
+		b = append(b, `,"max_hold_ms":`...)
+		b = strconv.AppendInt(b, ms, 10)
+	}
+	return append(b, '}')
+}
+
+func releaseBody(session, token uint64) []byte {
+	b := make([]byte, 0, 72)
+	b = append(b, `{"session_id":"`...)
+	b = strconv.AppendUint(b, session, 10)
+	b = append(b, `","fencing_token":"`...)
+	b = strconv.AppendUint(b, token, 10)
+	return append(b, `"}`...)
+}
 
 // decodeAnswer reads one JSON value into out.
 func decodeAnswer(b []byte, out any) error {

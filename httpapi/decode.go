@@ -141,8 +141,12 @@ func DecodeCreateSession(b []byte) (CreateSessionRequest, error) {
 // DecodeAcquire decodes the body of an acquire.
 func DecodeAcquire(b []byte) (AcquireRequest, error) {
 	var r AcquireRequest
-	if err := decodeJSON(b, &r, false); err != nil {
-		return r, err
+	if !flatAcquire(b, &r) {
+		var j AcquireRequest // apart from r, so that only this path allocates it
+		if err := decodeJSON(b, &j, false); err != nil {
+			return j, err
+		}
+		r = j
 	}
 	if r.Permits < 0 || r.Permits > fencelock.MaxHoldersPerLock {
 		return r, fmt.Errorf("%w: permits %d, allowed 1 to %d", fencelock.ErrInvalidPermits, r.Permits,
@@ -158,8 +162,12 @@ func DecodeAcquire(b []byte) (AcquireRequest, error) {
 // DecodeRelease decodes the body of a release.
 func DecodeRelease(b []byte) (ReleaseRequest, error) {
 	var r ReleaseRequest
-	if err := decodeJSON(b, &r, false); err != nil {
-		return r, err
+	if !flatRelease(b, &r) {
+		var j ReleaseRequest // apart from r, so that only this path allocates it
+		if err := decodeJSON(b, &j, false); err != nil {
+			return j, err
+		}
+		r = j
 	}
 	return r, needSession(r.SessionID)
 }
@@ -217,4 +225,191 @@ func parseID(s string) (ID, error) {
 		return 0, fmt.Errorf("%w: %.40q is not a session ID (a positive decimal integer)", errBadRequest, s)
 	}
 	return ID(v), nil
+}
+
+// The bodies of an acquire and a release, the calls of every lock's
+// handover, are read without encoding/json's reflection when they have the
+// form every client writes: decodeJSON's decoder, its reader and its
+// tokens cost a dozen allocations a call. flatAcquire and flatRelease
+// accept only what decodeJSON accepts with the same result (their
+// fuzz test compares the two), and leave everything else to it, errors
+// and their messages included.
+
+// flatValue is one value of a flat object (scanFlat).
+type flatValue struct {
+	kind byte   // '"': a string of decimal digits; '0': a non-negative integer; 'b': a boolean
+	raw  []byte // the digits, for '"' and '0'
+	b    bool
+}
+
+// scanFlat reads b as one JSON object of at most 8 members whose keys
+// are plain ASCII, each once, and whose values are strings of 1 to 20
+// decimal digits, non-negative integers without fraction or exponent, or
+// booleans, with only JSON whitespace around it; it calls set with each
+// member in turn. It returns false as soon as b is anything else, or set
+// refuses a member.
+func scanFlat(b []byte, set func(key []byte, v flatValue) bool) bool {
+	i := 0
+	ws := func() {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
+		}
+	}
+	ws()
+	if i == len(b) || b[i] != '{' {
+		return false
+	}
+	i++
+	ws()
+	if i < len(b) && b[i] == '}' {
+		i++
+		ws()
+		return i == len(b)
+	}
+	var keys [8][]byte // a body has at most five members
+	n := 0
+	for {
+		if i == len(b) || b[i] != '"' {
+			return false
+		}
+		i++
+		start := i
+		for i < len(b) && b[i] != '"' {
+			if c := b[i]; c < 0x20 || c >= 0x80 || c == '\\' {
+				return false
+			}
+			i++
+		}
+		if i == len(b) || n == len(keys) {
+			return false
+		}
+		key := b[start:i]
+		for _, k := range keys[:n] {
+			if string(k) == string(key) {
+				return false // encoding/json takes the last; leave it to it
+			}
+		}
+		keys[n] = key
+		n++
+		i++
+		ws()
+		if i == len(b) || b[i] != ':' {
+			return false
+		}
+		i++
+		ws()
+		if i == len(b) {
+			return false
+		}
+		var v flatValue
+		switch c := b[i]; {
+		case c == '"':
+			i++
+			start := i
+			for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+				i++
+			}
+			if i == len(b) || b[i] != '"' || i == start || i-start > 20 {
+				return false
+			}
+			v = flatValue{kind: '"', raw: b[start:i]}
+			i++
+		case c >= '0' && c <= '9':
+			start := i
+			for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+				i++
+			}
+			if (b[start] == '0' && i-start > 1) || i-start > 19 {
+				return false
+			}
+			if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
+				return false
+			}
+			v = flatValue{kind: '0', raw: b[start:i]}
+		case bytes.HasPrefix(b[i:], []byte("true")):
+			v = flatValue{kind: 'b', b: true}
+			i += 4
+		case bytes.HasPrefix(b[i:], []byte("false")):
+			v = flatValue{kind: 'b'}
+			i += 5
+		default:
+			return false
+		}
+		if !set(key, v) {
+			return false
+		}
+		ws()
+		if i == len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i++
+			ws()
+		case '}':
+			i++
+			ws()
+			return i == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+// flatID reads an ID member: a string of digits or an integer, as
+// lockapi.ID reads it.
+func flatID(v flatValue, id *ID) bool {
+	if v.kind != '"' && v.kind != '0' {
+		return false
+	}
+	n, err := strconv.ParseUint(string(v.raw), 10, 64)
+	*id = ID(n)
+	return err == nil
+}
+
+// flatInt reads an integer member into an int64 (or, with bits 0, an int).
+func flatInt(v flatValue, bits int, out *int64) bool {
+	if v.kind != '0' {
+		return false
+	}
+	n, err := strconv.ParseInt(string(v.raw), 10, bits)
+	*out = n
+	return err == nil
+}
+
+// flatAcquire reads an acquire's body of the common form into r (scanFlat).
+func flatAcquire(b []byte, r *AcquireRequest) bool {
+	return scanFlat(b, func(key []byte, v flatValue) bool {
+		switch string(key) {
+		case "session_id":
+			return flatID(v, &r.SessionID)
+		case "wait":
+			r.Wait = v.b
+			return v.kind == 'b'
+		case "shared":
+			r.Shared = v.b
+			return v.kind == 'b'
+		case "permits":
+			var n int64
+			ok := flatInt(v, strconv.IntSize, &n)
+			r.Permits = int(n)
+			return ok
+		case "max_hold_ms":
+			return flatInt(v, 64, &r.MaxHoldMillis)
+		}
+		return false
+	})
+}
+
+// flatRelease reads a release's body of the common form into r (scanFlat).
+func flatRelease(b []byte, r *ReleaseRequest) bool {
+	return scanFlat(b, func(key []byte, v flatValue) bool {
+		switch string(key) {
+		case "session_id":
+			return flatID(v, &r.SessionID)
+		case "fencing_token":
+			return flatID(v, &r.FencingToken)
+		}
+		return false
+	})
 }

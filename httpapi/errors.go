@@ -134,8 +134,12 @@ func classify(err error) *apiError {
 	return newError(http.StatusInternalServerError, CodeInternal, err.Error())
 }
 
+// jsonType is every answer's Content-Type, one slice for all: the server
+// copies the header when it writes it.
+var jsonType = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonType
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -217,7 +216,7 @@ func (s *Server) guard(public bool, need access, h http.HandlerFunc) http.Handle
 				// request's, or the server's watch for the client going.
 				_ = rc.SetReadDeadline(time.Time{})
 			}
-			r.Body = io.NopCloser(bytes.NewReader(b))
+			r.Body = newHeldBody(b)
 		}
 		if r.Header.Get("Traceparent") != "" {
 			// The client's trace continues here: the spans of the calls

@@ -170,6 +170,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // body returns the request body (guard read it within its bounds), and
 // leaves it to be read again in case the call is forwarded.
 func body(r *http.Request) ([]byte, error) {
+	if h, ok := r.Body.(*heldBody); ok {
+		h.Reset(h.b)
+		return h.b, nil
+	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, err
@@ -177,6 +181,21 @@ func body(r *http.Request) ([]byte, error) {
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	return b, nil
 }
+
+// heldBody is a request body that guard read whole: body returns its
+// bytes without copying them again, and rewinds it for a forward to read.
+type heldBody struct {
+	bytes.Reader
+	b []byte
+}
+
+func newHeldBody(b []byte) *heldBody {
+	h := &heldBody{b: b}
+	h.Reset(b)
+	return h
+}
+
+func (*heldBody) Close() error { return nil }
 
 // callCtx bounds a call to the group.
 func (s *Server) callCtx(r *http.Request) (context.Context, context.CancelFunc) {

@@ -19,7 +19,15 @@ type Fence struct {
 
 // String formats f as "GROUP:TOKEN", the group in 16 hex digits and the
 // token in decimal, for headers, logs and other languages.
-func (f Fence) String() string { return fmt.Sprintf("%016x:%d", f.Group, f.Token) }
+func (f Fence) String() string {
+	// Without fmt: every grant the API answers carries one.
+	var b [37]byte // 16 hex digits, ':', at most 20 decimal digits
+	hex := strconv.AppendUint(b[16:16], f.Group, 16)
+	n := copy(b[:16], "0000000000000000"[:16-len(hex)]) // pad to 16 digits
+	copy(b[n:], hex)
+	b[16] = ':'
+	return string(strconv.AppendUint(b[:17], f.Token, 10))
+}
 
 // ErrInvalidFence reports a string that is not a Fence's String form.
 var ErrInvalidFence = errors.New("fencelock: malformed fence")

@@ -247,7 +247,7 @@ func TestErrorsAreRootSentinels(t *testing.T) {
 	// ends it for the holder before its lease, ErrSessionExpired.
 	l, err := s.Acquire(ctx, "held")
 	require.NoError(t, err)
-	require.NoError(t, g.nodes[1].EndSession(ctx, s.ID()))
+	require.NoError(t, g.Node(1).EndSession(ctx, s.ID()))
 	select {
 	case <-s.Done():
 	case <-time.After(5 * time.Second):

@@ -16,7 +16,7 @@ import (
 func TestFailoverBetweenEndpoints(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	inUse, closing, elsewhere, spare := newFront(t, g.apis[1]), newFront(t, g.apis[1]), newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	inUse, closing, elsewhere, spare := newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, inUse.url, closing.url, elsewhere.url, spare.url)
 	s, l := hold(t, ctx, c, time.Second, "jobs/x") // lease 600ms, heartbeat every 200ms
 	require.Positive(t, inUse.hits.Load())
@@ -48,7 +48,7 @@ func TestFailoverBetweenEndpoints(t *testing.T) {
 func TestDoneAtLeaseEndWhenUnreachable(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	f1, f2 := newFront(t, g.apis[1]), newFront(t, g.apis[2])
+	f1, f2 := newFront(t, g.API(1)), newFront(t, g.API(2))
 	c := newClient(t, f1.url, f2.url)
 	s, l := hold(t, ctx, c, 2*time.Second, "jobs/lease") // lease 1.2s
 	time.Sleep(500 * time.Millisecond)
@@ -105,7 +105,7 @@ func TestOwnerReplicaStops(t *testing.T) {
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
 	s, l := hold(t, ctx, c, 2*time.Second, "jobs/owner")
 	token := l.Token()
-	g.stop(1)
+	g.Stop(1)
 	select {
 	case <-s.Done():
 		ended := now()
@@ -136,11 +136,11 @@ func TestOwnerReplicaStops(t *testing.T) {
 func TestMisdirectedFollowsOwner(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	a, b, c3 := newFront(t, g.apis[1]), newFront(t, g.apis[2]), newFront(t, g.apis[3])
+	a, b, c3 := newFront(t, g.API(1)), newFront(t, g.API(2)), newFront(t, g.API(3))
 	c := newClient(t, a.url, b.url, c3.url)
 	s, err := c.NewSession(ctx, fencelock.WithTTL(5*time.Second))
 	require.NoError(t, err)
-	a.owner.Store(g.nodes[3].Status().ReplicaID)
+	a.owner.Store(g.Node(3).Status().ReplicaID)
 	a.mode.Store("421")
 	c.answered(0)
 	before, beforeB := c3.calls.Load(), b.calls.Load()
@@ -157,7 +157,7 @@ func TestMisdirectedFollowsOwner(t *testing.T) {
 func TestWaitingAcquireFailsOver(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	a, b := newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	a, b := newFront(t, g.API(1)), newFront(t, g.API(1))
 	holder := newClient(t, g.urls[3])
 	_, held := hold(t, ctx, holder, 5*time.Second, "jobs/wait")
 
@@ -208,7 +208,7 @@ func TestWaitingAcquireOwnerStops(t *testing.T) {
 		got <- err
 	}()
 	require.Equal(t, 1, <-queued)
-	g.stop(1)
+	g.Stop(1)
 	time.Sleep(3 * time.Second) // past the lease: over, unless another replica serves the session
 	if s.Err() != nil {
 		require.ErrorIs(t, <-got, fencelock.ErrSessionExpired)
@@ -236,7 +236,7 @@ func TestWaitingAcquireOwnerStops(t *testing.T) {
 func TestReleaseAskedAgainAfterALostAnswer(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	losing, spare := newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	losing, spare := newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, losing.url, spare.url)
 	_, l := hold(t, ctx, c, 5*time.Second, "jobs/lost-answer")
 
@@ -256,6 +256,6 @@ func TestReleaseAskedAgainAfterALostAnswer(t *testing.T) {
 
 	// Without a lost answer, a grant already over is ErrNotHeld.
 	losing.mode.Store("ok")
-	require.NoError(t, g.nodes[1].Revoke(ctx, "jobs/lost-answer"))
+	require.NoError(t, g.Node(1).Revoke(ctx, "jobs/lost-answer"))
 	require.ErrorIs(t, l2.Release(ctx), fencelock.ErrNotHeld)
 }

@@ -16,7 +16,7 @@ import (
 func TestHeartbeatAsksEveryEndpointWithinItsBudget(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	a, b, good := newFront(t, g.apis[1]), newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	a, b, good := newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, a.url, b.url, good.url)
 	s, l := hold(t, ctx, c, 5*time.Second, "jobs/hung") // lease 3s, heartbeat every 1s, budget 1.5s
 	c.answered(0)
@@ -44,7 +44,7 @@ func TestHeartbeatAsksEveryEndpointWithinItsBudget(t *testing.T) {
 func TestTimedOutEndpointTriedLast(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	hung, spare, inUse := newFront(t, g.apis[1]), newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	hung, spare, inUse := newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, hung.url, spare.url, inUse.url) // AttemptTimeout 1s
 	hung.mode.Store("hang")
 	spare.mode.Store("503")
@@ -73,7 +73,7 @@ func TestTimedOutEndpointTriedLast(t *testing.T) {
 func TestFailedHeartbeatSendsTheHeldBackOneAtOnce(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	f := newFront(t, g.apis[1])
+	f := newFront(t, g.API(1))
 	c := newClient(t, f.url)
 	s, l := hold(t, ctx, c, 3*time.Second, "jobs/held-back") // lease 1.8s, heartbeat every 600ms, budget 900ms
 	f.mode.Store("hang once")
@@ -93,7 +93,7 @@ func TestFailedHeartbeatSendsTheHeldBackOneAtOnce(t *testing.T) {
 func TestSlowEndpointAskedAgainWithTheTimeLeft(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	slow, dead := newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	slow, dead := newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, slow.url, dead.url) // AttemptTimeout 1s
 	dead.stop()
 	slow.mode.Store("hang once")

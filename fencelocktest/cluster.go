@@ -212,6 +212,15 @@ func (c *Cluster) Node(id uint64) *fencelock.Node {
 // across restarts; "" without WithHTTP.
 func (c *Cluster) URL(id uint64) string { return c.urls[id] }
 
+// API returns replica id's HTTP API (WithHTTP) while the replica runs, for
+// a test that puts an endpoint of its own in front of it; nil while it is
+// stopped or crashed, and without WithHTTP.
+func (c *Cluster) API(id uint64) *httpapi.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.apis[id]
+}
+
 // Leader waits until the running replicas that are not frozen agree on the
 // leader of the default group, and returns its ID; it fails the test if
 // ctx ends first.

@@ -82,7 +82,7 @@ func TestGrantLeaseBoundByItsPart(t *testing.T) {
 	}, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	require.NoError(t, g.nodes[2].TransferLeadership(ctx, "", 2)) // the default group's leader is not cut off
+	require.NoError(t, g.Node(2).TransferLeadership(ctx, "", 2)) // the default group's leader is not cut off
 	a := g.urls[1]
 	const ttl = 12 * time.Second
 	margin := ttl / 5
@@ -114,8 +114,8 @@ func TestGrantLeaseBoundByItsPart(t *testing.T) {
 	// waits up to TTL/3 for b): sent more than a margin after renewed, it
 	// promises past the part's deadline. (Sent much later, it would be
 	// answered too close to that deadline for a grant to have a lease.)
-	g.net.Cut(g.net.Addr(1), g.net.Addr(3))
-	g.net.Cut(g.net.Addr(3), g.net.Addr(1))
+	g.Network().Cut(g.Network().Addr(1), g.Network().Addr(3))
+	g.Network().Cut(g.Network().Addr(3), g.Network().Addr(1))
 	select {
 	case <-time.After(time.Until(renewed.Add(full/3 + ttl/30))):
 	case <-ctx.Done():
@@ -127,7 +127,7 @@ func TestGrantLeaseBoundByItsPart(t *testing.T) {
 	require.True(t, last.Add(full).After(deadline), "the heartbeat alone promises past the part's deadline")
 
 	// Healed, and no heartbeat since: x@b granted in the same part.
-	g.net.Heal()
+	g.Network().Heal()
 	var sent time.Time
 	for {
 		sent = time.Now()

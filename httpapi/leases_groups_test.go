@@ -26,7 +26,7 @@ func TestHeartbeatLeasesPerGroup(t *testing.T) {
 	defer cancel()
 	// Two groups on three hosts, one leader each on 2 and 3 (b's only
 	// voter): balanced as the balancer wants them, so it leaves them there.
-	require.NoError(t, g.nodes[2].TransferLeadership(ctx, "", 2))
+	require.NoError(t, g.Node(2).TransferLeadership(ctx, "", 2))
 	a := g.urls[1]
 	const ttl = 3 * time.Second
 	sid := newSession(t, a, int(ttl.Milliseconds()))
@@ -45,8 +45,8 @@ func TestHeartbeatLeasesPerGroup(t *testing.T) {
 		return out
 	}
 	cut := func() {
-		g.net.Cut(g.net.Addr(1), g.net.Addr(3))
-		g.net.Cut(g.net.Addr(3), g.net.Addr(1))
+		g.Network().Cut(g.Network().Addr(1), g.Network().Addr(3))
+		g.Network().Cut(g.Network().Addr(3), g.Network().Addr(1))
 	}
 
 	// Both reachable: one lease per group, lease_ms the same.
@@ -69,7 +69,7 @@ func TestHeartbeatLeasesPerGroup(t *testing.T) {
 
 	// Healed, x@b is held again (in a new part, if the old one was given
 	// up meanwhile); cut again, the heartbeat fails and names b.
-	g.net.Heal()
+	g.Network().Heal()
 	for {
 		r = call(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid, "wait": false})
 		if r.Status == 200 && r.Body["granted"] == true {
@@ -82,7 +82,7 @@ func TestHeartbeatLeasesPerGroup(t *testing.T) {
 		}
 	}
 	cut()
-	defer g.net.Heal()
+	defer g.Network().Heal()
 	r = call(t, "POST", a+"/v1/sessions/"+sid+"/heartbeat", nil)
 	require.Equal(t, 503, r.Status, "a heartbeat that could not renew the part holding x@b: %s", r.Raw)
 	require.Contains(t, []string{httpapi.CodeUnavailable, httpapi.CodeNoQuorum}, r.Str("code"), r.Raw)

@@ -5,12 +5,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -231,4 +233,32 @@ func TestServe(t *testing.T) {
 	require.Equal(t, true, r.Body["granted"], r.Raw)
 	r = do(t, "POST", A+"/v1/sessions/"+dead+"/heartbeat", nil)
 	require.Equal(t, 404, r.Status, r.Raw)
+}
+
+// SIGTERM closes serve gracefully, with streams open and an acquire waiting
+// in a queue: it exits 0 promptly.
+func TestServeSIGTERM(t *testing.T) {
+	p := startProcs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, b := session(t, p.urls[2], 10000), session(t, p.urls[1], 10000)
+	r := do(t, "POST", lockPath(p.urls[2], "x", "acquire"), map[string]any{"session_id": a})
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	r = do(t, "POST", lockPath(p.urls[1], "x", "acquire"), map[string]any{"session_id": b, "wait": true})
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+	events := watch(t, ctx, lockPath(p.urls[1], "x", "watch"))
+
+	cmd := p.Cmd(1)
+	exited, _ := p.Exited(1)
+	start := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-exited:
+		require.True(t, cmd.ProcessState.Success(), "serve exited badly on SIGTERM (%v):\n%s", cmd.ProcessState, p.Logs(1))
+	case <-time.After(15 * time.Second):
+		t.Fatalf("serve still running 15s after SIGTERM:\n%s", p.Logs(1))
+	}
+	t.Logf("serve exited %v after SIGTERM", time.Since(start))
+	for range events { // the stream ended with the process
+	}
 }

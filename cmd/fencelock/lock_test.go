@@ -28,17 +28,11 @@ func TestLockCommand(t *testing.T) {
 	p := startProcs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	leader := p.leader(1)
-	x, y := leader%3+1, (leader+1)%3+1 // x is stopped: a follower, so the group keeps its leader
+	x, y := p.followers() // x is stopped: a follower, so the group keeps its leader
 	X, Y := p.urls[x], p.urls[y]
 	const name = "cron/report"
 
-	blocker := session(t, Y, 10000)
-	stopB := heartbeat(Y, blocker, time.Second)
-	defer stopB()
-	r := do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": blocker})
-	require.Equal(t, true, r.Body["granted"], r.Raw)
-	blockerToken := r.Str("fencing_token")
+	blocker, blockerToken := holdLock(t, Y, name)
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
@@ -55,7 +49,7 @@ func TestLockCommand(t *testing.T) {
 	_, err := os.Stat(out)
 	require.True(t, os.IsNotExist(err), "CMD ran while another session held the lock")
 
-	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
+	r := do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
 	require.Equal(t, 200, r.Status, r.Raw)
 	var token string
 	fencelocktest.WaitFor(t, "CMD to start", func() bool {
@@ -69,9 +63,7 @@ func TestLockCommand(t *testing.T) {
 
 	// The next in line, on another replica, is granted only after CMD was
 	// told to stop.
-	next := session(t, Y, 10000)
-	stopN := heartbeat(Y, next, time.Second)
-	defer stopN()
+	next := liveSession(t, Y)
 	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
 	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	events := watch(t, ctx, lockPath(Y, name, "watch"))
@@ -118,8 +110,7 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	p := startProcs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	leader := p.leader(1)
-	x, y := leader%3+1, (leader+1)%3+1 // x is stopped: a follower, so the group keeps its leader
+	x, y := p.followers() // x is stopped: a follower, so the group keeps its leader
 	X, Y := p.urls[x], p.urls[y]
 	const name = "cron/stubborn"
 
@@ -161,9 +152,7 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	st := do(t, "GET", Y+"/v1/status", nil)
 	require.Equal(t, st.Str("group_id"), strconv.FormatUint(f.Group, 16), "FENCELOCK_FENCE's group is the group's")
 
-	next := session(t, Y, 10000)
-	stopN := heartbeat(Y, next, time.Second)
-	defer stopN()
+	next := liveSession(t, Y)
 	events := watch(t, ctx, lockPath(Y, name, "watch"))
 	waitEvent(t, events, "state", func(e ev) bool { return e.Kind == "state" })
 	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
@@ -209,18 +198,12 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 // runs its command once granted.
 func TestCommandsFailOver(t *testing.T) {
 	p := startProcs(t)
-	leader := p.leader(1)
-	x, y := leader%3+1, (leader+1)%3+1
+	x, y := p.followers()
 	X, Y := p.urls[x], p.urls[y]
 	list := deadURL(t) + "," + X + "," + Y
 	const name = "jobs/failover"
 
-	blocker := session(t, Y, 10000)
-	stopB := heartbeat(Y, blocker, time.Second)
-	defer stopB()
-	r := do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": blocker})
-	require.Equal(t, true, r.Body["granted"], r.Raw)
-	blockerToken := r.Str("fencing_token")
+	blocker, blockerToken := holdLock(t, Y, name)
 
 	for _, args := range [][]string{{"status"}, {"locks"}, {"sessions"}} {
 		out, err := exec.Command(p.bin, append(args, "--http", list)...).CombinedOutput()
@@ -269,7 +252,7 @@ func TestCommandsFailOver(t *testing.T) {
 		t.Fatalf("the lock command ended when its session's replica died: %v; stderr: %s", err, lock.Stderr.String())
 	default:
 	}
-	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
+	r := do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
 	require.Equal(t, 200, r.Status, r.Raw)
 	select {
 	case <-lock.Exited():

@@ -60,6 +60,13 @@ func (p *procs) leader(id uint64) uint64 {
 	return uint64(r.Body["leader_id"].(float64))
 }
 
+// followers returns the two replicas that do not lead the group, as
+// replica 1 sees it: stopping one leaves the group its leader.
+func (p *procs) followers() (x, y uint64) {
+	leader := p.leader(1)
+	return leader%3 + 1, (leader+1)%3 + 1
+}
+
 type reply = fencelocktest.Reply
 
 var hc = &http.Client{Timeout: 30 * time.Second}
@@ -77,6 +84,26 @@ func do(t *testing.T, method, u string, body any) reply {
 func session(t *testing.T, base string, ttlMS int) string {
 	t.Helper()
 	return secrets.Session(t, hc, base, ttlMS)
+}
+
+// liveSession opens a session at base (a 10s TTL) and heartbeats it every
+// second until the test ends.
+func liveSession(t *testing.T, base string) string {
+	t.Helper()
+	s := session(t, base, 10000)
+	stop := heartbeat(base, s, time.Second)
+	t.Cleanup(func() { stop() })
+	return s
+}
+
+// holdLock opens a liveSession at base that acquires name, which must be
+// free, and returns it with its grant's fencing token.
+func holdLock(t *testing.T, base, name string) (session, token string) {
+	t.Helper()
+	s := liveSession(t, base)
+	r := do(t, "POST", lockPath(base, name, "acquire"), map[string]any{"session_id": s})
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	return s, r.Str("fencing_token")
 }
 
 var lockPath = fencelocktest.LockURL
@@ -210,9 +237,7 @@ func TestServe(t *testing.T) {
 	dead := session(t, L, 3000)
 	r = do(t, "POST", lockPath(A, "k", "acquire"), map[string]any{"session_id": dead, "wait": false})
 	require.Equal(t, true, r.Body["granted"], r.Raw)
-	waiter := session(t, A, 10000)
-	stopW := heartbeat(A, waiter, time.Second)
-	defer stopW()
+	waiter := liveSession(t, A)
 	r = do(t, "POST", lockPath(A, "k", "acquire"), map[string]any{"session_id": waiter, "wait": true})
 	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	kev := watch(t, ctx, lockPath(B, "k", "watch"))

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 func TestFailoverBetweenEndpoints(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	inUse, closing, elsewhere, spare := newFront(t, g.apis[1]), newFront(t, g.apis[1]), newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	inUse, closing, elsewhere, spare := newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, inUse.url, closing.url, elsewhere.url, spare.url)
 	s, l := hold(t, ctx, c, time.Second, "jobs/x") // lease 600ms, heartbeat every 200ms
 	require.Positive(t, inUse.hits.Load())
@@ -48,7 +49,7 @@ func TestFailoverBetweenEndpoints(t *testing.T) {
 func TestDoneAtLeaseEndWhenUnreachable(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	f1, f2 := newFront(t, g.apis[1]), newFront(t, g.apis[2])
+	f1, f2 := newFront(t, g.API(1)), newFront(t, g.API(2))
 	c := newClient(t, f1.url, f2.url)
 	s, l := hold(t, ctx, c, 2*time.Second, "jobs/lease") // lease 1.2s
 	time.Sleep(500 * time.Millisecond)
@@ -105,7 +106,7 @@ func TestOwnerReplicaStops(t *testing.T) {
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
 	s, l := hold(t, ctx, c, 2*time.Second, "jobs/owner")
 	token := l.Token()
-	g.stop(1)
+	g.Stop(1)
 	select {
 	case <-s.Done():
 		ended := now()
@@ -136,11 +137,11 @@ func TestOwnerReplicaStops(t *testing.T) {
 func TestMisdirectedFollowsOwner(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	a, b, c3 := newFront(t, g.apis[1]), newFront(t, g.apis[2]), newFront(t, g.apis[3])
+	a, b, c3 := newFront(t, g.API(1)), newFront(t, g.API(2)), newFront(t, g.API(3))
 	c := newClient(t, a.url, b.url, c3.url)
 	s, err := c.NewSession(ctx, fencelock.WithTTL(5*time.Second))
 	require.NoError(t, err)
-	a.owner.Store(g.nodes[3].Status().ReplicaID)
+	a.owner.Store(g.Node(3).Status().ReplicaID)
 	a.mode.Store("421")
 	c.answered(0)
 	before, beforeB := c3.calls.Load(), b.calls.Load()
@@ -157,7 +158,7 @@ func TestMisdirectedFollowsOwner(t *testing.T) {
 func TestWaitingAcquireFailsOver(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	a, b := newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	a, b := newFront(t, g.API(1)), newFront(t, g.API(1))
 	holder := newClient(t, g.urls[3])
 	_, held := hold(t, ctx, holder, 5*time.Second, "jobs/wait")
 
@@ -208,7 +209,7 @@ func TestWaitingAcquireOwnerStops(t *testing.T) {
 		got <- err
 	}()
 	require.Equal(t, 1, <-queued)
-	g.stop(1)
+	g.Stop(1)
 	time.Sleep(3 * time.Second) // past the lease: over, unless another replica serves the session
 	if s.Err() != nil {
 		require.ErrorIs(t, <-got, fencelock.ErrSessionExpired)
@@ -236,7 +237,7 @@ func TestWaitingAcquireOwnerStops(t *testing.T) {
 func TestReleaseAskedAgainAfterALostAnswer(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	losing, spare := newFront(t, g.apis[1]), newFront(t, g.apis[1])
+	losing, spare := newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, losing.url, spare.url)
 	_, l := hold(t, ctx, c, 5*time.Second, "jobs/lost-answer")
 
@@ -256,6 +257,103 @@ func TestReleaseAskedAgainAfterALostAnswer(t *testing.T) {
 
 	// Without a lost answer, a grant already over is ErrNotHeld.
 	losing.mode.Store("ok")
-	require.NoError(t, g.nodes[1].Revoke(ctx, "jobs/lost-answer"))
+	require.NoError(t, g.Node(1).Revoke(ctx, "jobs/lost-answer"))
 	require.ErrorIs(t, l2.Release(ctx), fencelock.ErrNotHeld)
+}
+
+// Two of three endpoints take every call and never answer (hung
+// replicas), the first of them the one in use: each heartbeat still asks
+// the third within its budget (half the lease, a third of it for each
+// endpoint), so the session and its lock live on for leases, and the hung
+// ones are asked last from then on.
+func TestHeartbeatAsksEveryEndpointWithinItsBudget(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	a, b, good := newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1))
+	c := newClient(t, a.url, b.url, good.url)
+	s, l := hold(t, ctx, c, 5*time.Second, "jobs/hung") // lease 3s, heartbeat every 1s, budget 1.5s
+	c.answered(0)
+	a.mode.Store("hang")
+	b.mode.Store("hang")
+	before := good.calls.Load()
+
+	lease := s.Lease()
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended with an endpoint left that answers: %v", s.Err())
+	case <-time.After(2 * lease):
+	}
+	require.NoError(t, l.Err())
+	require.Greater(t, good.calls.Load(), before+2, "heartbeats went to the endpoint that answers")
+	// Asked once each, then last: the heartbeats since went to the third
+	// endpoint first.
+	require.Equal(t, []int{2, 0, 1}, c.order())
+	require.NoError(t, l.Release(ctx))
+}
+
+// An endpoint whose try ran out of time goes to the back of the order
+// until it answers again: a later call whose first endpoint fails asks the
+// one that answers next, not the hung one that comes first round the list.
+func TestTimedOutEndpointTriedLast(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	hung, spare, inUse := newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1))
+	c := newClient(t, hung.url, spare.url, inUse.url) // AttemptTimeout 1s
+	hung.mode.Store("hang")
+	spare.mode.Store("503")
+	c.answered(0)
+	before := hung.calls.Load()
+	_, err := c.Inspect(ctx, "jobs/any")
+	require.NoError(t, err)
+	require.Equal(t, before+1, hung.calls.Load())
+
+	// The endpoint in use fails: round the list the hung one comes next,
+	// but it is asked only after the one that answers.
+	inUse.mode.Store("503")
+	spare.mode.Store("ok")
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // less than AttemptTimeout
+	defer cancel()
+	_, err = c.Inspect(cctx, "jobs/any")
+	require.NoError(t, err, "the call waited for the hung endpoint")
+	require.Equal(t, before+1, hung.calls.Load(), "the hung endpoint was asked again before the others")
+	require.Equal(t, []int{1, 2, 0}, c.order(), "the endpoint that answered first, the hung one last")
+}
+
+// A heartbeat that went unanswered for its whole budget (half the lease)
+// held back the next tick; the one it held back is sent as soon as it
+// fails, not a period later, which is when the lease ends: the session
+// lives on through its one endpoint, which answers again.
+func TestFailedHeartbeatSendsTheHeldBackOneAtOnce(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	f := newFront(t, g.API(1))
+	c := newClient(t, f.url)
+	s, l := hold(t, ctx, c, 3*time.Second, "jobs/held-back") // lease 1.8s, heartbeat every 600ms, budget 900ms
+	f.mode.Store("hang once")
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended after one heartbeat went unanswered: %v", s.Err())
+	case <-time.After(2 * s.Lease()):
+	}
+	require.Equal(t, "ok", f.mode.Load(), "no heartbeat hung")
+	require.NoError(t, l.Release(ctx))
+}
+
+// An endpoint that did not answer within its share while the others
+// failed fast (refused) is asked once more with the time they left: a
+// slow replica is not a hung one, and the call succeeds within its
+// deadline.
+func TestSlowEndpointAskedAgainWithTheTimeLeft(t *testing.T) {
+	g := newGroup(t)
+	ctx := testCtx(t)
+	slow, dead := newFront(t, g.API(1)), newFront(t, g.API(1))
+	c := newClient(t, slow.url, dead.url) // AttemptTimeout 1s
+	dead.stop()
+	slow.mode.Store("hang once")
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second) // a share of 1s each
+	defer cancel()
+	before := slow.calls.Load()
+	_, err := c.Inspect(cctx, "jobs/any")
+	require.NoError(t, err, "the endpoint that timed out was not asked again with the time left")
+	require.Equal(t, before+2, slow.calls.Load())
 }

@@ -63,7 +63,7 @@ func shortLease(t *testing.T, h http.Handler, lease int64, failAfter bool) strin
 func TestGrantLeaseBringsDoneEarlier(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	c := newClient(t, shortLease(t, g.apis[1], 800, true))
+	c := newClient(t, shortLease(t, g.API(1), 800, true))
 	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second))
 	require.NoError(t, err)
 	require.Greater(t, s.LeaseLeft(), 5*time.Second)
@@ -103,7 +103,7 @@ func TestGrantLeaseBringsDoneEarlier(t *testing.T) {
 func TestGrantLeaseHeartbeatsAtOnce(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	c := newClient(t, shortLease(t, g.apis[1], 1000, false))
+	c := newClient(t, shortLease(t, g.API(1), 1000, false))
 	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second)) // lease 6s
 	require.NoError(t, err)
 	require.NoError(t, s.SetHeartbeatPeriod(3*time.Second)) // none due for 3s
@@ -140,7 +140,7 @@ func TestGrantLeaseHeartbeatsAtOnce(t *testing.T) {
 func TestGrantLeaseZeroRenewsAtOnce(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	c := newClient(t, shortLease(t, g.apis[1], 0, false))
+	c := newClient(t, shortLease(t, g.API(1), 0, false))
 	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second)) // lease 6s
 	require.NoError(t, err)
 	require.NoError(t, s.SetHeartbeatPeriod(3*time.Second)) // none due for 3s

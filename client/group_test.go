@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,77 +14,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/httpapi"
-	"github.com/fencelock/fencelock/transport"
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
-var quiet = slog.New(slog.DiscardHandler)
-
 // group is three replicas in this process, each serving the API on a real
-// node, as httpapi's tests run them (cheaper than serve processes).
+// node (fencelocktest's kit: cheaper than serve processes).
 type group struct {
-	t     *testing.T
-	nodes map[uint64]*fencelock.Node
-	apis  map[uint64]*httpapi.Server
-	srvs  map[uint64]*httptest.Server
-	urls  map[uint64]string
-	once  map[uint64]*sync.Once
+	*fencelocktest.Cluster
+	urls map[uint64]string // each replica's API, by ID
 }
 
 func newGroup(t *testing.T) *group {
 	t.Helper()
-	net := transport.NewNetwork(3)
-	members := map[uint64]string{1: net.Addr(1), 2: net.Addr(2), 3: net.Addr(3)}
-	g := &group{t: t, nodes: map[uint64]*fencelock.Node{}, apis: map[uint64]*httpapi.Server{},
-		srvs: map[uint64]*httptest.Server{}, urls: map[uint64]string{}, once: map[uint64]*sync.Once{}}
+	g := &group{Cluster: fencelocktest.NewCluster(t, 3, fencelocktest.WithHTTP()), urls: map[uint64]string{}}
 	for id := uint64(1); id <= 3; id++ {
-		g.srvs[id] = httptest.NewUnstartedServer(nil)
-		g.urls[id] = "http://" + g.srvs[id].Listener.Addr().String()
-		g.once[id] = &sync.Once{}
+		g.urls[id] = g.URL(id)
 	}
-	dir := t.TempDir()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for id := uint64(1); id <= 3; id++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := fencelock.Start(context.Background(), fencelock.Config{ReplicaID: id, Members: members,
-				Dir: filepath.Join(dir, fmt.Sprint(id)), Transport: net, Logger: quiet})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			g.nodes[id] = n
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	for id := uint64(1); id <= 3; id++ {
-		g.apis[id] = httpapi.New(g.nodes[id], httpapi.WithLogger(quiet), httpapi.WithPeers(g.urls))
-		g.srvs[id].Config.Handler = g.apis[id]
-		g.srvs[id].Start()
-	}
-	t.Cleanup(func() {
-		for id := uint64(1); id <= 3; id++ {
-			g.stop(id)
-		}
-	})
 	return g
-}
-
-// stop stops replica id: its API, its HTTP server, its node.
-func (g *group) stop(id uint64) {
-	g.once[id].Do(func() {
-		g.apis[id].Close()
-		g.srvs[id].CloseClientConnections()
-		g.srvs[id].Close()
-		g.nodes[id].Close()
-	})
 }
 
 // front is an endpoint in front of a replica's API whose behaviour a test

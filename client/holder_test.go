@@ -16,7 +16,7 @@ import (
 func TestLeaseLeftPeriodAndHeartbeatReport(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
-	f := newFront(t, g.apis[1])
+	f := newFront(t, g.API(1))
 	c := newClient(t, f.url)
 	s, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second))
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestWatch(t *testing.T) {
 
 	// The replica serving the stream stops: it reopens on another and
 	// begins with the current state.
-	g.stop(1)
+	g.Stop(1)
 	require.NoError(t, l.Release(ctx))
 	next(func(li fencelock.LockInfo) bool { return !li.Held })
 	require.NoError(t, s.Close(ctx))

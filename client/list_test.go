@@ -108,7 +108,7 @@ func TestListCalls(t *testing.T) {
 	require.Contains(t, string(out), fmt.Sprintf(`"holder_session":"%d"`, a.ID()))
 
 	// Replicas asks each endpoint, in order, and says which do not answer.
-	g.stop(3)
+	g.Stop(3)
 	rs := c.Replicas(ctx, time.Second)
 	require.Len(t, rs, 3)
 	for i, id := range []uint64{1, 2} {

@@ -254,7 +254,7 @@ func TestResumeSessionAfterItsReplicaStopped(t *testing.T) {
 
 	restart(s1)
 	require.Error(t, <-waited, "the old process's wait ends with it")
-	g.stop(1)
+	g.Stop(1)
 
 	wrong := good
 	wrong.secret = strings.Repeat("B", len(good.secret))

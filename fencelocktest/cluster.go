@@ -32,7 +32,9 @@ type Cluster struct {
 	tune    func(*fencelock.Config)
 	http    []httpapi.Option // with serve: each replica's API options
 	serve   bool
-	restore []byte // WithRestore's backup
+	local   bool                            // WithoutForwarding
+	wrap    func(http.Handler) http.Handler // WithHandler
+	restore []byte                          // WithRestore's backup
 
 	mu     sync.Mutex
 	nodes  map[uint64]*fencelock.Node
@@ -53,10 +55,27 @@ func WithConfig(tune func(*fencelock.Config)) Option {
 }
 
 // WithHTTP makes each replica serve the HTTP API (httpapi.New with opts,
-// after the kit's own httpapi.WithPeers and a quiet logger) on a loopback
-// URL that stays the same across restarts: see URL.
+// after a quiet logger and the kit's own httpapi.WithPeers, unless
+// WithoutForwarding) on a loopback URL that stays the same across
+// restarts: see URL.
 func WithHTTP(opts ...httpapi.Option) Option {
 	return func(c *Cluster) { c.serve, c.http = true, opts }
+}
+
+// WithoutForwarding leaves the kit's httpapi.WithPeers out of WithHTTP:
+// each replica answers every call itself, as one serving alone would (a
+// call for a session another replica owns is refused, not forwarded).
+func WithoutForwarding() Option {
+	return func(c *Cluster) { c.local = true }
+}
+
+// WithHandler puts wrap's handler in front of each replica's HTTP endpoint
+// (WithHTTP), once for the cluster's life: a test's check of every
+// response, say. What it wraps serves the replica's API while it runs
+// (through httpapi.Server.ServeHTTP, on the same request), and holds or
+// drops calls while it is frozen or down.
+func WithHandler(wrap func(http.Handler) http.Handler) Option {
+	return func(c *Cluster) { c.wrap = wrap }
 }
 
 // WithNetwork starts the replicas on net, rather than on a network of
@@ -100,7 +119,11 @@ func NewCluster(t testing.TB, size int, opts ...Option) *Cluster {
 		c.members[id] = c.net.Addr(id)
 		c.dirs[id] = filepath.Join(base, fmt.Sprint(id))
 		if c.serve {
-			c.srvs[id] = httptest.NewUnstartedServer(c.handler(id))
+			h := c.handler(id)
+			if c.wrap != nil {
+				h = c.wrap(h)
+			}
+			c.srvs[id] = httptest.NewUnstartedServer(h)
 			c.urls[id] = "http://" + c.srvs[id].Listener.Addr().String()
 		}
 	}
@@ -148,7 +171,11 @@ func (c *Cluster) start(id uint64) error {
 	defer c.mu.Unlock()
 	c.nodes[id] = n
 	if c.serve {
-		c.apis[id] = httpapi.New(n, append([]httpapi.Option{httpapi.WithLogger(quiet), httpapi.WithPeers(c.urls)}, c.http...)...)
+		opts := []httpapi.Option{httpapi.WithLogger(quiet)}
+		if !c.local {
+			opts = append(opts, httpapi.WithPeers(c.urls))
+		}
+		c.apis[id] = httpapi.New(n, append(opts, c.http...)...)
 	}
 	return nil
 }
@@ -211,6 +238,15 @@ func (c *Cluster) Node(id uint64) *fencelock.Node {
 // URL returns the base URL of replica id's HTTP API (WithHTTP), the same
 // across restarts; "" without WithHTTP.
 func (c *Cluster) URL(id uint64) string { return c.urls[id] }
+
+// API returns replica id's HTTP API (WithHTTP) while the replica runs, for
+// a test that puts an endpoint of its own in front of it; nil while it is
+// stopped or crashed, and without WithHTTP.
+func (c *Cluster) API(id uint64) *httpapi.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.apis[id]
+}
 
 // Leader waits until the running replicas that are not frozen agree on the
 // leader of the default group, and returns its ID; it fails the test if

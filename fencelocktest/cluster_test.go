@@ -99,6 +99,37 @@ func TestStoppedReplicaDropsItsHTTPUntilRestart(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond, "the restarted replica is never ready")
 }
 
+// WithHandler's handler stands in front of every replica's endpoint, and
+// sees each call reach the replica's API (the route its mux took); API is
+// the replica's Server while it runs.
+func TestWithHandlerFrontsEveryReplicasAPI(t *testing.T) {
+	ctx := testCtx(t)
+	readyz := make(chan string, 3) // the host each /readyz call was made to, once it reached the API
+	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithHTTP(), fencelocktest.WithHandler(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r)
+			if r.Pattern == "GET /readyz" {
+				readyz <- r.Host
+			}
+		})
+	}))
+	c.Leader(ctx)
+	for id := uint64(1); id <= 3; id++ {
+		require.NotNil(t, c.API(id))
+		resp, err := http.Get(c.URL(id) + "/readyz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		select {
+		case host := <-readyz:
+			require.Equal(t, c.URL(id), "http://"+host)
+		case <-ctx.Done():
+			t.Fatalf("replica %d's call never reached its API through the handler", id)
+		}
+	}
+	c.Stop(3)
+	require.Nil(t, c.API(3), "a stopped replica has no API")
+}
+
 // A cluster made WithRestore starts from the backup: every replica holds
 // the backup's lock with its token, and grants above it. Each replica's
 // Dir is where it keeps that state, the same across a restart.

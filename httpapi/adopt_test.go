@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/httpapi"
-	"github.com/fencelock/fencelock/internal/testhook"
 )
 
 // TestSessionOutlivesItsReplica stops the replica that made a session,
@@ -119,9 +117,9 @@ func TestAdoptionKeepsEveryGroup(t *testing.T) {
 	}
 	partB := call(t, "GET", lockURL(two, "x@b", ""), nil).Str("holder_session")
 
-	g.apis[1].Close()
-	g.srvs[1].Close()
-	require.NoError(t, g.nodes[1].Close())
+	g.API(1).Close()
+	require.NoError(t, g.Node(1).Close())
+	g.Stop(1) // and its endpoint drops calls, as a stopped process's port
 
 	// Replicas 2 and 3 both called at once: they race to adopt it, and
 	// whichever loses finds where it went. No call says it is gone.
@@ -308,15 +306,12 @@ func eachStop(t *testing.T, test func(t *testing.T, graceful bool)) {
 func stopOne(t *testing.T, g *group, graceful bool) {
 	t.Helper()
 	if graceful {
-		g.apis[1].Close()
-		g.srvs[1].Close()
-		require.NoError(t, g.nodes[1].Close())
+		g.API(1).Close()
+		require.NoError(t, g.Node(1).Close())
+		g.Stop(1) // and its endpoint drops calls, as a stopped process's port
 		return
 	}
-	testhook.Crash(context.Background(), g.nodes[1])
-	g.srvs[1].CloseClientConnections()
-	g.srvs[1].Close()
-	g.apis[1].Close()
+	g.Crash(1)
 }
 
 // TestAdoptionWithdrawsAKeptRequestWithoutReissue: b waits for lock L and

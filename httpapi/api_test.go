@@ -3,14 +3,10 @@ package httpapi_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,18 +15,15 @@ import (
 	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
-	"github.com/fencelock/fencelock/transport"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// group is three replicas in this process, each serving the API.
+// group is three replicas in this process, each serving the API
+// (fencelocktest's kit).
 type group struct {
-	net   *transport.Network // the replicas' network: a joining replica takes net.Addr(id)
-	nodes map[uint64]*fencelock.Node
-	apis  map[uint64]*httpapi.Server
-	urls  map[uint64]string
-	srvs  map[uint64]*httptest.Server
+	*fencelocktest.Cluster
+	urls map[uint64]string // each replica's API, by ID
 }
 
 func newGroup(t *testing.T, forward bool, opts ...httpapi.Option) *group {
@@ -39,60 +32,19 @@ func newGroup(t *testing.T, forward bool, opts ...httpapi.Option) *group {
 }
 
 // newGroupWith is newGroup with tune applied to each replica's Config.
+// Without forward a replica answers every call itself.
 func newGroupWith(t *testing.T, tune func(*fencelock.Config), forward bool, opts ...httpapi.Option) *group {
 	t.Helper()
-	net := transport.NewNetwork(3)
-	members := map[uint64]string{1: net.Addr(1), 2: net.Addr(2), 3: net.Addr(3)}
-	g := &group{net: net, nodes: map[uint64]*fencelock.Node{}, apis: map[uint64]*httpapi.Server{}, urls: map[uint64]string{}}
-	servers := map[uint64]*httptest.Server{}
-	for id := uint64(1); id <= 3; id++ {
-		servers[id] = httptest.NewUnstartedServer(nil)
-		g.urls[id] = "http://" + servers[id].Listener.Addr().String()
-	}
-	dir := t.TempDir()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for id := uint64(1); id <= 3; id++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := fencelock.Config{ReplicaID: id, Members: members,
-				Dir: filepath.Join(dir, fmt.Sprint(id)), Transport: net, Logger: quiet}
-			if tune != nil {
-				tune(&cfg)
-			}
-			n, err := fencelock.Start(context.Background(), cfg)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			g.nodes[id] = n
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	for id := uint64(1); id <= 3; id++ {
-		o := append([]httpapi.Option{httpapi.WithLogger(quiet)}, opts...)
-		if forward {
-			o = append(o, httpapi.WithPeers(g.urls))
-		}
-		g.apis[id] = httpapi.New(g.nodes[id], o...)
+	kit := []fencelocktest.Option{fencelocktest.WithConfig(tune), fencelocktest.WithHTTP(opts...),
 		// Every response of every test's calls is checked against openapi.yaml.
-		servers[id].Config.Handler = httpapi.ValidateResponses(t, g.apis[id])
-		servers[id].Start()
+		fencelocktest.WithHandler(func(h http.Handler) http.Handler { return httpapi.ValidateResponses(t, h) })}
+	if !forward {
+		kit = append(kit, fencelocktest.WithoutForwarding())
 	}
-	g.srvs = servers
-	t.Cleanup(func() {
-		for id := uint64(1); id <= 3; id++ {
-			g.apis[id].Close()
-			servers[id].Close()
-			g.nodes[id].Close()
-		}
-	})
+	g := &group{Cluster: fencelocktest.NewCluster(t, 3, kit...), urls: map[uint64]string{}}
+	for id := uint64(1); id <= 3; id++ {
+		g.urls[id] = g.URL(id)
+	}
 	return g
 }
 

@@ -148,8 +148,8 @@ func TestDashboard(t *testing.T) {
 	require.NotContains(t, gone, "NO LEADER")
 
 	// Two of three replicas stop: the page of the third says so.
-	g.nodes[1].Close()
-	g.nodes[3].Close()
+	g.Node(1).Close()
+	g.Node(3).Close()
 	err = chromedp.Do(ctx,
 		chromedp.Poll[chromedp.Void](`["1", "3"].every(id => document.querySelector('tr[data-replica="' + id + '"]')?.textContent.includes("unreachable"))`,
 			chromedp.WithPollingTimeout(60*time.Second)),

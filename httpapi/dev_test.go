@@ -24,12 +24,12 @@ func TestLoopbackAdmin(t *testing.T) {
 		api.ServeHTTP(w, r)
 		return w.Code
 	}
-	require.Equal(t, http.StatusNotFound, end(g.apis[1], "127.0.0.1:50000"))
-	require.Equal(t, http.StatusNotFound, end(g.apis[1], "[::1]:50000"))
-	require.Equal(t, http.StatusForbidden, end(g.apis[1], "10.0.0.7:50000"), "another machine has no admin right")
+	require.Equal(t, http.StatusNotFound, end(g.API(1), "127.0.0.1:50000"))
+	require.Equal(t, http.StatusNotFound, end(g.API(1), "[::1]:50000"))
+	require.Equal(t, http.StatusForbidden, end(g.API(1), "10.0.0.7:50000"), "another machine has no admin right")
 
 	acl, err := httpapi.ParseTokens([]byte("reader read:*\n"))
 	require.NoError(t, err)
-	g.apis[2].SetACL(acl)
-	require.Equal(t, http.StatusUnauthorized, end(g.apis[2], "127.0.0.1:50000"), "with tokens, a token is needed from loopback too")
+	g.API(2).SetACL(acl)
+	require.Equal(t, http.StatusUnauthorized, end(g.API(2), "127.0.0.1:50000"), "with tokens, a token is needed from loopback too")
 }

@@ -70,7 +70,7 @@ func TestGroupTableOverHTTP(t *testing.T) {
 	require.Equal(t, []any{float64(f)}, r.Body["voters"])
 	require.Len(t, r.Body["removed"], 2)
 	m := callWith(t, "GET", base+"/v1/members?group=billing", nil, reader)
-	require.Equal(t, map[string]any{fmt.Sprint(f): g.net.Addr(f)}, m.Body["voters"], m.Raw)
+	require.Equal(t, map[string]any{fmt.Sprint(f): g.Network().Addr(f)}, m.Body["voters"], m.Raw)
 	other := g.urls[f%3+1]
 	// A replica taken off the group learns of it from the group, a moment
 	// after the move is done; until then it answers 503, which a client

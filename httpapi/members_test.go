@@ -20,7 +20,7 @@ func (g *group) follower(t *testing.T) uint64 {
 	t.Helper()
 	var leader uint64
 	fencelocktest.WaitFor(t, "a raft leader", func() bool {
-		leader = g.nodes[1].Status().LeaderID
+		leader = g.Node(1).Status().LeaderID
 		return leader != 0
 	})
 	return leader%3 + 1
@@ -55,7 +55,7 @@ func TestMembersOverHTTP(t *testing.T) {
 
 	m := members(base + "/v1/members")
 	require.Equal(t, "", m["group"])
-	require.Equal(t, map[string]any{"1": g.net.Addr(1), "2": g.net.Addr(2), "3": g.net.Addr(3)}, m["voters"])
+	require.Equal(t, map[string]any{"1": g.Network().Addr(1), "2": g.Network().Addr(2), "3": g.Network().Addr(3)}, m["voters"])
 	require.Equal(t, map[string]any{}, m["non_voting"])
 	require.Equal(t, []any{}, m["removed"])
 	require.NotZero(t, m["config_change_index"])
@@ -69,7 +69,7 @@ func TestMembersOverHTTP(t *testing.T) {
 	require.Equal(t, 401, callWith(t, "GET", base+"/v1/members", nil, nil).Status)
 
 	// Only admin on every name changes the membership.
-	add4 := map[string]any{"id": 4, "addr": g.net.Addr(4)}
+	add4 := map[string]any{"id": 4, "addr": g.Network().Addr(4)}
 	forbidden(callWith(t, "POST", base+"/v1/members", add4, reader), "admin")
 	forbidden(callWith(t, "POST", base+"/v1/members", add4, bearer("jobadm")), "admin")
 	forbidden(callWith(t, "DELETE", base+"/v1/members/3", nil, reader), "admin")
@@ -97,11 +97,11 @@ func TestMembersOverHTTP(t *testing.T) {
 	r = callWith(t, "POST", base+"/v1/members", add4, admin)
 	require.Equal(t, 200, r.Status, r.Raw)
 	require.Equal(t, true, r.Body["done"], r.Raw)
-	require.Equal(t, map[string]any{"4": g.net.Addr(4)}, r.Body["members"].(map[string]any)["non_voting"], r.Raw)
+	require.Equal(t, map[string]any{"4": g.Network().Addr(4)}, r.Body["members"].(map[string]any)["non_voting"], r.Raw)
 	r = callWith(t, "POST", base+"/v1/members", add4, admin)
 	require.Equal(t, 200, r.Status, "adding it again is a no-op: %s", r.Raw)
-	n4, err := fencelock.Start(context.Background(), fencelock.Config{ReplicaID: 4, Join: true, Addr: g.net.Addr(4),
-		Dir: filepath.Join(t.TempDir(), "4"), Transport: g.net, Logger: quiet,
+	n4, err := fencelock.Start(context.Background(), fencelock.Config{ReplicaID: 4, Join: true, Addr: g.Network().Addr(4),
+		Dir: filepath.Join(t.TempDir(), "4"), Transport: g.Network(), Logger: quiet,
 		Groups: []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { n4.Close() })
@@ -110,14 +110,14 @@ func TestMembersOverHTTP(t *testing.T) {
 	_, err = n4.Members(ctx) // a linearizable read on 4: it has caught up
 	require.NoError(t, err)
 	other := g.urls[f%3+1]
-	r = callWith(t, "POST", other+"/v1/members", map[string]any{"id": 4, "addr": g.net.Addr(4), "voting": true}, admin)
+	r = callWith(t, "POST", other+"/v1/members", map[string]any{"id": 4, "addr": g.Network().Addr(4), "voting": true}, admin)
 	require.Equal(t, 200, r.Status, r.Raw)
 	m = members(base + "/v1/members")
-	require.Equal(t, g.net.Addr(4), m["voters"].(map[string]any)["4"], "4 is a voter: %v", m)
+	require.Equal(t, g.Network().Addr(4), m["voters"].(map[string]any)["4"], "4 is a voter: %v", m)
 	require.Equal(t, map[string]any{}, m["non_voting"])
 
 	// Refusals of the group: 409, with the code saying which.
-	r = callWith(t, "POST", base+"/v1/members", map[string]any{"id": 5, "addr": g.net.Addr(1)}, admin)
+	r = callWith(t, "POST", base+"/v1/members", map[string]any{"id": 5, "addr": g.Network().Addr(1)}, admin)
 	require.Equal(t, 409, r.Status, r.Raw)
 	require.Equal(t, httpapi.CodeMembership, r.Str("code"), r.Raw)
 	require.Contains(t, r.Str("error"), "belongs to replica 1")
@@ -134,7 +134,7 @@ func TestMembersOverHTTP(t *testing.T) {
 	require.NotContains(t, mm["voters"], "4", r.Raw)
 	r = callWith(t, "DELETE", base+"/v1/members/4", nil, admin)
 	require.Equal(t, 200, r.Status, "removing it again is a no-op: %s", r.Raw)
-	for _, addr := range []string{g.net.Addr(4), g.net.Addr(6)} {
+	for _, addr := range []string{g.Network().Addr(4), g.Network().Addr(6)} {
 		for _, voting := range []bool{false, true} {
 			r = callWith(t, "POST", base+"/v1/members", map[string]any{"id": 4, "addr": addr, "voting": voting}, admin)
 			require.Equal(t, 409, r.Status, r.Raw)

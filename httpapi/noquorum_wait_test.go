@@ -18,8 +18,8 @@ func TestWaitingAcquireSaysNoQuorum(t *testing.T) {
 	g := newGroup(t, false)
 	a := g.urls[2]
 	s := newSession(t, a, 60000)
-	g.nodes[1].Close()
-	g.nodes[3].Close()
+	g.Node(1).Close()
+	g.Node(3).Close()
 
 	calls := []struct {
 		what, url string

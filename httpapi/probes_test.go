@@ -21,8 +21,8 @@ func TestReadyzAndLivez(t *testing.T) {
 	require.Equal(t, 200, r.Status, r.Raw)
 	require.Equal(t, "ok", r.Str("status"))
 
-	g.nodes[1].Close()
-	g.nodes[3].Close()
+	g.Node(1).Close()
+	g.Node(3).Close()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		r = call(t, "GET", a+"/readyz", nil)

@@ -39,7 +39,7 @@ func TestReaskedAcquireAnswersTheGrantWhenMade(t *testing.T) {
 		if strings.HasSuffix(r.URL.Path, "/acquire") {
 			entered <- struct{}{}
 		}
-		g.apis[2].ServeHTTP(w, r)
+		g.API(2).ServeHTTP(w, r)
 	}))
 	defer front.Close()
 	answer := make(chan reply, 1)

@@ -322,7 +322,7 @@ func TestACLMatrix(t *testing.T) {
 	// SetACL: the new file's tokens only.
 	next, err := httpapi.ParseTokens([]byte("fresh read:*\n"))
 	require.NoError(t, err)
-	g.apis[1].SetACL(next)
+	g.API(1).SetACL(next)
 	require.Equal(t, 401, callWith(t, "GET", a+"/v1/status", nil, full).Status)
 	require.Equal(t, 200, callWith(t, "GET", a+"/v1/status", nil, bearer("fresh")).Status)
 }

@@ -145,9 +145,7 @@ func TestFullRestartKeepsStateAndTokensRise(t *testing.T) {
 	require.True(t, info.Held, "the held lock survived the restart")
 	require.Equal(t, s.ID(), info.SessionID)
 
-	s2 := newSession(t, ctx, c.Node(3))
-	l, err := s2.Acquire(ctx, "a")
-	require.NoError(t, err)
+	s2, l := holding(t, ctx, c.Node(3), "a")
 	require.Greater(t, l.Token(), last)
 	// The old session's holder is gone; the group expires it after its TTL.
 	lc, err := s2.Acquire(ctx, "c")

@@ -143,6 +143,15 @@ func newSession(t testing.TB, ctx context.Context, n *fencelock.Node, opts ...fe
 	return s
 }
 
+// holding opens a session on n that acquires name, and returns both.
+func holding(t testing.TB, ctx context.Context, n *fencelock.Node, name string) (*fencelock.Session, *fencelock.Lock) {
+	t.Helper()
+	s := newSession(t, ctx, n)
+	l, err := s.Acquire(ctx, name)
+	require.NoError(t, err)
+	return s, l
+}
+
 func closed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:

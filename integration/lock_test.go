@@ -69,9 +69,7 @@ func TestTryAcquireFailsAtOnceWhenHeld(t *testing.T) {
 func TestFIFOGrantOrderAcrossReplicas(t *testing.T) {
 	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
-	holder := newSession(t, ctx, c.Node(1))
-	l, err := holder.Acquire(ctx, "q")
-	require.NoError(t, err)
+	_, l := holding(t, ctx, c.Node(1), "q")
 
 	var sessions []*fencelock.Session
 	var results []<-chan acquired
@@ -163,9 +161,7 @@ func TestCancelRacingGrantReleasesTheLock(t *testing.T) {
 func TestTwoGoroutinesOfOneSessionExcludeEachOther(t *testing.T) {
 	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
-	s := newSession(t, ctx, c.Node(1))
-	first, err := s.Acquire(ctx, "shared")
-	require.NoError(t, err)
+	s, first := holding(t, ctx, c.Node(1), "shared")
 	second := acquireAsync(ctx, s, "shared")
 	waitWaiters(t, ctx, c.Node(2), "shared", 1)
 	require.Empty(t, second)

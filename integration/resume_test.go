@@ -24,9 +24,7 @@ func TestResumeSessionAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 	permit, err := s.AcquireSemaphore(ctx, "S", 2)
 	require.NoError(t, err)
-	other := newSession(t, ctx, c.Node(2))
-	m, err := other.Acquire(ctx, "M")
-	require.NoError(t, err)
+	other, m := holding(t, ctx, c.Node(2), "M")
 	next := make(chan *fencelock.Lock, 1)
 	go func() {
 		nl, err := other.Acquire(ctx, "L")

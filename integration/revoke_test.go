@@ -64,9 +64,7 @@ func TestRevokeAppliesLockDelay(t *testing.T) {
 func TestRevokeHandsTheLockOn(t *testing.T) {
 	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
-	holder := newSession(t, ctx, c.Node(1))
-	l, err := holder.Acquire(ctx, "stuck")
-	require.NoError(t, err)
+	holder, l := holding(t, ctx, c.Node(1), "stuck")
 	waiter := newSession(t, ctx, c.Node(2))
 	granted := make(chan *fencelock.Lock, 1)
 	go func() {
@@ -108,9 +106,7 @@ func TestRevokeLeadership(t *testing.T) {
 func TestEndSession(t *testing.T) {
 	c := fencelocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
-	s := newSession(t, ctx, c.Node(1))
-	l, err := s.Acquire(ctx, "x")
-	require.NoError(t, err)
+	s, l := holding(t, ctx, c.Node(1), "x")
 	require.NoError(t, c.Node(2).EndSession(ctx, s.ID()))
 	<-s.Done()
 	require.ErrorIs(t, s.Err(), fencelock.ErrRevoked)

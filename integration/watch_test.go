@@ -40,9 +40,7 @@ func TestWatchFollowsALock(t *testing.T) {
 	first := until(t, ctx, ch, "the first state", func(fencelock.LockInfo) bool { return true })
 	require.Equal(t, fencelock.LockInfo{Name: "jobs/reindex"}, first)
 
-	a := newSession(t, ctx, c.Node(1))
-	l, err := a.Acquire(ctx, "jobs/reindex")
-	require.NoError(t, err)
+	a, l := holding(t, ctx, c.Node(1), "jobs/reindex")
 	held := until(t, ctx, ch, "the grant", func(i fencelock.LockInfo) bool { return i.Held })
 	require.Equal(t, l.Token(), held.Token)
 	require.Equal(t, a.ID(), held.SessionID)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,17 +28,11 @@ func TestLockCommand(t *testing.T) {
 	p := startProcs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	leader := p.leader(1)
-	x, y := leader%3+1, (leader+1)%3+1 // x is stopped: a follower, so the group keeps its leader
+	x, y := p.followers() // x is stopped: a follower, so the group keeps its leader
 	X, Y := p.urls[x], p.urls[y]
 	const name = "cron/report"
 
-	blocker := session(t, Y, 10000)
-	stopB := heartbeat(Y, blocker, time.Second)
-	defer stopB()
-	r := do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": blocker})
-	require.Equal(t, true, r.Body["granted"], r.Raw)
-	blockerToken := r.Str("fencing_token")
+	blocker, blockerToken := holdLock(t, Y, name)
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
@@ -53,7 +49,7 @@ func TestLockCommand(t *testing.T) {
 	_, err := os.Stat(out)
 	require.True(t, os.IsNotExist(err), "CMD ran while another session held the lock")
 
-	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
+	r := do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
 	require.Equal(t, 200, r.Status, r.Raw)
 	var token string
 	fencelocktest.WaitFor(t, "CMD to start", func() bool {
@@ -67,9 +63,7 @@ func TestLockCommand(t *testing.T) {
 
 	// The next in line, on another replica, is granted only after CMD was
 	// told to stop.
-	next := session(t, Y, 10000)
-	stopN := heartbeat(Y, next, time.Second)
-	defer stopN()
+	next := liveSession(t, Y)
 	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
 	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	events := watch(t, ctx, lockPath(Y, name, "watch"))
@@ -116,8 +110,7 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	p := startProcs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	leader := p.leader(1)
-	x, y := leader%3+1, (leader+1)%3+1 // x is stopped: a follower, so the group keeps its leader
+	x, y := p.followers() // x is stopped: a follower, so the group keeps its leader
 	X, Y := p.urls[x], p.urls[y]
 	const name = "cron/stubborn"
 
@@ -159,9 +152,7 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 	st := do(t, "GET", Y+"/v1/status", nil)
 	require.Equal(t, st.Str("group_id"), strconv.FormatUint(f.Group, 16), "FENCELOCK_FENCE's group is the group's")
 
-	next := session(t, Y, 10000)
-	stopN := heartbeat(Y, next, time.Second)
-	defer stopN()
+	next := liveSession(t, Y)
 	events := watch(t, ctx, lockPath(Y, name, "watch"))
 	waitEvent(t, events, "state", func(e ev) bool { return e.Kind == "state" })
 	r = do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": next, "wait": true})
@@ -207,18 +198,12 @@ func TestLockKillsBeforeNextGrant(t *testing.T) {
 // runs its command once granted.
 func TestCommandsFailOver(t *testing.T) {
 	p := startProcs(t)
-	leader := p.leader(1)
-	x, y := leader%3+1, (leader+1)%3+1
+	x, y := p.followers()
 	X, Y := p.urls[x], p.urls[y]
 	list := deadURL(t) + "," + X + "," + Y
 	const name = "jobs/failover"
 
-	blocker := session(t, Y, 10000)
-	stopB := heartbeat(Y, blocker, time.Second)
-	defer stopB()
-	r := do(t, "POST", lockPath(Y, name, "acquire"), map[string]any{"session_id": blocker})
-	require.Equal(t, true, r.Body["granted"], r.Raw)
-	blockerToken := r.Str("fencing_token")
+	blocker, blockerToken := holdLock(t, Y, name)
 
 	for _, args := range [][]string{{"status"}, {"locks"}, {"sessions"}} {
 		out, err := exec.Command(p.bin, append(args, "--http", list)...).CombinedOutput()
@@ -267,7 +252,7 @@ func TestCommandsFailOver(t *testing.T) {
 		t.Fatalf("the lock command ended when its session's replica died: %v; stderr: %s", err, lock.Stderr.String())
 	default:
 	}
-	r = do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
+	r := do(t, "POST", lockPath(Y, name, "release"), map[string]any{"session_id": blocker, "fencing_token": blockerToken})
 	require.Equal(t, 200, r.Status, r.Raw)
 	select {
 	case <-lock.Exited():
@@ -278,4 +263,117 @@ func TestCommandsFailOver(t *testing.T) {
 	}
 	_, err = os.Stat(filepath.Join(dir, "ran"))
 	require.NoError(t, err, "the command did not run; stderr: %s", lock.Stderr.String())
+}
+
+// Two `fencelock elect` commands on different replicas: the second's CMD
+// runs only once the first one's ended, with a larger token; a SIGTERM to
+// elect reaches its CMD, and elect exits with CMD's status.
+func TestElectCommand(t *testing.T) {
+	p := startProcs(t)
+	dir := t.TempDir()
+	script := `echo "$FENCELOCK_TOKEN $FENCELOCK_FENCE" > "$0.tmp" && mv "$0.tmp" "$0"; trap 'exit 9' TERM; while :; do sleep 0.05; done`
+	start := func(id uint64, value, out string) (*exec.Cmd, chan error) {
+		cmd := exec.Command(p.bin, "elect", "--http", p.urls[id], "--ttl", "3s", "orders/primary", value, "--",
+			"sh", "-c", script, filepath.Join(dir, out))
+		require.NoError(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		t.Cleanup(func() {
+			// SIGTERM first: elect passes it to CMD's process group. A
+			// SIGKILL alone ends elect and leaves CMD's loop running.
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-done:
+				done <- err
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+			}
+			<-done
+		})
+		return cmd, done
+	}
+	// read returns the token CMD was given, after checking that its fence
+	// (FENCELOCK_FENCE) carries the same token.
+	read := func(out string) string {
+		var got []string
+		fencelocktest.WaitFor(t, out, func() bool {
+			b, err := os.ReadFile(filepath.Join(dir, out))
+			got = strings.Fields(string(b))
+			return err == nil
+		})
+		require.Len(t, got, 2, "FENCELOCK_TOKEN and FENCELOCK_FENCE: %q", got)
+		f, err := fencelock.ParseFence(got[1])
+		require.NoError(t, err)
+		require.Equal(t, got[0], strconv.FormatUint(f.Token, 10))
+		return got[0]
+	}
+	e1, done1 := start(1, "one", "a")
+	t1 := read("a")
+	_, _ = start(2, "two", "b")
+	fencelocktest.WaitFor(t, "the second candidate to queue", func() bool {
+		r := do(t, "GET", p.urls[3]+"/v1/elections/orders%2Fprimary", nil)
+		return r.Body["total"] == float64(1)
+	})
+	_, err := os.Stat(filepath.Join(dir, "b"))
+	require.True(t, os.IsNotExist(err), "the second CMD ran while the first led")
+
+	require.NoError(t, e1.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-done1:
+		done1 <- err
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, 9, ee.ExitCode())
+	case <-time.After(30 * time.Second):
+		t.Fatal("elect did not end after SIGTERM")
+	}
+	t2 := read("b")
+	n1, _ := strconv.ParseUint(t1, 10, 64)
+	n2, _ := strconv.ParseUint(t2, 10, 64)
+	require.Greater(t, n2, n1)
+	r := do(t, "GET", p.urls[3]+"/v1/elections/orders%2Fprimary", nil)
+	require.Equal(t, "two", r.Body["leader"].(map[string]any)["value"], r.Raw)
+}
+
+// A lock revoked at the group while its session lives on: the watch shows
+// the grant ended, and `fencelock lock` sends CMD SIGTERM at once, not at
+// the lease's end (the heartbeats go on being answered, so that would be
+// never); lock exits with CMD's status.
+func TestLockRevokedStopsCommand(t *testing.T) {
+	dir := t.TempDir()
+	tokens := tempFile(t, "tokens", "sekret\n")
+	base, _, _ := startOne(t, "--tokens-file", tokens)
+	const name = "jobs/revoked"
+	script := `echo "$FENCELOCK_TOKEN" > out.tmp && mv out.tmp out; trap 'echo term >> log; exit 7' TERM; while :; do sleep 0.05; done`
+	cmd := exec.Command(binary(t), "lock", "--http", base, "--token-file", tokens, "--ttl", "10s", name, "--", "sh", "-c", script)
+	cmd.Dir = dir
+	cmd.WaitDelay = 2 * time.Second // CMD may outlive a failed test: do not wait for it to close stderr
+	lock := fencelocktest.StartCmd(t, cmd)
+	// SIGTERM first: lock passes it to CMD's process group, which a
+	// kill of lock alone would leave running.
+	defer lock.Stop(5 * time.Second)
+	fencelocktest.WaitFor(t, "CMD to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "out"))
+		return err == nil
+	})
+	revoked := time.Now()
+	req, _ := http.NewRequest("POST", lockPath(base, name, "revoke"), strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer sekret")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	select {
+	case <-lock.Exited():
+		err := lock.Err()
+		var ee *exec.ExitError
+		require.True(t, errors.As(err, &ee), "%v; stderr: %s", err, lock.Stderr.String())
+		require.Equal(t, 7, ee.ExitCode(), "stderr: %s", lock.Stderr.String())
+	case <-time.After(5 * time.Second):
+		t.Fatalf("CMD still runs 5s after its lock was revoked (its lease is 6s and renewed); stderr: %s", lock.Stderr.String())
+	}
+	t.Logf("CMD stopped %v after the revoke; stderr:\n%s", time.Since(revoked), lock.Stderr.String())
+	log, _ := os.ReadFile(filepath.Join(dir, "log"))
+	require.Equal(t, "term\n", string(log), "CMD got no SIGTERM")
+	require.Contains(t, lock.Stderr.String(), "the grant ended at the group")
 }

@@ -5,12 +5,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -58,6 +60,13 @@ func (p *procs) leader(id uint64) uint64 {
 	return uint64(r.Body["leader_id"].(float64))
 }
 
+// followers returns the two replicas that do not lead the group, as
+// replica 1 sees it: stopping one leaves the group its leader.
+func (p *procs) followers() (x, y uint64) {
+	leader := p.leader(1)
+	return leader%3 + 1, (leader+1)%3 + 1
+}
+
 type reply = fencelocktest.Reply
 
 var hc = &http.Client{Timeout: 30 * time.Second}
@@ -75,6 +84,26 @@ func do(t *testing.T, method, u string, body any) reply {
 func session(t *testing.T, base string, ttlMS int) string {
 	t.Helper()
 	return secrets.Session(t, hc, base, ttlMS)
+}
+
+// liveSession opens a session at base (a 10s TTL) and heartbeats it every
+// second until the test ends.
+func liveSession(t *testing.T, base string) string {
+	t.Helper()
+	s := session(t, base, 10000)
+	stop := heartbeat(base, s, time.Second)
+	t.Cleanup(func() { stop() })
+	return s
+}
+
+// holdLock opens a liveSession at base that acquires name, which must be
+// free, and returns it with its grant's fencing token.
+func holdLock(t *testing.T, base, name string) (session, token string) {
+	t.Helper()
+	s := liveSession(t, base)
+	r := do(t, "POST", lockPath(base, name, "acquire"), map[string]any{"session_id": s})
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	return s, r.Str("fencing_token")
 }
 
 var lockPath = fencelocktest.LockURL
@@ -208,9 +237,7 @@ func TestServe(t *testing.T) {
 	dead := session(t, L, 3000)
 	r = do(t, "POST", lockPath(A, "k", "acquire"), map[string]any{"session_id": dead, "wait": false})
 	require.Equal(t, true, r.Body["granted"], r.Raw)
-	waiter := session(t, A, 10000)
-	stopW := heartbeat(A, waiter, time.Second)
-	defer stopW()
+	waiter := liveSession(t, A)
 	r = do(t, "POST", lockPath(A, "k", "acquire"), map[string]any{"session_id": waiter, "wait": true})
 	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
 	kev := watch(t, ctx, lockPath(B, "k", "watch"))
@@ -231,4 +258,32 @@ func TestServe(t *testing.T) {
 	require.Equal(t, true, r.Body["granted"], r.Raw)
 	r = do(t, "POST", A+"/v1/sessions/"+dead+"/heartbeat", nil)
 	require.Equal(t, 404, r.Status, r.Raw)
+}
+
+// SIGTERM closes serve gracefully, with streams open and an acquire waiting
+// in a queue: it exits 0 promptly.
+func TestServeSIGTERM(t *testing.T) {
+	p := startProcs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, b := session(t, p.urls[2], 10000), session(t, p.urls[1], 10000)
+	r := do(t, "POST", lockPath(p.urls[2], "x", "acquire"), map[string]any{"session_id": a})
+	require.Equal(t, true, r.Body["granted"], r.Raw)
+	r = do(t, "POST", lockPath(p.urls[1], "x", "acquire"), map[string]any{"session_id": b, "wait": true})
+	require.Equal(t, float64(1), r.Body["queue_position"], r.Raw)
+	events := watch(t, ctx, lockPath(p.urls[1], "x", "watch"))
+
+	cmd := p.Cmd(1)
+	exited, _ := p.Exited(1)
+	start := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-exited:
+		require.True(t, cmd.ProcessState.Success(), "serve exited badly on SIGTERM (%v):\n%s", cmd.ProcessState, p.Logs(1))
+	case <-time.After(15 * time.Second):
+		t.Fatalf("serve still running 15s after SIGTERM:\n%s", p.Logs(1))
+	}
+	t.Logf("serve exited %v after SIGTERM", time.Since(start))
+	for range events { // the stream ended with the process
+	}
 }

@@ -68,31 +68,35 @@ func EncodeMetadata(data []byte) []byte {
 	return append(flagHash(data), data...)
 }
 
-// unmarshalSnapshot decodes a raftpb.Snapshot; the generated code returns
-// errors on malformed input, but it is guarded anyway: nothing read from a
-// file may panic.
-func unmarshalSnapshot(data []byte) (ss pb.Snapshot, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			ss, err = pb.Snapshot{}, fmt.Errorf("%w: snapshot metadata: %v", ErrCorrupt, p)
-		}
-	}()
-	if err := ss.Unmarshal(data); err != nil {
-		return pb.Snapshot{}, fmt.Errorf("%w: snapshot metadata: %v", ErrCorrupt, err)
-	}
-	return ss, nil
+// unmarshalSnapshot decodes a raftpb.Snapshot (see unmarshalGuarded).
+func unmarshalSnapshot(data []byte) (pb.Snapshot, error) {
+	return unmarshalGuarded[pb.Snapshot](data, "snapshot metadata")
 }
 
-func unmarshalHeader(data []byte) (h pb.SnapshotHeader, err error) {
+// unmarshalHeader decodes a raftpb.SnapshotHeader (see unmarshalGuarded).
+func unmarshalHeader(data []byte) (pb.SnapshotHeader, error) {
+	return unmarshalGuarded[pb.SnapshotHeader](data, "snapshot header")
+}
+
+// unmarshalGuarded decodes data into a T by its generated Unmarshal; a
+// malformed one is ErrCorrupt naming what. The generated code returns
+// errors on malformed input, but it is guarded anyway: nothing read from a
+// file may panic.
+func unmarshalGuarded[T any, P interface {
+	*T
+	Unmarshal([]byte) error
+}](data []byte, what string) (v T, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			h, err = pb.SnapshotHeader{}, fmt.Errorf("%w: snapshot header: %v", ErrCorrupt, p)
+			var zero T
+			v, err = zero, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, p)
 		}
 	}()
-	if err := h.Unmarshal(data); err != nil {
-		return pb.SnapshotHeader{}, fmt.Errorf("%w: snapshot header: %v", ErrCorrupt, err)
+	if err := P(&v).Unmarshal(data); err != nil {
+		var zero T
+		return zero, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
 	}
-	return h, nil
+	return v, nil
 }
 
 // StatePayload checks a Dragonboat snapshot file whole (header, every

@@ -227,11 +227,9 @@ func (t *Tracker) Remove(id uint64) {
 func (t *Tracker) Delayed(d Delay) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := &entry{kind: kindDelay, delay: d, deadline: t.clock.Now().Add(d.D)}
+	e := &entry{kind: kindDelay, delay: d}
 	t.delays[d.Name] = e
-	if t.armed() {
-		t.push(item{at: e.deadline, e: e})
-	}
+	t.begin(e)
 }
 
 // Undelayed forgets the lock-delay of lock name begun by token.
@@ -248,8 +246,16 @@ func (t *Tracker) Undelayed(name string, token uint64) {
 func (t *Tracker) Held(h Hold) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := &entry{kind: kindHold, hold: h, deadline: t.clock.Now().Add(h.D)}
+	e := &entry{kind: kindHold, hold: h}
 	t.holds[h.Token] = e
+	t.begin(e)
+}
+
+// begin runs e, a lock-delay or hold just applied, in full from now. The
+// heap times it only while this replica's timers are armed; restartAll
+// starts it afresh when they are.
+func (t *Tracker) begin(e *entry) {
+	e.deadline = t.clock.Now().Add(e.length())
 	if t.armed() {
 		t.push(item{at: e.deadline, e: e})
 	}

@@ -276,6 +276,16 @@ func (d *driver) operation(c Command) Command {
 	return c
 }
 
+// drive applies n of the driver's entries to h, one by one, learning from
+// each: a random state for tests that want one.
+func (d *driver) drive(h *harness, n int) {
+	for range n {
+		cmds := d.entry()
+		rs, evs := h.apply(cmds...)
+		d.observe(cmds, rs, evs)
+	}
+}
+
 // observe learns session IDs, grants and keep-alives from an applied entry.
 func (d *driver) observe(cmds []Command, rs []Result, evs []Event) {
 	for i, c := range cmds {

@@ -168,12 +168,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(validImage().body())
 	f.Add(validImage().bytes())
 	h := newHarness(f)
-	d := newDriver(rand.New(rand.NewPCG(11, 12)))
-	for range 100 {
-		cmds := d.entry()
-		rs, evs := h.apply(cmds...)
-		d.observe(cmds, rs, evs)
-	}
+	newDriver(rand.New(rand.NewPCG(11, 12))).drive(h, 100)
 	random := saveBytes(f, h.st)
 	f.Add(random)
 	f.Add(random[:len(random)-4])

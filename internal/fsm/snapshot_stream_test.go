@@ -69,12 +69,7 @@ func FuzzRestoreStream(f *testing.F) {
 	forged.sessionCount = &huge
 	f.Add(forged.bytes())
 	h := newHarness(f)
-	d := newDriver(rand.New(rand.NewPCG(31, 32)))
-	for range 100 {
-		cmds := d.entry()
-		rs, evs := h.apply(cmds...)
-		d.observe(cmds, rs, evs)
-	}
+	newDriver(rand.New(rand.NewPCG(31, 32))).drive(h, 100)
 	f.Add(saveBytes(f, h.st))
 	f.Add(saveBytes(f, raisedState(f)))
 	f.Add(gatedImage().bytes())

@@ -57,12 +57,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}},
 		{"random", func(tb testing.TB) *State {
 			h := newHarness(tb)
-			d := newDriver(rand.New(rand.NewPCG(7, 8)))
-			for range 400 {
-				cmds := d.entry()
-				rs, evs := h.apply(cmds...)
-				d.observe(cmds, rs, evs)
-			}
+			newDriver(rand.New(rand.NewPCG(7, 8))).drive(h, 400)
 			return h.st
 		}},
 	} {

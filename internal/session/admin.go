@@ -24,13 +24,7 @@ func (h *Host) Revoke(ctx context.Context, name string, token uint64, election b
 	if err != nil {
 		return err
 	}
-	op, err := newOp()
-	if err != nil {
-		return err
-	}
-	// Propose retries this very command, op and all, so that the state
-	// machine answers a retry with the first attempt's outcome.
-	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindRevoke, Name: name, Token: token, Election: election, Op: op})
+	res, err := proposeOp(ctx, r, fsm.Command{Kind: fsm.KindRevoke, Name: name, Token: token, Election: election})
 	if err != nil {
 		return err
 	}
@@ -54,11 +48,7 @@ func (h *Host) EndSession(ctx context.Context, group string, id uint64) error {
 	if err != nil {
 		return err
 	}
-	op, err := newOp()
-	if err != nil {
-		return err
-	}
-	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindEndSession, Session: id, Op: op})
+	res, err := proposeOp(ctx, r, fsm.Command{Kind: fsm.KindEndSession, Session: id})
 	if err != nil {
 		return err
 	}
@@ -78,6 +68,18 @@ func (h *Host) Members(ctx context.Context, group string) (replica.Membership, e
 		return replica.Membership{}, err
 	}
 	return r.Members(ctx)
+}
+
+// proposeOp proposes cmd, an operator's, to group r under an operation ID
+// of its own (newOp). Propose retries this very command, op and all, so
+// that the state machine answers a retry with the first attempt's outcome.
+func proposeOp(ctx context.Context, r Group, cmd fsm.Command) (fsm.Result, error) {
+	op, err := newOp()
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	cmd.Op = op
+	return r.Propose(ctx, cmd)
 }
 
 // newOp draws the operation ID of one operator call (fsm.Command.Op): the

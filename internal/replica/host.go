@@ -25,6 +25,7 @@ import (
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
 	"github.com/fencelock/fencelock/internal/replica/mirror"
+	"github.com/fencelock/fencelock/internal/replica/serve"
 	"github.com/fencelock/fencelock/internal/testhook"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -93,14 +94,12 @@ type Host struct {
 	gset  atomic.Pointer[groupSet]
 	tab   tableState // the group table as last read (table.go)
 
-	releaseDir     func()                         // frees Dir for another Start in this process
-	store          atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
-	down           atomic.Bool                    // set by TestingCrash: the transport is cut off
-	exporting      atomic.Int32                   // copies of groups being written for other replicas' backups (serveExport)
-	readingMembers atomic.Int32                   // memberships being read for other replicas (serveMembers)
-	sendingStates  atomic.Int32                   // group states larger than one message being sent to mirrors (serveMirror)
-	streams        streamCount                    // message connections opened, by target (tests)
-	tooNewWarned   sync.Map                       // [peer, shard] -> when sendScreen last warned
+	releaseDir   func()                         // frees Dir for another Start in this process
+	store        atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
+	down         atomic.Bool                    // set by TestingCrash: the transport is cut off
+	server       *serve.Server                  // answers other replicas' calls for the groups it runs (host_serve.go)
+	streams      streamCount                    // message connections opened, by target (tests)
+	tooNewWarned sync.Map                       // [peer, shard] -> when sendScreen last warned
 
 	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)
 	// before Close closes it: Dragonboat's Close and GetNodeHostInfo race.
@@ -188,6 +187,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	}
 	h.tab.init(tableMode)
 	h.bal = newBalancer()
+	h.server = newServer(h)
 	def := newReplica(h, "", defaultShard, sinks(""))
 	defMembers := g.Members
 	if len(defMembers) == 0 {

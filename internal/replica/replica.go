@@ -46,16 +46,19 @@
 //   - host_mirrors.go: the host's side of its mirrors (package mirror,
 //     below): making, finding and retiring them, and its answers to the
 //     calls a mirror makes of its host (mirror.Host, through mirrorHost).
-//   - mirror_serve.go: the replica's side of the mirrors it feeds, over the
-//     transport's call connections; their messages are package wire's;
-//     mirror_members.go a mirror's membership read at a voter, and the
-//     voter's side.
+//   - host_serve.go: the host's answers to the serving side (package
+//     serve, below): finding a shard of a named group (serve.Host, through
+//     servedHost), what a call needs of it (serve.Group, through
+//     servedShard: its state with a subscriber registered at once,
+//     propose, read, membership, export), and what an error means to the
+//     caller (wireCode). mirror_members.go: a mirror's membership read at
+//     a voter, the caller's side.
 //   - mirror_swap.go: a mirror and a shard of one group taking over from
 //     each other as the group table moves the group's voters.
 //   - backup.go: a group's exported copy and a restore's import;
 //     exportgroup.go every group's copy for a backup, from a voter over a
-//     call connection for a group this host does not run, and
-//     serveexport.go the voter's side.
+//     call connection for a group this host does not run (the voter's
+//     side is package serve's).
 //   - ops.go: counters and the proposal latency histogram.
 //
 // Rooms of their own, below this package (none imports it):
@@ -68,6 +71,14 @@
 //     a group this host does not run, reached through a replica that does
 //     (its proposals, reads, events). It asks its host only what
 //     mirror.Host names, and the host reaches it through its methods.
+//   - serve (internal/replica/serve): what a voter does for a replica
+//     that does not run a group, over the transport's call connections:
+//     feed a mirror (its state, then every entry applied, and its
+//     proposals and reads), export the group's copy for a backup, read
+//     its membership; each call bounded and refused with a code the
+//     caller acts on. It reaches the host only through serve.Host and
+//     serve.Group; the shard's apply observer publishes to its
+//     Subscribers.
 //   - groupcore (internal/replica/groupcore): what the two makers of Group
 //     share, a Core each embeds, and the role's vocabulary (Sink, Status,
 //     Counters), which this package names under the same names.
@@ -101,6 +112,7 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/proposer"
 	"github.com/fencelock/fencelock/internal/replica/groupcore"
+	"github.com/fencelock/fencelock/internal/replica/serve"
 )
 
 // defaultShard is the default group's shard ID inside Dragonboat: a
@@ -170,8 +182,8 @@ type Replica struct {
 	// held holds a new shard's events back while the group's mirror
 	// feeds its Sink (mirror_swap.go); nil otherwise.
 	held *holdSink
-	// subs are the mirrors this replica feeds (mirror_serve.go).
-	subs subscribers
+	// subs are the mirrors this replica feeds (package serve).
+	subs serve.Subscribers
 	// lostReplies is set only by tests (TestingLoseReplies): kinds whose
 	// next committed proposals Propose reports as lost to a leader change.
 	lostReplies atomic.Pointer[lostReplies]
@@ -274,7 +286,7 @@ func (r *Replica) stop() {
 		r.Cancel() // ends the reads in flight (Read)
 		r.prop.Close()
 		r.calls.close()
-		r.subs.end(errors.New("the replica stopped"))
+		r.subs.End(errors.New("the replica stopped"))
 	})
 }
 

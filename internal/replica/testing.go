@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/logstore"
+	"github.com/fencelock/fencelock/internal/replica/serve"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
@@ -322,19 +323,12 @@ func (h *Host) TestingExport(ctx context.Context, addr, name, dir string) (uint6
 // bytes once it is larger than whole bytes, until restore is called: a test
 // mirrors a state in parts without making one larger than a call message.
 // Production code never calls it.
-func TestingStateParts(whole, part int) (restore func()) {
-	w, p := wholeState, statePart
-	wholeState, statePart = whole, min(part, wire.MaxStatePart)
-	return func() { wholeState, statePart = w, p }
-}
+func TestingStateParts(whole, part int) (restore func()) { return serve.TestingStateParts(whole, part) }
 
 // TestingStateSends sets how many states larger than one message a replica
 // sends to mirrors at once, until restore is called. Production code never
 // calls it.
-func TestingStateSends(most int32) (restore func()) {
-	old := stateSendsMost.Swap(most)
-	return func() { stateSendsMost.Store(old) }
-}
+func TestingStateSends(most int32) (restore func()) { return serve.TestingStateSends(most) }
 
 // TestingMirrorsRunning returns how many mirrors started on this host are
 // still running, whether the host lists them or not. Production code never

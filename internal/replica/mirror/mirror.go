@@ -3,7 +3,7 @@
 // (PlaceOwn) reaches a group it does not run. A Mirror is a Group of its
 // own, which the session machinery uses as it uses a shard (Propose, Read,
 // StaleRead, its Sink), and which is fed by a replica that runs the group
-// (internal/replica's mirror_serve.go).
+// (internal/replica/serve).
 //
 // It subscribes over a call connection to one of the group's voters (the
 // group table's, tried in turn), receives the state as a snapshot at some

@@ -1,8 +1,8 @@
-package replica
+package serve
 
-// The serving side of a backup's export of a group (exportgroup.go): a
-// replica that runs the group writes a copy of it with Export, as a backup
-// of a local group does, and sends it down the call connection the export
+// A backup's export of a group (internal/replica's exportgroup.go is the
+// caller's side): a replica that runs the group writes a copy of it with
+// Group.Export, as a backup of a local group does, and sends it down the call connection the export
 // request came on, in messages of at most wire.MaxExportData bytes (a group's
 // state may be far larger than one call message). The request is the one
 // message the caller sends: anything more, or the connection's end, stops
@@ -14,10 +14,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/backup"
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/transport"
@@ -36,18 +34,18 @@ const (
 
 // serveExport answers export request m on c: the group's copy, or a
 // refusal saying why not (wire.CodeElsewhere if this replica does not run it).
-func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg) {
-	release, ok := takeSlot(&h.exporting, maxExports, c, fmt.Sprintf("replica %d is already writing %d copies of groups for other replicas' backups, its most at once: ask another voter of group %q, or again later",
-		h.cfg.ReplicaID, maxExports, truncate(m.Name, 64)))
+func (s *Server) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg) {
+	release, ok := takeSlot(&s.exporting, maxExports, c, fmt.Sprintf("replica %d is already writing %d copies of groups for other replicas' backups, its most at once: ask another voter of group %q, or again later",
+		s.cfg.ReplicaID, maxExports, truncate(m.Name, 64)))
 	if !ok {
 		return
 	}
 	defer release()
-	r := h.servingGroup(c, m)
-	if r == nil {
+	g := s.servingGroup(c, m)
+	if g == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Ctx, callWait(exportWait, m.Timeout))
+	ctx, cancel := context.WithTimeout(g.Context(), callWait(exportWait, m.Timeout))
 	defer cancel()
 	// The caller sends nothing more; its close (it has the whole copy, or
 	// gave up) ends the export.
@@ -62,19 +60,19 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 		_, _ = c.Recv()
 	})
 
-	tmp, err := os.MkdirTemp(h.cfg.Dir, ".snapshot-export-")
+	tmp, err := os.MkdirTemp(s.cfg.Dir, ".snapshot-export-")
 	if err != nil {
-		refuseCall(c, wire.CodeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.Name(), err))
+		refuseCall(c, wire.CodeUnavailable, fmt.Sprintf("replica %d cannot export group %q: %v", s.cfg.ReplicaID, g.Name(), err))
 		return
 	}
 	defer os.RemoveAll(tmp)
 	type result struct {
-		ex  Exported
+		ex  Copy
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		ex, err := r.Export(ctx, tmp)
+		ex, err := g.Export(ctx, tmp)
 		done <- result{ex, err}
 	}()
 	// Pings keep the caller's idle limit from ending a long export.
@@ -86,28 +84,28 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 		case res = <-done:
 			waiting = false
 		case <-t.C:
-			ping := wire.Msg{Kind: wire.KindPing, Leader: r.LeaderID.Load()}
+			ping := wire.Msg{Kind: wire.KindPing, Leader: g.Leader()}
 			if c.Send(ping.Encode(nil)) != nil {
 				cancel()
 			}
 		}
 	}
 	if res.err != nil {
-		refuseCall(c, wireCode(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", h.cfg.ReplicaID, r.Name(), res.err))
+		refuseCall(c, s.host.Code(res.err), fmt.Sprintf("replica %d cannot export group %q: %v", s.cfg.ReplicaID, g.Name(), res.err))
 		return
 	}
 	ex := res.ex
-	head := wire.Msg{Kind: wire.KindExportHead, Index: ex.Snapshot.Index, Data: backup.EncodeMetadata(ex.Meta),
+	head := wire.Msg{Kind: wire.KindExportHead, Index: ex.Index, Data: ex.Meta,
 		Sessions: uint64(ex.Sessions), Locks: uint64(ex.Locks), Elections: uint64(ex.Elections)}
 	if err := c.Send(head.Encode(nil)); err != nil {
 		return
 	}
-	if err := sendFile(c, ex.File, ex.Snapshot.FileSize); err != nil {
-		r.Log.Warn("fencelock: a backup's export of the group ended early", "for", peer.Replica, "err", err)
+	if err := SendFile(c, ex.File, ex.Size); err != nil {
+		g.Logger().Warn("fencelock: a backup's export of the group ended early", "for", peer.Replica, "err", err)
 		return
 	}
 	_ = os.RemoveAll(tmp) // sent: no need to keep it while the caller finishes
-	r.Log.Info("fencelock: exported the group for another replica's backup", "for", peer.Replica, "index", ex.Snapshot.Index, "bytes", ex.Snapshot.FileSize)
+	g.Logger().Info("fencelock: exported the group for another replica's backup", "for", peer.Replica, "index", ex.Index, "bytes", ex.Size)
 	// The caller closes once it has it all.
 	select {
 	case <-gone:
@@ -115,9 +113,10 @@ func (h *Host) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg)
 	}
 }
 
-// sendFile sends the size bytes of file down c as exportData messages
-// (wire.SendParts), after the exportHead that names its size.
-func sendFile(c transport.CallConn, file string, size uint64) error {
+// SendFile sends the size bytes of file down c as exportData messages
+// (wire.SendParts), after the exportHead that names its size; the
+// caller's side (internal/replica's recvFile) takes exactly that many.
+func SendFile(c transport.CallConn, file string, size uint64) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -130,26 +129,4 @@ func sendFile(c transport.CallConn, file string, size uint64) error {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	return nil
-}
-
-// takeSlot takes one of the most slots of a kind of call a replica serves
-// at once, counted in n; when none is free it refuses the call on c as
-// unavailable (the caller asks another voter) saying why. release gives
-// the slot back.
-func takeSlot(n *atomic.Int32, most int32, c transport.CallConn, why string) (release func(), ok bool) {
-	if n.Add(1) > most {
-		n.Add(-1)
-		refuseCall(c, wire.CodeUnavailable, why)
-		return nil, false
-	}
-	return func() { n.Add(-1) }, true
-}
-
-// callWait is how long a served call may take: def, or less when the
-// caller's request names a timeout (milliseconds; 0: none).
-func callWait(def time.Duration, timeout uint64) time.Duration {
-	if timeout > 0 {
-		return min(def, time.Duration(timeout)*time.Millisecond)
-	}
-	return def
 }

@@ -150,10 +150,10 @@ func (r *Replica) proposeLeaderStart(term uint64) {
 
 func (r *Replica) proposeInBackground(cmd fsm.Command) {
 	r.Go(func() {
-		ctx, cancel := context.WithTimeout(r.Ctx, r.cfg.ProposalTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), r.cfg.ProposalTimeout)
 		defer cancel()
 		if _, err := r.Propose(ctx, cmd); err != nil {
-			r.Log.Debug("fencelock: leader's proposal not applied; it retries", "kind", cmd.Kind, "session", cmd.Session, "err", err)
+			r.Logger().Debug("fencelock: leader's proposal not applied; it retries", "kind", cmd.Kind, "session", cmd.Session, "err", err)
 		}
 	})
 }

@@ -86,7 +86,7 @@ func (r *Replica) Export(ctx context.Context, dir string) (Exported, error) {
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrRejected) {
 			return Exported{}, fmt.Errorf("%w: export a snapshot of group %q: %s", ErrUnavailable, r.Name(), describe(err))
 		}
-		b.wait(ctx, r.Closed, nil)
+		b.wait(ctx, r.Done(), nil)
 	}
 	if index < barrier {
 		return Exported{}, fmt.Errorf("%w: group %q exported its snapshot at index %d, before the read barrier's %d", ErrUnavailable, r.Name(), index, barrier)

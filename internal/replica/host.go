@@ -227,7 +227,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 			r.stop()
 		}
 		for _, r := range h.gset.Load().byShard {
-			r.WG.Wait()
+			r.Wait()
 		}
 		return nil, ran, err
 	}
@@ -495,7 +495,7 @@ func (h *Host) Close() error {
 		h.closeNodeHost()
 		h.wg.Wait()
 		for _, r := range set.byShard {
-			r.WG.Wait()
+			r.Wait()
 		}
 		for _, m := range mirrors {
 			m.Wait()

@@ -66,8 +66,8 @@ func wireCode(err error) byte {
 type servedShard struct{ r *Replica }
 
 func (s servedShard) Name() string                                    { return s.r.Name() }
-func (s servedShard) Logger() *slog.Logger                            { return s.r.Log }
-func (s servedShard) Context() context.Context                        { return s.r.Ctx }
+func (s servedShard) Logger() *slog.Logger                            { return s.r.Logger() }
+func (s servedShard) Context() context.Context                        { return s.r.Context() }
 func (s servedShard) Leader() uint64                                  { return s.r.LeaderID.Load() }
 func (s servedShard) ElectionTimeout() time.Duration                  { return s.r.ElectionTimeout() }
 func (s servedShard) Subscribers() *serve.Subscribers                 { return &s.r.subs }
@@ -134,7 +134,7 @@ func (s servedShard) State(add func()) (uint64, []byte, error) {
 // group, or refused its Dir.
 func (r *Replica) serving() error {
 	select {
-	case <-r.Closed:
+	case <-r.Done():
 		return r.ClosedErr()
 	default:
 	}

@@ -345,7 +345,7 @@ func (p *peers) monitor(r *Replica, stop <-chan struct{}) {
 			continue
 		}
 		warned = time.Now()
-		r.Log.Warn("fencelock: "+q.String(), "unreached", q.unreached)
+		r.Logger().Warn("fencelock: "+q.String(), "unreached", q.unreached)
 	}
 }
 

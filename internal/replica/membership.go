@@ -65,7 +65,7 @@ func (r *Replica) AddReplica(ctx context.Context, id uint64, addr string) error 
 		return r.nh.SyncRequestAddReplica(ctx, r.ShardID(), id, addr, ccid)
 	})
 	if err == nil {
-		r.Log.Info("fencelock: replica added as a voter", "member", id, "addr", addr)
+		r.Logger().Info("fencelock: replica added as a voter", "member", id, "addr", addr)
 	}
 	return err
 }
@@ -77,7 +77,7 @@ func (r *Replica) AddNonVoting(ctx context.Context, id uint64, addr string) erro
 	}
 	err := r.addNonVoting(ctx, id, addr, false)
 	if err == nil {
-		r.Log.Info("fencelock: non-voting replica added", "member", id, "addr", addr)
+		r.Logger().Info("fencelock: non-voting replica added", "member", id, "addr", addr)
 	}
 	return err
 }
@@ -126,7 +126,7 @@ func (r *Replica) RemoveReplica(ctx context.Context, id uint64) error {
 		return r.nh.SyncRequestDeleteReplica(ctx, r.ShardID(), id, ccid)
 	})
 	if err == nil {
-		r.Log.Info("fencelock: replica removed", "member", id)
+		r.Logger().Info("fencelock: replica removed", "member", id)
 	}
 	return err
 }
@@ -229,7 +229,7 @@ func (r *Replica) changeMembership(ctx context.Context,
 		case !retryable(err):
 			return fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, r.Closed, r.leaderKnown())
+		b.wait(ctx, r.Done(), r.leaderKnown())
 	}
 }
 
@@ -258,6 +258,6 @@ func (r *Replica) membership(ctx context.Context) (*dragonboat.Membership, error
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
 			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, r.Closed, r.leaderKnown())
+		b.wait(ctx, r.Done(), r.leaderKnown())
 	}
 }

@@ -258,19 +258,9 @@ func (r *Replica) startShard() error {
 	if err := r.nh.StartReplica(members, r.join, fsm.NewStateMachine(observer{r}), r.shardConfig()); err != nil {
 		return err
 	}
-	r.WG.Add(3)
-	go func() {
-		defer r.WG.Done()
-		r.tracker.Run(r.Closed)
-	}()
-	go func() {
-		defer r.WG.Done()
-		r.runGate(r.Closed)
-	}()
-	go func() {
-		defer r.WG.Done()
-		r.host.peers.monitor(r, r.Closed)
-	}()
+	r.Spawn(func() { r.tracker.Run(r.Done()) })
+	r.Spawn(func() { r.runGate(r.Done()) })
+	r.Spawn(func() { r.host.peers.monitor(r, r.Done()) })
 	return nil
 }
 
@@ -278,12 +268,12 @@ func (r *Replica) startShard() error {
 // closes: calls in flight fail with ErrClosed (or why the group stopped
 // here), and when stop returns none is inside Dragonboat any more.
 func (r *Replica) stop() {
-	r.StopOnce.Do(func() {
+	// Ending the Core's Context ends the reads in flight (Read).
+	r.End(func() {
 		r.mu.Lock()
 		r.closing = true
 		r.mu.Unlock()
-		close(r.Closed)
-		r.Cancel() // ends the reads in flight (Read)
+	}, func() {
 		r.prop.Close()
 		r.calls.close()
 		r.subs.End(errors.New("the replica stopped"))
@@ -298,9 +288,6 @@ func (r *Replica) Close() { r.host.Close() }
 // nodeHostInfo is Dragonboat's local view of the membership, or nil once
 // Close has begun.
 func (r *Replica) nodeHostInfo() *dragonboat.NodeHostInfo { return r.host.nodeHostInfo() }
-
-// Done is closed when Close begins.
-func (r *Replica) Done() <-chan struct{} { return r.Closed }
 
 // Status is a group's local view (the root's Status documents it), and
 // Counters, Histogram and Bucket what it counted (package groupcore).
@@ -360,11 +347,7 @@ func (r *Replica) Go(f func()) bool {
 	if r.closing {
 		return false
 	}
-	r.WG.Add(1)
-	go func() {
-		defer r.WG.Done()
-		f()
-	}()
+	r.Spawn(f)
 	return true
 }
 

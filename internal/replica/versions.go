@@ -144,9 +144,9 @@ func (r *Replica) setGate(g fsm.Gate) {
 			break
 		}
 	}
-	r.Log.Info("fencelock: "+groupName(r.Name())+" writes "+g.String(), "was", old.String())
+	r.Logger().Info("fencelock: "+groupName(r.Name())+" writes "+g.String(), "was", old.String())
 	if err := r.host.keepGate(r.Name(), g); err != nil {
-		r.Log.Warn("fencelock: cannot keep the versions the group writes in Dir; a build that cannot read them is refused by its peers rather than at its start", "err", err)
+		r.Logger().Warn("fencelock: cannot keep the versions the group writes in Dir; a build that cannot read them is refused by its peers rather than at its start", "err", err)
 	}
 }
 
@@ -180,7 +180,7 @@ func (r *Replica) raiseGate() {
 	if cur.Covers(own) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Ctx, r.cfg.ProposalTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), r.cfg.ProposalTimeout)
 	defer cancel()
 	ids, err := r.gateMembers(ctx)
 	if err != nil {
@@ -206,17 +206,17 @@ func (r *Replica) raiseGate() {
 		// The raise is the first entry a build from before the gate cannot
 		// read: this Dir refuses such a build before it holds one.
 		if err := r.host.peers.refuseOldBuilds(); err != nil {
-			r.Log.Warn("fencelock: cannot mark Dir against builds from before the version gate; the gate is not raised", "err", err)
+			r.Logger().Warn("fencelock: cannot mark Dir against builds from before the version gate; the gate is not raised", "err", err)
 			return
 		}
 	}
 	if hold := r.holdRaise.Load(); hold != nil {
 		(*hold)() // a test's: see TestingHoldGateRaise
 	}
-	r.Log.Info("fencelock: every member of "+groupName(r.Name())+" reads "+next.String()+": raising the versions the group writes",
+	r.Logger().Info("fencelock: every member of "+groupName(r.Name())+" reads "+next.String()+": raising the versions the group writes",
 		"members", ids, "was", cur.String())
 	if _, err := r.propose(ctx, fsm.Command{Kind: fsm.KindGate, Gate: next}); err != nil {
-		r.Log.Debug("fencelock: the gate's raise was not applied; the leader tries again", "err", err)
+		r.Logger().Debug("fencelock: the gate's raise was not applied; the leader tries again", "err", err)
 	}
 }
 
@@ -373,7 +373,7 @@ func (r *Replica) awaitGate(ctx context.Context, need int) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-r.Closed:
+		case <-r.Done():
 			return false
 		case <-tick.C:
 		}
@@ -428,10 +428,10 @@ func (r *Replica) tooNew(index uint64, err error) {
 	if index != 0 {
 		at = fmt.Sprintf(" at log index %d", index)
 	}
-	r.Log.Error(fmt.Sprintf("fencelock: %s writes %s%s; this build reads up to %v: upgrade this replica. It stops now: "+
+	r.Logger().Error(fmt.Sprintf("fencelock: %s writes %s%s; this build reads up to %v: upgrade this replica. It stops now: "+
 		"going on without the entry would leave it with another state than its group's", groupName(r.Name()), tooNewWhat(err), at, fsm.Reads()))
 	if kerr := r.host.keepGate(r.Name(), g); kerr != nil {
-		r.Log.Warn("fencelock: cannot keep the versions the group writes in Dir", "err", kerr)
+		r.Logger().Warn("fencelock: cannot keep the versions the group writes in Dir", "err", kerr)
 	}
 }
 
@@ -708,6 +708,6 @@ func (h *Host) warnTooNew(id uint64, r *Replica, reads fsm.Gate, what string) {
 		return
 	}
 	h.tooNewWarned.Store(key, now)
-	r.Log.Warn(fmt.Sprintf("fencelock: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %s: "+
+	r.Logger().Warn(fmt.Sprintf("fencelock: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %s: "+
 		"its entries are not sent to it, and it falls behind until it runs a build that reads them", id, reads.Codec, reads.Snapshot, groupName(r.Name()), what))
 }

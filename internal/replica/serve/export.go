@@ -35,16 +35,11 @@ const (
 // serveExport answers export request m on c: the group's copy, or a
 // refusal saying why not (wire.CodeElsewhere if this replica does not run it).
 func (s *Server) serveExport(peer peering.Hello, c transport.CallConn, m wire.Msg) {
-	release, ok := takeSlot(&s.exporting, maxExports, c, fmt.Sprintf("replica %d is already writing %d copies of groups for other replicas' backups, its most at once: ask another voter of group %q, or again later",
-		s.cfg.ReplicaID, maxExports, truncate(m.Name, 64)))
-	if !ok {
-		return
-	}
-	defer release()
-	g := s.servingGroup(c, m)
+	g, release := s.takeGroup(c, m, &s.exporting, maxExports, fmt.Sprintf("writing %d copies of groups for other replicas' backups", maxExports))
 	if g == nil {
 		return
 	}
+	defer release()
 	ctx, cancel := context.WithTimeout(g.Context(), callWait(exportWait, m.Timeout))
 	defer cancel()
 	// The caller sends nothing more; its close (it has the whole copy, or

@@ -255,8 +255,7 @@ func (s *Server) sendStateBounded(c transport.CallConn, name string, index, lead
 		return sendState(c, index, leader, state)
 	}
 	most := stateSendsMost.Load()
-	release, ok := takeSlot(&s.sendingStates, most, c, fmt.Sprintf("replica %d is already sending %d states of groups larger than one message to mirrors, its most at once: ask another voter of group %q, or again later",
-		s.cfg.ReplicaID, most, truncate(name, 64)))
+	release, ok := s.takeSlot(c, name, &s.sendingStates, most, fmt.Sprintf("sending %d states of groups larger than one message to mirrors", most))
 	if !ok {
 		return errors.New("refused: too many states in flight")
 	}

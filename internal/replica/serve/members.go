@@ -21,16 +21,11 @@ const maxMemberReads = 16
 // serveMembers answers members request m on c with the group's
 // membership, or a refusal saying why not.
 func (s *Server) serveMembers(c transport.CallConn, m wire.Msg) {
-	release, ok := takeSlot(&s.readingMembers, maxMemberReads, c, fmt.Sprintf("replica %d is already reading %d memberships for other replicas, its most at once: ask another voter of group %q, or again later",
-		s.cfg.ReplicaID, maxMemberReads, truncate(m.Name, 64)))
-	if !ok {
-		return
-	}
-	defer release()
-	g := s.servingGroup(c, m)
+	g, release := s.takeGroup(c, m, &s.readingMembers, maxMemberReads, fmt.Sprintf("reading %d memberships for other replicas", maxMemberReads))
 	if g == nil {
 		return
 	}
+	defer release()
 	ctx, cancel := context.WithTimeout(g.Context(), callWait(2*s.cfg.ProposalTimeout, m.Timeout))
 	defer cancel()
 	mem, err := g.Members(ctx)

@@ -165,16 +165,34 @@ func refuseCall(c transport.CallConn, code byte, text string) {
 }
 
 // takeSlot takes one of the most slots of a kind of call a replica serves
-// at once, counted in n; when none is free it refuses the call on c as
-// unavailable (the caller asks another voter) saying why. release gives
-// the slot back.
-func takeSlot(n *atomic.Int32, most int32, c transport.CallConn, why string) (release func(), ok bool) {
+// at once, counted in n, for a call on c about group name; when none is
+// free it refuses the call as unavailable (the caller asks another voter)
+// saying what the replica is already doing at its most. release gives the
+// slot back.
+func (s *Server) takeSlot(c transport.CallConn, name string, n *atomic.Int32, most int32, doing string) (release func(), ok bool) {
 	if n.Add(1) > most {
 		n.Add(-1)
-		refuseCall(c, wire.CodeUnavailable, why)
+		refuseCall(c, wire.CodeUnavailable, fmt.Sprintf("replica %d is already %s, its most at once: ask another voter of group %q, or again later",
+			s.cfg.ReplicaID, doing, truncate(name, 64)))
 		return nil, false
 	}
 	return func() { n.Add(-1) }, true
+}
+
+// takeGroup takes a slot for request m on c (takeSlot) and the shard of
+// the group it names (servingGroup); or, having refused the call, returns
+// a nil Group and holds no slot.
+func (s *Server) takeGroup(c transport.CallConn, m wire.Msg, n *atomic.Int32, most int32, doing string) (Group, func()) {
+	release, ok := s.takeSlot(c, m.Name, n, most, doing)
+	if !ok {
+		return nil, nil
+	}
+	g := s.servingGroup(c, m)
+	if g == nil {
+		release()
+		return nil, nil
+	}
+	return g, release
 }
 
 // callWait is how long a served call may take: def, or less when the

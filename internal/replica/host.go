@@ -24,6 +24,7 @@ import (
 	"github.com/fencelock/fencelock/internal/logstore"
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
+	"github.com/fencelock/fencelock/internal/replica/gate"
 	"github.com/fencelock/fencelock/internal/replica/mirror"
 	"github.com/fencelock/fencelock/internal/replica/serve"
 	"github.com/fencelock/fencelock/internal/testhook"
@@ -109,8 +110,8 @@ type Host struct {
 	bal  balancer
 	prog progress // the followers' logs as acknowledged, for the handover
 
-	restored restoredFile   // the groups a restore imported into Dir (backup.go)
-	versions *versionRecord // the versions each group writes, kept in Dir (versions.go)
+	restored restoredFile // the groups a restore imported into Dir (backup.go)
+	versions *gate.Record // the versions each group writes, kept in Dir (versions.go)
 
 	wg sync.WaitGroup // the host's background work
 	// tabWG is the group table's watcher, waited for apart: before the
@@ -171,7 +172,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	for _, ng := range named {
 		names = append(names, ng.Name)
 	}
-	versions, err := loadVersions(cfg.Dir, names)
+	versions, err := gate.Load(cfg.Dir, names)
 	if err != nil {
 		return nil, false, err
 	}
@@ -231,7 +232,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		}
 		return nil, ran, err
 	}
-	if versions.beyondBaseline() {
+	if versions.BeyondBaseline() {
 		// A Dir upgraded by a build that kept the versions but did not
 		// mark it against builds from before the gate.
 		if err := h.peers.refuseOldBuilds(); err != nil {
@@ -270,8 +271,8 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 		h.calls = callDialer(nhc.Expert.TransportFactory)
 	}
-	nhc.Expert.TransportFactory = sendScreen{nhc.Expert.TransportFactory, h}
-	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down, &h.streams}
+	nhc.Expert.TransportFactory = gate.Screen{TransportFactory: nhc.Expert.TransportFactory, Host: screenHost{h}}
+	nhc.Expert.TransportFactory = crashGate{nhc.Expert.TransportFactory, &h.down, &h.streams}
 	nhc.Expert.TransportFactory = progressFactory{TransportFactory: nhc.Expert.TransportFactory, h: h}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 
+	"github.com/fencelock/fencelock/internal/replica/gate"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
@@ -89,7 +90,7 @@ func (r *Replica) AddNonVoting(ctx context.Context, id uint64, addr string) erro
 func (r *Replica) addNonVoting(ctx context.Context, id uint64, addr string, toVoter bool) error {
 	if reads, ok := r.host.peers.readsOf(id); ok && !reads.Covers(r.Gate()) {
 		return fmt.Errorf("%w: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %v: "+
-			"run a build on it that reads them, then add it", ErrMembership, id, reads.Codec, reads.Snapshot, groupName(r.Name()), r.Gate())
+			"run a build on it that reads them, then add it", ErrMembership, id, reads.Codec, reads.Snapshot, gate.GroupName(r.Name()), r.Gate())
 	}
 	return r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
 		if a, ok := m.NonVotings[id]; ok && sameAddr(a, addr) {

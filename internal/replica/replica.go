@@ -36,10 +36,12 @@
 //   - identity.go: the default group's identity kept in Dir, the host's
 //     side of the handshake (internal/peering) for every group it runs,
 //     and the no-quorum warning.
-//   - versions.go: the version gate: what each peer reads, the leader's
-//     raise of the versions its group writes, the refusal of a command
-//     the group cannot write yet and of a peer that cannot read what it
-//     writes.
+//   - versions.go: the version gate as a shard takes part in it: what
+//     each peer reads, the leader's raise of the versions its group
+//     writes, the refusal of a command the group cannot write yet and of
+//     a peer that cannot read what it writes; the host's answers to the
+//     gate's screen (screenHost). The parts that need no shard are
+//     package gate's (below).
 //   - membership.go: membership changes and linearizable membership reads.
 //   - placement.go: Placement, which named groups a host runs a shard of,
 //     and what its peers announced of theirs.
@@ -79,6 +81,12 @@
 //     caller acts on. It reaches the host only through serve.Host and
 //     serve.Group; the shard's apply observer publishes to its
 //     Subscribers.
+//   - gate (internal/replica/gate): the version gate's parts that need no
+//     shard: what a peer's Hello says it reads, the versions each group
+//     was seen to write kept in Dir (a build that cannot read them
+//     refuses to start), and the screen on the host's Dragonboat
+//     transport that sends no peer what it cannot read, which asks the
+//     host only what gate.Host names.
 //   - groupcore (internal/replica/groupcore): what the two makers of Group
 //     share, a Core each embeds, and the role's vocabulary (Sink, Status,
 //     Counters), which this package names under the same names.

@@ -51,10 +51,10 @@ func (h *Host) TestingLogStoreStats() logstore.Stats {
 	return logstore.Stats{}
 }
 
-// gate wraps the host's transport so that TestingCrash can cut it off at
+// crashGate wraps the host's transport so that TestingCrash can cut it off at
 // once: a dead process sends nothing and hears nothing. In production down
 // is never set and the gate only reads it.
-type gate struct {
+type crashGate struct {
 	config.TransportFactory
 	down    *atomic.Bool
 	streams *streamCount
@@ -85,7 +85,7 @@ func (h *Host) TestingMessageStreams() map[string]int {
 	return maps.Clone(h.streams.opened)
 }
 
-func (g gate) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raftio.ChunkHandler) raftio.ITransport {
+func (g crashGate) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raftio.ChunkHandler) raftio.ITransport {
 	return gatedTransport{g.TransportFactory.Create(nhc,
 		func(b pb.MessageBatch) {
 			if !g.down.Load() {

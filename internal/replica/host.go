@@ -240,33 +240,15 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		}
 	}
 
-	engine, logdb := engineConfigs(cfg.Dir)
-	nhc := config.NodeHostConfig{
-		NodeHostDir:         cfg.Dir,
-		RTTMillisecond:      uint64(cfg.RTT / time.Millisecond),
-		RaftAddress:         cfg.Addr,
-		ListenAddress:       cfg.ListenAddr,
-		DeploymentID:        cfg.DeploymentID,
-		RaftEventListener:   leaderListener{h},
-		SystemEventListener: systemListener{h},
-		MaxSendQueueSize:    maxQueue,
-		MaxReceiveQueueSize: maxQueue,
-		Expert: config.ExpertConfig{
-			// One step worker and one log partition for a new Dir: every
-			// group's entries share one fsync (engine.go says why).
-			Engine: engine,
-			LogDB:  logdb,
-			// The default log store, syncing only what a restart needs.
-			LogDBFactory: logstore.Factory{Opened: h.store.Store},
-		},
+	nhc, err := dirConfig(cfg)
+	if err != nil {
+		return fail(err)
 	}
-	tr := cfg.Transport
-	if tr == nil {
-		tr = transport.TCP()
-	}
-	if err := tr.Configure(&nhc); err != nil {
-		return fail(fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err))
-	}
+	nhc.RaftEventListener, nhc.SystemEventListener = leaderListener{h}, systemListener{h}
+	nhc.MaxSendQueueSize, nhc.MaxReceiveQueueSize = maxQueue, maxQueue
+	// The default log store, syncing only what a restart needs, telling the
+	// host the store it opened (TestingCrash).
+	nhc.Expert.LogDBFactory = logstore.Factory{Opened: h.store.Store}
 	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 		h.calls = callDialer(nhc.Expert.TransportFactory)
@@ -529,4 +511,35 @@ func (h *Host) nodeHostInfo() *dragonboat.NodeHostInfo {
 		return nil
 	}
 	return h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+}
+
+// dirConfig is the NodeHost configuration for cfg as far as Dragonboat
+// records it in the Dir (address, DeploymentID, log store, its partitions
+// and step workers) and the transport: Start adds its listeners, queues
+// and the log store's hook to it, and Import uses it as is, since an
+// import under any other is refused at the next start.
+func dirConfig(cfg Config) (config.NodeHostConfig, error) {
+	engine, logdb := engineConfigs(cfg.Dir)
+	nhc := config.NodeHostConfig{
+		NodeHostDir:    cfg.Dir,
+		RTTMillisecond: uint64(cfg.RTT / time.Millisecond),
+		RaftAddress:    cfg.Addr,
+		ListenAddress:  cfg.ListenAddr,
+		DeploymentID:   cfg.DeploymentID,
+		Expert: config.ExpertConfig{
+			// One step worker and one log partition for a new Dir: every
+			// group's entries share one fsync (engine.go says why).
+			Engine:       engine,
+			LogDB:        logdb,
+			LogDBFactory: logstore.Factory{},
+		},
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = transport.TCP()
+	}
+	if err := tr.Configure(&nhc); err != nil {
+		return config.NodeHostConfig{}, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
+	}
+	return nhc, nil
 }

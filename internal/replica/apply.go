@@ -44,13 +44,13 @@ func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) 
 	o.r.applied(index, events)
 }
 
-// Entry feeds the mirrors this replica serves (mirror_serve.go).
-func (o observer) Entry(index uint64, data []byte) { o.r.subs.publish(index, data) }
+// Entry feeds the mirrors this replica serves (package serve).
+func (o observer) Entry(index uint64, data []byte) { o.r.subs.Publish(index, data) }
 
 func (o observer) Restored(st *fsm.State) {
 	// The mirrors it feeds miss the entries the snapshot covered: they
 	// subscribe again, for a snapshot of their own.
-	o.r.subs.end(errors.New("the serving replica restored a snapshot"))
+	o.r.subs.End(errors.New("the serving replica restored a snapshot"))
 	if o.r.ShardID() == defaultShard {
 		o.r.host.tab.changed()
 	}
@@ -150,10 +150,10 @@ func (r *Replica) proposeLeaderStart(term uint64) {
 
 func (r *Replica) proposeInBackground(cmd fsm.Command) {
 	r.Go(func() {
-		ctx, cancel := context.WithTimeout(r.Ctx, r.cfg.ProposalTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), r.cfg.ProposalTimeout)
 		defer cancel()
 		if _, err := r.Propose(ctx, cmd); err != nil {
-			r.Log.Debug("fencelock: leader's proposal not applied; it retries", "kind", cmd.Kind, "session", cmd.Session, "err", err)
+			r.Logger().Debug("fencelock: leader's proposal not applied; it retries", "kind", cmd.Kind, "session", cmd.Session, "err", err)
 		}
 	})
 }

@@ -13,17 +13,14 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4"
-	"github.com/lni/dragonboat/v4/config"
 	pb "github.com/lni/dragonboat/v4/raftpb"
 	"github.com/lni/dragonboat/v4/tools"
 
 	"github.com/fencelock/fencelock/internal/backup"
 	"github.com/fencelock/fencelock/internal/dblog"
 	"github.com/fencelock/fencelock/internal/fsm"
-	"github.com/fencelock/fencelock/internal/logstore"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
 	"github.com/fencelock/fencelock/internal/seeded"
-	"github.com/fencelock/fencelock/transport"
 )
 
 // Backup and restore of a group go through Dragonboat's exported snapshots
@@ -86,7 +83,7 @@ func (r *Replica) Export(ctx context.Context, dir string) (Exported, error) {
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrRejected) {
 			return Exported{}, fmt.Errorf("%w: export a snapshot of group %q: %s", ErrUnavailable, r.Name(), describe(err))
 		}
-		b.wait(ctx, r.Closed, nil)
+		b.wait(ctx, r.Done(), nil)
 	}
 	if index < barrier {
 		return Exported{}, fmt.Errorf("%w: group %q exported its snapshot at index %d, before the read barrier's %d", ErrUnavailable, r.Name(), index, barrier)
@@ -252,7 +249,7 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 		}
 	}
 	dblog.Use(cfg.Logger)
-	nhc, err := importConfig(cfg)
+	nhc, err := dirConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -379,34 +376,6 @@ func writeSnapshotDir(dir string, ig ImportGroup) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, filepath.Base(ss.Filepath)), ig.File, 0o600)
-}
-
-// importConfig is the NodeHost configuration Start uses for cfg, as far as
-// Dragonboat records it in the Dir (address, DeploymentID, log store, its
-// partitions and step workers): an import under any other is refused at
-// the next start.
-func importConfig(cfg Config) (config.NodeHostConfig, error) {
-	engine, logdb := engineConfigs(cfg.Dir)
-	nhc := config.NodeHostConfig{
-		NodeHostDir:    cfg.Dir,
-		RTTMillisecond: uint64(cfg.RTT / time.Millisecond),
-		RaftAddress:    cfg.Addr,
-		ListenAddress:  cfg.ListenAddr,
-		DeploymentID:   cfg.DeploymentID,
-		Expert: config.ExpertConfig{
-			Engine:       engine,
-			LogDB:        logdb,
-			LogDBFactory: logstore.Factory{},
-		},
-	}
-	tr := cfg.Transport
-	if tr == nil {
-		tr = transport.TCP()
-	}
-	if err := tr.Configure(&nhc); err != nil {
-		return config.NodeHostConfig{}, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
-	}
-	return nhc, nil
 }
 
 // restoredMembers returns the members a group's shard starts with: none

@@ -127,10 +127,10 @@ func (h *Host) balance(ctx context.Context) {
 	cancel()
 	h.bal.holdUntil = time.Now().Add(h.holdOff())
 	if err != nil {
-		v.r.Log.Debug("fencelock: leadership transfer to spread the leaders failed; retried after a hold-off", "to", to, "err", err)
+		v.r.Logger().Debug("fencelock: leadership transfer to spread the leaders failed; retried after a hold-off", "to", to, "err", err)
 		return
 	}
-	v.r.Log.Info("fencelock: leadership handed over to spread the leaders", "to", to)
+	v.r.Logger().Info("fencelock: leadership handed over to spread the leaders", "to", to)
 }
 
 // live reports whether the balancer may hand a group to replica id: heard
@@ -310,7 +310,7 @@ func (r *Replica) transfer(ctx context.Context, to uint64, attempts int) error {
 		case <-up:
 		case <-t.C:
 		case <-ctx.Done():
-		case <-r.Closed:
+		case <-r.Done():
 		}
 		t.Stop()
 	}

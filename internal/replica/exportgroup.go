@@ -5,7 +5,7 @@ package replica
 // does not run (Placement own groups, or a group SetVoters moved off it)
 // is exported by one of its voters, asked over a call connection as a
 // mirror subscribes (the mirror's own server first, then the voters in
-// turn), which streams the copy back (serveexport.go) into the same
+// turn), which streams the copy back (package serve) into the same
 // directory layout, so the backup file is written the same way from both.
 
 import (

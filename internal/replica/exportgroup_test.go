@@ -7,13 +7,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/serve"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
@@ -63,7 +62,7 @@ func TestExportFileInChunks(t *testing.T) {
 
 	server, client := pipeCalls()
 	sent := make(chan error, 1)
-	go func() { sent <- sendFile(server, src, uint64(len(data))) }()
+	go func() { sent <- serve.SendFile(server, src, uint64(len(data))) }()
 	dst := filepath.Join(dir, "dst")
 	require.NoError(t, recvFile(ctx, client, dst, uint64(len(data))))
 	require.NoError(t, <-sent)
@@ -73,7 +72,7 @@ func TestExportFileInChunks(t *testing.T) {
 
 	// One byte more than the head said.
 	server, client = pipeCalls()
-	go func() { sent <- sendFile(server, src, uint64(len(data))) }()
+	go func() { sent <- serve.SendFile(server, src, uint64(len(data))) }()
 	err = recvFile(ctx, client, filepath.Join(dir, "short"), uint64(len(data))-1)
 	require.ErrorIs(t, err, wire.ErrMalformed)
 	require.NoError(t, <-sent)
@@ -97,55 +96,4 @@ func TestReplyNeverSentNamesAnOlderBuild(t *testing.T) {
 	close(server.done)
 	_, err := recvReply(context.Background(), client, wire.KindMembership)
 	require.ErrorContains(t, err, "ended with no answer (a replica of an older build")
-}
-
-// A replica serves at most maxExports exports and maxMemberReads membership
-// reads at once for other replicas: one more is refused at once as
-// unavailable (the caller asks another voter), naming the replica and the
-// bound; a slot given back serves the next (here: refused as elsewhere,
-// since the bare host runs no group).
-func TestServedCallsAreBounded(t *testing.T) {
-	for _, tc := range []struct {
-		kind, reply byte
-		most        int32
-		slots       func(h *Host) *atomic.Int32
-		serve       func(h *Host, c *pipeCall, m wire.Msg)
-		refusal     string
-	}{
-		{wire.KindExport, wire.KindExportHead, maxExports, func(h *Host) *atomic.Int32 { return &h.exporting },
-			func(h *Host, c *pipeCall, m wire.Msg) { h.serveExport(peering.Hello{Replica: 9}, c, m) },
-			"replica 7 is already writing 2 copies"},
-		{wire.KindMembers, wire.KindMembership, maxMemberReads, func(h *Host) *atomic.Int32 { return &h.readingMembers },
-			func(h *Host, c *pipeCall, m wire.Msg) { h.serveMembers(c, m) },
-			"replica 7 is already reading 16 memberships"},
-	} {
-		h := &Host{cfg: Config{ReplicaID: 7}}
-		h.gset.Store(&groupSet{})
-		slots := tc.slots(h)
-		ask := func() error {
-			t.Helper()
-			client, server := pipeCalls()
-			defer close(server.done)
-			go tc.serve(h, server, wire.Msg{Kind: tc.kind, Shard: 5, Name: "b"})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_, err := recvReply(ctx, client, tc.reply)
-			return err
-		}
-		slots.Store(tc.most) // every slot taken
-		err := ask()
-		var refused *exportRefusal
-		require.ErrorAs(t, err, &refused)
-		require.Equal(t, wire.CodeUnavailable, refused.code)
-		require.Contains(t, refused.text, tc.refusal)
-		require.Contains(t, refused.text, `group "b"`)
-		require.Equal(t, tc.most, slots.Load(), "a refused call holds no slot")
-
-		slots.Add(-1) // one ended
-		err = ask()
-		require.ErrorAs(t, err, &refused)
-		require.Equal(t, wire.CodeElsewhere, refused.code, "%v", err)
-		require.Eventually(t, func() bool { return slots.Load() == tc.most-1 }, 10*time.Second, time.Millisecond,
-			"the served call gave its slot back")
-	}
 }

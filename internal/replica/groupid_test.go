@@ -40,6 +40,6 @@ func TestProposalsWaitForTheGroupID(t *testing.T) {
 	closing := &Replica{}
 	testCore(&closing.Core, "", 0, nil)
 	go func() { waiting <- closing.awaitGroupID(context.Background()) }()
-	close(closing.Closed)
+	closing.End(nil, nil)
 	require.ErrorIs(t, <-waiting, ErrClosed)
 }

@@ -278,7 +278,7 @@ func (h *Host) retire(leaving []*Replica, named []namedGroup) error {
 		if err := h.nh.StopShard(r.ShardID()); err != nil {
 			h.log.Warn("fencelock: stopping a removed group", "group", r.Name(), "err", err)
 		}
-		r.WG.Wait()
+		r.Wait()
 		// It stays in byShard, which the listeners read without a lock:
 		// a stopped shard reports nothing more.
 		h.log.Info("fencelock: group removed from this replica; its raft data stays in Dir", "group", r.Name())
@@ -387,7 +387,7 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 				continue
 			}
 			if err := r.RemoveReplica(ctx, id); err != nil {
-				r.Log.Debug("fencelock: removing a non-voting replica the deployment or the group table removed; retried", "member", id, "err", err)
+				r.Logger().Debug("fencelock: removing a non-voting replica the deployment or the group table removed; retried", "member", id, "err", err)
 			}
 			return true
 		}
@@ -406,9 +406,9 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 				continue // it runs only its own groups, or cannot be asked yet
 			}
 			if err := r.addNonVoting(ctx, id, hosts[id], false); err != nil {
-				r.Log.Debug("fencelock: adding a host as a non-voting replica of the group; retried", "member", id, "err", err)
+				r.Logger().Debug("fencelock: adding a host as a non-voting replica of the group; retried", "member", id, "err", err)
 			} else {
-				r.Log.Info("fencelock: host added as a non-voting replica of the group", "member", id)
+				r.Logger().Info("fencelock: host added as a non-voting replica of the group", "member", id)
 			}
 			return true
 		}

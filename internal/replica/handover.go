@@ -214,7 +214,7 @@ func (h *Host) Handover(ctx context.Context) []string {
 		acked := func(id uint64) uint64 { return h.prog.index(v.r.ShardID(), id) }
 		reachable := func(id uint64) bool { return h.peers.reached(id, window) }
 		if _, ok := pickHandover(v.voters, self, acked, reachable, h.prog.settled); !ok {
-			v.r.Log.Warn("fencelock: closing the leader with no reachable voter to hand the group to; the others elect one after an election timeout")
+			v.r.Logger().Warn("fencelock: closing the leader with no reachable voter to hand the group to; the others elect one after an election timeout")
 			continue
 		}
 		wg.Add(1)
@@ -235,7 +235,7 @@ func (h *Host) Handover(ctx context.Context) []string {
 					to, ok = pickHandover(voters, self, acked, reachable, h.prog.settled)
 				}
 				if !ok {
-					r.Log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "tried", slices.Sorted(maps.Keys(tried)))
+					r.Logger().Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "tried", slices.Sorted(maps.Keys(tried)))
 					return
 				}
 				tried[to] = true
@@ -244,17 +244,17 @@ func (h *Host) Handover(ctx context.Context) []string {
 					to, err = ld, nil // another voter won the election: handed over all the same
 				}
 				if err == nil {
-					r.Log.Info("fencelock: leadership handed over before closing", "to", to, "took", time.Since(start).Round(time.Microsecond))
+					r.Logger().Info("fencelock: leadership handed over before closing", "to", to, "took", time.Since(start).Round(time.Microsecond))
 					mu.Lock()
 					moved = append(moved, r.Name())
 					mu.Unlock()
 					return
 				}
 				if tctx.Err() != nil {
-					r.Log.Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "to", to, "err", err)
+					r.Logger().Warn("fencelock: leadership not handed over before closing; the others elect a leader after an election timeout", "to", to, "err", err)
 					return
 				}
-				r.Log.Info("fencelock: voter did not take the group over; handing it to another", "to", to, "err", err)
+				r.Logger().Info("fencelock: voter did not take the group over; handing it to another", "to", to, "err", err)
 			}
 		}(v.r, v.voters)
 	}

@@ -24,7 +24,9 @@ import (
 	"github.com/fencelock/fencelock/internal/logstore"
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
+	"github.com/fencelock/fencelock/internal/replica/gate"
 	"github.com/fencelock/fencelock/internal/replica/mirror"
+	"github.com/fencelock/fencelock/internal/replica/serve"
 	"github.com/fencelock/fencelock/internal/testhook"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -93,14 +95,12 @@ type Host struct {
 	gset  atomic.Pointer[groupSet]
 	tab   tableState // the group table as last read (table.go)
 
-	releaseDir     func()                         // frees Dir for another Start in this process
-	store          atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
-	down           atomic.Bool                    // set by TestingCrash: the transport is cut off
-	exporting      atomic.Int32                   // copies of groups being written for other replicas' backups (serveExport)
-	readingMembers atomic.Int32                   // memberships being read for other replicas (serveMembers)
-	sendingStates  atomic.Int32                   // group states larger than one message being sent to mirrors (serveMirror)
-	streams        streamCount                    // message connections opened, by target (tests)
-	tooNewWarned   sync.Map                       // [peer, shard] -> when sendScreen last warned
+	releaseDir   func()                         // frees Dir for another Start in this process
+	store        atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
+	down         atomic.Bool                    // set by TestingCrash: the transport is cut off
+	server       *serve.Server                  // answers other replicas' calls for the groups it runs (host_serve.go)
+	streams      streamCount                    // message connections opened, by target (tests)
+	tooNewWarned sync.Map                       // [peer, shard] -> when sendScreen last warned
 
 	// nhMu orders the reads of the NodeHost's local view (nodeHostInfo)
 	// before Close closes it: Dragonboat's Close and GetNodeHostInfo race.
@@ -110,8 +110,8 @@ type Host struct {
 	bal  balancer
 	prog progress // the followers' logs as acknowledged, for the handover
 
-	restored restoredFile   // the groups a restore imported into Dir (backup.go)
-	versions *versionRecord // the versions each group writes, kept in Dir (versions.go)
+	restored restoredFile // the groups a restore imported into Dir (backup.go)
+	versions *gate.Record // the versions each group writes, kept in Dir (versions.go)
 
 	wg sync.WaitGroup // the host's background work
 	// tabWG is the group table's watcher, waited for apart: before the
@@ -172,7 +172,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	for _, ng := range named {
 		names = append(names, ng.Name)
 	}
-	versions, err := loadVersions(cfg.Dir, names)
+	versions, err := gate.Load(cfg.Dir, names)
 	if err != nil {
 		return nil, false, err
 	}
@@ -188,6 +188,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	}
 	h.tab.init(tableMode)
 	h.bal = newBalancer()
+	h.server = newServer(h)
 	def := newReplica(h, "", defaultShard, sinks(""))
 	defMembers := g.Members
 	if len(defMembers) == 0 {
@@ -227,11 +228,11 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 			r.stop()
 		}
 		for _, r := range h.gset.Load().byShard {
-			r.WG.Wait()
+			r.Wait()
 		}
 		return nil, ran, err
 	}
-	if versions.beyondBaseline() {
+	if versions.BeyondBaseline() {
 		// A Dir upgraded by a build that kept the versions but did not
 		// mark it against builds from before the gate.
 		if err := h.peers.refuseOldBuilds(); err != nil {
@@ -239,39 +240,21 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		}
 	}
 
-	engine, logdb := engineConfigs(cfg.Dir)
-	nhc := config.NodeHostConfig{
-		NodeHostDir:         cfg.Dir,
-		RTTMillisecond:      uint64(cfg.RTT / time.Millisecond),
-		RaftAddress:         cfg.Addr,
-		ListenAddress:       cfg.ListenAddr,
-		DeploymentID:        cfg.DeploymentID,
-		RaftEventListener:   leaderListener{h},
-		SystemEventListener: systemListener{h},
-		MaxSendQueueSize:    maxQueue,
-		MaxReceiveQueueSize: maxQueue,
-		Expert: config.ExpertConfig{
-			// One step worker and one log partition for a new Dir: every
-			// group's entries share one fsync (engine.go says why).
-			Engine: engine,
-			LogDB:  logdb,
-			// The default log store, syncing only what a restart needs.
-			LogDBFactory: logstore.Factory{Opened: h.store.Store},
-		},
+	nhc, err := dirConfig(cfg)
+	if err != nil {
+		return fail(err)
 	}
-	tr := cfg.Transport
-	if tr == nil {
-		tr = transport.TCP()
-	}
-	if err := tr.Configure(&nhc); err != nil {
-		return fail(fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err))
-	}
+	nhc.RaftEventListener, nhc.SystemEventListener = leaderListener{h}, systemListener{h}
+	nhc.MaxSendQueueSize, nhc.MaxReceiveQueueSize = maxQueue, maxQueue
+	// The default log store, syncing only what a restart needs, telling the
+	// host the store it opened (TestingCrash).
+	nhc.Expert.LogDBFactory = logstore.Factory{Opened: h.store.Store}
 	if b, ok := nhc.Expert.TransportFactory.(peering.Binder); ok {
 		nhc.Expert.TransportFactory = b.Bind(h.peers)
 		h.calls = callDialer(nhc.Expert.TransportFactory)
 	}
-	nhc.Expert.TransportFactory = sendScreen{nhc.Expert.TransportFactory, h}
-	nhc.Expert.TransportFactory = gate{nhc.Expert.TransportFactory, &h.down, &h.streams}
+	nhc.Expert.TransportFactory = gate.Screen{TransportFactory: nhc.Expert.TransportFactory, Host: screenHost{h}}
+	nhc.Expert.TransportFactory = crashGate{nhc.Expert.TransportFactory, &h.down, &h.streams}
 	nhc.Expert.TransportFactory = progressFactory{TransportFactory: nhc.Expert.TransportFactory, h: h}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {
@@ -495,7 +478,7 @@ func (h *Host) Close() error {
 		h.closeNodeHost()
 		h.wg.Wait()
 		for _, r := range set.byShard {
-			r.WG.Wait()
+			r.Wait()
 		}
 		for _, m := range mirrors {
 			m.Wait()
@@ -528,4 +511,35 @@ func (h *Host) nodeHostInfo() *dragonboat.NodeHostInfo {
 		return nil
 	}
 	return h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+}
+
+// dirConfig is the NodeHost configuration for cfg as far as Dragonboat
+// records it in the Dir (address, DeploymentID, log store, its partitions
+// and step workers) and the transport: Start adds its listeners, queues
+// and the log store's hook to it, and Import uses it as is, since an
+// import under any other is refused at the next start.
+func dirConfig(cfg Config) (config.NodeHostConfig, error) {
+	engine, logdb := engineConfigs(cfg.Dir)
+	nhc := config.NodeHostConfig{
+		NodeHostDir:    cfg.Dir,
+		RTTMillisecond: uint64(cfg.RTT / time.Millisecond),
+		RaftAddress:    cfg.Addr,
+		ListenAddress:  cfg.ListenAddr,
+		DeploymentID:   cfg.DeploymentID,
+		Expert: config.ExpertConfig{
+			// One step worker and one log partition for a new Dir: every
+			// group's entries share one fsync (engine.go says why).
+			Engine:       engine,
+			LogDB:        logdb,
+			LogDBFactory: logstore.Factory{},
+		},
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = transport.TCP()
+	}
+	if err := tr.Configure(&nhc); err != nil {
+		return config.NodeHostConfig{}, fmt.Errorf("%w: transport: %v", ErrInvalidConfig, err)
+	}
+	return nhc, nil
 }

@@ -106,7 +106,7 @@ func (h *Host) retireIdle(m *mirror.Mirror) bool {
 		return false // closing: Close stops it
 	}
 	h.setMirror(r.Name(), nil)
-	r.Log.Debug("fencelock: mirror stopped, unused")
+	r.Logger().Debug("fencelock: mirror stopped, unused")
 	return true
 }
 
@@ -117,19 +117,13 @@ func (h *Host) newMirror(e namedGroup, voters []uint64, delivered uint64) *mirro
 	cfg := mirror.Config{ReplicaID: h.cfg.ReplicaID, RTT: h.cfg.RTT, ProposalTimeout: h.cfg.ProposalTimeout,
 		ElectionTicks: h.cfg.ElectionTicks, Logger: h.cfg.Logger, Idle: func() time.Duration { return MirrorIdle }}
 	m := mirror.New(mirrorHost{h}, cfg, e.Name, e.shard(), h.sinks(e.Name), voters, delivered)
-	r := &m.Core
-	r.WG.Add(2)
 	h.mirrorsRunning.Add(1)
-	go func() {
-		defer r.WG.Done()
+	m.Spawn(func() {
 		defer h.mirrorsRunning.Add(-1)
 		m.Run()
-	}()
-	go func() {
-		defer r.WG.Done()
-		m.WatchIdle()
-	}()
-	r.Log.Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
+	})
+	m.Spawn(m.WatchIdle)
+	m.Logger().Info("fencelock: group reached through a replica that runs it (Placement own groups)", "voters", voters)
 	return m
 }
 

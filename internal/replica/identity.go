@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
+	"github.com/fencelock/fencelock/internal/replica/gate"
 )
 
 // A group's identity is fixed when it bootstraps: a digest of its
@@ -204,7 +205,7 @@ func (p *peers) Check(h peering.Hello) error {
 	if err := p.dirs.Check(h, func(msg string) { p.h.log.Warn("fencelock: " + msg) }); err != nil {
 		return err
 	}
-	p.recordReads(h.Replica, announced(h))
+	p.recordReads(h.Replica, gate.Announced(h))
 	p.recordPlace(h.Replica, h.Place)
 	if err := p.checkReads(h); err != nil {
 		return err
@@ -345,7 +346,7 @@ func (p *peers) monitor(r *Replica, stop <-chan struct{}) {
 			continue
 		}
 		warned = time.Now()
-		r.Log.Warn("fencelock: "+q.String(), "unreached", q.unreached)
+		r.Logger().Warn("fencelock: "+q.String(), "unreached", q.unreached)
 	}
 }
 

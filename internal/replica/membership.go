@@ -10,6 +10,7 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 
+	"github.com/fencelock/fencelock/internal/replica/gate"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
@@ -65,7 +66,7 @@ func (r *Replica) AddReplica(ctx context.Context, id uint64, addr string) error 
 		return r.nh.SyncRequestAddReplica(ctx, r.ShardID(), id, addr, ccid)
 	})
 	if err == nil {
-		r.Log.Info("fencelock: replica added as a voter", "member", id, "addr", addr)
+		r.Logger().Info("fencelock: replica added as a voter", "member", id, "addr", addr)
 	}
 	return err
 }
@@ -77,7 +78,7 @@ func (r *Replica) AddNonVoting(ctx context.Context, id uint64, addr string) erro
 	}
 	err := r.addNonVoting(ctx, id, addr, false)
 	if err == nil {
-		r.Log.Info("fencelock: non-voting replica added", "member", id, "addr", addr)
+		r.Logger().Info("fencelock: non-voting replica added", "member", id, "addr", addr)
 	}
 	return err
 }
@@ -89,7 +90,7 @@ func (r *Replica) AddNonVoting(ctx context.Context, id uint64, addr string) erro
 func (r *Replica) addNonVoting(ctx context.Context, id uint64, addr string, toVoter bool) error {
 	if reads, ok := r.host.peers.readsOf(id); ok && !reads.Covers(r.Gate()) {
 		return fmt.Errorf("%w: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %v: "+
-			"run a build on it that reads them, then add it", ErrMembership, id, reads.Codec, reads.Snapshot, groupName(r.Name()), r.Gate())
+			"run a build on it that reads them, then add it", ErrMembership, id, reads.Codec, reads.Snapshot, gate.GroupName(r.Name()), r.Gate())
 	}
 	return r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
 		if a, ok := m.NonVotings[id]; ok && sameAddr(a, addr) {
@@ -126,7 +127,7 @@ func (r *Replica) RemoveReplica(ctx context.Context, id uint64) error {
 		return r.nh.SyncRequestDeleteReplica(ctx, r.ShardID(), id, ccid)
 	})
 	if err == nil {
-		r.Log.Info("fencelock: replica removed", "member", id)
+		r.Logger().Info("fencelock: replica removed", "member", id)
 	}
 	return err
 }
@@ -229,7 +230,7 @@ func (r *Replica) changeMembership(ctx context.Context,
 		case !retryable(err):
 			return fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, r.Closed, r.leaderKnown())
+		b.wait(ctx, r.Done(), r.leaderKnown())
 	}
 }
 
@@ -258,6 +259,6 @@ func (r *Replica) membership(ctx context.Context) (*dragonboat.Membership, error
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
 			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, r.Closed, r.leaderKnown())
+		b.wait(ctx, r.Done(), r.leaderKnown())
 	}
 }

@@ -2,9 +2,9 @@ package replica
 
 // The membership of a group this host does not run (PlaceOwnGroups): read
 // at one of the group's voters, which reads it linearizably as Members on
-// its shard does, over a call connection of its own (package wire:
-// members, then membership or a refusal). Members on a mirror and SetVoters
-// called on a replica outside the group use it.
+// its shard does (package serve, members.go), over a call connection of
+// its own (package wire: members, then membership or a refusal). Members
+// on a mirror and SetVoters called on a replica outside the group use it.
 
 import (
 	"context"
@@ -12,38 +12,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/replica/wire"
-	"github.com/fencelock/fencelock/transport"
 )
-
-// maxMemberReads bounds the membership reads a replica serves at once for
-// other replicas: each holds a call connection and a linearizable read of
-// the group, and replicas whose callers ask in a loop must not starve the
-// group's own reads. A refused reader asks another voter.
-const maxMemberReads = 16
-
-// serveMembers answers members request m on c with the group's
-// membership, or a refusal saying why not.
-func (h *Host) serveMembers(c transport.CallConn, m wire.Msg) {
-	release, ok := takeSlot(&h.readingMembers, maxMemberReads, c, fmt.Sprintf("replica %d is already reading %d memberships for other replicas, its most at once: ask another voter of group %q, or again later",
-		h.cfg.ReplicaID, maxMemberReads, truncate(m.Name, 64)))
-	if !ok {
-		return
-	}
-	defer release()
-	r := h.servingGroup(c, m)
-	if r == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Ctx, callWait(2*h.cfg.ProposalTimeout, m.Timeout))
-	defer cancel()
-	mem, err := r.Members(ctx)
-	if err != nil {
-		refuseCall(c, wireCode(err), fmt.Sprintf("replica %d cannot read group %q's membership: %v", h.cfg.ReplicaID, r.Name(), err))
-		return
-	}
-	msg := wire.Msg{Kind: wire.KindMembership, Mem: mem}
-	_ = c.Send(msg.Encode(nil))
-}
 
 // membersRemote reads group name's (on shard) membership at one of ask,
 // in turn (the voter feeding this host's mirror of it first), until one

@@ -92,7 +92,7 @@ func (h *Host) handover(m *mirror.Mirror, r *Replica) {
 		for !done() {
 			select {
 			case <-poll.C:
-			case <-r.Closed:
+			case <-r.Done():
 				return false
 			case <-h.closed:
 				return false
@@ -105,7 +105,7 @@ func (h *Host) handover(m *mirror.Mirror, r *Replica) {
 	}
 	// A shard that stopped meanwhile (the table moved the group off
 	// again) leaves the mirror feeding the Sink.
-	last, ok := m.Retire(r.Closed)
+	last, ok := m.Retire(r.Done())
 	if !ok {
 		return
 	}
@@ -124,7 +124,7 @@ func (h *Host) handover(m *mirror.Mirror, r *Replica) {
 	}))
 	r.calls.exit()
 	if err != nil {
-		r.Log.Warn("fencelock: the group's shard could not take over from its mirror here", "err", err)
+		r.Logger().Warn("fencelock: the group's shard could not take over from its mirror here", "err", err)
 		return
 	}
 	m.HandedOver(shardSuccessor{r}, fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.Name(), errMovedHere))
@@ -134,7 +134,7 @@ func (h *Host) handover(m *mirror.Mirror, r *Replica) {
 	}
 	h.setMu.Unlock()
 	m.Stop()
-	r.Log.Info("fencelock: the group's shard took over from its mirror here")
+	r.Logger().Info("fencelock: the group's shard took over from its mirror here")
 }
 
 // followMirrors stops the mirrors of groups the table dropped (the

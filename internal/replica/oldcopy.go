@@ -89,7 +89,7 @@ func (r *Replica) refuse(leader, acked, last uint64) {
 	if !r.refused.CompareAndSwap(nil, &err) {
 		return
 	}
-	r.Log.Error("fencelock: " + err.Error())
+	r.Logger().Error("fencelock: " + err.Error())
 	go func() {
 		// The Host's Close may be stopping it too; either way it stops,
 		// once no read of its state machine is in flight (calls.go).

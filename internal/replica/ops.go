@@ -11,11 +11,11 @@ import (
 // changed.
 func (r *Replica) leaderChanged(old uint64, info raftio.LeaderInfo) {
 	if info.LeaderID == 0 {
-		r.Log.Debug("fencelock: raft leader lost", "was", old, "term", info.Term)
+		r.Logger().Debug("fencelock: raft leader lost", "was", old, "term", info.Term)
 		return
 	}
 	r.Ops.LeaderChanges.Add(1)
-	r.Log.Info("fencelock: raft leader changed", "leader", info.LeaderID, "term", info.Term)
+	r.Logger().Info("fencelock: raft leader changed", "leader", info.LeaderID, "term", info.Term)
 }
 
 // opsStatus fills the fields of Status that come from Dragonboat's local
@@ -51,7 +51,7 @@ func (r *Replica) removedFromGroup() {
 		// runs only its own groups: a mirror takes over (table.go).
 		err := movedOff(r.Name())
 		r.Gone.Store(&err)
-		r.Log.Info("fencelock: the group moved its voters off this replica, as the group table says; it is reached through a replica that runs it from now on")
+		r.Logger().Info("fencelock: the group moved its voters off this replica, as the group table says; it is reached through a replica that runs it from now on")
 		r.tracker.SetLeader(false, 0)
 		r.prop.LeaderChanged()
 		r.host.tab.changed()
@@ -62,7 +62,7 @@ func (r *Replica) removedFromGroup() {
 		// host runs on, without this group (table.go stops it).
 		err := fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.Name(), r.cfg.ReplicaID)
 		r.Gone.Store(&err)
-		r.Log.Info("fencelock: the group moved its voters off this replica, as the group table says; it stops here")
+		r.Logger().Info("fencelock: the group moved its voters off this replica, as the group table says; it stops here")
 		if d, ok := r.Sink.(Dropper); ok {
 			d.Dropped(err)
 		} else {
@@ -73,7 +73,7 @@ func (r *Replica) removedFromGroup() {
 		r.host.tab.changed()
 		return
 	}
-	r.Log.Warn("fencelock: this replica was removed from the group; close it and delete its Dir")
+	r.Logger().Warn("fencelock: this replica was removed from the group; close it and delete its Dir")
 	r.Sink.Removed()
 	r.tracker.SetLeader(false, 0)
 	r.prop.LeaderChanged() // entries in flight will never complete
@@ -108,7 +108,7 @@ func (l systemListener) ConnectionFailed(info raftio.ConnectionInfo) {
 
 func (l systemListener) MembershipChanged(info raftio.NodeInfo) {
 	if r := l.h.byShard(info.ShardID); r != nil {
-		r.Log.Debug("fencelock: membership changed")
+		r.Logger().Debug("fencelock: membership changed")
 	}
 }
 

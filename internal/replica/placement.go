@@ -5,7 +5,7 @@ package replica
 // group, as a non-voting replica where it does not vote (groups.go). With
 // PlaceOwn it runs a group's shard only where it is one of the group's
 // voters; a call naming another group goes through a mirror (package mirror) of
-// the group fed by a replica that runs it (mirror_serve.go). The default
+// the group fed by a replica that runs it (package serve). The default
 // group runs everywhere either way.
 //
 // A host announces its placement in its Hello (peering.Hello.Place). A

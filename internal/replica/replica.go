@@ -36,26 +36,31 @@
 //   - identity.go: the default group's identity kept in Dir, the host's
 //     side of the handshake (internal/peering) for every group it runs,
 //     and the no-quorum warning.
-//   - versions.go: the version gate: what each peer reads, the leader's
-//     raise of the versions its group writes, the refusal of a command
-//     the group cannot write yet and of a peer that cannot read what it
-//     writes.
+//   - versions.go: the version gate as a shard takes part in it: what
+//     each peer reads, the leader's raise of the versions its group
+//     writes, the refusal of a command the group cannot write yet and of
+//     a peer that cannot read what it writes; the host's answers to the
+//     gate's screen (screenHost). The parts that need no shard are
+//     package gate's (below).
 //   - membership.go: membership changes and linearizable membership reads.
 //   - placement.go: Placement, which named groups a host runs a shard of,
 //     and what its peers announced of theirs.
 //   - host_mirrors.go: the host's side of its mirrors (package mirror,
 //     below): making, finding and retiring them, and its answers to the
 //     calls a mirror makes of its host (mirror.Host, through mirrorHost).
-//   - mirror_serve.go: the replica's side of the mirrors it feeds, over the
-//     transport's call connections; their messages are package wire's;
-//     mirror_members.go a mirror's membership read at a voter, and the
-//     voter's side.
+//   - host_serve.go: the host's answers to the serving side (package
+//     serve, below): finding a shard of a named group (serve.Host, through
+//     servedHost), what a call needs of it (serve.Group, through
+//     servedShard: its state with a subscriber registered at once,
+//     propose, read, membership, export), and what an error means to the
+//     caller (wireCode). mirror_members.go: a mirror's membership read at
+//     a voter, the caller's side.
 //   - mirror_swap.go: a mirror and a shard of one group taking over from
 //     each other as the group table moves the group's voters.
 //   - backup.go: a group's exported copy and a restore's import;
 //     exportgroup.go every group's copy for a backup, from a voter over a
-//     call connection for a group this host does not run, and
-//     serveexport.go the voter's side.
+//     call connection for a group this host does not run (the voter's
+//     side is package serve's).
 //   - ops.go: counters and the proposal latency histogram.
 //
 // Rooms of their own, below this package (none imports it):
@@ -68,6 +73,20 @@
 //     a group this host does not run, reached through a replica that does
 //     (its proposals, reads, events). It asks its host only what
 //     mirror.Host names, and the host reaches it through its methods.
+//   - serve (internal/replica/serve): what a voter does for a replica
+//     that does not run a group, over the transport's call connections:
+//     feed a mirror (its state, then every entry applied, and its
+//     proposals and reads), export the group's copy for a backup, read
+//     its membership; each call bounded and refused with a code the
+//     caller acts on. It reaches the host only through serve.Host and
+//     serve.Group; the shard's apply observer publishes to its
+//     Subscribers.
+//   - gate (internal/replica/gate): the version gate's parts that need no
+//     shard: what a peer's Hello says it reads, the versions each group
+//     was seen to write kept in Dir (a build that cannot read them
+//     refuses to start), and the screen on the host's Dragonboat
+//     transport that sends no peer what it cannot read, which asks the
+//     host only what gate.Host names.
 //   - groupcore (internal/replica/groupcore): what the two makers of Group
 //     share, a Core each embeds, and the role's vocabulary (Sink, Status,
 //     Counters), which this package names under the same names.
@@ -101,6 +120,7 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/proposer"
 	"github.com/fencelock/fencelock/internal/replica/groupcore"
+	"github.com/fencelock/fencelock/internal/replica/serve"
 )
 
 // defaultShard is the default group's shard ID inside Dragonboat: a
@@ -170,8 +190,8 @@ type Replica struct {
 	// held holds a new shard's events back while the group's mirror
 	// feeds its Sink (mirror_swap.go); nil otherwise.
 	held *holdSink
-	// subs are the mirrors this replica feeds (mirror_serve.go).
-	subs subscribers
+	// subs are the mirrors this replica feeds (package serve).
+	subs serve.Subscribers
 	// lostReplies is set only by tests (TestingLoseReplies): kinds whose
 	// next committed proposals Propose reports as lost to a leader change.
 	lostReplies atomic.Pointer[lostReplies]
@@ -246,19 +266,9 @@ func (r *Replica) startShard() error {
 	if err := r.nh.StartReplica(members, r.join, fsm.NewStateMachine(observer{r}), r.shardConfig()); err != nil {
 		return err
 	}
-	r.WG.Add(3)
-	go func() {
-		defer r.WG.Done()
-		r.tracker.Run(r.Closed)
-	}()
-	go func() {
-		defer r.WG.Done()
-		r.runGate(r.Closed)
-	}()
-	go func() {
-		defer r.WG.Done()
-		r.host.peers.monitor(r, r.Closed)
-	}()
+	r.Spawn(func() { r.tracker.Run(r.Done()) })
+	r.Spawn(func() { r.runGate(r.Done()) })
+	r.Spawn(func() { r.host.peers.monitor(r, r.Done()) })
 	return nil
 }
 
@@ -266,15 +276,15 @@ func (r *Replica) startShard() error {
 // closes: calls in flight fail with ErrClosed (or why the group stopped
 // here), and when stop returns none is inside Dragonboat any more.
 func (r *Replica) stop() {
-	r.StopOnce.Do(func() {
+	// Ending the Core's Context ends the reads in flight (Read).
+	r.End(func() {
 		r.mu.Lock()
 		r.closing = true
 		r.mu.Unlock()
-		close(r.Closed)
-		r.Cancel() // ends the reads in flight (Read)
+	}, func() {
 		r.prop.Close()
 		r.calls.close()
-		r.subs.end(errors.New("the replica stopped"))
+		r.subs.End(errors.New("the replica stopped"))
 	})
 }
 
@@ -286,9 +296,6 @@ func (r *Replica) Close() { r.host.Close() }
 // nodeHostInfo is Dragonboat's local view of the membership, or nil once
 // Close has begun.
 func (r *Replica) nodeHostInfo() *dragonboat.NodeHostInfo { return r.host.nodeHostInfo() }
-
-// Done is closed when Close begins.
-func (r *Replica) Done() <-chan struct{} { return r.Closed }
 
 // Status is a group's local view (the root's Status documents it), and
 // Counters, Histogram and Bucket what it counted (package groupcore).
@@ -348,11 +355,7 @@ func (r *Replica) Go(f func()) bool {
 	if r.closing {
 		return false
 	}
-	r.WG.Add(1)
-	go func() {
-		defer r.WG.Done()
-		f()
-	}()
+	r.Spawn(f)
 	return true
 }
 

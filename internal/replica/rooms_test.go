@@ -14,10 +14,13 @@ import (
 
 // The rooms cut out of this package sit below it: each imports the standard
 // library and the few packages its map comment names, never this package,
-// Dragonboat nor the session layer, so that the host and the shard can
+// Dragonboat (but the transport interfaces the gate's screen wraps) nor the
+// session layer, so that the host and the shard can
 // import them, a change to the machinery above cannot reach into a format
 // below it (the wire's bytes, the Dir's files) or into what both makers of
-// a group share, and the mirror reaches its host only through mirror.Host.
+// a group share, the mirror reaches its host only through mirror.Host, and
+// the serving side reaches the host's shards only through serve.Host and
+// serve.Group.
 func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 	const module = "github.com/fencelock/fencelock/"
 	rooms := map[string][]string{
@@ -28,6 +31,14 @@ func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 		// a group's copy, not a Dragonboat shard.
 		"mirror": {module + "internal/fsm", module + "internal/replica/groupcore", module + "internal/replica/wire",
 			module + "internal/seeded", module + "lockapi", module + "transport"},
+		// The serving side answers other replicas' calls from a shard it
+		// reaches only through serve.Group.
+		// The version gate's screen wraps Dragonboat's transport: its
+		// interfaces, and no NodeHost.
+		"gate": {module + "internal/fsm", module + "internal/peering", module + "internal/replica/datadir", module + "lockapi",
+			"github.com/lni/dragonboat/v4/config", "github.com/lni/dragonboat/v4/raftio", "github.com/lni/dragonboat/v4/raftpb"},
+		"serve": {module + "internal/fsm", module + "internal/peering", module + "internal/replica/groupcore",
+			module + "internal/replica/wire", module + "transport"},
 	}
 	for room, allowed := range rooms {
 		files, err := filepath.Glob(filepath.Join(room, "*.go"))

@@ -76,7 +76,7 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 			return fsm.Result{}, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
 		if !errors.Is(err, proposer.ErrLeaderChanged) && !errors.Is(err, dragonboat.ErrTimeout) {
-			b.wait(ctx, r.Closed, leader)
+			b.wait(ctx, r.Done(), leader)
 		}
 	}
 }
@@ -108,7 +108,7 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		// stop waits for the reads in flight (calls.go): its cancel ends
 		// this one's wait for the group.
-		unhook := context.AfterFunc(r.Ctx, cancel)
+		unhook := context.AfterFunc(r.Context(), cancel)
 		v, err := r.nh.SyncRead(actx, r.ShardID(), q)
 		unhook()
 		cancel()
@@ -123,7 +123,7 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 			!errors.Is(err, dragonboat.ErrInvalidDeadline) {
 			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
 		}
-		b.wait(ctx, r.Closed, leader)
+		b.wait(ctx, r.Done(), leader)
 	}
 }
 
@@ -216,7 +216,7 @@ func (r *Replica) awaitGroupID(ctx context.Context) error {
 	select {
 	case <-r.GroupKnown():
 		return nil
-	case <-r.Closed:
+	case <-r.Done():
 		return r.ClosedErr()
 	case <-ctx.Done():
 		return r.unavailable(ctx.Err(), errNoGroupID)
@@ -265,7 +265,7 @@ func (r *Replica) StaleRead(q fsm.Query) (any, error) {
 // staleRead is StaleRead on the shard.
 func (r *Replica) staleRead(q fsm.Query) (any, error) {
 	select {
-	case <-r.Closed:
+	case <-r.Done():
 		return nil, r.ClosedErr()
 	default:
 	}
@@ -285,7 +285,7 @@ func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
 		case <-ctx.Done():
 			t.Stop()
 			return errUnavailable(ctx.Err(), fmt.Errorf("waiting for index %d", index))
-		case <-r.Closed:
+		case <-r.Done():
 			t.Stop()
 			return r.ClosedErr()
 		}

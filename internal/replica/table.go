@@ -236,7 +236,7 @@ func (h *Host) removalConfirmed(ctx context.Context, r *Replica, e fsm.GroupEntr
 	ask := slices.DeleteFunc(slices.Clone(e.Voters), func(id uint64) bool { return id == h.cfg.ReplicaID })
 	m, err := h.membersRemote(ctx, r.Name(), r.ShardID(), ask)
 	if err != nil {
-		r.Log.Debug("fencelock: the group table removes this replica from the group, and no voter confirmed it yet; asked again", "err", err)
+		r.Logger().Debug("fencelock: the group table removes this replica from the group, and no voter confirmed it yet; asked again", "err", err)
 		return false
 	}
 	return slices.Contains(m.Removed, h.cfg.ReplicaID)
@@ -327,7 +327,7 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 	r.SetVoters(e.Voters)
 	if err := r.startShard(); err != nil {
 		r.stop()
-		r.WG.Wait()
+		r.Wait()
 		h.tab.mu.Lock()
 		h.tab.failed[e.Shard] = time.Now()
 		h.tab.mu.Unlock()
@@ -346,7 +346,7 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 	if ng.Bootstrap != nil {
 		role = "voter"
 	}
-	r.Log.Info("fencelock: group started here, as the group table says", "as", role, "voters", e.Voters)
+	r.Logger().Info("fencelock: group started here, as the group table says", "as", role, "voters", e.Voters)
 }
 
 // stopGroup stops this host's replica r for good: its calls and its
@@ -377,9 +377,9 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 	}
 	r.stop()
 	if err := h.nh.StopShard(r.ShardID()); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
-		r.Log.Warn("fencelock: stopping a group that no longer runs here", "err", err)
+		r.Logger().Warn("fencelock: stopping a group that no longer runs here", "err", err)
 	}
-	r.WG.Wait()
+	r.Wait()
 	if mirror {
 		if e, ok := h.tab.entry(r); ok {
 			h.mirrorAfter(r, e)
@@ -391,16 +391,16 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 	if err := h.updateGroupsFile(func(f *groupsFile) {
 		f.Groups = slices.DeleteFunc(f.Groups, func(g namedGroup) bool { return g.Name == r.Name() && g.shard() == r.ShardID() })
 	}); err != nil {
-		r.Log.Warn("fencelock: cannot forget in Dir a group that no longer runs here; its raft data stays", "err", err)
-		r.Log.Info("fencelock: group stopped here for good", "why", why)
+		r.Logger().Warn("fencelock: cannot forget in Dir a group that no longer runs here; its raft data stays", "err", err)
+		r.Logger().Info("fencelock: group stopped here for good", "why", why)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), removeDataLimit)
 	defer cancel()
 	if err := h.nh.SyncRemoveData(ctx, r.ShardID(), h.cfg.ReplicaID); err != nil {
-		r.Log.Warn("fencelock: the raft data of a group that no longer runs here stays in Dir", "err", err)
+		r.Logger().Warn("fencelock: the raft data of a group that no longer runs here stays in Dir", "err", err)
 	}
-	r.Log.Info("fencelock: group stopped here for good", "why", why)
+	r.Logger().Info("fencelock: group stopped here for good", "why", why)
 }
 
 // mirrorAfter makes a mirror take over group r (table entry e) from its
@@ -419,7 +419,7 @@ func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
 		delivered = max(delivered, seen)
 		if !over {
 			old.SetVoters(e.Voters)
-			old.Log.Info("fencelock: the group's shard here stopped before it took over from the mirror; the mirror goes on")
+			old.Logger().Info("fencelock: the group's shard here stopped before it took over from the mirror; the mirror goes on")
 			return
 		}
 		why := movedOff(r.Name())
@@ -571,14 +571,14 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			addr, ok = m.NonVotings[id]
 		}
 		if !ok {
-			r.Log.Debug("fencelock: a voter the group table names is not a member of the deployment; add it first", "member", id)
+			r.Logger().Debug("fencelock: a voter the group table names is not a member of the deployment; add it first", "member", id)
 			continue
 		}
 		if _, ok := m.NonVotings[id]; !ok {
 			if err := r.addNonVoting(ctx, id, addr, true); err != nil {
-				r.Log.Debug("fencelock: adding a new voter as a non-voting replica first; retried", "member", id, "err", err)
+				r.Logger().Debug("fencelock: adding a new voter as a non-voting replica first; retried", "member", id, "err", err)
 			} else {
-				r.Log.Info("fencelock: new voter added as a non-voting replica; promoted once it has caught up", "member", id)
+				r.Logger().Info("fencelock: new voter added as a non-voting replica; promoted once it has caught up", "member", id)
 			}
 			return true
 		}
@@ -592,9 +592,9 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			return r.nh.SyncRequestAddReplica(ctx, r.ShardID(), id, addr, ccid)
 		})
 		if err != nil {
-			r.Log.Debug("fencelock: promoting a new voter; retried", "member", id, "err", err)
+			r.Logger().Debug("fencelock: promoting a new voter; retried", "member", id, "err", err)
 		} else {
-			r.Log.Info("fencelock: new voter promoted, as the group table says", "member", id)
+			r.Logger().Info("fencelock: new voter promoted, as the group table says", "member", id)
 		}
 		return true
 	}
@@ -611,9 +611,9 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			for _, to := range e.Voters {
 				if _, voter := m.Nodes[to]; voter && h.live(to) {
 					if err := r.transfer(ctx, to, 1); err != nil {
-						r.Log.Debug("fencelock: handing the group over before leaving its voters; retried", "to", to, "err", err)
+						r.Logger().Debug("fencelock: handing the group over before leaving its voters; retried", "to", to, "err", err)
 					} else {
-						r.Log.Info("fencelock: group handed over before leaving its voters, as the group table says", "to", to)
+						r.Logger().Info("fencelock: group handed over before leaving its voters, as the group table says", "to", to)
 					}
 					return true
 				}
@@ -621,9 +621,9 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			return true
 		}
 		if err := r.RemoveReplica(ctx, id); err != nil {
-			r.Log.Debug("fencelock: removing a voter the group table no longer names; retried", "member", id, "err", err)
+			r.Logger().Debug("fencelock: removing a voter the group table no longer names; retried", "member", id, "err", err)
 		} else {
-			r.Log.Info("fencelock: voter removed, as the group table says", "member", id)
+			r.Logger().Info("fencelock: voter removed, as the group table says", "member", id)
 		}
 		return true
 	}

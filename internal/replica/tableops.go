@@ -250,7 +250,7 @@ func drain(ctx context.Context, r *Replica, force bool) error {
 	case res.Status != fsm.OK:
 		return fmt.Errorf("fencelock: group %q refused its seal: %v", r.Name(), res.Status)
 	}
-	r.Log.Info("fencelock: a group being dropped is sealed, its queued requests withdrawn", "group", r.Name(), "withdrawn", res.Value)
+	r.Logger().Info("fencelock: a group being dropped is sealed, its queued requests withdrawn", "group", r.Name(), "withdrawn", res.Value)
 	if !force {
 		return nil
 	}
@@ -266,7 +266,7 @@ func drain(ctx context.Context, r *Replica, force bool) error {
 			return err
 		}
 	}
-	r.Log.Info("fencelock: a sealed group being dropped revoked its grants", "group", r.Name(), "revoked", d.held)
+	r.Logger().Info("fencelock: a sealed group being dropped revoked its grants", "group", r.Name(), "revoked", d.held)
 	return nil
 }
 
@@ -327,7 +327,7 @@ func drainUnsealed(ctx context.Context, r *Replica, force bool) error {
 				return err
 			}
 		}
-		r.Log.Info("fencelock: a group being dropped withdrew its queued requests and revoked its grants", "group", r.Name(),
+		r.Logger().Info("fencelock: a group being dropped withdrew its queued requests and revoked its grants", "group", r.Name(),
 			"withdrawn", len(d.cmds)-d.held, "revoked", d.held)
 	}
 	return nil // callers that keep asking: what they got ends with the group

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/logstore"
+	"github.com/fencelock/fencelock/internal/replica/serve"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
@@ -50,10 +51,10 @@ func (h *Host) TestingLogStoreStats() logstore.Stats {
 	return logstore.Stats{}
 }
 
-// gate wraps the host's transport so that TestingCrash can cut it off at
+// crashGate wraps the host's transport so that TestingCrash can cut it off at
 // once: a dead process sends nothing and hears nothing. In production down
 // is never set and the gate only reads it.
-type gate struct {
+type crashGate struct {
 	config.TransportFactory
 	down    *atomic.Bool
 	streams *streamCount
@@ -84,7 +85,7 @@ func (h *Host) TestingMessageStreams() map[string]int {
 	return maps.Clone(h.streams.opened)
 }
 
-func (g gate) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raftio.ChunkHandler) raftio.ITransport {
+func (g crashGate) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raftio.ChunkHandler) raftio.ITransport {
 	return gatedTransport{g.TransportFactory.Create(nhc,
 		func(b pb.MessageBatch) {
 			if !g.down.Load() {
@@ -322,19 +323,12 @@ func (h *Host) TestingExport(ctx context.Context, addr, name, dir string) (uint6
 // bytes once it is larger than whole bytes, until restore is called: a test
 // mirrors a state in parts without making one larger than a call message.
 // Production code never calls it.
-func TestingStateParts(whole, part int) (restore func()) {
-	w, p := wholeState, statePart
-	wholeState, statePart = whole, min(part, wire.MaxStatePart)
-	return func() { wholeState, statePart = w, p }
-}
+func TestingStateParts(whole, part int) (restore func()) { return serve.TestingStateParts(whole, part) }
 
 // TestingStateSends sets how many states larger than one message a replica
 // sends to mirrors at once, until restore is called. Production code never
 // calls it.
-func TestingStateSends(most int32) (restore func()) {
-	old := stateSendsMost.Swap(most)
-	return func() { stateSendsMost.Store(old) }
-}
+func TestingStateSends(most int32) (restore func()) { return serve.TestingStateSends(most) }
 
 // TestingMirrorsRunning returns how many mirrors started on this host are
 // still running, whether the host lists them or not. Production code never

@@ -2,32 +2,25 @@ package replica
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
-	"github.com/lni/dragonboat/v4/config"
-	"github.com/lni/dragonboat/v4/raftio"
-	pb "github.com/lni/dragonboat/v4/raftpb"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/peering"
-	"github.com/fencelock/fencelock/internal/replica/datadir"
+	"github.com/fencelock/fencelock/internal/replica/gate"
 )
 
 // The version gate (internal/fsm/version.go), as a replica takes part in it:
 //
 //   - each host announces in its Hello the newest log and snapshot versions
-//     it reads (peering.Hello.Codec, Snapshot; absent: fsm.Baseline), and
-//     keeps what each peer announced (peers.reads);
+//     it reads (peering.Hello.Codec, Snapshot; absent: fsm.Baseline:
+//     gate.Announced), and keeps what each peer announced (peers.reads);
 //   - the leader of each group raises the group's gate (proposes
 //     fsm.KindGate) once every voter and non-voting member of the group
 //     has announced more than the gate: raiseGate, on a timer and whenever
@@ -42,10 +35,10 @@ import (
 //   - and, since a connection's handshake runs only when it opens and a
 //     member may be added between the leader's read of the membership and
 //     its raise, no entry or snapshot is sent to a peer of a newer version
-//     than it announced (sendScreen);
+//     than it announced (gate.Screen, answered by screenHost);
 //   - a replica that meets an entry or a snapshot it cannot read stops on
 //     it (fsm's Update fails) and says so in our words first (tooNew); the
-//     gates it has seen are kept in Dir (versionsFileName), so that a build
+//     gates it has seen are kept in Dir (gate.Record), so that a build
 //     that cannot read them refuses to start instead of replaying its log
 //     up to that entry again.
 
@@ -60,19 +53,6 @@ func (h *Host) reads() fsm.Gate {
 		return h.cfg.Reads
 	}
 	return fsm.Reads()
-}
-
-// announced returns what a Hello says its replica reads; a field it leaves
-// out is the baseline's.
-func announced(h peering.Hello) fsm.Gate {
-	g := fsm.Baseline
-	if h.Codec != 0 {
-		g.Codec = int(h.Codec)
-	}
-	if h.Snapshot != 0 {
-		g.Snapshot = int(h.Snapshot)
-	}
-	return g
 }
 
 // recordReads keeps what replica id announced, and wakes the groups'
@@ -106,7 +86,7 @@ func (p *peers) readsOf(id uint64) (fsm.Gate, bool) {
 // here: it could not read the group's entries, and a build before the gate
 // would skip them as corrupt.
 func (p *peers) checkReads(h peering.Hello) error {
-	reads := announced(h)
+	reads := gate.Announced(h)
 	for _, r := range p.h.groups() {
 		if r.Name() != "" && !slices.ContainsFunc(h.Groups, func(g peering.GroupHello) bool { return g.Name == r.Name() }) {
 			continue
@@ -115,17 +95,10 @@ func (p *peers) checkReads(h peering.Hello) error {
 			return fmt.Errorf("replica %d at %s reads log versions up to %d and snapshot versions up to %d, but %s writes %v: "+
 				"it cannot read the group's entries. Run a build on replica %d that reads them "+
 				"(a replica cannot go back to a build older than what its groups write: docs/operations.md, \"Upgrading\")",
-				h.Replica, h.Addr, reads.Codec, reads.Snapshot, groupName(r.Name()), g, h.Replica)
+				h.Replica, h.Addr, reads.Codec, reads.Snapshot, gate.GroupName(r.Name()), g, h.Replica)
 		}
 	}
 	return nil
-}
-
-func groupName(name string) string {
-	if name == "" {
-		return "the default group"
-	}
-	return fmt.Sprintf("group %q", name)
 }
 
 // setGate records the gate applied here (a KindGate, or a snapshot). The
@@ -144,9 +117,9 @@ func (r *Replica) setGate(g fsm.Gate) {
 			break
 		}
 	}
-	r.Log.Info("fencelock: "+groupName(r.Name())+" writes "+g.String(), "was", old.String())
+	r.Logger().Info("fencelock: "+gate.GroupName(r.Name())+" writes "+g.String(), "was", old.String())
 	if err := r.host.keepGate(r.Name(), g); err != nil {
-		r.Log.Warn("fencelock: cannot keep the versions the group writes in Dir; a build that cannot read them is refused by its peers rather than at its start", "err", err)
+		r.Logger().Warn("fencelock: cannot keep the versions the group writes in Dir; a build that cannot read them is refused by its peers rather than at its start", "err", err)
 	}
 }
 
@@ -180,7 +153,7 @@ func (r *Replica) raiseGate() {
 	if cur.Covers(own) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Ctx, r.cfg.ProposalTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), r.cfg.ProposalTimeout)
 	defer cancel()
 	ids, err := r.gateMembers(ctx)
 	if err != nil {
@@ -206,17 +179,17 @@ func (r *Replica) raiseGate() {
 		// The raise is the first entry a build from before the gate cannot
 		// read: this Dir refuses such a build before it holds one.
 		if err := r.host.peers.refuseOldBuilds(); err != nil {
-			r.Log.Warn("fencelock: cannot mark Dir against builds from before the version gate; the gate is not raised", "err", err)
+			r.Logger().Warn("fencelock: cannot mark Dir against builds from before the version gate; the gate is not raised", "err", err)
 			return
 		}
 	}
 	if hold := r.holdRaise.Load(); hold != nil {
 		(*hold)() // a test's: see TestingHoldGateRaise
 	}
-	r.Log.Info("fencelock: every member of "+groupName(r.Name())+" reads "+next.String()+": raising the versions the group writes",
+	r.Logger().Info("fencelock: every member of "+gate.GroupName(r.Name())+" reads "+next.String()+": raising the versions the group writes",
 		"members", ids, "was", cur.String())
 	if _, err := r.propose(ctx, fsm.Command{Kind: fsm.KindGate, Gate: next}); err != nil {
-		r.Log.Debug("fencelock: the gate's raise was not applied; the leader tries again", "err", err)
+		r.Logger().Debug("fencelock: the gate's raise was not applied; the leader tries again", "err", err)
 	}
 }
 
@@ -373,7 +346,7 @@ func (r *Replica) awaitGate(ctx context.Context, need int) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-r.Closed:
+		case <-r.Done():
 			return false
 		case <-tick.C:
 		}
@@ -396,7 +369,7 @@ func (e *gatedError) Error() string {
 		return fmt.Sprintf("%v: command kind %d is unknown to this build", fsm.ErrVersionGated, e.kind)
 	}
 	s := fmt.Sprintf("%v: %v needs log version %d; %s writes log version %d until every member reads %d",
-		fsm.ErrVersionGated, e.kind, e.need, groupName(e.group), e.writes.Codec, e.need)
+		fsm.ErrVersionGated, e.kind, e.need, gate.GroupName(e.group), e.writes.Codec, e.need)
 	switch {
 	case e.unread:
 		s += " (its membership could not be read to name who does not)"
@@ -428,10 +401,10 @@ func (r *Replica) tooNew(index uint64, err error) {
 	if index != 0 {
 		at = fmt.Sprintf(" at log index %d", index)
 	}
-	r.Log.Error(fmt.Sprintf("fencelock: %s writes %s%s; this build reads up to %v: upgrade this replica. It stops now: "+
-		"going on without the entry would leave it with another state than its group's", groupName(r.Name()), tooNewWhat(err), at, fsm.Reads()))
+	r.Logger().Error(fmt.Sprintf("fencelock: %s writes %s%s; this build reads up to %v: upgrade this replica. It stops now: "+
+		"going on without the entry would leave it with another state than its group's", gate.GroupName(r.Name()), tooNewWhat(err), at, fsm.Reads()))
 	if kerr := r.host.keepGate(r.Name(), g); kerr != nil {
-		r.Log.Warn("fencelock: cannot keep the versions the group writes in Dir", "err", kerr)
+		r.Logger().Warn("fencelock: cannot keep the versions the group writes in Dir", "err", kerr)
 	}
 }
 
@@ -444,259 +417,18 @@ func tooNewWhat(err error) string {
 	return err.Error()
 }
 
-// versionsFileName keeps in Dir the versions each group was last seen to
-// write, so that a build that cannot read them refuses to start.
-const versionsFileName = "fencelock-versions.json"
-
-type versionsFile struct {
-	Version int                     `json:"version"`
-	Groups  map[string]gateInDirRec `json:"groups"` // by group name; "" is the default group
-}
-
-type gateInDirRec struct {
-	Codec    int `json:"codec"`
-	Snapshot int `json:"snapshot"`
-}
-
-// versionRecord is the host's copy of versionsFileName.
-type versionRecord struct {
-	path string
-	mu   sync.Mutex
-	f    versionsFile
-}
-
-// loadVersions reads the record in dir (none yet: empty) and refuses a
-// start whose build cannot read what one of the groups it runs writes.
-func loadVersions(dir string, groups []string) (*versionRecord, error) {
-	v := &versionRecord{path: filepath.Join(dir, versionsFileName), f: versionsFile{Version: 1, Groups: map[string]gateInDirRec{}}}
-	data, err := datadir.ReadFile(v.path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return v, nil
-	case err != nil:
-		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
-	}
-	if err := datadir.DecodeFile(v.path, data, &v.f); err != nil {
-		return nil, fmt.Errorf("%w: Dir: %v", ErrInvalidConfig, err)
-	}
-	if v.f.Version != 1 {
-		return nil, fmt.Errorf("%w: Dir: %s has version %d, which this build does not know: upgrade this replica", ErrInvalidConfig, v.path, v.f.Version)
-	}
-	if v.f.Groups == nil {
-		v.f.Groups = map[string]gateInDirRec{}
-	}
-	reads := fsm.Reads()
-	for _, name := range groups {
-		rec, ok := v.f.Groups[name]
-		g := fsm.Gate{Codec: rec.Codec, Snapshot: rec.Snapshot}
-		if ok && !reads.Covers(g) {
-			return nil, fmt.Errorf("%w: %w: %s writes %v (as this replica last saw, %s); this build reads up to %v: "+
-				"upgrade this replica to a build that reads it (a replica cannot go back to a build older than what its groups write)",
-				ErrInvalidConfig, fsm.ErrVersionTooNew, groupName(name), g, v.path, reads)
-		}
-	}
-	return v, nil
-}
-
 // keepGate records in Dir that group name writes g (versionRecord.keep)
 // and, for a gate above the baseline, that a build from before the gate
 // must not start on this Dir (peers.refuseOldBuilds): that build checks no
 // versions, and would replay the log skipping the entries it cannot read.
 func (h *Host) keepGate(name string, g fsm.Gate) error {
-	if err := h.versions.keep(name, g); err != nil {
+	if err := h.versions.Keep(name, g); err != nil {
 		return err
 	}
 	if fsm.Baseline.Covers(g) {
 		return nil
 	}
 	return h.peers.refuseOldBuilds()
-}
-
-// beyondBaseline reports whether a group of the record writes more than
-// fsm.Baseline.
-func (v *versionRecord) beyondBaseline() bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, rec := range v.f.Groups {
-		if !fsm.Baseline.Covers(fsm.Gate{Codec: rec.Codec, Snapshot: rec.Snapshot}) {
-			return true
-		}
-	}
-	return false
-}
-
-// keep records that group name writes g, unless a record says as much.
-func (v *versionRecord) keep(name string, g fsm.Gate) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	old, ok := v.f.Groups[name]
-	if ok && (fsm.Gate{Codec: old.Codec, Snapshot: old.Snapshot}).Covers(g) {
-		return nil
-	}
-	next := maps.Clone(v.f.Groups)
-	next[name] = gateInDirRec{Codec: max(old.Codec, g.Codec), Snapshot: max(old.Snapshot, g.Snapshot)}
-	data, err := json.Marshal(versionsFile{Version: 1, Groups: next})
-	if err != nil {
-		return err
-	}
-	if err := datadir.WriteFile(v.path, data); err != nil {
-		return err
-	}
-	v.f.Groups = next
-	return nil
-}
-
-// sendScreen wraps the host's transport so that no replica of this host
-// sends a peer a log entry of a newer version than the peer announced it
-// reads in its handshake, nor a snapshot of a group that writes a newer
-// snapshot version: the peer could not read it (a build before the gate
-// would skip it as corrupt and hold another state than its group's).
-//
-// The handshake refuses such a peer when a connection opens (checkReads),
-// and the gate's raise and a member's addition each check the other
-// (raiseGate, addNonVoting); but the two checks race, and a connection
-// opened before the raise is not checked again: a member added between
-// the leader's read of the membership and its raise would be sent the
-// new entries. The screen closes that at the one place every entry passes:
-// the message is not sent, raft sends it again later, and the member waits
-// (and says nothing) until it runs a build that reads them; the sender
-// logs why, at most once a minute per peer and group.
-type sendScreen struct {
-	config.TransportFactory
-	h *Host
-}
-
-func (f sendScreen) Create(nhc config.NodeHostConfig, mh raftio.MessageHandler, ch raftio.ChunkHandler) raftio.ITransport {
-	return screenedTransport{f.TransportFactory.Create(nhc, mh, ch), f.h}
-}
-
-type screenedTransport struct {
-	raftio.ITransport
-	h *Host
-}
-
-func (t screenedTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
-	c, err := t.ITransport.GetConnection(ctx, target)
-	if err != nil {
-		return nil, err
-	}
-	return screenedConn{c, t.h}, nil
-}
-
-func (t screenedTransport) GetSnapshotConnection(ctx context.Context, target string) (raftio.ISnapshotConnection, error) {
-	c, err := t.ITransport.GetSnapshotConnection(ctx, target)
-	if err != nil {
-		return nil, err
-	}
-	return screenedSnapshotConn{c, t.h}, nil
-}
-
-type screenedConn struct {
-	raftio.IConnection
-	h *Host
-}
-
-// SendMessageBatch sends b without the messages whose entries the
-// receiver does not read.
-func (c screenedConn) SendMessageBatch(b pb.MessageBatch) error {
-	keep := -1 // messages kept so far, once one was left out
-	for i := range b.Requests {
-		m := &b.Requests[i]
-		if c.h.readable(m) {
-			if keep >= 0 {
-				b.Requests[keep] = *m
-				keep++
-			}
-			continue
-		}
-		if keep < 0 {
-			// The batch is Dragonboat's: leave its slice as it was.
-			b.Requests = slices.Clone(b.Requests)
-			keep = i
-		}
-	}
-	if keep >= 0 {
-		b.Requests = b.Requests[:keep]
-		if len(b.Requests) == 0 {
-			return nil
-		}
-	}
-	return c.IConnection.SendMessageBatch(b)
-}
-
-type screenedSnapshotConn struct {
-	raftio.ISnapshotConnection
-	h *Host
-}
-
-// errSnapshotTooNew fails a snapshot chunk for a peer that does not read
-// the group's snapshots: Dragonboat abandons the stream and tries later.
-var errSnapshotTooNew = errors.New("the peer does not read the group's snapshot version")
-
-func (c screenedSnapshotConn) SendChunk(chunk pb.Chunk) error {
-	r := c.h.byShard(chunk.ShardID)
-	if r != nil {
-		if reads, ok := c.h.peers.readsOf(chunk.ReplicaID); ok && reads.Snapshot < r.Gate().Snapshot {
-			c.h.warnTooNew(chunk.ReplicaID, r, reads, fmt.Sprintf("snapshot version %d", r.Gate().Snapshot))
-			return errSnapshotTooNew
-		}
-	}
-	return c.ISnapshotConnection.SendChunk(chunk)
-}
-
-// readable reports whether m's receiver reads every entry m carries, as
-// it announced (a peer not heard from is not screened: the handshake that
-// opened the connection records what it reads).
-func (h *Host) readable(m *pb.Message) bool {
-	if len(m.Entries) == 0 {
-		return true
-	}
-	reads, ok := h.peers.readsOf(m.To)
-	if !ok || reads.Codec >= fsm.CodecVersion() {
-		return true
-	}
-	newest := 0
-	for i := range m.Entries {
-		v, ok := entryVersion(&m.Entries[i])
-		if !ok { // not ours to read: take what its group writes
-			if r := h.byShard(m.ShardID); r != nil {
-				v = r.Gate().Codec
-			}
-		}
-		newest = max(newest, v)
-	}
-	if newest <= reads.Codec {
-		return true
-	}
-	if r := h.byShard(m.ShardID); r != nil {
-		h.warnTooNew(m.To, r, reads, fmt.Sprintf("log version %d", newest))
-	}
-	return false
-}
-
-// entryVersion returns the log version of entry e (the first byte of the
-// state machine's payload: fsm's codec), 0 for an entry that carries none
-// (a membership change, an empty entry); ok is false for a payload it
-// cannot read without decoding (a compressed one: fencelock compresses
-// none).
-func entryVersion(e *pb.Entry) (v int, ok bool) {
-	cmd := e.Cmd
-	switch e.Type {
-	case pb.ApplicationEntry:
-	case pb.EncodedEntry:
-		// Dragonboat's header byte: its format version (high 4 bits), the
-		// compression (3 bits) and a session flag.
-		if len(cmd) == 0 || cmd[0]&0xfe != 0 {
-			return 0, false
-		}
-		cmd = cmd[1:]
-	default:
-		return 0, true
-	}
-	if len(cmd) == 0 {
-		return 0, true
-	}
-	return int(cmd[0]), true
 }
 
 // warnTooNew logs, at most once a minute per peer and group, that r's
@@ -708,6 +440,24 @@ func (h *Host) warnTooNew(id uint64, r *Replica, reads fsm.Gate, what string) {
 		return
 	}
 	h.tooNewWarned.Store(key, now)
-	r.Log.Warn(fmt.Sprintf("fencelock: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %s: "+
-		"its entries are not sent to it, and it falls behind until it runs a build that reads them", id, reads.Codec, reads.Snapshot, groupName(r.Name()), what))
+	r.Logger().Warn(fmt.Sprintf("fencelock: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %s: "+
+		"its entries are not sent to it, and it falls behind until it runs a build that reads them", id, reads.Codec, reads.Snapshot, gate.GroupName(r.Name()), what))
+}
+
+// screenHost is h as its transport's screen (gate.Screen) reaches it.
+type screenHost struct{ h *Host }
+
+func (s screenHost) Reads(id uint64) (fsm.Gate, bool) { return s.h.peers.readsOf(id) }
+
+func (s screenHost) Writes(shard uint64) (fsm.Gate, bool) {
+	if r := s.h.byShard(shard); r != nil {
+		return r.Gate(), true
+	}
+	return fsm.Gate{}, false
+}
+
+func (s screenHost) TooNew(shard, id uint64, reads fsm.Gate, what string) {
+	if r := s.h.byShard(shard); r != nil {
+		s.h.warnTooNew(id, r, reads, what)
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/gate"
 )
 
 // hostWithGates is a Host of the groups named, each writing the gate given,
@@ -34,9 +35,9 @@ func hostWithGates(gates map[string]fsm.Gate) (*Host, *peers) {
 }
 
 func TestAnnounced(t *testing.T) {
-	require.Equal(t, fsm.Baseline, announced(peering.Hello{Replica: 1, Addr: "a:1"}), "a build before the gate announces nothing")
-	require.Equal(t, fsm.Gate{Codec: 9, Snapshot: 7}, announced(peering.Hello{Codec: 9, Snapshot: 7}))
-	require.Equal(t, fsm.Gate{Codec: 9, Snapshot: 6}, announced(peering.Hello{Codec: 9}))
+	require.Equal(t, fsm.Baseline, gate.Announced(peering.Hello{Replica: 1, Addr: "a:1"}), "a build before the gate announces nothing")
+	require.Equal(t, fsm.Gate{Codec: 9, Snapshot: 7}, gate.Announced(peering.Hello{Codec: 9, Snapshot: 7}))
+	require.Equal(t, fsm.Gate{Codec: 9, Snapshot: 6}, gate.Announced(peering.Hello{Codec: 9}))
 }
 
 // A peer that reads less than a group it runs writes is refused, the
@@ -96,35 +97,6 @@ func TestGatedError(t *testing.T) {
 	require.ErrorContains(t, e, "its membership could not be read")
 }
 
-// The versions each group was seen to write are kept in Dir, only ever
-// rising, and a build that cannot read them refuses the Dir at start.
-func TestVersionRecord(t *testing.T) {
-	dir := t.TempDir()
-	v, err := loadVersions(dir, []string{"", "jobs"})
-	require.NoError(t, err, "no record: a Dir of a build before the gate, or a new one")
-	require.NoError(t, v.keep("", fsm.Gate{Codec: 9, Snapshot: 7}))
-	require.NoError(t, v.keep("", fsm.Baseline), "never lower")
-	require.NoError(t, v.keep("jobs", fsm.Gate{Codec: fsm.CodecVersion() + 1, Snapshot: 7}))
-	data, err := os.ReadFile(filepath.Join(dir, versionsFileName))
-	require.NoError(t, err)
-	require.JSONEq(t, fmt.Sprintf(`{"version":1,"groups":{"":{"codec":9,"snapshot":7},"jobs":{"codec":%d,"snapshot":7}}}`, fsm.CodecVersion()+1), string(data))
-
-	_, err = loadVersions(dir, []string{""})
-	require.NoError(t, err, "a group this replica no longer runs does not matter")
-	_, err = loadVersions(dir, []string{"", "jobs"})
-	require.ErrorIs(t, err, fsm.ErrVersionTooNew)
-	require.ErrorIs(t, err, ErrInvalidConfig)
-	require.ErrorContains(t, err, fmt.Sprintf(`group "jobs" writes log version %d, snapshot version 7 (as this replica last saw, `, fsm.CodecVersion()+1))
-	require.ErrorContains(t, err, fmt.Sprintf("this build reads up to log version %d, snapshot version %d: upgrade this replica", fsm.CodecVersion(), fsm.SnapshotVersion()))
-
-	for _, bad := range []string{"{", `{"version":2,"groups":{}}`} {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, versionsFileName), []byte(bad), 0o600))
-		_, err = loadVersions(dir, []string{""})
-		require.ErrorIs(t, err, ErrInvalidConfig, bad)
-		require.NotErrorIs(t, err, fsm.ErrVersionTooNew, bad)
-	}
-}
-
 // Once a group of the Dir writes more than the baseline, the Dir's
 // identity file is version 2, which a build from before the gate refuses
 // at its start (it knows version 1 only), before it would replay entries
@@ -139,7 +111,7 @@ func TestGateAboveBaselineRefusesOldBuilds(t *testing.T) {
 		cfg := &Config{Dir: dir, Members: map[uint64]string{1: "a:1"}, Join: join}
 		g, err := loadGroup(cfg)
 		require.NoError(t, err)
-		v, err := loadVersions(dir, []string{""})
+		v, err := gate.Load(dir, []string{""})
 		require.NoError(t, err)
 		h := &Host{cfg: *cfg, versions: v}
 		h.peers = &peers{h: h, path: filepath.Join(dir, groupFileName), fileVersion: g.Version,

@@ -3,8 +3,9 @@
 // voter (internal/replica/mirror) each embed a Core, which holds the
 // group's name and shard, its configured voters, the Sink its events go
 // to, what it applied here (index, leader, group ID, the versions it
-// writes), its counters (Ops), and its lifecycle (Closed, Ctx, Gone, WG).
-// It proposes and reads nothing: that is each maker's own job.
+// writes), its counters (Ops), and its lifecycle (Done, Context, Gone,
+// Spawn and Wait, End). It proposes and reads nothing: that is each
+// maker's own job.
 //
 // The role's vocabulary lives here too, so that both makers and the host
 // name the same types: Sink (and Dropper, Idler) for what a group applies,
@@ -30,12 +31,13 @@ import (
 // Core is what the two makers of a group's role share, each embedding its
 // own: the group's name and shard, its configured voters, the Sink its
 // events go to, what it applied here (index, leader, group ID, gate), its
-// counters, and its lifecycle (Closed, Ctx, Gone, WG). Its exported fields
-// are the makers' to set: the shard sets them from its Dragonboat events,
-// the mirror from its stream. It proposes and reads nothing: that is each
-// maker's own job.
+// counters, and its lifecycle (Done, Context, Gone, Spawn, End). Its
+// exported fields are the makers' to set: the shard sets them from its
+// Dragonboat events, the mirror from its stream; what they only read
+// (the logger, the lifecycle) is methods. It proposes and reads nothing:
+// that is each maker's own job.
 type Core struct {
-	Log   *slog.Logger
+	log   *slog.Logger
 	name  string // the group's name; "" for the default group
 	shard uint64 // the group's shard ID
 	Sink  Sink
@@ -57,11 +59,11 @@ type Core struct {
 	Writes atomic.Pointer[fsm.Gate]
 	Ops    Ops
 
-	WG       sync.WaitGroup // background goroutines
-	Closed   chan struct{}
-	StopOnce sync.Once
-	Ctx      context.Context // cancelled by stop: bounds background work
-	Cancel   context.CancelFunc
+	wg       sync.WaitGroup // background goroutines (Spawn)
+	closed   chan struct{}  // closed by End (Done)
+	stopOnce sync.Once
+	ctx      context.Context // cancelled by End: bounds background work
+	cancel   context.CancelFunc
 
 	electionTimeout time.Duration
 }
@@ -71,16 +73,50 @@ type Core struct {
 // replica and group, its raft election timeout is electionTimeout, and
 // what the group applies reaches sink.
 func (g *Core) Init(log *slog.Logger, replica uint64, electionTimeout time.Duration, name string, shard uint64, sink Sink) {
-	g.Log = log.With("replica", replica)
+	g.log = log.With("replica", replica)
 	if name != "" {
-		g.Log = g.Log.With("group", name)
+		g.log = g.log.With("group", name)
 	}
 	g.electionTimeout, g.name, g.shard, g.Sink = electionTimeout, name, shard, sink
-	g.Closed = make(chan struct{})
+	g.closed = make(chan struct{})
 	g.groupKnown = make(chan struct{})
 	baseline := fsm.Baseline
 	g.Writes.Store(&baseline)
-	g.Ctx, g.Cancel = context.WithCancel(context.Background())
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+}
+
+// Logger is the group's logger, naming the replica and the group.
+func (g *Core) Logger() *slog.Logger { return g.log }
+
+// Done is closed once the group stopped here (End).
+func (g *Core) Done() <-chan struct{} { return g.closed }
+
+// Context ends once the group stopped here (End): it bounds the group's
+// background work and the reads in flight.
+func (g *Core) Context() context.Context { return g.ctx }
+
+// Spawn runs f in a goroutine Wait waits for.
+func (g *Core) Spawn(f func()) { g.wg.Go(f) }
+
+// Wait returns once every goroutine Spawn started returned (after End,
+// which makes them return).
+func (g *Core) Wait() { g.wg.Wait() }
+
+// End stops the group here, once: first runs, then Done closes and
+// Context ends, then then runs (either may be nil). A second End returns
+// once the first returned, so that whoever calls it may rely on what the
+// first's then did.
+func (g *Core) End(first, then func()) {
+	g.stopOnce.Do(func() {
+		if first != nil {
+			first()
+		}
+		close(g.closed)
+		g.cancel()
+		if then != nil {
+			then()
+		}
+	})
 }
 
 // Name returns the group's name; "" for the default group.

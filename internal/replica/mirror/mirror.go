@@ -3,7 +3,7 @@
 // (PlaceOwn) reaches a group it does not run. A Mirror is a Group of its
 // own, which the session machinery uses as it uses a shard (Propose, Read,
 // StaleRead, its Sink), and which is fed by a replica that runs the group
-// (internal/replica's mirror_serve.go).
+// (internal/replica/serve).
 //
 // It subscribes over a call connection to one of the group's voters (the
 // group table's, tried in turn), receives the state as a snapshot at some
@@ -256,7 +256,7 @@ func (m *Mirror) WatchIdle() {
 	defer t.Stop()
 	for {
 		select {
-		case <-m.Closed:
+		case <-m.Done():
 			return
 		case <-t.C:
 		}
@@ -342,7 +342,7 @@ func (m *Mirror) Run() {
 	wait := m.cfg.RTT
 	for {
 		select {
-		case <-r.Closed:
+		case <-r.Done():
 			return
 		default:
 		}
@@ -353,17 +353,17 @@ func (m *Mirror) Run() {
 		m.server.Store(0)
 		r.LeaderID.Store(0)
 		select {
-		case <-r.Closed:
+		case <-r.Done():
 			return
 		default:
 		}
 		if err != nil {
-			r.Log.Debug("fencelock: the mirror's stream ended; subscribing again", "err", err)
+			r.Logger().Debug("fencelock: the mirror's stream ended; subscribing again", "err", err)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-r.Closed:
+		case <-r.Done():
 			t.Stop()
 			return
 		}
@@ -419,7 +419,7 @@ func (m *Mirror) leave(c *mirrorConn, why string) {
 		return
 	default:
 	}
-	m.Log.Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
+	m.Logger().Info("fencelock: the replica serving the mirror cannot reach the group; trying another voter", "server", c.server, "why", why)
 	c.close()
 }
 
@@ -446,7 +446,7 @@ func (m *Mirror) stream() error {
 		}
 		errs = append(errs, fmt.Errorf("replica %d at %s: %w", id, addr, err))
 		select {
-		case <-r.Closed:
+		case <-r.Done():
 			return nil
 		default:
 		}
@@ -461,7 +461,7 @@ func (m *Mirror) stream() error {
 // broke (worth trying again at once), else why it never went live.
 func (m *Mirror) follow(id uint64, addr string) error {
 	r := &m.Core
-	ctx, cancel := context.WithTimeout(r.Ctx, 2*m.cfg.ProposalTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), 2*m.cfg.ProposalTimeout)
 	c, err := m.h.DialCall(ctx, addr)
 	cancel()
 	if err != nil {
@@ -469,7 +469,7 @@ func (m *Mirror) follow(id uint64, addr string) error {
 	}
 	conn := &mirrorConn{c: c, server: id, calls: make(map[uint64]chan wire.Msg), broken: make(chan struct{})}
 	defer conn.close()
-	stop := context.AfterFunc(r.Ctx, conn.close)
+	stop := context.AfterFunc(r.Context(), conn.close)
 	defer stop()
 	sub := wire.Msg{Kind: wire.KindSubscribe, Shard: r.ShardID(), Name: r.Name()}
 	if err := c.Send(sub.Encode(nil)); err != nil {
@@ -517,7 +517,7 @@ func (m *Mirror) follow(id uint64, addr string) error {
 		}
 		m.connMu.Unlock()
 	}()
-	r.Log.Debug("fencelock: mirror subscribed", "server", id, "index", st.Index())
+	r.Logger().Debug("fencelock: mirror subscribed", "server", id, "index", st.Index())
 	// The server gives up a stream it hears nothing on (a mirror gone
 	// without a word, behind a dead link): pings say it is still wanted.
 	// Those pings keep up a stream from a server cut off from the rest of
@@ -567,14 +567,14 @@ func (m *Mirror) follow(id uint64, addr string) error {
 		}
 		msg, err := wire.Decode(b)
 		if err != nil {
-			r.Log.Warn("fencelock: the replica serving the mirror sent a malformed message; subscribing again", "server", id, "err", err)
+			r.Logger().Warn("fencelock: the replica serving the mirror sent a malformed message; subscribing again", "server", id, "err", err)
 			return nil
 		}
 		switch msg.Kind {
 		case wire.KindEntries:
 			m.setLeader(msg.Leader)
 			if err := m.apply(msg.Entries); err != nil {
-				r.Log.Warn("fencelock: the mirror cannot apply the group's entries; subscribing again", "server", id, "err", err)
+				r.Logger().Warn("fencelock: the mirror cannot apply the group's entries; subscribing again", "server", id, "err", err)
 				return nil
 			}
 		case wire.KindPing:
@@ -582,7 +582,7 @@ func (m *Mirror) follow(id uint64, addr string) error {
 		case wire.KindResult:
 			conn.answer(msg)
 		case wire.KindRefuse:
-			r.Log.Debug("fencelock: the replica serving the mirror ended the stream", "server", id, "why", msg.Text)
+			r.Logger().Debug("fencelock: the replica serving the mirror ended the stream", "server", id, "why", msg.Text)
 			return nil
 		default:
 			return nil
@@ -712,7 +712,7 @@ func (m *Mirror) await(ctx context.Context, index uint64) error {
 		case <-up:
 		case <-ctx.Done():
 			return m.unavailable(ctx.Err(), fmt.Errorf("the group applied index %d, which this replica's mirror has not reached yet", index))
-		case <-m.Closed:
+		case <-m.Done():
 			if s := m.successor.Load(); s != nil {
 				continue
 			}
@@ -748,7 +748,7 @@ func (m *Mirror) current(ctx context.Context) (*mirrorConn, error) {
 			return nil, m.noServer()
 		case <-ctx.Done():
 			return nil, m.unavailable(ctx.Err(), m.noServer())
-		case <-m.Closed:
+		case <-m.Done():
 			return nil, m.ClosedErr()
 		}
 	}
@@ -801,7 +801,7 @@ func (m *Mirror) call(ctx context.Context, msg wire.Msg) (wire.Msg, error) {
 		select {
 		case res := <-ch:
 			if res.Code == wire.CodeElsewhere {
-				m.Log.Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
+				m.Logger().Debug("fencelock: the replica serving the mirror no longer runs the group; trying another", "server", c.server, "why", res.Text)
 				c.close()
 				continue
 			}
@@ -823,7 +823,7 @@ func (m *Mirror) call(ctx context.Context, msg wire.Msg) (wire.Msg, error) {
 		case <-ctx.Done():
 			c.forget(msg.ID)
 			return wire.Msg{}, m.unavailable(ctx.Err(), fmt.Errorf("no answer yet from replica %d, which serves group %q here", c.server, m.Name()))
-		case <-m.Closed:
+		case <-m.Done():
 			return wire.Msg{}, m.ClosedErr()
 		}
 	}
@@ -925,7 +925,7 @@ func (m *Mirror) read(ctx context.Context, q fsm.Query) (any, error) {
 func (m *Mirror) staleRead(q fsm.Query) (any, error) {
 	defer m.use()()
 	select {
-	case <-m.Closed:
+	case <-m.Done():
 		return nil, m.ClosedErr()
 	default:
 	}
@@ -955,14 +955,8 @@ func (m *Mirror) Status() groupcore.Status {
 
 // Stop ends the mirror: calls in flight fail with its reason.
 func (m *Mirror) Stop() {
-	m.StopOnce.Do(func() {
-		close(m.Closed)
-		m.Cancel() // ends the stream (follow)
-	})
+	m.End(nil, nil) // its Context's end ends the stream (follow)
 }
-
-// Wait returns once the mirror's goroutines ended (after Stop).
-func (m *Mirror) Wait() { m.WG.Wait() }
 
 // mirrorError is a call's failure on a mirror: which group, through
 // which server, and why; errors.Is finds lockapi.ErrUnavailable (and lockapi.ErrNoQuorum,

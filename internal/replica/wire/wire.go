@@ -26,7 +26,7 @@ import (
 )
 
 // The messages of a mirror's call connection (internal/replica/mirror, and
-// internal/replica's mirror_serve.go), each one transport call message:
+// internal/replica/serve's feed.go), each one transport call message:
 //
 //	mirror -> server: subscribe(shard, name)  once, first
 //	                  propose(id, timeout, failFast, command)
@@ -40,11 +40,11 @@ import (
 //	                  refuse(code, text)
 //	                  ping(leader)
 //
-// A backup's call connection (internal/replica: exportgroup.go,
-// serveexport.go) opens with an export request instead, and is answered
-// with the group's exported snapshot: its metadata file, then its snapshot
-// file in parts of at most MaxExportData bytes (SendParts, RecvParts),
-// pings while the copy is being written:
+// A backup's call connection (internal/replica's exportgroup.go and
+// internal/replica/serve's export.go) opens with an export request
+// instead, and is answered with the group's exported snapshot: its
+// metadata file, then its snapshot file in parts of at most MaxExportData
+// bytes (SendParts, RecvParts), pings while the copy is being written:
 //
 //	backup -> server: export(shard, name, timeout)  once, first, alone
 //	server -> backup: ping(leader)...  exportHead(index, sessions, locks, elections, metadata)

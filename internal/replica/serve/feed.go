@@ -1,9 +1,7 @@
-package replica
+package serve
 
-// The serving side of mirrors (package mirror): a replica that runs a group
-// feeds the mirrors of hosts that do not, over call connections its
-// transport hands it (transport.CallHandler), from members of the
-// deployment only (the handshake checked the caller's Hello).
+// A mirror's subscription (package mirror): a replica that runs a group
+// feeds the mirrors of hosts that do not.
 //
 // A subscription is taken inside a local read of the state machine, which
 // Dragonboat serialises with its updates: the snapshot (the state's
@@ -30,6 +28,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/peering"
+	"github.com/fencelock/fencelock/internal/replica/groupcore"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -47,20 +46,20 @@ const (
 	subscribeWait = 10 * time.Second
 )
 
-// subscribers are the mirrors a replica feeds.
-type subscribers struct {
+// Subscribers are the mirrors a shard feeds. The zero value has none.
+type Subscribers struct {
 	mu   sync.Mutex
 	list []*subscriber
 }
 
 // add registers s; it runs inside a read of the state machine (see above).
-func (ss *subscribers) add(s *subscriber) {
+func (ss *Subscribers) add(s *subscriber) {
 	ss.mu.Lock()
 	ss.list = append(ss.list, s)
 	ss.mu.Unlock()
 }
 
-func (ss *subscribers) remove(s *subscriber) {
+func (ss *Subscribers) remove(s *subscriber) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for i, x := range ss.list {
@@ -71,9 +70,10 @@ func (ss *subscribers) remove(s *subscriber) {
 	}
 }
 
-// publish queues the entry at index for every subscriber; it runs on the
-// apply goroutine and never blocks.
-func (ss *subscribers) publish(index uint64, data []byte) {
+// Publish queues the entry at index for every subscriber; it runs on the
+// apply goroutine and never blocks: a subscriber that does not keep up is
+// cut off, and subscribes again.
+func (ss *Subscribers) Publish(index uint64, data []byte) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if len(ss.list) == 0 {
@@ -88,8 +88,10 @@ func (ss *subscribers) publish(index uint64, data []byte) {
 	}
 }
 
-// end ends every subscription with why.
-func (ss *subscribers) end(why error) {
+// End ends every subscription with why (the shard stopped, or restored a
+// snapshot whose entries never reach Publish); each mirror subscribes
+// again, elsewhere or here.
+func (ss *Subscribers) End(why error) {
 	ss.mu.Lock()
 	list := ss.list
 	ss.list = nil
@@ -176,52 +178,28 @@ func chunk(entries []wire.Entry) [][]wire.Entry {
 	return out
 }
 
-// ServeCall implements transport.CallHandler: a mirror's subscription, a
-// backup's export of a group (serveexport.go), or a read of a group's
-// membership (mirror_members.go).
-func (p *peers) ServeCall(peer peering.Hello, c transport.CallConn) { p.h.serveMirror(peer, c) }
-
-// serveMirror serves one mirror's call connection until it ends.
-func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
-	defer c.Close()
-	if h.down.Load() {
-		return
-	}
-	c.SetIdle(subscribeWait)
-	b, err := c.Recv()
-	if err != nil {
-		return
-	}
-	m, err := wire.Decode(b)
-	if err == nil && m.Kind == wire.KindExport {
-		h.serveExport(peer, c, m)
-		return
-	}
-	if err == nil && m.Kind == wire.KindMembers {
-		h.serveMembers(c, m)
-		return
-	}
-	if err != nil || m.Kind != wire.KindSubscribe {
-		return
-	}
+// serveMirror serves the mirror that subscribed with m on c until its
+// call ends.
+func (s *Server) serveMirror(peer peering.Hello, c transport.CallConn, m wire.Msg) {
 	c.SetIdle(0)
-	r := h.servingGroup(c, m)
-	if r == nil {
+	g := s.servingGroup(c, m)
+	if g == nil {
 		return
 	}
 	sub := newSubscriber()
-	index, state, err := r.subscribe(sub)
+	subs := g.Subscribers()
+	index, state, err := g.State(func() { subs.add(sub) })
 	if err != nil {
-		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", h.cfg.ReplicaID, r.Name(), err))
+		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d cannot serve group %q: %v", s.cfg.ReplicaID, g.Name(), err))
 		return
 	}
-	defer r.subs.remove(sub)
-	if err := h.sendStateBounded(c, r.Name(), index, r.LeaderID.Load(), state); err != nil {
+	defer subs.remove(sub)
+	if err := s.sendStateBounded(c, g.Name(), index, g.Leader(), state); err != nil {
 		return
 	}
-	r.Log.Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
+	g.Logger().Debug("fencelock: feeding a mirror of the group", "mirror", peer.Replica, "index", index)
 	c.SetIdle(wire.IdleAfter) // the mirror pings every wire.PingEvery
-	ctx, cancel := context.WithCancel(r.Ctx)
+	ctx, cancel := context.WithCancel(g.Context())
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -229,7 +207,7 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 	go func() {
 		defer wg.Done()
 		defer c.Close()
-		r.feed(ctx, sub, c)
+		feed(ctx, g, sub, c)
 	}()
 	for {
 		b, err := c.Recv()
@@ -248,60 +226,9 @@ func (h *Host) serveMirror(peer peering.Hello, c transport.CallConn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sub.reply(r.answer(ctx, m))
+			sub.reply(s.answer(ctx, g, m))
 		}()
 	}
-}
-
-// serving returns why r cannot serve a call (feed a mirror, export, make
-// a proposal or a read), nil if it can: it stopped, was taken off its
-// group, or refused its Dir.
-func (r *Replica) serving() error {
-	select {
-	case <-r.Closed:
-		return r.ClosedErr()
-	default:
-	}
-	if e := r.Gone.Load(); e != nil {
-		return *e
-	}
-	if r.Ops.Removed.Load() {
-		return ErrRemoved
-	}
-	if e := r.refused.Load(); e != nil {
-		return *e
-	}
-	return nil
-}
-
-// subscribe registers sub and returns the state it starts from, with the
-// state's applied index, both taken with no entry applied in between.
-func (r *Replica) subscribe(sub *subscriber) (uint64, []byte, error) {
-	type snap struct {
-		index uint64
-		state []byte
-		err   error
-	}
-	if !r.calls.enter() { // a stop in flight destroys the state machine
-		return 0, nil, r.stoppedErr()
-	}
-	defer r.calls.exit()
-	v, err := r.nh.StaleRead(r.ShardID(), fsm.Query(func(st *fsm.State) any {
-		var buf bytes.Buffer
-		if err := st.Save(&buf); err != nil {
-			return snap{err: err}
-		}
-		if uint64(buf.Len()) > wire.MaxState {
-			return snap{err: fmt.Errorf("the group's state is %d bytes, more than a mirror takes (%d)", buf.Len(), wire.MaxState)}
-		}
-		r.subs.add(sub)
-		return snap{index: st.Index(), state: buf.Bytes()}
-	}))
-	if err != nil {
-		return 0, nil, err
-	}
-	s := v.(snap)
-	return s.index, s.state, s.err
 }
 
 // A state up to wholeState bytes goes to a new subscriber in one message,
@@ -323,13 +250,12 @@ var stateSendsMost atomic.Int32
 func init() { stateSendsMost.Store(2) }
 
 // sendStateBounded is sendState within stateSendsMost.
-func (h *Host) sendStateBounded(c transport.CallConn, name string, index, leader uint64, state []byte) error {
+func (s *Server) sendStateBounded(c transport.CallConn, name string, index, leader uint64, state []byte) error {
 	if len(state) <= wholeState {
 		return sendState(c, index, leader, state)
 	}
 	most := stateSendsMost.Load()
-	release, ok := takeSlot(&h.sendingStates, most, c, fmt.Sprintf("replica %d is already sending %d states of groups larger than one message to mirrors, its most at once: ask another voter of group %q, or again later",
-		h.cfg.ReplicaID, most, truncate(name, 64)))
+	release, ok := s.takeSlot(c, name, &s.sendingStates, most, fmt.Sprintf("sending %d states of groups larger than one message to mirrors", most))
 	if !ok {
 		return errors.New("refused: too many states in flight")
 	}
@@ -350,22 +276,22 @@ func sendState(c transport.CallConn, index, leader uint64, state []byte) error {
 	})
 }
 
-// feed sends sub's queue down c until the subscription or ctx ends, with a
+// feed sends sub's queue of g's entries down c until the subscription or ctx ends, with a
 // ping when there is nothing to send, and one as soon as the group's
 // leader here changes: the mirror leaves a server that has had no leader
 // for long (mirror.leaderPatience), and must learn it within a fraction of
 // that, not a ping period later.
-func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallConn) {
+func feed(ctx context.Context, g Group, sub *subscriber, c transport.CallConn) {
 	t := time.NewTicker(wire.PingEvery)
 	defer t.Stop()
-	watch := time.NewTicker(max(r.ElectionTimeout()/2, time.Millisecond))
+	watch := time.NewTicker(max(g.ElectionTimeout()/2, time.Millisecond))
 	defer watch.Stop()
-	sent := r.LeaderID.Load() // the leader the mirror was last told
+	sent := g.Leader() // the leader the mirror was last told
 	var buf []byte
 	for {
 		entries, replies := sub.take()
 		for _, es := range chunk(entries) {
-			sent = r.LeaderID.Load()
+			sent = g.Leader()
 			msg := wire.Msg{Kind: wire.KindEntries, Leader: sent, Entries: es}
 			buf = msg.Encode(buf[:0])
 			if c.Send(buf) != nil {
@@ -384,13 +310,13 @@ func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallCon
 		select {
 		case <-sub.wake:
 		case <-t.C:
-			sent = r.LeaderID.Load()
+			sent = g.Leader()
 			ping := wire.Msg{Kind: wire.KindPing, Leader: sent}
 			if c.Send(ping.Encode(buf[:0])) != nil {
 				return
 			}
 		case <-watch.C:
-			if l := r.LeaderID.Load(); l != sent {
+			if l := g.Leader(); l != sent {
 				sent = l
 				ping := wire.Msg{Kind: wire.KindPing, Leader: l}
 				if c.Send(ping.Encode(buf[:0])) != nil {
@@ -410,8 +336,8 @@ func (r *Replica) feed(ctx context.Context, sub *subscriber, c transport.CallCon
 	}
 }
 
-// answer runs a mirror's request on r: a proposal or a read index.
-func (r *Replica) answer(ctx context.Context, m wire.Msg) wire.Msg {
+// answer runs a mirror's request on g: a proposal or a read index.
+func (s *Server) answer(ctx context.Context, g Group, m wire.Msg) wire.Msg {
 	out := wire.Msg{Kind: wire.KindResult, ID: m.ID}
 	if m.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -419,7 +345,7 @@ func (r *Replica) answer(ctx context.Context, m wire.Msg) wire.Msg {
 		defer cancel()
 	}
 	if m.FailFast {
-		ctx = FailFast(ctx)
+		ctx = groupcore.FailFast(ctx)
 	}
 	var err error
 	switch m.Kind {
@@ -433,56 +359,12 @@ func (r *Replica) answer(ctx context.Context, m wire.Msg) wire.Msg {
 			out.Code, out.Text = wire.CodeInvalid, err.Error()
 			return out
 		}
-		out.Res, err = r.Propose(ctx, cmds[0])
-		// The entry applied here before Propose returned.
-		out.Index = r.AppliedIndex.Load()
+		out.Res, out.Index, err = g.Propose(ctx, cmds[0])
 	case wire.KindRead:
-		var v any
-		v, err = r.Read(ctx, func(st *fsm.State) any { return st.Index() })
-		if err == nil {
-			out.Index = v.(uint64)
-		}
+		out.Index, err = g.ReadIndex(ctx)
 	}
 	if err != nil {
-		out.Code, out.Text = wireCode(err), truncate(err.Error(), wire.MaxText-8)
+		out.Code, out.Text = s.host.Code(err), truncate(err.Error(), wire.MaxText-8)
 	}
 	return out
-}
-
-// wireCode is the code a mirror acts on for err.
-func wireCode(err error) byte {
-	switch {
-	case errors.Is(err, ErrNoQuorum):
-		return wire.CodeNoQuorum
-	case errors.Is(err, fsm.ErrVersionGated):
-		return wire.CodeGated
-	case errors.Is(err, ErrClosed), errors.Is(err, ErrRemoved), errors.Is(err, ErrGroupMoved),
-		errors.Is(err, ErrGroupDropped), errors.Is(err, errMovedHere), errors.Is(err, errMovedOff):
-		return wire.CodeElsewhere
-	case errors.Is(err, ErrUnavailable):
-		return wire.CodeUnavailable
-	}
-	return wire.CodeInvalid
-}
-
-// servingGroup returns this host's replica of the group request m names,
-// or answers c with a refusal saying why it cannot serve it
-// (wire.CodeElsewhere: the caller asks another replica) and returns nil.
-func (h *Host) servingGroup(c transport.CallConn, m wire.Msg) *Replica {
-	r := h.running(m.Name)
-	if r == nil || r.ShardID() != m.Shard {
-		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d does not run group %q (shard %x)", h.cfg.ReplicaID, truncate(m.Name, 64), m.Shard))
-		return nil
-	}
-	if why := r.serving(); why != nil {
-		refuseCall(c, wire.CodeElsewhere, fmt.Sprintf("replica %d does not serve group %q: %v", h.cfg.ReplicaID, r.Name(), why))
-		return nil
-	}
-	return r
-}
-
-// refuseCall answers a call on c with a refusal: code and why.
-func refuseCall(c transport.CallConn, code byte, text string) {
-	msg := wire.Msg{Kind: wire.KindRefuse, Code: code, Text: truncate(text, wire.MaxText-8)}
-	_ = c.Send(msg.Encode(nil))
 }

@@ -228,10 +228,10 @@ func (s *Session) spec(election bool, name, value string, wait bool, mode lockMo
 		Wait      bool   `json:"wait"`
 	}
 	if election {
-		return callSpec{method: "POST", path: electionPath(name, "campaign"), secret: s.secret, session: true,
+		return callSpec{method: "POST", path: electionPath(name, "campaign"), secretHeader: s.secretHeader, session: true,
 			in: campaign{wid(s.id), value, wait}}
 	}
-	return callSpec{method: "POST", path: lockPath(name, "acquire"), secret: s.secret, session: true,
+	return callSpec{method: "POST", path: lockPath(name, "acquire"), secretHeader: s.secretHeader, session: true,
 		body: acquireBody(s.id, wait, mode)}
 }
 

@@ -105,9 +105,9 @@ type Config struct {
 	// attributes). nil means otel.GetTracerProvider() as it is at Start: a
 	// no-op unless the application set one (a provider set later is used
 	// too, as the global one delegates to it). Attributes are computed only
-	// for a recording span; a span that does not record still costs its
-	// start (a context value, and for the global provider a small span
-	// value): set noop.NewTracerProvider() to keep to the least.
+	// for a recording span; with the no-op provider, or the global one
+	// while no provider is set behind it, a call makes no span at all
+	// unless its context carries a recording one.
 	TracerProvider trace.TracerProvider
 
 	clock   clock.Clock            // tests only
@@ -396,7 +396,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.h = session.NewHost(session.Config{
 		ReplicaID: cfg.ReplicaID, ProposalTimeout: cfg.ProposalTimeout, RTT: cfg.RTT,
 		Clock: cfg.clock, Log: n.log, Groups: n.groups(), UnknownGroup: ErrUnknownGroup,
-		Tracer: cfg.TracerProvider.Tracer(tracerName),
+		Tracer: cfg.TracerProvider.Tracer(tracerName), Tracing: session.Tracing(cfg.TracerProvider),
 	})
 	rc := replicaConfig(cfg)
 	rc.OnApplied, rc.Reads = cfg.applied, cfg.reads

@@ -228,10 +228,10 @@ func (s *Session) spec(election bool, name, value string, wait bool, mode lockMo
 		Wait      bool   `json:"wait"`
 	}
 	if election {
-		return callSpec{method: "POST", path: electionPath(name, "campaign"), secret: s.secret, session: true,
+		return callSpec{method: "POST", path: electionPath(name, "campaign"), secretHeader: s.secretHeader, session: true,
 			in: campaign{wid(s.id), value, wait}}
 	}
-	return callSpec{method: "POST", path: lockPath(name, "acquire"), secret: s.secret, session: true,
+	return callSpec{method: "POST", path: lockPath(name, "acquire"), secretHeader: s.secretHeader, session: true,
 		body: acquireBody(s.id, wait, mode)}
 }
 
@@ -254,9 +254,14 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 	position func(int), free func()) (*grant, error) {
 	backoff := pollMin
 	last := 0
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	// The poll's timer, made by the first ask that is not granted: most
+	// calls are granted on their first ask and never wait on it.
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	// since is a time before the group granted the request: the send of
 	// the last ask answered without a grant (else of the first); a
 	// maximum hold is timed from it.
@@ -319,7 +324,11 @@ func (s *Session) ask(ctx context.Context, election bool, name, value string, wa
 			return nil, err
 		}
 		// Waiting (or the group unreachable for now): ask again.
-		timer.Reset(backoff)
+		if timer == nil {
+			timer = time.NewTimer(backoff)
+		} else {
+			timer.Reset(backoff)
+		}
 		select {
 		case <-timer.C:
 		case <-ctx.Done():

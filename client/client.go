@@ -246,6 +246,9 @@ type callSpec struct {
 	// wire.go), when in is nil.
 	body   []byte
 	secret string // the session's, for a call acting on one
+	// secretHeader, if set, is the session's secretHeader, sent instead
+	// of secret: the calls made once or more a grant take it.
+	secretHeader []string
 	// session: a 404 means the session is over (ErrSessionExpired).
 	session bool
 	// attempt bounds each endpoint's answer while others remain (and
@@ -435,7 +438,10 @@ func (c *Client) once(ctx context.Context, base string, sp callSpec, body []byte
 		req.Header["Content-Type"] = jsonType
 	}
 	c.auth(req)
-	if sp.secret != "" {
+	switch {
+	case sp.secretHeader != nil:
+		req.Header[SecretHeader] = sp.secretHeader
+	case sp.secret != "":
 		req.Header[SecretHeader] = []string{sp.secret}
 	}
 	// The transport itself, not c.hc: the API answers no call with a

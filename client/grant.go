@@ -173,7 +173,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: the grant is over: %w", lockapi.ErrNotHeld, err)
 	}
 	var unsure bool
-	err := g.s.c.call(ctx, callSpec{method: "POST", path: lockPath(g.name, "release"), secret: g.s.secret, session: true,
+	err := g.s.c.call(ctx, callSpec{method: "POST", path: lockPath(g.name, "release"), secretHeader: g.s.secretHeader, session: true,
 		body: releaseBody(g.s.id, g.token), unsure: &unsure}, nil)
 	return g.s.settle(g, forgiveRetry(err, unsure, lockapi.ErrNotHeld), lockapi.ErrNotHeld)
 }

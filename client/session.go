@@ -54,6 +54,10 @@ type Session struct {
 	// reperiod wakes the heartbeat loop when SetHeartbeatPeriod changed
 	// every, lowered when a grant's lease brought the deadline earlier.
 	reperiod, lowered chan struct{}
+	// secretHeader is []string{secret}: the SecretHeader value of the
+	// calls that ask or give back a grant, one slice for all (a request's
+	// headers are only read).
+	secretHeader []string
 
 	mu       sync.Mutex
 	lease    time.Duration // the last lease_ms answered
@@ -143,7 +147,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...lockapi.SessionOption) 
 // lease: its deadline is sent + lease, and its heartbeat loop starts. It
 // fails with ErrClosed if the client closed meanwhile.
 func (c *Client) start(id uint64, secret string, ttl, lease time.Duration, sent clock.Instant) (*Session, error) {
-	s := &Session{c: c, id: id, secret: secret, ttl: ttl, lease: lease,
+	s := &Session{c: c, id: id, secret: secret, secretHeader: []string{secret}, ttl: ttl, lease: lease,
 		lastOK: sent, stop: make(chan struct{}), reperiod: make(chan struct{}, 1), lowered: make(chan struct{}, 1), done: make(chan struct{}),
 		grants: map[*grant]struct{}{}, busy: map[string]chan struct{}{}}
 	s.deadline = sent.Add(s.lease)

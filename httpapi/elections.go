@@ -147,10 +147,14 @@ func (s *Server) resign(w http.ResponseWriter, r *http.Request) {
 		election: true,
 		token:    req.Token,
 		notHeld:  fencelock.ErrNotLeader,
-		stale:    newError(http.StatusConflict, CodeNotLeader, "token "+req.Token.String()+" is not the session's current term of this election"),
+		stale:    staleTerm,
 		end:      func(ctx context.Context, wt *wait) error { return wt.lead.Resign(ctx) },
 		answer:   map[string]bool{"resigned": true},
 	}, s.resign)
+}
+
+func staleTerm(token ID) error {
+	return newError(http.StatusConflict, CodeNotLeader, "token "+token.String()+" is not the session's current term of this election")
 }
 
 // LeaderJSON describes an election's leader.

@@ -548,9 +548,12 @@ type endCall struct {
 	election bool
 	token    ID    // the grant's; 0 withdraws the session's queued request
 	notHeld  error // end's error for a grant already over: forgotten too
-	stale    error // the answer when token is not the session's grant
-	end      func(ctx context.Context, wt *wait) error
-	answer   any
+	// stale makes the answer when token is not the session's grant: a
+	// func of no captures, so that a release that ends its grant, the
+	// common case, makes no error it does not answer.
+	stale  func(token ID) error
+	end    func(ctx context.Context, wt *wait) error
+	answer any
 }
 
 // finish ends the session's grant of name with c.token (one made here, or
@@ -576,7 +579,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, hs *session, nam
 			// replica adopted the session and granted it would otherwise
 			// tell its client a held lock is gone, and the live session
 			// would keep it for good.
-			s.answerGone(w, r, hs, s.grantGone(ctx, hs, name, c.election, uint64(c.token)), c.stale, self)
+			s.answerGone(w, r, hs, s.grantGone(ctx, hs, name, c.election, uint64(c.token)), c.stale(c.token), self)
 			return
 		}
 	}

@@ -98,11 +98,15 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	s.finish(w, r, hs, name, endCall{
 		token:   req.FencingToken,
 		notHeld: fencelock.ErrNotHeld,
-		stale: newError(http.StatusConflict, CodeStaleToken,
-			"fencing token "+req.FencingToken.String()+" is not the session's current grant of this lock"),
-		end:    func(ctx context.Context, wt *wait) error { return wt.lock.Release(ctx) },
-		answer: ReleaseResponse{Released: true},
+		stale:   staleLock,
+		end:     func(ctx context.Context, wt *wait) error { return wt.lock.Release(ctx) },
+		answer:  ReleaseResponse{Released: true},
 	}, s.release)
+}
+
+func staleLock(token ID) error {
+	return newError(http.StatusConflict, CodeStaleToken,
+		"fencing token "+token.String()+" is not the session's current grant of this lock")
 }
 
 // LockJSON describes a lock.

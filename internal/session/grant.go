@@ -204,7 +204,7 @@ func (g *Grant) GiveBack(ctx context.Context) (err error) {
 	if g.election {
 		kind = fsm.KindResign
 	}
-	ctx, span := g.p.rt.h.tracer.Start(ctx, spanName(&fsm.Command{Kind: kind}))
+	ctx, span := g.p.rt.h.startSpan(ctx, &fsm.Command{Kind: kind})
 	defer span.End() // after the attributes, deferred below
 	if span.IsRecording() {
 		held := g.heldFor()

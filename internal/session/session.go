@@ -133,6 +133,10 @@ type Config struct {
 	// Tracer makes the spans of Acquire, Campaign, Release and Resign
 	// (trace.go); nil: none recorded.
 	Tracer trace.Tracer
+	// Tracing reports whether Tracer may record a span now (see
+	// Tracing); nil: it may. While it says no, a call whose context
+	// carries no recording span makes no span at all.
+	Tracing func() bool
 }
 
 // Host is the client-side machinery of one fencelock.Node.
@@ -140,9 +144,11 @@ type Host struct {
 	cfg    Config
 	log    *slog.Logger
 	tracer trace.Tracer
-	ctx    context.Context // cancelled by Close: bounds background work
-	cancel context.CancelFunc
-	closed chan struct{}
+	// tracing is Config.Tracing, or always true.
+	tracing func() bool
+	ctx     context.Context // cancelled by Close: bounds background work
+	cancel  context.CancelFunc
+	closed  chan struct{}
 
 	mu       sync.RWMutex
 	closing  bool
@@ -159,6 +165,13 @@ func NewHost(cfg Config) *Host {
 		routers: make(map[string]*router), sessions: make(map[*Session]struct{})}
 	if h.tracer == nil {
 		h.tracer = noop.NewTracerProvider().Tracer("")
+		h.tracing = func() bool { return false }
+	}
+	if h.tracing == nil {
+		h.tracing = cfg.Tracing
+	}
+	if h.tracing == nil {
+		h.tracing = func() bool { return true }
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
@@ -578,7 +591,7 @@ func (s *Session) openPart(ctx context.Context, group string) (*Part, error) {
 // of ctx's), and a lock's is counted in the group's contention figures: its
 // wait runs from this call to the grant, the opening of a part included.
 func (s *Session) Request(ctx context.Context, group string, cmd fsm.Command, o RequestOptions) (*Grant, error) {
-	ctx, span := s.h.tracer.Start(ctx, spanName(&cmd))
+	ctx, span := s.h.startSpan(ctx, &cmd)
 	defer span.End()
 	// Waiting for the lock is not waiting for the group: with no quorum the
 	// request fails with the cause as a call with a deadline does, even on

@@ -3,11 +3,14 @@ package session
 import (
 	"context"
 	"errors"
+	"reflect"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 )
@@ -178,3 +181,45 @@ func (p *Part) queuedAt(ctx context.Context, r Group, seq uint64) (pos int, ok b
 	span.SetAttributes(attrPosition.Int(pos))
 	return pos, true
 }
+
+// startSpan starts the span of the public call cmd stands for, a child of
+// ctx's span. While the tracer cannot record (Config.Tracing) and ctx
+// carries no recording span, it makes none: it returns ctx as it is, whose
+// span does not record either, so that what reads the span from the call's
+// context (the proposal's child span, the queue position, the "granted"
+// event) skips it as it skipped a no-op span; and a no-op span to end, not
+// the caller's.
+func (h *Host) startSpan(ctx context.Context, cmd *fsm.Command) (context.Context, trace.Span) {
+	if !h.tracing() && !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, noSpan
+	}
+	return h.tracer.Start(ctx, spanName(cmd))
+}
+
+// Tracing returns Config.Tracing for tp's tracer: false at once for the
+// no-op provider; for OpenTelemetry's global provider (otel's internal
+// delegating one, what otel.GetTracerProvider returns before an application
+// sets its own), false until the application sets one, which the global
+// provider's tracers then delegate to; true for any other. A span of a
+// provider that cannot record costs a context value and a span value for
+// nothing on every call (issue 49). The one thing a global provider with no
+// application provider behind it could record with is OpenTelemetry's eBPF
+// auto-instrumentation, which fencelock's spans therefore do not feed.
+func Tracing(tp trace.TracerProvider) func() bool {
+	switch tp.(type) {
+	case noop.TracerProvider, *noop.TracerProvider:
+		return func() bool { return false }
+	}
+	if t := reflect.TypeOf(tp); t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == globalPkg {
+		// Once an application provider is set, otel.GetTracerProvider
+		// returns it rather than tp.
+		return func() bool { return otel.GetTracerProvider() != tp }
+	}
+	return func() bool { return true }
+}
+
+// noSpan is the span of a call that makes none.
+var noSpan trace.Span = noop.Span{}
+
+// globalPkg is the package of OpenTelemetry's global delegating provider.
+const globalPkg = "go.opentelemetry.io/otel/internal/global"

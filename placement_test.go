@@ -483,6 +483,15 @@ func TestMovedOnAndOffLeavesNoMirrorBehind(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return n4.host.TestingRunning("g") }, 30*time.Second, 10*time.Millisecond,
 		"4 starts its shard of g")
+	// 4 runs its shard as soon as the table says so, but g's leader adds
+	// it as a member only at its next reconcile (every 2 s): undoing the
+	// move before then leaves nothing for the leader to remove, and the
+	// check below, that it removes 4, would wait for what never comes.
+	require.Eventually(t, func() bool {
+		m, err := c.node(1).MembersOf(ctx, "g")
+		_, nonVoting := m.NonVoting[4]
+		return err == nil && nonVoting
+	}, 30*time.Second, 10*time.Millisecond, "g's leader adds 4, which cannot catch up, as a non-voting member")
 	onCancel()
 	require.ErrorIs(t, <-moved, context.Canceled, "4 cannot catch up with g: the move does not finish")
 	require.NoError(t, c.node(1).SetVoters(ctx, "g", []uint64{1, 2, 5}))

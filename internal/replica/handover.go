@@ -29,11 +29,18 @@ import (
 // highest commit index a leader sent this host, per shard.
 type progress struct {
 	mu        sync.Mutex
-	acked     map[uint64]map[uint64]uint64 // shard -> replica -> index
-	committed map[uint64]uint64            // shard -> commit index heard
+	acked     map[uint64]map[uint64]ack // shard -> replica -> its latest
+	committed map[uint64]uint64         // shard -> commit index heard
 	// heard and upSince are, per replica, when this host last heard from
 	// it and since when without a silence longer than silentGap.
 	heard, upSince map[uint64]time.Time
+}
+
+// ack is the highest index a replica acknowledged in a shard, and when it
+// last acknowledged any there.
+type ack struct {
+	index uint64
+	at    time.Time
 }
 
 // silentGap is a silence after which a peer counts as back from a restart.
@@ -75,16 +82,14 @@ func (p *progress) observe(b pb.MessageBatch) {
 		}
 		p.mu.Lock()
 		if p.acked == nil {
-			p.acked = make(map[uint64]map[uint64]uint64)
+			p.acked = make(map[uint64]map[uint64]ack)
 		}
 		s := p.acked[m.ShardID]
 		if s == nil {
-			s = make(map[uint64]uint64)
+			s = make(map[uint64]ack)
 			p.acked[m.ShardID] = s
 		}
-		if m.LogIndex > s[m.From] {
-			s[m.From] = m.LogIndex
-		}
+		s[m.From] = ack{index: max(s[m.From].index, m.LogIndex), at: time.Now()}
 		p.mu.Unlock()
 	}
 }
@@ -117,7 +122,17 @@ func (p *progress) settled(id uint64) bool {
 func (p *progress) index(shard, id uint64) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.acked[shard][id]
+	return p.acked[shard][id].index
+}
+
+// ackedWithin reports whether replica id acknowledged an append in shard
+// within d: that it takes part in that shard's log now, which hearing from
+// it in another shard, or an acknowledgement from before a cut, does not say.
+func (p *progress) ackedWithin(shard, id uint64, d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.acked[shard][id]
+	return ok && time.Since(a.at) < d
 }
 
 // progressFactory wraps a transport factory so that the host sees every

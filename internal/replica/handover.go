@@ -37,7 +37,7 @@ type progress struct {
 }
 
 // ack is the highest index a replica acknowledged in a shard, and when it
-// last acknowledged any there.
+// last answered an append or a heartbeat there.
 type ack struct {
 	index uint64
 	at    time.Time
@@ -77,7 +77,10 @@ func (p *progress) observe(b pb.MessageBatch) {
 			p.mu.Unlock()
 			continue
 		}
-		if m.Type != pb.ReplicateResp || m.Reject {
+		// A heartbeat's answer says the replica takes part in the shard
+		// now as an append's does (an idle group sends no appends), but
+		// carries no index.
+		if m.Type != pb.ReplicateResp && m.Type != pb.HeartbeatResp || m.Reject {
 			continue
 		}
 		p.mu.Lock()
@@ -89,7 +92,12 @@ func (p *progress) observe(b pb.MessageBatch) {
 			s = make(map[uint64]ack)
 			p.acked[m.ShardID] = s
 		}
-		s[m.From] = ack{index: max(s[m.From].index, m.LogIndex), at: time.Now()}
+		a := s[m.From]
+		if m.Type == pb.ReplicateResp {
+			a.index = max(a.index, m.LogIndex)
+		}
+		a.at = time.Now()
+		s[m.From] = a
 		p.mu.Unlock()
 	}
 }
@@ -125,9 +133,10 @@ func (p *progress) index(shard, id uint64) uint64 {
 	return p.acked[shard][id].index
 }
 
-// ackedWithin reports whether replica id acknowledged an append in shard
-// within d: that it takes part in that shard's log now, which hearing from
-// it in another shard, or an acknowledgement from before a cut, does not say.
+// ackedWithin reports whether replica id answered an append or a heartbeat
+// in shard within d: that it takes part in that shard's log now, which
+// hearing from it in another shard, or an answer from before a cut, does
+// not say.
 func (p *progress) ackedWithin(shard, id uint64, d time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

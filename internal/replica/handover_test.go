@@ -130,3 +130,33 @@ func TestBalancerTargetIsLive(t *testing.T) {
 	require.False(t, h.live(2), "silent for a second: it stopped, whatever it was before")
 	require.True(t, h.prog.heardWithin(2, 3*time.Second))
 }
+
+// A replica counts as taking part in a shard's log only once it answered
+// that shard's leader (an append or a heartbeat), lately: hearing from it
+// in another shard does not say it, nor does an answer from before a cut.
+// caughtUp promotes a new voter on this, so a voter cut off from a young
+// group's leader is never promoted.
+func TestAnsweredInTheShardItself(t *testing.T) {
+	var p progress
+	const def, g, other = 1, 2, 3
+	p.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.HeartbeatResp, From: 4, ShardID: def}}})
+	require.True(t, p.heardWithin(4, time.Minute), "heard from in the default group")
+	require.False(t, p.ackedWithin(g, 4, time.Minute), "heard from in the default group only: not in g's log")
+
+	p.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.ReplicateResp, From: 4, ShardID: g, LogIndex: 7}}})
+	require.True(t, p.ackedWithin(g, 4, time.Minute), "acknowledged an append in g")
+	require.Equal(t, uint64(7), p.index(g, 4))
+
+	p.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.HeartbeatResp, From: 4, ShardID: g}}})
+	require.Equal(t, uint64(7), p.index(g, 4), "a heartbeat's answer carries no index and keeps the one acknowledged")
+
+	p.observe(pb.MessageBatch{Requests: []pb.Message{{Type: pb.ReplicateResp, From: 4, ShardID: other, LogIndex: 9, Reject: true}}})
+	require.False(t, p.ackedWithin(other, 4, time.Minute), "a rejected append is no answer that it follows the log")
+
+	p.mu.Lock()
+	a := p.acked[g][4]
+	a.at = time.Now().Add(-time.Second)
+	p.acked[g][4] = a
+	p.mu.Unlock()
+	require.False(t, p.ackedWithin(g, 4, 500*time.Millisecond), "silent in g for a second: cut off since")
+}

@@ -631,11 +631,11 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 }
 
 // caughtUp reports whether replica id of r's group, which this host leads,
-// acknowledged an append in this group lately and has acknowledged its log
-// up to about what the leader applied. Lately in this group, not lately in
+// answered this group's leader lately (an append or a heartbeat) and has
+// acknowledged its log up to about what the leader applied. Lately in this group, not lately in
 // any: a young group's log is shorter than catchUpSlack, and a replica
 // heard from in the default group a moment ago but cut off from this
-// group's leader since (it acknowledged nothing here) was promoted at once,
+// group's leader since (it answered nothing here) was promoted at once,
 // leaving the group a voter it cannot reach.
 func (h *Host) caughtUp(r *Replica, id uint64) bool {
 	return h.prog.ackedWithin(r.ShardID(), id, h.freshness()) && h.prog.index(r.ShardID(), id)+catchUpSlack >= r.AppliedIndex.Load()

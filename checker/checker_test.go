@@ -66,21 +66,26 @@ var clockRates = Scenario{Name: "clock-rates", Replicas: 3, Rates: skewWithin, T
 
 // skewWithin and skewBeyond are replica clock rates: replicas 1 and 2
 // (where the slow clients live, moving between them as they restart) slow,
-// replica 3 fast, 14% apart and 40%, inside and beyond the default
+// replica 3 fast, 14% apart and 60%, inside and beyond the default
 // margin's promise (margin/TTL = 20%).
 var (
 	skewWithin = map[uint64]float64{1: 0.93, 2: 0.93, 3: 1.07}
-	skewBeyond = map[uint64]float64{1: 0.8, 2: 0.8, 3: 1.2}
+	skewBeyond = map[uint64]float64{1: 0.7, 2: 0.7, 3: 1.3}
 )
 
 var allFaults = []Fault{LeaderCrash, FollowerCrash, LeaderIsolated, HolderIsolated, PartitionLeaderInMinority,
 	PartitionLeaderInMajority, LossyLinks, SlowLinks, ClientFreeze, FullRestart, SnapshotCatchUp, ClockJump, MisconfiguredReplica,
 	OneGroupQuorum, LaggingReplica, GroupVoters, OperatorLostReplies}
 
-// Beyond the margin's promise (the holder's clock 20% slow, the leader's
-// 20% fast: a holder deadline of (TTL − TTL/5)/0.8 = TTL by real time
-// against an expiry at TTL/1.2), the holder cut off does not stop first,
-// and the checker says so: the fault is real, and check 2 sees it.
+// Beyond the margin's promise (the holder's clock 30% slow, the leader's
+// 30% fast: a holder deadline of (TTL − TTL/5)/0.7 = 1.14 TTL by real time
+// against an expiry at TTL/1.3 = 0.77 TTL), the holder cut off does not
+// stop first, and the checker says so: the fault is real, and check 2
+// sees it. The next holder's grant must reach it inside that gap (the
+// expiry proposed, committed without the cut replica, the queue's next
+// grant applied on its replica and returned): at 20% each way the gap was
+// TTL/6, 250 ms, and under -race on a loaded box the grant missed it in
+// some runs (no violation: 3 of 7 failed), at 30% it is 560 ms.
 func TestClockRatesBeyondTheMargin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -97,7 +102,7 @@ func TestClockRatesBeyondTheMargin(t *testing.T) {
 		}
 	}
 	if caught == 0 {
-		t.Errorf("clocks 40%% apart: no holder found not to stop first; violations: %q", r.Violations)
+		t.Errorf("clocks 60%% apart: no holder found not to stop first; violations: %q", r.Violations)
 	}
 }
 

@@ -129,6 +129,10 @@ type Client struct {
 // an http:// or https:// base URL, and with one wrapping
 // fencelock.ErrUnavailable (and ctx's error) if no endpoint answered before
 // ctx ended.
+//
+// The client follows no redirect: the API answers none, so an endpoint
+// must be the replica's (or a proxy's that passes calls through), and a 3xx
+// from anything in between is an error answer.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("%w: no endpoints", ErrBadEndpoint)

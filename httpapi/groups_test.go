@@ -51,6 +51,24 @@ func TestGroupsOverHTTP(t *testing.T) {
 		}
 	}
 	require.NotEqual(t, ids[""], ids["b"])
+	// Each replica says it runs the group table's groups once it has read
+	// the table that Config.Groups seeded (false before: its own list).
+	for id, u := range g.urls {
+		for {
+			r := call(t, "GET", u+"/v1/status", nil)
+			require.Equal(t, 200, r.Status, r.Raw)
+			follows, ok := r.Body["follows_group_table"].(bool)
+			require.True(t, ok, "status has no follows_group_table: %s", r.Raw)
+			if follows {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("replica %d never said it follows the group table: %s", id, r.Raw)
+			case <-time.After(20 * time.Millisecond): // status has no change notification
+			}
+		}
+	}
 	fenceGroup := func(r reply) string {
 		f, err := fencelock.ParseFence(r.Str("fence"))
 		require.NoError(t, err, r.Raw)

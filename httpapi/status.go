@@ -27,7 +27,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		Voters: map[string]string{}, NonVoting: map[string]string{},
 		Sessions: st.Sessions, LocksHeld: st.LocksHeld, Waiters: st.Waiters,
 		Unreachable: append([]uint64{}, st.Unreached...), Version: NewVersionJSON(st.Version),
-		Writes: newFormatsJSON(st.Writes)}
+		Writes: newFormatsJSON(st.Writes), FollowsGroupTable: st.FollowsGroupTable}
 	for id, a := range st.Voters {
 		out.Voters[strconv.FormatUint(id, 10)] = a
 	}

@@ -34,6 +34,11 @@ type StatusJSON struct {
 	// one of their voters (fencelock.Status.Mirrors): GroupJSON.Mirror
 	// names it. Empty from a server of a build before placement.
 	Mirrors []GroupJSON `json:"mirrors"`
+	// FollowsGroupTable is true once this replica runs the named groups
+	// the group table lists, rather than its own Config.Groups
+	// (fencelock.Status.FollowsGroupTable); it never turns false again.
+	// False from a server of a build before it was shown.
+	FollowsGroupTable bool `json:"follows_group_table"`
 	// Version is what this replica runs: build and log formats.
 	Version VersionJSON `json:"version"`
 	// Writes is the log and snapshot formats the default group writes

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
+	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
 )
 
@@ -407,4 +408,38 @@ func TestAdoptionReissuedCampaignKeepsItsValue(t *testing.T) {
 	require.Equal(t, "reissued", r.Str("value"), r.Raw)
 	r = call(t, "GET", three+el, nil)
 	require.Equal(t, "reissued", r.Body["leader"].(map[string]any)["value"], r.Raw)
+}
+
+// TestIsolatedCopyNeverAnswersNotLeader: a replica cut off from the group
+// must not answer a resign from its copy of the session. Session s lives
+// on replica 1; replica 1 is cut off from its peers (its HTTP still
+// answers); replica 2 adopts s at a heartbeat, and s is elected leader of
+// e there. s's resign of that term, sent to replica 1, whose copy knows no
+// term, must fail as unavailable (nothing it could answer is backed by the
+// group), neither 409 not_leader, after which the client would think the
+// term over while the group still names it, nor 200. Once the link heals,
+// the group still shows s leading that term.
+func TestIsolatedCopyNeverAnswersNotLeader(t *testing.T) {
+	g := newGroup(t, false, httpapi.WithRequestTimeout(2*time.Second))
+	one, two := g.urls[1], g.urls[2]
+	s := newSession(t, one, 15000)
+
+	g.Isolate(1)
+	fencelocktest.WaitFor(t, "s's heartbeat on replica 2", func() bool {
+		return call(t, "POST", two+"/v1/sessions/"+s+"/heartbeat", nil).Status == 200
+	})
+	r := call(t, "POST", two+"/v1/elections/e/campaign", map[string]any{"session_id": s, "value": "s", "wait": false})
+	require.Equal(t, true, r.Body["elected"], r.Raw)
+	token := r.Str("token")
+
+	r = call(t, "POST", one+"/v1/elections/e/resign", map[string]any{"session_id": s, "token": token})
+	require.Equal(t, 503, r.Status, "s's resign of e (token %s) on the cut-off replica 1 was answered %d %s", token, r.Status, r.Raw)
+	require.Equal(t, "unavailable", r.Str("code"), r.Raw)
+
+	g.Heal()
+	r = call(t, "GET", two+"/v1/elections/e", nil)
+	require.Equal(t, 200, r.Status, r.Raw)
+	leader, _ := r.Body["leader"].(map[string]any)
+	require.True(t, leader != nil && leader["session_id"] == s && leader["token"] == token,
+		"s's resign failed, yet the group no longer shows s leading term %s: %s", token, r.Raw)
 }

@@ -259,3 +259,99 @@ func TestStaleCopyNeverAnswersNothingQueued(t *testing.T) {
 		require.True(t, queued, "S's withdrawal failed (%d %s), yet S is no longer in q's queue: %s", wd.Status, wd.Raw, info.Raw)
 	}
 }
+
+// TestStaleCopyNeverAnswersNotLeader is TestStaleCopyNeverAnswersNotHeld for
+// an election, whose resign shares the release's path (answerGone): session
+// S lives on replica 1; replica 1 is frozen; replica 2 adopts S at a
+// heartbeat and S is elected leader of e there; replica 1 runs again. S's
+// resign of that term, sent to replica 1, must not be answered "not leader"
+// from its stale copy while the group shows S leading: S would step down
+// while the group still names it, and its next campaign would queue behind
+// itself. Whatever replica 1 answers, the group agrees afterwards. (In the
+// runs here replica 1's copy had learned the term by the time the resign
+// came, and ended it by a command of its own: 200, the term over. The
+// withdrawal below reaches the group read every time.)
+func TestStaleCopyNeverAnswersNotLeader(t *testing.T) {
+	p := fencelocktest.StartServe(t, "--http-peers=")
+	const ttl = 15000
+	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
+
+	p.Freeze(1)
+	defer p.Thaw(1) // again, should the test end before it thaws it: a running replica is left alone
+	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
+		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
+		return err == nil && r.Status == 200
+	})
+	r, err := call("POST", []string{p.URLs[2]}, "/v1/elections/e/campaign", sSecret, map[string]any{"session_id": s, "value": "s", "wait": false})
+	require.NoError(t, err)
+	require.Equal(t, true, r.Body["elected"], r.Raw)
+	token := r.Str("token")
+
+	p.Thaw(1)
+	rs, err := call("POST", []string{p.URLs[1]}, "/v1/elections/e/resign", sSecret, map[string]any{"session_id": s, "token": token})
+	require.NoError(t, err)
+	require.NotEqual(t, 409, rs.Status, "S's resign of e (token %s) on the thawed replica 1 was answered %d %s: not leader, from its stale copy", token, rs.Status, rs.Raw)
+
+	info, err := call("GET", []string{p.URLs[2]}, "/v1/elections/e", "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, info.Status, info.Raw)
+	leader, _ := info.Body["leader"].(map[string]any)
+	if rs.Status == 200 {
+		require.False(t, leader != nil && leader["token"] == token, "S's resign was answered 200 %s, yet the group shows S leading that term: %s", rs.Raw, info.Raw)
+	} else {
+		require.True(t, leader != nil && leader["token"] == token, "S's resign failed (%d %s), yet the term is over: %s", rs.Status, rs.Raw, info.Raw)
+	}
+}
+
+// TestStaleCopyNeverAnswersNoCandidacy is TestStaleCopyNeverAnswersNothingQueued
+// for an election: S lives on replica 1; replica 1 is frozen; replica 2
+// adopts S, and S queues as a candidate for e behind leader O there;
+// replica 1 runs again. S's withdrawal (a resign without a token), sent to
+// replica 1, must not be answered "nothing queued" from its stale copy
+// while the group shows S a candidate: S would be elected later unknowing.
+func TestStaleCopyNeverAnswersNoCandidacy(t *testing.T) {
+	p := fencelocktest.StartServe(t, "--http-peers=")
+	const ttl = 15000
+	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
+	o, oSecret := newHTTPSession(t, p.URLs[2], ttl, "O")
+	r, err := call("POST", []string{p.URLs[2]}, "/v1/elections/e/campaign", oSecret, map[string]any{"session_id": o, "value": "o", "wait": false})
+	require.NoError(t, err)
+	require.Equal(t, true, r.Body["elected"], r.Raw)
+
+	p.Freeze(1)
+	defer p.Thaw(1) // again, should the test end before it thaws it: a running replica is left alone
+	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
+		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
+		return err == nil && r.Status == 200
+	})
+	r, err = call("POST", []string{p.URLs[2]}, "/v1/elections/e/campaign", sSecret, map[string]any{"session_id": s, "value": "s", "wait": true})
+	require.NoError(t, err)
+	require.Equal(t, 200, r.Status, r.Raw)
+	require.EqualValues(t, 1, r.Body["queue_position"], r.Raw)
+	candidate := func() (bool, reply) {
+		info, err := call("GET", []string{p.URLs[2]}, "/v1/elections/e", "", nil)
+		require.NoError(t, err)
+		require.Equal(t, 200, info.Status, info.Raw)
+		cands, _ := info.Body["candidates"].([]any)
+		for _, c := range cands {
+			if m, _ := c.(map[string]any); m["session_id"] == s {
+				return true, info
+			}
+		}
+		return false, info
+	}
+	queued, info := candidate()
+	require.True(t, queued, "S campaigns for e, yet the group's candidates have no S: %s", info.Raw)
+
+	p.Thaw(1)
+	wd, err := call("POST", []string{p.URLs[1]}, "/v1/elections/e/resign", sSecret, map[string]any{"session_id": s})
+	require.NoError(t, err)
+	require.NotEqual(t, 409, wd.Status, "S's withdrawal from e's candidates on the thawed replica 1 was answered %d %s: nothing queued, from its stale copy", wd.Status, wd.Raw)
+
+	queued, info = candidate()
+	if wd.Status == 200 {
+		require.False(t, queued, "S's withdrawal was answered 200 %s, yet the group shows S a candidate for e: %s", wd.Raw, info.Raw)
+	} else {
+		require.True(t, queued, "S's withdrawal failed (%d %s), yet S is no longer a candidate for e: %s", wd.Status, wd.Raw, info.Raw)
+	}
+}

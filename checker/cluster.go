@@ -112,9 +112,10 @@ func (c *Cluster) StartAll() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			err := c.Start(id) // outside mu: the starts overlap, as after a power cut
 			mu.Lock()
 			defer mu.Unlock()
-			errs = errors.Join(errs, c.Start(id))
+			errs = errors.Join(errs, err)
 		}()
 	}
 	wg.Wait()

@@ -78,7 +78,9 @@ import (
 //     when each grant was first applied; every client's grant must have
 //     stopped (released, or its Done closed) by the time the group granted
 //     the lock to a later token. The smallest slack of the grants that ended
-//     by their lease, and any overlap, are measured.
+//     by their lease and that the group freed without their holder's
+//     release (its expiry: the margin the lease keeps), and any overlap,
+//     are measured.
 //   - two tokens for one grant: no answer to the split client names a token
 //     other than the one its session holds the lock with.
 //   - stale grant answered: no answer to the split client grants a token
@@ -258,6 +260,12 @@ type svcBelief struct {
 
 	stopped time.Time // released (the call began) or the lease ended; zero while held
 	lapsed  bool      // stopped by its lease, not a release
+	// freedByRelease: the group ended the grant by the holder's own
+	// release, sent once it had stopped (a lapsed grant the holder
+	// released after its lease, as the split client does with a short
+	// one): its next grant follows that release, not the group's expiry,
+	// so its slack measures no margin.
+	freedByRelease bool
 }
 
 // svcGrant is a grant the group applied: when a replica applied it first.
@@ -332,6 +340,14 @@ func (r *svcRun) hold(b *svcBelief) {
 	b.opened = time.Now()
 	r.mu.Lock()
 	r.beliefs[b.name] = append(r.beliefs[b.name], b)
+	r.mu.Unlock()
+}
+
+// releasedLapsed records that the group applied the release of b, which
+// its holder sent after b's lease ended (the group had not freed it).
+func (r *svcRun) releasedLapsed(b *svcBelief) {
+	r.mu.Lock()
+	b.freedByRelease = b.lapsed
 	r.mu.Unlock()
 }
 
@@ -821,7 +837,7 @@ func (r *svcRun) overlaps() (v []string, lapsed int, minSlack time.Duration) {
 			}
 			next := gs[i]
 			slack := next.at.Sub(b.stopped)
-			if b.lapsed {
+			if b.lapsed && !b.freedByRelease {
 				lapsed++
 				minSlack = min(minSlack, slack)
 			}

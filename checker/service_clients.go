@@ -598,6 +598,9 @@ func (s *svcSplit) act(ctx context.Context, b *svcBelief) {
 		}
 	}
 	s.r.h.end(i, out, 0)
+	if out == OK {
+		s.r.releasedLapsed(b) // the group ended it by this release, not by expiry
+	}
 	s.mu.Lock()
 	for k, h := range s.holding {
 		if h == b {

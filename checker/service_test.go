@@ -79,6 +79,24 @@ func TestServiceChecks(t *testing.T) {
 	require.Equal(t, 1, lapsed)
 	require.Equal(t, 300*time.Millisecond, slack)
 
+	// A grant whose lease ended while its holder worked, released after:
+	// the group's next grant follows the release, so its slack is no
+	// margin the lease kept and is not counted; an overlap still is.
+	r = newCheckRun()
+	r.applied["L"] = []svcGrant{{token: 10, at: t0}, {token: 20, at: t0.Add(time.Second)}, {token: 30, at: t0.Add(3 * time.Second)}}
+	r.hold(&svcBelief{client: 1, session: 1, name: "L", token: 10})
+	r.hold(&svcBelief{client: 2, session: 2, name: "L", token: 20})
+	r.stop(r.beliefs["L"][0], t0.Add(975*time.Millisecond), true)
+	r.releasedLapsed(r.beliefs["L"][0])
+	r.stop(r.beliefs["L"][1], t0.Add(2*time.Second), true)
+	v, lapsed, slack = r.overlaps()
+	require.Empty(t, v)
+	require.Equal(t, 1, lapsed)
+	require.Equal(t, time.Second, slack)
+	r.beliefs["L"][0].stopped = t0.Add(1100 * time.Millisecond) // its holder stopped after the next grant
+	v, _, _ = r.overlaps()
+	require.Len(t, v, 1, "a released lapsed grant is still checked for overlap")
+
 	r = newCheckRun()
 	s := newSplit(5, r, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, rand.New(rand.NewPCG(1, 1)))
 	s.sess = splitSession{id: 7}

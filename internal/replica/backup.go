@@ -10,9 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
-	"github.com/lni/dragonboat/v4"
 	pb "github.com/lni/dragonboat/v4/raftpb"
 	"github.com/lni/dragonboat/v4/tools"
 
@@ -45,13 +43,13 @@ type Exported struct {
 	Sessions, Locks, Elections int
 }
 
-// Export writes a snapshot of the group's state into dir (which must
+// export writes a snapshot of r's group's state into dir (which must
 // exist and be empty), and checks it. It is linearizable: a read barrier
 // through the group's leader comes first, so the snapshot holds at least
 // every entry committed before Export was called, at an index reported in
 // Snapshot.Index. It needs the group's quorum for the barrier, and fails
 // with ErrUnavailable (and ctx's error) if ctx ends first.
-func (r *Replica) Export(ctx context.Context, dir string) (Exported, error) {
+func export(ctx context.Context, r *Replica, dir string) (Exported, error) {
 	type atBarrier struct{ index, sessions, locks, elections int }
 	v, err := r.Read(ctx, func(st *fsm.State) any {
 		sessions, locks, _ := st.Counts()
@@ -63,27 +61,9 @@ func (r *Replica) Export(ctx context.Context, dir string) (Exported, error) {
 	}
 	at := v.(atBarrier)
 	barrier := uint64(at.index)
-	var index uint64
-	for b := newBackoff(r.cfg.RTT); ; {
-		if err := r.check(ctx, err); err != nil {
-			return Exported{}, err
-		}
-		// Dragonboat needs a deadline; the snapshot of a large table takes
-		// as long as writing it does.
-		sctx, cancel := ctx, context.CancelFunc(func() {})
-		if _, ok := ctx.Deadline(); !ok {
-			sctx, cancel = context.WithTimeout(ctx, 10*time.Minute)
-		}
-		index, err = r.nh.SyncRequestSnapshot(sctx, r.ShardID(), dragonboat.SnapshotOption{ExportPath: dir, Exported: true})
-		cancel()
-		if err == nil {
-			break
-		}
-		// Busy: another snapshot of the group is being written.
-		if !retryable(err) && !errors.Is(err, dragonboat.ErrRejected) {
-			return Exported{}, fmt.Errorf("%w: export a snapshot of group %q: %s", ErrUnavailable, r.Name(), describe(err))
-		}
-		b.wait(ctx, r.Done(), nil)
+	index, err := r.ExportSnapshot(ctx, dir)
+	if err != nil {
+		return Exported{}, err
 	}
 	if index < barrier {
 		return Exported{}, fmt.Errorf("%w: group %q exported its snapshot at index %d, before the read barrier's %d", ErrUnavailable, r.Name(), index, barrier)

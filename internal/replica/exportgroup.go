@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/backup"
+	"github.com/fencelock/fencelock/internal/replica/shard"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -54,7 +55,7 @@ func (h *Host) ExportGroups(ctx context.Context, dir string) ([]GroupExport, err
 		}
 		ex, err := h.exportGroup(ctx, t, sub)
 		if err != nil {
-			return nil, fmt.Errorf("snapshot of %s: %w", groupLabel(t.name), err)
+			return nil, fmt.Errorf("snapshot of %s: %w", shard.GroupLabel(t.name), err)
 		}
 		out = append(out, GroupExport{Name: t.name, Exported: ex})
 	}
@@ -85,7 +86,7 @@ func (h *Host) exportTargets(ctx context.Context) ([]exportTarget, error) {
 // from one of its voters.
 func (h *Host) exportGroup(ctx context.Context, t exportTarget, dir string) (Exported, error) {
 	if r := h.running(t.name); r != nil && r.ShardID() == t.shard {
-		return r.Export(ctx, dir)
+		return export(ctx, r, dir)
 	}
 	if t.name == "" {
 		return Exported{}, fmt.Errorf("%w: this replica does not run the default group", ErrUnavailable)

@@ -2,11 +2,11 @@ package replica
 
 import (
 	"context"
-	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica/groupcore"
 	"github.com/fencelock/fencelock/internal/replica/mirror"
+	"github.com/fencelock/fencelock/internal/replica/wire"
 )
 
 // Group is one group as this host reaches it, and what Host.Group and
@@ -36,7 +36,7 @@ type Group interface {
 	// Status is the local view, without I/O; Status.Mirror names a
 	// mirror's server.
 	Status() Status
-	// Counters are what this host counted of the group (ops.go).
+	// Counters are what this host counted of the group (package shard's ops.go).
 	Counters() Counters
 	// Leader is the leader's ID as last known here; 0 when unknown.
 	Leader() uint64
@@ -62,8 +62,34 @@ var (
 	_ Group = (*mirror.Mirror)(nil)
 )
 
-// initCore prepares g, the core of a new maker of Group for group name on
-// shard, before anything else uses it.
-func initCore(g *groupcore.Core, cfg Config, name string, shard uint64, sink Sink) {
-	g.Init(cfg.Logger, cfg.ReplicaID, time.Duration(cfg.ElectionTicks)*cfg.RTT, name, shard, sink)
-}
+// Status is a group's local view (the root's Status documents it), and
+// Counters, Histogram and Bucket what it counted (package groupcore).
+type (
+	Status    = groupcore.Status
+	Counters  = groupcore.Counters
+	Histogram = groupcore.Histogram
+	Bucket    = groupcore.Bucket
+)
+
+// Sink receives what a group applies, Dropper why it stopped here, and
+// Idler whether anything here uses it (package groupcore documents them).
+type (
+	Sink    = groupcore.Sink
+	Dropper = groupcore.Dropper
+	Idler   = groupcore.Idler
+)
+
+// Membership is the group's membership as of a linearizable read (the
+// root's Membership documents the fields): the wire's, as a voter sends it
+// to a replica that does not run the group (mirror_members.go).
+type Membership = wire.Membership
+
+// FailFast returns ctx marked so that Propose and Read on it fail with the
+// no-quorum error (ErrUnavailable and ErrNoQuorum) as soon as a call with a
+// deadline would, even if ctx has no deadline. A caller's own request (an
+// Acquire or a Campaign, which may wait long for its lock but not for a
+// group that has lost its quorum) is marked so: a context without a
+// deadline must not turn "wait for the lock" into "wait, silent, until an
+// operator brings the voters back". Work that must finish whatever happens
+// meanwhile (a withdrawal, a close) stays unmarked.
+func FailFast(ctx context.Context) context.Context { return groupcore.FailFast(ctx) }

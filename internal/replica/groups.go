@@ -42,8 +42,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lni/dragonboat/v4"
-
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
 )
@@ -168,8 +166,8 @@ func loadNamed(cfg Config, def groupFile) (named, retired []namedGroup, tableMod
 func namedReplica(h *Host, ng namedGroup, sink Sink) *Replica {
 	r := newReplica(h, ng.Name, ng.shard(), sink)
 	r.SetVoters(ng.Voters)
-	r.ident, r.identVoters = ng.Group, ng.Voters
-	r.bootstrap, r.join = ng.Bootstrap, ng.Bootstrap == nil
+	r.SetIdentity(ng.Group, ng.Voters)
+	r.Bootstrap(ng.Bootstrap, ng.Bootstrap == nil)
 	return r
 }
 
@@ -264,7 +262,7 @@ func (h *Host) retire(leaving []*Replica, named []namedGroup) error {
 		return nil
 	}
 	for _, r := range leaving {
-		locks, err := r.localLocks(retireWait)
+		locks, err := r.LocalLocks(retireWait)
 		if err != nil {
 			return fmt.Errorf("%w: Groups: group %q, which this replica ran, is no longer configured, and its state here cannot be checked: %v", ErrInvalidConfig, r.Name(), err)
 		}
@@ -274,7 +272,7 @@ func (h *Host) retire(leaving []*Replica, named []namedGroup) error {
 		}
 	}
 	for _, r := range leaving {
-		r.stop()
+		r.Stop()
 		if err := h.nh.StopShard(r.ShardID()); err != nil {
 			h.log.Warn("fencelock: stopping a removed group", "group", r.Name(), "err", err)
 		}
@@ -292,54 +290,6 @@ func (h *Host) retire(leaving []*Replica, named []namedGroup) error {
 // retireWait bounds how long the removal check waits for a group's local
 // log to be applied.
 const retireWait = 30 * time.Second
-
-// localLocks counts the locks held in this replica's copy of the group,
-// after it applied every entry its log knows to be committed (no quorum is
-// needed: a group whose voters are all being restarted without it must
-// still be checkable).
-func (r *Replica) localLocks(limit time.Duration) (int, error) {
-	lr, err := r.nh.GetLogReader(r.ShardID())
-	if err != nil {
-		return 0, err
-	}
-	st, _ := lr.NodeState()
-	deadline := time.Now().Add(limit)
-	for {
-		applied := r.AppliedIndex.Load()
-		if applied >= st.Commit || !proposalsAfter(lr, applied, st.Commit) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("applied %d of %d committed entries within %v", applied, st.Commit, limit)
-		}
-		time.Sleep(10 * time.Millisecond) // the replay has no completion signal
-	}
-	v, err := r.nh.StaleRead(r.ShardID(), fsm.Query(func(s *fsm.State) any {
-		_, locks, _ := s.Counts()
-		return locks
-	}))
-	if err != nil {
-		return 0, err
-	}
-	return v.(int), nil
-}
-
-// proposalsAfter reports whether any entry in (from, to] carries commands:
-// the others (elections' empty entries, membership changes) never reach the
-// state machine, so the applied index does not move past them. An entry it
-// cannot read counts as one.
-func proposalsAfter(lr dragonboat.ReadonlyLogReader, from, to uint64) bool {
-	es, err := lr.Entries(from+1, to+1, 64<<20)
-	if err != nil || len(es) == 0 {
-		return true
-	}
-	for i := range es {
-		if es[i].IsProposal() && !es[i].IsEmpty() {
-			return true
-		}
-	}
-	return es[len(es)-1].Index < to
-}
 
 // reconcile keeps, on the leader of each named group, the group's
 // membership in step with the deployment: a non-voting replica whose host
@@ -359,7 +309,7 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 			continue
 		}
 		if hosts == nil {
-			m, err := def.membership(ctx)
+			m, err := def.RaftMembership(ctx)
 			if err != nil {
 				return true
 			}
@@ -372,7 +322,7 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 			}
 			gone = m.Removed
 		}
-		m, err := r.membership(ctx)
+		m, err := r.RaftMembership(ctx)
 		if err != nil {
 			busy = true
 			continue
@@ -405,7 +355,7 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 				busy = busy || !known
 				continue // it runs only its own groups, or cannot be asked yet
 			}
-			if err := r.addNonVoting(ctx, id, hosts[id], false); err != nil {
+			if err := r.EnsureNonVoting(ctx, id, hosts[id], false); err != nil {
 				r.Logger().Debug("fencelock: adding a host as a non-voting replica of the group; retried", "member", id, "err", err)
 			} else {
 				r.Logger().Info("fencelock: host added as a non-voting replica of the group", "member", id)

@@ -153,7 +153,7 @@ type progressFactory struct {
 
 func (f progressFactory) Create(nhc config.NodeHostConfig, h raftio.MessageHandler, c raftio.ChunkHandler) raftio.ITransport {
 	return f.TransportFactory.Create(nhc, func(b pb.MessageBatch) {
-		b, whole := f.h.screen(b) // oldcopy.go
+		b, whole := f.h.screen(b) // host_shards.go
 		if !whole && len(b.Requests) == 0 {
 			return
 		}
@@ -263,7 +263,7 @@ func (h *Host) Handover(ctx context.Context) []string {
 					return
 				}
 				tried[to] = true
-				err := r.transfer(tctx, to, 1)
+				err := r.Transfer(tctx, to, 1)
 				if ld := r.LeaderID.Load(); err != nil && ld != 0 && ld != self {
 					to, err = ld, nil // another voter won the election: handed over all the same
 				}

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +25,7 @@ import (
 	"github.com/fencelock/fencelock/internal/replica/gate"
 	"github.com/fencelock/fencelock/internal/replica/mirror"
 	"github.com/fencelock/fencelock/internal/replica/serve"
+	"github.com/fencelock/fencelock/internal/replica/shard"
 	"github.com/fencelock/fencelock/internal/testhook"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -195,18 +194,18 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		defMembers = cfg.Members
 	}
 	def.SetVoters(slices.Sorted(maps.Keys(defMembers)))
-	def.join = cfg.Join
 	// A restarted replica's group is the one in Dir: Members only matter
 	// when a group bootstraps, and the membership changes only through
 	// AddReplica and RemoveReplica. Dragonboat refuses a restart whose
 	// members differ from the bootstrap's, so it is given those.
-	def.bootstrap = cfg.Members
+	bootstrap := cfg.Members
 	if !cfg.Join && g.Group != "" && !maps.Equal(g.Members, cfg.Members) {
 		h.log.Warn("fencelock: Members differ from the members this replica's group was bootstrapped with, kept in Dir; "+
 			"the group's own membership is used, which only AddReplica and RemoveReplica change",
 			"differences", peering.DiffMembers(cfg.Members, g.Members))
-		def.bootstrap = g.Members
+		bootstrap = g.Members
 	}
+	def.Bootstrap(bootstrap, cfg.Join)
 	set := &groupSet{byName: map[string]*Replica{}, byShard: map[uint64]*Replica{}}
 	set.add(def)
 	for _, ng := range named {
@@ -225,7 +224,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	h.peers = newPeers(h, g, dirs)
 	fail := func(err error) (*Host, bool, error) {
 		for _, r := range h.gset.Load().byShard {
-			r.stop()
+			r.Stop()
 		}
 		for _, r := range h.gset.Load().byShard {
 			r.Wait()
@@ -272,7 +271,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	}
 	for _, r := range append(slices.Clone(h.groups()), leaving...) {
 		ran = true
-		if err := r.startShard(); err != nil {
+		if err := r.Start(h.nh); err != nil {
 			return abort(startError(cfg, r.Name(), err))
 		}
 	}
@@ -382,40 +381,21 @@ func changedAddress(cfg Config) string {
 		cfg.Dir, cfg.ReplicaID, old, cfg.Addr, cfg.ReplicaID)
 }
 
-func inGroup(group string) string {
-	if group == "" {
-		return ""
-	}
-	return fmt.Sprintf(" of group %q", group)
-}
+func inGroup(group string) string { return shard.InGroup(group) }
 
 // CheckHostPort refuses an address Dragonboat could not use, in our words
-// rather than its own; callers wrap the error in their sentinel.
-func CheckHostPort(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	p, perr := strconv.Atoi(port)
-	if err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
-		return fmt.Errorf("address %q is not host:port with a port in 1-65535", truncate(addr, 64))
-	}
-	if !validHost(host) {
-		return fmt.Errorf("address %q: the host is neither an IP address nor a DNS name", truncate(addr, 64))
-	}
-	return nil
-}
+// rather than its own; callers wrap the error in their sentinel
+// (shard.CheckHostPort).
+func CheckHostPort(addr string) error { return shard.CheckHostPort(addr) }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+func truncate(s string, n int) string { return shard.Truncate(s, n) }
 
 // Group returns this host's shard of the named group ("" is the default
 // group), or its mirror of it (placement.go) while it has one, or nil (a
 // nil interface).
 func (h *Host) Group(name string) Group {
 	r := h.running(name)
-	if r != nil && !r.waiting() {
+	if r != nil && !waiting(r) {
 		return r
 	}
 	if m := h.mirror(name); m != nil {
@@ -473,7 +453,7 @@ func (h *Host) Close() error {
 			m.Stop()
 		}
 		for _, r := range set.byShard {
-			r.stop()
+			r.Stop()
 		}
 		h.closeNodeHost()
 		h.wg.Wait()

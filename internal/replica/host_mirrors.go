@@ -52,14 +52,6 @@ func (a mirrorHost) Replaced(ctx context.Context, m *mirror.Mirror, err error) m
 func (a mirrorHost) RetireIdle(m *mirror.Mirror) bool { return a.h.retireIdle(m) }
 func (a mirrorHost) GoBackground(f func()) bool       { return a.h.goBackground(f) }
 
-// shardSuccessor is a shard that took its group over from a mirror, as
-// the mirror sees it (mirror.Successor).
-type shardSuccessor struct{ *Replica }
-
-func (s shardSuccessor) AwaitApplied(ctx context.Context, index uint64) error {
-	return s.awaitApplied(ctx, index)
-}
-
 // callsReady says why this host cannot open a call connection now.
 func (h *Host) callsReady() error {
 	if h.calls == nil {

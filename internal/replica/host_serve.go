@@ -18,6 +18,7 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/serve"
+	"github.com/fencelock/fencelock/internal/replica/shard"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 	"github.com/fencelock/fencelock/transport"
 )
@@ -54,7 +55,7 @@ func wireCode(err error) byte {
 	case errors.Is(err, fsm.ErrVersionGated):
 		return wire.CodeGated
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrRemoved), errors.Is(err, ErrGroupMoved),
-		errors.Is(err, ErrGroupDropped), errors.Is(err, errMovedHere), errors.Is(err, errMovedOff):
+		errors.Is(err, ErrGroupDropped), errors.Is(err, shard.ErrMovedHere), errors.Is(err, shard.ErrMovedOff):
 		return wire.CodeElsewhere
 	case errors.Is(err, ErrUnavailable):
 		return wire.CodeUnavailable
@@ -70,8 +71,8 @@ func (s servedShard) Logger() *slog.Logger                            { return s
 func (s servedShard) Context() context.Context                        { return s.r.Context() }
 func (s servedShard) Leader() uint64                                  { return s.r.LeaderID.Load() }
 func (s servedShard) ElectionTimeout() time.Duration                  { return s.r.ElectionTimeout() }
-func (s servedShard) Subscribers() *serve.Subscribers                 { return &s.r.subs }
-func (s servedShard) Serving() error                                  { return s.r.serving() }
+func (s servedShard) Subscribers() *serve.Subscribers                 { return s.r.Subscribers() }
+func (s servedShard) Serving() error                                  { return s.r.Serving() }
 func (s servedShard) Members(ctx context.Context) (Membership, error) { return s.r.Members(ctx) }
 
 func (s servedShard) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, uint64, error) {
@@ -89,7 +90,7 @@ func (s servedShard) ReadIndex(ctx context.Context) (uint64, error) {
 }
 
 func (s servedShard) Export(ctx context.Context, dir string) (serve.Copy, error) {
-	ex, err := s.r.Export(ctx, dir)
+	ex, err := export(ctx, s.r, dir)
 	if err != nil {
 		return serve.Copy{}, err
 	}
@@ -107,11 +108,8 @@ func (s servedShard) State(add func()) (uint64, []byte, error) {
 		state []byte
 		err   error
 	}
-	if !r.calls.enter() { // a stop in flight destroys the state machine
-		return 0, nil, r.stoppedErr()
-	}
-	defer r.calls.exit()
-	v, err := r.nh.StaleRead(r.ShardID(), fsm.Query(func(st *fsm.State) any {
+	// A stop in flight destroys the state machine: LocalRead fails then.
+	v, _, err := r.LocalRead(fsm.Query(func(st *fsm.State) any {
 		var buf bytes.Buffer
 		if err := st.Save(&buf); err != nil {
 			return snap{err: err}
@@ -127,25 +125,4 @@ func (s servedShard) State(add func()) (uint64, []byte, error) {
 	}
 	sn := v.(snap)
 	return sn.index, sn.state, sn.err
-}
-
-// serving returns why r cannot serve a call (feed a mirror, export, make
-// a proposal or a read), nil if it can: it stopped, was taken off its
-// group, or refused its Dir.
-func (r *Replica) serving() error {
-	select {
-	case <-r.Done():
-		return r.ClosedErr()
-	default:
-	}
-	if e := r.Gone.Load(); e != nil {
-		return *e
-	}
-	if r.Ops.Removed.Load() {
-		return ErrRemoved
-	}
-	if e := r.refused.Load(); e != nil {
-		return *e
-	}
-	return nil
 }

@@ -17,25 +17,14 @@ package replica
 //     state reaches the Sink once it is at least as new (package mirror).
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica/mirror"
+	"github.com/fencelock/fencelock/internal/replica/shard"
 )
-
-// errMovedOff is why a call on a shard this host stopped running fails: the
-// group goes on through a mirror, and the call, retried, reaches it.
-var errMovedOff = errors.New("the group's voters moved off this replica; it is reached through a replica that runs it now")
-
-// errMovedHere is why a call on a mirror whose group now runs here fails.
-var errMovedHere = errors.New("the group now runs on this replica")
-
-func movedOff(name string) error {
-	return fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, name, errMovedOff)
-}
 
 // holdSink is a shard's Sink while its group's mirror feeds the real one.
 type holdSink struct {
@@ -79,14 +68,21 @@ func (s *holdSink) Dropped(err error) {
 	s.inner.Removed()
 }
 
+// held is r's Sink if it holds r's events back while the group's mirror
+// feeds the real one (a shard that took over from a mirror), else nil.
+func held(r *Replica) *holdSink {
+	hs, _ := r.Sink.(*holdSink)
+	return hs
+}
+
 // waiting reports whether r's events are still held back for its mirror.
-func (r *Replica) waiting() bool { return r.held != nil && !r.held.isOpen() }
+func waiting(r *Replica) bool { hs := held(r); return hs != nil && !hs.isOpen() }
 
 // handover makes shard r, started where mirror m fed the group's Sink,
 // take over from it (see above). It gives up when either stops.
 func (h *Host) handover(m *mirror.Mirror, r *Replica) {
 	mr := &m.Core
-	poll := time.NewTicker(max(r.cfg.RTT, time.Millisecond))
+	poll := time.NewTicker(max(h.cfg.RTT, time.Millisecond))
 	defer poll.Stop()
 	wait := func(done func() bool) bool {
 		for !done() {
@@ -112,22 +108,22 @@ func (h *Host) handover(m *mirror.Mirror, r *Replica) {
 	if !wait(func() bool { return r.AppliedIndex.Load() >= last }) {
 		return
 	}
-	if !r.calls.enter() { // a stop in flight destroys the state machine
-		return
-	}
-	_, err := r.nh.StaleRead(r.ShardID(), fsm.Query(func(st *fsm.State) any {
-		r.held.mu.Lock()
-		r.held.open = true
-		r.held.mu.Unlock()
-		r.held.inner.Restored(st)
+	hs := held(r)
+	_, admitted, err := r.LocalRead(fsm.Query(func(st *fsm.State) any {
+		hs.mu.Lock()
+		hs.open = true
+		hs.mu.Unlock()
+		hs.inner.Restored(st)
 		return nil
 	}))
-	r.calls.exit()
+	if !admitted { // a stop in flight destroys the state machine
+		return
+	}
 	if err != nil {
 		r.Logger().Warn("fencelock: the group's shard could not take over from its mirror here", "err", err)
 		return
 	}
-	m.HandedOver(shardSuccessor{r}, fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.Name(), errMovedHere))
+	m.HandedOver(r, fmt.Errorf("%w: group %q: %w; retry", ErrUnavailable, mr.Name(), shard.ErrMovedHere))
 	h.setMu.Lock()
 	if h.mirror(mr.Name()) == m {
 		h.setMirror(mr.Name(), nil)

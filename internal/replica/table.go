@@ -41,6 +41,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/shard"
 )
 
 // tableState is the host's view of the group table.
@@ -186,8 +187,8 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 		switch {
 		case !ok || e.Shard != r.ShardID():
 			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.Name()), false)
-		case h.own() && slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.Ops.Removed.Load() || r.removedUnheard() || h.removalConfirmed(ctx, r, e)):
-			h.stopGroup(r, movedOff(r.Name()), true)
+		case h.own() && slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.Ops.Removed.Load() || removedUnheard(r) || h.removalConfirmed(ctx, r, e)):
+			h.stopGroup(r, shard.MovedOff(r.Name()), true)
 		case slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.Ops.Removed.Load() || h.removalConfirmed(ctx, r, e)):
 			h.stopGroup(r, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.Name(), h.cfg.ReplicaID), false)
 		default:
@@ -211,9 +212,9 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 // may never learn of it (the entry that removes it commits without it),
 // and a host that runs only its own groups then reaches the group through
 // a mirror instead of a shard that no longer hears it.
-func (r *Replica) removedUnheard() bool {
-	since := r.leaderlessSince.Load()
-	return since != 0 && time.Since(time.Unix(0, since)) > 2*r.patience()
+func removedUnheard(r *Replica) bool {
+	since := r.LeaderlessSince()
+	return since != 0 && time.Since(time.Unix(0, since)) > 2*r.Patience()
 }
 
 // removalConfirmed reports whether one of the group's voters (table
@@ -227,7 +228,7 @@ func (r *Replica) removedUnheard() bool {
 // removes but raft has not removed yet (the leader removes it once the new
 // voters vote) may still count for the group's quorum, and must not stop.
 func (h *Host) removalConfirmed(ctx context.Context, r *Replica, e fsm.GroupEntry) bool {
-	since := r.leaderlessSince.Load()
+	since := r.LeaderlessSince()
 	if since == 0 || time.Since(time.Unix(0, since)) < r.ElectionTimeout() || h.calls == nil {
 		return false
 	}
@@ -315,18 +316,16 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 	}
 	sink := h.sinks(e.Name)
 	mr := h.mirror(e.Name)
-	var held *holdSink
 	if mr != nil {
 		// The mirror feeds the group's Sink until the shard has caught
-		// up with it (handover.go).
-		held = &holdSink{inner: sink}
-		sink = held
+		// up with it (handover.go): the shard's Sink holds its events
+		// back meanwhile (held).
+		sink = &holdSink{inner: sink}
 	}
 	r := namedReplica(h, ng, sink)
-	r.held = held
 	r.SetVoters(e.Voters)
-	if err := r.startShard(); err != nil {
-		r.stop()
+	if err := r.Start(h.nh); err != nil {
+		r.Stop()
 		r.Wait()
 		h.tab.mu.Lock()
 		h.tab.failed[e.Shard] = time.Now()
@@ -375,7 +374,7 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 	default:
 		r.Sink.Removed()
 	}
-	r.stop()
+	r.Stop()
 	if err := h.nh.StopShard(r.ShardID()); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
 		r.Logger().Warn("fencelock: stopping a group that no longer runs here", "err", err)
 	}
@@ -422,7 +421,7 @@ func (h *Host) mirrorAfter(r *Replica, e fsm.GroupEntry) {
 			old.Logger().Info("fencelock: the group's shard here stopped before it took over from the mirror; the mirror goes on")
 			return
 		}
-		why := movedOff(r.Name())
+		why := shard.MovedOff(r.Name())
 		old.Gone.Store(&why)
 		if !h.goBackground(func() {
 			m.Stop()
@@ -494,7 +493,7 @@ func (h *Host) seed(ctx context.Context) bool {
 // shard its name gives, with its voters' addresses as this host
 // bootstrapped them, or as the deployment has them.
 func (h *Host) seedSpecs(ctx context.Context) ([]fsm.GroupSpec, error) {
-	m, err := h.groups()[0].membership(ctx)
+	m, err := h.groups()[0].RaftMembership(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -502,15 +501,18 @@ func (h *Host) seedSpecs(ctx context.Context) ([]fsm.GroupSpec, error) {
 	maps.Copy(addrs, m.NonVotings)
 	maps.Copy(addrs, m.Nodes)
 	for _, r := range h.groups()[1:] {
-		maps.Copy(addrs, r.bootstrap)
+		maps.Copy(addrs, r.Bootstrapped())
 	}
 	specs := make([]fsm.GroupSpec, 0, len(h.cfg.Groups))
 	for _, gc := range h.cfg.Groups {
 		g := fsm.GroupSpec{Name: gc.Name, Shard: GroupShardID(gc.Name), Voters: slices.Sorted(slices.Values(gc.Voters))}
-		if r := h.running(gc.Name); r != nil && r.identVoters != nil {
-			// A group this host runs with other voters than Config.Groups
-			// says (loadGroups warned) is seeded as it runs.
-			g.Voters = slices.Clone(r.identVoters)
+		if r := h.running(gc.Name); r != nil {
+			if _, voters := r.Identity(); voters != nil {
+				// A group this host runs with other voters than
+				// Config.Groups says (loadGroups warned) is seeded as it
+				// runs.
+				g.Voters = slices.Clone(voters)
+			}
 		}
 		for _, id := range g.Voters {
 			addr, ok := addrs[id]
@@ -575,7 +577,7 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			continue
 		}
 		if _, ok := m.NonVotings[id]; !ok {
-			if err := r.addNonVoting(ctx, id, addr, true); err != nil {
+			if err := r.EnsureNonVoting(ctx, id, addr, true); err != nil {
 				r.Logger().Debug("fencelock: adding a new voter as a non-voting replica first; retried", "member", id, "err", err)
 			} else {
 				r.Logger().Info("fencelock: new voter added as a non-voting replica; promoted once it has caught up", "member", id)
@@ -585,12 +587,7 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 		if !h.caughtUp(r, id) {
 			return true
 		}
-		err := r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
-			_, ok := m.Nodes[id]
-			return ok, nil
-		}, func(ctx context.Context, ccid uint64) error {
-			return r.nh.SyncRequestAddReplica(ctx, r.ShardID(), id, addr, ccid)
-		})
+		err := r.Promote(ctx, id, addr)
 		if err != nil {
 			r.Logger().Debug("fencelock: promoting a new voter; retried", "member", id, "err", err)
 		} else {
@@ -610,7 +607,7 @@ func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Members
 			// then removes this one.
 			for _, to := range e.Voters {
 				if _, voter := m.Nodes[to]; voter && h.live(to) {
-					if err := r.transfer(ctx, to, 1); err != nil {
+					if err := r.Transfer(ctx, to, 1); err != nil {
 						r.Logger().Debug("fencelock: handing the group over before leaving its voters; retried", "to", to, "err", err)
 					} else {
 						r.Logger().Info("fencelock: group handed over before leaving its voters, as the group table says", "to", to)

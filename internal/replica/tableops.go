@@ -19,6 +19,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/shard"
 )
 
 // ErrTooManyGroups wraps a create refused because the table holds
@@ -91,7 +92,7 @@ func checkVoters(voters []uint64) ([]uint64, error) {
 // deploymentAddrs returns the default group's members, voting or not, and
 // their addresses (a linearizable read).
 func (h *Host) deploymentAddrs(ctx context.Context) (map[uint64]string, *dragonboat.Membership, error) {
-	m, err := h.groups()[0].membership(ctx)
+	m, err := h.groups()[0].RaftMembership(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -388,20 +389,20 @@ func (h *Host) SetVoters(ctx context.Context, name string, voters []uint64) erro
 	return h.awaitVoters(ctx, name, res.Value, vs, ask)
 }
 
-// awaitVoters waits until group name on shard has exactly voters, as a
+// awaitVoters waits until group name on shard id has exactly voters, as a
 // linearizable read of its membership shows; or, if this host is one of
 // the voters the move removes, until the group stopped running here (its
 // removal is the move's last step for it: it comes after every new voter
 // votes). A host that does not run the group reads the membership at one
 // of ask (its voters before and after the move).
-func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voters, ask []uint64) error {
+func (h *Host) awaitVoters(ctx context.Context, name string, id uint64, voters, ask []uint64) error {
 	for {
 		r := h.running(name)
 		if r == nil && h.own() {
 			// A host that runs only its own groups watches the move where
 			// it is one of the new voters once it runs the group, and
 			// through a voter until then or if it is none.
-			m, err := h.membersRemote(ctx, name, shard, ask)
+			m, err := h.membersRemote(ctx, name, id, ask)
 			if err == nil && slices.Equal(slices.Sorted(maps.Keys(m.Voters)), voters) {
 				return nil
 			}
@@ -410,18 +411,18 @@ func (h *Host) awaitVoters(ctx context.Context, name string, shard uint64, voter
 			}
 			continue
 		}
-		if r == nil || r.ShardID() != shard {
+		if r == nil || r.ShardID() != id {
 			if slices.Contains(voters, h.cfg.ReplicaID) {
 				return fmt.Errorf("%w: %q no longer runs here", ErrGroupDropped, name)
 			}
 			return nil // moved off this host: every new voter votes
 		}
-		if e := r.Gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
+		if e := r.Gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, shard.ErrMovedOff)) {
 			return nil
 		}
-		m, err := r.membership(ctx)
+		m, err := r.RaftMembership(ctx)
 		if err != nil {
-			if e := r.Gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, errMovedOff)) {
+			if e := r.Gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, shard.ErrMovedOff)) {
 				return nil
 			}
 			if h.own() && !slices.Contains(voters, h.cfg.ReplicaID) {
@@ -464,7 +465,7 @@ func (h *Host) pause(ctx context.Context) error {
 	case <-h.closed:
 		return ErrClosed
 	case <-ctx.Done():
-		return errUnavailable(ctx.Err(), errors.New("the change is under way; it goes on without this call"))
+		return shard.Unavailable(ctx.Err(), errors.New("the change is under way; it goes on without this call"))
 	}
 }
 

@@ -3,6 +3,7 @@ package replica
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,16 +17,19 @@ import (
 
 // hostWithGates is a Host of the groups named, each writing the gate given,
 // for the handshake's checks.
-func hostWithGates(gates map[string]fsm.Gate) (*Host, *peers) {
-	h := &Host{}
+func hostWithGates(t *testing.T, gates map[string]fsm.Gate) (*Host, *peers) {
+	h := &Host{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
 	set := &groupSet{byName: map[string]*Replica{}, byShard: map[uint64]*Replica{}}
 	for _, name := range []string{"", "jobs"} {
 		g, ok := gates[name]
 		if !ok {
 			continue
 		}
-		r := &Replica{gateNudge: make(chan struct{}, 1)}
-		testCore(&r.Core, name, 0, nil)
+		r := newReplica(h, name, 0, nil) // never started: its proposer's loop alone runs
+		t.Cleanup(func() {
+			r.Stop()
+			r.Wait()
+		})
 		r.Writes.Store(&g)
 		set.list = append(set.list, r)
 		set.byName[name] = r
@@ -48,21 +52,21 @@ func TestCheckReads(t *testing.T) {
 	old := peering.Hello{Replica: 3, Addr: "c:1"}
 	newer := peering.Hello{Replica: 3, Addr: "c:1", Codec: 9, Snapshot: 7}
 
-	_, p := hostWithGates(map[string]fsm.Gate{"": fsm.Baseline, "jobs": fsm.Baseline})
+	_, p := hostWithGates(t, map[string]fsm.Gate{"": fsm.Baseline, "jobs": fsm.Baseline})
 	require.NoError(t, p.checkReads(old), "everything writes the baseline")
 
-	_, p = hostWithGates(map[string]fsm.Gate{"": raised})
+	_, p = hostWithGates(t, map[string]fsm.Gate{"": raised})
 	require.EqualError(t, p.checkReads(old), "replica 3 at c:1 reads log versions up to 8 and snapshot versions up to 6, "+
 		"but the default group writes log version 9, snapshot version 7: it cannot read the group's entries. "+
 		`Run a build on replica 3 that reads them (a replica cannot go back to a build older than what its groups write: docs/operations.md, "Upgrading")`)
 	require.NoError(t, p.checkReads(newer))
 
-	_, p = hostWithGates(map[string]fsm.Gate{"": fsm.Baseline, "jobs": raised})
+	_, p = hostWithGates(t, map[string]fsm.Gate{"": fsm.Baseline, "jobs": raised})
 	require.NoError(t, p.checkReads(old), "it does not run jobs")
 	old.Groups = []peering.GroupHello{{Name: "jobs"}}
 	require.ErrorContains(t, p.checkReads(old), `group "jobs" writes log version 9, snapshot version 7`)
 
-	h, p := hostWithGates(map[string]fsm.Gate{"": fsm.Baseline, "jobs": fsm.Baseline})
+	h, p := hostWithGates(t, map[string]fsm.Gate{"": fsm.Baseline, "jobs": fsm.Baseline})
 	_, ok := p.readsOf(3)
 	require.False(t, ok)
 	p.recordReads(3, fsm.Baseline)
@@ -70,31 +74,17 @@ func TestCheckReads(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, fsm.Baseline, got)
 	for _, r := range h.groups() {
-		select {
-		case <-r.gateNudge:
-		default:
+		if !r.TestingGateNudged() {
 			t.Fatalf("group %q's leader was not woken", r.Name())
 		}
 	}
 	p.recordReads(3, fsm.Baseline)
 	for _, r := range h.groups() {
-		require.Empty(t, r.gateNudge, "nothing new, nobody woken")
+		require.False(t, r.TestingGateNudged(), "nothing new, nobody woken")
 	}
 	p.recordReads(3, raised)
 	got, _ = p.readsOf(3)
 	require.Equal(t, raised, got, "a restart with another build is heard")
-}
-
-func TestGatedError(t *testing.T) {
-	e := &gatedError{kind: fsm.KindGate, need: 9, group: "jobs", writes: fsm.Baseline,
-		waiting: []string{"replica 2 (not heard from)", "replica 3 (reads up to 8)"}}
-	require.ErrorIs(t, e, fsm.ErrVersionGated)
-	require.EqualError(t, e, `fencelock: the group does not write the log version this needs yet: gate needs log version 9; `+
-		`group "jobs" writes log version 8 until every member reads 9; it waits for replica 2 (not heard from), replica 3 (reads up to 8): upgrade them`)
-	e.waiting = nil
-	require.ErrorContains(t, e, "every member reads it now, and the group's leader raises the gate within seconds")
-	e.unread = true
-	require.ErrorContains(t, e, "its membership could not be read")
 }
 
 // Once a group of the Dir writes more than the baseline, the Dir's

@@ -1,6 +1,10 @@
-package replica
+package shard
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/fencelock/fencelock/lockapi"
+)
 
 // callFence lets a replica stop only once no call into Dragonboat that
 // reads the shard's state machine is in flight: Dragonboat destroys a
@@ -42,9 +46,30 @@ func (f *callFence) close() {
 // stoppedErr is what a call the fence turned away fails with: why this
 // replica stopped taking part (its Dir is an older copy of itself), or
 // closedErr.
-func (r *Replica) stoppedErr() error {
+func (r *Shard) stoppedErr() error {
 	if e := r.refused.Load(); e != nil {
 		return *e
 	}
 	return r.ClosedErr()
+}
+
+// Serving returns why r cannot serve a call (feed a mirror, export, make
+// a proposal or a read), nil if it can: it stopped, was taken off its
+// group, or refused its Dir.
+func (r *Shard) Serving() error {
+	select {
+	case <-r.Done():
+		return r.ClosedErr()
+	default:
+	}
+	if e := r.Gone.Load(); e != nil {
+		return *e
+	}
+	if r.Ops.Removed.Load() {
+		return lockapi.ErrRemoved
+	}
+	if e := r.refused.Load(); e != nil {
+		return *e
+	}
+	return nil
 }

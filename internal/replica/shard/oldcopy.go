@@ -1,9 +1,9 @@
-package replica
+package shard
 
 import (
 	"fmt"
 
-	pb "github.com/lni/dragonboat/v4/raftpb"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // A replica whose Dir is an older copy of itself (an operator copied back
@@ -21,10 +21,11 @@ import (
 // acknowledged. A heartbeat whose commit index is beyond this replica's log
 // is proof that the log lost acknowledged entries. (Dragonboat itself
 // panics on it, "invalid commitTo index", taking the whole process down.)
-// screen catches it before Dragonboat sees the message: the group's
-// replica here stops taking part (every message of the group is dropped
-// from then on, and its shard is stopped), and every call on it fails with
-// an error wrapping ErrInvalidConfig that says so.
+// The host's screen (internal/replica) catches it before Dragonboat sees
+// the message, and calls Refuse: the group's replica here stops taking part
+// (every message of the group is dropped from then on, and its shard is
+// stopped), and every call on it fails with an error wrapping
+// ErrInvalidConfig that says so.
 //
 // What it cannot catch: a leader that does not remember what the replica
 // acknowledged (the leader changed or restarted while the replica was
@@ -38,54 +39,18 @@ import (
 // new one with an empty Dir), or restore the whole deployment from a backup
 // (fencelock snapshot restore) into new Dirs.
 
-// screen drops, from a batch received from a peer, the messages of groups
-// whose replica here refused to take part, and refuses a group on a
-// heartbeat that proves its log lost acknowledged entries. It returns the
-// messages to deliver; ok is false if it dropped any.
-func (h *Host) screen(b pb.MessageBatch) (_ pb.MessageBatch, ok bool) {
-	store := h.store.Load()
-	if store == nil {
-		return b, true
-	}
-	keep := -1 // messages kept so far, once one was dropped
-	for i := range b.Requests {
-		m := &b.Requests[i]
-		drop := false
-		if r := h.byShard(m.ShardID); r != nil && m.To == h.cfg.ReplicaID {
-			if r.refused.Load() != nil {
-				drop = true
-			} else if m.Type == pb.Heartbeat {
-				if last, known := store.LastIndex(m.ShardID, m.To); known && m.Commit > last {
-					r.refuse(m.From, m.Commit, last)
-					drop = true
-				}
-			}
-		}
-		switch {
-		case drop && keep < 0:
-			keep = i
-		case !drop && keep >= 0:
-			b.Requests[keep] = *m
-			keep++
-		}
-	}
-	if keep < 0 {
-		return b, true
-	}
-	b.Requests = b.Requests[:keep]
-	return b, false
-}
-
-// refuse makes the group's replica here stop taking part: its log lost
-// entries it acknowledged (see screen). It is called on the transport's
-// receive path, so the shard is stopped in the background.
-func (r *Replica) refuse(leader, acked, last uint64) {
+// Refuse makes the group's replica here stop taking part: its log lost
+// entries it acknowledged (see above): the group's leader leader counts
+// entries up to acked as acknowledged, and the log here ends at last. It
+// is called on the transport's receive path, so the shard is stopped in
+// the background.
+func (r *Shard) Refuse(leader, acked, last uint64) {
 	err := fmt.Errorf("%w: %s: this replica's Dir is an older copy of itself (copied back, restored from a snapshot of the volume, or on a disk that lost writes): "+
 		"replica %d, the group's leader, counts entries up to index %d as acknowledged by this replica, and its log ends at %d here. "+
 		"It stopped taking part in the group, so that it neither votes nor acknowledges with the entries it lost. "+
 		"Do not start it on this Dir again: remove replica %d from the group and add a replacement under a new ID with an empty Dir "+
 		"(docs/operations.md, \"Replacing a host\"), or restore the whole deployment from a backup into new Dirs",
-		ErrInvalidConfig, groupLabel(r.Name()), leader, acked, last, r.cfg.ReplicaID)
+		lockapi.ErrInvalidConfig, GroupLabel(r.Name()), leader, acked, last, r.cfg.ReplicaID)
 	if !r.refused.CompareAndSwap(nil, &err) {
 		return
 	}
@@ -94,32 +59,23 @@ func (r *Replica) refuse(leader, acked, last uint64) {
 		// The Host's Close may be stopping it too; either way it stops,
 		// once no read of its state machine is in flight (calls.go).
 		r.calls.close()
-		_ = r.host.stopShard(r.ShardID())
+		_ = r.host.StopShard(r.ShardID())
 	}()
 }
 
 // Refused returns why the group's replica here stopped taking part (its
 // Dir is an older copy of itself), or nil.
-func (r *Replica) Refused() error {
+func (r *Shard) Refused() error {
 	if e := r.refused.Load(); e != nil {
 		return *e
 	}
 	return nil
 }
 
-func groupLabel(name string) string {
+// GroupLabel is "the default group" or `group "name"`.
+func GroupLabel(name string) string {
 	if name == "" {
 		return "the default group"
 	}
 	return fmt.Sprintf("group %q", name)
-}
-
-// stopShard stops the shard unless the NodeHost is closing.
-func (h *Host) stopShard(shard uint64) error {
-	h.nhMu.RLock()
-	defer h.nhMu.RUnlock()
-	if h.nhClosed {
-		return nil
-	}
-	return h.nh.StopShard(shard)
 }

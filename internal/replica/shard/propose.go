@@ -1,4 +1,4 @@
-package replica
+package shard
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/proposer"
 	"github.com/fencelock/fencelock/internal/replica/groupcore"
-	"github.com/fencelock/fencelock/internal/replica/mirror"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // Propose applies cmd through raft, retrying transient failures (no leader
@@ -27,13 +27,13 @@ import (
 // (its version gate, as applied here) fails at once with an error wrapping
 // fsm.ErrVersionGated that names the members the group waits for: nothing
 // is proposed.
-func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+func (r *Shard) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	if err := r.gated(ctx, &cmd); err != nil {
 		return fsm.Result{}, err
 	}
 	r.preferGate(ctx, cmd)
 	res, err := r.propose(ctx, cmd)
-	if g := r.host.replaced(ctx, r, err); g != nil {
+	if g := r.host.Replaced(ctx, r, err); g != nil {
 		return g.Propose(ctx, cmd) // the shard moved off: through its mirror now
 	}
 	return res, err
@@ -41,7 +41,7 @@ func (r *Replica) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 
 // propose is Propose without the gate's check: the leader's raise of the
 // gate is the one command allowed beyond it.
-func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+func (r *Shard) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
 	defer r.Ops.Proposals.Since(time.Now())
 	if cmd.Kind != fsm.KindLeaderStart {
 		if err := r.awaitGroupID(ctx); err != nil {
@@ -73,7 +73,7 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 			if errors.Is(err, fsm.ErrVersionGated) {
 				return fsm.Result{}, err
 			}
-			return fsm.Result{}, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
+			return fsm.Result{}, fmt.Errorf("%w: %s", lockapi.ErrUnavailable, Describe(err))
 		}
 		if !errors.Is(err, proposer.ErrLeaderChanged) && !errors.Is(err, dragonboat.ErrTimeout) {
 			b.wait(ctx, r.Done(), leader)
@@ -85,16 +85,16 @@ func (r *Replica) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, err
 // request can be lost silently (a replica that has just started may never
 // see its answer), so the first attempts are short, about two election
 // timeouts, and the wait doubles from there up to ProposalTimeout.
-func (r *Replica) Read(ctx context.Context, q fsm.Query) (any, error) {
+func (r *Shard) Read(ctx context.Context, q fsm.Query) (any, error) {
 	v, err := r.read(ctx, q)
-	if g := r.host.replaced(ctx, r, err); g != nil {
+	if g := r.host.Replaced(ctx, r, err); g != nil {
 		return g.Read(ctx, q)
 	}
 	return v, err
 }
 
 // read is Read on the shard.
-func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
+func (r *Shard) read(ctx context.Context, q fsm.Query) (any, error) {
 	var last error
 	attempt := min(2*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT, r.cfg.ProposalTimeout)
 	for b := newBackoff(r.cfg.RTT); ; attempt = min(2*attempt, r.cfg.ProposalTimeout) {
@@ -106,7 +106,7 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 			return nil, r.stoppedErr()
 		}
 		actx, cancel := context.WithTimeout(ctx, attempt)
-		// stop waits for the reads in flight (calls.go): its cancel ends
+		// Stop waits for the reads in flight (calls.go): its cancel ends
 		// this one's wait for the group.
 		unhook := context.AfterFunc(r.Context(), cancel)
 		v, err := r.nh.SyncRead(actx, r.ShardID(), q)
@@ -121,27 +121,10 @@ func (r *Replica) read(ctx context.Context, q fsm.Query) (any, error) {
 		// starved goroutine) is a timeout like any other.
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) &&
 			!errors.Is(err, dragonboat.ErrInvalidDeadline) {
-			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
+			return nil, fmt.Errorf("%w: %s", lockapi.ErrUnavailable, Describe(err))
 		}
 		b.wait(ctx, r.Done(), leader)
 	}
-}
-
-// replaced returns, for a call on g that failed because the group's Group
-// here was replaced (a mirror stopped unused, a shard whose voters moved
-// off this host, a mirror whose group now runs here), the group's Group
-// now; nil for any other failure. The call is then made again there, the
-// same command: the group applies it at most once. Shard and mirror share
-// this one retry of a replacement.
-func (h *Host) replaced(ctx context.Context, g Group, err error) Group {
-	if err == nil || !errors.Is(err, mirror.ErrIdle) && !errors.Is(err, errMovedOff) && !errors.Is(err, errMovedHere) {
-		return nil
-	}
-	g2, lerr := h.Lookup(ctx, g.Name())
-	if lerr != nil || g2 == g {
-		return nil
-	}
-	return g2
 }
 
 // check returns the error that ends a retry loop, if any.
@@ -156,8 +139,8 @@ func (h *Host) replaced(ctx context.Context, g Group, err error) Group {
 // without asked to wait for the group (the background work that must
 // finish, such as a withdrawal, runs so), and still learns the cause if its
 // context ends.
-func (r *Replica) check(ctx context.Context, last error) error {
-	if err := r.serving(); err != nil {
+func (r *Shard) check(ctx context.Context, last error) error {
+	if err := r.Serving(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -167,32 +150,22 @@ func (r *Replica) check(ctx context.Context, last error) error {
 		return r.unavailable(err, last)
 	}
 	if _, ok := ctx.Deadline(); ok || groupcore.IsFailFast(ctx) {
-		if q, lost := r.quorumLost(r.patience()); lost {
+		if q, lost := r.quorumLost(r.Patience()); lost {
 			return &noQuorumError{q: q}
 		}
 	}
 	return nil
 }
 
-// FailFast returns ctx marked so that Propose and Read on it fail with the
-// no-quorum error (ErrUnavailable and ErrNoQuorum) as soon as a call with a
-// deadline would, even if ctx has no deadline. A caller's own request (an
-// Acquire or a Campaign, which may wait long for its lock but not for a
-// group that has lost its quorum) is marked so: a context without a
-// deadline must not turn "wait for the lock" into "wait, silent, until an
-// operator brings the voters back". Work that must finish whatever happens
-// meanwhile (a withdrawal, a close) stays unmarked.
-func FailFast(ctx context.Context) context.Context { return groupcore.FailFast(ctx) }
-
 // unavailable is the error of a call whose context ended before the group
 // answered: the no-quorum error if that is why (the group has had no leader
 // for an election timeout and too few voters are reached), else ctxErr with
 // the last attempt's error.
-func (r *Replica) unavailable(ctxErr, last error) error {
+func (r *Shard) unavailable(ctxErr, last error) error {
 	if q, lost := r.quorumLost(r.ElectionTimeout()); lost {
 		return &noQuorumError{q: q, ctxErr: ctxErr}
 	}
-	return errUnavailable(ctxErr, last)
+	return Unavailable(ctxErr, last)
 }
 
 // errNoGroupID is why a proposal held back by awaitGroupID never went.
@@ -204,7 +177,7 @@ var errNoGroupID = errors.New("this replica has not applied the group's ID yet: 
 // token) then never carries group 0, not even the first grant of a new
 // group. The wait only happens in a new group's first moments (or while a
 // restarted replica whose snapshot predates the ID replays its log).
-func (r *Replica) awaitGroupID(ctx context.Context) error {
+func (r *Shard) awaitGroupID(ctx context.Context) error {
 	select {
 	case <-r.GroupKnown():
 		return nil
@@ -254,37 +227,49 @@ func (b *backoff) wait(ctx context.Context, closed, leader <-chan struct{}) {
 // StaleRead runs q on this replica's copy of the state, without asking the
 // group: it may lag behind the leader. Once the replica stopped it fails
 // with ErrClosed, or why the group stopped here (ErrGroupDropped, ...).
-func (r *Replica) StaleRead(q fsm.Query) (any, error) {
+func (r *Shard) StaleRead(q fsm.Query) (any, error) {
 	v, err := r.staleRead(q)
-	if g := r.host.replaced(context.Background(), r, err); g != nil { // a local read has no deadline: lookupLimit bounds the lookup
+	if g := r.host.Replaced(context.Background(), r, err); g != nil { // a local read has no deadline: lookupLimit bounds the lookup
 		return g.StaleRead(q) // the shard moved off: through its mirror now
 	}
 	return v, err
 }
 
 // staleRead is StaleRead on the shard.
-func (r *Replica) staleRead(q fsm.Query) (any, error) {
+func (r *Shard) staleRead(q fsm.Query) (any, error) {
 	select {
 	case <-r.Done():
 		return nil, r.ClosedErr()
 	default:
 	}
-	if !r.calls.enter() {
-		return nil, r.stoppedErr()
-	}
-	defer r.calls.exit()
-	return r.nh.StaleRead(r.ShardID(), q)
+	v, _, err := r.LocalRead(q)
+	return v, err
 }
 
-// awaitApplied waits until the shard r applied index, polling.
-func (r *Replica) awaitApplied(ctx context.Context, index uint64) error {
+// LocalRead runs q on the shard's state machine here, which Dragonboat
+// serialises with its updates: no entry is applied during q. A stop in
+// flight destroys the state machine: then admitted is false, and the
+// call fails with why the shard stopped (calls.go).
+func (r *Shard) LocalRead(q fsm.Query) (v any, admitted bool, err error) {
+	if !r.calls.enter() {
+		return nil, false, r.stoppedErr()
+	}
+	defer r.calls.exit()
+	v, err = r.nh.StaleRead(r.ShardID(), q)
+	return v, true, err
+}
+
+// AwaitApplied waits until the shard r applied index, polling (a
+// mirror's calls wait so for the shard that took over from it:
+// mirror.Successor).
+func (r *Shard) AwaitApplied(ctx context.Context, index uint64) error {
 	for r.AppliedIndex.Load() < index {
 		t := time.NewTimer(r.cfg.RTT)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return errUnavailable(ctx.Err(), fmt.Errorf("waiting for index %d", index))
+			return Unavailable(ctx.Err(), fmt.Errorf("waiting for index %d", index))
 		case <-r.Done():
 			t.Stop()
 			return r.ClosedErr()

@@ -1,7 +1,10 @@
-package replica
+package shard
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -28,4 +31,26 @@ func validHost(host string) bool {
 		}
 	}
 	return true
+}
+
+// CheckHostPort refuses an address Dragonboat could not use, in our words
+// rather than its own; callers wrap the error in their sentinel.
+func CheckHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	p, perr := strconv.Atoi(port)
+	if err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("address %q is not host:port with a port in 1-65535", Truncate(addr, 64))
+	}
+	if !validHost(host) {
+		return fmt.Errorf("address %q: the host is neither an IP address nor a DNS name", Truncate(addr, 64))
+	}
+	return nil
+}
+
+// Truncate cuts s to n bytes, marking the cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

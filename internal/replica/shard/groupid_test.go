@@ -1,19 +1,21 @@
-package replica
+package shard
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // A proposal other than LeaderStart waits for the group's ID (awaitGroupID):
 // it goes once the ID is applied here, fails as unavailable (with ctx's error) if ctx
-// ends first, and with ErrClosed if the replica closes first.
+// ends first, and with lockapi.ErrClosed if the replica closes first.
 func TestProposalsWaitForTheGroupID(t *testing.T) {
-	r := &Replica{}
-	testCore(&r.Core, "", 0, nil)
+	r := testShard("")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	failed := make(chan error, 1)
@@ -23,7 +25,7 @@ func TestProposalsWaitForTheGroupID(t *testing.T) {
 	// alone if before (as Propose's own check reports a request never sent).
 	err := <-failed
 	require.ErrorIs(t, err, context.Canceled)
-	if errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, lockapi.ErrUnavailable) {
 		require.ErrorContains(t, err, "group's ID")
 	}
 
@@ -37,9 +39,16 @@ func TestProposalsWaitForTheGroupID(t *testing.T) {
 	stop()
 	require.NoError(t, r.awaitGroupID(done), "known: no wait, whatever ctx")
 
-	closing := &Replica{}
-	testCore(&closing.Core, "", 0, nil)
+	closing := testShard("")
 	go func() { waiting <- closing.awaitGroupID(context.Background()) }()
 	closing.End(nil, nil)
-	require.ErrorIs(t, <-waiting, ErrClosed)
+	require.ErrorIs(t, <-waiting, lockapi.ErrClosed)
+}
+
+// testShard is a shard of group name that was never started: enough for
+// what needs no Dragonboat.
+func testShard(name string) *Shard {
+	r := &Shard{}
+	r.Core.Init(slog.New(slog.DiscardHandler), 0, 0, name, 0, nil)
+	return r
 }

@@ -1,4 +1,4 @@
-package replica
+package shard
 
 import (
 	"context"
@@ -10,30 +10,21 @@ import (
 
 	"github.com/fencelock/fencelock/internal/expiry"
 	"github.com/fencelock/fencelock/internal/fsm"
-	"github.com/fencelock/fencelock/internal/replica/groupcore"
 	"github.com/fencelock/fencelock/internal/testhook"
-)
-
-// Sink receives what a group applies, Dropper why it stopped here, and
-// Idler whether anything here uses it (package groupcore documents them).
-type (
-	Sink    = groupcore.Sink
-	Dropper = groupcore.Dropper
-	Idler   = groupcore.Idler
 )
 
 // observer is the state machine's view of its replica (fsm.Observer,
 // fsm.SnapshotObserver and fsm.TooNewObserver). It is unexported, and so is the package, so that
 // nothing outside the library can feed the expiry timers or the sessions
 // an event the log never held.
-type observer struct{ r *Replica }
+type observer struct{ r *Shard }
 
 func (o observer) Applied(index uint64, cmds []fsm.Command, events []fsm.Event) {
 	o.r.Ops.CountEntry(cmds)
-	if o.r.ShardID() == defaultShard {
+	if o.r.ShardID() == DefaultShard {
 		for i := range events {
 			if events[i].Kind == fsm.EventGroupTable {
-				o.r.host.tab.changed()
+				o.r.host.GroupTableChanged()
 				break
 			}
 		}
@@ -51,8 +42,8 @@ func (o observer) Restored(st *fsm.State) {
 	// The mirrors it feeds miss the entries the snapshot covered: they
 	// subscribe again, for a snapshot of their own.
 	o.r.subs.End(errors.New("the serving replica restored a snapshot"))
-	if o.r.ShardID() == defaultShard {
-		o.r.host.tab.changed()
+	if o.r.ShardID() == DefaultShard {
+		o.r.host.GroupTableChanged()
 	}
 	o.r.restored(st)
 }
@@ -66,7 +57,7 @@ func (o observer) SnapshotRestored(index uint64, took time.Duration) {
 	o.r.snaps.restored(index, took)
 }
 
-func (r *Replica) applied(index uint64, events []fsm.Event) {
+func (r *Shard) applied(index uint64, events []fsm.Event) {
 	r.AppliedIndex.Store(index)
 	for i := range events {
 		e := &events[i]
@@ -101,7 +92,7 @@ func (r *Replica) applied(index uint64, events []fsm.Event) {
 	r.Sink.Applied(index, events)
 }
 
-func (r *Replica) restored(st *fsm.State) {
+func (r *Shard) restored(st *fsm.State) {
 	r.AppliedIndex.Store(st.Index())
 	r.restoredIndex.Store(st.Index())
 	if id := st.GroupID(); id != 0 {
@@ -129,26 +120,26 @@ func (r *Replica) restored(st *fsm.State) {
 // proposeExpire and proposeLeaderStart are the expiry tracker's actions on
 // the leader; they must not block, so the proposal runs in the background.
 // The tracker asks again until the state shows the effect.
-func (r *Replica) proposeExpire(id, keepAlive, mark uint64) {
+func (r *Shard) proposeExpire(id, keepAlive, mark uint64) {
 	r.proposeInBackground(fsm.Command{Kind: fsm.KindExpire, Session: id, Target: keepAlive, Mark: mark})
 }
 
-func (r *Replica) proposeUndelay(name string, token, mark uint64) {
+func (r *Shard) proposeUndelay(name string, token, mark uint64) {
 	r.proposeInBackground(fsm.Command{Kind: fsm.KindUndelay, Name: name, Token: token, Mark: mark})
 }
 
-func (r *Replica) proposeExpireGrant(name string, election bool, token, mark uint64) {
+func (r *Shard) proposeExpireGrant(name string, election bool, token, mark uint64) {
 	r.proposeInBackground(fsm.Command{Kind: fsm.KindExpireGrant, Name: name, Election: election, Token: token, Mark: mark})
 }
 
-func (r *Replica) proposeLeaderStart(term uint64) {
+func (r *Shard) proposeLeaderStart(term uint64) {
 	// The nonce becomes the group's ID if this is the group's first
 	// LeaderStart; it must be unpredictable across bootstraps, not secret.
 	nonce := rand.Uint64() | 1
 	r.proposeInBackground(fsm.Command{Kind: fsm.KindLeaderStart, Owner: r.cfg.ReplicaID, Term: term, Nonce: nonce})
 }
 
-func (r *Replica) proposeInBackground(cmd fsm.Command) {
+func (r *Shard) proposeInBackground(cmd fsm.Command) {
 	r.Go(func() {
 		ctx, cancel := context.WithTimeout(r.Context(), r.cfg.ProposalTimeout)
 		defer cancel()
@@ -180,7 +171,7 @@ func (s *snapStats) restored(index uint64, took time.Duration) {
 }
 
 // Snapshots returns the snapshot timings, for the benchmark.
-func (r *Replica) Snapshots() testhook.Snapshots {
+func (r *Shard) Snapshots() testhook.Snapshots {
 	r.snaps.mu.Lock()
 	defer r.snaps.mu.Unlock()
 	return r.snaps.s

@@ -1,4 +1,4 @@
-package replica
+package shard
 
 import (
 	"context"
@@ -12,24 +12,20 @@ import (
 
 	"github.com/fencelock/fencelock/internal/replica/gate"
 	"github.com/fencelock/fencelock/internal/replica/wire"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
-// Membership is the group's membership as of a linearizable read (the
-// root's Membership documents the fields): the wire's, as a voter sends it
-// to a replica that does not run the group (mirror_members.go).
-type Membership = wire.Membership
-
 // Members reads the membership linearizably, on this host's shard.
-func (r *Replica) Members(ctx context.Context) (Membership, error) {
+func (r *Shard) Members(ctx context.Context) (wire.Membership, error) {
 	m, err := r.membership(ctx)
 	if err != nil {
-		return Membership{}, err
+		return wire.Membership{}, err
 	}
 	return toMembership(m), nil
 }
 
-func toMembership(m *dragonboat.Membership) Membership {
-	out := Membership{
+func toMembership(m *dragonboat.Membership) wire.Membership {
+	out := wire.Membership{
 		Voters:            make(map[uint64]string, len(m.Nodes)),
 		NonVoting:         make(map[uint64]string, len(m.NonVotings)),
 		Removed:           make([]uint64, 0, len(m.Removed)),
@@ -50,11 +46,11 @@ func toMembership(m *dragonboat.Membership) Membership {
 
 // AddReplica makes id at addr a voter, through non-voting first; see the
 // root's AddReplica for the contract.
-func (r *Replica) AddReplica(ctx context.Context, id uint64, addr string) error {
+func (r *Shard) AddReplica(ctx context.Context, id uint64, addr string) error {
 	if err := validMember(id, addr); err != nil {
 		return err
 	}
-	if err := r.addNonVoting(ctx, id, addr, true); err != nil {
+	if err := r.EnsureNonVoting(ctx, id, addr, true); err != nil {
 		return err
 	}
 	err := r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
@@ -72,25 +68,36 @@ func (r *Replica) AddReplica(ctx context.Context, id uint64, addr string) error 
 }
 
 // AddNonVoting adds id at addr as a non-voting member.
-func (r *Replica) AddNonVoting(ctx context.Context, id uint64, addr string) error {
+func (r *Shard) AddNonVoting(ctx context.Context, id uint64, addr string) error {
 	if err := validMember(id, addr); err != nil {
 		return err
 	}
-	err := r.addNonVoting(ctx, id, addr, false)
+	err := r.EnsureNonVoting(ctx, id, addr, false)
 	if err == nil {
 		r.Logger().Info("fencelock: non-voting replica added", "member", id, "addr", addr)
 	}
 	return err
 }
 
-// addNonVoting adds id as a non-voting replica unless it is one already, or,
+// Promote makes non-voting member id at addr a voter, unless it is one
+// already.
+func (r *Shard) Promote(ctx context.Context, id uint64, addr string) error {
+	return r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
+		_, ok := m.Nodes[id]
+		return ok, nil
+	}, func(ctx context.Context, ccid uint64) error {
+		return r.nh.SyncRequestAddReplica(ctx, r.ShardID(), id, addr, ccid)
+	})
+}
+
+// EnsureNonVoting adds id at addr as a non-voting replica unless it is one already, or,
 // when toVoter is set, a voter already. A replica known to read less than
 // the group writes (versions.go) is not added: it could not read the
 // group's entries.
-func (r *Replica) addNonVoting(ctx context.Context, id uint64, addr string, toVoter bool) error {
-	if reads, ok := r.host.peers.readsOf(id); ok && !reads.Covers(r.Gate()) {
+func (r *Shard) EnsureNonVoting(ctx context.Context, id uint64, addr string, toVoter bool) error {
+	if reads, ok := r.host.PeerReads(id); ok && !reads.Covers(r.Gate()) {
 		return fmt.Errorf("%w: replica %d reads log versions up to %d and snapshot versions up to %d, but %s writes %v: "+
-			"run a build on it that reads them, then add it", ErrMembership, id, reads.Codec, reads.Snapshot, gate.GroupName(r.Name()), r.Gate())
+			"run a build on it that reads them, then add it", lockapi.ErrMembership, id, reads.Codec, reads.Snapshot, gate.GroupName(r.Name()), r.Gate())
 	}
 	return r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
 		if a, ok := m.NonVotings[id]; ok && sameAddr(a, addr) {
@@ -106,9 +113,9 @@ func (r *Replica) addNonVoting(ctx context.Context, id uint64, addr string, toVo
 }
 
 // RemoveReplica removes id from the group for good.
-func (r *Replica) RemoveReplica(ctx context.Context, id uint64) error {
+func (r *Shard) RemoveReplica(ctx context.Context, id uint64) error {
 	if id == 0 {
-		return fmt.Errorf("%w: replica ID 0", ErrMembership)
+		return fmt.Errorf("%w: replica ID 0", lockapi.ErrMembership)
 	}
 	err := r.changeMembership(ctx, func(m *dragonboat.Membership) (bool, error) {
 		if _, ok := m.Removed[id]; ok {
@@ -118,9 +125,9 @@ func (r *Replica) RemoveReplica(ctx context.Context, id uint64) error {
 		_, nonVoting := m.NonVotings[id]
 		switch {
 		case voter && len(m.Nodes) == 1:
-			return false, fmt.Errorf("%w: replica %d is the last voter", ErrMembership, id)
+			return false, fmt.Errorf("%w: replica %d is the last voter", lockapi.ErrMembership, id)
 		case !voter && !nonVoting:
-			return false, fmt.Errorf("%w: replica %d is not a member", ErrMembership, id)
+			return false, fmt.Errorf("%w: replica %d is not a member", lockapi.ErrMembership, id)
 		}
 		return false, nil
 	}, func(ctx context.Context, ccid uint64) error {
@@ -134,10 +141,10 @@ func (r *Replica) RemoveReplica(ctx context.Context, id uint64) error {
 
 func validMember(id uint64, addr string) error {
 	if id == 0 {
-		return fmt.Errorf("%w: replica ID 0", ErrMembership)
+		return fmt.Errorf("%w: replica ID 0", lockapi.ErrMembership)
 	}
 	if err := CheckHostPort(addr); err != nil {
-		return fmt.Errorf("%w: %w", ErrMembership, err)
+		return fmt.Errorf("%w: %w", lockapi.ErrMembership, err)
 	}
 	return nil
 }
@@ -146,30 +153,30 @@ func validMember(id uint64, addr string) error {
 // non-voting replica can be promoted to voter, never the other way round.
 func checkAdd(m *dragonboat.Membership, id uint64, addr string, voter bool) error {
 	if _, ok := m.Removed[id]; ok {
-		return fmt.Errorf("%w: replica %d", ErrIDRemoved, id)
+		return fmt.Errorf("%w: replica %d", lockapi.ErrIDRemoved, id)
 	}
 	if a, ok := m.Nodes[id]; ok {
 		if voter {
-			return fmt.Errorf("%w: replica %d is a voter at %s, not %s", ErrMembership, id, a, addr)
+			return fmt.Errorf("%w: replica %d is a voter at %s, not %s", lockapi.ErrMembership, id, a, addr)
 		}
-		return fmt.Errorf("%w: replica %d is a voter; remove it instead", ErrMembership, id)
+		return fmt.Errorf("%w: replica %d is a voter; remove it instead", lockapi.ErrMembership, id)
 	}
 	if a, ok := m.NonVotings[id]; ok && !sameAddr(a, addr) {
-		return fmt.Errorf("%w: replica %d is at %s, not %s", ErrMembership, id, a, addr)
+		return fmt.Errorf("%w: replica %d is at %s, not %s", lockapi.ErrMembership, id, a, addr)
 	}
 	for other, a := range m.Nodes {
 		if other != id && sameAddr(a, addr) {
-			return fmt.Errorf("%w: address %s belongs to replica %d", ErrMembership, addr, other)
+			return fmt.Errorf("%w: address %s belongs to replica %d", lockapi.ErrMembership, addr, other)
 		}
 	}
 	for other, a := range m.NonVotings {
 		if other != id && sameAddr(a, addr) {
-			return fmt.Errorf("%w: address %s belongs to replica %d", ErrMembership, addr, other)
+			return fmt.Errorf("%w: address %s belongs to replica %d", lockapi.ErrMembership, addr, other)
 		}
 	}
 	if len(m.Witnesses) > 0 {
 		if _, ok := m.Witnesses[id]; ok {
-			return fmt.Errorf("%w: replica %d is a witness", ErrMembership, id)
+			return fmt.Errorf("%w: replica %d is a witness", lockapi.ErrMembership, id)
 		}
 	}
 	return nil
@@ -193,7 +200,7 @@ const maxRejections = 3
 // optimistic lock that keeps changes one at a time. A change refused because
 // another one got in first, or because the group is busy or between
 // leaders, is retried with the new membership until ctx ends.
-func (r *Replica) changeMembership(ctx context.Context,
+func (r *Shard) changeMembership(ctx context.Context,
 	done func(*dragonboat.Membership) (bool, error),
 	request func(ctx context.Context, ccid uint64) error) error {
 	var last error
@@ -223,12 +230,12 @@ func (r *Replica) changeMembership(ctx context.Context,
 		switch {
 		case errors.Is(err, dragonboat.ErrRejected):
 			if rejected++; rejected >= maxRejections {
-				return fmt.Errorf("%w: the group refused the change: %v", ErrMembership, err)
+				return fmt.Errorf("%w: the group refused the change: %v", lockapi.ErrMembership, err)
 			}
 		case errors.Is(err, dragonboat.ErrInvalidAddress):
-			return fmt.Errorf("%w: %v", ErrMembership, err)
+			return fmt.Errorf("%w: %v", lockapi.ErrMembership, err)
 		case !retryable(err):
-			return fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
+			return fmt.Errorf("%w: %s", lockapi.ErrUnavailable, Describe(err))
 		}
 		b.wait(ctx, r.Done(), r.leaderKnown())
 	}
@@ -237,12 +244,18 @@ func (r *Replica) changeMembership(ctx context.Context,
 // changeTimeout bounds one attempt of a membership change: a change is one
 // raft entry, but the first attempt after an election waits for the new
 // leader's own entry to commit.
-func (r *Replica) changeTimeout() time.Duration {
+func (r *Shard) changeTimeout() time.Duration {
 	return max(r.cfg.ProposalTimeout, 4*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT)
 }
 
+// RaftMembership reads the membership linearizably, as Dragonboat has
+// it, retrying like Read.
+func (r *Shard) RaftMembership(ctx context.Context) (*dragonboat.Membership, error) {
+	return r.membership(ctx)
+}
+
 // membership reads the membership linearizably, retrying like read.
-func (r *Replica) membership(ctx context.Context) (*dragonboat.Membership, error) {
+func (r *Shard) membership(ctx context.Context) (*dragonboat.Membership, error) {
 	var last error
 	attempt := min(2*time.Duration(r.cfg.ElectionTicks)*r.cfg.RTT, r.cfg.ProposalTimeout)
 	for b := newBackoff(r.cfg.RTT); ; attempt = min(2*attempt, r.cfg.ProposalTimeout) {
@@ -257,7 +270,7 @@ func (r *Replica) membership(ctx context.Context) (*dragonboat.Membership, error
 		}
 		last = err
 		if !retryable(err) && !errors.Is(err, dragonboat.ErrTimeoutTooSmall) {
-			return nil, fmt.Errorf("%w: %s", ErrUnavailable, describe(err))
+			return nil, fmt.Errorf("%w: %s", lockapi.ErrUnavailable, Describe(err))
 		}
 		b.wait(ctx, r.Done(), r.leaderKnown())
 	}

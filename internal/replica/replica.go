@@ -1,48 +1,46 @@
 // Package replica runs one replica of a fencelock group on Dragonboat. The
 // root package holds the API (sessions, locks, elections) and nothing of
-// the machinery; this package is the machinery, and the only one besides
-// fsm's adapter that imports Dragonboat.
+// the machinery; this package is the machinery, and with its shard (package
+// shard, below) and fsm's adapter the only one that imports Dragonboat
+// (the gate's screen imports its transport interfaces).
 //
 // A map of the package:
 //
 //   - group.go: Group, a group as this host reaches it, and what
 //     Host.Group and Host.Lookup return. Its two makers are the shard
-//     (Replica: replica.go, shard_propose.go) and the mirror (package
-//     mirror); each does the job its own way, and neither branches on the
-//     other nor holds the other; what they share (name, voters, Sink,
-//     applied index, group ID, gate, counters, lifecycle) is a
-//     groupcore.Core each embeds (initCore). The session layer
-//     (internal/session) reaches groups through its own interface of the
-//     same role, which both satisfy.
+//     (package shard; Replica here, an alias of shard.Shard) and the mirror
+//     (package mirror); each does the job its own way, and neither
+//     branches on the other nor holds the other; what they share (name,
+//     voters, Sink, applied index, group ID, gate, counters, lifecycle) is
+//     a groupcore.Core each embeds. The session layer (internal/session)
+//     reaches groups through its own interface of the same role, which
+//     both satisfy.
 //   - host.go: Config, Start and Close: one Dragonboat NodeHost per process,
 //     its transport, its Dir and its listeners, and one Replica (one shard)
 //     per group on it: the default group and each Config.Groups entry.
-//   - replica.go: one group's shard: its proposer, expiry timers and
-//     Status, the local view without I/O.
+//   - replica.go: this map, and the name Replica.
+//   - host_shards.go: the host's side of its shards (package shard,
+//     below): making them (newReplica), handing each Dragonboat's leader
+//     and system events for its shard, the screen that refuses a replica
+//     whose Dir is an older copy of itself (the shard's oldcopy.go says
+//     why), the one retry of a call whose Group was replaced meanwhile
+//     (Host.replaced), which shard and mirror share, and its answers to
+//     the calls a shard makes of its host (shard.Host, through shardHost).
 //   - groups.go: named groups: their shard IDs, their identity kept in Dir,
 //     the non-voting replicas every host runs of the groups it does not
 //     vote in, and the removal check.
-//   - balance.go: TransferLeadership, and the balancer that spreads the
-//     groups' leaders over the hosts by rate-limited transfers.
-//   - shard_propose.go: the shard's Propose and Read, retried through
-//     leader changes and timeouts until the caller's context ends, and the
-//     one retry of a call whose Group was replaced meanwhile
-//     (Host.replaced), which shard and mirror share.
-//   - calls.go: the fence that lets a shard stop only once no read of its
-//     state machine is in flight.
-//   - apply.go: what the state machine applies, in order: the replica's own
-//     bookkeeping (the leader's expiry timers, counters, the group's ID)
-//     takes its part, then the Sink (the root) gets the events.
-//   - identity.go: the default group's identity kept in Dir, the host's
-//     side of the handshake (internal/peering) for every group it runs,
-//     and the no-quorum warning.
-//   - versions.go: the version gate as a shard takes part in it: what
-//     each peer reads, the leader's raise of the versions its group
-//     writes, the refusal of a command the group cannot write yet and of
-//     a peer that cannot read what it writes; the host's answers to the
-//     gate's screen (screenHost). The parts that need no shard are
-//     package gate's (below).
-//   - membership.go: membership changes and linearizable membership reads.
+//   - balance.go: Host.TransferLeadership, and the balancer that spreads
+//     the groups' leaders over the hosts by rate-limited transfers (the
+//     transfer itself is the shard's).
+//   - identity.go: the default group's identity kept in Dir, and the
+//     host's side of the handshake (internal/peering) for every group it
+//     runs (the no-quorum warning is the shard's).
+//   - versions.go: the version gate as the host takes part in it: what
+//     each peer reads, the refusal of a peer that cannot read what a group
+//     writes, the versions kept in Dir, and the host's answers to the
+//     gate's screen (screenHost). The leader's raise and the refusal of a
+//     command the group cannot write yet are the shard's (its
+//     versions.go); the parts that need no shard are package gate's.
 //   - placement.go: Placement, which named groups a host runs a shard of,
 //     and what its peers announced of theirs.
 //   - host_mirrors.go: the host's side of its mirrors (package mirror,
@@ -57,11 +55,10 @@
 //     a voter, the caller's side.
 //   - mirror_swap.go: a mirror and a shard of one group taking over from
 //     each other as the group table moves the group's voters.
-//   - backup.go: a group's exported copy and a restore's import;
-//     exportgroup.go every group's copy for a backup, from a voter over a
-//     call connection for a group this host does not run (the voter's
-//     side is package serve's).
-//   - ops.go: counters and the proposal latency histogram.
+//   - backup.go: a group's exported copy (the shard writes the snapshot)
+//     and a restore's import; exportgroup.go every group's copy for a
+//     backup, from a voter over a call connection for a group this host
+//     does not run (the voter's side is package serve's).
 //
 // Rooms of their own, below this package (none imports it):
 //
@@ -69,6 +66,13 @@
 //     two replicas: a mirror's subscription, a backup's export, a
 //     membership read. Pure encode and decode, fixed by golden bytes; the
 //     mirror and the serving side both import it.
+//   - shard (internal/replica/shard): the shard, Group's first maker: one
+//     group's replica as one Dragonboat shard on the host's NodeHost: its
+//     proposer, expiry timers, Propose and Read with their retries, what
+//     it applies, its membership changes and leadership transfers, its
+//     part in the version gate, and Status, the local view without I/O.
+//     It asks its host only what shard.Host names, and the host reaches it
+//     through its exported methods.
 //   - mirror (internal/replica/mirror): the mirror, Group's second maker:
 //     a group this host does not run, reached through a replica that does
 //     (its proposals, reads, events). It asks its host only what
@@ -99,7 +103,7 @@
 //
 // Data flows one way: the root proposes commands and reads queries
 // (root → session → a Group here → fsm), and what is applied flows back
-// through one Sink per group. A Replica is one Dragonboat shard; every
+// through one Sink per group. A shard is one Dragonboat shard; every
 // group of a process shares the Host's NodeHost, so its transport, log
 // store and disk writes.
 package replica

@@ -14,13 +14,13 @@ import (
 
 // The rooms cut out of this package sit below it: each imports the standard
 // library and the few packages its map comment names, never this package,
-// Dragonboat (but the transport interfaces the gate's screen wraps) nor the
-// session layer, so that the host and the shard can
-// import them, a change to the machinery above cannot reach into a format
-// below it (the wire's bytes, the Dir's files) or into what both makers of
-// a group share, the mirror reaches its host only through mirror.Host, and
-// the serving side reaches the host's shards only through serve.Host and
-// serve.Group.
+// Dragonboat (but the transport interfaces the gate's screen wraps, and the
+// shard, which is a Dragonboat shard) nor the session layer, so that the
+// host can import them, a change to the machinery above cannot reach into
+// a format below it (the wire's bytes, the Dir's files) or into what both
+// makers of a group share, the mirror reaches its host only through
+// mirror.Host, the shard only through shard.Host, and the serving side
+// reaches the host's shards only through serve.Host and serve.Group.
 func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 	const module = "github.com/fencelock/fencelock/"
 	rooms := map[string][]string{
@@ -39,6 +39,14 @@ func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 			"github.com/lni/dragonboat/v4/config", "github.com/lni/dragonboat/v4/raftio", "github.com/lni/dragonboat/v4/raftpb"},
 		"serve": {module + "internal/fsm", module + "internal/peering", module + "internal/replica/groupcore",
 			module + "internal/replica/wire", module + "transport"},
+		// The shard is a Dragonboat shard on the host's NodeHost: it
+		// imports Dragonboat, and the rooms beside it it uses (the Core it
+		// shares with a mirror, the gate's names, the mirrors it feeds, the
+		// membership it reads), never the host's package.
+		"shard": {module + "internal/clock", module + "internal/expiry", module + "internal/fsm", module + "internal/proposer",
+			module + "internal/replica/gate", module + "internal/replica/groupcore", module + "internal/replica/serve",
+			module + "internal/replica/wire", module + "internal/testhook", module + "lockapi",
+			"github.com/lni/dragonboat/v4", "github.com/lni/dragonboat/v4/config", "github.com/lni/dragonboat/v4/raftio"},
 	}
 	for room, allowed := range rooms {
 		files, err := filepath.Glob(filepath.Join(room, "*.go"))
@@ -56,6 +64,7 @@ func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 			for _, imp := range file.Imports {
 				path, err := strconv.Unquote(imp.Path.Value)
 				require.NoError(t, err)
+				require.NotEqual(t, module+"internal/replica", path, "%s imports the package above its room", f)
 				std := !strings.Contains(strings.Split(path, "/")[0], ".")
 				require.True(t, std || slices.Contains(allowed, path), "%s imports %s: room %s may import the standard library and %v", f, path, room, allowed)
 			}

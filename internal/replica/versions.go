@@ -35,6 +35,10 @@ import (
 //     gates it has seen are kept in Dir (gate.Record), so that a build
 //     that cannot read them refuses to start instead of replaying its log
 //     up to that entry again.
+//
+// The shard's parts (raiseGate, gatedError, tooNew) are package shard's
+// versions.go, and ask this host what they need through shard.Host
+// (PeerReads, Reads, KeepGate, RefuseOldBuilds).
 
 // reads is what this host announces it reads: its build's, unless a test
 // set Config.Reads to stand for an older build.

@@ -49,3 +49,36 @@ func TestAbandonedWaitIsNotWithdrawn(t *testing.T) {
 		require.Contains(t, queue(), s.ID(), "round %d: the abandoned session's request stays queued", round)
 	}
 }
+
+// A holder that finds its lock over because the session's default part
+// ended finds the session over too, even while another goroutine is still
+// between the part's end and the session's (the renewer that gave the part
+// up by the holder's clock, preempted there): Err does not answer nil for
+// a session whose locks are gone. (CI caught Session.Err answering nil
+// right after Lock.Err answered ErrSessionExpired, under load.)
+func TestSessionOverOnceItsDefaultPartIs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tg := startTwoGroups(t)
+	s, err := tg.h.Open(ctx, Options{TTL: 30 * time.Second, Margin: time.Second}, nil)
+	require.NoError(t, err)
+	g, err := acquire(ctx, s, "", "x")
+	require.NoError(t, err)
+
+	// The renewer's giveUp, stopped half way: the part and its grants
+	// ended, the session not yet told.
+	require.True(t, s.def.endAlone(ErrSessionExpired))
+	require.ErrorIs(t, g.Err(), ErrSessionExpired)
+	resumed := make(chan struct{})
+	go func() { // the renewer goes on, on its own goroutine
+		defer close(resumed)
+		s.partEnded(s.def, ErrSessionExpired)
+	}()
+	require.ErrorIs(t, s.Err(), ErrSessionExpired, "the session answered nil while its lock was over")
+	<-resumed
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done not closed once Err answered")
+	}
+}

@@ -340,13 +340,13 @@ func (s *Session) SafetyMargin() time.Duration { return s.o.Margin }
 // Done is closed when the whole session is over (see the package doc). It
 // first checks the default part's deadline by the holder's clock.
 func (s *Session) Done() <-chan struct{} {
-	s.def.poll()
+	s.settle()
 	return s.done
 }
 
 // Err returns nil before Done is closed and why the session ended after.
 func (s *Session) Err() error {
-	s.def.poll()
+	s.settle()
 	select {
 	case <-s.done:
 	default:
@@ -355,6 +355,20 @@ func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
+}
+
+// settle checks the default part's deadline by the holder's clock and,
+// once that part has ended, here or on another goroutine (the renewer, or
+// a lock's own look at its deadline), waits for the session's end that
+// follows it: local work (every part and grant ended, then done closed;
+// what reaches the groups runs in the background), so that a holder that
+// found a lock over because its session ended finds the session over too,
+// at its first look.
+func (s *Session) settle() {
+	s.def.poll()
+	if s.def.ended() {
+		<-s.done
+	}
 }
 
 // What a session's end does at the groups of the parts it ends.

@@ -322,13 +322,18 @@ func TestTimedOutEndpointTriedLast(t *testing.T) {
 // A heartbeat that went unanswered for its whole budget (half the lease)
 // held back the next tick; the one it held back is sent as soon as it
 // fails, not a period later, which is when the lease ends: the session
-// lives on through its one endpoint, which answers again.
+// lives on through its one endpoint, which answers again. What the held-back
+// heartbeat has for its round trip is the lease less a period and the
+// budget: a sixth of the lease. With a 3s TTL that was 300ms, and in a CI
+// run under load (-race, every package at once) its answer came later and
+// the session ended; a 6s TTL leaves 600ms, while a send a period later
+// would still come at the lease's end.
 func TestFailedHeartbeatSendsTheHeldBackOneAtOnce(t *testing.T) {
 	g := newGroup(t)
 	ctx := testCtx(t)
 	f := newFront(t, g.API(1))
 	c := newClient(t, f.url)
-	s, l := hold(t, ctx, c, 3*time.Second, "jobs/held-back") // lease 1.8s, heartbeat every 600ms, budget 900ms
+	s, l := hold(t, ctx, c, 6*time.Second, "jobs/held-back") // lease 3.6s, heartbeat every 1.2s, budget 1.8s
 	f.mode.Store("hang once")
 	select {
 	case <-s.Done():

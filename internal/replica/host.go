@@ -23,6 +23,7 @@ import (
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
 	"github.com/fencelock/fencelock/internal/replica/gate"
+	"github.com/fencelock/fencelock/internal/replica/grouptable"
 	"github.com/fencelock/fencelock/internal/replica/mirror"
 	"github.com/fencelock/fencelock/internal/replica/serve"
 	"github.com/fencelock/fencelock/internal/replica/shard"
@@ -92,7 +93,8 @@ type Host struct {
 	// Dragonboat's goroutines read it without a lock.
 	setMu sync.Mutex
 	gset  atomic.Pointer[groupSet]
-	tab   tableState // the group table as last read (table.go)
+	tab   tableState        // the group table as last read (table.go)
+	table *grouptable.Table // the table's operations (package grouptable, through tableHost)
 
 	releaseDir   func()                         // frees Dir for another Start in this process
 	store        atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
@@ -186,6 +188,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		versions: versions,
 	}
 	h.tab.init(tableMode)
+	h.table = grouptable.New(tableHost{h})
 	h.bal = newBalancer()
 	h.server = newServer(h)
 	def := newReplica(h, "", defaultShard, sinks(""))

@@ -25,9 +25,6 @@ package replica
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -41,26 +38,21 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/grouptable"
 	"github.com/fencelock/fencelock/internal/replica/shard"
 )
 
 // tableState is the host's view of the group table.
 type tableState struct {
-	cur   atomic.Pointer[tableView] // as last read; nil before the first read
-	mode  atomic.Bool               // the Dir's groups follow the table
-	nudge chan struct{}             // a table command applied, or a snapshot restored
+	cur   atomic.Pointer[grouptable.View] // as last read; nil before the first read
+	mode  atomic.Bool                     // the Dir's groups follow the table
+	nudge chan struct{}                   // a table command applied, or a snapshot restored
 
 	mu       sync.Mutex
 	diff     string               // the Config.Groups difference last logged
 	failed   map[uint64]time.Time // shards whose start failed here, and when
 	seedDone bool                 // this host's seed was answered (or is not needed)
 	seedOp   uint64               // the seed's operation ID, kept across its retries
-}
-
-// tableView is the table as one linearizable read found it.
-type tableView struct {
-	set    bool
-	groups []fsm.GroupEntry
 }
 
 func (t *tableState) init(mode bool) {
@@ -82,19 +74,11 @@ func (t *tableState) changed() {
 // has g's group on g's shard.
 func (t *tableState) entry(g Group) (fsm.GroupEntry, bool) {
 	v := t.cur.Load()
-	if v == nil || !v.set {
+	if v == nil || !v.Set {
 		return fsm.GroupEntry{}, false
 	}
-	e, ok := v.find(g.Name())
+	e, ok := v.Find(g.Name())
 	return e, ok && e.Shard == g.ShardID()
-}
-
-func (v *tableView) find(name string) (fsm.GroupEntry, bool) {
-	i := slices.IndexFunc(v.groups, func(e fsm.GroupEntry) bool { return e.Name == name })
-	if i < 0 {
-		return fsm.GroupEntry{}, false
-	}
-	return v.groups[i], true
 }
 
 // Timing of the watcher: a table change nudges it at once; it reads the
@@ -148,27 +132,15 @@ func (h *Host) refreshTable(ctx context.Context) bool {
 		h.log.Debug("fencelock: reading the group table failed; retried", "err", err)
 		return false
 	}
-	if !v.set {
+	if !v.Set {
 		return h.seed(rctx)
 	}
 	h.followTable(ctx, v)
 	return true
 }
 
-// readTable reads the table linearizably.
-func (h *Host) readTable(ctx context.Context) (tableView, error) {
-	res, err := h.groups()[0].Read(ctx, func(st *fsm.State) any {
-		groups, set := st.GroupTable()
-		return tableView{set: set, groups: groups}
-	})
-	if err != nil {
-		return tableView{}, err
-	}
-	return res.(tableView), nil
-}
-
 // followTable makes the groups this host runs the table's v.
-func (h *Host) followTable(ctx context.Context, v tableView) {
+func (h *Host) followTable(ctx context.Context, v grouptable.View) {
 	if !h.tab.mode.Load() {
 		h.setMu.Lock()
 		err := h.updateGroupsFile(func(f *groupsFile) { f.Table = true })
@@ -178,12 +150,12 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 			return
 		}
 		h.tab.mode.Store(true)
-		h.log.Info("fencelock: the deployment's named groups are the group table's from now on; Config.Groups only seeded it", "groups", len(v.groups))
+		h.log.Info("fencelock: the deployment's named groups are the group table's from now on; Config.Groups only seeded it", "groups", len(v.Groups))
 	}
 	h.tab.cur.Store(&v)
 	h.logConfigDiff(v)
 	for _, r := range h.groups()[1:] {
-		e, ok := v.find(r.Name())
+		e, ok := v.Find(r.Name())
 		switch {
 		case !ok || e.Shard != r.ShardID():
 			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.Name()), false)
@@ -196,7 +168,7 @@ func (h *Host) followTable(ctx context.Context, v tableView) {
 		}
 	}
 	h.followMirrors(v)
-	for _, e := range v.groups {
+	for _, e := range v.Groups {
 		if h.running(e.Name) == nil && !slices.Contains(e.Removed, h.cfg.ReplicaID) {
 			if h.own() && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
 				continue // reached through a mirror, when used
@@ -245,10 +217,10 @@ func (h *Host) removalConfirmed(ctx context.Context, r *Replica, e fsm.GroupEntr
 
 // logConfigDiff logs, once per difference, how this host's Config.Groups
 // differs from the table, which rules.
-func (h *Host) logConfigDiff(v tableView) {
+func (h *Host) logConfigDiff(v grouptable.View) {
 	var parts []string
 	for _, gc := range h.cfg.Groups {
-		e, ok := v.find(gc.Name)
+		e, ok := v.Find(gc.Name)
 		voters := slices.Sorted(slices.Values(gc.Voters))
 		switch {
 		case !ok:
@@ -257,7 +229,7 @@ func (h *Host) logConfigDiff(v tableView) {
 			parts = append(parts, fmt.Sprintf("%s: voters %v in Config.Groups, %v in the table", gc.Name, voters, e.Voters))
 		}
 	}
-	for _, e := range v.groups {
+	for _, e := range v.Groups {
 		if !slices.ContainsFunc(h.cfg.Groups, func(gc GroupConfig) bool { return gc.Name == e.Name }) {
 			parts = append(parts, fmt.Sprintf("%s: in the table, not in Config.Groups", e.Name))
 		}
@@ -458,7 +430,7 @@ func (h *Host) seed(ctx context.Context) bool {
 	h.tab.mu.Lock()
 	done := h.tab.seedDone || h.tab.mode.Load() || len(h.cfg.Groups) == 0
 	if h.tab.seedOp == 0 {
-		h.tab.seedOp = newOpID()
+		h.tab.seedOp = grouptable.NewOpID()
 	}
 	op := h.tab.seedOp
 	h.tab.mu.Unlock()
@@ -524,130 +496,6 @@ func (h *Host) seedSpecs(ctx context.Context) ([]fsm.GroupSpec, error) {
 		specs = append(specs, g)
 	}
 	return specs, nil
-}
-
-// newOpID draws an operation ID (fsm.Command.Op): random, never 0.
-func newOpID() uint64 {
-	var b [8]byte
-	for {
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
-		if op := binary.LittleEndian.Uint64(b[:]); op != 0 {
-			return op
-		}
-	}
-}
-
-// newShardID draws the shard ID of a group created under name: a hash of
-// the name and a random number, so that a group created again under an
-// old name gets another shard than its predecessor; never 0 or 1, nor the
-// shard the name alone gives (a group of Config.Groups).
-func newShardID(name string) uint64 {
-	for {
-		var nonce [8]byte
-		_, _ = rand.Read(nonce[:])
-		sum := sha256.Sum256(append([]byte("fencelock created group\n"+name+"\n"), nonce[:]...))
-		if id := binary.BigEndian.Uint64(sum[:8]); id > 1 && id != GroupShardID(name) {
-			return id
-		}
-	}
-}
-
-// catchUpSlack is how far behind the leader's applied index a new voter's
-// acknowledged log may be when it is promoted: a voter that has not caught
-// up counts toward the quorum without being able to acknowledge, but under
-// load a follower is always a few entries behind.
-const catchUpSlack = 64
-
-// moveVoters makes one change toward entry's voters in r's group, whose
-// leader this host is, with membership m; hosts are the deployment's
-// replicas and addresses. It reports whether it made a change or waits for
-// one (a new voter catching up).
-func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Membership, e fsm.GroupEntry, hosts map[uint64]string) bool {
-	self := h.cfg.ReplicaID
-	for _, id := range e.Voters {
-		if _, ok := m.Nodes[id]; ok {
-			continue
-		}
-		addr, ok := hosts[id]
-		if !ok {
-			addr, ok = m.NonVotings[id]
-		}
-		if !ok {
-			r.Logger().Debug("fencelock: a voter the group table names is not a member of the deployment; add it first", "member", id)
-			continue
-		}
-		if _, ok := m.NonVotings[id]; !ok {
-			if err := r.EnsureNonVoting(ctx, id, addr, true); err != nil {
-				r.Logger().Debug("fencelock: adding a new voter as a non-voting replica first; retried", "member", id, "err", err)
-			} else {
-				r.Logger().Info("fencelock: new voter added as a non-voting replica; promoted once it has caught up", "member", id)
-			}
-			return true
-		}
-		if !h.caughtUp(r, id) {
-			return true
-		}
-		err := r.Promote(ctx, id, addr)
-		if err != nil {
-			r.Logger().Debug("fencelock: promoting a new voter; retried", "member", id, "err", err)
-		} else {
-			r.Logger().Info("fencelock: new voter promoted, as the group table says", "member", id)
-		}
-		return true
-	}
-	for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
-		if slices.Contains(e.Voters, id) {
-			continue
-		}
-		if !h.tableRemoves(ctx, r, id) {
-			return true
-		}
-		if id == self {
-			// The leader hands the group to a voter that stays, which
-			// then removes this one.
-			for _, to := range e.Voters {
-				if _, voter := m.Nodes[to]; voter && h.live(to) {
-					if err := r.Transfer(ctx, to, 1); err != nil {
-						r.Logger().Debug("fencelock: handing the group over before leaving its voters; retried", "to", to, "err", err)
-					} else {
-						r.Logger().Info("fencelock: group handed over before leaving its voters, as the group table says", "to", to)
-					}
-					return true
-				}
-			}
-			return true
-		}
-		if err := r.RemoveReplica(ctx, id); err != nil {
-			r.Logger().Debug("fencelock: removing a voter the group table no longer names; retried", "member", id, "err", err)
-		} else {
-			r.Logger().Info("fencelock: voter removed, as the group table says", "member", id)
-		}
-		return true
-	}
-	return false
-}
-
-// caughtUp reports whether replica id of r's group, which this host leads,
-// answered this group's leader lately (an append or a heartbeat) and has
-// acknowledged its log up to about what the leader applied. Lately in this group, not lately in
-// any: a young group's log is shorter than catchUpSlack, and a replica
-// heard from in the default group a moment ago but cut off from this
-// group's leader since (it answered nothing here) was promoted at once,
-// leaving the group a voter it cannot reach.
-func (h *Host) caughtUp(r *Replica, id uint64) bool {
-	return h.prog.ackedWithin(r.ShardID(), id, h.freshness()) && h.prog.index(r.ShardID(), id)+catchUpSlack >= r.AppliedIndex.Load()
-}
-
-// tableRemoves reads the table again and reports whether it still removes
-// replica id from r's group: a removal cannot be undone, so it is never
-// made on a view of the table that may have changed since.
-func (h *Host) tableRemoves(ctx context.Context, r *Replica, id uint64) bool {
-	v, err := h.readTable(ctx)
-	if err != nil {
-		return false
-	}
-	e, ok := v.find(r.Name())
-	return ok && e.Shard == r.ShardID() && !slices.Contains(e.Voters, id) && slices.Contains(e.Removed, id)
 }
 
 // FollowsTable reports whether this host runs the group table's groups

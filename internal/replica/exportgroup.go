@@ -309,7 +309,7 @@ func (h *Host) memberAddr(group string, id uint64) (string, bool) {
 			return a, true
 		}
 	}
-	if v := h.tab.cur.Load(); v != nil {
+	if v := h.table.Current(); v != nil {
 		if e, ok := v.Find(group); ok {
 			for _, b := range e.Bootstrap {
 				if b.ID == id {

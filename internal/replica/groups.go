@@ -10,7 +10,7 @@ package replica
 // only on its voters' quorum. The cost: every host stores and applies every
 // group's log, and every group's leader sends its entries to every host.
 //
-// Which groups there are is the group table's to say (table.go), once it
+// Which groups there are is the group table's to say (package grouptable), once it
 // is set: Config.Groups only seeds it. Before that (a new deployment, or
 // one upgraded from a version without the table), a host runs the groups
 // of its Config.Groups, as below.
@@ -26,7 +26,7 @@ package replica
 // of its voters runs it), and removing a group is refused at Start while
 // this host's copy of the group holds locks (retire). With it, the Dir's
 // groups start, whatever Config.Groups says, and the table then starts and
-// stops groups (table.go).
+// stops groups (package grouptable's watcher; table.go here).
 
 import (
 	"context"
@@ -174,7 +174,7 @@ func namedReplica(h *Host, ng namedGroup, sink Sink) *Replica {
 // was cut off, or it is older than the table) once an operator moved the
 // group's voters with SetVoters and wrote the new voters into every
 // replica's Config.Groups: once the replica reads the table, the table
-// rules (followTable).
+// rules (grouptable's followTable).
 func loadGroups(cfg Config, def groupFile) (named, retired []namedGroup, err error) {
 	path := filepath.Join(cfg.Dir, groupsFileName)
 	file, err := readGroups(path)
@@ -286,7 +286,7 @@ const retireWait = 30 * time.Second
 // reconcile keeps, on the leader of each named group, the group's
 // membership in step with the deployment: a non-voting replica whose host
 // was removed from the default group is removed from the group too; the
-// voters move to the group table's (moveVoters); a host that is not yet a
+// voters move to the group table's (grouptable.Table.MoveVoters); a host that is not yet a
 // member of the group is added as a non-voting replica, unless the table
 // removed it from the group. One change per call; the next call goes on.
 // busy reports that a change is under way, or waits (a new voter catching
@@ -319,7 +319,7 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 			busy = true
 			continue
 		}
-		entry, inTable := h.tab.entry(r)
+		entry, inTable := h.table.Entry(r)
 		for _, id := range slices.Sorted(maps.Keys(m.NonVotings)) {
 			_, left := gone[id]
 			// A non-voting replica the table removed (a new voter whose
@@ -396,7 +396,7 @@ func (h *Host) Lookup(ctx context.Context, group string) (Group, error) {
 		return nil, unknown
 	}
 	if m := h.mirror(group); m != nil {
-		if e, ok := h.tab.entry(m); ok && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
+		if e, ok := h.table.Entry(m); ok && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
 			return m, nil
 		}
 	}
@@ -406,7 +406,7 @@ func (h *Host) Lookup(ctx context.Context, group string) (Group, error) {
 		return fmt.Errorf("%w: group %q: the group table, which says where it runs, cannot be read here: %w", ErrUnavailable, truncate(group, 64), err)
 	}
 	var v grouptable.View
-	if cur := h.tab.cur.Load(); cur != nil && cur.Set {
+	if cur := h.table.Current(); cur != nil && cur.Set {
 		// Where the table last read puts the group here holds until the
 		// watcher reads it again: a mirror (a table that moves the group
 		// here, or drops it, stops the mirror, and a call on it retries),
@@ -447,7 +447,7 @@ func (h *Host) Lookup(ctx context.Context, group string) (Group, error) {
 	case slices.Contains(e.Removed, h.cfg.ReplicaID):
 		return nil, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it; use a replica that runs it", ErrGroupMoved, group, h.cfg.ReplicaID)
 	}
-	h.tab.changed()
+	h.table.Changed()
 	for {
 		if g := h.Group(group); g != nil && g.ShardID() == e.Shard {
 			return g, nil

@@ -10,6 +10,7 @@ package replica
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica/grouptable"
@@ -65,23 +66,43 @@ func (h *Host) readTable(ctx context.Context) (grouptable.View, error) {
 // calls below, and no more.
 type tableHost struct{ h *Host }
 
-func (a tableHost) DefaultGroup() *Replica       { return a.h.groups()[0] }
-func (a tableHost) Running(name string) *Replica { return a.h.running(name) }
-func (a tableHost) Names() []string              { return a.h.Groups() }
-func (a tableHost) ReplicaID() uint64            { return a.h.cfg.ReplicaID }
-func (a tableHost) Logger() *slog.Logger         { return a.h.log }
-func (a tableHost) FollowsTable() bool           { return a.h.FollowsTable() }
-func (a tableHost) OwnGroupsOnly() bool          { return a.h.own() }
-func (a tableHost) Closed() <-chan struct{}      { return a.h.closed }
-func (a tableHost) TableChanged()                { a.h.tab.changed() }
+func (a tableHost) DefaultGroup() *Replica                       { return a.h.groups()[0] }
+func (a tableHost) Running(name string) *Replica                 { return a.h.running(name) }
+func (a tableHost) Names() []string                              { return a.h.Groups() }
+func (a tableHost) ReplicaID() uint64                            { return a.h.cfg.ReplicaID }
+func (a tableHost) Logger() *slog.Logger                         { return a.h.log }
+func (a tableHost) OwnGroupsOnly() bool                          { return a.h.own() }
+func (a tableHost) Closed() <-chan struct{}                      { return a.h.closed }
+func (a tableHost) Shards() []*Replica                           { return a.h.groups() }
+func (a tableHost) StartGroup(e fsm.GroupEntry)                  { a.h.startGroup(e) }
+func (a tableHost) StopGroup(r *Replica, why error, mirror bool) { a.h.stopGroup(r, why, mirror) }
+func (a tableHost) FollowMirrors(v grouptable.View)              { a.h.followMirrors(v) }
+func (a tableHost) LeadersChanged()                              { a.h.leadersChanged() }
+func (a tableHost) CanCall() bool                                { return a.h.calls != nil }
+func (a tableHost) ProposalTimeout() time.Duration               { return a.h.cfg.ProposalTimeout }
 func (a tableHost) AckedLately(shard, id uint64) bool {
 	return a.h.prog.ackedWithin(shard, id, a.h.freshness())
 }
-func (a tableHost) AckedIndex(shard, id uint64) uint64 { return a.h.prog.index(shard, id) }
-func (a tableHost) Live(id uint64) bool                { return a.h.live(id) }
-func (a tableHost) SeedSpecs(ctx context.Context) ([]fsm.GroupSpec, error) {
-	return a.h.seedSpecs(ctx)
-}
+func (a tableHost) AckedIndex(shard, id uint64) uint64                     { return a.h.prog.index(shard, id) }
+func (a tableHost) Live(id uint64) bool                                    { return a.h.live(id) }
+func (a tableHost) SeedSpecs(ctx context.Context) ([]fsm.GroupSpec, error) { return a.h.seedSpecs(ctx) }
 func (a tableHost) MembersRemote(ctx context.Context, name string, shard uint64, ask []uint64) (Membership, error) {
 	return a.h.membersRemote(ctx, name, shard, ask)
+}
+
+// KeepFollowing keeps in Dir that this host's groups are the table's from
+// now on (the groups file's marker, groups.go).
+func (a tableHost) KeepFollowing() error {
+	a.h.setMu.Lock()
+	defer a.h.setMu.Unlock()
+	return a.h.updateGroupsFile(func(f *groupsFile) { f.Table = true })
+}
+
+// ConfigGroups are Config.Groups, each's name and voters as configured.
+func (a tableHost) ConfigGroups() []fsm.GroupSpec {
+	out := make([]fsm.GroupSpec, 0, len(a.h.cfg.Groups))
+	for _, gc := range a.h.cfg.Groups {
+		out = append(out, fsm.GroupSpec{Name: gc.Name, Voters: gc.Voters})
+	}
+	return out
 }

@@ -50,7 +50,7 @@ func (t *Table) GroupTable(ctx context.Context) ([]fsm.GroupEntry, bool, error) 
 // mirror and those created a moment ago that it has not started yet.
 func (t *Table) Reachable(ctx context.Context) ([]string, error) {
 	names := t.h.Names()
-	if !t.h.FollowsTable() && !t.h.OwnGroupsOnly() {
+	if !t.FollowsTable() && !t.h.OwnGroupsOnly() {
 		return names, nil // before the table: Config.Groups, all run here
 	}
 	groups, set, err := t.GroupTable(ctx)
@@ -132,7 +132,7 @@ func (t *Table) ensureTable(ctx context.Context) (View, error) {
 	if _, err := t.h.DefaultGroup().Propose(ctx, fsm.Command{Kind: fsm.KindGroupSeed, Op: NewOpID(), Groups: specs}); err != nil {
 		return v, err
 	}
-	t.h.TableChanged()
+	t.Changed()
 	return t.read(ctx)
 }
 
@@ -385,7 +385,7 @@ func (t *Table) SetVoters(ctx context.Context, name string, voters []uint64) err
 	if !slices.Equal(vs, e.Voters) {
 		t.h.Logger().Info("fencelock: group's voters set; they move one change at a time", "group", name, "from", e.Voters, "to", vs)
 	}
-	t.h.TableChanged()
+	t.Changed()
 	ask := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(e.Voters), vs...))))
 	return t.awaitVoters(ctx, name, res.Value, vs, ask)
 }
@@ -446,7 +446,7 @@ func (t *Table) awaitVoters(ctx context.Context, name string, id uint64, voters,
 // awaitGroup waits until done holds for this host's replica of group name
 // (nil if it runs none), nudging the table's watcher.
 func (t *Table) awaitGroup(ctx context.Context, name string, done func(*shard.Shard) bool) error {
-	t.h.TableChanged()
+	t.Changed()
 	for !done(t.h.Running(name)) {
 		if err := t.Pause(ctx); err != nil {
 			return err

@@ -48,10 +48,11 @@ func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 			module + "internal/replica/gate", module + "internal/replica/groupcore", module + "internal/replica/serve",
 			module + "internal/replica/wire", module + "internal/testhook", module + "lockapi",
 			"github.com/lni/dragonboat/v4", "github.com/lni/dragonboat/v4/config", "github.com/lni/dragonboat/v4/raftio"},
-		// The group table's operations run on the shards the host hands
-		// them (the default group's, which holds the table, and a
-		// group's), read a membership through the wire's type, and name
-		// Dragonboat's Membership; never the host's package.
+		// The group table's watcher and operations run on the shards the
+		// host hands them (the default group's, which holds the table, and
+		// a group's), start and stop groups only through grouptable.Host,
+		// read a membership through the wire's type, and name Dragonboat's
+		// Membership; never the host's package.
 		"grouptable": {module + "internal/fsm", module + "internal/replica/shard", module + "internal/replica/wire",
 			module + "lockapi", "github.com/lni/dragonboat/v4"},
 	}

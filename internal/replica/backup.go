@@ -18,6 +18,7 @@ import (
 	"github.com/fencelock/fencelock/internal/dblog"
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
+	"github.com/fencelock/fencelock/internal/replica/grouptable"
 	"github.com/fencelock/fencelock/internal/seeded"
 )
 
@@ -207,7 +208,7 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 		return err
 	}
 	var named []namedGroup
-	if table.set {
+	if table.Set {
 		named, err = tableImports(cfg, table)
 	} else {
 		named, _, err = loadGroups(cfg, g)
@@ -274,23 +275,23 @@ func Import(cfg Config, groups []ImportGroup) (err error) {
 
 // backupTable reads the group table from the default group's state in
 // groups (a backup taken before the table has none, never set).
-func backupTable(groups []ImportGroup) (tableView, error) {
+func backupTable(groups []ImportGroup) (grouptable.View, error) {
 	for _, ig := range groups {
 		if ig.Name != "" {
 			continue
 		}
 		payload, err := backup.StatePayload(ig.File, ig.Snapshot.Checksum)
 		if err != nil {
-			return tableView{}, fmt.Errorf("%w: restore: the default group's state: %v", ErrInvalidConfig, err)
+			return grouptable.View{}, fmt.Errorf("%w: restore: the default group's state: %v", ErrInvalidConfig, err)
 		}
 		st, err := fsm.DecodeSnapshot(payload)
 		if err != nil {
-			return tableView{}, fmt.Errorf("%w: restore: the default group's state: %v", ErrInvalidConfig, err)
+			return grouptable.View{}, fmt.Errorf("%w: restore: the default group's state: %v", ErrInvalidConfig, err)
 		}
 		groups, set := st.GroupTable()
-		return tableView{set: set, groups: groups}, nil
+		return grouptable.View{Set: set, Groups: groups}, nil
 	}
-	return tableView{}, nil
+	return grouptable.View{}, nil
 }
 
 // tableImports returns the named groups of a backup whose deployment had a
@@ -301,9 +302,9 @@ func backupTable(groups []ImportGroup) (tableView, error) {
 // Members'). A group this replica votes in is imported with those voters
 // as its membership; the others it joins, or, with PlaceOwn, reaches
 // through a mirror (they are not recorded in Dir).
-func tableImports(cfg Config, table tableView) ([]namedGroup, error) {
+func tableImports(cfg Config, table grouptable.View) ([]namedGroup, error) {
 	var named []namedGroup
-	for _, e := range table.groups {
+	for _, e := range table.Groups {
 		ng := namedGroup{Name: e.Name, Shard: e.Shard}
 		for _, m := range e.Bootstrap {
 			ng.Voters = append(ng.Voters, m.ID)

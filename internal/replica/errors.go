@@ -18,7 +18,7 @@ var (
 	ErrUnknownGroup  = lockapi.ErrUnknownGroup
 	ErrNoQuorum      = lockapi.ErrNoQuorum
 
-	// The group table's (table.go, tableops.go).
+	// The group table's (package grouptable).
 	ErrGroupExists      = lockapi.ErrGroupExists
 	ErrInvalidGroupName = lockapi.ErrInvalidGroupName
 	ErrInvalidVoters    = lockapi.ErrInvalidVoters

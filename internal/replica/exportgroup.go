@@ -70,8 +70,8 @@ func (h *Host) exportTargets(ctx context.Context) ([]exportTarget, error) {
 		return nil, fmt.Errorf("snapshot: the group table: %w", err)
 	}
 	targets := []exportTarget{{name: "", shard: defaultShard}}
-	if v.set {
-		for _, e := range v.groups {
+	if v.Set {
+		for _, e := range v.Groups {
 			targets = append(targets, exportTarget{name: e.Name, shard: e.Shard, voters: e.Voters})
 		}
 		return targets, nil
@@ -309,8 +309,8 @@ func (h *Host) memberAddr(group string, id uint64) (string, bool) {
 			return a, true
 		}
 	}
-	if v := h.tab.cur.Load(); v != nil {
-		if e, ok := v.find(group); ok {
+	if v := h.table.Current(); v != nil {
+		if e, ok := v.Find(group); ok {
 			for _, b := range e.Bootstrap {
 				if b.ID == id {
 					return b.Addr, true

@@ -10,7 +10,7 @@ package replica
 // only on its voters' quorum. The cost: every host stores and applies every
 // group's log, and every group's leader sends its entries to every host.
 //
-// Which groups there are is the group table's to say (table.go), once it
+// Which groups there are is the group table's to say (package grouptable), once it
 // is set: Config.Groups only seeds it. Before that (a new deployment, or
 // one upgraded from a version without the table), a host runs the groups
 // of its Config.Groups, as below.
@@ -26,12 +26,11 @@ package replica
 // of its voters runs it), and removing a group is refused at Start while
 // this host's copy of the group holds locks (retire). With it, the Dir's
 // groups start, whatever Config.Groups says, and the table then starts and
-// stops groups (table.go).
+// stops groups (package grouptable's watcher; table.go here).
 
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -44,22 +43,15 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
+	"github.com/fencelock/fencelock/internal/replica/grouptable"
 )
 
 // groupsFileName keeps the named groups' identities in Dir.
 const groupsFileName = "fencelock-groups.json"
 
-// GroupShardID is the Dragonboat shard ID of the group called name: 1 for
-// the default group (""), a hash of the name for the others, so that every
-// replica derives the same one. The root refuses a Config in which two
-// groups' IDs collide or a named group's is 0 or 1.
-func GroupShardID(name string) uint64 {
-	if name == "" {
-		return defaultShard
-	}
-	sum := sha256.Sum256([]byte("fencelock group name\n" + name))
-	return binary.BigEndian.Uint64(sum[:8])
-}
+// GroupShardID is the Dragonboat shard ID of the group called name
+// (grouptable.ShardID).
+func GroupShardID(name string) uint64 { return grouptable.ShardID(name) }
 
 // namedDigest is the identity of a named group.
 func namedDigest(deployment uint64, name string, voters []uint64) string {
@@ -182,7 +174,7 @@ func namedReplica(h *Host, ng namedGroup, sink Sink) *Replica {
 // was cut off, or it is older than the table) once an operator moved the
 // group's voters with SetVoters and wrote the new voters into every
 // replica's Config.Groups: once the replica reads the table, the table
-// rules (followTable).
+// rules (grouptable's followTable).
 func loadGroups(cfg Config, def groupFile) (named, retired []namedGroup, err error) {
 	path := filepath.Join(cfg.Dir, groupsFileName)
 	file, err := readGroups(path)
@@ -294,7 +286,7 @@ const retireWait = 30 * time.Second
 // reconcile keeps, on the leader of each named group, the group's
 // membership in step with the deployment: a non-voting replica whose host
 // was removed from the default group is removed from the group too; the
-// voters move to the group table's (moveVoters); a host that is not yet a
+// voters move to the group table's (grouptable.Table.MoveVoters); a host that is not yet a
 // member of the group is added as a non-voting replica, unless the table
 // removed it from the group. One change per call; the next call goes on.
 // busy reports that a change is under way, or waits (a new voter catching
@@ -327,13 +319,13 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 			busy = true
 			continue
 		}
-		entry, inTable := h.tab.entry(r)
+		entry, inTable := h.table.Entry(r)
 		for _, id := range slices.Sorted(maps.Keys(m.NonVotings)) {
 			_, left := gone[id]
 			// A non-voting replica the table removed (a new voter whose
 			// move was undone before it caught up) would stay a member
 			// that never runs the group: its host stopped it for good.
-			if !left && !(inTable && slices.Contains(entry.Removed, id) && h.tableRemoves(ctx, r, id)) {
+			if !left && !(inTable && slices.Contains(entry.Removed, id) && h.table.TableRemoves(ctx, r, id)) {
 				continue
 			}
 			if err := r.RemoveReplica(ctx, id); err != nil {
@@ -341,7 +333,7 @@ func (h *Host) reconcile(ctx context.Context) (busy bool) {
 			}
 			return true
 		}
-		if inTable && h.moveVoters(ctx, r, m, entry, hosts) {
+		if inTable && h.table.MoveVoters(ctx, r, m, entry, hosts) {
 			return true
 		}
 		for _, id := range slices.Sorted(maps.Keys(hosts)) {
@@ -404,7 +396,7 @@ func (h *Host) Lookup(ctx context.Context, group string) (Group, error) {
 		return nil, unknown
 	}
 	if m := h.mirror(group); m != nil {
-		if e, ok := h.tab.entry(m); ok && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
+		if e, ok := h.table.Entry(m); ok && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
 			return m, nil
 		}
 	}
@@ -413,27 +405,27 @@ func (h *Host) Lookup(ctx context.Context, group string) (Group, error) {
 	noTable := func(err error) error {
 		return fmt.Errorf("%w: group %q: the group table, which says where it runs, cannot be read here: %w", ErrUnavailable, truncate(group, 64), err)
 	}
-	var v tableView
-	if cur := h.tab.cur.Load(); cur != nil && cur.set {
+	var v grouptable.View
+	if cur := h.table.Current(); cur != nil && cur.Set {
 		// Where the table last read puts the group here holds until the
 		// watcher reads it again: a mirror (a table that moves the group
 		// here, or drops it, stops the mirror, and a call on it retries),
 		// or for good (a removed replica never runs it again). Only a
 		// group this host should run but does not yet needs the read.
-		if e, ok := cur.find(group); ok && (h.own() && !slices.Contains(e.Voters, h.cfg.ReplicaID) || slices.Contains(e.Removed, h.cfg.ReplicaID)) {
+		if e, ok := cur.Find(group); ok && (h.own() && !slices.Contains(e.Voters, h.cfg.ReplicaID) || slices.Contains(e.Removed, h.cfg.ReplicaID)) {
 			v = *cur
 		}
 	}
-	if !v.set {
+	if !v.Set {
 		var err error
 		if v, err = h.readTable(ctx); err != nil {
 			return nil, noTable(err)
 		}
 	}
-	for !v.set && h.own() && slices.ContainsFunc(h.cfg.Groups, func(g GroupConfig) bool { return g.Name == group }) {
+	for !v.Set && h.own() && slices.ContainsFunc(h.cfg.Groups, func(g GroupConfig) bool { return g.Name == group }) {
 		// The table is about to be seeded from Config.Groups; a mirror
 		// needs its entry.
-		if err := h.pause(ctx); err != nil {
+		if err := h.table.Pause(ctx); err != nil {
 			return nil, noTable(err)
 		}
 		var err error
@@ -441,7 +433,7 @@ func (h *Host) Lookup(ctx context.Context, group string) (Group, error) {
 			return nil, noTable(err)
 		}
 	}
-	e, ok := v.find(group)
+	e, ok := v.Find(group)
 	switch {
 	case !ok:
 		return nil, unknown
@@ -455,12 +447,12 @@ func (h *Host) Lookup(ctx context.Context, group string) (Group, error) {
 	case slices.Contains(e.Removed, h.cfg.ReplicaID):
 		return nil, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it; use a replica that runs it", ErrGroupMoved, group, h.cfg.ReplicaID)
 	}
-	h.tab.changed()
+	h.table.Changed()
 	for {
 		if g := h.Group(group); g != nil && g.ShardID() == e.Shard {
 			return g, nil
 		}
-		if err := h.pause(ctx); err != nil {
+		if err := h.table.Pause(ctx); err != nil {
 			return nil, fmt.Errorf("%w: group %q: the group table has it, and this replica has not started it yet: %w", ErrUnavailable, truncate(group, 64), err)
 		}
 	}

@@ -134,7 +134,7 @@ func TestBalancerTargetIsLive(t *testing.T) {
 // A replica counts as taking part in a shard's log only once it answered
 // that shard's leader (an append or a heartbeat), lately: hearing from it
 // in another shard does not say it, nor does an answer from before a cut.
-// caughtUp promotes a new voter on this, so a voter cut off from a young
+// caughtUp (package grouptable) promotes a new voter on this, so a voter cut off from a young
 // group's leader is never promoted.
 func TestAnsweredInTheShardItself(t *testing.T) {
 	var p progress

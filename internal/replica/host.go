@@ -23,6 +23,7 @@ import (
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/datadir"
 	"github.com/fencelock/fencelock/internal/replica/gate"
+	"github.com/fencelock/fencelock/internal/replica/grouptable"
 	"github.com/fencelock/fencelock/internal/replica/mirror"
 	"github.com/fencelock/fencelock/internal/replica/serve"
 	"github.com/fencelock/fencelock/internal/replica/shard"
@@ -90,9 +91,10 @@ type Host struct {
 	// gset is the groups this host runs, replaced whole (under setMu)
 	// when the group table starts or stops one, so that the listeners on
 	// Dragonboat's goroutines read it without a lock.
-	setMu sync.Mutex
-	gset  atomic.Pointer[groupSet]
-	tab   tableState // the group table as last read (table.go)
+	setMu  sync.Mutex
+	gset   atomic.Pointer[groupSet]
+	table  *grouptable.Table // the group table as last read, its watcher and its operations (package grouptable, through tableHost)
+	starts startFailures     // the table's groups whose start failed here (table.go)
 
 	releaseDir   func()                         // frees Dir for another Start in this process
 	store        atomic.Pointer[logstore.Store] // the log store the NodeHost opened (TestingCrash)
@@ -185,7 +187,8 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 		restored: restored,
 		versions: versions,
 	}
-	h.tab.init(tableMode)
+	h.table = grouptable.New(tableHost{h}, tableMode)
+	h.starts.failed = make(map[uint64]time.Time)
 	h.bal = newBalancer()
 	h.server = newServer(h)
 	def := newReplica(h, "", defaultShard, sinks(""))
@@ -286,7 +289,7 @@ func start(cfg Config, sinks func(group string) Sink) (_ *Host, ran bool, _ erro
 	h.tabWG.Add(1)
 	go func() {
 		defer h.tabWG.Done()
-		h.watchTable()
+		h.table.Watch()
 	}()
 	h.log.Debug("fencelock replica started", "addr", cfg.Addr, "dir", cfg.Dir, "groups", len(h.groups()))
 	return h, true, nil

@@ -71,8 +71,8 @@ func (h *Host) dialCall(ctx context.Context, addr string) (transport.CallConn, e
 // tableVoters returns group name's voters as the group table last read
 // here has them, if it has the group on shard.
 func (h *Host) tableVoters(name string, shard uint64) ([]uint64, bool) {
-	if v := h.tab.cur.Load(); v != nil {
-		if e, ok := v.find(name); ok && e.Shard == shard {
+	if v := h.table.Current(); v != nil {
+		if e, ok := v.Find(name); ok && e.Shard == shard {
 			return e.Voters, true
 		}
 	}

@@ -50,14 +50,14 @@ func (a shardHost) DefaultGroup() *Replica                  { return a.h.groups(
 func (a shardHost) DefaultIdentity() string                 { return a.h.peers.group() }
 func (a shardHost) GoBackground(f func()) bool              { return a.h.goBackground(f) }
 func (a shardHost) Close()                                  { a.h.Close() }
-func (a shardHost) GroupTableChanged()                      { a.h.tab.changed() }
+func (a shardHost) GroupTableChanged()                      { a.h.table.Changed() }
 func (a shardHost) OwnGroupsOnly() bool                     { return a.h.own() }
 func (a shardHost) Voters(r *Replica) map[uint64]string     { return a.h.peers.refresh(r) }
 func (a shardHost) RestoredMembers(name string, members map[uint64]string) map[uint64]string {
 	return restoredMembers(a.h.restored, name, members)
 }
 func (a shardHost) MovedOff(r *Replica) bool {
-	e, ok := a.h.tab.entry(r)
+	e, ok := a.h.table.Entry(r)
 	return ok && slices.Contains(e.Removed, a.h.cfg.ReplicaID)
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/fsm"
+	"github.com/fencelock/fencelock/internal/replica/grouptable"
 	"github.com/fencelock/fencelock/internal/replica/mirror"
 	"github.com/fencelock/fencelock/internal/replica/shard"
 )
@@ -136,12 +137,12 @@ func (h *Host) handover(m *mirror.Mirror, r *Replica) {
 // followMirrors stops the mirrors of groups the table dropped (the
 // sessions' parts end, as where the group ran), and gives the others the
 // table's voters.
-func (h *Host) followMirrors(v tableView) {
+func (h *Host) followMirrors(v grouptable.View) {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
 	for _, m := range h.mirrorList() {
 		mr := &m.Core
-		e, ok := v.find(mr.Name())
+		e, ok := v.Find(mr.Name())
 		if ok && e.Shard == mr.ShardID() {
 			mr.SetVoters(e.Voters)
 			continue

@@ -29,6 +29,15 @@
 //   - groups.go: named groups: their shard IDs, their identity kept in Dir,
 //     the non-voting replicas every host runs of the groups it does not
 //     vote in, and the removal check.
+//   - host_table.go: the host's side of the group table (package
+//     grouptable, below): the exported CreateGroup, DropGroup, SetVoters,
+//     ReplaceReplica, GroupTable and Reachable, each a call into it, and
+//     its answers to the calls the table makes of its host
+//     (grouptable.Host, through tableHost). table.go: what following the
+//     table does to the host's own state: starting a group's shard here
+//     (startGroup), stopping one for good (stopGroup, and mirrorAfter
+//     when a mirror takes over), the groups kept in Dir, and this host's
+//     Config.Groups as the table's seed (seedSpecs).
 //   - balance.go: Host.TransferLeadership, and the balancer that spreads
 //     the groups' leaders over the hosts by rate-limited transfers (the
 //     transfer itself is the shard's).
@@ -73,6 +82,14 @@
 //     part in the version gate, and Status, the local view without I/O.
 //     It asks its host only what shard.Host names, and the host reaches it
 //     through its exported methods.
+//   - grouptable (internal/replica/grouptable): the group table as a
+//     host follows and changes it: the table as last read here, the
+//     watcher that follows it (starts and stops groups through its host,
+//     seeds it from Config.Groups), the moves of a group's voters on its
+//     leader (MoveVoters, caughtUp, TableRemoves), and its operations
+//     (CreateGroup, DropGroup with its drain and seal, SetVoters,
+//     ReplaceReplica). It asks its host only what grouptable.Host names,
+//     and the host reaches it through Table's exported methods.
 //   - mirror (internal/replica/mirror): the mirror, Group's second maker:
 //     a group this host does not run, reached through a replica that does
 //     (its proposals, reads, events). It asks its host only what

@@ -19,7 +19,8 @@ import (
 // host can import them, a change to the machinery above cannot reach into
 // a format below it (the wire's bytes, the Dir's files) or into what both
 // makers of a group share, the mirror reaches its host only through
-// mirror.Host, the shard only through shard.Host, and the serving side
+// mirror.Host, the shard only through shard.Host, the group table only
+// through grouptable.Host, and the serving side
 // reaches the host's shards only through serve.Host and serve.Group.
 func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 	const module = "github.com/fencelock/fencelock/"
@@ -47,6 +48,13 @@ func TestRoomsBelowImportOnlyTheirOwn(t *testing.T) {
 			module + "internal/replica/gate", module + "internal/replica/groupcore", module + "internal/replica/serve",
 			module + "internal/replica/wire", module + "internal/testhook", module + "lockapi",
 			"github.com/lni/dragonboat/v4", "github.com/lni/dragonboat/v4/config", "github.com/lni/dragonboat/v4/raftio"},
+		// The group table's watcher and operations run on the shards the
+		// host hands them (the default group's, which holds the table, and
+		// a group's), start and stop groups only through grouptable.Host,
+		// read a membership through the wire's type, and name Dragonboat's
+		// Membership; never the host's package.
+		"grouptable": {module + "internal/fsm", module + "internal/replica/shard", module + "internal/replica/wire",
+			module + "lockapi", "github.com/lni/dragonboat/v4"},
 	}
 	for room, allowed := range rooms {
 		files, err := filepath.Glob(filepath.Join(room, "*.go"))

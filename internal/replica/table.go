@@ -1,41 +1,20 @@
 package replica
 
-// The group table (internal/fsm/grouptable.go) in the default group's
-// state says which named groups the deployment runs, with their voters.
-// Every host watches it: the default group's apply nudges the watcher when
-// a table command applied (or a snapshot replaced the state), and the
-// watcher, after a linearizable read of the table (so that it never acts on
-// a state replayed only part way), starts the groups the host does not run
-// yet and stops, for good, those the table dropped, without a restart.
-//
-// Until the table is set, a host runs the groups of its Config.Groups (the
-// way of versions before the table), and proposes a Seed of them: the first
-// seed applied sets the table, any later one changes nothing, so a replica
-// started with another Config.Groups never makes a second table. Once this
-// host has seen the table set, it keeps a marker in Dir (groups.go): from
-// then on its groups are the table's, and a Config.Groups that differs is
-// logged, never obeyed.
-//
-// A group's voters move to the table's one change at a time, on the
-// group's leader (moveVoters, from reconcile): a new voter is added as a
-// non-voting replica (every host of the deployment is one already), is
-// promoted once it has caught up, and only when every new voter votes are
-// the old ones removed, each only after the table, read again, still
-// removes it: a removed replica ID can never come back.
+// The host's side of following the group table (package grouptable, whose
+// watcher reads it and decides): starting this host's replica of a group
+// the table names (startGroup), stopping one it dropped or moved off this
+// host for good (stopGroup, and mirrorAfter when a mirror takes over), the
+// groups kept in Dir as the table has them (updateGroupsFile), and this
+// host's Config.Groups as the table's seed (seedSpecs).
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -44,236 +23,20 @@ import (
 	"github.com/fencelock/fencelock/internal/replica/shard"
 )
 
-// tableState is the host's view of the group table.
-type tableState struct {
-	cur   atomic.Pointer[tableView] // as last read; nil before the first read
-	mode  atomic.Bool               // the Dir's groups follow the table
-	nudge chan struct{}             // a table command applied, or a snapshot restored
-
-	mu       sync.Mutex
-	diff     string               // the Config.Groups difference last logged
-	failed   map[uint64]time.Time // shards whose start failed here, and when
-	seedDone bool                 // this host's seed was answered (or is not needed)
-	seedOp   uint64               // the seed's operation ID, kept across its retries
+// startFailures are the shards whose start failed here, and when
+// (startGroup tries each again after startRetry).
+type startFailures struct {
+	mu     sync.Mutex
+	failed map[uint64]time.Time
 }
 
-// tableView is the table as one linearizable read found it.
-type tableView struct {
-	set    bool
-	groups []fsm.GroupEntry
-}
-
-func (t *tableState) init(mode bool) {
-	t.mode.Store(mode)
-	t.nudge = make(chan struct{}, 1)
-	t.failed = make(map[uint64]time.Time)
-}
-
-// changed wakes the watcher; it runs on the default group's apply
-// goroutine and never blocks.
-func (t *tableState) changed() {
-	select {
-	case t.nudge <- struct{}{}:
-	default:
-	}
-}
-
-// entry returns the table's entry for g's group, if the table is set and
-// has g's group on g's shard.
-func (t *tableState) entry(g Group) (fsm.GroupEntry, bool) {
-	v := t.cur.Load()
-	if v == nil || !v.set {
-		return fsm.GroupEntry{}, false
-	}
-	e, ok := v.find(g.Name())
-	return e, ok && e.Shard == g.ShardID()
-}
-
-func (v *tableView) find(name string) (fsm.GroupEntry, bool) {
-	i := slices.IndexFunc(v.groups, func(e fsm.GroupEntry) bool { return e.Name == name })
-	if i < 0 {
-		return fsm.GroupEntry{}, false
-	}
-	return v.groups[i], true
-}
-
-// Timing of the watcher: a table change nudges it at once; it reads the
-// table again every tableRefresh anyway (a nudge lost to a read that
-// failed, a start that failed), and sooner while a seed is pending or the
-// last read failed.
 const (
-	tableRefresh   = 5 * time.Second
-	tableRetry     = time.Second
-	tableReadLimit = 10 * time.Second
 	// startRetry is how long a group whose start failed here waits before
 	// the next attempt.
 	startRetry = 30 * time.Second
 	// removeDataLimit bounds the removal of a stopped group's raft data.
 	removeDataLimit = 30 * time.Second
 )
-
-// watchTable is the host's watcher of the group table; it returns when the
-// host closes.
-func (h *Host) watchTable() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-h.closed
-		cancel()
-	}()
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.closed:
-			return
-		case <-h.tab.nudge:
-		case <-t.C:
-		}
-		next := tableRefresh
-		if !h.refreshTable(ctx) {
-			next = tableRetry
-		}
-		t.Reset(next)
-	}
-}
-
-// refreshTable reads the table and acts on it; false means it should be
-// tried again soon.
-func (h *Host) refreshTable(ctx context.Context) bool {
-	rctx, cancel := context.WithTimeout(ctx, tableReadLimit)
-	defer cancel()
-	v, err := h.readTable(rctx)
-	if err != nil {
-		h.log.Debug("fencelock: reading the group table failed; retried", "err", err)
-		return false
-	}
-	if !v.set {
-		return h.seed(rctx)
-	}
-	h.followTable(ctx, v)
-	return true
-}
-
-// readTable reads the table linearizably.
-func (h *Host) readTable(ctx context.Context) (tableView, error) {
-	res, err := h.groups()[0].Read(ctx, func(st *fsm.State) any {
-		groups, set := st.GroupTable()
-		return tableView{set: set, groups: groups}
-	})
-	if err != nil {
-		return tableView{}, err
-	}
-	return res.(tableView), nil
-}
-
-// followTable makes the groups this host runs the table's v.
-func (h *Host) followTable(ctx context.Context, v tableView) {
-	if !h.tab.mode.Load() {
-		h.setMu.Lock()
-		err := h.updateGroupsFile(func(f *groupsFile) { f.Table = true })
-		h.setMu.Unlock()
-		if err != nil {
-			h.log.Warn("fencelock: cannot keep in Dir that this replica follows the group table; retried", "err", err)
-			return
-		}
-		h.tab.mode.Store(true)
-		h.log.Info("fencelock: the deployment's named groups are the group table's from now on; Config.Groups only seeded it", "groups", len(v.groups))
-	}
-	h.tab.cur.Store(&v)
-	h.logConfigDiff(v)
-	for _, r := range h.groups()[1:] {
-		e, ok := v.find(r.Name())
-		switch {
-		case !ok || e.Shard != r.ShardID():
-			h.stopGroup(r, fmt.Errorf("%w: %q", ErrGroupDropped, r.Name()), false)
-		case h.own() && slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.Ops.Removed.Load() || removedUnheard(r) || h.removalConfirmed(ctx, r, e)):
-			h.stopGroup(r, shard.MovedOff(r.Name()), true)
-		case slices.Contains(e.Removed, h.cfg.ReplicaID) && (r.Ops.Removed.Load() || h.removalConfirmed(ctx, r, e)):
-			h.stopGroup(r, fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", ErrGroupMoved, r.Name(), h.cfg.ReplicaID), false)
-		default:
-			r.SetVoters(e.Voters)
-		}
-	}
-	h.followMirrors(v)
-	for _, e := range v.groups {
-		if h.running(e.Name) == nil && !slices.Contains(e.Removed, h.cfg.ReplicaID) {
-			if h.own() && !slices.Contains(e.Voters, h.cfg.ReplicaID) {
-				continue // reached through a mirror, when used
-			}
-			h.startGroup(e)
-		}
-	}
-	h.leadersChanged() // the group leaders' reconcile moves the voters
-}
-
-// removedUnheard reports whether r, whose voters the table moved off this
-// host, has heard no leader for a long while: a replica the leader removed
-// may never learn of it (the entry that removes it commits without it),
-// and a host that runs only its own groups then reaches the group through
-// a mirror instead of a shard that no longer hears it.
-func removedUnheard(r *Replica) bool {
-	since := r.LeaderlessSince()
-	return since != 0 && time.Since(time.Unix(0, since)) > 2*r.Patience()
-}
-
-// removalConfirmed reports whether one of the group's voters (table
-// entry e's) reads, linearizably, this replica removed from r's group: a
-// replica removed while it was down, or cut off, never hears of it from
-// the group (the entry that removes it commits without it, and its
-// messages are dropped), under any placement, and would run a group
-// without a leader for good. It asks only once r has had no leader for an
-// election timeout (a replica that hears its leader learns of its removal
-// by applying it), and only the group can say: a replica that the table
-// removes but raft has not removed yet (the leader removes it once the new
-// voters vote) may still count for the group's quorum, and must not stop.
-func (h *Host) removalConfirmed(ctx context.Context, r *Replica, e fsm.GroupEntry) bool {
-	since := r.LeaderlessSince()
-	if since == 0 || time.Since(time.Unix(0, since)) < r.ElectionTimeout() || h.calls == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*h.cfg.ProposalTimeout)
-	defer cancel()
-	ask := slices.DeleteFunc(slices.Clone(e.Voters), func(id uint64) bool { return id == h.cfg.ReplicaID })
-	m, err := h.membersRemote(ctx, r.Name(), r.ShardID(), ask)
-	if err != nil {
-		r.Logger().Debug("fencelock: the group table removes this replica from the group, and no voter confirmed it yet; asked again", "err", err)
-		return false
-	}
-	return slices.Contains(m.Removed, h.cfg.ReplicaID)
-}
-
-// logConfigDiff logs, once per difference, how this host's Config.Groups
-// differs from the table, which rules.
-func (h *Host) logConfigDiff(v tableView) {
-	var parts []string
-	for _, gc := range h.cfg.Groups {
-		e, ok := v.find(gc.Name)
-		voters := slices.Sorted(slices.Values(gc.Voters))
-		switch {
-		case !ok:
-			parts = append(parts, fmt.Sprintf("%s: in Config.Groups, not in the table", gc.Name))
-		case !slices.Equal(voters, e.Voters):
-			parts = append(parts, fmt.Sprintf("%s: voters %v in Config.Groups, %v in the table", gc.Name, voters, e.Voters))
-		}
-	}
-	for _, e := range v.groups {
-		if !slices.ContainsFunc(h.cfg.Groups, func(gc GroupConfig) bool { return gc.Name == e.Name }) {
-			parts = append(parts, fmt.Sprintf("%s: in the table, not in Config.Groups", e.Name))
-		}
-	}
-	diff := strings.Join(parts, "; ")
-	h.tab.mu.Lock()
-	defer h.tab.mu.Unlock()
-	if diff == h.tab.diff {
-		return
-	}
-	h.tab.diff = diff
-	if diff != "" && len(h.cfg.Groups) > 0 {
-		h.log.Warn("fencelock: Config.Groups differs from the deployment's group table, which rules (change groups with CreateGroup, DropGroup and SetVoters)",
-			"differences", diff)
-	}
-}
 
 // startGroup starts this host's replica of table entry e: as one of its
 // bootstrap voters, or else as a non-voting replica that joins (the
@@ -289,9 +52,9 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 	if h.running(e.Name) != nil {
 		return
 	}
-	h.tab.mu.Lock()
-	failedAt, failed := h.tab.failed[e.Shard]
-	h.tab.mu.Unlock()
+	h.starts.mu.Lock()
+	failedAt, failed := h.starts.failed[e.Shard]
+	h.starts.mu.Unlock()
 	if failed && time.Since(failedAt) < startRetry {
 		return
 	}
@@ -327,9 +90,9 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 	if err := r.Start(h.nh); err != nil {
 		r.Stop()
 		r.Wait()
-		h.tab.mu.Lock()
-		h.tab.failed[e.Shard] = time.Now()
-		h.tab.mu.Unlock()
+		h.starts.mu.Lock()
+		h.starts.failed[e.Shard] = time.Now()
+		h.starts.mu.Unlock()
 		h.log.Warn("fencelock: a group of the table could not start here; retried later", "group", e.Name, "err", startError(h.cfg, e.Name, err))
 		return
 	}
@@ -380,7 +143,7 @@ func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 	}
 	r.Wait()
 	if mirror {
-		if e, ok := h.tab.entry(r); ok {
+		if e, ok := h.table.Entry(r); ok {
 			h.mirrorAfter(r, e)
 		}
 	}
@@ -451,44 +214,6 @@ func setNamed(groups []namedGroup, ng namedGroup) []namedGroup {
 	return append(out, ng)
 }
 
-// seed proposes, once, that the table be this host's Config.Groups, if it
-// has any and does not follow the table yet; false means it should be
-// tried again soon.
-func (h *Host) seed(ctx context.Context) bool {
-	h.tab.mu.Lock()
-	done := h.tab.seedDone || h.tab.mode.Load() || len(h.cfg.Groups) == 0
-	if h.tab.seedOp == 0 {
-		h.tab.seedOp = newOpID()
-	}
-	op := h.tab.seedOp
-	h.tab.mu.Unlock()
-	if done {
-		return true
-	}
-	specs, err := h.seedSpecs(ctx)
-	if err != nil {
-		h.log.Warn("fencelock: cannot seed the group table from Config.Groups; retried", "err", err)
-		return false
-	}
-	res, err := h.groups()[0].Propose(ctx, fsm.Command{Kind: fsm.KindGroupSeed, Op: op, Groups: specs})
-	if err != nil {
-		h.log.Debug("fencelock: seeding the group table failed; retried", "err", err)
-		return false
-	}
-	h.tab.mu.Lock()
-	h.tab.seedDone = true
-	h.tab.mu.Unlock()
-	switch res.Status {
-	case fsm.OK:
-		h.log.Info("fencelock: group table seeded from Config.Groups", "groups", len(specs))
-	case fsm.NotApplied: // another replica's seed, or a create, came first
-	default:
-		h.log.Warn("fencelock: the group table refused this replica's Config.Groups as its seed", "status", res.Status, "value", res.Value)
-	}
-	h.tab.changed()
-	return true
-}
-
 // seedSpecs are this host's Config.Groups as the table's seed: each on the
 // shard its name gives, with its voters' addresses as this host
 // bootstrapped them, or as the deployment has them.
@@ -526,130 +251,6 @@ func (h *Host) seedSpecs(ctx context.Context) ([]fsm.GroupSpec, error) {
 	return specs, nil
 }
 
-// newOpID draws an operation ID (fsm.Command.Op): random, never 0.
-func newOpID() uint64 {
-	var b [8]byte
-	for {
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
-		if op := binary.LittleEndian.Uint64(b[:]); op != 0 {
-			return op
-		}
-	}
-}
-
-// newShardID draws the shard ID of a group created under name: a hash of
-// the name and a random number, so that a group created again under an
-// old name gets another shard than its predecessor; never 0 or 1, nor the
-// shard the name alone gives (a group of Config.Groups).
-func newShardID(name string) uint64 {
-	for {
-		var nonce [8]byte
-		_, _ = rand.Read(nonce[:])
-		sum := sha256.Sum256(append([]byte("fencelock created group\n"+name+"\n"), nonce[:]...))
-		if id := binary.BigEndian.Uint64(sum[:8]); id > 1 && id != GroupShardID(name) {
-			return id
-		}
-	}
-}
-
-// catchUpSlack is how far behind the leader's applied index a new voter's
-// acknowledged log may be when it is promoted: a voter that has not caught
-// up counts toward the quorum without being able to acknowledge, but under
-// load a follower is always a few entries behind.
-const catchUpSlack = 64
-
-// moveVoters makes one change toward entry's voters in r's group, whose
-// leader this host is, with membership m; hosts are the deployment's
-// replicas and addresses. It reports whether it made a change or waits for
-// one (a new voter catching up).
-func (h *Host) moveVoters(ctx context.Context, r *Replica, m *dragonboat.Membership, e fsm.GroupEntry, hosts map[uint64]string) bool {
-	self := h.cfg.ReplicaID
-	for _, id := range e.Voters {
-		if _, ok := m.Nodes[id]; ok {
-			continue
-		}
-		addr, ok := hosts[id]
-		if !ok {
-			addr, ok = m.NonVotings[id]
-		}
-		if !ok {
-			r.Logger().Debug("fencelock: a voter the group table names is not a member of the deployment; add it first", "member", id)
-			continue
-		}
-		if _, ok := m.NonVotings[id]; !ok {
-			if err := r.EnsureNonVoting(ctx, id, addr, true); err != nil {
-				r.Logger().Debug("fencelock: adding a new voter as a non-voting replica first; retried", "member", id, "err", err)
-			} else {
-				r.Logger().Info("fencelock: new voter added as a non-voting replica; promoted once it has caught up", "member", id)
-			}
-			return true
-		}
-		if !h.caughtUp(r, id) {
-			return true
-		}
-		err := r.Promote(ctx, id, addr)
-		if err != nil {
-			r.Logger().Debug("fencelock: promoting a new voter; retried", "member", id, "err", err)
-		} else {
-			r.Logger().Info("fencelock: new voter promoted, as the group table says", "member", id)
-		}
-		return true
-	}
-	for _, id := range slices.Sorted(maps.Keys(m.Nodes)) {
-		if slices.Contains(e.Voters, id) {
-			continue
-		}
-		if !h.tableRemoves(ctx, r, id) {
-			return true
-		}
-		if id == self {
-			// The leader hands the group to a voter that stays, which
-			// then removes this one.
-			for _, to := range e.Voters {
-				if _, voter := m.Nodes[to]; voter && h.live(to) {
-					if err := r.Transfer(ctx, to, 1); err != nil {
-						r.Logger().Debug("fencelock: handing the group over before leaving its voters; retried", "to", to, "err", err)
-					} else {
-						r.Logger().Info("fencelock: group handed over before leaving its voters, as the group table says", "to", to)
-					}
-					return true
-				}
-			}
-			return true
-		}
-		if err := r.RemoveReplica(ctx, id); err != nil {
-			r.Logger().Debug("fencelock: removing a voter the group table no longer names; retried", "member", id, "err", err)
-		} else {
-			r.Logger().Info("fencelock: voter removed, as the group table says", "member", id)
-		}
-		return true
-	}
-	return false
-}
-
-// caughtUp reports whether replica id of r's group, which this host leads,
-// answered this group's leader lately (an append or a heartbeat) and has
-// acknowledged its log up to about what the leader applied. Lately in this group, not lately in
-// any: a young group's log is shorter than catchUpSlack, and a replica
-// heard from in the default group a moment ago but cut off from this
-// group's leader since (it answered nothing here) was promoted at once,
-// leaving the group a voter it cannot reach.
-func (h *Host) caughtUp(r *Replica, id uint64) bool {
-	return h.prog.ackedWithin(r.ShardID(), id, h.freshness()) && h.prog.index(r.ShardID(), id)+catchUpSlack >= r.AppliedIndex.Load()
-}
-
-// tableRemoves reads the table again and reports whether it still removes
-// replica id from r's group: a removal cannot be undone, so it is never
-// made on a view of the table that may have changed since.
-func (h *Host) tableRemoves(ctx context.Context, r *Replica, id uint64) bool {
-	v, err := h.readTable(ctx)
-	if err != nil {
-		return false
-	}
-	e, ok := v.find(r.Name())
-	return ok && e.Shard == r.ShardID() && !slices.Contains(e.Voters, id) && slices.Contains(e.Removed, id)
-}
-
 // FollowsTable reports whether this host runs the group table's groups
 // (it has seen the table set), rather than its Config.Groups.
-func (h *Host) FollowsTable() bool { return h.tab.mode.Load() }
+func (h *Host) FollowsTable() bool { return h.table.FollowsTable() }

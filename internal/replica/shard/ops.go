@@ -50,7 +50,7 @@ func (r *Shard) RemovedFromGroup() {
 	}
 	if r.host.MovedOff(r) && r.host.OwnGroupsOnly() {
 		// The group table moved the group's voters off this host, which
-		// runs only its own groups: a mirror takes over (internal/replica's table.go).
+		// runs only its own groups: a mirror takes over (package grouptable's watcher).
 		err := MovedOff(r.Name())
 		r.Gone.Store(&err)
 		r.Logger().Info("fencelock: the group moved its voters off this replica, as the group table says; it is reached through a replica that runs it from now on")
@@ -61,7 +61,7 @@ func (r *Shard) RemovedFromGroup() {
 	}
 	if r.host.MovedOff(r) {
 		// The group table moved the group's voters off this host: the
-		// host runs on, without this group (internal/replica's table.go stops it).
+		// host runs on, without this group (package grouptable's watcher stops it).
 		err := fmt.Errorf("%w: %q no longer runs on replica %d: SetVoters moved its voters off it", lockapi.ErrGroupMoved, r.Name(), r.cfg.ReplicaID)
 		r.Gone.Store(&err)
 		r.Logger().Info("fencelock: the group moved its voters off this replica, as the group table says; it stops here")

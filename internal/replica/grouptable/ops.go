@@ -1,4 +1,4 @@
-package replica
+package grouptable
 
 // The group table's operations: create, drop and re-vote a named group,
 // and move every group off a replica. Each proposes its change to the
@@ -20,6 +20,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/fsm"
 	"github.com/fencelock/fencelock/internal/replica/shard"
+	"github.com/fencelock/fencelock/lockapi"
 )
 
 // ErrTooManyGroups wraps a create refused because the table holds
@@ -34,12 +35,12 @@ const pollEvery = 50 * time.Millisecond
 // GroupTable returns the group table as of a linearizable read of the
 // default group: its groups in name order, and whether it was ever set.
 // Before it is set, the deployment runs its replicas' Config.Groups.
-func (h *Host) GroupTable(ctx context.Context) ([]fsm.GroupEntry, bool, error) {
-	v, err := h.readTable(ctx)
+func (t *Table) GroupTable(ctx context.Context) ([]fsm.GroupEntry, bool, error) {
+	v, err := t.read(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	return v.groups, v.set, nil
+	return v.Groups, v.Set, nil
 }
 
 // Reachable returns every group a call on this host can name: the default
@@ -47,12 +48,12 @@ func (h *Host) GroupTable(ctx context.Context) ([]fsm.GroupEntry, bool, error) {
 // table is set, the table's groups (a linearizable read of the default
 // group), which include those a PlaceOwnGroups host reaches through a
 // mirror and those created a moment ago that it has not started yet.
-func (h *Host) Reachable(ctx context.Context) ([]string, error) {
-	names := h.Groups()
-	if !h.FollowsTable() && h.cfg.Placement != PlaceOwn {
+func (t *Table) Reachable(ctx context.Context) ([]string, error) {
+	names := t.h.Names()
+	if !t.FollowsTable() && !t.h.OwnGroupsOnly() {
 		return names, nil // before the table: Config.Groups, all run here
 	}
-	groups, set, err := h.GroupTable(ctx)
+	groups, set, err := t.GroupTable(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -76,14 +77,14 @@ func checkVoters(voters []uint64) ([]uint64, error) {
 	switch len(vs) {
 	case 1, 3, 5:
 	default:
-		return nil, fmt.Errorf("%w: %d voters; want 1, 3 or 5 (an even count tolerates no more failures than one fewer)", ErrInvalidVoters, len(vs))
+		return nil, fmt.Errorf("%w: %d voters; want 1, 3 or 5 (an even count tolerates no more failures than one fewer)", lockapi.ErrInvalidVoters, len(vs))
 	}
 	for i, id := range vs {
 		if id == 0 {
-			return nil, fmt.Errorf("%w: replica ID 0", ErrInvalidVoters)
+			return nil, fmt.Errorf("%w: replica ID 0", lockapi.ErrInvalidVoters)
 		}
 		if i > 0 && vs[i-1] == id {
-			return nil, fmt.Errorf("%w: replica %d listed twice", ErrInvalidVoters, id)
+			return nil, fmt.Errorf("%w: replica %d listed twice", lockapi.ErrInvalidVoters, id)
 		}
 	}
 	return vs, nil
@@ -91,8 +92,8 @@ func checkVoters(voters []uint64) ([]uint64, error) {
 
 // deploymentAddrs returns the default group's members, voting or not, and
 // their addresses (a linearizable read).
-func (h *Host) deploymentAddrs(ctx context.Context) (map[uint64]string, *dragonboat.Membership, error) {
-	m, err := h.groups()[0].RaftMembership(ctx)
+func (t *Table) deploymentAddrs(ctx context.Context) (map[uint64]string, *dragonboat.Membership, error) {
+	m, err := t.h.DefaultGroup().RaftMembership(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,7 +110,7 @@ func membersOf(voters []uint64, addrs map[uint64]string) ([]fsm.GroupMember, err
 	for _, id := range voters {
 		addr, ok := addrs[id]
 		if !ok {
-			return nil, fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: fencelock members add --id N --addr HOST:PORT, POST /v1/members or Node.AddNonVoting; then start it)", ErrInvalidVoters, id)
+			return nil, fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: fencelock members add --id N --addr HOST:PORT, POST /v1/members or Node.AddNonVoting; then start it)", lockapi.ErrInvalidVoters, id)
 		}
 		out = append(out, fsm.GroupMember{ID: id, Addr: addr})
 	}
@@ -119,33 +120,33 @@ func membersOf(voters []uint64, addrs map[uint64]string) ([]fsm.GroupMember, err
 // ensureTable seeds the table from this host's Config.Groups if it was
 // never set, so that a change made before any seed does not make a table
 // without the groups the deployment runs.
-func (h *Host) ensureTable(ctx context.Context) (tableView, error) {
-	v, err := h.readTable(ctx)
-	if err != nil || v.set {
+func (t *Table) ensureTable(ctx context.Context) (View, error) {
+	v, err := t.read(ctx)
+	if err != nil || v.Set {
 		return v, err
 	}
-	specs, err := h.seedSpecs(ctx)
+	specs, err := t.h.SeedSpecs(ctx)
 	if err != nil {
-		return v, fmt.Errorf("%w: the group table was never set, and this replica cannot seed it from its Config.Groups: %v", ErrInvalidVoters, err)
+		return v, fmt.Errorf("%w: the group table was never set, and this replica cannot seed it from its Config.Groups: %v", lockapi.ErrInvalidVoters, err)
 	}
-	if _, err := h.groups()[0].Propose(ctx, fsm.Command{Kind: fsm.KindGroupSeed, Op: newOpID(), Groups: specs}); err != nil {
+	if _, err := t.h.DefaultGroup().Propose(ctx, fsm.Command{Kind: fsm.KindGroupSeed, Op: NewOpID(), Groups: specs}); err != nil {
 		return v, err
 	}
-	h.tab.changed()
-	return h.readTable(ctx)
+	t.Changed()
+	return t.read(ctx)
 }
 
 // CreateGroup adds group name with voters to the table, and returns once
 // this host runs it (the root's CreateGroup documents the contract).
-func (h *Host) CreateGroup(ctx context.Context, name string, voters []uint64) error {
+func (t *Table) CreateGroup(ctx context.Context, name string, voters []uint64) error {
 	if !fsm.ValidGroupName(name) {
-		return fmt.Errorf("%w: %q: want 1 to %d of [a-z0-9-]", ErrInvalidGroupName, truncate(name, 40), fsm.MaxGroupNameLen)
+		return fmt.Errorf("%w: %q: want 1 to %d of [a-z0-9-]", lockapi.ErrInvalidGroupName, shard.Truncate(name, 40), fsm.MaxGroupNameLen)
 	}
 	vs, err := checkVoters(voters)
 	if err != nil {
 		return err
 	}
-	addrs, _, err := h.deploymentAddrs(ctx)
+	addrs, _, err := t.deploymentAddrs(ctx)
 	if err != nil {
 		return err
 	}
@@ -153,32 +154,32 @@ func (h *Host) CreateGroup(ctx context.Context, name string, voters []uint64) er
 	if err != nil {
 		return err
 	}
-	v, err := h.ensureTable(ctx)
+	v, err := t.ensureTable(ctx)
 	if err != nil {
 		return err
 	}
-	if e, ok := v.find(name); ok {
-		return fmt.Errorf("%w: %q, with voters %v", ErrGroupExists, name, e.Voters)
+	if e, ok := v.Find(name); ok {
+		return fmt.Errorf("%w: %q, with voters %v", lockapi.ErrGroupExists, name, e.Voters)
 	}
-	def := h.groups()[0]
+	def := t.h.DefaultGroup()
 	for range 3 { // a shard ID taken by another group: draw another
 		spec := fsm.GroupSpec{Name: name, Shard: newShardID(name), Voters: vs, Bootstrap: boot}
-		res, err := def.Propose(ctx, fsm.Command{Kind: fsm.KindGroupCreate, Op: newOpID(), Groups: []fsm.GroupSpec{spec}})
+		res, err := def.Propose(ctx, fsm.Command{Kind: fsm.KindGroupCreate, Op: NewOpID(), Groups: []fsm.GroupSpec{spec}})
 		if err != nil {
 			return err
 		}
 		switch {
 		case res.Status == fsm.OK:
-			h.log.Info("fencelock: group created", "group", name, "voters", vs)
-			return h.awaitGroup(ctx, name, func(r *Replica) bool { return r != nil && r.ShardID() == res.Value })
+			t.h.Logger().Info("fencelock: group created", "group", name, "voters", vs)
+			return t.awaitGroup(ctx, name, func(r *shard.Shard) bool { return r != nil && r.ShardID() == res.Value })
 		case res.Status == fsm.Conflict:
-			return fmt.Errorf("%w: %q", ErrGroupExists, name)
+			return fmt.Errorf("%w: %q", lockapi.ErrGroupExists, name)
 		case res.Status == fsm.LimitExceeded:
 			return fmt.Errorf("%w: the deployment has %d groups", ErrTooManyGroups, fsm.MaxGroups)
 		case res.Status == fsm.Invalid && res.Value == fsm.GroupShardTaken:
 			continue
 		default:
-			return fmt.Errorf("%w: the group table refused group %q: %v", ErrInvalidVoters, name, res.Status)
+			return fmt.Errorf("%w: the group table refused group %q: %v", lockapi.ErrInvalidVoters, name, res.Status)
 		}
 	}
 	return fmt.Errorf("fencelock: create group %q: no free shard ID found", name)
@@ -188,34 +189,34 @@ func (h *Host) CreateGroup(ctx context.Context, name string, voters []uint64) er
 // longer runs on this host (the root's DropGroup documents the contract).
 // The group is drained first (drain): sealed, which withdraws its queued
 // requests and grants nothing more, and, with force, its grants revoked.
-func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
+func (t *Table) DropGroup(ctx context.Context, name string, force bool) error {
 	// A deployment whose table was never set (its gate not raised yet, or
 	// just raised) names its Config.Groups: seed them first, as a create
 	// does, so that a drop made right after start finds the group.
-	v, err := h.ensureTable(ctx)
+	v, err := t.ensureTable(ctx)
 	if err != nil {
 		return err
 	}
-	e, ok := v.find(name)
-	if !v.set || !ok {
-		return fmt.Errorf("%w: %q is not a group of the table", ErrUnknownGroup, truncate(name, 64))
+	e, ok := v.Find(name)
+	if !v.Set || !ok {
+		return fmt.Errorf("%w: %q is not a group of the table", lockapi.ErrUnknownGroup, shard.Truncate(name, 64))
 	}
-	r := h.running(name)
+	r := t.h.Running(name)
 	if r == nil || r.ShardID() != e.Shard {
-		return fmt.Errorf("%w: %q does not run on replica %d: call DropGroup on a replica that runs it", ErrGroupMoved, name, h.cfg.ReplicaID)
+		return fmt.Errorf("%w: %q does not run on replica %d: call DropGroup on a replica that runs it", lockapi.ErrGroupMoved, name, t.h.ReplicaID())
 	}
 	if err := drain(ctx, r, force); err != nil {
 		return err
 	}
-	res, err := h.groups()[0].Propose(ctx, fsm.Command{Kind: fsm.KindGroupDrop, Op: newOpID(), Groups: []fsm.GroupSpec{{Name: name}}})
+	res, err := t.h.DefaultGroup().Propose(ctx, fsm.Command{Kind: fsm.KindGroupDrop, Op: NewOpID(), Groups: []fsm.GroupSpec{{Name: name}}})
 	if err != nil {
 		return err
 	}
 	if res.Status != fsm.OK || res.Value != e.Shard {
-		return fmt.Errorf("%w: %q was dropped by another call", ErrUnknownGroup, name)
+		return fmt.Errorf("%w: %q was dropped by another call", lockapi.ErrUnknownGroup, name)
 	}
-	h.log.Info("fencelock: group dropped", "group", name)
-	return h.awaitGroup(ctx, name, func(x *Replica) bool { return x != r })
+	t.h.Logger().Info("fencelock: group dropped", "group", name)
+	return t.awaitGroup(ctx, name, func(x *shard.Shard) bool { return x != r })
 }
 
 // drain empties group r before its drop, granting nothing. Once the
@@ -234,13 +235,13 @@ func (h *Host) DropGroup(ctx context.Context, name string, force bool) error {
 // (drainUnsealed), which leaves a call that asks the group in the moment
 // before the drop applies to be queued or granted and to end with the
 // group.
-func drain(ctx context.Context, r *Replica, force bool) error {
+func drain(ctx context.Context, r *shard.Shard, force bool) error {
 	d, err := readDraining(ctx, r)
 	if err != nil {
 		return err
 	}
 	if d.held > 0 && !force {
-		return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", ErrGroupHoldsLocks, r.Name(), plural(d.held, "lock or leadership"))
+		return fmt.Errorf("%w: group %q holds %s: release or revoke them, or drop it with force", lockapi.ErrGroupHoldsLocks, r.Name(), shard.Plural(d.held, "lock or leadership"))
 	}
 	res, err := r.Propose(ctx, fsm.Command{Kind: fsm.KindSeal})
 	switch {
@@ -261,7 +262,7 @@ func drain(ctx context.Context, r *Replica, force bool) error {
 	}
 	for _, c := range d.cmds {
 		if c.Kind == fsm.KindRevoke {
-			c.Op = newOpID() // applied once across its retries
+			c.Op = NewOpID() // applied once across its retries
 		}
 		if _, err := r.Propose(ctx, c); err != nil {
 			return err
@@ -279,7 +280,7 @@ type draining struct {
 
 // readDraining reads the commands that drain r's group (a linearizable
 // read).
-func readDraining(ctx context.Context, r *Replica) (draining, error) {
+func readDraining(ctx context.Context, r *shard.Shard) (draining, error) {
 	v, err := r.Read(ctx, func(st *fsm.State) any {
 		cmds, held := st.Draining()
 		return draining{cmds: cmds, held: held}
@@ -305,7 +306,7 @@ func readDraining(ctx context.Context, r *Replica) (draining, error) {
 // state says it is dying, so a call that queues or is granted after the
 // last read, before the drop applies, ends with the group instead
 // (ErrGroupDropped).
-func drainUnsealed(ctx context.Context, r *Replica, force bool) error {
+func drainUnsealed(ctx context.Context, r *shard.Shard, force bool) error {
 	for range maxDrainRounds {
 		d, err := readDraining(ctx, r)
 		if err != nil {
@@ -322,7 +323,7 @@ func drainUnsealed(ctx context.Context, r *Replica, force bool) error {
 		}
 		for _, c := range d.cmds {
 			if c.Kind == fsm.KindRevoke {
-				c.Op = newOpID() // applied once across its retries
+				c.Op = NewOpID() // applied once across its retries
 			}
 			if _, err := r.Propose(ctx, c); err != nil {
 				return err
@@ -343,20 +344,20 @@ const maxDrainRounds = 8
 // SetVoters makes voters group name's voters in the table, and returns once
 // the group's raft membership has moved to them (the root's SetVoters
 // documents the contract).
-func (h *Host) SetVoters(ctx context.Context, name string, voters []uint64) error {
+func (t *Table) SetVoters(ctx context.Context, name string, voters []uint64) error {
 	vs, err := checkVoters(voters)
 	if err != nil {
 		return err
 	}
-	v, err := h.ensureTable(ctx) // as DropGroup: the Config's groups first
+	v, err := t.ensureTable(ctx) // as DropGroup: the Config's groups first
 	if err != nil {
 		return err
 	}
-	e, ok := v.find(name)
-	if !v.set || !ok {
-		return fmt.Errorf("%w: %q is not a group of the table", ErrUnknownGroup, truncate(name, 64))
+	e, ok := v.Find(name)
+	if !v.Set || !ok {
+		return fmt.Errorf("%w: %q is not a group of the table", lockapi.ErrUnknownGroup, shard.Truncate(name, 64))
 	}
-	addrs, _, err := h.deploymentAddrs(ctx)
+	addrs, _, err := t.deploymentAddrs(ctx)
 	if err != nil {
 		return err
 	}
@@ -365,28 +366,28 @@ func (h *Host) SetVoters(ctx context.Context, name string, voters []uint64) erro
 	}
 	for _, id := range vs {
 		if slices.Contains(e.Removed, id) {
-			return fmt.Errorf("%w: replica %d was removed from group %q, and a removed replica never comes back: use a new replica ID", ErrInvalidVoters, id, name)
+			return fmt.Errorf("%w: replica %d was removed from group %q, and a removed replica never comes back: use a new replica ID", lockapi.ErrInvalidVoters, id, name)
 		}
 	}
-	res, err := h.groups()[0].Propose(ctx, fsm.Command{Kind: fsm.KindGroupSetVoters, Op: newOpID(),
+	res, err := t.h.DefaultGroup().Propose(ctx, fsm.Command{Kind: fsm.KindGroupSetVoters, Op: NewOpID(),
 		Groups: []fsm.GroupSpec{{Name: name, Voters: vs}}})
 	if err != nil {
 		return err
 	}
 	switch {
 	case res.Status == fsm.NotApplied:
-		return fmt.Errorf("%w: %q was dropped meanwhile", ErrUnknownGroup, name)
+		return fmt.Errorf("%w: %q was dropped meanwhile", lockapi.ErrUnknownGroup, name)
 	case res.Status == fsm.Invalid && res.Value == fsm.GroupVoterRemoved:
-		return fmt.Errorf("%w: a voter of %v was removed from group %q meanwhile", ErrInvalidVoters, vs, name)
+		return fmt.Errorf("%w: a voter of %v was removed from group %q meanwhile", lockapi.ErrInvalidVoters, vs, name)
 	case res.Status != fsm.OK:
-		return fmt.Errorf("%w: the group table refused voters %v for %q: %v", ErrInvalidVoters, vs, name, res.Status)
+		return fmt.Errorf("%w: the group table refused voters %v for %q: %v", lockapi.ErrInvalidVoters, vs, name, res.Status)
 	}
 	if !slices.Equal(vs, e.Voters) {
-		h.log.Info("fencelock: group's voters set; they move one change at a time", "group", name, "from", e.Voters, "to", vs)
+		t.h.Logger().Info("fencelock: group's voters set; they move one change at a time", "group", name, "from", e.Voters, "to", vs)
 	}
-	h.tab.changed()
+	t.Changed()
 	ask := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(e.Voters), vs...))))
-	return h.awaitVoters(ctx, name, res.Value, vs, ask)
+	return t.awaitVoters(ctx, name, res.Value, vs, ask)
 }
 
 // awaitVoters waits until group name on shard id has exactly voters, as a
@@ -395,37 +396,37 @@ func (h *Host) SetVoters(ctx context.Context, name string, voters []uint64) erro
 // removal is the move's last step for it: it comes after every new voter
 // votes). A host that does not run the group reads the membership at one
 // of ask (its voters before and after the move).
-func (h *Host) awaitVoters(ctx context.Context, name string, id uint64, voters, ask []uint64) error {
+func (t *Table) awaitVoters(ctx context.Context, name string, id uint64, voters, ask []uint64) error {
 	for {
-		r := h.running(name)
-		if r == nil && h.own() {
+		r := t.h.Running(name)
+		if r == nil && t.h.OwnGroupsOnly() {
 			// A host that runs only its own groups watches the move where
 			// it is one of the new voters once it runs the group, and
 			// through a voter until then or if it is none.
-			m, err := h.membersRemote(ctx, name, id, ask)
+			m, err := t.h.MembersRemote(ctx, name, id, ask)
 			if err == nil && slices.Equal(slices.Sorted(maps.Keys(m.Voters)), voters) {
 				return nil
 			}
-			if err := h.pause(ctx); err != nil {
+			if err := t.Pause(ctx); err != nil {
 				return err
 			}
 			continue
 		}
 		if r == nil || r.ShardID() != id {
-			if slices.Contains(voters, h.cfg.ReplicaID) {
-				return fmt.Errorf("%w: %q no longer runs here", ErrGroupDropped, name)
+			if slices.Contains(voters, t.h.ReplicaID()) {
+				return fmt.Errorf("%w: %q no longer runs here", lockapi.ErrGroupDropped, name)
 			}
 			return nil // moved off this host: every new voter votes
 		}
-		if e := r.Gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, shard.ErrMovedOff)) {
+		if e := r.Gone.Load(); e != nil && (errors.Is(*e, lockapi.ErrGroupMoved) || errors.Is(*e, shard.ErrMovedOff)) {
 			return nil
 		}
 		m, err := r.RaftMembership(ctx)
 		if err != nil {
-			if e := r.Gone.Load(); e != nil && (errors.Is(*e, ErrGroupMoved) || errors.Is(*e, shard.ErrMovedOff)) {
+			if e := r.Gone.Load(); e != nil && (errors.Is(*e, lockapi.ErrGroupMoved) || errors.Is(*e, shard.ErrMovedOff)) {
 				return nil
 			}
-			if h.own() && !slices.Contains(voters, h.cfg.ReplicaID) {
+			if t.h.OwnGroupsOnly() && !slices.Contains(voters, t.h.ReplicaID()) {
 				// Removed from the group, this replica may never hear the
 				// group again (nor of its own removal): the move goes on at
 				// the group's leader, and the table stops the group here.
@@ -436,7 +437,7 @@ func (h *Host) awaitVoters(ctx context.Context, name string, id uint64, voters, 
 		if slices.Equal(slices.Sorted(maps.Keys(m.Nodes)), voters) {
 			return nil
 		}
-		if err := h.pause(ctx); err != nil {
+		if err := t.Pause(ctx); err != nil {
 			return err
 		}
 	}
@@ -444,26 +445,26 @@ func (h *Host) awaitVoters(ctx context.Context, name string, id uint64, voters, 
 
 // awaitGroup waits until done holds for this host's replica of group name
 // (nil if it runs none), nudging the table's watcher.
-func (h *Host) awaitGroup(ctx context.Context, name string, done func(*Replica) bool) error {
-	h.tab.changed()
-	for !done(h.running(name)) {
-		if err := h.pause(ctx); err != nil {
+func (t *Table) awaitGroup(ctx context.Context, name string, done func(*shard.Shard) bool) error {
+	t.Changed()
+	for !done(t.h.Running(name)) {
+		if err := t.Pause(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// pause waits pollEvery, or fails with ctx's end (ErrUnavailable and
+// Pause waits pollEvery, or fails with ctx's end (ErrUnavailable and
 // ctx's error) or the host's closing.
-func (h *Host) pause(ctx context.Context) error {
-	t := time.NewTimer(pollEvery)
-	defer t.Stop()
+func (t *Table) Pause(ctx context.Context) error {
+	timer := time.NewTimer(pollEvery)
+	defer timer.Stop()
 	select {
-	case <-t.C:
+	case <-timer.C:
 		return nil
-	case <-h.closed:
-		return ErrClosed
+	case <-t.h.Closed():
+		return lockapi.ErrClosed
 	case <-ctx.Done():
 		return shard.Unavailable(ctx.Err(), errors.New("the change is under way; it goes on without this call"))
 	}
@@ -472,26 +473,26 @@ func (h *Host) pause(ctx context.Context) error {
 // ReplaceReplica moves every group off replica old onto replica new, then
 // removes old from the deployment (the root's ReplaceReplica documents the
 // contract).
-func (h *Host) ReplaceReplica(ctx context.Context, old, new uint64) error {
+func (t *Table) ReplaceReplica(ctx context.Context, old, new uint64) error {
 	if old == 0 || new == 0 || old == new {
-		return fmt.Errorf("%w: replace %d with %d", ErrInvalidVoters, old, new)
+		return fmt.Errorf("%w: replace %d with %d", lockapi.ErrInvalidVoters, old, new)
 	}
-	addrs, m, err := h.deploymentAddrs(ctx)
+	addrs, m, err := t.deploymentAddrs(ctx)
 	if err != nil {
 		return err
 	}
 	addr, ok := addrs[new]
 	if !ok {
-		return fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: fencelock members add --id N --addr HOST:PORT, POST /v1/members or Node.AddNonVoting; then start it)", ErrInvalidVoters, new)
+		return fmt.Errorf("%w: replica %d is not a member of the deployment (add it first: fencelock members add --id N --addr HOST:PORT, POST /v1/members or Node.AddNonVoting; then start it)", lockapi.ErrInvalidVoters, new)
 	}
 	if _, removed := m.Removed[old]; removed {
-		return fmt.Errorf("%w: replica %d", ErrIDRemoved, old)
+		return fmt.Errorf("%w: replica %d", lockapi.ErrIDRemoved, old)
 	}
-	v, err := h.ensureTable(ctx)
+	v, err := t.ensureTable(ctx)
 	if err != nil {
 		return err
 	}
-	for _, e := range v.groups {
+	for _, e := range v.Groups {
 		if !slices.Contains(e.Voters, old) {
 			continue
 		}
@@ -499,11 +500,11 @@ func (h *Host) ReplaceReplica(ctx context.Context, old, new uint64) error {
 		if !slices.Contains(voters, new) {
 			voters = append(voters, new)
 		}
-		if err := h.SetVoters(ctx, e.Name, voters); err != nil {
+		if err := t.SetVoters(ctx, e.Name, voters); err != nil {
 			return fmt.Errorf("group %q: %w", e.Name, err)
 		}
 	}
-	def := h.groups()[0]
+	def := t.h.DefaultGroup()
 	if _, voter := m.Nodes[old]; voter {
 		if err := def.AddReplica(ctx, new, addr); err != nil {
 			return fmt.Errorf("the default group: %w", err)
@@ -512,6 +513,6 @@ func (h *Host) ReplaceReplica(ctx context.Context, old, new uint64) error {
 	if err := def.RemoveReplica(ctx, old); err != nil {
 		return fmt.Errorf("the default group: %w", err)
 	}
-	h.log.Info("fencelock: replica replaced in every group", "old", old, "new", new)
+	t.h.Logger().Info("fencelock: replica replaced in every group", "old", old, "new", new)
 	return nil
 }

@@ -20,6 +20,19 @@ func newHTTPSession(t *testing.T, base string, ttlMS int, name string) (id, secr
 	return r.Str("session_id"), r.Str("session_secret")
 }
 
+// adoptWhileFrozen freezes replica 1, where session id lives, until the
+// test thaws it (or ends), and heartbeats id on replica 2 until it answers:
+// replica 2 adopted the session, and replica 1's copy of it falls behind.
+func adoptWhileFrozen(t *testing.T, p *fencelocktest.Processes, id, secret string) {
+	t.Helper()
+	p.Freeze(1)
+	t.Cleanup(func() { p.Thaw(1) }) // again, should the test end before it thaws it: a running replica is left alone
+	fencelocktest.WaitFor(t, "the session's heartbeat on replica 2", func() bool {
+		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+id+"/heartbeat", secret, nil)
+		return err == nil && r.Status == 200
+	})
+}
+
 // acquireOn sends session id's acquire of name to base alone.
 func acquireOn(base, name, id, secret string, wait bool) (reply, error) {
 	return call("POST", []string{base}, "/v1/locks/"+name+"/acquire", secret, map[string]any{"session_id": id, "wait": wait})
@@ -185,12 +198,7 @@ func TestStaleCopyNeverAnswersNotHeld(t *testing.T) {
 	const ttl = 15000
 	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
 
-	p.Freeze(1)
-	defer p.Thaw(1) // again, should the test end before it thaws it: a running replica is left alone
-	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
-		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
-		return err == nil && r.Status == 200
-	})
+	adoptWhileFrozen(t, p, s, sSecret)
 	r, err := acquireOn(p.URLs[2], "q", s, sSecret, false)
 	require.NoError(t, err)
 	require.Equal(t, true, r.Body["granted"], r.Raw)
@@ -227,12 +235,7 @@ func TestStaleCopyNeverAnswersNothingQueued(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, true, r.Body["granted"], r.Raw)
 
-	p.Freeze(1)
-	defer p.Thaw(1) // again, should the test end before it thaws it: a running replica is left alone
-	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
-		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
-		return err == nil && r.Status == 200
-	})
+	adoptWhileFrozen(t, p, s, sSecret)
 	r, err = acquireOn(p.URLs[2], "q", s, sSecret, true)
 	require.NoError(t, err)
 	require.Equal(t, 200, r.Status, r.Raw)
@@ -276,12 +279,7 @@ func TestStaleCopyNeverAnswersNotLeader(t *testing.T) {
 	const ttl = 15000
 	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
 
-	p.Freeze(1)
-	defer p.Thaw(1) // again, should the test end before it thaws it: a running replica is left alone
-	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
-		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
-		return err == nil && r.Status == 200
-	})
+	adoptWhileFrozen(t, p, s, sSecret)
 	r, err := call("POST", []string{p.URLs[2]}, "/v1/elections/e/campaign", sSecret, map[string]any{"session_id": s, "value": "s", "wait": false})
 	require.NoError(t, err)
 	require.Equal(t, true, r.Body["elected"], r.Raw)
@@ -318,12 +316,7 @@ func TestStaleCopyNeverAnswersNoCandidacy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, true, r.Body["elected"], r.Raw)
 
-	p.Freeze(1)
-	defer p.Thaw(1) // again, should the test end before it thaws it: a running replica is left alone
-	fencelocktest.WaitFor(t, "S's heartbeat on replica 2", func() bool {
-		r, err := call("POST", []string{p.URLs[2]}, "/v1/sessions/"+s+"/heartbeat", sSecret, nil)
-		return err == nil && r.Status == 200
-	})
+	adoptWhileFrozen(t, p, s, sSecret)
 	r, err = call("POST", []string{p.URLs[2]}, "/v1/elections/e/campaign", sSecret, map[string]any{"session_id": s, "value": "s", "wait": true})
 	require.NoError(t, err)
 	require.Equal(t, 200, r.Status, r.Raw)

@@ -85,7 +85,12 @@ var allFaults = []Fault{LeaderCrash, FollowerCrash, LeaderIsolated, HolderIsolat
 // expiry proposed, committed without the cut replica, the queue's next
 // grant applied on its replica and returned): at 20% each way the gap was
 // TTL/6, 250 ms, and under -race on a loaded box the grant missed it in
-// some runs (no violation: 3 of 7 failed), at 30% it is 560 ms.
+// some runs (no violation: 3 of 7 failed), at 30% it is 560 ms. It failed
+// again in CI: a holder found restarting (resuming its session on another
+// replica) moved while the fault waited for its keep-alive, and the fault
+// cut off the replica it had left; a pin now waits for a restart under
+// way, and the fault looks again if its holder moved (3 of 6 runs failed
+// three at a time before, 12 of 12 passed after).
 func TestClockRatesBeyondTheMargin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -103,6 +108,9 @@ func TestClockRatesBeyondTheMargin(t *testing.T) {
 	}
 	if caught == 0 {
 		t.Errorf("clocks 60%% apart: no holder found not to stop first; violations: %q", r.Violations)
+		for _, n := range r.Notes {
+			t.Log(n)
+		}
 	}
 }
 

@@ -30,16 +30,20 @@ type client struct {
 	external bool
 	keep     *keeper
 	where    atomic.Uint64 // node, for the nemesis to read
-	// pinned: a fault cut its replica off and waits for the group to
+	// pinned: a fault cuts its replica off and waits for the group to
 	// expire its session; it restarts nowhere else meanwhile (a resume on
 	// a replica that reaches the group would keep the session alive).
-	pinned atomic.Bool
-	elect  bool // campaigns in elections instead of taking locks
-	role   role // a recipe client's (recipe.go); roleNone otherwise
-	n      int  // election clients: the number of its last value (nextValue)
-	sess   *fencelock.Session
-	node   uint64  // the replica sess lives on
-	held   *belief // the lock it believes it holds, or the term it believes it leads
+	// restartMu is held across a restart and by pin, so that a fault never
+	// pins a client whose restart is under way and then cuts off the
+	// replica it is leaving (resume.go).
+	restartMu sync.Mutex
+	pinned    bool
+	elect     bool // campaigns in elections instead of taking locks
+	role      role // a recipe client's (recipe.go); roleNone otherwise
+	n         int  // election clients: the number of its last value (nextValue)
+	sess      *fencelock.Session
+	node      uint64  // the replica sess lives on
+	held      *belief // the lock it believes it holds, or the term it believes it leads
 
 	mu    sync.Mutex
 	pause *pauseRequest // from the nemesis, taken at the next write
@@ -274,7 +278,7 @@ func (c *client) steps(ctx context.Context, n int, gap time.Duration, step func(
 		if ctx.Err() != nil {
 			return false // stopping: keep the grant, for the final check
 		}
-		if c.rng.IntN(restartOdds) == 0 && !c.pinned.Load() && !c.restart(ctx) {
+		if c.rng.IntN(restartOdds) == 0 && !c.restartUnlessPinned(ctx) {
 			return false
 		}
 		select {

@@ -73,6 +73,18 @@ var SkewedHolderIsolated = Fault{"skewed-holder-isolated", func(ctx context.Cont
 				break // a leadership moved on: move it back
 			}
 			if b := e.recentHolder(slowLock, slow, since, e.ttl/5); b != nil && e.waitsElsewhere(b) {
+				// Pinned, it restarts nowhere else; a restart under way
+				// when it was found has moved it by now, and then the
+				// replica to cut is no longer its own: look again.
+				unpin := b.c.pin()
+				if b = e.stillHolds(b); b == nil || !slow(b.node) || !e.waitsElsewhere(b) {
+					unpin()
+					if err := wait(ctx, 5*time.Millisecond); err != nil {
+						return err
+					}
+					continue
+				}
+				defer unpin()
 				cut := b.node
 				// Cut it off just after a keep-alive of its session was
 				// acknowledged, so that none is in flight: one the leader
@@ -91,8 +103,6 @@ var SkewedHolderIsolated = Fault{"skewed-holder-isolated", func(ctx context.Cont
 				}
 				e.h.logf("skewed-holder-isolated: holder on replica %d (clock rate %v) cut off, leader on %d (rate %v)",
 					cut, e.c.rate(cut), fast, e.c.rate(fast))
-				b.c.pinned.Store(true)
-				defer b.c.pinned.Store(false)
 				e.c.Net.Isolate(e.c.Addr(cut))
 				return partitioned(ctx, e, []uint64{cut})
 			}
@@ -118,6 +128,19 @@ func (e *env) recentHolder(key string, on func(uint64) bool, since time.Time, re
 		}
 	}
 	return nil
+}
+
+// stillHolds returns a copy of b's client's belief if it is still b's
+// grant, held and not given up; nil if not.
+func (e *env) stillHolds(b *belief) *belief {
+	e.beliefs.mu.Lock()
+	defer e.beliefs.mu.Unlock()
+	cur := e.beliefs.m[b.name][b.c.id]
+	if cur == nil || cur.token != b.token || cur.releasing || cur.paused || closed(cur.done) {
+		return nil
+	}
+	c := *cur
+	return &c
 }
 
 // skewBound bounds how long SkewedHolderIsolated waits for its holder: the

@@ -159,9 +159,9 @@ var HolderIsolated = Fault{"holder-isolated", func(ctx context.Context, e *env) 
 		if len(holders) > 0 {
 			b := holders[e.rng.IntN(len(holders))]
 			// It stays where it is, for the group to expire its session.
-			b.c.pinned.Store(true)
-			defer b.c.pinned.Store(false)
-			// A restart moves b.node under the beliefs' lock (resume.go).
+			defer b.c.pin()()
+			// A restart moves b.node under the beliefs' lock (resume.go),
+			// and none is under way once pin returns.
 			e.beliefs.mu.Lock()
 			node := b.node
 			e.beliefs.mu.Unlock()

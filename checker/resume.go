@@ -13,6 +13,31 @@ import (
 // process saved, and goes on under the grant the session kept.
 const restartOdds = 24
 
+// restartUnlessPinned restarts c unless a fault pinned it; it reports
+// whether c still holds the grant.
+func (c *client) restartUnlessPinned(ctx context.Context) bool {
+	c.restartMu.Lock()
+	defer c.restartMu.Unlock()
+	if c.pinned {
+		return true
+	}
+	return c.restart(ctx)
+}
+
+// pin keeps c on its replica until unpin is called: a restart under way
+// finishes first, so that once pin returns, c's beliefs name the replica
+// it stays on.
+func (c *client) pin() (unpin func()) {
+	c.restartMu.Lock()
+	c.pinned = true
+	c.restartMu.Unlock()
+	return func() {
+		c.restartMu.Lock()
+		c.pinned = false
+		c.restartMu.Unlock()
+	}
+}
+
 // restart resumes c's session on another replica as a restarted process
 // would, and records what the resume kept of the grant c holds (Kept). The
 // old Session is dropped without being closed: the group tells it its

@@ -35,6 +35,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -315,14 +316,12 @@ func run() error {
 			if f.http && (strings.HasPrefix(w, "W1") || w == "W2" || w == "W3") {
 				ho := o
 				ho.System = "fencelock-http"
-				hr, err := lockbench.Run(ctx, ho, w, httpStarter(f.replicas), dir+"-http")
+				hr, err := measure(f, dir+"-http", w+" over HTTP", func() (lockbench.Result, error) {
+					return lockbench.Run(ctx, ho, w, httpStarter(f.replicas), dir+"-http")
+				})
 				if err != nil {
-					return fmt.Errorf("%s over HTTP: %w", w, err)
+					return err
 				}
-				if !f.keep {
-					os.RemoveAll(dir + "-http")
-				}
-				fmt.Println(hr.JSON())
 				overHTTP[w] = append(overHTTP[w], hr)
 			}
 			if f.floor && floorWorkload(w) {
@@ -423,25 +422,27 @@ func fencelockOnly(w string) bool { return w == "W6" || w == "W9" || w == "W10" 
 // profile starts the profiles asked for and returns what writes them.
 func profile(f flags) (func(), error) {
 	var stops []func()
-	if f.cpuProfile != "" {
-		out, err := os.Create(f.cpuProfile)
+	// record starts what writes path until the stops (the CPU profile, the
+	// execution trace), if path was asked for.
+	record := func(path string, start func(io.Writer) error, stop func()) error {
+		if path == "" {
+			return nil
+		}
+		out, err := os.Create(path)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := pprof.StartCPUProfile(out); err != nil {
-			return nil, err
+		if err := start(out); err != nil {
+			return err
 		}
-		stops = append(stops, func() { pprof.StopCPUProfile(); out.Close() })
+		stops = append(stops, func() { stop(); out.Close() })
+		return nil
 	}
-	if f.execTrace != "" {
-		out, err := os.Create(f.execTrace)
-		if err != nil {
-			return nil, err
-		}
-		if err := trace.Start(out); err != nil {
-			return nil, err
-		}
-		stops = append(stops, func() { trace.Stop(); out.Close() })
+	if err := record(f.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile); err != nil {
+		return nil, err
+	}
+	if err := record(f.execTrace, trace.Start, trace.Stop); err != nil {
+		return nil, err
 	}
 	write := func(name, path string) func() {
 		return func() {

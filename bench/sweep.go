@@ -40,12 +40,11 @@ func host() string {
 // interleaved per point: at every other point the peer goes first, so
 // neither system always runs on the box the other just warmed or loaded.
 func sweepW2(ctx context.Context, f flags, root string, peer *peer) (sweepFile, error) {
-	points, err := lockbench.ParsePoints(f.sweepWorkers)
+	sw, points, err := newSweep("W2", "workers", "-sweep-workers", f.sweepWorkers,
+		fmt.Sprintf("W2 at each worker count; %v measured per point and system after a 2s warm-up; a fresh cluster per point", f.sweepDuration))
 	if err != nil {
-		return sweepFile{}, fmt.Errorf("-sweep-workers: %w", err)
+		return sw, err
 	}
-	sw := sweepFile{Sweep: "W2", Param: "workers", Date: time.Now().UTC().Format(time.RFC3339), Host: host(),
-		Notes: fmt.Sprintf("W2 at each worker count; %v measured per point and system after a 2s warm-up; a fresh cluster per point", f.sweepDuration)}
 	for i, workers := range points {
 		pt := sweepPoint{X: workers, Results: map[string]lockbench.Result{}}
 		pf := f
@@ -71,14 +70,12 @@ func sweepW2(ctx context.Context, f flags, root string, peer *peer) (sweepFile, 
 		}
 		dir := filepath.Join(root, fmt.Sprintf("sweep-W2-%d", workers))
 		o := lockbench.Options{System: "fencelock", Duration: f.sweepDuration, Workers: workers}
-		res, err := lockbench.Run(ctx, o, "W2", starter(f.replicas, nil), dir)
+		res, err := measure(f, dir, fmt.Sprintf("W2 at %d workers", workers), func() (lockbench.Result, error) {
+			return lockbench.Run(ctx, o, "W2", starter(f.replicas, nil), dir)
+		})
 		if err != nil {
-			return sw, fmt.Errorf("W2 at %d workers: %w", workers, err)
+			return sw, err
 		}
-		if !f.keep {
-			os.RemoveAll(dir)
-		}
-		fmt.Println(res.JSON())
 		pt.Results["fencelock"] = res
 		if i%2 == 0 {
 			if err := runPeer(); err != nil {
@@ -95,27 +92,58 @@ func sweepW2(ctx context.Context, f flags, root string, peer *peer) (sweepFile, 
 // 1M etcd mutexes at its W2 rate would take longer than the whole sweep.
 // The sessions are min(-w6-sessions, locks).
 func sweepW6(ctx context.Context, f flags, root string) (sweepFile, error) {
-	points, err := lockbench.ParsePoints(f.sweepLocks)
+	sw, points, err := newSweep("W6", "locks", "-sweep-locks", f.sweepLocks,
+		fmt.Sprintf("W6 at each count of locks held; sessions min(%d, locks); %d lock operations (at least) while a follower is down", f.w6Sessions, f.w6Extra))
 	if err != nil {
-		return sweepFile{}, fmt.Errorf("-sweep-locks: %w", err)
+		return sw, err
 	}
-	sw := sweepFile{Sweep: "W6", Param: "locks", Date: time.Now().UTC().Format(time.RFC3339), Host: host(),
-		Notes: fmt.Sprintf("W6 at each count of locks held; sessions min(%d, locks); %d lock operations (at least) while a follower is down", f.w6Sessions, f.w6Extra)}
-	for _, locks := range points {
+	return sweepAlone(f, root, sw, points, "W6", func(locks int, dir string) (lockbench.Result, error) {
 		pf := f
 		pf.w6Locks, pf.w6Sessions = locks, min(f.w6Sessions, locks)
-		dir := filepath.Join(root, fmt.Sprintf("sweep-W6-%d", locks))
-		res, err := w6(ctx, pf, dir)
+		return w6(ctx, pf, dir)
+	})
+}
+
+// newSweep starts the sweep of workload w over param (what x counts) at
+// the points of list, the value of the flag named flagName, which names
+// it in the error of a bad list.
+func newSweep(w, param, flagName, list, notes string) (sweepFile, []int, error) {
+	points, err := lockbench.ParsePoints(list)
+	if err != nil {
+		return sweepFile{}, nil, fmt.Errorf("%s: %w", flagName, err)
+	}
+	return sweepFile{Sweep: w, Param: param, Date: time.Now().UTC().Format(time.RFC3339), Host: host(), Notes: notes}, points, nil
+}
+
+// sweepAlone measures fencelock alone at each of the points of sw, each in
+// its own dir below root, with run; name (the workload run) and the point
+// name a failed one in its error.
+func sweepAlone(f flags, root string, sw sweepFile, points []int, name string,
+	run func(x int, dir string) (lockbench.Result, error)) (sweepFile, error) {
+	for _, x := range points {
+		dir := filepath.Join(root, fmt.Sprintf("sweep-%s-%d", sw.Sweep, x))
+		res, err := measure(f, dir, fmt.Sprintf("%s at %d %s", name, x, sw.Param), func() (lockbench.Result, error) { return run(x, dir) })
 		if err != nil {
-			return sw, fmt.Errorf("W6 at %d locks: %w", locks, err)
+			return sw, err
 		}
-		if !f.keep {
-			os.RemoveAll(dir)
-		}
-		fmt.Println(res.JSON())
-		sw.Points = append(sw.Points, sweepPoint{X: locks, Results: map[string]lockbench.Result{"fencelock": res}})
+		sw.Points = append(sw.Points, sweepPoint{X: x, Results: map[string]lockbench.Result{"fencelock": res}})
 	}
 	return sw, nil
+}
+
+// measure runs one measurement, whose data is in dir, removes dir after
+// (unless -keep) and prints the result's line; what names the measurement
+// in its error.
+func measure(f flags, dir, what string, run func() (lockbench.Result, error)) (lockbench.Result, error) {
+	res, err := run()
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", what, err)
+	}
+	if !f.keep {
+		os.RemoveAll(dir)
+	}
+	fmt.Println(res.JSON())
+	return res, nil
 }
 
 // writeSweep writes the sweep's JSON as out/<w>-sweep.json and draws its

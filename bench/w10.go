@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -496,23 +495,10 @@ func (c w10Check) JSON() string {
 // sweepW10 runs W10 (a) at each G of -w10-groups, for its chart: the
 // same points as -workload W10 prints, measured for -duration each.
 func sweepW10(ctx context.Context, f flags, root string) (sweepFile, error) {
-	gs, err := lockbench.ParsePoints(f.w10Groups)
+	sw, gs, err := newSweep("W10", "groups", "-w10-groups", f.w10Groups,
+		fmt.Sprintf("W10 (a): G groups over 3 replicas, all voted by all 3 (the default group and G-1 named), 64 workers spread over them; %v measured per point after W2's 2s warm-up, once the leaders are spread; idle CPU over %v with no session; a fresh cluster per point", f.duration, f.w10Idle))
 	if err != nil {
-		return sweepFile{}, fmt.Errorf("-w10-groups: %w", err)
+		return sw, err
 	}
-	sw := sweepFile{Sweep: "W10", Param: "groups", Date: time.Now().UTC().Format(time.RFC3339), Host: host(),
-		Notes: fmt.Sprintf("W10 (a): G groups over 3 replicas, all voted by all 3 (the default group and G-1 named), 64 workers spread over them; %v measured per point after W2's 2s warm-up, once the leaders are spread; idle CPU over %v with no session; a fresh cluster per point", f.duration, f.w10Idle)}
-	for _, g := range gs {
-		dir := filepath.Join(root, fmt.Sprintf("sweep-W10-%d", g))
-		res, err := w10a(ctx, f, dir, g)
-		if err != nil {
-			return sw, fmt.Errorf("W10a at %d groups: %w", g, err)
-		}
-		if !f.keep {
-			os.RemoveAll(dir)
-		}
-		fmt.Println(res.JSON())
-		sw.Points = append(sw.Points, sweepPoint{X: g, Results: map[string]lockbench.Result{"fencelock": res}})
-	}
-	return sw, nil
+	return sweepAlone(f, root, sw, gs, "W10a", func(g int, dir string) (lockbench.Result, error) { return w10a(ctx, f, dir, g) })
 }

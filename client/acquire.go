@@ -184,8 +184,8 @@ type answerState struct {
 // request runs Acquire, TryAcquire, Campaign and TryCampaign.
 func (s *Session) request(ctx context.Context, election bool, name, value string, wait bool, mode lockMode,
 	opts []lockapi.AcquireOption) (*grant, error) {
-	if why := lockapi.NameProblem(name); why != "" {
-		return nil, fmt.Errorf("%w: %q: %s", lockapi.ErrInvalidName, clean(name, 64), why)
+	if err := invalidName(name); err != nil {
+		return nil, err
 	}
 	if election && len(value) > lockapi.MaxValueLen {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", lockapi.ErrValueTooLarge, len(value), lockapi.MaxValueLen)

@@ -377,30 +377,43 @@ func (c *Client) endpointOf(ctx context.Context, id uint64, attempt time.Duratio
 	if ok {
 		return j
 	}
-	var wg sync.WaitGroup
-	for i, base := range c.bases {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			actx, cancel := context.WithTimeout(ctx, attempt)
-			defer cancel()
-			var st struct {
-				ReplicaID uint64 `json:"replica_id"`
-			}
-			if c.once(actx, base, callSpec{method: "GET", path: "/v1/status"}, nil, &st) == nil && st.ReplicaID != 0 {
-				c.mu.Lock()
-				c.ids[st.ReplicaID] = i
-				c.mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	c.askEveryStatus(ctx, attempt, func(i int, _ string, raw json.RawMessage, err error) {
+		var st struct {
+			ReplicaID uint64 `json:"replica_id"`
+		}
+		if err == nil && json.Unmarshal(raw, &st) == nil && st.ReplicaID != 0 {
+			c.mu.Lock()
+			c.ids[st.ReplicaID] = i
+			c.mu.Unlock()
+		}
+	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if j, ok := c.ids[id]; ok {
 		return j
 	}
 	return -1
+}
+
+// askEveryStatus asks every endpoint for its GET /v1/status at once, each
+// within within, neither failing over nor retrying, and returns when all
+// are done. It gives each endpoint's answer (or the call's error) to
+// answer, with the endpoint's index and base URL, on that endpoint's own
+// goroutine.
+func (c *Client) askEveryStatus(ctx context.Context, within time.Duration, answer func(i int, base string, raw json.RawMessage, err error)) {
+	var wg sync.WaitGroup
+	for i, base := range c.bases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, within)
+			defer cancel()
+			var raw json.RawMessage
+			err := c.once(actx, base, callSpec{method: "GET", path: "/v1/status"}, nil, &raw)
+			answer(i, base, raw, err)
+		}()
+	}
+	wg.Wait()
 }
 
 // unavailable is the error of a call no endpoint answered: it wraps

@@ -14,13 +14,10 @@ import (
 )
 
 func TestAcquireReleaseTryAcquire(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
-	a, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second), fencelock.WithSessionName("a@test"))
-	require.NoError(t, err)
-	b, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second))
-	require.NoError(t, err)
+	a := newSession(t, ctx, c, 3*time.Second, fencelock.WithSessionName("a@test"))
+	b := newSession(t, ctx, c, 3*time.Second)
 	require.NotEqual(t, a.ID(), b.ID())
 
 	l, err := a.Acquire(ctx, "jobs/a")
@@ -36,12 +33,7 @@ func TestAcquireReleaseTryAcquire(t *testing.T) {
 	_, err = a.TryAcquire(ctx, "jobs/a") // the session holds it: one grant per session and name
 	require.ErrorIs(t, err, fencelock.ErrLocked)
 
-	info, err := c.Inspect(ctx, "jobs/a")
-	require.NoError(t, err)
-	require.True(t, info.Held)
-	require.Equal(t, l.Token(), info.Token)
-	require.Equal(t, a.ID(), info.SessionID)
-	require.Equal(t, "a@test", info.SessionName)
+	requireHeldBy(t, ctx, c, "jobs/a", l, a, "a@test")
 
 	lctx := l.Context(ctx)
 	require.NoError(t, l.Release(ctx))
@@ -59,7 +51,7 @@ func TestAcquireReleaseTryAcquire(t *testing.T) {
 	stale := &Lock{newGrant(b, "jobs/a", l.Token(), l.Fence(), false, "", func() {})}
 	require.True(t, b.add(stale.g))
 	require.ErrorIs(t, stale.Release(ctx), fencelock.ErrNotHeld)
-	info, err = c.Inspect(ctx, "jobs/a")
+	info, err := c.Inspect(ctx, "jobs/a")
 	require.NoError(t, err)
 	require.Equal(t, l2.Token(), info.Token)
 
@@ -76,25 +68,14 @@ func TestAcquireReleaseTryAcquire(t *testing.T) {
 }
 
 func TestAcquireWaitsInQueue(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c := newClient(t, g.urls[2], g.urls[3], g.urls[1])
-	a, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second))
-	require.NoError(t, err)
-	b, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second))
-	require.NoError(t, err)
+	a := newSession(t, ctx, c, 3*time.Second)
+	b := newSession(t, ctx, c, 3*time.Second)
 	l, err := a.Acquire(ctx, "q")
 	require.NoError(t, err)
 
-	positions := make(chan int, 16)
-	got := make(chan *Lock, 1)
-	go func() {
-		l2, err := b.Acquire(ctx, "q", fencelock.WithQueuePosition(func(p int) { positions <- p }))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l2
-	}()
+	positions, got := acquireQueued(ctx, b, "q")
 	require.Equal(t, 1, <-positions)
 	info, err := c.Inspect(ctx, "q")
 	require.NoError(t, err)
@@ -111,10 +92,7 @@ func TestAcquireWaitsInQueue(t *testing.T) {
 	}()
 	require.ErrorIs(t, <-second, context.DeadlineExceeded)
 
-	require.NoError(t, l.Release(ctx))
-	l2 := <-got
-	require.NotNil(t, l2)
-	require.Greater(t, l2.Token(), l.Token())
+	l2 := grantedAfter(t, ctx, l, got)
 
 	// A cancelled waiter leaves the queue.
 	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -129,13 +107,10 @@ func TestAcquireWaitsInQueue(t *testing.T) {
 }
 
 func TestCampaignProclaimResignObserve(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
-	a, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second))
-	require.NoError(t, err)
-	b, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second))
-	require.NoError(t, err)
+	a := newSession(t, ctx, c, 3*time.Second)
+	b := newSession(t, ctx, c, 3*time.Second)
 
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -190,29 +165,15 @@ func TestCampaignProclaimResignObserve(t *testing.T) {
 
 func waitLeader(t *testing.T, obs <-chan fencelock.LeaderInfo, ok func(fencelock.LeaderInfo) bool) {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
-	for {
-		select {
-		case li, open := <-obs:
-			require.True(t, open, "observe closed")
-			require.NoError(t, li.Err)
-			if ok(li) {
-				return
-			}
-		case <-timeout:
-			t.Fatal("no such leader observed")
-		}
-	}
+	waitEvent(t, obs, func(li fencelock.LeaderInfo) error { return li.Err }, ok, "observe closed", "no such leader observed")
 }
 
 func TestErrorsAreRootSentinels(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c := newClient(t, g.urls[1])
-	s, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second))
-	require.NoError(t, err)
+	s := newSession(t, ctx, c, 2*time.Second)
 
-	_, err = s.Acquire(ctx, "")
+	_, err := s.Acquire(ctx, "")
 	require.ErrorIs(t, err, fencelock.ErrInvalidName)
 	_, err = s.Acquire(ctx, strings.Repeat("a", fencelock.MaxNameLen+1))
 	require.ErrorIs(t, err, fencelock.ErrInvalidName)
@@ -290,15 +251,11 @@ func TestCodeSentinels(t *testing.T) {
 }
 
 func TestSharedAndSemaphore(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c1, c2 := newClient(t, g.urls[1]), newClient(t, g.urls[2])
-	s1, err := c1.NewSession(ctx, fencelock.WithTTL(5*time.Second))
-	require.NoError(t, err)
-	s2, err := c2.NewSession(ctx, fencelock.WithTTL(5*time.Second))
-	require.NoError(t, err)
-	s3, err := c1.NewSession(ctx, fencelock.WithTTL(5*time.Second))
-	require.NoError(t, err)
+	s1 := newSession(t, ctx, c1, 5*time.Second)
+	s2 := newSession(t, ctx, c2, 5*time.Second)
+	s3 := newSession(t, ctx, c1, 5*time.Second)
 
 	// Two sessions' shared acquires, concurrently: both granted at once.
 	var wg sync.WaitGroup
@@ -317,7 +274,7 @@ func TestSharedAndSemaphore(t *testing.T) {
 	require.NotEqual(t, locks[0].Token(), locks[1].Token())
 	require.Nil(t, locks[0].Err())
 	require.Nil(t, locks[1].Err())
-	_, err = s3.TryAcquire(ctx, "rw")
+	_, err := s3.TryAcquire(ctx, "rw")
 	require.ErrorIs(t, err, fencelock.ErrLocked)
 	_, err = s3.AcquireSemaphore(ctx, "rw", 2)
 	require.ErrorIs(t, err, fencelock.ErrPermitConflict)

@@ -69,58 +69,51 @@ func (e *Error) Is(target error) bool {
 // for: every code of httpapi/errors.go has one.
 func (e *Error) sentinels() []error {
 	switch e.Code {
-	case "bad_request":
-		return []error{ErrBadRequest}
-	case "invalid_name":
-		return []error{lockapi.ErrInvalidName}
-	case "invalid_ttl":
-		return []error{lockapi.ErrInvalidTTL}
-	case "value_too_large":
-		return []error{lockapi.ErrValueTooLarge}
-	case "unknown_group":
-		return []error{lockapi.ErrUnknownGroup}
-	case "unauthorized":
-		return []error{ErrUnauthorized}
-	case "forbidden":
-		return []error{ErrForbidden}
 	case "not_found":
 		if e.session {
 			return []error{lockapi.ErrSessionExpired}
 		}
 		return []error{ErrNotFound}
-	case "stale_token":
-		return []error{lockapi.ErrNotHeld}
-	case "not_leader":
-		return []error{lockapi.ErrNotLeader}
-	case "invalid_permits":
-		return []error{lockapi.ErrInvalidPermits}
-	case "permit_conflict":
-		return []error{lockapi.ErrPermitConflict}
-	case "max_hold_exceeded":
-		return []error{lockapi.ErrMaxHoldExceeded, lockapi.ErrNotHeld}
-	case "locked":
-		return []error{lockapi.ErrLocked}
-	case "id_removed":
-		return []error{lockapi.ErrIDRemoved}
-	case "membership":
-		return []error{lockapi.ErrMembership}
 	case "limit_exceeded":
 		return append([]error{lockapi.ErrLimitExceeded}, limitSentinel(e.Message)...)
-	case "too_many_streams":
-		return []error{ErrTooManyStreams}
-	case "session_elsewhere", "unavailable", "replica_removed":
-		// All three mean: ask another replica. Once every one was asked
-		// the call could not reach the group: ErrUnavailable, as for an
-		// embedded call.
-		return []error{lockapi.ErrUnavailable}
-	case "no_quorum":
-		return []error{lockapi.ErrNoQuorum, lockapi.ErrUnavailable}
+	}
+	if s, ok := codeSentinels[e.Code]; ok {
+		return s
 	}
 	switch e.Status {
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
 		return []error{lockapi.ErrUnavailable}
 	}
 	return []error{ErrServer}
+}
+
+// codeSentinels are the sentinels of the codes that stand for the same
+// ones in every answer (sentinels looks at the rest of the answer for
+// not_found and limit_exceeded).
+var codeSentinels = map[string][]error{
+	"bad_request":       {ErrBadRequest},
+	"invalid_name":      {lockapi.ErrInvalidName},
+	"invalid_ttl":       {lockapi.ErrInvalidTTL},
+	"value_too_large":   {lockapi.ErrValueTooLarge},
+	"unknown_group":     {lockapi.ErrUnknownGroup},
+	"unauthorized":      {ErrUnauthorized},
+	"forbidden":         {ErrForbidden},
+	"stale_token":       {lockapi.ErrNotHeld},
+	"not_leader":        {lockapi.ErrNotLeader},
+	"invalid_permits":   {lockapi.ErrInvalidPermits},
+	"permit_conflict":   {lockapi.ErrPermitConflict},
+	"max_hold_exceeded": {lockapi.ErrMaxHoldExceeded, lockapi.ErrNotHeld},
+	"locked":            {lockapi.ErrLocked},
+	"id_removed":        {lockapi.ErrIDRemoved},
+	"membership":        {lockapi.ErrMembership},
+	"too_many_streams":  {ErrTooManyStreams},
+	// All three mean: ask another replica. Once every one was asked the
+	// call could not reach the group: ErrUnavailable, as for an embedded
+	// call.
+	"session_elsewhere": {lockapi.ErrUnavailable},
+	"unavailable":       {lockapi.ErrUnavailable},
+	"replica_removed":   {lockapi.ErrUnavailable},
+	"no_quorum":         {lockapi.ErrNoQuorum, lockapi.ErrUnavailable},
 }
 
 // limitSentinel finds which limit a limit_exceeded answer names, from the

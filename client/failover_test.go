@@ -15,8 +15,7 @@ import (
 // through the endpoint left, a front of the same replica, and so do its
 // calls.
 func TestFailoverBetweenEndpoints(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	inUse, closing, elsewhere, spare := newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, inUse.url, closing.url, elsewhere.url, spare.url)
 	s, l := hold(t, ctx, c, time.Second, "jobs/x") // lease 600ms, heartbeat every 200ms
@@ -33,9 +32,8 @@ func TestFailoverBetweenEndpoints(t *testing.T) {
 	require.Positive(t, closing.hits.Load())
 	require.Positive(t, elsewhere.hits.Load())
 
-	other, err := c.NewSession(ctx, fencelock.WithTTL(time.Second))
-	require.NoError(t, err)
-	_, err = other.TryAcquire(ctx, "jobs/x")
+	other := newSession(t, ctx, c, time.Second)
+	_, err := other.TryAcquire(ctx, "jobs/x")
 	require.ErrorIs(t, err, fencelock.ErrLocked)
 	require.NoError(t, l.Release(ctx))
 	l2, err := other.TryAcquire(ctx, "jobs/x")
@@ -47,8 +45,7 @@ func TestFailoverBetweenEndpoints(t *testing.T) {
 // lease's end, lease_ms after the send of the last heartbeat answered OK,
 // never later (but for the scheduling slack), and the lock's with it.
 func TestDoneAtLeaseEndWhenUnreachable(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	f1, f2 := newFront(t, g.API(1)), newFront(t, g.API(2))
 	c := newClient(t, f1.url, f2.url)
 	s, l := hold(t, ctx, c, 2*time.Second, "jobs/lease") // lease 1.2s
@@ -80,8 +77,7 @@ func TestDoneAtLeaseEndWhenUnreachable(t *testing.T) {
 // The deadline is checked when Done or Err is called, not only by the
 // timer: a holder that wakes past it finds the session over at once.
 func TestDeadlineCheckedOnCall(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c := newClient(t, g.urls[1])
 	s, l := hold(t, ctx, c, 10*time.Second, "jobs/pause")
 	s.mu.Lock()
@@ -101,8 +97,7 @@ func TestDeadlineCheckedOnCall(t *testing.T) {
 // answer 503 for it and the session ends by the client's clock at the
 // lease's end, never later; the test accepts either and says which.
 func TestOwnerReplicaStops(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
 	s, l := hold(t, ctx, c, 2*time.Second, "jobs/owner")
 	token := l.Token()
@@ -118,8 +113,7 @@ func TestOwnerReplicaStops(t *testing.T) {
 		require.ErrorIs(t, s.Err(), fencelock.ErrSessionExpired)
 		t.Logf("today's server: the session ended with its replica, by the client's clock at the lease's end: %v", s.Err())
 		// A new session through the replicas left works.
-		s2, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second))
-		require.NoError(t, err)
+		s2 := newSession(t, ctx, c, 2*time.Second)
 		l2, err := s2.Acquire(ctx, "jobs/owner") // freed by the group one TTL later
 		require.NoError(t, err)
 		require.Greater(t, l2.Token(), token)
@@ -135,12 +129,10 @@ func TestOwnerReplicaStops(t *testing.T) {
 // A 421 that names the session's owner sends the call to the owner's
 // endpoint next, learnt from the replicas' /v1/status, past the others.
 func TestMisdirectedFollowsOwner(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	a, b, c3 := newFront(t, g.API(1)), newFront(t, g.API(2)), newFront(t, g.API(3))
 	c := newClient(t, a.url, b.url, c3.url)
-	s, err := c.NewSession(ctx, fencelock.WithTTL(5*time.Second))
-	require.NoError(t, err)
+	s := newSession(t, ctx, c, 5*time.Second)
 	a.owner.Store(g.Node(3).Status().ReplicaID)
 	a.mode.Store("421")
 	c.answered(0)
@@ -156,23 +148,14 @@ func TestMisdirectedFollowsOwner(t *testing.T) {
 // the API answers it with the same request's state (queued once, never
 // twice), and the grant comes through the endpoint left.
 func TestWaitingAcquireFailsOver(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	a, b := newFront(t, g.API(1)), newFront(t, g.API(1))
 	holder := newClient(t, g.urls[3])
 	_, held := hold(t, ctx, holder, 5*time.Second, "jobs/wait")
 
 	c := newClient(t, a.url, b.url)
-	s, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second))
-	require.NoError(t, err)
-	queued := make(chan int, 8)
-	got := make(chan error, 1)
-	var l *Lock
-	go func() {
-		var err error
-		l, err = s.Acquire(ctx, "jobs/wait", fencelock.WithQueuePosition(func(p int) { queued <- p }))
-		got <- err
-	}()
+	s := newSession(t, ctx, c, 2*time.Second)
+	queued, got := acquireQueued(ctx, s, "jobs/wait")
 	require.Equal(t, 1, <-queued)
 	a.stop()
 	before := b.calls.Load()
@@ -181,9 +164,7 @@ func TestWaitingAcquireFailsOver(t *testing.T) {
 	info, err := holder.Inspect(ctx, "jobs/wait")
 	require.NoError(t, err)
 	require.Equal(t, []uint64{s.ID()}, info.Queue, "queued once")
-	require.NoError(t, held.Release(ctx))
-	require.NoError(t, <-got)
-	require.Greater(t, l.Token(), held.Token())
+	l := grantedAfter(t, ctx, held, got)
 	require.NoError(t, l.Release(ctx))
 }
 
@@ -192,36 +173,26 @@ func TestWaitingAcquireFailsOver(t *testing.T) {
 // once, and is granted; on a server without that, the session ends by the
 // client's clock at its lease's end and Acquire returns its error.
 func TestWaitingAcquireOwnerStops(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	holder := newClient(t, g.urls[3])
 	_, held := hold(t, ctx, holder, 5*time.Second, "jobs/owner-wait")
 
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
-	s, err := c.NewSession(ctx, fencelock.WithTTL(2*time.Second))
-	require.NoError(t, err)
-	queued := make(chan int, 8)
-	got := make(chan error, 1)
-	var l *Lock
-	go func() {
-		var err error
-		l, err = s.Acquire(ctx, "jobs/owner-wait", fencelock.WithQueuePosition(func(p int) { queued <- p }))
-		got <- err
-	}()
+	s := newSession(t, ctx, c, 2*time.Second)
+	queued, got := acquireQueued(ctx, s, "jobs/owner-wait")
 	require.Equal(t, 1, <-queued)
 	g.Stop(1)
 	time.Sleep(3 * time.Second) // past the lease: over, unless another replica serves the session
 	if s.Err() != nil {
-		require.ErrorIs(t, <-got, fencelock.ErrSessionExpired)
+		_, err := got()
+		require.ErrorIs(t, err, fencelock.ErrSessionExpired)
 		t.Logf("today's server: the waiting session ended with its replica: %v", s.Err())
 		return
 	}
 	info, err := holder.Inspect(ctx, "jobs/owner-wait")
 	require.NoError(t, err)
 	require.Equal(t, []uint64{s.ID()}, info.Queue, "queued once after the failover")
-	require.NoError(t, held.Release(ctx))
-	require.NoError(t, <-got)
-	require.Greater(t, l.Token(), held.Token())
+	l := grantedAfter(t, ctx, held, got)
 	info, err = holder.Inspect(ctx, "jobs/owner-wait")
 	require.NoError(t, err)
 	require.Equal(t, l.Token(), info.Token)
@@ -235,8 +206,7 @@ func TestWaitingAcquireOwnerStops(t *testing.T) {
 // SIGKILL). A release of a grant that was over before the call still
 // reports ErrNotHeld.
 func TestReleaseAskedAgainAfterALostAnswer(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	losing, spare := newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, losing.url, spare.url)
 	_, l := hold(t, ctx, c, 5*time.Second, "jobs/lost-answer")
@@ -250,8 +220,7 @@ func TestReleaseAskedAgainAfterALostAnswer(t *testing.T) {
 	}
 	require.Positive(t, spare.calls.Load(), "asked again on the other endpoint")
 
-	other, err := c.NewSession(ctx, fencelock.WithTTL(5*time.Second))
-	require.NoError(t, err)
+	other := newSession(t, ctx, c, 5*time.Second)
 	l2, err := other.TryAcquire(ctx, "jobs/lost-answer")
 	require.NoError(t, err, "the first attempt freed the lock")
 
@@ -267,8 +236,7 @@ func TestReleaseAskedAgainAfterALostAnswer(t *testing.T) {
 // endpoint), so the session and its lock live on for leases, and the hung
 // ones are asked last from then on.
 func TestHeartbeatAsksEveryEndpointWithinItsBudget(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	a, b, good := newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, a.url, b.url, good.url)
 	s, l := hold(t, ctx, c, 5*time.Second, "jobs/hung") // lease 3s, heartbeat every 1s, budget 1.5s
@@ -295,8 +263,7 @@ func TestHeartbeatAsksEveryEndpointWithinItsBudget(t *testing.T) {
 // until it answers again: a later call whose first endpoint fails asks the
 // one that answers next, not the hung one that comes first round the list.
 func TestTimedOutEndpointTriedLast(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	hung, spare, inUse := newFront(t, g.API(1)), newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, hung.url, spare.url, inUse.url) // AttemptTimeout 1s
 	hung.mode.Store("hang")
@@ -329,8 +296,7 @@ func TestTimedOutEndpointTriedLast(t *testing.T) {
 // the session ended; a 6s TTL leaves 600ms, while a send a period later
 // would still come at the lease's end.
 func TestFailedHeartbeatSendsTheHeldBackOneAtOnce(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	f := newFront(t, g.API(1))
 	c := newClient(t, f.url)
 	s, l := hold(t, ctx, c, 6*time.Second, "jobs/held-back") // lease 3.6s, heartbeat every 1.2s, budget 1.8s
@@ -349,8 +315,7 @@ func TestFailedHeartbeatSendsTheHeldBackOneAtOnce(t *testing.T) {
 // slow replica is not a hung one, and the call succeeds within its
 // deadline.
 func TestSlowEndpointAskedAgainWithTheTimeLeft(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	slow, dead := newFront(t, g.API(1)), newFront(t, g.API(1))
 	c := newClient(t, slow.url, dead.url) // AttemptTimeout 1s
 	dead.stop()

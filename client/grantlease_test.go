@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -57,15 +58,20 @@ func shortLease(t *testing.T, h http.Handler, lease int64, failAfter bool) strin
 	return srv.URL
 }
 
+// shortLeaseSession opens a session with a TTL of 10s (a lease of 6s) on a
+// new group through shortLease(lease, failAfter) in front of its replica 1.
+func shortLeaseSession(t *testing.T, lease int64, failAfter bool) (context.Context, *Session) {
+	t.Helper()
+	g, ctx := newGroup(t)
+	c := newClient(t, shortLease(t, g.API(1), lease, failAfter))
+	return ctx, newSession(t, ctx, c, 10*time.Second)
+}
+
 // A grant's lease_ms shorter than the heartbeats' brings LeaseLeft down to
 // it, and, with no heartbeat answered after, Done closes by it (not by the
 // heartbeats' lease, 6s), the lock's with it.
 func TestGrantLeaseBringsDoneEarlier(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
-	c := newClient(t, shortLease(t, g.API(1), 800, true))
-	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second))
-	require.NoError(t, err)
+	ctx, s := shortLeaseSession(t, 800, true)
 	require.Greater(t, s.LeaseLeft(), 5*time.Second)
 	sent := now()
 	l, err := s.Acquire(ctx, "jobs/short")
@@ -101,11 +107,7 @@ func TestGrantLeaseBringsDoneEarlier(t *testing.T) {
 // part now holds the grant), and lifts the deadline past the grant's
 // lease. The session lives on.
 func TestGrantLeaseHeartbeatsAtOnce(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
-	c := newClient(t, shortLease(t, g.API(1), 1000, false))
-	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second)) // lease 6s
-	require.NoError(t, err)
+	ctx, s := shortLeaseSession(t, 1000, false)
 	require.NoError(t, s.SetHeartbeatPeriod(3*time.Second)) // none due for 3s
 	var mu sync.Mutex
 	var beats []error
@@ -138,11 +140,7 @@ func TestGrantLeaseHeartbeatsAtOnce(t *testing.T) {
 // renewed the part holding the grant, times the deadline. The session and
 // the lock live on.
 func TestGrantLeaseZeroRenewsAtOnce(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
-	c := newClient(t, shortLease(t, g.API(1), 0, false))
-	s, err := c.NewSession(ctx, fencelock.WithTTL(10*time.Second)) // lease 6s
-	require.NoError(t, err)
+	ctx, s := shortLeaseSession(t, 0, false)
 	require.NoError(t, s.SetHeartbeatPeriod(3*time.Second)) // none due for 3s
 	var beats atomic.Int64
 	s.OnHeartbeat(func(err error, _ time.Duration) {
@@ -169,8 +167,7 @@ func TestGrantLeaseZeroRenewsAtOnce(t *testing.T) {
 // session's Done closed.) The test holds the grant's lock, so an end that
 // closed the session's Done first is caught between the two.
 func TestSessionEndsItsGrantsFirst(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c := newClient(t, g.urls[1])
 	s, l := hold(t, ctx, c, 10*time.Second, "jobs/order")
 	isClosed := func(ch <-chan struct{}) bool {

@@ -24,13 +24,15 @@ type group struct {
 	urls map[uint64]string // each replica's API, by ID
 }
 
-func newGroup(t *testing.T) *group {
+// newGroup starts a group and returns it with the test's context (see
+// testCtx): every test of a group needs both.
+func newGroup(t *testing.T) (*group, context.Context) {
 	t.Helper()
 	g := &group{Cluster: fencelocktest.NewCluster(t, 3, fencelocktest.WithHTTP()), urls: map[uint64]string{}}
 	for id := uint64(1); id <= 3; id++ {
 		g.urls[id] = g.URL(id)
 	}
-	return g
+	return g, testCtx(t)
 }
 
 // front is an endpoint in front of a replica's API whose behaviour a test
@@ -110,15 +112,88 @@ func newClient(t *testing.T, endpoints ...string) *Client {
 	return c
 }
 
+// newSession opens a session of c with ttl and opts, failing the test if
+// it fails.
+func newSession(t *testing.T, ctx context.Context, c *Client, ttl time.Duration, opts ...fencelock.SessionOption) *Session {
+	t.Helper()
+	s, err := c.NewSession(ctx, append([]fencelock.SessionOption{fencelock.WithTTL(ttl)}, opts...)...)
+	require.NoError(t, err)
+	return s
+}
+
 // hold opens a session of c with ttl and acquires name in it, failing the
 // test if either fails.
 func hold(t *testing.T, ctx context.Context, c *Client, ttl time.Duration, name string) (*Session, *Lock) {
 	t.Helper()
-	s, err := c.NewSession(ctx, fencelock.WithTTL(ttl))
-	require.NoError(t, err)
+	s := newSession(t, ctx, c, ttl)
 	l, err := s.Acquire(ctx, name)
 	require.NoError(t, err)
 	return s, l
+}
+
+// acquireQueued calls s.Acquire(ctx, name) in the background, sending the
+// request's queue positions on positions; result, called once, waits for
+// what Acquire returned.
+func acquireQueued(ctx context.Context, s *Session, name string) (positions <-chan int, result func() (*Lock, error)) {
+	queued := make(chan int, 16)
+	type acquired struct {
+		l   *Lock
+		err error
+	}
+	done := make(chan acquired, 1)
+	go func() {
+		l, err := s.Acquire(ctx, name, fencelock.WithQueuePosition(func(p int) { queued <- p }))
+		done <- acquired{l, err}
+	}()
+	return queued, func() (*Lock, error) {
+		a := <-done
+		return a.l, a.err
+	}
+}
+
+// grantedAfter releases held and returns the lock that result (an
+// acquireQueued's) gives next, failing the test unless it is granted with a
+// token past held's.
+func grantedAfter(t *testing.T, ctx context.Context, held *Lock, result func() (*Lock, error)) *Lock {
+	t.Helper()
+	require.NoError(t, held.Release(ctx))
+	l, err := result()
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	require.Greater(t, l.Token(), held.Token())
+	return l
+}
+
+// requireHeldBy fails the test unless c inspects name held by l's grant,
+// of session s named sessionName.
+func requireHeldBy(t *testing.T, ctx context.Context, c *Client, name string, l *Lock, s *Session, sessionName string) {
+	t.Helper()
+	info, err := c.Inspect(ctx, name)
+	require.NoError(t, err)
+	require.True(t, info.Held)
+	require.Equal(t, l.Token(), info.Token)
+	require.Equal(t, s.ID(), info.SessionID)
+	require.Equal(t, sessionName, info.SessionName)
+}
+
+// waitEvent reads events until ok holds for one, and returns that one. It
+// fails the test if events closes (saying closed), if an event carries an
+// error (errOf), or if none is ok within 20s (saying none).
+func waitEvent[T any](t *testing.T, events <-chan T, errOf func(T) error, ok func(T) bool, closed, none string) T {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case e, open := <-events:
+			require.True(t, open, closed)
+			require.NoError(t, errOf(e))
+			if ok(e) {
+				return e
+			}
+		case <-timeout:
+			t.Fatal(none)
+		}
+	}
 }
 
 func testCtx(t *testing.T) context.Context {

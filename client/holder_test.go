@@ -14,12 +14,10 @@ import (
 // lock): the lease and the time left, a heartbeat period of its own, and a
 // report of every heartbeat, failing ones included.
 func TestLeaseLeftPeriodAndHeartbeatReport(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	f := newFront(t, g.API(1))
 	c := newClient(t, f.url)
-	s, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second))
-	require.NoError(t, err)
+	s := newSession(t, ctx, c, 3*time.Second)
 	lease := s.Lease()
 	require.Greater(t, lease, time.Duration(0))
 	require.LessOrEqual(t, lease, s.TTL())
@@ -81,11 +79,9 @@ func TestLeaseLeftPeriodAndHeartbeatReport(t *testing.T) {
 // Watch reports a lock's state, its grant and its end, and reopens on
 // another endpoint when its replica stops.
 func TestWatch(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
-	s, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second))
-	require.NoError(t, err)
+	s := newSession(t, ctx, c, 3*time.Second)
 
 	bad := <-c.Watch(ctx, "")
 	require.ErrorIs(t, bad.Err, fencelock.ErrInvalidName)
@@ -93,18 +89,7 @@ func TestWatch(t *testing.T) {
 	w := c.Watch(ctx, "jobs/w")
 	next := func(want func(fencelock.LockInfo) bool) fencelock.LockInfo {
 		t.Helper()
-		for {
-			select {
-			case li, ok := <-w:
-				require.True(t, ok, "the watch ended")
-				require.NoError(t, li.Err)
-				if want(li) {
-					return li
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("no such event within 20s")
-			}
-		}
+		return waitEvent(t, w, func(li fencelock.LockInfo) error { return li.Err }, want, "the watch ended", "no such event within 20s")
 	}
 	first := next(func(fencelock.LockInfo) bool { return true })
 	require.False(t, first.Held)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/fencelock/fencelock/lockapi"
@@ -116,23 +115,14 @@ func (c *Client) Replicas(ctx context.Context, within time.Duration) []EndpointS
 		within = c.attempt
 	}
 	out := make([]EndpointStatus, len(c.bases))
-	var wg sync.WaitGroup
-	for i, base := range c.bases {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			actx, cancel := context.WithTimeout(ctx, within)
-			defer cancel()
-			out[i].Endpoint = base
-			var raw json.RawMessage
-			if err := c.once(actx, base, callSpec{method: "GET", path: "/v1/status"}, nil, &raw); err != nil {
-				out[i].Err = err
-				return
-			}
-			out[i].Status, out[i].Err = readStatus(raw, base)
-		}()
-	}
-	wg.Wait()
+	c.askEveryStatus(ctx, within, func(i int, base string, raw json.RawMessage, err error) {
+		out[i].Endpoint = base
+		if err != nil {
+			out[i].Err = err
+			return
+		}
+		out[i].Status, out[i].Err = readStatus(raw, base)
+	})
 	return out
 }
 

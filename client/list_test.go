@@ -18,14 +18,11 @@ import (
 // Status, Replicas, Locks, Contended and Sessions on three replicas: what
 // the CLI's status, locks and sessions print.
 func TestListCalls(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	c := newClient(t, g.urls[1], g.urls[2], g.urls[3])
 
-	a, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second), fencelock.WithSessionName("a@test"))
-	require.NoError(t, err)
-	b, err := c.NewSession(ctx, fencelock.WithTTL(3*time.Second), fencelock.WithSessionName("b@test"))
-	require.NoError(t, err)
+	a := newSession(t, ctx, c, 3*time.Second, fencelock.WithSessionName("a@test"))
+	b := newSession(t, ctx, c, 3*time.Second, fencelock.WithSessionName("b@test"))
 	la, err := a.Acquire(ctx, "jobs/a")
 	require.NoError(t, err)
 	_, err = a.Acquire(ctx, "other/x")

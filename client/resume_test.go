@@ -23,12 +23,10 @@ func restart(s *Session) { s.end(errors.New("test: the holder's process restarte
 // their tokens, and the new process's heartbeats keep them past the TTL
 // counted from the old process's last heartbeat.
 func TestResumeSessionKeepsItsLocksAndTokens(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	const ttl = 2 * time.Second
 	c1 := newClient(t, g.urls[1], g.urls[2], g.urls[3])
-	s1, err := c1.NewSession(ctx, fencelock.WithTTL(ttl), fencelock.WithSessionName("worker@test"))
-	require.NoError(t, err)
+	s1 := newSession(t, ctx, c1, ttl, fencelock.WithSessionName("worker@test"))
 	l1, err := s1.Acquire(ctx, "x")
 	require.NoError(t, err)
 	term1, err := s1.Campaign(ctx, "e", "first")
@@ -67,8 +65,7 @@ func TestResumeSessionKeepsItsLocksAndTokens(t *testing.T) {
 	require.Equal(t, term1.Token(), term2.Token())
 	require.Equal(t, "first", term2.Value(), "a re-issued campaign answers the term it leads")
 
-	other, err := c2.NewSession(ctx, fencelock.WithTTL(ttl))
-	require.NoError(t, err)
+	other := newSession(t, ctx, c2, ttl)
 	_, err = other.TryAcquire(ctx, "x")
 	require.ErrorIs(t, err, fencelock.ErrLocked)
 
@@ -85,12 +82,7 @@ func TestResumeSessionKeepsItsLocksAndTokens(t *testing.T) {
 	require.NoError(t, s2.Err())
 	require.NoError(t, l2.Err())
 	require.NoError(t, term2.Err())
-	info, err := c2.Inspect(ctx, "x")
-	require.NoError(t, err)
-	require.True(t, info.Held)
-	require.Equal(t, l1.Token(), info.Token)
-	require.Equal(t, s1.ID(), info.SessionID)
-	require.Equal(t, "worker@test", info.SessionName)
+	requireHeldBy(t, ctx, c2, "x", l1, s1, "worker@test")
 	_, err = other.TryAcquire(ctx, "x")
 	require.ErrorIs(t, err, fencelock.ErrLocked)
 
@@ -107,8 +99,7 @@ func TestResumeSessionKeepsItsLocksAndTokens(t *testing.T) {
 // is not the session's is refused as invalid; a session that expired, or
 // was closed, cannot be resumed.
 func TestResumeSessionRefusals(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	const ttl = 2 * time.Second
 	c := newClient(t, g.urls[1])
 	s, l := hold(t, ctx, c, ttl, "x")
@@ -144,8 +135,7 @@ func TestResumeSessionRefusals(t *testing.T) {
 
 	// Expired: its process gone, the group frees its lock one TTL later.
 	restart(s)
-	probe, err := c.NewSession(ctx, fencelock.WithTTL(ttl))
-	require.NoError(t, err)
+	probe := newSession(t, ctx, c, ttl)
 	var freed *Lock
 	require.Eventually(t, func() bool {
 		freed, err = probe.TryAcquire(ctx, "x")
@@ -236,29 +226,24 @@ func FuzzParseResumeToken(f *testing.F) {
 // A request the old process had queued is the resumed one's: its Acquire
 // waits in that place, never as a second waiter, and is granted in turn.
 func TestResumeSessionAfterItsReplicaStopped(t *testing.T) {
-	g := newGroup(t)
-	ctx := testCtx(t)
+	g, ctx := newGroup(t)
 	const ttl = 3 * time.Second
 	c1 := newClient(t, g.urls[1])
 	s1, l1 := hold(t, ctx, c1, ttl, "x")
 	c2 := newClient(t, g.urls[2], g.urls[3])
 	_, held := hold(t, ctx, c2, ttl, "q")
-	queued := make(chan int, 8)
-	waited := make(chan error, 1)
-	go func() {
-		_, err := s1.Acquire(ctx, "q", fencelock.WithQueuePosition(func(p int) { queued <- p }))
-		waited <- err
-	}()
+	queued, waited := acquireQueued(ctx, s1, "q")
 	require.Equal(t, 1, <-queued)
 	good := s1.Resume()
 
 	restart(s1)
-	require.Error(t, <-waited, "the old process's wait ends with it")
+	_, err := waited()
+	require.Error(t, err, "the old process's wait ends with it")
 	g.Stop(1)
 
 	wrong := good
 	wrong.secret = strings.Repeat("B", len(good.secret))
-	_, err := c2.ResumeSession(ctx, wrong)
+	_, err = c2.ResumeSession(ctx, wrong)
 	require.ErrorIs(t, err, fencelock.ErrSessionExpired)
 
 	began := time.Now()
@@ -269,22 +254,11 @@ func TestResumeSessionAfterItsReplicaStopped(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, l1.Token(), l2.Token())
 
-	positions := make(chan int, 8)
-	granted := make(chan *Lock, 1)
-	go func() {
-		l, err := s2.Acquire(ctx, "q", fencelock.WithQueuePosition(func(p int) { positions <- p }))
-		if err != nil {
-			t.Error(err)
-		}
-		granted <- l
-	}()
+	positions, granted := acquireQueued(ctx, s2, "q")
 	require.Equal(t, 1, <-positions, "the resumed Acquire waits in the old request's place")
 	info, err := c2.Inspect(ctx, "q")
 	require.NoError(t, err)
 	require.Equal(t, 1, info.Waiters, "one request: the session never queues twice")
-	require.NoError(t, held.Release(ctx))
-	lq := <-granted
-	require.NotNil(t, lq)
-	require.Greater(t, lq.Token(), held.Token())
+	grantedAfter(t, ctx, held, granted)
 	require.NoError(t, s2.Close(ctx))
 }

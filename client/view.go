@@ -22,11 +22,8 @@ import (
 // name, ErrUnknownGroup for a group the deployment does not run, and an
 // error wrapping ErrUnavailable when no endpoint answered.
 func (c *Client) Inspect(ctx context.Context, name string) (lockapi.LockInfo, error) {
-	if why := lockapi.NameProblem(name); why != "" {
-		return lockapi.LockInfo{}, fmt.Errorf("%w: %q: %s", lockapi.ErrInvalidName, clean(name, 64), why)
-	}
 	var l lockJSON
-	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/locks/" + url.PathEscape(name)}, &l); err != nil {
+	if err := c.getNamed(ctx, "/v1/locks/", name, &l); err != nil {
 		return lockapi.LockInfo{}, err
 	}
 	info := lockInfoOf(l)
@@ -37,11 +34,8 @@ func (c *Client) Inspect(ctx context.Context, name string) (lockapi.LockInfo, er
 // Leader returns the election's current leader (GET /v1/elections/{name}),
 // or an error wrapping ErrNoLeader when it has none.
 func (c *Client) Leader(ctx context.Context, election string) (lockapi.LeaderInfo, error) {
-	if why := lockapi.NameProblem(election); why != "" {
-		return lockapi.LeaderInfo{}, fmt.Errorf("%w: %q: %s", lockapi.ErrInvalidName, clean(election, 64), why)
-	}
 	var e electionJSON
-	if err := c.call(ctx, callSpec{method: "GET", path: "/v1/elections/" + url.PathEscape(election)}, &e); err != nil {
+	if err := c.getNamed(ctx, "/v1/elections/", election, &e); err != nil {
 		return lockapi.LeaderInfo{}, err
 	}
 	li := leaderInfoOf(e.Leader, election)
@@ -49,6 +43,25 @@ func (c *Client) Leader(ctx context.Context, election string) (lockapi.LeaderInf
 		return li, fmt.Errorf("%w: %q", lockapi.ErrNoLeader, clean(election, 64))
 	}
 	return li, nil
+}
+
+// getNamed reads GET prefix+name into out, once name is one the API takes
+// (see invalidName).
+func (c *Client) getNamed(ctx context.Context, prefix, name string, out any) error {
+	if err := invalidName(name); err != nil {
+		return err
+	}
+	return c.call(ctx, callSpec{method: "GET", path: prefix + url.PathEscape(name)}, out)
+}
+
+// invalidName is the error of a name the API refuses, wrapping
+// ErrInvalidName with the name (cut short) and why; nil for a good name.
+// A bad name fails before any call.
+func invalidName(name string) error {
+	if why := lockapi.NameProblem(name); why != "" {
+		return fmt.Errorf("%w: %q: %s", lockapi.ErrInvalidName, clean(name, 64), why)
+	}
+	return nil
 }
 
 // Stream bounds: a stream's headers must come within streamOpen (the
@@ -118,8 +131,8 @@ func (c *Client) Watch(ctx context.Context, name string) <-chan lockapi.LockInfo
 func followLatest[T any](ctx context.Context, c *Client, name, path string, fail func(error) T, kinds []string,
 	decode func(data []byte) (T, error)) <-chan T {
 	out := make(chan T, 1)
-	if why := lockapi.NameProblem(name); why != "" {
-		out <- fail(fmt.Errorf("%w: %q: %s", lockapi.ErrInvalidName, clean(name, 64), why))
+	if err := invalidName(name); err != nil {
+		out <- fail(err)
 		close(out)
 		return out
 	}

@@ -14,6 +14,7 @@ import (
 // semaphore that admits limit holders, whatever permits the caller names,
 // so that a broken semaphore can be shown to fail W8.
 type fake struct {
+	fakeReplicas
 	mu      sync.Mutex
 	cond    *sync.Cond
 	readers int
@@ -30,13 +31,19 @@ func newFake(limit int) *fake {
 	return f
 }
 
-func (f *fake) Replicas() int { return 3 }
+// fakeReplicas is the part of a fake Cluster that is the same in every
+// one: three replicas, the leader on the first, nothing to stop or close.
+// A fake embeds it and has NewClient of its own.
+type fakeReplicas struct{}
+
+func (fakeReplicas) Replicas() int                       { return 3 }
+func (fakeReplicas) Leader(context.Context) (int, error) { return 0, nil }
+func (fakeReplicas) Stop(int) error                      { return nil }
+func (fakeReplicas) Close() error                        { return nil }
+
 func (f *fake) NewClient(context.Context, int, time.Duration) (Client, error) {
 	return fakeClient{f}, nil
 }
-func (f *fake) Leader(context.Context) (int, error) { return 0, nil }
-func (f *fake) Stop(int) error                      { return nil }
-func (f *fake) Close() error                        { return nil }
 
 type fakeClient struct{ f *fake }
 

@@ -13,17 +13,14 @@ import (
 // namingFake records the names its clients acquire; every name is its own
 // lock, always free.
 type namingFake struct {
+	fakeReplicas
 	mu    sync.Mutex
 	names map[string]int
 }
 
-func (f *namingFake) Replicas() int { return 3 }
 func (f *namingFake) NewClient(context.Context, int, time.Duration) (Client, error) {
 	return namingClient{f}, nil
 }
-func (f *namingFake) Leader(context.Context) (int, error) { return 0, nil }
-func (f *namingFake) Stop(int) error                      { return nil }
-func (f *namingFake) Close() error                        { return nil }
 
 type namingClient struct{ f *namingFake }
 

@@ -50,6 +50,12 @@ func (o Options) workers(def int) int {
 // sessionTTL is the TTL of the workers' sessions, except in W5.
 const sessionTTL = 10 * time.Second
 
+// byOptions are the workloads that need nothing but the cluster and the
+// options, by name.
+var byOptions = map[string]func(context.Context, Cluster, Options) (Result, error){
+	"W3": w3, "W4": w4, "W5": w5, "W7": w7, "W8": w8, "W11": w11,
+}
+
 // Run runs one workload on a cluster started by start in dir.
 func Run(ctx context.Context, o Options, workload string, start Starter, dir string) (Result, error) {
 	c, err := start(ctx, dir)
@@ -70,20 +76,12 @@ func Run(ctx context.Context, o Options, workload string, start Starter, dir str
 		r, err = w1(ctx, c, o, "follower")
 	case "W2":
 		r, err = throughput(ctx, c, o.workers(64), o.duration(), "W2")
-	case "W3":
-		r, err = w3(ctx, c, o)
-	case "W4":
-		r, err = w4(ctx, c, o)
-	case "W5":
-		r, err = w5(ctx, c, o)
-	case "W7":
-		r, err = w7(ctx, c, o)
-	case "W8":
-		r, err = w8(ctx, c, o)
-	case "W11":
-		r, err = w11(ctx, c, o)
 	default:
-		err = fmt.Errorf("unknown workload %q", workload)
+		if run, ok := byOptions[workload]; ok {
+			r, err = run(ctx, c, o)
+		} else {
+			err = fmt.Errorf("unknown workload %q", workload)
+		}
 	}
 	r.System, r.Workload = o.System, workload
 	return r, err

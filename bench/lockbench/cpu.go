@@ -74,29 +74,51 @@ func ProcessCPU(pid int) (time.Duration, bool) {
 	return time.Duration(u+st) * time.Second / clockTicks, true
 }
 
+// cpuWindow is the CPU a system spent between two readings, and when they
+// were taken.
+type cpuWindow struct {
+	spent    time.Duration
+	from, to time.Time
+}
+
+// pairsIn counts the pair ends within w.
+func (w cpuWindow) pairsIn(ends []time.Time) int {
+	n := 0
+	for _, e := range ends {
+		if !e.Before(w.from) && !e.After(w.to) {
+			n++
+		}
+	}
+	return n
+}
+
 // measureCPU reads clock at from and at to, and sends the CPU spent
-// between them, then closes the channel; it closes it without a value if
-// ctx ends first or the clock cannot be read.
-func measureCPU(ctx context.Context, clock cpuClock, from, to time.Time) <-chan time.Duration {
-	spent := make(chan time.Duration, 1)
+// between the readings with the instants they were taken (a timer fires
+// late on a loaded box: the pairs to set against the CPU are the ones
+// between the readings, not between from and to), then closes the
+// channel; it closes it without a value if ctx ends first or the clock
+// cannot be read.
+func measureCPU(ctx context.Context, clock cpuClock, from, to time.Time) <-chan cpuWindow {
+	spent := make(chan cpuWindow, 1)
 	go func() {
 		defer close(spent)
-		at := func(t time.Time) (time.Duration, bool) {
+		at := func(t time.Time) (time.Duration, time.Time, bool) {
 			timer := time.NewTimer(time.Until(t))
 			defer timer.Stop()
 			select {
 			case <-timer.C:
-				return clock.read()
+				cpu, ok := clock.read()
+				return cpu, time.Now(), ok
 			case <-ctx.Done():
-				return 0, false
+				return 0, time.Time{}, false
 			}
 		}
-		start, ok := at(from)
+		start, fromAt, ok := at(from)
 		if !ok {
 			return
 		}
-		if end, ok := at(to); ok {
-			spent <- end - start
+		if end, toAt, ok := at(to); ok {
+			spent <- cpuWindow{end - start, fromAt, toAt}
 		}
 	}()
 	return spent

@@ -52,3 +52,14 @@ type goneFake struct {
 }
 
 func (g *goneFake) Pids() []int { return []int{g.pid} }
+
+// The CPU per pair sets the CPU spent between the two readings against the
+// pairs that ended between them, whenever the readings' timers fired.
+func TestCPUWindowCountsThePairsBetweenItsReadings(t *testing.T) {
+	t0 := time.Now()
+	w := cpuWindow{spent: time.Millisecond, from: t0.Add(50 * time.Millisecond), to: t0.Add(100 * time.Millisecond)}
+	ends := []time.Time{t0, t0.Add(49 * time.Millisecond), t0.Add(50 * time.Millisecond), t0.Add(75 * time.Millisecond),
+		t0.Add(100 * time.Millisecond), t0.Add(101 * time.Millisecond)}
+	require.Equal(t, 3, w.pairsIn(ends))
+	require.Zero(t, w.pairsIn(nil))
+}

@@ -199,6 +199,7 @@ func Throughput(ctx context.Context, c Cluster, workers int, d time.Duration, na
 	var (
 		mu     sync.Mutex
 		acq    samples
+		ends   []time.Time // when each measured pair's release returned
 		pairs  int
 		errs   int
 		wg     sync.WaitGroup
@@ -213,6 +214,7 @@ func Throughput(ctx context.Context, c Cluster, workers int, d time.Duration, na
 		wg.Go(func() {
 			name := name(i)
 			var mine samples
+			var mineEnds []time.Time
 			var ok, bad int
 			<-starts
 			for time.Now().Before(stop) {
@@ -227,13 +229,14 @@ func Throughput(ctx context.Context, c Cluster, workers int, d time.Duration, na
 					bad++
 					continue
 				}
-				if t0.After(measureFrom) && time.Now().Before(stop) {
-					mine = append(mine, lat)
+				if end := time.Now(); t0.After(measureFrom) && end.Before(stop) {
+					mine, mineEnds = append(mine, lat), append(mineEnds, end)
 					ok++
 				}
 			}
 			mu.Lock()
 			acq = append(acq, mine...)
+			ends = append(ends, mineEnds...)
 			pairs += ok
 			errs += bad
 			mu.Unlock()
@@ -244,9 +247,11 @@ func Throughput(ctx context.Context, c Cluster, workers int, d time.Duration, na
 	res := Result{Workers: workers, DurationS: d.Seconds(), Ops: pairs,
 		OpsPerS: round1(float64(pairs) / d.Seconds()),
 		P50:     a.pct(.5), P99: a.pct(.99), P999: a.pct(.999), Max: a.pct(1), Errors: errs}
-	if cpu, ok := <-spent; ok && pairs > 0 {
-		res.Notes = fmt.Sprintf("cpu_us_per_pair=%.0f cores=%.2f",
-			float64(cpu.Microseconds())/float64(pairs), cpu.Seconds()/d.Seconds())
+	if w, ok := <-spent; ok {
+		if n := w.pairsIn(ends); n > 0 {
+			res.Notes = fmt.Sprintf("cpu_us_per_pair=%.1f cores=%.2f",
+				float64(w.spent.Nanoseconds())/1e3/float64(n), w.spent.Seconds()/w.to.Sub(w.from).Seconds())
+		}
 	}
 	return res, nil
 }

@@ -42,10 +42,14 @@ var clocks = []struct {
 	{"wall-only-control", func() wallJumper { return &wallOnlyClock{} }, false},
 }
 
-// clusterWithClock starts 3 replicas that all take time from c, as if the
-// hosts' clocks were stepped together.
-func clusterWithClock(t *testing.T, c wallJumper) *testCluster {
-	return newCluster(t, 3, func(cfg *Config) { testhook.UseClock(cfg, c) })
+// clusterWithClock starts 3 replicas that all take time from one new clock
+// c, as if the hosts' clocks were stepped together, and waits for their
+// leader.
+func clusterWithClock(t *testing.T, newClock func() wallJumper) (c wallJumper, cl *testCluster, ctx context.Context, leader uint64) {
+	c = newClock()
+	cl = newCluster(t, 3, func(cfg *Config) { testhook.UseClock(cfg, c) })
+	ctx = testCtx(t)
+	return c, cl, ctx, cl.leader(ctx)
 }
 
 // A forward step of the wall clock, on every replica and the holder at once,
@@ -54,10 +58,7 @@ func clusterWithClock(t *testing.T, c wallJumper) *testCluster {
 func TestWallClockJumpForwardExpiresNothing(t *testing.T) {
 	for _, k := range clocks {
 		t.Run(k.name, func(t *testing.T) {
-			c := k.new()
-			cl := clusterWithClock(t, c)
-			ctx := testCtx(t)
-			leader := cl.leader(ctx)
+			c, cl, ctx, leader := clusterWithClock(t, k.new)
 			const ttl = 2 * time.Second
 			s := newSession(t, ctx, cl.node(leader%3+1), WithTTL(ttl))
 			l, err := s.Acquire(ctx, "jump")
@@ -88,10 +89,7 @@ func TestWallClockJumpForwardExpiresNothing(t *testing.T) {
 func TestWallClockJumpBackwardExtendsNothing(t *testing.T) {
 	for _, k := range clocks {
 		t.Run(k.name, func(t *testing.T) {
-			c := k.new()
-			cl := clusterWithClock(t, c)
-			ctx := testCtx(t)
-			leader := cl.leader(ctx)
+			c, cl, ctx, leader := clusterWithClock(t, k.new)
 			const ttl = time.Second
 			holder := newSession(t, ctx, cl.node(leader%3+1), WithTTL(ttl))
 			waiter := newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))

@@ -62,14 +62,10 @@ func keepAlive(cmd fsm.Command) bool {
 
 // delay is the link's latency: it waits d, or until ctx ends.
 func delay(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !sleepCtx(ctx, d) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	}
+	return nil
 }
 
 // With TTL 2s and 300ms each way between holder and leader (600ms per

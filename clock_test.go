@@ -159,9 +159,9 @@ func TestPausedProcessFindsDoneClosedOnWaking(t *testing.T) {
 	require.NoError(t, storage.Do("file", la.Token(), func() error { return nil }))
 
 	done := la.Done()
-	next := pauseHolderUntilPassedOn(t, ctx, cl.node(leader), a, b, "file")
+	successor := pauseHolderUntilPassedOn(t, ctx, cl.node(leader), a, b, "file")
 	require.False(t, closed(done), "while paused, the holder learned nothing")
-	require.NoError(t, storage.Do("file", next.Token(), func() error { return nil }))
+	require.NoError(t, storage.Do("file", successor.Token(), func() error { return nil }))
 
 	testhook.Resume(a)
 	require.True(t, closed(la.Done()), "on waking, the first look finds Done closed")

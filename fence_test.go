@@ -143,9 +143,9 @@ func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
 	require.NoError(t, fences.DoFence("claimed", la.Fence(), func() error { return nil }))
 	require.NoError(t, fences.Do("unclaimed", la.Token(), func() error { return nil }))
 
-	next := pauseHolderUntilPassedOn(t, ctx, cl.node(leader), a, b, "claim/lock")
-	require.Greater(t, next.Token(), la.Token())
-	require.NoError(t, fences.Claim(next.Context(ctx), "claimed", next.Token()))
+	successor := pauseHolderUntilPassedOn(t, ctx, cl.node(leader), a, b, "claim/lock")
+	require.Greater(t, successor.Token(), la.Token())
+	require.NoError(t, fences.Claim(successor.Context(ctx), "claimed", successor.Token()))
 	testhook.Resume(a)
 
 	// A stand-in for a write that passed its holder's check just before the
@@ -158,7 +158,7 @@ func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
 	require.Equal(t, []string{"unclaimed"}, wrote)
 	require.ErrorIs(t, fences.Claim(actx, "claimed", la.Token()), ErrSessionExpired,
 		"a claim through the deposed holder's grant context is refused at the holder")
-	require.Equal(t, next.Token(), fences.Highest("claimed"))
+	require.Equal(t, successor.Token(), fences.Highest("claimed"))
 }
 
 // The group rule: the first admitted nonzero group keys the resource; a

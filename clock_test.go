@@ -42,10 +42,14 @@ var clocks = []struct {
 	{"wall-only-control", func() wallJumper { return &wallOnlyClock{} }, false},
 }
 
-// clusterWithClock starts 3 replicas that all take time from c, as if the
-// hosts' clocks were stepped together.
-func clusterWithClock(t *testing.T, c wallJumper) *testCluster {
-	return newCluster(t, 3, func(cfg *Config) { testhook.UseClock(cfg, c) })
+// clusterWithClock starts 3 replicas that all take time from one new clock
+// c, as if the hosts' clocks were stepped together, and waits for their
+// leader.
+func clusterWithClock(t *testing.T, newClock func() wallJumper) (c wallJumper, cl *testCluster, ctx context.Context, leader uint64) {
+	c = newClock()
+	cl = newCluster(t, 3, func(cfg *Config) { testhook.UseClock(cfg, c) })
+	ctx = testCtx(t)
+	return c, cl, ctx, cl.leader(ctx)
 }
 
 // A forward step of the wall clock, on every replica and the holder at once,
@@ -54,10 +58,7 @@ func clusterWithClock(t *testing.T, c wallJumper) *testCluster {
 func TestWallClockJumpForwardExpiresNothing(t *testing.T) {
 	for _, k := range clocks {
 		t.Run(k.name, func(t *testing.T) {
-			c := k.new()
-			cl := clusterWithClock(t, c)
-			ctx := testCtx(t)
-			leader := cl.leader(ctx)
+			c, cl, ctx, leader := clusterWithClock(t, k.new)
 			const ttl = 2 * time.Second
 			s := newSession(t, ctx, cl.node(leader%3+1), WithTTL(ttl))
 			l, err := s.Acquire(ctx, "jump")
@@ -88,10 +89,7 @@ func TestWallClockJumpForwardExpiresNothing(t *testing.T) {
 func TestWallClockJumpBackwardExtendsNothing(t *testing.T) {
 	for _, k := range clocks {
 		t.Run(k.name, func(t *testing.T) {
-			c := k.new()
-			cl := clusterWithClock(t, c)
-			ctx := testCtx(t)
-			leader := cl.leader(ctx)
+			c, cl, ctx, leader := clusterWithClock(t, k.new)
 			const ttl = time.Second
 			holder := newSession(t, ctx, cl.node(leader%3+1), WithTTL(ttl))
 			waiter := newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))
@@ -124,30 +122,46 @@ func TestWallClockJumpBackwardExtendsNothing(t *testing.T) {
 	}
 }
 
+// holderAndWaiter starts 3 replicas, and the sessions of a holder, on a
+// follower with TTL 1s, and of a waiter, on the leader with TTL 5s.
+func holderAndWaiter(t *testing.T) (cl *testCluster, ctx context.Context, leader uint64, holder, waiter *Session) {
+	t.Helper()
+	cl = newCluster(t, 3, nil)
+	ctx = testCtx(t)
+	leader = cl.leader(ctx)
+	holder = newSession(t, ctx, cl.node(leader%3+1), WithTTL(time.Second))
+	waiter = newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))
+	return cl, ctx, leader, holder, waiter
+}
+
+// pauseHolderUntilPassedOn queues waiter for name behind holder, pauses the
+// holder's whole process (testhook.Pause; the test resumes it), and returns
+// the waiter's lock once the group expired the holder and granted it on.
+func pauseHolderUntilPassedOn(t *testing.T, ctx context.Context, n *Node, holder, waiter *Session, name string) *Lock {
+	t.Helper()
+	res := acquireAsync(ctx, waiter, name)
+	waitWaiters(t, ctx, n, name, 1)
+	testhook.Pause(holder)
+	r := <-res
+	require.NoError(t, r.err, "the group expired the paused holder and granted on")
+	return r.l
+}
+
 // A holder whose whole process pauses past its TTL (no keep-alive, no
 // timer, no news from the group: testhook.Pause) cannot know it lost the
 // lock while paused. On waking it finds Done closed on its first look, and
 // its late write is refused by the resource.
 func TestPausedProcessFindsDoneClosedOnWaking(t *testing.T) {
-	cl := newCluster(t, 3, nil)
-	ctx := testCtx(t)
-	leader := cl.leader(ctx)
-	const ttl = time.Second
-	a := newSession(t, ctx, cl.node(leader%3+1), WithTTL(ttl))
-	b := newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))
+	cl, ctx, leader, a, b := holderAndWaiter(t)
 	storage := NewFencer()
 	la, err := a.Acquire(ctx, "file")
 	require.NoError(t, err)
 	require.NoError(t, storage.Do("file", la.Token(), func() error { return nil }))
-	res := acquireAsync(ctx, b, "file")
-	waitWaiters(t, ctx, cl.node(leader), "file", 1)
 
 	done := la.Done()
-	testhook.Pause(a)
-	r := <-res
-	require.NoError(t, r.err, "the group expired the paused holder and granted on")
+	successor := pauseHolderUntilPassedOn(t, ctx, cl.node(leader), a, b, "file")
 	require.False(t, closed(done), "while paused, the holder learned nothing")
-	require.NoError(t, storage.Do("file", r.l.Token(), func() error { return nil }))
+	require.NoError(t, storage.Do("file", successor.Token(), func() error { return nil }))
 
 	testhook.Resume(a)
 	require.True(t, closed(la.Done()), "on waking, the first look finds Done closed")
@@ -165,20 +179,12 @@ func TestPausedProcessFindsDoneClosedOnWaking(t *testing.T) {
 // open grant context while paused; on waking, its first TokenFrom refuses
 // the token.
 func TestTokenFromRechecksDeadlineAfterPause(t *testing.T) {
-	cl := newCluster(t, 3, nil)
-	ctx := testCtx(t)
-	leader := cl.leader(ctx)
-	a := newSession(t, ctx, cl.node(leader%3+1), WithTTL(time.Second))
-	b := newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))
+	cl, ctx, leader, a, b := holderAndWaiter(t)
 	la, err := a.Acquire(ctx, "ctx/paused")
 	require.NoError(t, err)
 	lctx := la.Context(ctx)
-	res := acquireAsync(ctx, b, "ctx/paused")
-	waitWaiters(t, ctx, cl.node(leader), "ctx/paused", 1)
 
-	testhook.Pause(a)
-	r := <-res
-	require.NoError(t, r.err, "the group expired the paused holder and granted on")
+	pauseHolderUntilPassedOn(t, ctx, cl.node(leader), a, b, "ctx/paused")
 	require.NoError(t, lctx.Err(), "while paused, nothing cancelled the grant's context")
 	testhook.Resume(a)
 	_, ok := TokenFrom(lctx)

@@ -209,18 +209,7 @@ func TestLeaderPauseHandsOverAfterItStops(t *testing.T) {
 	require.Equal(t, infoOf(la), next(t, ctx, ch))
 	lost := campaignAsync(ctx, expiring, "primary", "expiring")
 	waitCandidates(t, ctx, c.node(1), "primary", 1)
-	// The order is taken where the election happens: when b's Campaign
-	// returns, had the old leader's session closed Done by itself? (Its
-	// raw channel: Done() would check the deadline itself.)
-	type elected struct {
-		campaigned
-		leaderStopped bool
-	}
-	res := make(chan elected, 1)
-	go func() {
-		l, err := b.Campaign(ctx, "primary", "b")
-		res <- elected{campaigned{l, err}, closed(a.s.Testing().Done())}
-	}()
+	res := stoppedFirst(a, func() (*Leadership, error) { return b.Campaign(ctx, "primary", "b") })
 	waitCandidates(t, ctx, c.node(1), "primary", 2)
 
 	// The first candidate's session expires while it waits.
@@ -232,27 +221,20 @@ func TestLeaderPauseHandsOverAfterItStops(t *testing.T) {
 
 	// The leader's replica is cut off too, so that it cannot learn of its
 	// expiry from the group: its own deadline must stop it.
-	testhook.Freeze(a)
-	defer testhook.Thaw(a)
-	c.net.Isolate(c.members[2])
-	got := <-res
-	require.NoError(t, got.err)
-	require.True(t, got.leaderStopped, "the group elected another while the leader still believed it led")
+	cutOff(t, c, a, 2)
+	successor := requireStoppedFirst(t, res, "the group elected another while the leader still believed it led")
 	require.ErrorIs(t, la.Err(), ErrSessionExpired)
 	c.net.Heal()
-	require.Greater(t, got.l.Token(), la.Token())
-	require.Equal(t, infoOf(got.l), observeUntil(t, ctx, ch, infoOf(got.l))[0],
+	require.Greater(t, successor.Token(), la.Token())
+	require.Equal(t, infoOf(successor), observeUntil(t, ctx, ch, infoOf(successor))[0],
 		"observers go straight to the successor: the expired candidate never leads")
-	require.NoError(t, storage.Admit("log", got.l.Token()))
+	require.NoError(t, storage.Admit("log", successor.Token()))
 
 	testhook.Thaw(a)
-	require.ErrorIs(t, storage.Do("log", la.Token(), func() error {
-		t.Error("the old leader's write ran")
-		return nil
-	}), ErrStaleToken)
+	requireStaleWriteRefused(t, storage, "log", la.Token())
 	require.ErrorIs(t, la.Resign(ctx), ErrNotLeader)
 	require.ErrorIs(t, la.Proclaim(ctx, "late"), ErrNotLeader)
-	require.Equal(t, infoOf(got.l), leaderOf(t, ctx, c.node(2), "primary"), "the late calls changed nothing")
+	require.Equal(t, infoOf(successor), leaderOf(t, ctx, c.node(2), "primary"), "the late calls changed nothing")
 }
 
 // Thousands of candidates and observers: each change of leader is one grant,

@@ -25,41 +25,73 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 	la, err := a.Acquire(ctx, "file")
 	require.NoError(t, err)
 	require.NoError(t, storage.Admit("file", la.Token()))
-	// The order is taken where the grant happens: when b's Acquire returns,
-	// had the holder's session closed Done by itself? (Its raw channel:
-	// Done() would check the deadline itself.)
-	type granted struct {
-		acquired
-		holderStopped bool
-	}
-	res := make(chan granted, 1)
-	go func() {
-		l, err := b.Acquire(ctx, "file")
-		res <- granted{acquired{l, err}, closed(a.s.Testing().Done())}
-	}()
+	res := stoppedFirst(a, func() (*Lock, error) { return b.Acquire(ctx, "file") })
 	waitWaiters(t, ctx, c.node(1), "file", 1)
 
 	// The holder's replica is cut off too, so that the holder cannot
 	// learn of its expiry from the group: its own deadline must stop it.
-	testhook.Freeze(a)
-	defer testhook.Thaw(a)
-	c.net.Isolate(c.members[2])
-	r := <-res
-	require.NoError(t, r.err)
-	require.True(t, r.holderStopped, "the group passed the lock on while the holder still believed it held it")
+	cutOff(t, c, a, 2)
+	successor := requireStoppedFirst(t, res, "the group passed the lock on while the holder still believed it held it")
 	require.ErrorIs(t, la.Err(), ErrSessionExpired)
 	require.ErrorIs(t, a.Err(), ErrSessionExpired)
-	require.Greater(t, r.l.Token(), la.Token())
+	require.Greater(t, successor.Token(), la.Token())
 	c.net.Heal()
-	require.NoError(t, storage.Admit("file", r.l.Token()))
+	require.NoError(t, storage.Admit("file", successor.Token()))
 
 	testhook.Thaw(a)
-	require.ErrorIs(t, storage.Do("file", la.Token(), func() error {
+	requireStaleWriteRefused(t, storage, "file", la.Token())
+	require.ErrorIs(t, la.Release(ctx), ErrNotHeld)
+	require.Equal(t, b.ID(), inspect(t, ctx, c.node(1), "file").SessionID, "the late release freed nothing")
+}
+
+// handover is what a successor's Acquire or Campaign returned, and whether
+// the holder's session had closed Done by itself by then.
+type handover[T any] struct {
+	next          T
+	err           error
+	holderStopped bool
+}
+
+// stoppedFirst runs call, a successor's Acquire or Campaign, and sends its
+// result with whether holder had stopped first: the order is taken where the
+// grant happens, when call returns. (It reads the raw channel: Done() would
+// check the deadline itself.)
+func stoppedFirst[T any](holder *Session, call func() (T, error)) <-chan handover[T] {
+	res := make(chan handover[T], 1)
+	go func() {
+		got, err := call()
+		res <- handover[T]{got, err, closed(holder.s.Testing().Done())}
+	}()
+	return res
+}
+
+// requireStoppedFirst returns the successor's grant from res, and fails the
+// test with msg unless the holder had stopped by its own clock first.
+func requireStoppedFirst[T any](t *testing.T, res <-chan handover[T], msg string) T {
+	t.Helper()
+	r := <-res
+	require.NoError(t, r.err)
+	require.True(t, r.holderStopped, msg)
+	return r.next
+}
+
+// cutOff freezes holder's process (until the test ends, or it thaws holder)
+// and isolates the replica it uses, so that it cannot learn of its expiry
+// from the group.
+func cutOff(t *testing.T, c *testCluster, holder *Session, replica uint64) {
+	testhook.Freeze(holder)
+	t.Cleanup(func() { testhook.Thaw(holder) })
+	c.net.Isolate(c.members[replica])
+}
+
+// requireStaleWriteRefused checks that storage refuses, and never runs, a
+// write to name under a deposed holder's token.
+func requireStaleWriteRefused(t *testing.T, storage *Fencer, name string, token uint64) {
+	t.Helper()
+	require.ErrorIs(t, storage.Do(name, token, func() error {
 		t.Error("the stale holder's write ran")
 		return nil
 	}), ErrStaleToken)
-	require.ErrorIs(t, la.Release(ctx), ErrNotHeld)
-	require.Equal(t, b.ID(), inspect(t, ctx, c.node(1), "file").SessionID, "the late release freed nothing")
 }
 
 // A replica that was down while the log was compacted past it catches up from

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -135,11 +134,7 @@ func TestFencerClaim(t *testing.T) {
 // wrote. The control resource, which the successor did not claim, admits
 // that same late write: the gap the claim closes.
 func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
-	cl := newCluster(t, 3, nil)
-	ctx := testCtx(t)
-	leader := cl.leader(ctx)
-	a := newSession(t, ctx, cl.node(leader%3+1), WithTTL(time.Second))
-	b := newSession(t, ctx, cl.node(leader), WithTTL(5*time.Second))
+	cl, ctx, leader, a, b := holderAndWaiter(t)
 	fences := NewFencer()
 	la, err := a.Acquire(ctx, "claim/lock")
 	require.NoError(t, err)
@@ -147,14 +142,10 @@ func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
 	require.NoError(t, fences.Claim(actx, "claimed", la.Token()))
 	require.NoError(t, fences.DoFence("claimed", la.Fence(), func() error { return nil }))
 	require.NoError(t, fences.Do("unclaimed", la.Token(), func() error { return nil }))
-	res := acquireAsync(ctx, b, "claim/lock")
-	waitWaiters(t, ctx, cl.node(leader), "claim/lock", 1)
 
-	testhook.Pause(a)
-	r := <-res
-	require.NoError(t, r.err, "the group expired the paused holder and granted on")
-	require.Greater(t, r.l.Token(), la.Token())
-	require.NoError(t, fences.Claim(r.l.Context(ctx), "claimed", r.l.Token()))
+	successor := pauseHolderUntilPassedOn(t, ctx, cl.node(leader), a, b, "claim/lock")
+	require.Greater(t, successor.Token(), la.Token())
+	require.NoError(t, fences.Claim(successor.Context(ctx), "claimed", successor.Token()))
 	testhook.Resume(a)
 
 	// A stand-in for a write that passed its holder's check just before the
@@ -167,7 +158,7 @@ func TestClaimAtGrantRefusesPredecessorBeforeSuccessorWrites(t *testing.T) {
 	require.Equal(t, []string{"unclaimed"}, wrote)
 	require.ErrorIs(t, fences.Claim(actx, "claimed", la.Token()), ErrSessionExpired,
 		"a claim through the deposed holder's grant context is refused at the holder")
-	require.Equal(t, r.l.Token(), fences.Highest("claimed"))
+	require.Equal(t, successor.Token(), fences.Highest("claimed"))
 }
 
 // The group rule: the first admitted nonzero group keys the resource; a

@@ -32,12 +32,7 @@ func TestForceDropGrantsNoWaiter(t *testing.T) {
 		if cfg.ReplicaID != 1 {
 			return
 		}
-		testhook.ObserveApplied(cfg, func(a testhook.Applied) {
-			if a.Group != "g" || !dropping.Load() {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
+		observeDropping(cfg, "g", &dropping, &mu, func(a testhook.Applied) {
 			for _, e := range a.Events {
 				if e.Kind == fsm.EventGranted || e.Kind == fsm.EventElected {
 					late = append(late, fmt.Sprintf("%s token %d", e.Name, e.Token))
@@ -71,31 +66,19 @@ func TestForceDropGrantsNoWaiter(t *testing.T) {
 	require.NoError(t, c.node(1).DropGroup(ctx, "g", ForceDrop()))
 
 	for i, ch := range []<-chan acquired{a1, a2} {
-		select {
-		case got := <-ch:
-			if got.err == nil {
-				t.Errorf("queued acquire %d was granted x@g in the dying group, token %d, and not told ErrGroupDropped", i+1, got.l.Token())
-				continue
-			}
-			require.ErrorIs(t, got.err, ErrGroupDropped, "queued acquire %d", i+1)
-		case <-time.After(20 * time.Second):
+		got, ok := receiveWithin(ch, 20*time.Second)
+		if !ok {
 			t.Fatalf("queued acquire %d still waits after the drop", i+1)
 		}
+		requireDropped(t, fmt.Sprintf("queued acquire %d of x@g", i+1), got.l, got.err)
 	}
-	select {
-	case got := <-cand:
-		if got.err == nil {
-			t.Errorf("the queued candidate was elected in the dying group, term %d, and not told ErrGroupDropped", got.l.Token())
-		} else {
-			require.ErrorIs(t, got.err, ErrGroupDropped, "the queued candidacy")
-		}
-	case <-time.After(20 * time.Second):
+	got, ok := receiveWithin(cand, 20*time.Second)
+	if !ok {
 		t.Fatal("the queued candidacy still waits after the drop")
 	}
+	requireDropped(t, "the queued candidacy for e@g", got.l, got.err)
 	for what, done := range map[string]<-chan struct{}{"x@g": l.Done(), "e@g": lead.Done()} {
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
+		if _, ok := receiveWithin(done, 20*time.Second); !ok {
 			t.Fatalf("%s still held after the drop", what)
 		}
 	}
@@ -137,12 +120,7 @@ func TestDropGrantsNothingInTheDyingGroup(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) {
 		cfg.Groups = []GroupConfig{{Name: "g", Voters: []uint64{1, 2, 3}}}
 		id := cfg.ReplicaID
-		testhook.ObserveApplied(cfg, func(a testhook.Applied) {
-			if a.Group != "g" || !dropping.Load() {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
+		observeDropping(cfg, "g", &dropping, &mu, func(a testhook.Applied) {
 			for _, e := range a.Events {
 				if began[id] && (e.Kind == fsm.EventGranted || e.Kind == fsm.EventElected) {
 					late = append(late, fmt.Sprintf("replica %d: %s token %d", id, e.Name, e.Token))
@@ -185,14 +163,9 @@ func TestDropGrantsNothingInTheDyingGroup(t *testing.T) {
 		t.Fatal("the drop's first command in g never applied on replica 1")
 	}
 
-	select {
-	case got := <-waiting:
-		if got.err == nil {
-			t.Errorf("the queued acquire was granted x@g in the dying group, token %d", got.l.Token())
-		} else {
-			require.ErrorIs(t, got.err, ErrGroupDropped, "the queued acquire")
-		}
-	case <-time.After(15 * time.Second):
+	if got, ok := receiveWithin(waiting, 15*time.Second); ok {
+		requireDropped(t, "the queued acquire of x@g", got.l, got.err)
+	} else {
 		t.Error("the queued acquire still waits: the table drop never applied, and nothing else ends it")
 	}
 
@@ -200,17 +173,9 @@ func TestDropGrantsNothingInTheDyingGroup(t *testing.T) {
 	lctx, stop := context.WithTimeout(ctx, 15*time.Second)
 	defer stop()
 	l, err := late1.Acquire(lctx, "y@g")
-	if err == nil {
-		t.Errorf("an acquire made after the drop began was granted y@g in the dying group, token %d", l.Token())
-	} else {
-		require.ErrorIs(t, err, ErrGroupDropped, "an acquire made after the drop began")
-	}
+	requireDropped(t, "an acquire of y@g made after the drop began", l, err)
 	lead, err := late1.Campaign(lctx, "e@g", "late")
-	if err == nil {
-		t.Errorf("a campaign made after the drop began was elected in the dying group, term %d", lead.Token())
-	} else {
-		require.ErrorIs(t, err, ErrGroupDropped, "a campaign made after the drop began")
-	}
+	requireDropped(t, "a campaign for e@g made after the drop began", lead, err)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -219,6 +184,42 @@ func TestDropGrantsNothingInTheDyingGroup(t *testing.T) {
 	for _, s := range []*Session{holder, queued, late1} {
 		require.NoError(t, s.Err(), "a session lives on: only its calls in g ended")
 	}
+}
+
+// observeDropping calls f, under mu, with each batch of commands the
+// replica started with cfg applies in group once dropping is set.
+func observeDropping(cfg *Config, group string, dropping *atomic.Bool, mu *sync.Mutex, f func(testhook.Applied)) {
+	testhook.ObserveApplied(cfg, func(a testhook.Applied) {
+		if a.Group != group || !dropping.Load() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		f(a)
+	})
+}
+
+// receiveWithin returns what ch sends within d; ok is false if it sent
+// nothing by then.
+func receiveWithin[T any](ch <-chan T, d time.Duration) (v T, ok bool) {
+	select {
+	case v = <-ch:
+		return v, true
+	case <-time.After(d):
+		return v, false
+	}
+}
+
+// requireDropped checks how a call in a group being dropped (what) ended:
+// with ErrGroupDropped, never with a grant of the dying group. granted is
+// the call's *Lock or *Leadership, read only if err is nil.
+func requireDropped(t *testing.T, what string, granted interface{ Token() uint64 }, err error) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s was granted in the dying group, token %d, and not told ErrGroupDropped", what, granted.Token())
+		return
+	}
+	require.ErrorIs(t, err, ErrGroupDropped, what)
 }
 
 // viewLoops runs views (Inspect, Locks, Sessions) on n, and linearizable

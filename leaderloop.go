@@ -235,6 +235,11 @@ func (p *retryPause) reset() { p.cur = p.base }
 func (p *retryPause) wait(ctx context.Context) bool {
 	d := p.cur/2 + rand.N(p.cur/2+1)
 	p.cur = min(2*p.cur, p.limit)
+	return sleepCtx(ctx, d)
+}
+
+// sleepCtx waits d, or until ctx ends; it reports false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -62,14 +62,10 @@ func keepAlive(cmd fsm.Command) bool {
 
 // delay is the link's latency: it waits d, or until ctx ends.
 func delay(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !sleepCtx(ctx, d) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	}
+	return nil
 }
 
 // With TTL 2s and 300ms each way between holder and leader (600ms per
@@ -332,6 +328,33 @@ func TestExternalKeepAlive(t *testing.T) {
 	require.ErrorIs(t, s.KeepAlive(ctx), ErrSessionExpired)
 }
 
+// delayedHold is what frozenHolderWithLockDelay set up: the holder runs on
+// follower f1 of leader, the waiter on follower f2.
+type delayedHold struct {
+	leader, f1, f2 uint64
+	waiter         *Session
+	held           *Lock           // the frozen holder's, already given up
+	res            <-chan acquired // where the waiter's Acquire ends
+}
+
+// frozenHolderWithLockDelay queues a waiter (with waiterOpts) behind a holder
+// of lock "job" whose session has TTL ttl and lock-delay delay, then freezes
+// the holder, as if cut off from the group, until the test ends, and waits
+// until the holder gave the lock up by its own clock.
+func frozenHolderWithLockDelay(t *testing.T, c *testCluster, ctx context.Context, ttl, delay time.Duration, waiterOpts ...SessionOption) delayedHold {
+	t.Helper()
+	h := delayedHold{leader: c.leader(ctx)}
+	h.f1 = h.leader%3 + 1
+	h.f2 = h.f1%3 + 1
+	a := newSession(t, ctx, c.node(h.f1), WithTTL(ttl), WithLockDelay(delay))
+	h.waiter = newSession(t, ctx, c.node(h.f2), waiterOpts...)
+	h.held, h.res = holdWithWaiter(t, ctx, c.node(h.f2), a, h.waiter, "job")
+	testhook.Freeze(a)
+	t.Cleanup(func() { testhook.Thaw(a) })
+	<-h.held.Done()
+	return h
+}
+
 // A holder cut off from the group (frozen) with a lock-delay: the group
 // expires its session and frees the lock into a delayed state, shown by
 // Inspect, and the waiter is granted it only when the leader's timer ends
@@ -339,18 +362,10 @@ func TestExternalKeepAlive(t *testing.T) {
 func TestLockDelayAfterExpiry(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	ctx := testCtx(t)
-	leader := c.leader(ctx)
-	f1 := leader%3 + 1
-	f2 := f1%3 + 1
 	const ttl, delay = time.Second, 2 * time.Second
-	a := newSession(t, ctx, c.node(f1), WithTTL(ttl), WithLockDelay(delay))
-	b := newSession(t, ctx, c.node(f2))
-	la, res := holdWithWaiter(t, ctx, c.node(f2), a, b, "job")
-
-	testhook.Freeze(a)
-	defer testhook.Thaw(a)
-	<-la.Done()
+	h := frozenHolderWithLockDelay(t, c, ctx, ttl, delay)
 	stopped := time.Now()
+	leader, f1, f2, b, la, res := h.leader, h.f1, h.f2, h.waiter, h.held, h.res
 	require.ErrorIs(t, la.Err(), ErrSessionExpired)
 	waitUntil(t, ctx, "the expired holder's lock is delayed", func() bool {
 		info := inspect(t, ctx, c.node(f2), "job")
@@ -376,18 +391,10 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 func TestLockDelayRestartsOnLeaderChange(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	ctx := testCtx(t)
-	old := c.leader(ctx)
-	f1 := old%3 + 1
-	f2 := f1%3 + 1
 	const ttl, delay = time.Second, 4 * time.Second
-	a := newSession(t, ctx, c.node(f1), WithTTL(ttl), WithLockDelay(delay))
-	b := newSession(t, ctx, c.node(f2), WithTTL(20*time.Second))
-	la, res := holdWithWaiter(t, ctx, c.node(f2), a, b, "job")
-
-	testhook.Freeze(a)
-	defer testhook.Thaw(a)
-	<-la.Done()
-	waitUntil(t, ctx, "the lock is delayed", func() bool { return inspect(t, ctx, c.node(f2), "job").Delayed })
+	h := frozenHolderWithLockDelay(t, c, ctx, ttl, delay, WithTTL(20*time.Second))
+	old, la, res := h.leader, h.held, h.res
+	waitUntil(t, ctx, "the lock is delayed", func() bool { return inspect(t, ctx, c.node(h.f2), "job").Delayed })
 	// Let a good part of the delay run on the old leader's timer first.
 	time.Sleep(delay / 2)
 	stoppedLeader := time.Now()

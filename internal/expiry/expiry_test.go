@@ -6,12 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/fencelock/fencelock/internal/clock"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // manualClock is a clock the test moves by hand; the tests drive fire()
 // directly, so its timers are never used.

@@ -6,12 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/fencelock/fencelock/internal/clock"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // manualClock is a clock the test moves by hand; the tests drive fire()
 // directly, so its timers are never used.
@@ -71,6 +68,13 @@ func lead(tr *Tracker) {
 	tr.LeaderStarted(selfMark, self, term)
 }
 
+// newLeader is newTracker's tracker once its replica leads (lead).
+func newLeader() (*Tracker, *manualClock, *[]expiry) {
+	tr, c, got := newTracker()
+	lead(tr)
+	return tr, c, got
+}
+
 func TestFollowerNeverExpires(t *testing.T) {
 	tr, c, got := newTracker()
 	tr.Touch(1, 10, time.Second)
@@ -80,8 +84,7 @@ func TestFollowerNeverExpires(t *testing.T) {
 }
 
 func TestLeaderExpiresOneTTLAfterTheLastKeepAlive(t *testing.T) {
-	tr, c, got := newTracker()
-	lead(tr)
+	tr, c, got := newLeader()
 	tr.Touch(1, 10, time.Second)
 	c.advance(600 * time.Millisecond)
 	tr.Touch(1, 20, time.Second) // renewed: the timer restarts
@@ -115,8 +118,7 @@ func TestPromotionGivesEverySessionAFullTTL(t *testing.T) {
 }
 
 func TestExpiryIsRetriedUntilTheSessionGoes(t *testing.T) {
-	tr, c, got := newTracker()
-	lead(tr)
+	tr, c, got := newLeader()
 	tr.Touch(7, 1, time.Second)
 	c.advance(time.Second)
 	require.Equal(t, 250*time.Millisecond, tr.fire())
@@ -132,8 +134,7 @@ func TestExpiryIsRetriedUntilTheSessionGoes(t *testing.T) {
 }
 
 func TestDemotionStopsExpiries(t *testing.T) {
-	tr, c, got := newTracker()
-	lead(tr)
+	tr, c, got := newLeader()
 	tr.Touch(1, 1, time.Second)
 	tr.SetLeader(false, 0)
 	c.advance(time.Hour)
@@ -142,8 +143,7 @@ func TestDemotionStopsExpiries(t *testing.T) {
 }
 
 func TestResetFromSnapshotRestartsTimers(t *testing.T) {
-	tr, c, got := newTracker()
-	lead(tr)
+	tr, c, got := newLeader()
 	tr.Touch(1, 1, time.Second)
 	c.advance(900 * time.Millisecond)
 	tr.Reset([]Session{{ID: 2, KeepAlive: 5, TTL: time.Second}}, nil, nil, selfMark)
@@ -158,8 +158,7 @@ func TestResetFromSnapshotRestartsTimers(t *testing.T) {
 // Renewals leave stale heap items behind; the heap is compacted so it stays
 // proportional to the sessions tracked.
 func TestStaleTimersAreCompacted(t *testing.T) {
-	tr, c, _ := newTracker()
-	lead(tr)
+	tr, c, _ := newLeader()
 	for i := range 10000 {
 		tr.Touch(uint64(i%10), uint64(i), time.Minute)
 		c.advance(time.Millisecond)
@@ -320,8 +319,7 @@ func TestDelaysRestartInFull(t *testing.T) {
 // batch that last renewed it, naming that batch's index, and a session the
 // batch did not cover expires on its own schedule.
 func TestTouchBatchTimesSessionsInBuckets(t *testing.T) {
-	tr, c, got := newTracker()
-	lead(tr)
+	tr, c, got := newLeader()
 	for id := uint64(1); id <= 4; id++ {
 		tr.Touch(id, 100+id, time.Second)
 	}

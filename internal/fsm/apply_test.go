@@ -48,8 +48,7 @@ func TestAcquireHeldLock(t *testing.T) {
 		{"acquire queues", true, Queued, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t)
-			a, b := h.open(1), h.open(2)
+			h, a, b := twoSessions(t)
 			g, _ := h.one(acqCmd(a, 1, "job", false))
 			require.Equal(t, Granted, g.Status)
 
@@ -132,8 +131,7 @@ func TestReleaseChainInOneEntry(t *testing.T) {
 }
 
 func TestTokensRiseAcrossLocksAndEntries(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	perLock := map[string]uint64{}
 	seen := map[uint64]bool{}
 	held := map[string]uint64{}
@@ -247,8 +245,7 @@ func TestTokensContinueAfterRestore(t *testing.T) {
 }
 
 func TestReleaseNeedsCurrentToken(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	rx, _ := h.one(acqCmd(a, 1, "x", false))
 	ry, _ := h.one(acqCmd(b, 1, "y", false))
 	tx, ty := rx.Value, ry.Value
@@ -305,8 +302,7 @@ func TestDedupAcquire(t *testing.T) {
 	} {
 		for _, sameEntry := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/same-entry=%v", tc.name, sameEntry), func(t *testing.T) {
-				h := newHarness(t)
-				a, b := h.open(1), h.open(2)
+				h, a, b := twoSessions(t)
 				h.one(acqCmd(b, 1, "busy", false))
 				cmd := tc.cmd(a)
 				var first, second Result
@@ -350,8 +346,7 @@ func TestDedupAcquire(t *testing.T) {
 }
 
 func TestDedupLockedStaysLockedAfterTheLockFrees(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	g, _ := h.one(acqCmd(b, 1, "busy", false))
 	r, _ := h.one(acqCmd(a, 1, "busy", false))
 	require.Equal(t, Locked, r.Status)
@@ -363,8 +358,7 @@ func TestDedupLockedStaysLockedAfterTheLockFrees(t *testing.T) {
 }
 
 func TestDedupQueuedThenGranted(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	g, _ := h.one(acqCmd(b, 1, "L", false))
 	r, _ := h.one(acqCmd(a, 5, "L", true))
 	require.Equal(t, Queued, r.Status)
@@ -531,8 +525,7 @@ func TestRetriedProclaimAppliesOnce(t *testing.T) {
 // Cancelled reply and queues no ghost waiter, however many requests came
 // in between.
 func TestDelayedAcquireAfterItsCancel(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	h.one(acqCmd(a, 1, "L", false))
 	r, _ := h.one(Command{Kind: KindCancel, Session: b, Target: 1, Floor: 1, Name: "L"})
 	require.Equal(t, NotApplied, r.Status, "nothing to withdraw yet")
@@ -645,8 +638,7 @@ func TestCancelGrantedRequestReleases(t *testing.T) {
 }
 
 func TestCancelNothing(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	h.one(acqCmd(a, 1, "L", false))
 	locked, _ := h.one(acqCmd(b, 1, "L", false))
 	require.Equal(t, Locked, locked.Status)
@@ -668,8 +660,7 @@ func TestCancelNothing(t *testing.T) {
 }
 
 func TestCancelBelowFloorStillWithdraws(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	h.one(acqCmd(a, 1, "L", false))
 	h.one(acqCmd(b, 1, "L", true))
 	h.one(keepAliveCmd(b, 10))
@@ -695,8 +686,7 @@ func TestCancelGuardsAgainstGhostGrants(t *testing.T) {
 		{"cancel of a granted request", false, true, Granted, Cancelled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t)
-			a, b := h.open(1), h.open(2)
+			h, a, b := twoSessions(t)
 			if tc.aHolds {
 				r, _ := h.one(acqCmd(a, 1, "L", false))
 				require.Equal(t, Granted, r.Status)
@@ -999,8 +989,7 @@ func TestValidName(t *testing.T) {
 // A Cancel that names its lock (as clients send it) finds a granted target
 // by that name; a name that is not the target's lock frees nothing.
 func TestCancelByNameFindsTheGrant(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	g, _ := h.one(acqCmd(a, 1, "L", false))
 	h.one(acqCmd(a, 2, "M", false))
 	h.one(acqCmd(b, 1, "L", true))

@@ -125,8 +125,7 @@ func TestLockDelayOnlyOnInvoluntaryEnd(t *testing.T) {
 // Zero means zero: a session without a lock-delay passes its locks on in
 // the entry that expires it. A delay above MaxLockDelay is refused.
 func TestLockDelayZeroAndBound(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	h.one(acqCmd(a, 1, "L", true))
 	h.one(acqCmd(b, 1, "L", true))
 	h.one(expireCmd(a, 1))
@@ -214,8 +213,7 @@ func TestLockDelayNotForElections(t *testing.T) {
 // grant released, another token) or one of another leader frees nothing,
 // and a grant without a maximum hold never ends so.
 func TestMaxHold(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	acq := acqCmd(a, 1, "L", true)
 	acq.MaxHold = 3e9
 	r, evs := h.one(acq)
@@ -287,8 +285,7 @@ func TestMaxHoldCampaignAndNoDelay(t *testing.T) {
 // A resumed session does not keep a grant with a maximum hold (its new
 // incarnation cannot know how long it has left), and keeps the others.
 func TestResumeEndsMaxHoldGrants(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	timed := acqCmd(a, 1, "T", true)
 	timed.MaxHold = 1e9
 	tokT := mustOne(h, timed).Value

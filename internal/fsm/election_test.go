@@ -174,8 +174,7 @@ func checkElectionInvariants(st *State) error {
 }
 
 func TestCampaignLeadsAtOnceOrQueues(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	before := h.st.Grants()
 	r, evs := h.one(campaignCmd(a, 1, "primary", "a:7001"))
 	require.Equal(t, Result{Status: Granted, Value: h.idx << TokenShift}, r)
@@ -239,8 +238,7 @@ func TestResignHandsOverInFIFOOrder(t *testing.T) {
 }
 
 func TestResignNeedsTheCurrentTerm(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	r, _ := h.one(campaignCmd(a, 1, "E", "a"))
 	h.one(campaignCmd(b, 1, "E", "b"))
 	for _, c := range []Command{
@@ -266,8 +264,7 @@ func TestResignNeedsTheCurrentTerm(t *testing.T) {
 }
 
 func TestProclaim(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	r, _ := h.one(campaignCmd(a, 1, "E", "old"))
 	h.one(campaignCmd(b, 1, "E", "b"))
 	grants := h.st.Grants()
@@ -307,8 +304,7 @@ func TestProclaim(t *testing.T) {
 }
 
 func TestElectionsAndLocksAreSeparateNamespaces(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	l, _ := h.one(acqCmd(a, 1, "x", false))
 	e, _ := h.one(campaignCmd(b, 1, "x", "b"))
 	require.Equal(t, Granted, l.Status)
@@ -390,8 +386,7 @@ func TestSessionEndDeposesAndWithdraws(t *testing.T) {
 }
 
 func TestCampaignRetries(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	r, _ := h.one(campaignCmd(a, 1, "E", "a"))
 	again, evs := h.one(campaignCmd(a, 1, "E", "a"))
 	require.Equal(t, r, again, "a retry gets the first reply")
@@ -815,8 +810,7 @@ func inList(list *heldList, h *hold) bool {
 // A Campaign without Wait leads at once or fails with Locked, queueing
 // nothing and changing nothing.
 func TestTryCampaign(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	try := func(s, seq uint64) Command {
 		c := campaignCmd(s, seq, "E", "v")
 		c.Wait = false

@@ -69,6 +69,14 @@ func newHarness(tb testing.TB) *harness {
 	return &harness{tb: tb, st: New(), holders: holderModel{}, leaders: leaderModel{}, queues: queueModel{}, delays: delayModel{}}
 }
 
+// twoSessions is a new harness with two sessions open (nonces 1 and 2),
+// the two that most tests set against each other.
+func twoSessions(tb testing.TB) (h *harness, a, b uint64) {
+	tb.Helper()
+	h = newHarness(tb)
+	return h, h.open(1), h.open(2)
+}
+
 // harnessFor continues from an existing (for example restored) state.
 func harnessFor(tb testing.TB, st *State) *harness {
 	return &harness{tb: tb, st: st, idx: st.Index(), lastTok: st.LastToken(), holders: holdersOf(st),

@@ -84,8 +84,7 @@ func TestGroupIDIsSetOnce(t *testing.T) {
 // named, if a token is given) and grants the queue head in the same entry;
 // the holder learns it as ReasonRevoked.
 func TestRevoke(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	g, _ := h.one(acqCmd(a, 1, "L", false))
 	h.one(acqCmd(b, 1, "L", true))
 	r, _ := h.one(Command{Kind: KindRevoke, Name: "L", Token: g.Value + 1})
@@ -110,8 +109,7 @@ func TestRevoke(t *testing.T) {
 // An operator's EndSession ends any session as an expiry would, with
 // ReasonRevoked.
 func TestEndSession(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	h.one(acqCmd(a, 1, "L", false))
 	h.one(acqCmd(b, 1, "L", true))
 	r, evs := h.one(Command{Kind: KindEndSession, Session: a})

@@ -85,8 +85,7 @@ func TestOperatorCommandAppliesOnce(t *testing.T) {
 		require.Equal(t, UnknownSession, r.Status, "without an ID")
 	})
 	t.Run("revoke leadership", func(t *testing.T) {
-		h := newHarness(t)
-		a, b := h.open(1), h.open(2)
+		h, a, b := twoSessions(t)
 		h.apply(campaignCmd(a, 1, "E", "a"), campaignCmd(b, 1, "E", "b"))
 		for range 2 {
 			r, _ := h.one(Command{Kind: KindRevoke, Election: true, Name: "E", Op: 10})
@@ -147,8 +146,7 @@ func TestOperationMemoryIsBounded(t *testing.T) {
 // A state that remembers operations restores from its snapshot to the
 // same memory, and answers their retries alike.
 func TestOperationMemorySnapshot(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	h.apply(acqCmd(a, 1, "L", false), acqCmd(b, 1, "L", true))
 	h.one(Command{Kind: KindRevoke, Name: "L", Op: 5})
 	h.one(Command{Kind: KindEndSession, Session: a, Op: 6})

@@ -105,8 +105,7 @@ func TestSharedExclusiveFairModeSwitching(t *testing.T) {
 // An exclusive try fails while readers hold; a shared request waits while
 // a writer holds.
 func TestSharedAndExclusiveExcludeEachOther(t *testing.T) {
-	h := newHarness(t)
-	a, b := h.open(1), h.open(2)
+	h, a, b := twoSessions(t)
 	r, _ := h.one(sharedCmd(a, 1, "L", false))
 	require.Equal(t, Granted, r.Status)
 	r, _ = h.one(acqCmd(b, 1, "L", false))

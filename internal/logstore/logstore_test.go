@@ -61,6 +61,11 @@ func entries(from, to, term uint64) []pb.Entry {
 	return es
 }
 
+// update is a save of replica 2 of shard 1, the replica most tests follow.
+func update(st pb.State, es []pb.Entry) []pb.Update {
+	return []pb.Update{{ShardID: 1, ReplicaID: 2, State: st, EntriesToSave: es}}
+}
+
 func TestCommitOnlySavesAreDeferredUntilTheNextWrite(t *testing.T) {
 	r := &recorder{}
 	s := Wrap(r)
@@ -100,11 +105,8 @@ func TestCommitOnlySavesAreDeferredUntilTheNextWrite(t *testing.T) {
 func TestDeferredStateIsWrittenBeforeSnapshotsCompactionAndClose(t *testing.T) {
 	r := &recorder{}
 	s := Wrap(r)
-	ud := func(st pb.State, es []pb.Entry) []pb.Update {
-		return []pb.Update{{ShardID: 1, ReplicaID: 2, State: st, EntriesToSave: es}}
-	}
-	require.NoError(t, s.SaveRaftState(ud(state(2, 1, 1), entries(1, 10, 2)), 1))
-	require.NoError(t, s.SaveRaftState(ud(state(2, 1, 8), nil), 1))
+	require.NoError(t, s.SaveRaftState(update(state(2, 1, 1), entries(1, 10, 2)), 1))
+	require.NoError(t, s.SaveRaftState(update(state(2, 1, 8), nil), 1))
 	require.Len(t, r.calls, 1)
 
 	// A snapshot at 8 must find commit ≥ 8 on disk when the replica loads.
@@ -113,7 +115,7 @@ func TestDeferredStateIsWrittenBeforeSnapshotsCompactionAndClose(t *testing.T) {
 	require.Equal(t, uint64(8), r.lastCommit(t))
 	require.Equal(t, 1, r.snaps)
 
-	require.NoError(t, s.SaveRaftState(ud(state(2, 1, 9), nil), 1))
+	require.NoError(t, s.SaveRaftState(update(state(2, 1, 9), nil), 1))
 	require.NoError(t, s.RemoveEntriesTo(1, 2, 8))
 	require.Len(t, r.calls, 3)
 	require.Equal(t, uint64(9), r.lastCommit(t))
@@ -121,7 +123,7 @@ func TestDeferredStateIsWrittenBeforeSnapshotsCompactionAndClose(t *testing.T) {
 	// Another replica's deferred state is not written by this one's snapshot.
 	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 5, State: state(2, 1, 1), EntriesToSave: entries(1, 1, 2)}}, 1))
 	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 5, State: state(2, 1, 3)}}, 1))
-	require.NoError(t, s.SaveRaftState(ud(state(2, 1, 10), nil), 1))
+	require.NoError(t, s.SaveRaftState(update(state(2, 1, 10), nil), 1))
 	require.NoError(t, s.SaveSnapshots([]pb.Update{{ShardID: 1, ReplicaID: 2, Snapshot: pb.Snapshot{Index: 10, Term: 2}}}))
 	require.Equal(t, uint64(10), r.lastCommit(t))
 	require.Equal(t, uint64(2), r.calls[len(r.calls)-1][0].ReplicaID)
@@ -141,11 +143,8 @@ func TestDeferredStateIsWrittenBeforeSnapshotsCompactionAndClose(t *testing.T) {
 func TestImportSnapshotForgetsTheLastSavedState(t *testing.T) {
 	r := &recorder{}
 	s := Wrap(r)
-	ud := func(st pb.State, es []pb.Entry) []pb.Update {
-		return []pb.Update{{ShardID: 1, ReplicaID: 2, State: st, EntriesToSave: es}}
-	}
-	require.NoError(t, s.SaveRaftState(ud(state(5, 3, 1), entries(1, 4, 5)), 1))
-	require.NoError(t, s.SaveRaftState(ud(state(5, 3, 4), nil), 1))
+	require.NoError(t, s.SaveRaftState(update(state(5, 3, 1), entries(1, 4, 5)), 1))
+	require.NoError(t, s.SaveRaftState(update(state(5, 3, 4), nil), 1))
 	require.Len(t, r.calls, 1, "commit-only: deferred")
 
 	require.NoError(t, s.ImportSnapshot(pb.Snapshot{ShardID: 1, Index: 20, Term: 5}, 2))
@@ -154,7 +153,7 @@ func TestImportSnapshotForgetsTheLastSavedState(t *testing.T) {
 
 	// Term 5, vote 3 again: the same as the last save before the import,
 	// but not what the import left on disk.
-	require.NoError(t, s.SaveRaftState(ud(state(5, 3, 20), nil), 1))
+	require.NoError(t, s.SaveRaftState(update(state(5, 3, 20), nil), 1))
 	require.Len(t, r.calls, 3, "the first save after an import is written")
 	require.Equal(t, uint64(20), r.lastCommit(t))
 	require.NoError(t, s.Close())
@@ -258,7 +257,7 @@ func TestCrashDiesWithADeferredStateAndCloseDropsIt(t *testing.T) {
 func TestCrashArmedAtCloseDiesThere(t *testing.T) {
 	r := &recorder{}
 	s := Wrap(r)
-	require.NoError(t, s.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 2, State: state(2, 1, 1), EntriesToSave: entries(1, 1, 2)}}, 1))
+	require.NoError(t, s.SaveRaftState(update(state(2, 1, 1), entries(1, 1, 2)), 1))
 	died := false
 	ch := s.Crash(func() { died = true })
 	require.NoError(t, s.Close())

@@ -218,10 +218,8 @@ func (h *Host) HandoverTimeout() time.Duration {
 // ctx) passed. It never fails: a group with no voter to hand to (no quorum,
 // a group of one) is left as it is. It returns the groups handed over.
 func (h *Host) Handover(ctx context.Context) []string {
-	select {
-	case <-h.closed:
+	if h.closing() {
 		return nil
-	default:
 	}
 	self := h.cfg.ReplicaID
 	window := max(3*h.electionTimeout(), time.Second)

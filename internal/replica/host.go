@@ -477,6 +477,19 @@ func (h *Host) Close() error {
 	return nil
 }
 
+// closing reports whether Close has begun (closed h.closed). Checked under
+// setMu or bgMu, a false answer lets the caller change the groups or start
+// background work: Close takes each lock after it closes h.closed, and
+// waits for the caller to let it go.
+func (h *Host) closing() bool {
+	select {
+	case <-h.closed:
+	default:
+		return false
+	}
+	return true
+}
+
 // closeNodeHost closes the NodeHost once no local view is being read.
 func (h *Host) closeNodeHost() {
 	h.nhMu.Lock()

@@ -166,10 +166,8 @@ func (h *Host) setMirror(name string, r *mirror.Mirror) {
 func (h *Host) mirrorOf(e fsm.GroupEntry) Group {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
-	select {
-	case <-h.closed:
+	if h.closing() {
 		return nil
-	default:
 	}
 	if m := h.mirror(e.Name); m != nil && m.ShardID() == e.Shard {
 		return m
@@ -187,10 +185,8 @@ func (h *Host) mirrorOf(e fsm.GroupEntry) Group {
 func (h *Host) goBackground(f func()) bool {
 	h.bgMu.Lock()
 	defer h.bgMu.Unlock()
-	select {
-	case <-h.closed:
+	if h.closing() {
 		return false
-	default:
 	}
 	h.bg.Add(1)
 	go func() {

@@ -44,10 +44,8 @@ const (
 func (h *Host) startGroup(e fsm.GroupEntry) {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
-	select {
-	case <-h.closed:
+	if h.closing() {
 		return
-	default:
 	}
 	if h.running(e.Name) != nil {
 		return
@@ -120,10 +118,8 @@ func (h *Host) startGroup(e fsm.GroupEntry) {
 func (h *Host) stopGroup(r *Replica, why error, mirror bool) {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
-	select {
-	case <-h.closed:
+	if h.closing() {
 		return
-	default:
 	}
 	if h.running(r.Name()) != r {
 		return

@@ -19,13 +19,9 @@ import (
 // between the two. (The service's adoption test caught a re-issued acquire
 // queued behind the request it should have kept, under CI's load.)
 func TestAbandonedWaitIsNotWithdrawn(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tg := startTwoGroups(t)
 	o := Options{TTL: 30 * time.Second, Margin: time.Second}
-	holder, err := tg.h.Open(ctx, o, nil)
-	require.NoError(t, err)
-	_, err = acquire(ctx, holder, "", "x")
+	ctx, tg, holder := openInTwoGroups(t, 2*time.Minute, o)
+	_, err := acquire(ctx, holder, "", "x")
 	require.NoError(t, err)
 	r := tg.groups.m[""]
 	queue := func() []uint64 {
@@ -57,11 +53,7 @@ func TestAbandonedWaitIsNotWithdrawn(t *testing.T) {
 // a session whose locks are gone. (CI caught Session.Err answering nil
 // right after Lock.Err answered ErrSessionExpired, under load.)
 func TestSessionOverOnceItsDefaultPartIs(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	tg := startTwoGroups(t)
-	s, err := tg.h.Open(ctx, Options{TTL: 30 * time.Second, Margin: time.Second}, nil)
-	require.NoError(t, err)
+	ctx, _, s := openInTwoGroups(t, time.Minute, Options{TTL: 30 * time.Second, Margin: time.Second})
 	g, err := acquire(ctx, s, "", "x")
 	require.NoError(t, err)
 

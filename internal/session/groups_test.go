@@ -128,6 +128,19 @@ func acquire(ctx context.Context, s *Session, group, name string) (*Grant, error
 	return s.Request(ctx, group, fsm.Command{Kind: fsm.KindAcquire, Name: name, Wait: true}, RequestOptions{})
 }
 
+// openInTwoGroups starts two groups (startTwoGroups) and opens a session
+// with o at this test's Host, under a context that ends after timeout or
+// when the test does.
+func openInTwoGroups(t *testing.T, timeout time.Duration, o Options) (context.Context, *twoGroups, *Session) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	tg := startTwoGroups(t)
+	t.Cleanup(cancel) // before the groups close, as a deferred cancel was
+	s, err := tg.h.Open(ctx, o, nil)
+	require.NoError(t, err)
+	return ctx, tg, s
+}
+
 // A session opens its part in a group on the first call naming it, one part
 // for the calls that race to open it; the parts have their own IDs and
 // their grants their own group's tokens. When group b loses its quorum, the
@@ -135,12 +148,8 @@ func acquire(ctx context.Context, s *Session, group, name string) (*Grant, error
 // session and its default group's grants live on, and so does the renewal
 // of the default part.
 func TestPartsPerGroupAndTheirLoss(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tg := startTwoGroups(t)
 	const ttl = 2 * time.Second
-	s, err := tg.h.Open(ctx, Options{TTL: ttl, Margin: ttl / 5}, nil)
-	require.NoError(t, err)
+	ctx, tg, s := openInTwoGroups(t, 2*time.Minute, Options{TTL: ttl, Margin: ttl / 5})
 	_, ok := s.PartID("b")
 	require.False(t, ok, "no part in b before a call names it")
 
@@ -225,11 +234,7 @@ func TestPartsPerGroupAndTheirLoss(t *testing.T) {
 // When the default part ends, the whole session ends, and with it every
 // part in other groups, which is closed at its group.
 func TestDefaultPartEndsTheSession(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tg := startTwoGroups(t)
-	s, err := tg.h.Open(ctx, Options{TTL: 5 * time.Second, Margin: time.Second}, nil)
-	require.NoError(t, err)
+	ctx, tg, s := openInTwoGroups(t, 2*time.Minute, Options{TTL: 5 * time.Second, Margin: time.Second})
 	y, err := acquire(ctx, s, "b", "y@b")
 	require.NoError(t, err)
 	r := tg.groups.Group("")
@@ -253,12 +258,8 @@ func TestDefaultPartEndsTheSession(t *testing.T) {
 // Resume takes back every part a session had, with the grants each holds,
 // their tokens unchanged.
 func TestResumeEveryPart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tg := startTwoGroups(t)
 	o := Options{TTL: 5 * time.Second, Margin: time.Second}
-	s, err := tg.h.Open(ctx, o, nil)
-	require.NoError(t, err)
+	ctx, tg, s := openInTwoGroups(t, 2*time.Minute, o)
 	x, err := acquire(ctx, s, "", "x")
 	require.NoError(t, err)
 	y, err := acquire(ctx, s, "b", "y@b")
@@ -293,16 +294,57 @@ func TestResumeEveryPart(t *testing.T) {
 	require.ErrorIs(t, err, ErrSessionExpired)
 }
 
+// A part waiting for its resume, on a replica that restores a snapshot
+// taken before the session was opened (a lagging replica catching up), is
+// not expired for it: the resume applies after the snapshot, and the grant
+// it keeps must reach the part. The fault checker caught the opposite (a
+// resumed session whose Locks lacked the lock its group kept; leader-crash).
+func TestResumingPartSurvivesAnOlderSnapshot(t *testing.T) {
+	h := NewHost(Config{ReplicaID: 2, ProposalTimeout: time.Second, RTT: 10 * time.Millisecond,
+		Clock: clock.Real, Log: quiet, Groups: &testGroups{m: map[string]Group{}}, UnknownGroup: errUnknown})
+	t.Cleanup(func() { h.Close(replica.ErrClosed) })
+
+	// The group's history: the session opens at 20, is granted "x" at 21
+	// and is resumed by this replica's attempt at 22.
+	const nonce, attempt, ttl = 77, 9001, uint64(10 * time.Second)
+	before := fsm.New() // a snapshot from before the open
+	before.Apply(10, []fsm.Command{{Kind: fsm.KindOpenSession, Nonce: 5, TTL: ttl}})
+	after := fsm.New()
+	after.Apply(10, []fsm.Command{{Kind: fsm.KindOpenSession, Nonce: 5, TTL: ttl}})
+	rs, _ := after.Apply(20, []fsm.Command{{Kind: fsm.KindOpenSession, Nonce: nonce, TTL: ttl}})
+	id := rs[0].Value
+	rs, _ = after.Apply(21, []fsm.Command{{Kind: fsm.KindAcquire, Session: id, Seq: 1, Name: "x", Wait: true}})
+	require.Equal(t, fsm.Granted, rs[0].Status)
+	rs, _ = after.Apply(22, []fsm.Command{{Kind: fsm.KindResume, Session: id, Nonce: nonce, Owner: 2, Target: attempt, TTL: ttl}})
+	require.Equal(t, fsm.OK, rs[0].Status)
+
+	s := h.newSession(Options{TTL: time.Duration(ttl), Margin: time.Second}, nil)
+	rt := h.router("b")
+	p := rt.newPart(s, id, nonce)
+	p.resume.Store(attempt)
+	rt.mu.Lock()
+	rt.parts[id] = p
+	rt.mu.Unlock()
+
+	rt.Restored(before)
+	require.False(t, p.ended(), "a snapshot from before the session's open does not end the part waiting for its resume")
+	require.Empty(t, p.held(false))
+
+	rt.Restored(after)
+	require.False(t, p.ended())
+	held := p.held(false)
+	require.Len(t, held, 1, "the snapshot that covers the resume hands the part the grant it kept")
+	require.Equal(t, "x", held[0].Name())
+	require.Equal(t, uint64(21)<<fsm.TokenShift, held[0].Token())
+	require.Zero(t, p.resume.Load(), "the resume is over")
+}
+
 // A holder that finds its session over finds each of its locks over too,
 // in every group: the session's end ends its parts, and their grants,
 // before Done closes. The test holds the named part's lock, so an end that
 // closed Done first is caught between the two.
 func TestSessionEndsItsPartsFirst(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tg := startTwoGroups(t)
-	s, err := tg.h.Open(ctx, Options{TTL: 30 * time.Second, Margin: time.Second}, nil)
-	require.NoError(t, err)
+	ctx, _, s := openInTwoGroups(t, 2*time.Minute, Options{TTL: 30 * time.Second, Margin: time.Second})
 	y, err := acquire(ctx, s, "b", "y@b")
 	require.NoError(t, err)
 	y.p.mu.Lock()

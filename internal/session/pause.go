@@ -33,39 +33,35 @@ func (p *Part) hold() *pause {
 // heldBack reports whether the part is frozen or paused: its keep-alives
 // wait for the thaw.
 func (p *Part) heldBack() bool {
-	q := p.pause.Load()
-	if q == nil {
-		return false
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.frozen || q.paused
+	return p.underPause(func(q *pause) bool { return q.frozen || q.paused })
 }
 
 // isPaused reports whether a pause holds the part's news back.
 func (p *Part) isPaused() bool {
-	q := p.pause.Load()
-	if q == nil {
-		return false
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.paused
+	return p.underPause(func(q *pause) bool { return q.paused })
 }
 
 // deadlineDuringPause records, if the part is paused, that its deadline
 // timer fired, to be checked when the pause ends; it reports whether it did.
 func (p *Part) deadlineDuringPause() bool {
+	return p.underPause(func(q *pause) bool {
+		if q.paused {
+			q.overdue = true
+		}
+		return q.paused
+	})
+}
+
+// underPause answers f of the part's pause under its lock; false for a part
+// that was never frozen or paused (it has no pause).
+func (p *Part) underPause(f func(q *pause) bool) bool {
 	q := p.pause.Load()
 	if q == nil {
 		return false
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.paused {
-		q.overdue = true
-	}
-	return q.paused
+	return f(q)
 }
 
 // later runs f now, or at the end of a pause.

@@ -260,13 +260,8 @@ func drain(ctx context.Context, r *shard.Shard, force bool) error {
 	if d, err = readDraining(ctx, r); err != nil {
 		return err
 	}
-	for _, c := range d.cmds {
-		if c.Kind == fsm.KindRevoke {
-			c.Op = NewOpID() // applied once across its retries
-		}
-		if _, err := r.Propose(ctx, c); err != nil {
-			return err
-		}
+	if err := proposeDrain(ctx, r, d.cmds); err != nil {
+		return err
 	}
 	r.Logger().Info("fencelock: a sealed group being dropped revoked its grants", "group", r.Name(), "revoked", d.held)
 	return nil
@@ -281,14 +276,24 @@ type draining struct {
 // readDraining reads the commands that drain r's group (a linearizable
 // read).
 func readDraining(ctx context.Context, r *shard.Shard) (draining, error) {
-	v, err := r.Read(ctx, func(st *fsm.State) any {
+	return read(ctx, r, func(st *fsm.State) draining {
 		cmds, held := st.Draining()
 		return draining{cmds: cmds, held: held}
 	})
-	if err != nil {
-		return draining{}, err
+}
+
+// proposeDrain proposes cmds (from readDraining) in order, each after the
+// one before it applied, a revoke with an operation ID of its own.
+func proposeDrain(ctx context.Context, r *shard.Shard, cmds []fsm.Command) error {
+	for _, c := range cmds {
+		if c.Kind == fsm.KindRevoke {
+			c.Op = NewOpID() // applied once across its retries
+		}
+		if _, err := r.Propose(ctx, c); err != nil {
+			return err
+		}
 	}
-	return v.(draining), nil
+	return nil
 }
 
 // drainUnsealed is drain for a group whose gate is below log version 11,
@@ -321,13 +326,8 @@ func drainUnsealed(ctx context.Context, r *shard.Shard, force bool) error {
 		if len(d.cmds) == 0 {
 			return nil
 		}
-		for _, c := range d.cmds {
-			if c.Kind == fsm.KindRevoke {
-				c.Op = NewOpID() // applied once across its retries
-			}
-			if _, err := r.Propose(ctx, c); err != nil {
-				return err
-			}
+		if err := proposeDrain(ctx, r, d.cmds); err != nil {
+			return err
 		}
 		r.Logger().Info("fencelock: a group being dropped withdrew its queued requests and revoked its grants", "group", r.Name(),
 			"withdrawn", len(d.cmds)-d.held, "revoked", d.held)

@@ -25,12 +25,18 @@ func (v *View) Find(name string) (fsm.GroupEntry, bool) {
 
 // Read reads the table linearizably at def, the default group's shard.
 func Read(ctx context.Context, def *shard.Shard) (View, error) {
-	res, err := def.Read(ctx, func(st *fsm.State) any {
+	return read(ctx, def, func(st *fsm.State) View {
 		groups, set := st.GroupTable()
 		return View{Set: set, Groups: groups}
 	})
+}
+
+// read answers q of r's state as a linearizable read finds it.
+func read[T any](ctx context.Context, r *shard.Shard, q func(st *fsm.State) T) (T, error) {
+	v, err := r.Read(ctx, func(st *fsm.State) any { return q(st) })
 	if err != nil {
-		return View{}, err
+		var none T
+		return none, err
 	}
-	return res.(View), nil
+	return v.(T), nil
 }

@@ -19,7 +19,7 @@ func TestStateInParts(t *testing.T) {
 	state := make([]byte, 10_000)
 	_, _ = rand.Read(state)
 	for _, size := range []int{1000, len(state)} {
-		server, client := pipeCalls()
+		server, client := TestingCalls()
 		sent := make(chan error, 1)
 		go func() { sent <- sendState(server, 42, 2, state[:size]) }()
 		first := recvMsg(t, client)
@@ -44,14 +44,14 @@ func TestStateInParts(t *testing.T) {
 		"more than the state":  {Kind: wire.KindSnapshotPart, Index: 42, Total: 600, Data: make([]byte, 301)},
 		"entries before whole": {Kind: wire.KindEntries, Entries: []wire.Entry{{Index: 43, Data: []byte{1}}}},
 	} {
-		server, client := pipeCalls()
+		server, client := TestingCalls()
 		require.NoError(t, server.Send(next.Encode(nil)))
 		_, err := mirror.RecvState(client, wire.Msg{Kind: wire.KindSnapshotPart, Index: 42, Total: 600, Data: make([]byte, 300)})
 		require.ErrorIs(t, err, wire.ErrMalformed, name)
 	}
 }
 
-func recvMsg(t *testing.T, c *pipeCall) wire.Msg {
+func recvMsg(t *testing.T, c *TestingCall) wire.Msg {
 	t.Helper()
 	b, err := c.Recv()
 	require.NoError(t, err)

@@ -1,8 +1,6 @@
 package serve
 
 import (
-	"bytes"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,39 +10,6 @@ import (
 	"github.com/fencelock/fencelock/internal/peering"
 	"github.com/fencelock/fencelock/internal/replica/wire"
 )
-
-// pipeCall is one end of an in-memory call connection.
-type pipeCall struct {
-	in, out chan []byte
-	done    chan struct{}
-}
-
-func pipeCalls() (*pipeCall, *pipeCall) {
-	a, b := make(chan []byte, 4), make(chan []byte, 4)
-	done := make(chan struct{})
-	return &pipeCall{in: a, out: b, done: done}, &pipeCall{in: b, out: a, done: done}
-}
-
-func (p *pipeCall) Send(msg []byte) error {
-	select {
-	case p.out <- bytes.Clone(msg):
-		return nil
-	case <-p.done:
-		return errors.New("closed")
-	}
-}
-
-func (p *pipeCall) Recv() ([]byte, error) {
-	select {
-	case b := <-p.in:
-		return b, nil
-	case <-p.done:
-		return nil, errors.New("closed")
-	}
-}
-
-func (p *pipeCall) SetIdle(time.Duration) {}
-func (p *pipeCall) Close() error          { return nil }
 
 // bareHost runs no group.
 type bareHost struct{}
@@ -74,8 +39,8 @@ func TestServedCallsAreBounded(t *testing.T) {
 		slots := tc.slots(s)
 		ask := func() wire.Msg {
 			t.Helper()
-			client, server := pipeCalls()
-			defer close(server.done)
+			client, server := TestingCalls()
+			defer server.HangUp()
 			served := make(chan struct{})
 			go func() {
 				defer close(served)

@@ -47,12 +47,8 @@ func startOne(t *testing.T, extra ...string) (base string, cmd *exec.Cmd, logs *
 	})
 	base = "http://" + addr
 	fencelocktest.WaitFor(t, "the replica to be ready", func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
+		ok, _ := isReady(http.DefaultClient, base)
+		return ok
 	})
 	return base, cmd, logs
 }

@@ -50,12 +50,9 @@ func startReplacement(t *testing.T, bin string, args []string, web string) *lock
 	})
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		resp, err := http.Get("http://" + web + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return logs
-			}
+		ok, err := isReady(http.DefaultClient, "http://"+web)
+		if ok {
+			return logs
 		}
 		require.True(t, time.Now().Before(deadline), "the replacement replica never ready: %v\n%s", err, logs)
 		time.Sleep(100 * time.Millisecond)

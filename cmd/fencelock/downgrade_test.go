@@ -79,12 +79,7 @@ func TestReleasedBuildRefusesAnUpgradedDir(t *testing.T) {
 			t.Fatalf("the released build neither exited nor became ready on the upgraded Dir:\n%s", &out)
 		case <-time.After(50 * time.Millisecond):
 		}
-		resp, err := hc.Get(url + "/readyz")
-		if err != nil {
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
+		if ok, _ := isReady(hc, url); !ok {
 			continue
 		}
 		// It serves: say what it makes of the lock the Dir's log holds.
@@ -92,7 +87,7 @@ func TestReleasedBuildRefusesAnUpgradedDir(t *testing.T) {
 			Held  bool   `json:"held"`
 			Token string `json:"fencing_token"`
 		}
-		resp, err = hc.Get(url + "/v1/locks/x")
+		resp, err := hc.Get(url + "/v1/locks/x")
 		if err == nil {
 			_ = json.NewDecoder(resp.Body).Decode(&info)
 			resp.Body.Close()

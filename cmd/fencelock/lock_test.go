@@ -20,16 +20,24 @@ import (
 	"github.com/fencelock/fencelock/fencelocktest"
 )
 
+// startToStopFollower starts three replicas for a test that stops one of
+// them, x: a follower, so that the group keeps its leader. X is x's URL, Y
+// the other follower's.
+func startToStopFollower(t *testing.T) (p *procs, x uint64, X, Y string) {
+	t.Helper()
+	p = startProcs(t)
+	x, y := p.followers()
+	return p, x, p.urls[x], p.urls[y]
+}
+
 // `fencelock lock NAME -- CMD` runs CMD only while the lock is held, and
 // stops it when the lock is lost: here the replica its session lives on is
 // stopped (SIGSTOP) past the TTL, and CMD is sent SIGTERM before the group
 // grants the lock to the next in line.
 func TestLockCommand(t *testing.T) {
-	p := startProcs(t)
+	p, x, X, Y := startToStopFollower(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	x, y := p.followers() // x is stopped: a follower, so the group keeps its leader
-	X, Y := p.urls[x], p.urls[y]
 	const name = "cron/report"
 
 	blocker, blockerToken := holdLock(t, Y, name)
@@ -107,11 +115,9 @@ func deadURL(t *testing.T) string { return "http://" + fencelocktest.FreePort(t)
 // command's session as holder, so the kill came first causally, not just by
 // the test's clocks.
 func TestLockKillsBeforeNextGrant(t *testing.T) {
-	p := startProcs(t)
+	p, x, X, Y := startToStopFollower(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	x, y := p.followers() // x is stopped: a follower, so the group keeps its leader
-	X, Y := p.urls[x], p.urls[y]
 	const name = "cron/stubborn"
 
 	dir := t.TempDir()

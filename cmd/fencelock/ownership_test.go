@@ -184,6 +184,73 @@ func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
 	}
 }
 
+// staleCopyTarget is a lock or an election, as the stale-copy tests below
+// see it: the release of a lock and the resign of a term share one path in
+// the service (answerGone), and so do a lock's queue and an election's
+// candidates, so each test holds for both.
+type staleCopyTarget struct {
+	path string // "/v1/locks/q"
+	// take acquires the lock or campaigns (with value) for the election.
+	take func(base, id, secret, value string, wait bool) (reply, error)
+	// drop is the verb, after path, that gives it up: "release".
+	drop string
+	// won is the key of take's answer when it was granted at once, token
+	// the key of the token that answer names.
+	won, token string
+	// holds says the group's info shows that token holding it, queues that
+	// it shows session id queued for it.
+	holds  func(info reply, token string) bool
+	queues func(info reply, id string) bool
+	// The tests' words for it, in their failure messages: "release of q",
+	// "not held", "q held with its token", "q is no longer S's"; "S queued
+	// for q", "queue", "q's queue", "in q's queue".
+	dropOf, notHeld, held, gone    string
+	entered, list, queueOf, queued string
+}
+
+var (
+	staleLock = staleCopyTarget{
+		path: "/v1/locks/q",
+		take: func(base, id, secret, _ string, wait bool) (reply, error) {
+			return acquireOn(base, "q", id, secret, wait)
+		},
+		drop:  "release",
+		won:   "granted",
+		token: "fencing_token",
+		holds: func(info reply, token string) bool { return info.Str("fencing_token") == token },
+		queues: func(info reply, id string) bool {
+			queue, _ := info.Body["queue"].([]any)
+			return slices.Contains(queue, any(id))
+		},
+		dropOf: "release of q", notHeld: "not held", held: "q held with its token", gone: "q is no longer S's",
+		entered: "S queued for q", list: "queue", queueOf: "q's queue", queued: "in q's queue",
+	}
+	staleElection = staleCopyTarget{
+		path: "/v1/elections/e",
+		take: func(base, id, secret, value string, wait bool) (reply, error) {
+			return call("POST", []string{base}, "/v1/elections/e/campaign", secret, map[string]any{"session_id": id, "value": value, "wait": wait})
+		},
+		drop:  "resign",
+		won:   "elected",
+		token: "token",
+		holds: func(info reply, token string) bool {
+			leader, _ := info.Body["leader"].(map[string]any)
+			return leader != nil && leader["token"] == token
+		},
+		queues: func(info reply, id string) bool {
+			cands, _ := info.Body["candidates"].([]any)
+			for _, c := range cands {
+				if m, _ := c.(map[string]any); m["session_id"] == id {
+					return true
+				}
+			}
+			return false
+		},
+		dropOf: "resign of e", notHeld: "not leader", held: "S leading that term", gone: "the term is over",
+		entered: "S campaigns for e", list: "candidates", queueOf: "e's candidates", queued: "a candidate for e",
+	}
+)
+
 // TestStaleCopyNeverAnswersNotHeld is the release's side of
 // TestStaleCopyNeverAnswersGranted, which the checker's service scenario
 // found: session S lives on replica 1; replica 1 is frozen (SIGSTOP);
@@ -193,31 +260,7 @@ func TestSplitAdoptionKeepsTheGrant(t *testing.T) {
 // the group shows S holding q: the client would take its lock for gone and
 // its live session would keep it forever. Whatever replica 1 answers, the
 // group agrees with it afterwards.
-func TestStaleCopyNeverAnswersNotHeld(t *testing.T) {
-	p := fencelocktest.StartServe(t, "--http-peers=")
-	const ttl = 15000
-	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
-
-	adoptWhileFrozen(t, p, s, sSecret)
-	r, err := acquireOn(p.URLs[2], "q", s, sSecret, false)
-	require.NoError(t, err)
-	require.Equal(t, true, r.Body["granted"], r.Raw)
-	token := r.Str("fencing_token")
-
-	p.Thaw(1)
-	rel, err := call("POST", []string{p.URLs[1]}, "/v1/locks/q/release", sSecret, map[string]any{"session_id": s, "fencing_token": token})
-	require.NoError(t, err)
-	require.NotEqual(t, 409, rel.Status, "S's release of q (token %s) on the thawed replica 1 was answered %d %s: not held, from its stale copy", token, rel.Status, rel.Raw)
-
-	info, err := call("GET", []string{p.URLs[2]}, "/v1/locks/q", "", nil)
-	require.NoError(t, err)
-	require.Equal(t, 200, info.Status, info.Raw)
-	if rel.Status == 200 {
-		require.NotEqual(t, token, info.Str("fencing_token"), "S's release was answered 200 %s, yet the group shows q held with its token: %s", rel.Raw, info.Raw)
-	} else {
-		require.Equal(t, token, info.Str("fencing_token"), "S's release failed (%d %s), yet q is no longer S's: %s", rel.Status, rel.Raw, info.Raw)
-	}
-}
+func TestStaleCopyNeverAnswersNotHeld(t *testing.T) { staleCopyNeverAnswersGone(t, staleLock) }
 
 // TestStaleCopyNeverAnswersNothingQueued is the withdrawal's side of
 // TestStaleCopyNeverAnswersNotHeld: session S lives on replica 1; replica 1
@@ -227,40 +270,7 @@ func TestStaleCopyNeverAnswersNotHeld(t *testing.T) {
 // copy while the group shows S queued: S would be granted q later and hold
 // it unknowing. Whatever replica 1 answers, the group agrees afterwards.
 func TestStaleCopyNeverAnswersNothingQueued(t *testing.T) {
-	p := fencelocktest.StartServe(t, "--http-peers=")
-	const ttl = 15000
-	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
-	o, oSecret := newHTTPSession(t, p.URLs[2], ttl, "O")
-	r, err := acquireOn(p.URLs[2], "q", o, oSecret, false)
-	require.NoError(t, err)
-	require.Equal(t, true, r.Body["granted"], r.Raw)
-
-	adoptWhileFrozen(t, p, s, sSecret)
-	r, err = acquireOn(p.URLs[2], "q", s, sSecret, true)
-	require.NoError(t, err)
-	require.Equal(t, 200, r.Status, r.Raw)
-	require.EqualValues(t, 1, r.Body["queue_position"], r.Raw)
-	inQueue := func() (bool, reply) {
-		info, err := call("GET", []string{p.URLs[2]}, "/v1/locks/q", "", nil)
-		require.NoError(t, err)
-		require.Equal(t, 200, info.Status, info.Raw)
-		queue, _ := info.Body["queue"].([]any)
-		return slices.Contains(queue, any(s)), info
-	}
-	queued, info := inQueue()
-	require.True(t, queued, "S queued for q, yet the group's queue has no S: %s", info.Raw)
-
-	p.Thaw(1)
-	wd, err := call("POST", []string{p.URLs[1]}, "/v1/locks/q/release", sSecret, map[string]any{"session_id": s})
-	require.NoError(t, err)
-	require.NotEqual(t, 409, wd.Status, "S's withdrawal from q's queue on the thawed replica 1 was answered %d %s: nothing queued, from its stale copy", wd.Status, wd.Raw)
-
-	queued, info = inQueue()
-	if wd.Status == 200 {
-		require.False(t, queued, "S's withdrawal was answered 200 %s, yet the group shows S in q's queue: %s", wd.Raw, info.Raw)
-	} else {
-		require.True(t, queued, "S's withdrawal failed (%d %s), yet S is no longer in q's queue: %s", wd.Status, wd.Raw, info.Raw)
-	}
+	staleCopyNeverAnswersNothingQueued(t, staleLock)
 }
 
 // TestStaleCopyNeverAnswersNotLeader is TestStaleCopyNeverAnswersNotHeld for
@@ -274,32 +284,7 @@ func TestStaleCopyNeverAnswersNothingQueued(t *testing.T) {
 // runs here replica 1's copy had learned the term by the time the resign
 // came, and ended it by a command of its own: 200, the term over. The
 // withdrawal below reaches the group read every time.)
-func TestStaleCopyNeverAnswersNotLeader(t *testing.T) {
-	p := fencelocktest.StartServe(t, "--http-peers=")
-	const ttl = 15000
-	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
-
-	adoptWhileFrozen(t, p, s, sSecret)
-	r, err := call("POST", []string{p.URLs[2]}, "/v1/elections/e/campaign", sSecret, map[string]any{"session_id": s, "value": "s", "wait": false})
-	require.NoError(t, err)
-	require.Equal(t, true, r.Body["elected"], r.Raw)
-	token := r.Str("token")
-
-	p.Thaw(1)
-	rs, err := call("POST", []string{p.URLs[1]}, "/v1/elections/e/resign", sSecret, map[string]any{"session_id": s, "token": token})
-	require.NoError(t, err)
-	require.NotEqual(t, 409, rs.Status, "S's resign of e (token %s) on the thawed replica 1 was answered %d %s: not leader, from its stale copy", token, rs.Status, rs.Raw)
-
-	info, err := call("GET", []string{p.URLs[2]}, "/v1/elections/e", "", nil)
-	require.NoError(t, err)
-	require.Equal(t, 200, info.Status, info.Raw)
-	leader, _ := info.Body["leader"].(map[string]any)
-	if rs.Status == 200 {
-		require.False(t, leader != nil && leader["token"] == token, "S's resign was answered 200 %s, yet the group shows S leading that term: %s", rs.Raw, info.Raw)
-	} else {
-		require.True(t, leader != nil && leader["token"] == token, "S's resign failed (%d %s), yet the term is over: %s", rs.Status, rs.Raw, info.Raw)
-	}
-}
+func TestStaleCopyNeverAnswersNotLeader(t *testing.T) { staleCopyNeverAnswersGone(t, staleElection) }
 
 // TestStaleCopyNeverAnswersNoCandidacy is TestStaleCopyNeverAnswersNothingQueued
 // for an election: S lives on replica 1; replica 1 is frozen; replica 2
@@ -308,43 +293,70 @@ func TestStaleCopyNeverAnswersNotLeader(t *testing.T) {
 // replica 1, must not be answered "nothing queued" from its stale copy
 // while the group shows S a candidate: S would be elected later unknowing.
 func TestStaleCopyNeverAnswersNoCandidacy(t *testing.T) {
+	staleCopyNeverAnswersNothingQueued(t, staleElection)
+}
+
+// staleCopyNeverAnswersGone is TestStaleCopyNeverAnswersNotHeld for x.
+func staleCopyNeverAnswersGone(t *testing.T, x staleCopyTarget) {
+	p := fencelocktest.StartServe(t, "--http-peers=")
+	const ttl = 15000
+	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
+
+	adoptWhileFrozen(t, p, s, sSecret)
+	r, err := x.take(p.URLs[2], s, sSecret, "s", false)
+	require.NoError(t, err)
+	require.Equal(t, true, r.Body[x.won], r.Raw)
+	token := r.Str(x.token)
+
+	p.Thaw(1)
+	rel, err := call("POST", []string{p.URLs[1]}, x.path+"/"+x.drop, sSecret, map[string]any{"session_id": s, x.token: token})
+	require.NoError(t, err)
+	require.NotEqual(t, 409, rel.Status, "S's %s (token %s) on the thawed replica 1 was answered %d %s: %s, from its stale copy", x.dropOf, token, rel.Status, rel.Raw, x.notHeld)
+
+	info, err := call("GET", []string{p.URLs[2]}, x.path, "", nil)
+	require.NoError(t, err)
+	require.Equal(t, 200, info.Status, info.Raw)
+	if rel.Status == 200 {
+		require.False(t, x.holds(info, token), "S's %s was answered 200 %s, yet the group shows %s: %s", x.drop, rel.Raw, x.held, info.Raw)
+	} else {
+		require.True(t, x.holds(info, token), "S's %s failed (%d %s), yet %s: %s", x.drop, rel.Status, rel.Raw, x.gone, info.Raw)
+	}
+}
+
+// staleCopyNeverAnswersNothingQueued is
+// TestStaleCopyNeverAnswersNothingQueued for x.
+func staleCopyNeverAnswersNothingQueued(t *testing.T, x staleCopyTarget) {
 	p := fencelocktest.StartServe(t, "--http-peers=")
 	const ttl = 15000
 	s, sSecret := newHTTPSession(t, p.URLs[1], ttl, "S")
 	o, oSecret := newHTTPSession(t, p.URLs[2], ttl, "O")
-	r, err := call("POST", []string{p.URLs[2]}, "/v1/elections/e/campaign", oSecret, map[string]any{"session_id": o, "value": "o", "wait": false})
+	r, err := x.take(p.URLs[2], o, oSecret, "o", false)
 	require.NoError(t, err)
-	require.Equal(t, true, r.Body["elected"], r.Raw)
+	require.Equal(t, true, r.Body[x.won], r.Raw)
 
 	adoptWhileFrozen(t, p, s, sSecret)
-	r, err = call("POST", []string{p.URLs[2]}, "/v1/elections/e/campaign", sSecret, map[string]any{"session_id": s, "value": "s", "wait": true})
+	r, err = x.take(p.URLs[2], s, sSecret, "s", true)
 	require.NoError(t, err)
 	require.Equal(t, 200, r.Status, r.Raw)
 	require.EqualValues(t, 1, r.Body["queue_position"], r.Raw)
-	candidate := func() (bool, reply) {
-		info, err := call("GET", []string{p.URLs[2]}, "/v1/elections/e", "", nil)
+	inQueue := func() (bool, reply) {
+		info, err := call("GET", []string{p.URLs[2]}, x.path, "", nil)
 		require.NoError(t, err)
 		require.Equal(t, 200, info.Status, info.Raw)
-		cands, _ := info.Body["candidates"].([]any)
-		for _, c := range cands {
-			if m, _ := c.(map[string]any); m["session_id"] == s {
-				return true, info
-			}
-		}
-		return false, info
+		return x.queues(info, s), info
 	}
-	queued, info := candidate()
-	require.True(t, queued, "S campaigns for e, yet the group's candidates have no S: %s", info.Raw)
+	queued, info := inQueue()
+	require.True(t, queued, "%s, yet the group's %s has no S: %s", x.entered, x.list, info.Raw)
 
 	p.Thaw(1)
-	wd, err := call("POST", []string{p.URLs[1]}, "/v1/elections/e/resign", sSecret, map[string]any{"session_id": s})
+	wd, err := call("POST", []string{p.URLs[1]}, x.path+"/"+x.drop, sSecret, map[string]any{"session_id": s})
 	require.NoError(t, err)
-	require.NotEqual(t, 409, wd.Status, "S's withdrawal from e's candidates on the thawed replica 1 was answered %d %s: nothing queued, from its stale copy", wd.Status, wd.Raw)
+	require.NotEqual(t, 409, wd.Status, "S's withdrawal from %s on the thawed replica 1 was answered %d %s: nothing queued, from its stale copy", x.queueOf, wd.Status, wd.Raw)
 
-	queued, info = candidate()
+	queued, info = inQueue()
 	if wd.Status == 200 {
-		require.False(t, queued, "S's withdrawal was answered 200 %s, yet the group shows S a candidate for e: %s", wd.Raw, info.Raw)
+		require.False(t, queued, "S's withdrawal was answered 200 %s, yet the group shows S %s: %s", wd.Raw, x.queued, info.Raw)
 	} else {
-		require.True(t, queued, "S's withdrawal failed (%d %s), yet S is no longer a candidate for e: %s", wd.Status, wd.Raw, info.Raw)
+		require.True(t, queued, "S's withdrawal failed (%d %s), yet S is no longer %s: %s", wd.Status, wd.Raw, x.queued, info.Raw)
 	}
 }

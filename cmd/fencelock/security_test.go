@@ -47,12 +47,8 @@ func startOne(t *testing.T, extra ...string) (base string, cmd *exec.Cmd, logs *
 	})
 	base = "http://" + addr
 	fencelocktest.WaitFor(t, "the replica to be ready", func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
+		ok, _ := isReady(http.DefaultClient, base)
+		return ok
 	})
 	return base, cmd, logs
 }
@@ -129,11 +125,7 @@ func TestServeSecurity(t *testing.T) {
 	})
 
 	t.Run("idle", func(t *testing.T) {
-		conn, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		defer conn.Close()
-		_, err = io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-		require.NoError(t, err)
+		conn := sendRaw(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 		require.NoError(t, conn.SetReadDeadline(time.Now().Add(60*time.Second)))
 		br := bufio.NewReader(conn)
 		resp, err := http.ReadResponse(br, nil)
@@ -152,11 +144,7 @@ func TestServeSecurity(t *testing.T) {
 	})
 
 	t.Run("trickled body", func(t *testing.T) {
-		conn, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		defer conn.Close()
-		_, err = io.WriteString(conn, "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{")
-		require.NoError(t, err)
+		conn := sendRaw(t, addr, "POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{")
 		sent := time.Now()
 		stop := make(chan struct{})
 		trickled := make(chan struct{})
@@ -278,3 +266,15 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 var ages = regexp.MustCompile(`,"(held_for|waited|leading_for)_ms":[0-9]+`)
 
 func withoutAges(raw string) string { return ages.ReplaceAllString(raw, "") }
+
+// sendRaw dials addr and writes req, bytes as a client would send them,
+// whole or in part; the test's end closes the connection.
+func sendRaw(t *testing.T, addr, req string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	_, err = io.WriteString(conn, req)
+	require.NoError(t, err)
+	return conn
+}

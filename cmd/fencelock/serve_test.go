@@ -71,6 +71,17 @@ type reply = fencelocktest.Reply
 
 var hc = &http.Client{Timeout: 30 * time.Second}
 
+// isReady asks base's /readyz through c, as a load balancer would: true for
+// 200; the error is the call's, nil for a replica that answered otherwise.
+func isReady(c *http.Client, base string) (bool, error) {
+	resp, err := c.Get(base + "/readyz")
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 200, nil
+}
+
 // secrets holds each session's secret, as its creator keeps it.
 var secrets fencelocktest.Secrets
 

@@ -112,12 +112,9 @@ func TestServeFailedStartThenRetry(t *testing.T) {
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get("http://" + web + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		ok, err := isReady(http.DefaultClient, "http://"+web)
+		if ok {
+			break
 		}
 		require.True(t, time.Now().Before(deadline), "the retry never became ready: %v\n%s", err, log.String())
 		time.Sleep(50 * time.Millisecond)

@@ -39,6 +39,18 @@ func (f *listFlags) parse(name, argsUsage string, args []string) ([]string, erro
 	})
 }
 
+// parseFlagsOnly is parse for a command that takes flags and no operand.
+func (f *listFlags) parseFlagsOnly(name string, args []string) error {
+	rest, err := f.parse(name, "[flags]", args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", name, rest[0])
+	}
+	return nil
+}
+
 // parseWith is parse with the flags more registers in place of --group and
 // --parts (locks has its own; groups, none: more is nil).
 func (f *listFlags) parseWith(name, argsUsage string, args []string, more func(*flag.FlagSet)) ([]string, error) {
@@ -145,12 +157,8 @@ func (f *listFlags) get(path string, v any, show func() error) error {
 // unconfirmed: a script or a probe sees it (with -o json too).
 func statusCmd(args []string) error {
 	var f listFlags
-	rest, err := f.parse("status", "[flags]", args)
-	if err != nil {
+	if err := f.parseFlagsOnly("status", args); err != nil {
 		return err
-	}
-	if len(rest) > 0 {
-		return fmt.Errorf("status: unexpected argument %q", rest[0])
 	}
 	return f.read(func(ctx context.Context, c *apiclient.Client) error { return printStatus(ctx, c, f.output) })
 }
@@ -572,12 +580,8 @@ func printLocks(list apiclient.LockList, parts bool) error {
 
 func sessionsCmd(args []string) error {
 	var f listFlags
-	rest, err := f.parse("sessions", "[flags]", args)
-	if err != nil {
+	if err := f.parseFlagsOnly("sessions", args); err != nil {
 		return err
-	}
-	if len(rest) > 0 {
-		return fmt.Errorf("sessions: unexpected argument %q", rest[0])
 	}
 	return f.read(func(ctx context.Context, c *apiclient.Client) error {
 		list, err := c.Sessions(ctx, f.group)

@@ -74,12 +74,8 @@ func TestServeTLSAndTokens(t *testing.T) {
 	noCert := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	base := "https://" + addr
 	fencelocktest.WaitFor(t, "the replica to be ready", func() bool {
-		resp, err := withCert.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
+		ok, _ := isReady(withCert, base)
+		return ok
 	})
 
 	_, err = noCert.Get(base + "/healthz")

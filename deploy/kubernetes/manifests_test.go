@@ -78,54 +78,11 @@ func (m *manifests) decode(data []byte) error {
 		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
 			return fmt.Errorf("document %d: %w", i, err)
 		}
-		var obj any
-		switch tm.APIVersion + " " + tm.Kind {
-		case "v1 Service":
-			s := new(corev1.Service)
-			m.services = append(m.services, s)
-			obj = s
-		case "v1 Secret":
-			s := new(corev1.Secret)
-			m.secrets = append(m.secrets, s)
-			obj = s
-		case "networking.k8s.io/v1 NetworkPolicy":
-			if m.netpol != nil {
-				return fmt.Errorf("document %d: a second NetworkPolicy", i)
-			}
-			m.netpol = new(networkingv1.NetworkPolicy)
-			obj = m.netpol
-		case "apps/v1 StatefulSet":
-			if m.sts != nil {
-				return fmt.Errorf("document %d: a second StatefulSet", i)
-			}
-			m.sts = new(appsv1.StatefulSet)
-			obj = m.sts
-		case "monitoring.coreos.com/v1 ServiceMonitor":
-			// The Prometheus Operator's own Go types: a field the CRD
-			// does not have fails here as it would not at kubectl apply
-			// without server-side validation.
-			sm := new(monitoringv1.ServiceMonitor)
-			m.serviceMonitors = append(m.serviceMonitors, sm)
-			obj = sm
-		case "batch/v1 CronJob":
-			cj := new(batchv1.CronJob)
-			m.cronJobs = append(m.cronJobs, cj)
-			obj = cj
-		case "batch/v1 Job":
-			j := new(batchv1.Job)
-			m.jobs = append(m.jobs, j)
-			obj = j
-		case "v1 PersistentVolumeClaim":
-			pvc := new(corev1.PersistentVolumeClaim)
-			m.pvcs = append(m.pvcs, pvc)
-			obj = pvc
-		case "policy/v1 PodDisruptionBudget":
-			if m.pdb != nil {
-				return fmt.Errorf("document %d: a second PodDisruptionBudget", i)
-			}
-			m.pdb = new(policyv1.PodDisruptionBudget)
-			obj = m.pdb
-		default:
+		obj, ok, err := m.newObject(tm.APIVersion+" "+tm.Kind, i)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			return fmt.Errorf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
 		}
 		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
@@ -133,6 +90,54 @@ func (m *manifests) decode(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// newObject adds a new, empty object of kind ("apps/v1 StatefulSet") to
+// m, for the strict decode of document i to fill; ok is false for a kind
+// this deployment does not use.
+func (m *manifests) newObject(kind string, i int) (obj any, ok bool, err error) {
+	many := map[string]func() any{
+		"v1 Service":               func() any { return appendNew(&m.services) },
+		"v1 Secret":                func() any { return appendNew(&m.secrets) },
+		"batch/v1 CronJob":         func() any { return appendNew(&m.cronJobs) },
+		"batch/v1 Job":             func() any { return appendNew(&m.jobs) },
+		"v1 PersistentVolumeClaim": func() any { return appendNew(&m.pvcs) },
+		// The Prometheus Operator's own Go types: a field the CRD does not
+		// have fails here as it would not at kubectl apply without
+		// server-side validation.
+		"monitoring.coreos.com/v1 ServiceMonitor": func() any { return appendNew(&m.serviceMonitors) },
+	}
+	one := map[string]func() (any, error){
+		"networking.k8s.io/v1 NetworkPolicy": func() (any, error) { return setOnce(&m.netpol, i, "NetworkPolicy") },
+		"apps/v1 StatefulSet":                func() (any, error) { return setOnce(&m.sts, i, "StatefulSet") },
+		"policy/v1 PodDisruptionBudget":      func() (any, error) { return setOnce(&m.pdb, i, "PodDisruptionBudget") },
+	}
+	if add, ok := many[kind]; ok {
+		return add(), true, nil
+	}
+	if set, ok := one[kind]; ok {
+		obj, err = set()
+		return obj, true, err
+	}
+	return nil, false, nil
+}
+
+// appendNew adds a new, empty object to a kind a manifest may hold many of,
+// for the strict decode to fill.
+func appendNew[T any](list *[]*T) *T {
+	obj := new(T)
+	*list = append(*list, obj)
+	return obj
+}
+
+// setOnce sets a kind a manifest holds one of to a new, empty object, for
+// the strict decode to fill; a second one (document i) is an error.
+func setOnce[T any](one **T, i int, kind string) (*T, error) {
+	if *one != nil {
+		return nil, fmt.Errorf("document %d: a second %s", i, kind)
+	}
+	*one = new(T)
+	return *one, nil
 }
 
 func stripComments(doc string) string {

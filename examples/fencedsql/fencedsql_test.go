@@ -86,9 +86,16 @@ func postgresDatabase(t *testing.T) database {
 	return database{flag: []string{"-postgres", u.String()}, driver: "pgx", dsn: u.String(), dialect: fencesql.Postgres}
 }
 
-func forEachDatabase(t *testing.T, test func(t *testing.T, db database)) {
-	t.Run("sqlite", func(t *testing.T) { test(t, sqliteDatabase(t)) })
-	t.Run("postgres", func(t *testing.T) { test(t, postgresDatabase(t)) })
+// forEachDatabase runs test once on each database, each run given two
+// minutes (ctx).
+func forEachDatabase(t *testing.T, test func(t *testing.T, ctx context.Context, db database)) {
+	run := func(t *testing.T, db database) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		test(t, ctx, db)
+	}
+	t.Run("sqlite", func(t *testing.T) { run(t, sqliteDatabase(t)) })
+	t.Run("postgres", func(t *testing.T) { run(t, postgresDatabase(t)) })
 }
 
 // Three OS processes elect a primary that writes rows through the fence. The
@@ -99,9 +106,7 @@ func forEachDatabase(t *testing.T, test func(t *testing.T, db database)) {
 // carries a write time later than the election of a higher epoch. Every
 // woken primary stepped down, and any write it attempted was refused.
 func TestPrimaryStoppedOrKilledWritesNothingLate(t *testing.T) {
-	forEachDatabase(t, func(t *testing.T, db database) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
+	forEachDatabase(t, func(t *testing.T, ctx context.Context, db database) {
 		g := startGroup(t, db, "-every", "50ms")
 		p := g.wait(ctx, func(e event) bool { return e.kind == "primary" })
 		g.waitRows(ctx, p.epoch, 3)
@@ -175,9 +180,7 @@ func TestPrimaryStoppedOrKilledWritesNothingLate(t *testing.T) {
 // not written a row. The processes' own job is slowed down to never write,
 // so the only rows are the test's.
 func TestClaimAtGrantRefusesDeposedPrimaryBeforeSuccessorWrites(t *testing.T) {
-	forEachDatabase(t, func(t *testing.T, db database) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
+	forEachDatabase(t, func(t *testing.T, ctx context.Context, db database) {
 		g := startGroup(t, db, "-every", "1h")
 		p := g.wait(ctx, func(e event) bool { return e.kind == "primary" })
 		other := p.id%3 + 1

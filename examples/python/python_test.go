@@ -147,6 +147,20 @@ func startThree(t *testing.T) map[int]string {
 	return urls
 }
 
+// holdLock opens a session at base (a 30s TTL) whose acquire of the lock
+// at path ("/v1/locks/NAME") is granted at once, so that the Python client
+// queues behind it; release releases it.
+func holdLock(t *testing.T, base, path string) (release func()) {
+	t.Helper()
+	held := post(t, base+"/v1/sessions", "", map[string]any{"ttl_ms": 30000})
+	sid, secret := held["session_id"].(string), held["session_secret"].(string)
+	g := post(t, base+path+"/acquire", secret, map[string]any{"session_id": sid})
+	require.Equal(t, true, g["granted"])
+	return func() {
+		post(t, base+path+"/release", secret, map[string]any{"session_id": sid, "fencing_token": g["fencing_token"]})
+	}
+}
+
 // startQueued starts the Python client pyCmd and waits until the lock at
 // lockURL counts it as its one waiter. finish waits (60s at the most) for
 // the client to end well and returns the JSON result it printed.
@@ -180,24 +194,20 @@ func startQueued(t *testing.T, pyCmd *exec.Cmd, lockURL string) (finish func() m
 func TestPythonClient(t *testing.T) {
 	py := python3(t)
 	urls := startThree(t)
-	dir := t.TempDir()
 
 	// A holder in Go makes the Python client queue.
-	const name = "reports/daily"
-	held := post(t, urls[1]+"/v1/sessions", "", map[string]any{"ttl_ms": 30000})
-	sid, secret := held["session_id"].(string), held["session_secret"].(string)
-	g := post(t, urls[1]+"/v1/locks/reports%2Fdaily/acquire", secret, map[string]any{"session_id": sid})
-	require.Equal(t, true, g["granted"])
+	const name, lock = "reports/daily", "/v1/locks/reports%2Fdaily"
+	release := holdLock(t, urls[1], lock)
 
-	outFile := filepath.Join(dir, "out.txt")
+	outFile := filepath.Join(t.TempDir(), "out.txt")
 	var err error
 	// The list's first replica is down: the client opens its session on
 	// the next one.
 	pyCmd := exec.Command(py, "fencelock_client.py", "--http", "http://"+freePort(t)+","+urls[2], name, outFile)
-	finish := startQueued(t, pyCmd, urls[3]+"/v1/locks/reports%2Fdaily")
+	finish := startQueued(t, pyCmd, urls[3]+lock)
 	_, err = os.Stat(outFile)
 	require.True(t, os.IsNotExist(err), "the Python client wrote while another session held the lock")
-	post(t, urls[1]+"/v1/locks/reports%2Fdaily/release", secret, map[string]any{"session_id": sid, "fencing_token": g["fencing_token"]})
+	release()
 
 	res := finish()
 	require.Equal(t, float64(1), res["queue_position"])
@@ -206,7 +216,7 @@ func TestPythonClient(t *testing.T) {
 	require.True(t, strings.HasPrefix(string(written), res["fencing_token"].(string)+" "+res["fence"].(string)+" "), string(written))
 	require.Greater(t, len(res["fencing_token"].(string)), 0)
 	// The client released and closed: the lock is free.
-	l, err := get(urls[3] + "/v1/locks/reports%2Fdaily")
+	l, err := get(urls[3] + lock)
 	require.NoError(t, err)
 	require.Equal(t, false, l["held"], l)
 }
@@ -217,12 +227,8 @@ func TestPythonClient(t *testing.T) {
 func TestPythonClientFailsOver(t *testing.T) {
 	py := python3(t)
 	urls := startThree(t)
-	dir := t.TempDir()
-	const name = "reports/failover"
-	held := post(t, urls[1]+"/v1/sessions", "", map[string]any{"ttl_ms": 30000})
-	sid, secret := held["session_id"].(string), held["session_secret"].(string)
-	g := post(t, urls[1]+"/v1/locks/reports%2Ffailover/acquire", secret, map[string]any{"session_id": sid})
-	require.Equal(t, true, g["granted"])
+	const name, lock = "reports/failover", "/v1/locks/reports%2Ffailover"
+	release := holdLock(t, urls[1], lock)
 
 	// A front of replica 2 (a load balancer, say) is the first endpoint;
 	// replica 2 itself the second. Sessions live on a replica, so the
@@ -236,20 +242,20 @@ func TestPythonClientFailsOver(t *testing.T) {
 	})
 	defer front.Close()
 
-	outFile := filepath.Join(dir, "out.txt")
+	outFile := filepath.Join(t.TempDir(), "out.txt")
 	pyCmd := exec.Command(py, "fencelock_client.py", "--ttl", "3", "--http", front.URL+","+urls[2], name, outFile)
-	finish := startQueued(t, pyCmd, urls[3]+"/v1/locks/reports%2Ffailover")
+	finish := startQueued(t, pyCmd, urls[3]+lock)
 	front.CloseClientConnections()
 	front.Close()
 	time.Sleep(3 * time.Second) // a TTL: heartbeats and the wait go on through replica 2
-	l, err := get(urls[3] + "/v1/locks/reports%2Ffailover")
+	l, err := get(urls[3] + lock)
 	require.NoError(t, err)
 	require.Equal(t, float64(1), l["waiters"], "queued once, still: %v", l)
-	post(t, urls[1]+"/v1/locks/reports%2Ffailover/release", secret, map[string]any{"session_id": sid, "fencing_token": g["fencing_token"]})
+	release()
 
 	res := finish()
 	require.Equal(t, float64(1), res["queue_position"])
-	l, err = get(urls[3] + "/v1/locks/reports%2Ffailover")
+	l, err = get(urls[3] + lock)
 	require.NoError(t, err)
 	require.Equal(t, false, l["held"], l)
 }

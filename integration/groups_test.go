@@ -65,8 +65,7 @@ func TestGroupsLeadersSpread(t *testing.T) {
 // there; the other groups keep granting; the group comes back under its ID.
 func TestGroupsDoneWhen(t *testing.T) {
 	const ttl = 2 * time.Second
-	c := fencelocktest.NewCluster(t, 5, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}})))
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 5, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}})))
 	waitStatus(t, ctx, c, "every host runs every group", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 3 && allLeaders(st)
 	})
@@ -157,8 +156,7 @@ func TestGroupsDoneWhen(t *testing.T) {
 // the locks first (their holders see ErrRevoked), every replica stops the
 // group, and a group created again under the name is a new group.
 func TestDropGroupOnline(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}})))
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}})))
 	waitStatus(t, ctx, c, "every host runs a", func(_ uint64, st fencelock.Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
 	s, err := c.Node(2).NewSession(ctx)
 	require.NoError(t, err)
@@ -202,8 +200,7 @@ func TestDropGroupOnline(t *testing.T) {
 // every replica; and readiness never waits for it, not even when its voters
 // cannot elect a leader.
 func TestCreateGroupOnline(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	c.Leader(ctx)
 
 	// Ready polled throughout on 1 and 2 (3 is stopped later): it must

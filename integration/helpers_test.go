@@ -28,6 +28,15 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
+// newCluster starts a cluster of n replicas and gives it with a testCtx:
+// the start of most tests here. The cluster comes first so that its
+// cleanup runs after the context's cancel, as when a test calls the two
+// itself.
+func newCluster(t *testing.T, n int, opts ...fencelocktest.Option) (*fencelocktest.Cluster, context.Context) {
+	t.Helper()
+	return fencelocktest.NewCluster(t, n, opts...), testCtx(t)
+}
+
 // running returns c's running replicas by ID, as Node gives them.
 func running(c *fencelocktest.Cluster) map[uint64]*fencelock.Node {
 	nodes := map[uint64]*fencelock.Node{}

@@ -75,8 +75,7 @@ func TestNoQuorumIsLogged(t *testing.T) {
 // A call whose context was over before it began never asked the group: it
 // returns the context's error alone, not ErrUnavailable.
 func TestCallWithContextAlreadyOver(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	s := newSession(t, ctx, c.Node(1))
 	done, cancel := context.WithCancel(ctx)
 	cancel()

@@ -108,8 +108,7 @@ func TestUnansweredCallNamesWhatItsAttemptsMet(t *testing.T) {
 // is not waiting for the group to come back, which only an operator can
 // bring about.
 func TestWaitingCallsSayNoQuorum(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	c.Leader(ctx)
 	n := c.Node(1)
 	s, err := n.NewSession(ctx, fencelock.WithTTL(time.Minute))

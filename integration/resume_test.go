@@ -15,8 +15,7 @@ import (
 // with its lock and its leadership, tokens unchanged; what it had queued is
 // withdrawn, and the lock still passes on in FIFO order when released.
 func TestResumeSessionAfterRestart(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s := newSession(t, ctx, c.Node(1), fencelock.WithTTL(30*time.Second))
 	l, err := s.Acquire(ctx, "L")
 	require.NoError(t, err)
@@ -91,8 +90,7 @@ func TestResumeSessionAfterRestart(t *testing.T) {
 // takes it over: the first finds its session over at its next keep-alive,
 // and nothing it sends afterwards changes the group.
 func TestResumeEndsTheOldIncarnation(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	old := newSession(t, ctx, c.Node(1), fencelock.WithTTL(3*time.Second))
 	l, err := old.Acquire(ctx, "L")
 	require.NoError(t, err)
@@ -124,8 +122,7 @@ func TestResumeEndsTheOldIncarnation(t *testing.T) {
 // session) still hands over a live session with its grants: the resume
 // renews it at once rather than return one that gives itself up.
 func TestSlowResumeRenewsAtOnce(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	const ttl = 3 * time.Second
 	old := newSession(t, ctx, c.Node(1), fencelock.WithTTL(ttl))
 	l, err := old.Acquire(ctx, "L")

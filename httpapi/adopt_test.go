@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
 )
@@ -99,9 +98,7 @@ func TestSessionOutlivesItsReplica(t *testing.T) {
 // replica that made it stops; the adopting replica's heartbeats renew both
 // parts.
 func TestAdoptionKeepsEveryGroup(t *testing.T) {
-	g := newGroupWith(t, func(c *fencelock.Config) {
-		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
-	}, true)
+	g := newGroupWith(t, withGroupB(1, 2, 3), true)
 	one, two, three := g.urls[1], g.urls[2], g.urls[3]
 	s := newSession(t, one, 6000)
 	o := newSession(t, three, 6000)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,15 @@ func newGroupWith(t *testing.T, tune func(*fencelock.Config), forward bool, opts
 		g.urls[id] = g.URL(id)
 	}
 	return g
+}
+
+// withGroupB is the tune of the tests that want a named group "b" besides
+// the default one, voted by voters. Each replica's Config gets a slice of
+// its own, as it did from the literal each test wrote.
+func withGroupB(voters ...uint64) func(*fencelock.Config) {
+	return func(c *fencelock.Config) {
+		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: slices.Clone(voters)}}
+	}
 }
 
 type reply = fencelocktest.Reply

@@ -34,9 +34,7 @@ func (g *group) follower(t *testing.T) uint64 {
 func TestMembersOverHTTP(t *testing.T) {
 	acl, err := httpapi.ParseTokens([]byte("admin admin:* read:*\nreader read:*\njobadm admin:jobs/ read:*\nlocker lock:*\n"))
 	require.NoError(t, err)
-	g := newGroupWith(t, func(c *fencelock.Config) {
-		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
-	}, true, httpapi.WithACL(acl))
+	g := newGroupWith(t, withGroupB(1, 2, 3), true, httpapi.WithACL(acl))
 	f := g.follower(t)
 	base := g.urls[f]
 	admin, reader := bearer("admin"), bearer("reader")

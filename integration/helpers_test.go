@@ -177,9 +177,15 @@ type acquired struct {
 
 // acquireAsync starts an Acquire and returns where its result arrives.
 func acquireAsync(ctx context.Context, s *fencelock.Session, name string) <-chan acquired {
+	return async(func() (*fencelock.Lock, error) { return s.Acquire(ctx, name) })
+}
+
+// async starts acquire, any of a session's calls that wait for a grant,
+// and returns where its result arrives.
+func async(acquire func() (*fencelock.Lock, error)) <-chan acquired {
 	ch := make(chan acquired, 1)
 	go func() {
-		l, err := s.Acquire(ctx, name)
+		l, err := acquire()
 		ch <- acquired{l, err}
 	}()
 	return ch

@@ -157,12 +157,7 @@ func TestWatchShowsSharedHolders(t *testing.T) {
 }
 
 func acquireSharedAsync(ctx context.Context, s *fencelock.Session, name string) <-chan acquired {
-	ch := make(chan acquired, 1)
-	go func() {
-		l, err := s.AcquireShared(ctx, name)
-		ch <- acquired{l, err}
-	}()
-	return ch
+	return async(func() (*fencelock.Lock, error) { return s.AcquireShared(ctx, name) })
 }
 
 // holderIDs returns the session ID of each of the lock's holders.

@@ -179,13 +179,7 @@ func TestDropGroupOnline(t *testing.T) {
 	require.ErrorIs(t, err, fencelock.ErrUnknownGroup)
 
 	require.NoError(t, c.Node(3).CreateGroup(ctx, fencelock.GroupConfig{Name: "a", Voters: []uint64{1}}))
-	var l2 *fencelock.Lock
-	require.Eventually(t, func() bool {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		l2, err = s.TryAcquire(actx, "x@a")
-		return err == nil
-	}, 20*time.Second, 20*time.Millisecond, "%v", err)
+	l2 := tryAcquireSoon(t, ctx, s, "x@a", "%v", err)
 	require.NotEqual(t, old, l2.Fence().Group, "a new group, with a new group ID")
 	groups, err := c.Node(1).Groups(ctx)
 	require.NoError(t, err)
@@ -243,13 +237,7 @@ func TestCreateGroupOnline(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		s, err := c.Node(id).NewSession(ctx)
 		require.NoError(t, err)
-		var l *fencelock.Lock
-		require.Eventually(t, func() bool {
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			l, err = s.TryAcquire(actx, "job@billing")
-			return err == nil
-		}, 20*time.Second, 20*time.Millisecond, "replica %d: %v", id, err)
+		l := tryAcquireSoon(t, ctx, s, "job@billing", "replica %d: %v", id, err)
 		require.NoError(t, l.Release(ctx))
 		require.NoError(t, s.Close(ctx))
 	}
@@ -364,4 +352,20 @@ func TestGroupLookupEndsWithTheCallersContext(t *testing.T) {
 	_, err := c.Node(cut).Inspect(call, "x@nosuch")
 	require.ErrorIs(t, err, context.Canceled, "the lookup outlived its caller: %v", err)
 	require.ErrorIs(t, err, fencelock.ErrUnavailable)
+}
+
+// tryAcquireSoon returns s's grant of name once a TryAcquire of it
+// succeeds, within 20 s, each try bounded by 5 s: a group just made takes a
+// moment to grant on every replica. msgAndArgs say what failed.
+func tryAcquireSoon(t *testing.T, ctx context.Context, s *fencelock.Session, name string, msgAndArgs ...any) *fencelock.Lock {
+	t.Helper()
+	var l *fencelock.Lock
+	require.Eventually(t, func() bool {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var err error
+		l, err = s.TryAcquire(actx, name)
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, msgAndArgs...)
+	return l
 }

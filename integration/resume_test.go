@@ -24,14 +24,7 @@ func TestResumeSessionAfterRestart(t *testing.T) {
 	permit, err := s.AcquireSemaphore(ctx, "S", 2)
 	require.NoError(t, err)
 	other, m := holding(t, ctx, c.Node(2), "M")
-	next := make(chan *fencelock.Lock, 1)
-	go func() {
-		nl, err := other.Acquire(ctx, "L")
-		if err == nil {
-			next <- nl
-		}
-		close(next)
-	}()
+	next := acquireAsync(ctx, other, "L")
 	waitWaiters(t, ctx, c.Node(3), "L", 1)
 	queued := make(chan error, 1)
 	go func() {
@@ -74,7 +67,7 @@ func TestResumeSessionAfterRestart(t *testing.T) {
 	require.NoError(t, leads[0].Proclaim(ctx, "primary-2"))
 	require.NoError(t, locks[0].Release(ctx))
 	<-locks[0].Done()
-	nl := <-next
+	nl := (<-next).l
 	require.NotNil(t, nl)
 	require.Greater(t, nl.Token(), l.Token())
 	n, err := rs.Acquire(ctx, "N")

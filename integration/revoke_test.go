@@ -63,20 +63,13 @@ func TestRevokeHandsTheLockOn(t *testing.T) {
 	c, ctx := newCluster(t, 3)
 	holder, l := holding(t, ctx, c.Node(1), "stuck")
 	waiter := newSession(t, ctx, c.Node(2))
-	granted := make(chan *fencelock.Lock, 1)
-	go func() {
-		next, err := waiter.Acquire(ctx, "stuck")
-		if err == nil {
-			granted <- next
-		}
-		close(granted)
-	}()
+	granted := acquireAsync(ctx, waiter, "stuck")
 	waitUntil(t, ctx, "the waiter is queued", func() bool { return inspect(t, ctx, c.Node(3), "stuck").Waiters == 1 })
 
 	require.NoError(t, c.Node(3).RevokeGrant(ctx, "stuck", l.Token()))
 	<-l.Done()
 	require.ErrorIs(t, l.Err(), fencelock.ErrRevoked)
-	next := <-granted
+	next := (<-granted).l
 	require.NotNil(t, next)
 	require.Greater(t, next.Token(), l.Token())
 	require.ErrorIs(t, c.Node(3).RevokeGrant(ctx, "stuck", l.Token()), fencelock.ErrNotHeld, "the old grant is gone")

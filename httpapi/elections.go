@@ -29,16 +29,8 @@ func electedResponse(l *fencelock.Leadership) CampaignResponse {
 // response was written.
 func (s *Server) sessionCall(w http.ResponseWriter, r *http.Request, decode func([]byte) (ID, error)) (string, *session, bool) {
 	name := r.PathValue("name")
-	b, err := body(r)
-	if err == nil {
-		err = validName(name)
-	}
-	var id ID
-	if err == nil {
-		id, err = decode(b)
-	}
-	if err != nil {
-		writeError(w, err)
+	id, ok := decodeBody(w, r, validName(name), decode)
+	if !ok {
 		return "", nil, false
 	}
 	hs, fwd, err := s.lookup(w, r, id)

@@ -94,17 +94,13 @@ func membersJSON(m fencelock.Membership) MembersJSON {
 // the change. The library forwards the change to the leader, so any replica
 // takes it; it is idempotent, so a client may retry it on another replica.
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
-	b, err := body(r)
-	var req AddMemberRequest
-	if err == nil {
-		req, err = DecodeAddMember(b)
-	}
-	if err != nil {
-		writeError(w, err)
+	req, ok := decodeBody(w, r, nil, DecodeAddMember)
+	if !ok {
 		return
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
+	var err error
 	if req.Voting {
 		err = s.node.AddReplica(ctx, req.ID, req.Addr)
 	} else {

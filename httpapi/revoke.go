@@ -27,20 +27,13 @@ type RevokeResponse struct {
 // right's call, for a holder that is stuck but alive.
 func (s *Server) revokeLock(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	b, err := body(r)
-	if err == nil {
-		err = validName(name)
-	}
-	var req RevokeRequest
-	if err == nil {
-		req, err = DecodeRevoke(b)
-	}
-	if err != nil {
-		writeError(w, err)
+	req, ok := decodeBody(w, r, validName(name), DecodeRevoke)
+	if !ok {
 		return
 	}
 	ctx, cancel := s.callCtx(r)
 	defer cancel()
+	var err error
 	if req.FencingToken != 0 {
 		err = s.node.RevokeGrant(ctx, name, uint64(req.FencingToken))
 	} else {
@@ -58,15 +51,8 @@ func (s *Server) revokeLock(w http.ResponseWriter, r *http.Request) {
 // (Node.RevokeLeadership). Its body, if any, is an empty object.
 func (s *Server) revokeElection(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	b, err := body(r)
-	if err == nil {
-		err = validName(name)
-	}
-	if err == nil {
-		err = decodeJSON(b, &struct{}{}, true)
-	}
-	if err != nil {
-		writeError(w, err)
+	empty := func(b []byte) (struct{}, error) { return struct{}{}, decodeJSON(b, &struct{}{}, true) }
+	if _, ok := decodeBody(w, r, validName(name), empty); !ok {
 		return
 	}
 	ctx, cancel := s.callCtx(r)

@@ -182,6 +182,24 @@ func body(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
+// decodeBody reads r's body and decodes it with decode, once the path
+// checked out (pathErr nil; a body that cannot be read is said first).
+// ok false: the response was written.
+func decodeBody[T any](w http.ResponseWriter, r *http.Request, pathErr error, decode func([]byte) (T, error)) (req T, ok bool) {
+	b, err := body(r)
+	if err == nil {
+		err = pathErr
+	}
+	if err == nil {
+		req, err = decode(b)
+	}
+	if err != nil {
+		writeError(w, err)
+		return req, false
+	}
+	return req, true
+}
+
 // heldBody is a request body that guard read whole: body returns its
 // bytes without copying them again, and rewinds it for a forward to read.
 type heldBody struct {

@@ -46,6 +46,25 @@ type lockMode struct {
 	permits int
 }
 
+// take makes the Session call that takes name in mode m (its Try form
+// with try): the one call an acquire's try and start differ in.
+func (m lockMode) take(ctx context.Context, s *fencelock.Session, name string, try bool, opts ...fencelock.AcquireOption) (*fencelock.Lock, error) {
+	switch {
+	case m.permits > 0 && try:
+		return s.TryAcquireSemaphore(ctx, name, m.permits, opts...)
+	case m.permits > 0:
+		return s.AcquireSemaphore(ctx, name, m.permits, opts...)
+	case m.shared && try:
+		return s.TryAcquireShared(ctx, name, opts...)
+	case m.shared:
+		return s.AcquireShared(ctx, name, opts...)
+	case try:
+		return s.TryAcquire(ctx, name, opts...)
+	default:
+		return s.Acquire(ctx, name, opts...)
+	}
+}
+
 func (m lockMode) String() string {
 	switch {
 	case m.permits > 0:

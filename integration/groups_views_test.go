@@ -334,10 +334,9 @@ func writesNewest(st fencelock.Status) bool {
 // events that follow (those carried the part's ID only, so a change showed
 // SessionID 0 where a read showed the session).
 func TestObserveNamedGroupNamesTheSession(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(func(cfg *fencelock.Config) {
+	c, ctx := newCluster(t, 3, fencelocktest.WithConfig(func(cfg *fencelock.Config) {
 		cfg.Groups = []fencelock.GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
 	}))
-	ctx := testCtx(t)
 	waitStatus(t, ctx, c, "every group writes the newest formats", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
 	})
@@ -368,10 +367,9 @@ func TestObserveNamedGroupNamesTheSession(t *testing.T) {
 func TestPartOpenedBeforeTheRaiseNamesItsSession(t *testing.T) {
 	net := transport.NewNetwork(3)
 	net.Isolate(net.Addr(3))
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithNetwork(net), fencelocktest.WithConfig(func(cfg *fencelock.Config) {
+	c, ctx := newCluster(t, 3, fencelocktest.WithNetwork(net), fencelocktest.WithConfig(func(cfg *fencelock.Config) {
 		cfg.Groups = []fencelock.GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
 	}))
-	ctx := testCtx(t)
 	n := c.Node(1)
 	require.Eventually(t, func() bool {
 		st := n.Status()

@@ -193,9 +193,8 @@ func TestElectionsListing(t *testing.T) {
 // the resumed session opens later, which keep the name the group stored
 // rather than the new process's.
 func TestSessionNameInEveryGroup(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}},
+	c, ctx := newCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}},
 		fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}})))
-	ctx := testCtx(t)
 	old := newSession(t, ctx, c.Node(1), fencelock.WithSessionName("reindex@worker-3"))
 	_, err := old.Acquire(ctx, "x@a")
 	require.NoError(t, err)

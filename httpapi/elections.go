@@ -209,12 +209,10 @@ func (s *Server) listElections(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
-	name, ok := pathName(w, r)
-	if !ok {
-		return
+	candidates := func(ctx context.Context, name string) (fencelock.Candidates, error) {
+		return s.node.Candidates(ctx, name)
 	}
-	ask := func(ctx context.Context) (fencelock.Candidates, error) { return s.node.Candidates(ctx, name) }
-	reply(s, w, r, ask, func(c fencelock.Candidates) any {
+	replyNamed(s, w, r, candidates, func(name string, c fencelock.Candidates) any {
 		now := time.Now()
 		out := ElectionJSON{Name: name, Leader: leaderJSON(c.Leader), Candidates: []CandidateJSON{}, Total: c.Total}
 		for _, q := range c.Queue {

@@ -149,12 +149,7 @@ func lockJSON(info fencelock.LockInfo) LockJSON {
 }
 
 func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
-	name, ok := pathName(w, r)
-	if !ok {
-		return
-	}
-	ask := func(ctx context.Context) (fencelock.LockInfo, error) { return s.node.Inspect(ctx, name) }
-	reply(s, w, r, ask, func(info fencelock.LockInfo) any { return lockJSON(info) })
+	replyNamed(s, w, r, s.node.Inspect, func(_ string, info fencelock.LockInfo) any { return lockJSON(info) })
 }
 
 // LockList answers GET /v1/locks.

@@ -234,6 +234,16 @@ func reply[T any](s *Server, w http.ResponseWriter, r *http.Request, ask func(co
 	writeJSON(w, http.StatusOK, render(v))
 }
 
+// replyNamed is reply for a read of the lock or election the path names
+// (pathName).
+func replyNamed[T any](s *Server, w http.ResponseWriter, r *http.Request, ask func(ctx context.Context, name string) (T, error), render func(name string, v T) any) {
+	name, ok := pathName(w, r)
+	if !ok {
+		return
+	}
+	reply(s, w, r, func(ctx context.Context) (T, error) { return ask(ctx, name) }, func(v T) any { return render(name, v) })
+}
+
 // pathName is the {name} of a call on one lock or election, checked
 // (validName); ok false: the 400 was written.
 func pathName(w http.ResponseWriter, r *http.Request) (string, bool) {

@@ -23,7 +23,7 @@ func TestGroupsLeadersSpread(t *testing.T) {
 	for i := range 7 {
 		groups = append(groups, fencelock.GroupConfig{Name: fmt.Sprintf("g%d", i), Voters: []uint64{1, 2, 3}})
 	}
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(groups...)))
+	c := fencelocktest.NewCluster(t, 3, withGroups(groups...))
 	spread := func(what string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -65,7 +65,7 @@ func TestGroupsLeadersSpread(t *testing.T) {
 // there; the other groups keep granting; the group comes back under its ID.
 func TestGroupsDoneWhen(t *testing.T) {
 	const ttl = 2 * time.Second
-	c, ctx := newCluster(t, 5, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}})))
+	c, ctx := newCluster(t, 5, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}}))
 	waitStatus(t, ctx, c, "every host runs every group", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 3 && allLeaders(st)
 	})
@@ -156,7 +156,7 @@ func TestGroupsDoneWhen(t *testing.T) {
 // the locks first (their holders see ErrRevoked), every replica stops the
 // group, and a group created again under the name is a new group.
 func TestDropGroupOnline(t *testing.T) {
-	c, ctx := newCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}})))
+	c, ctx := newCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
 	waitStatus(t, ctx, c, "every host runs a", func(_ uint64, st fencelock.Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
 	s, err := c.Node(2).NewSession(ctx)
 	require.NoError(t, err)

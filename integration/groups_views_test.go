@@ -19,7 +19,7 @@ import (
 // EndSessionIn ends one part, EndSession the whole session, whose node
 // then closes its other parts at their groups.
 func TestGroupsViews(t *testing.T) {
-	c, ctx := newCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}})))
+	c, ctx := newCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
 	waitStatus(t, ctx, c, "leaders, writing log version 10", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
 	})
@@ -190,7 +190,7 @@ func waitDone(t *testing.T, ctx context.Context, done <-chan struct{}, what stri
 // ErrOtherGroup however large their tokens, by DoFence and by Claim with a
 // grant context, and the resource's mark is unchanged.
 func TestGroupsFenceOneGroup(t *testing.T) {
-	c, ctx := newCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}})))
+	c, ctx := newCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
 	waitStatus(t, ctx, c, "leaders", func(_ uint64, st fencelock.Status) bool { return len(st.Groups) == 3 && allLeaders(st) })
 	s, err := c.Node(1).NewSession(ctx)
 	require.NoError(t, err)
@@ -235,7 +235,7 @@ func TestGroupsFenceOneGroup(t *testing.T) {
 // session's ID, with the part's ID apart, and EndSession of the ID a view
 // shows to end the holder, not the bystander whose ID the part's equals.
 func TestGroupsViewsNameTheSession(t *testing.T) {
-	c, ctx := newCluster(t, 1, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1}})))
+	c, ctx := newCluster(t, 1, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1}}))
 	waitStatus(t, ctx, c, "writing log version 10", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
 	})

@@ -95,9 +95,9 @@ func waitStatus(t testing.TB, ctx context.Context, c *fencelocktest.Cluster, wha
 	}
 }
 
-// withGroups returns a tune that sets Groups.
-func withGroups(groups ...fencelock.GroupConfig) func(*fencelock.Config) {
-	return func(c *fencelock.Config) { c.Groups = groups }
+// withGroups is the cluster option that sets Groups.
+func withGroups(groups ...fencelock.GroupConfig) fencelocktest.Option {
+	return fencelocktest.WithConfig(func(c *fencelock.Config) { c.Groups = groups })
 }
 
 // group returns the named group's status in st.

@@ -150,7 +150,7 @@ func TestSlowResumeRenewsAtOnce(t *testing.T) {
 func TestResumeTokenTakenAfterTheNodeClosed(t *testing.T) {
 	for _, how := range []string{"close", "crash"} {
 		t.Run(how, func(t *testing.T) {
-			c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}})))
+			c := fencelocktest.NewCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
 			ctx := testCtx(t)
 			s := newSession(t, ctx, c.Node(1), fencelock.WithTTL(30*time.Second))
 			named, err := s.Acquire(ctx, "x@g")

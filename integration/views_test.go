@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // A lock held by a session named reindex@worker-3 shows that name, and
@@ -193,8 +192,8 @@ func TestElectionsListing(t *testing.T) {
 // the resumed session opens later, which keep the name the group stored
 // rather than the new process's.
 func TestSessionNameInEveryGroup(t *testing.T) {
-	c, ctx := newCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}},
-		fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}})))
+	c, ctx := newCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}},
+		fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
 	old := newSession(t, ctx, c.Node(1), fencelock.WithSessionName("reindex@worker-3"))
 	_, err := old.Acquire(ctx, "x@a")
 	require.NoError(t, err)

@@ -98,16 +98,12 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	var err error
-	if req.Voting {
-		err = s.node.AddReplica(ctx, req.ID, req.Addr)
-	} else {
-		err = s.node.AddNonVoting(ctx, req.ID, req.Addr)
-	}
-	if err != nil {
-		writeError(w, err)
+	if !s.change(w, r, func(ctx context.Context) error {
+		if req.Voting {
+			return s.node.AddReplica(ctx, req.ID, req.Addr)
+		}
+		return s.node.AddNonVoting(ctx, req.ID, req.Addr)
+	}) {
 		return
 	}
 	s.log.Info("httpapi: replica added", "member", req.ID, "addr", req.Addr, "voting", req.Voting)
@@ -126,10 +122,7 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: %.40q is not a replica ID (a positive decimal integer)", errBadRequest, r.PathValue("id")))
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	if err := s.node.RemoveReplica(ctx, id); err != nil {
-		writeError(w, err)
+	if !s.change(w, r, func(ctx context.Context) error { return s.node.RemoveReplica(ctx, id) }) {
 		return
 	}
 	s.log.Info("httpapi: replica removed", "member", id)

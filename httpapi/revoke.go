@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 )
 
@@ -31,16 +32,12 @@ func (s *Server) revokeLock(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	var err error
-	if req.FencingToken != 0 {
-		err = s.node.RevokeGrant(ctx, name, uint64(req.FencingToken))
-	} else {
-		err = s.node.Revoke(ctx, name)
-	}
-	if err != nil {
-		writeError(w, err)
+	if !s.change(w, r, func(ctx context.Context) error {
+		if req.FencingToken != 0 {
+			return s.node.RevokeGrant(ctx, name, uint64(req.FencingToken))
+		}
+		return s.node.Revoke(ctx, name)
+	}) {
 		return
 	}
 	s.log.Info("httpapi: lock revoked", "name", name, "token", uint64(req.FencingToken))
@@ -55,10 +52,7 @@ func (s *Server) revokeElection(w http.ResponseWriter, r *http.Request) {
 	if _, ok := decodeBody(w, r, validName(name), empty); !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	if err := s.node.RevokeLeadership(ctx, name); err != nil {
-		writeError(w, err)
+	if !s.change(w, r, func(ctx context.Context) error { return s.node.RevokeLeadership(ctx, name) }) {
 		return
 	}
 	s.log.Info("httpapi: leadership revoked", "election", name)

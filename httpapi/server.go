@@ -234,6 +234,18 @@ func reply[T any](s *Server, w http.ResponseWriter, r *http.Request, ask func(co
 	writeJSON(w, http.StatusOK, render(v))
 }
 
+// change makes an administrator's change within the call's bound
+// (callCtx) and reports whether it was made; if not, it answered the error.
+func (s *Server) change(w http.ResponseWriter, r *http.Request, do func(ctx context.Context) error) bool {
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	if err := do(ctx); err != nil {
+		writeError(w, err)
+		return false
+	}
+	return true
+}
+
 // replyNamed is reply for a read of the lock or election the path names
 // (pathName).
 func replyNamed[T any](s *Server, w http.ResponseWriter, r *http.Request, ask func(ctx context.Context, name string) (T, error), render func(name string, v T) any) {

@@ -169,15 +169,9 @@ func (p *principal) mayAny(right Right) bool {
 // mayPrefix reports whether p has right on every name starting with prefix:
 // one of its prefixes is a prefix of it (or *).
 func (p *principal) mayPrefix(right Right, prefix string) bool {
-	if p == nil {
-		return right != RightAdmin
-	}
-	for _, g := range p.grants {
-		if g.right == right && (g.prefix == AllNames || strings.HasPrefix(prefix, g.prefix)) {
-			return true
-		}
-	}
-	return false
+	// Every name that starts with prefix starts with what prefix starts
+	// with: the test is may's on prefix itself.
+	return p.may(right, prefix)
 }
 
 // errForbidden is a 403 naming the right that was missing.

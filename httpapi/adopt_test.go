@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
 )
@@ -22,8 +21,7 @@ import (
 // elsewhere is answered with the one grant; and a wrong secret adopts
 // nothing.
 func TestSessionOutlivesItsReplica(t *testing.T) {
-	eachStop(t, func(t *testing.T, graceful bool) {
-		g := newGroup(t, true)
+	eachStop(t, func(t *testing.T, g *group, graceful bool) {
 		one, two, three := g.urls[1], g.urls[2], g.urls[3]
 		s := newSession(t, one, 6000)
 		o := newSession(t, three, 6000)
@@ -100,9 +98,7 @@ func TestSessionOutlivesItsReplica(t *testing.T) {
 // replica that made it stops; the adopting replica's heartbeats renew both
 // parts.
 func TestAdoptionKeepsEveryGroup(t *testing.T) {
-	g := newGroupWith(t, func(c *fencelock.Config) {
-		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
-	}, true)
+	g := newGroupWith(t, withGroupB(1, 2, 3), true)
 	one, two, three := g.urls[1], g.urls[2], g.urls[3]
 	s := newSession(t, one, 6000)
 	o := newSession(t, three, 6000)
@@ -175,8 +171,7 @@ func TestAdoptionKeepsEveryGroup(t *testing.T) {
 // acquire on replica 2, which adopts b: b keeps its place ahead of c, is
 // granted L when a releases it, once, and c is not.
 func TestAdoptionKeepsQueuedAcquires(t *testing.T) {
-	eachStop(t, func(t *testing.T, graceful bool) {
-		g := newGroup(t, true)
+	eachStop(t, func(t *testing.T, g *group, graceful bool) {
 		one, two, three := g.urls[1], g.urls[2], g.urls[3]
 		a := newSession(t, three, 6000)
 		b := newSession(t, one, 6000)
@@ -290,15 +285,15 @@ func waitGranted(t *testing.T, base, name, session string) string {
 	}
 }
 
-// eachStop runs test twice, as subtests: with replica 1 stopped
-// gracefully, then crashed (stopOne's graceful).
-func eachStop(t *testing.T, test func(t *testing.T, graceful bool)) {
+// eachStop runs test twice, as subtests, each on a new forwarding group g:
+// with replica 1 stopped gracefully, then crashed (stopOne's graceful).
+func eachStop(t *testing.T, test func(t *testing.T, g *group, graceful bool)) {
 	for _, graceful := range []bool{true, false} {
 		name := "crash"
 		if graceful {
 			name = "graceful"
 		}
-		t.Run(name, func(t *testing.T) { test(t, graceful) })
+		t.Run(name, func(t *testing.T) { test(t, newGroup(t, true), graceful) })
 	}
 }
 
@@ -321,8 +316,7 @@ func stopOne(t *testing.T, g *group, graceful bool) {
 // adoption kept them queued, and the withdrawals take them out by their
 // own numbers: when a releases L and resigns E, nobody is granted either.
 func TestAdoptionWithdrawsAKeptRequestWithoutReissue(t *testing.T) {
-	eachStop(t, func(t *testing.T, graceful bool) {
-		g := newGroup(t, true)
+	eachStop(t, func(t *testing.T, g *group, graceful bool) {
 		one, two, three := g.urls[1], g.urls[2], g.urls[3]
 		a := newSession(t, three, 6000)
 		b := newSession(t, one, 6000)

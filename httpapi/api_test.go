@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,39 @@ func newGroupWith(t *testing.T, tune func(*fencelock.Config), forward bool, opts
 		g.urls[id] = g.URL(id)
 	}
 	return g
+}
+
+// follower returns a replica of g that is not the raft leader, once there
+// is one.
+func (g *group) follower(t *testing.T) uint64 {
+	t.Helper()
+	var leader uint64
+	fencelocktest.WaitFor(t, "a raft leader", func() bool {
+		leader = g.Node(1).Status().LeaderID
+		return leader != 0
+	})
+	return leader%3 + 1
+}
+
+// onFollower starts a forwarding group, tuned by tune, whose callers hold
+// tokens (a tokens file's lines, as ParseTokens reads them), and returns it
+// with a follower f: the admin calls' tests make their calls there, so that
+// the library has to take each change to the leader.
+func onFollower(t *testing.T, tokens string, tune func(*fencelock.Config)) (g *group, f uint64) {
+	t.Helper()
+	acl, err := httpapi.ParseTokens([]byte(tokens))
+	require.NoError(t, err)
+	g = newGroupWith(t, tune, true, httpapi.WithACL(acl))
+	return g, g.follower(t)
+}
+
+// withGroupB is the tune of the tests that want a named group "b" besides
+// the default one, voted by voters. Each replica's Config gets a slice of
+// its own, as it did from the literal each test wrote.
+func withGroupB(voters ...uint64) func(*fencelock.Config) {
+	return func(c *fencelock.Config) {
+		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: slices.Clone(voters)}}
+	}
 }
 
 type reply = fencelocktest.Reply

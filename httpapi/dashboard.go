@@ -12,11 +12,18 @@ import (
 var dashboardHTML []byte
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
 	// The page only talks to this replica: no other origin, no framing.
-	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline' 'self'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	writeEmbedded(w, "text/html; charset=utf-8", dashboardHTML)
+}
+
+// writeEmbedded answers with body, a file built into the binary, as
+// contentType: revalidated on every load, so that a browser never shows
+// one of an older binary, and never sniffed as another type.
+func writeEmbedded(w http.ResponseWriter, contentType string, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write(dashboardHTML)
+	_, _ = w.Write(body)
 }

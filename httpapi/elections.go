@@ -29,16 +29,8 @@ func electedResponse(l *fencelock.Leadership) CampaignResponse {
 // response was written.
 func (s *Server) sessionCall(w http.ResponseWriter, r *http.Request, decode func([]byte) (ID, error)) (string, *session, bool) {
 	name := r.PathValue("name")
-	b, err := body(r)
-	if err == nil {
-		err = validName(name)
-	}
-	var id ID
-	if err == nil {
-		id, err = decode(b)
-	}
-	if err != nil {
-		writeError(w, err)
+	id, ok := decodeBody(w, r, validName(name), decode)
+	if !ok {
 		return "", nil, false
 	}
 	hs, fwd, err := s.lookup(w, r, id)
@@ -217,12 +209,10 @@ func (s *Server) listElections(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getElection(w http.ResponseWriter, r *http.Request) {
-	name, ok := pathName(w, r)
-	if !ok {
-		return
+	candidates := func(ctx context.Context, name string) (fencelock.Candidates, error) {
+		return s.node.Candidates(ctx, name)
 	}
-	ask := func(ctx context.Context) (fencelock.Candidates, error) { return s.node.Candidates(ctx, name) }
-	reply(s, w, r, ask, func(c fencelock.Candidates) any {
+	replyNamed(s, w, r, candidates, func(name string, c fencelock.Candidates) any {
 		now := time.Now()
 		out := ElectionJSON{Name: name, Leader: leaderJSON(c.Leader), Candidates: []CandidateJSON{}, Total: c.Total}
 		for _, q := range c.Queue {

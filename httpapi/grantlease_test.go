@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fencelock/fencelock"
 	"github.com/fencelock/fencelock/httpapi"
 )
 
@@ -24,9 +23,7 @@ func leaseOf(t *testing.T, r reply) time.Duration {
 // waiting call asked again) carries lease_ms, within (0, TTL − 2·margin]
 // for a part renewed moments ago; one that does not grant carries none.
 func TestGrantAnswersCarryALease(t *testing.T) {
-	g := newGroupWith(t, func(c *fencelock.Config) {
-		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
-	}, true)
+	g := newGroupWith(t, withGroupB(1, 2, 3), true)
 	a, b := g.urls[1], g.urls[2]
 	const ttl = 5 * time.Second
 	full := ttl - 2*ttl/5
@@ -78,9 +75,7 @@ func TestGrantAnswersCarryALease(t *testing.T) {
 // carried no lease, and the client acted on the grant until its last
 // heartbeat's send + lease_ms, after the replica had given the part up.
 func TestGrantLeaseBoundByItsPart(t *testing.T) {
-	g := newGroupWith(t, func(c *fencelock.Config) {
-		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{3}}}
-	}, false)
+	g := newGroupWith(t, withGroupB(3), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	require.NoError(t, g.Node(2).TransferLeadership(ctx, "", 2)) // the default group's leader is not cut off
@@ -166,9 +161,7 @@ func TestGrantLeaseBoundByItsPart(t *testing.T) {
 // default part's; one whose part in b holds x@b fails with 503, naming b,
 // so no lease_ms outlasts what b allows.
 func TestHeartbeatLeasesPerGroup(t *testing.T) {
-	g := newGroupWith(t, func(c *fencelock.Config) {
-		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{3}}}
-	}, false)
+	g := newGroupWith(t, withGroupB(3), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	// Two groups on three hosts, one leader each on 2 and 3 (b's only

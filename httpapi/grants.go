@@ -46,6 +46,25 @@ type lockMode struct {
 	permits int
 }
 
+// take makes the Session call that takes name in mode m (its Try form
+// with try): the one call an acquire's try and start differ in.
+func (m lockMode) take(ctx context.Context, s *fencelock.Session, name string, try bool, opts ...fencelock.AcquireOption) (*fencelock.Lock, error) {
+	switch {
+	case m.permits > 0 && try:
+		return s.TryAcquireSemaphore(ctx, name, m.permits, opts...)
+	case m.permits > 0:
+		return s.AcquireSemaphore(ctx, name, m.permits, opts...)
+	case m.shared && try:
+		return s.TryAcquireShared(ctx, name, opts...)
+	case m.shared:
+		return s.AcquireShared(ctx, name, opts...)
+	case try:
+		return s.TryAcquire(ctx, name, opts...)
+	default:
+		return s.Acquire(ctx, name, opts...)
+	}
+}
+
 func (m lockMode) String() string {
 	switch {
 	case m.permits > 0:
@@ -345,15 +364,9 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, hs *session, na
 		// this replica applied it. Its copy of the session may be stale (a
 		// replica frozen while another adopted the session) or behind the
 		// group: the answer is written only once the group shows it.
-		err = s.backed(ctx, hs, name, c.election, wt)
-		if errors.Is(err, errNotBacked) {
-			servicehook.Abandon(hs.s)
-			s.drop(hs)
-			if r.Context().Value(retriedKey{}) == nil {
-				self(w, r.WithContext(context.WithValue(r.Context(), retriedKey{}, true)))
-				return
-			}
-			err = fmt.Errorf("%w: this replica's copy of the session was behind the group; call again", fencelock.ErrUnavailable)
+		var again bool
+		if again, err = s.retryBehind(w, r, hs, s.backed(ctx, hs, name, c.election, wt), self); again {
+			return
 		}
 	}
 	switch {
@@ -450,20 +463,33 @@ func (s *Server) backed(ctx context.Context, hs *session, name string, election 
 	return nil
 }
 
+// retryBehind drops this replica's copy of session hs when err says it is
+// behind the group (errNotBacked) and makes the call again once, on the
+// session adopted afresh: again true, the call is answered. The re-run
+// itself gets an ErrUnavailable to answer instead; any other err is
+// returned as it is.
+func (s *Server) retryBehind(w http.ResponseWriter, r *http.Request, hs *session, err error, self http.HandlerFunc) (again bool, _ error) {
+	if !errors.Is(err, errNotBacked) {
+		return false, err
+	}
+	servicehook.Abandon(hs.s)
+	s.drop(hs)
+	if r.Context().Value(retriedKey{}) == nil {
+		self(w, r.WithContext(context.WithValue(r.Context(), retriedKey{}, true)))
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: this replica's copy of the session was behind the group; call again", fencelock.ErrUnavailable)
+}
+
 // answerGone answers a release or withdrawal that this replica's copy of
 // session hs cannot match: gone (from grantGone or queuedGone) nil is the
 // group's word, and stale is answered; errNotBacked means the copy is
 // behind the group, so it is dropped and the call made again once, on the
 // session adopted afresh; any other error (a failed read) is answered.
 func (s *Server) answerGone(w http.ResponseWriter, r *http.Request, hs *session, gone, stale error, self http.HandlerFunc) {
-	if errors.Is(gone, errNotBacked) {
-		servicehook.Abandon(hs.s)
-		s.drop(hs)
-		if r.Context().Value(retriedKey{}) == nil {
-			self(w, r.WithContext(context.WithValue(r.Context(), retriedKey{}, true)))
-			return
-		}
-		gone = fmt.Errorf("%w: this replica's copy of the session was behind the group; call again", fencelock.ErrUnavailable)
+	again, gone := s.retryBehind(w, r, hs, gone, self)
+	if again {
+		return
 	}
 	if gone != nil {
 		writeError(w, gone)

@@ -16,10 +16,7 @@ import (
 // changes need the admin right on every name, and each bad input has its
 // code.
 func TestGroupTableOverHTTP(t *testing.T) {
-	acl, err := httpapi.ParseTokens([]byte("admin admin:* read:* lock:*\nreader read:*\njobadm admin:jobs/ read:*\n"))
-	require.NoError(t, err)
-	g := newGroupWith(t, nil, true, httpapi.WithACL(acl))
-	f := g.follower(t)
+	g, f := onFollower(t, "admin admin:* read:* lock:*\nreader read:*\njobadm admin:jobs/ read:*\n", nil)
 	base := g.urls[f]
 	admin, reader := bearer("admin"), bearer("reader")
 	code := func(r reply, status int, code string) {

@@ -18,9 +18,7 @@ import (
 // part; the views list one group each; status lists the groups; an
 // administrator ends one part with ?group=.
 func TestGroupsOverHTTP(t *testing.T) {
-	g := newGroupWith(t, func(c *fencelock.Config) {
-		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
-	}, true)
+	g := newGroupWith(t, withGroupB(1, 2, 3), true)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, other := g.urls[1], g.urls[2]
@@ -193,9 +191,7 @@ func TestGroupsOverHTTP(t *testing.T) {
 func TestGroupsAdminOverHTTP(t *testing.T) {
 	acl, err := httpapi.ParseTokens([]byte("full\nadmin admin:* read:*\njobs lock:jobs/ read:jobs/\nodd read:jobs/@b\n"))
 	require.NoError(t, err)
-	g := newGroupWith(t, func(c *fencelock.Config) {
-		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
-	}, true, httpapi.WithACL(acl))
+	g := newGroupWith(t, withGroupB(1, 2, 3), true, httpapi.WithACL(acl))
 	a, other := g.urls[1], g.urls[2]
 	sid, h := newSessionAs(t, a, "full")
 	r := callWith(t, "POST", a+"/v1/locks/x%40b/acquire", map[string]any{"session_id": sid}, h)

@@ -46,30 +46,12 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		wait: req.Wait,
 		mode: mode,
 		try: func(ctx context.Context) (*fencelock.Lock, *fencelock.Leadership, error) {
-			var l *fencelock.Lock
-			var err error
-			switch {
-			case mode.permits > 0:
-				l, err = hs.s.TryAcquireSemaphore(ctx, name, mode.permits, opts...)
-			case mode.shared:
-				l, err = hs.s.TryAcquireShared(ctx, name, opts...)
-			default:
-				l, err = hs.s.TryAcquire(ctx, name, opts...)
-			}
+			l, err := mode.take(ctx, hs.s, name, true, opts...)
 			return l, nil, err
 		},
 		start: func(ctx context.Context, position fencelock.AcquireOption) (*fencelock.Lock, *fencelock.Leadership, error) {
 			o := append(append([]fencelock.AcquireOption(nil), opts...), position)
-			var l *fencelock.Lock
-			var err error
-			switch {
-			case mode.permits > 0:
-				l, err = hs.s.AcquireSemaphore(ctx, name, mode.permits, o...)
-			case mode.shared:
-				l, err = hs.s.AcquireShared(ctx, name, o...)
-			default:
-				l, err = hs.s.Acquire(ctx, name, o...)
-			}
+			l, err := mode.take(ctx, hs.s, name, false, o...)
 			return l, nil, err
 		},
 		taken:   fencelock.ErrLocked,
@@ -167,12 +149,7 @@ func lockJSON(info fencelock.LockInfo) LockJSON {
 }
 
 func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
-	name, ok := pathName(w, r)
-	if !ok {
-		return
-	}
-	ask := func(ctx context.Context) (fencelock.LockInfo, error) { return s.node.Inspect(ctx, name) }
-	reply(s, w, r, ask, func(info fencelock.LockInfo) any { return lockJSON(info) })
+	replyNamed(s, w, r, s.node.Inspect, func(_ string, info fencelock.LockInfo) any { return lockJSON(info) })
 }
 
 // LockList answers GET /v1/locks.

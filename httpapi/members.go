@@ -94,24 +94,16 @@ func membersJSON(m fencelock.Membership) MembersJSON {
 // the change. The library forwards the change to the leader, so any replica
 // takes it; it is idempotent, so a client may retry it on another replica.
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
-	b, err := body(r)
-	var req AddMemberRequest
-	if err == nil {
-		req, err = DecodeAddMember(b)
-	}
-	if err != nil {
-		writeError(w, err)
+	req, ok := decodeBody(w, r, nil, DecodeAddMember)
+	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	if req.Voting {
-		err = s.node.AddReplica(ctx, req.ID, req.Addr)
-	} else {
-		err = s.node.AddNonVoting(ctx, req.ID, req.Addr)
-	}
-	if err != nil {
-		writeError(w, err)
+	if !s.change(w, r, func(ctx context.Context) error {
+		if req.Voting {
+			return s.node.AddReplica(ctx, req.ID, req.Addr)
+		}
+		return s.node.AddNonVoting(ctx, req.ID, req.Addr)
+	}) {
 		return
 	}
 	s.log.Info("httpapi: replica added", "member", req.ID, "addr", req.Addr, "voting", req.Voting)
@@ -130,10 +122,7 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: %.40q is not a replica ID (a positive decimal integer)", errBadRequest, r.PathValue("id")))
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	if err := s.node.RemoveReplica(ctx, id); err != nil {
-		writeError(w, err)
+	if !s.change(w, r, func(ctx context.Context) error { return s.node.RemoveReplica(ctx, id) }) {
 		return
 	}
 	s.log.Info("httpapi: replica removed", "member", id)

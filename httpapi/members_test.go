@@ -10,21 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 	"github.com/fencelock/fencelock/httpapi"
 )
-
-// follower returns a replica of g that is not the raft leader, once there
-// is one.
-func (g *group) follower(t *testing.T) uint64 {
-	t.Helper()
-	var leader uint64
-	fencelocktest.WaitFor(t, "a raft leader", func() bool {
-		leader = g.Node(1).Status().LeaderID
-		return leader != 0
-	})
-	return leader%3 + 1
-}
 
 // GET /v1/members reads a group's membership; POST adds a replica
 // (non-voting, or promoted with "voting": true) and DELETE removes one,
@@ -32,12 +19,7 @@ func (g *group) follower(t *testing.T) uint64 {
 // taking the change to the leader. A removed ID is refused for good (409
 // id_removed).
 func TestMembersOverHTTP(t *testing.T) {
-	acl, err := httpapi.ParseTokens([]byte("admin admin:* read:*\nreader read:*\njobadm admin:jobs/ read:*\nlocker lock:*\n"))
-	require.NoError(t, err)
-	g := newGroupWith(t, func(c *fencelock.Config) {
-		c.Groups = []fencelock.GroupConfig{{Name: "b", Voters: []uint64{1, 2, 3}}}
-	}, true, httpapi.WithACL(acl))
-	f := g.follower(t)
+	g, f := onFollower(t, "admin admin:* read:*\nreader read:*\njobadm admin:jobs/ read:*\nlocker lock:*\n", withGroupB(1, 2, 3))
 	base := g.urls[f]
 	admin, reader := bearer("admin"), bearer("reader")
 	forbidden := func(r reply, right string) {

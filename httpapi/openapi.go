@@ -16,9 +16,5 @@ var openapiYAML []byte
 // openapi serves the description, public like the dashboard's page: a
 // client generator needs no token to read the contract.
 func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("Content-Type", "application/yaml")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write(openapiYAML)
+	writeEmbedded(w, "application/yaml", openapiYAML)
 }

@@ -43,29 +43,20 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// pairer is what both kinds of session do in BenchmarkServicePair.
-type pairer interface {
-	pair(ctx context.Context, name string) error
-}
+// pairer is what both kinds of session do in BenchmarkServicePair: one
+// acquire+release pair of name.
+type pairer func(ctx context.Context, name string) error
 
-type clientPairer struct{ s *client.Session }
-
-func (p clientPairer) pair(ctx context.Context, name string) error {
-	l, err := p.s.Acquire(ctx, name)
-	if err == nil {
-		err = l.Release(ctx)
+// pairs is the pairer of a session whose Acquire is acquire, whichever
+// kind of session and lock it is.
+func pairs[L interface{ Release(context.Context) error }](acquire func(ctx context.Context, name string) (L, error)) pairer {
+	return func(ctx context.Context, name string) error {
+		l, err := acquire(ctx, name)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		return err
 	}
-	return err
-}
-
-type embeddedPairer struct{ s *fencelock.Session }
-
-func (p embeddedPairer) pair(ctx context.Context, name string) error {
-	l, err := p.s.Acquire(ctx, name)
-	if err == nil {
-		err = l.Release(ctx)
-	}
-	return err
 }
 
 func benchPairs(b *testing.B, viaClient bool) {
@@ -82,7 +73,7 @@ func benchPairs(b *testing.B, viaClient bool) {
 				b.Fatal(err)
 			}
 			defer s.Close(context.Background())
-			sessions[i] = embeddedPairer{s}
+			sessions[i] = pairs(func(ctx context.Context, name string) (*fencelock.Lock, error) { return s.Acquire(ctx, name) })
 			continue
 		}
 		id := uint64(i%3 + 1)
@@ -96,7 +87,7 @@ func benchPairs(b *testing.B, viaClient bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sessions[i] = clientPairer{s}
+		sessions[i] = pairs(func(ctx context.Context, name string) (*client.Lock, error) { return s.Acquire(ctx, name) })
 	}
 	stats := func() (uint64, uint64) { st := c.Node(1).Stats(); return st.Entries, st.Commands }
 	b.ReportAllocs()
@@ -110,11 +101,11 @@ func benchPairs(b *testing.B, viaClient bool) {
 	close(work)
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
-	for i, s := range sessions {
+	for i, pair := range sessions {
 		wg.Go(func() {
 			name := "bench/pair-" + strconv.Itoa(i)
 			for range work {
-				if err := s.pair(ctx, name); err != nil {
+				if err := pair(ctx, name); err != nil {
 					errs <- err
 					return
 				}

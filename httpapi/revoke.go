@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 )
 
@@ -27,27 +28,16 @@ type RevokeResponse struct {
 // right's call, for a holder that is stuck but alive.
 func (s *Server) revokeLock(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	b, err := body(r)
-	if err == nil {
-		err = validName(name)
-	}
-	var req RevokeRequest
-	if err == nil {
-		req, err = DecodeRevoke(b)
-	}
-	if err != nil {
-		writeError(w, err)
+	req, ok := decodeBody(w, r, validName(name), DecodeRevoke)
+	if !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	if req.FencingToken != 0 {
-		err = s.node.RevokeGrant(ctx, name, uint64(req.FencingToken))
-	} else {
-		err = s.node.Revoke(ctx, name)
-	}
-	if err != nil {
-		writeError(w, err)
+	if !s.change(w, r, func(ctx context.Context) error {
+		if req.FencingToken != 0 {
+			return s.node.RevokeGrant(ctx, name, uint64(req.FencingToken))
+		}
+		return s.node.Revoke(ctx, name)
+	}) {
 		return
 	}
 	s.log.Info("httpapi: lock revoked", "name", name, "token", uint64(req.FencingToken))
@@ -58,21 +48,11 @@ func (s *Server) revokeLock(w http.ResponseWriter, r *http.Request) {
 // (Node.RevokeLeadership). Its body, if any, is an empty object.
 func (s *Server) revokeElection(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	b, err := body(r)
-	if err == nil {
-		err = validName(name)
-	}
-	if err == nil {
-		err = decodeJSON(b, &struct{}{}, true)
-	}
-	if err != nil {
-		writeError(w, err)
+	empty := func(b []byte) (struct{}, error) { return struct{}{}, decodeJSON(b, &struct{}{}, true) }
+	if _, ok := decodeBody(w, r, validName(name), empty); !ok {
 		return
 	}
-	ctx, cancel := s.callCtx(r)
-	defer cancel()
-	if err := s.node.RevokeLeadership(ctx, name); err != nil {
-		writeError(w, err)
+	if !s.change(w, r, func(ctx context.Context) error { return s.node.RevokeLeadership(ctx, name) }) {
 		return
 	}
 	s.log.Info("httpapi: leadership revoked", "election", name)

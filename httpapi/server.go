@@ -182,6 +182,24 @@ func body(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
+// decodeBody reads r's body and decodes it with decode, once the path
+// checked out (pathErr nil; a body that cannot be read is said first).
+// ok false: the response was written.
+func decodeBody[T any](w http.ResponseWriter, r *http.Request, pathErr error, decode func([]byte) (T, error)) (req T, ok bool) {
+	b, err := body(r)
+	if err == nil {
+		err = pathErr
+	}
+	if err == nil {
+		req, err = decode(b)
+	}
+	if err != nil {
+		writeError(w, err)
+		return req, false
+	}
+	return req, true
+}
+
 // heldBody is a request body that guard read whole: body returns its
 // bytes without copying them again, and rewinds it for a forward to read.
 type heldBody struct {
@@ -214,6 +232,28 @@ func reply[T any](s *Server, w http.ResponseWriter, r *http.Request, ask func(co
 		return
 	}
 	writeJSON(w, http.StatusOK, render(v))
+}
+
+// change makes an administrator's change within the call's bound
+// (callCtx) and reports whether it was made; if not, it answered the error.
+func (s *Server) change(w http.ResponseWriter, r *http.Request, do func(ctx context.Context) error) bool {
+	ctx, cancel := s.callCtx(r)
+	defer cancel()
+	if err := do(ctx); err != nil {
+		writeError(w, err)
+		return false
+	}
+	return true
+}
+
+// replyNamed is reply for a read of the lock or election the path names
+// (pathName).
+func replyNamed[T any](s *Server, w http.ResponseWriter, r *http.Request, ask func(ctx context.Context, name string) (T, error), render func(name string, v T) any) {
+	name, ok := pathName(w, r)
+	if !ok {
+		return
+	}
+	reply(s, w, r, func(ctx context.Context) (T, error) { return ask(ctx, name) }, func(v T) any { return render(name, v) })
 }
 
 // pathName is the {name} of a call on one lock or election, checked

@@ -200,14 +200,8 @@ func leaseResponse(ttl, margin time.Duration, leases []fencelock.GroupLease) Ses
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
-	b, err := body(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	req, err := DecodeCreateSession(b)
-	if err != nil {
-		writeError(w, err)
+	req, ok := decodeBody(w, r, nil, DecodeCreateSession)
+	if !ok {
 		return
 	}
 	secret, digest, err := newSecret()

@@ -21,8 +21,8 @@
 //   - named groups: online, done, unknown (groups), their IDs and views
 //     (groups_views), a grant's group ID and fencing per group (fence);
 //   - deployments refused or restored: a Dir copied back, a changed
-//     address, a misconfigured peer, a failed start (misconfig), a backup
-//     restored (backup);
+//     address, a misconfigured peer, a failed start, a backup restored
+//     (misconfig);
 //   - what a deployment logs and traces (telemetry).
 //
 // What stays in the root (package fencelock): tests that need unexported

@@ -11,12 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 func TestElectionInvalidInput(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	s := newSession(t, ctx, c.Node(1))
 	for _, name := range []string{"", strings.Repeat("x", 513), "bad\x00name", "\xff\xfe"} {
 		_, err := s.Campaign(ctx, name, "v")
@@ -39,8 +37,7 @@ func TestElectionInvalidInput(t *testing.T) {
 
 // A lock and an election of the same name are different things.
 func TestElectionsAndLocksAreSeparate(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s1, s2 := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2))
 	lock, err := s1.Acquire(ctx, "orders")
 	require.NoError(t, err)
@@ -55,8 +52,7 @@ func TestElectionsAndLocksAreSeparate(t *testing.T) {
 
 // Observe delivers the current state first, then each change in order.
 func TestObserveSequence(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	octx, stop := context.WithCancel(ctx)
 	ch := c.Node(3).Observe(octx, "primary")
 	require.Equal(t, fencelock.LeaderInfo{Election: "primary"}, next(t, ctx, ch), "first: no leader")
@@ -94,8 +90,7 @@ func TestObserveSequence(t *testing.T) {
 // Changes made faster than the observer reads are coalesced, and the value
 // waiting is always the latest.
 func TestObserveCoalescesToTheLatest(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	ch := c.Node(2).Observe(ctx, "e")
 	require.Equal(t, fencelock.LeaderInfo{Election: "e"}, next(t, ctx, ch))
 	s := newSession(t, ctx, c.Node(1))
@@ -121,8 +116,7 @@ func TestObserveCoalescesToTheLatest(t *testing.T) {
 // An observer on a follower keeps following the election when the raft
 // leader goes away.
 func TestObserveAcrossRaftLeaderChange(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	old := c.Leader(ctx)
 	f1 := old%3 + 1
 	f2 := f1%3 + 1
@@ -150,8 +144,7 @@ func TestObserveAcrossRaftLeaderChange(t *testing.T) {
 }
 
 func TestCancelWhileCampaigning(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	leader, candidate := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2))
 	lead := campaign(t, ctx, leader, "primary", "leader")
 
@@ -175,8 +168,7 @@ func TestCancelWhileCampaigning(t *testing.T) {
 // A leadership ends with its session: closing it elects the next candidate
 // at once; closing the node ends its sessions' leaderships and observers.
 func TestLeadershipEndsWithItsSession(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	a, b := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2))
 	la := campaign(t, ctx, a, "primary", "a")
 	res := campaignAsync(ctx, b, "primary", "b")
@@ -201,8 +193,7 @@ func TestLeadershipEndsWithItsSession(t *testing.T) {
 // TryCampaign leads at once or fails at once with ErrElectionTaken, and
 // never leaves a candidate behind.
 func TestTryCampaign(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	a, b := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(1))
 	l, err := a.TryCampaign(ctx, "cron/nightly", "a")
 	require.NoError(t, err)
@@ -219,8 +210,7 @@ func TestTryCampaign(t *testing.T) {
 
 // Candidates lists the leader and the queue in the order they will lead.
 func TestCandidates(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	a, b, d := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2)), newSession(t, ctx, c.Node(3))
 	lead, err := a.Campaign(ctx, "primary", "a")
 	require.NoError(t, err)

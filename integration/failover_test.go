@@ -17,8 +17,7 @@ import (
 // until the group expires its session, one TTL after the leader last heard
 // from it; then the waiter gets it with a larger token.
 func TestHolderReplicaCrashPassesLockAfterTTL(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	leader := c.Leader(ctx)
 	crash := leader%3 + 1 // a follower: the leader keeps its timers
 	survivor := crash%3 + 1
@@ -47,8 +46,7 @@ func TestHolderReplicaCrashPassesLockAfterTTL(t *testing.T) {
 // Losing the leader's replica keeps held locks held, and the group keeps
 // granting with rising tokens under the new leader.
 func TestLeaderLossKeepsLocksAndTokensRise(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	old := c.Leader(ctx)
 	f1 := old%3 + 1
 	f2 := f1%3 + 1
@@ -79,8 +77,7 @@ func TestLeaderLossKeepsLocksAndTokensRise(t *testing.T) {
 // ErrUnavailable and the context's error. Once the quorum is back, the group
 // works again and the abandoned request left nothing behind.
 func TestNoQuorumRefusesInsteadOfGranting(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	leader := c.Leader(ctx)
 	keep := leader%3 + 1
 	s := newSession(t, ctx, c.Node(keep), fencelock.WithTTL(5*time.Second))
@@ -127,8 +124,7 @@ func TestNoQuorumRefusesInsteadOfGranting(t *testing.T) {
 // grant's token is larger than every token before, and held locks are still
 // held (until their sessions, whose holders are gone, expire).
 func TestFullRestartKeepsStateAndTokensRise(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s := newSession(t, ctx, c.Node(1), fencelock.WithTTL(3*time.Second))
 	var last uint64
 	for _, name := range []string{"a", "b", "c"} {
@@ -190,8 +186,7 @@ func worker(ctx context.Context, s *fencelock.Session, name string, stop <-chan 
 // call the worker made alone (a generous bound on a loaded machine; W11
 // measures the figure), and another replica leads when Close returns.
 func TestCloseHandsLeadershipOver(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	leader := c.Leader(ctx)
 	term := c.Node(leader).Status().Term
 	w := leader%3 + 1
@@ -258,8 +253,7 @@ func TestCloseHandsLeadershipOver(t *testing.T) {
 // Close of a leader whose group has lost its quorum waits a bounded time
 // for a handover that cannot happen, then stops; a second Close is a no-op.
 func TestCloseWithoutQuorumIsBounded(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	leader := c.Leader(ctx)
 	for id := range c.Members() {
 		if id != leader {

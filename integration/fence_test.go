@@ -16,8 +16,7 @@ import (
 // refuses the grant's token, and the same token without a grant context (a
 // bare token, group 0) too, while an unkeyed resource checks it alone.
 func TestFencerClaimUsesTheGrantsGroup(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	c.Leader(ctx)
 	n := c.Node(1)
 	waitUntil(t, ctx, "the group's ID", func() bool { return n.Status().GroupID != 0 })
@@ -48,8 +47,7 @@ func TestFencerClaimUsesTheGrantsGroup(t *testing.T) {
 // Every grant carries its group's ID, the same on every replica, chosen by
 // the group's first leader; a group bootstrapped separately has another.
 func TestGrantsCarryTheGroupID(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	c.Leader(ctx)
 	waitUntil(t, ctx, "every replica knows the group's ID", func() bool {
 		for _, n := range running(c) {
@@ -85,8 +83,7 @@ func TestGrantsCarryTheGroupID(t *testing.T) {
 // Every replica opens a session and asks for a lock, then campaigns, at
 // once, before any leader exists.
 func TestFirstGrantsOfANewGroupCarryItsID(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	type seen struct {
 		what  string
 		group uint64

@@ -23,7 +23,7 @@ func TestGroupsLeadersSpread(t *testing.T) {
 	for i := range 7 {
 		groups = append(groups, fencelock.GroupConfig{Name: fmt.Sprintf("g%d", i), Voters: []uint64{1, 2, 3}})
 	}
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(groups...)))
+	c := fencelocktest.NewCluster(t, 3, withGroups(groups...))
 	spread := func(what string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -65,8 +65,7 @@ func TestGroupsLeadersSpread(t *testing.T) {
 // there; the other groups keep granting; the group comes back under its ID.
 func TestGroupsDoneWhen(t *testing.T) {
 	const ttl = 2 * time.Second
-	c := fencelocktest.NewCluster(t, 5, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}})))
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 5, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{3, 4, 5}}))
 	waitStatus(t, ctx, c, "every host runs every group", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 3 && allLeaders(st)
 	})
@@ -157,8 +156,7 @@ func TestGroupsDoneWhen(t *testing.T) {
 // the locks first (their holders see ErrRevoked), every replica stops the
 // group, and a group created again under the name is a new group.
 func TestDropGroupOnline(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}})))
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
 	waitStatus(t, ctx, c, "every host runs a", func(_ uint64, st fencelock.Status) bool { return len(st.Groups) == 2 && allLeaders(st) })
 	s, err := c.Node(2).NewSession(ctx)
 	require.NoError(t, err)
@@ -181,13 +179,7 @@ func TestDropGroupOnline(t *testing.T) {
 	require.ErrorIs(t, err, fencelock.ErrUnknownGroup)
 
 	require.NoError(t, c.Node(3).CreateGroup(ctx, fencelock.GroupConfig{Name: "a", Voters: []uint64{1}}))
-	var l2 *fencelock.Lock
-	require.Eventually(t, func() bool {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		l2, err = s.TryAcquire(actx, "x@a")
-		return err == nil
-	}, 20*time.Second, 20*time.Millisecond, "%v", err)
+	l2 := tryAcquireSoon(t, ctx, s, "x@a", "%v", err)
 	require.NotEqual(t, old, l2.Fence().Group, "a new group, with a new group ID")
 	groups, err := c.Node(1).Groups(ctx)
 	require.NoError(t, err)
@@ -202,8 +194,7 @@ func TestDropGroupOnline(t *testing.T) {
 // every replica; and readiness never waits for it, not even when its voters
 // cannot elect a leader.
 func TestCreateGroupOnline(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	c.Leader(ctx)
 
 	// Ready polled throughout on 1 and 2 (3 is stopped later): it must
@@ -246,13 +237,7 @@ func TestCreateGroupOnline(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		s, err := c.Node(id).NewSession(ctx)
 		require.NoError(t, err)
-		var l *fencelock.Lock
-		require.Eventually(t, func() bool {
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			l, err = s.TryAcquire(actx, "job@billing")
-			return err == nil
-		}, 20*time.Second, 20*time.Millisecond, "replica %d: %v", id, err)
+		l := tryAcquireSoon(t, ctx, s, "job@billing", "replica %d: %v", id, err)
 		require.NoError(t, l.Release(ctx))
 		require.NoError(t, s.Close(ctx))
 	}
@@ -367,4 +352,20 @@ func TestGroupLookupEndsWithTheCallersContext(t *testing.T) {
 	_, err := c.Node(cut).Inspect(call, "x@nosuch")
 	require.ErrorIs(t, err, context.Canceled, "the lookup outlived its caller: %v", err)
 	require.ErrorIs(t, err, fencelock.ErrUnavailable)
+}
+
+// tryAcquireSoon returns s's grant of name once a TryAcquire of it
+// succeeds, within 20 s, each try bounded by 5 s: a group just made takes a
+// moment to grant on every replica. msgAndArgs say what failed.
+func tryAcquireSoon(t *testing.T, ctx context.Context, s *fencelock.Session, name string, msgAndArgs ...any) *fencelock.Lock {
+	t.Helper()
+	var l *fencelock.Lock
+	require.Eventually(t, func() bool {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var err error
+		l, err = s.TryAcquire(actx, name)
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, msgAndArgs...)
+	return l
 }

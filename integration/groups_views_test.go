@@ -19,8 +19,7 @@ import (
 // EndSessionIn ends one part, EndSession the whole session, whose node
 // then closes its other parts at their groups.
 func TestGroupsViews(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}})))
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}))
 	waitStatus(t, ctx, c, "leaders, writing log version 10", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
 	})
@@ -191,8 +190,7 @@ func waitDone(t *testing.T, ctx context.Context, done <-chan struct{}, what stri
 // ErrOtherGroup however large their tokens, by DoFence and by Claim with a
 // grant context, and the resource's mark is unchanged.
 func TestGroupsFenceOneGroup(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}})))
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}}, fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
 	waitStatus(t, ctx, c, "leaders", func(_ uint64, st fencelock.Status) bool { return len(st.Groups) == 3 && allLeaders(st) })
 	s, err := c.Node(1).NewSession(ctx)
 	require.NoError(t, err)
@@ -237,8 +235,7 @@ func TestGroupsFenceOneGroup(t *testing.T) {
 // session's ID, with the part's ID apart, and EndSession of the ID a view
 // shows to end the holder, not the bystander whose ID the part's equals.
 func TestGroupsViewsNameTheSession(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1}})))
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1}}))
 	waitStatus(t, ctx, c, "writing log version 10", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
 	})
@@ -337,10 +334,9 @@ func writesNewest(st fencelock.Status) bool {
 // events that follow (those carried the part's ID only, so a change showed
 // SessionID 0 where a read showed the session).
 func TestObserveNamedGroupNamesTheSession(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(func(cfg *fencelock.Config) {
+	c, ctx := newCluster(t, 3, fencelocktest.WithConfig(func(cfg *fencelock.Config) {
 		cfg.Groups = []fencelock.GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
 	}))
-	ctx := testCtx(t)
 	waitStatus(t, ctx, c, "every group writes the newest formats", func(_ uint64, st fencelock.Status) bool {
 		return len(st.Groups) == 2 && allLeaders(st) && writesNewest(st)
 	})
@@ -371,10 +367,9 @@ func TestObserveNamedGroupNamesTheSession(t *testing.T) {
 func TestPartOpenedBeforeTheRaiseNamesItsSession(t *testing.T) {
 	net := transport.NewNetwork(3)
 	net.Isolate(net.Addr(3))
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithNetwork(net), fencelocktest.WithConfig(func(cfg *fencelock.Config) {
+	c, ctx := newCluster(t, 3, fencelocktest.WithNetwork(net), fencelocktest.WithConfig(func(cfg *fencelock.Config) {
 		cfg.Groups = []fencelock.GroupConfig{{Name: "a", Voters: []uint64{1, 2, 3}}}
 	}))
-	ctx := testCtx(t)
 	n := c.Node(1)
 	require.Eventually(t, func() bool {
 		st := n.Status()

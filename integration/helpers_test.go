@@ -28,6 +28,15 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
+// newCluster starts a cluster of n replicas and gives it with a testCtx:
+// the start of most tests here. The cluster comes first so that its
+// cleanup runs after the context's cancel, as when a test calls the two
+// itself.
+func newCluster(t *testing.T, n int, opts ...fencelocktest.Option) (*fencelocktest.Cluster, context.Context) {
+	t.Helper()
+	return fencelocktest.NewCluster(t, n, opts...), testCtx(t)
+}
+
 // running returns c's running replicas by ID, as Node gives them.
 func running(c *fencelocktest.Cluster) map[uint64]*fencelock.Node {
 	nodes := map[uint64]*fencelock.Node{}
@@ -86,9 +95,9 @@ func waitStatus(t testing.TB, ctx context.Context, c *fencelocktest.Cluster, wha
 	}
 }
 
-// withGroups returns a tune that sets Groups.
-func withGroups(groups ...fencelock.GroupConfig) func(*fencelock.Config) {
-	return func(c *fencelock.Config) { c.Groups = groups }
+// withGroups is the cluster option that sets Groups.
+func withGroups(groups ...fencelock.GroupConfig) fencelocktest.Option {
+	return fencelocktest.WithConfig(func(c *fencelock.Config) { c.Groups = groups })
 }
 
 // group returns the named group's status in st.
@@ -168,9 +177,15 @@ type acquired struct {
 
 // acquireAsync starts an Acquire and returns where its result arrives.
 func acquireAsync(ctx context.Context, s *fencelock.Session, name string) <-chan acquired {
+	return async(func() (*fencelock.Lock, error) { return s.Acquire(ctx, name) })
+}
+
+// async starts acquire, any of a session's calls that wait for a grant,
+// and returns where its result arrives.
+func async(acquire func() (*fencelock.Lock, error)) <-chan acquired {
 	ch := make(chan acquired, 1)
 	go func() {
-		l, err := s.Acquire(ctx, name)
+		l, err := acquire()
 		ch <- acquired{l, err}
 	}()
 	return ch

@@ -8,15 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Two loops on two replicas: the second leads only after the first's work
 // returned and it resigned, with a larger token; each loop returns
 // ctx.Err() when its ctx ends; OnNewLeader reports both terms in order.
 func TestRunElectionHandsOverOnlyAfterTheWorkReturned(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	events := make(chan termEvent, 16)
 	gate := make(chan struct{})
 	actx, stopA := context.WithCancel(ctx)
@@ -78,8 +76,7 @@ func TestRunElectionHandsOverOnlyAfterTheWorkReturned(t *testing.T) {
 // Work that returns early resigns its term; the loop campaigns again and
 // wins a new term with a larger token.
 func TestRunElectionCampaignsAgainAfterTheWorkReturns(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	tokens := make(chan uint64, 4)
@@ -107,8 +104,7 @@ func TestRunElectionCampaignsAgainAfterTheWorkReturns(t *testing.T) {
 // with its saved resume token keeps its term: the same epoch, and the
 // other candidate never leads meanwhile.
 func TestRunElectionResumesTheTermAfterARestart(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	events := make(chan termEvent, 16)
 	saved := make(chan string, 4)
 	cb := loopCallbacks("a", events, nil)
@@ -170,8 +166,7 @@ func TestRunElectionResumesTheTermAfterARestart(t *testing.T) {
 // context ends (by the leader's own clock) before the other candidate's
 // term begins.
 func TestRunElectionWorkStopsBeforeASuccessorStarts(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	stopped := make(chan time.Time, 1)
 	started := make(chan time.Time, 1)
 	actx, stopA := context.WithCancel(ctx)

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // WithSafetyMargin refuses margins the session cannot honour: above TTL/2 a
@@ -17,8 +16,7 @@ import (
 // 2.1s gave itself up 0.9s after opening on a healthy group). At TTL/2 the
 // session lives on a healthy group.
 func TestSafetyMarginMustLeaveTimeToCommit(t *testing.T) {
-	cl := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	cl, ctx := newCluster(t, 1)
 	n := cl.Node(1)
 	for _, m := range []time.Duration{2100 * time.Millisecond, 1500*time.Millisecond + 1, 3 * time.Second, -time.Second} {
 		_, err := n.NewSession(ctx, fencelock.WithTTL(3*time.Second), fencelock.WithSafetyMargin(m))
@@ -43,8 +41,7 @@ func TestSafetyMarginMustLeaveTimeToCommit(t *testing.T) {
 // session lives on, holding its lock, while the keep-alive commands number
 // a small fraction of the renewals they carry.
 func TestBatchedKeepAlivesRenewEverySession(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	leader := c.Leader(ctx)
 	f := c.Node(leader%3 + 1)
 	const ttl, sessions = time.Second, 40
@@ -83,8 +80,7 @@ func TestBatchedKeepAlivesRenewEverySession(t *testing.T) {
 // A release, a Close, or a holder giving its session up delays nothing,
 // however long the lock-delay; an operator's EndSession does.
 func TestLockDelayNotAfterReleaseOrClose(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	waiter := newSession(t, ctx, c.Node(2))
 	prompt := func(what string, end func(*fencelock.Session, *fencelock.Lock)) {
 		t.Helper()
@@ -129,8 +125,7 @@ func TestLockDelayNotAfterReleaseOrClose(t *testing.T) {
 // gets the lock only after that, with a larger token, while the holder's
 // session lives on.
 func TestMaxHoldClosesDoneFirst(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	const ttl, hold = 2 * time.Second, 1500 * time.Millisecond // margin 400ms
 	a := newSession(t, ctx, c.Node(1), fencelock.WithTTL(ttl))
 	b := newSession(t, ctx, c.Node(2))

@@ -11,12 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 func TestAcquireReleaseSeenByEveryReplica(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s := newSession(t, ctx, c.Node(1))
 	require.NotZero(t, s.ID())
 
@@ -46,8 +44,7 @@ func TestAcquireReleaseSeenByEveryReplica(t *testing.T) {
 }
 
 func TestTryAcquireFailsAtOnceWhenHeld(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s1, s2 := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2))
 	l1, err := s1.TryAcquire(ctx, "a")
 	require.NoError(t, err)
@@ -67,8 +64,7 @@ func TestTryAcquireFailsAtOnceWhenHeld(t *testing.T) {
 // On release exactly the head of the queue is granted, wherever its session
 // lives, and the others keep waiting.
 func TestFIFOGrantOrderAcrossReplicas(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	_, l := holding(t, ctx, c.Node(1), "q")
 
 	var sessions []*fencelock.Session
@@ -99,8 +95,7 @@ func TestFIFOGrantOrderAcrossReplicas(t *testing.T) {
 }
 
 func TestCancelWhileQueuedLeavesTheQueue(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	holder, waiter := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2))
 	l, err := holder.Acquire(ctx, "q")
 	require.NoError(t, err)
@@ -125,8 +120,7 @@ func TestCancelWhileQueuedLeavesTheQueue(t *testing.T) {
 // A cancel that races a grant never leaves the lock held by a caller that
 // gave up: either the call returned the lock, or the lock ends up free.
 func TestCancelRacingGrantReleasesTheLock(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	holder, waiter := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2))
 	for i := range 10 {
 		l, err := holder.Acquire(ctx, "race")
@@ -159,8 +153,7 @@ func TestCancelRacingGrantReleasesTheLock(t *testing.T) {
 // Each Acquire is its own waiter: two goroutines of one session exclude each
 // other.
 func TestTwoGoroutinesOfOneSessionExcludeEachOther(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s, first := holding(t, ctx, c.Node(1), "shared")
 	second := acquireAsync(ctx, s, "shared")
 	waitWaiters(t, ctx, c.Node(2), "shared", 1)
@@ -177,8 +170,7 @@ func TestTwoGoroutinesOfOneSessionExcludeEachOther(t *testing.T) {
 }
 
 func TestSessionCloseReleasesAllItsLocks(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s1, s2 := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2))
 	a, err := s1.Acquire(ctx, "a")
 	require.NoError(t, err)
@@ -204,8 +196,7 @@ func TestSessionCloseReleasesAllItsLocks(t *testing.T) {
 }
 
 func TestNodeCloseEndsItsSessions(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	n := c.Node(2)
 	s := newSession(t, ctx, n)
 	l, err := s.Acquire(ctx, "x")
@@ -225,8 +216,7 @@ func TestNodeCloseEndsItsSessions(t *testing.T) {
 }
 
 func TestInvalidInputGetsSentinelErrors(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	s := newSession(t, ctx, c.Node(1))
 	for _, name := range []string{"", strings.Repeat("x", 513), "bad\x00name", "\xff\xfe"} {
 		_, err := s.Acquire(ctx, name)
@@ -267,8 +257,7 @@ func TestInvalidInputGetsSentinelErrors(t *testing.T) {
 // Many sessions and goroutines on a few locks: every grant is exclusive and
 // every token is larger than the previous grant's of the same lock.
 func TestConcurrentAcquireIsExclusive(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	fencer := fencelock.NewFencer()
 	var mu sync.Mutex
 	inside := map[string]bool{}
@@ -308,8 +297,7 @@ func TestConcurrentAcquireIsExclusive(t *testing.T) {
 // A grant's context carries its token while the grant lasts and is
 // cancelled, with the grant's reason as its cause, when it ends.
 func TestGrantContext(t *testing.T) {
-	cl := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	cl, ctx := newCluster(t, 3)
 	leader := cl.Leader(ctx)
 	s := newSession(t, ctx, cl.Node(leader))
 	_, ok := fencelock.TokenFrom(ctx)

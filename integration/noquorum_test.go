@@ -18,10 +18,9 @@ import (
 // deadline; a call without a deadline waits, and gets the same cause with
 // the context's error when it ends.
 func TestNoQuorumSaysTheCause(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(func(cfg *fencelock.Config) {
+	c, ctx := newCluster(t, 3, fencelocktest.WithConfig(func(cfg *fencelock.Config) {
 		cfg.Groups = []fencelock.GroupConfig{{Name: "orders", Voters: []uint64{1, 2, 3}}}
 	}))
-	ctx := testCtx(t)
 	c.Leader(ctx)
 	n := c.Node(1)
 	_, err := n.Inspect(ctx, "x@orders") // the named group has a leader too
@@ -78,9 +77,8 @@ func TestNoQuorumSaysTheCause(t *testing.T) {
 // group has no leader or quorum; a longer call names what its attempts
 // met (the group's silence), not the deadline that cut its last one.
 func TestUnansweredCallNamesWhatItsAttemptsMet(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
+	c, ctx := newCluster(t, 3)
 	net := c.Network()
-	ctx := testCtx(t)
 	l := c.Leader(ctx)
 	f := l%3 + 1
 	n := c.Node(f)
@@ -108,8 +106,7 @@ func TestUnansweredCallNamesWhatItsAttemptsMet(t *testing.T) {
 // is not waiting for the group to come back, which only an operator can
 // bring about.
 func TestWaitingCallsSayNoQuorum(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	c.Leader(ctx)
 	n := c.Node(1)
 	s, err := n.NewSession(ctx, fencelock.WithTTL(time.Minute))

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // positions records the places a waiting call reported.
@@ -52,8 +51,7 @@ func (p *positions) await(t *testing.T, ctx context.Context, pos int) {
 // when the head gives up, when the holder releases; a call granted at once
 // reports nothing, and Inspect lists the queue in the same order.
 func TestQueuePositions(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	holder := newSession(t, ctx, c.Node(1))
 	l, err := holder.Acquire(ctx, "q", fencelock.WithQueuePosition(func(int) { t.Error("a grant at once reported a position") }))
 	require.NoError(t, err)
@@ -102,8 +100,7 @@ func TestQueuePositions(t *testing.T) {
 
 // Candidates report their places too.
 func TestCampaignQueuePosition(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	lead, err := newSession(t, ctx, c.Node(1)).Campaign(ctx, "e", "a")
 	require.NoError(t, err)
 	pos := newPositions()

@@ -8,15 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Readers share the lock; a writer queued behind them waits for both, and
 // a reader that comes after the writer waits for the writer: the queue is
 // FIFO across modes, and every grant has a larger token.
 func TestSharedLockFairModeSwitching(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	r1, r2 := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2))
 	w, r3 := newSession(t, ctx, c.Node(3)), newSession(t, ctx, c.Node(1))
 
@@ -69,8 +67,7 @@ func TestSharedLockFairModeSwitching(t *testing.T) {
 // A semaphore admits permits holders with a token each, queues the rest
 // FIFO, and refuses a request naming another count, changing nothing.
 func TestSemaphorePermitsAndConflicts(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	a, b, d := newSession(t, ctx, c.Node(1)), newSession(t, ctx, c.Node(2)), newSession(t, ctx, c.Node(3))
 
 	la, err := a.AcquireSemaphore(ctx, "pool", 2)
@@ -140,8 +137,7 @@ func TestSemaphorePermitsAndConflicts(t *testing.T) {
 
 // Watch reports every holder of a shared lock.
 func TestWatchShowsSharedHolders(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	ch := c.Node(3).Watch(wctx, "doc")
@@ -161,12 +157,7 @@ func TestWatchShowsSharedHolders(t *testing.T) {
 }
 
 func acquireSharedAsync(ctx context.Context, s *fencelock.Session, name string) <-chan acquired {
-	ch := make(chan acquired, 1)
-	go func() {
-		l, err := s.AcquireShared(ctx, name)
-		ch <- acquired{l, err}
-	}()
-	return ch
+	return async(func() (*fencelock.Lock, error) { return s.AcquireShared(ctx, name) })
 }
 
 // holderIDs returns the session ID of each of the lock's holders.

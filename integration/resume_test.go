@@ -15,8 +15,7 @@ import (
 // with its lock and its leadership, tokens unchanged; what it had queued is
 // withdrawn, and the lock still passes on in FIFO order when released.
 func TestResumeSessionAfterRestart(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s := newSession(t, ctx, c.Node(1), fencelock.WithTTL(30*time.Second))
 	l, err := s.Acquire(ctx, "L")
 	require.NoError(t, err)
@@ -25,14 +24,7 @@ func TestResumeSessionAfterRestart(t *testing.T) {
 	permit, err := s.AcquireSemaphore(ctx, "S", 2)
 	require.NoError(t, err)
 	other, m := holding(t, ctx, c.Node(2), "M")
-	next := make(chan *fencelock.Lock, 1)
-	go func() {
-		nl, err := other.Acquire(ctx, "L")
-		if err == nil {
-			next <- nl
-		}
-		close(next)
-	}()
+	next := acquireAsync(ctx, other, "L")
 	waitWaiters(t, ctx, c.Node(3), "L", 1)
 	queued := make(chan error, 1)
 	go func() {
@@ -75,7 +67,7 @@ func TestResumeSessionAfterRestart(t *testing.T) {
 	require.NoError(t, leads[0].Proclaim(ctx, "primary-2"))
 	require.NoError(t, locks[0].Release(ctx))
 	<-locks[0].Done()
-	nl := <-next
+	nl := (<-next).l
 	require.NotNil(t, nl)
 	require.Greater(t, nl.Token(), l.Token())
 	n, err := rs.Acquire(ctx, "N")
@@ -91,8 +83,7 @@ func TestResumeSessionAfterRestart(t *testing.T) {
 // takes it over: the first finds its session over at its next keep-alive,
 // and nothing it sends afterwards changes the group.
 func TestResumeEndsTheOldIncarnation(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	old := newSession(t, ctx, c.Node(1), fencelock.WithTTL(3*time.Second))
 	l, err := old.Acquire(ctx, "L")
 	require.NoError(t, err)
@@ -124,8 +115,7 @@ func TestResumeEndsTheOldIncarnation(t *testing.T) {
 // session) still hands over a live session with its grants: the resume
 // renews it at once rather than return one that gives itself up.
 func TestSlowResumeRenewsAtOnce(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	const ttl = 3 * time.Second
 	old := newSession(t, ctx, c.Node(1), fencelock.WithTTL(ttl))
 	l, err := old.Acquire(ctx, "L")
@@ -160,7 +150,7 @@ func TestSlowResumeRenewsAtOnce(t *testing.T) {
 func TestResumeTokenTakenAfterTheNodeClosed(t *testing.T) {
 	for _, how := range []string{"close", "crash"} {
 		t.Run(how, func(t *testing.T) {
-			c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}})))
+			c := fencelocktest.NewCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "g", Voters: []uint64{1, 2, 3}}))
 			ctx := testCtx(t)
 			s := newSession(t, ctx, c.Node(1), fencelock.WithTTL(30*time.Second))
 			named, err := s.Acquire(ctx, "x@g")

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // Issue 26: a revoke is an end the holder did not choose, so a holder
@@ -16,8 +15,7 @@ import (
 // try-acquire) until the delay ran out, and the holder's session lives on.
 // Before the fix the waiter was granted in the revoke's own step.
 func TestRevokeAppliesLockDelay(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	const delay = 2 * time.Second
 	holder := newSession(t, ctx, c.Node(1), fencelock.WithLockDelay(delay))
 	l, err := holder.Acquire(ctx, "job")
@@ -62,24 +60,16 @@ func TestRevokeAppliesLockDelay(t *testing.T) {
 // sees Done close with ErrRevoked; the waiter is granted with a larger token;
 // a revocation naming the old token afterwards changes nothing.
 func TestRevokeHandsTheLockOn(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	holder, l := holding(t, ctx, c.Node(1), "stuck")
 	waiter := newSession(t, ctx, c.Node(2))
-	granted := make(chan *fencelock.Lock, 1)
-	go func() {
-		next, err := waiter.Acquire(ctx, "stuck")
-		if err == nil {
-			granted <- next
-		}
-		close(granted)
-	}()
+	granted := acquireAsync(ctx, waiter, "stuck")
 	waitUntil(t, ctx, "the waiter is queued", func() bool { return inspect(t, ctx, c.Node(3), "stuck").Waiters == 1 })
 
 	require.NoError(t, c.Node(3).RevokeGrant(ctx, "stuck", l.Token()))
 	<-l.Done()
 	require.ErrorIs(t, l.Err(), fencelock.ErrRevoked)
-	next := <-granted
+	next := (<-granted).l
 	require.NotNil(t, next)
 	require.Greater(t, next.Token(), l.Token())
 	require.ErrorIs(t, c.Node(3).RevokeGrant(ctx, "stuck", l.Token()), fencelock.ErrNotHeld, "the old grant is gone")
@@ -91,8 +81,7 @@ func TestRevokeHandsTheLockOn(t *testing.T) {
 }
 
 func TestRevokeLeadership(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	lead, err := newSession(t, ctx, c.Node(1)).Campaign(ctx, "primary", "a")
 	require.NoError(t, err)
 	require.NoError(t, c.Node(1).RevokeLeadership(ctx, "primary"))
@@ -104,8 +93,7 @@ func TestRevokeLeadership(t *testing.T) {
 // EndSession ends someone else's session: its locks pass on and its
 // holder's Done closes with ErrRevoked.
 func TestEndSession(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s, l := holding(t, ctx, c.Node(1), "x")
 	require.NoError(t, c.Node(2).EndSession(ctx, s.ID()))
 	<-s.Done()

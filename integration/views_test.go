@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // A lock held by a session named reindex@worker-3 shows that name, and
@@ -19,8 +18,7 @@ import (
 // waiters show theirs with their places; Sessions names every session; a
 // session opened without a name is named after this process.
 func TestSessionNamesInViews(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	before := time.Now()
 	holder := newSession(t, ctx, c.Node(1), fencelock.WithSessionName("reindex@worker-3"))
 	l, err := holder.Acquire(ctx, "jobs/reindex")
@@ -79,8 +77,7 @@ func TestSessionNamesInViews(t *testing.T) {
 // A bad session name is refused before anything is proposed: no session
 // is opened at the group.
 func TestInvalidSessionName(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	for _, name := range []string{strings.Repeat("x", fencelock.MaxSessionNameLen+1), "a\x00b", "\xff"} {
 		_, err := c.Node(1).NewSession(ctx, fencelock.WithSessionName(name))
 		require.ErrorIs(t, err, fencelock.ErrInvalidSessionName, "%q", name)
@@ -98,8 +95,7 @@ func TestInvalidSessionName(t *testing.T) {
 // Contended lists the locks with the longest queues, longest first, ties
 // by name, with their holders' names; a lock nobody waits for is left out.
 func TestContended(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	holder := newSession(t, ctx, c.Node(1), fencelock.WithSessionName("holder"))
 	for _, name := range []string{"a", "b", "c", "quiet"} {
 		_, err := holder.Acquire(ctx, name)
@@ -139,8 +135,7 @@ func TestContended(t *testing.T) {
 // Elections lists the elections with a leader or candidates, page by page,
 // with the leaders' names and terms; Candidates names the queue.
 func TestElectionsListing(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s1 := newSession(t, ctx, c.Node(1), fencelock.WithSessionName("primary@db-1"))
 	s2 := newSession(t, ctx, c.Node(2), fencelock.WithSessionName("standby@db-2"))
 	tokens := map[string]uint64{}
@@ -197,9 +192,8 @@ func TestElectionsListing(t *testing.T) {
 // the resumed session opens later, which keep the name the group stored
 // rather than the new process's.
 func TestSessionNameInEveryGroup(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3, fencelocktest.WithConfig(withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}},
-		fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}})))
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3, withGroups(fencelock.GroupConfig{Name: "a", Voters: []uint64{1, 2, 3}},
+		fencelock.GroupConfig{Name: "b", Voters: []uint64{1, 2, 3}}))
 	old := newSession(t, ctx, c.Node(1), fencelock.WithSessionName("reindex@worker-3"))
 	_, err := old.Acquire(ctx, "x@a")
 	require.NoError(t, err)
@@ -221,8 +215,7 @@ func TestSessionNameInEveryGroup(t *testing.T) {
 // was elected come with every change, from the log's events as from the
 // first read, and a proclamation keeps both (the term goes on).
 func TestObserveNamesTheLeader(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	ch := c.Node(3).Observe(ctx, "orders/primary")
 	first := observed(t, ctx, ch)
 	require.Zero(t, first.Token)
@@ -301,8 +294,7 @@ func unnamedCandidates(t testing.TB, cs []fencelock.Candidate) []fencelock.Candi
 // Locks and Sessions list the whole group's state from any replica, in
 // order, page by page, with holders, tokens, queues, TTLs and owners.
 func TestLocksAndSessionsListing(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	s1 := newSession(t, ctx, c.Node(1), fencelock.WithTTL(3*time.Second))
 	s2 := newSession(t, ctx, c.Node(2), fencelock.WithTTL(5*time.Second))
 	s3 := newSession(t, ctx, c.Node(3))

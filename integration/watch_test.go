@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fencelock/fencelock"
-	"github.com/fencelock/fencelock/fencelocktest"
 )
 
 // until receives from ch until a LockInfo satisfies ok, and returns it.
@@ -33,8 +32,7 @@ func until(t *testing.T, ctx context.Context, ch <-chan fencelock.LockInfo, what
 // first, then grants, a waiter queued, the hand-over, an expiry-free
 // release, each as this replica applies it.
 func TestWatchFollowsALock(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	wctx, stop := context.WithCancel(ctx)
 	ch := c.Node(3).Watch(wctx, "jobs/reindex")
 	first := until(t, ctx, ch, "the first state", func(fencelock.LockInfo) bool { return true })
@@ -67,8 +65,7 @@ func TestWatchFollowsALock(t *testing.T) {
 }
 
 func TestWatchInvalidName(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 1)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 1)
 	ch := c.Node(1).Watch(ctx, "")
 	info, ok := <-ch
 	require.True(t, ok)
@@ -81,8 +78,7 @@ func TestWatchInvalidName(t *testing.T) {
 // order the group made them: each holder releases only once the watch has
 // shown its grant, so nothing coalesces away.
 func TestWatchSeesEveryGrantOfAContendedLock(t *testing.T) {
-	c := fencelocktest.NewCluster(t, 3)
-	ctx := testCtx(t)
+	c, ctx := newCluster(t, 3)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	ch := c.Node(3).Watch(wctx, "hot")

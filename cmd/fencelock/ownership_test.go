@@ -283,7 +283,8 @@ func TestStaleCopyNeverAnswersNothingQueued(t *testing.T) {
 // itself. Whatever replica 1 answers, the group agrees afterwards. (In the
 // runs here replica 1's copy had learned the term by the time the resign
 // came, and ended it by a command of its own: 200, the term over. The
-// withdrawal below reaches the group read every time.)
+// withdrawal below reaches the group read every time, and httpapi's
+// TestGrantGoneIsTheGroupsWord reaches the resign's read every time.)
 func TestStaleCopyNeverAnswersNotLeader(t *testing.T) { staleCopyNeverAnswersGone(t, staleElection) }
 
 // TestStaleCopyNeverAnswersNoCandidacy is TestStaleCopyNeverAnswersNothingQueued

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,6 +293,64 @@ func TestResumeEveryPart(t *testing.T) {
 	// A part that is over is left out of a resume; the default one is not.
 	_, err = tg.h.Resume(ctx, tokens, o, nil)
 	require.ErrorIs(t, err, ErrSessionExpired)
+}
+
+// Below log version 11 a group cannot write a fenced resume
+// (fsm.ErrVersionGated): an adoption then resumes each part unfenced, as
+// before (last writer wins, resume.go), and keeps every grant with its
+// token. Without the fallback the adoption fails, and a deployment in the
+// middle of a rolling upgrade could adopt no session.
+func TestAdoptionBelowTheFencedResumeResumesUnfenced(t *testing.T) {
+	nonces := map[string]uint64{"": 71, "b": 72}
+	o := Options{TTL: 5 * time.Second, Margin: time.Second, Nonce: func(g string) uint64 { return nonces[g] }}
+	ctx, tg, s := openInTwoGroups(t, 2*time.Minute, o)
+	x, err := acquire(ctx, s, "", "x")
+	require.NoError(t, err)
+	y, err := acquire(ctx, s, "b", "y@b")
+	require.NoError(t, err)
+	// The holder's replica is gone: its copy ends here, and the groups
+	// still hold the grants.
+	s.end(replica.ErrClosed, leaveParts)
+	for _, p := range []*Part{x.p, y.p} {
+		p.rt.forget(p)
+	}
+	gated := map[string]*belowFencedResume{}
+	tg.groups.mu.Lock()
+	for _, g := range []string{"", "b"} {
+		gated[g] = &belowFencedResume{Group: tg.groups.m[g]}
+		tg.groups.m[g] = gated[g]
+	}
+	tg.groups.mu.Unlock()
+
+	again, err := tg.h.Adopt(ctx, s.ID(), []string{"", "b"}, o, "adopter")
+	require.NoError(t, err, "an adoption where the groups cannot write a fenced resume")
+	held := again.Held(false)
+	require.Len(t, held, 2)
+	require.Equal(t, []string{"x", "y@b"}, []string{held[0].Name(), held[1].Name()})
+	require.Equal(t, []uint64{x.Token(), y.Token()}, []uint64{held[0].Token(), held[1].Token()})
+	for g, r := range gated {
+		require.Equal(t, int32(1), r.fenced.Load(), "group %q: the fenced resume asked first", g)
+		require.Equal(t, int32(1), r.unfenced.Load(), "group %q: then the unfenced one", g)
+	}
+	require.NoError(t, again.Close(ctx))
+}
+
+// belowFencedResume is a group whose log version is below 11: it refuses
+// a fenced resume as such a group does, and passes every other command on.
+type belowFencedResume struct {
+	Group
+	fenced, unfenced atomic.Int32
+}
+
+func (g *belowFencedResume) Propose(ctx context.Context, c fsm.Command) (fsm.Result, error) {
+	if c.Kind == fsm.KindResume && c.Fence {
+		g.fenced.Add(1)
+		return fsm.Result{}, fmt.Errorf("%w: a fenced resume", fsm.ErrVersionGated)
+	}
+	if c.Kind == fsm.KindResume {
+		g.unfenced.Add(1)
+	}
+	return g.Group.Propose(ctx, c)
 }
 
 // A part waiting for its resume, on a replica that restores a snapshot

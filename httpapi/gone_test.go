@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -23,8 +22,7 @@ import (
 // tests), which the copy rarely still does when the call arrives: here
 // each branch is reached every time.
 func TestGrantGoneIsTheGroupsWord(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := t.Context()
 	net := transport.NewNetwork(1)
 	n, err := fencelock.Start(ctx, fencelock.Config{ReplicaID: 1, Members: map[uint64]string{1: net.Addr(1)},
 		Dir: t.TempDir(), Transport: net, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

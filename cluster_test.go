@@ -33,13 +33,19 @@ type testCluster struct {
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // freeAddr returns a loopback port free now, below Linux's ephemeral range
-// so that no kernel-chosen port takes it before a replica listens on it.
-// It is fencelocktest.FreePort, which this package's tests cannot import:
+// so that no kernel-chosen port takes it before a replica listens on it,
+// and never one it returned before (two picks before the first one's
+// replica binds it could name the same port). It is
+// fencelocktest.FreePort, which this package's tests cannot import:
 // fencelocktest imports this package.
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	for range 1000 {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		port := 10000 + rand.IntN(22000)
+		if _, used := freeAddrs.LoadOrStore(port, true); used {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			defer l.Close()
 			return l.Addr().String()
@@ -48,6 +54,9 @@ func freeAddr(t testing.TB) string {
 	t.Fatal("no free loopback port below the ephemeral range")
 	return ""
 }
+
+// freeAddrs are the ports freeAddr tried in this process.
+var freeAddrs sync.Map
 
 // newCluster starts a group of size replicas on an in-process
 // transport.Network: no sockets, so no race for free ports. Tests of the

@@ -24,11 +24,17 @@ import (
 // ListenBelowEphemeral listens on a free loopback port below Linux's
 // ephemeral range (32768-60999), so that once it is closed and handed to a
 // replica, no kernel-chosen port (an outgoing connection's source port, a
-// ":0" listener of another process) can take it in the meantime.
+// ":0" listener of another process) can take it in the meantime. It never
+// takes a port FreePort handed out in this process: that port is free only
+// until the replica it was picked for binds it.
 func ListenBelowEphemeral(t testing.TB) net.Listener {
 	t.Helper()
 	for range 1000 {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(22000)))
+		port := 10000 + rand.IntN(22000)
+		if handedOut.has(port) {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			return l
 		}
@@ -37,12 +43,51 @@ func ListenBelowEphemeral(t testing.TB) net.Listener {
 	return nil
 }
 
-// FreePort returns "127.0.0.1:PORT" of a port free now (ListenBelowEphemeral).
+// FreePort returns "127.0.0.1:PORT" of a port free now
+// (ListenBelowEphemeral), never one it returned before in this process: a
+// port is picked by listening and closing, so without that memory two
+// picks before the first one's replica binds it could name the same port,
+// and the second replica fail to start ("address already in use").
 func FreePort(t testing.TB) string {
 	t.Helper()
-	l := ListenBelowEphemeral(t)
-	defer l.Close()
-	return l.Addr().String()
+	for range 1000 {
+		l := ListenBelowEphemeral(t)
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if handedOut.add(port) {
+			return fmt.Sprintf("127.0.0.1:%d", port)
+		}
+	}
+	t.Fatal("no loopback port below the ephemeral range that FreePort has not handed out")
+	return ""
+}
+
+// handedOut are the ports FreePort returned in this process.
+var handedOut ports
+
+type ports struct {
+	mu sync.Mutex
+	m  map[int]bool
+}
+
+func (p *ports) has(port int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[port]
+}
+
+// add records port, reporting false if it was recorded already.
+func (p *ports) add(port int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[port] {
+		return false
+	}
+	if p.m == nil {
+		p.m = map[int]bool{}
+	}
+	p.m[port] = true
+	return true
 }
 
 // WaitFor polls cond every 20ms until it holds, failing the test after 30s.
@@ -388,11 +433,21 @@ func (c *Processes) StopAll() {
 }
 
 // WaitReady polls replica id's /readyz, as a load balancer would, until it
-// says ready; it fails the test after 60s.
+// says ready; it fails the test after 60s, or at once if the process
+// exited (another process answering on its URL would otherwise pass for
+// it).
 func (c *Processes) WaitReady(id uint64) {
 	c.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
+	c.mu.Lock()
+	done := c.done[id]
+	c.mu.Unlock()
 	for {
+		select {
+		case <-done:
+			c.t.Fatalf("replica %d exited before it was ready:\n%s", id, c.Logs(id))
+		default:
+		}
 		resp, err := http.Get(c.URLs[id] + "/readyz")
 		if err == nil {
 			resp.Body.Close()

@@ -31,7 +31,7 @@ func ListenBelowEphemeral(t testing.TB) net.Listener {
 	t.Helper()
 	for range 1000 {
 		port := 10000 + rand.IntN(22000)
-		if handedOut.has(port) {
+		if _, out := handedOut.Load(port); out {
 			continue
 		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -54,7 +54,7 @@ func FreePort(t testing.TB) string {
 		l := ListenBelowEphemeral(t)
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		if handedOut.add(port) {
+		if _, out := handedOut.LoadOrStore(port, true); !out {
 			return fmt.Sprintf("127.0.0.1:%d", port)
 		}
 	}
@@ -62,33 +62,8 @@ func FreePort(t testing.TB) string {
 	return ""
 }
 
-// handedOut are the ports FreePort returned in this process.
-var handedOut ports
-
-type ports struct {
-	mu sync.Mutex
-	m  map[int]bool
-}
-
-func (p *ports) has(port int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.m[port]
-}
-
-// add records port, reporting false if it was recorded already.
-func (p *ports) add(port int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m[port] {
-		return false
-	}
-	if p.m == nil {
-		p.m = map[int]bool{}
-	}
-	p.m[port] = true
-	return true
-}
+// handedOut are the ports FreePort returned in this process (keys: int).
+var handedOut sync.Map
 
 // WaitFor polls cond every 20ms until it holds, failing the test after 30s.
 func WaitFor(t testing.TB, what string, cond func() bool) {
